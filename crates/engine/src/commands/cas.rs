@@ -1,0 +1,5 @@
+//! cas commands. (Being written.)
+
+use crate::command::CommandSpec;
+
+pub static COMMANDS: &[CommandSpec] = &[];

@@ -1,0 +1,26 @@
+//! Command handlers, one module per data type, each with its own table of specs.
+
+pub mod array;
+pub mod cas;
+pub mod hash;
+pub mod keyspace;
+pub mod list;
+pub mod server;
+pub mod set;
+pub mod string;
+pub mod zset;
+
+use crate::command::CommandSpec;
+
+/// Every module's table; the command table is their concatenation.
+pub static TABLES: &[&[CommandSpec]] = &[
+    server::COMMANDS,
+    keyspace::COMMANDS,
+    string::COMMANDS,
+    hash::COMMANDS,
+    set::COMMANDS,
+    zset::COMMANDS,
+    list::COMMANDS,
+    array::COMMANDS,
+    cas::COMMANDS,
+];

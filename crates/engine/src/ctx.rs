@@ -1,0 +1,89 @@
+//! What a handler sees while it runs one command.
+
+use crate::engine::Stats;
+use crate::mutation::MutationLog;
+use rand::rngs::SmallRng;
+use store::{Keyspace, Millis, ValueMut, ValueRef};
+
+/// The execution context of one command. Fields are public so that handlers can borrow the
+/// keyspace and the reply buffer at the same time; the methods enforce the write path's rules.
+pub struct Ctx<'a> {
+    pub ks: &'a mut Keyspace,
+    /// The command's time: fixed for the whole command (and a whole MULTI/EXEC).
+    pub now: Millis,
+    pub muts: &'a mut MutationLog,
+    pub stats: &'a mut Stats,
+    pub rng: &'a mut SmallRng,
+    /// True while applying a replication stream or journal: keys past their deadline read as
+    /// missing but are not deleted here (the stream carries the DEL the origin emitted).
+    pub replaying: bool,
+    /// Keys that gained list or sorted-set elements in this command: blocked clients waiting on
+    /// them are retried after the command.
+    pub ready_keys: &'a mut Vec<Vec<u8>>,
+    /// Set by a blocking command that found nothing to pop: the server parks the client.
+    pub block: Option<crate::engine::BlockOn>,
+    /// True when a parked blocking command is being retried (it must not park twice).
+    pub retrying_blocked: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// Appends one canonical mutation (a complete command, e.g. `["SET", key, value]`).
+    pub fn emit(&mut self, args: &[&[u8]]) {
+        self.muts.push(args);
+    }
+
+    /// Lazy expiry: if `key` is past its deadline, removes it and emits `DEL key` (unless
+    /// replaying). Returns true if the key is (now) missing because it expired.
+    pub fn expire_if_needed(&mut self, key: &[u8]) -> bool {
+        if !self.ks.is_expired(key, self.now) {
+            return false;
+        }
+        if !self.replaying {
+            self.ks.remove(key);
+            self.stats.expired_keys += 1;
+            self.emit(&[b"DEL", key]);
+        }
+        true
+    }
+
+    /// Looks `key` up for reading: expired keys read as missing; counts keyspace hits/misses.
+    pub fn read(&mut self, key: &[u8]) -> Option<ValueRef<'_>> {
+        if self.expire_if_needed(key) {
+            self.stats.keyspace_misses += 1;
+            return None;
+        }
+        let v = self.ks.get(key);
+        if v.is_some() {
+            self.stats.keyspace_hits += 1;
+        } else {
+            self.stats.keyspace_misses += 1;
+        }
+        v
+    }
+
+    /// Looks `key` up for writing: expired keys read as missing. No hit/miss accounting.
+    pub fn write(&mut self, key: &[u8]) -> Option<ValueMut<'_>> {
+        if self.expire_if_needed(key) {
+            return None;
+        }
+        self.ks.get_mut(key)
+    }
+
+    /// True if `key` exists and is live (expiring it first if needed). No hit/miss accounting.
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        !self.expire_if_needed(key) && self.ks.contains(key)
+    }
+
+    /// Records that `key` gained elements a blocked client may be waiting for.
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        if !self.ready_keys.iter().any(|k| k == key) {
+            self.ready_keys.push(key.to_vec());
+        }
+    }
+
+    /// A blocking command with nothing to serve asks to be parked on `keys` until `deadline`
+    /// (None: forever). It must write no reply and emit nothing when it does this.
+    pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline: Option<Millis>) {
+        self.block = Some(crate::engine::BlockOn { keys, deadline });
+    }
+}

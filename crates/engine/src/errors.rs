@@ -1,0 +1,56 @@
+//! Redis's error replies, word for word: client libraries match on these strings.
+
+use resp::reply;
+
+pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
+pub const SYNTAX: &[u8] = b"ERR syntax error";
+pub const OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
+pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
+pub const INCR_NAN_INF: &[u8] = b"ERR increment would produce NaN or Infinity";
+pub const INVALID_EXPIRE: &[u8] = b"ERR invalid expire time in 'set' command";
+pub const NOT_FLOAT_OR_RANGE: &[u8] = b"ERR value is out of range, must be positive";
+pub const STRING_TOO_LONG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+pub const OFFSET_OUT_OF_RANGE: &[u8] = b"ERR offset is out of range";
+pub const INDEX_OUT_OF_RANGE: &[u8] = b"ERR index out of range";
+pub const DB_INDEX_OUT_OF_RANGE: &[u8] = b"ERR DB index is out of range";
+pub const TIMEOUT_NOT_FLOAT: &[u8] = b"ERR timeout is not a float or out of range";
+pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
+
+/// `ERR wrong number of arguments for '<name>' command` (name as the client typed it, lowercased
+/// as Redis 7 prints it).
+pub fn wrong_arity(out: &mut Vec<u8>, name: &[u8]) {
+    let mut msg = b"ERR wrong number of arguments for '".to_vec();
+    msg.extend(name.iter().map(|b| b.to_ascii_lowercase()));
+    msg.extend_from_slice(b"' command");
+    reply::error(out, &msg);
+}
+
+/// `ERR unknown command '<name>', with args beginning with: '<a1>' '<a2>' ...` (Redis shows the
+/// first args, each cut to 128 bytes, the whole preview to 128 args).
+pub fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(truncate(args[0]));
+    msg.extend_from_slice(b"', with args beginning with: ");
+    for a in args.iter().skip(1).take(128) {
+        msg.push(b'\'');
+        msg.extend_from_slice(truncate(a));
+        msg.extend_from_slice(b"' ");
+    }
+    reply::error(out, &msg);
+}
+
+/// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
+pub fn unknown_subcommand(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
+    let mut msg = b"ERR unknown subcommand '".to_vec();
+    msg.extend_from_slice(truncate(sub));
+    msg.extend_from_slice(b"'. Try ");
+    msg.extend(cmd.iter().map(|b| b.to_ascii_uppercase()));
+    msg.extend_from_slice(b" HELP.");
+    reply::error(out, &msg);
+}
+
+fn truncate(a: &[u8]) -> &[u8] {
+    &a[..a.len().min(128)]
+}

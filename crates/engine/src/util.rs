@@ -1,0 +1,204 @@
+//! Argument parsing shared by handlers, with Redis's exact acceptance rules.
+
+/// Parses an integer argument as Redis's `string2ll`: canonical decimal only.
+pub fn parse_i64(a: &[u8]) -> Option<i64> {
+    store::types::string::parse_canonical_i64(a)
+}
+
+/// Parses a float argument as Redis's `string2ld`/`strtod` does for commands like INCRBYFLOAT
+/// and ZADD: decimal or exponent forms, `inf`/`-inf`/`+inf` (any case); no NaN, no spaces.
+pub fn parse_f64(a: &[u8]) -> Option<f64> {
+    if a.is_empty() || a.len() > 5120 {
+        return None;
+    }
+    let s = std::str::from_utf8(a).ok()?;
+    if s.starts_with(|c: char| c.is_whitespace()) || s.ends_with(|c: char| c.is_whitespace()) {
+        return None;
+    }
+    let lower = s.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            if lower.contains("nan") || lower.contains("inf") {
+                return None;
+            }
+            lower.parse::<f64>().ok()?
+        }
+    };
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// Formats a double as Redis does in replies (`%.17g`, shortest round-trip form): integers
+/// without a fraction, `inf`/`-inf`.
+pub fn format_f64(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == v.trunc() && v.abs() < 1e17 {
+        // Exact integers print without a fraction or exponent ("-0" stays "-0").
+        if v == 0.0 && v.is_sign_negative() {
+            return "-0".into();
+        }
+        return format!("{}", v as i64);
+    }
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format(v);
+    // ryu writes e.g. "1e20" / "1.5e-7"; Redis (%.17g) writes "1e+20" / "1.5e-07".
+    if let Some(pos) = s.find('e') {
+        let (mant, exp) = s.split_at(pos);
+        let exp = &exp[1..];
+        let (sign, digits) = if let Some(d) = exp.strip_prefix('-') { ('-', d) } else { ('+', exp) };
+        let digits = if digits.len() < 2 { format!("0{digits}") } else { digits.to_string() };
+        let mant = mant.strip_suffix(".0").unwrap_or(mant);
+        return format!("{mant}e{sign}{digits}");
+    }
+    s.strip_suffix(".0").unwrap_or(s).to_string()
+}
+
+/// ASCII case-insensitive equality, for option names.
+#[inline]
+pub fn eq_ic(a: &[u8], b: &[u8]) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Redis's glob matcher (`stringmatchlen`): `*`, `?`, `[...]` with ranges and `^`, `\` escapes.
+pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
+    fn lower(c: u8, nocase: bool) -> u8 {
+        if nocase {
+            c.to_ascii_lowercase()
+        } else {
+            c
+        }
+    }
+    fn m(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
+        if depth > 1000 {
+            return false;
+        }
+        let (mut pi, mut si) = (0, 0);
+        while pi < p.len() {
+            match p[pi] {
+                b'*' => {
+                    while pi + 1 < p.len() && p[pi + 1] == b'*' {
+                        pi += 1;
+                    }
+                    if pi + 1 == p.len() {
+                        return true;
+                    }
+                    for start in si..=s.len() {
+                        if m(&p[pi + 1..], &s[start..], nocase, depth + 1) {
+                            return true;
+                        }
+                    }
+                    return false;
+                }
+                b'?' => {
+                    if si >= s.len() {
+                        return false;
+                    }
+                    si += 1;
+                }
+                b'[' => {
+                    if si >= s.len() {
+                        return false;
+                    }
+                    pi += 1;
+                    let not = pi < p.len() && p[pi] == b'^';
+                    if not {
+                        pi += 1;
+                    }
+                    let mut matched = false;
+                    loop {
+                        if pi >= p.len() {
+                            pi -= 1; // unterminated class: Redis treats end as ']'
+                            break;
+                        }
+                        if p[pi] == b'\\' && pi + 2 < p.len() {
+                            pi += 1;
+                            if p[pi] == s[si] {
+                                matched = true;
+                            }
+                        } else if p[pi] == b']' {
+                            break;
+                        } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
+                            let (mut a, mut b) = (lower(p[pi], nocase), lower(p[pi + 2], nocase));
+                            if a > b {
+                                std::mem::swap(&mut a, &mut b);
+                            }
+                            let c = lower(s[si], nocase);
+                            if c >= a && c <= b {
+                                matched = true;
+                            }
+                            pi += 2;
+                        } else if lower(p[pi], nocase) == lower(s[si], nocase) {
+                            matched = true;
+                        }
+                        pi += 1;
+                    }
+                    if not {
+                        matched = !matched;
+                    }
+                    if !matched {
+                        return false;
+                    }
+                    si += 1;
+                }
+                b'\\' if pi + 1 < p.len() => {
+                    pi += 1;
+                    if si >= s.len() || lower(p[pi], nocase) != lower(s[si], nocase) {
+                        return false;
+                    }
+                    si += 1;
+                }
+                c => {
+                    if si >= s.len() || lower(c, nocase) != lower(s[si], nocase) {
+                        return false;
+                    }
+                    si += 1;
+                }
+            }
+            pi += 1;
+        }
+        si == s.len()
+    }
+    m(pattern, s, nocase, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_format_like_redis() {
+        assert_eq!(format_f64(3.0), "3");
+        assert_eq!(format_f64(10.5), "10.5");
+        assert_eq!(format_f64(f64::INFINITY), "inf");
+        assert_eq!(format_f64(1e20), "1e+20");
+        assert_eq!(format_f64(1.5e-7), "1.5e-07");
+        assert_eq!(format_f64(0.1 + 0.2), "0.30000000000000004");
+    }
+
+    #[test]
+    fn floats_parse_like_redis() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b""), None);
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h*llo", b"heeeello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"*", b"", false));
+        assert!(!glob_match(b"a\\*", b"ab", false));
+    }
+}

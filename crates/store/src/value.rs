@@ -1,0 +1,179 @@
+//! Values as the keyspace hands them out.
+
+use crate::types::{Hash, List, Set, SparseArray, ZSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The type of a value, as `TYPE` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Str,
+    Hash,
+    Set,
+    ZSet,
+    List,
+    Array,
+}
+
+impl Kind {
+    /// The name `TYPE` replies with and `SCAN ... TYPE` matches.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Str => "string",
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::List => "list",
+            Kind::Array => "array",
+        }
+    }
+}
+
+/// An owned value, moved into or out of the keyspace.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// Any byte string. The keyspace stores canonical integers as integers (see
+    /// [`crate::types::string`]); callers never need to care.
+    Str(Vec<u8>),
+    /// An integer string, e.g. the result of INCR, stored without formatting it.
+    Int(i64),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
+    List(Box<List>),
+    Array(Box<SparseArray>),
+}
+
+impl Value {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Value::Str(_) | Value::Int(_) => Kind::Str,
+            Value::Hash(_) => Kind::Hash,
+            Value::Set(_) => Kind::Set,
+            Value::ZSet(_) => Kind::ZSet,
+            Value::List(_) => Kind::List,
+            Value::Array(_) => Kind::Array,
+        }
+    }
+
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Str(b) => ValueRef::Str(StrRef::Bytes(b)),
+            Value::Int(i) => ValueRef::Str(StrRef::Int(*i)),
+            Value::Hash(h) => ValueRef::Hash(h),
+            Value::Set(s) => ValueRef::Set(s),
+            Value::ZSet(z) => ValueRef::ZSet(z),
+            Value::List(l) => ValueRef::List(l),
+            Value::Array(a) => ValueRef::Array(a),
+        }
+    }
+}
+
+/// A string value as stored: raw bytes or an integer.
+#[derive(Clone, Copy, Debug)]
+pub enum StrRef<'a> {
+    Bytes(&'a [u8]),
+    Int(i64),
+}
+
+impl StrRef<'_> {
+    /// The string's bytes (integers are formatted in decimal).
+    pub fn to_vec(&self) -> Vec<u8> {
+        match self {
+            StrRef::Bytes(b) => b.to_vec(),
+            StrRef::Int(i) => itoa::Buffer::new().format(*i).as_bytes().to_vec(),
+        }
+    }
+    /// Length in bytes of the string form.
+    pub fn len(&self) -> usize {
+        match self {
+            StrRef::Bytes(b) => b.len(),
+            StrRef::Int(i) => itoa::Buffer::new().format(*i).len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Calls `f` with the string's bytes without allocating.
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            StrRef::Bytes(b) => f(b),
+            StrRef::Int(i) => f(itoa::Buffer::new().format(*i).as_bytes()),
+        }
+    }
+}
+
+/// A borrowed view of a stored value.
+#[derive(Clone, Copy, Debug)]
+pub enum ValueRef<'a> {
+    Str(StrRef<'a>),
+    Hash(&'a Hash),
+    Set(&'a Set),
+    ZSet(&'a ZSet),
+    List(&'a List),
+    Array(&'a SparseArray),
+}
+
+impl ValueRef<'_> {
+    pub fn kind(&self) -> Kind {
+        match self {
+            ValueRef::Str(_) => Kind::Str,
+            ValueRef::Hash(_) => Kind::Hash,
+            ValueRef::Set(_) => Kind::Set,
+            ValueRef::ZSet(_) => Kind::ZSet,
+            ValueRef::List(_) => Kind::List,
+            ValueRef::Array(_) => Kind::Array,
+        }
+    }
+
+    /// A canonical, comparable copy of the value.
+    pub fn to_plain(&self) -> Plain {
+        match self {
+            ValueRef::Str(s) => Plain::Str(s.to_vec()),
+            ValueRef::Hash(h) => h.to_plain(),
+            ValueRef::Set(s) => s.to_plain(),
+            ValueRef::ZSet(z) => z.to_plain(),
+            ValueRef::List(l) => l.to_plain(),
+            ValueRef::Array(a) => a.to_plain(),
+        }
+    }
+
+    /// `OBJECT ENCODING`'s answer.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            ValueRef::Str(StrRef::Int(_)) => "int",
+            ValueRef::Str(StrRef::Bytes(b)) if b.len() <= 44 => "embstr",
+            ValueRef::Str(StrRef::Bytes(_)) => "raw",
+            ValueRef::Hash(h) => h.encoding(),
+            ValueRef::Set(s) => s.encoding(),
+            ValueRef::ZSet(z) => z.encoding(),
+            ValueRef::List(l) => l.encoding(),
+            ValueRef::Array(a) => a.encoding(),
+        }
+    }
+}
+
+/// A mutable view of a stored value. Strings are not mutable in place (their stored size may
+/// change): replace them with [`crate::Keyspace::replace_value`].
+#[derive(Debug)]
+pub enum ValueMut<'a> {
+    Str(StrRef<'a>),
+    Hash(&'a mut Hash),
+    Set(&'a mut Set),
+    ZSet(&'a mut ZSet),
+    List(&'a mut List),
+    Array(&'a mut SparseArray),
+}
+
+/// A canonical dump of a value: two stores hold the same data exactly when their dumps are
+/// equal. Scores are compared by their bit patterns.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Plain {
+    Str(Vec<u8>),
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    Set(BTreeSet<Vec<u8>>),
+    /// (member, score bits), sorted by member.
+    ZSet(Vec<(Vec<u8>, u64)>),
+    List(Vec<Vec<u8>>),
+    /// (index, value), sorted by index.
+    Array(Vec<(u64, Vec<u8>)>),
+}
