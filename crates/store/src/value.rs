@@ -137,6 +137,19 @@ impl ValueRef<'_> {
         }
     }
 
+    /// An owned deep copy (COPY, and commands that read one key and store into another).
+    pub fn to_owned_value(&self) -> Value {
+        match self {
+            ValueRef::Str(StrRef::Bytes(b)) => Value::Str(b.to_vec()),
+            ValueRef::Str(StrRef::Int(i)) => Value::Int(*i),
+            ValueRef::Hash(h) => Value::Hash(Box::new((*h).clone())),
+            ValueRef::Set(s) => Value::Set(Box::new((*s).clone())),
+            ValueRef::ZSet(z) => Value::ZSet(Box::new((*z).clone())),
+            ValueRef::List(l) => Value::List(Box::new((*l).clone())),
+            ValueRef::Array(a) => Value::Array(Box::new((*a).clone())),
+        }
+    }
+
     /// `OBJECT ENCODING`'s answer.
     pub fn encoding(&self) -> &'static str {
         match self {

@@ -10,7 +10,32 @@ const STALE_FAST: u32 = Flags::STALE | Flags::FAST;
 pub static COMMANDS: &[CommandSpec] = &[
     spec("ping", -1, STALE_FAST, (0, 0, 0), "connection", "Returns the server's liveliness response.", Handler::Data(ping)),
     spec("echo", 2, STALE_FAST, (0, 0, 0), "connection", "Returns the given string.", Handler::Data(echo)),
+    // Dispatched by the server crate (goblin-core/src/commands/): they need connection or
+    // server state. Arity and flags as Redis 7 reports them in COMMAND INFO.
+    spec("info", -1, LOADING_STALE, NO_KEYS, "server", "Returns information and statistics about the server.", Handler::Server),
+    spec("command", -1, LOADING_STALE, NO_KEYS, "server", "Returns detailed information about all commands.", Handler::Server),
+    spec("client", -2, 0, NO_KEYS, "connection", "A container for client connection commands.", Handler::Server),
+    spec("config", -2, 0, NO_KEYS, "server", "A container for server configuration commands.", Handler::Server),
+    spec("hello", -1, CONN_NO_AUTH, NO_KEYS, "connection", "Handshakes with the server.", Handler::Server),
+    spec("auth", -2, CONN_NO_AUTH, NO_KEYS, "connection", "Authenticates the connection.", Handler::Server),
+    spec("quit", -1, CONN_NO_AUTH, NO_KEYS, "connection", "Closes the connection.", Handler::Server),
+    spec("reset", 1, CONN_NO_AUTH, NO_KEYS, "connection", "Resets the connection.", Handler::Server),
+    spec("select", 2, LOADING_STALE | Flags::FAST, NO_KEYS, "connection", "Changes the selected database.", Handler::Server),
+    spec("time", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the server time.", Handler::Server),
+    spec("role", 1, CONN_FAST, NO_KEYS, "server", "Returns the replication role.", Handler::Server),
+    spec("memory", -2, 0, NO_KEYS, "server", "A container for memory diagnostics commands.", Handler::Server),
+    spec("shutdown", -1, Flags::ADMIN | CONN, NO_KEYS, "server", "Shuts down the server.", Handler::Server),
+    spec("multi", 1, CONN_FAST, NO_KEYS, "transactions", "Starts a transaction.", Handler::Server),
+    spec("exec", 1, CONN, NO_KEYS, "transactions", "Executes all commands in a transaction.", Handler::Server),
+    spec("discard", 1, CONN_FAST, NO_KEYS, "transactions", "Discards a transaction.", Handler::Server),
 ];
+
+const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+const LOADING_STALE: u32 = Flags::LOADING | Flags::STALE;
+/// Connection-level commands: not allowed in scripts, served while loading or stale.
+const CONN: u32 = Flags::NOSCRIPT | LOADING_STALE;
+const CONN_FAST: u32 = CONN | Flags::FAST;
+const CONN_NO_AUTH: u32 = CONN_FAST | Flags::NO_AUTH;
 
 /// PING [message]
 fn ping(_c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {

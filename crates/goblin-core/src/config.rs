@@ -1,0 +1,85 @@
+//! Command-line configuration (clap). Flag names follow redis.conf where Redis has the setting
+//! (`--port`, `--bind`, `--unixsocket`, `--maxclients` ...), so operators recognise them.
+
+use clap::Parser;
+use std::path::PathBuf;
+
+/// Default hard limit on a normal client's pending output. Redis leaves normal clients
+/// unlimited; we refuse to let one client that never reads grow the server without bound, but
+/// keep the limit far above any reply a sane client waits for (a large KEYS or HGETALL).
+pub const DEFAULT_CLIENT_OUTPUT_LIMIT: u64 = 256 * 1024 * 1024;
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "goblin-core", version, about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2).")]
+pub struct Config {
+    /// TCP port to listen on; 0 disables TCP (as in Redis).
+    #[arg(long, default_value_t = 6379)]
+    pub port: u16,
+
+    /// Addresses to bind the TCP listener to; repeat the flag or give several values.
+    #[arg(long, num_args = 1.., default_values_t = vec![String::from("127.0.0.1")])]
+    pub bind: Vec<String>,
+
+    /// Path of a Unix domain socket to listen on as well.
+    #[arg(long)]
+    pub unixsocket: Option<PathBuf>,
+
+    /// Permissions of the Unix socket file, in octal (e.g. 700).
+    #[arg(long, value_parser = parse_octal)]
+    pub unixsocketperm: Option<u32>,
+
+    /// Maximum number of connected clients; further connections get an error and are closed.
+    #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub maxclients: u32,
+
+    /// Hard limit in bytes on one client's pending output; a client past it is disconnected
+    /// (0 = unlimited). Default 256 MiB.
+    #[arg(long = "client-output-limit", default_value_t = DEFAULT_CLIENT_OUTPUT_LIMIT)]
+    pub client_output_limit: u64,
+
+    /// Largest bulk string a request may carry, in bytes (Redis `proto-max-bulk-len`).
+    #[arg(long = "proto-max-bulk-len", default_value_t = 512 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub proto_max_bulk_len: u64,
+
+    /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
+    #[arg(long, default_value = "info")]
+    pub loglevel: String,
+}
+
+fn parse_octal(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(v) if v <= 0o7777 => Ok(v),
+        _ => Err(format!("'{s}' is not an octal permission mode (e.g. 700)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_defaults_and_flags() {
+        let c = Config::try_parse_from(["goblin-core"]).unwrap();
+        assert_eq!(c.port, 6379);
+        assert_eq!(c.bind, vec!["127.0.0.1"]);
+        let c = Config::try_parse_from([
+            "goblin-core",
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "::1",
+            "--unixsocket",
+            "/tmp/x.sock",
+            "--unixsocketperm",
+            "770",
+        ])
+        .unwrap();
+        assert_eq!(c.port, 0);
+        assert_eq!(c.bind.len(), 2);
+        assert_eq!(c.unixsocketperm, Some(0o770));
+        assert!(Config::try_parse_from(["goblin-core", "--unixsocketperm", "9"]).is_err());
+        assert!(Config::try_parse_from(["goblin-core", "--no-such-flag"]).is_err());
+        assert!(Config::try_parse_from(["goblin-core", "--maxclients", "0"]).is_err());
+    }
+}

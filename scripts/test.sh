@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, property and integration tests (which start the real binaries),
+# then the broker's external-client checks (kcat, confluent-kafka, kafka-python).
+#
+# Needs: redis-server, redis-cli, kcat, cmake, pkg-config, python3 with confluent-kafka and
+# kafka-python. `scripts/install-deps.sh` installs them on Debian.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/goblin-target}"
+
+cargo build --workspace --bins
+cargo test --workspace --no-fail-fast "$@"
+
+if [ -x crates/kaka/tests/clients.sh ] || [ -f crates/kaka/tests/clients.sh ]; then
+  bash crates/kaka/tests/clients.sh "$CARGO_TARGET_DIR/debug/kaka"
+fi
