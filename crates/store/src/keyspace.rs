@@ -1,51 +1,65 @@
 //! The keyspace: key -> (value, optional absolute expiry).
 //!
-//! (Placeholder table on std's HashMap; the compact incremental-rehash table replaces it behind
-//! this same API.)
+//! Built for memory first: every key is ONE heap allocation ([`entry`]: link, tag, optional
+//! expiry, key, and the value inline, or a pointer to a boxed collection) on a chained hash table
+//! with one 8-byte bucket per key ([`table`]). One million `str:{i}` keys with 11-byte values
+//! cost 32 + ~8 bytes each. Resizes are incremental and SCAN cursors survive them (see
+//! [`table`]).
 //!
 //! Expiry is passive here: the keyspace never removes a key by itself. The engine asks
 //! [`Keyspace::is_expired`] on access and [`Keyspace::collect_expired`] in the active cycle,
 //! removes the key and emits its `DEL` mutation, so that every removal is journaled.
 
-use crate::types::string::parse_canonical_i64;
-use crate::value::{StrRef, Value, ValueMut, ValueRef};
-use crate::Millis;
-use std::collections::HashMap;
+mod entry;
+pub mod hash;
+pub mod table;
 
-struct Entry {
-    value: Value,
-    expire_at: Option<Millis>,
-}
+use crate::value::{ValueMut, ValueRef};
+use crate::{Millis, Value};
+use entry::{Entry, KeyEntry, Stored};
+pub use entry::size_class;
+use table::ChainTable;
 
-#[derive(Default)]
 pub struct Keyspace {
-    map: HashMap<Box<[u8]>, Entry>,
+    table: ChainTable<KeyEntry>,
+    /// Keys that have an expiry.
     volatile: usize,
+    /// Where the active expiry cycle resumes (a scan cursor over the table).
+    expire_cursor: u64,
 }
 
-/// Stores canonical decimal strings as integers.
-fn normalize(v: Value) -> Value {
-    match v {
-        Value::Str(b) => match parse_canonical_i64(&b) {
-            Some(i) => Value::Int(i),
-            None => Value::Str(b),
-        },
-        other => other,
+// SAFETY: the keyspace owns every entry and every boxed collection behind its raw pointers
+// exclusively (nothing is shared or reference-counted), so moving it to another thread moves
+// all of it; `&Keyspace` only ever hands out shared references to that data. Both are as
+// thread-safe as the value types themselves, which the assertion below checks.
+unsafe impl Send for Keyspace {}
+unsafe impl Sync for Keyspace {}
+const _: () = {
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn check() {
+        assert_send_sync::<Value>();
+    }
+    let _ = check;
+};
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl Keyspace {
     pub fn new() -> Self {
-        Self::default()
+        Keyspace { table: ChainTable::new(), volatile: 0, expire_cursor: 0 }
     }
 
     /// Number of keys, including expired keys not yet removed.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.table.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.table.is_empty()
     }
 
     /// Number of keys with an expiry.
@@ -54,163 +68,258 @@ impl Keyspace {
     }
 
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.map.contains_key(key)
+        self.table.get(key).is_some()
     }
 
     /// The value at `key`, whether or not its deadline has passed.
     pub fn get(&self, key: &[u8]) -> Option<ValueRef<'_>> {
-        self.map.get(key).map(|e| e.value.as_ref())
+        let e = self.table.get(key)?;
+        // SAFETY: the entry lives in the table, which `&self` keeps unchanged for the lifetime.
+        Some(unsafe { Entry::at(e).value_ref() })
+    }
+
+    /// The value and deadline at `key` in one lookup.
+    pub fn get_with_expire(&self, key: &[u8]) -> Option<(ValueRef<'_>, Option<Millis>)> {
+        let e = self.table.get(key)?;
+        // SAFETY: as in `get`.
+        let en = unsafe { Entry::at(e) };
+        Some((unsafe { en.value_ref() }, en.expire_at()))
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<ValueMut<'_>> {
-        self.map.get_mut(key).map(|e| match &mut e.value {
-            Value::Str(b) => ValueMut::Str(StrRef::Bytes(b)),
-            Value::Int(i) => ValueMut::Str(StrRef::Int(*i)),
-            Value::Hash(h) => ValueMut::Hash(h),
-            Value::Set(s) => ValueMut::Set(s),
-            Value::ZSet(z) => ValueMut::ZSet(z),
-            Value::List(l) => ValueMut::List(l),
-            Value::Array(a) => ValueMut::Array(a),
-        })
+        self.table.rehash_step(1);
+        let e = self.table.get(key)?;
+        // SAFETY: `&mut self` gives exclusive access to the entry for the returned lifetime,
+        // and no table operation can run (and move or free the entry) while it is borrowed.
+        Some(unsafe { Entry::at(e).value_mut() })
+    }
+
+    /// Puts an entry into the table and returns the one it replaced, keeping `volatile` exact.
+    fn put_entry(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> Option<Entry> {
+        let e = Entry::alloc(key, expire_at, Stored::from_value(value));
+        if expire_at.is_some() {
+            self.volatile += 1;
+        }
+        // SAFETY: `e` is a fresh entry, in no table.
+        let old = unsafe { self.table.insert(e) }?;
+        // SAFETY: the table gave `old` back: it is unlinked and ours.
+        let old = unsafe { Entry::at(old) };
+        if old.expire_at().is_some() {
+            self.volatile -= 1;
+        }
+        Some(old)
     }
 
     /// Sets `key` to `value` with deadline `expire_at` (None: persistent), replacing any old
     /// value and deadline. Returns the old value.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> Option<Value> {
-        let entry = Entry { value: normalize(value), expire_at };
-        if expire_at.is_some() {
-            self.volatile += 1;
+        let old = self.put_entry(key, value, expire_at)?;
+        // SAFETY: `old` is unlinked and ours (put_entry).
+        Some(unsafe { old.into_value() })
+    }
+
+    /// Like [`Keyspace::insert`] but drops the old value instead of returning it (no copy of an
+    /// old string). Returns true if the key existed.
+    pub fn put(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> bool {
+        match self.put_entry(key, value, expire_at) {
+            // SAFETY: `old` is unlinked and ours (put_entry).
+            Some(old) => {
+                unsafe { old.free() };
+                true
+            }
+            None => false,
         }
-        let old = self.map.insert(key.into(), entry)?;
-        if old.expire_at.is_some() {
-            self.volatile -= 1;
-        }
-        Some(old.value)
     }
 
     /// Replaces the value of an existing key and keeps its deadline; inserts a persistent key
     /// if it is missing.
     pub fn replace_value(&mut self, key: &[u8], value: Value) {
-        match self.map.get_mut(key) {
-            Some(e) => e.value = normalize(value),
-            None => {
-                self.insert(key, value, None);
-            }
+        let mut value = Some(value);
+        // SAFETY: set_value keeps the key and returns the entry's new address, which the table
+        // links in place of the old one.
+        let replaced = unsafe {
+            self.table.replace_with(key, |old| {
+                Entry::at(old).set_value(Stored::from_value(value.take().expect("called once")))
+            })
+        };
+        if !replaced {
+            self.put(key, value.take().expect("not consumed"), None);
         }
     }
 
     /// Removes `key` and returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
-        let e = self.map.remove(key)?;
-        if e.expire_at.is_some() {
+        self.take(key).map(|(v, _)| v)
+    }
+
+    /// Removes `key` and drops its value. Returns true if it existed.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        let Some(e) = self.table.remove(key) else {
+            return false;
+        };
+        // SAFETY: the table gave the entry back: unlinked and ours.
+        let en = unsafe { Entry::at(e) };
+        if en.expire_at().is_some() {
             self.volatile -= 1;
         }
-        Some(e.value)
+        unsafe { en.free() };
+        true
     }
 
     /// Removes `key` and returns its value and deadline.
     pub fn take(&mut self, key: &[u8]) -> Option<(Value, Option<Millis>)> {
-        let e = self.map.remove(key)?;
-        if e.expire_at.is_some() {
+        let e = self.table.remove(key)?;
+        // SAFETY: the table gave the entry back: unlinked and ours.
+        let en = unsafe { Entry::at(e) };
+        let at = en.expire_at();
+        if at.is_some() {
             self.volatile -= 1;
         }
-        Some((e.value, e.expire_at))
+        Some((unsafe { en.into_value() }, at))
     }
 
     /// The deadline of `key`, if it exists and has one.
     pub fn expire_at(&self, key: &[u8]) -> Option<Millis> {
-        self.map.get(key).and_then(|e| e.expire_at)
+        let e = self.table.get(key)?;
+        // SAFETY: live entry, read within this call.
+        unsafe { Entry::at(e) }.expire_at()
     }
 
     /// Sets or clears the deadline of an existing key. Returns false if the key is missing.
     pub fn set_expire(&mut self, key: &[u8], at: Option<Millis>) -> bool {
-        match self.map.get_mut(key) {
-            None => false,
-            Some(e) => {
-                match (e.expire_at.is_some(), at.is_some()) {
-                    (false, true) => self.volatile += 1,
-                    (true, false) => self.volatile -= 1,
-                    _ => {}
+        let Some(e) = self.table.get(key) else {
+            return false;
+        };
+        // SAFETY: live entry; `&mut self` makes us its only user.
+        let en = unsafe { Entry::at(e) };
+        match (en.expire_at().is_some(), at) {
+            (true, Some(t)) => en.set_expire_in_place(t),
+            (false, None) => {}
+            (had, _) => {
+                // The entry changes size: copy it into a new allocation, relinked in place.
+                // SAFETY: with_expiry keeps the key and returns the new entry.
+                unsafe { self.table.replace_with(key, |old| Entry::at(old).with_expiry(at)) };
+                if had {
+                    self.volatile -= 1;
+                } else {
+                    self.volatile += 1;
                 }
-                e.expire_at = at;
-                true
             }
         }
+        true
     }
 
     /// True if `key` exists and its deadline is at or before `now`.
     pub fn is_expired(&self, key: &[u8], now: Millis) -> bool {
-        matches!(self.map.get(key), Some(Entry { expire_at: Some(t), .. }) if *t <= now)
+        matches!(self.expire_at(key), Some(t) if t <= now)
     }
 
     /// Active expiry: appends up to `max` keys whose deadline has passed to `out`, examining at
-    /// most `budget` keys, starting where the previous call stopped. Returns how many keys it examined.
-    pub fn collect_expired(&mut self, now: Millis, max: usize, _budget: usize, out: &mut Vec<Vec<u8>>) -> usize {
-        let mut seen = 0;
-        for (k, e) in self.map.iter() {
-            seen += 1;
-            if matches!(e.expire_at, Some(t) if t <= now) {
-                out.push(k.to_vec());
-                if out.len() >= max {
-                    break;
+    /// most `budget` keys (and a few times that many empty buckets), starting where the previous
+    /// call stopped. Returns how many keys it examined. Returns at once when no key has an
+    /// expiry. The walk uses the resize-proof scan cursor, so every key is examined once per
+    /// pass over the table even while it grows or shrinks.
+    pub fn collect_expired(&mut self, now: Millis, max: usize, budget: usize, out: &mut Vec<Vec<u8>>) -> usize {
+        if self.volatile == 0 || max == 0 {
+            return 0;
+        }
+        let mut examined = 0;
+        let mut buckets = 0;
+        let mut found = 0;
+        let mut cursor = self.expire_cursor;
+        while examined < budget && found < max && buckets < budget.saturating_mul(4) {
+            cursor = self.table.scan_step(cursor, |e| {
+                examined += 1;
+                // SAFETY: scan_step hands out live entries of an unchanged table.
+                let en = unsafe { Entry::at(e) };
+                if found < max && matches!(en.expire_at(), Some(t) if t <= now) {
+                    out.push(unsafe { en.key() }.to_vec());
+                    found += 1;
                 }
+            });
+            buckets += 1;
+            if cursor == 0 {
+                // A full pass ended: resume next call from the start rather than examine
+                // keys twice in this one.
+                break;
             }
         }
-        seen
+        self.expire_cursor = cursor;
+        examined
     }
 
-    /// One step of a SCAN: calls `f` for keys after `cursor`, at least `count` of them unless the
-    /// table ends, and returns the next cursor (0 when the iteration is complete). Every key
-    /// present for the whole iteration is visited at least once, even across resizes.
+    /// One step of a SCAN: calls `f` for keys at `cursor`, at least `count` of them unless the
+    /// iteration ends, and returns the next cursor (0 when the iteration is complete). Every key
+    /// present for the whole iteration is visited at least once, even across resizes (a key
+    /// may be visited twice when the table shrank in between).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], ValueRef<'_>)) -> u64 {
-        let mut keys: Vec<&Box<[u8]>> = self.map.keys().collect();
-        keys.sort();
-        let start = cursor as usize;
-        let end = (start + count.max(1)).min(keys.len());
-        for k in &keys[start.min(keys.len())..end] {
-            f(k, self.map[&***k].value.as_ref());
-        }
-        if end >= keys.len() {
-            0
-        } else {
-            end as u64
+        let mut cursor = cursor;
+        let mut seen = 0;
+        loop {
+            cursor = self.table.scan_step(cursor, |e| {
+                seen += 1;
+                // SAFETY: scan_step hands out live entries of a table `&self` keeps unchanged.
+                let en = unsafe { Entry::at(e) };
+                unsafe { f(en.key(), en.value_ref()) };
+            });
+            if cursor == 0 || seen >= count {
+                return cursor;
+            }
         }
     }
 
     /// Calls `f` for every key (in no particular order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], ValueRef<'_>, Option<Millis>)) {
-        for (k, e) in &self.map {
-            f(k, e.value.as_ref(), e.expire_at);
-        }
+        self.table.for_each(|e| {
+            // SAFETY: live entries of a table `&self` keeps unchanged.
+            let en = unsafe { Entry::at(e) };
+            unsafe { f(en.key(), en.value_ref(), en.expire_at()) };
+        });
     }
 
-    /// A uniformly random key, or None if the keyspace is empty.
+    /// A random key (a random non-empty bucket, then a random key of its chain: close to
+    /// uniform), or None if the keyspace is empty.
     pub fn random_key(&self, rng: &mut impl rand::Rng) -> Option<Vec<u8>> {
-        if self.map.is_empty() {
-            return None;
-        }
-        let n = rng.gen_range(0..self.map.len());
-        self.map.keys().nth(n).map(|k| k.to_vec())
+        let e = self.table.random(rng)?;
+        // SAFETY: live entry, copied within this call.
+        Some(unsafe { Entry::at(e).key() }.to_vec())
     }
 
     /// Removes every key.
     pub fn clear(&mut self) {
-        self.map.clear();
+        self.table.clear();
         self.volatile = 0;
+        self.expire_cursor = 0;
     }
 
-    /// Approximate heap bytes used by `key`'s entry (MEMORY USAGE).
+    /// Bytes the allocator holds for `key`'s entry and value (MEMORY USAGE): the entry's jemalloc
+    /// size class, plus for a collection its box's size class and the collection's own
+    /// `mem_usage()`. The bucket slot (8 bytes per key) is table overhead, not counted here.
     pub fn mem_usage(&self, key: &[u8]) -> Option<usize> {
-        let e = self.map.get(key)?;
-        let v = match &e.value {
-            Value::Str(b) => b.len(),
-            Value::Int(_) => 0,
-            Value::Hash(h) => h.mem_usage(),
-            Value::Set(s) => s.mem_usage(),
-            Value::ZSet(z) => z.mem_usage(),
-            Value::List(l) => l.mem_usage(),
-            Value::Array(a) => a.mem_usage(),
-        };
-        Some(key.len() + v + 32)
+        let e = self.table.get(key)?;
+        // SAFETY: live entry, read within this call.
+        Some(unsafe { Entry::at(e) }.mem_usage())
+    }
+
+    /// Moves up to `chains` buckets of a resize in progress (and starts a pending shrink).
+    /// The event loop calls this when idle; returns true while a resize remains in progress.
+    pub fn rehash_step(&mut self, chains: usize) -> bool {
+        self.table.rehash_step(chains)
+    }
+
+    /// True while the table is resizing.
+    pub fn is_rehashing(&self) -> bool {
+        self.table.is_rehashing()
+    }
+
+    /// Bytes of the bucket arrays (the table's overhead besides the entries), for INFO.
+    pub fn table_overhead(&self) -> usize {
+        self.table.bucket_bytes()
+    }
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyspace").field("len", &self.len()).field("volatile", &self.volatile).finish()
     }
 }

@@ -1,33 +1,134 @@
-//! Hash: field -> value. (Placeholder representation; the compact one replaces it.)
+//! Hash: field -> value, both byte strings.
+//!
+//! Stored in a [`PackedTable`] of (field, value) records: up to 128 fields of at most 64 bytes
+//! each scan a single packed chunk in insertion order (`OBJECT ENCODING` "listpack", as Redis's
+//! `hash-max-listpack-*` defaults); larger hashes add an open-addressing index of u32 record
+//! addresses ("hashtable"). Either way no field or value is a separate allocation.
 
+use super::packed::{alloc_size, PackedTable};
 use crate::Plain;
-use std::collections::HashMap;
+use rand::Rng;
 
 #[derive(Clone, Debug, Default)]
 pub struct Hash {
-    map: HashMap<Vec<u8>, Vec<u8>>,
+    table: PackedTable<true>,
 }
 
 impl Hash {
     pub fn new() -> Self {
         Self::default()
     }
+
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.table.len()
     }
+
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.table.len() == 0
     }
+
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        self.table.get(field)
+    }
+
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.table.contains(field)
+    }
+
+    /// Sets `field` to `value`; returns true if the field is new.
+    pub fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        self.table.insert(field, value)
+    }
+
+    /// Removes `field`; returns true if it existed.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        self.table.remove(field)
+    }
+
+    /// (field, value) pairs: insertion order while small, storage order once indexed.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.table.iter()
+    }
+
+    /// A uniformly random (field, value), or None if empty.
+    pub fn random(&self, rng: &mut impl Rng) -> Option<(&[u8], &[u8])> {
+        self.table.random(rng)
+    }
+
+    /// One HSCAN step from `cursor` (about `count` slots of work); returns the next cursor, 0
+    /// when done. Every field present for the whole iteration is returned at least once.
+    pub fn scan(&self, cursor: u64, count: usize, f: impl FnMut(&[u8], &[u8])) -> u64 {
+        self.table.scan(cursor, count, f)
+    }
+
     /// Canonical dump for equality checks.
     pub fn to_plain(&self) -> Plain {
-        Plain::Hash(self.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        Plain::Hash(self.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
     }
-    /// Bytes this value occupies on the heap, as the allocator would count them (approximate
-    /// until the compact encoding lands).
+
+    /// Heap bytes this value occupies (the boxed struct included), by allocator size class.
     pub fn mem_usage(&self) -> usize {
-        self.map.iter().map(|(k, v)| k.len() + v.len() + 48).sum()
+        alloc_size(std::mem::size_of::<Self>()) + self.table.mem_usage()
     }
+
     pub fn encoding(&self) -> &'static str {
-        "hashtable"
+        if self.table.is_indexed() {
+            "hashtable"
+        } else {
+            "listpack"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec((0u8..3, 0u16..400, proptest::collection::vec(any::<u8>(), 0..90)), 1..1500)) {
+            let mut h = Hash::new();
+            let mut m: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            for (kind, f, v) in ops {
+                let f = format!("f{f}").into_bytes();
+                match kind {
+                    0 | 1 => prop_assert_eq!(h.set(&f, &v), m.insert(f.clone(), v).is_none()),
+                    _ => prop_assert_eq!(h.remove(&f), m.remove(&f).is_some()),
+                }
+                prop_assert_eq!(h.get(&f), m.get(&f).map(|v| v.as_slice()));
+            }
+            prop_assert_eq!(h.len(), m.len());
+            prop_assert_eq!(h.to_plain(), Plain::Hash(m));
+        }
+    }
+
+    #[test]
+    fn encoding_follows_redis_thresholds() {
+        let mut h = Hash::new();
+        for i in 0..128 {
+            h.set(format!("f{i}").as_bytes(), b"v");
+        }
+        assert_eq!(h.encoding(), "listpack");
+        h.set(b"f129", b"v");
+        assert_eq!(h.encoding(), "hashtable");
+        let mut h = Hash::new();
+        h.set(b"f", &[b'x'; 64]);
+        assert_eq!(h.encoding(), "listpack");
+        h.set(b"f", &[b'x'; 65]);
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.get(b"f"), Some(&[b'x'; 65][..]));
+    }
+
+    #[test]
+    fn dataset_hash_is_compact() {
+        // The six-type dataset's hash: 1,000 fields f{k} -> v{k:06}; goal <= 32 bytes/field.
+        let mut h = Hash::new();
+        for k in 0..1000 {
+            h.set(format!("f{k}").as_bytes(), format!("v{k:06}").as_bytes());
+        }
+        let per = h.mem_usage() as f64 / 1000.0;
+        assert!(per <= 32.0, "{per} bytes per field");
     }
 }

@@ -7,6 +7,7 @@ pub mod list;
 pub mod set;
 pub mod string;
 pub mod zset;
+pub(crate) mod packed;
 
 pub use array::SparseArray;
 pub use hash::Hash;

@@ -1,32 +1,1021 @@
-//! Sorted set: member -> score, ordered by (score, member). (Placeholder representation.)
+//! Sorted set: member -> score, ordered by (score, member bytes).
+//!
+//! # Layout
+//!
+//! The elements live in *chunks*: each chunk is one contiguous byte buffer of packed entries in
+//! ascending (score, member) order, and the chunks themselves are kept in order in a `Vec`. An
+//! entry is
+//!
+//! ```text
+//! [tag: u8][score: 0..=8 bytes][member length: LEB128][member bytes]
+//! ```
+//!
+//! where tag 0..=8 means "the score is an integer, zigzag-encoded little endian in `tag` bytes"
+//! and tag 9 means "the score is a raw f64 (8 bytes LE)". Integral scores of magnitude below
+//! 2^53 (except -0, which must keep its sign) take the integer form, so `ZADD z 500 m000500`
+//! costs 11 bytes. A chunk grows until it holds [`CHUNK_BYTES`]; then it splits in the middle,
+//! or, when the new entry goes after the last entry of the set (ascending loads), a fresh chunk
+//! is started so that the old one stays full.
+//!
+//! Small sets (at most [`LISTPACK_ENTRIES`] members, none longer than [`LISTPACK_VALUE`] bytes,
+//! Redis's `zset-max-listpack-*` defaults) have no member index: lookups scan the entries, and
+//! `OBJECT ENCODING` says `listpack`. Past either threshold the set gets a member index (one
+//! way, like Redis) and reports `skiplist`.
+//!
+//! The member index is an open-addressing table (linear probing, power-of-two capacity) whose
+//! slot holds the member's 32-bit hash and its *score*, not a pointer: chunk splits never move
+//! anything the index refers to. A lookup hashes the member, and for each slot with the same
+//! hash binary-searches the chunks for (score, member). The table grows incrementally: a new
+//! table of twice the size is allocated and each later write moves [`MIGRATE_STEP`] slots of
+//! the old one, so no single command pays for a whole rehash.
+//!
+//! Invariants: every chunk is non-empty; entries are strictly ascending across the whole chunk
+//! sequence; no score is NaN; when the index exists it holds exactly one live slot per member,
+//! carrying that member's current score.
 
 use crate::Plain;
-use std::collections::HashMap;
+use std::cmp::Ordering;
+
+/// A chunk splits once its bytes exceed this.
+const CHUNK_BYTES: usize = 1024;
+/// Redis's `zset-max-listpack-entries` default.
+pub const LISTPACK_ENTRIES: usize = 128;
+/// Redis's `zset-max-listpack-value` default.
+pub const LISTPACK_VALUE: usize = 64;
+/// Old-table slots migrated per write while the index grows.
+const MIGRATE_STEP: usize = 64;
+
+const TAG_F64: u8 = 9;
+
+/// Rounds an allocation request up to jemalloc's size class (what is really reserved).
+pub fn jemalloc_class(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    if n <= 8 {
+        return 8;
+    }
+    if n <= 128 {
+        return n.div_ceil(16) * 16;
+    }
+    if n <= 14 * 1024 {
+        // Four classes per doubling: spacing is a quarter of the previous power of two.
+        let p = usize::BITS - 1 - (n - 1).leading_zeros(); // 2^p < n <= 2^(p+1)
+        let spacing = 1usize << (p - 2);
+        return n.div_ceil(spacing) * spacing;
+    }
+    n.div_ceil(4096) * 4096
+}
+
+/// Total order of entries: score numerically (-0 == 0), then member bytes.
+#[inline]
+fn cmp_entry(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
+    match s1.partial_cmp(&s2) {
+        Some(Ordering::Equal) | None => m1.cmp(m2),
+        Some(o) => o,
+    }
+}
+
+/// A fast non-cryptographic hash of a member (never 0: 0 marks an empty slot).
+fn hash_member(m: &[u8]) -> u32 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h: u64 = (m.len() as u64).wrapping_mul(K) ^ 0x2545_F491_4F6C_DD1D;
+    let mut chunks = m.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K).rotate_left(29);
+    }
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^= h >> 32;
+    let v = h as u32;
+    if v < 2 {
+        v + 2
+    } else {
+        v
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry encoding
+
+fn encode_entry(buf: &mut Vec<u8>, score: f64, member: &[u8]) {
+    if score.fract() == 0.0
+        && score.abs() < 9_007_199_254_740_992.0
+        && !(score == 0.0 && score.is_sign_negative())
+    {
+        let i = score as i64;
+        let z = ((i << 1) ^ (i >> 63)) as u64;
+        let nbytes = (8 - z.leading_zeros() / 8) as usize;
+        buf.push(nbytes as u8);
+        buf.extend_from_slice(&z.to_le_bytes()[..nbytes]);
+    } else {
+        buf.push(TAG_F64);
+        buf.extend_from_slice(&score.to_bits().to_le_bytes());
+    }
+    let mut l = member.len();
+    loop {
+        let b = (l & 0x7f) as u8;
+        l >>= 7;
+        if l == 0 {
+            buf.push(b);
+            break;
+        }
+        buf.push(b | 0x80);
+    }
+    buf.extend_from_slice(member);
+}
+
+fn encoded_len(score: f64, member: &[u8]) -> usize {
+    let mut tmp = Vec::with_capacity(24);
+    encode_entry(&mut tmp, score, &[]);
+    let mut l = member.len();
+    let mut extra = 0;
+    while l >= 0x80 {
+        l >>= 7;
+        extra += 1;
+    }
+    tmp.len() + extra + member.len()
+}
+
+/// Decodes the entry at `off`: (score, member, offset of the next entry).
+#[inline]
+fn decode_entry(buf: &[u8], off: usize) -> (f64, &[u8], usize) {
+    let tag = buf[off];
+    let mut p = off + 1;
+    let score = if tag == TAG_F64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&buf[p..p + 8]);
+        p += 8;
+        f64::from_bits(u64::from_le_bytes(b))
+    } else {
+        let n = tag as usize;
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&buf[p..p + n]);
+        p += n;
+        let z = u64::from_le_bytes(b);
+        let i = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        i as f64
+    };
+    let mut len = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = buf[p];
+        p += 1;
+        len |= ((b & 0x7f) as usize) << shift;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    (score, &buf[p..p + len], p + len)
+}
+
+/// One run of packed entries.
+#[derive(Clone, Debug, Default)]
+struct Chunk {
+    buf: Vec<u8>,
+    /// Number of entries in `buf`.
+    n: u32,
+}
+
+impl Chunk {
+    fn first(&self) -> (f64, &[u8]) {
+        let (s, m, _) = decode_entry(&self.buf, 0);
+        (s, m)
+    }
+
+    /// Offsets of every entry, in order.
+    fn offsets(&self) -> Vec<usize> {
+        let mut v = Vec::with_capacity(self.n as usize);
+        let mut off = 0;
+        while off < self.buf.len() {
+            v.push(off);
+            off = decode_entry(&self.buf, off).2;
+        }
+        v
+    }
+
+    /// Reserves room for `extra` more bytes, growing to a jemalloc size class so that the
+    /// reported capacity is what is really allocated and growth stays geometric (~1.25x).
+    fn reserve(&mut self, extra: usize) {
+        let need = self.buf.len() + extra;
+        if self.buf.capacity() < need {
+            let target = jemalloc_class(need.max(16));
+            self.buf.reserve_exact(target - self.buf.len());
+        }
+    }
+
+    fn insert_at(&mut self, off: usize, score: f64, member: &[u8]) {
+        let mut e = Vec::with_capacity(16 + member.len());
+        encode_entry(&mut e, score, member);
+        self.reserve(e.len());
+        self.buf.splice(off..off, e);
+        self.n += 1;
+    }
+
+    fn remove_at(&mut self, off: usize) {
+        let (_, _, next) = decode_entry(&self.buf, off);
+        self.buf.drain(off..next);
+        self.n -= 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Member index
+
+/// Linear-probing table of (hash, score). `hashes[i] == 0`: empty; `== TOMB`: deleted (only in
+/// a table being migrated away from).
+#[derive(Clone, Debug, Default)]
+struct Table {
+    hashes: Vec<u32>,
+    scores: Vec<f64>,
+    live: usize,
+}
+
+const EMPTY: u32 = 0;
+const TOMB: u32 = 1;
+
+impl Table {
+    fn with_capacity(cap: usize) -> Self {
+        Table { hashes: vec![EMPTY; cap], scores: vec![0.0; cap], live: 0 }
+    }
+    fn cap(&self) -> usize {
+        self.hashes.len()
+    }
+    fn home(&self, h: u32) -> usize {
+        (h as usize).wrapping_mul(0x9E37_79B9) & (self.cap() - 1)
+    }
+    /// Inserts a slot for a member known to be absent.
+    fn put(&mut self, h: u32, score: f64) {
+        let mask = self.cap() - 1;
+        let mut i = self.home(h);
+        while self.hashes[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        self.hashes[i] = h;
+        self.scores[i] = score;
+        self.live += 1;
+    }
+    /// Removes slot `i` by shifting later members of its probe run back (no tombstones).
+    fn remove_shift(&mut self, mut i: usize) {
+        let mask = self.cap() - 1;
+        self.live -= 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let hj = self.hashes[j];
+            if hj == EMPTY {
+                break;
+            }
+            let home = self.home(hj);
+            // Move j back to i unless its home lies cyclically in (i, j].
+            let stays = if i <= j { i < home && home <= j } else { i < home || home <= j };
+            if !stays {
+                self.hashes[i] = hj;
+                self.scores[i] = self.scores[j];
+                i = j;
+            }
+        }
+        self.hashes[i] = EMPTY;
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Index {
+    cur: Table,
+    /// Table being migrated into `cur`, and how many of its slots have been moved. Slots below
+    /// the mark are stale copies and are ignored; deletions above it leave tombstones.
+    old: Option<(Table, usize)>,
+}
+
+/// Where a member's index slot is.
+#[derive(Clone, Copy)]
+enum Slot {
+    Cur(usize),
+    Old(usize),
+}
+
+impl Index {
+    fn new(cap: usize) -> Self {
+        Index { cur: Table::with_capacity(cap.next_power_of_two().max(8)), old: None }
+    }
+
+    fn live(&self) -> usize {
+        self.cur.live + self.old.as_ref().map_or(0, |(t, _)| t.live)
+    }
+
+    /// Calls `f(slot, score)` for each slot whose hash is `h`, until `f` returns true.
+    fn probe(&self, h: u32, mut f: impl FnMut(Slot, f64) -> bool) -> bool {
+        let t = &self.cur;
+        let mask = t.cap() - 1;
+        let mut i = t.home(h);
+        while t.hashes[i] != EMPTY {
+            if t.hashes[i] == h && f(Slot::Cur(i), t.scores[i]) {
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+        if let Some((t, mark)) = &self.old {
+            let mask = t.cap() - 1;
+            let mut i = t.home(h);
+            while t.hashes[i] != EMPTY {
+                if i >= *mark && t.hashes[i] == h && f(Slot::Old(i), t.scores[i]) {
+                    return true;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        false
+    }
+
+    fn set_score(&mut self, slot: Slot, score: f64) {
+        match slot {
+            Slot::Cur(i) => self.cur.scores[i] = score,
+            Slot::Old(i) => self.old.as_mut().expect("old table").0.scores[i] = score,
+        }
+    }
+
+    fn remove(&mut self, slot: Slot) {
+        match slot {
+            Slot::Cur(i) => self.cur.remove_shift(i),
+            Slot::Old(i) => {
+                let t = &mut self.old.as_mut().expect("old table").0;
+                t.hashes[i] = TOMB;
+                t.live -= 1;
+            }
+        }
+        self.step();
+    }
+
+    fn insert(&mut self, h: u32, score: f64) {
+        // Keep the load of the current table at most 3/4.
+        if (self.cur.live + 1) * 4 > self.cur.cap() * 3 {
+            self.finish_migration();
+            let bigger = Table::with_capacity(self.cur.cap() * 2);
+            let old = std::mem::replace(&mut self.cur, bigger);
+            self.old = Some((old, 0));
+        }
+        self.cur.put(h, score);
+        self.step();
+    }
+
+    /// Moves the next few slots of the old table, if a migration is under way.
+    fn step(&mut self) {
+        let Some((old, mark)) = &mut self.old else { return };
+        let end = (*mark + MIGRATE_STEP).min(old.cap());
+        for i in *mark..end {
+            let h = old.hashes[i];
+            if h != EMPTY && h != TOMB {
+                self.cur.put(h, old.scores[i]);
+                old.live -= 1;
+            }
+        }
+        *mark = end;
+        if end == old.cap() {
+            self.old = None;
+        }
+    }
+
+    fn finish_migration(&mut self) {
+        while self.old.is_some() {
+            self.step();
+        }
+    }
+
+    fn mem_usage(&self) -> usize {
+        let t = |t: &Table| jemalloc_class(t.hashes.capacity() * 4) + jemalloc_class(t.scores.capacity() * 8);
+        t(&self.cur) + self.old.as_ref().map_or(0, |(o, _)| t(o))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sorted set
+
+/// A position: chunk number and byte offset of an entry in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pos {
+    ci: usize,
+    off: usize,
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct ZSet {
-    scores: HashMap<Vec<u8>, f64>,
+    chunks: Vec<Chunk>,
+    len: usize,
+    /// None while the set is in its small ("listpack") form.
+    index: Option<Box<Index>>,
 }
 
 impl ZSet {
     pub fn new() -> Self {
         Self::default()
     }
+
     pub fn len(&self) -> usize {
-        self.scores.len()
+        self.len
     }
+
     pub fn is_empty(&self) -> bool {
-        self.scores.is_empty()
+        self.len == 0
     }
+
+    /// `OBJECT ENCODING`'s answer, with Redis's names for the equivalent forms.
+    pub fn encoding(&self) -> &'static str {
+        if self.index.is_some() {
+            "skiplist"
+        } else {
+            "listpack"
+        }
+    }
+
+    /// Bytes really allocated for this set (jemalloc size classes), the set header included.
+    pub fn mem_usage(&self) -> usize {
+        let chunks: usize = self.chunks.iter().map(|c| jemalloc_class(c.buf.capacity())).sum();
+        let vec = jemalloc_class(self.chunks.capacity() * std::mem::size_of::<Chunk>());
+        let index =
+            self.index.as_ref().map_or(0, |i| jemalloc_class(std::mem::size_of::<Index>()) + i.mem_usage());
+        jemalloc_class(std::mem::size_of::<ZSet>()) + chunks + vec + index
+    }
+
+    /// The canonical dump: (member, score bits) sorted by member.
     pub fn to_plain(&self) -> Plain {
-        let mut v: Vec<(Vec<u8>, u64)> = self.scores.iter().map(|(m, s)| (m.clone(), s.to_bits())).collect();
+        let mut v: Vec<(Vec<u8>, u64)> = self.iter().map(|(m, s)| (m.to_vec(), s.to_bits())).collect();
         v.sort();
         Plain::ZSet(v)
     }
-    pub fn mem_usage(&self) -> usize {
-        self.scores.keys().map(|m| m.len() + 56).sum()
+
+    /// Every (member, score) in ascending order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { z: self, ci: 0, off: 0, left: self.len }
     }
-    pub fn encoding(&self) -> &'static str {
-        "skiplist"
+
+    /// The chunk that holds, or would hold, (score, member): the last chunk whose first entry
+    /// is <= it (the first chunk if none is).
+    fn chunk_for(&self, score: f64, member: &[u8]) -> usize {
+        let pp = self.chunks.partition_point(|c| {
+            let (s, m) = c.first();
+            cmp_entry(s, m, score, member) != Ordering::Greater
+        });
+        pp.saturating_sub(1)
+    }
+
+    /// Finds (score, member): Ok(position) if present, Err(insertion position) if not.
+    fn locate(&self, score: f64, member: &[u8]) -> Result<Pos, Pos> {
+        if self.chunks.is_empty() {
+            return Err(Pos { ci: 0, off: 0 });
+        }
+        let ci = self.chunk_for(score, member);
+        let buf = &self.chunks[ci].buf;
+        let mut off = 0;
+        while off < buf.len() {
+            let (s, m, next) = decode_entry(buf, off);
+            match cmp_entry(s, m, score, member) {
+                Ordering::Less => off = next,
+                Ordering::Equal => return Ok(Pos { ci, off }),
+                Ordering::Greater => break,
+            }
+        }
+        Err(Pos { ci, off })
+    }
+
+    /// Finds a member: its position, score and index slot.
+    fn find(&self, member: &[u8]) -> Option<(Pos, f64, Option<Slot>)> {
+        match &self.index {
+            Some(ix) => {
+                let mut found = None;
+                ix.probe(hash_member(member), |slot, score| match self.locate(score, member) {
+                    Ok(p) => {
+                        found = Some((p, score, Some(slot)));
+                        true
+                    }
+                    Err(_) => false,
+                });
+                found
+            }
+            None => {
+                for (ci, c) in self.chunks.iter().enumerate() {
+                    let mut off = 0;
+                    while off < c.buf.len() {
+                        let (s, m, next) = decode_entry(&c.buf, off);
+                        if m == member {
+                            return Some((Pos { ci, off }, s, None));
+                        }
+                        off = next;
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    pub fn contains(&self, member: &[u8]) -> bool {
+        self.find(member).is_some()
+    }
+
+    /// The member's score.
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.find(member).map(|(_, s, _)| s)
+    }
+
+    /// Adds `member` with `score`, or moves it to `score`. Returns the previous score. A score
+    /// numerically equal to the current one (0 vs -0 included) changes nothing, as in Redis.
+    /// `score` must not be NaN.
+    pub fn insert(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        debug_assert!(!score.is_nan());
+        if let Some((pos, old, slot)) = self.find(member) {
+            if old == score {
+                return Some(old);
+            }
+            let score = self.normalize(score);
+            self.remove_pos(pos);
+            self.len -= 1;
+            self.insert_new(member, score);
+            if let (Some(ix), Some(slot)) = (self.index.as_mut(), slot) {
+                ix.set_score(slot, score);
+            }
+            return Some(old);
+        }
+        if self.index.is_none() && (self.len >= LISTPACK_ENTRIES || member.len() > LISTPACK_VALUE) {
+            self.convert_to_indexed();
+        }
+        let score = self.normalize(score);
+        self.insert_new(member, score);
+        if let Some(ix) = self.index.as_mut() {
+            ix.insert(hash_member(member), score);
+        }
+        None
+    }
+
+    /// The small form stores scores as Redis's listpack does, where an integral -0 prints as 0.
+    fn normalize(&self, score: f64) -> f64 {
+        if self.index.is_none() && score == 0.0 {
+            0.0
+        } else {
+            score
+        }
+    }
+
+    fn convert_to_indexed(&mut self) {
+        let mut ix = Index::new((self.len + 1) * 2);
+        let mut entries = Vec::with_capacity(self.len);
+        for (m, s) in self.iter() {
+            entries.push((hash_member(m), s));
+        }
+        for (h, s) in entries {
+            ix.insert(h, s);
+        }
+        ix.finish_migration();
+        self.index = Some(Box::new(ix));
+    }
+
+    /// Puts an absent (score, member) in order; does not touch the index.
+    fn insert_new(&mut self, member: &[u8], score: f64) {
+        self.len += 1;
+        let pos = match self.locate(score, member) {
+            Err(p) => p,
+            Ok(_) => unreachable!("member is absent"),
+        };
+        if self.chunks.is_empty() {
+            let mut c = Chunk::default();
+            c.insert_at(0, score, member);
+            self.chunks.push(c);
+            return;
+        }
+        let elen = encoded_len(score, member);
+        let Pos { ci, off } = pos;
+        let clen = self.chunks[ci].buf.len();
+        if clen + elen <= CHUNK_BYTES || self.chunks[ci].n == 0 {
+            self.chunks[ci].insert_at(off, score, member);
+            return;
+        }
+        if off == clen && ci + 1 == self.chunks.len() {
+            // Appending past the last entry: start a fresh chunk, keep this one full.
+            let mut c = Chunk::default();
+            c.insert_at(0, score, member);
+            self.chunks.push(c);
+            return;
+        }
+        if off == 0 && ci == 0 {
+            let mut c = Chunk::default();
+            c.insert_at(0, score, member);
+            self.chunks.insert(0, c);
+            return;
+        }
+        // Split in the middle (by entries), then insert into the proper half.
+        let offs = self.chunks[ci].offsets();
+        let mid_i = offs.len() / 2;
+        let mid = offs[mid_i];
+        let right_buf = self.chunks[ci].buf[mid..].to_vec();
+        let mut right = Chunk { buf: Vec::new(), n: (offs.len() - mid_i) as u32 };
+        right.reserve(right_buf.len() + elen);
+        right.buf.extend_from_slice(&right_buf);
+        {
+            let left = &mut self.chunks[ci];
+            left.buf.truncate(mid);
+            left.n = mid_i as u32;
+            let want = jemalloc_class((mid + elen).max(16));
+            if left.buf.capacity() > want {
+                left.buf.shrink_to(want);
+            }
+        }
+        if off <= mid {
+            self.chunks[ci].insert_at(off, score, member);
+        } else {
+            right.insert_at(off - mid, score, member);
+        }
+        self.chunks.insert(ci + 1, right);
+    }
+
+    /// Removes the entry at `pos` (len and index untouched); drops an emptied chunk and merges
+    /// a small chunk into its neighbour.
+    fn remove_pos(&mut self, pos: Pos) {
+        let ci = pos.ci;
+        self.chunks[ci].remove_at(pos.off);
+        if self.chunks[ci].n == 0 {
+            self.chunks.remove(ci);
+            return;
+        }
+        let len = self.chunks[ci].buf.len();
+        let merge = len < CHUNK_BYTES / 4
+            && ci + 1 < self.chunks.len()
+            && len + self.chunks[ci + 1].buf.len() <= CHUNK_BYTES / 2;
+        if merge {
+            let next = self.chunks.remove(ci + 1);
+            let c = &mut self.chunks[ci];
+            c.reserve(next.buf.len());
+            c.buf.extend_from_slice(&next.buf);
+            c.n += next.n;
+        } else {
+            // Give back memory once a chunk has shrunk to under half its allocation.
+            let c = &mut self.chunks[ci];
+            let want = jemalloc_class(len.max(16));
+            if c.buf.capacity() > 2 * want {
+                c.buf.shrink_to(want);
+            }
+        }
+    }
+
+    /// Removes `member`; returns its score.
+    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let (pos, score, slot) = self.find(member)?;
+        self.remove_pos(pos);
+        self.len -= 1;
+        if let (Some(ix), Some(slot)) = (self.index.as_mut(), slot) {
+            ix.remove(slot);
+        }
+        if self.len == 0 {
+            self.chunks = Vec::new();
+        }
+        Some(score)
+    }
+
+    fn rank_of_pos(&self, pos: Pos) -> usize {
+        let before: usize = self.chunks[..pos.ci].iter().map(|c| c.n as usize).sum();
+        let buf = &self.chunks[pos.ci].buf;
+        let mut off = 0;
+        let mut r = 0;
+        while off < pos.off {
+            off = decode_entry(buf, off).2;
+            r += 1;
+        }
+        before + r
+    }
+
+    /// The 0-based ascending rank of `member` and its score.
+    pub fn rank(&self, member: &[u8]) -> Option<(usize, f64)> {
+        let (pos, score, _) = self.find(member)?;
+        Some((self.rank_of_pos(pos), score))
+    }
+
+    /// The position of the entry with ascending rank `r` (r < len).
+    fn pos_of_rank(&self, mut r: usize) -> Pos {
+        for (ci, c) in self.chunks.iter().enumerate() {
+            if r < c.n as usize {
+                let mut off = 0;
+                for _ in 0..r {
+                    off = decode_entry(&c.buf, off).2;
+                }
+                return Pos { ci, off };
+            }
+            r -= c.n as usize;
+        }
+        panic!("rank out of range")
+    }
+
+    /// The entry with ascending rank `r`.
+    pub fn get_by_rank(&self, r: usize) -> Option<(&[u8], f64)> {
+        if r >= self.len {
+            return None;
+        }
+        let p = self.pos_of_rank(r);
+        let (s, m, _) = decode_entry(&self.chunks[p.ci].buf, p.off);
+        Some((m, s))
+    }
+
+    /// How many entries satisfy `below`, which must hold for a prefix of the order (true for
+    /// every entry before the first entry where it is false). Binary search over chunks, then
+    /// a scan inside one chunk.
+    pub fn partition_point(&self, mut below: impl FnMut(f64, &[u8]) -> bool) -> usize {
+        let ci = self.chunks.partition_point(|c| {
+            let (s, m) = c.first();
+            below(s, m)
+        });
+        if ci == 0 {
+            return 0;
+        }
+        let ci = ci - 1;
+        let before: usize = self.chunks[..ci].iter().map(|c| c.n as usize).sum();
+        let buf = &self.chunks[ci].buf;
+        let mut off = 0;
+        let mut r = 0;
+        while off < buf.len() {
+            let (s, m, next) = decode_entry(buf, off);
+            if !below(s, m) {
+                break;
+            }
+            r += 1;
+            off = next;
+        }
+        before + r
+    }
+
+    /// Calls `f(member, score)` for ranks `from..to` (ascending ranks, `to` exclusive), in
+    /// ascending order, or descending when `rev`.
+    pub fn for_range(&self, from: usize, to: usize, rev: bool, mut f: impl FnMut(&[u8], f64)) {
+        let to = to.min(self.len);
+        if from >= to {
+            return;
+        }
+        if !rev {
+            for (m, s) in self.iter_from(from).take(to - from) {
+                f(m, s);
+            }
+            return;
+        }
+        // Walk backwards from rank to-1, a chunk at a time.
+        let last = self.pos_of_rank(to - 1);
+        let mut left = to - from;
+        let mut ci = last.ci;
+        let mut limit = Some(last.off);
+        loop {
+            let c = &self.chunks[ci];
+            let offs = c.offsets();
+            for &off in offs.iter().rev() {
+                if limit.is_some_and(|l| off > l) {
+                    continue;
+                }
+                let (s, m, _) = decode_entry(&c.buf, off);
+                f(m, s);
+                left -= 1;
+                if left == 0 {
+                    return;
+                }
+            }
+            limit = None;
+            ci -= 1;
+        }
+    }
+
+    /// Ascending iteration starting at rank `r`.
+    pub fn iter_from(&self, r: usize) -> Iter<'_> {
+        if r >= self.len {
+            return Iter { z: self, ci: self.chunks.len(), off: 0, left: 0 };
+        }
+        let p = self.pos_of_rank(r);
+        Iter { z: self, ci: p.ci, off: p.off, left: self.len - r }
+    }
+
+    /// (member, score) pairs of ranks `from..to`, ascending (or descending when `rev`).
+    pub fn range_vec(&self, from: usize, to: usize, rev: bool) -> Vec<(Vec<u8>, f64)> {
+        let mut v = Vec::new();
+        self.for_range(from, to, rev, |m, s| v.push((m.to_vec(), s)));
+        v
+    }
+}
+
+/// Ascending iterator over (member, score).
+pub struct Iter<'a> {
+    z: &'a ZSet,
+    ci: usize,
+    off: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], f64);
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.ci < self.z.chunks.len() {
+            let c = &self.z.chunks[self.ci];
+            if self.off < c.buf.len() {
+                let (s, m, next) = decode_entry(&c.buf, self.off);
+                self.off = next;
+                self.left = self.left.saturating_sub(1);
+                return Some((m, s));
+            }
+            self.ci += 1;
+            self.off = 0;
+        }
+        None
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn model_order(m: &HashMap<Vec<u8>, f64>) -> Vec<(Vec<u8>, f64)> {
+        let mut v: Vec<(Vec<u8>, f64)> = m.iter().map(|(k, s)| (k.clone(), *s)).collect();
+        v.sort_by(|a, b| cmp_entry(a.1, &a.0, b.1, &b.0));
+        v
+    }
+
+    fn check(z: &ZSet, model: &HashMap<Vec<u8>, f64>) {
+        assert_eq!(z.len(), model.len());
+        let want = model_order(model);
+        let got: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.0, w.0);
+            assert!(g.1 == w.1);
+        }
+        for (r, (m, s)) in want.iter().enumerate() {
+            assert_eq!(z.rank(m).map(|x| x.0), Some(r));
+            assert!(z.score(m) == Some(*s));
+        }
+        if let Some(ix) = &z.index {
+            assert_eq!(ix.live(), z.len());
+        }
+        let rev = z.range_vec(0, z.len(), true);
+        let mut fwd = z.range_vec(0, z.len(), false);
+        fwd.reverse();
+        assert_eq!(rev.len(), fwd.len());
+        for c in &z.chunks {
+            assert!(c.n > 0);
+            assert_eq!(c.offsets().len(), c.n as usize);
+        }
+    }
+
+    #[test]
+    fn entry_encoding_round_trips() {
+        for s in [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            500.0,
+            1e20,
+            0.1,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            9007199254740991.0,
+            -9007199254740991.0,
+            1.5e-7,
+        ] {
+            let mut b = Vec::new();
+            encode_entry(&mut b, s, b"member");
+            assert_eq!(b.len(), encoded_len(s, b"member"));
+            let (d, m, next) = decode_entry(&b, 0);
+            assert_eq!(d.to_bits(), s.to_bits(), "{s}");
+            assert_eq!(m, b"member");
+            assert_eq!(next, b.len());
+        }
+        let long = vec![b'x'; 300];
+        let mut b = Vec::new();
+        encode_entry(&mut b, 2.5, &long);
+        assert_eq!(b.len(), encoded_len(2.5, &long));
+        assert_eq!(decode_entry(&b, 0).1, &long[..]);
+    }
+
+    #[test]
+    fn small_form_turns_negative_zero_into_zero() {
+        let mut z = ZSet::new();
+        z.insert(b"a", -0.0);
+        assert_eq!(z.score(b"a").map(f64::to_bits), Some(0.0f64.to_bits()));
+        assert_eq!(z.encoding(), "listpack");
+        let mut big = ZSet::new();
+        big.insert(&[b'x'; 65], 1.0);
+        assert_eq!(big.encoding(), "skiplist");
+        big.insert(b"a", -0.0);
+        assert_eq!(big.score(b"a").map(f64::to_bits), Some((-0.0f64).to_bits()));
+        // 0 == -0: no change.
+        assert_eq!(big.insert(b"a", 0.0).map(f64::to_bits), Some((-0.0f64).to_bits()));
+        assert_eq!(big.score(b"a").map(f64::to_bits), Some((-0.0f64).to_bits()));
+    }
+
+    #[test]
+    fn grows_to_indexed_form_and_stays_ordered() {
+        let mut z = ZSet::new();
+        let mut model = HashMap::new();
+        for k in 0..5000u32 {
+            let m = format!("m{:06}", (k * 7919) % 5000).into_bytes();
+            let s = ((k * 31) % 97) as f64;
+            z.insert(&m, s);
+            model.insert(m, s);
+            if k == 127 {
+                assert_eq!(z.encoding(), "listpack");
+            }
+        }
+        assert_eq!(z.encoding(), "skiplist");
+        check(&z, &model);
+        for k in (0..5000u32).step_by(3) {
+            let m = format!("m{k:06}").into_bytes();
+            assert_eq!(z.remove(&m), model.remove(&m));
+        }
+        check(&z, &model);
+    }
+
+    #[test]
+    fn partition_point_and_ranges() {
+        let mut z = ZSet::new();
+        for k in 0..1000 {
+            z.insert(format!("m{k:06}").as_bytes(), k as f64);
+        }
+        assert_eq!(z.partition_point(|s, _| s < 500.0), 500);
+        assert_eq!(z.partition_point(|s, _| s <= 500.0), 501);
+        assert_eq!(z.partition_point(|_, _| false), 0);
+        assert_eq!(z.partition_point(|_, _| true), 1000);
+        let r = z.range_vec(10, 13, true);
+        assert_eq!(r.iter().map(|x| x.1).collect::<Vec<_>>(), vec![12.0, 11.0, 10.0]);
+        assert_eq!(z.get_by_rank(999).map(|x| x.1), Some(999.0));
+        // Ascending loads keep chunks full.
+        let per = z.mem_usage() as f64 / 1000.0;
+        assert!(per < 38.0, "{per} bytes per element");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(u8, i8),
+        AddF(u8, f64),
+        Rem(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (any::<u8>(), any::<i8>()).prop_map(|(m, s)| Op::Add(m, s)),
+            1 => (any::<u8>(), prop_oneof![Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0), -1e3f64..1e3]).prop_map(|(m, s)| Op::AddF(m, s)),
+            3 => any::<u8>().prop_map(Op::Rem),
+        ]
+    }
+
+    fn member(m: u8) -> Vec<u8> {
+        // Some long members push the set into the indexed form early.
+        if m % 50 == 7 {
+            vec![b'L'; 70 + m as usize]
+        } else {
+            format!("m{m}").into_bytes()
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec(op(), 0..600)) {
+            let mut z = ZSet::new();
+            let mut model: HashMap<Vec<u8>, f64> = HashMap::new();
+            for o in ops {
+                match o {
+                    Op::Add(m, s) => {
+                        let m = member(m);
+                        let old = z.insert(&m, s as f64);
+                        let mo = model.get(&m).copied();
+                        prop_assert_eq!(old.is_some(), mo.is_some());
+                        if mo.is_none_or(|o| o != s as f64) { model.insert(m, s as f64); }
+                    }
+                    Op::AddF(m, s) => {
+                        let m = member(m);
+                        let mo = model.get(&m).copied();
+                        z.insert(&m, s);
+                        // Scores compare numerically in check(), so -0 vs 0 normalization is moot.
+                        if mo.is_none_or(|o| o != s) { model.insert(m, s); }
+                    }
+                    Op::Rem(m) => {
+                        let m = member(m);
+                        prop_assert_eq!(z.remove(&m), model.remove(&m));
+                    }
+                }
+            }
+            check(&z, &model);
+        }
+    }
+
+    #[test]
+    fn jemalloc_classes() {
+        assert_eq!(jemalloc_class(1), 8);
+        assert_eq!(jemalloc_class(17), 32);
+        assert_eq!(jemalloc_class(129), 160);
+        assert_eq!(jemalloc_class(257), 320);
+        assert_eq!(jemalloc_class(1025), 1280);
+        assert_eq!(jemalloc_class(20000), 20480);
     }
 }

@@ -1,0 +1,148 @@
+//! Clients parked by blocking commands (BLPOP, BZPOPMIN ...), indexed by key and by deadline.
+//!
+//! Invariants: a parked connection (`conn.parked` is `Some`) appears once in the queue of each
+//! key it waits on, in arrival order, and once in the deadline index if it has a deadline; an
+//! unparked or closed connection appears nowhere. Entries carry the client id as well as the
+//! slot, so a stale entry can never be mistaken for a later connection in the same slot.
+
+use crate::conn::{Conn, Parked};
+use crate::server::{now_ms, Server};
+use engine::{BlockOn, Outcome};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use store::Millis;
+
+#[derive(Default)]
+pub struct BlockedIndex {
+    /// key -> waiting clients (slot, client id), oldest first.
+    by_key: HashMap<Vec<u8>, VecDeque<(usize, u64)>>,
+    /// (deadline, arrival seq, slot, client id), earliest first.
+    by_deadline: BTreeSet<(Millis, u64, usize, u64)>,
+    next_seq: u64,
+}
+
+impl BlockedIndex {
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.by_deadline.first().map(|e| e.0)
+    }
+
+    /// Parked clients with a deadline (INFO `clients_in_timeout_table`).
+    pub fn timeouts_len(&self) -> usize {
+        self.by_deadline.len()
+    }
+
+    fn park(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], on: BlockOn) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        for k in &on.keys {
+            let q = self.by_key.entry(k.clone()).or_default();
+            // A command naming the same key twice waits once on it.
+            if !q.iter().any(|e| e.1 == conn.id) {
+                q.push_back((slot, conn.id));
+            }
+        }
+        if let Some(d) = on.deadline {
+            self.by_deadline.insert((d, seq, slot, conn.id));
+        }
+        conn.parked = Some(Parked { args: args.iter().map(|a| a.to_vec()).collect(), on, seq });
+    }
+
+    /// Drops every index entry of `conn` (its `parked` is left to the caller).
+    pub fn remove(&mut self, conn: &Conn, slot: usize) {
+        let Some(p) = &conn.parked else { return };
+        for k in &p.on.keys {
+            if let Some(q) = self.by_key.get_mut(k) {
+                q.retain(|e| e.1 != conn.id);
+                if q.is_empty() {
+                    self.by_key.remove(k);
+                }
+            }
+        }
+        if let Some(d) = p.on.deadline {
+            self.by_deadline.remove(&(d, p.seq, slot, conn.id));
+        }
+    }
+}
+
+impl Server {
+    /// Parks `conn`: its remaining pipelined input waits until the command is served or times out.
+    pub(crate) fn park(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], on: BlockOn) {
+        self.blocked.park(conn, slot, args, on);
+    }
+
+    /// Unparks `conn` after its command got its reply; its buffered input runs this turn. The
+    /// caller queues the write once `conn` is back in its slot.
+    fn unpark(&mut self, conn: &mut Conn, slot: usize) {
+        self.blocked.remove(conn, slot);
+        conn.parked = None;
+        if !conn.pending.is_empty() {
+            self.resume.push(slot);
+        }
+    }
+
+    /// Retries, in arrival order, the clients parked on keys the last command signalled ready.
+    /// A retry that is served unparks its client; one that blocks again keeps its place. Retries
+    /// can signal further keys (BLMOVE pushes), so this runs until no key is left.
+    pub(crate) fn serve_ready_keys(&mut self) {
+        while !self.engine.ready_keys.is_empty() {
+            let keys = std::mem::take(&mut self.engine.ready_keys);
+            for key in keys {
+                let Some(q) = self.blocked.by_key.get(&key) else { continue };
+                let waiters: Vec<(usize, u64)> = q.iter().copied().collect();
+                for (slot, id) in waiters {
+                    let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
+                    if conn.id != id || conn.parked.is_none() {
+                        self.conns[slot] = Some(conn);
+                        continue;
+                    }
+                    let served = self.retry_parked(&mut conn);
+                    if served {
+                        self.unpark(&mut conn, slot);
+                    }
+                    self.conns[slot] = Some(conn);
+                    if served {
+                        self.queue_write(slot);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a parked command again; true if it was served (its reply is in `conn.out`).
+    fn retry_parked(&mut self, conn: &mut Conn) -> bool {
+        let Some(p) = conn.parked.take() else { return false };
+        let args: Vec<&[u8]> = p.args.iter().map(|a| a.as_slice()).collect();
+        let Some(spec) = engine::lookup(args[0]) else {
+            conn.parked = Some(p);
+            return false;
+        };
+        let outcome = self.engine.execute(spec, &args, now_ms(), &mut conn.out, true);
+        if self.engine.muts.count > 0 {
+            self.on_mutations();
+        }
+        conn.parked = Some(p);
+        matches!(outcome, Outcome::Done)
+    }
+
+    /// Answers `*-1` (null array, as Redis does for every blocking type) to clients whose
+    /// deadline has passed.
+    pub(crate) fn expire_blocked(&mut self, now: Millis) {
+        while let Some(&(d, _, slot, id)) = self.blocked.by_deadline.first() {
+            if d > now {
+                break;
+            }
+            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
+                self.blocked.by_deadline.pop_first();
+                continue;
+            };
+            if conn.id != id || conn.parked.is_none() {
+                self.blocked.by_deadline.pop_first();
+                self.conns[slot] = Some(conn);
+                continue;
+            }
+            resp::reply::null_array(&mut conn.out);
+            self.unpark(&mut conn, slot);
+            self.conns[slot] = Some(conn);
+            self.queue_write(slot);
+        }
+    }
+}

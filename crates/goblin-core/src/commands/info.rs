@@ -1,0 +1,273 @@
+//! INFO [section ...]: Redis's `# Section\r\nfield:value\r\n` text, sections separated by a
+//! blank line. Field names are Redis's, so monitoring tools and client libraries read them.
+
+use crate::conn::Conn;
+use crate::server::Server;
+use std::fmt::Write as _;
+
+/// The Redis version we announce (INFO, HELLO): clients enable features by it, and we serve
+/// the Redis 7 command surface they expect.
+pub const REDIS_VERSION: &str = "7.2.0";
+pub const GOBLIN_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const DEFAULT_SECTIONS: &[&str] =
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"];
+
+/// Bytes currently allocated by the process through jemalloc (advances jemalloc's stats epoch
+/// first, so the number is fresh).
+pub fn allocated_bytes() -> u64 {
+    let _ = tikv_jemalloc_ctl::epoch::advance();
+    tikv_jemalloc_ctl::stats::allocated::read().map(|n| n as u64).unwrap_or(0)
+}
+
+/// Resident set size from /proc/self/statm (pages * page size), 0 if unavailable.
+pub fn rss_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/statm") else { return 0 };
+    let pages: u64 = s.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
+/// Redis's human-readable byte counts: `942.20K`, `6.80M`, `123B`.
+pub fn human_bytes(n: u64) -> String {
+    let n = n as f64;
+    const UNITS: [(&str, f64); 5] = [
+        ("P", 1024f64 * 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        ("T", 1024f64 * 1024.0 * 1024.0 * 1024.0),
+        ("G", 1024f64 * 1024.0 * 1024.0),
+        ("M", 1024f64 * 1024.0),
+        ("K", 1024f64),
+    ];
+    for (u, size) in UNITS {
+        if n >= size {
+            return format!("{:.2}{u}", n / size);
+        }
+    }
+    format!("{}B", n as u64)
+}
+
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_stime), secs(ru.ru_utime))
+}
+
+/// INFO command.
+pub fn info(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let mut wanted: Vec<String> = Vec::new();
+    for a in &args[1..] {
+        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match a.as_str() {
+            "default" => wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string())),
+            "all" | "everything" => {
+                wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+                wanted.push("commandstats".into());
+            }
+            _ => wanted.push(a),
+        }
+    }
+    if args.len() == 1 {
+        wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+    }
+    let text = render(s, c, &wanted);
+    resp::reply::bulk(&mut c.out, text.as_bytes());
+}
+
+/// Builds the INFO text for `sections` (in Redis's order, each once; unknown names are skipped).
+pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
+    let mut text = String::new();
+    for name in DEFAULT_SECTIONS {
+        if !sections.iter().any(|w| w == name) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        match *name {
+            "server" => server(s, &mut text),
+            "clients" => clients(s, current, &mut text),
+            "memory" => memory(s, &mut text),
+            "persistence" => persistence(&mut text),
+            "stats" => stats(s, &mut text),
+            "replication" => replication(s, &mut text),
+            "cpu" => cpu(&mut text),
+            "keyspace" => keyspace(s, &mut text),
+            _ => {}
+        }
+    }
+    text
+}
+
+macro_rules! field {
+    ($t:expr, $name:expr, $($v:tt)*) => {{
+        let _ = write!($t, "{}:", $name);
+        let _ = write!($t, $($v)*);
+        $t.push_str("\r\n");
+    }};
+}
+
+fn server(s: &Server, t: &mut String) {
+    let uptime = s.started.elapsed().as_secs();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default();
+    t.push_str("# Server\r\n");
+    field!(t, "redis_version", "{REDIS_VERSION}");
+    field!(t, "goblin_version", "{GOBLIN_VERSION}");
+    field!(t, "redis_git_sha1", "00000000");
+    field!(t, "redis_git_dirty", "0");
+    field!(t, "redis_mode", "standalone");
+    field!(t, "os", "{} {}", std::env::consts::OS, std::env::consts::ARCH);
+    field!(t, "arch_bits", "{}", usize::BITS);
+    field!(t, "multiplexing_api", "epoll");
+    field!(t, "process_id", "{}", std::process::id());
+    field!(t, "process_supervised", "no");
+    field!(t, "run_id", "{}", s.engine.repl.replid);
+    field!(t, "tcp_port", "{}", s.cfg.port);
+    field!(t, "server_time_usec", "{now_us}");
+    field!(t, "uptime_in_seconds", "{uptime}");
+    field!(t, "uptime_in_days", "{}", uptime / 86400);
+    field!(t, "hz", "10");
+    field!(t, "configured_hz", "10");
+    field!(t, "executable", "{exe}");
+    field!(t, "config_file", "");
+    field!(t, "io_threads_active", "0");
+}
+
+fn clients(s: &Server, current: &Conn, t: &mut String) {
+    let all = s.conns.iter().flatten().map(|c| &**c).chain(std::iter::once(current));
+    let (mut blocked, mut max_in, mut max_out) = (0, 0, 0);
+    for c in all {
+        blocked += c.parked.is_some() as usize;
+        max_in = max_in.max(c.pending.len());
+        max_out = max_out.max(c.out_pending());
+    }
+    t.push_str("# Clients\r\n");
+    field!(t, "connected_clients", "{}", s.nclients);
+    field!(t, "cluster_connections", "0");
+    field!(t, "maxclients", "{}", s.cfg.maxclients);
+    field!(t, "client_recent_max_input_buffer", "{max_in}");
+    field!(t, "client_recent_max_output_buffer", "{max_out}");
+    field!(t, "blocked_clients", "{blocked}");
+    field!(t, "tracking_clients", "0");
+    field!(t, "clients_in_timeout_table", "{}", s.blocked.timeouts_len());
+}
+
+fn memory(s: &Server, t: &mut String) {
+    let used = allocated_bytes();
+    let rss = rss_bytes();
+    let peak = s.stats.peak_memory.max(used);
+    t.push_str("# Memory\r\n");
+    field!(t, "used_memory", "{used}");
+    field!(t, "used_memory_human", "{}", human_bytes(used));
+    field!(t, "used_memory_rss", "{rss}");
+    field!(t, "used_memory_rss_human", "{}", human_bytes(rss));
+    field!(t, "used_memory_peak", "{peak}");
+    field!(t, "used_memory_peak_human", "{}", human_bytes(peak));
+    field!(t, "used_memory_peak_perc", "{:.2}%", if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 100.0 });
+    field!(t, "maxmemory", "0");
+    field!(t, "maxmemory_human", "0B");
+    field!(t, "maxmemory_policy", "noeviction");
+    field!(t, "mem_fragmentation_ratio", "{:.2}", if used > 0 { rss as f64 / used as f64 } else { 0.0 });
+    field!(t, "mem_allocator", "jemalloc-5.3.0");
+}
+
+fn persistence(t: &mut String) {
+    t.push_str("# Persistence\r\n");
+    field!(t, "loading", "0");
+    field!(t, "async_loading", "0");
+    field!(t, "rdb_changes_since_last_save", "0");
+    field!(t, "rdb_bgsave_in_progress", "0");
+    field!(t, "rdb_last_bgsave_status", "ok");
+    field!(t, "aof_enabled", "0");
+    field!(t, "aof_rewrite_in_progress", "0");
+    field!(t, "aof_last_write_status", "ok");
+}
+
+/// Ops/sec over the cron's sample ring (about the last 1.6 s), as Redis averages its samples.
+fn instantaneous_ops(s: &Server) -> u64 {
+    let n = s.stats.ops_sample_at;
+    if n < 2 {
+        return 0;
+    }
+    let newest = s.stats.ops_samples[(n - 1) % 16];
+    let oldest = s.stats.ops_samples[if n > 16 { n % 16 } else { 0 }];
+    let dt = newest.0.saturating_sub(oldest.0);
+    if dt == 0 {
+        return 0;
+    }
+    newest.1.saturating_sub(oldest.1) * 1000 / dt
+}
+
+fn stats(s: &Server, t: &mut String) {
+    let e = &s.engine.stats;
+    t.push_str("# Stats\r\n");
+    field!(t, "total_connections_received", "{}", s.stats.total_connections_received);
+    field!(t, "total_commands_processed", "{}", s.total_commands());
+    field!(t, "instantaneous_ops_per_sec", "{}", instantaneous_ops(s));
+    field!(t, "total_net_input_bytes", "{}", s.stats.net_input_bytes);
+    field!(t, "total_net_output_bytes", "{}", s.stats.net_output_bytes);
+    field!(t, "rejected_connections", "{}", s.stats.rejected_connections);
+    field!(t, "expired_keys", "{}", e.expired_keys);
+    field!(t, "evicted_keys", "0");
+    field!(t, "evicted_clients", "0");
+    field!(t, "client_output_buffer_limit_disconnections", "{}", s.stats.output_limit_disconnections);
+    field!(t, "keyspace_hits", "{}", e.keyspace_hits);
+    field!(t, "keyspace_misses", "{}", e.keyspace_misses);
+    field!(t, "pubsub_channels", "0");
+    field!(t, "pubsub_patterns", "0");
+    field!(t, "total_forks", "0");
+}
+
+fn replication(s: &Server, t: &mut String) {
+    t.push_str("# Replication\r\n");
+    field!(t, "role", "master");
+    field!(t, "connected_slaves", "0");
+    field!(t, "master_failover_state", "no-failover");
+    field!(t, "master_replid", "{}", s.engine.repl.replid);
+    field!(t, "master_replid2", "0000000000000000000000000000000000000000");
+    field!(t, "master_repl_offset", "{}", s.engine.repl.offset);
+    field!(t, "second_repl_offset", "-1");
+    field!(t, "repl_backlog_active", "0");
+}
+
+fn cpu(t: &mut String) {
+    let (sys, user) = rusage(libc::RUSAGE_SELF);
+    let (csys, cuser) = rusage(libc::RUSAGE_CHILDREN);
+    let (tsys, tuser) = rusage(libc::RUSAGE_THREAD);
+    t.push_str("# CPU\r\n");
+    field!(t, "used_cpu_sys", "{sys:.6}");
+    field!(t, "used_cpu_user", "{user:.6}");
+    field!(t, "used_cpu_sys_children", "{csys:.6}");
+    field!(t, "used_cpu_user_children", "{cuser:.6}");
+    field!(t, "used_cpu_sys_main_thread", "{tsys:.6}");
+    field!(t, "used_cpu_user_main_thread", "{tuser:.6}");
+}
+
+fn keyspace(s: &Server, t: &mut String) {
+    t.push_str("# Keyspace\r\n");
+    let keys = s.engine.ks.len();
+    if keys > 0 {
+        field!(t, "db0", "keys={keys},expires={},avg_ttl=0", s.engine.ks.volatile_len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_like_redis() {
+        assert_eq!(human_bytes(123), "123B");
+        assert_eq!(human_bytes(964816), "942.20K");
+        assert_eq!(human_bytes(7135232), "6.80M");
+        assert_eq!(human_bytes(25276059648), "23.54G");
+    }
+}

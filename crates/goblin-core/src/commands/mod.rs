@@ -1,0 +1,284 @@
+//! Commands the server runs itself (the table rows marked `Handler::Server` in
+//! `engine/src/commands/server.rs`): they need the connection, the other clients or server
+//! state. Replies follow Redis 7 byte for byte where Redis has the command.
+//!
+//! - [`info`]: INFO and the memory/CPU probes it uses.
+//! - [`client`]: CLIENT and its subcommands.
+//! - [`command`]: COMMAND (COUNT, INFO, DOCS, LIST, GETKEYS), from the engine's table.
+//! - [`config`]: CONFIG GET/SET/RESETSTAT.
+//! - this file: HELLO, AUTH, SELECT, QUIT, RESET, TIME, ROLE, MEMORY, SHUTDOWN.
+
+pub mod client;
+pub mod command;
+pub mod config;
+pub mod info;
+
+use crate::conn::{Conn, ReplyMode};
+use crate::server::Server;
+use engine::{errors, util, CommandSpec};
+use resp::reply;
+
+/// Runs server command `spec` (name and arity already checked).
+pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec, args: &[&[u8]], now: i64) {
+    let out = &mut c.out;
+    match spec.name {
+        "info" => info::info(s, c, args),
+        "command" => command::command(c, args),
+        "client" => client::client(s, c, slot, args),
+        "config" => config::config(s, c, args),
+        "hello" => hello(s, c, args),
+        "auth" => auth(out, args),
+        "quit" => {
+            reply::ok(out);
+            c.close_after_reply = true;
+        }
+        "reset" => reset(s, c, slot),
+        "select" => match util::parse_i64(args[1]) {
+            Some(0) => reply::ok(out),
+            Some(_) => reply::error(out, errors::DB_INDEX_OUT_OF_RANGE),
+            None => reply::error(out, errors::NOT_INTEGER),
+        },
+        "time" => {
+            let micros = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros() as i64)
+                .unwrap_or(now * 1000);
+            reply::array_len(out, 2);
+            reply::bulk_int(out, micros / 1_000_000);
+            reply::bulk_int(out, micros % 1_000_000);
+        }
+        "role" => {
+            reply::array_len(out, 3);
+            reply::bulk(out, b"master");
+            reply::integer(out, s.engine.repl.offset as i64);
+            reply::array_len(out, 0);
+        }
+        "memory" => memory(s, c, args),
+        "shutdown" => shutdown(s, c, args),
+        other => {
+            // A row marked Handler::Server that this crate does not know: a bug in the table.
+            tracing::error!("server command '{other}' has no implementation");
+            reply::error(out, b"ERR command not implemented by this server");
+        }
+    }
+}
+
+/// `ERR wrong number of arguments for '<cmd>|<sub>' command`, as Redis words subcommand arity.
+pub(crate) fn wrong_sub_arity(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
+    let mut name = cmd.to_ascii_lowercase();
+    name.push(b'|');
+    name.extend(sub.iter().map(u8::to_ascii_lowercase));
+    errors::wrong_arity(out, &name);
+}
+
+/// Checks a subcommand's arity (Redis convention: n exact, -n at least n, counting the command
+/// and the subcommand), writing Redis's error if wrong.
+pub(crate) fn sub_arity_ok(out: &mut Vec<u8>, args: &[&[u8]], arity: i32) -> bool {
+    let ok = if arity >= 0 { args.len() == arity as usize } else { args.len() >= (-arity) as usize };
+    if !ok {
+        wrong_sub_arity(out, args[0], args[1]);
+    }
+    ok
+}
+
+/// Writes a HELP reply: an array of status lines.
+pub(crate) fn help(out: &mut Vec<u8>, lines: &[&str]) {
+    reply::array_len(out, lines.len());
+    for l in lines {
+        reply::simple(out, l.as_bytes());
+    }
+}
+
+const NOPROTO: &[u8] = b"NOPROTO unsupported protocol version";
+const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
+const AUTH_NO_PASSWORD: &[u8] = b"ERR AUTH <password> called without any password configured for the default \
+user. Are you sure your configuration is correct?";
+
+/// Checks credentials the way Redis does with no password configured: the `default` user
+/// accepts any password; any other user does not exist.
+fn credentials_ok(user: &[u8]) -> bool {
+    user == b"default"
+}
+
+/// AUTH [username] password
+fn auth(out: &mut Vec<u8>, args: &[&[u8]]) {
+    match args.len() {
+        2 => reply::error(out, AUTH_NO_PASSWORD),
+        3 if credentials_ok(args[1]) => reply::ok(out),
+        3 => reply::error(out, WRONGPASS),
+        _ => reply::error(out, errors::SYNTAX),
+    }
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]. This server speaks RESP2
+/// only: version 2 (or none) gets the handshake map as a flat array, anything else NOPROTO.
+fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let out = &mut c.out;
+    if args.len() >= 2 {
+        match util::parse_i64(args[1]) {
+            None => return reply::error(out, b"ERR Protocol version is not an integer or out of range"),
+            Some(2) => {}
+            Some(_) => return reply::error(out, NOPROTO),
+        }
+    }
+    let mut setname: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if args[i].eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            if !credentials_ok(args[i + 1]) {
+                return reply::error(out, WRONGPASS);
+            }
+            i += 3;
+        } else if args[i].eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            setname = Some(args[i + 1]);
+            i += 2;
+        } else {
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend_from_slice(args[i]);
+            msg.push(b'\'');
+            return reply::error(out, &msg);
+        }
+    }
+    if let Some(name) = setname {
+        if !client::valid_name(name) {
+            return reply::error(out, client::BAD_NAME);
+        }
+        c.name = name.to_vec();
+    }
+    let out = &mut c.out;
+    reply::array_len(out, 14);
+    reply::bulk(out, b"server");
+    reply::bulk(out, b"redis");
+    reply::bulk(out, b"version");
+    reply::bulk(out, info::REDIS_VERSION.as_bytes());
+    reply::bulk(out, b"proto");
+    reply::integer(out, 2);
+    reply::bulk(out, b"id");
+    reply::integer(out, c.id as i64);
+    reply::bulk(out, b"mode");
+    reply::bulk(out, b"standalone");
+    reply::bulk(out, b"role");
+    reply::bulk(out, b"master");
+    reply::bulk(out, b"modules");
+    reply::array_len(out, 0);
+    let _ = s;
+}
+
+/// RESET: leave MULTI, reply mode on, drop the name and no-evict/no-touch, answer `+RESET`.
+fn reset(_s: &mut Server, c: &mut Conn, _slot: usize) {
+    c.multi = None;
+    c.reply_mode = ReplyMode::On;
+    c.name.clear();
+    c.no_evict = false;
+    c.no_touch = false;
+    reply::simple(&mut c.out, b"RESET");
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Nothing is persisted by this server (Kafka
+/// owns history), so every form but ABORT stops the server; the client gets no reply, as in
+/// Redis, because the connection closes.
+fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let mut abort = false;
+    for a in &args[1..] {
+        let a = a.to_ascii_uppercase();
+        match a.as_slice() {
+            b"NOSAVE" | b"SAVE" | b"NOW" | b"FORCE" => {}
+            b"ABORT" => abort = true,
+            _ => return reply::error(&mut c.out, errors::SYNTAX),
+        }
+    }
+    if abort {
+        if args.len() > 2 {
+            return reply::error(&mut c.out, errors::SYNTAX);
+        }
+        return reply::error(&mut c.out, b"ERR No shutdown in progress.");
+    }
+    tracing::info!("SHUTDOWN requested by client id={} addr={}", c.id, c.addr);
+    s.shutdown = true;
+}
+
+/// MEMORY USAGE key [SAMPLES n] | STATS | DOCTOR | PURGE | MALLOC-STATS | HELP
+fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let out = &mut c.out;
+    let sub = args[1].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"usage" => {
+            if !sub_arity_ok(out, args, -3) {
+                return;
+            }
+            match args.len() {
+                3 => {}
+                5 if args[3].eq_ignore_ascii_case(b"SAMPLES") => {
+                    if util::parse_i64(args[4]).is_none() {
+                        return reply::error(out, errors::NOT_INTEGER);
+                    }
+                }
+                _ => return reply::error(out, errors::SYNTAX),
+            }
+            let key = args[2];
+            let now = crate::server::now_ms();
+            if s.engine.ks.is_expired(key, now) {
+                return reply::null_bulk(out);
+            }
+            match s.engine.ks.mem_usage(key) {
+                Some(n) => reply::integer(out, n as i64),
+                None => reply::null_bulk(out),
+            }
+        }
+        b"stats" => {
+            if !sub_arity_ok(out, args, 2) {
+                return;
+            }
+            let allocated = info::allocated_bytes();
+            let keys = s.engine.ks.len() as i64;
+            let fields: [(&str, i64); 6] = [
+                ("peak.allocated", s.stats.peak_memory.max(allocated) as i64),
+                ("total.allocated", allocated as i64),
+                ("clients.normal", s.conns.iter().flatten().map(|c| c.out.capacity() + c.pending.capacity()).sum::<usize>() as i64),
+                ("keys.count", keys),
+                ("keys.bytes-per-key", if keys > 0 { allocated as i64 / keys } else { 0 }),
+                ("dataset.bytes", allocated as i64),
+            ];
+            reply::array_len(out, fields.len() * 2);
+            for (k, v) in fields {
+                reply::bulk(out, k.as_bytes());
+                reply::integer(out, v);
+            }
+        }
+        b"doctor" => {
+            if sub_arity_ok(out, args, 2) {
+                reply::bulk(out, b"Sam, I have no memory problems");
+            }
+        }
+        b"purge" => {
+            if sub_arity_ok(out, args, 2) {
+                reply::ok(out);
+            }
+        }
+        b"malloc-stats" => {
+            if sub_arity_ok(out, args, 2) {
+                reply::bulk(out, b"Stats not supported for the current allocator");
+            }
+        }
+        b"help" => help(
+            out,
+            &[
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "PURGE",
+                "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value.",
+                "HELP",
+                "    Print this help.",
+            ],
+        ),
+        _ => errors::unknown_subcommand(out, args[0], args[1]),
+    }
+}

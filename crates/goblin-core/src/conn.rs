@@ -1,0 +1,191 @@
+//! One client connection: its socket, input and output buffers, parser and per-client state.
+
+use engine::BlockOn;
+use mio::event::Source;
+use mio::net::{TcpStream, UnixStream};
+use mio::{Interest, Registry, Token};
+use resp::RequestParser;
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+/// The socket of a connection: TCP or Unix domain.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Source for Stream {
+    fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.register(r, t, i),
+            Stream::Unix(s) => s.register(r, t, i),
+        }
+    }
+    fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.reregister(r, t, i),
+            Stream::Unix(s) => s.reregister(r, t, i),
+        }
+    }
+    fn deregister(&mut self, r: &Registry) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.deregister(r),
+            Stream::Unix(s) => s.deregister(r),
+        }
+    }
+}
+
+/// CLIENT REPLY mode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Drop the reply of the next command only.
+    SkipNext,
+    /// Set while the command after `CLIENT REPLY SKIP` runs: its reply is dropped.
+    Skipping,
+}
+
+/// A client parked by a blocking command (BLPOP ...): the command to retry when a key it
+/// waits on is signalled ready, and where it waits.
+pub struct Parked {
+    pub args: Vec<Vec<u8>>,
+    pub on: BlockOn,
+    /// Arrival order, which also orders the deadline index.
+    pub seq: u64,
+}
+
+/// MULTI state: the commands queued so far, and whether one of them was refused while queuing
+/// (then EXEC aborts with EXECABORT, as in Redis).
+#[derive(Default)]
+pub struct Multi {
+    pub queued: Vec<Vec<Vec<u8>>>,
+    pub dirty: bool,
+}
+
+pub struct Conn {
+    /// Client id: unique for the server's lifetime, never reused (CLIENT ID / KILL ID).
+    pub id: u64,
+    pub stream: Stream,
+    /// Peer and local address as CLIENT LIST prints them (`ip:port`, or `path:0` for Unix).
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub unix: bool,
+    pub name: Vec<u8>,
+    pub lib_name: Vec<u8>,
+    pub lib_ver: Vec<u8>,
+    pub created: Instant,
+    pub last_active: Instant,
+    /// Name of the last command run (CLIENT LIST `cmd=`).
+    pub last_cmd: &'static str,
+
+    /// Unparsed input: bytes read but not yet consumed as complete requests. Usually empty:
+    /// whole requests are parsed straight from the server's shared read buffer, and only a
+    /// partial request (or input waiting behind a parked command) is copied here.
+    pub pending: Vec<u8>,
+    pub parser: RequestParser,
+    /// Replies not yet written; `out[out_pos..]` is still to send.
+    pub out: Vec<u8>,
+    pub out_pos: usize,
+    /// WRITABLE interest is registered (only while output is pending).
+    pub want_write: bool,
+    /// Queued for a write attempt at the end of this loop turn.
+    pub in_write_queue: bool,
+
+    /// Flush the output, then close (QUIT, protocol error). No further input is processed.
+    pub close_after_reply: bool,
+    /// Close at the end of this loop turn without flushing (CLIENT KILL, output limit).
+    pub close_now: bool,
+    pub parked: Option<Parked>,
+    pub multi: Option<Multi>,
+    pub reply_mode: ReplyMode,
+    pub no_evict: bool,
+    pub no_touch: bool,
+}
+
+impl Conn {
+    pub fn new(id: u64, stream: Stream, addr: String, laddr: String, fd: i32, unix: bool, parser: RequestParser) -> Self {
+        let now = Instant::now();
+        Conn {
+            id,
+            stream,
+            addr,
+            laddr,
+            fd,
+            unix,
+            name: Vec::new(),
+            lib_name: Vec::new(),
+            lib_ver: Vec::new(),
+            created: now,
+            last_active: now,
+            last_cmd: "NULL",
+            pending: Vec::new(),
+            parser,
+            out: Vec::new(),
+            out_pos: 0,
+            want_write: false,
+            in_write_queue: false,
+            close_after_reply: false,
+            close_now: false,
+            parked: None,
+            multi: None,
+            reply_mode: ReplyMode::On,
+            no_evict: false,
+            no_touch: false,
+        }
+    }
+
+    /// Bytes of output still to be written.
+    pub fn out_pending(&self) -> usize {
+        self.out.len() - self.out_pos
+    }
+
+    /// CLIENT LIST `flags=`: N for none, else one letter per state, as Redis prints them.
+    pub fn flags_string(&self) -> String {
+        let mut f = String::new();
+        if self.parked.is_some() {
+            f.push('b');
+        }
+        if self.close_now {
+            f.push('A');
+        }
+        if self.close_after_reply {
+            f.push('c');
+        }
+        if self.multi.is_some() {
+            f.push('x');
+        }
+        if self.no_evict {
+            f.push('e');
+        }
+        if self.no_touch {
+            f.push('T');
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
+    }
+}

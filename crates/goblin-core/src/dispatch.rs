@@ -1,0 +1,214 @@
+//! From parsed requests to replies: table lookup, arity, MULTI queuing, execution (engine or
+//! server command), reply modes, the output limit, then the after-command hooks (mutations,
+//! blocked clients).
+
+use crate::conn::{Conn, Multi, ReplyMode};
+use crate::server::{now_ms, Server};
+use engine::{errors, CommandSpec, Handler, Outcome};
+use resp::reply;
+use tracing::{debug, warn};
+
+/// Requests with at most this many arguments build their argument slices on the stack; only
+/// longer ones (MSET of many keys ...) allocate a vector.
+const STACK_ARGS: usize = 16;
+
+impl Server {
+    /// Executes every complete request at the front of `buf` for `conn`, appending the replies
+    /// to `conn.out` in order. Returns how many bytes were consumed: the rest is a partial
+    /// request, or input that waits because the client got parked or is closing.
+    pub(crate) fn process_input(&mut self, conn: &mut Conn, slot: usize, buf: &[u8]) -> usize {
+        let mut pos = 0;
+        while pos < buf.len() {
+            if conn.parked.is_some() || conn.close_after_reply || conn.close_now {
+                break;
+            }
+            match conn.parser.next(&buf[pos..]) {
+                Ok(None) => break,
+                Ok(Some(n)) => {
+                    let req = &buf[pos..pos + n];
+                    pos += n;
+                    let ranges = conn.parser.args();
+                    let argc = ranges.len();
+                    if argc == 0 {
+                        continue; // blank inline line or `*0`: Redis ignores it
+                    }
+                    if argc <= STACK_ARGS {
+                        let mut argv: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
+                        for (a, r) in argv.iter_mut().zip(ranges) {
+                            *a = &req[r.clone()];
+                        }
+                        self.call(conn, slot, &argv[..argc]);
+                    } else {
+                        let argv: Vec<&[u8]> = ranges.iter().map(|r| &req[r.clone()]).collect();
+                        self.call(conn, slot, &argv);
+                    }
+                }
+                Err(e) => {
+                    debug!("protocol error from client id={} addr={}: {e}", conn.id, conn.addr);
+                    let mut msg = b"ERR Protocol error: ".to_vec();
+                    msg.extend_from_slice(e.to_string().as_bytes());
+                    reply::error(&mut conn.out, &msg);
+                    conn.close_after_reply = true;
+                    // The rest of the input is garbage: drop it.
+                    return buf.len();
+                }
+            }
+        }
+        pos
+    }
+
+    /// Runs one request: the single entry point for every command a client sends.
+    pub(crate) fn call(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
+        let Some(spec) = engine::lookup(args[0]) else {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            errors::unknown_command(&mut conn.out, args);
+            return;
+        };
+        if !spec.arity_ok(args.len()) {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            errors::wrong_arity(&mut conn.out, args[0]);
+            return;
+        }
+        if let Some(m) = &mut conn.multi {
+            if !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
+                m.queued.push(args.iter().map(|a| a.to_vec()).collect());
+                reply::simple(&mut conn.out, b"QUEUED");
+                return;
+            }
+        }
+        let mark = conn.out.len();
+        conn.last_cmd = spec.name;
+        let now = now_ms();
+        match spec.name {
+            "multi" | "exec" | "discard" => self.transaction_command(conn, slot, spec, args, now),
+            _ => self.execute(conn, slot, spec, args, now, false),
+        }
+        self.apply_reply_mode(conn, mark);
+        self.check_output_limit(conn);
+        if self.engine.muts.count > 0 {
+            self.on_mutations();
+        }
+        if !self.engine.ready_keys.is_empty() {
+            self.serve_ready_keys();
+        }
+    }
+
+    /// Executes a command whose name and arity were checked. Inside EXEC a blocking command
+    /// that finds nothing answers at once (`*-1`), as Redis does, instead of parking.
+    fn execute(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        now: i64,
+        in_exec: bool,
+    ) {
+        match spec.handler {
+            Handler::Data(_) => {
+                if let Outcome::Blocked(on) = self.engine.execute(spec, args, now, &mut conn.out, false) {
+                    if in_exec {
+                        reply::null_array(&mut conn.out);
+                    } else {
+                        self.park(conn, slot, args, on);
+                    }
+                }
+            }
+            Handler::Server => {
+                self.stats.server_commands += 1;
+                crate::commands::run(self, conn, slot, spec, args, now);
+            }
+        }
+    }
+
+    /// MULTI / EXEC / DISCARD. EXEC runs the queued commands back to back with one `now`; their
+    /// mutations reach [`Server::on_mutations`] together, as one atomic batch.
+    fn transaction_command(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        spec: &'static CommandSpec,
+        _args: &[&[u8]],
+        now: i64,
+    ) {
+        self.stats.server_commands += 1;
+        match spec.name {
+            "multi" => {
+                if conn.multi.is_some() {
+                    reply::error(&mut conn.out, b"ERR MULTI calls can not be nested");
+                } else {
+                    conn.multi = Some(Multi::default());
+                    reply::ok(&mut conn.out);
+                }
+            }
+            "discard" => {
+                if conn.multi.take().is_some() {
+                    reply::ok(&mut conn.out);
+                } else {
+                    reply::error(&mut conn.out, b"ERR DISCARD without MULTI");
+                }
+            }
+            _ => {
+                let Some(multi) = conn.multi.take() else {
+                    reply::error(&mut conn.out, b"ERR EXEC without MULTI");
+                    return;
+                };
+                if multi.dirty {
+                    reply::error(&mut conn.out, b"EXECABORT Transaction discarded because of previous errors.");
+                    return;
+                }
+                reply::array_len(&mut conn.out, multi.queued.len());
+                for cmd in &multi.queued {
+                    let argv: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
+                    // Queued commands were looked up when queued; the table is static.
+                    let Some(spec) = engine::lookup(argv[0]) else {
+                        errors::unknown_command(&mut conn.out, &argv);
+                        continue;
+                    };
+                    conn.last_cmd = spec.name;
+                    self.execute(conn, slot, spec, &argv, now, true);
+                }
+                conn.last_cmd = "exec";
+            }
+        }
+    }
+
+    fn apply_reply_mode(&mut self, conn: &mut Conn, mark: usize) {
+        match conn.reply_mode {
+            ReplyMode::On => {}
+            ReplyMode::Off => conn.out.truncate(mark),
+            ReplyMode::SkipNext => {
+                // This was CLIENT REPLY SKIP itself: drop its reply, and the next one.
+                conn.out.truncate(mark);
+                conn.reply_mode = ReplyMode::Skipping;
+            }
+            ReplyMode::Skipping => {
+                conn.out.truncate(mark);
+                conn.reply_mode = ReplyMode::On;
+            }
+        }
+    }
+
+    /// A client whose unsent output passed the hard limit is closed at the end of the turn,
+    /// its output dropped: it is not reading, and it must not grow the server without bound.
+    pub(crate) fn check_output_limit(&mut self, conn: &mut Conn) {
+        let limit = self.cfg.client_output_limit;
+        if limit > 0 && conn.out_pending() as u64 > limit && !conn.close_now {
+            warn!(
+                "closing client id={} addr={}: {} bytes of unread output, over the limit of {}",
+                conn.id,
+                conn.addr,
+                conn.out_pending(),
+                limit
+            );
+            conn.close_now = true;
+            conn.out = Vec::new();
+            conn.out_pos = 0;
+            self.stats.output_limit_disconnections += 1;
+        }
+    }
+}

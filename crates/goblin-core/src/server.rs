@@ -1,0 +1,631 @@
+//! The event loop: one thread, `mio` (epoll, edge-triggered), owning the engine and every
+//! connection.
+//!
+//! One loop turn:
+//! 1. poll (timeout: 0 if work is queued, else the nearest blocked-client deadline or the next
+//!    cron tick, at most 100 ms);
+//! 2. for each event: accept, read and execute every complete request (replies are appended to
+//!    the connection's output buffer in request order), or note a connection as writable;
+//! 3. [`Server::after_events`]: finish reads that were cut short for fairness, resume clients
+//!    unparked by this turn's writes, time out blocked clients, run active expiry and the cron,
+//!    then write each connection with pending output once.
+//!
+//! Other threads (the Kafka journal, replication) must not touch the engine: they queue work
+//! and call [`Server::waker`]'s `wake()`; the loop then runs [`Server::on_wake`].
+
+use crate::blocking::BlockedIndex;
+use crate::config::Config;
+use crate::conn::{Conn, Stream};
+use engine::Engine;
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::{debug, info, warn};
+
+const SIGNAL: Token = Token(0);
+const WAKER: Token = Token(1);
+/// Listener `i` has token `LISTENER_BASE + i`.
+const LISTENER_BASE: usize = 16;
+/// Connection slot `s` has token `CONN_BASE + s`.
+const CONN_BASE: usize = 1024;
+
+/// Bytes read from a socket per `read` call, into the shared read buffer.
+pub const READ_CHUNK: usize = 64 * 1024;
+/// Reads per connection per loop turn before yielding to the others (fairness: a client that
+/// streams requests without pause must not starve the rest). The remainder is read next turn.
+const READS_PER_TURN: usize = 16;
+/// Redis's `client-query-buffer-limit` default: unprocessed input a client may accumulate
+/// (while parked, or inside one huge request) before it is disconnected.
+const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+/// An output buffer larger than this is freed once drained instead of kept for reuse.
+const OUT_KEEP_CAPACITY: usize = 256 * 1024;
+const CRON_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Current wall-clock time in unix milliseconds (the engine's notion of "now").
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// Counters INFO reports that the engine does not keep.
+#[derive(Default)]
+pub struct ServerStats {
+    pub total_connections_received: u64,
+    pub rejected_connections: u64,
+    /// Commands the server ran itself (the engine counts data commands).
+    pub server_commands: u64,
+    pub net_input_bytes: u64,
+    pub net_output_bytes: u64,
+    /// Clients closed for passing the output limit.
+    pub output_limit_disconnections: u64,
+    /// Ring of (time, total commands) samples taken each cron tick, for
+    /// instantaneous_ops_per_sec.
+    pub ops_samples: [(u64, u64); 16],
+    pub ops_sample_at: usize,
+    pub peak_memory: u64,
+}
+
+pub struct Server {
+    pub cfg: Config,
+    poll: Poll,
+    listeners: Vec<Listener>,
+    /// The Unix socket path we created, removed at shutdown.
+    unix_path: Option<PathBuf>,
+    /// Connection slab: slot -> connection. A connection being served is taken out of its slot
+    /// for the duration (so handlers can hold it and the server at once); the slot stays
+    /// reserved meanwhile because slots are only reused after `close`.
+    pub conns: Vec<Option<Box<Conn>>>,
+    free_slots: Vec<usize>,
+    pub nclients: usize,
+    next_client_id: u64,
+    pub engine: Engine,
+    /// Shared read buffer: complete requests are parsed straight out of it.
+    scratch: Vec<u8>,
+    /// Slots with output (or a close) to handle at the end of this turn.
+    write_queue: Vec<usize>,
+    /// Slots whose socket may still hold input (read cut short for fairness).
+    read_again: Vec<usize>,
+    /// Slots unparked this turn whose buffered input must now be processed.
+    pub(crate) resume: Vec<usize>,
+    pub(crate) blocked: BlockedIndex,
+    signal_rx: mio::unix::pipe::Receiver,
+    _signal_tx: mio::unix::pipe::Sender,
+    waker: Arc<Waker>,
+    pub stats: ServerStats,
+    pub started: Instant,
+    last_cron: Instant,
+    last_expire: Instant,
+    /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
+    pub(crate) shutdown: bool,
+    pub(crate) limits: resp::Limits,
+}
+
+/// Write end of the signal pipe, for the async-signal-safe handler.
+static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only async-signal-safe work here: one write(2) to the pipe, preserving errno.
+    unsafe {
+        let saved = *libc::__errno_location();
+        let fd = SIGNAL_FD.load(Ordering::Relaxed);
+        if fd >= 0 {
+            let b = sig as u8;
+            libc::write(fd, &b as *const u8 as *const libc::c_void, 1);
+        }
+        *libc::__errno_location() = saved;
+    }
+}
+
+fn install_signal_handlers(fd: i32) -> io::Result<()> {
+    SIGNAL_FD.store(fd, Ordering::Relaxed);
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction with a plain handler and SA_RESTART is a valid argument.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Server {
+    /// Opens the listeners and installs the signal handlers. Errors (address in use, bad bind
+    /// address, socket path not writable) are returned for `main` to report.
+    pub fn new(cfg: Config) -> io::Result<Server> {
+        let poll = Poll::new()?;
+        let mut listeners = Vec::new();
+        if cfg.port != 0 {
+            for b in &cfg.bind {
+                let ip: IpAddr = match b.as_str() {
+                    "*" => IpAddr::from([0, 0, 0, 0]),
+                    "::*" => IpAddr::from([0u16; 8]),
+                    s => s.parse().map_err(|_| {
+                        io::Error::new(io::ErrorKind::InvalidInput, format!("invalid bind address '{s}'"))
+                    })?,
+                };
+                let addr = SocketAddr::new(ip, cfg.port);
+                let l = TcpListener::bind(addr)
+                    .map_err(|e| io::Error::new(e.kind(), format!("could not listen on {addr}: {e}")))?;
+                info!("listening on {addr}");
+                listeners.push(Listener::Tcp(l));
+            }
+        }
+        let mut unix_path = None;
+        if let Some(path) = &cfg.unixsocket {
+            // A stale socket file from an earlier run would make bind fail; Redis removes it too.
+            if std::fs::symlink_metadata(path).is_ok() {
+                let _ = std::fs::remove_file(path);
+            }
+            let l = UnixListener::bind(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("could not listen on unix socket {}: {e}", path.display()))
+            })?;
+            if let Some(mode) = cfg.unixsocketperm {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+            }
+            info!("listening on unix socket {}", path.display());
+            listeners.push(Listener::Unix(l));
+            unix_path = Some(path.clone());
+        }
+        if listeners.is_empty() {
+            warn!("no listener configured (--port 0 and no --unixsocket)");
+        }
+        for (i, l) in listeners.iter_mut().enumerate() {
+            let t = Token(LISTENER_BASE + i);
+            match l {
+                Listener::Tcp(l) => poll.registry().register(l, t, Interest::READABLE)?,
+                Listener::Unix(l) => poll.registry().register(l, t, Interest::READABLE)?,
+            }
+        }
+        let (tx, mut rx) = mio::unix::pipe::new()?;
+        poll.registry().register(&mut rx, SIGNAL, Interest::READABLE)?;
+        install_signal_handlers(tx.as_raw_fd())?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let limits = resp::Limits { max_bulk_len: cfg.proto_max_bulk_len, ..resp::Limits::default() };
+        let now = Instant::now();
+        Ok(Server {
+            cfg,
+            poll,
+            listeners,
+            unix_path,
+            conns: Vec::new(),
+            free_slots: Vec::new(),
+            nclients: 0,
+            next_client_id: 1,
+            engine: Engine::default(),
+            scratch: vec![0; READ_CHUNK],
+            write_queue: Vec::new(),
+            read_again: Vec::new(),
+            resume: Vec::new(),
+            blocked: BlockedIndex::default(),
+            signal_rx: rx,
+            _signal_tx: tx,
+            waker,
+            stats: ServerStats::default(),
+            started: now,
+            last_cron: now,
+            last_expire: now,
+            shutdown: false,
+            limits,
+        })
+    }
+
+    /// A handle other threads use to wake the loop after queueing work for it (future Kafka
+    /// delivery reports, replication frames). The loop then calls [`Server::on_wake`].
+    pub fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+
+    /// Hook: runs on the server thread after another thread called `wake()`. Drain the queues of
+    /// the subsystems that woke us here (nothing does yet).
+    fn on_wake(&mut self) {}
+
+    /// Hook: the canonical mutations of the command (or MULTI/EXEC batch, or active-expiry
+    /// round) just executed are in `engine.muts`, and `engine.repl.offset` is the offset after
+    /// the last one. This is where the Kafka journal and the firehose will take them; until
+    /// then they are dropped. Must leave `engine.muts` empty.
+    pub(crate) fn on_mutations(&mut self) {
+        self.engine.muts.clear();
+    }
+
+    /// Runs the loop until SIGTERM/SIGINT or SHUTDOWN, then closes everything.
+    pub fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        while !self.shutdown {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNAL => self.on_signal_pipe(),
+                    WAKER => self.on_wake(),
+                    Token(t) if t >= CONN_BASE => {
+                        let slot = t - CONN_BASE;
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.handle_read(slot);
+                        }
+                        if ev.is_writable() {
+                            self.queue_write(slot);
+                        }
+                    }
+                    Token(t) if t >= LISTENER_BASE => self.accept(t - LISTENER_BASE),
+                    _ => {}
+                }
+            }
+            self.after_events();
+        }
+        self.close_all();
+        Ok(())
+    }
+
+    fn poll_timeout(&self) -> Duration {
+        if !self.read_again.is_empty() || !self.resume.is_empty() || !self.write_queue.is_empty() {
+            return Duration::ZERO;
+        }
+        let mut t = CRON_INTERVAL.saturating_sub(self.last_cron.elapsed());
+        if let Some(deadline) = self.blocked.next_deadline() {
+            let ms = (deadline - now_ms()).max(0) as u64;
+            t = t.min(Duration::from_millis(ms));
+        }
+        // Wake at least once a millisecond-granular deadline has surely passed.
+        t
+    }
+
+    fn on_signal_pipe(&mut self) {
+        let mut buf = [0u8; 64];
+        loop {
+            match self.signal_rx.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    for &sig in &buf[..n] {
+                        let name = if sig as i32 == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+                        info!("received {name}, shutting down");
+                    }
+                    self.shutdown = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn accept(&mut self, li: usize) {
+        loop {
+            let accepted = match &self.listeners[li] {
+                Listener::Tcp(l) => l.accept().map(|(s, peer)| {
+                    let _ = s.set_nodelay(true);
+                    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                    let fd = s.as_raw_fd();
+                    (Stream::Tcp(s), peer.to_string(), laddr, fd, false)
+                }),
+                Listener::Unix(l) => l.accept().map(|(s, _)| {
+                    let path = self.unix_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+                    let fd = s.as_raw_fd();
+                    (Stream::Unix(s), format!("{path}:0"), format!("{path}:0"), fd, true)
+                }),
+            };
+            let (mut stream, addr, laddr, fd, unix) = match accepted {
+                Ok(a) => a,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: leave the rest in the backlog for a later turn.
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            self.stats.total_connections_received += 1;
+            if self.nclients >= self.cfg.maxclients as usize {
+                // Best effort: the socket is fresh, so this small write fits its buffer.
+                let _ = stream.write(b"-ERR max number of clients reached\r\n");
+                self.stats.rejected_connections += 1;
+                debug!("rejected {addr}: max number of clients reached");
+                continue;
+            }
+            let slot = match self.free_slots.pop() {
+                Some(s) => s,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if let Err(e) = self.poll.registry().register(&mut stream, Token(CONN_BASE + slot), Interest::READABLE) {
+                warn!("could not register connection from {addr}: {e}");
+                self.free_slots.push(slot);
+                continue;
+            }
+            let id = self.next_client_id;
+            self.next_client_id += 1;
+            let parser = resp::RequestParser::new(self.limits.clone());
+            self.conns[slot] = Some(Box::new(Conn::new(id, stream, addr, laddr, fd, unix, parser)));
+            self.nclients += 1;
+            debug!("accepted client id={id}");
+        }
+    }
+
+    /// Reads what the socket holds (edge-triggered: until WouldBlock, or until the fairness
+    /// cap) and executes every complete request.
+    fn handle_read(&mut self, slot: usize) {
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { return };
+        conn.last_active = Instant::now();
+        let mut reads = 0;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        loop {
+            if conn.close_now || conn.close_after_reply {
+                break;
+            }
+            if reads == READS_PER_TURN {
+                self.read_again.push(slot);
+                break;
+            }
+            reads += 1;
+            let n = match conn.stream.read(&mut scratch) {
+                Ok(0) => {
+                    // Peer closed its side. Flush what it asked for, unless it was waiting parked.
+                    if conn.parked.is_some() {
+                        conn.close_now = true;
+                    } else {
+                        conn.close_after_reply = true;
+                    }
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    debug!("read error on client id={}: {e}", conn.id);
+                    conn.close_now = true;
+                    break;
+                }
+            };
+            self.stats.net_input_bytes += n as u64;
+            if conn.pending.is_empty() && conn.parked.is_none() {
+                // Fast path: parse straight from the shared buffer; keep only a partial tail.
+                let used = self.process_input(&mut conn, slot, &scratch[..n]);
+                if used < n {
+                    conn.pending.extend_from_slice(&scratch[used..n]);
+                }
+            } else {
+                conn.pending.extend_from_slice(&scratch[..n]);
+                self.process_pending(&mut conn, slot);
+            }
+            if conn.pending.len() > QUERY_BUFFER_LIMIT {
+                warn!("closing client id={}: query buffer over {} bytes", conn.id, QUERY_BUFFER_LIMIT);
+                conn.close_now = true;
+            }
+        }
+        self.scratch = scratch;
+        self.conns[slot] = Some(conn);
+        self.queue_write(slot);
+    }
+
+    /// Executes the complete requests buffered in `conn.pending` (unless parked).
+    pub(crate) fn process_pending(&mut self, conn: &mut Conn, slot: usize) {
+        if conn.parked.is_some() || conn.pending.is_empty() {
+            return;
+        }
+        let mut buf = std::mem::take(&mut conn.pending);
+        let used = self.process_input(conn, slot, &buf);
+        buf.drain(..used);
+        // Give back a large buffer once a big request has been consumed.
+        if buf.is_empty() && buf.capacity() > READ_CHUNK * 4 {
+            buf = Vec::new();
+        }
+        conn.pending = buf;
+    }
+
+    /// Marks `slot` for a write (or close) at the end of this loop turn.
+    pub(crate) fn queue_write(&mut self, slot: usize) {
+        if let Some(Some(c)) = self.conns.get_mut(slot) {
+            if !c.in_write_queue {
+                c.in_write_queue = true;
+                self.write_queue.push(slot);
+            }
+        }
+    }
+
+    fn after_events(&mut self) {
+        // Finish reads cut short for fairness, and input queued behind unparked commands.
+        // Both may queue more of each other; bound the rounds so this turn ends.
+        for _ in 0..4 {
+            if self.read_again.is_empty() && self.resume.is_empty() {
+                break;
+            }
+            for slot in std::mem::take(&mut self.read_again) {
+                self.handle_read(slot);
+            }
+            self.run_resumed();
+        }
+        if self.blocked.next_deadline().is_some() {
+            self.expire_blocked(now_ms());
+        }
+        self.active_expire_cycle();
+        if self.last_cron.elapsed() >= CRON_INTERVAL {
+            self.cron();
+        }
+        self.flush_writes();
+    }
+
+    /// Processes the pending input of clients unparked this turn.
+    pub(crate) fn run_resumed(&mut self) {
+        while !self.resume.is_empty() {
+            for slot in std::mem::take(&mut self.resume) {
+                let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
+                self.process_pending(&mut conn, slot);
+                self.conns[slot] = Some(conn);
+                self.queue_write(slot);
+            }
+        }
+    }
+
+    /// Active expiry, Redis-like: sample volatile keys in small rounds while rounds keep finding
+    /// many expired keys, stopping after about a millisecond. Runs at most once a millisecond,
+    /// so a busy loop spends a bounded share of its time here.
+    fn active_expire_cycle(&mut self) {
+        const KEYS_PER_ROUND: usize = 20;
+        const EXAMINE_PER_ROUND: usize = 200;
+        const TIME_BUDGET: Duration = Duration::from_millis(1);
+        if self.engine.ks.volatile_len() == 0 || self.last_expire.elapsed() < Duration::from_millis(1) {
+            return;
+        }
+        let start = Instant::now();
+        self.last_expire = start;
+        let now = now_ms();
+        loop {
+            let removed = self.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND);
+            if self.engine.muts.count > 0 {
+                self.on_mutations();
+            }
+            // Fewer than a quarter of a round expired: the rest can wait for the next cycle.
+            if removed < KEYS_PER_ROUND / 4 || start.elapsed() >= TIME_BUDGET {
+                break;
+            }
+        }
+    }
+
+    /// Every 100 ms: ops/sec sampling and the memory peak.
+    fn cron(&mut self) {
+        self.last_cron = Instant::now();
+        let total = self.total_commands();
+        let t = self.started.elapsed().as_millis() as u64;
+        let at = self.stats.ops_sample_at;
+        self.stats.ops_samples[at % 16] = (t, total);
+        self.stats.ops_sample_at = at + 1;
+        let used = crate::commands::info::allocated_bytes();
+        self.stats.peak_memory = self.stats.peak_memory.max(used);
+    }
+
+    pub fn total_commands(&self) -> u64 {
+        self.engine.stats.commands_processed + self.stats.server_commands
+    }
+
+    /// Writes each queued connection's output once, closes those that asked for it.
+    fn flush_writes(&mut self) {
+        let queue = std::mem::take(&mut self.write_queue);
+        for &slot in &queue {
+            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
+            conn.in_write_queue = false;
+            if conn.close_now {
+                self.close(slot, conn);
+                continue;
+            }
+            let mut failed = false;
+            while conn.out_pos < conn.out.len() {
+                match conn.stream.write(&conn.out[conn.out_pos..]) {
+                    Ok(0) => {
+                        failed = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        conn.out_pos += n;
+                        self.stats.net_output_bytes += n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        debug!("write error on client id={}: {e}", conn.id);
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed {
+                self.close(slot, conn);
+                continue;
+            }
+            let token = Token(CONN_BASE + slot);
+            if conn.out_pos == conn.out.len() {
+                conn.out.clear();
+                conn.out_pos = 0;
+                if conn.out.capacity() > OUT_KEEP_CAPACITY {
+                    conn.out = Vec::new();
+                }
+                if conn.close_after_reply {
+                    self.close(slot, conn);
+                    continue;
+                }
+                if conn.want_write {
+                    conn.want_write = false;
+                    let _ = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE);
+                }
+            } else {
+                // Keep the unsent tail at the front so the buffer does not creep forward forever.
+                if conn.out_pos > OUT_KEEP_CAPACITY && conn.out_pos * 2 > conn.out.len() {
+                    let pos = conn.out_pos;
+                    conn.out.drain(..pos);
+                    conn.out_pos = 0;
+                }
+                if !conn.want_write {
+                    conn.want_write = true;
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if let Err(e) = self.poll.registry().reregister(&mut conn.stream, token, interest) {
+                        warn!("reregister failed for client id={}: {e}", conn.id);
+                        self.close(slot, conn);
+                        continue;
+                    }
+                }
+            }
+            self.conns[slot] = Some(conn);
+        }
+        // Reuse the queue's allocation for the next turn (flush never queues new writes).
+        let mut queue = queue;
+        queue.clear();
+        if self.write_queue.is_empty() {
+            self.write_queue = queue;
+        }
+    }
+
+    /// Removes a connection: deregisters it, drops it from the blocked index, frees its slot.
+    pub(crate) fn close(&mut self, slot: usize, mut conn: Box<Conn>) {
+        if conn.parked.is_some() {
+            self.blocked.remove(&conn, slot);
+            conn.parked = None;
+        }
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        debug!("closed client id={}", conn.id);
+        self.nclients -= 1;
+        self.conns[slot] = None;
+        self.free_slots.push(slot);
+    }
+
+    /// Shutdown: stop listening, remove the Unix socket file, drop every client.
+    fn close_all(&mut self) {
+        self.listeners.clear();
+        if let Some(p) = self.unix_path.take() {
+            if let Err(e) = std::fs::remove_file(&p) {
+                warn!("could not remove unix socket {}: {e}", p.display());
+            }
+        }
+        for slot in 0..self.conns.len() {
+            if let Some(conn) = self.conns[slot].take() {
+                self.close(slot, conn);
+            }
+        }
+        info!("goblin-core is now ready to exit, bye bye...");
+    }
+
+    /// Finds a connection by client id (CLIENT KILL), not counting one taken out of its slot.
+    pub(crate) fn slot_of(&self, id: u64) -> Option<usize> {
+        self.conns.iter().position(|c| matches!(c, Some(c) if c.id == id))
+    }
+}

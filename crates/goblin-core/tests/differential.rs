@@ -1,0 +1,405 @@
+//! Differential test: the same random command sequences go to goblin-core and to a real
+//! `redis-server` (Debian's package), and every reply must match.
+//!
+//! Commands whose replies are unordered (SMEMBERS, HGETALL, ...) are compared after sorting;
+//! commands with random replies (SPOP, RANDOMKEY, ...) are compared by shape (their effect on the
+//! data is still checked by every later command). The key space is tiny so that commands collide
+//! and wrong-type paths are hit often. A failure prints the seed, the command and both replies.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use resp::Frame;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How two replies are compared.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cmp {
+    /// Byte for byte.
+    Exact,
+    /// Sort the top-level array first (set-like replies).
+    Unordered,
+    /// Unordered pairs: the array is a flat list of field/value pairs (HGETALL).
+    UnorderedPairs,
+    /// Only the reply's type and, for arrays, its length (random picks).
+    Shape,
+}
+
+struct Proc {
+    child: Child,
+    port: u16,
+    _dir: Option<tempdir::Dir>,
+}
+
+mod tempdir {
+    /// A scratch directory removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new(tag: &str) -> Dir {
+            let p = std::env::temp_dir().join(format!("goblin-diff-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).expect("temp dir");
+            Dir(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_ready(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("server on port {port} did not start");
+}
+
+fn start_goblin() -> Proc {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start goblin-core");
+    wait_ready(port);
+    Proc { child, port, _dir: None }
+}
+
+fn start_redis() -> Option<Proc> {
+    let port = free_port();
+    let dir = tempdir::Dir::new("redis");
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    wait_ready(port);
+    Some(Proc { child, port, _dir: Some(dir) })
+}
+
+/// A raw RESP2 connection: sends a command, reads one reply frame.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn open(port: u16) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Conn { stream, buf: Vec::new() }
+    }
+
+    fn call(&mut self, args: &[Vec<u8>]) -> Frame {
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, args);
+        self.stream.write_all(&req).unwrap();
+        loop {
+            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
+                self.buf.drain(..used);
+                return f;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("reply");
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+fn normalize(f: Frame, cmp: Cmp) -> Frame {
+    match (cmp, f) {
+        (Cmp::Unordered, Frame::Array(Some(mut items))) => {
+            items.sort_by_key(|i| format!("{i:?}"));
+            Frame::Array(Some(items))
+        }
+        (Cmp::UnorderedPairs, Frame::Array(Some(items))) => {
+            let mut pairs: Vec<Vec<Frame>> = items.chunks(2).map(|c| c.to_vec()).collect();
+            pairs.sort_by_key(|p| format!("{p:?}"));
+            Frame::Array(Some(pairs.into_iter().flatten().collect()))
+        }
+        (Cmp::Shape, Frame::Array(Some(items))) => Frame::Array(Some(vec![Frame::Integer(items.len() as i64)])),
+        (Cmp::Shape, Frame::Bulk(Some(_))) => Frame::Bulk(Some(b"<some>".to_vec())),
+        (_, f) => f,
+    }
+}
+
+fn show(args: &[Vec<u8>]) -> String {
+    args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" ")
+}
+
+/// Random command generation over a tiny key space.
+struct Gen {
+    rng: StdRng,
+}
+
+impl Gen {
+    fn key(&mut self) -> Vec<u8> {
+        format!("k{}", self.rng.gen_range(0..5)).into_bytes()
+    }
+    fn field(&mut self) -> Vec<u8> {
+        format!("f{}", self.rng.gen_range(0..6)).into_bytes()
+    }
+    fn int(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..10) {
+            0 => b"notanint".to_vec(),
+            1 => b"9223372036854775807".to_vec(),
+            2 => b"-9223372036854775808".to_vec(),
+            3 => b"".to_vec(),
+            _ => self.rng.gen_range(-20i64..20).to_string().into_bytes(),
+        }
+    }
+    fn float(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..12) {
+            0 => b"nan".to_vec(),
+            1 => b"inf".to_vec(),
+            2 => b"-inf".to_vec(),
+            3 => b"abc".to_vec(),
+            4 => b"1e400".to_vec(),
+            5 => b"0.1".to_vec(),
+            6 => b"1.5e3".to_vec(),
+            _ => format!("{}", self.rng.gen_range(-100i64..100) as f64 / 4.0).into_bytes(),
+        }
+    }
+    fn value(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..8) {
+            0 => b"".to_vec(),
+            1 => b"a\r\nb\0c".to_vec(),
+            2 => self.int(),
+            3 => b"10".to_vec(),
+            _ => format!("v{}", self.rng.gen_range(0..10)).into_bytes(),
+        }
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.rng.gen_range(0..xs.len())]
+    }
+
+    /// One command: (args, how to compare the replies).
+    fn command(&mut self, families: &[&str]) -> (Vec<Vec<u8>>, Cmp) {
+        let family = self.pick(families);
+        let mut a: Vec<Vec<u8>> = Vec::new();
+        macro_rules! push { ($($e:expr),*) => { $( a.push($e.into()); )* } }
+        let mut cmp = Cmp::Exact;
+        match family {
+            "string" => match self.rng.gen_range(0..22) {
+                0 => { let (k, v) = (self.key(), self.value()); push!("SET", k, v);
+                       let opt = self.pick(&["", "NX", "XX", "GET", "EX", "PX", "KEEPTTL", "EX", "BOGUS"]);
+                       if !opt.is_empty() { push!(opt); }
+                       if opt == "EX" || opt == "PX" { let n = self.pick(&["100", "0", "-1", "x", "9223372036854775807"]); push!(n); } }
+                1 => { let k = self.key(); push!("GET", k) }
+                2 => { let k = self.key(); push!("INCR", k) }
+                3 => { let (k, n) = (self.key(), self.int()); push!("INCRBY", k, n) }
+                4 => { let (k, n) = (self.key(), self.int()); push!("DECRBY", k, n) }
+                5 => { let (k, f) = (self.key(), self.float()); push!("INCRBYFLOAT", k, f) }
+                6 => { let (k, v) = (self.key(), self.value()); push!("APPEND", k, v) }
+                7 => { let k = self.key(); push!("STRLEN", k) }
+                8 => { let (k, s, e) = (self.key(), self.int(), self.int()); push!("GETRANGE", k, s, e) }
+                9 => { let (k, o, v) = (self.key(), self.pick(&["0", "3", "-1", "x", "536870912"]), self.value()); push!("SETRANGE", k, o, v) }
+                10 => { let (k1, k2) = (self.key(), self.key()); push!("MGET", k1, k2, "nokey") }
+                11 => { let (k1, v1, k2, v2) = (self.key(), self.value(), self.key(), self.value()); push!("MSET", k1, v1, k2, v2) }
+                12 => { let (k1, v1, k2, v2) = (self.key(), self.value(), self.key(), self.value()); push!("MSETNX", k1, v1, k2, v2) }
+                13 => { let (k, v) = (self.key(), self.value()); push!("GETSET", k, v) }
+                14 => { let k = self.key(); push!("GETDEL", k) }
+                15 => { let k = self.key(); push!("GETEX", k); let o = self.pick(&["", "PERSIST", "EX", "BAD"]);
+                        if !o.is_empty() { push!(o); } if o == "EX" { push!("100"); } }
+                16 => { let (k, v) = (self.key(), self.value()); push!("SETNX", k, v) }
+                17 => { let (k, v) = (self.key(), self.value()); let t = self.pick(&["100", "0", "-5", "x"]); push!("SETEX", k, t, v) }
+                18 => { let k = self.key(); push!("DECR", k) }
+                19 => { let (k, v) = (self.key(), self.value()); push!("MSET", k, v, "extra") }
+                20 => { let k = self.key(); push!("SUBSTR", k, "0", "2") }
+                _ => { let (k, v) = (self.key(), self.value()); let t = self.pick(&["100000", "0", "x"]); push!("PSETEX", k, t, v) }
+            },
+            "keyspace" => match self.rng.gen_range(0..14) {
+                0 => { let (k1, k2) = (self.key(), self.key()); push!("DEL", k1, k2) }
+                1 => { let (k1, k2) = (self.key(), self.key()); push!("EXISTS", k1, k2) }
+                2 => { let k = self.key(); push!("TYPE", k) }
+                3 => { let (k1, k2) = (self.key(), self.key()); push!("RENAME", k1, k2) }
+                4 => { let (k1, k2) = (self.key(), self.key()); push!("RENAMENX", k1, k2) }
+                5 => { let (k1, k2) = (self.key(), self.key()); push!("COPY", k1, k2); if self.rng.gen() { push!("REPLACE"); } }
+                6 => { let k = self.key(); let t = self.pick(&["100", "200", "-1", "0", "x"]); push!("EXPIRE", k, t);
+                       let o = self.pick(&["", "", "NX", "XX", "GT", "LT", "NX XX"]);
+                       for w in o.split_whitespace() { push!(w); } }
+                7 => { let k = self.key(); push!("TTL", k) }
+                8 => { let k = self.key(); push!("PERSIST", k) }
+                9 => { push!("KEYS", "k*"); cmp = Cmp::Unordered }
+                10 => { push!("DBSIZE") }
+                11 => { push!("RANDOMKEY"); cmp = Cmp::Shape }
+                12 => { let k = self.key(); push!("OBJECT", "ENCODING", k); cmp = Cmp::Shape }
+                _ => { let (k1, k2) = (self.key(), self.key()); push!("TOUCH", k1, k2) }
+            },
+            "hash" => match self.rng.gen_range(0..16) {
+                0 | 1 => { let (k, f, v) = (self.key(), self.field(), self.value()); push!("HSET", k, f, v);
+                           if self.rng.gen() { let (f2, v2) = (self.field(), self.value()); push!(f2, v2); } }
+                2 => { let (k, f, v) = (self.key(), self.field(), self.value()); push!("HSETNX", k, f, v) }
+                3 => { let (k, f) = (self.key(), self.field()); push!("HGET", k, f) }
+                4 => { let (k, f1, f2) = (self.key(), self.field(), self.field()); push!("HMGET", k, f1, f2) }
+                5 => { let k = self.key(); push!("HGETALL", k); cmp = Cmp::UnorderedPairs }
+                6 => { let (k, f1, f2) = (self.key(), self.field(), self.field()); push!("HDEL", k, f1, f2) }
+                7 => { let (k, f) = (self.key(), self.field()); push!("HEXISTS", k, f) }
+                8 => { let k = self.key(); push!("HLEN", k) }
+                9 => { let (k, f) = (self.key(), self.field()); push!("HSTRLEN", k, f) }
+                10 => { let k = self.key(); push!("HKEYS", k); cmp = Cmp::Unordered }
+                11 => { let k = self.key(); push!("HVALS", k); cmp = Cmp::Unordered }
+                12 => { let (k, f, n) = (self.key(), self.field(), self.int()); push!("HINCRBY", k, f, n) }
+                13 => { let (k, f, n) = (self.key(), self.field(), self.float()); push!("HINCRBYFLOAT", k, f, n) }
+                14 => { let k = self.key(); push!("HRANDFIELD", k); cmp = Cmp::Shape }
+                _ => { let (k, f, v) = (self.key(), self.field(), self.value()); push!("HMSET", k, f, v) }
+            },
+            "set" => match self.rng.gen_range(0..17) {
+                0 | 1 => { let (k, m1, m2) = (self.key(), self.field(), self.field()); push!("SADD", k, m1, m2) }
+                2 => { let (k, m) = (self.key(), self.field()); push!("SREM", k, m) }
+                3 => { let k = self.key(); push!("SMEMBERS", k); cmp = Cmp::Unordered }
+                4 => { let (k, m) = (self.key(), self.field()); push!("SISMEMBER", k, m) }
+                5 => { let (k, m1, m2) = (self.key(), self.field(), self.field()); push!("SMISMEMBER", k, m1, m2) }
+                6 => { let k = self.key(); push!("SCARD", k) }
+                7 => { let k = self.key(); push!("SPOP", k); cmp = Cmp::Shape }
+                8 => { let k = self.key(); push!("SRANDMEMBER", k, "-3"); cmp = Cmp::Shape }
+                9 => { let (a1, b1, m) = (self.key(), self.key(), self.field()); push!("SMOVE", a1, b1, m) }
+                10 => { let (k1, k2) = (self.key(), self.key()); push!("SINTER", k1, k2); cmp = Cmp::Unordered }
+                11 => { let (k1, k2) = (self.key(), self.key()); push!("SUNION", k1, k2); cmp = Cmp::Unordered }
+                12 => { let (k1, k2) = (self.key(), self.key()); push!("SDIFF", k1, k2); cmp = Cmp::Unordered }
+                13 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("SINTERSTORE", d, k1, k2) }
+                14 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("SUNIONSTORE", d, k1, k2) }
+                15 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("SDIFFSTORE", d, k1, k2) }
+                _ => { let (k1, k2) = (self.key(), self.key()); push!("SINTERCARD", "2", k1, k2) }
+            },
+            "zset" => match self.rng.gen_range(0..20) {
+                0 | 1 => { let (k, s, m) = (self.key(), self.float(), self.field()); push!("ZADD", k);
+                           let o = self.pick(&["", "", "NX", "XX", "GT", "LT", "CH", "INCR", "NX XX", "GT LT"]);
+                           for w in o.split_whitespace() { push!(w); } push!(s, m); }
+                2 => { let (k, s, m) = (self.key(), self.float(), self.field()); push!("ZINCRBY", k, s, m) }
+                3 => { let (k, m) = (self.key(), self.field()); push!("ZREM", k, m) }
+                4 => { let (k, m) = (self.key(), self.field()); push!("ZSCORE", k, m) }
+                5 => { let k = self.key(); push!("ZCARD", k) }
+                6 => { let (k, a1, b1) = (self.key(), self.float(), self.float()); push!("ZCOUNT", k, a1, b1) }
+                7 => { let (k, s, e) = (self.key(), self.int(), self.int()); push!("ZRANGE", k, s, e); if self.rng.gen() { push!("WITHSCORES"); } }
+                8 => { let k = self.key(); let (lo, hi) = (self.pick(&["-inf", "(1", "0", "x"]), self.pick(&["+inf", "5", "(10"]));
+                       push!("ZRANGEBYSCORE", k, lo, hi); if self.rng.gen() { push!("LIMIT", "0", self.pick(&["1", "-1", "2"])); } }
+                9 => { let k = self.key(); push!("ZRANGEBYLEX", k, self.pick(&["-", "[f1", "(f2", "bad"]), self.pick(&["+", "[f4"])) }
+                10 => { let (k, m) = (self.key(), self.field()); push!("ZRANK", k, m) }
+                11 => { let (k, m) = (self.key(), self.field()); push!("ZREVRANK", k, m) }
+                12 => { let k = self.key(); push!("ZPOPMIN", k); if self.rng.gen() { push!("2"); } }
+                13 => { let k = self.key(); push!("ZPOPMAX", k) }
+                14 => { let (k, s, e) = (self.key(), self.int(), self.int()); push!("ZREMRANGEBYRANK", k, s, e) }
+                15 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("ZUNIONSTORE", d, "2", k1, k2);
+                        if self.rng.gen() { push!("WEIGHTS", "2", "3"); } if self.rng.gen() { push!("AGGREGATE", self.pick(&["MIN", "MAX", "SUM"])); } }
+                16 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("ZINTERSTORE", d, "2", k1, k2) }
+                17 => { let k = self.key(); push!("ZREVRANGE", k, "0", "-1", "WITHSCORES") }
+                18 => { let (k, m1, m2) = (self.key(), self.field(), self.field()); push!("ZMSCORE", k, m1, m2) }
+                _ => { let (k1, k2) = (self.key(), self.key()); push!("ZUNION", "2", k1, k2, "WITHSCORES") }
+            },
+            _ /* list */ => match self.rng.gen_range(0..18) {
+                0 | 1 => { let (k, v1, v2) = (self.key(), self.value(), self.value()); push!(self.pick(&["LPUSH", "RPUSH"]), k, v1, v2) }
+                2 => { let (k, v) = (self.key(), self.value()); push!(self.pick(&["LPUSHX", "RPUSHX"]), k, v) }
+                3 => { let k = self.key(); push!(self.pick(&["LPOP", "RPOP"]), k); if self.rng.gen() { push!(self.pick(&["2", "0", "-1", "x"])); } }
+                4 => { let k = self.key(); push!("LLEN", k) }
+                5 => { let (k, s, e) = (self.key(), self.int(), self.int()); push!("LRANGE", k, s, e) }
+                6 => { let (k, i) = (self.key(), self.int()); push!("LINDEX", k, i) }
+                7 => { let (k, i, v) = (self.key(), self.int(), self.value()); push!("LSET", k, i, v) }
+                8 => { let (k, p, v) = (self.key(), self.value(), self.value()); push!("LINSERT", k, self.pick(&["BEFORE", "AFTER", "MIDDLE"]), p, v) }
+                9 => { let (k, n, v) = (self.key(), self.int(), self.value()); push!("LREM", k, n, v) }
+                10 => { let (k, s, e) = (self.key(), self.int(), self.int()); push!("LTRIM", k, s, e) }
+                11 => { let (k, v) = (self.key(), self.value()); push!("LPOS", k, v); if self.rng.gen() { push!("RANK", self.pick(&["1", "-1", "0", "2"])); } }
+                12 => { let (s, d) = (self.key(), self.key()); push!("LMOVE", s, d, self.pick(&["LEFT", "RIGHT"]), self.pick(&["LEFT", "RIGHT", "UP"])) }
+                13 => { let (s, d) = (self.key(), self.key()); push!("RPOPLPUSH", s, d) }
+                14 => { let (k1, k2) = (self.key(), self.key()); push!("LMPOP", "2", k1, k2, self.pick(&["LEFT", "RIGHT"])); if self.rng.gen() { push!("COUNT", "2"); } }
+                15 => { let k = self.key(); push!("BLPOP", k, "0.01") }
+                16 => { let (k1, k2) = (self.key(), self.key()); push!("BRPOP", k1, k2, "0.01") }
+                _ => { let k = self.key(); push!("LRANGE", k, "0", "-1") }
+            },
+        }
+        (a, cmp)
+    }
+}
+
+/// The command families goblin-core currently implements, judged by its command table.
+fn families() -> Vec<&'static str> {
+    let has = |name: &str| engine::lookup(name.as_bytes()).is_some();
+    let mut f = Vec::new();
+    if has("set") && has("incrbyfloat") {
+        f.push("string");
+    }
+    if has("expire") {
+        f.push("keyspace");
+    }
+    if has("hset") && has("hincrbyfloat") {
+        f.push("hash");
+    }
+    if has("sadd") && has("sdiffstore") {
+        f.push("set");
+    }
+    if has("zadd") && has("zunionstore") {
+        f.push("zset");
+    }
+    if has("lpush") && has("blpop") {
+        f.push("list");
+    }
+    f
+}
+
+#[test]
+fn same_replies_as_redis() {
+    let Some(redis) = start_redis() else {
+        panic!("redis-server is not installed: run scripts/install-deps.sh");
+    };
+    let goblin = start_goblin();
+    let fams = families();
+    assert!(!fams.is_empty(), "no command family implemented");
+    let seeds: u64 = std::env::var("DIFF_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let per_seed = 300;
+    let mut compared = 0;
+    for seed in 0..seeds {
+        let mut g = Gen { rng: StdRng::seed_from_u64(seed) };
+        let mut rc = Conn::open(redis.port);
+        let mut gc = Conn::open(goblin.port);
+        rc.call(&[b"FLUSHALL".to_vec()]);
+        gc.call(&[b"FLUSHALL".to_vec()]);
+        let mut history: Vec<String> = Vec::new();
+        for _ in 0..per_seed {
+            let (args, cmp) = g.command(&fams);
+            history.push(show(&args));
+            let r = normalize(rc.call(&args), cmp);
+            let o = normalize(gc.call(&args), cmp);
+            if r != o {
+                let tail: Vec<&String> = history.iter().rev().take(15).rev().collect();
+                panic!(
+                    "seed {seed}: replies differ for `{}`\n redis:  {r:?}\n goblin: {o:?}\nlast commands:\n{tail:#?}",
+                    show(&args)
+                );
+            }
+            compared += 1;
+        }
+        // The final data must match too, whatever path it took.
+        for k in 0..5 {
+            let key = format!("k{k}").into_bytes();
+            let t1 = rc.call(&[b"TYPE".to_vec(), key.clone()]);
+            let t2 = gc.call(&[b"TYPE".to_vec(), key.clone()]);
+            assert_eq!(t1, t2, "seed {seed}: TYPE k{k}");
+        }
+    }
+    eprintln!("compared {compared} replies over families {fams:?}");
+}

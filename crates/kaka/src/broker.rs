@@ -1,0 +1,271 @@
+//! The broker's registry: topics and their partitions, producer ids, the group coordinator.
+//!
+//! Layout of `--dir`:
+//! ```text
+//! DIR/producer_ids                  next unallocated producer-id block (fdatasync'ed)
+//! DIR/topics/<name>/topic.meta      id, partition count, topic configs (key=value lines)
+//! DIR/topics/<name>/<partition>/    segments: <base>.log .index .timeindex .snapshot
+//! DIR/groups/offsets.log            committed offsets (see groups.rs)
+//! ```
+//! The registry map is behind a lock, but only topic creation and deletion take it for
+//! writing; the order of records is owned by each partition's task, never by this lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::config::{valid_topic_name, BrokerConfig, TopicConfig};
+use crate::errors;
+use crate::groups::Groups;
+use crate::memory::Memory;
+use crate::partition::{self, Partition};
+use crate::segment;
+
+pub struct Topic {
+    pub name: String,
+    pub id: [u8; 16],
+    pub config: TopicConfig,
+    pub partitions: Vec<Partition>,
+}
+
+pub struct Broker {
+    pub cfg: BrokerConfig,
+    pub memory: Arc<Memory>,
+    topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// Serialises creations and deletions (disk work) without blocking lookups.
+    admin: Mutex<()>,
+    pids: Mutex<PidAlloc>,
+    pub groups: Groups,
+}
+
+struct PidAlloc {
+    next: i64,
+    limit: i64,
+    path: PathBuf,
+}
+
+const PID_BLOCK: i64 = 1000;
+
+impl Broker {
+    pub fn open(cfg: BrokerConfig) -> Result<Arc<Broker>, String> {
+        let topics_dir = cfg.dir.join("topics");
+        std::fs::create_dir_all(&topics_dir).map_err(|e| format!("{}: {e}", topics_dir.display()))?;
+        let pid_path = cfg.dir.join("producer_ids");
+        let next = match std::fs::read_to_string(&pid_path) {
+            Ok(s) => s.trim().parse::<i64>().map_err(|_| format!("{}: corrupt", pid_path.display()))?,
+            Err(_) => 0,
+        };
+        let memory = Memory::new(cfg.max_memory);
+        let groups = Groups::start(&cfg)?;
+        let broker = Arc::new(Broker {
+            memory: memory.clone(),
+            topics: RwLock::new(HashMap::new()),
+            admin: Mutex::new(()),
+            pids: Mutex::new(PidAlloc { next, limit: next, path: pid_path }),
+            groups,
+            cfg,
+        });
+        let mut names: Vec<String> = std::fs::read_dir(&topics_dir)
+            .map_err(|e| e.to_string())?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("topic.meta").exists())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        for name in names {
+            let t = broker.load_topic(&name)?;
+            broker.topics.write().unwrap_or_else(|e| e.into_inner()).insert(name, Arc::new(t));
+        }
+        Ok(broker)
+    }
+
+    fn topic_dir(&self, name: &str) -> PathBuf {
+        self.cfg.dir.join("topics").join(name)
+    }
+
+    fn load_topic(&self, name: &str) -> Result<Topic, String> {
+        let dir = self.topic_dir(name);
+        let meta = std::fs::read_to_string(dir.join("topic.meta")).map_err(|e| e.to_string())?;
+        let mut id = [0u8; 16];
+        let mut n = 0;
+        let mut raw = BTreeMap::new();
+        for line in meta.lines() {
+            let Some((k, v)) = line.split_once('=') else { continue };
+            match k {
+                "id" => {
+                    for (i, b) in id.iter_mut().enumerate() {
+                        *b = u8::from_str_radix(v.get(i * 2..i * 2 + 2).unwrap_or("00"), 16).unwrap_or(0);
+                    }
+                }
+                "partitions" => n = v.parse().map_err(|_| format!("{name}: bad partition count"))?,
+                _ => {
+                    if let Some(ck) = k.strip_prefix("config.") {
+                        raw.insert(ck.to_string(), v.to_string());
+                    }
+                }
+            }
+        }
+        let config = TopicConfig::resolve(&raw, &self.cfg).map_err(|e| format!("{name}: {e}"))?;
+        let partitions = (0..n)
+            .map(|p| partition::open(&dir.join(p.to_string()), name, p, config.clone(), &self.cfg, self.memory.clone()))
+            .collect();
+        tracing::info!(topic = name, partitions = n, "loaded topic");
+        Ok(Topic { name: name.to_string(), id, config, partitions })
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    pub fn topic_names(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            self.topics.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Creates a topic. Err: (Kafka error code, message).
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        raw: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, (i16, String)> {
+        if !valid_topic_name(name) {
+            return Err((errors::INVALID_TOPIC_EXCEPTION, format!("invalid topic name {name:?}")));
+        }
+        if !(1..=10_000).contains(&partitions) {
+            return Err((errors::INVALID_PARTITIONS, "partition count must be 1..=10000".into()));
+        }
+        let config = TopicConfig::resolve(&raw, &self.cfg).map_err(|e| (errors::INVALID_CONFIG, e))?;
+        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = self.topic(name) {
+            return Err((errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)));
+        }
+        if validate_only {
+            return Err((errors::NONE, String::new()));
+        }
+        let dir = self.topic_dir(name);
+        let id = new_uuid();
+        let mut meta = format!("id={}\npartitions={partitions}\n", hex(&id));
+        for (k, v) in &raw {
+            meta.push_str(&format!("config.{k}={v}\n"));
+        }
+        let io = |e: std::io::Error| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display()));
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        segment::write_file_synced(&dir.join("topic.meta"), meta.as_bytes()).map_err(io)?;
+        segment::sync_dir(&self.cfg.dir.join("topics")).map_err(io)?;
+        let parts = (0..partitions)
+            .map(|p| partition::open(&dir.join(p.to_string()), name, p, config.clone(), &self.cfg, self.memory.clone()))
+            .collect();
+        let t = Arc::new(Topic { name: name.to_string(), id, config, partitions: parts });
+        self.topics.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), t.clone());
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(t)
+    }
+
+    /// Looks a topic up, creating it with broker defaults when auto-creation is on.
+    pub fn topic_or_create(&self, name: &str, allow_create: bool) -> Result<Arc<Topic>, i16> {
+        if let Some(t) = self.topic(name) {
+            return Ok(t);
+        }
+        if !(allow_create && self.cfg.auto_create_topics) {
+            return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
+        }
+        match self.create_topic(name, self.cfg.default_partitions, BTreeMap::new(), false) {
+            Ok(t) => Ok(t),
+            Err((errors::TOPIC_ALREADY_EXISTS, _)) => self.topic(name).ok_or(errors::UNKNOWN_TOPIC_OR_PARTITION),
+            Err((code, msg)) => {
+                tracing::warn!(topic = name, "auto-create failed: {msg}");
+                Err(code)
+            }
+        }
+    }
+
+    /// Deletes exactly the named topic: its partitions stop, then its directory goes.
+    pub async fn delete_topic(&self, name: &str) -> i16 {
+        let t = {
+            let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+            match self.topics.write().unwrap_or_else(|e| e.into_inner()).remove(name) {
+                Some(t) => t,
+                None => return errors::UNKNOWN_TOPIC_OR_PARTITION,
+            }
+        };
+        for p in &t.partitions {
+            partition::shutdown(p).await;
+            self.memory.clear(&p.shared.cache);
+        }
+        let dir = self.topic_dir(name);
+        let trash = self.cfg.dir.join(format!("deleting-{}-{}", name, partition::now_ms()));
+        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            std::fs::rename(&dir, &trash)?;
+            if let Some(parent) = dir.parent() {
+                segment::sync_dir(parent)?;
+            }
+            std::fs::remove_dir_all(&trash)
+        })
+        .await;
+        match res {
+            Ok(Ok(())) => {
+                tracing::info!(topic = name, "deleted topic");
+                errors::NONE
+            }
+            other => {
+                tracing::error!(topic = name, "deleting topic directory: {other:?}");
+                errors::KAFKA_STORAGE_ERROR
+            }
+        }
+    }
+
+    /// Hands out a fresh producer id; ids are allocated in persisted blocks so a restart
+    /// never reuses one.
+    pub fn next_producer_id(&self) -> Result<i64, i16> {
+        let mut a = self.pids.lock().unwrap_or_else(|e| e.into_inner());
+        if a.next >= a.limit {
+            let limit = a.next + PID_BLOCK;
+            if let Err(e) = segment::write_file_synced(&a.path, limit.to_string().as_bytes()) {
+                tracing::error!("persisting producer id block: {e}");
+                return Err(errors::KAFKA_STORAGE_ERROR);
+            }
+            a.limit = limit;
+        }
+        let id = a.next;
+        a.next += 1;
+        Ok(id)
+    }
+
+    /// Drains every partition (sync + stop) and the coordinator; used on SIGTERM.
+    pub async fn shutdown(&self) {
+        let topics: Vec<Arc<Topic>> =
+            self.topics.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for t in topics {
+            for p in &t.partitions {
+                partition::shutdown(p).await;
+            }
+        }
+        self.groups.shutdown().await;
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A random version-4 UUID from the OS's random source (falls back to time if unavailable).
+pub fn new_uuid() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok();
+    if !ok {
+        let t = partition::now_ms() as u128 ^ (std::process::id() as u128) << 64;
+        b = t.to_be_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    b
+}
+
+#[allow(dead_code)]
+fn _assert_path(_: &Path) {}

@@ -1,0 +1,796 @@
+//! A partition: one owner task (actor) that alone appends to the log, plus a shared read view.
+//!
+//! Write path (the owner): drain every queued `Append` from the mailbox, check idempotence,
+//! write each batch (rewriting only its baseOffset), then ONE fdatasync for the whole group,
+//! then answer each produce (group commit). While that sync runs on a blocking thread the
+//! owner keeps accepting and writing the next group, so syncs pipeline with writes. Order
+//! needs no lock: only the owner assigns offsets.
+//!
+//! Offsets named here: `leo` (log end offset: next offset to assign, written but maybe not
+//! durable) and `hw` (high watermark: everything below is acknowledged-durable and visible to
+//! consumers). With `--fsync-interval-ms N` the hw follows the leo right after the write.
+//!
+//! Read path (anyone): fetches read the tail cache or, below it, the segment files through
+//! the sparse index on a blocking thread, never waiting for the owner.
+//!
+//! Fail-stop: a failed write or fdatasync answers the whole group with KAFKA_STORAGE_ERROR
+//! and the partition refuses every later write (after a failed fsync the kernel may have
+//! dropped the dirty pages, so a retry could ack data that is gone).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::batch::{self, BatchHeader};
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::errors;
+use crate::memory::{Cached, Memory, TailCache};
+use crate::segment::{self, Segment};
+
+/// fdatasync calls made by every partition (shown at shutdown; tests read it).
+pub static SYNCS: AtomicU64 = AtomicU64::new(0);
+/// Batches appended by every partition.
+pub static APPENDS: AtomicU64 = AtomicU64::new(0);
+
+/// Kafka keeps the metadata of a producer's last five batches to answer retries.
+const BATCHES_TO_RETAIN: usize = 5;
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Outcome of one produce to this partition.
+#[derive(Debug, Clone)]
+pub struct AppendResult {
+    pub error: i16,
+    pub base_offset: i64,
+    pub log_start: i64,
+    pub message: Option<String>,
+}
+
+pub enum Msg {
+    Append {
+        batch: Bytes,
+        header: BatchHeader,
+        /// None for acks=0.
+        reply: Option<oneshot::Sender<AppendResult>>,
+        /// Bytes reserved from the memory budget for this batch.
+        reserved: usize,
+    },
+    /// Stop after syncing; answers when done.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// State readers share with the owner.
+pub struct Shared {
+    pub topic: String,
+    pub partition: i32,
+    pub dir: PathBuf,
+    pub segments: RwLock<Vec<Arc<Segment>>>,
+    pub hw: watch::Sender<i64>,
+    pub log_start: AtomicI64,
+    pub failed: AtomicBool,
+    pub cache: Arc<TailCache>,
+    /// Set when the partition could not be opened (damaged older segment).
+    pub open_error: Option<String>,
+}
+
+impl Shared {
+    pub fn hw(&self) -> i64 {
+        *self.hw.borrow()
+    }
+
+    pub fn log_start(&self) -> i64 {
+        self.log_start.load(Ordering::Acquire)
+    }
+
+    fn segs(&self) -> Vec<Arc<Segment>> {
+        self.segments.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Reads record batches at `offset` for a Fetch. Err is a Kafka error code.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, i16> {
+        if self.open_error.is_some() {
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+        let hw = self.hw();
+        if offset < self.log_start() || offset > hw {
+            return Err(errors::OFFSET_OUT_OF_RANGE);
+        }
+        if offset == hw {
+            return Ok(Bytes::new());
+        }
+        if let Some(parts) = self.cache.read(offset, max_bytes, hw) {
+            if !parts.is_empty() {
+                return Ok(concat(parts));
+            }
+        }
+        // Below the RAM window: read the segment through its index on a blocking thread.
+        let segs = self.segs();
+        let start = segs.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        for seg in segs.into_iter().skip(start) {
+            if seg.next_offset() <= offset {
+                continue; // offset lies past this segment (or in a hole at its end)
+            }
+            let s = seg.clone();
+            let data = tokio::task::spawn_blocking(move || s.read(offset, max_bytes, hw))
+                .await
+                .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
+                .map_err(|e| {
+                    tracing::error!(topic = %self.topic, partition = self.partition, "read failed: {e}");
+                    errors::KAFKA_STORAGE_ERROR
+                })?;
+            if !data.is_empty() {
+                return Ok(Bytes::from(data));
+            }
+        }
+        Ok(Bytes::new())
+    }
+
+    /// ListOffsets: first offset with timestamp >= ts -> (offset, timestamp), or (-1, -1).
+    pub async fn offset_for_time(self: &Arc<Self>, ts: i64) -> Result<(i64, i64), i16> {
+        let hw = self.hw();
+        let segs = self.segs();
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            for seg in segs {
+                match seg.find_by_time(ts, hw) {
+                    Ok(Some(found)) => return Ok(found),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(topic = %me.topic, partition = me.partition, "time lookup: {e}");
+                        return Err(errors::KAFKA_STORAGE_ERROR);
+                    }
+                }
+            }
+            Ok((-1, -1))
+        })
+        .await
+        .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
+    }
+
+    /// ListOffsets -3: offset of the record with the largest timestamp (first if tied).
+    pub async fn max_timestamp_offset(&self) -> Result<(i64, i64), i16> {
+        let hw = self.hw();
+        let segs = self.segs();
+        let Some(best) = segs
+            .iter()
+            .filter(|s| s.size() > 0)
+            .max_by_key(|s| (s.max_ts.load(Ordering::Acquire), -s.base_offset))
+            .cloned()
+        else {
+            return Ok((-1, -1));
+        };
+        let ts = best.max_ts.load(Ordering::Acquire);
+        match self.offset_for_time_in(best, ts, hw).await? {
+            Some(found) => Ok(found),
+            None => Ok((-1, -1)),
+        }
+    }
+
+    async fn offset_for_time_in(
+        &self,
+        seg: Arc<Segment>,
+        ts: i64,
+        hw: i64,
+    ) -> Result<Option<(i64, i64)>, i16> {
+        tokio::task::spawn_blocking(move || seg.find_by_time(ts, hw))
+            .await
+            .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
+            .map_err(|_| errors::KAFKA_STORAGE_ERROR)
+    }
+}
+
+fn concat(parts: Vec<Bytes>) -> Bytes {
+    if parts.len() == 1 {
+        return parts.into_iter().next().unwrap_or_default();
+    }
+    let mut v = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        v.extend_from_slice(&p);
+    }
+    Bytes::from(v)
+}
+
+/// The handle the broker keeps for a partition.
+pub struct Partition {
+    pub shared: Arc<Shared>,
+    pub tx: mpsc::UnboundedSender<Msg>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BatchMeta {
+    first_seq: i32,
+    last_seq: i32,
+    base_offset: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ProducerEntry {
+    epoch: i16,
+    batches: VecDeque<BatchMeta>,
+}
+
+/// What the idempotence check decided for one batch.
+enum Verdict {
+    Append,
+    /// An exact retry of a batch already in the log: answer with its original offset.
+    Duplicate(i64),
+    Reject(i16, &'static str),
+}
+
+/// Replies waiting for the sync that will make their batches durable.
+struct Waiting {
+    reply: oneshot::Sender<AppendResult>,
+    result: AppendResult,
+}
+
+struct Owner {
+    shared: Arc<Shared>,
+    cfg: TopicConfig,
+    broker: BrokerConfig,
+    memory: Arc<Memory>,
+    producers: HashMap<i64, ProducerEntry>,
+    leo: i64,
+    /// Replies for batches written since the last sync was started.
+    unsynced: Vec<Waiting>,
+    dirty: bool,
+    syncs_done: u64,
+}
+
+/// Opens (recovering if needed) or creates a partition directory and starts its owner.
+pub fn open(
+    dir: &Path,
+    topic: &str,
+    partition: i32,
+    cfg: TopicConfig,
+    broker: &BrokerConfig,
+    memory: Arc<Memory>,
+) -> Partition {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (hw_tx, _) = watch::channel(0i64);
+    let (segments, producers, open_error) = match load(dir) {
+        Ok((s, p)) => (s, p, None),
+        Err(e) => {
+            tracing::error!(topic, partition, "refusing to open partition: {e}");
+            (Vec::new(), HashMap::new(), Some(e))
+        }
+    };
+    let leo = segments.last().map(|s| s.next_offset()).unwrap_or(0);
+    let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0);
+    hw_tx.send_replace(leo);
+    let shared = Arc::new(Shared {
+        topic: topic.to_string(),
+        partition,
+        dir: dir.to_path_buf(),
+        segments: RwLock::new(segments),
+        hw: hw_tx,
+        log_start: AtomicI64::new(log_start),
+        failed: AtomicBool::new(open_error.is_some()),
+        cache: Arc::new(TailCache::default()),
+        open_error,
+    });
+    let owner = Owner {
+        shared: shared.clone(),
+        cfg,
+        broker: broker.clone(),
+        memory,
+        producers,
+        leo,
+        unsynced: Vec::new(),
+        dirty: false,
+        syncs_done: 0,
+    };
+    tokio::spawn(owner.run(rx));
+    Partition { shared, tx }
+}
+
+/// Loads the segments of a partition directory. Older segments are checked by their header
+/// chain (or trusted index files), the newest is CRC-checked and its torn tail truncated.
+fn load(dir: &Path) -> Result<(Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut bases = Vec::new();
+    for ent in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let ent = ent.map_err(|e| e.to_string())?;
+        let name = ent.file_name().to_string_lossy().to_string();
+        if let Some(stem) = name.strip_suffix(".log") {
+            if stem.len() == 20 {
+                if let Ok(b) = stem.parse::<i64>() {
+                    bases.push(b);
+                }
+            }
+        } else if name.ends_with(".cleaned") || name.ends_with(".tmp") {
+            // Leftovers of an interrupted compaction or index write: the originals are intact.
+            let _ = std::fs::remove_file(ent.path());
+        }
+    }
+    bases.sort_unstable();
+    let mut segs: Vec<Arc<Segment>> = Vec::with_capacity(bases.len());
+    for (i, &b) in bases.iter().enumerate() {
+        let newest = i + 1 == bases.len();
+        let seg = Segment::open(&dir.join(segment::file_name(b, "log")), b, newest)?;
+        if let Some(prev) = segs.last() {
+            if prev.next_offset() > b {
+                return Err(format!(
+                    "{}: segment {b} starts below the end of the previous one ({})",
+                    dir.display(),
+                    prev.next_offset()
+                ));
+            }
+        }
+        segs.push(Arc::new(seg));
+    }
+    // Producer state: the snapshot taken when the newest segment was created, then the
+    // newest segment's own batch headers replayed on top.
+    let mut producers = HashMap::new();
+    if let Some(newest) = segs.last() {
+        let snap = dir.join(segment::file_name(newest.base_offset, "snapshot"));
+        if let Ok(b) = std::fs::read(&snap) {
+            producers = decode_snapshot(&b);
+        }
+        newest
+            .scan_headers(0, |_, h| {
+                note_producer(&mut producers, h);
+                true
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((segs, producers))
+}
+
+fn note_producer(producers: &mut HashMap<i64, ProducerEntry>, h: &BatchHeader) {
+    if h.producer_id < 0 {
+        return;
+    }
+    let e = producers.entry(h.producer_id).or_default();
+    if h.producer_epoch != e.epoch {
+        e.batches.clear();
+        e.epoch = h.producer_epoch;
+    }
+    e.batches.push_back(BatchMeta {
+        first_seq: h.base_sequence,
+        last_seq: h.last_sequence(),
+        base_offset: h.base_offset,
+    });
+    while e.batches.len() > BATCHES_TO_RETAIN {
+        e.batches.pop_front();
+    }
+}
+
+fn encode_snapshot(p: &HashMap<i64, ProducerEntry>) -> Vec<u8> {
+    let mut o = Vec::new();
+    o.extend_from_slice(&(p.len() as u32).to_be_bytes());
+    for (pid, e) in p {
+        o.extend_from_slice(&pid.to_be_bytes());
+        o.extend_from_slice(&e.epoch.to_be_bytes());
+        o.push(e.batches.len() as u8);
+        for b in &e.batches {
+            o.extend_from_slice(&b.first_seq.to_be_bytes());
+            o.extend_from_slice(&b.last_seq.to_be_bytes());
+            o.extend_from_slice(&b.base_offset.to_be_bytes());
+        }
+    }
+    let crc = crc32c::crc32c(&o);
+    o.extend_from_slice(&crc.to_be_bytes());
+    o
+}
+
+/// Decodes a producer snapshot; a damaged one yields empty state (any sequence is then
+/// accepted for those producers, as Kafka does for producers it has no state for).
+fn decode_snapshot(b: &[u8]) -> HashMap<i64, ProducerEntry> {
+    let mut out = HashMap::new();
+    if b.len() < 8 {
+        return out;
+    }
+    let (body, crc) = b.split_at(b.len() - 4);
+    if crc32c::crc32c(body).to_be_bytes() != crc {
+        tracing::warn!("producer snapshot checksum mismatch; ignoring it");
+        return out;
+    }
+    let mut p = 4;
+    let n = u32::from_be_bytes(body[0..4].try_into().unwrap());
+    for _ in 0..n {
+        if p + 11 > body.len() {
+            return HashMap::new();
+        }
+        let pid = i64::from_be_bytes(body[p..p + 8].try_into().unwrap());
+        let epoch = i16::from_be_bytes(body[p + 8..p + 10].try_into().unwrap());
+        let k = body[p + 10] as usize;
+        p += 11;
+        let mut e = ProducerEntry { epoch, batches: VecDeque::new() };
+        for _ in 0..k {
+            if p + 16 > body.len() {
+                return HashMap::new();
+            }
+            e.batches.push_back(BatchMeta {
+                first_seq: i32::from_be_bytes(body[p..p + 4].try_into().unwrap()),
+                last_seq: i32::from_be_bytes(body[p + 4..p + 8].try_into().unwrap()),
+                base_offset: i64::from_be_bytes(body[p + 8..p + 16].try_into().unwrap()),
+            });
+            p += 16;
+        }
+        out.insert(pid, e);
+    }
+    out
+}
+
+impl Owner {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let mut in_flight: Option<(tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64)> =
+            None;
+        let interval_ms = self.broker.fsync_interval_ms;
+        let mut sync_tick = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+        sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retention_tick =
+            tokio::time::interval(Duration::from_millis(self.broker.retention_check_ms.max(10)));
+        retention_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut shutdown: Option<oneshot::Sender<()>> = None;
+        loop {
+            tokio::select! {
+                msg = rx.recv(), if shutdown.is_none() => {
+                    let Some(msg) = msg else { break };
+                    let mut group = vec![msg];
+                    while let Ok(m) = rx.try_recv() {
+                        group.push(m);
+                    }
+                    for m in group {
+                        match m {
+                            Msg::Append { batch, header, reply, reserved } => {
+                                self.append(batch, header, reply, reserved).await
+                            }
+                            Msg::Shutdown(done) => shutdown = Some(done),
+                        }
+                    }
+                }
+                res = async { (&mut in_flight.as_mut().expect("guarded").0).await },
+                    if in_flight.is_some() => {
+                    let (_, waiting, hw) = in_flight.take().expect("guarded");
+                    let ok = matches!(res, Ok(Ok(())));
+                    self.finish_sync(ok, waiting, hw, &res);
+                }
+                _ = sync_tick.tick(), if interval_ms > 0 && self.dirty && in_flight.is_none() => {
+                    self.start_sync(&mut in_flight);
+                }
+                _ = retention_tick.tick(), if in_flight.is_none() && shutdown.is_none() => {
+                    self.housekeeping().await;
+                }
+            }
+            if interval_ms == 0 && in_flight.is_none() && self.dirty {
+                self.start_sync(&mut in_flight);
+            }
+            if shutdown.is_some() && in_flight.is_none() && !self.dirty {
+                break;
+            }
+        }
+        // Clean stop: everything written is synced; leave index files for a fast restart
+        // (the newest segment is still CRC-checked on open).
+        if let Some(seg) = self.active() {
+            if let Err(e) = seg.write_index_files() {
+                tracing::warn!(topic = %self.shared.topic, "writing index files: {e}");
+            }
+        }
+        if let Some(done) = shutdown {
+            let _ = done.send(());
+        }
+    }
+
+    fn active(&self) -> Option<Arc<Segment>> {
+        self.shared.segments.read().unwrap_or_else(|e| e.into_inner()).last().cloned()
+    }
+
+    fn start_sync(
+        &mut self,
+        in_flight: &mut Option<(tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64)>,
+    ) {
+        let Some(seg) = self.active() else {
+            self.dirty = false;
+            return;
+        };
+        self.dirty = false;
+        self.syncs_done += 1;
+        let fail = self.broker.fail_fsync_after.is_some_and(|n| self.syncs_done > n);
+        let handle = tokio::task::spawn_blocking(move || {
+            SYNCS.fetch_add(1, Ordering::Relaxed);
+            if fail {
+                return Err(io::Error::other("injected fdatasync failure (--debug-fail-fsync-after)"));
+            }
+            seg.sync()
+        });
+        *in_flight = Some((handle, std::mem::take(&mut self.unsynced), self.leo));
+    }
+
+    fn finish_sync(
+        &mut self,
+        ok: bool,
+        waiting: Vec<Waiting>,
+        hw: i64,
+        res: &Result<io::Result<()>, tokio::task::JoinError>,
+    ) {
+        if ok {
+            if self.broker.fsync_interval_ms == 0 {
+                self.shared.hw.send_if_modified(|v| {
+                    let changed = *v < hw;
+                    *v = (*v).max(hw);
+                    changed
+                });
+            }
+            for w in waiting {
+                let _ = w.reply.send(w.result);
+            }
+            return;
+        }
+        tracing::error!(
+            topic = %self.shared.topic,
+            partition = self.shared.partition,
+            "fdatasync failed ({res:?}); partition stops accepting writes"
+        );
+        self.fail();
+        for w in waiting.into_iter().chain(std::mem::take(&mut self.unsynced)) {
+            let _ = w.reply.send(self.storage_error());
+        }
+    }
+
+    fn fail(&mut self) {
+        self.shared.failed.store(true, Ordering::Release);
+    }
+
+    fn storage_error(&self) -> AppendResult {
+        AppendResult {
+            error: errors::KAFKA_STORAGE_ERROR,
+            base_offset: -1,
+            log_start: self.shared.log_start(),
+            message: Some("partition storage failed; writes refused".into()),
+        }
+    }
+
+    fn check_idempotence(&self, h: &BatchHeader) -> Verdict {
+        if h.producer_id < 0 {
+            return Verdict::Append;
+        }
+        if h.base_sequence < 0 {
+            return Verdict::Reject(errors::INVALID_RECORD, "idempotent batch without a sequence");
+        }
+        let Some(e) = self.producers.get(&h.producer_id) else {
+            return Verdict::Append; // no state (new, expired or deleted): any sequence
+        };
+        if h.producer_epoch < e.epoch {
+            return Verdict::Reject(errors::INVALID_PRODUCER_EPOCH, "producer epoch is stale");
+        }
+        if h.producer_epoch > e.epoch {
+            return if h.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::Reject(
+                    errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    "a new producer epoch must start at sequence 0",
+                )
+            };
+        }
+        let last_seq = h.last_sequence();
+        if let Some(b) =
+            e.batches.iter().find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq)
+        {
+            return Verdict::Duplicate(b.base_offset);
+        }
+        let Some(last) = e.batches.back() else { return Verdict::Append };
+        let expected = if last.last_seq == i32::MAX { 0 } else { last.last_seq + 1 };
+        if h.base_sequence == expected {
+            Verdict::Append
+        } else if h.base_sequence < expected
+            && e.batches.front().is_some_and(|f| h.base_sequence >= f.first_seq)
+        {
+            // Inside the retained window but not an exact batch match.
+            Verdict::Reject(errors::DUPLICATE_SEQUENCE_NUMBER, "sequence already written")
+        } else if h.base_sequence < expected && expected - h.base_sequence < (1 << 30) {
+            Verdict::Reject(errors::DUPLICATE_SEQUENCE_NUMBER, "sequence already written")
+        } else {
+            Verdict::Reject(errors::OUT_OF_ORDER_SEQUENCE_NUMBER, "sequence gap")
+        }
+    }
+
+    async fn append(
+        &mut self,
+        batch: Bytes,
+        h: BatchHeader,
+        reply: Option<oneshot::Sender<AppendResult>>,
+        reserved: usize,
+    ) {
+        let log_start = self.shared.log_start();
+        let answer = |reply: Option<oneshot::Sender<AppendResult>>, r: AppendResult| {
+            if let Some(reply) = reply {
+                let _ = reply.send(r);
+            }
+        };
+        if self.shared.failed.load(Ordering::Acquire) {
+            self.memory.release(reserved);
+            answer(reply, self.storage_error());
+            return;
+        }
+        match self.check_idempotence(&h) {
+            Verdict::Append => {}
+            Verdict::Duplicate(base) => {
+                self.memory.release(reserved);
+                let r = AppendResult { error: errors::NONE, base_offset: base, log_start, message: None };
+                if self.broker.fsync_interval_ms == 0 {
+                    // The original may still await its sync: answer the retry only after the
+                    // next sync (an extra fdatasync of a clean file is cheap).
+                    if let Some(reply) = reply {
+                        self.unsynced.push(Waiting { reply, result: r });
+                        self.dirty = true;
+                    }
+                } else {
+                    answer(reply, r);
+                }
+                return;
+            }
+            Verdict::Reject(code, why) => {
+                self.memory.release(reserved);
+                let r = AppendResult {
+                    error: code,
+                    base_offset: -1,
+                    log_start,
+                    message: Some(why.to_string()),
+                };
+                answer(reply, r);
+                return;
+            }
+        }
+        // Assign the offset: rewrite baseOffset (outside the CRC) and leave the rest as sent.
+        let base = self.leo;
+        let mut bytes = batch.to_vec();
+        bytes[0..8].copy_from_slice(&base.to_be_bytes());
+        let mut h = h;
+        h.base_offset = base;
+        if let Err(e) = self.write(&bytes, &h).await {
+            tracing::error!(topic = %self.shared.topic, partition = self.shared.partition,
+                "write failed: {e}; partition stops accepting writes");
+            self.memory.release(reserved);
+            self.fail();
+            let e = self.storage_error();
+            for w in std::mem::take(&mut self.unsynced) {
+                let _ = w.reply.send(e.clone());
+            }
+            answer(reply, e);
+            return;
+        }
+        APPENDS.fetch_add(1, Ordering::Relaxed);
+        note_producer(&mut self.producers, &h);
+        self.leo = h.last_offset() + 1;
+        let bytes = Bytes::from(bytes);
+        self.memory.insert(
+            &self.shared.cache,
+            Cached { base_offset: base, last_offset: h.last_offset(), bytes },
+        );
+        let _ = reserved; // the reservation now belongs to the cached copy
+        let r = AppendResult { error: errors::NONE, base_offset: base, log_start, message: None };
+        self.dirty = true;
+        if self.broker.fsync_interval_ms > 0 {
+            // Acked after write(2); visible at once. A power failure may lose the last N ms.
+            let leo = self.leo;
+            self.shared.hw.send_replace(leo);
+            if let Some(reply) = reply {
+                let _ = reply.send(r);
+            }
+        } else if let Some(reply) = reply {
+            self.unsynced.push(Waiting { reply, result: r });
+        }
+    }
+
+    /// Writes one batch to the active segment, rolling first when it is full. A segment is
+    /// synced (and its indexes and the producer snapshot written) before the next is created,
+    /// so recovery only ever needs to CRC-check the newest segment.
+    async fn write(&mut self, bytes: &[u8], h: &BatchHeader) -> io::Result<()> {
+        let active = self.active();
+        let need_roll = match &active {
+            None => true,
+            Some(s) => s.size() > 0 && s.size() + bytes.len() as u64 > self.cfg.segment_bytes,
+        };
+        if need_roll {
+            if let Some(old) = active {
+                old.sync()?;
+                SYNCS.fetch_add(1, Ordering::Relaxed);
+                old.write_index_files()?;
+            }
+            let snap = self.shared.dir.join(segment::file_name(self.leo, "snapshot"));
+            segment::write_file_synced(&snap, &encode_snapshot(&self.producers))?;
+            let seg = Segment::create(&self.shared.dir, self.leo)?;
+            segment::sync_dir(&self.shared.dir)?;
+            self.shared.segments.write().unwrap_or_else(|e| e.into_inner()).push(Arc::new(seg));
+        }
+        let seg = self.active().ok_or_else(|| io::Error::other("no active segment"))?;
+        seg.append(bytes, h)
+    }
+
+    /// Retention (time and size) and compaction; runs between groups on the owner.
+    async fn housekeeping(&mut self) {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return;
+        }
+        self.apply_retention();
+        if self.cfg.compact {
+            if let Err(e) = crate::compaction::compact(&self.shared, &self.cfg, &self.memory).await {
+                tracing::error!(topic = %self.shared.topic, partition = self.shared.partition,
+                    "compaction failed: {e}");
+            }
+        }
+    }
+
+    fn apply_retention(&mut self) {
+        let segs = self.shared.segs();
+        if segs.len() < 2 {
+            return;
+        }
+        let mut total: i64 = segs.iter().map(|s| s.size() as i64).sum();
+        let now = now_ms();
+        let mut drop_n = 0;
+        // Never the active (last) segment.
+        for s in &segs[..segs.len() - 1] {
+            let by_size = self.cfg.retention_bytes >= 0
+                && total - s.size() as i64 >= self.cfg.retention_bytes;
+            let ts = s.max_ts.load(Ordering::Acquire);
+            let ts = if ts >= 0 { ts } else { file_mtime_ms(&s.path).unwrap_or(now) };
+            let by_time = self.cfg.retention_ms >= 0 && ts < now - self.cfg.retention_ms;
+            if !(by_size || by_time) {
+                break;
+            }
+            total -= s.size() as i64;
+            drop_n += 1;
+        }
+        if drop_n == 0 {
+            return;
+        }
+        let removed: Vec<Arc<Segment>> = {
+            let mut w = self.shared.segments.write().unwrap_or_else(|e| e.into_inner());
+            w.drain(..drop_n).collect()
+        };
+        let new_start = self.shared.segs().first().map(|s| s.base_offset).unwrap_or(self.leo);
+        self.shared.log_start.store(new_start, Ordering::Release);
+        self.memory.drop_below(&self.shared.cache, new_start);
+        for s in removed {
+            tracing::info!(topic = %self.shared.topic, partition = self.shared.partition,
+                segment = s.base_offset, "retention: deleting segment");
+            for ext in ["log", "index", "timeindex", "snapshot"] {
+                let _ = std::fs::remove_file(self.shared.dir.join(segment::file_name(s.base_offset, ext)));
+            }
+        }
+        let _ = segment::sync_dir(&self.shared.dir);
+    }
+}
+
+fn file_mtime_ms(p: &Path) -> Option<i64> {
+    let m = std::fs::metadata(p).ok()?.modified().ok()?;
+    Some(m.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+}
+
+/// Sends Shutdown and waits until the owner has synced and stopped.
+pub async fn shutdown(p: &Partition) {
+    let (tx, rx) = oneshot::channel();
+    if p.tx.send(Msg::Shutdown(tx)).is_ok() {
+        let _ = rx.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_roundtrip() {
+        let mut p = HashMap::new();
+        let mut e = ProducerEntry { epoch: 3, batches: VecDeque::new() };
+        e.batches.push_back(BatchMeta { first_seq: 0, last_seq: 9, base_offset: 100 });
+        p.insert(42, e);
+        let d = decode_snapshot(&encode_snapshot(&p));
+        assert_eq!(d[&42].epoch, 3);
+        assert_eq!(d[&42].batches[0].base_offset, 100);
+        let mut bad = encode_snapshot(&p);
+        bad[5] ^= 1;
+        assert!(decode_snapshot(&bad).is_empty());
+    }
+}

@@ -1,0 +1,434 @@
+//! One segment of a partition log: `<20-digit base offset>.log` plus its sparse indexes.
+//!
+//! Invariants:
+//! 1. A segment's base offset is <= every offset in it and > every offset in earlier segments.
+//! 2. The `.log` file is a plain concatenation of RecordBatch v2 batches exactly as clients
+//!    sent them, except `baseOffset` (bytes 0-7), which the broker assigned. Compaction may
+//!    rewrite a closed segment into fewer (uncompressed) batches with the same offsets.
+//! 3. The offset index holds one (batch base offset, file position) entry per ~4 KiB of log and
+//!    the time index one (largest timestamp so far, file position) entry at the same points.
+//!    Both are derived data: they are written when a segment is closed and rebuilt from the log
+//!    if missing or stale, so they carry no checksum.
+//! 4. Only the newest segment can have a torn tail (older segments were fdatasync'ed before the
+//!    next one was created), so recovery CRC-checks the newest segment only and truncates it to
+//!    its last whole valid batch; an older segment whose batch chain is broken refuses to open.
+//!
+//! The file is shared between the partition owner (the only writer, with `pwrite`) and fetch
+//! readers (`pread` on the same descriptor from blocking threads); `size` is published after
+//! each write so readers never see a half-written batch.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use crate::batch::{self, BatchHeader, HEADER_LEN};
+
+/// Bytes of log between two index entries.
+pub const INDEX_INTERVAL: u64 = 4096;
+/// Reads from disk are issued in slices of this size.
+pub const READ_SLICE: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy)]
+pub struct IndexEntry {
+    pub offset: i64,
+    pub pos: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TimeEntry {
+    pub max_ts: i64,
+    pub pos: u64,
+}
+
+pub fn file_name(base: i64, ext: &str) -> String {
+    format!("{base:020}.{ext}")
+}
+
+/// A segment as seen by everyone: the writer appends, readers read below `size`.
+pub struct Segment {
+    pub base_offset: i64,
+    pub path: PathBuf,
+    pub file: File,
+    /// Bytes of whole batches in the file.
+    pub size: AtomicU64,
+    /// Last offset + 1 of the batches in this segment (== base_offset when empty).
+    pub next_offset: AtomicI64,
+    /// Largest batch maxTimestamp in the segment (-1 when empty).
+    pub max_ts: AtomicI64,
+    pub index: RwLock<Vec<IndexEntry>>,
+    pub tindex: RwLock<Vec<TimeEntry>>,
+    /// Position of the last index entry (owner bookkeeping, read under the index lock).
+    last_indexed_pos: AtomicU64,
+}
+
+impl Segment {
+    pub fn create(dir: &Path, base: i64) -> io::Result<Segment> {
+        let path = dir.join(file_name(base, "log"));
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        Ok(Segment::from_parts(base, path, file))
+    }
+
+    fn from_parts(base: i64, path: PathBuf, file: File) -> Segment {
+        Segment {
+            base_offset: base,
+            path,
+            file,
+            size: AtomicU64::new(0),
+            next_offset: AtomicI64::new(base),
+            max_ts: AtomicI64::new(-1),
+            index: RwLock::new(Vec::new()),
+            tindex: RwLock::new(Vec::new()),
+            last_indexed_pos: AtomicU64::new(0),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset.load(Ordering::Acquire)
+    }
+
+    /// Appends one batch (its baseOffset already assigned). Owner only.
+    pub fn append(&self, bytes: &[u8], h: &BatchHeader) -> io::Result<()> {
+        let pos = self.size.load(Ordering::Relaxed);
+        self.file.write_all_at(bytes, pos)?;
+        self.note_batch(pos, h);
+        self.size.store(pos + bytes.len() as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// Records a batch that starts at `pos` in the in-memory indexes and counters.
+    fn note_batch(&self, pos: u64, h: &BatchHeader) {
+        let max_ts = self.max_ts.load(Ordering::Relaxed).max(h.max_timestamp);
+        self.max_ts.store(max_ts, Ordering::Release);
+        let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
+        if idx.is_empty() || pos >= self.last_indexed_pos.load(Ordering::Relaxed) + INDEX_INTERVAL {
+            idx.push(IndexEntry { offset: h.base_offset, pos });
+            self.tindex
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(TimeEntry { max_ts, pos });
+            self.last_indexed_pos.store(pos, Ordering::Relaxed);
+        }
+        drop(idx);
+        self.next_offset.store(h.last_offset() + 1, Ordering::Release);
+    }
+
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Opens an existing segment. `newest`: CRC-check every batch and truncate a torn tail;
+    /// otherwise walk the batch headers (or trust a matching index file) and refuse damage.
+    /// `expect_base`: the next offset the previous segment ended at (None for the first).
+    pub fn open(path: &Path, base: i64, newest: bool) -> Result<Segment, String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+        let seg = Segment::from_parts(base, path.to_path_buf(), file);
+        if !newest && seg.load_index_files(len) {
+            return Ok(seg);
+        }
+        let mut pos = 0u64;
+        let mut buf = Vec::new();
+        let mut hdr = [0u8; HEADER_LEN];
+        let mut expect = base;
+        while pos < len {
+            let bad = |why: &str| format!("{} damaged at byte {pos}: {why}", path.display());
+            if len - pos < HEADER_LEN as u64 {
+                if newest {
+                    break;
+                }
+                return Err(bad("trailing bytes shorter than a batch header"));
+            }
+            seg.file.read_exact_at(&mut hdr, pos).map_err(|e| bad(&e.to_string()))?;
+            let h = match BatchHeader::parse(&hdr) {
+                Some(h) if h.magic == 2 && pos + h.size as u64 <= len && h.base_offset >= expect => h,
+                _ if newest => break,
+                _ => return Err(bad("broken batch header chain")),
+            };
+            if newest {
+                buf.resize(h.size, 0);
+                seg.file.read_exact_at(&mut buf, pos).map_err(|e| bad(&e.to_string()))?;
+                if !batch::crc_ok(&buf, &h) {
+                    break;
+                }
+            }
+            seg.note_batch(pos, &h);
+            expect = h.last_offset() + 1;
+            pos += h.size as u64;
+        }
+        if pos < len {
+            tracing::warn!(
+                segment = %path.display(),
+                kept = pos,
+                dropped = len - pos,
+                "truncating torn tail of the newest segment to the last whole CRC-valid batch"
+            );
+            seg.file.set_len(pos).map_err(|e| format!("{}: truncate: {e}", path.display()))?;
+            seg.file.sync_all().map_err(|e| format!("{}: sync: {e}", path.display()))?;
+        }
+        seg.size.store(pos, Ordering::Release);
+        Ok(seg)
+    }
+
+    /// Writes `.index` and `.timeindex` beside the log (called when the segment is closed
+    /// and on clean shutdown). The offset index header records the log size it describes, so
+    /// a stale index (log changed since) is detected and rebuilt instead of trusted.
+    pub fn write_index_files(&self) -> io::Result<()> {
+        let idx = self.index.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let tidx = self.tindex.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut o = Vec::with_capacity(40 + idx.len() * 8);
+        o.extend_from_slice(b"KAKAIDX1");
+        o.extend_from_slice(&self.size().to_be_bytes());
+        o.extend_from_slice(&self.next_offset().to_be_bytes());
+        o.extend_from_slice(&self.max_ts.load(Ordering::Acquire).to_be_bytes());
+        o.extend_from_slice(&(idx.len() as u32).to_be_bytes());
+        for e in &idx {
+            o.extend_from_slice(&((e.offset - self.base_offset) as u32).to_be_bytes());
+            o.extend_from_slice(&(e.pos as u32).to_be_bytes());
+        }
+        let mut t = Vec::with_capacity(tidx.len() * 12);
+        for e in &tidx {
+            t.extend_from_slice(&e.max_ts.to_be_bytes());
+            t.extend_from_slice(&(e.pos as u32).to_be_bytes());
+        }
+        write_file_synced(&self.path.with_extension("index"), &o)?;
+        write_file_synced(&self.path.with_extension("timeindex"), &t)
+    }
+
+    fn load_index_files(&self, len: u64) -> bool {
+        let (Ok(o), Ok(t)) = (
+            std::fs::read(self.path.with_extension("index")),
+            std::fs::read(self.path.with_extension("timeindex")),
+        ) else {
+            return false;
+        };
+        if o.len() < 36 || &o[0..8] != b"KAKAIDX1" {
+            return false;
+        }
+        let u64_at = |b: &[u8], p: usize| u64::from_be_bytes(b[p..p + 8].try_into().unwrap());
+        let size = u64_at(&o, 8);
+        let next = u64_at(&o, 16) as i64;
+        let max_ts = u64_at(&o, 24) as i64;
+        let n = u32::from_be_bytes(o[32..36].try_into().unwrap()) as usize;
+        if size != len || o.len() != 36 + n * 8 || t.len() != n * 12 {
+            return false;
+        }
+        let mut idx = Vec::with_capacity(n);
+        let mut tidx = Vec::with_capacity(n);
+        for i in 0..n {
+            let p = 36 + i * 8;
+            let rel = u32::from_be_bytes(o[p..p + 4].try_into().unwrap());
+            let pos = u32::from_be_bytes(o[p + 4..p + 8].try_into().unwrap()) as u64;
+            idx.push(IndexEntry { offset: self.base_offset + rel as i64, pos });
+            let q = i * 12;
+            tidx.push(TimeEntry {
+                max_ts: u64_at(&t, q) as i64,
+                pos: u32::from_be_bytes(t[q + 8..q + 12].try_into().unwrap()) as u64,
+            });
+        }
+        // Cheap sanity check: the last indexed batch header must parse and lie inside.
+        if let Some(last) = idx.last() {
+            let mut hdr = [0u8; HEADER_LEN];
+            match self.file.read_exact_at(&mut hdr, last.pos) {
+                Ok(()) => match BatchHeader::parse(&hdr) {
+                    Some(h) if h.magic == 2 && h.base_offset == last.offset => {}
+                    _ => return false,
+                },
+                Err(_) => return false,
+            }
+        }
+        self.last_indexed_pos.store(idx.last().map(|e| e.pos).unwrap_or(0), Ordering::Relaxed);
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = idx;
+        *self.tindex.write().unwrap_or_else(|e| e.into_inner()) = tidx;
+        self.max_ts.store(max_ts, Ordering::Release);
+        self.next_offset.store(next, Ordering::Release);
+        self.size.store(len, Ordering::Release);
+        true
+    }
+
+    /// Largest indexed position whose batch starts at or before `offset`.
+    fn index_lookup(&self, offset: i64) -> u64 {
+        let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
+        let i = idx.partition_point(|e| e.offset <= offset);
+        if i == 0 {
+            0
+        } else {
+            idx[i - 1].pos
+        }
+    }
+
+    /// Position from which a scan for the first batch with maxTimestamp >= ts must start.
+    fn time_lookup(&self, ts: i64) -> u64 {
+        let t = self.tindex.read().unwrap_or_else(|e| e.into_inner());
+        let i = t.partition_point(|e| e.max_ts < ts);
+        if i == 0 {
+            0
+        } else {
+            t[i - 1].pos
+        }
+    }
+
+    /// Reads whole batches starting with the one that contains (or, across a compaction
+    /// hole, first follows) `offset`, stopping before any batch whose base is >= `limit` (the
+    /// high watermark) and once `max_bytes` is reached (at least one batch is always returned
+    /// so a consumer can make progress, as KIP-74 asks). Runs on a blocking thread.
+    pub fn read(&self, offset: i64, max_bytes: usize, limit: i64) -> io::Result<Vec<u8>> {
+        let end = self.size();
+        let mut pos = self.index_lookup(offset);
+        let mut hdr = [0u8; HEADER_LEN];
+        // Skip batches that end before `offset` (at most ~4 KiB thanks to the index).
+        loop {
+            if pos + HEADER_LEN as u64 > end {
+                return Ok(Vec::new());
+            }
+            self.file.read_exact_at(&mut hdr, pos)?;
+            let h = BatchHeader::parse(&hdr).ok_or_else(|| corrupt(&self.path, pos))?;
+            if h.last_offset() >= offset {
+                break;
+            }
+            pos += h.size as u64;
+        }
+        let mut out: Vec<u8> = Vec::new();
+        let mut read_to = pos; // file position of the next unread byte
+        let mut parsed = 0usize; // bytes of `out` that are whole batches
+        loop {
+            let fill = |out: &mut Vec<u8>, read_to: &mut u64, need: usize| -> io::Result<()> {
+                while out.len() < need && *read_to < end {
+                    let n = ((end - *read_to) as usize).min(READ_SLICE);
+                    let at = out.len();
+                    out.resize(at + n, 0);
+                    self.file.read_exact_at(&mut out[at..], *read_to)?;
+                    *read_to += n as u64;
+                }
+                Ok(())
+            };
+            fill(&mut out, &mut read_to, parsed + HEADER_LEN)?;
+            if out.len() < parsed + HEADER_LEN {
+                break;
+            }
+            let h = BatchHeader::parse(&out[parsed..])
+                .ok_or_else(|| corrupt(&self.path, pos + parsed as u64))?;
+            if h.base_offset >= limit || (parsed > 0 && parsed + h.size > max_bytes) {
+                break;
+            }
+            fill(&mut out, &mut read_to, parsed + h.size)?;
+            if out.len() < parsed + h.size {
+                break;
+            }
+            parsed += h.size;
+            if parsed >= max_bytes {
+                break;
+            }
+        }
+        out.truncate(parsed);
+        Ok(out)
+    }
+
+    /// Visits each batch header from `start` (a batch boundary) to the end. Returns early when
+    /// `f` returns false.
+    pub fn scan_headers(
+        &self,
+        start: u64,
+        mut f: impl FnMut(u64, &BatchHeader) -> bool,
+    ) -> io::Result<()> {
+        let end = self.size();
+        let mut pos = start;
+        let mut hdr = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= end {
+            self.file.read_exact_at(&mut hdr, pos)?;
+            let h = BatchHeader::parse(&hdr).ok_or_else(|| corrupt(&self.path, pos))?;
+            if !f(pos, &h) {
+                break;
+            }
+            pos += h.size as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads one whole batch at `pos`.
+    pub fn read_batch(&self, pos: u64, h: &BatchHeader) -> io::Result<bytes::Bytes> {
+        let mut b = vec![0u8; h.size];
+        self.file.read_exact_at(&mut b, pos)?;
+        Ok(bytes::Bytes::from(b))
+    }
+
+    /// First offset whose record timestamp is >= ts, with that timestamp, or None.
+    pub fn find_by_time(&self, ts: i64, limit: i64) -> io::Result<Option<(i64, i64)>> {
+        if self.max_ts.load(Ordering::Acquire) < ts {
+            return Ok(None);
+        }
+        let mut found = None;
+        let mut err = None;
+        self.scan_headers(self.time_lookup(ts), |pos, h| {
+            if h.base_offset >= limit {
+                return false;
+            }
+            if h.max_timestamp < ts {
+                return true;
+            }
+            let recs = self
+                .read_batch(pos, h)
+                .map_err(|e| e.to_string())
+                .and_then(|b| batch::decode_records(&b, h));
+            match recs {
+                Ok(recs) => {
+                    // LogAppendTime batches carry the append time in maxTimestamp only.
+                    let log_append = h.attributes & 0x08 != 0;
+                    for r in recs {
+                        let t = if log_append { h.max_timestamp } else { r.timestamp };
+                        if t >= ts {
+                            found = Some((h.base_offset + r.offset_delta as i64, t));
+                            return false;
+                        }
+                    }
+                    true
+                }
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            }
+        })?;
+        if let Some(e) = err {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        Ok(found)
+    }
+}
+
+fn corrupt(path: &Path, pos: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: invalid batch header at byte {pos}", path.display()),
+    )
+}
+
+/// Writes `data` to `path` via a temporary file, fdatasync, then rename (atomic replace).
+pub fn write_file_synced(path: &Path, data: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_data()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// fsync a directory so a create, rename or unlink in it survives a power failure.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}

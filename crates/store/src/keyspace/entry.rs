@@ -1,0 +1,517 @@
+//! The keyspace's entry: one heap allocation per key holding the chain link, the key, the
+//! expiry and the value.
+//!
+//! Layout (byte offsets; the allocation is aligned to 8):
+//!
+//! ```text
+//! 0      8      9             9+X
+//! | next | tag  | [expire_at] | key len (varint) | key bytes | value |
+//! ```
+//! - `next` (8 bytes): the [`ChainTable`](super::table::ChainTable)'s link.
+//! - `tag` (1 byte): bits 0-2 the value's form ([`Form`]), bit 3 set when an expiry follows.
+//! - `expire_at` (8 bytes, little-endian i64, unaligned): present only when bit 3 is set (X = 8,
+//!   else X = 0). Persistent keys, the common case, do not pay for it.
+//! - key length: LEB128 varint (1 byte for keys under 128 bytes), then the key.
+//! - value, by form: `Bytes`: a varint length then the bytes; `Int`: 8 bytes little-endian i64;
+//!   a collection: the 8-byte pointer from `Box::into_raw` (the entry owns that box).
+//!
+//! A key `str:123456` with an 11-byte value takes 8+1+1+10+1+11 = 32 bytes: one 32-byte jemalloc
+//! size class. Every multi-byte field is read and written unaligned.
+//!
+//! Invariants: the allocation size is exactly [`size_of_parts`] of the fields it holds (dealloc
+//! and realloc recompute it from the header); a collection pointer came from `Box::into_raw` of
+//! the type its form names and is owned by this entry alone.
+
+use crate::types::string::parse_canonical_i64;
+use crate::types::{Hash, List, Set, SparseArray, ZSet};
+use crate::value::{StrRef, Value, ValueMut, ValueRef};
+use crate::Millis;
+use std::alloc::{self, Layout};
+use std::ptr::{self, NonNull};
+
+const LINK: usize = 8;
+const TAG_AT: usize = 8;
+const HEADER: usize = 9;
+const FORM_MASK: u8 = 0b0111;
+const HAS_EXPIRY: u8 = 0b1000;
+const ALIGN: usize = 8;
+
+/// How a value is stored in its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Form {
+    Bytes = 0,
+    Int = 1,
+    Hash = 2,
+    Set = 3,
+    ZSet = 4,
+    List = 5,
+    Array = 6,
+}
+
+impl Form {
+    fn from_tag(tag: u8) -> Form {
+        match tag & FORM_MASK {
+            0 => Form::Bytes,
+            1 => Form::Int,
+            2 => Form::Hash,
+            3 => Form::Set,
+            4 => Form::ZSet,
+            5 => Form::List,
+            6 => Form::Array,
+            // Only this module writes tags, and only from the values above.
+            _ => unreachable!("corrupt entry tag"),
+        }
+    }
+}
+
+/// A value on its way into an entry. Collections are already raw pointers: whoever holds a
+/// `Stored` must pass it to [`Entry::alloc`] or [`Entry::set_value`], or drop it with
+/// [`Stored::drop_value`].
+pub enum Stored {
+    Bytes(Vec<u8>),
+    Int(i64),
+    Coll(Form, *mut u8),
+}
+
+impl Stored {
+    /// Converts an owned value, storing canonical decimal strings as integers.
+    pub fn from_value(v: Value) -> Stored {
+        match v {
+            Value::Str(b) => match parse_canonical_i64(&b) {
+                Some(i) => Stored::Int(i),
+                None => Stored::Bytes(b),
+            },
+            Value::Int(i) => Stored::Int(i),
+            Value::Hash(b) => Stored::Coll(Form::Hash, Box::into_raw(b) as *mut u8),
+            Value::Set(b) => Stored::Coll(Form::Set, Box::into_raw(b) as *mut u8),
+            Value::ZSet(b) => Stored::Coll(Form::ZSet, Box::into_raw(b) as *mut u8),
+            Value::List(b) => Stored::Coll(Form::List, Box::into_raw(b) as *mut u8),
+            Value::Array(b) => Stored::Coll(Form::Array, Box::into_raw(b) as *mut u8),
+        }
+    }
+
+    fn form(&self) -> Form {
+        match self {
+            Stored::Bytes(_) => Form::Bytes,
+            Stored::Int(_) => Form::Int,
+            Stored::Coll(f, _) => *f,
+        }
+    }
+
+    fn size(&self) -> usize {
+        match self {
+            Stored::Bytes(b) => varint_len(b.len()) + b.len(),
+            Stored::Int(_) | Stored::Coll(..) => 8,
+        }
+    }
+}
+
+/// Rebuilds the owned collection value behind a stored pointer.
+///
+/// # Safety
+/// `p` came from `Box::into_raw` of the type `form` names and nothing else owns it.
+unsafe fn value_from_raw(form: Form, p: *mut u8) -> Value {
+    match form {
+        Form::Hash => Value::Hash(Box::from_raw(p as *mut Hash)),
+        Form::Set => Value::Set(Box::from_raw(p as *mut Set)),
+        Form::ZSet => Value::ZSet(Box::from_raw(p as *mut ZSet)),
+        Form::List => Value::List(Box::from_raw(p as *mut List)),
+        Form::Array => Value::Array(Box::from_raw(p as *mut SparseArray)),
+        Form::Bytes | Form::Int => unreachable!("not a collection"),
+    }
+}
+
+fn varint_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+/// Writes `n` as LEB128 at `p`; returns the bytes written.
+unsafe fn write_varint(p: *mut u8, mut n: usize) -> usize {
+    let mut i = 0;
+    while n >= 0x80 {
+        *p.add(i) = (n as u8) | 0x80;
+        n >>= 7;
+        i += 1;
+    }
+    *p.add(i) = n as u8;
+    i + 1
+}
+
+/// Reads a LEB128 varint at `p`: (value, bytes read).
+unsafe fn read_varint(p: *const u8) -> (usize, usize) {
+    let mut n = 0usize;
+    let mut shift = 0;
+    let mut i = 0;
+    loop {
+        let b = *p.add(i);
+        n |= ((b & 0x7f) as usize) << shift;
+        i += 1;
+        if b & 0x80 == 0 {
+            return (n, i);
+        }
+        shift += 7;
+    }
+}
+
+/// The allocation size of an entry with these parts.
+pub fn size_of_parts(key_len: usize, has_expiry: bool, value_size: usize) -> usize {
+    HEADER + if has_expiry { 8 } else { 0 } + varint_len(key_len) + key_len + value_size
+}
+
+/// The size class jemalloc rounds a request of `n` bytes up to: 8, then multiples of 16 up to
+/// 128, then four classes per doubling (160, 192, 224, 256, 320, ...).
+pub fn size_class(n: usize) -> usize {
+    if n <= 8 {
+        return 8;
+    }
+    if n <= 128 {
+        return (n + 15) & !15;
+    }
+    // For n in (2^k, 2^(k+1)] the classes are spaced 2^(k-2) apart.
+    let k = usize::BITS - 1 - (n - 1).leading_zeros();
+    let step = 1usize << (k - 2);
+    (n + step - 1) & !(step - 1)
+}
+
+fn layout(size: usize) -> Layout {
+    // ALIGN is a power of two and sizes stay far below isize::MAX for any real key and value
+    // (the protocol caps both at 512 MB).
+    Layout::from_size_align(size, ALIGN).expect("entry layout")
+}
+
+/// The decoded header of a live entry: positions are offsets from the entry's start.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    p: *mut u8,
+    tag: u8,
+    key_at: usize,
+    key_len: usize,
+    value_at: usize,
+}
+
+impl Entry {
+    /// Decodes the header of entry `e`.
+    ///
+    /// # Safety
+    /// `e` is a live entry written by [`Entry::alloc`] (possibly changed by this module since).
+    #[inline]
+    pub unsafe fn at(e: NonNull<u8>) -> Entry {
+        let p = e.as_ptr();
+        let tag = *p.add(TAG_AT);
+        let len_at = HEADER + if tag & HAS_EXPIRY != 0 { 8 } else { 0 };
+        let (key_len, n) = read_varint(p.add(len_at));
+        let key_at = len_at + n;
+        Entry { p, tag, key_at, key_len, value_at: key_at + key_len }
+    }
+
+    /// Allocates and fills a new entry (link null). Takes ownership of the value.
+    pub fn alloc(key: &[u8], expire_at: Option<Millis>, value: Stored) -> NonNull<u8> {
+        let size = size_of_parts(key.len(), expire_at.is_some(), value.size());
+        // SAFETY: the layout has a non-zero size (at least HEADER); every write below stays
+        // within `size` bytes, as size_of_parts counts each field written.
+        unsafe {
+            let p = alloc::alloc(layout(size));
+            if p.is_null() {
+                alloc::handle_alloc_error(layout(size));
+            }
+            ptr::write(p as *mut *mut u8, ptr::null_mut());
+            let mut at = HEADER;
+            let mut tag = value.form() as u8;
+            if let Some(t) = expire_at {
+                tag |= HAS_EXPIRY;
+                ptr::write_unaligned(p.add(at) as *mut [u8; 8], t.to_le_bytes());
+                at += 8;
+            }
+            *p.add(TAG_AT) = tag;
+            at += write_varint(p.add(at), key.len());
+            ptr::copy_nonoverlapping(key.as_ptr(), p.add(at), key.len());
+            at += key.len();
+            write_value(p.add(at), value);
+            NonNull::new_unchecked(p)
+        }
+    }
+
+    #[inline]
+    pub fn form(&self) -> Form {
+        Form::from_tag(self.tag)
+    }
+
+    pub fn size(&self) -> usize {
+        // SAFETY: value_at is within the live entry.
+        let value_size = unsafe {
+            match self.form() {
+                Form::Bytes => {
+                    let (n, w) = read_varint(self.p.add(self.value_at));
+                    n + w
+                }
+                _ => 8,
+            }
+        };
+        self.value_at + value_size
+    }
+
+    /// The key bytes. The lifetime is the caller's to bound: the entry must stay live.
+    #[inline]
+    pub unsafe fn key<'a>(&self) -> &'a [u8] {
+        std::slice::from_raw_parts(self.p.add(self.key_at), self.key_len)
+    }
+
+    pub fn expire_at(&self) -> Option<Millis> {
+        if self.tag & HAS_EXPIRY == 0 {
+            return None;
+        }
+        // SAFETY: the expiry field is present (tag bit) and inside the entry.
+        Some(i64::from_le_bytes(unsafe { ptr::read_unaligned(self.p.add(HEADER) as *const [u8; 8]) }))
+    }
+
+    /// Overwrites an existing expiry in place. The entry must already have one.
+    pub fn set_expire_in_place(&self, t: Millis) {
+        assert!(self.tag & HAS_EXPIRY != 0);
+        // SAFETY: as in expire_at.
+        unsafe { ptr::write_unaligned(self.p.add(HEADER) as *mut [u8; 8], t.to_le_bytes()) }
+    }
+
+    /// The collection pointer of a collection entry.
+    unsafe fn coll_ptr(&self) -> *mut u8 {
+        ptr::read_unaligned(self.p.add(self.value_at) as *const *mut u8)
+    }
+
+    /// A shared view of the value, for as long as the caller keeps the entry alive and unchanged.
+    pub unsafe fn value_ref<'a>(&self) -> ValueRef<'a> {
+        let v = self.p.add(self.value_at);
+        match self.form() {
+            Form::Bytes => {
+                let (n, w) = read_varint(v);
+                ValueRef::Str(StrRef::Bytes(std::slice::from_raw_parts(v.add(w), n)))
+            }
+            Form::Int => ValueRef::Str(StrRef::Int(i64::from_le_bytes(ptr::read_unaligned(v as *const [u8; 8])))),
+            Form::Hash => ValueRef::Hash(&*(self.coll_ptr() as *const Hash)),
+            Form::Set => ValueRef::Set(&*(self.coll_ptr() as *const Set)),
+            Form::ZSet => ValueRef::ZSet(&*(self.coll_ptr() as *const ZSet)),
+            Form::List => ValueRef::List(&*(self.coll_ptr() as *const List)),
+            Form::Array => ValueRef::Array(&*(self.coll_ptr() as *const SparseArray)),
+        }
+    }
+
+    /// A mutable view of the value. The caller guarantees exclusive access to the entry for
+    /// `'a` (it holds `&mut` of the table).
+    pub unsafe fn value_mut<'a>(&self) -> ValueMut<'a> {
+        match self.form() {
+            Form::Bytes | Form::Int => match self.value_ref() {
+                ValueRef::Str(s) => ValueMut::Str(s),
+                _ => unreachable!(),
+            },
+            Form::Hash => ValueMut::Hash(&mut *(self.coll_ptr() as *mut Hash)),
+            Form::Set => ValueMut::Set(&mut *(self.coll_ptr() as *mut Set)),
+            Form::ZSet => ValueMut::ZSet(&mut *(self.coll_ptr() as *mut ZSet)),
+            Form::List => ValueMut::List(&mut *(self.coll_ptr() as *mut List)),
+            Form::Array => ValueMut::Array(&mut *(self.coll_ptr() as *mut SparseArray)),
+        }
+    }
+
+    /// Bytes the allocator holds for this entry and its value (MEMORY USAGE): the entry's size
+    /// class, plus for a collection its box's size class and the heap it owns.
+    pub fn mem_usage(&self) -> usize {
+        let own = size_class(self.size());
+        // SAFETY: value_ref is used only within this call.
+        let coll = match unsafe { self.value_ref() } {
+            ValueRef::Str(_) => 0,
+            ValueRef::Hash(h) => size_class(std::mem::size_of::<Hash>()) + h.mem_usage(),
+            ValueRef::Set(s) => size_class(std::mem::size_of::<Set>()) + s.mem_usage(),
+            ValueRef::ZSet(z) => size_class(std::mem::size_of::<ZSet>()) + z.mem_usage(),
+            ValueRef::List(l) => size_class(std::mem::size_of::<List>()) + l.mem_usage(),
+            ValueRef::Array(a) => size_class(std::mem::size_of::<SparseArray>()) + a.mem_usage(),
+        };
+        own + coll
+    }
+
+    /// Moves the value out and frees the entry.
+    ///
+    /// # Safety
+    /// The entry is live, unlinked, and nothing else references it; it is gone afterwards.
+    pub unsafe fn into_value(self) -> Value {
+        let v = match self.form() {
+            Form::Bytes | Form::Int => match self.value_ref() {
+                ValueRef::Str(StrRef::Bytes(b)) => Value::Str(b.to_vec()),
+                ValueRef::Str(StrRef::Int(i)) => Value::Int(i),
+                _ => unreachable!(),
+            },
+            f => value_from_raw(f, self.coll_ptr()),
+        };
+        alloc::dealloc(self.p, layout(self.size()));
+        v
+    }
+
+    /// Frees the entry and its value.
+    ///
+    /// # Safety
+    /// As for [`Entry::into_value`].
+    pub unsafe fn free(self) {
+        let f = self.form();
+        if !matches!(f, Form::Bytes | Form::Int) {
+            drop(value_from_raw(f, self.coll_ptr()));
+        }
+        alloc::dealloc(self.p, layout(self.size()));
+    }
+
+    /// Replaces the value, keeping the key and expiry; returns the entry's (possibly new)
+    /// address. The old value is dropped. `realloc` keeps the allocation in place when the new
+    /// size falls in the same size class, the usual case for counters and same-length updates.
+    ///
+    /// # Safety
+    /// The entry is live and exclusively the caller's; the old address is dead afterwards.
+    pub unsafe fn set_value(self, value: Stored) -> NonNull<u8> {
+        let f = self.form();
+        if !matches!(f, Form::Bytes | Form::Int) {
+            drop(value_from_raw(f, self.coll_ptr()));
+        }
+        let old_size = self.size();
+        let new_size = self.value_at + value.size();
+        // realloc keeps the first min(old, new) bytes: link, tag, expiry and key all lie before
+        // value_at, which is below both sizes.
+        let p = alloc::realloc(self.p, layout(old_size), new_size);
+        if p.is_null() {
+            alloc::handle_alloc_error(layout(new_size));
+        }
+        *p.add(TAG_AT) = (self.tag & !FORM_MASK) | value.form() as u8;
+        write_value(p.add(self.value_at), value);
+        NonNull::new_unchecked(p)
+    }
+
+    /// Copies the entry into a new allocation with expiry `at` (added, changed or removed) and
+    /// frees the old one; returns the new address. The value moves over untouched.
+    ///
+    /// # Safety
+    /// As for [`Entry::set_value`].
+    pub unsafe fn with_expiry(self, at: Option<Millis>) -> NonNull<u8> {
+        let value_size = self.size() - self.value_at;
+        let size = size_of_parts(self.key_len, at.is_some(), value_size);
+        let p = alloc::alloc(layout(size));
+        if p.is_null() {
+            alloc::handle_alloc_error(layout(size));
+        }
+        ptr::write(p as *mut *mut u8, ptr::null_mut());
+        let mut tag = self.tag & FORM_MASK;
+        let mut w = HEADER;
+        if let Some(t) = at {
+            tag |= HAS_EXPIRY;
+            ptr::write_unaligned(p.add(w) as *mut [u8; 8], t.to_le_bytes());
+            w += 8;
+        }
+        *p.add(TAG_AT) = tag;
+        w += write_varint(p.add(w), self.key_len);
+        // Key and value are contiguous in both layouts.
+        ptr::copy_nonoverlapping(self.p.add(self.key_at), p.add(w), self.key_len + value_size);
+        alloc::dealloc(self.p, layout(self.size()));
+        NonNull::new_unchecked(p)
+    }
+}
+
+/// Writes a value's bytes at `v`, taking ownership of it (a collection pointer moves into the
+/// entry; a byte vector is copied and freed).
+unsafe fn write_value(v: *mut u8, value: Stored) {
+    match value {
+        Stored::Bytes(b) => {
+            let w = write_varint(v, b.len());
+            ptr::copy_nonoverlapping(b.as_ptr(), v.add(w), b.len());
+        }
+        Stored::Int(i) => ptr::write_unaligned(v as *mut [u8; 8], i.to_le_bytes()),
+        Stored::Coll(_, p) => ptr::write_unaligned(v as *mut *mut u8, p),
+    }
+}
+
+/// The keyspace's [`ChainEntry`](super::table::ChainEntry) implementation.
+pub struct KeyEntry;
+
+// SAFETY: entries come from Entry::alloc / set_value / with_expiry: 8-aligned, link first, and
+// the key never changes after allocation (only the value and expiry do, via those functions,
+// whose new addresses go back into the table through replace_with).
+unsafe impl super::table::ChainEntry for KeyEntry {
+    #[inline]
+    unsafe fn key<'a>(e: NonNull<u8>) -> &'a [u8] {
+        Entry::at(e).key()
+    }
+    unsafe fn free(e: NonNull<u8>) {
+        Entry::at(e).free()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_match_jemalloc() {
+        let cases = [
+            (1, 8),
+            (8, 8),
+            (9, 16),
+            (17, 32),
+            (32, 32),
+            (33, 48),
+            (128, 128),
+            (129, 160),
+            (161, 192),
+            (256, 256),
+            (257, 320),
+            (513, 640),
+            (4097, 5120),
+        ];
+        for (n, c) in cases {
+            assert_eq!(size_class(n), c, "{n}");
+        }
+    }
+
+    #[test]
+    fn the_benchmark_key_fits_32_bytes() {
+        assert_eq!(size_of_parts(b"str:999999".len(), false, 1 + 11), 32);
+    }
+
+    #[test]
+    fn varints_round_trip() {
+        let mut buf = [0u8; 10];
+        for n in [0usize, 1, 127, 128, 300, 16_383, 16_384, 1 << 40] {
+            let w = unsafe { write_varint(buf.as_mut_ptr(), n) };
+            assert_eq!(w, varint_len(n));
+            assert_eq!(unsafe { read_varint(buf.as_ptr()) }, (n, w));
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_through_every_change() {
+        let key = vec![b'k'; 200]; // a two-byte key length
+        let e = Entry::alloc(&key, None, Stored::from_value(Value::Str(b"hello".to_vec())));
+        unsafe {
+            let en = Entry::at(e);
+            assert_eq!(en.key(), &key[..]);
+            assert_eq!(en.expire_at(), None);
+            assert_eq!(en.size(), 9 + 2 + 200 + 1 + 5);
+            let e = en.with_expiry(Some(-5));
+            let en = Entry::at(e);
+            assert_eq!(en.expire_at(), Some(-5));
+            assert_eq!(en.key(), &key[..]);
+            assert!(matches!(en.value_ref(), ValueRef::Str(StrRef::Bytes(b"hello"))));
+            let e = en.set_value(Stored::from_value(Value::Str(b"-42".to_vec())));
+            let en = Entry::at(e);
+            assert!(matches!(en.value_ref(), ValueRef::Str(StrRef::Int(-42))));
+            assert_eq!(en.expire_at(), Some(-5));
+            let e = en.set_value(Stored::from_value(Value::Hash(Box::default())));
+            let en = Entry::at(e);
+            assert_eq!(en.form(), Form::Hash);
+            let e = en.with_expiry(None);
+            let en = Entry::at(e);
+            assert_eq!(en.expire_at(), None);
+            assert_eq!(en.key(), &key[..]);
+            match en.into_value() {
+                Value::Hash(h) => assert!(h.is_empty()),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,852 @@
+//! `PackedTable`: the compact record table under hashes (`PAIRS = true`: field -> value) and
+//! sets (`PAIRS = false`: members only).
+//!
+//! Layout:
+//! - Records live back to back in byte chunks. A record is `varint(klen << 1 | dead) key`,
+//!   followed for pairs by `varint(vlen) value`. Bit 0 of a record's first byte is therefore
+//!   its "dead" flag, so deleting a record in place is a one-bit write.
+//! - Small mode (no index, `OBJECT ENCODING` "listpack"): at most [`SMALL_MAX_ENTRIES`] records
+//!   of at most [`SMALL_MAX_BYTES`] per part, all in chunk 0, no dead records, in insertion order
+//!   (a field keeps its place when its value changes, as in a Redis listpack). Lookups scan.
+//! - Indexed mode ("hashtable"): an open-addressing (linear probing) table of u32 record
+//!   addresses, `chunk << 16 | offset`. Chunks stop taking records once they pass
+//!   [`CHUNK_TARGET`] bytes, so every record starts below offset 65536 and no append ever copies
+//!   more than one chunk. Deleted records stay in place, flagged dead; a chunk that becomes
+//!   more than half dead is compacted on its own (bounded work) and its moved records repointed.
+//!
+//! Invariants of the index:
+//! 1. Every live record has exactly one slot, in `cur` or (while a resize runs) in `old`.
+//! 2. A slot's home is the top `bits` bits of the key's 64-bit hash, and a record sits in the
+//!    run of non-empty slots that starts at its home (deletes leave tombstones, never empties).
+//! 3. Resizes are incremental: each write moves a few `old` slots into `cur`, so growth never
+//!    pauses for a whole-table rehash.
+//!
+//! Scan cursors are positions in hash space (the top 32 bits of the hash), not slot numbers:
+//! one step returns every record whose hash falls in `[cursor, next)`, reading both tables.
+//! Because an element's hash never changes, an element present for the whole iteration is
+//! returned exactly once, whatever resizes and compactions happen in between.
+
+use rand::Rng;
+use std::sync::OnceLock;
+
+/// Small mode holds at most this many records (Redis's `hash-max-listpack-entries` and
+/// `set-max-listpack-entries` default).
+pub(crate) const SMALL_MAX_ENTRIES: usize = 128;
+/// ... and no key or value longer than this (`hash-max-listpack-value`).
+pub(crate) const SMALL_MAX_BYTES: usize = 64;
+/// Indexed mode starts a new chunk once the last one holds this many bytes.
+const CHUNK_TARGET: usize = 32 * 1024;
+/// Record offsets inside a chunk must fit in 16 bits.
+const MAX_OFFSET: usize = 0xFFFF;
+/// Chunk numbers must fit in 16 bits and keep the two sentinels below free.
+const MAX_CHUNKS: usize = 0xFFFF;
+const EMPTY: u32 = u32::MAX;
+const TOMB: u32 = u32::MAX - 1;
+const MIN_BITS: u32 = 4;
+
+/// The size class jemalloc rounds a request of `n` bytes up to (four classes per power of
+/// two above 16 bytes), so `mem_usage` reports what the allocator really hands out.
+pub(crate) fn alloc_size(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    if n <= 8 {
+        return 8;
+    }
+    if n <= 16 {
+        return 16;
+    }
+    let k = usize::BITS - 1 - (n - 1).leading_zeros(); // 2^k < n <= 2^(k+1)
+    let step = (1usize << k.saturating_sub(2)).max(16);
+    n.div_ceil(step) * step
+}
+
+fn seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    // A per-process random seed keeps crafted keys from piling onto one probe run.
+    *SEED.get_or_init(|| rand::random::<u64>() | 1)
+}
+
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = (a as u128) * (b as u128);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A fast 64-bit hash of a short byte string (multiply-fold over 8-byte words).
+#[inline]
+pub(crate) fn hash_bytes(key: &[u8]) -> u64 {
+    const K1: u64 = 0x9E37_79B9_7F4A_7C15;
+    const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+    const K3: u64 = 0x1656_67B1_9E37_79F9;
+    let mut h = seed() ^ (key.len() as u64).wrapping_mul(K1);
+    let mut words = key.chunks_exact(8);
+    for w in &mut words {
+        let v = u64::from_le_bytes(w.try_into().expect("8-byte chunk"));
+        h = fold_mul(h ^ v, K2);
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut tail = [0u8; 8];
+        tail[..rest.len()].copy_from_slice(rest);
+        h = fold_mul(h ^ u64::from_le_bytes(tail), K3);
+    }
+    fold_mul(h ^ (h >> 29), K1)
+}
+
+#[inline]
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn get_varint(buf: &[u8], mut at: usize) -> (u64, usize) {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = buf[at];
+        at += 1;
+        v |= ((b & 0x7F) as u64) << shift;
+        if b < 0x80 {
+            return (v, at);
+        }
+        shift += 7;
+    }
+}
+
+/// One decoded record: byte ranges inside its chunk.
+struct Rec {
+    key: std::ops::Range<usize>,
+    val: std::ops::Range<usize>,
+    dead: bool,
+    end: usize,
+}
+
+#[inline]
+fn decode<const PAIRS: bool>(buf: &[u8], at: usize) -> Rec {
+    let (head, p) = get_varint(buf, at);
+    let key = p..p + (head >> 1) as usize;
+    let val = if PAIRS {
+        let (vlen, q) = get_varint(buf, key.end);
+        q..q + vlen as usize
+    } else {
+        key.end..key.end
+    };
+    Rec { end: val.end, key, val, dead: head & 1 == 1 }
+}
+
+fn record_size<const PAIRS: bool>(key: &[u8], val: &[u8]) -> usize {
+    let k = varint_len((key.len() as u64) << 1) + key.len();
+    if PAIRS {
+        k + varint_len(val.len() as u64) + val.len()
+    } else {
+        k
+    }
+}
+
+fn encode<const PAIRS: bool>(out: &mut Vec<u8>, key: &[u8], val: &[u8]) {
+    put_varint(out, (key.len() as u64) << 1);
+    out.extend_from_slice(key);
+    if PAIRS {
+        put_varint(out, val.len() as u64);
+        out.extend_from_slice(val);
+    }
+}
+
+/// Makes room for `extra` more bytes, growing by about a quarter (not doubling) so that a
+/// chunk's slack stays small; rounded to the allocator's size class, which is free.
+fn reserve(buf: &mut Vec<u8>, extra: usize) {
+    let need = buf.len() + extra;
+    if need > buf.capacity() {
+        let target = alloc_size(need.max(buf.capacity() + buf.capacity() / 4).max(16));
+        buf.reserve_exact(target - buf.len());
+    }
+}
+
+#[inline]
+fn addr(chunk: usize, off: usize) -> u32 {
+    debug_assert!(chunk < MAX_CHUNKS && off <= MAX_OFFSET);
+    ((chunk as u32) << 16) | off as u32
+}
+
+#[inline]
+fn split(a: u32) -> (usize, usize) {
+    ((a >> 16) as usize, (a & 0xFFFF) as usize)
+}
+
+#[derive(Clone, Debug, Default)]
+struct Chunk {
+    buf: Vec<u8>,
+    /// Bytes of dead records in `buf` (always 0 in small mode).
+    dead: usize,
+}
+
+#[inline]
+fn key_at(chunks: &[Chunk], a: u32) -> &[u8] {
+    let (c, off) = split(a);
+    let buf = &chunks[c].buf;
+    let (head, p) = get_varint(buf, off);
+    &buf[p..p + (head >> 1) as usize]
+}
+
+/// One open-addressing table of record addresses.
+#[derive(Clone, Debug)]
+struct Table {
+    slots: Box<[u32]>,
+    bits: u32,
+    /// Non-empty slots (live + tombstones): bounds probe lengths.
+    used: usize,
+    live: usize,
+}
+
+impl Table {
+    fn new(bits: u32) -> Self {
+        Table { slots: vec![EMPTY; 1 << bits].into_boxed_slice(), bits, used: 0, live: 0 }
+    }
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        (h >> (64 - self.bits)) as usize
+    }
+    /// The slot holding `key`, if any.
+    fn find(&self, chunks: &[Chunk], key: &[u8], h: u64) -> Option<usize> {
+        let mut pos = self.home(h);
+        loop {
+            let s = self.slots[pos];
+            if s == EMPTY {
+                return None;
+            }
+            if s != TOMB && key_at(chunks, s) == key {
+                return Some(pos);
+            }
+            pos = (pos + 1) & self.mask();
+        }
+    }
+    /// Places a record known to be absent from this table.
+    fn insert(&mut self, h: u64, a: u32) {
+        let mut pos = self.home(h);
+        loop {
+            let s = self.slots[pos];
+            if s == EMPTY || s == TOMB {
+                if s == EMPTY {
+                    self.used += 1;
+                }
+                self.slots[pos] = a;
+                self.live += 1;
+                return;
+            }
+            pos = (pos + 1) & self.mask();
+        }
+    }
+    /// Replaces address `from` (a record with hash `h`) by `to`; false if `from` is not here.
+    fn repoint(&mut self, h: u64, from: u32, to: u32) -> bool {
+        let mut pos = self.home(h);
+        loop {
+            let s = self.slots[pos];
+            if s == EMPTY {
+                return false;
+            }
+            if s == from {
+                self.slots[pos] = to;
+                return true;
+            }
+            pos = (pos + 1) & self.mask();
+        }
+    }
+    /// Calls `f` for every live record whose 32-bit hash position is in `[lo, hi)`.
+    fn scan_range(&self, chunks: &[Chunk], lo: u64, hi: u64, f: &mut dyn FnMut(u32)) {
+        let shift = 32 - self.bits;
+        let start = (lo >> shift) as usize;
+        let span = ((hi - 1) >> shift) as usize - start + 1;
+        // Records homed in [start, start + span) lie in the runs that begin there, so read the
+        // span and then on to the first empty slot (wrapping at the end).
+        for step in 0..self.slots.len() {
+            let s = self.slots[(start + step) & self.mask()];
+            if step >= span && s == EMPTY {
+                break;
+            }
+            if s < TOMB {
+                let h32 = hash_bytes(key_at(chunks, s)) >> 32;
+                if lo <= h32 && h32 < hi {
+                    f(s);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Index {
+    cur: Table,
+    /// The table being drained into `cur` by an incremental resize.
+    old: Option<Table>,
+    /// Slots of `old` below this position have been moved.
+    moved: usize,
+}
+
+/// Table size (log2) for `live` records: load at most one half after a resize.
+fn bits_for(live: usize) -> u32 {
+    let want = (live * 2).max(1 << MIN_BITS);
+    want.next_power_of_two().trailing_zeros()
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PackedTable<const PAIRS: bool> {
+    chunks: Vec<Chunk>,
+    len: usize,
+    index: Option<Box<Index>>,
+}
+
+/// Iterator over live records in storage order.
+pub(crate) struct Iter<'a, const PAIRS: bool> {
+    chunks: &'a [Chunk],
+    chunk: usize,
+    off: usize,
+}
+
+impl<'a, const PAIRS: bool> Iterator for Iter<'a, PAIRS> {
+    type Item = (&'a [u8], &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let c = self.chunks.get(self.chunk)?;
+            if self.off >= c.buf.len() {
+                self.chunk += 1;
+                self.off = 0;
+                continue;
+            }
+            let r = decode::<PAIRS>(&c.buf, self.off);
+            self.off = r.end;
+            if !r.dead {
+                return Some((&c.buf[r.key], &c.buf[r.val]));
+            }
+        }
+    }
+}
+
+impl<const PAIRS: bool> PackedTable<PAIRS> {
+    pub(crate) fn new() -> Self {
+        PackedTable { chunks: Vec::new(), len: 0, index: None }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_indexed(&self) -> bool {
+        self.index.is_some()
+    }
+
+    pub(crate) fn iter(&self) -> Iter<'_, PAIRS> {
+        Iter { chunks: &self.chunks, chunk: 0, off: 0 }
+    }
+
+    /// Small mode: `key`'s record in chunk 0. The returned `key` range starts at the record's
+    /// first byte (so `key.start..end` is the whole record, `key.end..end` its value part).
+    fn small_find(&self, key: &[u8]) -> Option<Rec> {
+        let buf = &self.chunks.first()?.buf;
+        let mut at = 0;
+        while at < buf.len() {
+            let r = decode::<PAIRS>(buf, at);
+            if &buf[r.key.clone()] == key {
+                return Some(Rec { key: at..r.key.end, ..r });
+            }
+            at = r.end;
+        }
+        None
+    }
+
+    /// Indexed mode: (in old table?, slot position) of `key`.
+    fn slot_of(&self, key: &[u8], h: u64) -> Option<(bool, usize)> {
+        let idx = self.index.as_ref()?;
+        if let Some(pos) = idx.cur.find(&self.chunks, key, h) {
+            return Some((false, pos));
+        }
+        let old = idx.old.as_ref()?;
+        old.find(&self.chunks, key, h).map(|pos| (true, pos))
+    }
+
+    fn slot_value(&self, in_old: bool, pos: usize) -> u32 {
+        let idx = self.index.as_ref().expect("indexed");
+        if in_old {
+            idx.old.as_ref().expect("old table").slots[pos]
+        } else {
+            idx.cur.slots[pos]
+        }
+    }
+
+    fn value_at(&self, a: u32) -> &[u8] {
+        let (c, off) = split(a);
+        let buf = &self.chunks[c].buf;
+        let r = decode::<PAIRS>(buf, off);
+        &buf[r.val]
+    }
+
+    /// The value stored under `key` (an empty slice for sets).
+    pub(crate) fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        if self.index.is_none() {
+            let r = self.small_find(key)?;
+            return Some(&self.chunks[0].buf[r.val]);
+        }
+        let (in_old, pos) = self.slot_of(key, hash_bytes(key))?;
+        Some(self.value_at(self.slot_value(in_old, pos)))
+    }
+
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets `key` to `val`; returns true if `key` is new.
+    pub(crate) fn insert(&mut self, key: &[u8], val: &[u8]) -> bool {
+        if self.index.is_none() && (key.len() > SMALL_MAX_BYTES || val.len() > SMALL_MAX_BYTES) {
+            self.build_index();
+        }
+        if self.index.is_none() {
+            if let Some(r) = self.small_find(key) {
+                let buf = &mut self.chunks[0].buf;
+                if r.val.len() == val.len() {
+                    buf[r.val].copy_from_slice(val);
+                } else {
+                    // Keep the field's position: rewrite the value part in place.
+                    let mut tail = Vec::with_capacity(val.len() + 10);
+                    put_varint(&mut tail, val.len() as u64);
+                    tail.extend_from_slice(val);
+                    reserve(buf, tail.len());
+                    buf.splice(r.key.end..r.end, tail);
+                }
+                return false;
+            }
+            if self.len < SMALL_MAX_ENTRIES {
+                self.append(key, val);
+                self.len += 1;
+                return true;
+            }
+            self.build_index();
+        }
+        let h = hash_bytes(key);
+        if let Some((in_old, pos)) = self.slot_of(key, h) {
+            let a = self.slot_value(in_old, pos);
+            let (c, off) = split(a);
+            let r = decode::<PAIRS>(&self.chunks[c].buf, off);
+            if r.val.len() == val.len() {
+                self.chunks[c].buf[r.val].copy_from_slice(val);
+            } else {
+                let b = self.append(key, val);
+                let idx = self.index.as_mut().expect("indexed");
+                if in_old {
+                    idx.old.as_mut().expect("old table").slots[pos] = b;
+                } else {
+                    idx.cur.slots[pos] = b;
+                }
+                self.kill(a);
+            }
+            self.maintain();
+            return false;
+        }
+        let a = self.append(key, val);
+        self.index.as_mut().expect("indexed").cur.insert(h, a);
+        self.len += 1;
+        self.maintain();
+        true
+    }
+
+    /// Removes `key`; returns true if it was present.
+    pub(crate) fn remove(&mut self, key: &[u8]) -> bool {
+        if self.index.is_none() {
+            let Some(r) = self.small_find(key) else { return false };
+            self.chunks[0].buf.drain(r.key.start..r.end);
+            self.len -= 1;
+            if self.len == 0 {
+                self.chunks = Vec::new();
+            }
+            return true;
+        }
+        let h = hash_bytes(key);
+        let Some((in_old, pos)) = self.slot_of(key, h) else { return false };
+        let idx = self.index.as_mut().expect("indexed");
+        let t = if in_old { idx.old.as_mut().expect("old table") } else { &mut idx.cur };
+        let a = t.slots[pos];
+        t.slots[pos] = TOMB;
+        t.live -= 1;
+        self.len -= 1;
+        self.kill(a);
+        self.maintain();
+        true
+    }
+
+    /// Appends a record to the chunk that takes new records; returns its address.
+    fn append(&mut self, key: &[u8], val: &[u8]) -> u32 {
+        let need = record_size::<PAIRS>(key, val);
+        let indexed = self.index.is_some();
+        let full = |c: &Chunk| indexed && c.buf.len() >= CHUNK_TARGET;
+        if self.chunks.last().is_none_or(full) {
+            assert!(self.chunks.len() < MAX_CHUNKS, "collection exceeds the packed table's 4 GiB limit");
+            self.chunks.push(Chunk::default());
+        }
+        let ci = self.chunks.len() - 1;
+        let buf = &mut self.chunks[ci].buf;
+        let off = buf.len();
+        reserve(buf, need);
+        encode::<PAIRS>(buf, key, val);
+        addr(ci, off)
+    }
+
+    /// Flags the record at `a` dead and compacts its chunk once it is mostly dead.
+    fn kill(&mut self, a: u32) {
+        let (ci, off) = split(a);
+        let c = &mut self.chunks[ci];
+        let r = decode::<PAIRS>(&c.buf, off);
+        c.buf[off] |= 1;
+        c.dead += r.end - off;
+        if c.dead * 2 > c.buf.len() {
+            self.compact(ci);
+        }
+    }
+
+    /// Moves chunk `ci`'s live records to its front and repoints their slots. Work is bounded
+    /// by the chunk size, and happens only after at least half the chunk died.
+    fn compact(&mut self, ci: usize) {
+        let is_last = ci + 1 == self.chunks.len();
+        let idx = self.index.as_mut().expect("indexed");
+        let c = &mut self.chunks[ci];
+        let (mut r, mut w) = (0, 0);
+        while r < c.buf.len() {
+            let rec = decode::<PAIRS>(&c.buf, r);
+            if !rec.dead {
+                if w != r {
+                    let h = hash_bytes(&c.buf[rec.key.clone()]);
+                    c.buf.copy_within(r..rec.end, w);
+                    let (from, to) = (addr(ci, r), addr(ci, w));
+                    let found = idx.cur.repoint(h, from, to) || idx.old.as_mut().is_some_and(|o| o.repoint(h, from, to));
+                    debug_assert!(found, "every live record has a slot");
+                }
+                w += rec.end - r;
+            }
+            r = rec.end;
+        }
+        c.buf.truncate(w);
+        c.dead = 0;
+        if w == 0 && !is_last {
+            c.buf = Vec::new();
+        } else {
+            c.buf.shrink_to(alloc_size(w + w / 4));
+        }
+    }
+
+    /// Switches from small mode to indexed mode (never back, as Redis never converts back).
+    fn build_index(&mut self) {
+        let mut t = Table::new(bits_for(self.len.max(SMALL_MAX_ENTRIES)));
+        if let Some(c) = self.chunks.first() {
+            let mut at = 0;
+            while at < c.buf.len() {
+                let r = decode::<PAIRS>(&c.buf, at);
+                t.insert(hash_bytes(&c.buf[r.key]), addr(0, at));
+                at = r.end;
+            }
+        }
+        self.index = Some(Box::new(Index { cur: t, old: None, moved: 0 }));
+    }
+
+    /// After each indexed write: advance a running resize, or start one when the table is
+    /// too full (tombstones count) or too sparse.
+    fn maintain(&mut self) {
+        let chunks = &self.chunks;
+        let idx = self.index.as_mut().expect("indexed");
+        if idx.old.is_some() {
+            // The ratios below keep `cur` under 90% while `old` drains; should writes outpace
+            // the drain anyway, rebuild at once rather than let probe runs close up.
+            if idx.cur.used * 10 >= idx.cur.slots.len() * 9 {
+                Self::rebuild(chunks, idx, self.len);
+                return;
+            }
+            let old = idx.old.as_mut().expect("old table");
+            // A shrink drains a table several times larger than `cur`: move proportionally more.
+            let n = 16 * (old.slots.len() / idx.cur.slots.len()).max(1);
+            let end = (idx.moved + n).min(old.slots.len());
+            for pos in idx.moved..end {
+                let a = old.slots[pos];
+                if a < TOMB {
+                    idx.cur.insert(hash_bytes(key_at(chunks, a)), a);
+                    old.slots[pos] = TOMB;
+                    old.live -= 1;
+                }
+            }
+            idx.moved = end;
+            if end == old.slots.len() {
+                idx.old = None;
+                idx.moved = 0;
+            }
+            return;
+        }
+        let size = idx.cur.slots.len();
+        let too_full = idx.cur.used * 5 > size * 4;
+        let too_sparse = size > 1 << MIN_BITS && idx.cur.live * 10 < size;
+        if too_full || too_sparse {
+            let fresh = Table::new(bits_for(idx.cur.live));
+            idx.old = Some(std::mem::replace(&mut idx.cur, fresh));
+            idx.moved = 0;
+        }
+    }
+
+    /// Rebuilds the index in one go (a safety net; see `maintain`).
+    fn rebuild(chunks: &[Chunk], idx: &mut Index, live: usize) {
+        let mut t = Table::new(bits_for(live));
+        for table in std::iter::once(&idx.cur).chain(idx.old.as_ref()) {
+            for &a in table.slots.iter().filter(|&&a| a < TOMB) {
+                t.insert(hash_bytes(key_at(chunks, a)), a);
+            }
+        }
+        idx.cur = t;
+        idx.old = None;
+        idx.moved = 0;
+    }
+
+    /// A uniformly random record, or None if empty.
+    pub(crate) fn random(&self, rng: &mut impl Rng) -> Option<(&[u8], &[u8])> {
+        if self.len == 0 {
+            return None;
+        }
+        let Some(idx) = self.index.as_ref() else {
+            return self.iter().nth(rng.gen_range(0..self.len));
+        };
+        // Tables stay at least a tenth full (and a resize's two tables together about an
+        // eighth), so rejection sampling over all slots ends quickly and is uniform.
+        let cur = idx.cur.slots.len();
+        let total = cur + idx.old.as_ref().map_or(0, |o| o.slots.len());
+        loop {
+            let i = rng.gen_range(0..total);
+            let a = if i < cur { idx.cur.slots[i] } else { idx.old.as_ref().expect("old table").slots[i - cur] };
+            if a < TOMB {
+                let (c, off) = split(a);
+                let buf = &self.chunks[c].buf;
+                let r = decode::<PAIRS>(buf, off);
+                return Some((&buf[r.key], &buf[r.val]));
+            }
+        }
+    }
+
+    /// One SCAN step: calls `f` for records at `cursor` onwards (about `count` home slots'
+    /// worth) and returns the next cursor, 0 when done. Small mode returns everything at once.
+    pub(crate) fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+        let Some(idx) = self.index.as_ref() else {
+            for (k, v) in self.iter() {
+                f(k, v);
+            }
+            return 0;
+        };
+        if cursor >= 1 << 32 {
+            return 0;
+        }
+        let shift = 32 - idx.cur.bits;
+        let first = cursor >> shift;
+        let end_slot = (first + count.max(1) as u64).min(idx.cur.slots.len() as u64);
+        let hi = end_slot << shift;
+        let chunks = &self.chunks;
+        let mut emit = |a: u32| {
+            let (c, off) = split(a);
+            let buf = &chunks[c].buf;
+            let r = decode::<PAIRS>(buf, off);
+            f(&buf[r.key], &buf[r.val]);
+        };
+        if let Some(old) = idx.old.as_ref() {
+            old.scan_range(chunks, cursor, hi, &mut emit);
+        }
+        idx.cur.scan_range(chunks, cursor, hi, &mut emit);
+        if hi >= 1 << 32 {
+            0
+        } else {
+            hi
+        }
+    }
+
+    /// Heap bytes owned by this table (not counting the struct itself), by size class.
+    pub(crate) fn mem_usage(&self) -> usize {
+        let mut n = alloc_size(self.chunks.capacity() * std::mem::size_of::<Chunk>());
+        n += self.chunks.iter().map(|c| alloc_size(c.buf.capacity())).sum::<usize>();
+        if let Some(idx) = &self.index {
+            n += alloc_size(std::mem::size_of::<Index>());
+            for t in std::iter::once(&idx.cur).chain(idx.old.as_ref()) {
+                n += alloc_size(t.slots.len() * 4);
+            }
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    #[test]
+    fn size_classes() {
+        let classes: Vec<usize> = [1, 9, 17, 33, 100, 129, 257, 4097, 16385].iter().map(|&n| alloc_size(n)).collect();
+        assert_eq!(classes, vec![8, 16, 32, 48, 112, 160, 320, 5120, 20480]);
+    }
+
+    fn check(t: &PackedTable<true>, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+        assert_eq!(t.len(), model.len());
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = t.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        assert_eq!(&got, model);
+        for (k, v) in model {
+            assert_eq!(t.get(k), Some(v.as_slice()));
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Set(u16, u8),
+        Del(u16),
+    }
+
+    fn op(keys: u16) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..keys, any::<u8>()).prop_map(|(k, v)| Op::Set(k, v)),
+            2 => (0..keys).prop_map(Op::Del),
+        ]
+    }
+
+    fn key(k: u16) -> Vec<u8> {
+        format!("k{k}").into_bytes()
+    }
+    fn val(k: u16, v: u8) -> Vec<u8> {
+        // Value lengths vary so updates take both the in-place and the append path.
+        vec![b'a' + (v % 26); (v as usize * k as usize) % 80]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn matches_a_btreemap(ops in proptest::collection::vec(op(3000), 1..4000)) {
+            let mut t = PackedTable::<true>::new();
+            let mut m = BTreeMap::new();
+            for o in ops {
+                match o {
+                    Op::Set(k, v) => {
+                        let new = t.insert(&key(k), &val(k, v));
+                        prop_assert_eq!(new, m.insert(key(k), val(k, v)).is_none());
+                    }
+                    Op::Del(k) => prop_assert_eq!(t.remove(&key(k)), m.remove(&key(k)).is_some()),
+                }
+            }
+            check(&t, &m);
+        }
+
+        #[test]
+        fn small_tables_keep_insertion_order(ops in proptest::collection::vec(op(40), 1..200)) {
+            let mut t = PackedTable::<true>::new();
+            let mut order: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for o in ops {
+                let (k, v) = match o { Op::Set(k, v) => (k, Some(v)), Op::Del(k) => (k, None) };
+                let (k, v) = (key(k), v.map(|v| vec![b'x'; v as usize % 60]));
+                match v {
+                    Some(v) => {
+                        t.insert(&k, &v);
+                        match order.iter_mut().find(|e| e.0 == k) { Some(e) => e.1 = v, None => order.push((k, v)) }
+                    }
+                    None => { t.remove(&k); order.retain(|e| e.0 != k); }
+                }
+            }
+            prop_assert!(!t.is_indexed());
+            let got: Vec<(Vec<u8>, Vec<u8>)> = t.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+            prop_assert_eq!(got, order);
+        }
+    }
+
+    #[test]
+    fn grows_and_shrinks_incrementally() {
+        let mut t = PackedTable::<false>::new();
+        let mut m = BTreeSet::new();
+        for i in 0..100_000u32 {
+            let k = i.to_be_bytes();
+            assert!(t.insert(&k, b""));
+            m.insert(k.to_vec());
+        }
+        for i in (0..100_000u32).filter(|i| i % 7 != 0) {
+            assert!(t.remove(&i.to_be_bytes()));
+            m.remove(&i.to_be_bytes()[..]);
+        }
+        assert_eq!(t.len(), m.len());
+        let got: BTreeSet<Vec<u8>> = t.iter().map(|(k, _)| k.to_vec()).collect();
+        assert_eq!(got, m);
+        for i in 0..100_000u32 {
+            assert_eq!(t.contains(&i.to_be_bytes()), i % 7 == 0);
+        }
+        // Dead space was reclaimed: the arena is near the live size (5 bytes per record).
+        let arena: usize = t.chunks.iter().map(|c| c.buf.len()).sum();
+        assert!(arena < m.len() * 5 * 2 + CHUNK_TARGET, "arena {arena} for {} records", m.len());
+        let idx = t.index.as_ref().unwrap();
+        assert!(idx.cur.slots.len() <= m.len() * 10, "index shrank");
+    }
+
+    /// Elements present for a whole scan are returned, while other elements come and go and
+    /// the table resizes underneath the cursor.
+    #[test]
+    fn scan_survives_resizes() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for round in 0..4u32 {
+            let mut t = PackedTable::<false>::new();
+            let stable: Vec<Vec<u8>> = (0..2000u32).map(|i| format!("s{i}").into_bytes()).collect();
+            for k in &stable {
+                t.insert(k, b"");
+            }
+            let mut seen = BTreeSet::new();
+            let mut cursor = 0;
+            let mut churn = 0u32;
+            loop {
+                cursor = t.scan(cursor, 5 + round as usize * 20, |k, _| {
+                    seen.insert(k.to_vec());
+                });
+                // Grow a lot, then shrink, between steps.
+                for _ in 0..200 {
+                    let k = format!("c{}", rng.gen_range(0..30_000u32)).into_bytes();
+                    if churn < 40_000 {
+                        t.insert(&k, b"");
+                    } else {
+                        t.remove(&k);
+                    }
+                    churn += 1;
+                }
+                if cursor == 0 {
+                    break;
+                }
+            }
+            for k in &stable {
+                assert!(seen.contains(k), "missed {}", String::from_utf8_lossy(k));
+            }
+        }
+    }
+
+    #[test]
+    fn random_is_roughly_uniform() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let mut t = PackedTable::<false>::new();
+        for i in 0..1000u32 {
+            t.insert(&i.to_le_bytes(), b"");
+        }
+        let mut hits = vec![0u32; 1000];
+        for _ in 0..200_000 {
+            let (k, _) = t.random(&mut rng).unwrap();
+            hits[u32::from_le_bytes(k.try_into().unwrap()) as usize] += 1;
+        }
+        assert!(hits.iter().all(|&h| (100..320).contains(&h)), "{:?}", hits.iter().min());
+    }
+}
