@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: goblin-core against Debian's redis-server, in one run.
 
-For each test (SET, GET, INCR, MSET, plus any given with --tests) and each pipeline depth, it runs
-`redis-benchmark` against both servers alternately with identical flags, several rounds, and
-records throughput, p50/p99 latency and the server's own CPU time (utime+stime from /proc) per
-million commands. Then it loads one million string keys (`str:{i}` -> an 11-byte value) into
-each server and compares `used_memory`. Results go to a Markdown table (default
-docs/BENCHMARKS.md section) and a PNG plot when matplotlib is available.
+Suites (--suites):
+  strings  redis-benchmark SET GET INCR MSET at -P 1 and -P 16: throughput, p50/p99 latency, and
+           the server's own CPU time (utime+stime from /proc) per million commands.
+  types    HSET SADD ZADD LPUSH RPOP LRANGE_100 and ZRANGE (0..99 of a 1,000-member set) at -P 16.
+  memory   one million string keys `str:{i}` -> an 11-byte value: used_memory per key.
+  six      the six-type dataset (benchmarks/six-types): used_memory per element and type, verified.
+  grow     latency of each SADD into one set growing to a million members.
+Each measurement alternates between the two servers with identical flags, several rounds, and
+reports medians and ratios goblin/redis. Tables go to benchmarks/out/*.md (copied into
+docs/BENCHMARKS.md by hand), throughput plots to benchmarks/out/*.png.
 
 Usage:
-  cargo build --release --bin goblin-core
-  python3 benchmarks/redis_compare.py [--goblin PATH] [--requests N] [--rounds R]
+  cargo build --release --bin goblin-core --bin six-types
+  python3 benchmarks/redis_compare.py --suites strings,memory
+  python3 benchmarks/redis_compare.py --suites types,six,grow
 """
 
 import argparse
@@ -75,23 +80,30 @@ class Server:
             self.proc.kill()
 
 
-def bench(server, test, pipeline, requests, clients, keyspace):
+def bench(server, test, pipeline, requests, clients, keyspace, custom=None):
+    """Runs one redis-benchmark invocation; returns {TEST NAME: metrics} for every row it printed.
+
+    `test` is a -t list (e.g. "lpush,rpop"), or a label when `custom` holds a command to run."""
     argv = [
-        "redis-benchmark", "-p", str(server.port), "-t", test, "-n", str(requests),
+        "redis-benchmark", "-p", str(server.port), "-n", str(requests),
         "-c", str(clients), "-P", str(pipeline), "-r", str(keyspace), "--csv",
     ]
+    argv += custom if custom else ["-t", test]
     cpu0 = cpu_seconds(server.proc.pid)
     out = subprocess.run(argv, capture_output=True, check=True, text=True).stdout
     cpu = cpu_seconds(server.proc.pid) - cpu0
     rows = list(csv.DictReader(io.StringIO(out)))
-    row = rows[0]
-    return {
-        "rps": float(row["rps"]),
-        "p50": float(row["p50_latency_ms"]),
-        "p99": float(row["p99_latency_ms"]),
-        # MSET in redis-benchmark writes 10 keys per command; CPU is per command sent.
-        "cpu_per_m": cpu / requests * 1e6,
-    }
+    result = {}
+    for row in rows:
+        name = test.upper() if custom else row["test"].split()[0].upper()
+        result[name] = {
+            "rps": float(row["rps"]),
+            "p50": float(row["p50_latency_ms"]),
+            "p99": float(row["p99_latency_ms"]),
+            # Server CPU of the whole invocation, split evenly over its rows' commands.
+            "cpu_per_m": cpu / (requests * len(rows)) * 1e6,
+        }
+    return result
 
 
 def median(xs):
@@ -110,6 +122,88 @@ def load_strings(server, n):
                    capture_output=True, check=True)
 
 
+# (label, -t list or None, custom command or None, pipelines) per suite.
+SUITES = {
+    "strings": [("set", None), ("get", None), ("incr", None), ("mset", None)],
+    "types": [("hset", None), ("sadd", None), ("zadd", None), ("lpush,rpop", None), ("lrange_100", None),
+              ("zrange_100", ["ZRANGE", "bench:zset", "0", "99"])],
+}
+
+
+def run_suite(name, servers, pipelines, args):
+    results = {}
+    if name == "types":
+        # ZRANGE needs a populated sorted set: 1,000 members.
+        for srv in servers:
+            members = []
+            for i in range(1000):
+                members += [str(i), f"member:{i:06d}"]
+            srv.cli("zadd", "bench:zset", *members)
+    for test, custom in SUITES[name]:
+        for p in pipelines:
+            runs = {s.name: [] for s in servers}
+            for _ in range(args.rounds):
+                for srv in servers:  # alternate so drift hits both alike
+                    runs[srv.name].append(bench(srv, test, p, args.requests, args.clients, 100_000, custom))
+            for row in runs[servers[0].name][0]:
+                agg = {n: {m: median([r[row][m] for r in rs]) for m in rs[0][row]} for n, rs in runs.items()}
+                results[(row, p)] = agg
+                g, r = agg["goblin"], agg["redis"]
+                print(f"{row:10} -P {p:<3} goblin {g['rps']:>11,.0f}/s p50 {g['p50']:.3f} p99 {g['p99']:.3f}"
+                      f" cpu/M {g['cpu_per_m']:.2f}s | redis {r['rps']:>11,.0f}/s p50 {r['p50']:.3f}"
+                      f" p99 {r['p99']:.3f} cpu/M {r['cpu_per_m']:.2f}s | ratio {g['rps']/r['rps']:.2f}",
+                      flush=True)
+    return results
+
+
+def table(results):
+    lines = [
+        "| test | -P | goblin ops/s | redis ops/s | ratio | goblin p50 / p99 ms | redis p50 / p99 ms |"
+        " goblin CPU s per M | redis CPU s per M | CPU ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (test, p), agg in results.items():
+        g, r = agg["goblin"], agg["redis"]
+        lines.append(
+            f"| {test} | {p} | {g['rps']:,.0f} | {r['rps']:,.0f} | {g['rps']/r['rps']:.2f} |"
+            f" {g['p50']:.3f} / {g['p99']:.3f} | {r['p50']:.3f} / {r['p99']:.3f} |"
+            f" {g['cpu_per_m']:.2f} | {r['cpu_per_m']:.2f} | {g['cpu_per_m']/max(r['cpu_per_m'], 1e-9):.2f} |"
+        )
+    return lines
+
+
+def six_types_memory(servers, args):
+    """Loads the six-type dataset into each server, measuring used_memory per type."""
+    tool = os.path.join(os.path.dirname(args.goblin), "six-types")
+    mem = {}
+    for srv in servers:
+        srv.cli("flushall")
+        types = "strings,hashes,sets,zsets,lists" + (",arrays" if srv.name == "goblin" else "")
+        out = subprocess.run([tool, "--port", str(srv.port), "load", "--measure", "--types", types,
+                              "--strings", str(args.keys), "--collections", str(args.keys // 1000)],
+                             capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("MEM "):
+                f = dict(kv.split("=") for kv in line.split()[2:])
+                mem[(srv.name, line.split()[1])] = (int(f["bytes"]), float(f["per_element"]))
+        v = subprocess.run([tool, "--port", str(srv.port), "verify", "--types", types, "--strings", str(args.keys),
+                            "--collections", str(args.keys // 1000)], capture_output=True, text=True)
+        assert v.returncode == 0, f"{srv.name}: six-type verification failed:\n{v.stdout}"
+        print(f"six types loaded and verified on {srv.name}", flush=True)
+    return mem
+
+
+def grow_latency(servers, args):
+    tool = os.path.join(os.path.dirname(args.goblin), "six-types")
+    out = {}
+    for srv in servers:
+        line = subprocess.run([tool, "--port", str(srv.port), "grow", "--members", str(args.keys)],
+                              capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        out[srv.name] = dict(kv.split("=") for kv in line.split()[1:])
+        print(f"grow {srv.name}: {out[srv.name]}", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/goblin-target"))
@@ -117,92 +211,114 @@ def main():
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--keys", type=int, default=1_000_000, help="keys for the memory comparison")
-    ap.add_argument("--tests", default="set,get,incr,mset")
-    ap.add_argument("--pipelines", default="1,16")
+    ap.add_argument("--keys", type=int, default=1_000_000, help="values per type for the memory comparison")
+    ap.add_argument("--suites", default="strings,memory",
+                    help="comma list of: strings (SET GET INCR MSET at -P 1 and 16), types (collection"
+                         " commands at -P 16), memory (one million string keys), six (six-type dataset"
+                         " memory), grow (SADD latency into a growing set)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    suites = args.suites.split(",")
 
     gport, rport = free_port(), free_port()
     tmp = tempfile.mkdtemp()
     goblin = Server("goblin", [args.goblin, "--port", str(gport)], gport)
     redis = Server("redis", ["redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
                              "--dir", tmp], rport)
-    results = {}
+    servers = [goblin, redis]
+    report = []
+    redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
+    setup = (f"redis-server {redis_version} vs goblin-core (release build), {args.clients} clients,"
+             f" {args.requests:,} requests per run, random keys over 100,000, median of {args.rounds}"
+             f" alternating rounds, {os.cpu_count()} cores shared by client and server.")
     try:
-        for test in args.tests.split(","):
-            for p in [int(x) for x in args.pipelines.split(",")]:
-                runs = {"goblin": [], "redis": []}
-                for _ in range(args.rounds):
-                    for srv in (goblin, redis):  # alternate so drift hits both alike
-                        runs[srv.name].append(bench(srv, test, p, args.requests, args.clients, 100_000))
-                agg = {n: {m: median([r[m] for r in rs]) for m in rs[0]} for n, rs in runs.items()}
-                results[(test, p)] = agg
-                g, r = agg["goblin"], agg["redis"]
-                print(f"{test:6} -P {p:<3} goblin {g['rps']:>11,.0f}/s p50 {g['p50']:.3f} p99 {g['p99']:.3f}"
-                      f" cpu/M {g['cpu_per_m']:.2f}s | redis {r['rps']:>11,.0f}/s p50 {r['p50']:.3f}"
-                      f" p99 {r['p99']:.3f} cpu/M {r['cpu_per_m']:.2f}s | ratio {g['rps']/r['rps']:.2f}",
-                      flush=True)
-
-        mem = {}
-        for srv in (goblin, redis):
-            srv.cli("flushall")
-            before = int(srv.info("memory")["used_memory"])
-            load_strings(srv, args.keys)
-            after = int(srv.info("memory")["used_memory"])
-            dbsize = int(srv.cli("dbsize"))
-            assert dbsize == args.keys, f"{srv.name} holds {dbsize} keys"
-            mem[srv.name] = (after - before) / args.keys
-            print(f"memory {srv.name}: {mem[srv.name]:.1f} bytes/key", flush=True)
+        all_results = {}
+        if "strings" in suites:
+            r = run_suite("strings", servers, [1, 16], args)
+            all_results.update(r)
+            report += ["### Strings and counters", "", setup, ""] + table(r) + [""]
+        if "types" in suites:
+            r = run_suite("types", servers, [16], args)
+            all_results.update(r)
+            report += ["### Collection commands at -P 16", "", setup, ""] + table(r) + [""]
+        if "memory" in suites:
+            mem = {}
+            for srv in servers:
+                srv.cli("flushall")
+                before = int(srv.info("memory")["used_memory"])
+                load_strings(srv, args.keys)
+                after = int(srv.info("memory")["used_memory"])
+                dbsize = int(srv.cli("dbsize"))
+                assert dbsize == args.keys, f"{srv.name} holds {dbsize} keys"
+                mem[srv.name] = (after - before) / args.keys
+                print(f"memory {srv.name}: {mem[srv.name]:.1f} bytes/key", flush=True)
+            report += ["### Memory: one million string keys", "",
+                       f"`str:{{i}}` -> an 11-byte value, `used_memory` added per key: goblin-core"
+                       f" {mem['goblin']:.1f} B, redis-server {mem['redis']:.1f} B, ratio"
+                       f" {mem['goblin'] / mem['redis']:.2f}.", ""]
+        if "six" in suites:
+            mem = six_types_memory(servers, args)
+            lines = ["| type | goblin bytes/element | redis bytes/element | ratio |", "|---|---|---|---|"]
+            tot = {"goblin": 0, "redis": 0}
+            for kind in ["strings", "hashes", "sets", "zsets", "lists", "arrays"]:
+                g = mem.get(("goblin", kind))
+                r = mem.get(("redis", kind))
+                if g:
+                    tot["goblin"] += g[0]
+                if r:
+                    tot["redis"] += r[0]
+                lines.append(f"| {kind} | {g[1]:.1f} | " + (f"{r[1]:.1f} | {g[1] / r[1]:.2f} |" if r else "n/a | |"))
+            report += ["### Memory: the six-type dataset", "",
+                       f"{args.keys:,} values per type, loaded and then verified value by value with"
+                       " `six-types` (benchmarks/six-types).", ""] + lines + [
+                       "", f"Total `used_memory` added: goblin-core {tot['goblin']:,} bytes for six types;"
+                       f" redis-server {tot['redis']:,} bytes for its five.", ""]
+        if "grow" in suites:
+            g = grow_latency(servers, args)
+            report += ["### Latency of SADD into one set growing to a million members", "",
+                       "One client, one command at a time (`six-types grow`).", "",
+                       "| server | p50 us | p99 us | p99.9 us | p99.99 us | max us |", "|---|---|---|---|---|---|"]
+            for n in ("goblin", "redis"):
+                x = g[n]
+                report.append(f"| {n} | {x['p50_us']} | {x['p99_us']} | {x['p999_us']} | {x['p9999_us']} | {x['max_us']} |")
+            report.append("")
     finally:
         goblin.stop()
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
-    lines = [
-        "| test | -P | goblin ops/s | redis ops/s | ratio | goblin p50/p99 ms | redis p50/p99 ms |"
-        " goblin CPU s/M cmds | redis CPU s/M cmds | CPU ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (test, p), agg in results.items():
-        g, r = agg["goblin"], agg["redis"]
-        lines.append(
-            f"| {test.upper()} | {p} | {g['rps']:,.0f} | {r['rps']:,.0f} | {g['rps']/r['rps']:.2f} |"
-            f" {g['p50']:.3f} / {g['p99']:.3f} | {r['p50']:.3f} / {r['p99']:.3f} |"
-            f" {g['cpu_per_m']:.2f} | {r['cpu_per_m']:.2f} | {g['cpu_per_m']/max(r['cpu_per_m'],1e-9):.2f} |"
-        )
-    lines.append("")
-    lines.append(f"Memory, {args.keys:,} keys `str:{{i}}` -> 11-byte value (`used_memory` delta per key):"
-                 f" goblin {mem['goblin']:.1f} B, redis {mem['redis']:.1f} B,"
-                 f" ratio {mem['goblin']/mem['redis']:.2f}.")
-    lines.append("")
-    lines.append(f"redis-server {redis_version}; {args.clients} clients, {args.requests:,} requests per run,"
-                 f" random keys over 100,000, median of {args.rounds} alternating rounds; `nproc` = {os.cpu_count()}.")
-    table = "\n".join(lines)
-    with open(os.path.join(args.out, "redis_compare.md"), "w") as f:
-        f.write(table + "\n")
-    print(table)
+    text = "\n".join(report)
+    name = "redis_compare_" + "_".join(suites) + ".md"
+    with open(os.path.join(args.out, name), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    if all_results:
+        plot(all_results, os.path.join(args.out, "redis_compare_" + "_".join(suites) + ".png"))
 
+
+def plot(results, path):
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        labels = [f"{t.upper()} P{p}" for (t, p) in results]
-        xs = range(len(labels))
-        for ax, metric, title in ((axes[0], "rps", "throughput (ops/s)"), (axes[1], "cpu_per_m", "server CPU s per M commands")):
-            ax.bar([x - 0.2 for x in xs], [results[k]["goblin"][metric] for k in results], 0.4, label="goblin-core")
-            ax.bar([x + 0.2 for x in xs], [results[k]["redis"][metric] for k in results], 0.4, label="redis-server")
-            ax.set_xticks(list(xs))
-            ax.set_xticklabels(labels, rotation=30)
-            ax.set_title(title)
-            ax.legend()
-        fig.tight_layout()
-        fig.savefig(os.path.join(ROOT, "docs", "redis_compare.png"), dpi=90)
     except ImportError:
         print("matplotlib not installed: no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    labels = [f"{t} P{p}" for (t, p) in results]
+    xs = list(range(len(labels)))
+    for ax, metric, title in ((axes[0], "rps", "throughput (ops/s)"),
+                              (axes[1], "cpu_per_m", "server CPU seconds per million commands")):
+        ax.bar([x - 0.2 for x in xs], [results[k]["goblin"][metric] for k in results], 0.4, label="goblin-core")
+        ax.bar([x + 0.2 for x in xs], [results[k]["redis"][metric] for k in results], 0.4, label="redis-server")
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=30, ha="right")
+        ax.set_title(title)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":

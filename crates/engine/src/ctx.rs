@@ -14,8 +14,8 @@ pub struct Ctx<'a> {
     pub muts: &'a mut MutationLog,
     pub stats: &'a mut Stats,
     pub rng: &'a mut SmallRng,
-    /// True while applying a replication stream or journal: keys past their deadline read as
-    /// missing but are not deleted here (the stream carries the DEL the origin emitted).
+    /// True while applying a replication stream or journal: deadlines are not judged here (the
+    /// stream carries the DEL the origin emitted for each expiry); see `expire_if_needed`.
     pub replaying: bool,
     /// Keys that gained list or sorted-set elements in this command: blocked clients waiting on
     /// them are retried after the command.
@@ -32,33 +32,44 @@ impl<'a> Ctx<'a> {
         self.muts.push(args);
     }
 
-    /// Lazy expiry: if `key` is past its deadline, removes it and emits `DEL key` (unless
-    /// replaying). Returns true if the key is (now) missing because it expired.
+    /// Lazy expiry: if `key` is past its deadline, removes it, emits `DEL key` and returns true.
+    ///
+    /// While replaying, every key the stream touches is live: the origin applied this mutation
+    /// when the key was live by its clock, and it records each expiry as its own `DEL`. Judging
+    /// deadlines by the replayer's clock instead would make replay depend on when it runs.
     pub fn expire_if_needed(&mut self, key: &[u8]) -> bool {
-        if !self.ks.is_expired(key, self.now) {
+        if self.replaying || !self.ks.is_expired(key, self.now) {
             return false;
         }
-        if !self.replaying {
-            self.ks.remove(key);
-            self.stats.expired_keys += 1;
-            self.emit(&[b"DEL", key]);
-        }
+        self.ks.delete(key);
+        self.stats.expired_keys += 1;
+        self.emit(&[b"DEL", key]);
         true
     }
 
     /// Looks `key` up for reading: expired keys read as missing; counts keyspace hits/misses.
+    /// One table lookup on the hot path (GET and friends).
     pub fn read(&mut self, key: &[u8]) -> Option<ValueRef<'_>> {
-        if self.expire_if_needed(key) {
-            self.stats.keyspace_misses += 1;
-            return None;
+        let now = self.now;
+        let replaying = self.replaying;
+        // SAFETY: the borrow checker cannot yet see that the early return below is the only
+        // use of the borrowed value (the NLL "conditional return" limitation). The keyspace is
+        // not touched between this lookup and that return, so the reference stays valid.
+        let ks: *const Keyspace = &*self.ks;
+        match unsafe { &*ks }.get_with_expire(key) {
+            Some((v, deadline)) if replaying || deadline.is_none_or(|t| t > now) => {
+                self.stats.keyspace_hits += 1;
+                return Some(v);
+            }
+            Some(_) => {
+                self.ks.delete(key);
+                self.stats.expired_keys += 1;
+                self.emit(&[b"DEL", key]);
+            }
+            None => {}
         }
-        let v = self.ks.get(key);
-        if v.is_some() {
-            self.stats.keyspace_hits += 1;
-        } else {
-            self.stats.keyspace_misses += 1;
-        }
-        v
+        self.stats.keyspace_misses += 1;
+        None
     }
 
     /// Looks `key` up for writing: expired keys read as missing. No hit/miss accounting.

@@ -129,7 +129,7 @@ impl Engine {
         let mut expired = Vec::new();
         self.ks.collect_expired(now, max_keys, budget, &mut expired);
         for key in &expired {
-            self.ks.remove(key);
+            self.ks.delete(key);
             self.muts.push(&[b"DEL", key]);
             self.repl.offset += 1;
             self.stats.expired_keys += 1;

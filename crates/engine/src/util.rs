@@ -23,7 +23,14 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
             if lower.contains("nan") || lower.contains("inf") {
                 return None;
             }
-            lower.parse::<f64>().ok()?
+            let v = lower.parse::<f64>().ok()?;
+            // strtod reports ERANGE for a finite text that overflows to infinity or underflows
+            // to zero, and Redis rejects those.
+            let nonzero_digits = lower.split('e').next().is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
+            if v.is_infinite() || (v == 0.0 && nonzero_digits) {
+                return None;
+            }
+            v
         }
     };
     if v.is_nan() {
@@ -33,31 +40,38 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
     }
 }
 
-/// Formats a double as Redis does in replies (`%.17g`, shortest round-trip form): integers
-/// without a fraction, `inf`/`-inf`.
+/// Formats a double as Redis 7.0 does in replies (ZSCORE, ZRANGE WITHSCORES ...): C's `%.17g`
+/// (17 significant digits, so `0.1` prints as `0.10000000000000001`; always round-trips),
+/// `inf`/`-inf`, and `-0` for negative zero. Checked against redis-server 7.0.15.
 pub fn format_f64(v: f64) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
-    if v == v.trunc() && v.abs() < 1e17 {
-        // Exact integers print without a fraction or exponent ("-0" stays "-0").
-        if v == 0.0 && v.is_sign_negative() {
-            return "-0".into();
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    // The exponent %g decides with is the one of the value rounded to 17 digits.
+    let sci = format!("{v:.16e}");
+    let epos = sci.find('e').unwrap_or(sci.len());
+    let exp: i32 = sci[epos + 1..].parse().unwrap_or(0);
+    fn trim(s: &str) -> &str {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            s
         }
-        return format!("{}", v as i64);
     }
-    let mut buf = ryu::Buffer::new();
-    let s = buf.format(v);
-    // ryu writes e.g. "1e20" / "1.5e-7"; Redis (%.17g) writes "1e+20" / "1.5e-07".
-    if let Some(pos) = s.find('e') {
-        let (mant, exp) = s.split_at(pos);
-        let exp = &exp[1..];
-        let (sign, digits) = if let Some(d) = exp.strip_prefix('-') { ('-', d) } else { ('+', exp) };
-        let digits = if digits.len() < 2 { format!("0{digits}") } else { digits.to_string() };
-        let mant = mant.strip_suffix(".0").unwrap_or(mant);
-        return format!("{mant}e{sign}{digits}");
+    if !(-4..17).contains(&exp) {
+        let mant = trim(&sci[..epos]);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mant}e{sign}{:02}", exp.unsigned_abs())
+    } else {
+        let fixed = format!("{v:.prec$}", prec = (16 - exp) as usize);
+        trim(&fixed).to_string()
     }
-    s.strip_suffix(".0").unwrap_or(s).to_string()
 }
 
 /// ASCII case-insensitive equality, for option names.
@@ -178,8 +192,21 @@ mod tests {
         assert_eq!(format_f64(10.5), "10.5");
         assert_eq!(format_f64(f64::INFINITY), "inf");
         assert_eq!(format_f64(1e20), "1e+20");
-        assert_eq!(format_f64(1.5e-7), "1.5e-07");
+        // Redis 7.0 prints %.17g, not the shortest form.
+        assert_eq!(format_f64(1.5e-7), "1.4999999999999999e-07");
         assert_eq!(format_f64(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(format_f64(0.1), "0.10000000000000001");
+        assert_eq!(format_f64(-0.0), "-0");
+        assert_eq!(format_f64(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_f64(1e16), "10000000000000000");
+        assert_eq!(format_f64(1e17), "1e+17");
+        assert_eq!(format_f64(123456789012345678.0), "1.2345678901234568e+17");
+        assert_eq!(format_f64(0.0001), "0.0001");
+        assert_eq!(format_f64(0.00001), "1.0000000000000001e-05");
+        assert_eq!(format_f64(12345678.9), "12345678.9");
+        assert_eq!(format_f64(-1.5), "-1.5");
+        assert_eq!(format_f64(1e300), "1.0000000000000001e+300");
+        assert_eq!(format_f64(5e-324), "4.9406564584124654e-324");
     }
 
     #[test]
@@ -189,6 +216,10 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b""), None);
+        assert_eq!(parse_f64(b"1e400"), None);
+        assert_eq!(parse_f64(b"1e-400"), None);
+        assert_eq!(parse_f64(b"0e5"), Some(0.0));
+        assert_eq!(parse_f64(b"-0.0"), Some(-0.0));
     }
 
     #[test]

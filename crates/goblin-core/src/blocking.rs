@@ -7,7 +7,7 @@
 
 use crate::conn::{Conn, Parked};
 use crate::server::{now_ms, Server};
-use engine::{BlockOn, Outcome};
+use engine::Outcome;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use store::Millis;
 
@@ -30,26 +30,32 @@ impl BlockedIndex {
         self.by_deadline.len()
     }
 
-    fn park(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], on: BlockOn) {
+    fn park(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        args: &[&[u8]],
+        mut keys: Vec<Vec<u8>>,
+        deadline: Option<Millis>,
+    ) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        for k in &on.keys {
-            let q = self.by_key.entry(k.clone()).or_default();
-            // A command naming the same key twice waits once on it.
-            if !q.iter().any(|e| e.1 == conn.id) {
-                q.push_back((slot, conn.id));
-            }
+        // A command naming the same key twice waits once on it.
+        keys.sort();
+        keys.dedup();
+        for k in &keys {
+            self.by_key.entry(k.clone()).or_default().push_back((slot, conn.id));
         }
-        if let Some(d) = on.deadline {
+        if let Some(d) = deadline {
             self.by_deadline.insert((d, seq, slot, conn.id));
         }
-        conn.parked = Some(Parked { args: args.iter().map(|a| a.to_vec()).collect(), on, seq });
+        conn.parked = Some(Parked { args: args.iter().map(|a| a.to_vec()).collect(), keys, deadline, seq });
     }
 
     /// Drops every index entry of `conn` (its `parked` is left to the caller).
     pub fn remove(&mut self, conn: &Conn, slot: usize) {
         let Some(p) = &conn.parked else { return };
-        for k in &p.on.keys {
+        for k in &p.keys {
             if let Some(q) = self.by_key.get_mut(k) {
                 q.retain(|e| e.1 != conn.id);
                 if q.is_empty() {
@@ -57,7 +63,7 @@ impl BlockedIndex {
                 }
             }
         }
-        if let Some(d) = p.on.deadline {
+        if let Some(d) = p.deadline {
             self.by_deadline.remove(&(d, p.seq, slot, conn.id));
         }
     }
@@ -65,8 +71,15 @@ impl BlockedIndex {
 
 impl Server {
     /// Parks `conn`: its remaining pipelined input waits until the command is served or times out.
-    pub(crate) fn park(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], on: BlockOn) {
-        self.blocked.park(conn, slot, args, on);
+    pub(crate) fn park(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        args: &[&[u8]],
+        keys: Vec<Vec<u8>>,
+        deadline: Option<Millis>,
+    ) {
+        self.blocked.park(conn, slot, args, keys, deadline);
     }
 
     /// Unparks `conn` after its command got its reply; its buffered input runs this turn. The

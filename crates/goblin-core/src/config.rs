@@ -10,7 +10,11 @@ use std::path::PathBuf;
 pub const DEFAULT_CLIENT_OUTPUT_LIMIT: u64 = 256 * 1024 * 1024;
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "goblin-core", version, about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2).")]
+#[command(
+    name = "goblin-core",
+    version,
+    about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2)."
+)]
 pub struct Config {
     /// TCP port to listen on; 0 disables TCP (as in Redis).
     #[arg(long, default_value_t = 6379)]

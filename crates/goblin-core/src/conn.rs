@@ -1,6 +1,5 @@
 //! One client connection: its socket, input and output buffers, parser and per-client state.
 
-use engine::BlockOn;
 use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
@@ -71,7 +70,9 @@ pub enum ReplyMode {
 /// waits on is signalled ready, and where it waits.
 pub struct Parked {
     pub args: Vec<Vec<u8>>,
-    pub on: BlockOn,
+    /// The keys waited on (each once) and the absolute deadline (None: forever).
+    pub keys: Vec<Vec<u8>>,
+    pub deadline: Option<store::Millis>,
     /// Arrival order, which also orders the deadline index.
     pub seq: u64,
 }
@@ -105,7 +106,8 @@ pub struct Conn {
     /// whole requests are parsed straight from the server's shared read buffer, and only a
     /// partial request (or input waiting behind a parked command) is copied here.
     pub pending: Vec<u8>,
-    pub parser: RequestParser,
+    /// `None` only while [`crate::server::Server::process_input`] is using it.
+    pub parser: Option<RequestParser>,
     /// Replies not yet written; `out[out_pos..]` is still to send.
     pub out: Vec<u8>,
     pub out_pos: usize,
@@ -126,7 +128,15 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(id: u64, stream: Stream, addr: String, laddr: String, fd: i32, unix: bool, parser: RequestParser) -> Self {
+    pub fn new(
+        id: u64,
+        stream: Stream,
+        addr: String,
+        laddr: String,
+        fd: i32,
+        unix: bool,
+        parser: RequestParser,
+    ) -> Self {
         let now = Instant::now();
         Conn {
             id,
@@ -142,7 +152,7 @@ impl Conn {
             last_active: now,
             last_cmd: "NULL",
             pending: Vec::new(),
-            parser,
+            parser: Some(parser),
             out: Vec::new(),
             out_pos: 0,
             want_write: false,
@@ -182,6 +192,9 @@ impl Conn {
         }
         if self.no_touch {
             f.push('T');
+        }
+        if self.unix {
+            f.push('U');
         }
         if f.is_empty() {
             f.push('N');

@@ -17,29 +17,31 @@ impl Server {
     /// to `conn.out` in order. Returns how many bytes were consumed: the rest is a partial
     /// request, or input that waits because the client got parked or is closing.
     pub(crate) fn process_input(&mut self, conn: &mut Conn, slot: usize, buf: &[u8]) -> usize {
+        // The parser is taken out of the connection while its arguments are in use: inline
+        // requests' arguments live inside it, and the handler needs the connection mutably.
+        let Some(mut parser) = conn.parser.take() else { return 0 };
         let mut pos = 0;
         while pos < buf.len() {
             if conn.parked.is_some() || conn.close_after_reply || conn.close_now {
                 break;
             }
-            match conn.parser.next(&buf[pos..]) {
+            match parser.next(&buf[pos..]) {
                 Ok(None) => break,
                 Ok(Some(n)) => {
                     let req = &buf[pos..pos + n];
                     pos += n;
-                    let ranges = conn.parser.args();
-                    let argc = ranges.len();
+                    let argc = parser.argc();
                     if argc == 0 {
                         continue; // blank inline line or `*0`: Redis ignores it
                     }
                     if argc <= STACK_ARGS {
                         let mut argv: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
-                        for (a, r) in argv.iter_mut().zip(ranges) {
-                            *a = &req[r.clone()];
+                        for (a, s) in argv.iter_mut().zip(parser.arg_slices(req)) {
+                            *a = s;
                         }
                         self.call(conn, slot, &argv[..argc]);
                     } else {
-                        let argv: Vec<&[u8]> = ranges.iter().map(|r| &req[r.clone()]).collect();
+                        let argv: Vec<&[u8]> = parser.arg_slices(req).collect();
                         self.call(conn, slot, &argv);
                     }
                 }
@@ -50,10 +52,12 @@ impl Server {
                     reply::error(&mut conn.out, &msg);
                     conn.close_after_reply = true;
                     // The rest of the input is garbage: drop it.
-                    return buf.len();
+                    pos = buf.len();
+                    break;
                 }
             }
         }
+        conn.parser = Some(parser);
         pos
     }
 
@@ -114,7 +118,7 @@ impl Server {
                     if in_exec {
                         reply::null_array(&mut conn.out);
                     } else {
-                        self.park(conn, slot, args, on);
+                        self.park(conn, slot, args, on.keys, on.deadline);
                     }
                 }
             }
@@ -158,7 +162,10 @@ impl Server {
                     return;
                 };
                 if multi.dirty {
-                    reply::error(&mut conn.out, b"EXECABORT Transaction discarded because of previous errors.");
+                    reply::error(
+                        &mut conn.out,
+                        b"EXECABORT Transaction discarded because of previous errors.",
+                    );
                     return;
                 }
                 reply::array_len(&mut conn.out, multi.queued.len());

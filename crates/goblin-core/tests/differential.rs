@@ -142,9 +142,24 @@ fn normalize(f: Frame, cmp: Cmp) -> Frame {
             pairs.sort_by_key(|p| format!("{p:?}"));
             Frame::Array(Some(pairs.into_iter().flatten().collect()))
         }
-        (Cmp::Shape, Frame::Array(Some(items))) => Frame::Array(Some(vec![Frame::Integer(items.len() as i64)])),
+        (Cmp::Shape, Frame::Array(Some(items))) => {
+            Frame::Array(Some(vec![Frame::Integer(items.len() as i64)]))
+        }
         (Cmp::Shape, Frame::Bulk(Some(_))) => Frame::Bulk(Some(b"<some>".to_vec())),
         (_, f) => f,
+    }
+}
+
+/// A frame as readable text for failure messages.
+fn text(f: &Frame) -> String {
+    match f {
+        Frame::Simple(s) => format!("+{}", String::from_utf8_lossy(s)),
+        Frame::Error(s) => format!("-{}", String::from_utf8_lossy(s)),
+        Frame::Integer(i) => format!(":{i}"),
+        Frame::Bulk(None) => "(nil)".into(),
+        Frame::Bulk(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
+        Frame::Array(None) => "(nil array)".into(),
+        Frame::Array(Some(items)) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -202,7 +217,7 @@ impl Gen {
     fn command(&mut self, families: &[&str]) -> (Vec<Vec<u8>>, Cmp) {
         let family = self.pick(families);
         let mut a: Vec<Vec<u8>> = Vec::new();
-        macro_rules! push { ($($e:expr),*) => { $( a.push($e.into()); )* } }
+        macro_rules! push { ($($e:expr),*) => {{ $( a.push(Vec::<u8>::from($e)); )* }} }
         let mut cmp = Cmp::Exact;
         match family {
             "string" => match self.rng.gen_range(0..22) {
@@ -367,7 +382,11 @@ fn same_replies_as_redis() {
         panic!("redis-server is not installed: run scripts/install-deps.sh");
     };
     let goblin = start_goblin();
-    let fams = families();
+    let mut fams = families();
+    // DIFF_FAMILIES=string,hash narrows the run while debugging one family.
+    if let Ok(only) = std::env::var("DIFF_FAMILIES") {
+        fams.retain(|f| only.split(',').any(|o| o == *f));
+    }
     assert!(!fams.is_empty(), "no command family implemented");
     let seeds: u64 = std::env::var("DIFF_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
     let per_seed = 300;
@@ -387,8 +406,10 @@ fn same_replies_as_redis() {
             if r != o {
                 let tail: Vec<&String> = history.iter().rev().take(15).rev().collect();
                 panic!(
-                    "seed {seed}: replies differ for `{}`\n redis:  {r:?}\n goblin: {o:?}\nlast commands:\n{tail:#?}",
-                    show(&args)
+                    "seed {seed}: replies differ for `{}`\n redis:  {}\n goblin: {}\nlast commands:\n{tail:#?}",
+                    show(&args),
+                    text(&r),
+                    text(&o)
                 );
             }
             compared += 1;

@@ -32,6 +32,8 @@ pub struct BrokerConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicConfig {
     pub compact: bool,
+    /// Time/size retention applies ("delete" or "compact,delete").
+    pub delete: bool,
     pub retention_bytes: i64,
     pub retention_ms: i64,
     pub segment_bytes: u64,
@@ -40,20 +42,12 @@ pub struct TopicConfig {
     pub raw: BTreeMap<String, String>,
 }
 
-/// Topic config keys kaka understands. Others are refused with INVALID_CONFIG rather than
-/// silently ignored, so a client never believes a setting is in force when it is not.
-pub const TOPIC_KEYS: &[&str] = &[
-    "cleanup.policy",
-    "retention.bytes",
-    "retention.ms",
-    "segment.bytes",
-    "delete.retention.ms",
-];
 
 impl TopicConfig {
     pub fn resolve(raw: &BTreeMap<String, String>, b: &BrokerConfig) -> Result<TopicConfig, String> {
         let mut c = TopicConfig {
             compact: false,
+            delete: true,
             retention_bytes: b.retention_bytes,
             retention_ms: b.retention_ms,
             segment_bytes: b.segment_bytes,
@@ -64,9 +58,10 @@ impl TopicConfig {
             let int = || v.parse::<i64>().map_err(|_| format!("{k}: not an integer: {v}"));
             match k.as_str() {
                 "cleanup.policy" => {
-                    c.compact = match v.as_str() {
-                        "delete" => false,
-                        "compact" | "compact,delete" | "delete,compact" => true,
+                    (c.compact, c.delete) = match v.as_str() {
+                        "delete" => (false, true),
+                        "compact" => (true, false),
+                        "compact,delete" | "delete,compact" => (true, true),
                         _ => return Err(format!("cleanup.policy: unsupported value {v}")),
                     }
                 }

@@ -41,6 +41,7 @@ impl Memory {
         Arc::new(Memory { limit, used: AtomicUsize::new(0), fifo: Mutex::new(VecDeque::new()) })
     }
 
+    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::batch::{self, BatchHeader};
+use crate::batch::BatchHeader;
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::errors;
 use crate::memory::{Cached, Memory, TailCache};
@@ -712,7 +712,9 @@ impl Owner {
         if self.shared.failed.load(Ordering::Acquire) {
             return;
         }
-        self.apply_retention();
+        if self.cfg.delete {
+            self.apply_retention();
+        }
         if self.cfg.compact {
             if let Err(e) = crate::compaction::compact(&self.shared, &self.cfg, &self.memory).await {
                 tracing::error!(topic = %self.shared.topic, partition = self.shared.partition,

@@ -280,9 +280,6 @@ fn expire(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         b"expireat" => (1000, true),
         _ => (1, true),
     };
-    let Some(t) = parse_i64(args[2]) else {
-        return reply::error(out, errors::NOT_INTEGER);
-    };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &args[3..] {
         if eq_ic(opt, b"nx") {
@@ -305,6 +302,10 @@ fn expire(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if gt && lt {
         return reply::error(out, b"ERR GT and LT options at the same time are not compatible");
     }
+    // Options are validated before the time argument, as Redis does.
+    let Some(t) = parse_i64(args[2]) else {
+        return reply::error(out, errors::NOT_INTEGER);
+    };
     let base = if absolute { 0 } else { c.now };
     let deadline: Option<Millis> = t.checked_mul(unit_ms).and_then(|ms| ms.checked_add(base));
     let Some(deadline) = deadline else {
@@ -459,6 +460,10 @@ mod tests {
         );
         assert_eq!(run(&mut e, 1000, &["EXPIRE", "k", "5", "BAD"]), "-ERR Unsupported option BAD\r\n");
         assert_eq!(run(&mut e, 1000, &["EXPIRE", "k", "x"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(
+            run(&mut e, 1000, &["EXPIRE", "k", "x", "NX", "XX"]),
+            "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n"
+        );
         assert_eq!(
             run(&mut e, 1000, &["EXPIRE", "k", "9223372036854775807"]),
             "-ERR invalid expire time in 'expire' command\r\n"

@@ -4,6 +4,7 @@ pub mod array;
 pub mod cas;
 pub mod hash;
 pub mod keyspace;
+pub mod long_double;
 pub mod list;
 pub mod server;
 pub mod set;

@@ -9,6 +9,7 @@
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::commands::cas::Cond;
+use crate::commands::long_double::LongDouble;
 use crate::ctx::Ctx;
 use crate::errors;
 use crate::util::{eq_ic, parse_i64};
@@ -24,6 +25,7 @@ const WFN: u32 = Flags::WRITE | Flags::FAST;
 
 const G: &str = "string";
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     spec("get", 2, RF, (1, 1, 1), G, "Returns the string value of a key.", Handler::Data(get)),
     spec("set", -3, W, (1, 1, 1), G, "Sets the string value of a key, ignoring its type.", Handler::Data(set)),
@@ -273,7 +275,15 @@ enum SetReply {
 
 /// The SET family's common path: SET, SETNX, SETEX, PSETEX. Order of checks as in Redis:
 /// syntax (by the caller), expiry value, GET's type check, the condition, then the write.
-fn set_generic(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], val: &[u8], o: &SetOpts, cmd: &[u8], answer: SetReply) {
+fn set_generic(
+    c: &mut Ctx,
+    out: &mut Vec<u8>,
+    key: &[u8],
+    val: &[u8],
+    o: &SetOpts,
+    cmd: &[u8],
+    answer: SetReply,
+) {
     let ttl = match o.ttl.unwrap_or(Ttl::None) {
         Ttl::Set(unit, arg) => match deadline(c.now, unit, arg, cmd) {
             Ok(at) => SetTtl::At(at),
@@ -367,7 +377,7 @@ fn mget(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// MSET key value [key value ...]
 fn mset(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return errors::wrong_arity(out, args[0]);
     }
     for kv in args[1..].chunks(2) {
@@ -378,7 +388,7 @@ fn mset(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// MSETNX key value [key value ...]: all or nothing; nothing is emitted when a key exists.
 fn msetnx(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return errors::wrong_arity(out, args[0]);
     }
     // Check every key (expiring dead ones) before writing any.
@@ -452,11 +462,10 @@ fn getex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             let mut b = itoa::Buffer::new();
             c.emit(&[b"PEXPIREAT", key, b.format(at).as_bytes()]);
         }
-        (Ttl::Persist, _) => {
-            if c.ks.expire_at(key).is_some() {
-                c.ks.set_expire(key, None);
-                c.emit(&[b"PERSIST", key]);
-            }
+        // PERSIST on a key without a deadline changes nothing and emits nothing.
+        (Ttl::Persist, _) if c.ks.expire_at(key).is_some() => {
+            c.ks.set_expire(key, None);
+            c.emit(&[b"PERSIST", key]);
         }
         _ => {}
     }
@@ -637,537 +646,558 @@ fn decrby(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// INCRBYFLOAT key increment: long double arithmetic and formatting exactly as Redis (see
-/// [`long_double`]); emitted as `SET key <result> KEEPTTL`, as Redis itself replicates it.
+/// INCRBYFLOAT key increment: computed in emulated x87 `long double` and printed as Redis
+/// prints it (see `long_double.rs`), so `0.1` added three times reads "0.3" as in Redis. Emitted
+/// as `SET key <result> KEEPTTL`, which is also how Redis replicates it.
 fn incrbyfloat(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    use long_double::{parse, Ld, Num};
     let key = args[1];
     let old = match c.write(key) {
-        None => Some(Num::Finite(Ld::from_i64(0))),
-        Some(ValueMut::Str(StrRef::Int(i))) => Some(Num::Finite(Ld::from_i64(i))),
-        Some(ValueMut::Str(StrRef::Bytes(b))) => parse(b),
+        None => Some(LongDouble::ZERO),
+        Some(ValueMut::Str(StrRef::Int(i))) => Some(LongDouble::from_i64(i)),
+        Some(ValueMut::Str(StrRef::Bytes(b))) => LongDouble::parse(b),
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    let (Some(old), Some(incr)) = (old, parse(args[2])) else {
+    let (Some(old), Some(incr)) = (old, LongDouble::parse(args[2])) else {
         return reply::error(out, errors::NOT_FLOAT);
     };
-    let sum = match (old, incr) {
-        (Num::Finite(a), Num::Finite(b)) => a.add(b),
-        _ => None,
-    };
-    let Some(sum) = sum else {
+    // An infinite operand, or a sum past the largest long double, is refused.
+    let sum = old.add(incr);
+    if !old.is_finite() || !incr.is_finite() || !sum.is_finite() {
         return reply::error(out, errors::INCR_NAN_INF);
-    };
-    let text = sum.to_redis_string().into_bytes();
+    }
+    let text = sum.to_human().into_bytes();
     reply::bulk(out, &text);
     replace_string(c, key, text);
 }
 
-/// INCRBYFLOAT's arithmetic, bit for bit as Redis does it on x86-64.
-///
-/// Redis parses both operands with `strtold`, adds them as C `long double` (the x87 80-bit
-/// format: 64-bit mantissa with an explicit integer bit, 15-bit exponent) and prints the sum
-/// with `%.17Lf` before trimming trailing zeros. The extra 11 mantissa bits are why
-/// `INCRBYFLOAT k 0.1` three times reads back "0.3" from Redis, where f64 arithmetic would give
-/// "0.30000000000000004". Rust has no 80-bit float, so this module emulates the three steps
-/// exactly: correctly rounded decimal/hex parsing, a correctly rounded addition, and exact
-/// fixed-point printing (ties to even, as glibc does).
-mod long_double {
-    /// Smallest and largest exponent of `mant * 2^exp` with a 64-bit mantissa: the normal range
-    /// is 2^-16382 .. 2^16384, and subnormals keep `exp` at its minimum.
-    const MIN_EXP: i64 = -16445;
-    const MAX_EXP: i64 = 16320;
+#[cfg(test)]
+mod tests {
+    use crate::Engine;
+    use store::Value;
 
-    /// A finite extended-precision value `(-1)^neg * mant * 2^exp`. Zero has `mant == 0`.
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    pub struct Ld {
-        neg: bool,
-        mant: u64,
-        exp: i64,
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// Runs one command at `now`; returns its reply and the mutations it emitted.
+    fn run_at(e: &mut Engine, now: i64, args: &[&str]) -> (String, Vec<String>) {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let mut out = Vec::new();
+        e.run(&args, now, &mut out);
+        let muts =
+            e.muts.decode().iter().map(|m| String::from_utf8_lossy(&m.join(&b' ')).into_owned()).collect();
+        e.muts.clear();
+        (String::from_utf8_lossy(&out).into_owned(), muts)
     }
 
-    /// A parsed operand: a finite value or an infinity (which INCRBYFLOAT then rejects).
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    pub enum Num {
-        Finite(Ld),
-        Inf,
+    fn run(e: &mut Engine, args: &[&str]) -> (String, Vec<String>) {
+        run_at(e, NOW, args)
     }
 
-    /// Rounds the exact value `(-1)^neg * (n + sticky epsilon) * 2^e` to the nearest Ld, ties to
-    /// even. `sticky` says nonzero bits were dropped below `n`'s last bit; callers that set it
-    /// pass `n` with at least 66 significant bits so the guard bits are all in `n`.
-    /// Returns None on overflow.
-    fn round(neg: bool, n: u128, e: i64, sticky: bool) -> Option<Ld> {
-        if n == 0 {
-            return Some(Ld { neg, mant: 0, exp: 0 });
-        }
-        let bits = 128 - n.leading_zeros() as i64;
-        let mut shift = bits - 64;
-        if e + shift < MIN_EXP {
-            shift = MIN_EXP - e; // subnormal: the exponent stays at its floor
-        }
-        let (mant, exp) = if shift <= 0 {
-            ((n << (-shift) as u32) as u64 as u128, e + shift)
-        } else if shift > 128 {
-            (0, e + shift)
-        } else {
-            let (q, rem, half) = if shift == 128 {
-                (0u128, n, 1u128 << 127)
-            } else {
-                (n >> shift, n & ((1u128 << shift) - 1), 1u128 << (shift - 1))
-            };
-            let up = rem > half || (rem == half && (sticky || q & 1 == 1));
-            (q + up as u128, e + shift)
-        };
-        let (mant, exp) = if mant >> 64 != 0 { (mant >> 1, exp + 1) } else { (mant, exp) };
-        if exp > MAX_EXP {
-            return None;
-        }
-        Some(Ld { neg, mant: mant as u64, exp })
+    /// The reply only.
+    fn r(e: &mut Engine, args: &[&str]) -> String {
+        run(e, args).0
     }
 
-    impl Ld {
-        pub fn from_i64(v: i64) -> Ld {
-            // Any i64 fits in the 64-bit mantissa, so this is exact.
-            round(v < 0, v.unsigned_abs() as u128, 0, false).expect("an i64 never overflows")
-        }
-
-        /// `self + other`, correctly rounded; None if the sum overflows to infinity.
-        pub fn add(self, other: Ld) -> Option<Ld> {
-            if other.mant == 0 {
-                return Some(if self.mant == 0 { Ld { neg: self.neg && other.neg, ..self } } else { self });
-            }
-            if self.mant == 0 {
-                return Some(other);
-            }
-            let (big, small) = if self.exp >= other.exp { (self, other) } else { (other, self) };
-            let d = big.exp - small.exp;
-            // Both mantissas are placed 63 bits up, so the sum cannot overflow u128 and the
-            // smaller operand keeps 63 guard bits before anything is lost to `sticky`.
-            let b = (big.mant as u128) << 63;
-            let s_full = (small.mant as u128) << 63;
-            let (s, sticky) = if d >= 127 {
-                (0, true)
-            } else {
-                let s = s_full >> d;
-                (s, (s << d) != s_full)
-            };
-            let e = big.exp - 63;
-            if big.neg == small.neg {
-                return round(big.neg, b + s, e, sticky);
-            }
-            // Opposite signs. With d <= 1 nothing was shifted out and either side may be larger;
-            // otherwise `big` dominates and a nonzero sticky means a little more was subtracted.
-            if d == 0 || !sticky {
-                let (neg, n) = match b.cmp(&s) {
-                    std::cmp::Ordering::Equal => return Some(Ld { neg: false, mant: 0, exp: 0 }),
-                    std::cmp::Ordering::Greater => (big.neg, b - s),
-                    std::cmp::Ordering::Less => (small.neg, s - b),
-                };
-                return round(neg, n, e, false);
-            }
-            round(big.neg, b - s - 1, e, true)
-        }
-
-        /// `%.17Lf` followed by Redis's trimming: trailing fractional zeros and a bare '.' go,
-        /// and "-0" becomes "0".
-        pub fn to_redis_string(self) -> String {
-            const SCALE: u128 = 100_000_000_000_000_000; // 10^17
-            let mut s = String::new();
-            if self.neg {
-                s.push('-');
-            }
-            if self.exp >= 0 {
-                // An integer: no fractional digits survive the trimming.
-                let mut n = Big::from_u64(self.mant);
-                n.shl(self.exp as u64);
-                s.push_str(&n.to_decimal());
-            } else {
-                // Round mant * 10^17 / 2^-exp to an integer, ties to even.
-                let x = self.mant as u128 * SCALE; // < 2^121
-                let sh = -self.exp;
-                let r = if sh >= 122 {
-                    0 // x < 2^121 <= half of the divisor: rounds down to 0
-                } else {
-                    let sh = sh as u32;
-                    let q = x >> sh;
-                    let rem = x & ((1u128 << sh) - 1);
-                    let half = 1u128 << (sh - 1);
-                    q + (rem > half || (rem == half && q & 1 == 1)) as u128
-                };
-                s.push_str(&(r / SCALE).to_string());
-                let frac = format!("{:017}", r % SCALE);
-                let frac = frac.trim_end_matches('0');
-                if !frac.is_empty() {
-                    s.push('.');
-                    s.push_str(frac);
-                }
-            }
-            if s == "-0" {
-                s = "0".into();
-            }
-            s
-        }
+    fn err(msg: &str) -> String {
+        format!("-{msg}\r\n")
     }
 
-    /// Parses as Redis's `string2ld` does (glibc `strtold`, the whole string consumed, no
-    /// leading space, no NaN, no overflow to infinity, no underflow to zero). None: "value is
-    /// not a valid float".
-    pub fn parse(s: &[u8]) -> Option<Num> {
-        // string2ld copies into a 5 KiB buffer and hands strtold a C string: a NUL ends the
-        // number early and everything after it is ignored.
-        if s.is_empty() || s.len() >= 5 * 1024 {
-            return None;
-        }
-        let s = match s.iter().position(|&b| b == 0) {
-            Some(0) => return Some(Num::Finite(Ld::from_i64(0))), // strtold("") is 0, eptr at NUL
-            Some(p) => &s[..p],
-            None => s,
-        };
-        if matches!(s[0], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
-            return None;
-        }
-        let (neg, body) = match s[0] {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
-        };
-        if body.eq_ignore_ascii_case(b"inf") || body.eq_ignore_ascii_case(b"infinity") {
-            return Some(Num::Inf);
-        }
-        let (exact, nonzero) = if body.len() > 2 && body[0] == b'0' && (body[1] | 0x20) == b'x' {
-            parse_hex(&body[2..])?
-        } else {
-            parse_dec(body)?
-        };
-        let v = to_ld(neg, exact)?;
-        if nonzero && v.mant == 0 {
-            return None; // underflow: strtold reports ERANGE with a zero result
-        }
-        Some(Num::Finite(v))
+    fn bulk(s: &str) -> String {
+        format!("${}\r\n{s}\r\n", s.len())
     }
 
-    /// The exact value a number's text denotes, before rounding.
-    enum Exact {
-        /// `n * 2^e`
-        Bin(Big, i64),
-        /// `n * 10^e`
-        Dec(Big, i64),
+    const NIL: &str = "$-1\r\n";
+    const OK: &str = "+OK\r\n";
+    const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    const NOT_INT: &str = "-ERR value is not an integer or out of range\r\n";
+    const SYNTAX: &str = "-ERR syntax error\r\n";
+
+    /// An engine holding a hash at "h".
+    fn with_hash() -> Engine {
+        let mut e = Engine::default();
+        e.ks.insert(b"h", Value::Hash(Box::default()), None);
+        e
     }
 
-    fn digits_value(digits: &[u8], radix: u32) -> Big {
-        let mut n = Big::from_u64(0);
-        // Feed several digits per multiplication to keep the quadratic part small.
-        let per = if radix == 10 { 9 } else { 7 };
-        for chunk in digits.chunks(per) {
-            let mut v = 0u32;
-            for &d in chunk {
-                v = v * radix + (d as char).to_digit(radix).unwrap_or(0);
-            }
-            n.mul_small(radix.pow(chunk.len() as u32));
-            n.add_small(v);
-        }
-        n
+    #[test]
+    fn set_and_get() {
+        let mut e = Engine::default();
+        assert_eq!(r(&mut e, &["GET", "k"]), NIL);
+        assert_eq!(run(&mut e, &["SET", "k", "v"]), (OK.into(), vec!["SET k v".into()]));
+        assert_eq!(r(&mut e, &["GET", "k"]), bulk("v"));
+        assert_eq!(r(&mut e, &["set", "n", "-42"]), OK);
+        assert_eq!(r(&mut e, &["get", "n"]), bulk("-42"));
+        assert_eq!(r(&mut e, &["SET", "bin", "a\r\n\0b"]), OK);
+        assert_eq!(r(&mut e, &["GET", "bin"]), bulk("a\r\n\0b"));
+        assert_eq!(r(&mut e, &["GET", "k", "x"]), err("ERR wrong number of arguments for 'get' command"));
+        assert_eq!(r(&mut e, &["SET", "k"]), err("ERR wrong number of arguments for 'set' command"));
     }
 
-    /// Parses an exponent suffix body (`[+-]digits`), saturating far outside any finite range.
-    fn parse_exp(s: &[u8]) -> Option<i64> {
-        let (neg, d) = match s.first()? {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
-        };
-        if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        let mut v: i64 = 0;
-        for &c in d {
-            v = (v * 10 + (c - b'0') as i64).min(1_000_000_000);
-        }
-        Some(if neg { -v } else { v })
+    #[test]
+    fn set_conditions_and_get_option() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, &["SET", "k", "1", "XX"]), (NIL.into(), vec![]));
+        assert_eq!(run(&mut e, &["SET", "k", "1", "nx"]), (OK.into(), vec!["SET k 1".into()]));
+        assert_eq!(run(&mut e, &["SET", "k", "2", "NX"]), (NIL.into(), vec![]));
+        assert_eq!(run(&mut e, &["SET", "k", "2", "NX", "NX"]), (NIL.into(), vec![]));
+        assert_eq!(run(&mut e, &["SET", "k", "2", "XX"]), (OK.into(), vec!["SET k 2".into()]));
+        // GET answers the old value whether or not the write happened, and is not replicated.
+        assert_eq!(run(&mut e, &["SET", "k", "3", "GET"]), (bulk("2"), vec!["SET k 3".into()]));
+        assert_eq!(run(&mut e, &["SET", "k", "4", "NX", "GET"]), (bulk("3"), vec![]));
+        assert_eq!(run(&mut e, &["SET", "new", "x", "XX", "GET"]), (NIL.into(), vec![]));
+        assert_eq!(run(&mut e, &["SET", "new", "x", "GET"]), (NIL.into(), vec!["SET new x".into()]));
+        assert_eq!(r(&mut e, &["GET", "k"]), bulk("3"));
     }
 
-    /// Decimal: `digits[.digits][e[+-]digits]` with at least one mantissa digit.
-    fn parse_dec(s: &[u8]) -> Option<(Exact, bool)> {
-        let mut mant = Vec::with_capacity(s.len());
-        let mut i = 0;
-        let mut frac = 0i64;
-        let mut seen_dot = false;
-        let mut any = false;
-        while i < s.len() {
-            match s[i] {
-                c @ b'0'..=b'9' => {
-                    mant.push(c);
-                    any = true;
-                    if seen_dot {
-                        frac += 1;
-                    }
-                }
-                b'.' if !seen_dot => seen_dot = true,
-                _ => break,
-            }
-            i += 1;
+    #[test]
+    fn set_syntax_errors() {
+        let mut e = Engine::default();
+        for bad in [
+            &["SET", "k", "v", "NX", "XX"][..],
+            &["SET", "k", "v", "XX", "NX"],
+            &["SET", "k", "v", "EX"],
+            &["SET", "k", "v", "EX", "1", "PX", "2"],
+            &["SET", "k", "v", "KEEPTTL", "EX", "10"],
+            &["SET", "k", "v", "PX", "5", "KEEPTTL"],
+            &["SET", "k", "v", "PERSIST"],
+            &["SET", "k", "v", "bogus"],
+            &["SET", "k", "v", "IFEQ"],
+            &["SET", "k", "v", "NX", "IFEQ", "v"],
+            &["SET", "k", "v", "IFEQ", "v", "XX"],
+            &["SET", "k", "v", "IFEQ", "v", "IFNE", "w"],
+        ] {
+            assert_eq!(run(&mut e, bad), (SYNTAX.into(), vec![]), "{bad:?}");
         }
-        if !any {
-            return None;
-        }
-        let mut exp = 0;
-        if i < s.len() {
-            if s[i] | 0x20 != b'e' {
-                return None;
-            }
-            exp = parse_exp(&s[i + 1..])?;
-        }
-        let first = mant.iter().position(|&c| c != b'0');
-        let Some(first) = first else {
-            return Some((Exact::Dec(Big::from_u64(0), 0), false));
-        };
-        let mant = &mant[first..];
-        let e10 = exp - frac;
-        // Magnitude is about 10^(len + e10 - 1): far outside the extended range means overflow
-        // or underflow whatever the digits are (the limits are 1.19e4932 and 3.6e-4951).
-        let mag = mant.len() as i64 + e10;
-        if mag > 4934 {
-            return None;
-        }
-        if mag < -4953 {
-            return None;
-        }
-        Some((Exact::Dec(digits_value(mant, 10), e10), true))
+        assert_eq!(e.ks.len(), 0);
+        // The same option twice is fine; the last value wins.
+        assert_eq!(
+            run(&mut e, &["SET", "k", "v", "EX", "1", "ex", "2"]).1,
+            vec![format!("SET k v PXAT {}", NOW + 2000)]
+        );
+        assert_eq!(r(&mut e, &["SET", "k", "v", "KEEPTTL", "KEEPTTL", "GET", "GET"]), bulk("v"));
     }
 
-    /// Hexadecimal after "0x": `hexdigits[.hexdigits][p[+-]digits]`, at least one digit.
-    fn parse_hex(s: &[u8]) -> Option<(Exact, bool)> {
-        let mut mant = Vec::with_capacity(s.len());
-        let mut i = 0;
-        let mut frac = 0i64;
-        let mut seen_dot = false;
-        while i < s.len() {
-            match s[i] {
-                c if c.is_ascii_hexdigit() => {
-                    mant.push(c);
-                    if seen_dot {
-                        frac += 1;
-                    }
-                }
-                b'.' if !seen_dot => seen_dot = true,
-                _ => break,
-            }
-            i += 1;
-        }
-        if mant.is_empty() {
-            // strtold reads just the "0" and stops at the 'x': trailing garbage.
-            return None;
-        }
-        let mut exp = 0;
-        if i < s.len() {
-            if s[i] | 0x20 != b'p' {
-                return None;
-            }
-            exp = parse_exp(&s[i + 1..])?;
-        }
-        let n = digits_value(&mant, 16);
-        let nonzero = !n.is_zero();
-        Some((Exact::Bin(n, exp - 4 * frac), nonzero))
+    #[test]
+    fn set_expiry_is_absolute() {
+        let mut e = Engine::default();
+        assert_eq!(
+            run(&mut e, &["SET", "k", "v", "EX", "10"]).1,
+            vec![format!("SET k v PXAT {}", NOW + 10_000)]
+        );
+        assert_eq!(e.ks.expire_at(b"k"), Some(NOW + 10_000));
+        assert_eq!(run(&mut e, &["SET", "k", "v", "PX", "5"]).1, vec![format!("SET k v PXAT {}", NOW + 5)]);
+        assert_eq!(
+            run(&mut e, &["SET", "k", "v", "EXAT", "1800000000"]).1,
+            vec!["SET k v PXAT 1800000000000"]
+        );
+        assert_eq!(run(&mut e, &["SET", "k", "w", "KEEPTTL"]), (OK.into(), vec!["SET k w KEEPTTL".into()]));
+        assert_eq!(e.ks.expire_at(b"k"), Some(1_800_000_000_000));
+        assert_eq!(run(&mut e, &["SET", "k", "x", "PXAT", "9223372036854775807"]).0, OK);
+        // A plain SET drops the TTL.
+        assert_eq!(run(&mut e, &["SET", "k", "x"]).1, vec!["SET k x"]);
+        assert_eq!(e.ks.expire_at(b"k"), None);
+        // KEEPTTL on a missing key creates a persistent one.
+        assert_eq!(run(&mut e, &["SET", "p", "x", "KEEPTTL"]).0, OK);
+        assert_eq!(e.ks.expire_at(b"p"), None);
     }
 
-    fn to_ld(neg: bool, exact: Exact) -> Option<Ld> {
-        match exact {
-            Exact::Bin(n, e) => {
-                if n.is_zero() {
-                    return Some(Ld { neg, mant: 0, exp: 0 });
-                }
-                let bits = n.bit_len() as i64;
-                if bits + e > MAX_EXP + 65 {
-                    return None;
-                }
-                if bits + e < MIN_EXP - 2 {
-                    return Some(Ld { neg, mant: 0, exp: 0 });
-                }
-                let (top, sticky, shift) = n.top128();
-                round(neg, top, e + shift, sticky)
-            }
-            Exact::Dec(n, e10) => {
-                if n.is_zero() {
-                    return Some(Ld { neg, mant: 0, exp: 0 });
-                }
-                if e10 >= 0 {
-                    let mut n = n;
-                    n.mul_pow10(e10 as u64);
-                    let (top, sticky, shift) = n.top128();
-                    round(neg, top, shift, sticky)
-                } else {
-                    // n / 10^-e10: scale so the quotient has 126 bits, then round it.
-                    let mut d = Big::from_u64(1);
-                    d.mul_pow10((-e10) as u64);
-                    let k = 126 + d.bit_len() as i64 - n.bit_len() as i64;
-                    let mut a = n;
-                    if k > 0 {
-                        a.shl(k as u64);
-                    } else {
-                        d.shl((-k) as u64);
-                    }
-                    let (q, rem_nonzero) = a.div_small_quotient(&d);
-                    round(neg, q, -k, rem_nonzero)
-                }
-            }
-        }
+    #[test]
+    fn set_in_the_past_deletes() {
+        let mut e = Engine::default();
+        r(&mut e, &["SET", "k", "v"]);
+        assert_eq!(run(&mut e, &["SET", "k", "w", "EXAT", "1"]), (OK.into(), vec!["DEL k".into()]));
+        assert_eq!(r(&mut e, &["GET", "k"]), NIL);
+        assert_eq!(run(&mut e, &["SET", "k", "w", "PXAT", &NOW.to_string()]), (OK.into(), vec![]));
+        r(&mut e, &["SET", "k", "v"]);
+        assert_eq!(run(&mut e, &["SET", "k", "w", "PXAT", "100", "GET"]), (bulk("v"), vec!["DEL k".into()]));
+        assert_eq!(e.ks.len(), 0);
     }
 
-    /// A minimal unsigned big integer (little-endian 32-bit limbs), enough for exact
-    /// conversions between decimal text and the 80-bit format.
-    #[derive(Clone, Debug)]
-    struct Big(Vec<u32>);
+    #[test]
+    fn invalid_expire_times() {
+        let mut e = Engine::default();
+        let inv = |cmd: &str| err(&format!("ERR invalid expire time in '{cmd}' command"));
+        for (args, want) in [
+            (&["SET", "k", "v", "EX", "0"][..], inv("set")),
+            (&["SET", "k", "v", "EX", "-1"], inv("set")),
+            (&["SET", "k", "v", "PX", "0"], inv("set")),
+            (&["SET", "k", "v", "EXAT", "0"], inv("set")),
+            (&["SET", "k", "v", "EX", "9223372036854775"], inv("set")),
+            (&["SET", "k", "v", "EX", "9223372036854775807"], inv("set")),
+            (&["SET", "k", "v", "PX", "9223372036854775807"], inv("set")),
+            (&["SET", "k", "v", "EXAT", "9223372036854775807"], inv("set")),
+            (&["SET", "k", "v", "EX", "abc"], NOT_INT.into()),
+            (&["SET", "k", "v", "EX", "1.5"], NOT_INT.into()),
+            (&["SETEX", "k", "0", "v"], inv("setex")),
+            (&["SETEX", "k", "abc", "v"], NOT_INT.into()),
+            (&["SETEX", "k", "9223372036854775807", "v"], inv("setex")),
+            (&["PSETEX", "k", "-5", "v"], inv("psetex")),
+        ] {
+            assert_eq!(run(&mut e, args), (want, vec![]), "{args:?}");
+        }
+        // The expiry is checked before GET's type check and before the key is touched.
+        let mut e = with_hash();
+        assert_eq!(r(&mut e, &["SET", "h", "v", "GET", "EX", "0"]), inv("set"));
+        assert_eq!(r(&mut e, &["SET", "k", "v", "EX", "9223372036854"]), OK);
+    }
 
-    impl Big {
-        fn from_u64(v: u64) -> Big {
-            let mut b = Big(vec![v as u32, (v >> 32) as u32]);
-            b.trim();
-            b
+    #[test]
+    fn setnx_setex_psetex() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, &["SETNX", "k", "a"]), (":1\r\n".into(), vec!["SET k a".into()]));
+        assert_eq!(run(&mut e, &["SETNX", "k", "b"]), (":0\r\n".into(), vec![]));
+        assert_eq!(
+            run(&mut e, &["SETEX", "k", "10", "c"]),
+            (OK.into(), vec![format!("SET k c PXAT {}", NOW + 10_000)])
+        );
+        assert_eq!(
+            run(&mut e, &["PSETEX", "k", "10", "d"]),
+            (OK.into(), vec![format!("SET k d PXAT {}", NOW + 10)])
+        );
+        assert_eq!(r(&mut e, &["GET", "k"]), bulk("d"));
+        // Lazy expiry: SETNX on a dead key writes (after emitting its DEL).
+        assert_eq!(
+            run_at(&mut e, NOW + 10, &["SETNX", "k", "e"]),
+            (":1\r\n".into(), vec!["DEL k".into(), "SET k e".into()])
+        );
+    }
+
+    #[test]
+    fn wrong_type_everywhere() {
+        let mut e = with_hash();
+        for args in [
+            &["GET", "h"][..],
+            &["SET", "h", "v", "GET"],
+            &["SET", "h", "v", "NX", "GET"],
+            &["SET", "h", "v", "XX", "GET"],
+            &["SET", "h", "v", "IFEQ", "v"],
+            &["SET", "h", "v", "IFNE", "v"],
+            &["GETSET", "h", "v"],
+            &["GETDEL", "h"],
+            &["GETEX", "h"],
+            &["GETEX", "h", "EX", "0"],
+            &["APPEND", "h", "x"],
+            &["STRLEN", "h"],
+            &["GETRANGE", "h", "0", "1"],
+            &["SETRANGE", "h", "0", "x"],
+            &["SETRANGE", "h", "0", ""],
+            &["INCR", "h"],
+            &["DECR", "h"],
+            &["INCRBY", "h", "2"],
+            &["DECRBY", "h", "2"],
+            &["INCRBYFLOAT", "h", "1.5"],
+            &["INCRBYFLOAT", "h", "abc"],
+        ] {
+            assert_eq!(run(&mut e, args), (WRONGTYPE.into(), vec![]), "{args:?}");
         }
-        fn trim(&mut self) {
-            while self.0.last() == Some(&0) {
-                self.0.pop();
-            }
+        // Arguments are validated before the type where Redis does so.
+        assert_eq!(r(&mut e, &["INCRBY", "h", "x"]), NOT_INT);
+        assert_eq!(r(&mut e, &["GETRANGE", "h", "a", "1"]), NOT_INT);
+        assert_eq!(r(&mut e, &["SETRANGE", "h", "-1", "x"]), err("ERR offset is out of range"));
+        // MGET reads other types as nil; plain SET, MSET overwrite them.
+        assert_eq!(r(&mut e, &["MGET", "h", "nope"]), format!("*2\r\n{NIL}{NIL}"));
+        assert_eq!(run(&mut e, &["SET", "h", "v"]), (OK.into(), vec!["SET h v".into()]));
+        assert_eq!(r(&mut e, &["GET", "h"]), bulk("v"));
+    }
+
+    #[test]
+    fn multi_key() {
+        let mut e = Engine::default();
+        assert_eq!(
+            r(&mut e, &["MSET", "a", "1", "b"]),
+            err("ERR wrong number of arguments for 'mset' command")
+        );
+        assert_eq!(
+            r(&mut e, &["MSETNX", "a", "1", "b"]),
+            err("ERR wrong number of arguments for 'msetnx' command")
+        );
+        assert_eq!(r(&mut e, &["MGET"]), err("ERR wrong number of arguments for 'mget' command"));
+        r(&mut e, &["SET", "a", "old", "EX", "100"]);
+        assert_eq!(
+            run(&mut e, &["MSET", "a", "1", "b", "2"]),
+            (OK.into(), vec!["SET a 1".into(), "SET b 2".into()])
+        );
+        assert_eq!(e.ks.expire_at(b"a"), None, "MSET clears TTLs");
+        assert_eq!(r(&mut e, &["MGET", "a", "x", "b"]), format!("*3\r\n{}{NIL}{}", bulk("1"), bulk("2")));
+        assert_eq!(run(&mut e, &["MSETNX", "c", "3", "a", "9"]), (":0\r\n".into(), vec![]));
+        assert_eq!(r(&mut e, &["GET", "c"]), NIL);
+        assert_eq!(
+            run(&mut e, &["MSETNX", "c", "3", "d", "4"]),
+            (":1\r\n".into(), vec!["SET c 3".into(), "SET d 4".into()])
+        );
+        assert_eq!(run(&mut e, &["GETSET", "c", "5"]), (bulk("3"), vec!["SET c 5".into()]));
+        assert_eq!(run(&mut e, &["GETSET", "z", "5"]), (NIL.into(), vec!["SET z 5".into()]));
+    }
+
+    #[test]
+    fn getdel_and_getex() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, &["GETDEL", "k"]), (NIL.into(), vec![]));
+        r(&mut e, &["SET", "k", "v"]);
+        assert_eq!(run(&mut e, &["GETDEL", "k"]), (bulk("v"), vec!["DEL k".into()]));
+        assert_eq!(e.ks.len(), 0);
+
+        r(&mut e, &["SET", "k", "v"]);
+        assert_eq!(run(&mut e, &["GETEX", "k"]), (bulk("v"), vec![]));
+        assert_eq!(
+            run(&mut e, &["GETEX", "k", "PERSIST"]),
+            (bulk("v"), vec![]),
+            "no TTL: nothing to persist"
+        );
+        assert_eq!(
+            run(&mut e, &["GETEX", "k", "EX", "10"]),
+            (bulk("v"), vec![format!("PEXPIREAT k {}", NOW + 10_000)])
+        );
+        assert_eq!(e.ks.expire_at(b"k"), Some(NOW + 10_000));
+        assert_eq!(run(&mut e, &["GETEX", "k", "PX", "10"]).1, vec![format!("PEXPIREAT k {}", NOW + 10)]);
+        assert_eq!(
+            run(&mut e, &["GETEX", "k", "PXAT", "1800000000000"]).1,
+            vec!["PEXPIREAT k 1800000000000"]
+        );
+        assert_eq!(run(&mut e, &["GETEX", "k", "EXAT", "1800000001"]).1, vec!["PEXPIREAT k 1800000001000"]);
+        assert_eq!(run(&mut e, &["GETEX", "k", "persist", "PERSIST"]), (bulk("v"), vec!["PERSIST k".into()]));
+        assert_eq!(e.ks.expire_at(b"k"), None);
+        // An absolute time in the past deletes the key.
+        assert_eq!(run(&mut e, &["GETEX", "k", "EXAT", "1"]), (bulk("v"), vec!["DEL k".into()]));
+        assert_eq!(e.ks.len(), 0);
+
+        r(&mut e, &["SET", "k", "v"]);
+        for bad in [
+            &["GETEX", "k", "EX", "1", "PX", "1"][..],
+            &["GETEX", "k", "KEEPTTL"],
+            &["GETEX", "k", "EX"],
+            &["GETEX", "k", "NX"],
+            &["GETEX", "k", "PERSIST", "EX", "1"],
+        ] {
+            assert_eq!(r(&mut e, bad), SYNTAX, "{bad:?}");
         }
-        fn is_zero(&self) -> bool {
-            self.0.is_empty()
+        assert_eq!(r(&mut e, &["GETEX", "k", "EX", "0"]), err("ERR invalid expire time in 'getex' command"));
+        assert_eq!(r(&mut e, &["GETEX", "k", "EX", "x"]), NOT_INT);
+        // A missing key answers nil before the expiry value is looked at.
+        assert_eq!(r(&mut e, &["GETEX", "nokey", "EX", "0"]), NIL);
+        assert_eq!(r(&mut e, &["GETEX"]), err("ERR wrong number of arguments for 'getex' command"));
+    }
+
+    #[test]
+    fn append_strlen_ranges() {
+        let mut e = Engine::default();
+        assert_eq!(r(&mut e, &["STRLEN", "k"]), ":0\r\n");
+        assert_eq!(run(&mut e, &["APPEND", "k", "Hel"]), (":3\r\n".into(), vec!["SET k Hel KEEPTTL".into()]));
+        r(&mut e, &["PEXPIREAT", "k", "1800000000000"]);
+        assert_eq!(
+            run(&mut e, &["APPEND", "k", "lo"]),
+            (":5\r\n".into(), vec!["SET k Hello KEEPTTL".into()])
+        );
+        assert_eq!(e.ks.expire_at(b"k"), Some(1_800_000_000_000), "APPEND keeps the TTL");
+        assert_eq!(run(&mut e, &["APPEND", "k", ""]), (":5\r\n".into(), vec![]));
+        assert_eq!(
+            run(&mut e, &["APPEND", "empty", ""]),
+            (":0\r\n".into(), vec!["SET empty  KEEPTTL".into()])
+        );
+        assert_eq!(r(&mut e, &["EXISTS", "empty"]), ":1\r\n");
+        assert_eq!(r(&mut e, &["STRLEN", "k"]), ":5\r\n");
+        for (s, t, want) in [
+            ("0", "-1", "Hello"),
+            ("-1", "-5", ""),
+            ("-5", "-1", "Hello"),
+            ("2", "100", "llo"),
+            ("10", "20", ""),
+            ("-100", "-50", "H"),
+            ("-100", "1", "He"),
+            ("3", "1", ""),
+            ("0", "-100", "H"),
+            ("0", "9223372036854775807", "Hello"),
+            ("-9223372036854775808", "-1", "Hello"),
+        ] {
+            assert_eq!(r(&mut e, &["GETRANGE", "k", s, t]), bulk(want), "{s} {t}");
         }
-        fn bit_len(&self) -> u64 {
-            match self.0.last() {
-                None => 0,
-                Some(&top) => self.0.len() as u64 * 32 - top.leading_zeros() as u64,
-            }
+        assert_eq!(r(&mut e, &["SUBSTR", "k", "1", "2"]), bulk("el"));
+        assert_eq!(r(&mut e, &["GETRANGE", "nokey", "0", "1"]), bulk(""));
+        assert_eq!(r(&mut e, &["GETRANGE", "nokey", "x", "1"]), NOT_INT);
+        r(&mut e, &["SET", "n", "12345"]);
+        assert_eq!(r(&mut e, &["GETRANGE", "n", "1", "2"]), bulk("23"));
+        assert_eq!(r(&mut e, &["STRLEN", "n"]), ":5\r\n");
+        assert_eq!(
+            run(&mut e, &["APPEND", "n", "6"]),
+            (":6\r\n".into(), vec!["SET n 123456 KEEPTTL".into()])
+        );
+        assert_eq!(r(&mut e, &["INCR", "n"]), ":123457\r\n");
+    }
+
+    #[test]
+    fn setrange_rules() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, &["SETRANGE", "k", "0", ""]), (":0\r\n".into(), vec![]));
+        assert_eq!(e.ks.len(), 0, "an empty patch creates nothing");
+        assert_eq!(
+            run(&mut e, &["SETRANGE", "k", "1", "foo"]),
+            (":4\r\n".into(), vec!["SET k \0foo KEEPTTL".into()])
+        );
+        assert_eq!(
+            run(&mut e, &["SETRANGE", "k", "0", "b"]),
+            (":4\r\n".into(), vec!["SET k bfoo KEEPTTL".into()])
+        );
+        assert_eq!(
+            run(&mut e, &["SETRANGE", "k", "6", "x"]),
+            (":7\r\n".into(), vec!["SET k bfoo\0\0x KEEPTTL".into()])
+        );
+        assert_eq!(run(&mut e, &["SETRANGE", "k", "0", ""]), (":7\r\n".into(), vec![]));
+        r(&mut e, &["SET", "n", "1234"]);
+        assert_eq!(r(&mut e, &["SETRANGE", "n", "1", "3"]), ":4\r\n");
+        assert_eq!(r(&mut e, &["GET", "n"]), bulk("1334"));
+        let too_long = err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        assert_eq!(r(&mut e, &["SETRANGE", "k", "536870912", "x"]), too_long);
+        assert_eq!(r(&mut e, &["SETRANGE", "new", "536870908", "world"]), too_long);
+        assert_eq!(r(&mut e, &["SETRANGE", "new", "9223372036854775807", "x"]), too_long);
+        assert_eq!(r(&mut e, &["SETRANGE", "new", "536870912", ""]), ":0\r\n", "empty patch: no size check");
+        assert_eq!(r(&mut e, &["SETRANGE", "k", "-1", "x"]), err("ERR offset is out of range"));
+        assert_eq!(r(&mut e, &["SETRANGE", "k", "x", "x"]), NOT_INT);
+        assert_eq!(r(&mut e, &["GET", "k"]), bulk("bfoo\0\0x"));
+    }
+
+    #[test]
+    fn integer_counters() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, &["INCR", "c"]), (":1\r\n".into(), vec!["SET c 1 KEEPTTL".into()]));
+        assert_eq!(run(&mut e, &["INCRBY", "c", "41"]), (":42\r\n".into(), vec!["SET c 42 KEEPTTL".into()]));
+        assert_eq!(run(&mut e, &["DECR", "c"]), (":41\r\n".into(), vec!["SET c 41 KEEPTTL".into()]));
+        assert_eq!(run(&mut e, &["DECRBY", "c", "50"]), (":-9\r\n".into(), vec!["SET c -9 KEEPTTL".into()]));
+        assert_eq!(r(&mut e, &["GET", "c"]), bulk("-9"));
+        r(&mut e, &["PEXPIREAT", "c", "1800000000000"]);
+        r(&mut e, &["INCR", "c"]);
+        assert_eq!(e.ks.expire_at(b"c"), Some(1_800_000_000_000), "INCR keeps the TTL");
+
+        let overflow = err("ERR increment or decrement would overflow");
+        r(&mut e, &["SET", "m", "9223372036854775807"]);
+        assert_eq!(run(&mut e, &["INCR", "m"]), (overflow.clone(), vec![]));
+        assert_eq!(r(&mut e, &["INCRBY", "m", "-9223372036854775808"]), ":-1\r\n");
+        r(&mut e, &["SET", "m", "-9223372036854775808"]);
+        assert_eq!(r(&mut e, &["DECR", "m"]), overflow);
+        assert_eq!(r(&mut e, &["INCRBY", "m", "-1"]), overflow);
+        assert_eq!(r(&mut e, &["DECRBY", "m", "-9223372036854775808"]), err("ERR decrement would overflow"));
+        assert_eq!(r(&mut e, &["DECRBY", "m", "9223372036854775807"]), overflow);
+        assert_eq!(r(&mut e, &["GET", "m"]), bulk("-9223372036854775808"));
+
+        for v in ["abc", " 1", "1 ", "01", "-0", "+1", "1.0", "9223372036854775808", ""] {
+            r(&mut e, &["SET", "s", v]);
+            assert_eq!(run(&mut e, &["INCR", "s"]), (NOT_INT.into(), vec![]), "{v:?}");
         }
-        fn bit(&self, i: u64) -> bool {
-            let w = (i / 32) as usize;
-            w < self.0.len() && (self.0[w] >> (i % 32)) & 1 == 1
+        for arg in ["x", "1.5", "", "9223372036854775808", " 1"] {
+            assert_eq!(r(&mut e, &["INCRBY", "c", arg]), NOT_INT, "{arg:?}");
+            assert_eq!(r(&mut e, &["DECRBY", "c", arg]), NOT_INT, "{arg:?}");
         }
-        fn mul_small(&mut self, m: u32) {
-            let mut carry = 0u64;
-            for limb in self.0.iter_mut() {
-                let v = *limb as u64 * m as u64 + carry;
-                *limb = v as u32;
-                carry = v >> 32;
+        // Results are stored as integers.
+        assert!(matches!(e.ks.get(b"c"), Some(store::ValueRef::Str(store::StrRef::Int(-8)))));
+    }
+
+    /// (stored value or "" for none, increment, Redis 7.0.15's reply), captured from
+    /// redis-server on x86-64.
+    const FLOAT_CASES: &[(&str, &str, &str)] = &[
+        ("", "0.1", "0.1"),
+        ("0.1", "0.1", "0.2"),
+        ("0.2", "0.1", "0.3"),
+        ("10.5", "0.1", "10.6"),
+        ("5.0e3", "2.0e2", "5200"),
+        ("", "3.0", "3"),
+        ("", "1.5e-7", "0.00000015"),
+        ("", "1e-20", "0"),
+        ("17179869184", "0.1", "17179869184.09999999962747097"),
+        ("", "1e308", "99999999999999999996685879655845645660560099847415567207797047994921734868838061872100126921888539320446747225054013223152134749593960583597420814430196418767959100019603190778663109604507106667939153395788938914560543563061268364901618630217086589253444881623791300855757318142424510452728255046343928578048"),
+        ("", "+1.5", "1.5"),
+        ("", ".5", "0.5"),
+        ("", "5.", "5"),
+        ("", "123456789012345678901234567890", "123456789012345678899921813504"),
+        ("1e20", "0.1", "100000000000000000000"),
+        ("", "0x10", "16"),
+        ("", "0x1.8p1", "3"),
+        ("", "0X1P-3", "0.125"),
+        ("", "0.000003814697265625", "0.00000381469726562"),
+        ("", "-0.000003814697265625", "-0.00000381469726562"),
+        ("1", "-1", "0"),
+        ("", "-0", "0"),
+        ("", "-1e-30", "0"),
+        ("3", "-5.5", "-2.5"),
+        ("1.1", "2.2", "3.3"),
+        ("", "0.3333333333333333333333", "0.33333333333333333"),
+        ("9223372036854775807", "1", "9223372036854775808"),
+        ("-9223372036854775808", "-0.5", "-9223372036854775808"),
+        ("", "1e-4940", "0"),
+        ("", "1e-17", "0.00000000000000001"),
+        ("", "5e-18", "0"),
+        ("", "5.000001e-18", "0.00000000000000001"),
+        ("", "1.5e-17", "0.00000000000000002"),
+        ("", "2.5e-17", "0.00000000000000002"),
+        ("0.1", "1e-17", "0.10000000000000001"),
+        ("2.5", "2.5", "5"),
+        ("", "0.1e1", "1"),
+        ("", "1E2", "100"),
+        ("1.7976931348623157e308", "1.7976931348623157e308", "359538626972463139991842093548208868096772893888658356970628841530353257046248792709403737216774171128857586838851041378617416726902272110715794556052955234146997955372576789671236326588091188869859074894581254961338834769297758245552436667197907705664206565009503223382416235440319971852753604933726679072768"),
+    ];
+
+    #[test]
+    fn incrbyfloat_matches_redis() {
+        for (stored, incr, want) in FLOAT_CASES {
+            let mut e = Engine::default();
+            if !stored.is_empty() {
+                r(&mut e, &["SET", "f", stored]);
             }
-            if carry != 0 {
-                self.0.push(carry as u32);
-            }
-            self.trim();
+            let (reply, muts) = run(&mut e, &["INCRBYFLOAT", "f", incr]);
+            assert_eq!(reply, bulk(want), "{stored:?} + {incr:?}");
+            assert_eq!(muts, vec![format!("SET f {want} KEEPTTL")]);
         }
-        fn add_small(&mut self, a: u32) {
-            let mut carry = a as u64;
-            for limb in self.0.iter_mut() {
-                if carry == 0 {
-                    break;
-                }
-                let v = *limb as u64 + carry;
-                *limb = v as u32;
-                carry = v >> 32;
-            }
-            if carry != 0 {
-                self.0.push(carry as u32);
-            }
+        // Three increments of 0.1 read back as 0.3, as in Redis (f64 would say ...04).
+        let mut e = Engine::default();
+        for want in ["0.1", "0.2", "0.3"] {
+            assert_eq!(r(&mut e, &["INCRBYFLOAT", "f", "0.1"]), bulk(want));
         }
-        fn mul_pow10(&mut self, mut e: u64) {
-            while e >= 9 {
-                self.mul_small(1_000_000_000);
-                e -= 9;
+        // The largest finite long doubles print in full.
+        let mut e = Engine::default();
+        let big = r(&mut e, &["INCRBYFLOAT", "f", "1e4932"]);
+        assert!(big.starts_with("$4933\r\n10000000000000000000060189493879638913238377742545331147737850413525330194866087224"), "{}", &big[..40]);
+    }
+
+    #[test]
+    fn incrbyfloat_errors() {
+        let nan_inf = err("ERR increment would produce NaN or Infinity");
+        let not_float = err("ERR value is not a valid float");
+        let mut e = Engine::default();
+        for (stored, incr, want) in [
+            ("", "inf", &nan_inf),
+            ("", "Infinity", &nan_inf),
+            ("", "-inf", &nan_inf),
+            ("1.18e4932", "1.18e4932", &nan_inf),
+            ("inf", "-inf", &nan_inf),
+            ("", "NaN", &not_float),
+            ("", "abc", &not_float),
+            ("", "1e", &not_float),
+            ("", " 1", &not_float),
+            ("", "1 ", &not_float),
+            ("", "", &not_float),
+            ("", "0x", &not_float),
+            ("", "1e5000", &not_float),
+            ("", "1.19e4932", &not_float),
+            ("", "1e-5000", &not_float),
+            // strtold stops at a NUL, and Redis then refuses the unread rest.
+            ("", "1\0", &not_float),
+            ("", "\0", &not_float),
+            ("2\0zz", "1", &not_float),
+            ("12", "abc", &not_float),
+            ("abc", "1", &not_float),
+            ("abc", "inf", &not_float),
+        ] {
+            e.ks.clear();
+            if !stored.is_empty() {
+                r(&mut e, &["SET", "f", stored]);
             }
-            self.mul_small(10u32.pow(e as u32));
+            assert_eq!(
+                run(&mut e, &["INCRBYFLOAT", "f", incr]),
+                (want.clone(), vec![]),
+                "{stored:?} + {incr:?}"
+            );
         }
-        fn shl(&mut self, bits: u64) {
-            if self.is_zero() {
-                return;
-            }
-            let words = (bits / 32) as usize;
-            let b = (bits % 32) as u32;
-            if b != 0 {
-                let mut carry = 0u32;
-                for limb in self.0.iter_mut() {
-                    let v = *limb;
-                    *limb = (v << b) | carry;
-                    carry = v >> (32 - b);
-                }
-                if carry != 0 {
-                    self.0.push(carry);
-                }
-            }
-            self.0.splice(0..0, std::iter::repeat(0).take(words));
-        }
-        /// The top 128 bits (or all of them), whether any lower bit is set, and the shift:
-        /// `self ~= top * 2^shift`.
-        fn top128(&self) -> (u128, bool, i64) {
-            let len = self.bit_len();
-            let shift = len.saturating_sub(128);
-            let mut top = 0u128;
-            for i in (shift..len).rev() {
-                top = (top << 1) | self.bit(i) as u128;
-            }
-            let sticky = (0..shift).any(|i| self.bit(i));
-            (top, sticky, shift as i64)
-        }
-        fn cmp(&self, o: &Big) -> std::cmp::Ordering {
-            self.0.len().cmp(&o.0.len()).then_with(|| self.0.iter().rev().cmp(o.0.iter().rev()))
-        }
-        fn sub_assign(&mut self, o: &Big) {
-            let mut borrow = 0i64;
-            for i in 0..self.0.len() {
-                let v = self.0[i] as i64 - o.0.get(i).copied().unwrap_or(0) as i64 - borrow;
-                borrow = (v < 0) as i64;
-                self.0[i] = v.rem_euclid(1 << 32) as u32;
-            }
-            self.trim();
-        }
-        fn shr1(&mut self) {
-            let mut carry = 0u32;
-            for limb in self.0.iter_mut().rev() {
-                let v = *limb;
-                *limb = (v >> 1) | (carry << 31);
-                carry = v & 1;
-            }
-            self.trim();
-        }
-        /// `self / d` when the quotient is known to fit in 127 bits, and whether the remainder
-        /// is nonzero. Plain shift-and-subtract: 127 steps.
-        fn div_small_quotient(mut self, d: &Big) -> (u128, bool) {
-            let mut dd = d.clone();
-            dd.shl(127);
-            let mut q = 0u128;
-            for _ in 0..=127 {
-                q <<= 1;
-                if self.cmp(&dd) != std::cmp::Ordering::Less {
-                    self.sub_assign(&dd);
-                    q |= 1;
-                }
-                dd.shr1();
-            }
-            (q, !self.is_zero())
-        }
-        fn div_small(&mut self, d: u32) -> u32 {
-            let mut rem = 0u64;
-            for limb in self.0.iter_mut().rev() {
-                let v = (rem << 32) | *limb as u64;
-                *limb = (v / d as u64) as u32;
-                rem = v % d as u64;
-            }
-            self.trim();
-            rem as u32
-        }
-        fn to_decimal(&self) -> String {
-            if self.is_zero() {
-                return "0".into();
-            }
-            let mut n = self.clone();
-            let mut chunks = Vec::new();
-            while !n.is_zero() {
-                chunks.push(n.div_small(1_000_000_000));
-            }
-            let mut s = chunks.last().map(|c| c.to_string()).unwrap_or_default();
-            for c in chunks.iter().rev().skip(1) {
-                s.push_str(&format!("{c:09}"));
-            }
-            s
-        }
+        // The old value and TTL survive a failed increment; a good one keeps the TTL.
+        r(&mut e, &["SET", "f", "1.5", "PXAT", "1800000000000"]);
+        assert_eq!(r(&mut e, &["INCRBYFLOAT", "f", "inf"]), nan_inf);
+        assert_eq!(r(&mut e, &["INCRBYFLOAT", "f", "1"]), bulk("2.5"));
+        assert_eq!(e.ks.expire_at(b"f"), Some(1_800_000_000_000));
     }
 }

@@ -56,7 +56,12 @@ pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
         let args: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
         let mut out = Vec::new();
         b.run(&args, now, &mut out);
-        assert!(!out.starts_with(b"-"), "replaying {:?} failed: {}", pretty(m), String::from_utf8_lossy(&out));
+        assert!(
+            !out.starts_with(b"-"),
+            "replaying {:?} failed: {}",
+            pretty(m),
+            String::from_utf8_lossy(&out)
+        );
     }
     assert_eq!(b.repl.offset, a.repl.offset, "replay advances the offset identically");
     let (da, db) = (dump(&a), dump(&b));

@@ -171,7 +171,12 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_rss_human", "{}", human_bytes(rss));
     field!(t, "used_memory_peak", "{peak}");
     field!(t, "used_memory_peak_human", "{}", human_bytes(peak));
-    field!(t, "used_memory_peak_perc", "{:.2}%", if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 100.0 });
+    field!(
+        t,
+        "used_memory_peak_perc",
+        "{:.2}%",
+        if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 100.0 }
+    );
     field!(t, "maxmemory", "0");
     field!(t, "maxmemory_human", "0B");
     field!(t, "maxmemory_policy", "noeviction");

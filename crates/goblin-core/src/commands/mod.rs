@@ -20,6 +20,11 @@ use resp::reply;
 
 /// Runs server command `spec` (name and arity already checked).
 pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec, args: &[&[u8]], now: i64) {
+    if args.len() >= 2 {
+        if let Some(full) = subcommand_name(spec.name, args[1]) {
+            c.last_cmd = full;
+        }
+    }
     let out = &mut c.out;
     match spec.name {
         "info" => info::info(s, c, args),
@@ -63,6 +68,49 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
     }
 }
 
+/// Subcommands of the container commands, named as CLIENT LIST's `cmd=` shows them.
+const SUBCOMMANDS: &[&str] = &[
+    "client|id",
+    "client|getname",
+    "client|setname",
+    "client|info",
+    "client|list",
+    "client|kill",
+    "client|setinfo",
+    "client|no-evict",
+    "client|no-touch",
+    "client|reply",
+    "client|getredir",
+    "client|help",
+    "config|get",
+    "config|set",
+    "config|resetstat",
+    "config|rewrite",
+    "config|help",
+    "command|count",
+    "command|info",
+    "command|docs",
+    "command|list",
+    "command|getkeys",
+    "command|help",
+    "memory|usage",
+    "memory|stats",
+    "memory|doctor",
+    "memory|purge",
+    "memory|malloc-stats",
+    "memory|help",
+];
+
+/// `cmd|sub` for a known subcommand (case-insensitive), else None.
+fn subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
+    SUBCOMMANDS.iter().copied().find(|full| {
+        full.len() == cmd.len() + 1 + sub.len()
+            && full.starts_with(cmd)
+            && full.as_bytes()[cmd.len()] == b'|'
+            && full.as_bytes()[cmd.len() + 1..].eq_ignore_ascii_case(sub)
+    })
+}
+
 /// `ERR wrong number of arguments for '<cmd>|<sub>' command`, as Redis words subcommand arity.
 pub(crate) fn wrong_sub_arity(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
     let mut name = cmd.to_ascii_lowercase();
@@ -91,7 +139,8 @@ pub(crate) fn help(out: &mut Vec<u8>, lines: &[&str]) {
 
 const NOPROTO: &[u8] = b"NOPROTO unsupported protocol version";
 const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
-const AUTH_NO_PASSWORD: &[u8] = b"ERR AUTH <password> called without any password configured for the default \
+const AUTH_NO_PASSWORD: &[u8] =
+    b"ERR AUTH <password> called without any password configured for the default \
 user. Are you sure your configuration is correct?";
 
 /// Checks credentials the way Redis does with no password configured: the `default` user
@@ -235,7 +284,11 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let fields: [(&str, i64); 6] = [
                 ("peak.allocated", s.stats.peak_memory.max(allocated) as i64),
                 ("total.allocated", allocated as i64),
-                ("clients.normal", s.conns.iter().flatten().map(|c| c.out.capacity() + c.pending.capacity()).sum::<usize>() as i64),
+                (
+                    "clients.normal",
+                    s.conns.iter().flatten().map(|c| c.out.capacity() + c.pending.capacity()).sum::<usize>()
+                        as i64,
+                ),
                 ("keys.count", keys),
                 ("keys.bytes-per-key", if keys > 0 { allocated as i64 / keys } else { 0 }),
                 ("dataset.bytes", allocated as i64),

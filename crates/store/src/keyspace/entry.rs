@@ -29,7 +29,7 @@ use crate::Millis;
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
 
-const LINK: usize = 8;
+/// The tag byte follows the 8-byte link.
 const TAG_AT: usize = 8;
 const HEADER: usize = 9;
 const FORM_MASK: u8 = 0b0111;
@@ -290,7 +290,9 @@ impl Entry {
                 let (n, w) = read_varint(v);
                 ValueRef::Str(StrRef::Bytes(std::slice::from_raw_parts(v.add(w), n)))
             }
-            Form::Int => ValueRef::Str(StrRef::Int(i64::from_le_bytes(ptr::read_unaligned(v as *const [u8; 8])))),
+            Form::Int => {
+                ValueRef::Str(StrRef::Int(i64::from_le_bytes(ptr::read_unaligned(v as *const [u8; 8]))))
+            }
             Form::Hash => ValueRef::Hash(&*(self.coll_ptr() as *const Hash)),
             Form::Set => ValueRef::Set(&*(self.coll_ptr() as *const Set)),
             Form::ZSet => ValueRef::ZSet(&*(self.coll_ptr() as *const ZSet)),

@@ -12,7 +12,10 @@
 //! and shrinks when fewer than one bucket in eight is used. A resize never moves everything at
 //! once: it allocates the new bucket array as `t[1]` and then every mutating call moves one chain
 //! from `t[0]` (plus [`ChainTable::rehash_step`], which the event loop calls when idle), so one
-//! call never pauses for more than a few buckets' worth of work.
+//! call never pauses for more than a few buckets' worth of work. Even zeroing the new array is
+//! spread out: a zeroed allocation of 16 MB (2M buckets) costs tens of milliseconds of page
+//! faults and memset here, so big arrays are allocated uninitialised and zeroed 1024 buckets per
+//! call before the move begins (the "pending" phase; the old array keeps serving meanwhile).
 //!
 //! # Scan cursor
 //! A cursor is a bucket index whose bits are incremented from the most significant bit of the
@@ -23,9 +26,16 @@
 //! a whole iteration is returned at least once however the table is resized in between (possibly
 //! more than once after a shrink). During a rehash, one step visits a bucket of the smaller table
 //! and every bucket of the larger table that maps onto it.
+//!
+//! # Reuse
+//! The keyspace is one user (`keyspace/entry.rs`). A big hash or set can be another: lay out an
+//! entry (8-byte link first, then e.g. a varint field length, the field, the value), implement
+//! [`ChainEntry`] for a marker type (`key` decodes the field, `free` deallocates), and keep its
+//! own per-key bookkeeping outside the table, as `Keyspace` keeps its volatile-key count.
 
 use super::hash::KeyHasher;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 /// The contract of the entries a [`ChainTable`] links together.
@@ -68,6 +78,17 @@ const MIN_BUCKETS: usize = 4;
 /// Empty buckets one rehash step may skip per chain it is asked to move, so that a step over a
 /// sparse table stays bounded.
 const EMPTY_VISITS_PER_STEP: usize = 10;
+/// Bucket arrays up to this many buckets (256 KB) are zeroed at once; bigger ones incrementally.
+const ZERO_AT_ONCE_MAX: usize = 1 << 15;
+/// Buckets of a pending array one step zeroes (8 KB: a couple of pages).
+const ZERO_PER_STEP: usize = 1024;
+
+/// A bucket array being zeroed before a resize can start using it. Invariant: the elements
+/// `buckets[..zeroed]` are initialised (null).
+struct Pending {
+    buckets: Box<[MaybeUninit<*mut u8>]>,
+    zeroed: usize,
+}
 
 /// Reverse-binary increment of `v` within `mask`: the most significant bit of the mask is the
 /// least significant digit of the count. Bits above the mask come out zero.
@@ -88,8 +109,11 @@ fn rev_incr(v: u64, mask: u64) -> u64 {
 /// 3. Every entry is on exactly one chain: `t[0][hash & (t[0].len() - 1)]` if that index is
 ///    `>= rehash_idx` (or no resize is in progress), else `t[1][hash & (t[1].len() - 1)]`.
 /// 4. `len` is the number of entries; the table owns each of them.
+/// 5. `pending` is Some only while no resize is in progress (`t[1]` empty); it holds no entries.
 pub struct ChainTable<E: ChainEntry> {
     t: [Box<[*mut u8]>; 2],
+    /// The next resize's bucket array, while it is being zeroed.
+    pending: Option<Pending>,
     /// The next bucket of `t[0]` to move into `t[1]` (meaningful during a resize only).
     rehash_idx: usize,
     len: usize,
@@ -114,6 +138,7 @@ impl<E: ChainEntry> ChainTable<E> {
     pub fn new() -> Self {
         ChainTable {
             t: [Box::new([]), Box::new([])],
+            pending: None,
             rehash_idx: 0,
             len: 0,
             hasher: KeyHasher::global(),
@@ -129,14 +154,19 @@ impl<E: ChainEntry> ChainTable<E> {
         self.len == 0
     }
 
-    /// True while a resize is in progress.
+    /// True while entries are moving from one bucket array to another.
     pub fn is_rehashing(&self) -> bool {
         !self.t[1].is_empty()
     }
 
-    /// Buckets in both arrays.
+    /// True while a resize is under way: its new array being zeroed, or entries moving.
+    pub fn is_resizing(&self) -> bool {
+        self.is_rehashing() || self.pending.is_some()
+    }
+
+    /// Buckets in all arrays (a pending one included).
     pub fn bucket_count(&self) -> usize {
-        self.t[0].len() + self.t[1].len()
+        self.t[0].len() + self.t[1].len() + self.pending.as_ref().map_or(0, |p| p.buckets.len())
     }
 
     /// Bytes of the bucket arrays (the table's own overhead besides the entries).
@@ -230,7 +260,8 @@ impl<E: ChainEntry> ChainTable<E> {
     /// call `f`) when `key` is absent.
     ///
     /// # Safety
-    /// The entry `f` returns satisfies the [`ChainEntry`] contract and has the same key.
+    /// The entry `f` returns satisfies the [`ChainEntry`] contract and has the same key, and
+    /// `key` does not point into the old entry (which `f` may free).
     pub unsafe fn replace_with(&mut self, key: &[u8], f: impl FnOnce(NonNull<u8>) -> NonNull<u8>) -> bool {
         let h = self.hash(key);
         let Some(link) = self.find_link(key, h) else {
@@ -258,8 +289,9 @@ impl<E: ChainEntry> ChainTable<E> {
         };
         self.len -= 1;
         if self.len == 0 {
-            // Every bucket is null: give both arrays back.
+            // Every bucket is null: give the arrays back.
             self.t = [Box::new([]), Box::new([])];
+            self.pending = None;
             self.rehash_idx = 0;
         } else {
             self.shrink_if_needed();
@@ -273,22 +305,24 @@ impl<E: ChainEntry> ChainTable<E> {
             self.t[0] = null_buckets(MIN_BUCKETS);
             return;
         }
-        if self.is_rehashing() {
+        if self.is_resizing() {
             // A resize started long ago is still running (e.g. a shrink through a sparse table
             // while inserts pour in): catch up faster, still in bounded steps.
-            if self.len >= self.t[1].len() * 2 {
+            let target = self.pending.as_ref().map_or(self.t[1].len(), |p| p.buckets.len());
+            if self.len >= target * 2 {
                 self.rehash_step(64);
             }
             return;
         }
         if self.len + 1 > self.t[0].len() {
-            self.start_resize(self.t[0].len() * 2);
+            // Usually a doubling; more when inserts outran a long shrink.
+            self.start_resize((self.len + 1).next_power_of_two().max(self.t[0].len() * 2));
         }
     }
 
     /// Starts a shrink when fewer than one bucket in eight is in use.
     fn shrink_if_needed(&mut self) {
-        if self.is_rehashing() || self.t[0].len() <= MIN_BUCKETS {
+        if self.is_resizing() || self.t[0].len() <= MIN_BUCKETS {
             return;
         }
         if self.len * 8 < self.t[0].len() {
@@ -297,29 +331,61 @@ impl<E: ChainEntry> ChainTable<E> {
     }
 
     fn start_resize(&mut self, buckets: usize) {
-        debug_assert!(!self.is_rehashing() && buckets.is_power_of_two());
+        debug_assert!(!self.is_resizing() && buckets.is_power_of_two());
         if buckets == self.t[0].len() {
             return;
         }
-        self.t[1] = null_buckets(buckets);
+        if buckets <= ZERO_AT_ONCE_MAX {
+            self.start_rehash(null_buckets(buckets));
+        } else {
+            self.pending = Some(Pending { buckets: Box::new_uninit_slice(buckets), zeroed: 0 });
+        }
+    }
+
+    fn start_rehash(&mut self, buckets: Box<[*mut u8]>) {
+        self.t[1] = buckets;
         self.rehash_idx = 0;
+    }
+
+    /// Zeroes up to `n` more buckets of the pending array; once all are, the move begins.
+    fn zero_pending(&mut self, n: usize) {
+        let Some(p) = self.pending.as_mut() else {
+            return;
+        };
+        let end = p.zeroed.saturating_add(n).min(p.buckets.len());
+        for b in &mut p.buckets[p.zeroed..end] {
+            b.write(std::ptr::null_mut());
+        }
+        p.zeroed = end;
+        if end == p.buckets.len() {
+            let p = self.pending.take().expect("checked above");
+            // SAFETY: every element is initialised (Pending's invariant with zeroed == len), and
+            // MaybeUninit<T> has T's layout, so the allocation is a valid [*mut u8].
+            let buckets = unsafe { Box::from_raw(Box::into_raw(p.buckets) as *mut [*mut u8]) };
+            self.start_rehash(buckets);
+        }
     }
 
     /// The share of a resize each mutating call performs.
     #[inline]
     fn rehash_auto(&mut self) {
-        if self.is_rehashing() {
+        if self.is_resizing() {
             self.rehash_step(1);
         }
     }
 
-    /// Moves up to `chains` non-empty buckets (skipping at most ten empty buckets per chain) of a
-    /// resize in progress, and starts a pending shrink when none is. Returns true while a resize
-    /// remains in progress. The event loop calls this with a budget when it is idle.
+    /// Does `chains` units of a resize in progress: moves up to `chains` non-empty buckets
+    /// (skipping at most ten empty buckets per chain), or zeroes `chains` x 1024 buckets of the
+    /// new array while it is pending; starts a due shrink when no resize is under way. Returns
+    /// true while a resize remains in progress. The event loop calls this when idle.
     pub fn rehash_step(&mut self, chains: usize) -> bool {
+        if self.pending.is_some() {
+            self.zero_pending(chains.saturating_mul(ZERO_PER_STEP));
+            return true;
+        }
         if !self.is_rehashing() {
             self.shrink_if_needed();
-            return self.is_rehashing();
+            return self.is_resizing();
         }
         let mut chains = chains;
         let mut empty_left = chains.saturating_mul(EMPTY_VISITS_PER_STEP);
@@ -353,9 +419,10 @@ impl<E: ChainEntry> ChainTable<E> {
         if self.rehash_idx == self.t[0].len() {
             self.t[0] = std::mem::replace(&mut self.t[1], Box::new([]));
             self.rehash_idx = 0;
-            return false;
+            // Removals during the resize may already call for the next shrink.
+            self.shrink_if_needed();
         }
-        true
+        self.is_resizing()
     }
 
     /// Calls `f` on every entry of chain `b` of array `t`.
@@ -383,8 +450,11 @@ impl<E: ChainEntry> ChainTable<E> {
             Self::visit_chain(&self.t[0], (cursor & mask) as usize, &mut f);
             return rev_incr(cursor, mask);
         }
-        let (small, large) =
-            if self.t[0].len() <= self.t[1].len() { (&self.t[0], &self.t[1]) } else { (&self.t[1], &self.t[0]) };
+        let (small, large) = if self.t[0].len() <= self.t[1].len() {
+            (&self.t[0], &self.t[1])
+        } else {
+            (&self.t[1], &self.t[0])
+        };
         let small_mask = (small.len() - 1) as u64;
         let large_mask = (large.len() - 1) as u64;
         Self::visit_chain(small, (cursor & small_mask) as usize, &mut f);
@@ -460,6 +530,7 @@ impl<E: ChainEntry> ChainTable<E> {
     /// Frees every entry and both bucket arrays.
     pub fn clear(&mut self) {
         let tables = std::mem::replace(&mut self.t, [Box::new([]), Box::new([])]);
+        self.pending = None;
         self.len = 0;
         self.rehash_idx = 0;
         for t in tables.iter() {
@@ -581,18 +652,41 @@ mod tests {
     }
 
     #[test]
-    fn a_step_never_moves_much() {
-        // Inserting into a big table moves at most a few chains per call: the bucket array of
-        // t[0] drains gradually, not at once.
+    fn a_step_never_does_much() {
+        // Inserting into a big table zeroes the new array a chunk at a time, then moves at most
+        // a few chains per call: no single call does the whole resize.
         let mut t = ChainTable::<U32Entry>::new();
-        for k in 0..(1 << 16) {
+        let mut k = 0;
+        while k < (1 << 16) {
             ins(&mut t, k);
+            k += 1;
         }
-        ins(&mut t, 1 << 16);
-        assert!(t.is_rehashing());
+        while t.rehash_step(1000) {}
+        ins(&mut t, k);
+        k += 1;
+        assert!(t.is_resizing() && !t.is_rehashing(), "a 2^17 array is zeroed incrementally");
+        let mut zeroed = t.pending.as_ref().unwrap().zeroed;
+        assert!(zeroed <= ZERO_PER_STEP);
+        while !t.is_rehashing() {
+            ins(&mut t, k);
+            k += 1;
+            if let Some(p) = &t.pending {
+                assert!(p.zeroed - zeroed <= ZERO_PER_STEP);
+                zeroed = p.zeroed;
+            }
+        }
+        // Every key is still there while the old array keeps serving.
+        for j in 0..k {
+            assert!(t.get(&j.to_le_bytes()).is_some());
+        }
         let before = t.rehash_idx;
-        ins(&mut t, (1 << 16) + 1);
+        ins(&mut t, k);
         assert!(t.rehash_idx - before <= 1 + EMPTY_VISITS_PER_STEP);
+        while t.rehash_step(100) {}
+        assert_eq!(t.bucket_count(), 1 << 17);
+        for j in 0..=k {
+            assert!(t.get(&j.to_le_bytes()).is_some());
+        }
     }
 
     #[test]
@@ -613,28 +707,32 @@ mod tests {
 
     #[test]
     fn scan_with_resizes_in_between_misses_nothing() {
+        // 40,000 keys, then 120,000 more during the scan: the table goes through the pending
+        // (incremental zeroing) phase and two rehashes, then shrinks back.
         let mut t = ChainTable::<U32Entry>::new();
-        for k in 0..3_000 {
+        for k in 0..40_000 {
             ins(&mut t, k);
         }
         let mut seen = HashSet::new();
         let mut cursor = 0;
-        let mut next_key = 100_000;
+        let mut next_key = 1_000_000;
         let mut steps = 0;
+        let mut saw_pending = false;
         loop {
             cursor = t.scan_step(cursor, |e| {
                 seen.insert(key_of(e));
             });
+            saw_pending |= t.pending.is_some();
             steps += 1;
-            // Grow hard during the first half, then shrink by removing the extra keys.
-            if steps < 200 {
+            // Grow hard during the first part, then shrink by removing the extra keys.
+            if steps < 3_000 {
                 for _ in 0..40 {
                     ins(&mut t, next_key);
                     next_key += 1;
                 }
-            } else if next_key > 100_000 {
+            } else if next_key > 1_000_000 {
                 for _ in 0..60 {
-                    if next_key == 100_000 {
+                    if next_key == 1_000_000 {
                         break;
                     }
                     next_key -= 1;
@@ -646,7 +744,8 @@ mod tests {
             }
             assert!(steps < 1_000_000);
         }
-        for k in 0..3_000 {
+        assert!(saw_pending);
+        for k in 0..40_000 {
             assert!(seen.contains(&k), "missed {k}");
         }
     }

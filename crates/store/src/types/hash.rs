@@ -57,7 +57,7 @@ impl Hash {
 
     /// One HSCAN step from `cursor` (about `count` slots of work); returns the next cursor, 0
     /// when done. Every field present for the whole iteration is returned at least once.
-    pub fn scan(&self, cursor: u64, count: usize, f: impl FnMut(&[u8], &[u8])) -> u64 {
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
         self.table.scan(cursor, count, f)
     }
 

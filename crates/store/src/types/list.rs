@@ -239,7 +239,7 @@ impl Chunk {
     fn from_bytes(bytes: &[u8], count: u32, room: usize, at_end: bool) -> Chunk {
         let cap = alloc_class(bytes.len() + room).max(bytes.len());
         let mut data = vec![0u8; cap].into_boxed_slice();
-        let start = if at_end { cap - bytes.len() - room } else { 0 };
+        let start = if at_end { cap - bytes.len() } else { 0 };
         data[start..start + bytes.len()].copy_from_slice(bytes);
         Chunk { data, head: start as u32, tail: (start + bytes.len()) as u32, count }
     }
@@ -378,6 +378,7 @@ impl List {
     }
 
     pub fn pop_front(&mut self) -> Option<Vec<u8>> {
+        let single = self.chunks.len() == 1;
         let c = self.chunks.front_mut()?;
         let h = c.head as usize;
         let (e, n) = entry::decode(&c.data[h..]);
@@ -385,7 +386,6 @@ impl List {
         c.head += n as u32;
         c.count -= 1;
         self.len -= 1;
-        let single = self.chunks.len() == 1;
         if c.count == 0 {
             self.chunks.pop_front();
             if single {
@@ -590,10 +590,12 @@ impl List {
     /// LREM: removes up to `count` elements equal to `v` (all if 0), from the head if
     /// `count >= 0`, from the tail if negative. Returns how many were removed.
     pub fn remove_matching(&mut self, v: &[u8], count: i64) -> usize {
-        let limit = if count == 0 { usize::MAX } else { count.unsigned_abs().min(usize::MAX as u64) as usize };
+        let limit =
+            if count == 0 { usize::MAX } else { count.unsigned_abs().min(usize::MAX as u64) as usize };
         let mut removed = 0;
         let n = self.chunks.len();
-        let order: Box<dyn Iterator<Item = usize>> = if count >= 0 { Box::new(0..n) } else { Box::new((0..n).rev()) };
+        let order: Box<dyn Iterator<Item = usize>> =
+            if count >= 0 { Box::new(0..n) } else { Box::new((0..n).rev()) };
         let mut touched = Vec::new();
         for ci in order {
             if removed >= limit {
@@ -802,7 +804,18 @@ mod tests {
 
     #[test]
     fn size_classes() {
-        let want = [(1, 8), (9, 16), (17, 32), (33, 48), (65, 80), (129, 160), (257, 320), (4096, 4096), (4097, 5120), (8193, 10240)];
+        let want = [
+            (1, 8),
+            (9, 16),
+            (17, 32),
+            (33, 48),
+            (65, 80),
+            (129, 160),
+            (257, 320),
+            (4096, 4096),
+            (4097, 5120),
+            (8193, 10240),
+        ];
         for (n, c) in want {
             assert_eq!(alloc_class(n), c, "{n}");
         }
@@ -815,10 +828,15 @@ mod tests {
             l.push_back(format!("e{k:06}").as_bytes());
         }
         let per = l.mem_usage() as f64 / 1000.0;
-        assert!(per < 9.0, "{per} bytes per element");
-        assert!(l.chunk_count() >= 2, "1000 x 8 bytes spans two 8 KiB chunks");
-        assert_eq!(l.get(999), Some(b"e000999".to_vec()));
-        assert_eq!(l.get(0), Some(b"e000000".to_vec()));
+        assert!(per < 8.5, "{per} bytes per element");
+        assert_eq!(l.chunk_count(), 1, "1000 x 8 bytes fit one 8 KiB chunk");
+        for k in 1000..3000 {
+            l.push_front(format!("e{k:06}").as_bytes());
+        }
+        assert!(l.mem_usage() < 3000 * 9, "{} bytes", l.mem_usage());
+        assert_eq!(l.get(0), Some(b"e002999".to_vec()));
+        assert_eq!(l.get(2999), Some(b"e000999".to_vec()));
+        assert_eq!(l.get(2000), Some(b"e000000".to_vec()));
     }
 
     #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 //!   of at most [`SMALL_MAX_BYTES`] per part, all in chunk 0, no dead records, in insertion order
 //!   (a field keeps its place when its value changes, as in a Redis listpack). Lookups scan.
 //! - Indexed mode ("hashtable"): an open-addressing (linear probing) table of u32 record
-//!   addresses, `chunk << 16 | offset`. Chunks stop taking records once they pass
+//!   addresses, `(chunk << 16 | offset) + 2` (0 and 1 mark empty and deleted slots). Chunks stop taking records once they pass
 //!   [`CHUNK_TARGET`] bytes, so every record starts below offset 65536 and no append ever copies
 //!   more than one chunk. Deleted records stay in place, flagged dead; a chunk that becomes
 //!   more than half dead is compacted on its own (bounded work) and its moved records repointed.
@@ -40,8 +40,10 @@ const CHUNK_TARGET: usize = 32 * 1024;
 const MAX_OFFSET: usize = 0xFFFF;
 /// Chunk numbers must fit in 16 bits and keep the two sentinels below free.
 const MAX_CHUNKS: usize = 0xFFFF;
-const EMPTY: u32 = u32::MAX;
-const TOMB: u32 = u32::MAX - 1;
+/// Slot sentinels. Zero means empty so that a new table comes from zeroed (lazily faulted)
+/// memory instead of a multi-megabyte fill; real addresses are stored offset by 2.
+const EMPTY: u32 = 0;
+const TOMB: u32 = 1;
 const MIN_BITS: u32 = 4;
 
 /// The size class jemalloc rounds a request of `n` bytes up to (four classes per power of
@@ -180,11 +182,12 @@ fn reserve(buf: &mut Vec<u8>, extra: usize) {
 #[inline]
 fn addr(chunk: usize, off: usize) -> u32 {
     debug_assert!(chunk < MAX_CHUNKS && off <= MAX_OFFSET);
-    ((chunk as u32) << 16) | off as u32
+    (((chunk as u32) << 16) | off as u32) + 2
 }
 
 #[inline]
 fn split(a: u32) -> (usize, usize) {
+    let a = a - 2;
     ((a >> 16) as usize, (a & 0xFFFF) as usize)
 }
 
@@ -282,7 +285,7 @@ impl Table {
             if step >= span && s == EMPTY {
                 break;
             }
-            if s < TOMB {
+            if s > TOMB {
                 let h32 = hash_bytes(key_at(chunks, s)) >> 32;
                 if lo <= h32 && h32 < hi {
                     f(s);
@@ -533,7 +536,8 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                     let h = hash_bytes(&c.buf[rec.key.clone()]);
                     c.buf.copy_within(r..rec.end, w);
                     let (from, to) = (addr(ci, r), addr(ci, w));
-                    let found = idx.cur.repoint(h, from, to) || idx.old.as_mut().is_some_and(|o| o.repoint(h, from, to));
+                    let found = idx.cur.repoint(h, from, to)
+                        || idx.old.as_mut().is_some_and(|o| o.repoint(h, from, to));
                     debug_assert!(found, "every live record has a slot");
                 }
                 w += rec.end - r;
@@ -581,7 +585,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             let end = (idx.moved + n).min(old.slots.len());
             for pos in idx.moved..end {
                 let a = old.slots[pos];
-                if a < TOMB {
+                if a > TOMB {
                     idx.cur.insert(hash_bytes(key_at(chunks, a)), a);
                     old.slots[pos] = TOMB;
                     old.live -= 1;
@@ -608,7 +612,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     fn rebuild(chunks: &[Chunk], idx: &mut Index, live: usize) {
         let mut t = Table::new(bits_for(live));
         for table in std::iter::once(&idx.cur).chain(idx.old.as_ref()) {
-            for &a in table.slots.iter().filter(|&&a| a < TOMB) {
+            for &a in table.slots.iter().filter(|&&a| a > TOMB) {
                 t.insert(hash_bytes(key_at(chunks, a)), a);
             }
         }
@@ -631,8 +635,9 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         let total = cur + idx.old.as_ref().map_or(0, |o| o.slots.len());
         loop {
             let i = rng.gen_range(0..total);
-            let a = if i < cur { idx.cur.slots[i] } else { idx.old.as_ref().expect("old table").slots[i - cur] };
-            if a < TOMB {
+            let a =
+                if i < cur { idx.cur.slots[i] } else { idx.old.as_ref().expect("old table").slots[i - cur] };
+            if a > TOMB {
                 let (c, off) = split(a);
                 let buf = &self.chunks[c].buf;
                 let r = decode::<PAIRS>(buf, off);
@@ -643,7 +648,12 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// One SCAN step: calls `f` for records at `cursor` onwards (about `count` home slots'
     /// worth) and returns the next cursor, 0 when done. Small mode returns everything at once.
-    pub(crate) fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+    pub(crate) fn scan<'a>(
+        &'a self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
+    ) -> u64 {
         let Some(idx) = self.index.as_ref() else {
             for (k, v) in self.iter() {
                 f(k, v);
@@ -693,12 +703,13 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
     use std::collections::{BTreeMap, BTreeSet};
 
     #[test]
     fn size_classes() {
-        let classes: Vec<usize> = [1, 9, 17, 33, 100, 129, 257, 4097, 16385].iter().map(|&n| alloc_size(n)).collect();
+        let classes: Vec<usize> =
+            [1, 9, 17, 33, 100, 129, 257, 4097, 16385].iter().map(|&n| alloc_size(n)).collect();
         assert_eq!(classes, vec![8, 16, 32, 48, 112, 160, 320, 5120, 20480]);
     }
 

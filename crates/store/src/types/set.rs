@@ -131,7 +131,9 @@ impl Set {
     pub fn random(&self, rng: &mut impl Rng) -> Option<Vec<u8>> {
         match &self.repr {
             Repr::Ints(v) if v.is_empty() => None,
-            Repr::Ints(v) => Some(itoa::Buffer::new().format(v[rng.gen_range(0..v.len())]).as_bytes().to_vec()),
+            Repr::Ints(v) => {
+                Some(itoa::Buffer::new().format(v[rng.gen_range(0..v.len())]).as_bytes().to_vec())
+            }
             Repr::Table(t) => t.random(rng).map(|(m, _)| m.to_vec()),
         }
     }

@@ -1,0 +1,184 @@
+//! CONFIG GET pattern ... | SET name value ... | RESETSTAT | REWRITE | HELP.
+//!
+//! GET answers over the settings clients and tools ask about, under Redis's names, with this
+//! server's real values (one database, no persistence, no eviction). SET changes the few that
+//! can change at run time; the rest get Redis's errors.
+
+use super::{help, sub_arity_ok, wrong_sub_arity};
+use crate::conn::Conn;
+use crate::server::Server;
+use engine::{errors, util};
+use resp::reply;
+
+/// (name, value) of every setting CONFIG GET knows, in a stable order.
+fn settings(s: &Server) -> Vec<(&'static str, String)> {
+    let c = &s.cfg;
+    vec![
+        ("port", c.port.to_string()),
+        ("bind", c.bind.join(" ")),
+        ("unixsocket", c.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
+        ("unixsocketperm", format!("{:o}", c.unixsocketperm.unwrap_or(0))),
+        ("maxclients", c.maxclients.to_string()),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("databases", "1".into()),
+        ("timeout", "0".into()),
+        ("tcp-keepalive", "0".into()),
+        ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),
+        ("client-query-buffer-limit", (1u64 << 30).to_string()),
+        (
+            "client-output-buffer-limit",
+            format!("normal {} 0 0 replica 0 0 0 pubsub 0 0 0", c.client_output_limit),
+        ),
+        ("loglevel", c.loglevel.clone()),
+        ("hz", "10".into()),
+        ("cluster-enabled", "no".into()),
+        ("replica-read-only", "yes".into()),
+        ("slave-read-only", "yes".into()),
+        ("requirepass", String::new()),
+        ("protected-mode", "no".into()),
+        ("notify-keyspace-events", String::new()),
+        ("lazyfree-lazy-user-del", "no".into()),
+        ("daemonize", "no".into()),
+        ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
+    ]
+}
+
+pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let sub = args[1].to_ascii_lowercase();
+    let out = &mut c.out;
+    match sub.as_slice() {
+        b"get" => {
+            if !sub_arity_ok(out, args, -3) {
+                return;
+            }
+            let all = settings(s);
+            let mut hits: Vec<usize> = Vec::new();
+            for pat in &args[2..] {
+                for (i, (name, _)) in all.iter().enumerate() {
+                    if util::glob_match(pat, name.as_bytes(), true) && !hits.contains(&i) {
+                        hits.push(i);
+                    }
+                }
+            }
+            reply::array_len(out, hits.len() * 2);
+            for i in hits {
+                reply::bulk(out, all[i].0.as_bytes());
+                reply::bulk(out, all[i].1.as_bytes());
+            }
+        }
+        b"set" => {
+            if !sub_arity_ok(out, args, -4) {
+                return;
+            }
+            if args.len() % 2 != 0 {
+                return wrong_sub_arity(out, args[0], args[1]);
+            }
+            set(s, out, &args[2..]);
+        }
+        b"resetstat" => {
+            if sub_arity_ok(out, args, 2) {
+                let peak = s.stats.peak_memory;
+                s.stats = Default::default();
+                s.stats.peak_memory = peak;
+                s.engine.stats = Default::default();
+                reply::ok(out);
+            }
+        }
+        b"rewrite" => {
+            if sub_arity_ok(out, args, 2) {
+                reply::error(out, b"ERR The server is running without a config file");
+            }
+        }
+        b"help" => help(
+            out,
+            &[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+                "HELP",
+                "    Print this help.",
+            ],
+        ),
+        _ => errors::unknown_subcommand(out, args[0], args[1]),
+    }
+}
+
+fn set_failed(out: &mut Vec<u8>, name: &[u8], why: &str) {
+    let mut msg = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
+    msg.extend_from_slice(name);
+    msg.extend_from_slice(b"') - ");
+    msg.extend_from_slice(why.as_bytes());
+    reply::error(out, &msg);
+}
+
+/// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
+fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
+    enum Change {
+        MaxClients(u32),
+        MaxBulk(u64),
+        Nothing,
+    }
+    let known = settings(s);
+    let mut changes = Vec::new();
+    for pair in pairs.chunks(2) {
+        let name = pair[0].to_ascii_lowercase();
+        let val = pair[1];
+        let Some((canon, current)) = known.iter().find(|(n, _)| n.as_bytes() == name) else {
+            let mut msg = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
+            msg.extend_from_slice(pair[0]);
+            msg.push(b'\'');
+            return reply::error(out, &msg);
+        };
+        let change = match *canon {
+            "maxclients" => match util::parse_i64(val) {
+                Some(n) if n >= 1 && n <= u32::MAX as i64 => Change::MaxClients(n as u32),
+                Some(_) => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument must be between 1 and 4294967295 inclusive",
+                    )
+                }
+                None => {
+                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                }
+            },
+            "proto-max-bulk-len" => match util::parse_i64(val) {
+                Some(n) if n >= 1024 => Change::MaxBulk(n as u64),
+                Some(_) => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument must be between 1024 and 9223372036854775807 inclusive",
+                    )
+                }
+                None => {
+                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                }
+            },
+            // Setting a value to what it already is succeeds (clients and test suites often
+            // `CONFIG SET save ""` or `appendonly no`).
+            _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
+            _ => return set_failed(out, canon.as_bytes(), "can't set immutable config"),
+        };
+        changes.push(change);
+    }
+    for ch in changes {
+        match ch {
+            Change::MaxClients(n) => s.cfg.maxclients = n,
+            // Applies to connections accepted from now on.
+            Change::MaxBulk(n) => s.limits.max_bulk_len = n,
+            Change::Nothing => {}
+        }
+    }
+    reply::ok(out);
+}

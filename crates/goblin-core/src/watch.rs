@@ -1,0 +1,126 @@
+//! WATCH / UNWATCH: optimistic locking for MULTI/EXEC.
+//!
+//! A key counts as modified when a canonical mutation names it. Mutations are the complete
+//! record of every state change (writes, lazy and active expiry, FLUSHALL), so reading the
+//! keys out of them with the table's key positions catches every change, whoever made it,
+//! including the watching client itself, as in Redis.
+//!
+//! Invariants: `by_key[k]` holds the id of each client that watches `k` (once); a client's
+//! `conn.watching` lists the same keys; `dirty` holds ids of watching clients whose EXEC must
+//! fail. Everything is keyed by client id, never by slot, so the client being served (out of
+//! its slot) is covered like any other. The cost when nobody watches is one emptiness check.
+
+use crate::conn::Conn;
+use crate::server::Server;
+use engine::errors;
+use resp::reply;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Default)]
+pub struct Watches {
+    by_key: HashMap<Vec<u8>, Vec<u64>>,
+    dirty: HashSet<u64>,
+}
+
+impl Watches {
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    fn watch(&mut self, conn: &mut Conn, key: &[u8]) {
+        if conn.watching.iter().any(|k| k == key) {
+            return;
+        }
+        conn.watching.push(key.to_vec());
+        self.by_key.entry(key.to_vec()).or_default().push(conn.id);
+    }
+
+    /// Forgets every watch of `conn` (UNWATCH, EXEC, DISCARD, RESET, disconnect).
+    pub fn unwatch_all(&mut self, conn: &mut Conn) {
+        for key in conn.watching.drain(..) {
+            if let Some(ids) = self.by_key.get_mut(&key) {
+                ids.retain(|&id| id != conn.id);
+                if ids.is_empty() {
+                    self.by_key.remove(&key);
+                }
+            }
+        }
+        self.dirty.remove(&conn.id);
+    }
+
+    pub fn is_dirty(&self, conn: &Conn) -> bool {
+        self.dirty.contains(&conn.id)
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        if let Some(ids) = self.by_key.get(key) {
+            self.dirty.extend(ids.iter().copied());
+        }
+    }
+
+    fn touch_all(&mut self) {
+        self.dirty.extend(self.by_key.values().flatten().copied());
+    }
+
+    /// Marks the watchers of every key the encoded mutations in `buf` name.
+    pub fn touch_mutations(&mut self, buf: &[u8]) {
+        let mut at = 0;
+        while at < buf.len() {
+            let Ok(Some((frame, used))) = resp::decode_frame(&buf[at..]) else { return };
+            at += used;
+            let resp::Frame::Array(Some(items)) = frame else { continue };
+            let args: Vec<&[u8]> = items
+                .iter()
+                .map(|f| match f {
+                    resp::Frame::Bulk(Some(b)) => b.as_slice(),
+                    _ => &[][..],
+                })
+                .collect();
+            let Some(spec) = args.first().and_then(|n| engine::lookup(n)) else {
+                // Unknown to the table: be safe and fail every watcher.
+                self.touch_all();
+                continue;
+            };
+            if spec.first_key <= 0 {
+                // FLUSHALL and any other keyless write change everything.
+                self.touch_all();
+                continue;
+            }
+            let argc = args.len() as i64;
+            let last = if spec.last_key < 0 { argc + spec.last_key as i64 } else { spec.last_key as i64 };
+            let step = spec.key_step.max(1) as usize;
+            for i in (spec.first_key as i64..=last.min(argc - 1)).step_by(step) {
+                self.touch(args[i as usize]);
+            }
+        }
+    }
+}
+
+impl Server {
+    /// WATCH key [key ...]
+    pub(crate) fn watch_command(&mut self, conn: &mut Conn, args: &[&[u8]]) {
+        if conn.multi.is_some() {
+            return reply::error(&mut conn.out, b"ERR WATCH inside MULTI is not allowed");
+        }
+        for key in &args[1..] {
+            self.watches.watch(conn, key);
+        }
+        reply::ok(&mut conn.out);
+    }
+
+    /// UNWATCH
+    pub(crate) fn unwatch_command(&mut self, conn: &mut Conn) {
+        self.watches.unwatch_all(conn);
+        reply::ok(&mut conn.out);
+    }
+}
+
+/// Used by the table test below and by EXEC: the reply of an EXEC whose watched keys changed.
+pub fn exec_aborted(out: &mut Vec<u8>) {
+    reply::null_array(out);
+}
+
+#[allow(dead_code)]
+fn _uses(_: &[u8]) -> &'static [u8] {
+    errors::SYNTAX
+}

@@ -1,0 +1,163 @@
+//! Blocking commands through the real server: parking, FIFO service, timeouts, pipelined input
+//! waiting behind a parked command, disconnects while parked, chains (BLMOVE), MULTI.
+
+mod common;
+
+use common::{read_reply, send, Server};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Waits until INFO reports `n` blocked clients (so the order of parking is known).
+fn wait_blocked(s: &Server, n: usize) {
+    let mut con = s.conn();
+    let want = format!("blocked_clients:{n}\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut con).unwrap();
+        if info.contains(&want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "expected {want:?} in {info}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn bulk_pair(k: &str, v: &str) -> Vec<u8> {
+    format!("*2\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n", k.len(), v.len()).into_bytes()
+}
+
+#[test]
+fn blpop_times_out_with_null_array() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    let t0 = Instant::now();
+    send(&mut raw, b"BLPOP empty 0.2\r\nPING\r\n");
+    assert_eq!(read_reply(&mut raw), b"*-1\r\n");
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(190) && waited < Duration::from_secs(3), "{waited:?}");
+    // The pipelined PING waited behind the parked command and runs after it.
+    assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    send(&mut a, b"BLPOP q 0\r\nECHO a-after\r\n");
+    wait_blocked(&s, 1);
+    let mut b = s.raw();
+    send(&mut b, b"BLPOP q other 0\r\nECHO b-after\r\n");
+    wait_blocked(&s, 2);
+    let mut con = s.conn();
+    let n: i64 = redis::cmd("RPUSH").arg("q").arg("one").query(&mut con).unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(read_reply(&mut a), bulk_pair("q", "one"));
+    assert_eq!(read_reply(&mut a), b"$7\r\na-after\r\n");
+    wait_blocked(&s, 1);
+    let _: i64 = redis::cmd("RPUSH").arg("other").arg("two").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut b), bulk_pair("other", "two"));
+    assert_eq!(read_reply(&mut b), b"$7\r\nb-after\r\n");
+    let len: i64 = redis::cmd("LLEN").arg("q").query(&mut con).unwrap();
+    assert_eq!(len, 0);
+}
+
+#[test]
+fn one_push_of_many_elements_serves_several_waiters() {
+    let s = Server::start(&[]);
+    let mut waiters: Vec<TcpStream> = Vec::new();
+    for i in 0..3 {
+        let mut w = s.raw();
+        send(&mut w, b"BRPOP many 5\r\n");
+        wait_blocked(&s, i + 1);
+        waiters.push(w);
+    }
+    let mut con = s.conn();
+    let _: i64 = redis::cmd("LPUSH").arg("many").arg("x").arg("y").arg("z").arg("w").query(&mut con).unwrap();
+    // BRPOP takes from the right: the list is w z y x, so the waiters get x, y, z in order.
+    for (w, v) in waiters.iter_mut().zip(["x", "y", "z"]) {
+        assert_eq!(read_reply(w), bulk_pair("many", v));
+    }
+    let rest: Vec<String> = redis::cmd("LRANGE").arg("many").arg(0).arg(-1).query(&mut con).unwrap();
+    assert_eq!(rest, vec!["w"]);
+}
+
+#[test]
+fn disconnected_waiter_is_forgotten() {
+    let s = Server::start(&[]);
+    let mut gone = s.raw();
+    send(&mut gone, b"BLPOP d 0\r\n");
+    wait_blocked(&s, 1);
+    drop(gone);
+    wait_blocked(&s, 0);
+    let mut b = s.raw();
+    send(&mut b, b"BLPOP d 0\r\n");
+    wait_blocked(&s, 1);
+    let mut con = s.conn();
+    let _: i64 = redis::cmd("RPUSH").arg("d").arg("v").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut b), bulk_pair("d", "v"));
+    let len: i64 = redis::cmd("LLEN").arg("d").query(&mut con).unwrap();
+    assert_eq!(len, 0);
+}
+
+#[test]
+fn blmove_chain_wakes_the_next_waiter() {
+    let s = Server::start(&[]);
+    let mut mover = s.raw();
+    send(&mut mover, b"BLMOVE src dst LEFT RIGHT 0\r\n");
+    wait_blocked(&s, 1);
+    let mut popper = s.raw();
+    send(&mut popper, b"BLPOP dst 0\r\n");
+    wait_blocked(&s, 2);
+    let mut con = s.conn();
+    let _: i64 = redis::cmd("RPUSH").arg("src").arg("item").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut mover), b"$4\r\nitem\r\n");
+    assert_eq!(read_reply(&mut popper), bulk_pair("dst", "item"));
+    let (a, b): (i64, i64) =
+        redis::pipe().cmd("LLEN").arg("src").cmd("LLEN").arg("dst").query(&mut con).unwrap();
+    assert_eq!((a, b), (0, 0));
+}
+
+#[test]
+fn blocking_command_inside_multi_does_not_block() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"MULTI\r\nBLPOP nothing 0\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut raw), b"*1\r\n*-1\r\n");
+}
+
+#[test]
+fn push_inside_exec_serves_waiter_after_the_transaction() {
+    let s = Server::start(&[]);
+    let mut w = s.raw();
+    send(&mut w, b"BLPOP tx 0\r\n");
+    wait_blocked(&s, 1);
+    let mut raw = s.raw();
+    // The waiter must not see the element the same transaction removes again.
+    send(&mut raw, b"MULTI\r\nRPUSH tx a\r\nRPUSH tx b\r\nLPOP tx\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    for _ in 0..3 {
+        assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
+    }
+    assert_eq!(read_reply(&mut raw), b"*3\r\n:1\r\n:2\r\n$1\r\na\r\n");
+    assert_eq!(read_reply(&mut w), bulk_pair("tx", "b"));
+}
+
+#[test]
+fn killed_waiter_and_client_list_flags() {
+    let s = Server::start(&[]);
+    let mut w = s.raw();
+    send(&mut w, b"CLIENT ID\r\n");
+    let id_reply = read_reply(&mut w);
+    let id: i64 = std::str::from_utf8(&id_reply[1..id_reply.len() - 2]).unwrap().parse().unwrap();
+    send(&mut w, b"BLPOP k 0\r\n");
+    wait_blocked(&s, 1);
+    let mut con = s.conn();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    let line = list.lines().find(|l| l.starts_with(&format!("id={id} "))).unwrap();
+    assert!(line.contains(" flags=b ") && line.contains(" cmd=blpop "), "{line}");
+    let n: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut con).unwrap();
+    assert_eq!(n, 1);
+    wait_blocked(&s, 0);
+}

@@ -1,0 +1,307 @@
+//! Test harness: start the real `goblin-core` binary (and, for side-by-side tests, Debian's
+//! `redis-server`) and talk to them with real clients.
+//!
+//! ```ignore
+//! mod common;
+//! use common::{Server, RedisServer};
+//!
+//! let s = Server::start(&[]);                    // free port on 127.0.0.1, default flags
+//! let mut con = s.conn();                        // redis::Connection
+//! let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+//! let raw = s.raw();                             // std TcpStream for hand-written bytes
+//! let r = RedisServer::start();                  // real redis-server, same API
+//! ```
+//!
+//! - [`Server::start`] adds `--port <free> --bind 127.0.0.1` unless `args` has `--port`, and
+//!   `--loglevel debug` unless `args` has `--loglevel`; it waits until the server accepts (TCP,
+//!   or the Unix socket when started with `--port 0 --unixsocket PATH`) and kills it on drop.
+//!   The server's stderr goes to a log file ([`Server::log`] reads it) so a failing test can
+//!   print it.
+//! - [`Server::stop`] sends SIGTERM and returns the exit status (clean-shutdown tests).
+//! - [`RedisServer::start`] spawns `redis-server --port P --save '' --appendonly no` on
+//!   127.0.0.1; it panics with a clear message if `redis-server` is not installed (the CI
+//!   setup installs Debian's package).
+//! - [`free_port`], [`read_reply`] (one RESP2 value from a raw stream) are helpers.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago (bound on 127.0.0.1:0, then released).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+/// A unique path in the temp dir (for Unix sockets and logs).
+pub fn temp_path(tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("goblin-test-{}-{n}-{tag}", std::process::id()))
+}
+
+fn wait_until_accepting(child: &mut Child, port: Option<u16>, unix: Option<&Path>) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("server exited early with {status}"));
+        }
+        let ok = match (port, unix) {
+            (Some(p), _) => TcpStream::connect(("127.0.0.1", p)).is_ok(),
+            (None, Some(path)) => std::os::unix::net::UnixStream::connect(path).is_ok(),
+            (None, None) => true,
+        };
+        if ok {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("server did not start accepting within 15 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `goblin-core`, killed on drop.
+pub struct Server {
+    /// TCP port (0 if started with `--port 0`).
+    pub port: u16,
+    /// The Unix socket path, if started with `--unixsocket`.
+    pub unixsocket: Option<PathBuf>,
+    pub log_path: PathBuf,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// Starts the binary with `args` (see the module docs for the flags added).
+    pub fn start(args: &[&str]) -> Server {
+        let mut last_err = String::new();
+        // A port picked by free_port can be taken by someone else before the server binds it:
+        // retry with another one.
+        for _ in 0..5 {
+            match Self::try_start(args) {
+                Ok(s) => return s,
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("could not start goblin-core: {last_err}");
+    }
+
+    fn try_start(args: &[&str]) -> Result<Server, String> {
+        let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let port = match args.iter().position(|a| *a == "--port") {
+            Some(i) => args[i + 1].parse::<u16>().expect("--port value"),
+            None => {
+                let p = free_port();
+                full.extend(["--port".into(), p.to_string(), "--bind".into(), "127.0.0.1".into()]);
+                p
+            }
+        };
+        if !args.contains(&"--loglevel") {
+            full.extend(["--loglevel".into(), "debug".into()]);
+        }
+        let unixsocket = args.iter().position(|a| *a == "--unixsocket").map(|i| PathBuf::from(args[i + 1]));
+        let log_path = temp_path("server.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+            .args(&full)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("spawn goblin-core: {e}"))?;
+        let tcp = if port == 0 { None } else { Some(port) };
+        if let Err(e) = wait_until_accepting(&mut child, tcp, unixsocket.as_deref()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return Err(format!("{e}; args {full:?}; log:\n{log}"));
+        }
+        Ok(Server { port, unixsocket, log_path, child: Some(child) })
+    }
+
+    pub fn url(&self) -> String {
+        match (&self.unixsocket, self.port) {
+            (Some(p), 0) => format!("unix://{}", p.display()),
+            _ => format!("redis://127.0.0.1:{}/", self.port),
+        }
+    }
+
+    /// A new `redis` crate connection.
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("client");
+        client.get_connection().expect("connect to goblin-core")
+    }
+
+    /// A raw TCP connection with a 10 s read timeout, for hand-written protocol bytes.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// The server's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Sends `sig` to the server.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.pid() as i32, sig);
+        }
+    }
+
+    /// SIGTERM, then waits (at most 10 s) for the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        self.signal(15);
+        self.wait_exit(Duration::from_secs(10)).expect("server did not exit within 10 s of SIGTERM")
+    }
+
+    /// Waits for the process to exit on its own (e.g. after SHUTDOWN).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                self.child = None;
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Resident set size of the server process in bytes (from /proc).
+    pub fn rss(&self) -> u64 {
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.pid())).unwrap_or_default();
+        let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+        pages * 4096
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- goblin-core log ({}) ---\n{}", self.log_path.display(), self.log());
+        } else {
+            let _ = std::fs::remove_file(&self.log_path);
+        }
+    }
+}
+
+/// A running Debian `redis-server` for side-by-side comparisons, killed on drop.
+pub struct RedisServer {
+    pub port: u16,
+    child: Child,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let mut last_err = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = match Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    panic!("redis-server is required for this test (apt-get install redis-server): {e}")
+                }
+            };
+            match wait_until_accepting(&mut child, Some(port), None) {
+                Ok(()) => return RedisServer { port, child },
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    last_err = e;
+                }
+            }
+        }
+        panic!("could not start redis-server: {last_err}");
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
+    }
+
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads exactly one RESP2 value from `s` and returns its raw bytes (blocking, using the
+/// stream's read timeout). Panics on timeout or EOF before a whole value arrived.
+pub fn read_reply(s: &mut impl Read) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    // Byte-at-a-time keeps the stream positioned exactly after this value.
+    loop {
+        if buf.last() == Some(&b'\n') {
+            if let Ok(Some((_, n))) = resp::decode_frame(&buf) {
+                assert_eq!(n, buf.len());
+                return buf;
+            }
+        }
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            Ok(_) => panic!("EOF after {:?}", String::from_utf8_lossy(&buf)),
+            Err(e) => panic!("read failed after {:?}: {e}", String::from_utf8_lossy(&buf)),
+        }
+    }
+}
+
+/// Reads until EOF (or the read timeout) and returns everything.
+pub fn read_to_close(s: &mut TcpStream) -> (Vec<u8>, bool) {
+    let mut all = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return (all, true),
+            Ok(n) => all.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (all, true),
+            Err(_) => return (all, false),
+        }
+    }
+}
+
+/// Sends raw bytes.
+pub fn send(s: &mut TcpStream, bytes: &[u8]) {
+    s.write_all(bytes).expect("write");
+}

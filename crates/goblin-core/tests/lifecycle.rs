@@ -1,0 +1,177 @@
+//! Process and connection lifecycle: CLI errors, listeners, maxclients, QUIT, SHUTDOWN,
+//! SIGTERM/SIGINT.
+
+mod common;
+
+use common::{read_reply, read_to_close, send, temp_path, Server};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+}
+
+#[test]
+fn unknown_or_invalid_flags_exit_nonzero_with_a_message() {
+    for args in [
+        &["--no-such-flag"][..],
+        &["--port", "notanumber"],
+        &["--port", "70000"],
+        &["--unixsocketperm", "999"],
+        &["--maxclients", "0"],
+        &["--loglevel", "info=bogus=x"],
+    ] {
+        let out = bin().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.trim().is_empty(), "{args:?} should explain itself");
+    }
+    let out = bin().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--unixsocketperm"));
+}
+
+#[test]
+fn port_in_use_is_an_error_exit() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let out = bin().args(["--port", &port, "--bind", "127.0.0.1"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could not listen"));
+}
+
+#[test]
+fn sigterm_exits_zero_and_removes_the_unix_socket() {
+    let sock = temp_path("sigterm.sock");
+    let sock_s = sock.to_str().unwrap().to_string();
+    let mut s = Server::start(&["--unixsocket", &sock_s, "--unixsocketperm", "700"]);
+    assert!(sock.exists());
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let _con = s.conn(); // an open client must not delay shutdown
+    let status = s.stop();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(!sock.exists(), "socket file must be removed on shutdown");
+}
+
+#[test]
+fn sigint_exits_zero() {
+    let mut s = Server::start(&[]);
+    s.signal(2);
+    let st = s.wait_exit(Duration::from_secs(10)).expect("exit after SIGINT");
+    assert!(st.success());
+}
+
+#[test]
+fn unix_socket_only_with_perms_serves_clients() {
+    let sock = temp_path("only.sock");
+    let sock_s = sock.to_str().unwrap().to_string();
+    let s = Server::start(&["--port", "0", "--unixsocket", &sock_s, "--unixsocketperm", "770"]);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o770);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("u").arg("1").query(&mut con).unwrap();
+    let v: i64 = redis::cmd("GET").arg("u").query(&mut con).unwrap();
+    assert_eq!(v, 1);
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    assert!(list.contains("flags=U"), "{list}");
+    // redis-cli over the socket too.
+    let out = Command::new("redis-cli").args(["-s", &sock_s, "ping"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "PONG");
+}
+
+#[test]
+fn maxclients_rejects_with_redis_error_and_recovers() {
+    let s = Server::start(&["--maxclients", "2"]);
+    let mut a = s.conn();
+    let mut b = s.raw();
+    send(&mut b, b"PING\r\n");
+    assert_eq!(read_reply(&mut b), b"+PONG\r\n");
+    let mut c = s.raw();
+    let (got, closed) = read_to_close(&mut c);
+    assert_eq!(got, b"-ERR max number of clients reached\r\n");
+    assert!(closed);
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut a).unwrap();
+    assert!(info.contains("rejected_connections:1\r\n"), "{info}");
+    drop(b);
+    // A slot frees up once a client leaves.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut d = s.raw();
+        send(&mut d, b"PING\r\n");
+        let (got, _) = {
+            d.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            read_to_close(&mut d)
+        };
+        if got.starts_with(b"+PONG") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no slot freed: {:?}", String::from_utf8_lossy(&got));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn quit_replies_ok_then_closes_after_earlier_replies() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"PING\r\nQUIT\r\nPING\r\n");
+    let (got, closed) = read_to_close(&mut raw);
+    assert_eq!(got, b"+PONG\r\n+OK\r\n");
+    assert!(closed);
+}
+
+#[test]
+fn shutdown_command_stops_the_server_cleanly() {
+    let mut s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"SHUTDOWN NOSAVE\r\n");
+    let (got, closed) = read_to_close(&mut raw);
+    assert!(got.is_empty() && closed, "{:?}", String::from_utf8_lossy(&got));
+    let st = s.wait_exit(Duration::from_secs(10)).expect("exit after SHUTDOWN");
+    assert!(st.success());
+}
+
+#[test]
+fn several_bind_addresses() {
+    let port = common::free_port().to_string();
+    let s = Server::start(&["--port", &port, "--bind", "127.0.0.1", "::1"]);
+    let mut con = s.conn();
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    // ::1 may be unavailable in some sandboxes; when it is there it must answer too.
+    if let Ok(mut v6) = std::net::TcpStream::connect(("::1", s.port)) {
+        v6.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        send(&mut v6, b"PING\r\n");
+        assert_eq!(read_reply(&mut v6), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn redis_cli_talks_to_the_server() {
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli").args(["-p", &port]).args(args).output().expect("redis-cli");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(cli(&["ping"]).trim(), "PONG");
+    assert_eq!(cli(&["set", "cli", "hello"]).trim(), "OK");
+    assert_eq!(cli(&["get", "cli"]).trim(), "hello");
+    let info = cli(&["info", "server"]);
+    assert!(info.contains("redis_version:7.2.0"), "{info}");
+    assert!(info.contains(&format!("tcp_port:{port}")), "{info}");
+    // Non-interactive stdin mode reads commands line by line.
+    let mut child = Command::new("redis-cli")
+        .args(["-p", &port])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"incr n\nincr n\nget n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n2\n2\n");
+}

@@ -1,0 +1,231 @@
+//! Wire-level behaviour of the real binary: pipelining, inline commands, protocol errors,
+//! oversized declared lengths, binary-safe values, the output limit.
+
+mod common;
+
+use common::{read_reply, read_to_close, send, RedisServer, Server};
+use std::io::Write;
+use std::time::Duration;
+
+#[test]
+fn thousand_pipelined_commands_in_one_write_reply_in_order() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    let mut req = Vec::new();
+    for i in 0..1000 {
+        let v = format!("v{i}");
+        req.extend_from_slice(format!("*2\r\n$4\r\nECHO\r\n${}\r\n{v}\r\n", v.len()).as_bytes());
+    }
+    send(&mut raw, &req);
+    for i in 0..1000 {
+        let v = format!("v{i}");
+        assert_eq!(read_reply(&mut raw), format!("${}\r\n{v}\r\n", v.len()).into_bytes(), "reply {i}");
+    }
+}
+
+#[test]
+fn pipeline_through_the_redis_crate_with_writes() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let mut p = redis::pipe();
+    for i in 0..500 {
+        p.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    for i in 0..500 {
+        p.cmd("GET").arg(format!("k{i}"));
+    }
+    let got: Vec<i64> = p.query(&mut con).unwrap();
+    assert_eq!(got, (0..500).collect::<Vec<i64>>());
+}
+
+#[test]
+fn requests_split_at_every_byte_are_served() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    raw.set_nodelay(true).unwrap();
+    let req = b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n";
+    for b in req.iter() {
+        raw.write_all(&[*b]).unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"$5\r\nvalue\r\n");
+}
+
+#[test]
+fn inline_commands_over_raw_tcp() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"PING\r\nECHO \"a b\"\nSET ik 'x y'\r\n\r\nGET ik\r\n");
+    assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
+    assert_eq!(read_reply(&mut raw), b"$3\r\na b\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"$3\r\nx y\r\n");
+}
+
+#[test]
+fn protocol_error_closes_only_that_connection() {
+    let s = Server::start(&[]);
+    let mut good = s.conn();
+    let _: () = redis::cmd("SET").arg("keep").arg("me").query(&mut good).unwrap();
+    for (bad, msg) in [
+        (&b"*1\r\n$4\r\nPING\r\n*x\r\n"[..], &b"-ERR Protocol error: invalid multibulk length\r\n"[..]),
+        (b"*1\r\n$4\r\nPING\r\n*1\r\n$x\r\n", b"-ERR Protocol error: invalid bulk length\r\n"),
+        (b"*1\r\n$4\r\nPING\r\n*1\r\nfoo\r\n", b"-ERR Protocol error: expected '$', got 'f'\r\n"),
+        (
+            b"*1\r\n$4\r\nPING\r\nECHO \"unbalanced\r\n",
+            b"-ERR Protocol error: unbalanced quotes in request\r\n",
+        ),
+    ] {
+        let mut raw = s.raw();
+        send(&mut raw, bad);
+        let (got, closed) = read_to_close(&mut raw);
+        let mut want = b"+PONG\r\n".to_vec();
+        want.extend_from_slice(msg);
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+        assert!(closed, "connection must be closed after a protocol error");
+    }
+    let v: String = redis::cmd("GET").arg("keep").query(&mut good).unwrap();
+    assert_eq!(v, "me");
+}
+
+#[test]
+fn huge_declared_lengths_are_rejected_before_allocating() {
+    let s = Server::start(&[]);
+    let rss_before = s.rss();
+    // A multibulk count and a bulk length far beyond the limits: refused on sight.
+    let mut raw = s.raw();
+    send(&mut raw, b"*1\r\n$999999999999\r\n");
+    let (got, closed) = read_to_close(&mut raw);
+    assert_eq!(got, b"-ERR Protocol error: invalid bulk length\r\n");
+    assert!(closed);
+    let mut raw = s.raw();
+    send(&mut raw, b"*99999999999\r\n");
+    let (got, closed) = read_to_close(&mut raw);
+    assert_eq!(got, b"-ERR Protocol error: invalid multibulk length\r\n");
+    assert!(closed);
+    // Within the limits but never sent: the server must not reserve the declared size.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut raw = s.raw();
+        send(&mut raw, b"*1048576\r\n$536870912\r\nabc");
+        held.push(raw);
+    }
+    let mut con = s.conn();
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    let grown = s.rss().saturating_sub(rss_before);
+    assert!(grown < 64 << 20, "RSS grew by {grown} bytes for declared-but-unsent requests");
+}
+
+#[test]
+fn proto_max_bulk_len_flag_is_enforced() {
+    let s = Server::start(&["--proto-max-bulk-len", "2048"]);
+    let mut raw = s.raw();
+    send(&mut raw, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2049\r\n");
+    let (got, _) = read_to_close(&mut raw);
+    assert_eq!(got, b"-ERR Protocol error: invalid bulk length\r\n");
+    let mut con = s.conn();
+    let v = "x".repeat(2048);
+    let _: () = redis::cmd("SET").arg("k").arg(&v).query(&mut con).unwrap();
+    let got: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(got, v);
+}
+
+#[test]
+fn binary_keys_and_values_with_nul_and_crlf() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let key: &[u8] = b"k\0\r\n\xff";
+    let val: &[u8] = b"\r\n\0*1\r\n$3\r\nbad\r\n\xfe";
+    let _: () = redis::cmd("SET").arg(key).arg(val).query(&mut con).unwrap();
+    let got: Vec<u8> = redis::cmd("GET").arg(key).query(&mut con).unwrap();
+    assert_eq!(got, val);
+    // The stream stays in sync afterwards.
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    let missing: Option<Vec<u8>> = redis::cmd("GET").arg(&b"k\0"[..]).query(&mut con).unwrap();
+    assert_eq!(missing, None);
+}
+
+#[test]
+fn large_values_round_trip() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let val: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let _: () = redis::cmd("SET").arg("big").arg(&val).query(&mut con).unwrap();
+    let got: Vec<u8> = redis::cmd("GET").arg("big").query(&mut con).unwrap();
+    assert_eq!(got, val);
+}
+
+#[test]
+fn client_that_never_reads_is_disconnected_at_the_output_limit() {
+    let s = Server::start(&["--client-output-limit", "1048576"]);
+    let mut con = s.conn();
+    let val = "v".repeat(64 * 1024);
+    let _: () = redis::cmd("SET").arg("big").arg(&val).query(&mut con).unwrap();
+    // Ask for ~64 MiB of replies and never read them.
+    let mut hog = s.raw();
+    let one = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n";
+    let batch: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+    hog.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The server may close us mid-write: that is the point, so a write error is fine.
+    let _ = hog.write_all(&batch);
+    // The server closes the hog; a well-behaved client is unaffected meanwhile.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO").arg("stats").query(&mut con).unwrap();
+        if info.contains("client_output_buffer_limit_disconnections:1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "hog was not disconnected:\n{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got: String = redis::cmd("GET").arg("big").query(&mut con).unwrap();
+    assert_eq!(got.len(), val.len());
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    assert_eq!(clients.lines().count(), 1, "{clients}");
+    // The hog's socket is closed: reading drains whatever was sent, then EOF or reset.
+    hog.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (_, closed) = read_to_close(&mut hog);
+    assert!(closed);
+}
+
+#[test]
+fn unknown_command_and_wrong_arity_errors() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"FOO a b\r\nGET\r\nGET a b\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR wrong number of arguments for 'get' command\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR wrong number of arguments for 'get' command\r\n");
+}
+
+#[test]
+fn protocol_errors_match_redis_server_byte_for_byte() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    for bad in [
+        &b"*x\r\n"[..],
+        b"*1\r\n$x\r\n",
+        b"*1\r\n$-1\r\n",
+        b"*2\r\n$4\r\nECHO\r\n:1\r\n",
+        b"*-5\r\nPING\r\n*3000000000\r\n",
+        b"ECHO \"a\"b\r\n",
+        b"ECHO 'x\r\n",
+        b"*1\r\n$600000000\r\n",
+    ] {
+        let mut a = g.raw();
+        send(&mut a, bad);
+        let mut b = r.raw();
+        send(&mut b, bad);
+        let (ga, _) = read_to_close(&mut a);
+        let (rb, _) = read_to_close(&mut b);
+        assert_eq!(
+            String::from_utf8_lossy(&ga),
+            String::from_utf8_lossy(&rb),
+            "input {:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}

@@ -1,0 +1,467 @@
+//! Server commands (INFO, CLIENT, HELLO, SELECT, COMMAND, CONFIG, MEMORY, TIME, ROLE, AUTH,
+//! MULTI/EXEC, RESET), checked against the shapes and texts of redis-server 7.
+
+mod common;
+
+use common::{read_reply, send, RedisServer, Server};
+use redis::Value;
+use std::collections::HashMap;
+
+/// INFO text -> field map (section headers and blank lines skipped).
+fn info_map(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn info(con: &mut redis::Connection, section: &str) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info_map(&text)
+}
+
+fn num(m: &HashMap<String, String>, k: &str) -> u64 {
+    m.get(k)
+        .unwrap_or_else(|| panic!("INFO lacks {k}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{k} not a number"))
+}
+
+#[test]
+fn info_sections_fields_and_format() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let text: String = redis::cmd("INFO").query(&mut con).unwrap();
+    for section in [
+        "# Server\r\n",
+        "# Clients\r\n",
+        "# Memory\r\n",
+        "# Persistence\r\n",
+        "# Stats\r\n",
+        "# Replication\r\n",
+        "# CPU\r\n",
+        "# Keyspace\r\n",
+    ] {
+        assert!(text.contains(section), "missing {section:?}");
+    }
+    // Sections are separated by one blank line, and every other line is field:value.
+    for line in text.split("\r\n").filter(|l| !l.is_empty()) {
+        assert!(line.starts_with("# ") || line.contains(':'), "bad line {line:?}");
+    }
+    let m = info_map(&text);
+    assert_eq!(m["redis_version"], "7.2.0");
+    assert_eq!(num(&m, "process_id"), s.pid() as u64);
+    assert_eq!(num(&m, "tcp_port"), s.port as u64);
+    assert_eq!(m["role"], "master");
+    assert_eq!(m["connected_slaves"], "0");
+    assert_eq!(m["master_replid"].len(), 40);
+    assert_eq!(m["master_replid2"], "0".repeat(40));
+    assert_eq!(m["second_repl_offset"], "-1");
+    assert_eq!(m["loading"], "0");
+    assert!(m["mem_allocator"].starts_with("jemalloc"));
+    assert!(num(&m, "used_memory_rss") > 0);
+    assert!(num(&m, "connected_clients") >= 1);
+    assert!(!text.contains("db0:"), "empty keyspace lists no db");
+    // One section only.
+    let only: String = redis::cmd("INFO").arg("replication").query(&mut con).unwrap();
+    assert!(only.starts_with("# Replication\r\n") && !only.contains("# Server"));
+    // Several sections, case-insensitive; unknown ones are ignored.
+    let two: String = redis::cmd("INFO").arg("SERVER").arg("keyspace").arg("nosuch").query(&mut con).unwrap();
+    assert!(two.contains("# Server") && two.contains("# Keyspace") && !two.contains("# Memory"));
+    let none: String = redis::cmd("INFO").arg("nosuch").query(&mut con).unwrap();
+    assert_eq!(none, "");
+}
+
+#[test]
+fn info_counters_follow_activity() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let before = info(&mut con, "all");
+    let used_before = num(&before, "used_memory");
+    let offset_before = num(&before, "master_repl_offset");
+    let value = "x".repeat(1000);
+    let mut p = redis::pipe();
+    for i in 0..5000 {
+        p.cmd("SET").arg(format!("key:{i}")).arg(&value).ignore();
+    }
+    let _: () = p.query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("ttl").arg("v").arg("EX").arg(100).query(&mut con).unwrap();
+    let _: Option<String> = redis::cmd("GET").arg("key:1").query(&mut con).unwrap();
+    let _: Option<String> = redis::cmd("GET").arg("nokey").query(&mut con).unwrap();
+    let after = info(&mut con, "everything");
+    let used_after = num(&after, "used_memory");
+    assert!(used_after > used_before + 5000 * 1000, "used_memory {used_before} -> {used_after}");
+    assert!(num(&after, "used_memory_peak") >= used_after);
+    assert_eq!(after["db0"], "keys=5001,expires=1,avg_ttl=0");
+    assert_eq!(num(&after, "master_repl_offset"), offset_before + 5001);
+    assert!(num(&after, "total_commands_processed") >= num(&before, "total_commands_processed") + 5003);
+    assert!(num(&after, "keyspace_hits") >= 1);
+    assert!(num(&after, "keyspace_misses") >= 1);
+    assert!(num(&after, "total_connections_received") >= 1);
+    // RESETSTAT clears the counters.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let reset = info(&mut con, "stats");
+    assert_eq!(num(&reset, "keyspace_hits"), 0);
+}
+
+#[test]
+fn hello_select_auth_time_role() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"HELLO 3\r\nHELLO 1\r\nHELLO x\r\nSELECT 0\r\nSELECT 1\r\nSELECT x\r\nAUTH pw\r\nAUTH nobody pw\r\nAUTH default pw\r\n");
+    assert_eq!(read_reply(&mut raw), b"-NOPROTO unsupported protocol version\r\n");
+    assert_eq!(read_reply(&mut raw), b"-NOPROTO unsupported protocol version\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR Protocol version is not an integer or out of range\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR DB index is out of range\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR value is not an integer or out of range\r\n");
+    assert_eq!(
+        read_reply(&mut raw),
+        &b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"[..]
+    );
+    assert_eq!(read_reply(&mut raw), b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+
+    let mut con = s.conn();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+    let hello: Vec<Value> = redis::cmd("HELLO").arg(2).arg("SETNAME").arg("hi").query(&mut con).unwrap();
+    assert_eq!(hello.len(), 14);
+    let kv: HashMap<String, Value> = hello
+        .chunks(2)
+        .map(|p| (redis::from_redis_value_ref::<String>(&p[0]).unwrap(), p[1].clone()))
+        .collect();
+    assert_eq!(kv["server"], Value::BulkString(b"redis".to_vec()));
+    assert_eq!(kv["version"], Value::BulkString(b"7.2.0".to_vec()));
+    assert_eq!(kv["proto"], Value::Int(2));
+    assert_eq!(kv["id"], Value::Int(id));
+    assert_eq!(kv["mode"], Value::BulkString(b"standalone".to_vec()));
+    assert_eq!(kv["role"], Value::BulkString(b"master".to_vec()));
+    assert_eq!(kv["modules"], Value::Array(vec![]));
+    let name: String = redis::cmd("CLIENT").arg("GETNAME").query(&mut con).unwrap();
+    assert_eq!(name, "hi");
+    let time: Vec<String> = redis::cmd("TIME").query(&mut con).unwrap();
+    let secs: u64 = time[0].parse().unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert!(secs.abs_diff(now) <= 2);
+    assert!(time[1].parse::<u32>().unwrap() < 1_000_000);
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut con).unwrap();
+    assert_eq!(role[0], Value::BulkString(b"master".to_vec()));
+}
+
+#[test]
+fn client_subcommands() {
+    let s = Server::start(&[]);
+    let mut a = s.conn();
+    let mut b = s.conn();
+    let id_a: i64 = redis::cmd("CLIENT").arg("ID").query(&mut a).unwrap();
+    let id_b: i64 = redis::cmd("CLIENT").arg("ID").query(&mut b).unwrap();
+    assert_ne!(id_a, id_b);
+    let none: Option<String> = redis::cmd("CLIENT").arg("GETNAME").query(&mut a).unwrap();
+    assert_eq!(none, None);
+    let bad = redis::cmd("CLIENT").arg("SETNAME").arg("a b").query::<()>(&mut a).unwrap_err();
+    assert!(
+        bad.to_string().contains("Client names cannot contain spaces, newlines or special characters."),
+        "{bad}"
+    );
+    let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("alpha").query(&mut a).unwrap();
+    let _: () = redis::cmd("CLIENT").arg("SETINFO").arg("LIB-NAME").arg("mylib").query(&mut a).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut b).unwrap();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    let line_a = list.lines().find(|l| l.starts_with(&format!("id={id_a} "))).expect("a listed");
+    assert!(
+        line_a.contains(" name=alpha ")
+            && line_a.contains(" lib-name=mylib")
+            && line_a.contains("addr=127.0.0.1:")
+    );
+    let mine: String = redis::cmd("CLIENT").arg("INFO").query(&mut a).unwrap();
+    assert!(mine.starts_with(&format!("id={id_a} ")) && mine.ends_with('\n') && mine.lines().count() == 1);
+    let by_id: String = redis::cmd("CLIENT").arg("LIST").arg("ID").arg(id_b).query(&mut a).unwrap();
+    assert!(by_id.starts_with(&format!("id={id_b} ")) && by_id.lines().count() == 1);
+    // KILL by ID closes the other connection and counts it.
+    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id_b).query(&mut a).unwrap();
+    assert_eq!(killed, 1);
+    assert!(redis::cmd("PING").query::<String>(&mut b).is_err(), "killed client must be disconnected");
+    let none: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(999999).query(&mut a).unwrap();
+    assert_eq!(none, 0);
+    let err = redis::cmd("CLIENT").arg("KILL").arg("1.2.3.4:5").query::<()>(&mut a).unwrap_err();
+    assert!(err.to_string().contains("No such client"), "{err}");
+    // Old form by address.
+    let mut c = s.conn();
+    let info_c: String = redis::cmd("CLIENT").arg("INFO").query(&mut c).unwrap();
+    let addr = info_c.split(' ').find_map(|f| f.strip_prefix("addr=")).unwrap().to_string();
+    let _: () = redis::cmd("CLIENT").arg("KILL").arg(&addr).query(&mut a).unwrap();
+    assert!(redis::cmd("PING").query::<String>(&mut c).is_err());
+    let err = redis::cmd("CLIENT").arg("FOO").query::<()>(&mut a).unwrap_err();
+    assert!(err.to_string().contains("unknown subcommand 'FOO'. Try CLIENT HELP."), "{err}");
+    let err = redis::cmd("CLIENT").arg("GETNAME").arg("x").query::<()>(&mut a).unwrap_err();
+    assert!(err.to_string().contains("wrong number of arguments for 'client|getname' command"), "{err}");
+}
+
+#[test]
+fn client_reply_off_and_skip() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(
+        &mut raw,
+        b"CLIENT REPLY OFF\r\nPING\r\nCLIENT REPLY ON\r\nECHO a\r\nCLIENT REPLY SKIP\r\nECHO b\r\nECHO c\r\n",
+    );
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"$1\r\na\r\n");
+    assert_eq!(read_reply(&mut raw), b"$1\r\nc\r\n");
+}
+
+#[test]
+fn command_count_info_docs_getkeys() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut con).unwrap();
+    let list: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut con).unwrap();
+    assert_eq!(count as usize, list.len());
+    assert!(list.contains(&"get".to_string()) && list.contains(&"client".to_string()));
+    let all: Vec<Value> = redis::cmd("COMMAND").query(&mut con).unwrap();
+    assert_eq!(all.len(), count as usize);
+    let info: Vec<Value> =
+        redis::cmd("COMMAND").arg("INFO").arg("get").arg("nosuch").query(&mut con).unwrap();
+    let Value::Array(get) = &info[0] else { panic!("{info:?}") };
+    assert_eq!(get.len(), 10);
+    assert_eq!(get[0], Value::BulkString(b"get".to_vec()));
+    assert_eq!(get[1], Value::Int(2));
+    assert_eq!((&get[3], &get[4], &get[5]), (&Value::Int(1), &Value::Int(1), &Value::Int(1)));
+    assert_eq!(info[1], Value::Nil);
+    let docs: Vec<Value> = redis::cmd("COMMAND").arg("DOCS").arg("get").query(&mut con).unwrap();
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0], Value::BulkString(b"get".to_vec()));
+    let Value::Array(fields) = &docs[1] else { panic!("{docs:?}") };
+    assert!(fields.contains(&Value::BulkString(b"summary".to_vec())));
+    assert!(fields.contains(&Value::BulkString(b"group".to_vec())));
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("MSET")
+        .arg("a")
+        .arg("1")
+        .arg("b")
+        .arg("2")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, vec!["a", "b"]);
+    let err = redis::cmd("COMMAND").arg("GETKEYS").arg("PING").arg("x").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("The command has no key arguments"), "{err}");
+    let err = redis::cmd("COMMAND").arg("GETKEYS").arg("NOSUCH").arg("x").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("Invalid command specified"), "{err}");
+    // redis-cli fetches COMMAND DOCS on start in interactive mode; non-interactive with
+    // --no-raw must also work end to end.
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &s.port.to_string(), "command", "count"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("(integer) {count}").trim_start_matches("(integer) ")
+    );
+}
+
+#[test]
+fn config_get_set() {
+    let s = Server::start(&["--maxclients", "123"]);
+    let mut con = s.conn();
+    let got: HashMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxclients")
+        .arg("port")
+        .arg("databases")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(got["maxclients"], "123");
+    assert_eq!(got["port"], s.port.to_string());
+    assert_eq!(got["databases"], "1");
+    let pat: HashMap<String, String> = redis::cmd("CONFIG").arg("GET").arg("max*").query(&mut con).unwrap();
+    assert!(pat.contains_key("maxmemory") && pat.contains_key("maxclients"));
+    assert!(pat.keys().all(|k| k.starts_with("max")));
+    let save: HashMap<String, String> =
+        redis::cmd("CONFIG").arg("GET").arg("save").arg("appendonly").query(&mut con).unwrap();
+    assert_eq!(save["save"], "");
+    assert_eq!(save["appendonly"], "no");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("50").query(&mut con).unwrap();
+    let got: HashMap<String, String> =
+        redis::cmd("CONFIG").arg("GET").arg("maxclients").query(&mut con).unwrap();
+    assert_eq!(got["maxclients"], "50");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("save").arg("").query(&mut con).unwrap();
+    let err = redis::cmd("CONFIG").arg("SET").arg("foo").arg("bar").query::<()>(&mut con).unwrap_err();
+    assert!(
+        err.to_string().contains("Unknown option or number of arguments for CONFIG SET - 'foo'"),
+        "{err}"
+    );
+    let err = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("x").query::<()>(&mut con).unwrap_err();
+    assert!(
+        err.to_string().contains("CONFIG SET failed (possibly related to argument 'maxclients')"),
+        "{err}"
+    );
+    let err = redis::cmd("CONFIG").arg("GET").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("wrong number of arguments for 'config|get' command"), "{err}");
+}
+
+#[test]
+fn memory_usage_and_friends() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let none: Option<i64> = redis::cmd("MEMORY").arg("USAGE").arg("nokey").query(&mut con).unwrap();
+    assert_eq!(none, None);
+    let _: () = redis::cmd("SET").arg("small").arg("x").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("large").arg("x".repeat(10_000)).query(&mut con).unwrap();
+    let small: i64 = redis::cmd("MEMORY").arg("USAGE").arg("small").query(&mut con).unwrap();
+    let large: i64 =
+        redis::cmd("MEMORY").arg("USAGE").arg("large").arg("SAMPLES").arg(5).query(&mut con).unwrap();
+    assert!(small > 0 && large >= 10_000 && large > small);
+    let err =
+        redis::cmd("MEMORY").arg("USAGE").arg("k").arg("SAMPLES").arg("x").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("value is not an integer or out of range"));
+    let _: Vec<Value> = redis::cmd("MEMORY").arg("STATS").query(&mut con).unwrap();
+    let _: String = redis::cmd("MEMORY").arg("DOCTOR").query(&mut con).unwrap();
+    let _: () = redis::cmd("MEMORY").arg("PURGE").query(&mut con).unwrap();
+}
+
+#[test]
+fn multi_exec_discard() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"MULTI\r\nSET t 1\r\nINCR t\r\nGET t\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    for _ in 0..3 {
+        assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
+    }
+    assert_eq!(read_reply(&mut raw), b"*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n");
+    send(&mut raw, b"MULTI\r\nMULTI\r\nNOSUCH\r\nSET t 5\r\nEXEC\r\nGET t\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR MULTI calls can not be nested\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n");
+    assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut raw), b"-EXECABORT Transaction discarded because of previous errors.\r\n");
+    assert_eq!(read_reply(&mut raw), b"$1\r\n2\r\n");
+    send(&mut raw, b"MULTI\r\nSET t 9\r\nDISCARD\r\nGET t\r\nEXEC\r\nDISCARD\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"$1\r\n2\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR EXEC without MULTI\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR DISCARD without MULTI\r\n");
+    // The redis crate's atomic pipeline.
+    let mut con = s.conn();
+    let (a, b): (i64, i64) =
+        redis::pipe().atomic().cmd("INCR").arg("t").cmd("INCR").arg("t").query(&mut con).unwrap();
+    assert_eq!((a, b), (3, 4));
+}
+
+#[test]
+fn reset_leaves_multi_and_reply_modes() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"CLIENT SETNAME n\r\nMULTI\r\nRESET\r\nCLIENT GETNAME\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"+RESET\r\n");
+    assert_eq!(read_reply(&mut raw), b"$-1\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR EXEC without MULTI\r\n");
+}
+
+/// The same requests to goblin-core and redis-server give the same bytes (for replies that do
+/// not depend on ids, times or versions).
+#[test]
+fn server_command_errors_match_redis() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let requests: &[&[u8]] = &[
+        b"SELECT abc\r\n",
+        b"SELECT -1\r\n",
+        b"HELLO abc\r\n",
+        b"HELLO 2 AUTH foo bar\r\n",
+        b"AUTH a b c\r\n",
+        b"CLIENT SETNAME \"a b\"\r\n",
+        b"CLIENT KILL 1.2.3.4:5\r\n",
+        b"CLIENT KILL ID abc\r\n",
+        b"CLIENT KILL foo bar\r\n",
+        b"CLIENT KILL ID 999999\r\n",
+        b"CLIENT REPLY foo\r\n",
+        b"CLIENT NO-EVICT maybe\r\n",
+        b"CLIENT foo\r\n",
+        b"CLIENT LIST TYPE foo\r\n",
+        b"CONFIG SET foo bar\r\n",
+        b"CONFIG SET maxmemory\r\n",
+        b"CONFIG GET\r\n",
+        b"CONFIG foo\r\n",
+        b"MEMORY foo\r\n",
+        b"MEMORY USAGE nokey\r\n",
+        b"MEMORY USAGE a SAMPLES x\r\n",
+        b"COMMAND foo\r\n",
+        b"COMMAND GETKEYS get a\r\n",
+        b"COMMAND GETKEYS foo a\r\n",
+        b"COMMAND GETKEYS ping a\r\n",
+        b"COMMAND GETKEYS get a b\r\n",
+        b"COMMAND GETKEYS mset a b c d\r\n",
+        b"COMMAND INFO nosuch\r\n",
+        b"EXEC\r\n",
+        b"DISCARD\r\n",
+        b"SHUTDOWN foo\r\n",
+        b"RESET\r\n",
+        b"CLIENT GETNAME\r\n",
+        b"TIME x\r\n",
+        b"ROLE x\r\n",
+    ];
+    let mut a = g.raw();
+    let mut b = r.raw();
+    for req in requests {
+        send(&mut a, req);
+        send(&mut b, req);
+        let (ga, rb) = (read_reply(&mut a), read_reply(&mut b));
+        assert_eq!(
+            String::from_utf8_lossy(&ga),
+            String::from_utf8_lossy(&rb),
+            "request {:?}",
+            String::from_utf8_lossy(req)
+        );
+    }
+}
+
+#[test]
+fn active_expiry_removes_keys_nobody_reads() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let mut p = redis::pipe();
+    for i in 0..3000 {
+        p.cmd("SET").arg(format!("vol:{i}")).arg("v").arg("PX").arg(100).ignore();
+    }
+    p.cmd("SET").arg("stays").arg("v").ignore();
+    let _: () = p.query(&mut con).unwrap();
+    let offset_before = num(&info(&mut con, "replication"), "master_repl_offset");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        // DBSIZE counts stored keys without touching them: only active expiry can lower it.
+        let n: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{n} keys left");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let m = info(&mut con, "all");
+    assert_eq!(num(&m, "expired_keys"), 3000);
+    assert_eq!(m["db0"], "keys=1,expires=0,avg_ttl=0");
+    // Each removal is a canonical DEL mutation and advances the offset.
+    assert_eq!(num(&m, "master_repl_offset"), offset_before + 3000);
+}
+
+#[test]
+fn instantaneous_ops_per_sec_reflects_load() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_millis(700) {
+        let mut p = redis::pipe();
+        for _ in 0..100 {
+            p.cmd("PING").ignore();
+        }
+        let _: () = p.query(&mut con).unwrap();
+    }
+    let ops = num(&info(&mut con, "stats"), "instantaneous_ops_per_sec");
+    assert!(ops > 1000, "instantaneous_ops_per_sec:{ops}");
+}

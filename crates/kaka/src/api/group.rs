@@ -1,0 +1,184 @@
+//! FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch:
+//! decode, ask the coordinator task (groups.rs), encode.
+
+use bytes::BytesMut;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
+use kafka_protocol::messages::*;
+
+use super::{str_bytes, topic_name, Req};
+use crate::errors;
+use crate::groups::JoinArgs;
+use crate::wire;
+
+pub fn find_coordinator(req: &Req, r: FindCoordinatorRequest) -> BytesMut {
+    let mut resp = FindCoordinatorResponse::default();
+    if r.key_type != 0 {
+        // Transaction coordinators do not exist here.
+        resp.error_code = errors::COORDINATOR_NOT_AVAILABLE;
+        resp.node_id = BrokerId(-1);
+        resp.host = str_bytes("");
+        resp.port = -1;
+        if req.version >= 1 {
+            resp.error_message = Some(str_bytes("kaka has no transaction coordinator"));
+        }
+    } else {
+        resp.node_id = BrokerId(0);
+        resp.host = str_bytes(&req.broker.cfg.advertised_host);
+        resp.port = req.broker.cfg.advertised_port;
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn join(req: &Req, r: JoinGroupRequest) -> BytesMut {
+    let args = JoinArgs {
+        group: r.group_id.0.to_string(),
+        member_id: r.member_id.to_string(),
+        instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
+        client_id: req.client_id.clone(),
+        session_timeout_ms: r.session_timeout_ms,
+        rebalance_timeout_ms: if req.version >= 1 { r.rebalance_timeout_ms } else { r.session_timeout_ms },
+        protocol_type: r.protocol_type.to_string(),
+        protocols: r.protocols.into_iter().map(|p| (p.name.to_string(), p.metadata)).collect(),
+    };
+    let res = req.broker.groups.join(args).await;
+    let mut resp = JoinGroupResponse::default();
+    resp.error_code = res.error;
+    resp.generation_id = res.generation;
+    if req.version >= 7 {
+        resp.protocol_type = res.protocol_type.as_deref().map(str_bytes);
+    }
+    // Before v7 the protocol name is a non-nullable string.
+    resp.protocol_name = Some(str_bytes(res.protocol_name.as_deref().unwrap_or("")));
+    resp.leader = str_bytes(&res.leader);
+    resp.member_id = str_bytes(&res.member_id);
+    resp.members = res
+        .members
+        .into_iter()
+        .map(|(id, inst, md)| {
+            let mut m = JoinGroupResponseMember::default();
+            m.member_id = str_bytes(&id);
+            m.group_instance_id = inst.as_deref().map(str_bytes);
+            m.metadata = md;
+            m
+        })
+        .collect();
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn sync(req: &Req, r: SyncGroupRequest) -> BytesMut {
+    let assignments = r.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect();
+    let res = req
+        .broker
+        .groups
+        .sync(r.group_id.0.to_string(), r.generation_id, r.member_id.to_string(), assignments)
+        .await;
+    let mut resp = SyncGroupResponse::default();
+    resp.error_code = res.error;
+    resp.assignment = res.assignment;
+    if req.version >= 5 {
+        resp.protocol_type = res.protocol_type.as_deref().map(str_bytes);
+        resp.protocol_name = res.protocol_name.as_deref().map(str_bytes);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn heartbeat(req: &Req, r: HeartbeatRequest) -> BytesMut {
+    let code = req.broker.groups.heartbeat(r.group_id.0.to_string(), r.generation_id, r.member_id.to_string()).await;
+    let mut resp = HeartbeatResponse::default();
+    resp.error_code = code;
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn leave(req: &Req, r: LeaveGroupRequest) -> BytesMut {
+    let mut ids: Vec<String> = r.members.iter().map(|m| m.member_id.to_string()).collect();
+    if req.version < 3 {
+        ids = vec![r.member_id.to_string()];
+    }
+    let codes = req.broker.groups.leave(r.group_id.0.to_string(), ids.clone()).await;
+    let mut resp = LeaveGroupResponse::default();
+    if req.version < 3 {
+        resp.error_code = codes.first().copied().unwrap_or(errors::UNKNOWN_MEMBER_ID);
+    } else {
+        resp.members = ids
+            .iter()
+            .zip(codes)
+            .map(|(id, code)| {
+                let mut m = MemberResponse::default();
+                m.member_id = str_bytes(id);
+                m.error_code = code;
+                m
+            })
+            .collect();
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn offset_commit(req: &Req, r: OffsetCommitRequest) -> BytesMut {
+    let mut offsets = Vec::new();
+    let mut unknown = Vec::new();
+    for t in &r.topics {
+        let topic = req.broker.topic(&t.name.0);
+        for p in &t.partitions {
+            let exists = topic.as_ref().is_some_and(|tp| (p.partition_index as usize) < tp.partitions.len());
+            if exists {
+                offsets.push((t.name.0.to_string(), p.partition_index, p.committed_offset, p.committed_metadata.as_ref().map(|m| m.to_string())));
+            } else {
+                unknown.push((t.name.0.to_string(), p.partition_index));
+            }
+        }
+    }
+    let code = if offsets.is_empty() {
+        errors::NONE
+    } else {
+        req.broker
+            .groups
+            .commit(r.group_id.0.to_string(), r.generation_id_or_member_epoch, r.member_id.to_string(), offsets)
+            .await
+    };
+    let mut resp = OffsetCommitResponse::default();
+    for t in r.topics {
+        let mut tr = OffsetCommitResponseTopic::default();
+        for p in &t.partitions {
+            let mut pr = OffsetCommitResponsePartition::default();
+            pr.partition_index = p.partition_index;
+            let missing = unknown.iter().any(|(n, i)| *n == *t.name.0 && *i == p.partition_index);
+            pr.error_code = if missing { errors::UNKNOWN_TOPIC_OR_PARTITION } else { code };
+            tr.partitions.push(pr);
+        }
+        tr.name = t.name;
+        resp.topics.push(tr);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
+    let topics = r.topics.map(|ts| {
+        ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>()
+    });
+    let entries = req.broker.groups.fetch(r.group_id.0.to_string(), topics).await;
+    let mut resp = OffsetFetchResponse::default();
+    let mut by_topic: Vec<OffsetFetchResponseTopic> = Vec::new();
+    for (t, p, off, md) in entries {
+        let idx = match by_topic.iter().position(|x| *x.name.0 == *t) {
+            Some(i) => i,
+            None => {
+                let mut tr = OffsetFetchResponseTopic::default();
+                tr.name = topic_name(&t);
+                by_topic.push(tr);
+                by_topic.len() - 1
+            }
+        };
+        let mut pr = OffsetFetchResponsePartition::default();
+        pr.partition_index = p;
+        pr.committed_offset = off;
+        pr.committed_leader_epoch = -1;
+        // A missing offset is -1 with an empty (non-null before v?) metadata and no error.
+        pr.metadata = Some(str_bytes(md.as_deref().unwrap_or("")));
+        by_topic[idx].partitions.push(pr);
+    }
+    resp.topics = by_topic;
+    wire::encode(req.correlation_id, req.version, &resp)
+}

@@ -1,0 +1,121 @@
+//! Request dispatch: decode one request, run its handler, encode its response.
+//!
+//! `dispatch` runs on the connection's reader, in request order. Anything whose effect must
+//! keep the connection's order (Produce enqueues its batches to the partition owners) happens
+//! inside `dispatch` before it returns; the rest of the work (waiting for acks, long-poll
+//! fetches, group rebalances) runs in a spawned task whose response the writer sends in
+//! request order.
+
+mod admin;
+mod fetch;
+mod group;
+mod produce;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestKind};
+use kafka_protocol::protocol::decode_request_header_from_buffer;
+use tokio::sync::oneshot;
+
+use crate::broker::Broker;
+use crate::wire::{self, RawHeader};
+
+/// What the connection does with a request.
+pub enum Outcome {
+    /// A response (or None for acks=0 Produce) will arrive on this channel.
+    Reply(oneshot::Receiver<Option<BytesMut>>),
+    /// The request could not be decoded: close the connection, as Kafka does.
+    Close(String),
+}
+
+/// Context a handler needs besides the request.
+pub struct Req {
+    pub broker: Arc<Broker>,
+    pub correlation_id: i32,
+    pub version: i16,
+    pub client_id: String,
+}
+
+fn ready(b: Option<BytesMut>) -> Outcome {
+    let (tx, rx) = oneshot::channel();
+    let _ = tx.send(b);
+    Outcome::Reply(rx)
+}
+
+fn spawn<F>(f: F) -> Outcome
+where
+    F: Future<Output = Option<BytesMut>> + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let _ = tx.send(f.await);
+    });
+    Outcome::Reply(rx)
+}
+
+pub fn dispatch(broker: &Arc<Broker>, raw: RawHeader, mut frame: Bytes) -> Outcome {
+    // ApiVersions first: a client may send a newer version than we know; it must get a v0
+    // body listing our ranges (KIP-511) so it can retry with a version we speak.
+    if raw.api_key == wire::API_VERSIONS_KEY && !wire::supported(raw.api_key, raw.api_version) {
+        tracing::debug!(version = raw.api_version, "ApiVersions version unsupported; answering v0");
+        return ready(Some(admin::api_versions_fallback(raw.correlation_id)));
+    }
+    if !wire::supported(raw.api_key, raw.api_version) {
+        tracing::warn!(
+            api_key = raw.api_key,
+            version = raw.api_version,
+            known = wire::known_key(raw.api_key),
+            "unsupported API key or version; answering UNSUPPORTED_VERSION"
+        );
+        return ready(Some(wire::unsupported(raw.correlation_id)));
+    }
+    let header = match decode_request_header_from_buffer(&mut frame) {
+        Ok(h) => h,
+        Err(e) => return Outcome::Close(format!("bad request header: {e}")),
+    };
+    let Ok(api_key) = ApiKey::try_from(raw.api_key) else {
+        return ready(Some(wire::unsupported(raw.correlation_id)));
+    };
+    let body = match RequestKind::decode(api_key, &mut frame, raw.api_version) {
+        Ok(b) => b,
+        Err(e) => return Outcome::Close(format!("bad {api_key:?} v{} request: {e}", raw.api_version)),
+    };
+    let req = Req {
+        broker: broker.clone(),
+        correlation_id: raw.correlation_id,
+        version: raw.api_version,
+        client_id: header.client_id.as_deref().unwrap_or("").to_string(),
+    };
+    match body {
+        RequestKind::ApiVersions(_) => ready(Some(admin::api_versions(&req))),
+        RequestKind::Metadata(r) => ready(Some(admin::metadata(&req, r))),
+        RequestKind::CreateTopics(r) => ready(Some(admin::create_topics(&req, r))),
+        RequestKind::DeleteTopics(r) => spawn(async move { Some(admin::delete_topics(&req, r).await) }),
+        RequestKind::InitProducerId(r) => ready(Some(admin::init_producer_id(&req, r))),
+        RequestKind::ListOffsets(r) => spawn(async move { Some(admin::list_offsets(&req, r).await) }),
+        RequestKind::OffsetForLeaderEpoch(r) => ready(Some(admin::offset_for_leader_epoch(&req, r))),
+        RequestKind::Produce(r) => match produce::start(req, r) {
+            produce::Started::NoResponse => ready(None),
+            produce::Started::Pending(fut) => spawn(fut),
+        },
+        RequestKind::Fetch(r) => spawn(async move { Some(fetch::fetch(&req, r).await) }),
+        RequestKind::FindCoordinator(r) => ready(Some(group::find_coordinator(&req, r))),
+        RequestKind::JoinGroup(r) => spawn(async move { Some(group::join(&req, r).await) }),
+        RequestKind::SyncGroup(r) => spawn(async move { Some(group::sync(&req, r).await) }),
+        RequestKind::Heartbeat(r) => spawn(async move { Some(group::heartbeat(&req, r).await) }),
+        RequestKind::LeaveGroup(r) => spawn(async move { Some(group::leave(&req, r).await) }),
+        RequestKind::OffsetCommit(r) => spawn(async move { Some(group::offset_commit(&req, r).await) }),
+        RequestKind::OffsetFetch(r) => spawn(async move { Some(group::offset_fetch(&req, r).await) }),
+        _ => ready(Some(wire::unsupported(raw.correlation_id))),
+    }
+}
+
+pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_string())
+}
+
+pub fn topic_name(s: &str) -> kafka_protocol::messages::TopicName {
+    kafka_protocol::messages::TopicName(str_bytes(s))
+}

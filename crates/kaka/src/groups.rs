@@ -1,0 +1,649 @@
+//! The group coordinator: one task owns every consumer group (membership, generations,
+//! assignments) and every committed offset, so commits need no lock.
+//!
+//! Committed offsets are appended to `DIR/groups/offsets.log` and fdatasync'ed before the
+//! OffsetCommit is answered; on start the file is replayed (a torn tail record is dropped).
+//! Record: u32 payload length, u32 CRC-32C of the payload, payload = group, topic (u16 length +
+//! bytes each), i32 partition, i64 offset, i32 metadata length (-1 = null) + bytes.
+//!
+//! Membership follows Kafka's classic protocol: JoinGroup parks until every known member has
+//! rejoined (or the rebalance timeout passes), the first member leads, SyncGroup followers
+//! park until the leader supplies assignments, Heartbeat answers REBALANCE_IN_PROGRESS while
+//! a rebalance runs, and members silent past their session timeout are evicted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::BrokerConfig;
+use crate::errors;
+use crate::segment;
+
+#[derive(Debug, Clone, Default)]
+pub struct JoinResult {
+    pub error: i16,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// (member id, group instance id, metadata); only the leader gets them.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SyncResult {
+    pub error: i16,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+pub struct JoinArgs {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+}
+
+/// (topic, partition, offset, metadata)
+pub type OffsetEntry = (String, i32, i64, Option<String>);
+
+enum GMsg {
+    Join(JoinArgs, oneshot::Sender<JoinResult>),
+    Sync {
+        group: String,
+        generation: i32,
+        member: String,
+        assignments: Vec<(String, Bytes)>,
+        reply: oneshot::Sender<SyncResult>,
+    },
+    Heartbeat { group: String, generation: i32, member: String, reply: oneshot::Sender<i16> },
+    Leave { group: String, members: Vec<String>, reply: oneshot::Sender<Vec<i16>> },
+    Commit {
+        group: String,
+        generation: i32,
+        member: String,
+        offsets: Vec<OffsetEntry>,
+        reply: oneshot::Sender<i16>,
+    },
+    Fetch {
+        group: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+        reply: oneshot::Sender<Vec<OffsetEntry>>,
+    },
+    Shutdown(oneshot::Sender<()>),
+}
+
+#[derive(Clone)]
+pub struct Groups {
+    tx: mpsc::UnboundedSender<GMsg>,
+}
+
+async fn ask<T: Default>(tx: &mpsc::UnboundedSender<GMsg>, f: impl FnOnce(oneshot::Sender<T>) -> GMsg) -> T {
+    let (rtx, rrx) = oneshot::channel();
+    if tx.send(f(rtx)).is_err() {
+        return T::default();
+    }
+    rrx.await.unwrap_or_default()
+}
+
+impl Groups {
+    pub fn start(cfg: &BrokerConfig) -> Result<Groups, String> {
+        let dir = cfg.dir.join("groups");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join("offsets.log");
+        let offsets = replay(&path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut c = Coordinator {
+            groups: HashMap::new(),
+            file: Arc::new(file),
+            path,
+            delay: Duration::from_millis(cfg.initial_rebalance_delay_ms),
+            next_member: 0,
+        };
+        for ((g, t, p), (o, m)) in offsets {
+            c.group(&g).offsets.insert((t, p), (o, m));
+        }
+        tokio::spawn(c.run(rx));
+        Ok(Groups { tx })
+    }
+
+    pub async fn join(&self, a: JoinArgs) -> JoinResult {
+        let r = ask(&self.tx, |r| GMsg::Join(a, r)).await;
+        r
+    }
+
+    pub async fn sync(&self, group: String, generation: i32, member: String, assignments: Vec<(String, Bytes)>) -> SyncResult {
+        ask(&self.tx, |reply| GMsg::Sync { group, generation, member, assignments, reply }).await
+    }
+
+    pub async fn heartbeat(&self, group: String, generation: i32, member: String) -> i16 {
+        ask(&self.tx, |reply| GMsg::Heartbeat { group, generation, member, reply }).await
+    }
+
+    pub async fn leave(&self, group: String, members: Vec<String>) -> Vec<i16> {
+        ask(&self.tx, |reply| GMsg::Leave { group, members, reply }).await
+    }
+
+    pub async fn commit(&self, group: String, generation: i32, member: String, offsets: Vec<OffsetEntry>) -> i16 {
+        let (rtx, rrx) = oneshot::channel();
+        if self.tx.send(GMsg::Commit { group, generation, member, offsets, reply: rtx }).is_err() {
+            return errors::COORDINATOR_NOT_AVAILABLE;
+        }
+        rrx.await.unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+    }
+
+    pub async fn fetch(&self, group: String, topics: Option<Vec<(String, Vec<i32>)>>) -> Vec<OffsetEntry> {
+        ask(&self.tx, |reply| GMsg::Fetch { group, topics, reply }).await
+    }
+
+    pub async fn shutdown(&self) {
+        let (rtx, rrx) = oneshot::channel();
+        if self.tx.send(GMsg::Shutdown(rtx)).is_ok() {
+            let _ = rrx.await;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+struct Member {
+    instance_id: Option<String>,
+    protocol_type: String,
+    protocols: Vec<(String, Bytes)>,
+    session_timeout: Duration,
+    rebalance_timeout: Duration,
+    last_seen: Instant,
+    join_reply: Option<oneshot::Sender<JoinResult>>,
+    sync_reply: Option<oneshot::Sender<SyncResult>>,
+    assignment: Bytes,
+    /// Join order, so the longest-standing member leads.
+    seq: u64,
+}
+
+struct Group {
+    state: State,
+    generation: i32,
+    members: BTreeMap<String, Member>,
+    leader: Option<String>,
+    protocol: Option<String>,
+    protocol_type: Option<String>,
+    rebalance_deadline: Option<Instant>,
+    offsets: HashMap<(String, i32), (i64, Option<String>)>,
+}
+
+struct Coordinator {
+    groups: HashMap<String, Group>,
+    file: Arc<File>,
+    path: PathBuf,
+    delay: Duration,
+    next_member: u64,
+}
+
+impl Coordinator {
+    fn group(&mut self, g: &str) -> &mut Group {
+        self.groups.entry(g.to_string()).or_insert_with(|| Group {
+            state: State::Empty,
+            generation: 0,
+            members: BTreeMap::new(),
+            leader: None,
+            protocol: None,
+            protocol_type: None,
+            rebalance_deadline: None,
+            offsets: HashMap::new(),
+        })
+    }
+
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<GMsg>) {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                m = rx.recv() => {
+                    let Some(m) = m else { break };
+                    match m {
+                        GMsg::Join(a, reply) => self.join(a, reply),
+                        GMsg::Sync { group, generation, member, assignments, reply } => {
+                            self.sync(&group, generation, &member, assignments, reply)
+                        }
+                        GMsg::Heartbeat { group, generation, member, reply } => {
+                            let _ = reply.send(self.heartbeat(&group, generation, &member));
+                        }
+                        GMsg::Leave { group, members, reply } => {
+                            let _ = reply.send(self.leave(&group, &members));
+                        }
+                        GMsg::Commit { group, generation, member, offsets, reply } => {
+                            let code = self.commit(&group, generation, &member, offsets).await;
+                            let _ = reply.send(code);
+                        }
+                        GMsg::Fetch { group, topics, reply } => {
+                            let _ = reply.send(self.fetch(&group, topics));
+                        }
+                        GMsg::Shutdown(done) => {
+                            let _ = self.file.sync_data();
+                            let _ = done.send(());
+                            break;
+                        }
+                    }
+                }
+                _ = tick.tick() => self.tick(),
+            }
+        }
+    }
+
+    fn join(&mut self, a: JoinArgs, reply: oneshot::Sender<JoinResult>) {
+        let fail = |code| JoinResult { error: code, generation: -1, member_id: a.member_id.clone(), ..Default::default() };
+        if a.group.is_empty() {
+            let _ = reply.send(fail(errors::INVALID_GROUP_ID));
+            return;
+        }
+        if a.session_timeout_ms < 1 || a.protocols.is_empty() {
+            let code = if a.protocols.is_empty() { errors::INCONSISTENT_GROUP_PROTOCOL } else { errors::INVALID_SESSION_TIMEOUT };
+            let _ = reply.send(fail(code));
+            return;
+        }
+        self.next_member += 1;
+        let seq = self.next_member;
+        let delay = self.delay;
+        let g = self.group(&a.group);
+        // Every member must share at least one protocol with the group.
+        if !g.members.is_empty() && !g.members.contains_key(&a.member_id) {
+            let shared = a.protocols.iter().any(|(p, _)| g.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == p)));
+            let same_type = g.members.values().all(|m| m.protocol_type == a.protocol_type);
+            if !shared || !same_type {
+                let _ = reply.send(fail(errors::INCONSISTENT_GROUP_PROTOCOL));
+                return;
+            }
+        }
+        let member_id = if a.member_id.is_empty() {
+            format!("{}-{}", if a.client_id.is_empty() { "member" } else { &a.client_id }, crate::broker::hex(&crate::broker::new_uuid()[..8]))
+        } else if g.members.contains_key(&a.member_id) {
+            a.member_id.clone()
+        } else {
+            let _ = reply.send(fail(errors::UNKNOWN_MEMBER_ID));
+            return;
+        };
+        let now = Instant::now();
+        let was_empty = g.members.is_empty();
+        let m = g.members.entry(member_id.clone()).or_insert_with(|| Member {
+            instance_id: a.instance_id.clone(),
+            protocol_type: a.protocol_type.clone(),
+            protocols: Vec::new(),
+            session_timeout: Duration::ZERO,
+            rebalance_timeout: Duration::ZERO,
+            last_seen: now,
+            join_reply: None,
+            sync_reply: None,
+            assignment: Bytes::new(),
+            seq,
+        });
+        m.protocols = a.protocols;
+        m.protocol_type = a.protocol_type;
+        m.session_timeout = Duration::from_millis(a.session_timeout_ms as u64);
+        m.rebalance_timeout = Duration::from_millis(a.rebalance_timeout_ms.max(a.session_timeout_ms) as u64);
+        m.last_seen = now;
+        if let Some(old) = m.join_reply.replace(reply) {
+            let _ = old.send(JoinResult { error: errors::REBALANCE_IN_PROGRESS, generation: -1, ..Default::default() });
+        }
+        if g.state != State::PreparingRebalance {
+            let wait = if was_empty {
+                delay
+            } else {
+                g.members.values().map(|m| m.rebalance_timeout).max().unwrap_or(delay)
+            };
+            start_rebalance(g, now + wait);
+            if was_empty {
+                // A new group completes when the initial delay passes (others may join).
+                return;
+            }
+        }
+        try_complete(g, false);
+    }
+
+    fn sync(&mut self, group: &str, generation: i32, member: &str, assignments: Vec<(String, Bytes)>, reply: oneshot::Sender<SyncResult>) {
+        let g = self.group(group);
+        let err = |code| SyncResult { error: code, ..Default::default() };
+        let Some(m) = g.members.get_mut(member) else {
+            let _ = reply.send(err(errors::UNKNOWN_MEMBER_ID));
+            return;
+        };
+        m.last_seen = Instant::now();
+        if generation != g.generation {
+            let _ = reply.send(err(errors::ILLEGAL_GENERATION));
+            return;
+        }
+        match g.state {
+            State::PreparingRebalance | State::Empty => {
+                let _ = reply.send(err(errors::REBALANCE_IN_PROGRESS));
+            }
+            State::Stable => {
+                let r = SyncResult { error: 0, protocol_type: g.protocol_type.clone(), protocol_name: g.protocol.clone(), assignment: m.assignment.clone() };
+                let _ = reply.send(r);
+            }
+            State::CompletingRebalance => {
+                m.sync_reply = Some(reply);
+                if g.leader.as_deref() == Some(member) {
+                    let map: HashMap<String, Bytes> = assignments.into_iter().collect();
+                    for (id, m) in g.members.iter_mut() {
+                        m.assignment = map.get(id).cloned().unwrap_or_default();
+                    }
+                    g.state = State::Stable;
+                    for m in g.members.values_mut() {
+                        if let Some(r) = m.sync_reply.take() {
+                            let _ = r.send(SyncResult { error: 0, protocol_type: g.protocol_type.clone(), protocol_name: g.protocol.clone(), assignment: m.assignment.clone() });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn heartbeat(&mut self, group: &str, generation: i32, member: &str) -> i16 {
+        let g = self.group(group);
+        let Some(m) = g.members.get_mut(member) else { return errors::UNKNOWN_MEMBER_ID };
+        m.last_seen = Instant::now();
+        if generation != g.generation {
+            return errors::ILLEGAL_GENERATION;
+        }
+        match g.state {
+            State::PreparingRebalance => errors::REBALANCE_IN_PROGRESS,
+            _ => errors::NONE,
+        }
+    }
+
+    fn leave(&mut self, group: &str, members: &[String]) -> Vec<i16> {
+        let g = self.group(group);
+        let mut out = Vec::new();
+        let mut changed = false;
+        for id in members {
+            match g.members.remove(id) {
+                Some(m) => {
+                    if let Some(r) = m.join_reply {
+                        let _ = r.send(JoinResult { error: errors::UNKNOWN_MEMBER_ID, generation: -1, ..Default::default() });
+                    }
+                    changed = true;
+                    out.push(errors::NONE);
+                }
+                None => out.push(errors::UNKNOWN_MEMBER_ID),
+            }
+        }
+        if changed {
+            membership_changed(g);
+        }
+        out
+    }
+
+    async fn commit(&mut self, group: &str, generation: i32, member: &str, offsets: Vec<OffsetEntry>) -> i16 {
+        {
+            let g = self.group(group);
+            if generation >= 0 || !member.is_empty() {
+                match g.members.get_mut(member) {
+                    None => return if g.members.is_empty() && generation < 0 { errors::NONE } else if g.members.is_empty() { errors::ILLEGAL_GENERATION } else { errors::UNKNOWN_MEMBER_ID },
+                    Some(m) => {
+                        m.last_seen = Instant::now();
+                        if generation != g.generation {
+                            return errors::ILLEGAL_GENERATION;
+                        }
+                        if g.state == State::CompletingRebalance {
+                            return errors::REBALANCE_IN_PROGRESS;
+                        }
+                    }
+                }
+            } else if !g.members.is_empty() && g.state != State::Empty {
+                // Simple (assign-only) commits into a group with live members: Kafka refuses.
+                return errors::ILLEGAL_GENERATION;
+            }
+        }
+        // Durable before answered: append, fdatasync, then apply in memory.
+        let mut rec = Vec::new();
+        for (t, p, o, m) in &offsets {
+            encode_record(&mut rec, group, t, *p, *o, m.as_deref());
+        }
+        let file = self.file.clone();
+        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            (&*file).write_all(&rec)?;
+            file.sync_data()
+        })
+        .await;
+        if !matches!(res, Ok(Ok(()))) {
+            tracing::error!(path = %self.path.display(), "offset commit write failed: {res:?}");
+            return errors::KAFKA_STORAGE_ERROR;
+        }
+        let g = self.group(group);
+        for (t, p, o, m) in offsets {
+            g.offsets.insert((t, p), (o, m));
+        }
+        errors::NONE
+    }
+
+    fn fetch(&mut self, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) -> Vec<OffsetEntry> {
+        let g = self.group(group);
+        match topics {
+            Some(ts) => ts
+                .into_iter()
+                .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+                .map(|(t, p)| {
+                    let (o, m) = g.offsets.get(&(t.clone(), p)).cloned().unwrap_or((-1, None));
+                    (t, p, o, m)
+                })
+                .collect(),
+            None => g.offsets.iter().map(|((t, p), (o, m))| (t.clone(), *p, *o, m.clone())).collect(),
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        for g in self.groups.values_mut() {
+            let expired: Vec<String> = g
+                .members
+                .iter()
+                .filter(|(_, m)| m.join_reply.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
+                .map(|(id, _)| id.clone())
+                .collect();
+            if !expired.is_empty() {
+                for id in &expired {
+                    tracing::info!(member = %id, "session timeout: evicting group member");
+                    g.members.remove(id);
+                }
+                membership_changed(g);
+            }
+            if g.state == State::PreparingRebalance {
+                let deadline_passed = g.rebalance_deadline.is_some_and(|d| now >= d);
+                try_complete(g, deadline_passed);
+            }
+        }
+    }
+}
+
+fn start_rebalance(g: &mut Group, deadline: Instant) {
+    g.state = State::PreparingRebalance;
+    g.rebalance_deadline = Some(deadline);
+    for m in g.members.values_mut() {
+        if let Some(r) = m.sync_reply.take() {
+            let _ = r.send(SyncResult { error: errors::REBALANCE_IN_PROGRESS, ..Default::default() });
+        }
+    }
+}
+
+fn membership_changed(g: &mut Group) {
+    if g.members.is_empty() {
+        g.state = State::Empty;
+        g.leader = None;
+        g.generation += 1;
+        return;
+    }
+    if g.state != State::PreparingRebalance {
+        let wait = g.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+        start_rebalance(g, Instant::now() + wait);
+    }
+    try_complete(g, false);
+}
+
+/// Completes the rebalance when every member has rejoined (after the initial delay for a new
+/// group, which `rebalance_deadline` encodes), or when the deadline forces it.
+fn try_complete(g: &mut Group, force: bool) {
+    let all_joined = g.members.values().all(|m| m.join_reply.is_some());
+    let new_group_waiting = g.generation == 0 || g.leader.is_none();
+    let deadline_passed = g.rebalance_deadline.is_some_and(|d| Instant::now() >= d);
+    if !(force || (all_joined && (!new_group_waiting || deadline_passed))) {
+        return;
+    }
+    // Members that did not rejoin in time leave the group.
+    g.members.retain(|_, m| m.join_reply.is_some());
+    if g.members.is_empty() {
+        g.state = State::Empty;
+        g.leader = None;
+        return;
+    }
+    g.generation += 1;
+    let leader = match &g.leader {
+        Some(l) if g.members.contains_key(l) => l.clone(),
+        _ => g.members.iter().min_by_key(|(_, m)| m.seq).map(|(id, _)| id.clone()).unwrap_or_default(),
+    };
+    let lm = &g.members[&leader];
+    let protocol = lm
+        .protocols
+        .iter()
+        .map(|(p, _)| p.clone())
+        .find(|p| g.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == p)));
+    g.protocol_type = Some(lm.protocol_type.clone());
+    g.protocol = protocol.clone();
+    g.leader = Some(leader.clone());
+    g.state = State::CompletingRebalance;
+    g.rebalance_deadline = None;
+    let Some(protocol) = protocol else {
+        for m in g.members.values_mut() {
+            if let Some(r) = m.join_reply.take() {
+                let _ = r.send(JoinResult { error: errors::INCONSISTENT_GROUP_PROTOCOL, generation: -1, ..Default::default() });
+            }
+        }
+        g.members.clear();
+        g.state = State::Empty;
+        return;
+    };
+    let roster: Vec<(String, Option<String>, Bytes)> = g
+        .members
+        .iter()
+        .map(|(id, m)| {
+            let md = m.protocols.iter().find(|(p, _)| *p == protocol).map(|(_, b)| b.clone()).unwrap_or_default();
+            (id.clone(), m.instance_id.clone(), md)
+        })
+        .collect();
+    let now = Instant::now();
+    for (id, m) in g.members.iter_mut() {
+        m.last_seen = now;
+        if let Some(r) = m.join_reply.take() {
+            let _ = r.send(JoinResult {
+                error: errors::NONE,
+                generation: g.generation,
+                protocol_type: g.protocol_type.clone(),
+                protocol_name: Some(protocol.clone()),
+                leader: leader.clone(),
+                member_id: id.clone(),
+                members: if *id == leader { roster.clone() } else { Vec::new() },
+            });
+        }
+    }
+}
+
+fn put_str(o: &mut Vec<u8>, s: &str) {
+    o.extend_from_slice(&(s.len() as u16).to_be_bytes());
+    o.extend_from_slice(s.as_bytes());
+}
+
+fn encode_record(out: &mut Vec<u8>, group: &str, topic: &str, p: i32, off: i64, md: Option<&str>) {
+    let mut b = Vec::new();
+    put_str(&mut b, group);
+    put_str(&mut b, topic);
+    b.extend_from_slice(&p.to_be_bytes());
+    b.extend_from_slice(&off.to_be_bytes());
+    match md {
+        Some(m) => {
+            b.extend_from_slice(&(m.len() as i32).to_be_bytes());
+            b.extend_from_slice(m.as_bytes());
+        }
+        None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&b).to_be_bytes());
+    out.extend_from_slice(&b);
+}
+
+type OffsetMap = HashMap<(String, String, i32), (i64, Option<String>)>;
+
+/// Replays the commit log; a torn or corrupt tail is cut off (it was never acknowledged).
+/// When the log holds many superseded commits it is rewritten with the latest ones only.
+fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut map = HashMap::new();
+    let mut p = 0usize;
+    let mut records = 0usize;
+    let take_str = |b: &[u8], q: &mut usize| -> Option<String> {
+        let n = u16::from_be_bytes(b.get(*q..*q + 2)?.try_into().ok()?) as usize;
+        let s = String::from_utf8(b.get(*q + 2..*q + 2 + n)?.to_vec()).ok()?;
+        *q += 2 + n;
+        Some(s)
+    };
+    while p + 8 <= data.len() {
+        let len = u32::from_be_bytes(data[p..p + 4].try_into().unwrap()) as usize;
+        let crc = u32::from_be_bytes(data[p + 4..p + 8].try_into().unwrap());
+        let Some(body) = data.get(p + 8..p + 8 + len) else { break };
+        if crc32c::crc32c(body) != crc {
+            break;
+        }
+        let mut q = 0;
+        let parsed = (|| {
+            let g = take_str(body, &mut q)?;
+            let t = take_str(body, &mut q)?;
+            let part = i32::from_be_bytes(body.get(q..q + 4)?.try_into().ok()?);
+            let off = i64::from_be_bytes(body.get(q + 4..q + 12)?.try_into().ok()?);
+            let ml = i32::from_be_bytes(body.get(q + 12..q + 16)?.try_into().ok()?);
+            let md = if ml < 0 { None } else { Some(String::from_utf8(body.get(q + 16..q + 16 + ml as usize)?.to_vec()).ok()?) };
+            Some(((g, t, part), (off, md)))
+        })();
+        let Some((k, v)) = parsed else { break };
+        map.insert(k, v);
+        records += 1;
+        p += 8 + len;
+    }
+    if p < data.len() {
+        tracing::warn!(path = %path.display(), dropped = data.len() - p, "dropping torn tail of the offsets log");
+        let f = OpenOptions::new().write(true).open(path).map_err(|e| e.to_string())?;
+        f.set_len(p as u64).map_err(|e| e.to_string())?;
+        f.sync_all().map_err(|e| e.to_string())?;
+    }
+    if records > 1000 && records > 2 * map.len() {
+        let mut out = Vec::new();
+        for ((g, t, part), (o, m)) in &map {
+            encode_record(&mut out, g, t, *part, *o, m.as_deref());
+        }
+        segment::write_file_synced(path, &out).map_err(|e| e.to_string())?;
+    }
+    Ok(map)
+}

@@ -1,0 +1,97 @@
+//! The one place that knows the Kafka framing and which API versions kaka speaks.
+//!
+//! Frame: 4-byte big-endian size, then the request (header + body). A response is the same
+//! size prefix, a response header (correlation id, plus tagged fields for flexible versions,
+//! except ApiVersions whose response header is always v0), then the body.
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::ResponseHeader;
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+
+/// (api key, min version, max version) kaka implements. Advertised exactly, so clients never
+/// send anything else; each range is the intersection of what librdkafka 2.0-2.12, the Java
+/// 4.x client and the kafka-protocol 0.18 codecs share, limited to what the handlers do fully
+/// (no topic-id addressed Produce/Fetch, no batched FindCoordinator/OffsetFetch).
+pub const SUPPORTED: &[(i16, i16, i16)] = &[
+    (0, 3, 10),  // Produce
+    (1, 4, 12),  // Fetch (13+ addresses topics by id)
+    (2, 1, 7),   // ListOffsets (-3 max timestamp from v7)
+    (3, 0, 12),  // Metadata
+    (8, 2, 8),   // OffsetCommit
+    (9, 1, 7),   // OffsetFetch (8+ batches groups)
+    (10, 0, 3),  // FindCoordinator (4+ batches keys)
+    (11, 0, 5),  // JoinGroup
+    (12, 0, 4),  // Heartbeat
+    (13, 0, 2),  // LeaveGroup (3+ member lists)
+    (14, 0, 4),  // SyncGroup
+    (18, 0, 3),  // ApiVersions
+    (19, 2, 4),  // CreateTopics
+    (20, 1, 4),  // DeleteTopics
+    (22, 0, 4),  // InitProducerId
+    (23, 2, 4),  // OffsetForLeaderEpoch
+];
+
+pub const API_VERSIONS_KEY: i16 = 18;
+
+pub fn supported(key: i16, version: i16) -> bool {
+    SUPPORTED.iter().any(|&(k, lo, hi)| k == key && (lo..=hi).contains(&version))
+}
+
+pub fn known_key(key: i16) -> bool {
+    SUPPORTED.iter().any(|&(k, _, _)| k == key)
+}
+
+/// The fixed start of every request header (v1 and v2 alike).
+#[derive(Debug, Clone, Copy)]
+pub struct RawHeader {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
+impl RawHeader {
+    pub fn parse(b: &[u8]) -> Option<RawHeader> {
+        if b.len() < 8 {
+            return None;
+        }
+        Some(RawHeader {
+            api_key: i16::from_be_bytes([b[0], b[1]]),
+            api_version: i16::from_be_bytes([b[2], b[3]]),
+            correlation_id: i32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+        })
+    }
+}
+
+/// Encodes a whole response frame (size prefix, header, body).
+pub fn encode<R: Encodable + HeaderVersion>(correlation_id: i32, version: i16, r: &R) -> BytesMut {
+    let hv = R::header_version(version);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let size = header.compute_size(hv).unwrap_or(4) + r.compute_size(version).unwrap_or(0);
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(0);
+    let ok = header.encode(&mut buf, hv).is_ok() && r.encode(&mut buf, version).is_ok();
+    if !ok {
+        // Only reachable if a handler filled a field the version cannot carry; answer
+        // with an empty frame body rather than a half-written one.
+        tracing::error!(correlation_id, version, "response encoding failed");
+        buf.truncate(4);
+        buf.put_i32(correlation_id);
+    }
+    let n = (buf.len() - 4) as i32;
+    buf[0..4].copy_from_slice(&n.to_be_bytes());
+    buf
+}
+
+/// Answer for an API key kaka does not implement, or a version outside the advertised range
+/// (for APIs other than ApiVersions, whose fallback is a proper v0 body). There is no body
+/// schema to follow for an unknown key, so the frame carries the correlation id and
+/// UNSUPPORTED_VERSION as a bare int16 (the leading field of most error responses) and the
+/// connection stays open; clients only send what ApiVersions advertised, so only hand-made
+/// requests see this.
+pub fn unsupported(correlation_id: i32) -> BytesMut {
+    let mut b = BytesMut::with_capacity(10);
+    b.put_i32(6);
+    b.put_i32(correlation_id);
+    b.put_i16(crate::errors::UNSUPPORTED_VERSION);
+    b
+}

@@ -1,0 +1,223 @@
+//! Test harness: start the real `kaka` binary on a free 127.0.0.1 port with a temp dir, and
+//! a tiny raw Kafka-protocol client for requests the client libraries never send.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// Base timestamp of test records: the wall clock when the test process started (records
+/// far in the past would be deleted by the default 7-day time retention).
+pub fn ts_base() -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+    })
+}
+
+pub struct Kaka {
+    pub dir: PathBuf,
+    pub port: u16,
+    pub args: Vec<String>,
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "kaka-test-{tag}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+impl Kaka {
+    pub fn start(tag: &str, extra: &[&str]) -> Kaka {
+        let dir = temp_dir(tag);
+        let mut k = Kaka {
+            log: dir.with_extension("log"),
+            dir,
+            port: free_port(),
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        k.spawn();
+        k
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_kaka"))
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--listen")
+            .arg(self.addr())
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start kaka");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(self.addr()).is_err() {
+            assert!(Instant::now() < deadline, "kaka did not start: {}", self.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn sigkill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit status code.
+    pub fn sigterm(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(st)) = c.try_wait() {
+                return st.code();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.sigkill();
+        self.spawn();
+    }
+
+    pub fn client(&self) -> Raw {
+        Raw::connect(&self.addr())
+    }
+}
+
+impl Drop for Kaka {
+    fn drop(&mut self) {
+        self.sigkill();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(&self.log);
+        }
+    }
+}
+
+/// A blocking raw Kafka client (one request at a time).
+pub struct Raw {
+    pub s: TcpStream,
+    cid: i32,
+}
+
+impl Raw {
+    pub fn connect(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Raw { s, cid: 0 }
+    }
+
+    pub fn send_frame(&mut self, body: &[u8]) {
+        self.s.write_all(&(body.len() as i32).to_be_bytes()).unwrap();
+        self.s.write_all(body).unwrap();
+    }
+
+    /// Reads one response frame; None when the broker closed the connection.
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut n = [0u8; 4];
+        self.s.read_exact(&mut n).ok()?;
+        let mut b = vec![0u8; i32::from_be_bytes(n) as usize];
+        self.s.read_exact(&mut b).ok()?;
+        Some(Bytes::from(b))
+    }
+
+    pub fn encode_request<R: Encodable + HeaderVersion>(&mut self, key: ApiKey, version: i16, r: &R) -> Vec<u8> {
+        self.cid += 1;
+        let mut h = RequestHeader::default();
+        h.request_api_key = key as i16;
+        h.request_api_version = version;
+        h.correlation_id = self.cid;
+        h.client_id = Some(StrBytes::from_static_str("raw-test"));
+        let mut b = BytesMut::new();
+        h.encode(&mut b, key.request_header_version(version)).unwrap();
+        r.encode(&mut b, version).unwrap();
+        b.to_vec()
+    }
+
+    /// Sends a request and decodes the response of type `Resp`.
+    pub fn call<R: Encodable + HeaderVersion, Resp: Decodable>(&mut self, key: ApiKey, version: i16, r: &R) -> Resp {
+        let body = self.encode_request(key, version, r);
+        self.send_frame(&body);
+        let mut f = self.read_frame().expect("response");
+        let h = ResponseHeader::decode(&mut f, key.response_header_version(version)).unwrap();
+        assert_eq!(h.correlation_id, self.cid, "correlation id");
+        Resp::decode(&mut f, version).unwrap()
+    }
+}
+
+/// Encodes one record batch v2 (optionally idempotent) with the given values.
+pub fn make_batch(values: &[&[u8]], producer: Option<(i64, i16, i32)>, compression: Compression) -> Bytes {
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kp starts a new batch when offset - sequence changes, so keep it constant.
+            sequence: if seq >= 0 { seq + i as i32 } else { i as i32 - 1 },
+            timestamp: ts_base() + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::copy_from_slice(v)),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression }).unwrap();
+    buf.freeze()
+}
+
+/// Waits until `f` is true or panics after `secs`.
+pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

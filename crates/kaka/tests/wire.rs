@@ -1,0 +1,498 @@
+//! Raw Kafka-protocol tests against the real binary: framing, versions, bad input,
+//! idempotence, long polling, storage recovery and failure.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::records::Compression;
+
+fn tname(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn produce(c: &mut Raw, version: i16, topic: &str, partition: i32, batch: Bytes) -> (i16, i64) {
+    let mut pd = PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(batch);
+    let mut td = TopicProduceData::default();
+    td.name = tname(topic);
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 10_000;
+    r.topic_data = vec![td];
+    let resp: ProduceResponse = c.call(ApiKey::Produce, version, &r);
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch(c: &mut Raw, topic: &str, offset: i64, max_wait: i32, max_bytes: i32) -> (i16, i64, Bytes) {
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = max_bytes;
+    let mut ft = FetchTopic::default();
+    ft.topic = tname(topic);
+    ft.partitions = vec![fp];
+    let mut r = FetchRequest::default();
+    r.max_wait_ms = max_wait;
+    r.min_bytes = 1;
+    r.max_bytes = max_bytes;
+    r.topics = vec![ft];
+    r.session_epoch = -1;
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    assert_eq!(resp.error_code, 0);
+    let p = &resp.responses[0].partitions[0];
+    (p.error_code, p.high_watermark, p.records.clone().unwrap_or_default())
+}
+
+fn list_offset(c: &mut Raw, topic: &str, ts: i64) -> (i16, i64, i64) {
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = ts;
+    let mut t = ListOffsetsTopic::default();
+    t.name = tname(topic);
+    t.partitions = vec![p];
+    let mut r = ListOffsetsRequest::default();
+    r.topics = vec![t];
+    let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &r);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
+fn create(c: &mut Raw, topic: &str, configs: &[(&str, &str)]) -> i16 {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let mut t = CreatableTopic::default();
+    t.name = tname(topic);
+    t.num_partitions = 1;
+    t.replication_factor = 1;
+    for (k, v) in configs {
+        let mut cc = CreatableTopicConfig::default();
+        cc.name = StrBytes::from_string(k.to_string());
+        cc.value = Some(StrBytes::from_string(v.to_string()));
+        t.configs.push(cc);
+    }
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &r);
+    resp.topics[0].error_code
+}
+
+fn batch(values: &[&[u8]]) -> Bytes {
+    make_batch(values, None, Compression::None)
+}
+
+/// Offsets of the batches in a Fetch answer.
+fn batch_offsets(mut b: &[u8]) -> Vec<(i64, i64)> {
+    let mut v = Vec::new();
+    while b.len() >= 61 {
+        let base = i64::from_be_bytes(b[0..8].try_into().unwrap());
+        let len = i32::from_be_bytes(b[8..12].try_into().unwrap()) as usize + 12;
+        let last = base + i32::from_be_bytes(b[23..27].try_into().unwrap()) as i64;
+        v.push((base, last));
+        b = &b[len..];
+    }
+    v
+}
+
+#[test]
+fn api_versions_all_versions_and_fallback() {
+    let k = Kaka::start("apiv", &[]);
+    let mut c = k.client();
+    for v in 0..=3 {
+        let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, v, &ApiVersionsRequest::default());
+        assert_eq!(r.error_code, 0, "v{v}");
+        let produce = r.api_keys.iter().find(|a| a.api_key == 0).expect("Produce listed");
+        assert_eq!((produce.min_version, produce.max_version), (3, 10));
+        let av = r.api_keys.iter().find(|a| a.api_key == 18).unwrap();
+        assert_eq!(av.max_version, 3);
+    }
+    // v4 (what newer clients try first): UNSUPPORTED_VERSION with a v0 body, v0 header.
+    let mut raw = ApiVersionsRequest::default();
+    raw.client_software_name = StrBytes::from_static_str("t");
+    raw.client_software_version = StrBytes::from_static_str("1");
+    let body = c.encode_request(ApiKey::ApiVersions, 4, &raw);
+    c.send_frame(&body);
+    let mut f = c.read_frame().unwrap();
+    let cid = i32::from_be_bytes(f[0..4].try_into().unwrap());
+    let _ = bytes::Buf::get_i32(&mut f);
+    assert!(cid > 0);
+    let r = ApiVersionsResponse::decode(&mut f, 0).unwrap();
+    assert_eq!(r.error_code, 35);
+    assert!(r.api_keys.len() >= 10);
+    // An absurd version number is handled the same way, and the connection lives on.
+    let mut body = c.encode_request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    body[2..4].copy_from_slice(&99i16.to_be_bytes());
+    c.send_frame(&body);
+    let mut f = c.read_frame().unwrap();
+    let _ = bytes::Buf::get_i32(&mut f);
+    assert_eq!(ApiVersionsResponse::decode(&mut f, 0).unwrap().error_code, 35);
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+}
+
+#[test]
+fn unknown_api_key_and_version_keep_connection() {
+    let k = Kaka::start("unknown", &[]);
+    let mut c = k.client();
+    // Unknown key 999.
+    let mut body = c.encode_request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    body[0..2].copy_from_slice(&999i16.to_be_bytes());
+    body[4..8].copy_from_slice(&4242i32.to_be_bytes());
+    c.send_frame(&body);
+    let f = c.read_frame().expect("answer, not a dropped connection");
+    assert_eq!(i32::from_be_bytes(f[0..4].try_into().unwrap()), 4242);
+    assert_eq!(i16::from_be_bytes(f[4..6].try_into().unwrap()), 35);
+    // Metadata v13 is beyond the advertised 0-12.
+    let body = c.encode_request(ApiKey::Metadata, 13, &MetadataRequest::default());
+    c.send_frame(&body);
+    let f = c.read_frame().expect("answer");
+    assert_eq!(i16::from_be_bytes(f[4..6].try_into().unwrap()), 35);
+    // A transaction API we do not advertise.
+    let body = c.encode_request(ApiKey::EndTxn, 3, &EndTxnRequest::default());
+    c.send_frame(&body);
+    let f = c.read_frame().expect("answer");
+    assert_eq!(i16::from_be_bytes(f[4..6].try_into().unwrap()), 35);
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 2, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+}
+
+#[test]
+fn bad_frames_close_only_that_connection() {
+    let k = Kaka::start("frames", &[]);
+    // Oversized frame: closed, as Kafka does.
+    let mut c = k.client();
+    c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    use std::io::Write;
+    c.s.write_all(&(200 * 1024 * 1024i32).to_be_bytes()).unwrap();
+    assert!(c.read_frame().is_none(), "oversized frame closes the connection");
+    // Negative size.
+    let mut c = k.client();
+    c.s.write_all(&(-5i32).to_be_bytes()).unwrap();
+    assert!(c.read_frame().is_none());
+    // Truncated frame then EOF.
+    let mut c = k.client();
+    c.s.write_all(&100i32.to_be_bytes()).unwrap();
+    c.s.write_all(&[0, 18, 0, 0, 0, 0]).unwrap();
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(c.read_frame().is_none());
+    // Garbage body for a known API: Kafka closes; so do we. The broker keeps serving.
+    let mut c = k.client();
+    c.send_frame(&[0, 3, 0, 12, 0, 0, 0, 1, 0xff, 0xff, 0xff]);
+    assert!(c.read_frame().is_none());
+    let mut c = k.client();
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+    assert!(k.log_text().contains("invalid request frame size"));
+}
+
+#[test]
+fn produce_fetch_crc_and_out_of_range() {
+    let k = Kaka::start("pf", &["--no-auto-create-topics"]);
+    let mut c = k.client();
+    // Auto-creation off: UNKNOWN_TOPIC_OR_PARTITION.
+    assert_eq!(produce(&mut c, 9, "missing", 0, batch(&[b"x"])).0, 3);
+    assert_eq!(create(&mut c, "t", &[]), 0);
+    assert_eq!(create(&mut c, "t", &[]), 36, "TOPIC_ALREADY_EXISTS");
+    assert_eq!(produce(&mut c, 9, "t", 0, batch(&[b"a", b"b"])), (0, 0));
+    assert_eq!(produce(&mut c, 3, "t", 0, batch(&[b"c"])), (0, 2));
+    assert_eq!(produce(&mut c, 9, "t", 7, batch(&[b"c"])).0, 3, "no such partition");
+    // Bad CRC: CORRUPT_MESSAGE, nothing stored.
+    let mut bad = batch(&[b"zzz"]).to_vec();
+    let n = bad.len();
+    bad[n - 3] ^= 0x55;
+    assert_eq!(produce(&mut c, 9, "t", 0, Bytes::from(bad)).0, 2);
+    // Two batches in one partition: INVALID_RECORD.
+    let mut two = batch(&[b"q"]).to_vec();
+    two.extend_from_slice(&batch(&[b"r"]));
+    assert_eq!(produce(&mut c, 9, "t", 0, Bytes::from(two)).0, 87);
+    let (err, hw, recs) = fetch(&mut c, "t", 0, 100, 1 << 20);
+    assert_eq!((err, hw), (0, 3));
+    assert_eq!(batch_offsets(&recs), vec![(0, 1), (2, 2)]);
+    // Fetch inside a batch returns that whole batch (the client skips to its offset).
+    let (_, _, recs) = fetch(&mut c, "t", 1, 100, 1 << 20);
+    assert_eq!(batch_offsets(&recs)[0], (0, 1));
+    // Beyond the end, and negative: OFFSET_OUT_OF_RANGE.
+    assert_eq!(fetch(&mut c, "t", 4, 100, 1 << 20).0, 1);
+    assert_eq!(fetch(&mut c, "t", -7, 100, 1 << 20).0, 1);
+    // ListOffsets: latest, earliest, by timestamp (first and past the end), max timestamp.
+    assert_eq!(list_offset(&mut c, "t", -1), (0, 3, -1));
+    assert_eq!(list_offset(&mut c, "t", -2), (0, 0, -1));
+    assert_eq!(list_offset(&mut c, "t", ts_base() + 1).1, 1);
+    assert_eq!(list_offset(&mut c, "t", ts_base() + 1_000_000), (0, -1, -1));
+    let (e, off, ts) = list_offset(&mut c, "t", -3);
+    assert_eq!((e, off, ts), (0, 1, ts_base() + 1));
+}
+
+#[test]
+fn fetch_answers_at_once_with_data_and_long_polls_without() {
+    let k = Kaka::start("poll", &[]);
+    let mut c = k.client();
+    assert_eq!(produce(&mut c, 9, "lp", 0, batch(&[b"a"])).0, 0);
+    let t = Instant::now();
+    let (e, _, recs) = fetch(&mut c, "lp", 0, 5000, 1 << 20);
+    assert_eq!(e, 0);
+    assert!(!recs.is_empty());
+    assert!(t.elapsed() < Duration::from_millis(400), "data present: answered at once ({:?})", t.elapsed());
+    // Nothing to return: waits for max_wait.
+    let t = Instant::now();
+    let (e, _, recs) = fetch(&mut c, "lp", 1, 600, 1 << 20);
+    assert_eq!(e, 0);
+    assert!(recs.is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(550), "long poll waited ({:?})", t.elapsed());
+    // A produce during the wait wakes it early.
+    let addr = k.addr();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut p = Raw::connect(&addr);
+        produce(&mut p, 9, "lp", 0, batch(&[b"b"]))
+    });
+    let t = Instant::now();
+    let (_, _, recs) = fetch(&mut c, "lp", 1, 10_000, 1 << 20);
+    assert_eq!(batch_offsets(&recs), vec![(1, 1)]);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(h.join().unwrap().0, 0);
+}
+
+#[test]
+fn idempotent_sequences_survive_restart() {
+    let mut k = Kaka::start("idem", &[]);
+    let mut c = k.client();
+    let r: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &{
+        let mut r = InitProducerIdRequest::default();
+        r.producer_id = ProducerId(-1);
+        r.producer_epoch = -1;
+        r
+    });
+    assert_eq!(r.error_code, 0);
+    let pid = r.producer_id.0;
+    let b0 = make_batch(&[b"a", b"b"], Some((pid, 0, 0)), Compression::None);
+    let b1 = make_batch(&[b"c"], Some((pid, 0, 2)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, b0.clone()), (0, 0));
+    assert_eq!(produce(&mut c, 9, "idem", 0, b1.clone()), (0, 2));
+    // Exact retry: NO_ERROR with the original offset, nothing appended.
+    assert_eq!(produce(&mut c, 9, "idem", 0, b0.clone()), (0, 0));
+    // A gap: OUT_OF_ORDER_SEQUENCE_NUMBER.
+    let gap = make_batch(&[b"x"], Some((pid, 0, 10)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, gap).0, 45);
+    // Old sequence not matching a retained batch exactly: DUPLICATE_SEQUENCE_NUMBER.
+    let overlap = make_batch(&[b"x"], Some((pid, 0, 1)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, overlap).0, 46);
+    // Stale epoch after a bump.
+    let e1 = make_batch(&[b"n"], Some((pid, 1, 0)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, e1), (0, 3));
+    let stale = make_batch(&[b"s"], Some((pid, 0, 3)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, stale).0, 47);
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    let e1_retry = make_batch(&[b"n"], Some((pid, 1, 0)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, e1_retry), (0, 3), "state rebuilt from the log");
+    let next = make_batch(&[b"m"], Some((pid, 1, 1)), Compression::None);
+    assert_eq!(produce(&mut c, 9, "idem", 0, next), (0, 4));
+    // A fresh producer id is never reused across restarts.
+    let r2: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &{
+        let mut r = InitProducerIdRequest::default();
+        r.producer_id = ProducerId(-1);
+        r.producer_epoch = -1;
+        r
+    });
+    assert!(r2.producer_id.0 > pid);
+}
+
+#[test]
+fn torn_tail_truncated_and_old_segment_damage_refused() {
+    let mut k = Kaka::start("recover", &["--segment-bytes", "2048"]);
+    let mut c = k.client();
+    let big = vec![7u8; 600];
+    for i in 0..8 {
+        assert_eq!(produce(&mut c, 9, "r", 0, batch(&[&big])), (0, i));
+    }
+    drop(c);
+    k.sigkill();
+    let pdir = k.dir.join("topics/r/0");
+    let mut logs: Vec<_> = std::fs::read_dir(&pdir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 3, "segments rolled: {logs:?}");
+    // Torn tail: half a batch of garbage at the end of the newest segment.
+    let newest = logs.last().unwrap().clone();
+    let mut data = std::fs::read(&newest).unwrap();
+    let good_len = data.len();
+    data.extend_from_slice(&batch(&[b"torn"])[..40]);
+    std::fs::write(&newest, &data).unwrap();
+    k.spawn();
+    let mut c = k.client();
+    assert_eq!(list_offset(&mut c, "r", -1).1, 8);
+    assert_eq!(std::fs::metadata(&newest).unwrap().len() as usize, good_len);
+    assert_eq!(produce(&mut c, 9, "r", 0, batch(&[b"after"])), (0, 8));
+    let (_, _, recs) = fetch(&mut c, "r", 0, 100, 1 << 20);
+    assert_eq!(batch_offsets(&recs)[0], (0, 0));
+    drop(c);
+    // Damage in an older segment: the partition refuses to open, nothing is renumbered.
+    k.sigkill();
+    let old = &logs[0];
+    let _ = std::fs::remove_file(old.with_extension("index"));
+    let mut d = std::fs::read(old).unwrap();
+    d[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+    std::fs::write(old, &d).unwrap();
+    k.spawn();
+    let mut c = k.client();
+    assert_eq!(produce(&mut c, 9, "r", 0, batch(&[b"x"])).0, 56, "KAFKA_STORAGE_ERROR");
+    assert!(k.log_text().contains("refusing to open partition"), "clear error in the log");
+    // The damaged file is untouched (not truncated).
+    assert_eq!(std::fs::read(old).unwrap(), d);
+}
+
+#[test]
+fn fsync_failure_is_fail_stop() {
+    let k = Kaka::start("fsync", &["--debug-fail-fsync-after", "1"]);
+    let mut c = k.client();
+    assert_eq!(produce(&mut c, 9, "f", 0, batch(&[b"ok"])), (0, 0));
+    assert_eq!(produce(&mut c, 9, "f", 0, batch(&[b"lost"])).0, 56);
+    assert_eq!(produce(&mut c, 9, "f", 0, batch(&[b"later"])).0, 56, "writes refused after a failed sync");
+    // The acknowledged record is still readable; the unacknowledged one is not visible.
+    let (e, hw, _) = fetch(&mut c, "f", 0, 100, 1 << 20);
+    assert_eq!((e, hw), (0, 1));
+}
+
+#[test]
+fn retention_by_bytes_moves_log_start() {
+    let k = Kaka::start(
+        "retain",
+        &["--segment-bytes", "1024", "--retention-bytes", "2048", "--retention-check-interval-ms", "100"],
+    );
+    let mut c = k.client();
+    let v = vec![1u8; 500];
+    for i in 0..20 {
+        assert_eq!(produce(&mut c, 9, "ret", 0, batch(&[&v])), (0, i));
+    }
+    wait_until(10, "retention", || list_offset(&mut Raw::connect(&k.addr()), "ret", -2).1 > 0);
+    let start = list_offset(&mut c, "ret", -2).1;
+    assert!(start >= 10, "log start {start}");
+    assert_eq!(fetch(&mut c, "ret", 0, 10, 1 << 20).0, 1, "below log start: OFFSET_OUT_OF_RANGE");
+    let (e, _, recs) = fetch(&mut c, "ret", start, 10, 1 << 20);
+    assert_eq!(e, 0);
+    assert_eq!(batch_offsets(&recs)[0].0, start);
+}
+
+#[test]
+fn max_memory_refuses_whole_batch() {
+    let k = Kaka::start("mem", &["--max-memory", "64K"]);
+    let mut c = k.client();
+    let big = vec![3u8; 100 * 1024];
+    let (e, _) = produce(&mut c, 9, "m", 0, batch(&[&big]));
+    assert_eq!(e, 18, "RECORD_LIST_TOO_LARGE");
+    // Many small batches fit: the cache evicts older ones instead of refusing.
+    let small = vec![4u8; 10 * 1024];
+    for i in 0..30 {
+        assert_eq!(produce(&mut c, 9, "m", 0, batch(&[&small])), (0, i));
+    }
+    assert_eq!(list_offset(&mut c, "m", -1).1, 30);
+    let (_, _, recs) = fetch(&mut c, "m", 0, 10, 1 << 20);
+    assert_eq!(batch_offsets(&recs)[0].0, 0, "evicted batches are read from the segment");
+}
+
+#[test]
+fn compaction_keeps_latest_per_key_with_holes() {
+    let k = Kaka::start("compact", &["--retention-check-interval-ms", "200"]);
+    let mut c = k.client();
+    assert_eq!(
+        create(&mut c, "cmp", &[("cleanup.policy", "compact"), ("segment.bytes", "1024"), ("delete.retention.ms", "0")]),
+        0
+    );
+    // Keyless record refused on a compacted topic.
+    let keyless = {
+        use kafka_protocol::records::*;
+        let r = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        };
+        let mut b = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(&mut b, [&r], &RecordEncodeOptions { version: 2, compression: Compression::None }).unwrap();
+        b.freeze()
+    };
+    assert_eq!(produce(&mut c, 9, "cmp", 0, keyless).0, 87);
+    // make_batch keys records k0.., so every batch of one record has key "k0".
+    let v = vec![9u8; 300];
+    for i in 0..12 {
+        assert_eq!(produce(&mut c, 9, "cmp", 0, make_batch(&[&v], None, if i % 2 == 0 { Compression::None } else { Compression::Lz4 })), (0, i));
+    }
+    wait_until(15, "compaction", || k.log_text().contains("compacted"));
+    std::thread::sleep(Duration::from_millis(300));
+    // Walk the log: offsets only increase, holes exist, the newest record is still there.
+    let mut seen = Vec::new();
+    let mut off = 0;
+    loop {
+        let (e, hw, recs) = fetch(&mut c, "cmp", off, 10, 1 << 20);
+        assert_eq!(e, 0);
+        if recs.is_empty() {
+            assert_eq!(off, hw);
+            break;
+        }
+        for (base, last) in batch_offsets(&recs) {
+            if last >= off {
+                seen.push(base);
+                off = last + 1;
+            }
+        }
+    }
+    assert!(seen.len() < 12, "older records of the key were removed: {seen:?}");
+    assert_eq!(*seen.last().unwrap(), 11);
+}
+
+#[test]
+fn topics_create_cli_and_sigterm() {
+    let mut k = Kaka::start("cli", &[]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kaka"))
+        .args(["topics", "create", "clitopic", "--partitions", "3", "--config", "retention.ms=1000000", "--bootstrap"])
+        .arg(k.addr())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut c = k.client();
+    let mut r = MetadataRequest::default();
+    r.topics = None;
+    let m: MetadataResponse = c.call(ApiKey::Metadata, 12, &r);
+    let t = m.topics.iter().find(|t| t.name.as_ref().unwrap().0.as_str() == "clitopic").unwrap();
+    assert_eq!(t.partitions.len(), 3);
+    assert_eq!(produce(&mut c, 9, "clitopic", 2, batch(&[b"x"])), (0, 0));
+    drop(c);
+    assert_eq!(k.sigterm(), Some(0));
+    assert!(k.log_text().contains("stopped cleanly"));
+    // Offline creation in a stopped broker's directory.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kaka"))
+        .args(["topics", "create", "offline", "--partitions", "2", "--dir"])
+        .arg(&k.dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    k.spawn();
+    let mut c = k.client();
+    let m: MetadataResponse = c.call(ApiKey::Metadata, 12, &r);
+    let names: Vec<String> = m.topics.iter().map(|t| t.name.as_ref().unwrap().0.to_string()).collect();
+    assert!(names.contains(&"offline".to_string()) && names.contains(&"clitopic".to_string()), "{names:?}");
+}

@@ -1,0 +1,72 @@
+//! Bytes per member of the six-type dataset's sorted sets, measured under jemalloc.
+//!
+//! Builds `N` sorted sets of 1,000 members `m{k:06}` scored `k` (inserted in ascending order,
+//! as the loader writes them) and compares jemalloc's allocated bytes with the sum of
+//! `ZSet::mem_usage()`; then does the same with the members inserted in a shuffled order.
+//! Also times the slowest single insert while one set grows to `BIG` members. Run:
+//! `cargo run --release -p store --example mem_zset [N] [BIG]` (goal: <= 38 bytes per member).
+
+use std::time::Instant;
+use store::types::ZSet;
+use tikv_jemalloc_ctl::{epoch, stats};
+
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fn allocated() -> usize {
+    epoch::advance().expect("jemalloc epoch");
+    stats::allocated::read().expect("jemalloc stats")
+}
+
+fn measure(n: usize, order: &[usize], label: &str) {
+    let before = allocated();
+    let mut sets = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut z = ZSet::new();
+        for &k in order {
+            z.insert(format!("m{k:06}").as_bytes(), k as f64);
+        }
+        sets.push(Box::new(z));
+    }
+    let used = allocated() - before - n * std::mem::size_of::<Box<ZSet>>();
+    let reported: usize = sets.iter().map(|z| z.mem_usage()).sum();
+    let elems = (n * 1000) as f64;
+    println!(
+        "zsets ({label}): {n} x 1000 members ({}): jemalloc {:.2} B/member, mem_usage {:.2} B/member (goal <= 38, Redis 110)",
+        sets[0].encoding(),
+        used as f64 / elems,
+        reported as f64 / elems
+    );
+}
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let big: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let ascending: Vec<usize> = (0..1000).collect();
+    measure(n, &ascending, "ascending");
+    // A fixed permutation (multiplicative step coprime with 1000).
+    let shuffled: Vec<usize> = (0..1000).map(|k| (k * 617 + 13) % 1000).collect();
+    measure(n, &shuffled, "shuffled");
+
+    let mut z = ZSet::new();
+    let mut worst = std::time::Duration::ZERO;
+    let mut over_1ms = 0usize;
+    let start = Instant::now();
+    for k in 0..big {
+        // Scattered scores so that inserts land all over the order.
+        let score = ((k as u64).wrapping_mul(2_654_435_761) % 1_000_003) as f64;
+        let t = Instant::now();
+        z.insert(format!("m{k:09}").as_bytes(), score);
+        let e = t.elapsed();
+        if e > std::time::Duration::from_millis(1) {
+            over_1ms += 1;
+        }
+        worst = worst.max(e);
+    }
+    println!(
+        "growth: {big} inserts in {:.2?}, slowest single insert {:.2?} ({over_1ms} over 1 ms), {:.2} B/member",
+        start.elapsed(),
+        worst,
+        z.mem_usage() as f64 / big as f64
+    );
+}
