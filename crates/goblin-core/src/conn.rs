@@ -122,6 +122,8 @@ pub struct Conn {
     pub close_now: bool,
     pub parked: Option<Parked>,
     pub multi: Option<Multi>,
+    /// Keys this client WATCHes (see [`crate::watch`]).
+    pub watching: Vec<Vec<u8>>,
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
     pub no_touch: bool,
@@ -161,6 +163,7 @@ impl Conn {
             close_now: false,
             parked: None,
             multi: None,
+            watching: Vec::new(),
             reply_mode: ReplyMode::On,
             no_evict: false,
             no_touch: false,

@@ -78,7 +78,7 @@ impl Server {
             return;
         }
         if let Some(m) = &mut conn.multi {
-            if !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
+            if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
                 m.queued.push(args.iter().map(|a| a.to_vec()).collect());
                 reply::simple(&mut conn.out, b"QUEUED");
                 return;
@@ -88,7 +88,9 @@ impl Server {
         conn.last_cmd = spec.name;
         let now = now_ms();
         match spec.name {
-            "multi" | "exec" | "discard" => self.transaction_command(conn, slot, spec, args, now),
+            "multi" | "exec" | "discard" | "watch" | "unwatch" => {
+                self.transaction_command(conn, slot, spec, args, now)
+            }
             _ => self.execute(conn, slot, spec, args, now, false),
         }
         self.apply_reply_mode(conn, mark);
@@ -136,11 +138,13 @@ impl Server {
         conn: &mut Conn,
         slot: usize,
         spec: &'static CommandSpec,
-        _args: &[&[u8]],
+        args: &[&[u8]],
         now: i64,
     ) {
         self.stats.server_commands += 1;
         match spec.name {
+            "watch" => self.watch_command(conn, args),
+            "unwatch" => self.unwatch_command(conn),
             "multi" => {
                 if conn.multi.is_some() {
                     reply::error(&mut conn.out, b"ERR MULTI calls can not be nested");
@@ -151,6 +155,7 @@ impl Server {
             }
             "discard" => {
                 if conn.multi.take().is_some() {
+                    self.watches.unwatch_all(conn);
                     reply::ok(&mut conn.out);
                 } else {
                     reply::error(&mut conn.out, b"ERR DISCARD without MULTI");
@@ -162,12 +167,20 @@ impl Server {
                     return;
                 };
                 if multi.dirty {
+                    self.watches.unwatch_all(conn);
                     reply::error(
                         &mut conn.out,
                         b"EXECABORT Transaction discarded because of previous errors.",
                     );
                     return;
                 }
+                if self.watches.is_dirty(conn) {
+                    // A watched key changed since WATCH: the transaction does not run.
+                    self.watches.unwatch_all(conn);
+                    reply::null_array(&mut conn.out);
+                    return;
+                }
+                self.watches.unwatch_all(conn);
                 reply::array_len(&mut conn.out, multi.queued.len());
                 for cmd in &multi.queued {
                     let argv: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();

@@ -6,6 +6,7 @@
 //! - [`dispatch`]: request -> table lookup -> engine or server command -> reply, MULTI/EXEC.
 //! - [`blocking`]: clients parked by blocking commands.
 //! - [`conn`]: per-connection state.
+//! - [`watch`]: WATCH/UNWATCH, fed by the canonical mutations.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
 mod blocking;
@@ -14,6 +15,7 @@ mod config;
 mod conn;
 mod dispatch;
 mod server;
+mod watch;
 
 use clap::Parser;
 

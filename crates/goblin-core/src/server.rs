@@ -101,6 +101,7 @@ pub struct Server {
     /// Slots unparked this turn whose buffered input must now be processed.
     pub(crate) resume: Vec<usize>,
     pub(crate) blocked: BlockedIndex,
+    pub(crate) watches: crate::watch::Watches,
     signal_rx: mio::unix::pipe::Receiver,
     _signal_tx: mio::unix::pipe::Sender,
     waker: Arc<Waker>,
@@ -217,6 +218,7 @@ impl Server {
             read_again: Vec::new(),
             resume: Vec::new(),
             blocked: BlockedIndex::default(),
+            watches: Default::default(),
             signal_rx: rx,
             _signal_tx: tx,
             waker,
@@ -245,6 +247,9 @@ impl Server {
     /// the last one. This is where the Kafka journal and the firehose will take them; until
     /// then they are dropped. Must leave `engine.muts` empty.
     pub(crate) fn on_mutations(&mut self) {
+        if !self.watches.is_empty() {
+            self.watches.touch_mutations(&self.engine.muts.buf);
+        }
         self.engine.muts.clear();
     }
 
@@ -616,6 +621,9 @@ impl Server {
         if conn.parked.is_some() {
             self.blocked.remove(&conn, slot);
             conn.parked = None;
+        }
+        if !conn.watching.is_empty() {
+            self.watches.unwatch_all(&mut conn);
         }
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!("closed client id={}", conn.id);

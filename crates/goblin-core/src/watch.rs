@@ -12,7 +12,6 @@
 
 use crate::conn::Conn;
 use crate::server::Server;
-use engine::errors;
 use resp::reply;
 use std::collections::{HashMap, HashSet};
 
@@ -113,14 +112,4 @@ impl Server {
         self.watches.unwatch_all(conn);
         reply::ok(&mut conn.out);
     }
-}
-
-/// Used by the table test below and by EXEC: the reply of an EXEC whose watched keys changed.
-pub fn exec_aborted(out: &mut Vec<u8>) {
-    reply::null_array(out);
-}
-
-#[allow(dead_code)]
-fn _uses(_: &[u8]) -> &'static [u8] {
-    errors::SYNTAX
 }

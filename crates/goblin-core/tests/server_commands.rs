@@ -465,3 +465,61 @@ fn instantaneous_ops_per_sec_reflects_load() {
     let ops = num(&info(&mut con, "stats"), "instantaneous_ops_per_sec");
     assert!(ops > 1000, "instantaneous_ops_per_sec:{ops}");
 }
+
+#[test]
+fn watch_aborts_exec_when_a_watched_key_changes() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut other = s.conn();
+    // Untouched watch: EXEC runs.
+    send(&mut a, b"WATCH w1 w2\r\nMULTI\r\nINCR w1\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut a), b"*1\r\n:1\r\n");
+    // Another client writes a watched key: EXEC answers a null array and runs nothing.
+    send(&mut a, b"WATCH w2\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    let _: () = redis::cmd("SET").arg("w2").arg("x").query(&mut other).unwrap();
+    send(&mut a, b"MULTI\r\nINCR w1\r\nEXEC\r\nGET w1\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut a), b"*-1\r\n");
+    assert_eq!(read_reply(&mut a), b"$1\r\n1\r\n");
+    // EXEC cleared the watch: the next transaction runs despite the earlier write.
+    send(&mut a, b"MULTI\r\nINCR w1\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut a), b"*1\r\n:2\r\n");
+    // UNWATCH forgets; expiry and FLUSHALL count as changes; WATCH inside MULTI is refused.
+    send(&mut a, b"WATCH w1\r\nUNWATCH\r\nMULTI\r\nWATCH w1\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"-ERR WATCH inside MULTI is not allowed\r\n");
+    assert_eq!(read_reply(&mut a), b"*0\r\n");
+    send(&mut a, b"SET gone v PX 30\r\nWATCH gone\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    send(&mut a, b"MULTI\r\nPING\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut a), b"*-1\r\n");
+    send(&mut a, b"WATCH any\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    let _: () = redis::cmd("FLUSHALL").query(&mut other).unwrap();
+    send(&mut a, b"MULTI\r\nPING\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
+    assert_eq!(read_reply(&mut a), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut a), b"*-1\r\n");
+    // The redis crate's check-and-set helper.
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("cas").arg(10).query(&mut con).unwrap();
+    let (v,): (i64,) = redis::transaction(&mut con, &["cas"], |c, pipe| {
+        let cur: i64 = redis::cmd("GET").arg("cas").query(c)?;
+        pipe.cmd("SET").arg("cas").arg(cur * 2).ignore().cmd("GET").arg("cas").query(c)
+    })
+    .unwrap();
+    assert_eq!(v, 20);
+}

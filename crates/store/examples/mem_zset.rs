@@ -60,6 +60,9 @@ fn main() {
         let e = t.elapsed();
         if e > std::time::Duration::from_millis(1) {
             over_1ms += 1;
+            if std::env::var("ZDEBUG").is_ok() && e > std::time::Duration::from_millis(5) {
+                println!("slow insert {k}: {e:.2?}");
+            }
         }
         worst = worst.max(e);
     }

@@ -28,6 +28,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("multi", 1, CONN_FAST, NO_KEYS, "transactions", "Starts a transaction.", Handler::Server),
     spec("exec", 1, CONN, NO_KEYS, "transactions", "Executes all commands in a transaction.", Handler::Server),
     spec("discard", 1, CONN_FAST, NO_KEYS, "transactions", "Discards a transaction.", Handler::Server),
+    spec("watch", -2, CONN_FAST, (1, -1, 1), "transactions", "Monitors changes to keys to determine the execution of a transaction.", Handler::Server),
+    spec("unwatch", 1, CONN_FAST, NO_KEYS, "transactions", "Forgets about watched keys of a transaction.", Handler::Server),
 ];
 
 const NO_KEYS: (i32, i32, i32) = (0, 0, 0);

@@ -60,6 +60,9 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         }
         "memory" => memory(s, c, args),
         "shutdown" => shutdown(s, c, args),
+        // UNWATCH can be queued inside MULTI and so run from EXEC (WATCH is refused there).
+        "unwatch" => s.unwatch_command(c),
+        "watch" => s.watch_command(c, args),
         other => {
             // A row marked Handler::Server that this crate does not know: a bug in the table.
             tracing::error!("server command '{other}' has no implementation");
@@ -214,9 +217,10 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let _ = s;
 }
 
-/// RESET: leave MULTI, reply mode on, drop the name and no-evict/no-touch, answer `+RESET`.
-fn reset(_s: &mut Server, c: &mut Conn, _slot: usize) {
+/// RESET: leave MULTI, unwatch, reply mode on, drop the name and no-evict/no-touch, answer `+RESET`.
+fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
     c.multi = None;
+    s.watches.unwatch_all(c);
     c.reply_mode = ReplyMode::On;
     c.name.clear();
     c.no_evict = false;

@@ -1041,3 +1041,25 @@ mod tests {
         assert_eq!(jemalloc_class(20000), 20480);
     }
 }
+
+#[cfg(test)]
+mod probe_debug {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn cluster_lengths() {
+        let n = 1_000_000usize;
+        let mut t = Table::with_capacity(1347984);
+        for k in 0..n {
+            t.put(hash_member(format!("m{k:09}").as_bytes()), k as f64);
+        }
+        let (mut run, mut maxrun) = (0usize, 0usize);
+        for i in 0..t.cap() {
+            if t.hashes[i] != EMPTY { run += 1; maxrun = maxrun.max(run); } else { run = 0; }
+        }
+        let mut homes = std::collections::HashMap::new();
+        for k in 0..n { *homes.entry(t.home(hash_member(format!("m{k:09}").as_bytes()))).or_insert(0usize) += 1; }
+        let distinct_hashes: std::collections::HashSet<u32> = (0..n).map(|k| hash_member(format!("m{k:09}").as_bytes())).collect();
+        println!("max run {maxrun}, distinct homes {}, distinct hashes {}", homes.len(), distinct_hashes.len());
+    }
+}
