@@ -23,7 +23,10 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
             if lower.contains("nan") || lower.contains("inf") {
                 return None;
             }
-            let v = lower.parse::<f64>().ok()?;
+            let v = match parse_hex_f64(&lower) {
+                Some(h) => h?,
+                None => lower.parse::<f64>().ok()?,
+            };
             // strtod reports ERANGE for a finite text that overflows to infinity or underflows
             // to zero, and Redis rejects those.
             let nonzero_digits = lower.split('e').next().is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
@@ -38,6 +41,46 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
     } else {
         Some(v)
     }
+}
+
+/// strtod's hexadecimal form (`0x1.8p3`, `-0X10`), which Redis's float arguments accept:
+/// None if `lower` (lowercased) is not hex at all, Some(None) if it is malformed hex.
+fn parse_hex_f64(lower: &str) -> Option<Option<f64>> {
+    let (neg, body) = match lower.as_bytes().first() {
+        Some(b'-') => (true, &lower[1..]),
+        Some(b'+') => (false, &lower[1..]),
+        _ => (false, lower),
+    };
+    let hex = body.strip_prefix("0x")?;
+    let parse = || -> Option<f64> {
+        let (mant, exp) = match hex.find('p') {
+            Some(i) => (&hex[..i], Some(&hex[i + 1..])),
+            None => (hex, None),
+        };
+        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let mut v = 0f64;
+        for ch in int.chars() {
+            v = v * 16.0 + ch.to_digit(16)? as f64;
+        }
+        let mut scale = 1.0 / 16.0;
+        for ch in frac.chars() {
+            v += ch.to_digit(16)? as f64 * scale;
+            scale /= 16.0;
+        }
+        if let Some(e) = exp {
+            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let e: i32 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
+            v *= 2f64.powi(e.clamp(-2000, 2000));
+        }
+        Some(if neg { -v } else { v })
+    };
+    Some(parse())
 }
 
 /// Formats a double as Redis 7.0 does in replies (ZSCORE, ZRANGE WITHSCORES ...): C's `%.17g`
@@ -220,6 +263,12 @@ mod tests {
         assert_eq!(parse_f64(b"1e-400"), None);
         assert_eq!(parse_f64(b"0e5"), Some(0.0));
         assert_eq!(parse_f64(b"-0.0"), Some(-0.0));
+        // strtod's hex floats, as ZADD accepts them.
+        assert_eq!(parse_f64(b"0x10"), Some(16.0));
+        assert_eq!(parse_f64(b"-0X1.8p1"), Some(-3.0));
+        assert_eq!(parse_f64(b"0x"), None);
+        assert_eq!(parse_f64(b"0x1p"), None);
+        assert_eq!(parse_f64(b"0xg"), None);
     }
 
     #[test]

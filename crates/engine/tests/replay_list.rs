@@ -80,3 +80,150 @@ fn big_list_replays() {
     let replies = check_replay(&cmds, 1_700_000_000_000, 0);
     assert_eq!(replies[3000], b":3001\r\n");
 }
+
+/// Differential check against a real redis-server 7.0 (not run by default): random list
+/// command sequences must get byte-identical replies. Run with
+/// `GOBLIN_DIFF_REDIS=127.0.0.1:7391 cargo test -p engine --test replay_list -- --ignored`
+/// against `redis-server --port 7391 --save '' --appendonly no`.
+#[test]
+#[ignore]
+fn replies_match_redis() {
+    use rand::{Rng, SeedableRng};
+    use std::io::{Read, Write};
+    let Ok(addr) = std::env::var("GOBLIN_DIFF_REDIS") else {
+        eprintln!("GOBLIN_DIFF_REDIS not set: skipped");
+        return;
+    };
+    let mut sock = std::net::TcpStream::connect(addr).expect("connect to redis");
+    let mut buf = Vec::new();
+    let mut ask = |args: &[Vec<u8>]| -> Vec<u8> {
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, args);
+        sock.write_all(&req).expect("write");
+        loop {
+            if let Some((_, used)) = resp::decode_frame(&buf).expect("valid RESP") {
+                return buf.drain(..used).collect();
+            }
+            let mut chunk = [0u8; 65536];
+            let n = sock.read(&mut chunk).expect("read");
+            assert!(n > 0, "redis closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    ask(&[b"FLUSHALL".to_vec()]);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
+    let mut e = engine::Engine::default();
+    let mut longest = 0;
+    let keys = ["dl1", "dl2", "dstr"];
+    // Long lists span many chunks; 3000- and 9000-byte elements force splits and
+    // single-element chunks.
+    let big1 = "y".repeat(3000);
+    let big2 = "z".repeat(9000);
+    let x69 = "x".repeat(69);
+    let elems: Vec<&str> = vec!["a", "b", "1", "01", "-7", "", &x69, "12345678901", &big1, &big2];
+    let pick = |rng: &mut rand::rngs::SmallRng, xs: &[&str]| xs[rng.gen_range(0..xs.len())].to_string();
+    let idx = |rng: &mut rand::rngs::SmallRng| {
+        ["-3000", "-100", "-3", "-1", "0", "1", "2", "5", "100", "700", "2500", "x"][rng.gen_range(0..12)]
+            .to_string()
+    };
+    let ends = ["LEFT", "right", "up"];
+    for step in 0..20_000 {
+        let k = pick(&mut rng, &keys);
+        let k2 = pick(&mut rng, &keys);
+        let v = pick(&mut rng, &elems);
+        let c: Vec<String> = match rng.gen_range(0..27) {
+            22..=26 => {
+                let mut c = vec![if rng.gen_bool(0.5) { "LPUSH" } else { "RPUSH" }.to_string(), k];
+                c.extend((0..rng.gen_range(1..200)).map(|_| pick(&mut rng, &elems[..8])));
+                c
+            }
+            0 => vec!["LPUSH".into(), k, v, pick(&mut rng, &elems)],
+            1 => vec!["RPUSH".into(), k, v],
+            2 => vec!["LPUSHX".into(), k, v],
+            3 => vec!["RPUSHX".into(), k, v.clone(), v],
+            4 => vec!["LPOP".into(), k],
+            5 => vec!["RPOP".into(), k, idx(&mut rng)],
+            6 => vec!["LRANGE".into(), k, idx(&mut rng), idx(&mut rng)],
+            7 => vec!["LINDEX".into(), k, idx(&mut rng)],
+            8 => vec!["LSET".into(), k, idx(&mut rng), v],
+            9 => vec![
+                "LINSERT".into(),
+                k,
+                pick(&mut rng, &["BEFORE", "after", "x"]),
+                v,
+                pick(&mut rng, &elems),
+            ],
+            10 => vec!["LREM".into(), k, idx(&mut rng), v],
+            11 => vec!["LTRIM".into(), k, idx(&mut rng), idx(&mut rng)],
+            12 => vec![
+                "LPOS".into(),
+                k,
+                v,
+                "RANK".into(),
+                idx(&mut rng),
+                "COUNT".into(),
+                idx(&mut rng),
+                "MAXLEN".into(),
+                idx(&mut rng),
+            ],
+            13 => vec!["LPOS".into(), k, v],
+            14 => vec!["LMOVE".into(), k, k2, pick(&mut rng, &ends), pick(&mut rng, &ends)],
+            15 => vec!["RPOPLPUSH".into(), k, k2],
+            16 => vec![
+                "LMPOP".into(),
+                idx(&mut rng),
+                k,
+                k2,
+                pick(&mut rng, &ends),
+                "COUNT".into(),
+                idx(&mut rng),
+            ],
+            17 => vec!["LLEN".into(), k],
+            18 => vec!["SET".into(), "dstr".into(), v],
+            19 => vec!["BLPOP".into(), k, k2, "0.01".into()],
+            20 => vec!["BLMOVE".into(), k, k2, pick(&mut rng, &ends), pick(&mut rng, &ends), "0.01".into()],
+            _ => vec!["BLMPOP".into(), "0.01".into(), "1".into(), k, pick(&mut rng, &ends)],
+        };
+        let args: Vec<Vec<u8>> = c.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let want = ask(&args);
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        let mut got = Vec::new();
+        if let engine::Outcome::Blocked(_) = e.run(&refs, 1_700_000_000_000, &mut got) {
+            got.extend_from_slice(b"*-1\r\n");
+        }
+        e.muts.clear();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "step {step}: {}",
+            c.join(" ")
+        );
+        for k in ["dl1", "dl2"] {
+            if let Some(store::ValueRef::List(l)) = e.ks.get(k.as_bytes()) {
+                longest = longest.max(l.len());
+            }
+        }
+    }
+    assert!(longest > 2000, "the run should build lists spanning many chunks (longest {longest})");
+}
+
+/// Rough per-command cost of the benchmarked list commands through `Engine::run` (not run by
+/// default): `cargo test --release -p engine --test replay_list -- --ignored --nocapture timing`.
+#[test]
+#[ignore]
+fn timing() {
+    let mut e = engine::Engine::default();
+    let mut out = Vec::new();
+    let mut time = |e: &mut engine::Engine, name: &str, n: usize, args: &[&[u8]]| {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            out.clear();
+            e.run(args, 0, &mut out);
+            e.muts.clear();
+        }
+        println!("{name}: {:?} per command", t.elapsed() / n as u32);
+    };
+    time(&mut e, "LPUSH", 1_000_000, &[b"LPUSH", b"mylist", b"xxx"]);
+    time(&mut e, "LRANGE_100", 100_000, &[b"LRANGE", b"mylist", b"0", b"99"]);
+    time(&mut e, "RPOP", 1_000_000, &[b"RPOP", b"mylist"]);
+}

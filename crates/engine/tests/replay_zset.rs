@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{check_replay, cmd, Cmd};
+use common::{check_replay, cmd, pretty, Cmd};
 use proptest::prelude::*;
 
 const KEYS: &[&str] = &["z1", "z2", "z3", "str"];
@@ -171,4 +171,52 @@ fn every_writer_replays() {
     assert_eq!(replies[2], b"-ERR resulting score is not a number (NaN)\r\n".to_vec());
     // The blocking pop on an emptied key answers as a timeout in the harness.
     assert_eq!(replies[12], b"*-1\r\n".to_vec());
+}
+
+/// Developer tool: replays a recorded redis-server session (`ZSET_DIFF_FILE`: lines of
+/// hex-encoded args, a tab, the hex-encoded reply; `FLUSH` lines start a fresh database) and
+/// reports every reply that differs. Random replies (ZRANDMEMBER) and ZSCAN of an indexed set
+/// (whose cursor order is ours) are skipped. Run with
+/// `ZSET_DIFF_FILE=... cargo test -p engine --test replay_zset -- --ignored`.
+#[test]
+#[ignore]
+fn recorded_redis_session() {
+    let Ok(path) = std::env::var("ZSET_DIFF_FILE") else { return };
+    let text = std::fs::read_to_string(path).expect("session file");
+    let hex = |s: &str| -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+    };
+    let mut e = engine::Engine::default();
+    let (mut compared, mut differ) = (0, 0);
+    for line in text.lines() {
+        if line == "FLUSH" {
+            e = engine::Engine::default();
+            continue;
+        }
+        let (a, r) = line.split_once('\t').expect("tab");
+        let args: Vec<Vec<u8>> = a.split(' ').map(|x| hex(x)).collect();
+        let want = hex(r);
+        let refs: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();
+        let indexed = matches!(e.ks.get(&args.get(1).cloned().unwrap_or_default()), Some(store::ValueRef::ZSet(z)) if z.encoding() == "skiplist");
+        let mut out = Vec::new();
+        e.run(&refs, 1_000_000, &mut out);
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        if (name == "ZRANDMEMBER" && !want.starts_with(b"-")) || (name == "ZSCAN" && indexed) {
+            continue;
+        }
+        compared += 1;
+        if out != want {
+            differ += 1;
+            if differ <= 15 {
+                println!(
+                    "DIFF {}\n  redis:  {:?}\n  goblin: {:?}",
+                    pretty(&args),
+                    String::from_utf8_lossy(&want),
+                    String::from_utf8_lossy(&out)
+                );
+            }
+        }
+    }
+    println!("compared {compared}, differ {differ}");
+    assert_eq!(differ, 0);
 }

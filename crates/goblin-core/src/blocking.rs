@@ -128,12 +128,32 @@ impl Server {
             conn.parked = Some(p);
             return false;
         };
-        let outcome = self.engine.execute(spec, &args, now_ms(), &mut conn.out, true);
+        let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, true);
         if self.engine.muts.count > 0 {
             self.on_mutations();
         }
         conn.parked = Some(p);
         matches!(outcome, Outcome::Done)
+    }
+
+    /// CLIENT UNBLOCK: answers the parked client with client `id` as a timeout would (`*-1`)
+    /// or with the UNBLOCKED error, and unparks it. False if no such client is parked.
+    pub(crate) fn force_unblock(&mut self, id: u64, error: bool) -> bool {
+        let Some(slot) =
+            self.conns.iter().position(|c| matches!(c, Some(c) if c.id == id && c.parked.is_some()))
+        else {
+            return false;
+        };
+        let Some(mut conn) = self.conns[slot].take() else { return false };
+        if error {
+            resp::reply::error(&mut conn.out, b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            resp::reply::null_array(&mut conn.out);
+        }
+        self.unpark(&mut conn, slot);
+        self.conns[slot] = Some(conn);
+        self.queue_write(slot);
+        true
     }
 
     /// Answers `*-1` (null array, as Redis does for every blocking type) to clients whose

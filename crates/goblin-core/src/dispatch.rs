@@ -6,7 +6,7 @@ use crate::conn::{Conn, Multi, ReplyMode};
 use crate::server::{now_ms, Server};
 use engine::{errors, CommandSpec, Handler, Outcome};
 use resp::reply;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 /// Requests with at most this many arguments build their argument slices on the stack; only
 /// longer ones (MSET of many keys ...) allocate a vector.
@@ -116,7 +116,7 @@ impl Server {
     ) {
         match spec.handler {
             Handler::Data(_) => {
-                if let Outcome::Blocked(on) = self.engine.execute(spec, args, now, &mut conn.out, false) {
+                if let Outcome::Blocked(on) = self.run_engine(spec, args, now, &mut conn.out, false) {
                     if in_exec {
                         reply::null_array(&mut conn.out);
                     } else {
@@ -127,6 +127,36 @@ impl Server {
             Handler::Server => {
                 self.stats.server_commands += 1;
                 crate::commands::run(self, conn, slot, spec, args, now);
+            }
+        }
+    }
+
+    /// Runs a data command in the engine. A panicking handler is a bug, but it must not take
+    /// every other client down with it: the panic is logged (by the panic hook, with its
+    /// location), the partial reply is replaced by an error, and the server carries on. Any
+    /// mutations emitted before the panic describe changes that did happen, so they still go
+    /// to [`Server::on_mutations`].
+    pub(crate) fn run_engine(
+        &mut self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        now: i64,
+        out: &mut Vec<u8>,
+        retrying_blocked: bool,
+    ) -> Outcome {
+        let mark = out.len();
+        let engine = &mut self.engine;
+        let run = std::panic::AssertUnwindSafe(|| engine.execute(spec, args, now, out, retrying_blocked));
+        match std::panic::catch_unwind(run) {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                error!("command '{}' panicked; replied with an error", spec.name);
+                out.truncate(mark);
+                let mut msg = b"ERR internal error while executing '".to_vec();
+                msg.extend_from_slice(spec.name.as_bytes());
+                msg.extend_from_slice(b"'");
+                reply::error(out, &msg);
+                Outcome::Done
             }
         }
     }

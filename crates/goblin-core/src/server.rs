@@ -50,9 +50,17 @@ const OUT_KEEP_CAPACITY: usize = 64 * 1024;
 const PENDING_KEEP_CAPACITY: usize = 16 * 1024;
 const CRON_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Current wall-clock time in unix milliseconds (the engine's notion of "now").
+/// Current wall-clock time in unix milliseconds (the engine's notion of "now"). Read once per
+/// command, so it is on the hot path: clock_gettime through the vDSO plus integer math is
+/// cheaper than `SystemTime` and its 128-bit `Duration::as_millis`.
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we pass; CLOCK_REALTIME always exists.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } == 0 {
+        ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    } else {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    }
 }
 
 enum Listener {
@@ -111,6 +119,8 @@ pub struct Server {
     last_expire: Instant,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
     pub(crate) shutdown: bool,
+    /// An accept failed (e.g. out of file descriptors): retry the listeners at the next cron.
+    accept_retry: bool,
     pub(crate) limits: resp::Limits,
 }
 
@@ -127,6 +137,30 @@ extern "C" fn on_signal(sig: libc::c_int) {
             libc::write(fd, &b as *const u8 as *const libc::c_void, 1);
         }
         *libc::__errno_location() = saved;
+    }
+}
+
+/// Descriptors kept for listeners, the poller, the signal pipe, logs and future subsystems.
+const RESERVED_FDS: u64 = 64;
+
+/// Raises RLIMIT_NOFILE so `maxclients` clients can connect, as Redis does at startup; if the
+/// hard limit is lower, logs how many clients will really fit.
+fn raise_fd_limit(want: u64) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= want {
+            return;
+        }
+        let target = want.min(lim.rlim_max);
+        let new = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &new) != 0 || target < want {
+            warn!(
+                "open files limit is {}: at most about {} clients can connect (maxclients asks for more)",
+                target.max(lim.rlim_cur),
+                target.max(lim.rlim_cur).saturating_sub(RESERVED_FDS)
+            );
+        }
     }
 }
 
@@ -152,6 +186,7 @@ impl Server {
     /// Opens the listeners and installs the signal handlers. Errors (address in use, bad bind
     /// address, socket path not writable) are returned for `main` to report.
     pub fn new(cfg: Config) -> io::Result<Server> {
+        raise_fd_limit(cfg.maxclients as u64 + RESERVED_FDS);
         let poll = Poll::new()?;
         let mut listeners = Vec::new();
         if cfg.port != 0 {
@@ -227,6 +262,7 @@ impl Server {
             last_cron: now,
             last_expire: now,
             shutdown: false,
+            accept_retry: false,
             limits,
         })
     }
@@ -339,8 +375,10 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // EMFILE and friends: leave the rest in the backlog for a later turn.
+                    // EMFILE and friends: leave the rest in the backlog. The listener is
+                    // edge-triggered, so no new event may come for them: the cron retries.
                     warn!("accept failed: {e}");
+                    self.accept_retry = true;
                     return;
                 }
             };
@@ -527,6 +565,11 @@ impl Server {
     /// Every 100 ms: ops/sec sampling and the memory peak.
     fn cron(&mut self) {
         self.last_cron = Instant::now();
+        if std::mem::take(&mut self.accept_retry) {
+            for li in 0..self.listeners.len() {
+                self.accept(li);
+            }
+        }
         let total = self.total_commands();
         let t = self.started.elapsed().as_millis() as u64;
         let at = self.stats.ops_sample_at;

@@ -113,3 +113,46 @@ impl Server {
         reply::ok(&mut conn.out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watching(keys: &[(&[u8], u64)]) -> Watches {
+        let mut w = Watches::default();
+        for (k, id) in keys {
+            w.by_key.entry(k.to_vec()).or_default().push(*id);
+        }
+        w
+    }
+
+    fn muts(cmds: &[&[&[u8]]]) -> Vec<u8> {
+        let mut log = engine::MutationLog::default();
+        for c in cmds {
+            log.push(c);
+        }
+        log.buf
+    }
+
+    #[test]
+    fn mutations_mark_watchers_of_the_keys_they_name() {
+        let mut w = watching(&[(b"a", 1), (b"b", 2), (b"c", 3)]);
+        w.touch_mutations(&muts(&[&[b"SET", b"a", b"1"], &[b"PEXPIREAT", b"x", b"5"]]));
+        assert!(w.dirty.contains(&1) && !w.dirty.contains(&2) && !w.dirty.contains(&3));
+        // Every key position of a multi-key mutation counts (DEL k1 k2, MSET k1 v1 k2 v2).
+        w.touch_mutations(&muts(&[&[b"DEL", b"zz", b"b"]]));
+        assert!(w.dirty.contains(&2));
+        w.touch_mutations(&muts(&[&[b"MSET", b"q", b"c", b"c", b"v"]]));
+        assert!(w.dirty.contains(&3), "only keys, not values, are matched: c is a key here");
+        let mut w = watching(&[(b"v", 4)]);
+        w.touch_mutations(&muts(&[&[b"MSET", b"k", b"v"]]));
+        assert!(!w.dirty.contains(&4), "a value equal to a watched key is not a touch");
+    }
+
+    #[test]
+    fn keyless_writes_mark_everyone() {
+        let mut w = watching(&[(b"a", 1), (b"b", 2)]);
+        w.touch_mutations(&muts(&[&[b"FLUSHALL"]]));
+        assert!(w.dirty.contains(&1) && w.dirty.contains(&2));
+    }
+}

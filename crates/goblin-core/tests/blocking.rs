@@ -161,3 +161,28 @@ fn killed_waiter_and_client_list_flags() {
     assert_eq!(n, 1);
     wait_blocked(&s, 0);
 }
+
+#[test]
+fn client_unblock_timeout_and_error() {
+    let s = Server::start(&[]);
+    let mut w = s.raw();
+    send(&mut w, b"CLIENT ID\r\n");
+    let r = read_reply(&mut w);
+    let id: i64 = std::str::from_utf8(&r[1..r.len() - 2]).unwrap().parse().unwrap();
+    let mut con = s.conn();
+    let n: i64 = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).query(&mut con).unwrap();
+    assert_eq!(n, 0, "not blocked yet");
+    send(&mut w, b"BLPOP u 0\r\nPING\r\n");
+    wait_blocked(&s, 1);
+    let n: i64 = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).query(&mut con).unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(read_reply(&mut w), b"*-1\r\n");
+    assert_eq!(read_reply(&mut w), b"+PONG\r\n");
+    send(&mut w, b"BRPOP u 0\r\n");
+    wait_blocked(&s, 1);
+    let n: i64 = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).arg("ERROR").query(&mut con).unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(read_reply(&mut w), b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    let err = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).arg("MAYBE").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("CLIENT UNBLOCK reason should be TIMEOUT or ERROR"), "{err}");
+}

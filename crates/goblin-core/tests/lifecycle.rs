@@ -175,3 +175,39 @@ fn redis_cli_talks_to_the_server() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n2\n2\n");
 }
+
+/// Out of file descriptors: pending connections wait in the backlog and are accepted once
+/// descriptors free up (the listener is edge-triggered, so this needs the cron's retry).
+#[test]
+fn accepts_resume_after_running_out_of_descriptors() {
+    use std::io::{Read, Write};
+    let port = common::free_port();
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=40:40", env!("CARGO_BIN_EXE_goblin-core"), "--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--loglevel", "error"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("prlimit (util-linux) runs the server with a small descriptor limit");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // More connections than descriptors: the kernel completes them all (backlog), the server
+    // can only accept some.
+    let mut conns: Vec<std::net::TcpStream> =
+        (0..60).map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    for c in &mut conns {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    let mut last = conns.pop().unwrap();
+    last.write_all(b"PING\r\n").unwrap();
+    // Free descriptors by closing the early connections; the last one must then be served.
+    conns.truncate(10);
+    let mut buf = [0u8; 7];
+    let got = last.read_exact(&mut buf);
+    let _ = child.kill();
+    let _ = child.wait();
+    got.expect("reply after descriptors were freed");
+    assert_eq!(&buf, b"+PONG\r\n");
+}

@@ -406,6 +406,19 @@ fn server_command_errors_match_redis() {
         b"CLIENT GETNAME\r\n",
         b"TIME x\r\n",
         b"ROLE x\r\n",
+        b"CLIENT UNBLOCK 5 maybe\r\n",
+        b"CLIENT UNBLOCK abc\r\n",
+        b"CLIENT UNBLOCK 5 timeout x\r\n",
+        b"CLIENT UNBLOCK -1\r\n",
+        b"WATCH\r\n",
+        b"UNWATCH\r\n",
+        b"MULTI\r\n",
+        b"WATCH k\r\n",
+        b"UNWATCH\r\n",
+        b"EXEC\r\n",
+        b"HELLO 2 AUTH\r\n",
+        b"HELLO 2 FOO\r\n",
+        b"HELLO 2 SETNAME \"a b\"\r\n",
     ];
     let mut a = g.raw();
     let mut b = r.raw();

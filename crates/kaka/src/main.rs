@@ -159,6 +159,7 @@ fn main() {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KAKA_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -61,4 +61,26 @@ fn main() {
         worst,
         big.mem_usage() as f64 / 1e6
     );
+
+    // And empty it again in random order: shrinking and chunk compaction are incremental too.
+    let mut order: Vec<u32> = (0..1_000_000).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let mut worst = std::time::Duration::ZERO;
+    let start = std::time::Instant::now();
+    for (n, k) in order.into_iter().enumerate() {
+        let m = format!("m{k:07}");
+        let t = std::time::Instant::now();
+        big.remove(m.as_bytes());
+        worst = worst.max(t.elapsed());
+        if n == 900_000 {
+            println!("after removing 90%: {:.2} B/remaining member", big.mem_usage() as f64 / 1e5);
+        }
+    }
+    println!("emptied in {:?}: slowest SREM {:?}", start.elapsed(), worst);
 }

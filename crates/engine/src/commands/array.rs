@@ -237,7 +237,7 @@ fn arset(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// ARMSET key index value [index value ...]
 fn armset(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    if (args.len() - 2) % 2 != 0 {
+    if !(args.len() - 2).is_multiple_of(2) {
         return errors::wrong_arity(out, args[0]);
     }
     let key = args[1];
@@ -353,7 +353,7 @@ fn ardel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// ARDELRANGE key start end [start end ...]
 fn ardelrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    if (args.len() - 2) % 2 != 0 {
+    if !(args.len() - 2).is_multiple_of(2) {
         return errors::wrong_arity(out, args[0]);
     }
     let key = args[1];
@@ -628,7 +628,13 @@ fn compile_re(pat: &[u8], nocase: bool) -> Result<Regex, Vec<u8>> {
         }
     }
     let re = Regex::builder()
-        .syntax(syntax::Config::new().case_insensitive(nocase).unicode(false).utf8(false))
+        .syntax(
+            syntax::Config::new()
+                .case_insensitive(nocase)
+                .unicode(false)
+                .utf8(false)
+                .dot_matches_new_line(true),
+        )
         .build(s)
         .map_err(|e| format!("ERR invalid regular expression: {e}").into_bytes())?;
     Ok(re)
@@ -793,23 +799,86 @@ fn fmt_f64(v: f64) -> String {
 
 fn num_string(n: &Num) -> String {
     match n.dec {
-        Some(d) if n.f.is_finite() => fmt_dec(d),
+        Some(d) if n.f.is_finite() => match i128::try_from(d.mant) {
+            Ok(m) => {
+                let (m, e) = round_ld(m, d.exp);
+                fmt_dec(Dec { neg: d.neg, mant: m.unsigned_abs(), exp: e })
+            }
+            Err(_) => fmt_f64(n.f),
+        },
         _ => fmt_f64(n.f),
     }
 }
 
-/// Exact decimal sum, or None if aligning the exponents would overflow.
-fn dec_sum(nums: &[Dec]) -> Option<Dec> {
-    let min_exp = nums.iter().map(|d| d.exp).min()?;
-    let mut acc: i128 = 0;
-    for d in nums {
-        let scale = 10i128.checked_pow((d.exp - min_exp) as u32)?;
-        let m = i128::try_from(d.mant).ok()?.checked_mul(scale)?;
-        acc = if d.neg { acc.checked_sub(m)? } else { acc.checked_add(m)? };
+/// Decimal digits that Redis's long double (64-bit mantissa) carries, about 19.3: sums are
+/// kept to this many significant digits after every addition, so that cancellation and
+/// absorption behave like Redis's arithmetic (e.g. 1e20 + 0.3 - 1e20 is 0, not 0.3) while
+/// short decimals still add up exactly (0.1 + 0.2 is 0.3).
+const LD_DIGITS: u32 = 19;
+
+fn digits(m: u128) -> u32 {
+    if m == 0 {
+        1
+    } else {
+        m.ilog10() + 1
     }
+}
+
+/// Rounds a signed mantissa to at most [`LD_DIGITS`] digits (half away from zero).
+fn round_ld(m: i128, e: i32) -> (i128, i32) {
+    let d = digits(m.unsigned_abs());
+    if d <= LD_DIGITS {
+        return (m, e);
+    }
+    let k = d - LD_DIGITS;
+    let p = 10u128.pow(k);
+    let (q, r) = (m.unsigned_abs() / p, m.unsigned_abs() % p);
+    let q = if r * 2 >= p { q + 1 } else { q } as i128;
+    // A carry may add a digit (999.. -> 1000..); one more pass settles it.
+    round_ld(if m < 0 { -q } else { q }, e + k as i32)
+}
+
+/// Scales a mantissa up to exactly [`LD_DIGITS`] digits (0 stays 0).
+fn left_align(m: i128, e: i32) -> (i128, i32) {
+    if m == 0 {
+        return (0, e);
+    }
+    let k = LD_DIGITS - digits(m.unsigned_abs());
+    (m * 10i128.pow(k), e - k as i32)
+}
+
+fn ld_add(a: (i128, i32), b: (i128, i32)) -> (i128, i32) {
+    if b.0 == 0 {
+        return a;
+    }
+    if a.0 == 0 {
+        return b;
+    }
+    let (a, b) = (left_align(a.0, a.1), left_align(b.0, b.1));
+    let (hi, lo) = if a.1 >= b.1 { (a, b) } else { (b, a) };
+    let d = (hi.1 - lo.1) as u32;
+    if d > LD_DIGITS {
+        return hi; // lo is below the last carried digit of hi
+    }
+    // Both mantissas are below 10^19 and d <= 19, so this stays below 2 * 10^38 < i128::MAX.
+    round_ld(hi.0 * 10i128.pow(d) + lo.0, lo.1)
+}
+
+/// The SUM of decimals with Redis's precision, or None if a value does not fit the model.
+fn dec_sum(nums: &[Dec]) -> Option<Dec> {
+    let mut acc: Option<(i128, i32)> = None;
+    for d in nums {
+        let m = i128::try_from(d.mant).ok()?;
+        let v = round_ld(if d.neg { -m } else { m }, d.exp);
+        acc = Some(match acc {
+            None => v,
+            Some(x) => ld_add(x, v),
+        });
+    }
+    let (m, e) = acc?;
     // A zero sum of values that were all negative zeros keeps its sign, like the float sum.
     let all_neg_zero = nums.iter().all(|d| d.neg && d.mant == 0);
-    Some(Dec { neg: acc < 0 || (acc == 0 && all_neg_zero), mant: acc.unsigned_abs(), exp: min_exp })
+    Some(Dec { neg: m < 0 || (m == 0 && all_neg_zero), mant: m.unsigned_abs(), exp: e })
 }
 
 /// AROP key start end <SUM | MIN | MAX | AND | OR | XOR | MATCH value | USED>
@@ -858,8 +927,8 @@ fn arop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 let iv = match n.int {
                     Some(i) => i,
                     None if n.f.is_nan()
-                        || n.f < -9.223372036854775808e18
-                        || n.f > 9.223372036854775807e18 =>
+                        || n.f < -9.223_372_036_854_776e18
+                        || n.f >= 9.223_372_036_854_776e18 =>
                     {
                         return true
                     }
@@ -1455,10 +1524,15 @@ mod tests {
         assert_eq!(r(&mut e, &["AROP", "f", "0", "2", "AND"]), ":1\r\n");
         assert_eq!(r(&mut e, &["AROP", "f", "0", "2", "OR"]), ":7\r\n");
         assert_eq!(r(&mut e, &["AROP", "f", "0", "2", "XOR"]), ":5\r\n");
-        // Decimal sums print as long double arithmetic would (%.17Lg), not as f64 would.
+        // Decimal sums print as Redis's long double arithmetic would (%.17Lg), not as f64
+        // would (0.30000000000000004).
         r(&mut e, &["ARMSET", "d", "0", "0.1", "1", "0.2", "2", "1e20", "3", "-1e20"]);
         assert_eq!(r(&mut e, &["AROP", "d", "0", "1", "SUM"]), "$3\r\n0.3\r\n");
-        assert_eq!(r(&mut e, &["AROP", "d", "0", "3", "SUM"]), "$3\r\n0.3\r\n");
+        assert_eq!(r(&mut e, &["AROP", "d", "0", "3", "SUM"]), "$1\r\n0\r\n", "0.3 is absorbed by 1e20");
+        r(&mut e, &["ARMSET", "h", "0", "1e20", "1", "-1e20", "2", "0.25", "3", "12345678901234567890123"]);
+        assert_eq!(r(&mut e, &["AROP", "h", "0", "2", "SUM"]), "$4\r\n0.25\r\n");
+        assert_eq!(r(&mut e, &["AROP", "h", "3", "3", "MAX"]), "$22\r\n1.2345678901234568e+22\r\n");
+        assert_eq!(r(&mut e, &["AROP", "h", "0", "3", "SUM"]), "$22\r\n1.2345678901234568e+22\r\n");
         assert_eq!(r(&mut e, &["AROP", "d", "2", "2", "MAX"]), "$5\r\n1e+20\r\n");
         r(&mut e, &["ARMSET", "g", "0", "10.0", "1", "001.25", "2", "1.0e-10"]);
         assert_eq!(r(&mut e, &["AROP", "g", "0", "2", "MIN"]), "$5\r\n1e-10\r\n");

@@ -626,14 +626,12 @@ fn lpos(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// The shared body of LMOVE and its blocking forms, once the source is known to be a
 /// non-empty list: checks the destination's type, moves one element, emits `LMOVE`.
 fn do_move(c: &mut Ctx, out: &mut Vec<u8>, src: &[u8], dst: &[u8], from: End, to: End) {
-    match look(c, dst, true) {
-        Look::Wrong => return reply::error(out, errors::WRONGTYPE),
-        Look::Missing => {
-            // Popped first below; create afterwards so that src == dst cannot collide.
-        }
-        Look::List(_) => {}
+    if let Look::Wrong = look(c, dst, true) {
+        return reply::error(out, errors::WRONGTYPE);
     }
     let v = pop_n(c, src, from, 1).pop().expect("source list is not empty");
+    // Create the destination only now: when src == dst and the pop emptied the list, the key
+    // was just removed and comes back holding the moved element.
     if c.ks.get(dst).is_none() {
         c.ks.insert(dst, Value::List(Box::new(List::new())), None);
     }
@@ -751,7 +749,9 @@ pub fn parse_timeout(a: &[u8], now: Millis) -> Result<Option<Millis>, &'static [
     let secs = parse_long_double(a).ok_or(errors::TIMEOUT_NOT_FLOAT)?;
     let ms = (secs * 1000.0).ceil();
     // Redis converts with a C cast: values outside i64 become i64::MIN, hence "negative".
-    if !(ms < 9.223372036854775807e18 && ms >= -9.223372036854775808e18) || ms < 0.0 {
+    // (2^63 as f64 is the first value past i64::MAX.)
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if !(-TWO_63..TWO_63).contains(&ms) || ms < 0.0 {
         return Err(errors::TIMEOUT_NEGATIVE);
     }
     let ms = ms as i64;

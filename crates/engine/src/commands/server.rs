@@ -7,6 +7,7 @@ use resp::reply;
 
 const STALE_FAST: u32 = Flags::STALE | Flags::FAST;
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     spec("ping", -1, STALE_FAST, (0, 0, 0), "connection", "Returns the server's liveliness response.", Handler::Data(ping)),
     spec("echo", 2, STALE_FAST, (0, 0, 0), "connection", "Returns the given string.", Handler::Data(echo)),

@@ -172,7 +172,16 @@ fn parse_score_bound(a: &[u8]) -> Option<(f64, bool)> {
     if trimmed.is_empty() {
         return if rest.is_empty() { Some((0.0, ex)) } else { None };
     }
-    parse_f64(trimmed).map(|v| (v, ex))
+    // Unlike score arguments, range ends keep strtod's overflow (to +-inf) and underflow (to 0).
+    let v = parse_f64(trimmed).or_else(|| {
+        let t = std::str::from_utf8(trimmed).ok()?;
+        if t.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) {
+            t.parse::<f64>().ok()
+        } else {
+            None
+        }
+    })?;
+    Some((v, ex))
 }
 
 impl ScoreRange {
@@ -248,12 +257,89 @@ impl LexRange {
             LexBound::Excl(x) => m < x.as_slice(),
         }
     }
-    /// The ascending rank interval of the elements inside the range (meaningful, as in Redis,
-    /// when all scores are equal).
-    fn interval(&self, z: &ZSet) -> (usize, usize) {
-        let lo = z.partition_point(|_, m| !self.above_min(m));
-        let hi = z.partition_point(|_, m| self.below_max(m));
-        (lo, hi.max(lo))
+    /// True for ranges that can hold nothing whatever the set (min above max, or equal with an
+    /// open end; `-` and `+` count as open), as Redis checks first.
+    fn is_empty_range(&self) -> bool {
+        fn key(b: &LexBound) -> (u8, &[u8]) {
+            match b {
+                LexBound::NegInf => (0, &[]),
+                LexBound::Incl(x) | LexBound::Excl(x) => (1, x),
+                LexBound::PosInf => (2, &[]),
+            }
+        }
+        let open = |b: &LexBound| !matches!(b, LexBound::Incl(_));
+        match key(&self.min).cmp(&key(&self.max)) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => open(&self.min) || open(&self.max),
+            std::cmp::Ordering::Less => false,
+        }
+    }
+
+    /// Walks the range as Redis does and calls `f` for each element, in reply order.
+    ///
+    /// Lex ranges assume equal scores; with mixed scores Redis's answer depends on its walk, so
+    /// this follows its listpack walk exactly: forwards, start at the first element (in score
+    /// order) that is >= min, give up if that one is > max, skip `offset` elements unchecked,
+    /// then take elements while they are <= max (backwards: mirror image). Indexed sets find the
+    /// start by binary search, which is the same walk when the scores are equal.
+    fn walk(&self, z: &ZSet, rev: bool, offset: i64, limit: i64, mut f: impl FnMut(&[u8], f64)) {
+        let n = z.len();
+        if n == 0 || offset < 0 || limit == 0 || self.is_empty_range() {
+            return;
+        }
+        let (Some((first, _)), Some((last, _))) = (z.get_by_rank(0), z.get_by_rank(n - 1)) else { return };
+        if !self.above_min(last) || !self.below_max(first) {
+            return;
+        }
+        let small = z.encoding() == "listpack";
+        let mut left = if limit < 0 { usize::MAX } else { limit as usize };
+        let offset = offset as usize;
+        if !rev {
+            let lo = if small {
+                z.iter().position(|(m, _)| self.above_min(m))
+            } else {
+                Some(z.partition_point(|_, m| !self.above_min(m))).filter(|&i| i < n)
+            };
+            let Some(lo) = lo else { return };
+            if !z.get_by_rank(lo).is_some_and(|(m, _)| self.below_max(m)) {
+                return;
+            }
+            for (m, s) in z.iter_from(lo.saturating_add(offset)) {
+                if left == 0 || !self.below_max(m) {
+                    break;
+                }
+                f(m, s);
+                left -= 1;
+            }
+        } else {
+            let hi = if small {
+                let mut found = None;
+                let mut r = n;
+                z.walk_back(n - 1, |m, _| {
+                    r -= 1;
+                    if self.below_max(m) {
+                        found = Some(r);
+                        return false;
+                    }
+                    true
+                });
+                found
+            } else {
+                z.partition_point(|_, m| self.below_max(m)).checked_sub(1)
+            };
+            let Some(hi) = hi else { return };
+            if !z.get_by_rank(hi).is_some_and(|(m, _)| self.above_min(m)) || offset > hi {
+                return;
+            }
+            z.walk_back(hi - offset, |m, s| {
+                if left == 0 || !self.above_min(m) {
+                    return false;
+                }
+                f(m, s);
+                left -= 1;
+                true
+            });
+        }
     }
 }
 
@@ -335,13 +421,13 @@ fn zadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         i += 1;
     }
     let rest = &args[i..];
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return reply::error(out, errors::SYNTAX);
     }
     if f.nx && f.xx {
         return reply::error(out, b"ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return reply::error(out, b"ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if f.incr && rest.len() > 2 {
@@ -523,8 +609,9 @@ fn zlexcount(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Err(()) => reply::error(out, errors::WRONGTYPE),
         Ok(None) => reply::integer(out, 0),
         Ok(Some(z)) => {
-            let (lo, hi) = r.interval(z);
-            reply::integer(out, (hi - lo) as i64)
+            let mut n = 0i64;
+            r.walk(z, false, 0, -1, |_, _| n += 1);
+            reply::integer(out, n)
         }
     }
 }
@@ -671,8 +758,9 @@ fn zrange_generic(
                 limited(z, lo, hi, rev, offset, limit)
             }
             Parsed::Lex(r) => {
-                let (lo, hi) = r.interval(z);
-                limited(z, lo, hi, rev, offset, limit)
+                let mut v = Vec::new();
+                r.walk(z, rev, offset, limit, |m, s| v.push((m.to_vec(), s)));
+                v
             }
         },
     };
@@ -742,11 +830,19 @@ fn zremrange_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], range: RemR
             let (lo, hi) = match &range {
                 RemRange::Rank(s, e) => rank_interval(*s, *e, z.len()),
                 RemRange::Score(r) => r.interval(z),
-                RemRange::Lex(r) => r.interval(z),
+                RemRange::Lex(r) => {
+                    let mut v = Vec::new();
+                    r.walk(z, false, 0, -1, |m, _| v.push(m.to_vec()));
+                    return finish_remrange(c, out, key, v);
+                }
             };
             z.range_vec(lo, hi, false).into_iter().map(|(m, _)| m).collect()
         }
     };
+    finish_remrange(c, out, key, members)
+}
+
+fn finish_remrange(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], members: Vec<Vec<u8>>) {
     if !members.is_empty() {
         remove_members(c, key, &members);
     }
@@ -1003,7 +1099,12 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             ),
             Some(n) => n,
         };
-    if withscores && (count > i64::MAX / 2 || count < -(i64::MAX / 2)) {
+    if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        return reply::error(out, b"ERR value is out of range");
+    }
+    // Redis 7.0 tries to build any repeated-picks reply and dies of it for huge counts; refuse
+    // replies of more than 2^24 picks instead (a deliberate difference).
+    if count < -(1 << 24) {
         return reply::error(out, b"ERR value is out of range");
     }
     let len = match read_zset(c, args[1]) {
@@ -1057,6 +1158,24 @@ fn cursor_score(c: u64) -> f64 {
     }
 }
 
+/// A SCAN cursor as Redis reads it with `strtoul`: optional sign (a negative value wraps),
+/// decimal digits, nothing else; the empty string is cursor 0; overflow is invalid.
+fn parse_cursor(a: &[u8]) -> Option<u64> {
+    if a.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match a[0] {
+        b'-' => (true, &a[1..]),
+        b'+' => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 ///
 /// Small sets return everything at once with cursor 0, as Redis does. For indexed sets the
@@ -1066,10 +1185,7 @@ fn cursor_score(c: u64) -> f64 {
 /// once whatever is added or removed meanwhile (an element whose score moves below the cursor
 /// during the iteration may be missed).
 fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    let cursor: u64 = match std::str::from_utf8(args[2]).ok().and_then(|s| s.parse().ok()) {
-        Some(v) => v,
-        None => return reply::error(out, b"ERR invalid cursor"),
-    };
+    let Some(cursor) = parse_cursor(args[2]) else { return reply::error(out, b"ERR invalid cursor") };
     let mut pattern: Option<&[u8]> = None;
     let mut count = 10usize;
     let mut j = 3;
@@ -1118,14 +1234,13 @@ fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 z.partition_point(|s, _| s < from)
             }
         };
-        let mut seen = 0usize;
         let mut last: Option<f64> = None;
-        for (m, s) in z.iter_from(start) {
+        for (seen, (m, s)) in z.iter_from(start).enumerate() {
+            // Stop only between two different scores, so the cursor can name where to resume.
             if seen >= count && last.is_some_and(|l| l != s) {
                 next = score_cursor(s);
                 break;
             }
-            seen += 1;
             last = Some(s);
             if keep(m) {
                 items.push((m.to_vec(), s));
@@ -1891,6 +2006,215 @@ mod tests {
             (&["ZREMRANGEBYLEX", "lexbig", "-", "(w0150"], b":150\r\n"),
             (&["ZCARD", "lexbig"], b":50\r\n"),
             (&["ZRANGE", "lexbig", "0", "3"], b"*4\r\n$5\r\nw0150\r\n$5\r\nw0151\r\n$5\r\nw0152\r\n$5\r\nw0153\r\n"),
+        ]);
+    }
+
+    fn run(e: &mut Engine, args: &[&str]) -> String {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let mut out = Vec::new();
+        e.run(&args, 1_000_000, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The mutations emitted since the last call, as space-joined strings.
+    fn muts(e: &mut Engine) -> Vec<String> {
+        let m = e
+            .muts
+            .decode()
+            .iter()
+            .map(|c| c.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" "))
+            .collect();
+        e.muts.clear();
+        m
+    }
+
+    #[test]
+    fn writes_emit_canonical_mutations() {
+        let mut e = Engine::default();
+        run(&mut e, &["ZADD", "z", "1", "a", "2", "b"]);
+        assert_eq!(muts(&mut e), ["ZADD z 1 a", "ZADD z 2 b"]);
+        // Unchanged scores and NX on existing members emit nothing.
+        run(&mut e, &["ZADD", "z", "1", "a"]);
+        run(&mut e, &["ZADD", "z", "NX", "5", "a"]);
+        run(&mut e, &["ZREM", "z", "nosuch"]);
+        assert!(muts(&mut e).is_empty());
+        // Increments are written out as the resulting score, with full precision.
+        run(&mut e, &["ZINCRBY", "z", "0.1", "a"]);
+        assert_eq!(muts(&mut e), ["ZADD z 1.1000000000000001 a"]);
+        run(&mut e, &["ZADD", "z", "INCR", "-inf", "b"]);
+        assert_eq!(muts(&mut e), ["ZADD z -inf b"]);
+        assert_eq!(run(&mut e, &["ZPOPMIN", "z"]), "*2\r\n$1\r\nb\r\n$4\r\n-inf\r\n");
+        assert_eq!(muts(&mut e), ["ZREM z b"]);
+        run(&mut e, &["ZADD", "y", "3", "c"]);
+        muts(&mut e);
+        run(&mut e, &["ZUNIONSTORE", "y", "2", "z", "y"]);
+        assert_eq!(muts(&mut e), ["DEL y", "ZADD y 1.1000000000000001 a", "ZADD y 3 c"]);
+        // An empty result deletes the destination.
+        run(&mut e, &["ZINTERSTORE", "y", "2", "z", "nokey"]);
+        assert_eq!(muts(&mut e), ["DEL y"]);
+        assert_eq!(run(&mut e, &["EXISTS", "y"]), ":0\r\n");
+        // Removing the last member deletes the key; the ZREMs alone reproduce that.
+        run(&mut e, &["ZREMRANGEBYSCORE", "z", "-inf", "+inf"]);
+        assert_eq!(muts(&mut e), ["ZREM z a"]);
+        assert_eq!(run(&mut e, &["EXISTS", "z"]), ":0\r\n");
+        // Reads emit nothing.
+        run(&mut e, &["ZADD", "r", "1", "a", "2", "b", "3", "c"]);
+        muts(&mut e);
+        run(&mut e, &["ZRANDMEMBER", "r", "-5", "WITHSCORES"]);
+        run(&mut e, &["ZRANGE", "r", "0", "-1"]);
+        run(&mut e, &["ZSCAN", "r", "0"]);
+        assert!(muts(&mut e).is_empty());
+        // A random count pops what it says, and ZRANDMEMBER picks only members.
+        let reply = run(&mut e, &["ZRANDMEMBER", "r", "-5"]);
+        assert!(reply.starts_with("*5\r\n"));
+        assert_eq!(reply.matches("$1\r\n").count(), 5);
+        let distinct = run(&mut e, &["ZRANDMEMBER", "r", "2"]);
+        assert!(distinct.starts_with("*2\r\n"));
+        let picked: Vec<&str> = distinct.split("\r\n").filter(|l| l.len() == 1).collect();
+        assert_eq!(picked.len(), 2);
+        assert_ne!(picked[0], picked[1]);
+    }
+
+    #[test]
+    fn rank_withscore() {
+        let mut e = Engine::default();
+        run(&mut e, &["ZADD", "z", "1.5", "a", "2", "b"]);
+        assert_eq!(run(&mut e, &["ZRANK", "z", "b", "WITHSCORE"]), "*2\r\n:1\r\n$1\r\n2\r\n");
+        assert_eq!(run(&mut e, &["ZREVRANK", "z", "b", "withscore"]), "*2\r\n:0\r\n$1\r\n2\r\n");
+        assert_eq!(run(&mut e, &["ZRANK", "z", "x", "WITHSCORE"]), "*-1\r\n");
+        assert_eq!(run(&mut e, &["ZRANK", "z", "a", "WITHSCORES"]), "-ERR syntax error\r\n");
+        assert_eq!(run(&mut e, &["ZRANK", "z", "a", "WITHSCORE", "x"]), "-ERR syntax error\r\n");
+    }
+
+    #[test]
+    fn blocking_pops_park_and_are_served_on_retry() {
+        let mut e = Engine::default();
+        let spec = crate::command::lookup(b"bzpopmin").expect("bzpopmin");
+        let args: [&[u8]; 4] = [b"BZPOPMIN", b"a", b"b", b"1.5"];
+        let mut out = Vec::new();
+        let outcome = e.execute(spec, &args, 1_000, &mut out, false);
+        assert_eq!(
+            outcome,
+            Outcome::Blocked(crate::engine::BlockOn {
+                keys: vec![b"a".to_vec(), b"b".to_vec()],
+                deadline: Some(2_500)
+            })
+        );
+        assert!(out.is_empty());
+        assert!(muts(&mut e).is_empty());
+        // A timeout of 0 waits forever.
+        let forever: [&[u8]; 3] = [b"BZPOPMAX", b"a", b"0"];
+        let spec_max = crate::command::lookup(b"bzpopmax").expect("bzpopmax");
+        match e.execute(spec_max, &forever, 1_000, &mut out, false) {
+            Outcome::Blocked(b) => assert_eq!(b.deadline, None),
+            other => panic!("{other:?}"),
+        }
+        // Any add to a sorted set signals its key.
+        run(&mut e, &["ZADD", "b", "7", "m", "8", "n"]);
+        assert_eq!(e.ready_keys, vec![b"b".to_vec()]);
+        e.ready_keys.clear();
+        muts(&mut e);
+        let outcome = e.execute(spec, &args, 1_100, &mut out, true);
+        assert_eq!(outcome, Outcome::Done);
+        assert_eq!(out, b"*3\r\n$1\r\nb\r\n$1\r\nm\r\n$1\r\n7\r\n".to_vec());
+        assert_eq!(muts(&mut e), ["ZREM b m"]);
+        // BZMPOP parks on its keys too, and a replica never parks.
+        let bz: [&[u8]; 5] = [b"BZMPOP", b"0.01", b"1", b"x", b"MIN"];
+        let spec_m = crate::command::lookup(b"bzmpop").expect("bzmpop");
+        let mut out = Vec::new();
+        assert!(
+            matches!(e.execute(spec_m, &bz, 1_000, &mut out, false), Outcome::Blocked(ref b) if b.keys == vec![b"x".to_vec()] && b.deadline == Some(1_010))
+        );
+        e.replaying = true;
+        assert_eq!(e.execute(spec_m, &bz, 1_000, &mut out, false), Outcome::Done);
+        assert_eq!(out, b"*-1\r\n".to_vec());
+    }
+
+    #[test]
+    fn scan_of_an_indexed_set_survives_changes() {
+        let mut e = Engine::default();
+        for k in 0..400 {
+            run(&mut e, &["ZADD", "z", &(k % 37).to_string(), &format!("m{k:04}")]);
+        }
+        assert_eq!(run(&mut e, &["OBJECT", "ENCODING", "z"]), "$8\r\nskiplist\r\n");
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = "0".to_string();
+        let mut calls = 0;
+        loop {
+            let reply = run(&mut e, &["ZSCAN", "z", &cursor, "COUNT", "7"]);
+            calls += 1;
+            let lines: Vec<&str> = reply.split("\r\n").collect();
+            cursor = lines[2].to_string();
+            for l in &lines[3..] {
+                if l.starts_with('m') || l.starts_with('x') {
+                    seen.insert(l.to_string());
+                }
+            }
+            // Churn between calls: add members at both ends of the order, remove others.
+            run(&mut e, &["ZADD", "z", "-1", &format!("x{calls}"), "99", &format!("xx{calls}")]);
+            run(&mut e, &["ZREM", "z", &format!("m{:04}", 399 - calls)]);
+            if cursor == "0" {
+                break;
+            }
+            assert!(calls < 400, "scan does not terminate");
+        }
+        // Every member present for the whole scan was returned.
+        for k in 0..(399 - calls) {
+            assert!(seen.contains(&format!("m{k:04}")), "m{k:04} missed");
+        }
+        assert!(calls > 10, "the scan was split into several calls ({calls})");
+        // MATCH filters what is returned.
+        let r = run(&mut e, &["ZSCAN", "z", "0", "COUNT", "1000", "MATCH", "m000?"]);
+        assert_eq!(r.matches("\r\nm000").count(), 10);
+    }
+
+    /// Float and cursor argument syntax (strtod / strtoul rules).
+    #[test]
+    fn redis_script_parse() {
+        run_script(&[
+            (&["ZADD", "pz", "1e400", "a"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "1e-400", "a"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "-1e400", "a"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "0x10", "b"], b":1\r\n"),
+            (&["ZADD", "pz", "0x1.8p1", "b2"], b":1\r\n"),
+            (&["ZADD", "pz", "1e308", "c"], b":1\r\n"),
+            (&["ZADD", "pz", "4.9e-324", "d"], b":1\r\n"),
+            (&["ZADD", "pz", "2e-320", "e"], b":1\r\n"),
+            (&["ZADD", "pz", ".5", "f"], b":1\r\n"),
+            (&["ZADD", "pz", "5.", "g"], b":1\r\n"),
+            (&["ZADD", "pz", "infinity", "h"], b":1\r\n"),
+            (&["ZADD", "pz", "-Infinity", "i"], b":1\r\n"),
+            (&["ZADD", "pz", "+inf", "h2"], b":1\r\n"),
+            (&["ZADD", "pz", "1_0", "j"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "1 ", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", " 1", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "0e5", "l"], b":1\r\n"),
+            (&["ZADD", "pz", "-0.0", "m"], b":1\r\n"),
+            (&["ZADD", "pz", "1e", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "nan", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "-nan", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZADD", "pz", "0x", "k"], b"-ERR value is not a valid float\r\n"),
+            (&["ZRANGE", "pz", "0", "-1", "WITHSCORES"], b"*24\r\n$1\r\ni\r\n$4\r\n-inf\r\n$1\r\nl\r\n$1\r\n0\r\n$1\r\nm\r\n$1\r\n0\r\n$1\r\nd\r\n$23\r\n4.9406564584124654e-324\r\n$1\r\ne\r\n$22\r\n1.999977734365366e-320\r\n$1\r\nf\r\n$3\r\n0.5\r\n$2\r\nb2\r\n$1\r\n3\r\n$1\r\ng\r\n$1\r\n5\r\n$1\r\nb\r\n$2\r\n16\r\n$1\r\nc\r\n$6\r\n1e+308\r\n$1\r\nh\r\n$3\r\ninf\r\n$2\r\nh2\r\n$3\r\ninf\r\n"),
+            (&["ZCOUNT", "pz", "1e400", "+inf"], b":2\r\n"),
+            (&["ZCOUNT", "pz", "-1e400", "1e-400"], b":3\r\n"),
+            (&["ZCOUNT", "pz", "0x10", "+inf"], b":4\r\n"),
+            (&["ZCOUNT", "pz", "(0x10", "+inf"], b":3\r\n"),
+            (&["ZCOUNT", "pz", "(", "+inf"], b":9\r\n"),
+            (&["ZCOUNT", "pz", "((1", "+inf"], b"-ERR min or max is not a float\r\n"),
+            (&["ZCOUNT", "pz", "[1", "+inf"], b"-ERR min or max is not a float\r\n"),
+            (&["ZCOUNT", "pz", "-inf", "(inf"], b":10\r\n"),
+            (&["ZSCAN", "pz", ""], b"*2\r\n$1\r\n0\r\n*24\r\n$1\r\ni\r\n$4\r\n-inf\r\n$1\r\nl\r\n$1\r\n0\r\n$1\r\nm\r\n$1\r\n0\r\n$1\r\nd\r\n$23\r\n4.9406564584124654e-324\r\n$1\r\ne\r\n$22\r\n1.999977734365366e-320\r\n$1\r\nf\r\n$3\r\n0.5\r\n$2\r\nb2\r\n$1\r\n3\r\n$1\r\ng\r\n$1\r\n5\r\n$1\r\nb\r\n$2\r\n16\r\n$1\r\nc\r\n$6\r\n1e+308\r\n$1\r\nh\r\n$3\r\ninf\r\n$2\r\nh2\r\n$3\r\ninf\r\n"),
+            (&["ZSCAN", "pz", "-1"], b"*2\r\n$1\r\n0\r\n*24\r\n$1\r\ni\r\n$4\r\n-inf\r\n$1\r\nl\r\n$1\r\n0\r\n$1\r\nm\r\n$1\r\n0\r\n$1\r\nd\r\n$23\r\n4.9406564584124654e-324\r\n$1\r\ne\r\n$22\r\n1.999977734365366e-320\r\n$1\r\nf\r\n$3\r\n0.5\r\n$2\r\nb2\r\n$1\r\n3\r\n$1\r\ng\r\n$1\r\n5\r\n$1\r\nb\r\n$2\r\n16\r\n$1\r\nc\r\n$6\r\n1e+308\r\n$1\r\nh\r\n$3\r\ninf\r\n$2\r\nh2\r\n$3\r\ninf\r\n"),
+            (&["ZSCAN", "pz", "+0"], b"*2\r\n$1\r\n0\r\n*24\r\n$1\r\ni\r\n$4\r\n-inf\r\n$1\r\nl\r\n$1\r\n0\r\n$1\r\nm\r\n$1\r\n0\r\n$1\r\nd\r\n$23\r\n4.9406564584124654e-324\r\n$1\r\ne\r\n$22\r\n1.999977734365366e-320\r\n$1\r\nf\r\n$3\r\n0.5\r\n$2\r\nb2\r\n$1\r\n3\r\n$1\r\ng\r\n$1\r\n5\r\n$1\r\nb\r\n$2\r\n16\r\n$1\r\nc\r\n$6\r\n1e+308\r\n$1\r\nh\r\n$3\r\ninf\r\n$2\r\nh2\r\n$3\r\ninf\r\n"),
+            (&["ZSCAN", "pz", "18446744073709551615"], b"*2\r\n$1\r\n0\r\n*24\r\n$1\r\ni\r\n$4\r\n-inf\r\n$1\r\nl\r\n$1\r\n0\r\n$1\r\nm\r\n$1\r\n0\r\n$1\r\nd\r\n$23\r\n4.9406564584124654e-324\r\n$1\r\ne\r\n$22\r\n1.999977734365366e-320\r\n$1\r\nf\r\n$3\r\n0.5\r\n$2\r\nb2\r\n$1\r\n3\r\n$1\r\ng\r\n$1\r\n5\r\n$1\r\nb\r\n$2\r\n16\r\n$1\r\nc\r\n$6\r\n1e+308\r\n$1\r\nh\r\n$3\r\ninf\r\n$2\r\nh2\r\n$3\r\ninf\r\n"),
+            (&["ZSCAN", "pz", "18446744073709551616"], b"-ERR invalid cursor\r\n"),
+            (&["ZSCAN", "pz", " 0"], b"-ERR invalid cursor\r\n"),
+            (&["ZSCAN", "pz", "-"], b"-ERR invalid cursor\r\n"),
+            (&["ZINCRBY", "pz", "0x1", "f"], b"$3\r\n1.5\r\n"),
+            (&["ZUNION", "2", "pz", "pz", "WEIGHTS", "0x2", "1e400"], b"-ERR weight value is not a float\r\n"),
+            (&["ZUNION", "1", "pz", "WEIGHTS", "nan"], b"-ERR weight value is not a float\r\n"),
+            (&["ZUNION", "1", "pz", "WEIGHTS", "1e-400"], b"-ERR weight value is not a float\r\n"),
         ]);
     }
 }

@@ -1,5 +1,5 @@
 //! CLIENT ID | GETNAME | SETNAME | LIST | INFO | KILL | SETINFO | NO-EVICT | NO-TOUCH | REPLY |
-//! GETREDIR | HELP.
+//! UNBLOCK | GETREDIR | HELP.
 
 use super::{help, sub_arity_ok};
 use crate::conn::{Conn, ReplyMode};
@@ -119,6 +119,28 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
             // Dropped again by the reply mode unless the mode is now ON.
             reply::ok(&mut c.out);
         }
+        b"unblock" => {
+            if !sub_arity_ok(out, args, -3) {
+                return;
+            }
+            if args.len() > 4 {
+                let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
+                msg.extend_from_slice(args[1]);
+                msg.extend_from_slice(b"'. Try CLIENT HELP.");
+                return reply::error(out, &msg);
+            }
+            let Some(id) = util::parse_i64(args[2]) else {
+                return reply::error(out, errors::NOT_INTEGER);
+            };
+            let error = match args.get(3) {
+                None => false,
+                Some(m) if m.eq_ignore_ascii_case(b"TIMEOUT") => false,
+                Some(m) if m.eq_ignore_ascii_case(b"ERROR") => true,
+                Some(_) => return reply::error(out, b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+            };
+            let done = id > 0 && s.force_unblock(id as u64, error);
+            reply::integer(&mut c.out, done as i64);
+        }
         b"getredir" => {
             if sub_arity_ok(out, args, 2) {
                 reply::integer(out, -1);
@@ -149,6 +171,8 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
                 "    Control the replies sent to the current connection.",
                 "SETINFO <LIB-NAME|LIB-VER> <value>",
                 "    Set client library name or version.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
                 "SETNAME <name>",
                 "    Assign the name <name> to the current connection.",
                 "HELP",
@@ -166,11 +190,11 @@ fn describe(c: &Conn, t: &mut String) {
     let events = if c.want_write { "rw" } else { "r" };
     let multi = c.multi.as_ref().map(|m| m.queued.len() as i64).unwrap_or(-1);
     let tot = c.pending.capacity() + c.out.capacity() + std::mem::size_of::<Conn>();
-    let _ = write!(
+    let _ = writeln!(
         t,
         "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub=0 psub=0 ssub=0 \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
-         tot-mem={tot} events={events} cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}\n",
+         tot-mem={tot} events={events} cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -264,7 +288,7 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
         }
         return;
     }
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return reply::error(&mut c.out, errors::SYNTAX);
     }
     let mut id: Option<u64> = None;

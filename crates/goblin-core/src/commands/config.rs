@@ -73,7 +73,7 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !sub_arity_ok(out, args, -4) {
                 return;
             }
-            if args.len() % 2 != 0 {
+            if !args.len().is_multiple_of(2) {
                 return wrong_sub_arity(out, args[0], args[1]);
             }
             set(s, out, &args[2..]);

@@ -84,6 +84,7 @@ const SUBCOMMANDS: &[&str] = &[
     "client|no-touch",
     "client|reply",
     "client|getredir",
+    "client|unblock",
     "client|help",
     "config|get",
     "config|set",

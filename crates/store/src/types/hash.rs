@@ -1,8 +1,8 @@
 //! Hash: field -> value, both byte strings.
 //!
-//! Stored in a [`PackedTable`] of (field, value) records: up to 128 fields of at most 64 bytes
+//! Stored in a [`PackedTable`] of (field, value) records: up to 512 fields of at most 64 bytes
 //! each scan a single packed chunk in insertion order (`OBJECT ENCODING` "listpack", as Redis's
-//! `hash-max-listpack-*` defaults); larger hashes add an open-addressing index of u32 record
+//! `hash-max-listpack-*` defaults, 512 entries and 64 bytes); larger hashes add an open-addressing index of u32 record
 //! addresses ("hashtable"). Either way no field or value is a separate allocation.
 
 use super::packed::{alloc_size, PackedTable};
@@ -107,11 +107,13 @@ mod tests {
     #[test]
     fn encoding_follows_redis_thresholds() {
         let mut h = Hash::new();
-        for i in 0..128 {
+        for i in 0..512 {
             h.set(format!("f{i}").as_bytes(), b"v");
         }
         assert_eq!(h.encoding(), "listpack");
-        h.set(b"f129", b"v");
+        h.set(b"f0", b"v2");
+        assert_eq!(h.encoding(), "listpack");
+        h.set(b"f512", b"v");
         assert_eq!(h.encoding(), "hashtable");
         let mut h = Hash::new();
         h.set(b"f", &[b'x'; 64]);

@@ -5,14 +5,16 @@
 //!   [`CHUNK_MAX`] bytes of back-to-back entries (a single entry larger than that gets a chunk
 //!   of its own). The live entries occupy `data[head..tail]`; the free space on both sides lets
 //!   LPUSH/LPOP and RPUSH/RPOP work at either end without moving the other entries.
-//! - An entry is a header followed by its payload (see [`entry`]). There is no back-length: a
-//!   chunk is walked forward only. RPOP stays O(1) amortized through the list's tail cache
-//!   (offsets of the last chunk's entries, built by one scan and then popped one by one).
+//! - An entry is a header followed by its payload (see [`entry`]). There is no back-length
+//!   (a 7-byte element costs 8 bytes, not listpack's 9), so a chunk is walked forward only.
+//!   RPOP stays O(1) amortized through the list's tail cache: the u16 offsets of the last
+//!   chunk's entries, built by one scan and then popped one by one.
 //! - Canonical decimal integers are stored as integers (1 to 9 bytes), everything else as
 //!   length-prefixed bytes (1, 2 or 5 bytes of header).
 //!
-//! Invariants: no chunk is empty; `len` is the sum of the chunks' counts; every buffer's size is
-//! a jemalloc size class, so [`List::mem_usage`] is what the allocator really hands out.
+//! Invariants: no chunk is empty; `len` is the sum of the chunks' counts; a chunk with more than
+//! one entry has a buffer of at most [`CHUNK_MAX`] bytes; every buffer's size is a jemalloc size
+//! class, so [`List::mem_usage`] is what the allocator really hands out.
 
 use crate::Plain;
 use std::collections::VecDeque;
@@ -322,7 +324,9 @@ pub struct List {
     /// If non-empty: the offsets of the last `tail_offs.len()` entries of the last chunk, in
     /// order. Any change that moves the last chunk's bytes or removes one of its entries other
     /// than by `pop_back` clears it.
-    tail_offs: Vec<u32>,
+    /// Offsets fit u16: only a chunk holding a single entry can exceed CHUNK_MAX bytes, and
+    /// such a chunk is popped without the cache.
+    tail_offs: Vec<u16>,
 }
 
 impl List {
@@ -344,7 +348,7 @@ impl List {
                 if c.push_back(v) {
                     self.tail_offs.clear();
                 } else if !self.tail_offs.is_empty() {
-                    self.tail_offs.push(off);
+                    self.tail_offs.push(off as u16);
                 }
             }
             _ => {
@@ -403,10 +407,20 @@ impl List {
 
     pub fn pop_back(&mut self) -> Option<Vec<u8>> {
         let c = self.chunks.back_mut()?;
-        if self.tail_offs.is_empty() {
-            c.offsets(&mut self.tail_offs);
-        }
-        let off = self.tail_offs.pop().expect("chunk is not empty") as usize;
+        let off = if c.count == 1 {
+            self.tail_offs.clear();
+            c.head as usize
+        } else {
+            if self.tail_offs.is_empty() {
+                debug_assert!(c.data.len() <= u16::MAX as usize, "multi-entry chunks are small");
+                let mut off = c.head as usize;
+                while off < c.tail as usize {
+                    self.tail_offs.push(off as u16);
+                    off += entry::size(&c.data[off..]);
+                }
+            }
+            self.tail_offs.pop().expect("chunk is not empty") as usize
+        };
         let (e, _) = entry::decode(&c.data[off..]);
         let v = e.to_vec();
         c.tail = off as u32;
@@ -622,7 +636,7 @@ impl List {
         }
         // Rewrite from the highest chunk number down so earlier numbers stay valid when a
         // chunk disappears.
-        touched.sort_by(|a, b| b.0.cmp(&a.0));
+        touched.sort_by_key(|t| std::cmp::Reverse(t.0));
         for (ci, hits) in touched {
             self.rewrite_chunk(ci, |c| {
                 let mut offs = Vec::new();
@@ -697,7 +711,7 @@ impl List {
     pub fn mem_usage(&self) -> usize {
         alloc_class(std::mem::size_of::<List>())
             + alloc_class(self.chunks.capacity() * std::mem::size_of::<Chunk>())
-            + alloc_class(self.tail_offs.capacity() * 4)
+            + alloc_class(self.tail_offs.capacity() * 2)
             + self.chunks.iter().map(|c| alloc_class(c.data.len())).sum::<usize>()
     }
 

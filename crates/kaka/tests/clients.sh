@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Real third-party clients against a started kaka:
+#   - Debian's kcat (librdkafka 2.0.2): metadata, produce, consume, snappy, group consume
+#   - Python confluent-kafka (its own bundled librdkafka): idempotent produce with headers,
+#     group consume + commit, admin create/delete topics
+#   - Python kafka-python (pure Python protocol implementation): produce, group consume,
+#     commit, end offsets, offsets_for_times
+#
+# Usage: crates/kaka/tests/clients.sh path/to/kaka
+# Builds nothing. Starts kaka on a free port with a temp dir, runs the checks, stops kaka,
+# prints "N passed, M failed" last and exits non-zero if anything failed. Missing Python
+# packages are installed with pip (--user) if possible.
+set -u
+
+KAKA=${1:?usage: clients.sh path/to/kaka}
+[ -x "$KAKA" ] || { echo "not executable: $KAKA"; exit 2; }
+PY=${PYTHON:-python3}
+DIR=$(mktemp -d /tmp/kaka-clients.XXXXXX)
+PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+BROKER=127.0.0.1:$PORT
+PASS=0
+FAIL=0
+
+"$KAKA" --dir "$DIR/data" --listen "$BROKER" --group-initial-rebalance-delay-ms 200 >"$DIR/kaka.log" 2>&1 &
+KPID=$!
+cleanup() {
+  kill "$KPID" 2>/dev/null
+  wait "$KPID" 2>/dev/null
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+for _ in $(seq 1 100); do
+  $PY -c "import socket; socket.create_connection(('127.0.0.1',$PORT),1)" 2>/dev/null && break
+  sleep 0.1
+done
+
+check() { # name, command...
+  local name=$1; shift
+  if out=$("$@" 2>&1); then
+    PASS=$((PASS + 1)); echo "PASS $name"
+  else
+    FAIL=$((FAIL + 1)); echo "FAIL $name"; echo "$out" | tail -20 | sed 's/^/    /'
+  fi
+}
+
+# ---------------------------------------------------------------- kcat (librdkafka 2.0.2)
+kcat_metadata() {
+  local out; out=$(kcat -b "$BROKER" -L -m 10) || return 1
+  echo "$out" | grep -q "broker 0 at $BROKER" || { echo "$out"; return 1; }
+}
+kcat_produce_consume() {
+  printf 'k1:v1\nk2:v2\nk3:v3\n' | kcat -b "$BROKER" -P -t kcat-t -K: -X enable.idempotence=true || return 1
+  local got; got=$(kcat -b "$BROKER" -C -t kcat-t -o beginning -e -q -f '%k=%s@%o\n') || return 1
+  [ "$got" = $'k1=v1@0\nk2=v2@1\nk3=v3@2' ] || { echo "got: $got"; return 1; }
+}
+kcat_snappy() {
+  seq 1 1000 | kcat -b "$BROKER" -P -t kcat-snappy -z snappy || return 1
+  local n; n=$(kcat -b "$BROKER" -C -t kcat-snappy -o beginning -e -q | wc -l)
+  [ "$n" = 1000 ] || { echo "read $n of 1000"; return 1; }
+  kcat -b "$BROKER" -C -t kcat-snappy -o beginning -e -q | tail -1 | grep -qx 1000
+}
+kcat_offsets() {
+  # -Q by timestamp far in the future answers the end (-1), not 0.
+  local out; out=$(kcat -b "$BROKER" -Q -t kcat-t:0:99999999999999) || return 1
+  echo "$out" | grep -q "offset -1" || { echo "$out"; return 1; }
+}
+kcat_group() {
+  printf 'g1\ng2\n' | kcat -b "$BROKER" -P -t kcat-g || return 1
+  local got; got=$(timeout 30 kcat -b "$BROKER" -G kcat-group -X auto.offset.reset=earliest -e -q kcat-g) || return 1
+  [ "$(echo "$got" | sort | tr '\n' ' ')" = "g1 g2 " ] || { echo "got: $got"; return 1; }
+}
+check "kcat metadata -L" kcat_metadata
+check "kcat produce/consume keyed" kcat_produce_consume
+check "kcat snappy produce read back" kcat_snappy
+check "kcat -Q timestamp past end" kcat_offsets
+check "kcat -G group consume" kcat_group
+
+# ---------------------------------------------------------------- Python clients
+ensure_py() { # module, pip name
+  $PY -c "import $1" 2>/dev/null && return 0
+  $PY -m pip install --quiet "$2" >/dev/null 2>&1 || $PY -m pip install --quiet --user "$2" >/dev/null 2>&1
+  $PY -c "import $1" 2>/dev/null
+}
+
+py_confluent() {
+  BROKER=$BROKER $PY - <<'EOF'
+import os, time
+from confluent_kafka import Producer, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+b = os.environ["BROKER"]
+acks = []
+p = Producer({"bootstrap.servers": b, "enable.idempotence": True, "acks": "all"})
+for i in range(100):
+    p.produce("ck-t", key=bytes([i, 0, 255]), value=b"v%d" % i, partition=0,
+              headers=[("h", b"x%d" % i), ("bin", bytes([0, 1]))],
+              on_delivery=lambda e, m: acks.append((e, m.offset() if m else None)))
+p.flush(30)
+assert len(acks) == 100 and all(e is None for e, _ in acks), acks[:3]
+assert sorted(o for _, o in acks) == list(range(100))
+c = Consumer({"bootstrap.servers": b, "group.id": "ck-g", "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "heartbeat.interval.ms": 300})
+c.subscribe(["ck-t"])
+got = []
+deadline = time.time() + 30
+while len(got) < 100 and time.time() < deadline:
+    m = c.poll(0.2)
+    if m is None or m.error():
+        continue
+    got.append(m)
+assert len(got) == 100, len(got)
+assert [m.offset() for m in got] == list(range(100))
+assert got[7].key() == bytes([7, 0, 255]) and got[7].value() == b"v7"
+assert dict(got[7].headers())["h"] == b"x7"
+c.commit(asynchronous=False)
+committed = c.committed([TopicPartition("ck-t", 0)], timeout=10)
+assert committed[0].offset == 100, committed
+lo, hi = c.get_watermark_offsets(TopicPartition("ck-t", 0), timeout=10)
+assert (lo, hi) == (0, 100), (lo, hi)
+c.close()
+a = AdminClient({"bootstrap.servers": b})
+for f in a.create_topics([NewTopic("ck-a", 2, 1), NewTopic("ck-b", 1, 1)]).values():
+    f.result(10)
+for f in a.delete_topics(["ck-b"]).values():
+    f.result(10)
+names = set(a.list_topics(timeout=10).topics)
+assert "ck-a" in names and "ck-b" not in names and "ck-t" in names, names
+print("ok")
+EOF
+}
+
+py_kafka_python() {
+  BROKER=$BROKER $PY - <<'EOF'
+import os, time
+from kafka import KafkaProducer, KafkaConsumer, TopicPartition
+b = os.environ["BROKER"]
+p = KafkaProducer(bootstrap_servers=b, acks="all", compression_type="gzip")
+t0 = int(time.time() * 1000)
+futs = [p.send("kp-t", key=b"k%d" % i, value=b"val-%d" % i, partition=0, timestamp_ms=t0 + i,
+               headers=[("h", b"%d" % i)]) for i in range(50)]
+p.flush(30)
+offs = [f.get(10).offset for f in futs]
+assert offs == list(range(50)), offs
+c = KafkaConsumer("kp-t", bootstrap_servers=b, group_id="kp-g", auto_offset_reset="earliest",
+                  enable_auto_commit=False, consumer_timeout_ms=15000)
+got = []
+for m in c:
+    got.append(m)
+    if len(got) == 50:
+        break
+assert [m.offset for m in got] == list(range(50)), [m.offset for m in got][:5]
+assert got[3].value == b"val-3" and got[3].key == b"k3" and got[3].headers[0] == ("h", b"3")
+c.commit()
+tp = TopicPartition("kp-t", 0)
+assert c.committed(tp) == 50, c.committed(tp)
+assert c.end_offsets([tp])[tp] == 50
+r = c.offsets_for_times({tp: t0 + 10})
+assert r[tp].offset == 10, r
+r = c.offsets_for_times({tp: t0 + 10**9})
+assert r[tp] is None, r
+c.close()
+print("ok")
+EOF
+}
+
+if ensure_py confluent_kafka confluent-kafka; then
+  check "confluent-kafka produce/group/commit/admin" py_confluent
+else
+  FAIL=$((FAIL + 1)); echo "FAIL confluent-kafka not installable"
+fi
+if ensure_py kafka kafka-python; then
+  check "kafka-python produce/group/commit/offsets" py_kafka_python
+else
+  FAIL=$((FAIL + 1)); echo "FAIL kafka-python not installable"
+fi
+
+# The broker must still be alive after all of that.
+if ! kill -0 "$KPID" 2>/dev/null; then
+  FAIL=$((FAIL + 1)); echo "FAIL kaka exited"; tail -20 "$DIR/kaka.log"
+fi
+if [ "$FAIL" -gt 0 ]; then
+  echo "---- kaka log (last 30 lines)"; tail -30 "$DIR/kaka.log"
+fi
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
