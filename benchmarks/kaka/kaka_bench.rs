@@ -1,1 +1,489 @@
-fn main() {}
+//! kaka-bench: drives a Kafka-protocol broker with librdkafka (rdkafka crate) and a raw
+//! protocol client, and prints Markdown result lines.
+//!
+//! Build and run (see run.sh):
+//!   cargo build --release -p kaka --bins --examples
+//!   target/release/examples/kaka-bench --kaka target/release/kaka [--scenario all]
+//!
+//! Scenarios (each starts its own kaka on a free port with a temp dir unless --bootstrap is
+//! given, in which case the broker at that address is used and the restart-based scenarios
+//! are skipped):
+//!   produce  throughput and per-record ack latency, idempotent acks=all, 64 B and 1 KiB
+//!   sync     one record at a time (each acked before the next): librdkafka and raw wire
+//!   consume  read everything from offset 0
+//!   cold     150,000 x 1 KB records, broker restarted, page cache dropped for the segment,
+//!            one 64 MiB Fetch; latency of a produce to another topic issued during it
+//!   crash    SIGKILL during an acks=all flood, restart, verify every acked record (N rounds)
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use hdrhistogram::Histogram;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+// ------------------------------------------------------------------------------ broker
+struct Broker {
+    bin: Option<PathBuf>,
+    dir: PathBuf,
+    addr: String,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Broker {
+    fn start(bin: &PathBuf, tag: &str, extra: &[&str]) -> Broker {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = std::env::temp_dir().join(format!("kaka-bench-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut b = Broker {
+            bin: Some(bin.clone()),
+            dir,
+            addr: format!("127.0.0.1:{port}"),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        b.spawn();
+        b
+    }
+
+    fn external(addr: &str) -> Broker {
+        Broker { bin: None, dir: PathBuf::new(), addr: addr.to_string(), extra: vec![], child: None }
+    }
+
+    fn spawn(&mut self) {
+        let Some(bin) = &self.bin else { return };
+        let log = std::fs::File::create(self.dir.with_extension("log")).unwrap();
+        self.child = Some(
+            Command::new(bin)
+                .arg("--dir")
+                .arg(&self.dir)
+                .arg("--listen")
+                .arg(&self.addr)
+                .args(&self.extra)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start kaka"),
+        );
+        let t = Instant::now();
+        while TcpStream::connect(&self.addr).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(60), "kaka did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+        if self.bin.is_some() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.with_extension("log"));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ clients
+#[derive(Default)]
+struct Acks {
+    got: Mutex<Vec<(usize, Instant, bool)>>,
+}
+impl ClientContext for Acks {}
+impl ProducerContext for Acks {
+    type DeliveryOpaque = usize;
+    fn delivery(&self, r: &DeliveryResult<'_>, id: usize) {
+        self.got.lock().unwrap().push((id, Instant::now(), r.is_ok()));
+    }
+}
+
+fn producer(addr: &str, extra: &[(&str, &str)]) -> BaseProducer<Acks> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", addr).set("enable.idempotence", "true").set("acks", "all");
+    for (k, v) in extra {
+        c.set(*k, *v);
+    }
+    c.create_with_context(Acks::default()).expect("producer")
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn pct(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0 // recorded in microseconds
+}
+
+/// Produces `n` records of `size` bytes as fast as librdkafka accepts them (default batching),
+/// returns (records/s, p50 ms, p99 ms) of send-to-ack latency.
+fn produce_run(addr: &str, topic: &str, n: usize, size: usize) -> (f64, f64, f64) {
+    let p = producer(addr, &[("queue.buffering.max.messages", "1000000")]);
+    let payload = vec![b'x'; size];
+    let mut sent = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        loop {
+            match p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, i).partition(0).payload(&payload[..])) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(_), _)) => {
+                    p.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => panic!("send: {e}"),
+            }
+        }
+        sent.push(Instant::now());
+        if i % 1024 == 0 {
+            p.poll(Duration::ZERO);
+        }
+    }
+    p.flush(Duration::from_secs(120)).expect("flush");
+    let elapsed = start.elapsed();
+    let got = std::mem::take(&mut *p.context().got.lock().unwrap());
+    assert_eq!(got.len(), n);
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    for (id, at, ok) in &got {
+        assert!(ok, "delivery failed");
+        h.record(at.duration_since(sent[*id]).as_micros() as u64).unwrap();
+    }
+    (n as f64 / elapsed.as_secs_f64(), pct(&h, 0.5), pct(&h, 0.99))
+}
+
+fn sync_librdkafka(addr: &str, n: usize) -> (f64, f64) {
+    let p = producer(addr, &[("linger.ms", "0")]);
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    for i in 0..n + 50 {
+        let t = Instant::now();
+        p.send(
+            BaseRecord::<(), _, _>::with_opaque_to("sync-rd", i).partition(0).payload("0123456789abcdef0123456789abcdef"),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+        p.flush(Duration::from_secs(10)).unwrap();
+        if i >= 50 {
+            h.record(t.elapsed().as_micros() as u64).unwrap();
+        }
+    }
+    (pct(&h, 0.5), pct(&h, 0.99))
+}
+
+// ------------------------------------------------------------------------------ raw wire
+struct Raw {
+    s: TcpStream,
+    cid: i32,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw { s, cid: 0 }
+    }
+    fn call<R: Encodable + HeaderVersion, Resp: Decodable>(&mut self, key: ApiKey, v: i16, r: &R) -> Resp {
+        self.cid += 1;
+        let mut h = RequestHeader::default();
+        h.request_api_key = key as i16;
+        h.request_api_version = v;
+        h.correlation_id = self.cid;
+        h.client_id = Some(StrBytes::from_static_str("kaka-bench"));
+        let mut b = BytesMut::new();
+        h.encode(&mut b, key.request_header_version(v)).unwrap();
+        r.encode(&mut b, v).unwrap();
+        self.s.write_all(&(b.len() as i32).to_be_bytes()).unwrap();
+        self.s.write_all(&b).unwrap();
+        let mut n = [0u8; 4];
+        self.s.read_exact(&mut n).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(n) as usize];
+        self.s.read_exact(&mut body).unwrap();
+        let mut body = Bytes::from(body);
+        ResponseHeader::decode(&mut body, key.response_header_version(v)).unwrap();
+        Resp::decode(&mut body, v).unwrap()
+    }
+}
+
+fn one_batch(value: &[u8]) -> Bytes {
+    let r = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64,
+        key: None,
+        value: Some(Bytes::copy_from_slice(value)),
+        headers: Default::default(),
+    };
+    let mut b = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut b,
+        [&r],
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    b.freeze()
+}
+
+fn raw_produce(c: &mut Raw, topic: &str, batch: Bytes) -> i16 {
+    let mut pd = PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(batch);
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_string(topic.to_string()));
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 30_000;
+    r.topic_data = vec![td];
+    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
+    resp.responses[0].partition_responses[0].error_code
+}
+
+fn sync_raw(addr: &str, n: usize) -> (f64, f64) {
+    let mut c = Raw::connect(addr);
+    let batch = one_batch(b"0123456789abcdef0123456789abcdef");
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    for i in 0..n + 50 {
+        let t = Instant::now();
+        assert_eq!(raw_produce(&mut c, "sync-raw", batch.clone()), 0);
+        if i >= 50 {
+            h.record(t.elapsed().as_micros() as u64).unwrap();
+        }
+    }
+    (pct(&h, 0.5), pct(&h, 0.99))
+}
+
+fn raw_fetch(c: &mut Raw, topic: &str, offset: i64, max: i32) -> (i16, usize) {
+    let mut fp = FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = max;
+    let mut ft = FetchTopic::default();
+    ft.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    ft.partitions = vec![fp];
+    let mut r = FetchRequest::default();
+    r.max_wait_ms = 500;
+    r.min_bytes = 1;
+    r.max_bytes = max;
+    r.session_epoch = -1;
+    r.topics = vec![ft];
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    let p = &resp.responses[0].partitions[0];
+    (p.error_code, p.records.as_ref().map(|b| b.len()).unwrap_or(0))
+}
+
+fn consume_all(addr: &str, topic: &str, n: usize) -> f64 {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "bench")
+        .set("enable.auto.commit", "false")
+        .set("fetch.max.bytes", "52428800")
+        .set("max.partition.fetch.bytes", "8388608")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+    c.assign(&tpl).unwrap();
+    let start = Instant::now();
+    let mut got = 0;
+    while got < n {
+        if let Some(Ok(_)) = c.poll(Duration::from_millis(100)) {
+            got += 1;
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "consume stalled at {got}");
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Drops the page cache for every file under `dir` (posix_fadvise DONTNEED), so the next
+/// read really goes to the disk.
+fn drop_cache(dir: &std::path::Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            drop_cache(&p);
+        } else if let Ok(f) = std::fs::File::open(&p) {
+            use std::os::fd::AsRawFd;
+            unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ scenarios
+fn crash_rounds(b: &mut Broker, rounds: usize) -> (usize, usize) {
+    let mut acked: Vec<u64> = Vec::new();
+    let mut next = 0u64;
+    let mut passed = 0;
+    for round in 0..rounds {
+        let stop = Arc::new(AtomicBool::new(false));
+        let p = Arc::new(producer(&b.addr, &[("message.timeout.ms", "5000"), ("linger.ms", "1")]));
+        let sender = {
+            let (p, stop, start) = (p.clone(), stop.clone(), next);
+            std::thread::spawn(move || {
+                let mut i = start;
+                while !stop.load(Ordering::Relaxed) {
+                    let v = i.to_be_bytes();
+                    if p.send(BaseRecord::<(), _, _>::with_opaque_to("crash", i as usize).partition(0).payload(&v[..]))
+                        .is_ok()
+                    {
+                        i += 1;
+                    } else {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    p.poll(Duration::ZERO);
+                }
+                i
+            })
+        };
+        let t = Instant::now();
+        while p.context().got.lock().unwrap().iter().all(|g| !g.2) && t.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(20 + (round as u64 * 37) % 300));
+        b.kill();
+        stop.store(true, Ordering::Relaxed);
+        next = sender.join().unwrap();
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            p.poll(Duration::from_millis(10));
+        }
+        let round_acked: Vec<u64> =
+            p.context().got.lock().unwrap().iter().filter(|g| g.2).map(|g| g.0 as u64).collect();
+        acked.extend(round_acked);
+        drop(p);
+        b.spawn();
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &b.addr)
+            .set("group.id", "crash-check")
+            .set("enable.partition.eof", "true")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("crash", 0, Offset::Beginning).unwrap();
+        c.assign(&tpl).unwrap();
+        let mut seqs = Vec::new();
+        loop {
+            match c.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => seqs.push(u64::from_be_bytes(m.payload().unwrap().try_into().unwrap())),
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                _ => {}
+            }
+        }
+        let set: HashSet<u64> = seqs.iter().copied().collect();
+        let ok = set.len() == seqs.len()
+            && seqs.windows(2).all(|w| w[0] < w[1])
+            && acked.iter().all(|s| set.contains(s));
+        if ok {
+            passed += 1;
+        } else {
+            eprintln!("crash round {round}: FAILED (stored {}, acked {})", seqs.len(), acked.len());
+        }
+    }
+    (passed, acked.len())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let get = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let scenario = get("--scenario").unwrap_or_else(|| "all".into());
+    let records: usize = get("--records").map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
+    let rounds: usize = get("--crash-rounds").map(|s| s.parse().unwrap()).unwrap_or(20);
+    let bootstrap = get("--bootstrap");
+    let bin = PathBuf::from(get("--kaka").unwrap_or_else(|| "target/release/kaka".into()));
+    let want = |s: &str| scenario == "all" || scenario.split(',').any(|x| x == s);
+    let start = |tag: &str| match &bootstrap {
+        Some(a) => Broker::external(a),
+        None => Broker::start(&bin, tag, &[]),
+    };
+    let name = bootstrap.as_deref().unwrap_or("kaka");
+    println!("| broker | scenario | result |");
+    println!("| --- | --- | --- |");
+    if want("produce") {
+        let b = start("produce");
+        for size in [64usize, 1024] {
+            let n = if size == 64 { records } else { records / 4 };
+            let (rate, p50, p99) = produce_run(&b.addr, &format!("p{size}"), n, size);
+            println!("| {name} | produce {n} x {size} B, idempotent acks=all, default batching | {rate:.0} records/s ({:.1} MB/s), ack latency p50 {p50:.2} ms, p99 {p99:.2} ms |", rate * size as f64 / 1e6);
+        }
+        if want("consume") {
+            let rate = consume_all(&b.addr, "p64", records);
+            println!(
+                "| {name} | consume {records} x 64 B from offset 0 (librdkafka) | {rate:.0} records/s |"
+            );
+        }
+    }
+    if want("sync") {
+        let b = start("sync");
+        let n = 2000;
+        let (p50, p99) = sync_raw(&b.addr, n);
+        println!("| {name} | synchronous produce, raw Produce v9 acks=-1, one 32 B record, {n} in a row | p50 {p50:.3} ms, p99 {p99:.3} ms |");
+        let (p50, p99) = sync_librdkafka(&b.addr, n);
+        println!("| {name} | synchronous produce, librdkafka send+flush, linger.ms=0, {n} in a row | p50 {p50:.3} ms, p99 {p99:.3} ms |");
+    }
+    if want("cold") && bootstrap.is_none() {
+        let mut b = Broker::start(&bin, "cold", &["--segment-bytes", "67108864"]);
+        let n = 150_000;
+        let (rate, _, _) = produce_run(&b.addr, "cold", n, 1000);
+        b.stop();
+        b.spawn();
+        let mut warm = Raw::connect(&b.addr);
+        assert_eq!(raw_produce(&mut warm, "other", one_batch(b"warm-up")), 0);
+        drop_cache(&b.dir.join("topics/cold"));
+        let addr = b.addr.clone();
+        let during = std::thread::spawn(move || {
+            let mut c = Raw::connect(&addr);
+            std::thread::sleep(Duration::from_millis(5));
+            let t = Instant::now();
+            assert_eq!(raw_produce(&mut c, "other", one_batch(b"during the cold fetch")), 0);
+            t.elapsed()
+        });
+        let mut c = Raw::connect(&b.addr);
+        let t = Instant::now();
+        let (err, bytes) = raw_fetch(&mut c, "cold", 0, 64 << 20);
+        let fetch_time = t.elapsed();
+        let produce_time = during.join().unwrap();
+        assert_eq!(err, 0);
+        println!("| {name} | cold read: {n} x 1 KB ({rate:.0} rec/s to load), restart, page cache dropped, one 64 MiB Fetch | {:.1} MiB in {:.3} s; produce to another topic during it: {:.2} ms |", bytes as f64 / (1 << 20) as f64, fetch_time.as_secs_f64(), ms(produce_time));
+    }
+    if want("crash") && bootstrap.is_none() {
+        let mut b = Broker::start(&bin, "crash", &[]);
+        let (passed, acked) = crash_rounds(&mut b, rounds);
+        println!("| {name} | crash test: SIGKILL during an acks=all idempotent flood, restart, verify | {passed}/{rounds} rounds passed, {acked} acked records all present once, in order |");
+    }
+}

@@ -98,6 +98,8 @@ pub fn compaction_key(args: &[&[u8]]) -> Option<Vec<u8>> {
         (b"ZADD", 4) => Some(framed(&[b"ZADD", args[1], args[3]])),
         (b"ZREM", 3) => Some(framed(&[b"ZADD", args[1], args[2]])),
         (b"ARSET", 4) | (b"ARDEL", 3) => Some(framed(&[b"ARSET", args[1], args[2]])),
+        // The insert cursor is one unit per array: its latest ARSEEK defines it.
+        (b"ARSEEK", 3) => Some(framed(&[b"ARSEEK", args[1]])),
         _ => None,
     }
 }

@@ -93,8 +93,9 @@ impl Server {
     }
 
     /// Retries, in arrival order, the clients parked on keys the last command signalled ready.
-    /// A retry that is served unparks its client; one that blocks again keeps its place. Retries
-    /// can signal further keys (BLMOVE pushes), so this runs until no key is left.
+    /// A retry that is served unparks its client; one that blocks again keeps its place (and
+    /// ends that key's round). Retries can signal further keys (BLMOVE pushes), so this runs
+    /// until no key is left.
     pub(crate) fn serve_ready_keys(&mut self) {
         while !self.engine.ready_keys.is_empty() {
             let keys = std::mem::take(&mut self.engine.ready_keys);
@@ -112,9 +113,13 @@ impl Server {
                         self.unpark(&mut conn, slot);
                     }
                     self.conns[slot] = Some(conn);
-                    if served {
-                        self.queue_write(slot);
+                    if !served {
+                        // A retry blocks again only when this key has nothing left to give
+                        // (served waiters got an element or a WRONGTYPE error), so the later
+                        // waiters would block too: stop here rather than retry all of them.
+                        break;
                     }
+                    self.queue_write(slot);
                 }
             }
         }

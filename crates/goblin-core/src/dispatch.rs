@@ -78,6 +78,7 @@ impl Server {
             return;
         }
         if let Some(m) = &mut conn.multi {
+            // These act at once inside MULTI; everything else is queued for EXEC.
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
                 m.queued.push(args.iter().map(|a| a.to_vec()).collect());
                 reply::simple(&mut conn.out, b"QUEUED");
@@ -87,11 +88,13 @@ impl Server {
         let mark = conn.out.len();
         conn.last_cmd = spec.name;
         let now = now_ms();
-        match spec.name {
-            "multi" | "exec" | "discard" | "watch" | "unwatch" => {
-                self.transaction_command(conn, slot, spec, args, now)
-            }
-            _ => self.execute(conn, slot, spec, args, now, false),
+        // Data commands (the hot path) skip the name comparisons.
+        let transactional = matches!(spec.handler, Handler::Server)
+            && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");
+        if transactional {
+            self.transaction_command(conn, slot, spec, args, now);
+        } else {
+            self.execute(conn, slot, spec, args, now, false);
         }
         self.apply_reply_mode(conn, mark);
         self.check_output_limit(conn);

@@ -115,6 +115,9 @@ pub struct Server {
     waker: Arc<Waker>,
     pub stats: ServerStats,
     pub started: Instant,
+    /// Random id of this process run (INFO `run_id`), unlike `master_replid`, which names the
+    /// data's lineage and will survive restarts once recovery exists.
+    pub run_id: String,
     last_cron: Instant,
     last_expire: Instant,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
@@ -259,6 +262,7 @@ impl Server {
             waker,
             stats: ServerStats::default(),
             started: now,
+            run_id: engine::Replication::new_lineage().replid,
             last_cron: now,
             last_expire: now,
             shutdown: false,

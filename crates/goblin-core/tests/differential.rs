@@ -391,7 +391,7 @@ fn same_replies_as_redis() {
         fams.retain(|f| only.split(',').any(|o| o == *f));
     }
     assert!(!fams.is_empty(), "no command family implemented");
-    let seeds: u64 = std::env::var("DIFF_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let seeds: u64 = std::env::var("DIFF_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
     let per_seed = 300;
     let mut compared = 0;
     for seed in 0..seeds {

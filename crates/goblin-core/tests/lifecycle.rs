@@ -152,11 +152,7 @@ fn several_bind_addresses() {
 fn redis_cli_talks_to_the_server() {
     let s = Server::start(&[]);
     let port = s.port.to_string();
-    let cli = |args: &[&str]| {
-        let out = Command::new("redis-cli").args(["-p", &port]).args(args).output().expect("redis-cli");
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
+    let cli = |args: &[&str]| s.cli(args);
     assert_eq!(cli(&["ping"]).trim(), "PONG");
     assert_eq!(cli(&["set", "cli", "hello"]).trim(), "OK");
     assert_eq!(cli(&["get", "cli"]).trim(), "hello");

@@ -157,8 +157,7 @@ pub fn records_payload(batch: &Bytes, h: &BatchHeader) -> anyhow_lite::Result<By
     // Each codec hands the decompressed block to a closure; we copy it out as Bytes.
     macro_rules! inflate {
         ($codec:ty) => {
-            <$codec>::decompress(&mut body, |b| Ok(b.copy_to_bytes(b.remaining())))
-                .map_err(|e| e.to_string())
+            <$codec>::decompress(&mut body, |b| Ok(b.copy_to_bytes(b.remaining()))).map_err(|e| e.to_string())
         };
     }
     match h.codec() {

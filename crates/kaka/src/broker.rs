@@ -109,7 +109,16 @@ impl Broker {
         }
         let config = TopicConfig::resolve(&raw, &self.cfg).map_err(|e| format!("{name}: {e}"))?;
         let partitions = (0..n)
-            .map(|p| partition::open(&dir.join(p.to_string()), name, p, config.clone(), &self.cfg, self.memory.clone()))
+            .map(|p| {
+                partition::open(
+                    &dir.join(p.to_string()),
+                    name,
+                    p,
+                    config.clone(),
+                    &self.cfg,
+                    self.memory.clone(),
+                )
+            })
             .collect();
         tracing::info!(topic = name, partitions = n, "loaded topic");
         Ok(Topic { name: name.to_string(), id, config, partitions })
@@ -159,7 +168,16 @@ impl Broker {
         segment::write_file_synced(&dir.join("topic.meta"), meta.as_bytes()).map_err(io)?;
         segment::sync_dir(&self.cfg.dir.join("topics")).map_err(io)?;
         let parts = (0..partitions)
-            .map(|p| partition::open(&dir.join(p.to_string()), name, p, config.clone(), &self.cfg, self.memory.clone()))
+            .map(|p| {
+                partition::open(
+                    &dir.join(p.to_string()),
+                    name,
+                    p,
+                    config.clone(),
+                    &self.cfg,
+                    self.memory.clone(),
+                )
+            })
             .collect();
         let t = Arc::new(Topic { name: name.to_string(), id, config, partitions: parts });
         self.topics.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), t.clone());
@@ -177,7 +195,9 @@ impl Broker {
         }
         match self.create_topic(name, self.cfg.default_partitions, BTreeMap::new(), false) {
             Ok(t) => Ok(t),
-            Err((errors::TOPIC_ALREADY_EXISTS, _)) => self.topic(name).ok_or(errors::UNKNOWN_TOPIC_OR_PARTITION),
+            Err((errors::TOPIC_ALREADY_EXISTS, _)) => {
+                self.topic(name).ok_or(errors::UNKNOWN_TOPIC_OR_PARTITION)
+            }
             Err((code, msg)) => {
                 tracing::warn!(topic = name, "auto-create failed: {msg}");
                 Err(code)

@@ -77,7 +77,11 @@ fn for_each_batch(
     err.map_or(Ok(()), Err)
 }
 
-fn compact_blocking(segs: &[Arc<Segment>], horizon: i64, dir: &std::path::Path) -> Result<Vec<Segment>, String> {
+fn compact_blocking(
+    segs: &[Arc<Segment>],
+    horizon: i64,
+    dir: &std::path::Path,
+) -> Result<Vec<Segment>, String> {
     let mut latest: KeyMap = HashMap::new();
     for seg in segs {
         for_each_batch(seg, |h, _, recs| {

@@ -42,7 +42,6 @@ pub struct TopicConfig {
     pub raw: BTreeMap<String, String>,
 }
 
-
 impl TopicConfig {
     pub fn resolve(raw: &BTreeMap<String, String>, b: &BrokerConfig) -> Result<TopicConfig, String> {
         let mut c = TopicConfig {

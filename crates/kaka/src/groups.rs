@@ -68,8 +68,17 @@ enum GMsg {
         assignments: Vec<(String, Bytes)>,
         reply: oneshot::Sender<SyncResult>,
     },
-    Heartbeat { group: String, generation: i32, member: String, reply: oneshot::Sender<i16> },
-    Leave { group: String, members: Vec<String>, reply: oneshot::Sender<Vec<i16>> },
+    Heartbeat {
+        group: String,
+        generation: i32,
+        member: String,
+        reply: oneshot::Sender<i16>,
+    },
+    Leave {
+        group: String,
+        members: Vec<String>,
+        reply: oneshot::Sender<Vec<i16>>,
+    },
     Commit {
         group: String,
         generation: i32,
@@ -129,7 +138,13 @@ impl Groups {
         r
     }
 
-    pub async fn sync(&self, group: String, generation: i32, member: String, assignments: Vec<(String, Bytes)>) -> SyncResult {
+    pub async fn sync(
+        &self,
+        group: String,
+        generation: i32,
+        member: String,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
         ask(&self.tx, |reply| GMsg::Sync { group, generation, member, assignments, reply }).await
     }
 
@@ -141,7 +156,13 @@ impl Groups {
         ask(&self.tx, |reply| GMsg::Leave { group, members, reply }).await
     }
 
-    pub async fn commit(&self, group: String, generation: i32, member: String, offsets: Vec<OffsetEntry>) -> i16 {
+    pub async fn commit(
+        &self,
+        group: String,
+        generation: i32,
+        member: String,
+        offsets: Vec<OffsetEntry>,
+    ) -> i16 {
         let (rtx, rrx) = oneshot::channel();
         if self.tx.send(GMsg::Commit { group, generation, member, offsets, reply: rtx }).is_err() {
             return errors::COORDINATOR_NOT_AVAILABLE;
@@ -254,13 +275,22 @@ impl Coordinator {
     }
 
     fn join(&mut self, a: JoinArgs, reply: oneshot::Sender<JoinResult>) {
-        let fail = |code| JoinResult { error: code, generation: -1, member_id: a.member_id.clone(), ..Default::default() };
+        let fail = |code| JoinResult {
+            error: code,
+            generation: -1,
+            member_id: a.member_id.clone(),
+            ..Default::default()
+        };
         if a.group.is_empty() {
             let _ = reply.send(fail(errors::INVALID_GROUP_ID));
             return;
         }
         if a.session_timeout_ms < 1 || a.protocols.is_empty() {
-            let code = if a.protocols.is_empty() { errors::INCONSISTENT_GROUP_PROTOCOL } else { errors::INVALID_SESSION_TIMEOUT };
+            let code = if a.protocols.is_empty() {
+                errors::INCONSISTENT_GROUP_PROTOCOL
+            } else {
+                errors::INVALID_SESSION_TIMEOUT
+            };
             let _ = reply.send(fail(code));
             return;
         }
@@ -270,7 +300,10 @@ impl Coordinator {
         let g = self.group(&a.group);
         // Every member must share at least one protocol with the group.
         if !g.members.is_empty() && !g.members.contains_key(&a.member_id) {
-            let shared = a.protocols.iter().any(|(p, _)| g.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == p)));
+            let shared = a
+                .protocols
+                .iter()
+                .any(|(p, _)| g.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == p)));
             let same_type = g.members.values().all(|m| m.protocol_type == a.protocol_type);
             if !shared || !same_type {
                 let _ = reply.send(fail(errors::INCONSISTENT_GROUP_PROTOCOL));
@@ -278,7 +311,11 @@ impl Coordinator {
             }
         }
         let member_id = if a.member_id.is_empty() {
-            format!("{}-{}", if a.client_id.is_empty() { "member" } else { &a.client_id }, crate::broker::hex(&crate::broker::new_uuid()[..8]))
+            format!(
+                "{}-{}",
+                if a.client_id.is_empty() { "member" } else { &a.client_id },
+                crate::broker::hex(&crate::broker::new_uuid()[..8])
+            )
         } else if g.members.contains_key(&a.member_id) {
             a.member_id.clone()
         } else {
@@ -305,7 +342,11 @@ impl Coordinator {
         m.rebalance_timeout = Duration::from_millis(a.rebalance_timeout_ms.max(a.session_timeout_ms) as u64);
         m.last_seen = now;
         if let Some(old) = m.join_reply.replace(reply) {
-            let _ = old.send(JoinResult { error: errors::REBALANCE_IN_PROGRESS, generation: -1, ..Default::default() });
+            let _ = old.send(JoinResult {
+                error: errors::REBALANCE_IN_PROGRESS,
+                generation: -1,
+                ..Default::default()
+            });
         }
         if g.state != State::PreparingRebalance {
             let wait = if was_empty {
@@ -322,7 +363,14 @@ impl Coordinator {
         try_complete(g, false);
     }
 
-    fn sync(&mut self, group: &str, generation: i32, member: &str, assignments: Vec<(String, Bytes)>, reply: oneshot::Sender<SyncResult>) {
+    fn sync(
+        &mut self,
+        group: &str,
+        generation: i32,
+        member: &str,
+        assignments: Vec<(String, Bytes)>,
+        reply: oneshot::Sender<SyncResult>,
+    ) {
         let g = self.group(group);
         let err = |code| SyncResult { error: code, ..Default::default() };
         let Some(m) = g.members.get_mut(member) else {
@@ -339,7 +387,12 @@ impl Coordinator {
                 let _ = reply.send(err(errors::REBALANCE_IN_PROGRESS));
             }
             State::Stable => {
-                let r = SyncResult { error: 0, protocol_type: g.protocol_type.clone(), protocol_name: g.protocol.clone(), assignment: m.assignment.clone() };
+                let r = SyncResult {
+                    error: 0,
+                    protocol_type: g.protocol_type.clone(),
+                    protocol_name: g.protocol.clone(),
+                    assignment: m.assignment.clone(),
+                };
                 let _ = reply.send(r);
             }
             State::CompletingRebalance => {
@@ -352,7 +405,12 @@ impl Coordinator {
                     g.state = State::Stable;
                     for m in g.members.values_mut() {
                         if let Some(r) = m.sync_reply.take() {
-                            let _ = r.send(SyncResult { error: 0, protocol_type: g.protocol_type.clone(), protocol_name: g.protocol.clone(), assignment: m.assignment.clone() });
+                            let _ = r.send(SyncResult {
+                                error: 0,
+                                protocol_type: g.protocol_type.clone(),
+                                protocol_name: g.protocol.clone(),
+                                assignment: m.assignment.clone(),
+                            });
                         }
                     }
                 }
@@ -381,7 +439,11 @@ impl Coordinator {
             match g.members.remove(id) {
                 Some(m) => {
                     if let Some(r) = m.join_reply {
-                        let _ = r.send(JoinResult { error: errors::UNKNOWN_MEMBER_ID, generation: -1, ..Default::default() });
+                        let _ = r.send(JoinResult {
+                            error: errors::UNKNOWN_MEMBER_ID,
+                            generation: -1,
+                            ..Default::default()
+                        });
                     }
                     changed = true;
                     out.push(errors::NONE);
@@ -400,7 +462,15 @@ impl Coordinator {
             let g = self.group(group);
             if generation >= 0 || !member.is_empty() {
                 match g.members.get_mut(member) {
-                    None => return if g.members.is_empty() && generation < 0 { errors::NONE } else if g.members.is_empty() { errors::ILLEGAL_GENERATION } else { errors::UNKNOWN_MEMBER_ID },
+                    None => {
+                        return if g.members.is_empty() && generation < 0 {
+                            errors::NONE
+                        } else if g.members.is_empty() {
+                            errors::ILLEGAL_GENERATION
+                        } else {
+                            errors::UNKNOWN_MEMBER_ID
+                        }
+                    }
                     Some(m) => {
                         m.last_seen = Instant::now();
                         if generation != g.generation {
@@ -459,7 +529,9 @@ impl Coordinator {
             let expired: Vec<String> = g
                 .members
                 .iter()
-                .filter(|(_, m)| m.join_reply.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
+                .filter(|(_, m)| {
+                    m.join_reply.is_none() && now.duration_since(m.last_seen) > m.session_timeout
+                })
                 .map(|(id, _)| id.clone())
                 .collect();
             if !expired.is_empty() {
@@ -536,7 +608,11 @@ fn try_complete(g: &mut Group, force: bool) {
     let Some(protocol) = protocol else {
         for m in g.members.values_mut() {
             if let Some(r) = m.join_reply.take() {
-                let _ = r.send(JoinResult { error: errors::INCONSISTENT_GROUP_PROTOCOL, generation: -1, ..Default::default() });
+                let _ = r.send(JoinResult {
+                    error: errors::INCONSISTENT_GROUP_PROTOCOL,
+                    generation: -1,
+                    ..Default::default()
+                });
             }
         }
         g.members.clear();
@@ -547,7 +623,8 @@ fn try_complete(g: &mut Group, force: bool) {
         .members
         .iter()
         .map(|(id, m)| {
-            let md = m.protocols.iter().find(|(p, _)| *p == protocol).map(|(_, b)| b.clone()).unwrap_or_default();
+            let md =
+                m.protocols.iter().find(|(p, _)| *p == protocol).map(|(_, b)| b.clone()).unwrap_or_default();
             (id.clone(), m.instance_id.clone(), md)
         })
         .collect();
@@ -624,7 +701,11 @@ fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
             let part = i32::from_be_bytes(body.get(q..q + 4)?.try_into().ok()?);
             let off = i64::from_be_bytes(body.get(q + 4..q + 12)?.try_into().ok()?);
             let ml = i32::from_be_bytes(body.get(q + 12..q + 16)?.try_into().ok()?);
-            let md = if ml < 0 { None } else { Some(String::from_utf8(body.get(q + 16..q + 16 + ml as usize)?.to_vec()).ok()?) };
+            let md = if ml < 0 {
+                None
+            } else {
+                Some(String::from_utf8(body.get(q + 16..q + 16 + ml as usize)?.to_vec()).ok()?)
+            };
             Some(((g, t, part), (off, md)))
         })();
         let Some((k, v)) = parsed else { break };

@@ -223,7 +223,8 @@ async fn run_broker(opts: Opts) -> i32 {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
         tracing::error!("cannot install signal handlers");
         std::future::pending::<()>().await;
         return;
@@ -321,11 +322,7 @@ async fn create_topic_remote(
     let r = CreateTopicsResponse::decode(&mut b, version).map_err(|e| e.to_string())?;
     match r.topics.first() {
         Some(t) if t.error_code == 0 => Ok(()),
-        Some(t) => Err(format!(
-            "error {}: {}",
-            t.error_code,
-            t.error_message.as_deref().unwrap_or("")
-        )),
+        Some(t) => Err(format!("error {}: {}", t.error_code, t.error_message.as_deref().unwrap_or(""))),
         None => Err("empty response".into()),
     }
 }

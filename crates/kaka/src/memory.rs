@@ -54,11 +54,7 @@ impl Memory {
         loop {
             let cur = self.used.load(Ordering::Acquire);
             if cur + n <= self.limit {
-                if self
-                    .used
-                    .compare_exchange(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
+                if self.used.compare_exchange(cur, cur + n, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                     return true;
                 }
                 continue;
@@ -83,8 +79,7 @@ impl Memory {
     /// Evicts the globally oldest cached batch. False when nothing is left to evict.
     fn evict_one(&self) -> bool {
         loop {
-            let Some((weak, base)) = self.fifo.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
-            else {
+            let Some((weak, base)) = self.fifo.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else {
                 return false;
             };
             let Some(cache) = weak.upgrade() else { continue };

@@ -422,8 +422,7 @@ fn decode_snapshot(b: &[u8]) -> HashMap<i64, ProducerEntry> {
 
 impl Owner {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
-        let mut in_flight: Option<(tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64)> =
-            None;
+        let mut in_flight: Option<(tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64)> = None;
         let interval_ms = self.broker.fsync_interval_ms;
         let mut sync_tick = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
         sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -573,9 +572,7 @@ impl Owner {
             };
         }
         let last_seq = h.last_sequence();
-        if let Some(b) =
-            e.batches.iter().find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq)
-        {
+        if let Some(b) = e.batches.iter().find(|b| b.first_seq == h.base_sequence && b.last_seq == last_seq) {
             return Verdict::Duplicate(b.base_offset);
         }
         let Some(last) = e.batches.back() else { return Verdict::Append };
@@ -631,12 +628,8 @@ impl Owner {
             }
             Verdict::Reject(code, why) => {
                 self.memory.release(reserved);
-                let r = AppendResult {
-                    error: code,
-                    base_offset: -1,
-                    log_start,
-                    message: Some(why.to_string()),
-                };
+                let r =
+                    AppendResult { error: code, base_offset: -1, log_start, message: Some(why.to_string()) };
                 answer(reply, r);
                 return;
             }
@@ -663,10 +656,8 @@ impl Owner {
         note_producer(&mut self.producers, &h);
         self.leo = h.last_offset() + 1;
         let bytes = Bytes::from(bytes);
-        self.memory.insert(
-            &self.shared.cache,
-            Cached { base_offset: base, last_offset: h.last_offset(), bytes },
-        );
+        self.memory
+            .insert(&self.shared.cache, Cached { base_offset: base, last_offset: h.last_offset(), bytes });
         let _ = reserved; // the reservation now belongs to the cached copy
         let r = AppendResult { error: errors::NONE, base_offset: base, log_start, message: None };
         self.dirty = true;
@@ -733,8 +724,8 @@ impl Owner {
         let mut drop_n = 0;
         // Never the active (last) segment.
         for s in &segs[..segs.len() - 1] {
-            let by_size = self.cfg.retention_bytes >= 0
-                && total - s.size() as i64 >= self.cfg.retention_bytes;
+            let by_size =
+                self.cfg.retention_bytes >= 0 && total - s.size() as i64 >= self.cfg.retention_bytes;
             let ts = s.max_ts.load(Ordering::Acquire);
             let ts = if ts >= 0 { ts } else { file_mtime_ms(&s.path).unwrap_or(now) };
             let by_time = self.cfg.retention_ms >= 0 && ts < now - self.cfg.retention_ms;

@@ -109,10 +109,7 @@ impl Segment {
         let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
         if idx.is_empty() || pos >= self.last_indexed_pos.load(Ordering::Relaxed) + INDEX_INTERVAL {
             idx.push(IndexEntry { offset: h.base_offset, pos });
-            self.tindex
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(TimeEntry { max_ts, pos });
+            self.tindex.write().unwrap_or_else(|e| e.into_inner()).push(TimeEntry { max_ts, pos });
             self.last_indexed_pos.store(pos, Ordering::Relaxed);
         }
         drop(idx);
@@ -316,8 +313,8 @@ impl Segment {
             if out.len() < parsed + HEADER_LEN {
                 break;
             }
-            let h = BatchHeader::parse(&out[parsed..])
-                .ok_or_else(|| corrupt(&self.path, pos + parsed as u64))?;
+            let h =
+                BatchHeader::parse(&out[parsed..]).ok_or_else(|| corrupt(&self.path, pos + parsed as u64))?;
             if h.base_offset >= limit || (parsed > 0 && parsed + h.size > max_bytes) {
                 break;
             }
@@ -336,11 +333,7 @@ impl Segment {
 
     /// Visits each batch header from `start` (a batch boundary) to the end. Returns early when
     /// `f` returns false.
-    pub fn scan_headers(
-        &self,
-        start: u64,
-        mut f: impl FnMut(u64, &BatchHeader) -> bool,
-    ) -> io::Result<()> {
+    pub fn scan_headers(&self, start: u64, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> io::Result<()> {
         let end = self.size();
         let mut pos = start;
         let mut hdr = [0u8; HEADER_LEN];
@@ -376,10 +369,8 @@ impl Segment {
             if h.max_timestamp < ts {
                 return true;
             }
-            let recs = self
-                .read_batch(pos, h)
-                .map_err(|e| e.to_string())
-                .and_then(|b| batch::decode_records(&b, h));
+            let recs =
+                self.read_batch(pos, h).map_err(|e| e.to_string()).and_then(|b| batch::decode_records(&b, h));
             match recs {
                 Ok(recs) => {
                     // LogAppendTime batches carry the append time in maxTimestamp only.

@@ -1,10 +1,10 @@
 //! Listener and connections.
 //!
 //! Each connection has a reader (frames -> `api::dispatch`, in order) and a writer (responses,
-//! in request order). Between them sits a bounded queue of pending responses: its capacity is
-//! the connection's credit window (`--max-in-flight`). When it is full the reader stops
-//! reading the socket until the oldest response has been written, so one client cannot queue
-//! unbounded work (TCP then pushes back on the client).
+//! in request order). Each request takes one credit (`--max-in-flight` per connection) when
+//! it is read and gives it back when its response has been written; with no credit left the
+//! reader stops reading the socket, so one client cannot queue unbounded work (TCP then
+//! pushes back on the client).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::api::{self, Outcome};
 use crate::broker::Broker;
@@ -50,9 +50,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     let _ = stream.set_nodelay(true);
     tracing::debug!(%peer, "connection opened");
     let (rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<oneshot::Receiver<Option<BytesMut>>>(broker.cfg.max_in_flight.max(1));
+    // Credit: a permit per request from dispatch until its response is written.
+    let credit = Arc::new(Semaphore::new(broker.cfg.max_in_flight.max(1)));
+    let (tx, mut rx) = mpsc::unbounded_channel::<(oneshot::Receiver<Option<BytesMut>>, OwnedSemaphorePermit)>();
     let writer = tokio::spawn(async move {
-        while let Some(pending) = rx.recv().await {
+        while let Some((pending, _permit)) = rx.recv().await {
             match pending.await {
                 Ok(Some(frame)) => {
                     if let Err(e) = wr.write_all(&frame).await {
@@ -69,6 +71,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     let max = broker.cfg.max_request_bytes;
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     loop {
+        // Out of credit: stop reading this socket until a response goes out.
+        let Ok(permit) = credit.clone().acquire_owned().await else { break };
         let size = match rd.read_i32().await {
             Ok(n) => n,
             Err(_) => break, // closed (possibly mid size field)
@@ -86,7 +90,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
         let Some(raw) = RawHeader::parse(&buf) else { break };
         match api::dispatch(&broker, raw, Bytes::from(buf)) {
             Outcome::Reply(r) => {
-                if tx.send(r).await.is_err() {
+                if tx.send((r, permit)).is_err() {
                     break;
                 }
             }

@@ -13,22 +13,22 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 /// 4.x client and the kafka-protocol 0.18 codecs share, limited to what the handlers do fully
 /// (no topic-id addressed Produce/Fetch, no batched FindCoordinator/OffsetFetch).
 pub const SUPPORTED: &[(i16, i16, i16)] = &[
-    (0, 3, 10),  // Produce
-    (1, 4, 12),  // Fetch (13+ addresses topics by id)
-    (2, 1, 7),   // ListOffsets (-3 max timestamp from v7)
-    (3, 0, 12),  // Metadata
-    (8, 2, 8),   // OffsetCommit
-    (9, 1, 7),   // OffsetFetch (8+ batches groups)
-    (10, 0, 3),  // FindCoordinator (4+ batches keys)
-    (11, 0, 5),  // JoinGroup
-    (12, 0, 4),  // Heartbeat
-    (13, 0, 2),  // LeaveGroup (3+ member lists)
-    (14, 0, 4),  // SyncGroup
-    (18, 0, 3),  // ApiVersions
-    (19, 2, 4),  // CreateTopics
-    (20, 1, 4),  // DeleteTopics
-    (22, 0, 4),  // InitProducerId
-    (23, 2, 4),  // OffsetForLeaderEpoch
+    (0, 3, 10), // Produce
+    (1, 4, 12), // Fetch (13+ addresses topics by id)
+    (2, 1, 7),  // ListOffsets (-3 max timestamp from v7)
+    (3, 0, 12), // Metadata
+    (8, 2, 8),  // OffsetCommit
+    (9, 1, 7),  // OffsetFetch (8+ batches groups)
+    (10, 0, 3), // FindCoordinator (4+ batches keys)
+    (11, 0, 5), // JoinGroup
+    (12, 0, 4), // Heartbeat
+    (13, 0, 2), // LeaveGroup (3+ member lists)
+    (14, 0, 4), // SyncGroup
+    (18, 0, 3), // ApiVersions
+    (19, 2, 4), // CreateTopics
+    (20, 1, 4), // DeleteTopics
+    (22, 0, 4), // InitProducerId
+    (23, 2, 4), // OffsetForLeaderEpoch
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

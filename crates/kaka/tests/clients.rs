@@ -125,9 +125,11 @@ fn idempotent_producer_headers_binary_keys_and_assign_at_offset() {
             .insert(Header { key: "dup", value: Some(b"a".as_slice()) })
             .insert(Header { key: "dup", value: Some(b"b".as_slice()) })
             .insert(Header::<&[u8]> { key: "null", value: None });
-        p.send(BaseRecord::with_opaque_to("idem", i).partition(0).key(&key).payload(&payload).headers(headers))
-            .map_err(|(e, _)| e)
-            .unwrap();
+        p.send(
+            BaseRecord::with_opaque_to("idem", i).partition(0).key(&key).payload(&payload).headers(headers),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
         p.poll(Duration::ZERO);
     }
     let got = flush_all(&p, n);
@@ -163,9 +165,15 @@ fn offsets_for_times_including_past_the_end() {
     let t0 = ts_base();
     for i in 0..10i64 {
         let v = format!("v{i}");
-        p.send(BaseRecord::with_opaque_to("times", i as usize).partition(0).payload(&v).key("k").timestamp(t0 + i * 1000))
-            .map_err(|(e, _)| e)
-            .unwrap();
+        p.send(
+            BaseRecord::with_opaque_to("times", i as usize)
+                .partition(0)
+                .payload(&v)
+                .key("k")
+                .timestamp(t0 + i * 1000),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
     }
     flush_all(&p, 10);
     let c = consumer(&k, "times-reader", &[]);
@@ -188,7 +196,8 @@ fn compressed_produce_reads_back() {
         let topic = format!("codec-{codec}");
         let p = producer(&k, &[("compression.codec", codec), ("linger.ms", "20")]);
         let n = 500;
-        let payloads: Vec<String> = (0..n).map(|i| format!("{codec} record {i} {}", "x".repeat(i % 50))).collect();
+        let payloads: Vec<String> =
+            (0..n).map(|i| format!("{codec} record {i} {}", "x".repeat(i % 50))).collect();
         for (i, v) in payloads.iter().enumerate() {
             p.send(BaseRecord::with_opaque_to(&topic, i).partition(0).payload(v).key(&format!("k{i}")))
                 .map_err(|(e, _)| e)
@@ -284,8 +293,11 @@ fn consumer_group_subscribe_commit_and_resume() {
             let (addr, seen, committed) = (k.addr(), seen.clone(), committed.clone());
             std::thread::spawn(move || {
                 let mut cfg = ClientConfig::new();
-                cfg.set("bootstrap.servers", &addr).set("group.id", "g1").set("enable.auto.commit", "false")
-                    .set("auto.offset.reset", "earliest").set("fetch.wait.max.ms", "100");
+                cfg.set("bootstrap.servers", &addr)
+                    .set("group.id", "g1")
+                    .set("enable.auto.commit", "false")
+                    .set("auto.offset.reset", "earliest")
+                    .set("fetch.wait.max.ms", "100");
                 for (a, b) in extra {
                     cfg.set(a, b);
                 }
@@ -358,7 +370,9 @@ fn group_commit_shares_fdatasync() {
     let mut k = Kaka::start("rd-gc", &[]);
     // Create the topic first so every producer appends to the same partition.
     let warm = producer(&k, &[]);
-    warm.send(BaseRecord::with_opaque_to("gc", 0).partition(0).payload("w").key("k")).map_err(|(e, _)| e).unwrap();
+    warm.send(BaseRecord::with_opaque_to("gc", 0).partition(0).payload("w").key("k"))
+        .map_err(|(e, _)| e)
+        .unwrap();
     flush_all(&warm, 1);
     let threads = 32;
     let each = 25;
@@ -422,7 +436,9 @@ pub fn crash_rounds(k: &mut Kaka, rounds: usize) {
                 let mut i = start;
                 while !stop.load(Ordering::Relaxed) {
                     let v = i.to_be_bytes();
-                    match p.send(BaseRecord::with_opaque_to("crash", i as usize).partition(0).payload(&v[..]).key("k")) {
+                    match p.send(
+                        BaseRecord::with_opaque_to("crash", i as usize).partition(0).payload(&v[..]).key("k"),
+                    ) {
                         Ok(()) => i += 1,
                         Err(_) => std::thread::sleep(Duration::from_millis(1)),
                     }
@@ -448,18 +464,28 @@ pub fn crash_rounds(k: &mut Kaka, rounds: usize) {
         }
         let got = std::mem::take(&mut *p.context().got.lock().unwrap());
         let round_acked: Vec<u64> = got.iter().filter(|g| g.1.is_ok()).map(|g| g.0 as u64).collect();
-        assert!(!round_acked.is_empty(), "round {round}: some records acked before the kill: {:?}", got.first());
+        assert!(
+            !round_acked.is_empty(),
+            "round {round}: some records acked before the kill: {:?}",
+            got.first()
+        );
         acked.extend(round_acked);
         drop(p);
         k.spawn(); // same port, right away
         let c = consumer(k, "crash-check", &[]);
         let msgs = read_partition(&c, "crash", 0, Offset::Beginning);
-        let seqs: Vec<u64> = msgs.iter().map(|m| u64::from_be_bytes(m.2.as_deref().unwrap().try_into().unwrap())).collect();
+        let seqs: Vec<u64> =
+            msgs.iter().map(|m| u64::from_be_bytes(m.2.as_deref().unwrap().try_into().unwrap())).collect();
         let set: HashSet<u64> = seqs.iter().copied().collect();
         assert_eq!(set.len(), seqs.len(), "round {round}: no record stored twice");
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "round {round}: stored in order");
         let missing: Vec<&u64> = acked.iter().filter(|s| !set.contains(s)).collect();
-        assert!(missing.is_empty(), "round {round}: acked records lost: {} (first {:?})", missing.len(), missing.first());
+        assert!(
+            missing.is_empty(),
+            "round {round}: acked records lost: {} (first {:?})",
+            missing.len(),
+            missing.first()
+        );
         for (i, m) in msgs.iter().enumerate() {
             assert!(i == 0 || m.0 > msgs[i - 1].0);
         }

@@ -299,8 +299,7 @@ impl Keyspace {
     }
 
     /// Bytes the allocator holds for `key`'s entry and value (MEMORY USAGE): the entry's jemalloc
-    /// size class, plus for a collection its box's size class and the collection's own
-    /// `mem_usage()`. The bucket slot (8 bytes per key) is table overhead, not counted here.
+    /// size class, plus for a collection its own `mem_usage()` (which counts its box). The bucket slot (8 bytes per key) is table overhead, not counted here.
     pub fn mem_usage(&self, key: &[u8]) -> Option<usize> {
         let e = self.table.get(key)?;
         // SAFETY: live entry, read within this call.

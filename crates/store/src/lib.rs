@@ -10,6 +10,7 @@
 //!   canonical, comparable dump used by tests and replay checks).
 //! - [`types`]: one module per value type (string encoding, hash, set, zset, list, sparse array).
 
+pub mod alloc;
 pub mod keyspace;
 pub mod types;
 pub mod value;

@@ -187,6 +187,6 @@ pub enum Plain {
     /// (member, score bits), sorted by member.
     ZSet(Vec<(Vec<u8>, u64)>),
     List(Vec<Vec<u8>>),
-    /// (index, value), sorted by index.
-    Array(Vec<(u64, Vec<u8>)>),
+    /// (index, value) sorted by index, and the ARINSERT cursor (see `SparseArray::cursor`).
+    Array(Vec<(u64, Vec<u8>)>, u64),
 }

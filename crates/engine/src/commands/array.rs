@@ -11,7 +11,13 @@
 //!   survive).
 //!
 //! Indexes and counts are u64: replies above i64::MAX go out as bulk strings (as Redis 8.8's
-//! RESP2 replies do for unsigned values that do not fit a RESP integer).
+//! RESP2 replies reportedly do for unsigned values that do not fit a RESP integer; the notes
+//! mark this UNCONFIRMED against a live server).
+//!
+//! Where the notes leave a choice open, this module follows Redis's code: index arguments use
+//! `string2ull`'s leniency (`+5`, ` 5`, `007`, wrapping negatives past i64), AROP prints
+//! SUM/MIN/MAX like `%.17Lg` of a long double (emulated to 19 significant decimal digits), and
+//! ARGREP's `RE` uses a Rust regex engine in byte mode for TRE's POSIX extended syntax.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::ctx::Ctx;
@@ -182,8 +188,9 @@ fn arr_mut<'a>(c: &'a mut Ctx, key: &[u8]) -> &'a mut SparseArray {
     }
 }
 
-/// The array at `key` for writing, created if missing; None (and WRONGTYPE replied) if the
-/// key holds another type.
+/// Makes sure `key` holds an array, creating an empty one if the key is missing (the caller
+/// then fills it, so no empty array survives the command). Returns false, with WRONGTYPE
+/// replied, if the key holds another type.
 fn array_for_write(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> bool {
     match look(c, key, true) {
         Look::Wrong => {

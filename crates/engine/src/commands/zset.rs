@@ -360,10 +360,24 @@ fn limited(z: &ZSet, lo: usize, hi: usize, rev: bool, offset: i64, count: i64) -
     }
 }
 
+/// How a destination set is built, following Redis 7.0: a set-operation result is built in
+/// the big form and converted to a listpack only if it fits one; ZRANGESTORE of a rank range
+/// creates the form its length calls for; ZRANGESTORE by score or lex starts small. It only
+/// matters for -0 scores, which the small form stores as 0.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DstForm {
+    /// Big form if the result has more than 128 members or one longer than 64 bytes.
+    ByContent,
+    /// Big form if the result has more than 128 members.
+    ByLength,
+    /// Start small and convert as members arrive.
+    Small,
+}
+
 /// Replaces `dst` with a sorted set of `items` (in ascending order), or deletes it when
-/// `items` is empty; emits `DEL dst` if it existed, then one `ZADD` per element. Returns the
-/// stored count.
-fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)]) -> i64 {
+/// `items` is empty; emits `DEL dst` if it existed, then one `ZADD` per element carrying the
+/// stored score. Returns the stored count.
+fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], form: DstForm) -> i64 {
     let existed = c.exists(dst);
     if existed {
         c.ks.remove(dst);
@@ -372,13 +386,21 @@ fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)]) -> i64 {
     if items.is_empty() {
         return 0;
     }
-    let mut z = ZSet::new();
+    let many = items.len() > store::types::zset::LISTPACK_ENTRIES;
+    let long = || items.iter().any(|(m, _)| m.len() > store::types::zset::LISTPACK_VALUE);
+    let big = match form {
+        DstForm::ByContent => many || long(),
+        DstForm::ByLength => many,
+        DstForm::Small => false,
+    };
+    let mut z = if big { ZSet::new_indexed() } else { ZSet::new() };
     for (m, s) in items {
         z.insert(m, *s);
     }
+    let stored: Vec<f64> = items.iter().map(|(m, s)| z.score(m).unwrap_or(*s)).collect();
     c.ks.insert(dst, Value::ZSet(Box::new(z)), None);
-    for (m, s) in items {
-        emit_zadd(c, dst, *s, m);
+    for ((m, _), s) in items.iter().zip(stored) {
+        emit_zadd(c, dst, s, m);
     }
     c.signal_ready(dst);
     items.len() as i64
@@ -459,6 +481,9 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
     let mut last: Option<f64> = None;
     let mut changes: Vec<(f64, &[u8])> = Vec::new();
     let mut nan = false;
+    // A replica stores the exact bits the origin emitted (the origin already applied the
+    // small form's -0 -> 0 rule, and the replica's form may differ at this point).
+    let exact = c.replaying;
     {
         let Ok(Some(z)) = write_zset(c, key) else { unreachable!("created above") };
         for &(score, member) in pairs {
@@ -479,7 +504,11 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
                     // numerically and nothing changes (-0 + 0 replies 0, stores -0).
                     last = Some(new);
                     if new != cur {
-                        z.insert(member, new);
+                        if exact {
+                            z.insert_exact(member, new);
+                        } else {
+                            z.insert(member, new);
+                        }
                         updated += 1;
                         changes.push((z.score(member).unwrap_or(new), member));
                     }
@@ -488,7 +517,11 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
                     if f.xx {
                         continue;
                     }
-                    z.insert(member, score);
+                    if exact {
+                        z.insert_exact(member, score);
+                    } else {
+                        z.insert(member, score);
+                    }
                     added += 1;
                     last = Some(score);
                     changes.push((z.score(member).unwrap_or(score), member));
@@ -770,7 +803,8 @@ fn zrange_generic(
             if rev {
                 items.reverse();
             }
-            let n = store_items(c, dst, &items);
+            let form = if rtype == RangeType::Rank { DstForm::ByLength } else { DstForm::Small };
+            let n = store_items(c, dst, &items, form);
             reply::integer(out, n);
         }
         None => reply_items(out, &items, withscores),
@@ -1186,6 +1220,16 @@ fn parse_cursor(a: &[u8]) -> Option<u64> {
 /// during the iteration may be missed).
 fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(cursor) = parse_cursor(args[2]) else { return reply::error(out, b"ERR invalid cursor") };
+    // Redis looks the key up before it reads the options.
+    match read_zset(c, args[1]) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) => {
+            reply::array_len(out, 2);
+            reply::bulk(out, b"0");
+            return reply::array_len(out, 0);
+        }
+        Ok(Some(_)) => {}
+    }
     let mut pattern: Option<&[u8]> = None;
     let mut count = 10usize;
     let mut j = 3;
@@ -1205,15 +1249,7 @@ fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             return reply::error(out, errors::SYNTAX);
         }
     }
-    let z = match read_zset(c, args[1]) {
-        Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) => {
-            reply::array_len(out, 2);
-            reply::bulk(out, b"0");
-            return reply::array_len(out, 0);
-        }
-        Ok(Some(z)) => z,
-    };
+    let Some(ValueRef::ZSet(z)) = c.ks.get(args[1]) else { return reply::error(out, errors::WRONGTYPE) };
     let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
     let mut next = 0u64;
     let keep = |m: &[u8]| pattern.is_none_or(|p| glob_match(p, m, false));
@@ -1421,7 +1457,7 @@ fn setop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], op: SetOp, stor
     }
     let result = compute(op, inputs.into_iter().zip(weights).collect(), agg);
     if store {
-        let n = store_items(c, args[1], &result);
+        let n = store_items(c, args[1], &result, DstForm::ByContent);
         reply::integer(out, n);
     } else {
         reply_items(out, &result, withscores);

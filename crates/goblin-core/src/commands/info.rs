@@ -129,7 +129,7 @@ fn server(s: &Server, t: &mut String) {
     field!(t, "multiplexing_api", "epoll");
     field!(t, "process_id", "{}", std::process::id());
     field!(t, "process_supervised", "no");
-    field!(t, "run_id", "{}", s.engine.repl.replid);
+    field!(t, "run_id", "{}", s.run_id);
     field!(t, "tcp_port", "{}", s.cfg.port);
     field!(t, "server_time_usec", "{now_us}");
     field!(t, "uptime_in_seconds", "{uptime}");

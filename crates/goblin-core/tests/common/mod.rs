@@ -21,7 +21,10 @@
 //! - [`RedisServer::start`] spawns `redis-server --port P --save '' --appendonly no` on
 //!   127.0.0.1; it panics with a clear message if `redis-server` is not installed (the CI
 //!   setup installs Debian's package).
-//! - [`free_port`], [`read_reply`] (one RESP2 value from a raw stream) are helpers.
+//! - [`Server::cli`] runs `redis-cli` against the server and returns its output.
+//! - [`free_port`], [`temp_path`], [`send`], [`read_reply`] (exactly one RESP2 value from a raw
+//!   stream, as bytes) and [`read_to_close`] (everything until EOF, and whether EOF came) are
+//!   helpers for raw-protocol tests.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -141,6 +144,19 @@ impl Server {
         let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s
+    }
+
+    /// Runs `redis-cli -p <port> args...` (or `-s <socket>` for a Unix-only server) and
+    /// returns its stdout; panics if redis-cli fails to run or exits non-zero.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("redis-cli");
+        match (&self.unixsocket, self.port) {
+            (Some(p), 0) => cmd.arg("-s").arg(p),
+            _ => cmd.arg("-p").arg(self.port.to_string()),
+        };
+        let out = cmd.args(args).output().expect("redis-cli is installed");
+        assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn pid(&self) -> u32 {

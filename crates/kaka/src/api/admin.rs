@@ -7,9 +7,15 @@ use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::*;
 
 use super::{str_bytes, topic_name, Req};
@@ -87,7 +93,11 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
                     .collect();
             }
             Err(code) => {
-                t.error_code = if crate::config::valid_topic_name(&name) { code } else { errors::INVALID_TOPIC_EXCEPTION };
+                t.error_code = if crate::config::valid_topic_name(&name) {
+                    code
+                } else {
+                    errors::INVALID_TOPIC_EXCEPTION
+                };
             }
         }
         resp.topics.push(t);
@@ -115,7 +125,10 @@ pub fn create_topics(req: &Req, r: CreateTopicsRequest) -> BytesMut {
             }
         }
         let outcome = if t.replication_factor > 1 {
-            Err((errors::INVALID_REPLICATION_FACTOR, "kaka is a single broker: replication factor must be 1".to_string()))
+            Err((
+                errors::INVALID_REPLICATION_FACTOR,
+                "kaka is a single broker: replication factor must be 1".to_string(),
+            ))
         } else {
             req.broker.create_topic(&name, partitions, raw, r.validate_only).map(|_| ())
         };

@@ -37,7 +37,10 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> BytesMut {
     for t in &r.topics {
         let topic = req.broker.topic(&t.topic.0);
         for p in &t.partitions {
-            let part = topic.as_ref().and_then(|tp| tp.partitions.get(p.partition as usize)).map(|x| x.shared.clone());
+            let part = topic
+                .as_ref()
+                .and_then(|tp| tp.partitions.get(p.partition as usize))
+                .map(|x| x.shared.clone());
             if let Some(s) = &part {
                 watches.push(s.hw.subscribe());
             }
@@ -55,13 +58,23 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> BytesMut {
                 i += 1;
                 let Some(s) = part else {
                     any_error = true;
-                    parts.push(Part { error: errors::UNKNOWN_TOPIC_OR_PARTITION, hw: -1, log_start: -1, records: Bytes::new() });
+                    parts.push(Part {
+                        error: errors::UNKNOWN_TOPIC_OR_PARTITION,
+                        hw: -1,
+                        log_start: -1,
+                        records: Bytes::new(),
+                    });
                     continue;
                 };
                 let (hw, log_start) = (s.hw(), s.log_start());
                 if req.version >= 9 && p.current_leader_epoch > 0 {
                     any_error = true;
-                    parts.push(Part { error: errors::UNKNOWN_LEADER_EPOCH, hw, log_start, records: Bytes::new() });
+                    parts.push(Part {
+                        error: errors::UNKNOWN_LEADER_EPOCH,
+                        hw,
+                        log_start,
+                        records: Bytes::new(),
+                    });
                     continue;
                 }
                 let budget = max_bytes.saturating_sub(total);

@@ -4,8 +4,12 @@
 use bytes::BytesMut;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
-use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
-use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
 use kafka_protocol::messages::*;
 
 use super::{str_bytes, topic_name, Req};
@@ -86,7 +90,8 @@ pub async fn sync(req: &Req, r: SyncGroupRequest) -> BytesMut {
 }
 
 pub async fn heartbeat(req: &Req, r: HeartbeatRequest) -> BytesMut {
-    let code = req.broker.groups.heartbeat(r.group_id.0.to_string(), r.generation_id, r.member_id.to_string()).await;
+    let code =
+        req.broker.groups.heartbeat(r.group_id.0.to_string(), r.generation_id, r.member_id.to_string()).await;
     let mut resp = HeartbeatResponse::default();
     resp.error_code = code;
     wire::encode(req.correlation_id, req.version, &resp)
@@ -124,7 +129,12 @@ pub async fn offset_commit(req: &Req, r: OffsetCommitRequest) -> BytesMut {
         for p in &t.partitions {
             let exists = topic.as_ref().is_some_and(|tp| (p.partition_index as usize) < tp.partitions.len());
             if exists {
-                offsets.push((t.name.0.to_string(), p.partition_index, p.committed_offset, p.committed_metadata.as_ref().map(|m| m.to_string())));
+                offsets.push((
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_metadata.as_ref().map(|m| m.to_string()),
+                ));
             } else {
                 unknown.push((t.name.0.to_string(), p.partition_index));
             }
@@ -135,7 +145,12 @@ pub async fn offset_commit(req: &Req, r: OffsetCommitRequest) -> BytesMut {
     } else {
         req.broker
             .groups
-            .commit(r.group_id.0.to_string(), r.generation_id_or_member_epoch, r.member_id.to_string(), offsets)
+            .commit(
+                r.group_id.0.to_string(),
+                r.generation_id_or_member_epoch,
+                r.member_id.to_string(),
+                offsets,
+            )
             .await
     };
     let mut resp = OffsetCommitResponse::default();
@@ -155,9 +170,9 @@ pub async fn offset_commit(req: &Req, r: OffsetCommitRequest) -> BytesMut {
 }
 
 pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
-    let topics = r.topics.map(|ts| {
-        ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>()
-    });
+    let topics = r
+        .topics
+        .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>());
     let entries = req.broker.groups.fetch(r.group_id.0.to_string(), topics).await;
     let mut resp = OffsetFetchResponse::default();
     let mut by_topic: Vec<OffsetFetchResponseTopic> = Vec::new();

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::BytesMut;
-use kafka_protocol::messages::produce_response::{BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use tokio::sync::oneshot;
 
@@ -37,7 +39,11 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in r.topic_data {
         let name = t.name.0.to_string();
-        let topic = if bad_acks { Err(errors::INVALID_REQUIRED_ACKS) } else { req.broker.topic_or_create(&name, true) };
+        let topic = if bad_acks {
+            Err(errors::INVALID_REQUIRED_ACKS)
+        } else {
+            req.broker.topic_or_create(&name, true)
+        };
         let mut slots = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
             let slot = match &topic {
@@ -123,7 +129,12 @@ fn enqueue(
         // Compacted topics keep the latest record per key, so every record needs one.
         match batch::decode_records(&records, &h) {
             Ok(recs) if recs.iter().all(|r| r.key.is_some()) => {}
-            Ok(_) => return refused(errors::INVALID_RECORD, "compacted topic cannot accept a record without a key"),
+            Ok(_) => {
+                return refused(
+                    errors::INVALID_RECORD,
+                    "compacted topic cannot accept a record without a key",
+                )
+            }
             Err(e) => {
                 tracing::warn!("undecodable records: {e}");
                 return refused(errors::CORRUPT_MESSAGE, "records do not decode");
@@ -141,7 +152,9 @@ fn enqueue(
             refused(errors::NOT_ENOUGH_REPLICAS, "broker memory limit (--max-memory) reached; retry")
         };
     }
-    let (tx, rx) = if acks == 0 { (None, None) } else {
+    let (tx, rx) = if acks == 0 {
+        (None, None)
+    } else {
         let (tx, rx) = oneshot::channel();
         (Some(tx), Some(rx))
     };

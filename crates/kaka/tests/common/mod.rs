@@ -161,7 +161,12 @@ impl Raw {
         Some(Bytes::from(b))
     }
 
-    pub fn encode_request<R: Encodable + HeaderVersion>(&mut self, key: ApiKey, version: i16, r: &R) -> Vec<u8> {
+    pub fn encode_request<R: Encodable + HeaderVersion>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        r: &R,
+    ) -> Vec<u8> {
         self.cid += 1;
         let mut h = RequestHeader::default();
         h.request_api_key = key as i16;
@@ -175,7 +180,12 @@ impl Raw {
     }
 
     /// Sends a request and decodes the response of type `Resp`.
-    pub fn call<R: Encodable + HeaderVersion, Resp: Decodable>(&mut self, key: ApiKey, version: i16, r: &R) -> Resp {
+    pub fn call<R: Encodable + HeaderVersion, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        r: &R,
+    ) -> Resp {
         let body = self.encode_request(key, version, r);
         self.send_frame(&body);
         let mut f = self.read_frame().expect("response");

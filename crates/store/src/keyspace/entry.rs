@@ -22,6 +22,7 @@
 //! and realloc recompute it from the header); a collection pointer came from `Box::into_raw` of
 //! the type its form names and is owned by this entry alone.
 
+pub use crate::alloc::size_class;
 use crate::types::string::parse_canonical_i64;
 use crate::types::{Hash, List, Set, SparseArray, ZSet};
 use crate::value::{StrRef, Value, ValueMut, ValueRef};
@@ -164,21 +165,6 @@ pub fn size_of_parts(key_len: usize, has_expiry: bool, value_size: usize) -> usi
     HEADER + if has_expiry { 8 } else { 0 } + varint_len(key_len) + key_len + value_size
 }
 
-/// The size class jemalloc rounds a request of `n` bytes up to: 8, then multiples of 16 up to
-/// 128, then four classes per doubling (160, 192, 224, 256, 320, ...).
-pub fn size_class(n: usize) -> usize {
-    if n <= 8 {
-        return 8;
-    }
-    if n <= 128 {
-        return (n + 15) & !15;
-    }
-    // For n in (2^k, 2^(k+1)] the classes are spaced 2^(k-2) apart.
-    let k = usize::BITS - 1 - (n - 1).leading_zeros();
-    let step = 1usize << (k - 2);
-    (n + step - 1) & !(step - 1)
-}
-
 fn layout(size: usize) -> Layout {
     // ALIGN is a power of two and sizes stay far below isize::MAX for any real key and value
     // (the protocol caps both at 512 MB).
@@ -318,17 +304,18 @@ impl Entry {
     }
 
     /// Bytes the allocator holds for this entry and its value (MEMORY USAGE): the entry's size
-    /// class, plus for a collection its box's size class and the heap it owns.
+    /// class plus, for a collection, the collection's own `mem_usage()`, which by convention
+    /// already counts its box.
     pub fn mem_usage(&self) -> usize {
         let own = size_class(self.size());
         // SAFETY: value_ref is used only within this call.
         let coll = match unsafe { self.value_ref() } {
             ValueRef::Str(_) => 0,
-            ValueRef::Hash(h) => size_class(std::mem::size_of::<Hash>()) + h.mem_usage(),
-            ValueRef::Set(s) => size_class(std::mem::size_of::<Set>()) + s.mem_usage(),
-            ValueRef::ZSet(z) => size_class(std::mem::size_of::<ZSet>()) + z.mem_usage(),
-            ValueRef::List(l) => size_class(std::mem::size_of::<List>()) + l.mem_usage(),
-            ValueRef::Array(a) => size_class(std::mem::size_of::<SparseArray>()) + a.mem_usage(),
+            ValueRef::Hash(h) => h.mem_usage(),
+            ValueRef::Set(s) => s.mem_usage(),
+            ValueRef::ZSet(z) => z.mem_usage(),
+            ValueRef::List(l) => l.mem_usage(),
+            ValueRef::Array(a) => a.mem_usage(),
         };
         own + coll
     }

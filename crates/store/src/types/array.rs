@@ -16,7 +16,7 @@
 //! holds more than [`CHUNK_MAX`] bytes only when it has a single record; `count` is the number
 //! of records; `last` is the highest index when `count > 0`.
 
-use super::list::alloc_class;
+use crate::alloc::size_class;
 use super::list::entry::{self, Elem};
 use crate::Plain;
 use std::collections::BTreeMap;
@@ -79,13 +79,13 @@ struct Chunk {
 /// Grows `buf` to hold `need` bytes, to exactly a size class.
 fn reserve(buf: &mut Vec<u8>, need: usize) {
     if buf.capacity() < need {
-        buf.reserve_exact(alloc_class(need) - buf.len());
+        buf.reserve_exact(size_class(need) - buf.len());
     }
 }
 
 /// Gives memory back when the buffer is less than half used.
 fn shrink(buf: &mut Vec<u8>) {
-    let want = alloc_class(buf.len());
+    let want = size_class(buf.len());
     if buf.capacity() > 2 * want.max(16) {
         buf.shrink_to(want);
     }
@@ -438,7 +438,7 @@ impl SparseArray {
             v.push((i, e.to_vec()));
             true
         });
-        Plain::Array(v)
+        Plain::Array(v, self.cursor)
     }
 
     /// Heap bytes: the boxed struct, the chunk buffers, and the map's nodes. Rust's BTreeMap
@@ -447,9 +447,9 @@ impl SparseArray {
     pub fn mem_usage(&self) -> usize {
         let n = self.chunks.len();
         let nodes = if n == 0 { 0 } else { n.div_ceil(8) };
-        alloc_class(std::mem::size_of::<SparseArray>())
+        size_class(std::mem::size_of::<SparseArray>())
             + nodes * 512
-            + self.chunks.values().map(|c| alloc_class(c.buf.capacity())).sum::<usize>()
+            + self.chunks.values().map(|c| size_class(c.buf.capacity())).sum::<usize>()
     }
 
     /// `OBJECT ENCODING` as Redis 8.8 names its array representation.
@@ -470,7 +470,7 @@ mod tests {
 
     fn check(a: &SparseArray, m: &BTreeMap<u64, Vec<u8>>) {
         let want: Vec<(u64, Vec<u8>)> = m.iter().map(|(k, v)| (*k, v.clone())).collect();
-        assert_eq!(a.to_plain(), Plain::Array(want));
+        assert_eq!(a.to_plain(), Plain::Array(want, a.cursor()));
         assert_eq!(a.count(), m.len());
         assert_eq!(a.len(), m.keys().next_back().map(|k| k + 1).unwrap_or(0));
         let mut prev_end: Option<u64> = None;

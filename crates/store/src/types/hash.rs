@@ -5,7 +5,8 @@
 //! `hash-max-listpack-*` defaults, 512 entries and 64 bytes); larger hashes add an open-addressing index of u32 record
 //! addresses ("hashtable"). Either way no field or value is a separate allocation.
 
-use super::packed::{alloc_size, PackedTable};
+use super::packed::PackedTable;
+use crate::alloc::size_class;
 use crate::Plain;
 use rand::Rng;
 
@@ -68,7 +69,7 @@ impl Hash {
 
     /// Heap bytes this value occupies (the boxed struct included), by allocator size class.
     pub fn mem_usage(&self) -> usize {
-        alloc_size(std::mem::size_of::<Self>()) + self.table.mem_usage()
+        size_class(std::mem::size_of::<Self>()) + self.table.mem_usage()
     }
 
     pub fn encoding(&self) -> &'static str {

@@ -16,28 +16,12 @@
 //! one entry has a buffer of at most [`CHUNK_MAX`] bytes; every buffer's size is a jemalloc size
 //! class, so [`List::mem_usage`] is what the allocator really hands out.
 
+use crate::alloc::size_class;
 use crate::Plain;
 use std::collections::VecDeque;
 
 /// Target upper bound of a chunk's live bytes (Redis's quicklist node default is 8 KiB too).
 pub const CHUNK_MAX: usize = 8192;
-
-/// The smallest jemalloc size class that holds `n` bytes (16-byte quantum up to 64, then four
-/// classes per doubling, which jemalloc keeps for large sizes too).
-pub(crate) fn alloc_class(n: usize) -> usize {
-    if n == 0 {
-        return 0;
-    }
-    if n <= 8 {
-        return 8;
-    }
-    if n <= 64 {
-        return (n + 15) & !15;
-    }
-    let lg = usize::BITS - 1 - (n - 1).leading_zeros();
-    let spacing = 1usize << (lg - 2);
-    (n + spacing - 1) & !(spacing - 1)
-}
 
 /// The packed entry format shared by lists and sparse arrays.
 ///
@@ -239,7 +223,7 @@ impl Chunk {
     /// A chunk holding `bytes` (`count` entries), placed at the start (`at_end == false`) or
     /// the end of a buffer with at least `room` bytes to spare on that side.
     fn from_bytes(bytes: &[u8], count: u32, room: usize, at_end: bool) -> Chunk {
-        let cap = alloc_class(bytes.len() + room).max(bytes.len());
+        let cap = size_class(bytes.len() + room).max(bytes.len());
         let mut data = vec![0u8; cap].into_boxed_slice();
         let start = if at_end { cap - bytes.len() } else { 0 };
         data[start..start + bytes.len()].copy_from_slice(bytes);
@@ -709,10 +693,10 @@ impl List {
 
     /// Heap bytes held by this list, including the `Box` the keyspace keeps it in.
     pub fn mem_usage(&self) -> usize {
-        alloc_class(std::mem::size_of::<List>())
-            + alloc_class(self.chunks.capacity() * std::mem::size_of::<Chunk>())
-            + alloc_class(self.tail_offs.capacity() * 2)
-            + self.chunks.iter().map(|c| alloc_class(c.data.len())).sum::<usize>()
+        size_class(std::mem::size_of::<List>())
+            + size_class(self.chunks.capacity() * std::mem::size_of::<Chunk>())
+            + size_class(self.tail_offs.capacity() * 2)
+            + self.chunks.iter().map(|c| size_class(c.data.len())).sum::<usize>()
     }
 
     /// Redis 7.0 reports every list as `quicklist`.
@@ -814,25 +798,6 @@ mod tests {
         entry::encode(b"e000123", &mut buf);
         assert_eq!(buf.len(), 8, "a 7-byte string costs one header byte");
         assert!(!entry::decode(b"\x05").0.eq_bytes(b"05"));
-    }
-
-    #[test]
-    fn size_classes() {
-        let want = [
-            (1, 8),
-            (9, 16),
-            (17, 32),
-            (33, 48),
-            (65, 80),
-            (129, 160),
-            (257, 320),
-            (4096, 4096),
-            (4097, 5120),
-            (8193, 10240),
-        ];
-        for (n, c) in want {
-            assert_eq!(alloc_class(n), c, "{n}");
-        }
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! Because an element's hash never changes, an element present for the whole iteration is
 //! returned exactly once, whatever resizes and compactions happen in between.
 
+use crate::alloc::size_class;
 use rand::Rng;
 use std::sync::OnceLock;
 
@@ -52,23 +53,6 @@ const MAX_CHUNKS: usize = 0xFFFF;
 const EMPTY: u32 = 0;
 const TOMB: u32 = 1;
 const MIN_BITS: u32 = 4;
-
-/// The size class jemalloc rounds a request of `n` bytes up to (four classes per power of
-/// two above 16 bytes), so `mem_usage` reports what the allocator really hands out.
-pub(crate) fn alloc_size(n: usize) -> usize {
-    if n == 0 {
-        return 0;
-    }
-    if n <= 8 {
-        return 8;
-    }
-    if n <= 16 {
-        return 16;
-    }
-    let k = usize::BITS - 1 - (n - 1).leading_zeros(); // 2^k < n <= 2^(k+1)
-    let step = (1usize << k.saturating_sub(2)).max(16);
-    n.div_ceil(step) * step
-}
 
 fn seed() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
@@ -181,7 +165,7 @@ fn encode<const PAIRS: bool>(out: &mut Vec<u8>, key: &[u8], val: &[u8]) {
 fn reserve(buf: &mut Vec<u8>, extra: usize) {
     let need = buf.len() + extra;
     if need > buf.capacity() {
-        let target = alloc_size(need.max(buf.capacity() + buf.capacity() / 4).max(16));
+        let target = size_class(need.max(buf.capacity() + buf.capacity() / 4).max(16));
         buf.reserve_exact(target - buf.len());
     }
 }
@@ -556,7 +540,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         if w == 0 && !is_last {
             c.buf = Vec::new();
         } else {
-            c.buf.shrink_to(alloc_size(w + w / 4));
+            c.buf.shrink_to(size_class(w + w / 4));
         }
     }
 
@@ -694,12 +678,12 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Heap bytes owned by this table (not counting the struct itself), by size class.
     pub(crate) fn mem_usage(&self) -> usize {
-        let mut n = alloc_size(self.chunks.capacity() * std::mem::size_of::<Chunk>());
-        n += self.chunks.iter().map(|c| alloc_size(c.buf.capacity())).sum::<usize>();
+        let mut n = size_class(self.chunks.capacity() * std::mem::size_of::<Chunk>());
+        n += self.chunks.iter().map(|c| size_class(c.buf.capacity())).sum::<usize>();
         if let Some(idx) = &self.index {
-            n += alloc_size(std::mem::size_of::<Index>());
+            n += size_class(std::mem::size_of::<Index>());
             for t in std::iter::once(&idx.cur).chain(idx.old.as_ref()) {
-                n += alloc_size(t.slots.len() * 4);
+                n += size_class(t.slots.len() * 4);
             }
         }
         n
@@ -712,13 +696,6 @@ mod tests {
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
     use std::collections::{BTreeMap, BTreeSet};
-
-    #[test]
-    fn size_classes() {
-        let classes: Vec<usize> =
-            [1, 9, 17, 33, 100, 129, 257, 4097, 16385].iter().map(|&n| alloc_size(n)).collect();
-        assert_eq!(classes, vec![8, 16, 32, 48, 112, 160, 320, 5120, 20480]);
-    }
 
     fn check(t: &PackedTable<true>, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
         assert_eq!(t.len(), model.len());

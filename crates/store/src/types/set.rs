@@ -8,7 +8,8 @@
 //!   members of at most 64 bytes ("listpack", like Redis 7.2's `set-max-listpack-*`), then an
 //!   open-addressing index over packed chunks ("hashtable").
 
-use super::packed::{alloc_size, PackedTable};
+use super::packed::PackedTable;
+use crate::alloc::size_class;
 use crate::types::string::parse_canonical_i64;
 use crate::Plain;
 use rand::Rng;
@@ -66,7 +67,7 @@ impl Set {
                     Err(at) if v.len() < INTSET_MAX_ENTRIES => {
                         if v.len() == v.capacity() {
                             // Grow by a quarter, to the allocator's size class.
-                            let want = alloc_size(((v.len() + v.len() / 4).max(v.len() + 1)) * 8) / 8;
+                            let want = size_class(((v.len() + v.len() / 4).max(v.len() + 1)) * 8) / 8;
                             v.reserve_exact(want - v.len());
                         }
                         v.insert(at, i);
@@ -156,9 +157,9 @@ impl Set {
 
     /// Heap bytes this value occupies (the boxed struct included), by allocator size class.
     pub fn mem_usage(&self) -> usize {
-        alloc_size(std::mem::size_of::<Self>())
+        size_class(std::mem::size_of::<Self>())
             + match &self.repr {
-                Repr::Ints(v) => alloc_size(v.capacity() * 8),
+                Repr::Ints(v) => size_class(v.capacity() * 8),
                 Repr::Table(t) => t.mem_usage(),
             }
     }

@@ -548,14 +548,31 @@ impl ZSet {
 
     /// Adds `member` with `score`, or moves it to `score`. Returns the previous score. A score
     /// numerically equal to the current one (0 vs -0 included) changes nothing, as in Redis.
-    /// `score` must not be NaN.
+    /// In the small form a -0 score is stored as 0, as Redis's listpack does. `score` must not
+    /// be NaN.
     pub fn insert(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        self.insert_impl(member, score, true)
+    }
+
+    /// [`ZSet::insert`] storing the score's exact bits (-0 stays -0 in any form): replicas
+    /// use it so that they hold exactly what the origin stored.
+    pub fn insert_exact(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        self.insert_impl(member, score, false)
+    }
+
+    /// An empty set already in its indexed ("skiplist") form, as Redis creates one for a
+    /// result known to be big.
+    pub fn new_indexed() -> Self {
+        ZSet { index: Some(Box::new(Index::new(0))), ..Self::default() }
+    }
+
+    fn insert_impl(&mut self, member: &[u8], score: f64, normalize: bool) -> Option<f64> {
         debug_assert!(!score.is_nan());
         if let Some((pos, old, slot)) = self.find(member) {
             if old == score {
                 return Some(old);
             }
-            let score = self.normalize(score);
+            let score = if normalize { self.normalize(score) } else { score };
             self.remove_pos(pos);
             self.len -= 1;
             self.insert_new(member, score);
@@ -567,7 +584,7 @@ impl ZSet {
         if self.index.is_none() && (self.len >= LISTPACK_ENTRIES || member.len() > LISTPACK_VALUE) {
             self.convert_to_indexed();
         }
-        let score = self.normalize(score);
+        let score = if normalize { self.normalize(score) } else { score };
         self.insert_new(member, score);
         if let Some(ix) = self.index.as_mut() {
             ix.insert(hash_member(member), score);
@@ -961,6 +978,14 @@ mod tests {
         assert_eq!(big.encoding(), "skiplist");
         big.insert(b"a", -0.0);
         assert_eq!(big.score(b"a").map(f64::to_bits), Some((-0.0f64).to_bits()));
+        // Replicas keep exact bits in the small form too; a pre-indexed set keeps them always.
+        let mut exact = ZSet::new();
+        exact.insert_exact(b"a", -0.0);
+        assert_eq!(exact.score(b"a").map(f64::to_bits), Some((-0.0f64).to_bits()));
+        let mut pre = ZSet::new_indexed();
+        assert_eq!(pre.encoding(), "skiplist");
+        pre.insert(b"a", -0.0);
+        assert_eq!(pre.score(b"a").map(f64::to_bits), Some((-0.0f64).to_bits()));
         // 0 == -0: no change.
         assert_eq!(big.insert(b"a", 0.0).map(f64::to_bits), Some((-0.0f64).to_bits()));
         assert_eq!(big.score(b"a").map(f64::to_bits), Some((-0.0f64).to_bits()));
