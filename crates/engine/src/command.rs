@@ -4,7 +4,6 @@
 //! may index its arguments up to the arity without checking.
 
 use crate::ctx::Ctx;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// A data command's handler: read `args` (args[0] is the command name), write exactly one reply
@@ -119,15 +118,54 @@ pub const fn spec(
     }
 }
 
-fn table() -> &'static HashMap<&'static [u8], &'static CommandSpec> {
-    static TABLE: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+/// The lookup table: open addressing over a power-of-two array, keyed by a case-folding
+/// multiplicative hash of the name. Built once; every request goes through [`lookup`], so the
+/// probe avoids SipHash and the copy into a lowercase buffer that a `HashMap` would need.
+struct Table {
+    slots: Box<[Option<&'static CommandSpec>]>,
+    mask: usize,
+    /// `64 - log2(slots.len())`: the slot is the hash's top bits, which mix every input byte.
+    shift: u32,
+}
+
+/// Hash of a command name that ignores ASCII case. `b | 0x20` lowercases letters; it also maps
+/// some non-letters together (`@` and `` ` ``), which only costs a probe, because a match is
+/// confirmed with `eq_ignore_ascii_case`. Names equal up to ASCII case always hash alike.
+#[inline]
+fn name_hash(name: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (name.len() as u64).wrapping_mul(K);
+    for &b in name {
+        h = (h.rotate_left(5) ^ u64::from(b | 0x20)).wrapping_mul(K);
+    }
+    h
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut m = HashMap::new();
+        let n = all().count();
+        // At most a quarter full: probe sequences stay a slot or two long.
+        let size = (n * 4).next_power_of_two().max(16);
+        let mask = size - 1;
+        let shift = 64 - size.trailing_zeros();
+        let mut slots = vec![None; size].into_boxed_slice();
         for spec in all() {
-            let old = m.insert(spec.name.as_bytes(), spec);
-            assert!(old.is_none(), "command {} defined twice", spec.name);
+            let mut i = (name_hash(spec.name.as_bytes()) >> shift) as usize;
+            loop {
+                match slots[i] {
+                    None => {
+                        slots[i] = Some(spec);
+                        break;
+                    }
+                    Some(other) => {
+                        assert!(other.name != spec.name, "command {} defined twice", spec.name);
+                        i = (i + 1) & mask;
+                    }
+                }
+            }
         }
-        m
+        Table { slots, mask, shift }
     })
 }
 
@@ -136,16 +174,26 @@ pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
     crate::commands::TABLES.iter().flat_map(|t| t.iter())
 }
 
+/// `name` equals `lower` (a table name, all lowercase) up to ASCII case. Cheaper than
+/// `eq_ignore_ascii_case`, which lowercases both sides.
+#[inline]
+fn eq_lowercase(lower: &[u8], name: &[u8]) -> bool {
+    lower.len() == name.len()
+        && lower.iter().zip(name).all(|(&l, &b)| l == b || (b | 0x20 == l && l.is_ascii_lowercase()))
+}
+
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    let mut buf = [0u8; 32];
-    if name.len() > buf.len() {
-        return None;
+    let t = table();
+    let mut i = (name_hash(name) >> t.shift) as usize;
+    // Linear probing ends at the first empty slot; the table is never full (see `table`).
+    while let Some(spec) = t.slots[i] {
+        if eq_lowercase(spec.name.as_bytes(), name) {
+            return Some(spec);
+        }
+        i = (i + 1) & t.mask;
     }
-    let lower = &mut buf[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    table().get(&*lower).copied()
+    None
 }
 
 #[cfg(test)]
@@ -164,6 +212,18 @@ mod tests {
                 "{} is both write and readonly",
                 s.name
             );
+        }
+    }
+
+    #[test]
+    fn lookup_finds_every_command_in_any_case() {
+        for s in all() {
+            let upper = s.name.to_ascii_uppercase();
+            assert!(std::ptr::eq(lookup(s.name.as_bytes()).unwrap(), s), "{}", s.name);
+            assert!(std::ptr::eq(lookup(upper.as_bytes()).unwrap(), s), "{}", s.name);
+        }
+        for unknown in [&b""[..], b"gett", b"ge", b"g\xc5t", b"get\0", &[b'a'; 100]] {
+            assert!(lookup(unknown).is_none(), "{unknown:?}");
         }
     }
 }

@@ -96,6 +96,10 @@ pub fn format_f64(v: f64) -> String {
     if v == 0.0 {
         return if v.is_sign_negative() { "-0".into() } else { "0".into() };
     }
+    // Integers below 1e17 have at most 17 digits: %.17g prints them exactly, without a point.
+    if v.fract() == 0.0 && v.abs() < 1e17 {
+        return itoa::Buffer::new().format(v as i64).to_string();
+    }
     // The exponent %g decides with is the one of the value rounded to 17 digits.
     let sci = format!("{v:.16e}");
     let epos = sci.find('e').unwrap_or(sci.len());
@@ -242,6 +246,8 @@ mod tests {
         assert_eq!(format_f64(-0.0), "-0");
         assert_eq!(format_f64(f64::NEG_INFINITY), "-inf");
         assert_eq!(format_f64(1e16), "10000000000000000");
+        assert_eq!(format_f64(-99999999999999984.0), "-99999999999999984");
+        assert_eq!(format_f64(-7.0), "-7");
         assert_eq!(format_f64(1e17), "1e+17");
         assert_eq!(format_f64(123456789012345678.0), "1.2345678901234568e+17");
         assert_eq!(format_f64(0.0001), "0.0001");

@@ -194,7 +194,7 @@ fn recorded_redis_session() {
             continue;
         }
         let (a, r) = line.split_once('\t').expect("tab");
-        let args: Vec<Vec<u8>> = a.split(' ').map(|x| hex(x)).collect();
+        let args: Vec<Vec<u8>> = a.split(' ').map(&hex).collect();
         let want = hex(r);
         let refs: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();
         let indexed = matches!(e.ks.get(&args.get(1).cloned().unwrap_or_default()), Some(store::ValueRef::ZSet(z)) if z.encoding() == "skiplist");
@@ -203,7 +203,8 @@ fn recorded_redis_session() {
         let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
         // Sets report Redis 7.0's `hashtable` for small sets: not this file's concern.
         let set_encoding = name == "OBJECT" && want.ends_with(b"hashtable\r\n");
-        if (name == "ZRANDMEMBER" && !want.starts_with(b"-")) || (name == "ZSCAN" && indexed) || set_encoding {
+        if (name == "ZRANDMEMBER" && !want.starts_with(b"-")) || (name == "ZSCAN" && indexed) || set_encoding
+        {
             continue;
         }
         compared += 1;

@@ -106,8 +106,9 @@ pub struct Conn {
     /// whole requests are parsed straight from the server's shared read buffer, and only a
     /// partial request (or input waiting behind a parked command) is copied here.
     pub pending: Vec<u8>,
-    /// `None` only while [`crate::server::Server::process_input`] is using it.
-    pub parser: Option<RequestParser>,
+    /// `None` only while [`crate::server::Server::process_input`] is using it. Boxed so that
+    /// taking it out and putting it back for every batch moves a pointer, not the parser.
+    pub parser: Option<Box<RequestParser>>,
     /// Replies not yet written; `out[out_pos..]` is still to send.
     pub out: Vec<u8>,
     pub out_pos: usize,
@@ -154,7 +155,7 @@ impl Conn {
             last_active: now,
             last_cmd: "NULL",
             pending: Vec::new(),
-            parser: Some(parser),
+            parser: Some(Box::new(parser)),
             out: Vec::new(),
             out_pos: 0,
             want_write: false,

@@ -11,6 +11,9 @@ use tracing::{debug, error, warn};
 /// Requests with at most this many arguments build their argument slices on the stack; only
 /// longer ones (MSET of many keys ...) allocate a vector.
 const STACK_ARGS: usize = 16;
+/// Inside one batch of pipelined requests, the clock ([`Server::clock_ms`]) is read again
+/// after this many commands, so a long batch does not run late commands at a stale time.
+pub(crate) const CLOCK_EVERY: u32 = 64;
 
 impl Server {
     /// Executes every complete request at the front of `buf` for `conn`, appending the replies
@@ -21,6 +24,7 @@ impl Server {
         // requests' arguments live inside it, and the handler needs the connection mutably.
         let Some(mut parser) = conn.parser.take() else { return 0 };
         let mut pos = 0;
+        let mut since_clock = 0u32;
         while pos < buf.len() {
             if conn.parked.is_some() || conn.close_after_reply || conn.close_now {
                 break;
@@ -33,6 +37,11 @@ impl Server {
                     let argc = parser.argc();
                     if argc == 0 {
                         continue; // blank inline line or `*0`: Redis ignores it
+                    }
+                    since_clock += 1;
+                    if since_clock == CLOCK_EVERY {
+                        since_clock = 0;
+                        self.clock_ms = now_ms();
                     }
                     if argc <= STACK_ARGS {
                         let mut argv: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
@@ -87,7 +96,7 @@ impl Server {
         }
         let mark = conn.out.len();
         conn.last_cmd = spec.name;
-        let now = now_ms();
+        let now = self.clock_ms;
         // Data commands (the hot path) skip the name comparisons.
         let transactional = matches!(spec.handler, Handler::Server)
             && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");

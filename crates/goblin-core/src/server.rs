@@ -50,9 +50,10 @@ const OUT_KEEP_CAPACITY: usize = 64 * 1024;
 const PENDING_KEEP_CAPACITY: usize = 16 * 1024;
 const CRON_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Current wall-clock time in unix milliseconds (the engine's notion of "now"). Read once per
-/// command, so it is on the hot path: clock_gettime through the vDSO plus integer math is
-/// cheaper than `SystemTime` and its 128-bit `Duration::as_millis`.
+/// Current wall-clock time in unix milliseconds (the engine's notion of "now"). The request
+/// path reads it once per socket read (see [`Server::clock_ms`]), so it stays cheap:
+/// clock_gettime through the vDSO plus integer math, not `SystemTime` and its 128-bit
+/// `Duration::as_millis`.
 pub fn now_ms() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes the timespec we pass; CLOCK_REALTIME always exists.
@@ -125,6 +126,14 @@ pub struct Server {
     /// An accept failed (e.g. out of file descriptors): retry the listeners at the next cron.
     accept_retry: bool,
     pub(crate) limits: resp::Limits,
+    /// The time commands run at, in unix ms: read once per socket read (a batch of requests)
+    /// and again every [`crate::dispatch::CLOCK_EVERY`] commands inside a long batch, instead
+    /// of once per command. Staleness is bounded by one batch's work, well under the 1 ms
+    /// resolution of PX expiries for the batches a client at `-P 1` sends.
+    pub(crate) clock_ms: i64,
+    /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
+    /// seconds, is stamped from it instead of reading the clock per read).
+    turn_start: Instant,
 }
 
 /// Write end of the signal pipe, for the async-signal-safe handler.
@@ -268,6 +277,8 @@ impl Server {
             shutdown: false,
             accept_retry: false,
             limits,
+            clock_ms: now_ms(),
+            turn_start: now,
         })
     }
 
@@ -304,6 +315,7 @@ impl Server {
                 }
                 return Err(e);
             }
+            self.turn_start = Instant::now();
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL => self.on_signal_pipe(),
@@ -426,7 +438,7 @@ impl Server {
     /// the event reports the read side closed (`drain`) we read on until EOF or WouldBlock.
     fn handle_read(&mut self, slot: usize, drain: bool) {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { return };
-        conn.last_active = Instant::now();
+        conn.last_active = self.turn_start;
         let mut reads = 0;
         let mut scratch = std::mem::take(&mut self.scratch);
         loop {
@@ -458,6 +470,7 @@ impl Server {
                 }
             };
             self.stats.net_input_bytes += n as u64;
+            self.clock_ms = now_ms();
             let short = n < scratch.len();
             if conn.pending.is_empty() && conn.parked.is_none() {
                 // Fast path: parse straight from the shared buffer; keep only a partial tail.
@@ -531,6 +544,9 @@ impl Server {
 
     /// Processes the pending input of clients unparked this turn.
     pub(crate) fn run_resumed(&mut self) {
+        if !self.resume.is_empty() {
+            self.clock_ms = now_ms();
+        }
         while !self.resume.is_empty() {
             for slot in std::mem::take(&mut self.resume) {
                 let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
@@ -593,67 +609,7 @@ impl Server {
         for &slot in &queue {
             let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
             conn.in_write_queue = false;
-            if conn.close_now {
-                self.close(slot, conn);
-                continue;
-            }
-            let mut failed = false;
-            while conn.out_pos < conn.out.len() {
-                match conn.stream.write(&conn.out[conn.out_pos..]) {
-                    Ok(0) => {
-                        failed = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        conn.out_pos += n;
-                        self.stats.net_output_bytes += n as u64;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        debug!("write error on client id={}: {e}", conn.id);
-                        failed = true;
-                        break;
-                    }
-                }
-            }
-            if failed {
-                self.close(slot, conn);
-                continue;
-            }
-            let token = Token(CONN_BASE + slot);
-            if conn.out_pos == conn.out.len() {
-                conn.out.clear();
-                conn.out_pos = 0;
-                if conn.out.capacity() > OUT_KEEP_CAPACITY {
-                    conn.out = Vec::new();
-                }
-                if conn.close_after_reply {
-                    self.close(slot, conn);
-                    continue;
-                }
-                if conn.want_write {
-                    conn.want_write = false;
-                    let _ = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE);
-                }
-            } else {
-                // Keep the unsent tail at the front so the buffer does not creep forward forever.
-                if conn.out_pos > OUT_KEEP_CAPACITY && conn.out_pos * 2 > conn.out.len() {
-                    let pos = conn.out_pos;
-                    conn.out.drain(..pos);
-                    conn.out_pos = 0;
-                }
-                if !conn.want_write {
-                    conn.want_write = true;
-                    let interest = Interest::READABLE | Interest::WRITABLE;
-                    if let Err(e) = self.poll.registry().reregister(&mut conn.stream, token, interest) {
-                        warn!("reregister failed for client id={}: {e}", conn.id);
-                        self.close(slot, conn);
-                        continue;
-                    }
-                }
-            }
-            self.conns[slot] = Some(conn);
+            self.flush_conn(slot, conn);
         }
         // Reuse the queue's allocation for the next turn (flush never queues new writes).
         let mut queue = queue;
@@ -661,6 +617,72 @@ impl Server {
         if self.write_queue.is_empty() {
             self.write_queue = queue;
         }
+    }
+
+    /// Writes what `conn` has pending (or closes it if it asked for that), then puts it back
+    /// in its slot. WRITABLE interest is registered only while output is left over.
+    fn flush_conn(&mut self, slot: usize, mut conn: Box<Conn>) {
+        if conn.close_now {
+            self.close(slot, conn);
+            return;
+        }
+        let mut failed = false;
+        while conn.out_pos < conn.out.len() {
+            match conn.stream.write(&conn.out[conn.out_pos..]) {
+                Ok(0) => {
+                    failed = true;
+                    break;
+                }
+                Ok(n) => {
+                    conn.out_pos += n;
+                    self.stats.net_output_bytes += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    debug!("write error on client id={}: {e}", conn.id);
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if failed {
+            self.close(slot, conn);
+            return;
+        }
+        let token = Token(CONN_BASE + slot);
+        if conn.out_pos == conn.out.len() {
+            conn.out.clear();
+            conn.out_pos = 0;
+            if conn.out.capacity() > OUT_KEEP_CAPACITY {
+                conn.out = Vec::new();
+            }
+            if conn.close_after_reply {
+                self.close(slot, conn);
+                return;
+            }
+            if conn.want_write {
+                conn.want_write = false;
+                let _ = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE);
+            }
+        } else {
+            // Keep the unsent tail at the front so the buffer does not creep forward forever.
+            if conn.out_pos > OUT_KEEP_CAPACITY && conn.out_pos * 2 > conn.out.len() {
+                let pos = conn.out_pos;
+                conn.out.drain(..pos);
+                conn.out_pos = 0;
+            }
+            if !conn.want_write {
+                conn.want_write = true;
+                let interest = Interest::READABLE | Interest::WRITABLE;
+                if let Err(e) = self.poll.registry().reregister(&mut conn.stream, token, interest) {
+                    warn!("reregister failed for client id={}: {e}", conn.id);
+                    self.close(slot, conn);
+                    return;
+                }
+            }
+        }
+        self.conns[slot] = Some(conn);
     }
 
     /// Removes a connection: deregisters it, drops it from the blocked index, frees its slot.

@@ -162,6 +162,13 @@ impl RequestParser {
         if self.stage == Stage::Start {
             let Some(&first) = buf.first() else { return Ok(None) };
             self.begin_request();
+            if first == b'*' {
+                if let Some(end) = self.complete_multibulk(buf) {
+                    return Ok(Some(end));
+                }
+                // Not the common case: parse it again, step by step, from buf[0].
+                self.args.clear();
+            }
             self.stage = if first == b'*' { Stage::Count } else { Stage::Inline };
         }
         let result =
@@ -253,6 +260,41 @@ impl RequestParser {
                 }
             }
         }
+    }
+
+    /// Fast path for the usual request: a multibulk request that is entirely in `buf`, with
+    /// every header in the shape [`fast_header`] accepts and every length within the limits.
+    /// Returns its end, its arguments in `self.args`. Anything else (incomplete, empty,
+    /// malformed, over a limit) returns `None` without touching the parser's progress state,
+    /// and the general path below then parses the same bytes from the start: it accepts
+    /// everything this accepts, with the same arguments, since it takes the same steps.
+    #[inline]
+    fn complete_multibulk(&mut self, buf: &[u8]) -> Option<usize> {
+        let (cr, count) = fast_header(buf, 0)?;
+        if count <= 0 || count as u64 > self.limits.max_multibulk_len {
+            return None;
+        }
+        let mut pos = cr + 2;
+        // Each bulk takes at least 6 bytes (`$0\r\n\r\n`), so a count larger than the
+        // buffer can hold fails on a missing `$` long before it matters.
+        for _ in 0..count {
+            if buf.get(pos) != Some(&b'$') {
+                return None;
+            }
+            let (cr, len) = fast_header(buf, pos)?;
+            // fast_header values are never negative.
+            if len as u64 > self.limits.max_bulk_len {
+                return None;
+            }
+            let start = cr + 2;
+            let end = start.checked_add(usize::try_from(len).ok()?)?;
+            if end.checked_add(2)? > buf.len() {
+                return None;
+            }
+            self.args.push(start..end);
+            pos = end + 2;
+        }
+        Some(pos)
     }
 
     fn parse_multibulk(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {

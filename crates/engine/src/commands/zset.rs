@@ -4,7 +4,8 @@
 //! Canonical mutations: every element that gains or changes a score emits `ZADD key score
 //! member` with the stored score (printed with round-trip precision); every removed element
 //! emits `ZREM key member`. Destination writers emit `DEL dst` (if it existed) and then one
-//! `ZADD` per stored element, in ascending order, so a replica rebuilds the same encoding.
+//! `ZADD` per stored element, in ascending order, so a replica rebuilds the same data and
+//! encoding (replicas store the emitted scores bit for bit: see `ZSet::insert_exact`).
 //! Random and blocking pops emit the `ZREM`s of what they took. Reads emit nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
@@ -94,6 +95,10 @@ fn write_zset<'c>(c: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c mut ZSet>, ()
 
 /// Writes a score as a bulk string, formatted as Redis 7.0 does.
 fn bulk_score(out: &mut Vec<u8>, s: f64) {
+    // Integral scores print as plain integers (what format_f64 does), without an allocation.
+    if s.fract() == 0.0 && s.abs() < 1e17 && !(s == 0.0 && s.is_sign_negative()) {
+        return reply::bulk_int(out, s as i64);
+    }
     reply::bulk(out, format_f64(s).as_bytes());
 }
 
@@ -344,19 +349,19 @@ impl LexRange {
 }
 
 /// Applies LIMIT offset/count to the rank interval `lo..hi` walked forwards or backwards, and
-/// returns the elements in reply order. A negative offset selects nothing (as in Redis); a
-/// negative count means "all the rest".
-fn limited(z: &ZSet, lo: usize, hi: usize, rev: bool, offset: i64, count: i64) -> Vec<(Vec<u8>, f64)> {
+/// returns the ascending rank interval selected. A negative offset selects nothing (as in
+/// Redis); a negative count means "all the rest".
+fn limited(lo: usize, hi: usize, rev: bool, offset: i64, count: i64) -> (usize, usize) {
     if offset < 0 || count == 0 || lo >= hi {
-        return Vec::new();
+        return (0, 0);
     }
     let avail = hi - lo;
     let off = (offset as u64).min(avail as u64) as usize;
     let take = if count < 0 { avail - off } else { (count as u64).min((avail - off) as u64) as usize };
     if rev {
-        z.range_vec(hi - off - take, hi - off, true)
+        (hi - off - take, hi - off)
     } else {
-        z.range_vec(lo + off, lo + off + take, false)
+        (lo + off, lo + off + take)
     }
 }
 
@@ -484,7 +489,7 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
     // A replica stores the exact bits the origin emitted (the origin already applied the
     // small form's -0 -> 0 rule, and the replica's form may differ at this point).
     let exact = c.replaying;
-    {
+    let empty = {
         let Ok(Some(z)) = write_zset(c, key) else { unreachable!("created above") };
         for &(score, member) in pairs {
             match z.score(member) {
@@ -510,7 +515,9 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
                             z.insert(member, new);
                         }
                         updated += 1;
-                        changes.push((z.score(member).unwrap_or(new), member));
+                        // Only a zero can be stored differently (-0 -> 0 in the small form).
+                        let stored = if new == 0.0 { z.score(member).unwrap_or(new) } else { new };
+                        changes.push((stored, member));
                     }
                 }
                 None => {
@@ -524,13 +531,15 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
                     }
                     added += 1;
                     last = Some(score);
-                    changes.push((z.score(member).unwrap_or(score), member));
+                    let stored = if score == 0.0 { z.score(member).unwrap_or(score) } else { score };
+                    changes.push((stored, member));
                 }
             }
         }
-    }
+        z.is_empty()
+    };
     // A key created here and left empty (an INCR that hit NaN cannot, but stay safe).
-    if matches!(write_zset(c, key), Ok(Some(z)) if z.is_empty()) {
+    if empty {
         c.ks.remove(key);
     }
     for &(s, m) in &changes {
@@ -768,47 +777,70 @@ fn zrange_generic(
             None => return reply::error(out, LEX_RANGE_INVALID),
         },
     };
-    let items = match read_zset(c, key) {
+    let z = match read_zset(c, key) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) => Vec::new(),
-        Ok(Some(z)) => match parsed {
-            Parsed::Rank(s, e) => {
-                let (lo, hi) = if rev {
-                    // Reverse ranks count from the highest score.
-                    let (l, h) = rank_interval(s, e, z.len());
-                    (z.len() - h, z.len() - l)
-                } else {
-                    rank_interval(s, e, z.len())
-                };
-                if lo >= hi {
-                    Vec::new()
-                } else {
-                    z.range_vec(lo, hi, rev)
-                }
-            }
-            Parsed::Score(r) => {
-                let (lo, hi) = r.interval(z);
-                limited(z, lo, hi, rev, offset, limit)
-            }
-            Parsed::Lex(r) => {
-                let mut v = Vec::new();
-                r.walk(z, rev, offset, limit, |m, s| v.push((m.to_vec(), s)));
-                v
-            }
-        },
+        Ok(z) => z,
     };
-    match dst {
-        Some(dst) => {
-            let mut items = items;
-            if rev {
-                items.reverse();
-            }
-            let form = if rtype == RangeType::Rank { DstForm::ByLength } else { DstForm::Small };
-            let n = store_items(c, dst, &items, form);
-            reply::integer(out, n);
+    // Rank and score ranges resolve to a rank slice; lex ranges are walked.
+    let slice = match (&parsed, z) {
+        (_, None) => Some((0, 0)),
+        (Parsed::Rank(s, e), Some(z)) => Some(if rev {
+            // Reverse ranks count from the highest score.
+            let (l, h) = rank_interval(*s, *e, z.len());
+            (z.len() - h, z.len() - l)
+        } else {
+            rank_interval(*s, *e, z.len())
+        }),
+        (Parsed::Score(r), Some(z)) => {
+            let (lo, hi) = r.interval(z);
+            Some(limited(lo, hi, rev, offset, limit))
         }
-        None => reply_items(out, &items, withscores),
+        (Parsed::Lex(_), Some(_)) => None,
+    };
+    if dst.is_none() {
+        // Replies are written straight from the set, without copying the members.
+        let per = if withscores { 2 } else { 1 };
+        let put = |out: &mut Vec<u8>, m: &[u8], s: f64| {
+            reply::bulk(out, m);
+            if withscores {
+                bulk_score(out, s);
+            }
+        };
+        match (slice, z, &parsed) {
+            (Some((lo, hi)), Some(z), _) if lo < hi => {
+                reply::array_len(out, (hi - lo) * per);
+                z.for_range(lo, hi, rev, |m, s| put(out, m, s));
+            }
+            (None, Some(z), Parsed::Lex(r)) => {
+                let marker = reply::deferred_array_len(out);
+                let mut n = 0;
+                r.walk(z, rev, offset, limit, |m, s| {
+                    put(out, m, s);
+                    n += 1;
+                });
+                reply::finish_deferred_len(out, marker, n * per);
+            }
+            _ => reply::array_len(out, 0),
+        }
+        return;
     }
+    let mut items: Vec<(Vec<u8>, f64)> = match (slice, z, &parsed) {
+        // Ascending order: the destination is built (and replicated) from the lowest score.
+        (Some((lo, hi)), Some(z), _) => z.range_vec(lo, hi, false),
+        (None, Some(z), Parsed::Lex(r)) => {
+            let mut v = Vec::new();
+            r.walk(z, rev, offset, limit, |m, s| v.push((m.to_vec(), s)));
+            if rev {
+                v.reverse();
+            }
+            v
+        }
+        _ => Vec::new(),
+    };
+    items.shrink_to_fit();
+    let form = if rtype == RangeType::Rank { DstForm::ByLength } else { DstForm::Small };
+    let n = store_items(c, dst.unwrap_or_default(), &items, form);
+    reply::integer(out, n);
 }
 
 /// ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]
@@ -1012,8 +1044,10 @@ fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], numkeys_at: usize) ->
 /// Serves an MPOP from the first non-empty key: Ok(true) if it replied with elements,
 /// Ok(false) if every key was empty, Err(()) after a WRONGTYPE reply.
 fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs) -> Result<bool, ()> {
+    let retrying = c.retrying_blocked;
     for key in p.keys {
         match read_zset(c, key) {
+            Err(()) if retrying => continue,
             Err(()) => {
                 reply::error(out, errors::WRONGTYPE);
                 return Err(());
@@ -1060,8 +1094,12 @@ fn bzpop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], max: bool) {
         Err(e) => return reply::error(out, e),
     };
     let keys = &args[1..args.len() - 1];
+    let retrying = c.retrying_blocked;
     for key in keys {
         match read_zset(c, key) {
+            // A parked client is woken for the key that gained members; as in Redis, another
+            // of its keys now holding a different type does not fail it.
+            Err(()) if retrying => continue,
             Err(()) => return reply::error(out, errors::WRONGTYPE),
             Ok(None) => continue,
             Ok(Some(_)) => {
@@ -1147,13 +1185,14 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Ok(Some(z)) => z.len(),
     };
     // Choose ranks first (the generator and the set both live in the context).
+    let whole = count >= 0 && count as u64 >= len as u64;
     let ranks: Vec<usize> = if count < 0 {
         // Repeats allowed: independent uniform picks.
         (0..count.unsigned_abs()).map(|_| c.rng.gen_range(0..len)).collect()
-    } else if count as u64 >= len as u64 {
-        (0..len).collect()
-    } else {
-        // Distinct members: a partial Fisher-Yates shuffle of the ranks.
+    } else if whole {
+        Vec::new()
+    } else if (count as usize).saturating_mul(3) > len {
+        // Many distinct members: a partial Fisher-Yates shuffle of all the ranks.
         let n = count as usize;
         let mut ranks: Vec<usize> = (0..len).collect();
         for i in 0..n {
@@ -1162,15 +1201,36 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         ranks.truncate(n);
         ranks
+    } else {
+        // Few distinct members of a big set: draw until enough distinct ranks came up.
+        let n = count as usize;
+        let mut seen = std::collections::HashSet::with_capacity(n);
+        let mut ranks = Vec::with_capacity(n);
+        while ranks.len() < n {
+            let r = c.rng.gen_range(0..len);
+            if seen.insert(r) {
+                ranks.push(r);
+            }
+        }
+        ranks
     };
     let Some(ValueRef::ZSet(z)) = c.ks.get(args[1]) else { return reply::array_len(out, 0) };
-    let items: Vec<(Vec<u8>, f64)> = if count as u64 >= len as u64 && count >= 0 {
+    if whole {
         // The whole set: Redis 7.0 lists it from the highest score down.
-        z.range_vec(0, len, true)
-    } else {
-        ranks.iter().filter_map(|&r| z.get_by_rank(r)).map(|(m, s)| (m.to_vec(), s)).collect()
-    };
-    reply_items(out, &items, withscores);
+        let items = z.range_vec(0, len, true);
+        return reply_items(out, &items, withscores);
+    }
+    // Fetch the picks in one ordered pass over the set, then reply in the drawn order.
+    let mut order: Vec<usize> = (0..ranks.len()).collect();
+    order.sort_unstable_by_key(|&i| ranks[i]);
+    let sorted: Vec<usize> = order.iter().map(|&i| ranks[i]).collect();
+    let mut picked: Vec<(Vec<u8>, f64)> = vec![(Vec::new(), 0.0); ranks.len()];
+    let mut k = 0;
+    z.for_ranks(&sorted, |m, s| {
+        picked[order[k]] = (m.to_vec(), s);
+        k += 1;
+    });
+    reply_items(out, &picked, withscores);
 }
 
 /// Maps a score to a u64 whose unsigned order is the scores' numeric order (never 0, so that
@@ -1341,8 +1401,21 @@ fn aggregate(agg: Aggregate, acc: f64, v: f64) -> f64 {
                 s
             }
         }
-        Aggregate::Min => acc.min(v),
-        Aggregate::Max => acc.max(v),
+        // C's `v < acc ? v : acc`: a NaN `v` leaves `acc` alone.
+        Aggregate::Min => {
+            if v < acc {
+                v
+            } else {
+                acc
+            }
+        }
+        Aggregate::Max => {
+            if v > acc {
+                v
+            } else {
+                acc
+            }
+        }
     }
 }
 
@@ -1382,7 +1455,10 @@ fn compute(op: SetOp, mut inputs: Vec<(Input, f64)>, agg: Aggregate) -> Vec<(Vec
                 let mut acc = weighted(w0, s);
                 for (o, w) in &others {
                     match o.get(&m) {
-                        Some(&s2) => acc = aggregate(agg, acc, weighted(*w, s2)),
+                        // Redis zeroes a NaN weighted score only for the first input here; a
+                        // NaN from the others reaches the aggregate (SUM turns the sum into 0,
+                        // MIN and MAX ignore it).
+                        Some(&s2) => acc = aggregate(agg, acc, *w * s2),
                         None => continue 'outer,
                     }
                 }
@@ -2154,6 +2230,13 @@ mod tests {
         assert_eq!(outcome, Outcome::Done);
         assert_eq!(out, b"*3\r\n$1\r\nb\r\n$1\r\nm\r\n$1\r\n7\r\n".to_vec());
         assert_eq!(muts(&mut e), ["ZREM b m"]);
+        // On a retry, a key that now holds another type is passed over.
+        run(&mut e, &["SET", "a", "string"]);
+        run(&mut e, &["ZADD", "b", "9", "p"]);
+        muts(&mut e);
+        let mut out = Vec::new();
+        assert_eq!(e.execute(spec, &args, 1_200, &mut out, true), Outcome::Done);
+        assert_eq!(out, b"*3\r\n$1\r\nb\r\n$1\r\nn\r\n$1\r\n8\r\n".to_vec());
         // BZMPOP parks on its keys too, and a replica never parks.
         let bz: [&[u8]; 5] = [b"BZMPOP", b"0.01", b"1", b"x", b"MIN"];
         let spec_m = crate::command::lookup(b"bzmpop").expect("bzmpop");
@@ -2251,6 +2334,122 @@ mod tests {
             (&["ZUNION", "2", "pz", "pz", "WEIGHTS", "0x2", "1e400"], b"-ERR weight value is not a float\r\n"),
             (&["ZUNION", "1", "pz", "WEIGHTS", "nan"], b"-ERR weight value is not a float\r\n"),
             (&["ZUNION", "1", "pz", "WEIGHTS", "1e-400"], b"-ERR weight value is not a float\r\n"),
+        ]);
+    }
+
+    /// -0 in destination sets (which form Redis builds them in) and NaN in weighted
+    /// aggregation.
+    #[test]
+    fn redis_script_edges() {
+        run_script(&[
+            (
+                &["ZADD", "w", "1", "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"],
+                b":1\r\n",
+            ),
+            (&["ZADD", "w", "-0", "negz", "2", "a"], b":2\r\n"),
+            (&["ZSCORE", "w", "negz"], b"$2\r\n-0\r\n"),
+            (&["OBJECT", "ENCODING", "w"], b"$8\r\nskiplist\r\n"),
+            (&["ZRANGESTORE", "d1", "w", "0", "1"], b":2\r\n"),
+            (&["OBJECT", "ENCODING", "d1"], b"$8\r\nskiplist\r\n"),
+            (&["ZSCORE", "d1", "negz"], b"$1\r\n0\r\n"),
+            (&["ZRANGESTORE", "d2", "w", "-inf", "+inf", "BYSCORE"], b":3\r\n"),
+            (&["OBJECT", "ENCODING", "d2"], b"$8\r\nskiplist\r\n"),
+            (&["ZSCORE", "d2", "negz"], b"$1\r\n0\r\n"),
+            (&["ZUNIONSTORE", "d4", "1", "w"], b":3\r\n"),
+            (&["OBJECT", "ENCODING", "d4"], b"$8\r\nskiplist\r\n"),
+            (&["ZSCORE", "d4", "negz"], b"$2\r\n-0\r\n"),
+            (&["ZINTERSTORE", "d5", "2", "w", "w"], b":3\r\n"),
+            (&["OBJECT", "ENCODING", "d5"], b"$8\r\nskiplist\r\n"),
+            (&["ZSCORE", "d5", "negz"], b"$2\r\n-0\r\n"),
+            (&["ZDIFFSTORE", "d6", "1", "w"], b":3\r\n"),
+            (&["OBJECT", "ENCODING", "d6"], b"$8\r\nskiplist\r\n"),
+            (&["ZSCORE", "d6", "negz"], b"$2\r\n-0\r\n"),
+            (&["ZUNIONSTORE", "d7", "1", "w", "WEIGHTS", "-1"], b":3\r\n"),
+            (&["OBJECT", "ENCODING", "d7"], b"$8\r\nskiplist\r\n"),
+            (&["ZSCORE", "d7", "negz"], b"$1\r\n0\r\n"),
+            (
+                &[
+                    "ZADD", "w", "1", "m1", "2", "m2", "3", "m3", "4", "m4", "5", "m5", "6", "m6", "7", "m7",
+                    "8", "m8", "9", "m9", "10", "m10", "11", "m11", "12", "m12", "13", "m13", "14", "m14",
+                    "15", "m15", "16", "m16", "17", "m17", "18", "m18", "19", "m19", "20", "m20", "21",
+                    "m21", "22", "m22", "23", "m23", "24", "m24", "25", "m25", "26", "m26", "27", "m27",
+                    "28", "m28", "29", "m29", "30", "m30", "31", "m31", "32", "m32", "33", "m33", "34",
+                    "m34", "35", "m35", "36", "m36", "37", "m37", "38", "m38", "39", "m39", "40", "m40",
+                    "41", "m41", "42", "m42", "43", "m43", "44", "m44", "45", "m45", "46", "m46", "47",
+                    "m47", "48", "m48", "49", "m49", "50", "m50", "51", "m51", "52", "m52", "53", "m53",
+                    "54", "m54", "55", "m55", "56", "m56", "57", "m57", "58", "m58", "59", "m59", "60",
+                    "m60", "61", "m61", "62", "m62", "63", "m63", "64", "m64", "65", "m65", "66", "m66",
+                    "67", "m67", "68", "m68", "69", "m69", "70", "m70", "71", "m71", "72", "m72", "73",
+                    "m73", "74", "m74", "75", "m75", "76", "m76", "77", "m77", "78", "m78", "79", "m79",
+                    "80", "m80", "81", "m81", "82", "m82", "83", "m83", "84", "m84", "85", "m85", "86",
+                    "m86", "87", "m87", "88", "m88", "89", "m89", "90", "m90", "91", "m91", "92", "m92",
+                    "93", "m93", "94", "m94", "95", "m95", "96", "m96", "97", "m97", "98", "m98", "99",
+                    "m99", "100", "m100", "101", "m101", "102", "m102", "103", "m103", "104", "m104", "105",
+                    "m105", "106", "m106", "107", "m107", "108", "m108", "109", "m109", "110", "m110", "111",
+                    "m111", "112", "m112", "113", "m113", "114", "m114", "115", "m115", "116", "m116", "117",
+                    "m117", "118", "m118", "119", "m119", "120", "m120", "121", "m121", "122", "m122", "123",
+                    "m123", "124", "m124", "125", "m125", "126", "m126", "127", "m127", "128", "m128", "129",
+                    "m129", "130", "m130",
+                ],
+                b":130\r\n",
+            ),
+            (&["ZRANGESTORE", "e1", "w", "0", "-1"], b":133\r\n"),
+            (&["ZSCORE", "e1", "negz"], b"$2\r\n-0\r\n"),
+            (&["ZRANGESTORE", "e3", "w", "-inf", "+inf", "BYSCORE"], b":133\r\n"),
+            (&["ZSCORE", "e3", "negz"], b"$1\r\n0\r\n"),
+            (
+                &[
+                    "ZADD", "big", "-0", "negz", "1", "m1", "2", "m2", "3", "m3", "4", "m4", "5", "m5", "6",
+                    "m6", "7", "m7", "8", "m8", "9", "m9", "10", "m10", "11", "m11", "12", "m12", "13",
+                    "m13", "14", "m14", "15", "m15", "16", "m16", "17", "m17", "18", "m18", "19", "m19",
+                    "20", "m20", "21", "m21", "22", "m22", "23", "m23", "24", "m24", "25", "m25", "26",
+                    "m26", "27", "m27", "28", "m28", "29", "m29", "30", "m30", "31", "m31", "32", "m32",
+                    "33", "m33", "34", "m34", "35", "m35", "36", "m36", "37", "m37", "38", "m38", "39",
+                    "m39", "40", "m40", "41", "m41", "42", "m42", "43", "m43", "44", "m44", "45", "m45",
+                    "46", "m46", "47", "m47", "48", "m48", "49", "m49", "50", "m50", "51", "m51", "52",
+                    "m52", "53", "m53", "54", "m54", "55", "m55", "56", "m56", "57", "m57", "58", "m58",
+                    "59", "m59", "60", "m60", "61", "m61", "62", "m62", "63", "m63", "64", "m64", "65",
+                    "m65", "66", "m66", "67", "m67", "68", "m68", "69", "m69", "70", "m70", "71", "m71",
+                    "72", "m72", "73", "m73", "74", "m74", "75", "m75", "76", "m76", "77", "m77", "78",
+                    "m78", "79", "m79", "80", "m80", "81", "m81", "82", "m82", "83", "m83", "84", "m84",
+                    "85", "m85", "86", "m86", "87", "m87", "88", "m88", "89", "m89", "90", "m90", "91",
+                    "m91", "92", "m92", "93", "m93", "94", "m94", "95", "m95", "96", "m96", "97", "m97",
+                    "98", "m98", "99", "m99", "100", "m100", "101", "m101", "102", "m102", "103", "m103",
+                    "104", "m104", "105", "m105", "106", "m106", "107", "m107", "108", "m108", "109", "m109",
+                    "110", "m110", "111", "m111", "112", "m112", "113", "m113", "114", "m114", "115", "m115",
+                    "116", "m116", "117", "m117", "118", "m118", "119", "m119", "120", "m120", "121", "m121",
+                    "122", "m122", "123", "m123", "124", "m124", "125", "m125", "126", "m126", "127", "m127",
+                    "128", "m128", "129", "m129", "130", "m130",
+                ],
+                b":131\r\n",
+            ),
+            (&["ZSCORE", "big", "negz"], b"$1\r\n0\r\n"),
+            (&["ZADD", "x1", "1", "a", "2", "b"], b":2\r\n"),
+            (&["ZADD", "x2", "-inf", "a", "0", "b"], b":2\r\n"),
+            (
+                &["ZINTER", "2", "x1", "x2", "WEIGHTS", "1", "inf", "WITHSCORES"],
+                b"*4\r\n$1\r\na\r\n$4\r\n-inf\r\n$1\r\nb\r\n$1\r\n0\r\n",
+            ),
+            (
+                &["ZINTER", "2", "x1", "x2", "WEIGHTS", "inf", "1", "WITHSCORES"],
+                b"*4\r\n$1\r\na\r\n$1\r\n0\r\n$1\r\nb\r\n$3\r\ninf\r\n",
+            ),
+            (
+                &["ZINTER", "2", "x1", "x2", "WEIGHTS", "1", "inf", "AGGREGATE", "MIN", "WITHSCORES"],
+                b"*4\r\n$1\r\na\r\n$4\r\n-inf\r\n$1\r\nb\r\n$1\r\n2\r\n",
+            ),
+            (
+                &["ZINTER", "2", "x1", "x2", "WEIGHTS", "1", "inf", "AGGREGATE", "MAX", "WITHSCORES"],
+                b"*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n",
+            ),
+            (
+                &["ZUNION", "2", "x1", "x2", "WEIGHTS", "1", "inf", "WITHSCORES"],
+                b"*4\r\n$1\r\na\r\n$4\r\n-inf\r\n$1\r\nb\r\n$1\r\n2\r\n",
+            ),
+            (
+                &["ZUNION", "2", "x2", "x1", "WEIGHTS", "inf", "1", "AGGREGATE", "MIN", "WITHSCORES"],
+                b"*4\r\n$1\r\na\r\n$4\r\n-inf\r\n$1\r\nb\r\n$1\r\n0\r\n",
+            ),
         ]);
     }
 }
