@@ -150,7 +150,9 @@ fn pct(h: &Histogram<u64>, q: f64) -> f64 {
 fn produce_run(addr: &str, topic: &str, n: usize, size: usize) -> (f64, f64, f64) {
     let p = producer(addr, &[("queue.buffering.max.messages", "1000000")]);
     // Warm up outside the measurement: metadata, topic creation, producer id.
-    p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, 0).partition(0).payload("warm-up")).map_err(|(e, _)| e).unwrap();
+    p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, 0).partition(0).payload("warm-up"))
+        .map_err(|(e, _)| e)
+        .unwrap();
     p.flush(Duration::from_secs(30)).unwrap();
     p.context().got.lock().unwrap().clear();
     let payload = vec![b'x'; size];
@@ -158,7 +160,8 @@ fn produce_run(addr: &str, topic: &str, n: usize, size: usize) -> (f64, f64, f64
     let start = Instant::now();
     for i in 0..n {
         loop {
-            match p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, i).partition(0).payload(&payload[..])) {
+            match p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, i).partition(0).payload(&payload[..]))
+            {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(_), _)) => {
                     p.poll(Duration::from_millis(1));
@@ -189,7 +192,9 @@ fn sync_librdkafka(addr: &str, n: usize) -> (f64, f64) {
     for i in 0..n + 50 {
         let t = Instant::now();
         p.send(
-            BaseRecord::<(), _, _>::with_opaque_to("sync-rd", i).partition(0).payload("0123456789abcdef0123456789abcdef"),
+            BaseRecord::<(), _, _>::with_opaque_to("sync-rd", i)
+                .partition(0)
+                .payload("0123456789abcdef0123456789abcdef"),
         )
         .map_err(|(e, _)| e)
         .unwrap();
@@ -342,6 +347,69 @@ fn consume_all(addr: &str, topic: &str, n: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Reads the topic from offset 0 with raw 8 MiB fetches; counts records from batch headers.
+fn consume_raw(addr: &str, topic: &str, n: usize) -> (f64, f64) {
+    let mut c = Raw::connect(addr);
+    let (mut off, mut recs, mut bytes) = (0i64, 0usize, 0usize);
+    let start = Instant::now();
+    while recs < n {
+        let mut fp = FetchPartition::default();
+        fp.partition = 0;
+        fp.fetch_offset = off;
+        fp.partition_max_bytes = 8 << 20;
+        let mut ft = FetchTopic::default();
+        ft.topic = TopicName(StrBytes::from_string(topic.to_string()));
+        ft.partitions = vec![fp];
+        let mut r = FetchRequest::default();
+        r.max_wait_ms = 500;
+        r.min_bytes = 1;
+        r.max_bytes = 8 << 20;
+        r.session_epoch = -1;
+        r.topics = vec![ft];
+        let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+        let data = resp.responses[0].partitions[0].records.clone().unwrap_or_default();
+        assert!(!data.is_empty(), "no data at offset {off}");
+        bytes += data.len();
+        let mut b = &data[..];
+        while b.len() >= 61 {
+            let len = i32::from_be_bytes(b[8..12].try_into().unwrap()) as usize + 12;
+            let base = i64::from_be_bytes(b[0..8].try_into().unwrap());
+            let last = base + i32::from_be_bytes(b[23..27].try_into().unwrap()) as i64;
+            if last >= off {
+                recs += i32::from_be_bytes(b[57..61].try_into().unwrap()) as usize;
+                off = last + 1;
+            }
+            b = &b[len..];
+        }
+    }
+    let s = start.elapsed().as_secs_f64();
+    (recs as f64 / s, bytes as f64 / s / 1e6)
+}
+
+/// Times `kcat -C -e` reading the topic from the beginning (None if kcat is missing).
+fn consume_kcat(addr: &str, topic: &str, n: usize) -> Option<f64> {
+    let start = Instant::now();
+    let mut child = Command::new("kcat")
+        .args(["-b", addr, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-c"])
+        .arg(n.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut out = child.stdout.take()?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut lines = 0usize;
+    loop {
+        let k = out.read(&mut buf).ok()?;
+        if k == 0 {
+            break;
+        }
+        lines += buf[..k].iter().filter(|&&c| c == b'\n').count();
+    }
+    child.wait().ok()?;
+    (lines >= n).then(|| n as f64 / start.elapsed().as_secs_f64())
+}
+
 /// Drops the page cache for every file under `dir` (posix_fadvise DONTNEED), so the next
 /// read really goes to the disk.
 fn drop_cache(dir: &std::path::Path) {
@@ -371,8 +439,12 @@ fn crash_rounds(b: &mut Broker, rounds: usize) -> (usize, usize) {
                 let mut i = start;
                 while !stop.load(Ordering::Relaxed) {
                     let v = i.to_be_bytes();
-                    if p.send(BaseRecord::<(), _, _>::with_opaque_to("crash", i as usize).partition(0).payload(&v[..]))
-                        .is_ok()
+                    if p.send(
+                        BaseRecord::<(), _, _>::with_opaque_to("crash", i as usize)
+                            .partition(0)
+                            .payload(&v[..]),
+                    )
+                    .is_ok()
                     {
                         i += 1;
                     } else {
@@ -455,10 +527,13 @@ fn main() {
             println!("| {name} | produce {n} x {size} B, idempotent acks=all, default batching | {rate:.0} records/s ({:.1} MB/s), ack latency p50 {p50:.2} ms, p99 {p99:.2} ms |", rate * size as f64 / 1e6);
         }
         if want("consume") {
+            let (rate, mbs) = consume_raw(&b.addr, "p64", records);
+            println!("| {name} | consume {records} x 64 B from offset 0, raw Fetch v12 (8 MiB per fetch) | {rate:.0} records/s ({mbs:.0} MB/s) |");
+            if let Some(rate) = consume_kcat(&b.addr, "p64", records) {
+                println!("| {name} | consume {records} x 64 B from offset 0, kcat -C -e (librdkafka 2.0.2), incl. startup | {rate:.0} records/s |");
+            }
             let rate = consume_all(&b.addr, "p64", records);
-            println!(
-                "| {name} | consume {records} x 64 B from offset 0 (librdkafka) | {rate:.0} records/s |"
-            );
+            println!("| {name} | consume {records} x 64 B from offset 0, rust-rdkafka BaseConsumer::poll per record (client-bound) | {rate:.0} records/s |");
         }
     }
     if want("sync") {

@@ -130,6 +130,10 @@ fn command() -> impl Strategy<Value = Cmd> {
             cmd(&c)
         }),
         1 => (key(), index(), index()).prop_map(|(k, a, b)| cmd(&["ZRANGE".to_string(), k, a, b, "WITHSCORES".into()])),
+        // Reads: they emit nothing, but must not trip on any cursor or set shape.
+        1 => (key(), prop::sample::select(&["0", "1", "2147483648", "4294967295", "4294967296", "99999999999"][..]), 1u8..12)
+            .prop_map(|(k, cur, n)| cmd(&["ZSCAN".to_string(), k, cur.into(), "COUNT".into(), n.to_string()])),
+        1 => (prop::sample::select(&["ZRANK", "ZREVRANK"][..]), key(), member()).prop_map(|(op, k, m)| cmd(&[op.to_string(), k, m])),
         1 => key().prop_map(|k| cmd(&["SET".to_string(), k, "v".into()])),
         1 => key().prop_map(|k| cmd(&["DEL".to_string(), k])),
         1 => (key(), 1u8..40).prop_map(|(k, ms)| cmd(&["PEXPIRE".to_string(), k, ms.to_string()])),

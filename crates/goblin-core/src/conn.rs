@@ -116,6 +116,11 @@ pub struct Conn {
     pub want_write: bool,
     /// Queued for a write attempt at the end of this loop turn.
     pub in_write_queue: bool,
+    /// Queued to read on next turn (its last read was cut short for fairness).
+    pub in_read_again: bool,
+    /// The socket reported its read side closed (or an error). Edge-triggered polling reports
+    /// that once, so from then on reads go on to EOF instead of stopping at a short read.
+    pub peer_closed: bool,
 
     /// Flush the output, then close (QUIT, protocol error). No further input is processed.
     pub close_after_reply: bool,
@@ -160,6 +165,8 @@ impl Conn {
             out_pos: 0,
             want_write: false,
             in_write_queue: false,
+            in_read_again: false,
+            peer_closed: false,
             close_after_reply: false,
             close_now: false,
             parked: None,

@@ -4,11 +4,14 @@
 //! One loop turn:
 //! 1. poll (timeout: 0 if work is queued, else the nearest blocked-client deadline or the next
 //!    cron tick, at most 100 ms);
-//! 2. for each event: accept, read and execute every complete request (replies are appended to
+//! 2. continue the reads that the previous turn cut short for fairness (one bounded batch per
+//!    connection per turn, so a client streaming a huge pipeline shares the loop with the
+//!    others instead of holding their replies back);
+//! 3. for each event: accept, read and execute every complete request (replies are appended to
 //!    the connection's output buffer in request order), or note a connection as writable;
-//! 3. [`Server::after_events`]: finish reads that were cut short for fairness, resume clients
-//!    unparked by this turn's writes, time out blocked clients, run active expiry and the cron,
-//!    then write each connection with pending output once.
+//! 4. [`Server::after_events`]: resume clients unparked by this turn's writes, time out blocked
+//!    clients, run active expiry and the cron, then write each connection with pending output
+//!    once.
 //!
 //! Other threads (the Kafka journal, replication) must not touch the engine: they queue work
 //! and call [`Server::waker`]'s `wake()`; the loop then runs [`Server::on_wake`].
@@ -38,8 +41,10 @@ const CONN_BASE: usize = 1024;
 /// Bytes read from a socket per `read` call, into the shared read buffer.
 pub const READ_CHUNK: usize = 64 * 1024;
 /// Reads per connection per loop turn before yielding to the others (fairness: a client that
-/// streams requests without pause must not starve the rest). The remainder is read next turn.
-const READS_PER_TURN: usize = 16;
+/// streams requests without pause must not starve the rest). The remainder is read next turn,
+/// after the others' requests of that turn, and only then are the replies written: so one
+/// turn's work for a connection is bounded by this many `READ_CHUNK`s of requests.
+const READS_PER_TURN: usize = 1;
 /// Redis's `client-query-buffer-limit` default: unprocessed input a client may accumulate
 /// (while parked, or inside one huge request) before it is disconnected.
 const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
@@ -316,6 +321,19 @@ impl Server {
                 return Err(e);
             }
             self.turn_start = Instant::now();
+            // Reads cut short last turn go first: their requests are the oldest.
+            let again = std::mem::take(&mut self.read_again);
+            for &slot in &again {
+                if let Some(Some(c)) = self.conns.get_mut(slot) {
+                    c.in_read_again = false;
+                    self.handle_read(slot, false);
+                }
+            }
+            // Keep the allocation (handle_read may have queued entries for the next turn).
+            if self.read_again.is_empty() {
+                self.read_again = again;
+                self.read_again.clear();
+            }
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL => self.on_signal_pipe(),
@@ -439,6 +457,9 @@ impl Server {
     fn handle_read(&mut self, slot: usize, drain: bool) {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { return };
         conn.last_active = self.turn_start;
+        // The close edge comes once: remember it for the reads continued on later turns.
+        conn.peer_closed |= drain;
+        let drain = conn.peer_closed;
         let mut reads = 0;
         let mut scratch = std::mem::take(&mut self.scratch);
         loop {
@@ -446,7 +467,11 @@ impl Server {
                 break;
             }
             if reads == READS_PER_TURN {
-                self.read_again.push(slot);
+                // At most one entry per connection, whatever events arrive meanwhile.
+                if !conn.in_read_again {
+                    conn.in_read_again = true;
+                    self.read_again.push(slot);
+                }
                 break;
             }
             reads += 1;
@@ -521,17 +546,10 @@ impl Server {
     }
 
     fn after_events(&mut self) {
-        // Finish reads cut short for fairness, and input queued behind unparked commands.
-        // Both may queue more of each other; bound the rounds so this turn ends.
-        for _ in 0..4 {
-            if self.read_again.is_empty() && self.resume.is_empty() {
-                break;
-            }
-            for slot in std::mem::take(&mut self.read_again) {
-                self.handle_read(slot, false);
-            }
-            self.run_resumed();
-        }
+        // Input queued behind commands unparked this turn. Reads cut short for fairness wait
+        // for the next turn (the poll then does not block), so this turn's replies go out
+        // first.
+        self.run_resumed();
         if self.blocked.next_deadline().is_some() {
             self.expire_blocked(now_ms());
         }

@@ -52,7 +52,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     let (rd, mut wr) = stream.into_split();
     // Credit: a permit per request from dispatch until its response is written.
     let credit = Arc::new(Semaphore::new(broker.cfg.max_in_flight.max(1)));
-    let (tx, mut rx) = mpsc::unbounded_channel::<(oneshot::Receiver<Option<BytesMut>>, OwnedSemaphorePermit)>();
+    let (tx, mut rx) =
+        mpsc::unbounded_channel::<(oneshot::Receiver<Option<BytesMut>>, OwnedSemaphorePermit)>();
     let writer = tokio::spawn(async move {
         while let Some((pending, _permit)) = rx.recv().await {
             match pending.await {

@@ -3,7 +3,8 @@
 //! Builds `N` sorted sets of 1,000 members `m{k:06}` scored `k` (inserted in ascending order,
 //! as the loader writes them) and compares jemalloc's allocated bytes with the sum of
 //! `ZSet::mem_usage()`; then does the same with the members inserted in a shuffled order.
-//! Also times the slowest single insert while one set grows to `BIG` members. Run:
+//! Also times the slowest single insert while one set grows to `BIG` members, then rank
+//! lookups on that set. Run:
 //! `cargo run --release -p store --example mem_zset [N] [BIG]` (goal: <= 38 bytes per member).
 
 use std::time::Instant;
@@ -71,5 +72,27 @@ fn main() {
         start.elapsed(),
         worst,
         z.mem_usage() as f64 / big as f64
+    );
+
+    // Rank lookups (ZRANK, ZRANGE by rank) on the big set: O(log n) with the rank tree.
+    let lookups = 100_000usize;
+    let t = Instant::now();
+    let mut sum = 0usize;
+    for i in 0..lookups {
+        let k = (i as u64).wrapping_mul(2_654_435_761) as usize % big;
+        sum += z.rank(format!("m{k:09}").as_bytes()).map_or(0, |r| r.0);
+    }
+    let by_member = t.elapsed();
+    let t = Instant::now();
+    for i in 0..lookups {
+        let r = (i as u64).wrapping_mul(40_503) as usize % big;
+        sum += z.get_by_rank(r).map_or(0, |e| e.0.len());
+    }
+    println!(
+        "ranks: {lookups} ZRANK in {by_member:.2?} ({:.2?} each), {lookups} by-rank reads in {:.2?} ({:.2?} each) [{}]",
+        by_member / lookups as u32,
+        t.elapsed(),
+        t.elapsed() / lookups as u32,
+        sum % 10
     );
 }

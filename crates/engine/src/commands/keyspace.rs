@@ -160,12 +160,28 @@ fn keys(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Parses a SCAN-family cursor: an unsigned 64-bit decimal.
+/// Parses a SCAN cursor the way Redis does, with C's `strtoul` over the whole argument: an
+/// optional sign then decimal digits, any number of leading zeros; a `-` negates modulo 2^64
+/// (so `-1` is the last cursor, 2^64-1), and the empty string is cursor 0 (no digits, but
+/// nothing left unparsed either). A lone sign, other characters, leading spaces, or a
+/// magnitude of 2^64 and up are invalid.
 pub fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if a.is_empty() || a.len() > 20 || !a.iter().all(u8::is_ascii_digit) {
+    let (neg, digits) = match a.first() {
+        Some(b'-') => (true, &a[1..]),
+        Some(b'+') => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() && !a.is_empty() {
         return None;
     }
-    std::str::from_utf8(a).ok()?.parse().ok()
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
 }
 
 /// Options shared by the SCAN family: `MATCH pattern`, `COUNT n`, and (SCAN only) `TYPE t`.
@@ -459,7 +475,10 @@ mod tests {
             "-ERR GT and LT options at the same time are not compatible\r\n"
         );
         assert_eq!(run(&mut e, 1000, &["EXPIRE", "k", "5", "BAD"]), "-ERR Unsupported option BAD\r\n");
-        assert_eq!(run(&mut e, 1000, &["EXPIRE", "k", "x"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(
+            run(&mut e, 1000, &["EXPIRE", "k", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
         assert_eq!(
             run(&mut e, 1000, &["EXPIRE", "k", "x", "NX", "XX"]),
             "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n"
@@ -505,7 +524,10 @@ mod tests {
         assert_eq!(run(&mut e, 0, &["COPY", "b", "c"]), ":0\r\n");
         assert_eq!(run(&mut e, 0, &["COPY", "b", "c", "REPLACE"]), ":1\r\n");
         assert_eq!(run(&mut e, 0, &["PTTL", "c"]), ":5000\r\n");
-        assert_eq!(run(&mut e, 0, &["COPY", "b", "b"]), "-ERR source and destination objects are the same\r\n");
+        assert_eq!(
+            run(&mut e, 0, &["COPY", "b", "b"]),
+            "-ERR source and destination objects are the same\r\n"
+        );
         assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "DB", "3"]), "-ERR DB index is out of range\r\n");
         assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "BOGUS"]), "-ERR syntax error\r\n");
     }
@@ -541,5 +563,30 @@ mod tests {
         assert_eq!(run(&mut e, 0, &["SCAN", "x"]), "-ERR invalid cursor\r\n");
         assert_eq!(run(&mut e, 0, &["SCAN", "0", "COUNT", "0"]), "-ERR syntax error\r\n");
         assert_eq!(run(&mut e, 0, &["KEYS", "k1?"]).matches("$3").count(), 10);
+    }
+
+    #[test]
+    fn scan_cursor_is_read_like_strtoul() {
+        let mut e = Engine::default();
+        // Cursors are read with strtoul, as redis-server 7.0.15 does: signs, wrap-around,
+        // leading zeros and the empty string are accepted; spaces, a lone sign, hex and 2^64
+        // are not. (An empty keyspace answers cursor 0 and no keys whatever the cursor.)
+        for ok in [
+            "",
+            "-1",
+            "+5",
+            "-0",
+            "-18446744073709551615",
+            "18446744073709551615",
+            "000000000000000000000001",
+        ] {
+            assert_eq!(run(&mut e, 0, &["SCAN", ok]), "*2\r\n$1\r\n0\r\n*0\r\n", "{ok:?}");
+        }
+        for bad in [" 1", "1 ", "-", "+", "0x1", "18446744073709551616", "-18446744073709551616", "--1"] {
+            assert_eq!(run(&mut e, 0, &["SCAN", bad]), "-ERR invalid cursor\r\n", "{bad:?}");
+        }
+        assert_eq!(super::parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(super::parse_cursor(b"-18446744073709551615"), Some(1));
+        assert_eq!(super::parse_cursor(b""), Some(0));
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! A value is `(-1)^neg * mant * 2^exp` with `mant` normalised (top bit set) or zero. Exact
 //! intermediate results use a small arbitrary-precision unsigned integer ([`Big`]).
-//! Subnormal results keep a full 64-bit mantissa (a simplification below 2^-16382).
+//! Below 2^-16382 results round on the subnormal grid (multiples of 2^-16445), as x87 does.
 
 use std::cmp::Ordering;
 
@@ -202,33 +202,43 @@ impl LongDouble {
     }
 
     /// Rounds `n * 2^exp` (plus a sticky fraction below it) to a 64-bit mantissa, half to even.
+    /// Below 2^-16382 the x87 format has fewer mantissa bits: the last kept bit is never finer
+    /// than 2^MIN_EXP (the smallest subnormal), so tiny values round on that grid, and only
+    /// those closer to 0 than half of 2^MIN_EXP (or exactly half: ties go to even) become 0.
     fn round(neg: bool, n: &Big, exp: i64, sticky: bool) -> LongDouble {
         let bits = n.bits() as i64;
         if bits == 0 {
             return LongDouble { neg, ..Self::ZERO };
         }
-        let (mut mant, mut e) = if bits <= 64 {
-            (n.low_u64() << (64 - bits), exp - (64 - bits))
+        // Weight of the last bit we keep: 64 significant bits, but not below the subnormal grid.
+        let lsb = (exp + bits - 64).max(MIN_EXP);
+        let shift = lsb - exp;
+        let mant = if shift <= 0 {
+            // Fits exactly: `bits - shift <= 64` because `lsb >= exp + bits - 64`. (A sticky
+            // fraction only comes with a quotient of at least 66 bits, so shift >= 2 then: see
+            // parse_dec.)
+            n.low_u64() << (-shift) as u64
         } else {
-            let shift = (bits - 64) as u64;
+            let shift = shift as u64;
             let mut m = n.shr(shift).low_u64();
             let half = n.bit(shift - 1);
             let rest = sticky || n.any_below(shift - 1);
             if half && (rest || m & 1 == 1) {
                 m = m.wrapping_add(1);
                 if m == 0 {
-                    return Self::finish(neg, 1 << 63, exp + shift as i64 + 1);
+                    return Self::finish(neg, 1 << 63, lsb + 1);
                 }
             }
-            (m, exp + shift as i64)
+            m
         };
-        // (A sticky fraction only comes with a quotient of at least 66 bits: see parse_dec.)
-        if mant >> 63 == 0 {
-            let z = mant.leading_zeros();
-            mant <<= z;
-            e -= z as i64;
+        if mant == 0 {
+            // Everything was below half the smallest subnormal: underflow to (signed) zero.
+            return LongDouble { neg, ..Self::ZERO };
         }
-        Self::finish(neg, mant, e)
+        // Normalise: the top bit set (a subnormal's exponent then sits below the normal range,
+        // never below MIN_EXP - 63, which `finish` keeps).
+        let z = mant.leading_zeros();
+        Self::finish(neg, mant << z, lsb - z as i64)
     }
 
     fn finish(neg: bool, mant: u64, exp: i64) -> LongDouble {
@@ -535,6 +545,31 @@ mod tests {
             sum("1.7976931348623157e308", "1.7976931348623157e308"),
             "359538626972463139991842093548208868096772893888658356970628841530353257046248792709403737216774171128857586838851041378617416726902272110715794556052955234146997955372576789671236326588091188869859074894581254961338834769297758245552436667197907705664206565009503223382416235440319971852753604933726679072768"
         );
+    }
+
+    /// strtold gives a subnormal (with ERANGE) for values down to half the smallest one,
+    /// 2^-16445, and Redis's string2ld only rejects a result of 0: redis-server 7.0.15 answers
+    /// INCRBYFLOAT k 3e-4951 with 0, and "value is not a valid float" for 1.82e-4951.
+    #[test]
+    fn subnormal_inputs_round_on_the_subnormal_grid() {
+        for ok in ["3e-4951", "-3e-4951", "2e-4951", "1.9e-4951", "3.6e-4951", "4e-4950", "1e-4940"] {
+            assert_eq!(LongDouble::parse(ok.as_bytes()).map(|v| v.to_human()), Some("0".into()), "{ok}");
+        }
+        for ok in ["0x1p-16445", "0x1.8p-16446", "0x1.0000000000000001p-16446"] {
+            assert!(LongDouble::parse(ok.as_bytes()).is_some(), "{ok}");
+        }
+        // Half the smallest subnormal exactly rounds to even (0), and anything below it too.
+        for zero in ["1.8e-4951", "1.82e-4951", "1e-4951", "0x1p-16446", "0x1p-16447"] {
+            assert!(LongDouble::parse(zero.as_bytes()).is_none(), "{zero}");
+        }
+        // The smallest subnormal, and the rounding of 1.9e-4951 up to it, are the same value.
+        let min = LongDouble::parse(b"0x1p-16445").unwrap();
+        assert_eq!(LongDouble::parse(b"1.9e-4951"), Some(min));
+        assert_eq!(LongDouble::parse(b"3e-4951"), Some(min));
+        // Two of them add up to exactly twice as much, on the same grid.
+        assert_eq!(min + min, LongDouble::parse(b"0x1p-16444").unwrap());
+        // A subnormal plus an ordinary number leaves the ordinary number.
+        assert_eq!((LongDouble::parse(b"1.5").unwrap() + min).to_human(), "1.5");
     }
 
     #[test]

@@ -1233,25 +1233,6 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     reply_items(out, &picked, withscores);
 }
 
-/// Maps a score to a u64 whose unsigned order is the scores' numeric order (never 0, so that
-/// 0 stays the start/end cursor).
-fn score_cursor(s: f64) -> u64 {
-    let b = s.to_bits();
-    if b >> 63 == 1 {
-        !b
-    } else {
-        b | (1 << 63)
-    }
-}
-
-fn cursor_score(c: u64) -> f64 {
-    if c >> 63 == 1 {
-        f64::from_bits(c & !(1 << 63))
-    } else {
-        f64::from_bits(!c)
-    }
-}
-
 /// A SCAN cursor as Redis reads it with `strtoul`: optional sign (a negative value wraps),
 /// decimal digits, nothing else; the empty string is cursor 0; overflow is invalid.
 fn parse_cursor(a: &[u8]) -> Option<u64> {
@@ -1273,11 +1254,9 @@ fn parse_cursor(a: &[u8]) -> Option<u64> {
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 ///
 /// Small sets return everything at once with cursor 0, as Redis does. For indexed sets the
-/// cursor names a score: a call returns about COUNT elements starting at the first score >=
-/// the cursor, always finishing the run of equal scores it is in, and the next cursor is the
-/// next score. Elements that keep their score for the whole iteration are returned at least
-/// once whatever is added or removed meanwhile (an element whose score moves below the cursor
-/// during the iteration may be missed).
+/// cursor is a position in the space of member hashes ([`store::types::ZSet::scan`]): a
+/// member's hash changes neither with its score nor when the set grows or shrinks, so every
+/// member present for the whole iteration is returned at least once, whatever else changes.
 fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(cursor) = parse_cursor(args[2]) else { return reply::error(out, b"ERR invalid cursor") };
     // Redis looks the key up before it reads the options.
@@ -1311,38 +1290,12 @@ fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     let Some(ValueRef::ZSet(z)) = c.ks.get(args[1]) else { return reply::error(out, errors::WRONGTYPE) };
     let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
-    let mut next = 0u64;
     let keep = |m: &[u8]| pattern.is_none_or(|p| glob_match(p, m, false));
-    if z.encoding() == "listpack" {
-        for (m, s) in z.iter() {
-            if keep(m) {
-                items.push((m.to_vec(), s));
-            }
+    let next = z.scan(cursor, count, |m, s| {
+        if keep(m) {
+            items.push((m.to_vec(), s));
         }
-    } else {
-        let start = if cursor == 0 {
-            0
-        } else {
-            let from = cursor_score(cursor);
-            if from.is_nan() {
-                z.len()
-            } else {
-                z.partition_point(|s, _| s < from)
-            }
-        };
-        let mut last: Option<f64> = None;
-        for (seen, (m, s)) in z.iter_from(start).enumerate() {
-            // Stop only between two different scores, so the cursor can name where to resume.
-            if seen >= count && last.is_some_and(|l| l != s) {
-                next = score_cursor(s);
-                break;
-            }
-            last = Some(s);
-            if keep(m) {
-                items.push((m.to_vec(), s));
-            }
-        }
-    }
+    });
     reply::array_len(out, 2);
     reply::bulk(out, itoa::Buffer::new().format(next).as_bytes());
     reply_items(out, &items, true);
@@ -2272,6 +2225,9 @@ mod tests {
             // Churn between calls: add members at both ends of the order, remove others.
             run(&mut e, &["ZADD", "z", "-1", &format!("x{calls}"), "99", &format!("xx{calls}")]);
             run(&mut e, &["ZREM", "z", &format!("m{:04}", 399 - calls)]);
+            // Move members across the order, below and above wherever the scan is.
+            let moved = format!("m{:04}", (calls * 37) % 300);
+            run(&mut e, &["ZADD", "z", if calls % 2 == 0 { "-1000" } else { "1000" }, &moved]);
             if cursor == "0" {
                 break;
             }

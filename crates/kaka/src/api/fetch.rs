@@ -128,7 +128,17 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> BytesMut {
         }
         resp.responses.push(tr);
     }
-    wire::encode(req.correlation_id, req.version, &resp)
+    // Encoding copies every record byte; for a big answer do that copy on a blocking thread
+    // so the runtime's workers keep serving produces meanwhile.
+    let total: usize = parts.iter().map(|p| p.records.len()).sum();
+    let (cid, version) = (req.correlation_id, req.version);
+    if total > (1 << 20) {
+        if let Ok(frame) = tokio::task::spawn_blocking(move || wire::encode(cid, version, &resp)).await {
+            return frame;
+        }
+        return wire::encode(cid, version, &FetchResponse::default());
+    }
+    wire::encode(cid, version, &resp)
 }
 
 /// Resolves when the first of `futs` resolves (a tiny select over a vector, so the crate

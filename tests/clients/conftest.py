@@ -1,0 +1,114 @@
+"""Shared fixtures for the external-client tests: one goblin-core process per test session.
+
+The server is the real binary (GOBLIN_CORE_BIN, or the default cargo target path), listening on a
+free loopback port and on a Unix socket in a temporary directory. Every test gets an empty keyspace
+through the `r` fixture, so tests do not depend on one another's data.
+"""
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# CLIENTS_REFERENCE=redis runs the same tests against Debian's redis-server (7.0), to tell a wrong
+# test from a goblin-core bug. Tests of goblin-core's deliberate differences check this flag.
+REFERENCE = os.environ.get("CLIENTS_REFERENCE") == "redis"
+
+
+def goblin_core_bin() -> str:
+    explicit = os.environ.get("GOBLIN_CORE_BIN")
+    if explicit:
+        return explicit
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/goblin-target")
+    return os.path.join(target, "debug", "goblin-core")
+
+
+def free_port() -> int:
+    # The server cannot report an OS-chosen port (port 0 disables TCP, as in Redis), so we ask the
+    # OS for a free one and hand it over; the window in which another process could take it is tiny.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, port: int, unixsocket: str, proc: subprocess.Popen, log_path: str):
+        self.host = "127.0.0.1"
+        self.port = port
+        self.unixsocket = unixsocket
+        self.proc = proc
+        self.log_path = log_path
+
+    def client(self, **kw) -> redis.Redis:
+        # protocol=2 is explicit because redis-py 8 defaults to RESP3 (HELLO 3), which goblin-core
+        # answers with NOPROTO; see test_default_resp3_handshake_is_refused_cleanly.
+        kw.setdefault("protocol", 2)
+        kw.setdefault("socket_timeout", 10)
+        return redis.Redis(host=self.host, port=self.port, **kw)
+
+
+def start_server(tmpdir: str) -> Server:
+    binary = goblin_core_bin()
+    if not os.access(binary, os.X_OK) and not REFERENCE:
+        raise RuntimeError(f"goblin-core binary not found at {binary}; run cargo build -p goblin-core")
+    port = free_port()
+    sock = os.path.join(tmpdir, "goblin.sock")
+    log_path = os.path.join(tmpdir, "goblin-core.log")
+    log = open(log_path, "wb")
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock, "--loglevel", "warn"]
+    if REFERENCE:
+        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock,
+                "--save", "", "--appendonly", "no", "--loglevel", "warning"]
+    proc = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 15
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"goblin-core exited with {proc.returncode}: {Path(log_path).read_text()}")
+        try:
+            if redis.Redis(port=port, protocol=2, socket_timeout=1).ping() and os.path.exists(sock):
+                break
+        except redis.ConnectionError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("goblin-core did not answer PING within 15 s")
+        time.sleep(0.05)
+    return Server(port, sock, proc, log_path)
+
+
+@pytest.fixture(scope="session")
+def server():
+    with tempfile.TemporaryDirectory(prefix="goblin-clients-") as tmpdir:
+        srv = start_server(tmpdir)
+        try:
+            yield srv
+        finally:
+            srv.proc.terminate()
+            try:
+                srv.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                srv.proc.kill()
+                srv.proc.wait()
+            # A crash during the session would otherwise only show up as connection errors.
+            assert srv.proc.returncode in (0, -15), (
+                f"goblin-core exited with {srv.proc.returncode}: {Path(srv.log_path).read_text()[-4000:]}"
+            )
+
+
+@pytest.fixture
+def r(server):
+    client = server.client()
+    client.flushall()
+    yield client
+    client.close()

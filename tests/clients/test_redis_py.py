@@ -1,0 +1,627 @@
+"""redis-py (the Python client most applications use) against a real goblin-core process.
+
+Each test drives the client the way application code does, through redis-py's own helpers
+(pipelines, r.transaction, scan_iter, ConnectionPool ...), so a reply shape redis-py cannot parse
+fails here even when the raw bytes look plausible.
+"""
+
+import threading
+import time
+
+import pytest
+import redis
+from redis.exceptions import ResponseError, WatchError
+
+from conftest import REFERENCE
+
+
+# --- connection and handshake ---------------------------------------------------------------
+
+
+def test_default_handshake_protocol_2(server):
+    # redis-py sends CLIENT SETINFO lib-name / lib-ver on connect and ignores errors from it; the
+    # server must accept it so CLIENT LIST shows the library, as Redis 7.2 does.
+    c = server.client()
+    assert c.ping() is True
+    me = [e for e in c.client_list() if e["id"] == str(c.client_id())]
+    assert len(me) == 1
+    if not REFERENCE:  # Debian's Redis 7.0 predates CLIENT SETINFO (7.2)
+        assert me[0]["lib-name"] == "redis-py"
+        assert me[0]["lib-ver"] == redis.__version__
+    assert me[0]["resp"] == "2"
+    c.close()
+
+
+def test_hello_2_is_accepted(server):
+    c = server.client()
+    reply = c.execute_command("HELLO", "2")
+    # HELLO replies with a flat field/value list in RESP2; redis-py turns it into a dict or list.
+    flat = reply if isinstance(reply, list) else [x for kv in reply.items() for x in kv]
+    fields = dict(zip(flat[::2], flat[1::2]))
+    assert fields[b"proto"] == 2
+    assert fields[b"server"] in (b"redis", b"goblin-core")
+    c.close()
+
+
+@pytest.mark.skipif(REFERENCE, reason="Redis itself speaks RESP3")
+def test_default_resp3_handshake_is_refused_cleanly(server):
+    # Out of scope by design: goblin-core speaks RESP2 only. redis-py >= 8 defaults to RESP3 and
+    # does not fall back, so applications must pass protocol=2. What we require is a clear error
+    # (NOPROTO), not a hang or a garbled reply.
+    c = redis.Redis(host=server.host, port=server.port, protocol=3, socket_timeout=5)
+    with pytest.raises(ResponseError, match="NOPROTO"):
+        c.ping()
+    c.close()
+
+
+def test_unix_socket_connection(server):
+    c = redis.Redis(unix_socket_path=server.unixsocket, protocol=2, socket_timeout=10)
+    c.flushall()
+    assert c.set("via-unix", "yes") is True
+    assert server.client().get("via-unix") == b"yes"
+    entries = c.client_list()
+    assert any(e.get("addr", "").startswith("/") or e.get("flags") == "U" or "U" in e.get("flags", "")
+               for e in entries), entries
+    c.close()
+
+
+def test_decode_responses_and_url(server):
+    c = redis.Redis.from_url(f"redis://{server.host}:{server.port}/0?protocol=2", decode_responses=True)
+    c.set("k", "välue")
+    assert c.get("k") == "välue"
+    c.close()
+
+
+# --- strings ---------------------------------------------------------------------------------
+
+
+def test_set_get_with_options(r):
+    assert r.set("s", "v1") is True
+    assert r.get("s") == b"v1"
+    assert r.set("s", "v2", nx=True) is None
+    assert r.get("s") == b"v1"
+    assert r.set("s", "v3", xx=True) is True
+    assert r.set("missing", "v", xx=True) is None
+    assert r.exists("missing") == 0
+    assert r.set("s", "v4", ex=100) is True
+    assert 99 <= r.ttl("s") <= 100
+    assert r.set("s", "v5", px=50_000) is True
+    assert 49_000 <= r.pttl("s") <= 50_000
+    assert r.set("s", "v6", keepttl=True) is True
+    assert r.pttl("s") > 0
+    assert r.set("s", "v7", get=True) == b"v6"
+    assert r.getdel("s") == b"v7"
+    assert r.get("s") is None
+
+
+def test_key_expires(r):
+    r.set("short", "x", px=100)
+    assert r.get("short") == b"x"
+    time.sleep(0.25)
+    assert r.get("short") is None
+    assert r.exists("short") == 0
+
+
+def test_counters(r):
+    assert r.incr("n") == 1
+    assert r.incr("n", 10) == 11
+    assert r.decr("n", 3) == 8
+    assert r.incrbyfloat("f", 1.5) == 1.5
+    assert r.incrbyfloat("f", "0.25") == 1.75
+    assert r.get("f") == b"1.75"
+    r.set("notnum", "abc")
+    with pytest.raises(ResponseError, match="not an integer"):
+        r.incr("notnum")
+    with pytest.raises(ResponseError, match="not a valid float"):
+        r.incrbyfloat("notnum", 1)
+
+
+def test_mget_mset(r):
+    assert r.mset({"a": 1, "b": "two", "c": b"\x00\xff"}) is True
+    assert r.mget("a", "b", "nope", "c") == [b"1", b"two", None, b"\x00\xff"]
+    assert r.msetnx({"c": "x", "d": "y"}) is False
+    assert r.exists("d") == 0
+    assert r.msetnx({"d": "y", "e": "z"}) is True
+    assert r.mget(["d", "e"]) == [b"y", b"z"]
+
+
+def test_append_strlen_getrange(r):
+    assert r.append("s", "hello") == 5
+    assert r.append("s", " world") == 11
+    assert r.strlen("s") == 11
+    assert r.getrange("s", 0, 4) == b"hello"
+    assert r.setrange("s", 6, "there") == 11
+    assert r.get("s") == b"hello there"
+
+
+def test_binary_safe_values(r):
+    blob = bytes(range(256)) * 40 + b"\r\n$-1\r\n*2\r\n"
+    key = b"bin\x00key\r\n"
+    assert r.set(key, blob) is True
+    assert r.get(key) == blob
+    assert r.strlen(key) == len(blob)
+    r.hset("h", b"\x00f", blob)
+    assert r.hget("h", b"\x00f") == blob
+    r.rpush("l", blob, b"")
+    assert r.lrange("l", 0, -1) == [blob, b""]
+    big = b"x" * (3 * 1024 * 1024)
+    r.set("big", big)
+    assert r.get("big") == big
+
+
+# --- generic keys --------------------------------------------------------------------------
+
+
+def test_expire_ttl_persist(r):
+    r.set("k", "v")
+    assert r.ttl("k") == -1
+    assert r.ttl("nokey") == -2
+    assert r.expire("k", 100) is True
+    assert 99 <= r.ttl("k") <= 100
+    assert r.expire("k", 200, nx=True) is False
+    assert r.expire("k", 200, gt=True) is True
+    assert 199 <= r.ttl("k") <= 200
+    assert r.pexpire("k", 300_000) is True
+    assert r.persist("k") is True
+    assert r.ttl("k") == -1
+    assert r.expireat("k", int(time.time()) + 500) is True
+    assert 498 <= r.ttl("k") <= 500
+    assert r.expire("nokey", 10) is False
+    exp = r.expiretime("k")
+    assert abs(exp - (int(time.time()) + 500)) <= 2
+
+
+def test_scan_iter_keys_type_rename(r):
+    names = {f"user:{i}" for i in range(250)} | {f"other:{i}" for i in range(20)}
+    r.mset({n: "1" for n in names})
+    r.hset("user:hash", "f", "v")
+    found = set(x.decode() for x in r.scan_iter(match="user:*", count=17))
+    assert found == {n for n in names if n.startswith("user:")} | {"user:hash"}
+    assert set(x.decode() for x in r.scan_iter(_type="hash")) == {"user:hash"}
+    assert len(r.keys("other:*")) == 20
+    assert r.dbsize() == len(names) + 1
+    assert r.type("user:hash") == b"hash"
+    assert r.type("user:1") == b"string"
+    assert r.type("absent") == b"none"
+    assert r.rename("other:1", "renamed") is True
+    assert r.renamenx("other:2", "renamed") is False
+    assert r.delete("renamed", "other:3", "absent") == 2
+    assert r.unlink("other:4") == 1
+    assert r.randomkey() is not None
+    assert r.touch("user:1", "absent") == 1
+
+
+def test_dbsize_flushall_flushdb(r):
+    r.mset({"a": 1, "b": 2})
+    r.sadd("s", 1)
+    assert r.dbsize() == 3
+    assert r.flushdb() is True
+    assert r.dbsize() == 0
+    r.set("c", 3)
+    assert r.flushall() is True
+    assert r.dbsize() == 0
+    assert r.flushall(asynchronous=True) is True
+
+
+# --- hashes ----------------------------------------------------------------------------------
+
+
+def test_hashes(r):
+    assert r.hset("h", mapping={"a": "1", "b": "2"}) == 2
+    assert r.hset("h", "c", "3") == 1
+    assert r.hgetall("h") == {b"a": b"1", b"b": b"2", b"c": b"3"}
+    assert r.hgetall("missing") == {}
+    assert r.hincrby("h", "a", 5) == 6
+    assert r.hincrbyfloat("h", "x", 0.5) == 0.5
+    assert r.hmget("h", ["a", "zz", "c"]) == [b"6", None, b"3"]
+    assert r.hexists("h", "b") == 1
+    assert r.hdel("h", "b", "nope") == 1
+    assert r.hlen("h") == 3
+    assert sorted(r.hkeys("h")) == [b"a", b"c", b"x"]
+    assert r.hsetnx("h", "a", "9") == 0
+    assert r.hstrlen("h", "a") == 1
+    scanned = dict(r.hscan_iter("h"))
+    assert scanned == r.hgetall("h")
+    with pytest.raises(ResponseError, match="not an integer"):
+        r.hincrby("h", "x", 1)
+
+
+# --- sets -------------------------------------------------------------------------------------
+
+
+def test_sets(r):
+    assert r.sadd("s", "a", "b", "c") == 3
+    assert r.sadd("s", "a") == 0
+    assert r.smembers("s") == {b"a", b"b", b"c"}
+    assert r.smembers("missing") == set()
+    assert r.sismember("s", "a") == 1
+    assert r.smismember("s", ["a", "z"]) == [1, 0]
+    assert r.scard("s") == 3
+    popped = r.spop("s")
+    assert popped in {b"a", b"b", b"c"}
+    assert r.scard("s") == 2
+    rest = r.spop("s", 5)
+    assert set(rest) | {popped} == {b"a", b"b", b"c"}
+    assert r.exists("s") == 0
+    r.sadd("x", 1, 2, 3)
+    r.sadd("y", 2, 3, 4)
+    assert r.sinter("x", "y") == {b"2", b"3"}
+    assert r.sunion("x", "y") == {b"1", b"2", b"3", b"4"}
+    assert r.sdiff("x", "y") == {b"1"}
+    assert r.sinterstore("z", ["x", "y"]) == 2
+    assert r.smove("x", "y", 1) is True
+    assert r.srandmember("y") in {b"1", b"2", b"3", b"4"}
+    assert set(r.sscan_iter("y")) == {b"1", b"2", b"3", b"4"}
+
+
+# --- sorted sets ----------------------------------------------------------------------------
+
+
+def test_sorted_sets(r):
+    assert r.zadd("z", {"a": 1, "b": 2.5, "c": -1}) == 3
+    assert r.zrange("z", 0, -1) == [b"c", b"a", b"b"]
+    assert r.zrange("z", 0, -1, withscores=True) == [(b"c", -1.0), (b"a", 1.0), (b"b", 2.5)]
+    assert r.zrevrange("z", 0, 0, withscores=True) == [(b"b", 2.5)]
+    assert r.zincrby("z", 10, "a") == 11.0
+    assert r.zscore("z", "a") == 11.0
+    assert r.zrangebyscore("z", 0, "+inf") == [b"b", b"a"]
+    assert r.zrangebyscore("z", "(2.5", 100, withscores=True) == [(b"a", 11.0)]
+    assert r.zrangebyscore("z", "-inf", "+inf", start=1, num=1) == [b"b"]
+    assert r.zrevrangebyscore("z", "+inf", "-inf") == [b"a", b"b", b"c"]
+    assert r.zrank("z", "a") == 2
+    assert r.zcard("z") == 3
+    assert r.zcount("z", 0, 5) == 1
+    assert r.zadd("z", {"a": 0}, nx=True) == 0
+    assert r.zadd("z", {"a": 5}, xx=True, ch=True) == 1
+    assert r.zrem("z", "c", "nope") == 1
+    assert r.zpopmin("z") == [(b"b", 2.5)]
+    assert r.zmscore("z", ["a", "q"]) == [5.0, None]
+    r.zadd("lex", {"a": 0, "b": 0, "c": 0})
+    assert r.zrangebylex("lex", "[b", "+") == [b"b", b"c"]
+    assert r.zrange("z", 0, -1, withscores=True, score_cast_func=int) == [(b"a", 5)]
+
+
+# --- lists and blocking pops ---------------------------------------------------------------
+
+
+def test_lists(r):
+    assert r.lpush("l", "a", "b") == 2
+    assert r.rpush("l", "c") == 3
+    assert r.lrange("l", 0, -1) == [b"b", b"a", b"c"]
+    assert r.rpop("l") == b"c"
+    assert r.lpop("l") == b"b"
+    assert r.rpop("missing") is None
+    r.rpush("l", *range(10))
+    assert r.llen("l") == 11
+    assert r.lindex("l", 1) == b"0"
+    assert r.ltrim("l", 0, 4) is True
+    assert r.lpop("l", 2) == [b"a", b"0"]
+    assert r.lrem("l", 0, "1") == 1
+    assert r.lmove("l", "dst", "LEFT", "RIGHT") == b"2"
+    assert r.lpos("l", "3") == 0
+    assert r.linsert("l", "BEFORE", "3", "x") == 2
+    assert r.lset("l", 0, "y") is True
+    assert r.lrange("l", 0, -1) == [b"y", b"3"]
+
+
+def test_blpop_timeout_returns_none(r):
+    start = time.monotonic()
+    assert r.blpop(["empty1", "empty2"], timeout=0.3) is None
+    elapsed = time.monotonic() - start
+    assert 0.25 <= elapsed < 3, elapsed
+
+
+def test_blpop_woken_by_second_client(server, r):
+    results = []
+
+    def waiter():
+        c = server.client()
+        results.append(c.blpop(["q1", "q2"], timeout=5))
+        c.close()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    # Wait until the server sees the blocked client, so the push really wakes a blocked pop.
+    deadline = time.monotonic() + 5
+    while r.info("clients")["blocked_clients"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert r.info("clients")["blocked_clients"] == 1
+    pusher = server.client()
+    assert pusher.rpush("q2", "job") == 1
+    t.join(timeout=10)
+    assert results == [(b"q2", b"job")]
+    # The pop consumed the element, so the key is gone.
+    assert r.exists("q2") == 0
+    pusher.close()
+
+
+def test_brpop_and_blmove_immediate(r):
+    r.rpush("src", "a", "b")
+    assert r.brpop("src", timeout=1) == (b"src", b"b")
+    assert r.blmove("src", "dst", 1, "LEFT", "LEFT") == b"a"
+    assert r.lrange("dst", 0, -1) == [b"a"]
+    assert r.bzpopmin("none", timeout=0.1) is None
+    r.zadd("zq", {"m": 3})
+    assert r.bzpopmin("zq", timeout=1) == (b"zq", b"m", 3.0)
+
+
+# --- pipelines and transactions -------------------------------------------------------------
+
+
+def test_pipeline_without_transaction(r):
+    pipe = r.pipeline(transaction=False)
+    pipe.set("a", 1).incr("a").get("a").hset("h", "f", "v").hgetall("h").lpush("l", "x")
+    pipe.zadd("z", {"m": 1}).zrange("z", 0, -1, withscores=True)
+    assert pipe.execute() == [True, 2, b"2", 1, {b"f": b"v"}, 1, 1, [(b"m", 1.0)]]
+
+
+def test_pipeline_error_does_not_abort_others(r):
+    r.set("str", "x")
+    pipe = r.pipeline(transaction=False)
+    pipe.incr("n").lpush("str", "y").incr("n")
+    res = pipe.execute(raise_on_error=False)
+    assert res[0] == 1 and res[2] == 2
+    assert isinstance(res[1], ResponseError) and "WRONGTYPE" in str(res[1])
+
+
+def test_pipeline_transaction(r):
+    pipe = r.pipeline(transaction=True)
+    pipe.set("a", 10).incrby("a", 5).mget("a", "b").sadd("s", "m").smembers("s")
+    assert pipe.execute() == [True, 15, [b"15", None], 1, {b"m"}]
+
+
+def test_transaction_with_runtime_error(r):
+    # Inside EXEC a command failing at run time does not roll back the others (Redis semantics).
+    r.set("str", "x")
+    pipe = r.pipeline(transaction=True)
+    pipe.set("a", 1).lpush("str", "y").incr("a")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        pipe.execute()
+    assert r.get("a") == b"2"
+
+
+def test_transaction_queue_error_discards(r):
+    # An unknown command is rejected at queue time, and EXEC then aborts with EXECABORT.
+    pipe = r.pipeline(transaction=True)
+    pipe.set("a", 1)
+    pipe.execute_command("NOSUCHCOMMAND", "x")
+    with pytest.raises(ResponseError):
+        pipe.execute()
+    assert r.get("a") is None
+
+
+def test_watch_optimistic_transaction(server, r):
+    r.set("balance", 100)
+    calls = []
+    other = server.client()
+
+    def debit(pipe):
+        calls.append(1)
+        current = int(pipe.get("balance"))
+        if len(calls) == 1:
+            # Another client changes the watched key between WATCH and EXEC: EXEC must fail
+            # and redis-py must retry the whole function.
+            other.incrby("balance", 1)
+        pipe.multi()
+        pipe.set("balance", current - 30)
+
+    assert r.transaction(debit, "balance") == [True]
+    assert len(calls) == 2
+    assert r.get("balance") == b"71"
+    other.close()
+
+
+def test_watch_error_raised_without_retry(server, r):
+    r.set("k", 1)
+    other = server.client()
+    with r.pipeline() as pipe:
+        pipe.watch("k")
+        assert pipe.get("k") == b"1"
+        other.set("k", 2)
+        pipe.multi()
+        pipe.set("k", 3)
+        with pytest.raises(WatchError):
+            pipe.execute()
+    assert r.get("k") == b"2"
+    with r.pipeline() as pipe:
+        pipe.watch("k")
+        pipe.unwatch()
+        other.set("k", 4)
+        pipe.multi()
+        pipe.set("k", 5)
+        assert pipe.execute() == [True]
+    assert r.get("k") == b"5"
+    other.close()
+
+
+def test_concurrent_transactions_keep_counter_exact(server, r):
+    # Several threads do a read-modify-write under WATCH; retries must make the result exact.
+    pool = redis.ConnectionPool(host=server.host, port=server.port, protocol=2, max_connections=8)
+    c = redis.Redis(connection_pool=pool)
+    c.set("ctr", 0)
+
+    def bump(pipe):
+        v = int(pipe.get("ctr"))
+        pipe.multi()
+        pipe.set("ctr", v + 1)
+
+    def worker():
+        for _ in range(40):
+            c.transaction(bump, "ctr")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert c.get("ctr") == b"160"
+    pool.disconnect()
+
+
+# --- connection pool with threads ------------------------------------------------------------
+
+
+def test_connection_pool_threads(server, r):
+    pool = redis.BlockingConnectionPool(
+        host=server.host, port=server.port, protocol=2, max_connections=4, timeout=20
+    )
+    errors = []
+
+    def worker(n):
+        try:
+            c = redis.Redis(connection_pool=pool)
+            for i in range(200):
+                c.set(f"t{n}:{i}", i)
+                c.incr(f"count:{n}")
+                c.hincrby("totals", f"w{n}", 1)
+                assert c.get(f"t{n}:{i}") == str(i).encode()
+        except Exception as e:  # collected so the assertion below reports it
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert {k: int(v) for k, v in r.hgetall("totals").items()} == {f"w{n}".encode(): 200 for n in range(8)}
+    assert r.mget([f"count:{n}" for n in range(8)]) == [b"200"] * 8
+    assert r.dbsize() == 8 * 200 + 8 + 1
+    pool.disconnect()
+
+
+# --- server introspection ----------------------------------------------------------------------
+
+
+def test_info_fields_used_by_monitoring(r):
+    r.set("a", 1, ex=1000)
+    r.set("b", 2)
+    r.get("a")
+    r.get("zz")
+    info = r.info()
+    # The fields that redis_exporter, Datadog, Sentinel-style dashboards and redis-py users read.
+    for field, kind in [
+        ("redis_version", str),
+        ("uptime_in_seconds", int),
+        ("connected_clients", int),
+        ("blocked_clients", int),
+        ("used_memory", int),
+        ("used_memory_human", str),
+        ("used_memory_peak", int),
+        ("maxmemory", int),
+        ("mem_fragmentation_ratio", (int, float)),
+        ("total_connections_received", int),
+        ("total_commands_processed", int),
+        ("instantaneous_ops_per_sec", int),
+        ("keyspace_hits", int),
+        ("keyspace_misses", int),
+        ("expired_keys", int),
+        ("evicted_keys", int),
+        ("role", str),
+        ("tcp_port", int),
+        ("process_id", int),
+    ]:
+        assert field in info, field
+        assert isinstance(info[field], kind), (field, info[field])
+    assert info["role"] == "master"
+    assert info["connected_clients"] >= 1
+    assert info["keyspace_hits"] >= 1 and info["keyspace_misses"] >= 1
+    # redis-py parses "db0:keys=2,expires=1,avg_ttl=..." into a nested dict.
+    assert info["db0"]["keys"] == 2
+    assert info["db0"]["expires"] == 1
+    assert r.info("server")["redis_version"] == info["redis_version"]
+    assert "used_memory" in r.info("memory")
+    assert "db0" in r.info("keyspace")
+    assert "redis_version" in r.info("all") and "redis_version" in r.info("everything")
+    assert isinstance(r.time()[0], int)
+
+
+def test_info_commandstats(r):
+    # redis_exporter, Datadog and `redis-cli --stat`-style dashboards chart per-command calls and
+    # latency from this section; redis-py parses each line into a dict.
+    r.set("a", 1)
+    r.get("a")
+    r.get("a")
+    stats = r.info("commandstats")
+    assert stats.get("cmdstat_get", {}).get("calls", 0) >= 2, stats
+    assert all({"calls", "usec", "usec_per_call"} <= set(v) for v in stats.values()), stats
+    assert "cmdstat_set" in r.info("everything")
+
+
+def test_client_commands(server, r):
+    assert r.client_setname("worker-1") is True
+    assert r.client_getname() == "worker-1" or r.client_getname() == b"worker-1"
+    other = server.client(client_name="named-by-pool")
+    other.ping()
+    entries = r.client_list()
+    names = {e["name"] for e in entries}
+    assert {"worker-1", "named-by-pool"} <= names
+    assert all("id" in e and "addr" in e and "age" in e and "idle" in e for e in entries)
+    my_id = r.client_id()
+    assert isinstance(my_id, int)
+    assert str(r.client_info()["id"]) == str(my_id)
+    other_id = other.client_id()
+    assert r.client_kill_filter(_id=other_id) == 1
+    assert str(other_id) not in {e["id"] for e in r.client_list()}
+    # redis-py notices the closed socket and reconnects on the next command.
+    assert other.ping() is True
+    assert other.client_id() != other_id
+    with pytest.raises(ResponseError):
+        r.execute_command("CLIENT", "NOSUCHSUB")
+
+
+def test_config_get_and_command(r):
+    cfg = r.config_get("maxmemory")
+    assert cfg == {"maxmemory": "0"} or cfg == {b"maxmemory": b"0"}
+    both = r.config_get("max*")
+    assert "maxclients" in {k if isinstance(k, str) else k.decode() for k in both}
+    assert r.config_get("no-such-parameter") == {}
+    count = r.command_count()
+    assert count > 100
+    cmds = r.command()
+    assert "get" in cmds and cmds["get"]["arity"] == 2
+    assert [k if isinstance(k, str) else k.decode() for k in r.command_getkeys("SET", "k", "v")] == ["k"]
+
+
+def test_select_and_echo(r):
+    assert r.execute_command("SELECT", 0) is True
+    if not REFERENCE:  # goblin-core has a single database
+        with pytest.raises(ResponseError):
+            r.execute_command("SELECT", 1)
+    assert r.echo("hi") == b"hi"
+
+
+# --- error mapping -------------------------------------------------------------------------
+
+
+def test_error_mapping(r):
+    r.set("str", "x")
+    r.lpush("list", "a")
+    with pytest.raises(ResponseError, match="^WRONGTYPE Operation against a key holding the wrong kind of value$"):
+        r.hget("str", "f")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        r.lpush("str", "y")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        r.get("list")
+    with pytest.raises(ResponseError, match="wrong number of arguments for 'get' command"):
+        r.execute_command("GET")
+    with pytest.raises(ResponseError, match="unknown command 'NOSUCH'"):
+        r.execute_command("NOSUCH", "a")
+    with pytest.raises(ResponseError, match="syntax error"):
+        r.execute_command("SET", "k", "v", "BOGUS")
+    with pytest.raises(ResponseError, match="value is not an integer or out of range"):
+        r.expire("str", "soon")
+    with pytest.raises(ResponseError, match="invalid expire time"):
+        r.set("k", "v", ex=0)
+    with pytest.raises(redis.exceptions.DataError):
+        r.set("k", None)  # client-side check, the server is never asked
+    # The connection stays usable after errors.
+    assert r.get("str") == b"x"
+
+
+def test_pubsub_is_out_of_scope(r):
+    pytest.skip("pub/sub is out of scope for goblin-core (no SUBSCRIBE/PUBLISH)")
+
+
+def test_scripting_is_out_of_scope(r):
+    pytest.skip("scripting is out of scope for goblin-core (no EVAL/FUNCTION)")
