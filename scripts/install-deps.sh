@@ -9,6 +9,8 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || missing+=(zlib1g-dev)
+command -v tmux >/dev/null || missing+=(tmux)  # redis-cli interactive test (tests/clients)
+command -v npm >/dev/null || missing+=(nodejs npm)  # tests/clients/node (the machine ships Node 20)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -qq
@@ -18,4 +20,21 @@ fi
 if command -v systemctl >/dev/null 2>&1; then systemctl stop redis-server >/dev/null 2>&1 || true; fi
 if ! python3 -c 'import confluent_kafka, kafka' >/dev/null 2>&1; then
   python3 -m pip install -q 'confluent-kafka==2.16.1' 'kafka-python==3.0.12'
+fi
+# External-client tests (tests/clients): redis-py and pytest at the pinned versions, and the Node
+# clients from the lockfile (again only when node_modules is missing or older than the lockfile).
+clients="$(cd "$(dirname "$0")/.." && pwd)/tests/clients"
+if ! python3 - "$clients/requirements.txt" >/dev/null 2>&1 <<'PY'
+import sys
+from importlib.metadata import version
+for line in open(sys.argv[1]).read().split():
+    name, want = line.split("==")
+    assert version(name) == want, name
+PY
+then
+  python3 -m pip install -q -r "$clients/requirements.txt"
+fi
+if [ ! -f "$clients/node/node_modules/.package-lock.json" ] ||
+  [ "$clients/node/package-lock.json" -nt "$clients/node/node_modules/.package-lock.json" ]; then
+  (cd "$clients/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -14,3 +14,7 @@ cargo test --workspace --no-fail-fast "$@"
 if [ -x crates/kaka/tests/clients.sh ] || [ -f crates/kaka/tests/clients.sh ]; then
   bash crates/kaka/tests/clients.sh "$CARGO_TARGET_DIR/debug/kaka"
 fi
+
+# External clients and tools against goblin-core: redis-py, redis-cli, redis-benchmark, ioredis,
+# node-redis (tests/clients/run.sh ends with a "N passed, N failed" line and fails on any failure).
+GOBLIN_CORE_BIN="$CARGO_TARGET_DIR/debug/goblin-core" bash tests/clients/run.sh

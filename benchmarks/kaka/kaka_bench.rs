@@ -48,13 +48,13 @@ struct Broker {
 }
 
 impl Broker {
-    fn start(bin: &PathBuf, tag: &str, extra: &[&str]) -> Broker {
+    fn start(bin: &std::path::Path, tag: &str, extra: &[&str]) -> Broker {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let dir = std::env::temp_dir().join(format!("kaka-bench-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let mut b = Broker {
-            bin: Some(bin.clone()),
+            bin: Some(bin.to_path_buf()),
             dir,
             addr: format!("127.0.0.1:{port}"),
             extra: extra.iter().map(|s| s.to_string()).collect(),
@@ -147,7 +147,9 @@ fn pct(h: &Histogram<u64>, q: f64) -> f64 {
 
 /// Produces `n` records of `size` bytes as fast as librdkafka accepts them (default batching),
 /// returns (records/s, p50 ms, p99 ms) of send-to-ack latency.
-fn produce_run(addr: &str, topic: &str, n: usize, size: usize) -> (f64, f64, f64) {
+/// Produces `n` records of `size` bytes, as fast as librdkafka accepts them (`pace` None) or
+/// at `pace` records/s; returns (records/s, p50 ms, p99 ms) of send-to-ack latency.
+fn produce_run(addr: &str, topic: &str, n: usize, size: usize, pace: Option<f64>) -> (f64, f64, f64) {
     let p = producer(addr, &[("queue.buffering.max.messages", "1000000")]);
     // Warm up outside the measurement: metadata, topic creation, producer id.
     p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, 0).partition(0).payload("warm-up"))
@@ -159,6 +161,13 @@ fn produce_run(addr: &str, topic: &str, n: usize, size: usize) -> (f64, f64, f64
     let mut sent = Vec::with_capacity(n);
     let start = Instant::now();
     for i in 0..n {
+        if let Some(rate) = pace {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            while Instant::now() < due {
+                p.poll(Duration::ZERO);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
         loop {
             match p.send(BaseRecord::<(), _, _>::with_opaque_to(topic, i).partition(0).payload(&payload[..]))
             {
@@ -523,8 +532,13 @@ fn main() {
         let b = start("produce");
         for size in [64usize, 1024] {
             let n = if size == 64 { records } else { records / 4 };
-            let (rate, p50, p99) = produce_run(&b.addr, &format!("p{size}"), n, size);
-            println!("| {name} | produce {n} x {size} B, idempotent acks=all, default batching | {rate:.0} records/s ({:.1} MB/s), ack latency p50 {p50:.2} ms, p99 {p99:.2} ms |", rate * size as f64 / 1e6);
+            let (rate, p50, p99) = produce_run(&b.addr, &format!("p{size}"), n, size, None);
+            println!("| {name} | produce {n} x {size} B, idempotent acks=all, default batching, flood | {rate:.0} records/s ({:.1} MB/s), ack latency p50 {p50:.2} ms, p99 {p99:.2} ms (mostly queueing in the client) |", rate * size as f64 / 1e6);
+        }
+        for (size, pace) in [(64usize, 100_000.0), (1024, 20_000.0)] {
+            let n = (pace * 3.0) as usize;
+            let (_, p50, p99) = produce_run(&b.addr, &format!("paced{size}"), n, size, Some(pace));
+            println!("| {name} | produce {size} B at a steady {pace:.0} records/s for 3 s, idempotent acks=all, default batching (linger.ms 5) | ack latency p50 {p50:.2} ms, p99 {p99:.2} ms |");
         }
         if want("consume") {
             let (rate, mbs) = consume_raw(&b.addr, "p64", records);
@@ -535,6 +549,20 @@ fn main() {
             let rate = consume_all(&b.addr, "p64", records);
             println!("| {name} | consume {records} x 64 B from offset 0, rust-rdkafka BaseConsumer::poll per record (client-bound) | {rate:.0} records/s |");
         }
+    }
+    if want("disk") || want("sync") {
+        // Baseline: what one append + fdatasync costs on this disk right now.
+        let path = std::env::temp_dir().join(format!("kaka-bench-fsync-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for _ in 0..2000 {
+            (&f).write_all(&[7u8; 64]).unwrap();
+            let t = Instant::now();
+            f.sync_data().unwrap();
+            h.record(t.elapsed().as_micros() as u64).unwrap();
+        }
+        let _ = std::fs::remove_file(&path);
+        println!("| (disk) | baseline: append 64 B + fdatasync, 2000 in a row, same file system | p50 {:.3} ms, p99 {:.3} ms |", pct(&h, 0.5), pct(&h, 0.99));
     }
     if want("sync") {
         let b = start("sync");
@@ -547,7 +575,7 @@ fn main() {
     if want("cold") && bootstrap.is_none() {
         let mut b = Broker::start(&bin, "cold", &["--segment-bytes", "67108864"]);
         let n = 150_000;
-        let (rate, _, _) = produce_run(&b.addr, "cold", n, 1000);
+        let (rate, _, _) = produce_run(&b.addr, "cold", n, 1000, None);
         b.stop();
         b.spawn();
         let mut warm = Raw::connect(&b.addr);

@@ -9,6 +9,8 @@ built are exact, not just "some keys exist").
 import re
 import subprocess
 
+from conftest import REFERENCE
+
 TESTS = "set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset"
 # The name each -t entry prints in -q mode (LRANGE_100 also runs an LPUSH to fill its list).
 EXPECTED = [
@@ -72,3 +74,26 @@ def test_pipelined_random_keys(server, r):
     assert incr_total == 20000
     assert 1 < r.dbsize() <= 1000 + 1000 + 2
     assert r.llen("mylist") == 20000
+
+
+def test_inline_ping_and_custom_commands(server, r):
+    rc, out, err = bench(server, "-q", "-n", "10000", "-t", "ping_inline,ping_mbulk")
+    assert rc == 0, (rc, out[-3000:], err[-3000:])
+    assert_clean(out, err)
+    assert list(results(out)) == ["PING_INLINE", "PING_MBULK"], out
+
+    # A custom command line: every request must be counted exactly once, pipelined or not.
+    rc, out, err = bench(server, "-q", "-n", "10000", "-P", "10", "hincrby", "bench:h", "f", "1")
+    assert rc == 0, (rc, out[-3000:], err[-3000:])
+    assert_clean(out, err)
+    assert r.hget("bench:h", "f") == b"10000"
+
+    if REFERENCE:
+        return  # Redis 7.0 has no arrays
+    # Sparse arrays under load: random indexes, so ARCOUNT is the number of distinct ones hit.
+    rc, out, err = bench(server, "-q", "-n", "10000", "-r", "100000", "arset", "bench:arr", "__rand_int__", "v")
+    assert rc == 0, (rc, out[-3000:], err[-3000:])
+    assert_clean(out, err)
+    count = r.execute_command("ARCOUNT", "bench:arr")
+    assert 9000 < count <= 10000, count
+    assert r.execute_command("ARLEN", "bench:arr") <= 100000

@@ -111,6 +111,9 @@ def test_stat_mode(server, r):
         assert row[0] == "42", row  # keys column comes from INFO keyspace
         assert re.fullmatch(r"[\d.]+[BKMG]", row[1]), row  # used_memory_human
         assert int(row[2]) >= 1  # connected_clients counts redis-cli itself
+    # The requests column is total_commands_processed; each sample's own INFO adds to it.
+    requests = [int(row[4]) for row in rows]
+    assert requests == sorted(requests) and requests[-1] > requests[0], rows
 
 
 def test_latency_sampling(server):

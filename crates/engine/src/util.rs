@@ -1,5 +1,9 @@
 //! Argument parsing shared by handlers, with Redis's exact acceptance rules.
 
+use crate::errors;
+use resp::reply;
+use store::Millis;
+
 /// Parses an integer argument as Redis's `string2ll`: canonical decimal only.
 pub fn parse_i64(a: &[u8]) -> Option<i64> {
     store::types::string::parse_canonical_i64(a)
@@ -29,7 +33,8 @@ pub fn parse_f64(a: &[u8]) -> Option<f64> {
             };
             // strtod reports ERANGE for a finite text that overflows to infinity or underflows
             // to zero, and Redis rejects those.
-            let nonzero_digits = lower.split('e').next().is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
+            let nonzero_digits =
+                lower.split('e').next().is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
             if v.is_infinite() || (v == 0.0 && nonzero_digits) {
                 return None;
             }
@@ -52,35 +57,158 @@ fn parse_hex_f64(lower: &str) -> Option<Option<f64>> {
         _ => (false, lower),
     };
     let hex = body.strip_prefix("0x")?;
-    let parse = || -> Option<f64> {
-        let (mant, exp) = match hex.find('p') {
-            Some(i) => (&hex[..i], Some(&hex[i + 1..])),
-            None => (hex, None),
-        };
-        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-        if int.is_empty() && frac.is_empty() {
+    Some(parse_hex_digits(hex).map(|v| if neg { -v } else { v }))
+}
+
+/// The unsigned part of a C hex float after `0x` (lowercased): hex digits, an optional `.`
+/// and fraction, an optional `p[+-]exp`. None if malformed.
+fn parse_hex_digits(hex: &str) -> Option<f64> {
+    let (mant, exp) = match hex.find('p') {
+        Some(i) => (&hex[..i], Some(&hex[i + 1..])),
+        None => (hex, None),
+    };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut v = 0f64;
+    for ch in int.chars() {
+        v = v * 16.0 + ch.to_digit(16)? as f64;
+    }
+    let mut scale = 1.0 / 16.0;
+    for ch in frac.chars() {
+        v += ch.to_digit(16)? as f64 * scale;
+        scale /= 16.0;
+    }
+    if let Some(e) = exp {
+        let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let mut v = 0f64;
-        for ch in int.chars() {
-            v = v * 16.0 + ch.to_digit(16)? as f64;
-        }
-        let mut scale = 1.0 / 16.0;
-        for ch in frac.chars() {
-            v += ch.to_digit(16)? as f64 * scale;
-            scale /= 16.0;
-        }
-        if let Some(e) = exp {
-            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let e: i32 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
-            v *= 2f64.powi(e.clamp(-2000, 2000));
-        }
-        Some(if neg { -v } else { v })
+        // Past +-2000 every power of two is already inf or 0 in f64, so clamping changes no
+        // result and keeps a huge exponent text from failing to parse.
+        let e: i32 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
+        v *= 2f64.powi(e.clamp(-2000, 2000));
+    }
+    Some(v)
+}
+
+/// Parses a blocking timeout in seconds as Redis does (`strtold` syntax, hex floats included)
+/// and returns the absolute deadline (None = wait forever), or the error to reply.
+pub fn parse_timeout(a: &[u8], now: Millis) -> Result<Option<Millis>, &'static [u8]> {
+    let secs = parse_long_double(a).ok_or(errors::TIMEOUT_NOT_FLOAT)?;
+    let ms = (secs * 1000.0).ceil();
+    // Redis converts with a C cast: values outside i64 become i64::MIN, hence "negative".
+    // (2^63 as f64 is the first value past i64::MAX.)
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if !(-TWO_63..TWO_63).contains(&ms) || ms < 0.0 {
+        return Err(errors::TIMEOUT_NEGATIVE);
+    }
+    let ms = ms as i64;
+    Ok(if ms == 0 { None } else { Some(now.saturating_add(ms)) })
+}
+
+/// `strtold` as Redis's `string2ld` uses it: no leading space, the whole string consumed, NaN
+/// refused; decimal and hexadecimal forms, `inf`/`infinity`.
+pub(crate) fn parse_long_double(a: &[u8]) -> Option<f64> {
+    if a.is_empty() || a.len() > 5120 || a[0].is_ascii_whitespace() {
+        return None;
+    }
+    let s = std::str::from_utf8(a).ok()?;
+    let (neg, body) = match s.as_bytes()[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
     };
-    Some(parse())
+    if body.starts_with(['+', '-']) {
+        return None;
+    }
+    let lower = body.to_ascii_lowercase();
+    let v = if lower == "inf" || lower == "infinity" {
+        f64::INFINITY
+    } else if let Some(hex) = lower.strip_prefix("0x") {
+        parse_hex_digits(hex)?
+    } else {
+        if !lower.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'-' | b'+')) {
+            return None;
+        }
+        lower.parse::<f64>().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Parsed `numkeys key [key ...] <side> [COUNT count]`, the tail of LMPOP/BLMPOP (side
+/// LEFT|RIGHT) and ZMPOP/BZMPOP (side MIN|MAX).
+pub(crate) struct MpopArgs<'a, S> {
+    pub keys: &'a [&'a [u8]],
+    pub side: S,
+    /// 1 when COUNT is absent.
+    pub count: usize,
+}
+
+/// Parses an MPOP tail starting at `args[numkeys_at]`, reading the side with `side`. Writes
+/// Redis's error and returns None on bad input; the checks run in Redis's order (numkeys,
+/// room for the keys and side, side, then options), which decides the error text.
+pub(crate) fn parse_mpop<'a, S>(
+    out: &mut Vec<u8>,
+    args: &'a [&'a [u8]],
+    numkeys_at: usize,
+    side: impl Fn(&[u8]) -> Option<S>,
+) -> Option<MpopArgs<'a, S>> {
+    let numkeys = match parse_i64(args[numkeys_at]) {
+        Some(n) if n > 0 => n as usize,
+        _ => {
+            reply::error(out, b"ERR numkeys should be greater than 0");
+            return None;
+        }
+    };
+    let side_at = numkeys_at.saturating_add(numkeys).saturating_add(1);
+    let Some(side) = args.get(side_at).and_then(|a| side(a)) else {
+        reply::error(out, errors::SYNTAX);
+        return None;
+    };
+    let mut count: Option<usize> = None;
+    let mut j = side_at + 1;
+    while j < args.len() {
+        // COUNT may be given once.
+        if count.is_none() && eq_ic(args[j], b"count") && j + 1 < args.len() {
+            match parse_i64(args[j + 1]) {
+                Some(n) if n > 0 => count = Some(n as usize),
+                _ => {
+                    reply::error(out, b"ERR count should be greater than 0");
+                    return None;
+                }
+            }
+            j += 2;
+        } else {
+            reply::error(out, errors::SYNTAX);
+            return None;
+        }
+    }
+    Some(MpopArgs { keys: &args[numkeys_at + 1..side_at], side, count: count.unwrap_or(1) })
+}
+
+/// Parses the `[LIMIT limit]` options of SINTERCARD / ZINTERCARD (0, the default, means no
+/// limit). Writes Redis's error and returns None on bad input.
+pub(crate) fn parse_card_limit(out: &mut Vec<u8>, opts: &[&[u8]]) -> Option<usize> {
+    let mut limit = 0usize;
+    let mut j = 0;
+    while j < opts.len() {
+        if eq_ic(opts[j], b"limit") && j + 1 < opts.len() {
+            match parse_i64(opts[j + 1]) {
+                Some(n) if n >= 0 => limit = n as usize,
+                _ => {
+                    reply::error(out, b"ERR LIMIT can't be negative");
+                    return None;
+                }
+            }
+            j += 2;
+        } else {
+            reply::error(out, errors::SYNTAX);
+            return None;
+        }
+    }
+    Some(limit)
 }
 
 /// Formats a double as Redis 7.0 does in replies (ZSCORE, ZRANGE WITHSCORES ...): C's `%.17g`
@@ -286,5 +414,53 @@ mod tests {
         assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
         assert!(glob_match(b"*", b"", false));
         assert!(!glob_match(b"a\\*", b"ab", false));
+    }
+
+    /// The shared MPOP / LIMIT / timeout parsers, through the commands that use them; every
+    /// reply was checked against redis-server 7.0.15.
+    #[test]
+    fn shared_option_parsers_through_commands() {
+        let mut e = crate::Engine::default();
+        let mut run = |cmd: &str| {
+            let args: Vec<&[u8]> = cmd.split(' ').map(|a| a.as_bytes()).collect();
+            let mut out = Vec::new();
+            e.run(&args, 1_000, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        run("RPUSH l a b c");
+        run("ZADD z 1 a 2 b");
+        run("SADD s x");
+        let cases = [
+            ("LMPOP 0 l LEFT", "-ERR numkeys should be greater than 0\r\n"),
+            ("LMPOP 2 l LEFT", "-ERR syntax error\r\n"),
+            ("LMPOP 1 l UP", "-ERR syntax error\r\n"),
+            ("LMPOP 1 l LEFT COUNT 0", "-ERR count should be greater than 0\r\n"),
+            ("LMPOP 1 l LEFT COUNT 1 COUNT 1", "-ERR syntax error\r\n"),
+            ("LMPOP 1 l LEFT foo", "-ERR syntax error\r\n"),
+            ("ZMPOP 1 z MIN COUNT -1", "-ERR count should be greater than 0\r\n"),
+            ("ZMPOP 3 z MIN", "-ERR syntax error\r\n"),
+            ("ZMPOP 1 z MIDDLE", "-ERR syntax error\r\n"),
+            ("BLPOP l 1e400", "-ERR timeout is negative\r\n"),
+            ("BLPOP l -0x1p9999", "-ERR timeout is negative\r\n"),
+            ("BLPOP l 0x", "-ERR timeout is not a float or out of range\r\n"),
+            ("SINTERCARD 1 s LIMIT -1", "-ERR LIMIT can't be negative\r\n"),
+            ("SINTERCARD 1 s LIMIT", "-ERR syntax error\r\n"),
+            ("ZINTERCARD 1 z LIMIT x", "-ERR LIMIT can't be negative\r\n"),
+            ("ZINTERCARD 1 z foo", "-ERR syntax error\r\n"),
+            ("ZINTERCARD 1 z LIMIT 1", ":1\r\n"),
+            ("LMPOP 1 l RIGHT COUNT 2", "*2\r\n$1\r\nl\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n"),
+            ("ZMPOP 1 z MAX", "*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n"),
+            // A hex-float timeout is read: the list is served at once.
+            ("BLMPOP 0x1p-3 1 l LEFT", "*2\r\n$1\r\nl\r\n*1\r\n$1\r\na\r\n"),
+        ];
+        for (cmd, want) in cases {
+            assert_eq!(run(cmd), want, "{cmd}");
+        }
+        // 2^-3 s is 125 ms after now.
+        assert_eq!(parse_timeout(b"0x1p-3", 1_000), Ok(Some(1_125)));
+        assert_eq!(parse_timeout(b"0", 1_000), Ok(None));
+        assert_eq!(parse_long_double(b"-0x1.8p1"), Some(-3.0));
+        assert_eq!(parse_long_double(b"0x.8"), Some(0.5));
+        assert_eq!(parse_long_double(b"0x1p"), None);
     }
 }

@@ -28,7 +28,7 @@ fn pipeline_of_many_reads_replies_to_every_request_in_order() {
     let s = Server::start(&[]);
     let mut big = s.raw();
     let mut other = s.raw();
-    // About 1.3 MB: twenty reads' worth, so the connection is continued over many turns.
+    // About 1.3 MB: many reads' worth, so the connection is continued over many turns.
     let n = 50_000;
     let writer = {
         let mut w = big.try_clone().unwrap();

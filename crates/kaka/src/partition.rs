@@ -225,6 +225,10 @@ enum Verdict {
     Reject(i16, &'static str),
 }
 
+/// A running fdatasync: its task, the replies it will release, and the high watermark it
+/// makes durable.
+type InFlightSync = (tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64);
+
 /// Replies waiting for the sync that will make their batches durable.
 struct Waiting {
     reply: oneshot::Sender<AppendResult>,
@@ -293,7 +297,9 @@ pub fn open(
 
 /// Loads the segments of a partition directory. Older segments are checked by their header
 /// chain (or trusted index files), the newest is CRC-checked and its torn tail truncated.
-fn load(dir: &Path) -> Result<(Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>), String> {
+type Loaded = (Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>);
+
+fn load(dir: &Path) -> Result<Loaded, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut bases = Vec::new();
     for ent in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
@@ -422,7 +428,7 @@ fn decode_snapshot(b: &[u8]) -> HashMap<i64, ProducerEntry> {
 
 impl Owner {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
-        let mut in_flight: Option<(tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64)> = None;
+        let mut in_flight: Option<InFlightSync> = None;
         let interval_ms = self.broker.fsync_interval_ms;
         let mut sync_tick = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
         sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -483,10 +489,7 @@ impl Owner {
         self.shared.segments.read().unwrap_or_else(|e| e.into_inner()).last().cloned()
     }
 
-    fn start_sync(
-        &mut self,
-        in_flight: &mut Option<(tokio::task::JoinHandle<io::Result<()>>, Vec<Waiting>, i64)>,
-    ) {
+    fn start_sync(&mut self, in_flight: &mut Option<InFlightSync>) {
         let Some(seg) = self.active() else {
             self.dirty = false;
             return;

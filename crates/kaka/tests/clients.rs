@@ -17,10 +17,12 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+/// (opaque id, Ok((partition, offset)) or the error)
+type Delivery = (usize, Result<(i32, i64), KafkaError>);
+
 #[derive(Default)]
 struct Acks {
-    /// (opaque id, Ok((partition, offset)) or the error)
-    got: Mutex<Vec<(usize, Result<(i32, i64), KafkaError>)>>,
+    got: Mutex<Vec<Delivery>>,
 }
 impl ClientContext for Acks {}
 impl ProducerContext for Acks {
@@ -62,7 +64,7 @@ fn consumer(k: &Kaka, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
 }
 
 /// Flushes and returns every delivery result, sorted by opaque id.
-fn flush_all(p: &BaseProducer<Acks>, n: usize) -> Vec<(usize, Result<(i32, i64), KafkaError>)> {
+fn flush_all(p: &BaseProducer<Acks>, n: usize) -> Vec<Delivery> {
     p.flush(Duration::from_secs(30)).expect("flush");
     let got = std::mem::take(&mut *p.context().got.lock().unwrap());
     assert_eq!(got.len(), n, "every record reported");

@@ -569,3 +569,24 @@ fn credit_window_stops_reading_until_responses_return() {
     let parallel = pipelined(&k32);
     assert!(parallel < Duration::from_millis(1000), "window 32 overlaps: {parallel:?}");
 }
+
+#[test]
+fn fsync_interval_mode_acks_after_write_and_survives_process_kill() {
+    let mut k = Kaka::start("interval", &["--fsync-interval-ms", "50"]);
+    let mut c = k.client();
+    for i in 0..50 {
+        assert_eq!(produce(&mut c, 9, "iv", 0, batch(&[b"x"])), (0, i));
+    }
+    // Visible at once (the high watermark follows the write in this mode).
+    assert_eq!(list_offset(&mut c, "iv", -1).1, 50);
+    drop(c);
+    // A process crash loses nothing: the page cache survives it.
+    k.sigkill();
+    k.spawn();
+    let mut c = k.client();
+    assert_eq!(list_offset(&mut c, "iv", -1).1, 50);
+    // SIGTERM drains, syncs and exits 0.
+    assert_eq!(k.sigterm(), Some(0));
+    let log = k.log_text();
+    assert!(log.contains("stopped cleanly"), "{log}");
+}

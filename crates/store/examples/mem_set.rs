@@ -6,59 +6,44 @@
 //! It then grows one set to a million members and reports the slowest single SADD (resizes
 //! are incremental, so no insert should pause for long).
 
+mod common;
+
 use store::types::Set;
-use tikv_jemalloc_ctl::{epoch, stats};
-
-#[global_allocator]
-static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-fn allocated() -> usize {
-    epoch::advance().expect("jemalloc epoch");
-    stats::allocated::read().expect("jemalloc stats")
-}
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let before = allocated();
-    let mut sets = Vec::with_capacity(n);
-    for _ in 0..n {
+    let n = common::arg(1, 1000);
+    let build = || {
         let mut s = Set::new();
         for k in 0..1000 {
             s.add(format!("m{k:06}").as_bytes());
         }
-        sets.push(Box::new(s));
-    }
-    let used = allocated() - before - n * std::mem::size_of::<Box<Set>>();
-    let reported: usize = sets.iter().map(|s| s.mem_usage()).sum();
-    let elems = (n * 1000) as f64;
+        s
+    };
+    let m = common::measure(n, 1000, build, Set::mem_usage);
     println!(
         "sets: {n} x 1000 members ({}): jemalloc {:.2} B/member, mem_usage {:.2} B/member (goal <= 28, Redis 56)",
-        sets[0].encoding(),
-        used as f64 / elems,
-        reported as f64 / elems
+        m.values[0].encoding(),
+        m.jemalloc,
+        m.reported
     );
 
-    drop(sets);
+    drop(m);
 
     let mut big = Set::new();
-    let mut worst = std::time::Duration::ZERO;
-    let mut slow = 0;
+    let mut add = common::Slowest::default();
     let start = std::time::Instant::now();
     for k in 0..1_000_000u32 {
         let m = format!("m{k:07}");
-        let t = std::time::Instant::now();
-        big.add(m.as_bytes());
-        let d = t.elapsed();
-        worst = worst.max(d);
-        slow += (d.as_micros() >= 1000) as u32;
+        let (_, d) = add.time(|| big.add(m.as_bytes()));
         if d.as_micros() >= 1000 && std::env::var("SHOW").is_ok() {
             eprintln!("slow add #{k}: {d:?}");
         }
     }
     println!(
-        "one set grown to 1,000,000 members in {:?}: slowest SADD {:?}, {slow} adds took >= 1 ms, {:.2} B/member",
+        "one set grown to 1,000,000 members in {:?}: slowest SADD {:?}, {} adds took >= 1 ms, {:.2} B/member",
         start.elapsed(),
-        worst,
+        add.worst,
+        add.over_1ms,
         big.mem_usage() as f64 / 1e6
     );
 

@@ -7,42 +7,31 @@
 //! lookups on that set. Run:
 //! `cargo run --release -p store --example mem_zset [N] [BIG]` (goal: <= 38 bytes per member).
 
+mod common;
+
 use std::time::Instant;
 use store::types::ZSet;
-use tikv_jemalloc_ctl::{epoch, stats};
-
-#[global_allocator]
-static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-fn allocated() -> usize {
-    epoch::advance().expect("jemalloc epoch");
-    stats::allocated::read().expect("jemalloc stats")
-}
 
 fn measure(n: usize, order: &[usize], label: &str) {
-    let before = allocated();
-    let mut sets = Vec::with_capacity(n);
-    for _ in 0..n {
+    let build = || {
         let mut z = ZSet::new();
         for &k in order {
             z.insert(format!("m{k:06}").as_bytes(), k as f64);
         }
-        sets.push(Box::new(z));
-    }
-    let used = allocated() - before - n * std::mem::size_of::<Box<ZSet>>();
-    let reported: usize = sets.iter().map(|z| z.mem_usage()).sum();
-    let elems = (n * 1000) as f64;
+        z
+    };
+    let m = common::measure(n, 1000, build, ZSet::mem_usage);
     println!(
         "zsets ({label}): {n} x 1000 members ({}): jemalloc {:.2} B/member, mem_usage {:.2} B/member (goal <= 38, Redis 110)",
-        sets[0].encoding(),
-        used as f64 / elems,
-        reported as f64 / elems
+        m.values[0].encoding(),
+        m.jemalloc,
+        m.reported
     );
 }
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let big: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n = common::arg(1, 1000);
+    let big = common::arg(2, 1_000_000);
     let ascending: Vec<usize> = (0..1000).collect();
     measure(n, &ascending, "ascending");
     // A fixed permutation (multiplicative step coprime with 1000).

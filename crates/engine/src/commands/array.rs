@@ -350,9 +350,16 @@ fn ardel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     let a = arr_mut(c, key);
     let removed: Vec<u64> = idx.into_iter().filter(|i| a.remove(*i)).collect();
+    finish_removal(c, out, key, &removed);
+}
+
+/// Ends ARDEL / ARDELRANGE once `removed` (the indexes that held an element) are gone: drops
+/// an emptied array, emits one ARDEL per index (replaying them empties and drops it the same
+/// way) and replies with their count.
+fn finish_removal(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], removed: &[u64]) {
     drop_if_empty(c, key);
     let mut b = itoa::Buffer::new();
-    for i in &removed {
+    for i in removed {
         c.emit(&[b"ARDEL", key, b.format(*i).as_bytes()]);
     }
     reply_u64(out, removed.len() as u64);
@@ -386,12 +393,7 @@ fn ardelrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         });
         a.remove_range(lo, hi);
     }
-    drop_if_empty(c, key);
-    let mut b = itoa::Buffer::new();
-    for i in &removed {
-        c.emit(&[b"ARDEL", key, b.format(*i).as_bytes()]);
-    }
-    reply_u64(out, removed.len() as u64);
+    finish_removal(c, out, key, &removed);
 }
 
 /// ARGETRANGE key start end
@@ -715,7 +717,7 @@ fn parse_num(v: &[u8]) -> Option<Num> {
             dec: Some(Dec { neg: i < 0, mant: i.unsigned_abs() as u128, exp: 0 }),
         });
     }
-    let f = crate::commands::list::parse_long_double(v)?;
+    let f = crate::util::parse_long_double(v)?;
     Some(Num { f, int: None, dec: parse_dec(v) })
 }
 

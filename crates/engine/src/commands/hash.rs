@@ -6,6 +6,7 @@
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::commands::long_double::LongDouble;
+use crate::commands::scan::{parse_cursor, parse_scan_opts, scan_loop, scan_reply};
 use crate::ctx::Ctx;
 use crate::errors;
 use crate::util::{eq_ic, glob_match, parse_i64};
@@ -331,109 +332,6 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             }
         }
     }
-}
-
-/// Parses a SCAN-family cursor as Redis does (`strtoul`, whole string, no leading space; a
-/// leading '-' wraps around). Writes `ERR invalid cursor` and returns None on failure.
-pub(crate) fn parse_cursor(out: &mut Vec<u8>, a: &[u8]) -> Option<u64> {
-    let bad = |out: &mut Vec<u8>| {
-        reply::error(out, b"ERR invalid cursor");
-        None
-    };
-    if a.first().is_some_and(|b| b.is_ascii_whitespace()) {
-        return bad(out);
-    }
-    let (neg, digits) = match a.first() {
-        Some(b'-') => (true, &a[1..]),
-        Some(b'+') => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() && !a.is_empty() {
-        return bad(out);
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return bad(out);
-        }
-        let Some(n) = v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as u64)) else {
-            return bad(out);
-        };
-        v = n;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
-/// The options of HSCAN / SSCAN / ZSCAN after the cursor.
-pub(crate) struct ScanOpts<'a> {
-    pub pattern: Option<&'a [u8]>,
-    pub count: usize,
-    pub novalues: bool,
-}
-
-/// Parses `[MATCH pattern] [COUNT count]` (and NOVALUES when `allow_novalues`), writing Redis's
-/// error on failure.
-pub(crate) fn parse_scan_opts<'a>(
-    out: &mut Vec<u8>,
-    opts: &[&'a [u8]],
-    allow_novalues: bool,
-) -> Option<ScanOpts<'a>> {
-    let mut o = ScanOpts { pattern: None, count: 10, novalues: false };
-    let mut i = 0;
-    while i < opts.len() {
-        let more = opts.len() - i >= 2;
-        if eq_ic(opts[i], b"count") && more {
-            match parse_i64(opts[i + 1]) {
-                None => {
-                    reply::error(out, errors::NOT_INTEGER);
-                    return None;
-                }
-                Some(n) if n < 1 => {
-                    reply::error(out, errors::SYNTAX);
-                    return None;
-                }
-                Some(n) => o.count = n as usize,
-            }
-            i += 2;
-        } else if eq_ic(opts[i], b"match") && more {
-            // "*" matches everything: skip the matcher.
-            o.pattern = if opts[i + 1] == b"*" { None } else { Some(opts[i + 1]) };
-            i += 2;
-        } else if allow_novalues && eq_ic(opts[i], b"novalues") {
-            o.novalues = true;
-            i += 1;
-        } else {
-            reply::error(out, errors::SYNTAX);
-            return None;
-        }
-    }
-    Some(o)
-}
-
-/// Runs scan steps until about `count` elements were collected or the iteration ended (at
-/// most ten steps, as Redis bounds its work per call). Returns the next cursor.
-pub(crate) fn scan_loop(
-    mut cursor: u64,
-    count: usize,
-    mut step: impl FnMut(u64, usize) -> (u64, usize),
-) -> u64 {
-    let mut found = 0;
-    for _ in 0..10 {
-        let (next, n) = step(cursor, count);
-        cursor = next;
-        found += n;
-        if cursor == 0 || found >= count {
-            break;
-        }
-    }
-    cursor
-}
-
-/// Writes the `[cursor, [elements...]]` reply.
-pub(crate) fn scan_reply(out: &mut Vec<u8>, cursor: u64, items: &[&[u8]]) {
-    reply::array_len(out, 2);
-    reply::bulk(out, itoa::Buffer::new().format(cursor).as_bytes());
-    reply::bulk_array(out, items);
 }
 
 /// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]

@@ -73,9 +73,21 @@ fn type_(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Moves src to dst keeping src's deadline. The caller checked that src exists.
 fn move_key(c: &mut Ctx, src: &[u8], dst: &[u8]) {
     if let Some((value, deadline)) = c.ks.take(src) {
+        let kind = value.kind();
         c.ks.insert(dst, value, deadline);
+        signal_if_blockable(c, dst, kind);
     }
     c.emit(&[b"RENAME", src, dst]);
+}
+
+/// A key that RENAME or COPY brings into place is a new key to Redis (its `dbAdd` signals it),
+/// so clients blocked on it by BLPOP, BZPOPMIN and the like are served at once. Only the types
+/// a client can block on are signalled: a blocked BLPOP must keep waiting, not get WRONGTYPE,
+/// when a string lands on its key.
+fn signal_if_blockable(c: &mut Ctx, key: &[u8], kind: store::Kind) {
+    if matches!(kind, store::Kind::List | store::Kind::ZSet) {
+        c.signal_ready(key);
+    }
 }
 
 /// RENAME key newkey
@@ -134,7 +146,9 @@ fn copy(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::integer(out, 0);
     }
     let deadline = c.ks.expire_at(src);
+    let kind = value.kind();
     c.ks.insert(dst, value, deadline);
+    signal_if_blockable(c, dst, kind);
     c.emit(&[b"COPY", src, dst, b"REPLACE"]);
     reply::integer(out, 1);
 }
@@ -530,6 +544,33 @@ mod tests {
         );
         assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "DB", "3"]), "-ERR DB index is out of range\r\n");
         assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "BOGUS"]), "-ERR syntax error\r\n");
+    }
+
+    /// Redis's unit/type/list "BLPOP when new key is moved into place": a list renamed (or
+    /// copied) onto a key a client blocks on wakes it; a string landing there does not.
+    #[test]
+    fn rename_and_copy_of_a_list_or_zset_signal_the_destination() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, 0, &["RPUSH", "src", "a", "b"]), ":2\r\n");
+        e.ready_keys.clear();
+        assert_eq!(run(&mut e, 0, &["RENAME", "src", "dst"]), "+OK\r\n");
+        assert_eq!(e.ready_keys, vec![b"dst".to_vec()]);
+        e.ready_keys.clear();
+        assert_eq!(run(&mut e, 0, &["RENAMENX", "dst", "dst2"]), ":1\r\n");
+        assert_eq!(e.ready_keys, vec![b"dst2".to_vec()]);
+        e.ready_keys.clear();
+        assert_eq!(run(&mut e, 0, &["COPY", "dst2", "dst3"]), ":1\r\n");
+        assert_eq!(e.ready_keys, vec![b"dst3".to_vec()]);
+        e.ready_keys.clear();
+        assert_eq!(run(&mut e, 0, &["ZADD", "z", "1", "m"]), ":1\r\n");
+        e.ready_keys.clear();
+        assert_eq!(run(&mut e, 0, &["RENAME", "z", "z2"]), "+OK\r\n");
+        assert_eq!(e.ready_keys, vec![b"z2".to_vec()]);
+        e.ready_keys.clear();
+        set(&mut e, "s", "v");
+        assert_eq!(run(&mut e, 0, &["RENAME", "s", "dst3"]), "+OK\r\n");
+        assert_eq!(run(&mut e, 0, &["COPY", "dst3", "s"]), ":1\r\n");
+        assert!(e.ready_keys.is_empty());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::ctx::Ctx;
 use crate::errors;
-use crate::util::{eq_ic, parse_i64};
+use crate::util::{self, eq_ic, parse_i64, parse_timeout, MpopArgs};
 use resp::reply;
 use store::types::List;
 use store::{Millis, Value, ValueMut, ValueRef};
@@ -666,55 +666,14 @@ fn rpoplpush(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     lmove_generic(c, out, args[1], args[2], End::Right, End::Left)
 }
 
-/// Parsed `numkeys key [key ...] LEFT|RIGHT [COUNT count]` of LMPOP/BLMPOP.
-struct MPop<'a> {
-    keys: &'a [&'a [u8]],
-    end: End,
-    count: Option<usize>,
-}
-
-fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], at: usize) -> Option<MPop<'a>> {
-    let numkeys = match parse_i64(args[at]) {
-        Some(n) if n > 0 => n as u64,
-        _ => {
-            reply::error(out, b"ERR numkeys should be greater than 0");
-            return None;
-        }
-    };
-    // numkeys keys plus the direction must fit in what follows.
-    if numkeys > (args.len() - at - 2) as u64 {
-        reply::error(out, errors::SYNTAX);
-        return None;
-    }
-    let numkeys = numkeys as usize;
-    let keys = &args[at + 1..at + 1 + numkeys];
-    let Some(end) = End::parse(args[at + 1 + numkeys]) else {
-        reply::error(out, errors::SYNTAX);
-        return None;
-    };
-    let mut count = None;
-    let mut j = at + 2 + numkeys;
-    while j < args.len() {
-        if eq_ic(args[j], b"count") && j + 1 < args.len() && count.is_none() {
-            match parse_i64(args[j + 1]) {
-                Some(n) if n > 0 => count = Some(n as usize),
-                _ => {
-                    reply::error(out, b"ERR count should be greater than 0");
-                    return None;
-                }
-            }
-            j += 2;
-        } else {
-            reply::error(out, errors::SYNTAX);
-            return None;
-        }
-    }
-    Some(MPop { keys, end, count })
+/// Parses `numkeys key [key ...] LEFT|RIGHT [COUNT count]` of LMPOP/BLMPOP.
+fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], at: usize) -> Option<MpopArgs<'a, End>> {
+    util::parse_mpop(out, args, at, End::parse)
 }
 
 /// Tries to serve an LMPOP from the first non-empty list. Returns false if every key was
 /// empty or missing (nothing written to `out`); true if it replied (elements or WRONGTYPE).
-fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MPop) -> bool {
+fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs<End>) -> bool {
     for key in p.keys {
         match look(c, key, true) {
             Look::Wrong => {
@@ -723,8 +682,8 @@ fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MPop) -> bool {
             }
             Look::Missing => {}
             Look::List(_) => {
-                let got = pop_n(c, key, p.end, p.count.unwrap_or(1));
-                emit_pop(c, key, p.end, got.len(), true);
+                let got = pop_n(c, key, p.side, p.count);
+                emit_pop(c, key, p.side, got.len(), true);
                 reply::array_len(out, 2);
                 reply::bulk(out, key);
                 reply::bulk_array(out, &got);
@@ -741,84 +700,6 @@ fn lmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if !serve_mpop(c, out, &p) {
         reply::null_array(out);
     }
-}
-
-/// Parses a blocking timeout in seconds as Redis does (`strtold` syntax, hex floats included)
-/// and returns the absolute deadline (None = wait forever), or the error to reply.
-pub fn parse_timeout(a: &[u8], now: Millis) -> Result<Option<Millis>, &'static [u8]> {
-    let secs = parse_long_double(a).ok_or(errors::TIMEOUT_NOT_FLOAT)?;
-    let ms = (secs * 1000.0).ceil();
-    // Redis converts with a C cast: values outside i64 become i64::MIN, hence "negative".
-    // (2^63 as f64 is the first value past i64::MAX.)
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if !(-TWO_63..TWO_63).contains(&ms) || ms < 0.0 {
-        return Err(errors::TIMEOUT_NEGATIVE);
-    }
-    let ms = ms as i64;
-    Ok(if ms == 0 { None } else { Some(now.saturating_add(ms)) })
-}
-
-/// `strtold` as Redis's `string2ld` uses it: no leading space, the whole string consumed, NaN
-/// refused; decimal and hexadecimal forms, `inf`/`infinity`.
-pub(crate) fn parse_long_double(a: &[u8]) -> Option<f64> {
-    if a.is_empty() || a.len() > 5120 || a[0].is_ascii_whitespace() {
-        return None;
-    }
-    let s = std::str::from_utf8(a).ok()?;
-    let (neg, body) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if body.starts_with(['+', '-']) {
-        return None;
-    }
-    let lower = body.to_ascii_lowercase();
-    let v = if lower == "inf" || lower == "infinity" {
-        f64::INFINITY
-    } else if let Some(hex) = lower.strip_prefix("0x") {
-        parse_hex_float(hex)?
-    } else {
-        if !lower.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'-' | b'+')) {
-            return None;
-        }
-        lower.parse::<f64>().ok()?
-    };
-    Some(if neg { -v } else { v })
-}
-
-/// The part of a C hex float after `0x`: hex digits, optional `.` and fraction, optional
-/// `p[+-]exp`.
-fn parse_hex_float(s: &str) -> Option<f64> {
-    let (mant, exp) = match s.find('p') {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let (int, frac) = match mant.find('.') {
-        Some(i) => (&mant[..i], &mant[i + 1..]),
-        None => (mant, ""),
-    };
-    if int.is_empty() && frac.is_empty() {
-        return None;
-    }
-    let mut v = 0f64;
-    for ch in int.chars() {
-        v = v * 16.0 + ch.to_digit(16)? as f64;
-    }
-    let mut scale = 1.0 / 16.0;
-    for ch in frac.chars() {
-        v += ch.to_digit(16)? as f64 * scale;
-        scale /= 16.0;
-    }
-    if let Some(e) = exp {
-        let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let e: i32 = e.parse().unwrap_or(if e.starts_with('-') { i32::MIN } else { i32::MAX });
-        v *= 2f64.powi(e);
-    }
-    Some(v)
 }
 
 /// Parks the client unless this is a replay (a replica never waits: it answers as a timeout

@@ -6,6 +6,7 @@ pub mod hash;
 pub mod keyspace;
 pub mod long_double;
 pub mod list;
+pub mod scan;
 pub mod server;
 pub mod set;
 pub mod string;

@@ -7,10 +7,10 @@
 //! replaying the SREMs empties and deletes it the same way.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
-use crate::commands::hash::{parse_cursor, parse_scan_opts, scan_loop, scan_reply};
+use crate::commands::scan::{parse_cursor, parse_scan_opts, scan_loop, scan_reply};
 use crate::ctx::Ctx;
 use crate::errors;
-use crate::util::{eq_ic, glob_match, parse_i64};
+use crate::util::{glob_match, parse_card_limit, parse_i64};
 use resp::reply;
 use store::types::Set;
 use store::{Keyspace, Value, ValueMut, ValueRef};
@@ -457,19 +457,7 @@ fn sintercard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::error(out, b"ERR Number of keys can't be greater than number of args");
     }
     let keys = &args[2..2 + numkeys];
-    let mut limit = 0usize;
-    let mut i = 2 + numkeys;
-    while i < args.len() {
-        if eq_ic(args[i], b"limit") && i + 1 < args.len() {
-            match parse_i64(args[i + 1]) {
-                Some(n) if n >= 0 => limit = n as usize,
-                _ => return reply::error(out, b"ERR LIMIT can't be negative"),
-            }
-            i += 2;
-        } else {
-            return reply::error(out, errors::SYNTAX);
-        }
-    }
+    let Some(limit) = parse_card_limit(out, &args[2 + numkeys..]) else { return };
     let Ok(present) = lookup_all(c, out, keys) else { return };
     if !present.iter().all(|&p| p) {
         return reply::integer(out, 0);

@@ -1121,6 +1121,13 @@ mod tests {
         ("9223372036854775807", "1", "9223372036854775808"),
         ("-9223372036854775808", "-0.5", "-9223372036854775808"),
         ("", "1e-4940", "0"),
+        // Subnormal long doubles (down to half of 2^-16445) are numbers to strtold, so Redis
+        // 7.0.15 adds them and prints 0, stored or given as the increment.
+        ("", "3e-4951", "0"),
+        ("", "-3e-4951", "0"),
+        ("", "1.9e-4951", "0"),
+        ("3e-4951", "1", "1"),
+        ("5", "0x1.8p-16446", "5"),
         ("", "1e-17", "0.00000000000000001"),
         ("", "5e-18", "0"),
         ("", "5.000001e-18", "0.00000000000000001"),
@@ -1176,6 +1183,10 @@ mod tests {
             ("", "1e5000", &not_float),
             ("", "1.19e4932", &not_float),
             ("", "1e-5000", &not_float),
+            // Below half the smallest subnormal strtold underflows to 0 (ERANGE): refused.
+            ("", "1.82e-4951", &not_float),
+            ("", "0x1p-16446", &not_float),
+            ("1e-4951", "1", &not_float),
             // strtold stops at a NUL, and Redis then refuses the unread rest.
             ("", "1\0", &not_float),
             ("", "\0", &not_float),

@@ -9,9 +9,12 @@
 //! Random and blocking pops emit the `ZREM`s of what they took. Reads emit nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
+use crate::commands::scan::{parse_cursor, parse_scan_opts, scan_reply, ScanOpts};
 use crate::ctx::Ctx;
 use crate::errors;
-use crate::util::{eq_ic, format_f64, glob_match, parse_f64, parse_i64};
+use crate::util::{
+    self, eq_ic, format_f64, glob_match, parse_card_limit, parse_f64, parse_i64, parse_timeout, MpopArgs,
+};
 use rand::Rng;
 use resp::reply;
 use std::collections::HashMap;
@@ -993,57 +996,24 @@ fn zpopmax(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     zpop_generic(c, out, args, true)
 }
 
-/// Parsed `numkeys key [key ...] MIN|MAX [COUNT count]` (ZMPOP and BZMPOP).
-struct MpopArgs<'a> {
-    keys: &'a [&'a [u8]],
-    max: bool,
-    count: usize,
-}
-
-fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], numkeys_at: usize) -> Option<MpopArgs<'a>> {
-    let numkeys = match parse_i64(args[numkeys_at]) {
-        Some(n) if n > 0 => n as usize,
-        _ => {
-            reply::error(out, b"ERR numkeys should be greater than 0");
-            return None;
-        }
-    };
-    let where_at = numkeys_at.saturating_add(numkeys).saturating_add(1);
-    if where_at >= args.len() {
-        reply::error(out, errors::SYNTAX);
-        return None;
-    }
-    let max = if eq_ic(args[where_at], b"min") {
-        false
-    } else if eq_ic(args[where_at], b"max") {
-        true
-    } else {
-        reply::error(out, errors::SYNTAX);
-        return None;
-    };
-    let mut count: Option<usize> = None;
-    let mut j = where_at + 1;
-    while j < args.len() {
-        if count.is_none() && eq_ic(args[j], b"count") && j + 1 < args.len() {
-            match parse_i64(args[j + 1]) {
-                Some(n) if n > 0 => count = Some(n as usize),
-                _ => {
-                    reply::error(out, b"ERR count should be greater than 0");
-                    return None;
-                }
-            }
-            j += 2;
+/// Parses `numkeys key [key ...] MIN|MAX [COUNT count]` (ZMPOP and BZMPOP); the side is
+/// true for MAX.
+fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], numkeys_at: usize) -> Option<MpopArgs<'a, bool>> {
+    let side = |a: &[u8]| {
+        if eq_ic(a, b"min") {
+            Some(false)
+        } else if eq_ic(a, b"max") {
+            Some(true)
         } else {
-            reply::error(out, errors::SYNTAX);
-            return None;
+            None
         }
-    }
-    Some(MpopArgs { keys: &args[numkeys_at + 1..where_at], max, count: count.unwrap_or(1) })
+    };
+    util::parse_mpop(out, args, numkeys_at, side)
 }
 
 /// Serves an MPOP from the first non-empty key: Ok(true) if it replied with elements,
 /// Ok(false) if every key was empty, Err(()) after a WRONGTYPE reply.
-fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs) -> Result<bool, ()> {
+fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs<bool>) -> Result<bool, ()> {
     let retrying = c.retrying_blocked;
     for key in p.keys {
         match read_zset(c, key) {
@@ -1054,7 +1024,7 @@ fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs) -> Result<bool, ()> 
             }
             Ok(None) => continue,
             Ok(Some(_)) => {
-                let items = pop_n(c, key, p.count, p.max);
+                let items = pop_n(c, key, p.count, p.side);
                 reply::array_len(out, 2);
                 reply::bulk(out, key);
                 reply::array_len(out, items.len());
@@ -1089,7 +1059,7 @@ fn block(c: &mut Ctx, out: &mut Vec<u8>, keys: &[&[u8]], deadline: Option<Millis
 
 /// BZPOPMIN/BZPOPMAX key [key ...] timeout
 fn bzpop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], max: bool) {
-    let deadline = match super::list::parse_timeout(args[args.len() - 1], c.now) {
+    let deadline = match parse_timeout(args[args.len() - 1], c.now) {
         Ok(d) => d,
         Err(e) => return reply::error(out, e),
     };
@@ -1128,7 +1098,7 @@ fn bzpopmax(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
 fn bzmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(p) = parse_mpop(out, args, 2) else { return };
-    let deadline = match super::list::parse_timeout(args[1], c.now) {
+    let deadline = match parse_timeout(args[1], c.now) {
         Ok(d) => d,
         Err(e) => return reply::error(out, e),
     };
@@ -1233,24 +1203,6 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     reply_items(out, &picked, withscores);
 }
 
-/// A SCAN cursor as Redis reads it with `strtoul`: optional sign (a negative value wraps),
-/// decimal digits, nothing else; the empty string is cursor 0; overflow is invalid.
-fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if a.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match a[0] {
-        b'-' => (true, &a[1..]),
-        b'+' => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 ///
 /// Small sets return everything at once with cursor 0, as Redis does. For indexed sets the
@@ -1258,36 +1210,14 @@ fn parse_cursor(a: &[u8]) -> Option<u64> {
 /// member's hash changes neither with its score nor when the set grows or shrinks, so every
 /// member present for the whole iteration is returned at least once, whatever else changes.
 fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    let Some(cursor) = parse_cursor(args[2]) else { return reply::error(out, b"ERR invalid cursor") };
+    let Some(cursor) = parse_cursor(out, args[2]) else { return };
     // Redis looks the key up before it reads the options.
     match read_zset(c, args[1]) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) => {
-            reply::array_len(out, 2);
-            reply::bulk(out, b"0");
-            return reply::array_len(out, 0);
-        }
+        Ok(None) => return scan_reply(out, 0, &[]),
         Ok(Some(_)) => {}
     }
-    let mut pattern: Option<&[u8]> = None;
-    let mut count = 10usize;
-    let mut j = 3;
-    while j < args.len() {
-        let left = args.len() - j - 1;
-        if eq_ic(args[j], b"count") && left >= 1 {
-            match parse_i64(args[j + 1]) {
-                None => return reply::error(out, errors::NOT_INTEGER),
-                Some(n) if n < 1 => return reply::error(out, errors::SYNTAX),
-                Some(n) => count = n as usize,
-            }
-            j += 2;
-        } else if eq_ic(args[j], b"match") && left >= 1 {
-            pattern = Some(args[j + 1]).filter(|p| *p != b"*");
-            j += 2;
-        } else {
-            return reply::error(out, errors::SYNTAX);
-        }
-    }
+    let Some(ScanOpts { pattern, count, .. }) = parse_scan_opts(out, &args[3..], false) else { return };
     let Some(ValueRef::ZSet(z)) = c.ks.get(args[1]) else { return reply::error(out, errors::WRONGTYPE) };
     let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
     let keep = |m: &[u8]| pattern.is_none_or(|p| glob_match(p, m, false));
@@ -1524,19 +1454,7 @@ fn zintercard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let numkeys = numkeys as usize;
     let keys = &args[2..2 + numkeys];
     let Ok(inputs) = read_inputs(c, out, keys) else { return };
-    let mut limit = 0usize;
-    let mut j = 2 + numkeys;
-    while j < args.len() {
-        if eq_ic(args[j], b"limit") && j + 1 < args.len() {
-            match parse_i64(args[j + 1]) {
-                Some(n) if n >= 0 => limit = n as usize,
-                _ => return reply::error(out, b"ERR LIMIT can't be negative"),
-            }
-            j += 2;
-        } else {
-            return reply::error(out, errors::SYNTAX);
-        }
-    }
+    let Some(limit) = parse_card_limit(out, &args[2 + numkeys..]) else { return };
     let n = compute(SetOp::Inter, inputs.into_iter().map(|i| (i, 1.0)).collect(), Aggregate::Sum).len();
     reply::integer(out, if limit > 0 { n.min(limit) } else { n } as i64);
 }

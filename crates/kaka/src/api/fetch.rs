@@ -98,6 +98,10 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> BytesMut {
         if any_error || total >= min_bytes.max(1) || Instant::now() >= deadline || watches.is_empty() {
             break parts;
         }
+        // A closed watch means the topic was deleted meanwhile: answer with what we have.
+        if watches.iter().any(|w| w.has_changed().is_err()) {
+            break parts;
+        }
         // Nothing (or too little) yet: park until any watermark moves or the deadline.
         let changed = async {
             let futs: Vec<_> = watches.iter_mut().map(|w| Box::pin(w.changed())).collect();
