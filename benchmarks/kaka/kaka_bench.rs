@@ -520,6 +520,9 @@ fn main() {
     let rounds: usize = get("--crash-rounds").map(|s| s.parse().unwrap()).unwrap_or(20);
     let bootstrap = get("--bootstrap");
     let bin = PathBuf::from(get("--kaka").unwrap_or_else(|| "target/release/kaka".into()));
+    // --broker-arg X (repeatable): extra flag for the kaka started by the cold scenario.
+    let broker_args: Vec<String> =
+        args.windows(2).filter(|w| w[0] == "--broker-arg").map(|w| w[1].clone()).collect();
     let want = |s: &str| scenario == "all" || scenario.split(',').any(|x| x == s);
     let start = |tag: &str| match &bootstrap {
         Some(a) => Broker::external(a),
@@ -573,7 +576,9 @@ fn main() {
         println!("| {name} | synchronous produce, librdkafka send+flush, linger.ms=0, {n} in a row | p50 {p50:.3} ms, p99 {p99:.3} ms |");
     }
     if want("cold") && bootstrap.is_none() {
-        let mut b = Broker::start(&bin, "cold", &["--segment-bytes", "67108864"]);
+        let mut extra = vec!["--segment-bytes", "67108864"];
+        extra.extend(broker_args.iter().map(|s| s.as_str()));
+        let mut b = Broker::start(&bin, "cold", &extra);
         let n = 150_000;
         let (rate, _, _) = produce_run(&b.addr, "cold", n, 1000, None);
         b.stop();

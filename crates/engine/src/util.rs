@@ -255,106 +255,139 @@ pub fn eq_ic(a: &[u8], b: &[u8]) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
-/// Redis's glob matcher (`stringmatchlen`): `*`, `?`, `[...]` with ranges and `^`, `\` escapes.
+/// Redis's glob matcher (`stringmatchlen`): `*`, `?`, `[...]` with ranges and `^`, `\\`
+/// escapes. Compiled to single-byte tokens and matched with one backtrack point per star, so the
+/// cost is O(pattern x subject) whatever the pattern (a naive recursive matcher is exponential
+/// on patterns like `*a*a*a*...b`, which any client can send to KEYS or SCAN).
 pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    fn lower(c: u8, nocase: bool) -> u8 {
-        if nocase {
+    Glob::new(pattern, nocase).matches(s)
+}
+
+/// A compiled glob pattern, for matching many subjects against one pattern.
+pub struct Glob {
+    toks: Vec<GlobTok>,
+    nocase: bool,
+}
+
+enum GlobTok {
+    Star,
+    Any,
+    Byte(u8),
+    Class { negate: bool, items: Vec<ClassItem> },
+}
+
+enum ClassItem {
+    /// An escaped byte inside a class: compared exactly, as Redis does.
+    Exact(u8),
+    Byte(u8),
+    Range(u8, u8),
+}
+
+impl Glob {
+    pub fn new(p: &[u8], nocase: bool) -> Glob {
+        let mut toks = Vec::new();
+        let mut i = 0;
+        while i < p.len() {
+            match p[i] {
+                b'*' => {
+                    if !matches!(toks.last(), Some(GlobTok::Star)) {
+                        toks.push(GlobTok::Star);
+                    }
+                }
+                b'?' => toks.push(GlobTok::Any),
+                b'[' => {
+                    i += 1;
+                    let negate = i < p.len() && p[i] == b'^';
+                    if negate {
+                        i += 1;
+                    }
+                    let mut items = Vec::new();
+                    // An unterminated class ends with the pattern.
+                    while i < p.len() && p[i] != b']' {
+                        if p[i] == b'\\' && i + 1 < p.len() {
+                            items.push(ClassItem::Exact(p[i + 1]));
+                            i += 2;
+                        } else if i + 2 < p.len() && p[i + 1] == b'-' {
+                            let (a, b) = (p[i], p[i + 2]);
+                            items.push(ClassItem::Range(a.min(b), a.max(b)));
+                            i += 3;
+                        } else {
+                            items.push(ClassItem::Byte(p[i]));
+                            i += 1;
+                        }
+                    }
+                    toks.push(GlobTok::Class { negate, items });
+                }
+                b'\\' if i + 1 < p.len() => {
+                    i += 1;
+                    toks.push(GlobTok::Byte(p[i]));
+                }
+                c => toks.push(GlobTok::Byte(c)),
+            }
+            i += 1;
+        }
+        Glob { toks, nocase }
+    }
+
+    fn fold(&self, c: u8) -> u8 {
+        if self.nocase {
             c.to_ascii_lowercase()
         } else {
             c
         }
     }
-    fn m(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
-        if depth > 1000 {
-            return false;
+
+    fn one(&self, t: &GlobTok, c: u8) -> bool {
+        match t {
+            GlobTok::Star => true,
+            GlobTok::Any => true,
+            GlobTok::Byte(b) => self.fold(*b) == self.fold(c),
+            GlobTok::Class { negate, items } => {
+                let hit = items.iter().any(|it| match *it {
+                    ClassItem::Exact(b) => b == c,
+                    ClassItem::Byte(b) => self.fold(b) == self.fold(c),
+                    ClassItem::Range(a, b) => {
+                        let (a, b, c) = (self.fold(a), self.fold(b), self.fold(c));
+                        a.min(b) <= c && c <= a.max(b)
+                    }
+                });
+                hit != *negate
+            }
         }
-        let (mut pi, mut si) = (0, 0);
-        while pi < p.len() {
-            match p[pi] {
-                b'*' => {
-                    while pi + 1 < p.len() && p[pi + 1] == b'*' {
-                        pi += 1;
-                    }
-                    if pi + 1 == p.len() {
-                        return true;
-                    }
-                    for start in si..=s.len() {
-                        if m(&p[pi + 1..], &s[start..], nocase, depth + 1) {
-                            return true;
-                        }
-                    }
-                    return false;
+    }
+
+    /// True if the whole of `s` matches.
+    pub fn matches(&self, s: &[u8]) -> bool {
+        let toks = &self.toks;
+        let (mut ti, mut si) = (0, 0);
+        // The most recent star and the subject position it currently stands for.
+        let mut backtrack: Option<(usize, usize)> = None;
+        while si < s.len() {
+            if ti < toks.len() {
+                if let GlobTok::Star = toks[ti] {
+                    backtrack = Some((ti, si));
+                    ti += 1;
+                    continue;
                 }
-                b'?' => {
-                    if si >= s.len() {
-                        return false;
-                    }
+                if self.one(&toks[ti], s[si]) {
+                    ti += 1;
                     si += 1;
-                }
-                b'[' => {
-                    if si >= s.len() {
-                        return false;
-                    }
-                    pi += 1;
-                    let not = pi < p.len() && p[pi] == b'^';
-                    if not {
-                        pi += 1;
-                    }
-                    let mut matched = false;
-                    loop {
-                        if pi >= p.len() {
-                            pi -= 1; // unterminated class: Redis treats end as ']'
-                            break;
-                        }
-                        if p[pi] == b'\\' && pi + 2 < p.len() {
-                            pi += 1;
-                            if p[pi] == s[si] {
-                                matched = true;
-                            }
-                        } else if p[pi] == b']' {
-                            break;
-                        } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
-                            let (mut a, mut b) = (lower(p[pi], nocase), lower(p[pi + 2], nocase));
-                            if a > b {
-                                std::mem::swap(&mut a, &mut b);
-                            }
-                            let c = lower(s[si], nocase);
-                            if c >= a && c <= b {
-                                matched = true;
-                            }
-                            pi += 2;
-                        } else if lower(p[pi], nocase) == lower(s[si], nocase) {
-                            matched = true;
-                        }
-                        pi += 1;
-                    }
-                    if not {
-                        matched = !matched;
-                    }
-                    if !matched {
-                        return false;
-                    }
-                    si += 1;
-                }
-                b'\\' if pi + 1 < p.len() => {
-                    pi += 1;
-                    if si >= s.len() || lower(p[pi], nocase) != lower(s[si], nocase) {
-                        return false;
-                    }
-                    si += 1;
-                }
-                c => {
-                    if si >= s.len() || lower(c, nocase) != lower(s[si], nocase) {
-                        return false;
-                    }
-                    si += 1;
+                    continue;
                 }
             }
-            pi += 1;
+            // Let the last star absorb one more byte and retry from there. Earlier stars never
+            // need revisiting: whatever they could absorb, the last one can too.
+            match backtrack {
+                Some((star, from)) => {
+                    ti = star + 1;
+                    si = from + 1;
+                    backtrack = Some((star, from + 1));
+                }
+                None => return false,
+            }
         }
-        si == s.len()
+        toks[ti..].iter().all(|t| matches!(t, GlobTok::Star))
     }
-    m(pattern, s, nocase, 0)
 }
 
 #[cfg(test)]
@@ -414,6 +447,19 @@ mod tests {
         assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
         assert!(glob_match(b"*", b"", false));
         assert!(!glob_match(b"a\\*", b"ab", false));
+        assert!(glob_match(b"a\\*", b"a*", false));
+        assert!(glob_match(b"H*LLO", b"hello", true));
+        assert!(!glob_match(b"H*LLO", b"hello", false));
+        assert!(glob_match(b"[\\]]", b"]", false));
+        assert!(glob_match(b"a[bc", b"ac", false));
+        assert!(glob_match(b"*?", b"x", false));
+        assert!(!glob_match(b"?*?", b"x", false));
+        // Pathological for a backtracking matcher: must finish at once.
+        let pattern = b"*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b".to_vec();
+        let subject = vec![b'a'; 5000];
+        let t = std::time::Instant::now();
+        assert!(!glob_match(&pattern, &subject, false));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
     }
 
     /// The shared MPOP / LIMIT / timeout parsers, through the commands that use them; every

@@ -77,6 +77,7 @@ impl Server {
                 m.dirty = true;
             }
             errors::unknown_command(&mut conn.out, args);
+            self.stats.cmds.rejected(None); // commandstats: refused before running
             return;
         };
         if !spec.arity_ok(args.len()) {
@@ -84,6 +85,7 @@ impl Server {
                 m.dirty = true;
             }
             errors::wrong_arity(&mut conn.out, args[0]);
+            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
         if let Some(m) = &mut conn.multi {
@@ -100,11 +102,16 @@ impl Server {
         // Data commands (the hot path) skip the name comparisons.
         let transactional = matches!(spec.handler, Handler::Server)
             && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");
+        // ---- commandstats (stats.rs): one clock read each side, then classify the reply ----
+        let started = std::time::Instant::now();
         if transactional {
             self.transaction_command(conn, slot, spec, args, now);
         } else {
             self.execute(conn, slot, spec, args, now, false);
         }
+        let reply = conn.out.get(mark..).unwrap_or_default();
+        self.stats.cmds.record(spec, conn.last_cmd, reply, started.elapsed());
+        // ---- end commandstats ----
         self.apply_reply_mode(conn, mark);
         self.check_output_limit(conn);
         if self.engine.muts.count > 0 {
@@ -232,7 +239,11 @@ impl Server {
                         continue;
                     };
                     conn.last_cmd = spec.name;
+                    // commandstats: each queued command counts on its own, as in Redis.
+                    let (mark, started) = (conn.out.len(), std::time::Instant::now());
                     self.execute(conn, slot, spec, &argv, now, true);
+                    let reply = conn.out.get(mark..).unwrap_or_default();
+                    self.stats.cmds.record(spec, conn.last_cmd, reply, started.elapsed());
                 }
                 conn.last_cmd = "exec";
             }

@@ -15,6 +15,7 @@ mod config;
 mod conn;
 mod dispatch;
 mod server;
+mod stats;
 mod watch;
 
 use clap::Parser;

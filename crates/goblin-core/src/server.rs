@@ -94,6 +94,8 @@ pub struct ServerStats {
     pub ops_samples: [(u64, u64); 16],
     pub ops_sample_at: usize,
     pub peak_memory: u64,
+    /// INFO commandstats / errorstats (see stats.rs).
+    pub cmds: crate::stats::CommandStats,
 }
 
 pub struct Server {

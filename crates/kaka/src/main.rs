@@ -49,6 +49,10 @@ struct Opts {
     /// Address to listen on; also advertised to clients in Metadata.
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: SocketAddr,
+    /// Host name clients are told to connect to (Metadata, FindCoordinator). Default: the
+    /// listen address, or 127.0.0.1 when listening on all interfaces.
+    #[arg(long)]
+    advertised_host: Option<String>,
     /// Roll to a new segment file when the active one would exceed this many bytes.
     #[arg(long, default_value_t = 1 << 30)]
     segment_bytes: u64,
@@ -137,7 +141,13 @@ fn parse_size(s: &str) -> Result<usize, String> {
 fn broker_config(o: &Opts) -> config::BrokerConfig {
     config::BrokerConfig {
         dir: o.dir.clone(),
-        advertised_host: o.listen.ip().to_string(),
+        advertised_host: o.advertised_host.clone().unwrap_or_else(|| {
+            if o.listen.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                o.listen.ip().to_string()
+            }
+        }),
         advertised_port: o.listen.port() as i32,
         segment_bytes: o.segment_bytes.max(1024),
         fsync_interval_ms: o.fsync_interval_ms,
