@@ -29,12 +29,28 @@ const MAX_ERROR_KINDS: usize = 128;
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct Counters {
     pub calls: u64,
-    pub usec: u64,
+    /// Summed in nanoseconds: most commands take under a microsecond, and summing whole
+    /// microseconds per call would round them all to zero.
+    pub nanos: u64,
     pub rejected: u64,
     pub failed: u64,
 }
 
 impl Counters {
+    /// Total microseconds, as INFO shows them.
+    pub fn usec(&self) -> u64 {
+        self.nanos / 1000
+    }
+
+    /// Mean microseconds per call (0 before the first call).
+    pub fn usec_per_call(&self) -> f64 {
+        if self.calls > 0 {
+            self.nanos as f64 / 1000.0 / self.calls as f64
+        } else {
+            0.0
+        }
+    }
+
     fn used(&self) -> bool {
         self.calls > 0 || self.rejected > 0 || self.failed > 0
     }
@@ -128,13 +144,15 @@ impl CommandStats {
         if error {
             self.error_reply(reply);
         }
-        let usec = took.as_micros() as u64;
+        let nanos = took.as_nanos() as u64;
         let slot = if matches!(spec.handler, Handler::Server) {
             if error && is_prefixed(reply, b"-ERR unknown subcommand") {
                 // Redis never finds a command for an unknown subcommand: no row.
                 return;
             }
-            let sub = name.len() > spec.name.len() && name.starts_with(spec.name) && name.as_bytes()[spec.name.len()] == b'|';
+            let sub = name.len() > spec.name.len()
+                && name.starts_with(spec.name)
+                && name.as_bytes()[spec.name.len()] == b'|';
             let slot = if sub { Some(self.sub_slot(name)) } else { self.spec_slot(spec) };
             let Some(slot) = slot else { return };
             if error && is_prefixed(reply, b"-ERR wrong number of arguments") {
@@ -149,7 +167,7 @@ impl CommandStats {
             slot
         };
         slot.calls += 1;
-        slot.usec += usec;
+        slot.nanos += nanos;
         slot.failed += error as u64;
     }
 
@@ -232,7 +250,7 @@ mod tests {
         st.record(get, "get", b"-WRONGTYPE Operation against a key\r\n", Duration::from_micros(5));
         st.rejected(Some(get));
         st.rejected(None);
-        assert_eq!(st.get("get"), Counters { calls: 2, usec: 8, rejected: 1, failed: 1 });
+        assert_eq!(st.get("get"), Counters { calls: 2, nanos: 8000, rejected: 1, failed: 1 });
         let client = spec("client");
         st.record(client, "client|list", b"$0\r\n\r\n", Duration::from_micros(1));
         st.record(
@@ -243,7 +261,7 @@ mod tests {
         );
         st.record(client, "client", b"-ERR unknown subcommand 'x'. Try CLIENT HELP.\r\n", Duration::ZERO);
         assert_eq!(st.get("client|list").calls, 1);
-        assert_eq!(st.get("client|setname"), Counters { calls: 0, usec: 0, rejected: 1, failed: 0 });
+        assert_eq!(st.get("client|setname"), Counters { calls: 0, nanos: 0, rejected: 1, failed: 0 });
         assert!(!st.commands().any(|(n, _)| n == "client"), "unknown subcommands get no row");
         // No space in the first 32 bytes: counted as ERR.
         st.record(get, "get", b"-NOSPACEATALLINTHISERRORTEXTTHATISLONG\r\n", Duration::ZERO);

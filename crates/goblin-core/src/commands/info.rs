@@ -10,8 +10,23 @@ use std::fmt::Write as _;
 pub const REDIS_VERSION: &str = "7.2.0";
 pub const GOBLIN_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Plain INFO (and `INFO default`). Redis 7.0 includes errorstats here but not commandstats.
 const DEFAULT_SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"];
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "errorstats", "keyspace"];
+
+/// Every section we have, in Redis's output order (`INFO all` / `INFO everything`).
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "commandstats",
+    "errorstats",
+    "keyspace",
+];
 
 /// Bytes currently allocated by the process through jemalloc (advances jemalloc's stats epoch
 /// first, so the number is fresh).
@@ -64,10 +79,7 @@ pub fn info(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         let a = String::from_utf8_lossy(a).to_ascii_lowercase();
         match a.as_str() {
             "default" => wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string())),
-            "all" | "everything" => {
-                wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
-                wanted.push("commandstats".into());
-            }
+            "all" | "everything" => wanted.extend(ALL_SECTIONS.iter().map(|s| s.to_string())),
             _ => wanted.push(a),
         }
     }
@@ -81,7 +93,7 @@ pub fn info(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
 /// Builds the INFO text for `sections` (in Redis's order, each once; unknown names are skipped).
 pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
     let mut text = String::new();
-    for name in DEFAULT_SECTIONS {
+    for name in ALL_SECTIONS {
         if !sections.iter().any(|w| w == name) {
             continue;
         }
@@ -96,6 +108,8 @@ pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
             "stats" => stats(s, &mut text),
             "replication" => replication(s, &mut text),
             "cpu" => cpu(&mut text),
+            "commandstats" => commandstats(s, &mut text),
+            "errorstats" => errorstats(s, &mut text),
             "keyspace" => keyspace(s, &mut text),
             _ => {}
         }
@@ -229,6 +243,9 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "pubsub_channels", "0");
     field!(t, "pubsub_patterns", "0");
     field!(t, "total_forks", "0");
+    // Errors from replica/master links or scripts that should never happen; we have neither.
+    field!(t, "unexpected_error_replies", "0");
+    field!(t, "total_error_replies", "{}", s.stats.cmds.total_error_replies);
 }
 
 fn replication(s: &Server, t: &mut String) {
@@ -254,6 +271,32 @@ fn cpu(t: &mut String) {
     field!(t, "used_cpu_user_children", "{cuser:.6}");
     field!(t, "used_cpu_sys_main_thread", "{tsys:.6}");
     field!(t, "used_cpu_user_main_thread", "{tuser:.6}");
+}
+
+/// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..,rejected_calls=..,failed_calls=..` for
+/// every command (or `cmd|sub`) used since start or the last CONFIG RESETSTAT.
+fn commandstats(s: &Server, t: &mut String) {
+    t.push_str("# Commandstats\r\n");
+    for (name, c) in s.stats.cmds.commands() {
+        let per_call = c.usec_per_call();
+        field!(
+            t,
+            format_args!("cmdstat_{name}"),
+            "calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}",
+            c.calls,
+            c.usec(),
+            c.rejected,
+            c.failed
+        );
+    }
+}
+
+/// `errorstat_<PREFIX>:count=..` per first word of the error replies sent.
+fn errorstats(s: &Server, t: &mut String) {
+    t.push_str("# Errorstats\r\n");
+    for (prefix, n) in s.stats.cmds.errors() {
+        field!(t, format_args!("errorstat_{prefix}"), "count={n}");
+    }
 }
 
 fn keyspace(s: &Server, t: &mut String) {
