@@ -25,6 +25,7 @@ pub mod ctx;
 mod engine;
 pub mod errors;
 pub mod mutation;
+pub mod syntax;
 pub mod util;
 
 pub use command::{lookup, CommandSpec, Flags, Handler};
