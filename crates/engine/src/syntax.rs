@@ -18,8 +18,8 @@
 //! - `label:` right after `[` or `<` names the group (`[condition: NX | XX]`); otherwise a group
 //!   is named after its members.
 //!
-//! Container commands (CLIENT, CONFIG, ...) have no line of their own: their subcommands do,
-//! under `parent|sub` names, with their own summaries, as Redis reports them under
+//! Container commands (CLIENT, CONFIG, ...) have an empty line of their own; each subcommand
+//! has a line under a `parent|sub` name, with its own summary, as Redis reports them under
 //! `subcommands`.
 
 use std::collections::HashMap;
@@ -46,6 +46,12 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("discard", "2.0.0", ""),
     ("watch", "2.2.0", "key [key ...]"),
     ("unwatch", "2.2.0", ""),
+    // containers: no arguments of their own, see SUBCOMMANDS
+    ("client", "2.4.0", ""),
+    ("config", "2.0.0", ""),
+    ("command", "2.8.13", ""),
+    ("memory", "4.0.0", ""),
+    ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),
     ("unlink", "4.0.0", "key [key ...]"),
@@ -179,7 +185,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     (
         "zadd",
         "1.2.0",
-        "key [condition: NX | XX] [comparison: GT | LT] [CH] [INCR] score member [score member ...]",
+        "key [condition: NX | XX] [comparison: GT | LT] [change: CH] [increment: INCR] score member [score member ...]",
     ),
     ("zincrby", "1.2.0", "key increment:double member"),
     ("zrem", "1.2.0", "key member [member ...]"),
@@ -617,12 +623,25 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
             let values = &items[i + 1..j];
             let mut arg = match values.len() {
                 0 => Arg::new(tok.to_ascii_lowercase(), ArgType::PureToken),
-                1 => build_item(&values[0])?,
-                _ => {
-                    let mut b = Arg::new(tok.to_ascii_lowercase(), ArgType::Block);
-                    for v in values {
-                        b.args.push(build_item(v)?);
+                1 => {
+                    let mut a = build_item(&values[0])?;
+                    // An unlabelled choice after a token is named by the token (`AGGREGATE
+                    // <SUM | MIN | MAX>` is "aggregate").
+                    if matches!(values[0], Item::Node(Node::Group { label: None, .. }))
+                        && a.kind == ArgType::OneOf
+                    {
+                        a.name = tok.to_ascii_lowercase();
                     }
+                    a
+                }
+                _ => {
+                    let mut members = Vec::new();
+                    for v in values {
+                        members.push(build_item(v)?);
+                    }
+                    let name = members.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join("_");
+                    let mut b = Arg::new(name, ArgType::Block);
+                    b.args = members;
                     b
                 }
             };
@@ -747,12 +766,16 @@ mod tests {
             parse(line).unwrap_or_else(|e| panic!("{name}: {e}: {line}"));
         }
         for s in all() {
-            let plain = SYNTAX.iter().any(|&(n, ..)| n == s.name);
-            let container = subcommands(s.name).next().is_some();
-            assert!(plain != container, "{}: needs exactly one of a syntax line or subcommands", s.name);
-            if plain {
-                assert!(doc(s.name).is_some(), "{}", s.name);
+            let d = doc(s.name).unwrap_or_else(|| panic!("{} has no syntax line", s.name));
+            assert!(d.since.split('.').count() == 3, "{}: since {}", s.name, d.since);
+            // A container documents its arguments per subcommand.
+            if subcommands(s.name).next().is_some() {
+                assert!(d.args.is_empty(), "{}: container with arguments", s.name);
             }
+        }
+        for &(name, ..) in SUBCOMMANDS {
+            let (parent, _) = name.split_once('|').expect("parent|sub");
+            assert!(crate::command::lookup(parent.as_bytes()).is_some(), "{name}: no such container");
         }
     }
 
@@ -805,9 +828,9 @@ mod tests {
             (w.token.as_deref(), w.multiple, w.optional, w.multiple_token),
             (Some("WEIGHTS"), true, true, false)
         );
-        let agg = find(&args, "sum_min_max");
+        let agg = find(&args, "aggregate");
         assert_eq!((agg.kind, agg.token.as_deref(), agg.optional), (ArgType::OneOf, Some("AGGREGATE"), true));
-        let lim = find(&args, "limit");
+        let lim = find(&args, "offset_count");
         assert_eq!((lim.kind, lim.token.as_deref(), lim.args.len()), (ArgType::Block, Some("LIMIT"), 2));
     }
 

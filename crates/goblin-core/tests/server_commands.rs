@@ -528,3 +528,138 @@ fn watch_aborts_exec_when_a_watched_key_changes() {
     .unwrap();
     assert_eq!(v, 20);
 }
+
+/// Sends each command as a RESP array and reads its one reply.
+fn run_each(raw: &mut std::net::TcpStream, cmds: &[&[&str]]) {
+    for args in cmds {
+        let mut req = format!("*{}\r\n", args.len());
+        for a in *args {
+            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        send(raw, req.as_bytes());
+        read_reply(raw);
+    }
+}
+
+/// INFO <section> over a raw connection, as text.
+fn raw_info(raw: &mut std::net::TcpStream, section: &str) -> String {
+    send(raw, format!("INFO {section}\r\n").as_bytes());
+    let reply = read_reply(raw);
+    let text = String::from_utf8(reply).unwrap();
+    // `$<len>\r\n<text>\r\n`
+    let body = text.split_once("\r\n").unwrap().1;
+    body[..body.len() - 2].to_string()
+}
+
+/// `cmdstat_<name>` -> (calls, rejected_calls, failed_calls), checking each row's format.
+fn cmdstats(text: &str) -> HashMap<String, (u64, u64, u64)> {
+    let mut rows = HashMap::new();
+    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
+        let (name, fields) = line.split_once(':').unwrap();
+        let f: Vec<(&str, &str)> = fields.split(',').map(|kv| kv.split_once('=').unwrap()).collect();
+        let keys: Vec<&str> = f.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["calls", "usec", "usec_per_call", "rejected_calls", "failed_calls"], "{line}");
+        let per_call = f[2].1;
+        assert!(per_call.split_once('.').is_some_and(|(_, d)| d.len() == 2), "{line}");
+        let n = |i: usize| f[i].1.parse::<u64>().unwrap();
+        rows.insert(name["cmdstat_".len()..].to_string(), (n(0), n(3), n(4)));
+    }
+    rows
+}
+
+/// `errorstat_<PREFIX>` -> count.
+fn errorstats(text: &str) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("errorstat_"))
+        .map(|l| {
+            let (k, v) = l.split_once(":count=").unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn info_commandstats_and_errorstats() {
+    // A sequence with plain calls, failures (error replies from running commands), rejections
+    // (arity, before running; also while queuing in MULTI), unknown commands and subcommands,
+    // subcommand rows, and commands run by EXEC.
+    let seq: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        &["SET", "a", "1"],
+        &["GET", "a"],
+        &["GET"],
+        &["GET", "a", "b"],
+        &["LPUSH", "a", "x"],
+        &["NOSUCH", "x"],
+        &["CLIENT", "SETNAME"],
+        &["CLIENT", "FOO"],
+        &["CLIENT", "LIST"],
+        &["INCR", "a"],
+        &["SET", "a", "x"],
+        &["INCR", "a"],
+        &["MULTI"],
+        &["SET", "a", "1"],
+        &["GET"],
+        &["EXEC"],
+        &["MULTI"],
+        &["LPUSH", "a", "x"],
+        &["INCR", "a"],
+        &["EXEC"],
+        &["EXEC"],
+    ];
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    run_each(&mut raw, seq);
+    let text = raw_info(&mut raw, "commandstats");
+    assert!(text.starts_with("# Commandstats\r\n"), "{text}");
+    let rows = cmdstats(&text);
+    let want: HashMap<String, (u64, u64, u64)> = [
+        ("config|resetstat", (1, 0, 0)),
+        ("set", (2, 0, 0)),
+        ("get", (1, 3, 0)),
+        ("lpush", (2, 0, 2)),
+        ("client|setname", (0, 1, 0)),
+        ("client|list", (1, 0, 0)),
+        ("incr", (3, 0, 2)),
+        ("multi", (2, 0, 0)),
+        ("exec", (3, 0, 2)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(rows, want, "{text}");
+    let errs = errorstats(&raw_info(&mut raw, "errorstats"));
+    let want_errs: HashMap<String, u64> =
+        [("ERR", 9), ("WRONGTYPE", 2), ("EXECABORT", 1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    assert_eq!(errs, want_errs);
+    assert_eq!(num(&info_map(&raw_info(&mut raw, "stats")), "total_error_replies"), 12);
+
+    // redis-server 7 counts the same sequence the same way (times aside).
+    let r = RedisServer::start();
+    let mut rraw = r.raw();
+    run_each(&mut rraw, seq);
+    assert_eq!(cmdstats(&raw_info(&mut rraw, "commandstats")), want);
+    assert_eq!(errorstats(&raw_info(&mut rraw, "errorstats")), want_errs);
+
+    // Plain INFO has errorstats but not commandstats (as Redis 7.0); all/everything have both.
+    let plain = raw_info(&mut raw, "");
+    assert!(plain.contains("# Errorstats\r\n") && !plain.contains("# Commandstats"));
+    for all in ["all", "everything"] {
+        let text = raw_info(&mut raw, all);
+        let (cpu, cmd, err, ks) = (
+            text.find("# CPU").unwrap(),
+            text.find("# Commandstats").unwrap(),
+            text.find("# Errorstats").unwrap(),
+            text.find("# Keyspace").unwrap(),
+        );
+        assert!(cpu < cmd && cmd < err && err < ks, "Redis's section order");
+        assert!(text.contains("cmdstat_set:calls=2,"));
+    }
+
+    // CONFIG RESETSTAT clears both; it is then the only command counted.
+    run_each(&mut raw, &[&["CONFIG", "RESETSTAT"]]);
+    let rows = cmdstats(&raw_info(&mut raw, "commandstats"));
+    assert_eq!(rows.into_iter().collect::<Vec<_>>(), vec![("config|resetstat".to_string(), (1, 0, 0))]);
+    assert!(errorstats(&raw_info(&mut raw, "errorstats")).is_empty());
+    assert_eq!(num(&info_map(&raw_info(&mut raw, "stats")), "total_error_replies"), 0);
+}

@@ -5,7 +5,7 @@
 use super::{help, sub_arity_ok};
 use crate::conn::Conn;
 use engine::command::all;
-use engine::{errors, CommandSpec, Flags};
+use engine::{errors, syntax, CommandSpec, Flags};
 use resp::reply;
 
 pub fn command(c: &mut Conn, args: &[&[u8]]) {
@@ -43,19 +43,17 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
             }
         }
         b"docs" => {
-            let specs: Vec<&CommandSpec> = if args.len() == 2 {
-                all().collect()
+            // Unknown names are left out of the reply, as Redis 7 does; `parent|sub` names one
+            // subcommand of a container.
+            let names: Vec<(&str, &CommandSpec)> = if args.len() == 2 {
+                all().map(|s| (s.name, s)).collect()
             } else {
-                args[2..].iter().filter_map(|n| engine::lookup(n)).collect()
+                args[2..].iter().filter_map(|n| docs_target(n)).collect()
             };
-            reply::array_len(out, specs.len() * 2);
-            for s in specs {
-                reply::bulk(out, s.name.as_bytes());
-                reply::array_len(out, 4);
-                reply::bulk(out, b"summary");
-                reply::bulk(out, s.summary.as_bytes());
-                reply::bulk(out, b"group");
-                reply::bulk(out, s.group.as_bytes());
+            reply::array_len(out, names.len() * 2);
+            for (name, s) in names {
+                reply::bulk(out, name.as_bytes());
+                write_doc(out, name, s);
             }
         }
         b"list" => list(out, args),
@@ -180,6 +178,92 @@ fn write_info(out: &mut Vec<u8>, s: &CommandSpec) {
         reply::array_len(out, 0);
     }
     reply::array_len(out, 0); // subcommands
+}
+
+/// Resolves a COMMAND DOCS name: a command, or `parent|sub` for a documented subcommand.
+fn docs_target(name: &[u8]) -> Option<(&'static str, &'static CommandSpec)> {
+    match name.iter().position(|&b| b == b'|') {
+        None => engine::lookup(name).map(|s| (s.name, s)),
+        Some(i) => {
+            let parent = engine::lookup(&name[..i])?;
+            let full = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+            syntax::doc(&full).map(|d| (d.name, parent))
+        }
+    }
+}
+
+/// One COMMAND DOCS entry in Redis 7's RESP2 shape: a flat map of summary, since, group, then
+/// `arguments` (left out when the command takes none) or, for a container, `subcommands` (a map
+/// of `parent|sub` to its own entry). `name` is the command's or the subcommand's.
+fn write_doc(out: &mut Vec<u8>, name: &str, s: &CommandSpec) {
+    let doc = syntax::doc(name);
+    let subs: Vec<&syntax::Doc> =
+        if name.contains('|') { Vec::new() } else { syntax::subcommands(name).collect() };
+    let args = doc.map_or(&[][..], |d| &d.args[..]);
+    let summary = doc.and_then(|d| d.summary).unwrap_or(s.summary);
+    let fields =
+        2 + usize::from(doc.is_some()) + usize::from(!args.is_empty()) + usize::from(!subs.is_empty());
+    reply::array_len(out, 2 * fields);
+    reply::bulk(out, b"summary");
+    reply::bulk(out, summary.as_bytes());
+    if let Some(d) = doc {
+        reply::bulk(out, b"since");
+        reply::bulk(out, d.since.as_bytes());
+    }
+    reply::bulk(out, b"group");
+    reply::bulk(out, s.group.as_bytes());
+    if !args.is_empty() {
+        reply::bulk(out, b"arguments");
+        write_args(out, args);
+    }
+    if !subs.is_empty() {
+        reply::bulk(out, b"subcommands");
+        reply::array_len(out, subs.len() * 2);
+        for sub in subs {
+            reply::bulk(out, sub.name.as_bytes());
+            write_doc(out, sub.name, s);
+        }
+    }
+}
+
+/// An argument list: one flat map per argument with name, type, then whichever of
+/// key_spec_index, token, flags and (for oneof/block) the nested arguments apply.
+fn write_args(out: &mut Vec<u8>, args: &[syntax::Arg]) {
+    reply::array_len(out, args.len());
+    for a in args {
+        let is_key = a.kind == syntax::ArgType::Key;
+        let flags = a.flags();
+        let n = 2
+            + usize::from(is_key)
+            + usize::from(a.token.is_some())
+            + usize::from(!flags.is_empty())
+            + usize::from(!a.args.is_empty());
+        reply::array_len(out, n * 2);
+        reply::bulk(out, b"name");
+        reply::bulk(out, a.name.as_bytes());
+        reply::bulk(out, b"type");
+        reply::bulk(out, a.kind.as_str().as_bytes());
+        if is_key {
+            // COMMAND INFO reports a single key spec covering every key position.
+            reply::bulk(out, b"key_spec_index");
+            reply::integer(out, 0);
+        }
+        if let Some(t) = &a.token {
+            reply::bulk(out, b"token");
+            reply::bulk(out, t.as_bytes());
+        }
+        if !flags.is_empty() {
+            reply::bulk(out, b"flags");
+            reply::array_len(out, flags.len());
+            for f in flags {
+                reply::simple(out, f.as_bytes());
+            }
+        }
+        if !a.args.is_empty() {
+            reply::bulk(out, b"arguments");
+            write_args(out, &a.args);
+        }
+    }
 }
 
 /// COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]
