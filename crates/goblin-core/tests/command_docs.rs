@@ -1,0 +1,220 @@
+//! COMMAND DOCS: the argument trees redis-cli builds its hints from, checked by structure
+//! against what redis-server 7 reports.
+
+mod common;
+
+use common::{RedisServer, Server};
+use redis::Value;
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        other => panic!("expected a string, got {other:?}"),
+    }
+}
+
+fn items(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(a) => a,
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+/// A RESP2 flat map (`[k1, v1, k2, v2, ...]`) as ordered pairs.
+fn pairs(v: &Value) -> Vec<(String, &Value)> {
+    let a = items(v);
+    assert!(a.len().is_multiple_of(2), "odd-length map {a:?}");
+    a.chunks(2).map(|kv| (text(&kv[0]), &kv[1])).collect()
+}
+
+fn field<'a>(m: &'a [(String, &'a Value)], k: &str) -> Option<&'a Value> {
+    m.iter().find(|(key, _)| key == k).map(|(_, v)| *v)
+}
+
+/// One argument, reduced to what the hints depend on.
+#[derive(Debug, PartialEq)]
+struct Arg {
+    name: String,
+    kind: String,
+    token: Option<String>,
+    flags: Vec<String>,
+    args: Vec<Arg>,
+}
+
+fn args(v: &Value) -> Vec<Arg> {
+    items(v)
+        .iter()
+        .map(|a| {
+            let m = pairs(a);
+            // Every argument map starts with name and type, as Redis 7 writes them.
+            assert_eq!(m[0].0, "name");
+            assert_eq!(m[1].0, "type");
+            let kind = text(m[1].1);
+            assert_eq!(field(&m, "key_spec_index").is_some(), kind == "key", "{m:?}");
+            Arg {
+                name: text(m[0].1),
+                kind,
+                token: field(&m, "token").map(text),
+                flags: field(&m, "flags").map(|f| items(f).iter().map(text).collect()).unwrap_or_default(),
+                args: field(&m, "arguments").map(args).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// COMMAND DOCS for `names` as (name, doc map) pairs.
+fn docs(con: &mut redis::Connection, names: &[&str]) -> Vec<(String, Value)> {
+    let v: Value = redis::cmd("COMMAND").arg("DOCS").arg(names).query(con).expect("COMMAND DOCS");
+    items(&v).chunks(2).map(|kv| (text(&kv[0]), kv[1].clone())).collect()
+}
+
+fn arg_tree(con: &mut redis::Connection, name: &str) -> Vec<Arg> {
+    let d = docs(con, &[name]);
+    assert_eq!(d.len(), 1, "{name}");
+    let m = pairs(&d[0].1);
+    args(field(&m, "arguments").unwrap_or_else(|| panic!("{name} has no arguments: {m:?}")))
+}
+
+fn find<'a>(a: &'a [Arg], name: &str) -> &'a Arg {
+    a.iter().find(|x| x.name == name).unwrap_or_else(|| panic!("no {name} in {a:#?}"))
+}
+
+#[test]
+fn hset_has_a_repeated_field_value_block() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let d = docs(&mut con, &["hset"]);
+    let m = pairs(&d[0].1);
+    let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["summary", "since", "group", "arguments"]);
+    assert_eq!(text(field(&m, "group").unwrap()), "hash");
+    let a = arg_tree(&mut con, "hset");
+    assert_eq!(a.len(), 2);
+    assert_eq!((a[0].name.as_str(), a[0].kind.as_str()), ("key", "key"));
+    let fv = &a[1];
+    assert_eq!((fv.kind.as_str(), fv.flags.clone()), ("block", vec!["multiple".to_string()]));
+    let inner: Vec<(&str, &str)> = fv.args.iter().map(|x| (x.name.as_str(), x.kind.as_str())).collect();
+    assert_eq!(inner, [("field", "string"), ("value", "string")]);
+}
+
+#[test]
+fn set_has_optional_oneofs_of_tokens() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let a = arg_tree(&mut con, "set");
+    let kinds: Vec<&str> = a.iter().map(|x| x.kind.as_str()).collect();
+    assert_eq!(kinds, ["key", "string", "oneof", "pure-token", "oneof"]);
+    let cond = &a[2];
+    assert_eq!(cond.flags, ["optional"]);
+    let nx = find(&cond.args, "nx");
+    assert_eq!((nx.kind.as_str(), nx.token.as_deref()), ("pure-token", Some("NX")));
+    let ifeq = cond.args.iter().find(|x| x.token.as_deref() == Some("IFEQ")).expect("IFEQ alternative");
+    assert_eq!(ifeq.kind, "string");
+    assert_eq!((a[3].token.as_deref(), a[3].flags.clone()), (Some("GET"), vec!["optional".to_string()]));
+    let exp = &a[4];
+    assert_eq!(exp.flags, ["optional"]);
+    let tokens: Vec<(&str, &str)> =
+        exp.args.iter().map(|x| (x.token.as_deref().unwrap_or(""), x.kind.as_str())).collect();
+    assert_eq!(
+        tokens,
+        [
+            ("EX", "integer"),
+            ("PX", "integer"),
+            ("EXAT", "unix-time"),
+            ("PXAT", "unix-time"),
+            ("KEEPTTL", "pure-token")
+        ]
+    );
+    // Alternatives are required within their optional group.
+    assert!(exp.args.iter().all(|x| x.flags.is_empty()));
+}
+
+#[test]
+fn zadd_and_blpop_trees() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let z = arg_tree(&mut con, "zadd");
+    let shape: Vec<(&str, Option<&str>, Vec<String>)> =
+        z.iter().map(|x| (x.kind.as_str(), x.token.as_deref(), x.flags.clone())).collect();
+    let opt = || vec!["optional".to_string()];
+    assert_eq!(
+        shape,
+        [
+            ("key", None, vec![]),
+            ("oneof", None, opt()),
+            ("oneof", None, opt()),
+            ("pure-token", Some("CH"), opt()),
+            ("pure-token", Some("INCR"), opt()),
+            ("block", None, vec!["multiple".to_string()]),
+        ]
+    );
+    let sm: Vec<(&str, &str)> = z[5].args.iter().map(|x| (x.name.as_str(), x.kind.as_str())).collect();
+    assert_eq!(sm, [("score", "double"), ("member", "string")]);
+    let gt_lt: Vec<Option<&str>> = z[2].args.iter().map(|x| x.token.as_deref()).collect();
+    assert_eq!(gt_lt, [Some("GT"), Some("LT")]);
+
+    let b = arg_tree(&mut con, "blpop");
+    assert_eq!(b.len(), 2);
+    assert_eq!((b[0].kind.as_str(), b[0].flags.clone()), ("key", vec!["multiple".to_string()]));
+    assert_eq!((b[1].name.as_str(), b[1].kind.as_str()), ("timeout", "double"));
+}
+
+#[test]
+fn unknown_names_are_skipped_and_containers_list_subcommands() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let d = docs(&mut con, &["nosuchcommand", "GET", "object|encoding"]);
+    let names: Vec<&str> = d.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["get", "object|encoding"]);
+    let t = docs(&mut con, &["time"]);
+    assert!(field(&pairs(&t[0].1), "arguments").is_none(), "TIME takes no arguments");
+    let o = docs(&mut con, &["object"]);
+    let m = pairs(&o[0].1);
+    assert!(field(&m, "arguments").is_none());
+    let subs = pairs(field(&m, "subcommands").expect("OBJECT lists its subcommands"));
+    assert!(subs.iter().any(|(n, _)| n == "object|encoding"), "{subs:?}");
+    for (n, sub) in &subs {
+        let sm = pairs(sub);
+        assert!(field(&sm, "summary").is_some() && field(&sm, "since").is_some(), "{n}");
+    }
+}
+
+/// Every command both servers have reports the same argument structure (types, tokens, flags,
+/// nesting), except where goblin-core deliberately differs.
+#[test]
+fn argument_structure_matches_redis_server() {
+    // set: the Redis 8.4 IFEQ/IFNE/IFDEQ/IFDNE conditions; zrank/zrevrank: the 7.2 WITHSCORE;
+    // zincrby: the increment is a float (Redis 7.0 labels it integer); client: CLIENT KILL's
+    // filters are modelled as one block.
+    const DIFFERS: &[&str] = &["set", "zrank", "zrevrank", "zincrby", "client"];
+    let s = Server::start(&[]);
+    let r = RedisServer::start();
+    let mut ours = s.conn();
+    let mut theirs = r.conn();
+    let names: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut ours).expect("COMMAND LIST");
+    let mut compared = 0;
+    for name in names.iter().filter(|n| !DIFFERS.contains(&n.as_str())) {
+        let t = docs(&mut theirs, &[name]);
+        if t.is_empty() {
+            continue; // not a Redis 7.0 command
+        }
+        let o = docs(&mut ours, &[name]);
+        let (om, tm) = (pairs(&o[0].1), pairs(&t[0].1));
+        for f in ["summary", "since", "group", "arguments", "subcommands"] {
+            assert_eq!(field(&om, f).is_some(), field(&tm, f).is_some(), "{name}: field {f}");
+        }
+        let strip = |a: Vec<Arg>| -> Vec<Arg> {
+            fn go(a: Vec<Arg>) -> Vec<Arg> {
+                a.into_iter().map(|x| Arg { name: String::new(), args: go(x.args), ..x }).collect()
+            }
+            go(a)
+        };
+        let oa = field(&om, "arguments").map(args).map(strip).unwrap_or_default();
+        let ta = field(&tm, "arguments").map(args).map(strip).unwrap_or_default();
+        assert_eq!(oa, ta, "{name}");
+        compared += 1;
+    }
+    assert!(compared > 100, "only {compared} commands compared");
+}
