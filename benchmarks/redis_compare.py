@@ -125,7 +125,11 @@ def load_strings(server, n):
 # (label, -t list or None, custom command or None, pipelines) per suite.
 SUITES = {
     "strings": [("set", None), ("get", None), ("incr", None), ("mset", None)],
-    "types": [("hset", None), ("sadd", None), ("zadd", None), ("lpush,rpop", None), ("lrange_100", None),
+    # LPUSH and RPOP run in one invocation so that RPOP pops real elements (their CPU is split
+    # evenly between the two rows); the range reads use prefilled keys so that each row's CPU is
+    # its own.
+    "types": [("hset", None), ("sadd", None), ("zadd", None), ("lpush,rpop", None),
+              ("lrange_100", ["LRANGE", "bench:list", "0", "99"]),
               ("zrange_100", ["ZRANGE", "bench:zset", "0", "99"])],
 }
 
@@ -133,12 +137,14 @@ SUITES = {
 def run_suite(name, servers, pipelines, args):
     results = {}
     if name == "types":
-        # ZRANGE needs a populated sorted set: 1,000 members.
+        # The range reads need populated keys: a 1,000-member sorted set and a 600-element list
+        # (as redis-benchmark's own LRANGE tests use).
         for srv in servers:
             members = []
             for i in range(1000):
                 members += [str(i), f"member:{i:06d}"]
             srv.cli("zadd", "bench:zset", *members)
+            srv.cli("rpush", "bench:list", *[f"element:{i:06d}" for i in range(600)])
     for test, custom in SUITES[name]:
         for p in pipelines:
             runs = {s.name: [] for s in servers}
