@@ -89,6 +89,13 @@ impl Server {
             return;
         }
         if let Some(m) = &mut conn.multi {
+            // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
+            if matches!(spec.name, "shutdown" | "save") {
+                m.dirty = true;
+                reply::error(&mut conn.out, b"ERR Command not allowed inside a transaction");
+                self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+                return;
+            }
             // These act at once inside MULTI; everything else is queued for EXEC.
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
                 m.queued.push(args.iter().map(|a| a.to_vec()).collect());

@@ -19,6 +19,10 @@ use std::collections::{HashMap, HashSet};
 pub struct Watches {
     by_key: HashMap<Vec<u8>, Vec<u64>>,
     dirty: HashSet<u64>,
+    /// (client, key) pairs whose key did not exist when it was watched. FLUSHALL changes only
+    /// keys that exist, and a watched key that came to exist later was already touched by the
+    /// write that created it, so a flush spares exactly these watches (as Redis does).
+    absent: HashSet<(u64, Vec<u8>)>,
 }
 
 impl Watches {
@@ -26,9 +30,12 @@ impl Watches {
         self.by_key.is_empty()
     }
 
-    fn watch(&mut self, conn: &mut Conn, key: &[u8]) {
+    fn watch(&mut self, conn: &mut Conn, key: &[u8], exists: bool) {
         if conn.watching.iter().any(|k| k == key) {
             return;
+        }
+        if !exists {
+            self.absent.insert((conn.id, key.to_vec()));
         }
         conn.watching.push(key.to_vec());
         self.by_key.entry(key.to_vec()).or_default().push(conn.id);
@@ -37,6 +44,7 @@ impl Watches {
     /// Forgets every watch of `conn` (UNWATCH, EXEC, DISCARD, RESET, disconnect).
     pub fn unwatch_all(&mut self, conn: &mut Conn) {
         for key in conn.watching.drain(..) {
+            self.absent.remove(&(conn.id, key.clone()));
             if let Some(ids) = self.by_key.get_mut(&key) {
                 ids.retain(|&id| id != conn.id);
                 if ids.is_empty() {
@@ -61,6 +69,17 @@ impl Watches {
         self.dirty.extend(self.by_key.values().flatten().copied());
     }
 
+    /// FLUSHALL / FLUSHDB: every watched key that existed is changed.
+    fn touch_flushed(&mut self) {
+        for (key, ids) in &self.by_key {
+            for &id in ids {
+                if !self.absent.contains(&(id, key.clone())) {
+                    self.dirty.insert(id);
+                }
+            }
+        }
+    }
+
     /// Marks the watchers of every key the encoded mutations in `buf` name.
     pub fn touch_mutations(&mut self, buf: &[u8]) {
         let mut at = 0;
@@ -80,8 +99,12 @@ impl Watches {
                 self.touch_all();
                 continue;
             };
+            if spec.name == "flushall" || spec.name == "flushdb" {
+                self.touch_flushed();
+                continue;
+            }
             if spec.first_key <= 0 {
-                // FLUSHALL and any other keyless write change everything.
+                // Any other keyless write: be safe and fail every watcher.
                 self.touch_all();
                 continue;
             }
@@ -102,7 +125,8 @@ impl Server {
             return reply::error(&mut conn.out, b"ERR WATCH inside MULTI is not allowed");
         }
         for key in &args[1..] {
-            self.watches.watch(conn, key);
+            let exists = self.engine.ks.contains(key) && !self.engine.ks.is_expired(key, self.clock_ms);
+            self.watches.watch(conn, key, exists);
         }
         reply::ok(&mut conn.out);
     }
@@ -150,9 +174,11 @@ mod tests {
     }
 
     #[test]
-    fn keyless_writes_mark_everyone() {
+    fn flush_marks_watchers_of_existing_keys_only() {
         let mut w = watching(&[(b"a", 1), (b"b", 2)]);
+        w.absent.insert((2, b"b".to_vec()));
         w.touch_mutations(&muts(&[&[b"FLUSHALL"]]));
-        assert!(w.dirty.contains(&1) && w.dirty.contains(&2));
+        assert!(w.dirty.contains(&1), "a watched key that existed was flushed");
+        assert!(!w.dirty.contains(&2), "a watched key that never existed is untouched");
     }
 }

@@ -186,3 +186,24 @@ fn client_unblock_timeout_and_error() {
     let err = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).arg("MAYBE").query::<()>(&mut con).unwrap_err();
     assert!(err.to_string().contains("CLIENT UNBLOCK reason should be TIMEOUT or ERROR"), "{err}");
 }
+
+/// A key that gains elements and then turns into another type before the waiter is retried
+/// leaves the waiter parked (no WRONGTYPE), and it is served by a later push.
+#[test]
+fn waiter_stays_parked_when_its_key_changes_type() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    send(&mut a, b"BLPOP list 0\r\n");
+    wait_blocked(&s, 1);
+    let mut b = s.raw();
+    send(&mut b, b"MULTI\r\nLPUSH list a\r\nDEL list\r\nSET list foo\r\nEXEC\r\n");
+    for _ in 0..4 {
+        read_reply(&mut b);
+    }
+    assert_eq!(read_reply(&mut b), b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+    wait_blocked(&s, 1);
+    send(&mut b, b"DEL list\r\nLPUSH list b\r\n");
+    assert_eq!(read_reply(&mut b), b":1\r\n");
+    assert_eq!(read_reply(&mut b), b":1\r\n");
+    assert_eq!(read_reply(&mut a), bulk_pair("list", "b"));
+}

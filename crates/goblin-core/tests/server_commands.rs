@@ -511,7 +511,10 @@ fn watch_aborts_exec_when_a_watched_key_changes() {
     assert_eq!(read_reply(&mut a), b"+OK\r\n");
     assert_eq!(read_reply(&mut a), b"+QUEUED\r\n");
     assert_eq!(read_reply(&mut a), b"*-1\r\n");
-    send(&mut a, b"WATCH any\r\n");
+    // FLUSHALL changes a watched key that exists (a missing one is untouched: see
+    // flush_and_shutdown_inside_transactions).
+    send(&mut a, b"SET any 1\r\nWATCH any\r\n");
+    assert_eq!(read_reply(&mut a), b"+OK\r\n");
     assert_eq!(read_reply(&mut a), b"+OK\r\n");
     let _: () = redis::cmd("FLUSHALL").query(&mut other).unwrap();
     send(&mut a, b"MULTI\r\nPING\r\nEXEC\r\n");
@@ -662,4 +665,25 @@ fn info_commandstats_and_errorstats() {
     assert_eq!(rows.into_iter().collect::<Vec<_>>(), vec![("config|resetstat".to_string(), (1, 0, 0))]);
     assert!(errorstats(&raw_info(&mut raw, "errorstats")).is_empty());
     assert_eq!(num(&info_map(&raw_info(&mut raw, "stats")), "total_error_replies"), 0);
+}
+
+/// FLUSHALL fails the transactions watching keys that existed, not those watching missing keys;
+/// SHUTDOWN is refused inside MULTI and fails the transaction instead of stopping the server.
+#[test]
+fn flush_and_shutdown_inside_transactions() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(&mut raw, b"DEL x\r\nWATCH x\r\nFLUSHALL\r\nMULTI\r\nPING\r\nEXEC\r\n");
+    for want in [&b":0\r\n"[..], b"+OK\r\n", b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"*1\r\n+PONG\r\n"] {
+        assert_eq!(read_reply(&mut raw), want);
+    }
+    send(&mut raw, b"SET x 1\r\nWATCH x\r\nFLUSHALL\r\nMULTI\r\nPING\r\nEXEC\r\n");
+    for want in [&b"+OK\r\n"[..], b"+OK\r\n", b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"*-1\r\n"] {
+        assert_eq!(read_reply(&mut raw), want);
+    }
+    send(&mut raw, b"MULTI\r\nSHUTDOWN\r\nEXEC\r\nPING\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR Command not allowed inside a transaction\r\n");
+    assert_eq!(read_reply(&mut raw), b"-EXECABORT Transaction discarded because of previous errors.\r\n");
+    assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
 }

@@ -676,6 +676,8 @@ fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], at: usize) -> Option<
 fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs<End>) -> bool {
     for key in p.keys {
         match look(c, key, true) {
+            // A parked client whose key now holds another type keeps waiting, as in Redis.
+            Look::Wrong if c.retrying_blocked => {}
             Look::Wrong => {
                 reply::error(out, errors::WRONGTYPE);
                 return true;
@@ -719,6 +721,7 @@ fn bpop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], end: End) {
     let keys = &args[1..args.len() - 1];
     for key in keys {
         match look(c, key, true) {
+            Look::Wrong if c.retrying_blocked => {}
             Look::Wrong => return reply::error(out, errors::WRONGTYPE),
             Look::Missing => {}
             Look::List(_) => {
@@ -750,6 +753,7 @@ fn blmove_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], from: End, to:
     };
     let (src, dst) = (args[1], args[2]);
     match look(c, src, true) {
+        Look::Wrong if c.retrying_blocked => block(c, out, vec![src.to_vec()], deadline),
         Look::Wrong => reply::error(out, errors::WRONGTYPE),
         Look::Missing => block(c, out, vec![src.to_vec()], deadline),
         Look::List(_) => do_move(c, out, src, dst, from, to),

@@ -47,6 +47,29 @@ pub fn temp_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("goblin-test-{}-{n}-{tag}", std::process::id()))
 }
 
+/// The `process_id` that the server behind `stream` reports in `INFO server`.
+fn served_by(mut stream: TcpStream) -> Option<u32> {
+    use std::io::{Read, Write};
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(at) = text.find("process_id:") {
+            let rest = &text[at + "process_id:".len()..];
+            if let Some(end) = rest.find("\r\n") {
+                return rest[..end].trim().parse().ok();
+            }
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 fn wait_until_accepting(child: &mut Child, port: Option<u16>, unix: Option<&Path>) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -54,7 +77,16 @@ fn wait_until_accepting(child: &mut Child, port: Option<u16>, unix: Option<&Path
             return Err(format!("server exited early with {status}"));
         }
         let ok = match (port, unix) {
-            (Some(p), _) => TcpStream::connect(("127.0.0.1", p)).is_ok(),
+            (Some(p), _) => match TcpStream::connect(("127.0.0.1", p)) {
+                // Another test's server may hold the port this one failed to bind: only our
+                // own child counts as started.
+                Ok(stream) => match served_by(stream) {
+                    Some(pid) if pid == child.id() => true,
+                    Some(_) => return Err(format!("port {p} is served by another process")),
+                    None => false,
+                },
+                Err(_) => false,
+            },
             (None, Some(path)) => std::os::unix::net::UnixStream::connect(path).is_ok(),
             (None, None) => true,
         };

@@ -145,10 +145,140 @@ impl Chunk {
     }
 }
 
+
+/// The chunk map: index of a chunk's first element -> chunk. Most arrays have a handful of
+/// chunks, for which a `BTreeMap` leaf (~512 bytes) would dwarf the data, so up to
+/// [`SMALL_CHUNKS`] chunks live in a sorted `Vec` sized exactly; past that the map moves
+/// (once, for good) to a boxed `BTreeMap` so that big arrays keep O(log n) chunk updates.
+/// The API mirrors the `BTreeMap` methods the array uses.
+#[derive(Clone, Debug)]
+enum ChunkMap {
+    /// Sorted by key, keys distinct.
+    Small(Vec<(u64, Chunk)>),
+    Big(Box<BTreeMap<u64, Chunk>>),
+}
+
+/// Chunks a [`ChunkMap::Small`] holds before turning into a tree.
+const SMALL_CHUNKS: usize = 8;
+
+enum ChunkIter<'a> {
+    Small(std::slice::Iter<'a, (u64, Chunk)>),
+    Big(std::collections::btree_map::Range<'a, u64, Chunk>),
+}
+
+impl<'a> Iterator for ChunkIter<'a> {
+    type Item = (&'a u64, &'a Chunk);
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            ChunkIter::Small(it) => it.next().map(|(k, c)| (k, c)),
+            ChunkIter::Big(it) => it.next(),
+        }
+    }
+}
+
+impl DoubleEndedIterator for ChunkIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            ChunkIter::Small(it) => it.next_back().map(|(k, c)| (k, c)),
+            ChunkIter::Big(it) => it.next_back(),
+        }
+    }
+}
+
+impl ChunkMap {
+    fn new() -> Self {
+        ChunkMap::Small(Vec::new())
+    }
+    fn len(&self) -> usize {
+        match self {
+            ChunkMap::Small(v) => v.len(),
+            ChunkMap::Big(m) => m.len(),
+        }
+    }
+    fn range(&self, r: impl std::ops::RangeBounds<u64>) -> ChunkIter<'_> {
+        use std::ops::Bound::*;
+        match self {
+            ChunkMap::Small(v) => {
+                let start = match r.start_bound() {
+                    Included(&lo) => v.partition_point(|e| e.0 < lo),
+                    Excluded(&lo) => v.partition_point(|e| e.0 <= lo),
+                    Unbounded => 0,
+                };
+                let end = match r.end_bound() {
+                    Included(&hi) => v.partition_point(|e| e.0 <= hi),
+                    Excluded(&hi) => v.partition_point(|e| e.0 < hi),
+                    Unbounded => v.len(),
+                };
+                ChunkIter::Small(v[start..end.max(start)].iter())
+            }
+            ChunkMap::Big(m) => ChunkIter::Big(m.range(r)),
+        }
+    }
+    fn iter(&self) -> ChunkIter<'_> {
+        self.range(..)
+    }
+    fn values(&self) -> impl Iterator<Item = &Chunk> + '_ {
+        self.iter().map(|(_, c)| c)
+    }
+    fn get(&self, k: &u64) -> Option<&Chunk> {
+        match self {
+            ChunkMap::Small(v) => v.binary_search_by_key(k, |e| e.0).ok().map(|i| &v[i].1),
+            ChunkMap::Big(m) => m.get(k),
+        }
+    }
+    fn get_mut(&mut self, k: &u64) -> Option<&mut Chunk> {
+        match self {
+            ChunkMap::Small(v) => v.binary_search_by_key(k, |e| e.0).ok().map(|i| &mut v[i].1),
+            ChunkMap::Big(m) => m.get_mut(k),
+        }
+    }
+    fn remove(&mut self, k: &u64) -> Option<Chunk> {
+        match self {
+            ChunkMap::Small(v) => {
+                let i = v.binary_search_by_key(k, |e| e.0).ok()?;
+                Some(v.remove(i).1)
+            }
+            ChunkMap::Big(m) => m.remove(k),
+        }
+    }
+    fn insert(&mut self, k: u64, c: Chunk) {
+        match self {
+            ChunkMap::Small(v) => match v.binary_search_by_key(&k, |e| e.0) {
+                Ok(i) => v[i].1 = c,
+                Err(_) if v.len() >= SMALL_CHUNKS => {
+                    let mut m: BTreeMap<u64, Chunk> = std::mem::take(v).into_iter().collect();
+                    m.insert(k, c);
+                    *self = ChunkMap::Big(Box::new(m));
+                }
+                Err(i) => {
+                    if v.len() == v.capacity() {
+                        // Grow one slot at a time from an exact first allocation: a one-chunk
+                        // array pays for one (key, chunk) pair, not Vec's default four.
+                        v.reserve_exact(if v.is_empty() { 1 } else { v.len() });
+                    }
+                    v.insert(i, (k, c));
+                }
+            },
+            ChunkMap::Big(m) => {
+                m.insert(k, c);
+            }
+        }
+    }
+    /// Heap bytes of the map itself (not of the chunk buffers). Rust's BTreeMap nodes hold
+    /// up to 11 entries (u64 key + 32-byte chunk: a 512-byte leaf, 640 with child pointers)
+    /// and run about 3/4 full; the node count is estimated from that.
+    fn mem_usage(&self) -> usize {
+        match self {
+            ChunkMap::Small(v) => size_class(v.capacity() * std::mem::size_of::<(u64, Chunk)>()),
+            ChunkMap::Big(m) => size_class(std::mem::size_of::<BTreeMap<u64, Chunk>>()) + m.len().div_ceil(8) * 512,
+        }
+    }
+}
+
 /// A sparse array of byte strings indexed by u64.
 #[derive(Clone, Debug)]
 pub struct SparseArray {
-    chunks: BTreeMap<u64, Chunk>,
+    chunks: ChunkMap,
     count: u64,
     /// Highest index present (meaningless when `count == 0`).
     last: u64,
@@ -158,7 +288,7 @@ pub struct SparseArray {
 
 impl Default for SparseArray {
     fn default() -> Self {
-        SparseArray { chunks: BTreeMap::new(), count: 0, last: 0, cursor: CURSOR_UNSET }
+        SparseArray { chunks: ChunkMap::new(), count: 0, last: 0, cursor: CURSOR_UNSET }
     }
 }
 
@@ -215,8 +345,8 @@ impl SparseArray {
         // The chunk that owns idx, or the first chunk when idx precedes everything.
         let base = match self.chunks.range(..=idx).next_back() {
             Some((k, _)) => *k,
-            None => match self.chunks.keys().next() {
-                Some(k) => *k,
+            None => match self.chunks.iter().next().map(|(k, _)| *k) {
+                Some(k) => k,
                 None => {
                     let (k, c) = Chunk::build(&[(idx, &enc)]);
                     self.chunks.insert(k, c);
@@ -441,14 +571,10 @@ impl SparseArray {
         Plain::Array(v, self.cursor)
     }
 
-    /// Heap bytes: the boxed struct, the chunk buffers, and the map's nodes. Rust's BTreeMap
-    /// nodes hold up to 11 entries (u64 key + 32-byte chunk: a 512-byte leaf, 640 with child
-    /// pointers) and run about 3/4 full; the node count is estimated from that.
+    /// Heap bytes: the boxed struct, the chunk map and the chunk buffers.
     pub fn mem_usage(&self) -> usize {
-        let n = self.chunks.len();
-        let nodes = if n == 0 { 0 } else { n.div_ceil(8) };
         size_class(std::mem::size_of::<SparseArray>())
-            + nodes * 512
+            + self.chunks.mem_usage()
             + self.chunks.values().map(|c| size_class(c.buf.capacity())).sum::<usize>()
     }
 
@@ -474,7 +600,7 @@ mod tests {
         assert_eq!(a.count(), m.len());
         assert_eq!(a.len(), m.keys().next_back().map(|k| k + 1).unwrap_or(0));
         let mut prev_end: Option<u64> = None;
-        for (k, c) in &a.chunks {
+        for (k, c) in a.chunks.iter() {
             assert!(c.count > 0);
             assert_eq!(c.recs(*k).count(), c.count as usize);
             assert_eq!(get_varint(&c.buf).0, 0, "first record has delta 0");

@@ -338,6 +338,10 @@ impl List {
             _ => {
                 let mut c = Chunk::from_bytes(&[], 0, n, false);
                 c.push_back(v);
+                if self.chunks.is_empty() {
+                    // Most lists are one chunk: one exact slot, not VecDeque's default four.
+                    self.chunks.reserve_exact(1);
+                }
                 self.chunks.push_back(c);
                 self.tail_offs.clear();
             }
@@ -359,6 +363,9 @@ impl List {
             _ => {
                 let mut c = Chunk::from_bytes(&[], 0, n, true);
                 c.push_front(v);
+                if self.chunks.is_empty() {
+                    self.chunks.reserve_exact(1);
+                }
                 self.chunks.push_front(c);
             }
         }

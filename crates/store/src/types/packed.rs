@@ -165,7 +165,7 @@ fn encode<const PAIRS: bool>(out: &mut Vec<u8>, key: &[u8], val: &[u8]) {
 fn reserve(buf: &mut Vec<u8>, extra: usize) {
     let need = buf.len() + extra;
     if need > buf.capacity() {
-        let target = size_class(need.max(buf.capacity() + buf.capacity() / 4).max(16));
+        let target = size_class(need.max(buf.capacity() + buf.capacity() / 4));
         buf.reserve_exact(target - buf.len());
     }
 }
@@ -180,6 +180,86 @@ fn addr(chunk: usize, off: usize) -> u32 {
 fn split(a: u32) -> (usize, usize) {
     let a = a - 2;
     ((a >> 16) as usize, (a & 0xFFFF) as usize)
+}
+
+/// A vector that keeps a single element inline. Small collections have exactly one chunk; a
+/// `Vec` would add a heap allocation (32 bytes or more) just to point at it. Derefs to a
+/// slice, so readers see `&[T]` either way.
+#[derive(Clone, Debug)]
+pub(crate) enum OneOrVec<T> {
+    One(T),
+    /// Zero, or two and more, elements.
+    Many(Vec<T>),
+}
+
+impl<T> Default for OneOrVec<T> {
+    fn default() -> Self {
+        OneOrVec::Many(Vec::new())
+    }
+}
+
+impl<T> std::ops::Deref for OneOrVec<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            OneOrVec::One(x) => std::slice::from_ref(x),
+            OneOrVec::Many(v) => v,
+        }
+    }
+}
+
+impl<T> std::ops::DerefMut for OneOrVec<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            OneOrVec::One(x) => std::slice::from_mut(x),
+            OneOrVec::Many(v) => v,
+        }
+    }
+}
+
+impl<T> OneOrVec<T> {
+    /// The heap vector, converting an inline element into one.
+    fn vec(&mut self) -> &mut Vec<T> {
+        if let OneOrVec::One(_) = self {
+            let OneOrVec::One(x) = std::mem::take(self) else { unreachable!("checked above") };
+            let mut v = Vec::with_capacity(2);
+            v.push(x);
+            *self = OneOrVec::Many(v);
+        }
+        match self {
+            OneOrVec::Many(v) => v,
+            OneOrVec::One(_) => unreachable!("converted above"),
+        }
+    }
+    pub(crate) fn insert(&mut self, at: usize, x: T) {
+        if self.is_empty() {
+            assert!(at == 0, "insert index out of bounds");
+            *self = OneOrVec::One(x);
+        } else {
+            self.vec().insert(at, x);
+        }
+    }
+    pub(crate) fn push(&mut self, x: T) {
+        let n = self.len();
+        self.insert(n, x);
+    }
+    pub(crate) fn remove(&mut self, at: usize) -> T {
+        match self {
+            OneOrVec::One(_) => {
+                assert!(at == 0, "remove index out of bounds");
+                let OneOrVec::One(x) = std::mem::take(self) else { unreachable!("matched above") };
+                x
+            }
+            OneOrVec::Many(v) => v.remove(at),
+        }
+    }
+    /// Bytes of the heap array (0 while inline), rounded to size classes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            OneOrVec::One(_) => 0,
+            OneOrVec::Many(v) => size_class(v.capacity() * std::mem::size_of::<T>()),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -303,7 +383,8 @@ fn bits_for(live: usize) -> u32 {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PackedTable<const PAIRS: bool> {
-    chunks: Vec<Chunk>,
+    /// One inline chunk while small (no allocation besides its buffer).
+    chunks: OneOrVec<Chunk>,
     len: usize,
     index: Option<Box<Index>>,
 }
@@ -336,7 +417,7 @@ impl<'a, const PAIRS: bool> Iterator for Iter<'a, PAIRS> {
 
 impl<const PAIRS: bool> PackedTable<PAIRS> {
     pub(crate) fn new() -> Self {
-        PackedTable { chunks: Vec::new(), len: 0, index: None }
+        PackedTable { chunks: OneOrVec::default(), len: 0, index: None }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -467,7 +548,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             self.chunks[0].buf.drain(r.key.start..r.end);
             self.len -= 1;
             if self.len == 0 {
-                self.chunks = Vec::new();
+                self.chunks = OneOrVec::default();
             }
             return true;
         }
@@ -678,7 +759,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Heap bytes owned by this table (not counting the struct itself), by size class.
     pub(crate) fn mem_usage(&self) -> usize {
-        let mut n = size_class(self.chunks.capacity() * std::mem::size_of::<Chunk>());
+        let mut n = self.chunks.heap_bytes();
         n += self.chunks.iter().map(|c| size_class(c.buf.capacity())).sum::<usize>();
         if let Some(idx) = &self.index {
             n += size_class(std::mem::size_of::<Index>());

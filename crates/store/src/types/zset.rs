@@ -51,6 +51,7 @@
 //! carrying that member's current score, and its rank tree has one node per chunk and sums
 //! their entry counts.
 
+use super::packed::OneOrVec;
 use crate::alloc::size_class;
 use crate::Plain;
 use std::cmp::Ordering;
@@ -203,7 +204,7 @@ impl Chunk {
     fn reserve(&mut self, extra: usize) {
         let need = self.buf.len() + extra;
         if self.buf.capacity() < need {
-            let target = size_class(need.max(16));
+            let target = size_class(need);
             self.buf.reserve_exact(target - self.buf.len());
         }
     }
@@ -586,7 +587,8 @@ struct Pos {
 
 #[derive(Clone, Debug, Default)]
 pub struct ZSet {
-    chunks: Vec<Chunk>,
+    /// One inline chunk while small: no allocation besides its buffer.
+    chunks: OneOrVec<Chunk>,
     len: usize,
     /// None while the set is in its small ("listpack") form.
     index: Option<Box<Index>>,
@@ -617,7 +619,7 @@ impl ZSet {
     /// Bytes really allocated for this set (jemalloc size classes), the set header included.
     pub fn mem_usage(&self) -> usize {
         let chunks: usize = self.chunks.iter().map(|c| size_class(c.buf.capacity())).sum();
-        let vec = size_class(self.chunks.capacity() * std::mem::size_of::<Chunk>());
+        let vec = self.chunks.heap_bytes();
         let index =
             self.index.as_ref().map_or(0, |i| size_class(std::mem::size_of::<Index>()) + i.mem_usage());
         size_class(std::mem::size_of::<ZSet>()) + chunks + vec + index
@@ -899,7 +901,7 @@ impl ZSet {
             ix.remove(slot);
         }
         if self.len == 0 {
-            self.chunks = Vec::new();
+            self.chunks = OneOrVec::default();
         }
         Some(score)
     }
@@ -1283,7 +1285,7 @@ mod tests {
         let mut fwd = z.range_vec(0, z.len(), false);
         fwd.reverse();
         assert_eq!(rev.len(), fwd.len());
-        for c in &z.chunks {
+        for c in z.chunks.iter() {
             assert!(c.n > 0);
             assert_eq!(c.offsets().len(), c.n as usize);
         }
