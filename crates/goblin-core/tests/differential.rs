@@ -6,13 +6,15 @@
 //! data is still checked by every later command). The key space is tiny so that commands collide
 //! and wrong-type paths are hit often. A failure prints the seed, the command and both replies.
 
+mod common;
+
+use common::{RedisServer, Server};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use resp::Frame;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How two replies are compared.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,79 +27,6 @@ enum Cmp {
     UnorderedPairs,
     /// Only the reply's type and, for arrays, its length (random picks).
     Shape,
-}
-
-struct Proc {
-    child: Child,
-    port: u16,
-    _dir: Option<tempdir::Dir>,
-}
-
-mod tempdir {
-    /// A scratch directory removed on drop.
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(tag: &str) -> Dir {
-            let p = std::env::temp_dir().join(format!("goblin-diff-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).expect("temp dir");
-            Dir(p)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_ready(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("server on port {port} did not start");
-}
-
-fn start_goblin() -> Proc {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start goblin-core");
-    wait_ready(port);
-    Proc { child, port, _dir: None }
-}
-
-fn start_redis() -> Option<Proc> {
-    let port = free_port();
-    let dir = tempdir::Dir::new("redis");
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(&dir.0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    wait_ready(port);
-    Some(Proc { child, port, _dir: Some(dir) })
 }
 
 /// A raw RESP2 connection: sends a command, reads one reply frame.
@@ -381,10 +310,8 @@ fn families() -> Vec<&'static str> {
 
 #[test]
 fn same_replies_as_redis() {
-    let Some(redis) = start_redis() else {
-        panic!("redis-server is not installed: run scripts/install-deps.sh");
-    };
-    let goblin = start_goblin();
+    let redis = RedisServer::start();
+    let goblin = Server::start(&[]);
     let mut fams = families();
     // DIFF_FAMILIES=string,hash narrows the run while debugging one family.
     if let Ok(only) = std::env::var("DIFF_FAMILIES") {
