@@ -681,6 +681,9 @@ fn flush_and_shutdown_inside_transactions() {
     for want in [&b"+OK\r\n"[..], b"+OK\r\n", b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"*-1\r\n"] {
         assert_eq!(read_reply(&mut raw), want);
     }
+    // Tools read the replication settings; a primary has them set to empty.
+    send(&mut raw, b"CONFIG GET replicaof\r\n");
+    assert_eq!(read_reply(&mut raw), b"*2\r\n$9\r\nreplicaof\r\n$0\r\n\r\n");
     send(&mut raw, b"MULTI\r\nSHUTDOWN\r\nEXEC\r\nPING\r\n");
     assert_eq!(read_reply(&mut raw), b"+OK\r\n");
     assert_eq!(read_reply(&mut raw), b"-ERR Command not allowed inside a transaction\r\n");

@@ -35,6 +35,9 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("loglevel", c.loglevel.clone()),
         ("hz", "10".into()),
         ("cluster-enabled", "no".into()),
+        // A primary with no upstream: the name with an empty value, as Redis answers.
+        ("replicaof", String::new()),
+        ("slaveof", String::new()),
         ("replica-read-only", "yes".into()),
         ("slave-read-only", "yes".into()),
         ("requirepass", String::new()),
