@@ -16,8 +16,9 @@
 //! holds more than [`CHUNK_MAX`] bytes only when it has a single record; `count` is the number
 //! of records; `last` is the highest index when `count > 0`.
 
-use crate::alloc::size_class;
 use super::list::entry::{self, Elem};
+use super::packed::OneOrVec;
+use crate::alloc::size_class;
 use crate::Plain;
 use std::collections::BTreeMap;
 
@@ -145,16 +146,18 @@ impl Chunk {
     }
 }
 
-
 /// The chunk map: index of a chunk's first element -> chunk. Most arrays have a handful of
 /// chunks, for which a `BTreeMap` leaf (~512 bytes) would dwarf the data, so up to
-/// [`SMALL_CHUNKS`] chunks live in a sorted `Vec` sized exactly; past that the map moves
+/// [`SMALL_CHUNKS`] chunks live in a sorted vector (the first one inline, in the array's own
+/// header, as most arrays have a single chunk); past that the map moves
 /// (once, for good) to a boxed `BTreeMap` so that big arrays keep O(log n) chunk updates.
 /// The API mirrors the `BTreeMap` methods the array uses.
 #[derive(Clone, Debug)]
 enum ChunkMap {
     /// Sorted by key, keys distinct.
-    Small(Vec<(u64, Chunk)>),
+    Small(OneOrVec<(u64, Chunk)>),
+    // Boxed so that the rarely used tree variant does not widen every array's header.
+    #[allow(clippy::box_collection)]
     Big(Box<BTreeMap<u64, Chunk>>),
 }
 
@@ -187,7 +190,7 @@ impl DoubleEndedIterator for ChunkIter<'_> {
 
 impl ChunkMap {
     fn new() -> Self {
-        ChunkMap::Small(Vec::new())
+        ChunkMap::Small(OneOrVec::default())
     }
     fn len(&self) -> usize {
         match self {
@@ -246,18 +249,11 @@ impl ChunkMap {
             ChunkMap::Small(v) => match v.binary_search_by_key(&k, |e| e.0) {
                 Ok(i) => v[i].1 = c,
                 Err(_) if v.len() >= SMALL_CHUNKS => {
-                    let mut m: BTreeMap<u64, Chunk> = std::mem::take(v).into_iter().collect();
+                    let mut m: BTreeMap<u64, Chunk> = std::mem::take(v).into_vec().into_iter().collect();
                     m.insert(k, c);
                     *self = ChunkMap::Big(Box::new(m));
                 }
-                Err(i) => {
-                    if v.len() == v.capacity() {
-                        // Grow one slot at a time from an exact first allocation: a one-chunk
-                        // array pays for one (key, chunk) pair, not Vec's default four.
-                        v.reserve_exact(if v.is_empty() { 1 } else { v.len() });
-                    }
-                    v.insert(i, (k, c));
-                }
+                Err(i) => v.insert(i, (k, c)),
             },
             ChunkMap::Big(m) => {
                 m.insert(k, c);
@@ -269,8 +265,10 @@ impl ChunkMap {
     /// and run about 3/4 full; the node count is estimated from that.
     fn mem_usage(&self) -> usize {
         match self {
-            ChunkMap::Small(v) => size_class(v.capacity() * std::mem::size_of::<(u64, Chunk)>()),
-            ChunkMap::Big(m) => size_class(std::mem::size_of::<BTreeMap<u64, Chunk>>()) + m.len().div_ceil(8) * 512,
+            ChunkMap::Small(v) => v.heap_bytes(),
+            ChunkMap::Big(m) => {
+                size_class(std::mem::size_of::<BTreeMap<u64, Chunk>>()) + m.len().div_ceil(8) * 512
+            }
         }
     }
 }
@@ -593,6 +591,39 @@ impl SparseArray {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// One chunk lives inline in the array's header: no `BTreeMap` leaf (~512 bytes) and no
+    /// vector allocation for the few-chunk case.
+    #[test]
+    fn tiny_array_memory_is_bounded() {
+        let mut a = SparseArray::new();
+        a.set(5, b"v1234");
+        assert!(a.mem_usage() <= 72, "one element: {} bytes", a.mem_usage());
+        for j in 1..8 {
+            a.set(5 + j, b"v1234");
+        }
+        assert_eq!(a.count(), 8);
+        assert!(a.mem_usage() <= 128, "eight elements: {} bytes", a.mem_usage());
+    }
+
+    /// The small chunk map turns into a tree past `SMALL_CHUNKS` chunks and stays correct.
+    #[test]
+    fn many_chunks_switch_to_the_tree() {
+        let mut a = SparseArray::new();
+        let mut m = BTreeMap::new();
+        let v = vec![b'x'; 500];
+        for k in 0..200u64 {
+            let idx = (k * 7919) % 1000 * 1000;
+            a.set(idx, &v);
+            m.insert(idx, v.clone());
+        }
+        assert!(a.chunk_count() > SMALL_CHUNKS);
+        assert!(matches!(a.chunks, ChunkMap::Big(_)));
+        check(&a, &m);
+        assert_eq!(a.remove_range(100_000, 500_000), m.range(100_000..=500_000).count() as u64);
+        m.retain(|k, _| !(100_000..=500_000).contains(k));
+        check(&a, &m);
+    }
 
     fn check(a: &SparseArray, m: &BTreeMap<u64, Vec<u8>>) {
         let want: Vec<(u64, Vec<u8>)> = m.iter().map(|(k, v)| (*k, v.clone())).collect();

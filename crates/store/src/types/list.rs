@@ -310,7 +310,41 @@ pub struct List {
     /// than by `pop_back` clears it.
     /// Offsets fit u16: only a chunk holding a single entry can exceed CHUNK_MAX bytes, and
     /// such a chunk is popped without the cache.
-    tail_offs: Vec<u16>,
+    tail_offs: TailCache,
+}
+
+/// The tail-offset cache, allocated on first use: most lists are never popped from the back,
+/// and an inline `Vec` would add 16 bytes to every list's header (64 instead of 48 bytes).
+#[derive(Clone, Debug, Default)]
+struct TailCache(
+    // The box keeps the unused cache one word wide.
+    #[allow(clippy::box_collection)] Option<Box<Vec<u16>>>,
+);
+
+impl TailCache {
+    fn clear(&mut self) {
+        if let Some(v) = &mut self.0 {
+            v.clear();
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|v| v.is_empty())
+    }
+    fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |v| v.len())
+    }
+    fn push(&mut self, off: u16) {
+        self.0.get_or_insert_with(Default::default).push(off);
+    }
+    fn pop(&mut self) -> Option<u16> {
+        self.0.as_mut()?.pop()
+    }
+    /// Heap bytes (size classes).
+    fn heap_bytes(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |v| size_class(std::mem::size_of::<Vec<u16>>()) + size_class(v.capacity() * 2))
+    }
 }
 
 impl List {
@@ -588,7 +622,7 @@ impl List {
     pub fn clear(&mut self) {
         self.chunks.clear();
         self.chunks.shrink_to_fit();
-        self.tail_offs = Vec::new();
+        self.tail_offs = TailCache::default();
         self.len = 0;
     }
 
@@ -702,7 +736,7 @@ impl List {
     pub fn mem_usage(&self) -> usize {
         size_class(std::mem::size_of::<List>())
             + size_class(self.chunks.capacity() * std::mem::size_of::<Chunk>())
-            + size_class(self.tail_offs.capacity() * 2)
+            + self.tail_offs.heap_bytes()
             + self.chunks.iter().map(|c| size_class(c.data.len())).sum::<usize>()
     }
 
@@ -744,6 +778,24 @@ impl<'a> Iterator for Iter<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn tiny_list_memory_is_bounded() {
+        assert!(std::mem::size_of::<List>() <= 48, "header grew to {}", std::mem::size_of::<List>());
+        let mut l = List::new();
+        l.push_back(b"v1234");
+        // Header (48) + one chunk slot (32, not VecDeque's default four) + an 8-byte buffer;
+        // no tail cache until something pops from the back.
+        assert!(l.mem_usage() <= 88, "one element: {} bytes", l.mem_usage());
+        let mut f = List::new();
+        f.push_front(b"v1234");
+        assert!(f.mem_usage() <= 88, "one element pushed in front: {} bytes", f.mem_usage());
+        for _ in 1..8 {
+            l.push_back(b"v1234");
+        }
+        assert_eq!(l.len(), 8);
+        assert!(l.mem_usage() <= 128, "eight elements: {} bytes", l.mem_usage());
+    }
 
     fn check(l: &List, model: &VecDeque<Vec<u8>>) {
         assert_eq!(l.len(), model.len());

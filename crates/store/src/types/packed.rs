@@ -183,25 +183,26 @@ fn split(a: u32) -> (usize, usize) {
 }
 
 /// A vector that keeps a single element inline. Small collections have exactly one chunk; a
-/// `Vec` would add a heap allocation (32 bytes or more) just to point at it. Derefs to a
-/// slice, so readers see `&[T]` either way.
-#[derive(Clone, Debug)]
+/// `Vec` would add a heap allocation (32 bytes or more) just to point at it, and an inline
+/// `Vec` would widen the collection's header. Derefs to a slice, so readers see `&[T]`.
+/// Layout: `Many` is boxed so that the enum is no larger than `T` when `T` has a niche (a
+/// `Vec<u8>` chunk: 24 bytes), which keeps small headers in the 32-byte size class.
+#[derive(Clone, Debug, Default)]
 pub(crate) enum OneOrVec<T> {
+    #[default]
+    Empty,
     One(T),
-    /// Zero, or two and more, elements.
-    Many(Vec<T>),
-}
-
-impl<T> Default for OneOrVec<T> {
-    fn default() -> Self {
-        OneOrVec::Many(Vec::new())
-    }
+    /// Any number of elements (once two were held; it never converts back).
+    // The box is the point: it keeps this variant one word wide (see above).
+    #[allow(clippy::box_collection)]
+    Many(Box<Vec<T>>),
 }
 
 impl<T> std::ops::Deref for OneOrVec<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
         match self {
+            OneOrVec::Empty => &[],
             OneOrVec::One(x) => std::slice::from_ref(x),
             OneOrVec::Many(v) => v,
         }
@@ -211,6 +212,7 @@ impl<T> std::ops::Deref for OneOrVec<T> {
 impl<T> std::ops::DerefMut for OneOrVec<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         match self {
+            OneOrVec::Empty => &mut [],
             OneOrVec::One(x) => std::slice::from_mut(x),
             OneOrVec::Many(v) => v,
         }
@@ -218,25 +220,22 @@ impl<T> std::ops::DerefMut for OneOrVec<T> {
 }
 
 impl<T> OneOrVec<T> {
-    /// The heap vector, converting an inline element into one.
-    fn vec(&mut self) -> &mut Vec<T> {
-        if let OneOrVec::One(_) = self {
-            let OneOrVec::One(x) = std::mem::take(self) else { unreachable!("checked above") };
-            let mut v = Vec::with_capacity(2);
-            v.push(x);
-            *self = OneOrVec::Many(v);
-        }
-        match self {
-            OneOrVec::Many(v) => v,
-            OneOrVec::One(_) => unreachable!("converted above"),
-        }
-    }
     pub(crate) fn insert(&mut self, at: usize, x: T) {
-        if self.is_empty() {
-            assert!(at == 0, "insert index out of bounds");
-            *self = OneOrVec::One(x);
-        } else {
-            self.vec().insert(at, x);
+        match std::mem::take(self) {
+            OneOrVec::Empty => {
+                assert!(at == 0, "insert index out of bounds");
+                *self = OneOrVec::One(x);
+            }
+            OneOrVec::One(y) => {
+                let mut v = Vec::with_capacity(2);
+                v.push(y);
+                v.insert(at, x);
+                *self = OneOrVec::Many(Box::new(v));
+            }
+            OneOrVec::Many(mut v) => {
+                v.insert(at, x);
+                *self = OneOrVec::Many(v);
+            }
         }
     }
     pub(crate) fn push(&mut self, x: T) {
@@ -244,29 +243,43 @@ impl<T> OneOrVec<T> {
         self.insert(n, x);
     }
     pub(crate) fn remove(&mut self, at: usize) -> T {
-        match self {
-            OneOrVec::One(_) => {
+        match std::mem::take(self) {
+            OneOrVec::Empty => panic!("remove from an empty vector"),
+            OneOrVec::One(x) => {
                 assert!(at == 0, "remove index out of bounds");
-                let OneOrVec::One(x) = std::mem::take(self) else { unreachable!("matched above") };
                 x
             }
-            OneOrVec::Many(v) => v.remove(at),
+            OneOrVec::Many(mut v) => {
+                let x = v.remove(at);
+                *self = OneOrVec::Many(v);
+                x
+            }
         }
     }
-    /// Bytes of the heap array (0 while inline), rounded to size classes.
+    pub(crate) fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrVec::Empty => Vec::new(),
+            OneOrVec::One(x) => vec![x],
+            OneOrVec::Many(v) => *v,
+        }
+    }
+    /// Bytes of the heap parts (0 while inline), rounded to size classes.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
-            OneOrVec::One(_) => 0,
-            OneOrVec::Many(v) => size_class(v.capacity() * std::mem::size_of::<T>()),
+            OneOrVec::Empty | OneOrVec::One(_) => 0,
+            OneOrVec::Many(v) => {
+                size_class(std::mem::size_of::<Vec<T>>())
+                    + size_class(v.capacity() * std::mem::size_of::<T>())
+            }
         }
     }
 }
 
+/// One run of records. Just the buffer (24 bytes, so that an inline chunk keeps the table
+/// header at 32 bytes); indexed mode keeps each chunk's dead-byte count in [`Index::dead`].
 #[derive(Clone, Debug, Default)]
 struct Chunk {
     buf: Vec<u8>,
-    /// Bytes of dead records in `buf` (always 0 in small mode).
-    dead: usize,
 }
 
 #[inline]
@@ -373,6 +386,10 @@ struct Index {
     old: Option<Table>,
     /// Slots of `old` below this position have been moved.
     moved: usize,
+    /// Live records (indexed mode only; a small table counts its records by scanning).
+    len: usize,
+    /// Bytes of dead records per chunk; may be shorter than the chunk list (missing = 0).
+    dead: Vec<u32>,
 }
 
 /// Table size (log2) for `live` records: load at most one half after a resize.
@@ -383,9 +400,9 @@ fn bits_for(live: usize) -> u32 {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PackedTable<const PAIRS: bool> {
-    /// One inline chunk while small (no allocation besides its buffer).
+    /// One inline chunk while small (no allocation besides its buffer). The header is two
+    /// words: small tables are most tables, and a 32-byte header fits jemalloc's 32 class.
     chunks: OneOrVec<Chunk>,
-    len: usize,
     index: Option<Box<Index>>,
 }
 
@@ -417,11 +434,27 @@ impl<'a, const PAIRS: bool> Iterator for Iter<'a, PAIRS> {
 
 impl<const PAIRS: bool> PackedTable<PAIRS> {
     pub(crate) fn new() -> Self {
-        PackedTable { chunks: OneOrVec::default(), len: 0, index: None }
+        PackedTable { chunks: OneOrVec::default(), index: None }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        match &self.index {
+            Some(idx) => idx.len,
+            None => self.small_count(),
+        }
+    }
+
+    /// Small mode: the number of records in chunk 0, counted (at most 512 short records, the
+    /// same walk as a lookup; Redis's listpack also counts by walking past 65,535).
+    fn small_count(&self) -> usize {
+        let Some(c) = self.chunks.first() else { return 0 };
+        let mut at = 0;
+        let mut n = 0;
+        while at < c.buf.len() {
+            at = decode::<PAIRS>(&c.buf, at).end;
+            n += 1;
+        }
+        n
     }
 
     pub(crate) fn is_indexed(&self) -> bool {
@@ -507,9 +540,8 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                 }
                 return false;
             }
-            if self.len < small_max_entries(PAIRS) {
+            if self.small_count() < small_max_entries(PAIRS) {
                 self.append(key, val);
-                self.len += 1;
                 return true;
             }
             self.build_index();
@@ -535,8 +567,9 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             return false;
         }
         let a = self.append(key, val);
-        self.index.as_mut().expect("indexed").cur.insert(h, a);
-        self.len += 1;
+        let idx = self.index.as_mut().expect("indexed");
+        idx.cur.insert(h, a);
+        idx.len += 1;
         self.maintain();
         true
     }
@@ -546,8 +579,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         if self.index.is_none() {
             let Some(r) = self.small_find(key) else { return false };
             self.chunks[0].buf.drain(r.key.start..r.end);
-            self.len -= 1;
-            if self.len == 0 {
+            if self.chunks[0].buf.is_empty() {
                 self.chunks = OneOrVec::default();
             }
             return true;
@@ -559,7 +591,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         let a = t.slots[pos];
         t.slots[pos] = TOMB;
         t.live -= 1;
-        self.len -= 1;
+        idx.len -= 1;
         self.kill(a);
         self.maintain();
         true
@@ -588,8 +620,13 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         let c = &mut self.chunks[ci];
         let r = decode::<PAIRS>(&c.buf, off);
         c.buf[off] |= 1;
-        c.dead += r.end - off;
-        if c.dead * 2 > c.buf.len() {
+        let dead = &mut self.index.as_mut().expect("indexed").dead;
+        if dead.len() <= ci {
+            dead.resize(ci + 1, 0);
+        }
+        // A chunk holds under 64 KiB of records plus one last record of at most 4 GiB.
+        dead[ci] += (r.end - off) as u32;
+        if dead[ci] as usize * 2 > c.buf.len() {
             self.compact(ci);
         }
     }
@@ -617,7 +654,9 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             r = rec.end;
         }
         c.buf.truncate(w);
-        c.dead = 0;
+        if let Some(d) = idx.dead.get_mut(ci) {
+            *d = 0;
+        }
         if w == 0 && !is_last {
             c.buf = Vec::new();
         } else {
@@ -627,7 +666,8 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Switches from small mode to indexed mode (never back, as Redis never converts back).
     fn build_index(&mut self) {
-        let mut t = Table::new(bits_for(self.len.max(small_max_entries(PAIRS))));
+        let len = self.small_count();
+        let mut t = Table::new(bits_for(len.max(small_max_entries(PAIRS))));
         if let Some(c) = self.chunks.first() {
             let mut at = 0;
             while at < c.buf.len() {
@@ -636,7 +676,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                 at = r.end;
             }
         }
-        self.index = Some(Box::new(Index { cur: t, old: None, moved: 0 }));
+        self.index = Some(Box::new(Index { cur: t, old: None, moved: 0, len, dead: Vec::new() }));
     }
 
     /// After each indexed write: advance a running resize, or start one when the table is
@@ -648,7 +688,8 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             // The ratios below keep `cur` under 90% while `old` drains; should writes outpace
             // the drain anyway, rebuild at once rather than let probe runs close up.
             if idx.cur.used * 10 >= idx.cur.slots.len() * 9 {
-                Self::rebuild(chunks, idx, self.len);
+                let live = idx.len;
+                Self::rebuild(chunks, idx, live);
                 return;
             }
             let old = idx.old.as_mut().expect("old table");
@@ -695,11 +736,12 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// A uniformly random record, or None if empty.
     pub(crate) fn random(&self, rng: &mut impl Rng) -> Option<(&[u8], &[u8])> {
-        if self.len == 0 {
+        let len = self.len();
+        if len == 0 {
             return None;
         }
         let Some(idx) = self.index.as_ref() else {
-            return self.iter().nth(rng.gen_range(0..self.len));
+            return self.iter().nth(rng.gen_range(0..len));
         };
         // Tables stay at least a tenth full (and a resize's two tables together about an
         // eighth), so rejection sampling over all slots ends quickly and is uniform.
@@ -762,7 +804,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         let mut n = self.chunks.heap_bytes();
         n += self.chunks.iter().map(|c| size_class(c.buf.capacity())).sum::<usize>();
         if let Some(idx) = &self.index {
-            n += size_class(std::mem::size_of::<Index>());
+            n += size_class(std::mem::size_of::<Index>()) + size_class(idx.dead.capacity() * 4);
             for t in std::iter::once(&idx.cur).chain(idx.old.as_ref()) {
                 n += size_class(t.slots.len() * 4);
             }

@@ -179,6 +179,26 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeSet;
 
+    #[test]
+    fn tiny_set_memory_is_bounded() {
+        assert!(std::mem::size_of::<Set>() <= 32, "header grew to {}", std::mem::size_of::<Set>());
+        // Packed (non-integer) members: header plus one record buffer.
+        let mut s = Set::new();
+        s.add(b"v1234");
+        assert!(s.contains(b"v1234"));
+        assert_eq!(s.encoding(), "listpack");
+        assert!(s.mem_usage() <= 40, "one member: {} bytes", s.mem_usage());
+        for j in 1..8 {
+            s.add(format!("v1234-{j}").as_bytes());
+        }
+        assert_eq!(s.len(), 8);
+        assert!(s.mem_usage() <= 96, "eight members: {} bytes", s.mem_usage());
+        // Integer members (intset): header plus 8 bytes a member.
+        let mut i = Set::new();
+        i.add(b"5");
+        assert!(i.mem_usage() <= 40, "one integer: {} bytes", i.mem_usage());
+    }
+
     fn member() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
             4 => (-700i64..700).prop_map(|i| i.to_string().into_bytes()),

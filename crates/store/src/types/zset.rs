@@ -7,13 +7,14 @@
 //! entry is
 //!
 //! ```text
-//! [tag: u8][score: 0..=8 bytes][member length: LEB128][member bytes]
+//! [tag: u8][score: 0..=8 bytes][member length: LEB128, only if tag >> 4 == 0][member bytes]
 //! ```
 //!
-//! where tag 0..=8 means "the score is an integer, zigzag-encoded little endian in `tag` bytes"
-//! and tag 9 means "the score is a raw f64 (8 bytes LE)". Integral scores of magnitude below
-//! 2^53 (except -0, which must keep its sign) take the integer form, so `ZADD z 500 m000500`
-//! costs 11 bytes. A chunk grows until it holds `CHUNK_BYTES`; then it splits in the middle,
+//! where the tag's low nibble 0..=8 means "the score is an integer, zigzag-encoded little
+//! endian in that many bytes" and 9 means "the score is a raw f64 (8 bytes LE)"; a non-zero high
+//! nibble is the member length + 1 (members of at most 14 bytes), and then no length follows.
+//! Integral scores of magnitude below 2^53 (except -0, which must keep its sign) take the
+//! integer form, so `ZADD z 500 m000500` costs 10 bytes. A chunk grows until it holds `CHUNK_BYTES`; then it splits in the middle,
 //! or, when the new entry goes after the last entry of the set (ascending loads), a fresh chunk
 //! is started so that the old one stays full.
 //!
@@ -66,6 +67,8 @@ pub const LISTPACK_VALUE: usize = 64;
 const MIGRATE_STEP: usize = 64;
 
 const TAG_F64: u8 = 9;
+/// Members up to this long store their length in the tag byte (see the module docs).
+const SHORT_MEMBER: usize = 14;
 
 /// Total order of entries: score numerically (-0 == 0), then member bytes.
 #[inline]
@@ -113,6 +116,12 @@ fn encode_header(h: &mut [u8; 19], score: f64, member_len: usize) -> usize {
         h[1..9].copy_from_slice(&score.to_bits().to_le_bytes());
         n = 9;
     }
+    if member_len <= SHORT_MEMBER {
+        // Short members keep their length in the tag's high nibble: one byte less per entry,
+        // which for one-member sets is often the difference between jemalloc's 8 and 16 classes.
+        h[0] |= ((member_len + 1) as u8) << 4;
+        return n;
+    }
     let mut l = member_len;
     loop {
         let b = (l & 0x7f) as u8;
@@ -144,7 +153,8 @@ fn encoded_len(score: f64, member: &[u8]) -> usize {
 /// Decodes the entry at `off`: (score, member, offset of the next entry).
 #[inline]
 fn decode_entry(buf: &[u8], off: usize) -> (f64, &[u8], usize) {
-    let tag = buf[off];
+    let short = (buf[off] >> 4) as usize;
+    let tag = buf[off] & 0x0F;
     let mut p = off + 1;
     let score = if tag == TAG_F64 {
         let mut b = [0u8; 8];
@@ -160,6 +170,9 @@ fn decode_entry(buf: &[u8], off: usize) -> (f64, &[u8], usize) {
         let i = ((z >> 1) as i64) ^ -((z & 1) as i64);
         i as f64
     };
+    if short != 0 {
+        return (score, &buf[p..p + short - 1], p + short - 1);
+    }
     let mut len = 0usize;
     let mut shift = 0;
     loop {
@@ -1242,6 +1255,37 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    /// A one-member set is its header (one chunk inline) plus one small buffer; it was
+    /// ~200 bytes with a four-slot chunk vector and a 16-byte minimum buffer.
+    #[test]
+    fn tiny_zset_memory_is_bounded() {
+        assert!(std::mem::size_of::<ZSet>() <= 48, "header grew to {}", std::mem::size_of::<ZSet>());
+        let mut z = ZSet::new();
+        z.insert(b"m1234", 1234.0);
+        assert_eq!(z.score(b"m1234"), Some(1234.0));
+        // Tag + 2 score bytes + 5 member bytes: exactly the 8-byte class.
+        assert!(z.mem_usage() <= 56, "one member: {} bytes", z.mem_usage());
+        for j in 1..8 {
+            z.insert(format!("m1234-{j}").as_bytes(), 1234.0 + j as f64);
+        }
+        assert_eq!(z.len(), 8);
+        assert!(z.mem_usage() <= 128, "eight members: {} bytes", z.mem_usage());
+    }
+
+    #[test]
+    fn short_and_long_members_round_trip_through_the_tag() {
+        for len in [0usize, 1, 13, 14, 15, 16, 200] {
+            for score in [0.0, -0.0, 7.0, -3.5, 1e300, f64::INFINITY] {
+                let m = vec![b'q'; len];
+                let mut b = Vec::new();
+                encode_entry(&mut b, score, &m);
+                assert_eq!(b.len(), encoded_len(score, &m));
+                let (s, got, next) = decode_entry(&b, 0);
+                assert_eq!((s.to_bits(), got, next), (score.to_bits(), &m[..], b.len()));
+            }
+        }
+    }
 
     fn model_order(m: &HashMap<Vec<u8>, f64>) -> Vec<(Vec<u8>, f64)> {
         let mut v: Vec<(Vec<u8>, f64)> = m.iter().map(|(k, s)| (k.clone(), *s)).collect();
