@@ -251,7 +251,12 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
         "lists" => {
             if verify {
                 Box::new((0..s.collections).map(move |j| {
-                    let args = vec![b"LRANGE".to_vec(), format!("list:{j}").into_bytes(), b"0".to_vec(), b"-1".to_vec()];
+                    let args = vec![
+                        b"LRANGE".to_vec(),
+                        format!("list:{j}").into_bytes(),
+                        b"0".to_vec(),
+                        b"-1".to_vec(),
+                    ];
                     let expect = Frame::Array(Some((0..n).map(|k| bulk(format!("e{k:06}"))).collect()));
                     Step { args, expect: Some(expect), elements: n }
                 }))
@@ -276,7 +281,12 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
                     ];
                     let expect = Frame::Array(Some(
                         (0..n)
-                            .map(|k| Frame::Array(Some(vec![Frame::Integer((k * 1000) as i64), bulk(format!("v{k:06}"))])))
+                            .map(|k| {
+                                Frame::Array(Some(vec![
+                                    Frame::Integer((k * 1000) as i64),
+                                    bulk(format!("v{k:06}")),
+                                ]))
+                            })
                             .collect(),
                     ));
                     Step { args, expect: Some(expect), elements: n }
@@ -402,7 +412,10 @@ fn load(conn: &mut Conn, s: &Shape, measure: bool) -> std::io::Result<bool> {
             let after = conn.used_memory()?;
             let per = (after as f64 - before as f64) / n as f64;
             // Machine-readable line for benchmark scripts.
-            println!("MEM {kind} elements={n} bytes={} per_element={per:.2} secs={secs:.2}", after - before.min(after));
+            println!(
+                "MEM {kind} elements={n} bytes={} per_element={per:.2} secs={secs:.2}",
+                after - before.min(after)
+            );
         } else {
             println!("LOADED {kind} elements={n} secs={secs:.2}");
         }
@@ -422,7 +435,8 @@ fn verify(conn: &mut Conn, s: &Shape) -> std::io::Result<bool> {
 
 fn grow(conn: &mut Conn, members: u64, key: &str) -> std::io::Result<bool> {
     conn.call(&["DEL", key])?;
-    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+    let mut hist =
+        hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
     let pb = bar(members, "grow");
     for i in 0..members {
         let member = format!("m{i:07}");

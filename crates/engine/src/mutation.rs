@@ -127,6 +127,9 @@ mod tests {
         log.push(&[b"SET", b"k\r\n", b""]);
         log.push(&[b"DEL", b"x"]);
         assert_eq!(log.count, 2);
-        assert_eq!(log.decode(), vec![vec![b"SET".to_vec(), b"k\r\n".to_vec(), vec![]], vec![b"DEL".to_vec(), b"x".to_vec()]]);
+        assert_eq!(
+            log.decode(),
+            vec![vec![b"SET".to_vec(), b"k\r\n".to_vec(), vec![]], vec![b"DEL".to_vec(), b"x".to_vec()]]
+        );
     }
 }

@@ -632,8 +632,10 @@ fn info_commandstats_and_errorstats() {
     .collect();
     assert_eq!(rows, want, "{text}");
     let errs = errorstats(&raw_info(&mut raw, "errorstats"));
-    let want_errs: HashMap<String, u64> =
-        [("ERR", 9), ("WRONGTYPE", 2), ("EXECABORT", 1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let want_errs: HashMap<String, u64> = [("ERR", 9), ("WRONGTYPE", 2), ("EXECABORT", 1)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     assert_eq!(errs, want_errs);
     assert_eq!(num(&info_map(&raw_info(&mut raw, "stats")), "total_error_replies"), 12);
 

@@ -24,8 +24,10 @@ mod tests {
 
     #[test]
     fn classes_match_jemalloc() {
-        let got: Vec<usize> =
-            [0, 1, 9, 17, 33, 65, 100, 129, 257, 4096, 4097, 8193, 16385].iter().map(|&n| size_class(n)).collect();
+        let got: Vec<usize> = [0, 1, 9, 17, 33, 65, 100, 129, 257, 4096, 4097, 8193, 16385]
+            .iter()
+            .map(|&n| size_class(n))
+            .collect();
         assert_eq!(got, vec![0, 8, 16, 32, 48, 80, 112, 160, 320, 4096, 5120, 10240, 20480]);
     }
 }

@@ -4,10 +4,10 @@
 pub mod array;
 pub mod hash;
 pub mod list;
+pub(crate) mod packed;
 pub mod set;
 pub mod string;
 pub mod zset;
-pub(crate) mod packed;
 
 pub use array::SparseArray;
 pub use hash::Hash;
