@@ -169,7 +169,8 @@ impl Gen {
                 13 => { let (k, v) = (self.key(), self.value()); push!("GETSET", k, v) }
                 14 => { let k = self.key(); push!("GETDEL", k) }
                 15 => { let k = self.key(); push!("GETEX", k); let o = self.pick(&["", "PERSIST", "EX", "BAD"]);
-                        if !o.is_empty() { push!(o); } if o == "EX" { push!("100"); } }
+                        if !o.is_empty() { push!(o); }
+                        if o == "EX" { push!("100"); } }
                 16 => { let (k, v) = (self.key(), self.value()); push!("SETNX", k, v) }
                 17 => { let (k, v) = (self.key(), self.value()); let t = self.pick(&["100", "0", "-5", "x"]); push!("SETEX", k, t, v) }
                 18 => { let k = self.key(); push!("DECR", k) }
@@ -252,7 +253,8 @@ impl Gen {
                 13 => { let k = self.key(); push!("ZPOPMAX", k) }
                 14 => { let (k, s, e) = (self.key(), self.int(), self.int()); push!("ZREMRANGEBYRANK", k, s, e) }
                 15 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("ZUNIONSTORE", d, "2", k1, k2);
-                        if self.rng.gen() { push!("WEIGHTS", "2", "3"); } if self.rng.gen() { push!("AGGREGATE", self.pick(&["MIN", "MAX", "SUM"])); } }
+                        if self.rng.gen() { push!("WEIGHTS", "2", "3"); }
+                        if self.rng.gen() { push!("AGGREGATE", self.pick(&["MIN", "MAX", "SUM"])); } }
                 16 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("ZINTERSTORE", d, "2", k1, k2) }
                 17 => { let k = self.key(); push!("ZREVRANGE", k, "0", "-1", "WITHSCORES") }
                 18 => { let (k, m1, m2) = (self.key(), self.field(), self.field()); push!("ZMSCORE", k, m1, m2) }

@@ -350,7 +350,7 @@ fn expire(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let allowed = match current {
         // A persistent key counts as an infinite deadline for GT and LT.
         None => !(xx || gt),
-        Some(cur) => !nx && !(gt && deadline <= cur) && !(lt && deadline >= cur),
+        Some(cur) => !(nx || (gt && deadline <= cur) || (lt && deadline >= cur)),
     };
     if !allowed {
         return reply::integer(out, 0);
@@ -600,7 +600,7 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), 100);
-        assert!(!seen.contains(&b"h".to_vec()));
+        assert!(!seen.contains(&b"h"[..]));
         assert_eq!(run(&mut e, 0, &["SCAN", "x"]), "-ERR invalid cursor\r\n");
         assert_eq!(run(&mut e, 0, &["SCAN", "0", "COUNT", "0"]), "-ERR syntax error\r\n");
         assert_eq!(run(&mut e, 0, &["KEYS", "k1?"]).matches("$3").count(), 10);

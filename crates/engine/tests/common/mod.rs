@@ -66,8 +66,8 @@ pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
     assert_eq!(b.repl.offset, a.repl.offset, "replay advances the offset identically");
     let (da, db) = (dump(&a), dump(&b));
     if da != db {
-        let cmds: Vec<String> = cmds.iter().map(|c| pretty(c)).collect();
-        let muts: Vec<String> = mutations.iter().map(|c| pretty(c)).collect();
+        let cmds: Vec<String> = cmds.iter().map(pretty).collect();
+        let muts: Vec<String> = mutations.iter().map(pretty).collect();
         panic!("stores differ\ncommands: {cmds:#?}\nmutations: {muts:#?}\nA: {da:?}\nB: {db:?}");
     }
     replies
