@@ -304,30 +304,7 @@ impl LongDouble {
         if ndigits == 0 {
             return None;
         }
-        let mut exp10: i64 = 0;
-        if i < s.len() {
-            if s[i] != b'e' {
-                return None;
-            }
-            let (eneg, mut j) = match s.get(i + 1) {
-                Some(b'-') => (true, i + 2),
-                Some(b'+') => (false, i + 2),
-                _ => (false, i + 1),
-            };
-            if j >= s.len() {
-                return None;
-            }
-            while j < s.len() {
-                if !s[j].is_ascii_digit() {
-                    return None;
-                }
-                exp10 = (exp10 * 10 + (s[j] - b'0') as i64).min(1 << 40);
-                j += 1;
-            }
-            if eneg {
-                exp10 = -exp10;
-            }
-        }
+        let exp10 = parse_exponent(s, i, b'e')?;
         if digits.is_zero() {
             return Some(LongDouble { neg, ..Self::ZERO });
         }
@@ -380,30 +357,7 @@ impl LongDouble {
         if ndigits == 0 {
             return None;
         }
-        let mut exp2: i64 = 0;
-        if i < s.len() {
-            if s[i] != b'p' {
-                return None;
-            }
-            let (eneg, mut j) = match s.get(i + 1) {
-                Some(b'-') => (true, i + 2),
-                Some(b'+') => (false, i + 2),
-                _ => (false, i + 1),
-            };
-            if j >= s.len() {
-                return None;
-            }
-            while j < s.len() {
-                if !s[j].is_ascii_digit() {
-                    return None;
-                }
-                exp2 = (exp2 * 10 + (s[j] - b'0') as i64).min(1 << 40);
-                j += 1;
-            }
-            if eneg {
-                exp2 = -exp2;
-            }
-        }
+        let exp2 = parse_exponent(s, i, b'p')?;
         if n.is_zero() {
             return Some(LongDouble { neg, ..Self::ZERO });
         }
@@ -506,6 +460,29 @@ fn digits_times_pow10(d: &Big, e: u64) -> Big {
     }
     n.mul_add_small(10u32.pow((e % 9) as u32), 0);
     n
+}
+
+/// The optional exponent that ends a float text at `s[i..]`: `marker` (`e` for decimal, `p`
+/// for hex), an optional sign, then at least one digit, and nothing after. 0 when `s` ends at
+/// `i`; None when the rest is malformed. The magnitude saturates at 2^40, far beyond any
+/// representable power.
+fn parse_exponent(s: &[u8], i: usize, marker: u8) -> Option<i64> {
+    if i >= s.len() {
+        return Some(0);
+    }
+    if s[i] != marker {
+        return None;
+    }
+    let (neg, digits) = match s.get(i + 1) {
+        Some(b'-') => (true, &s[i + 2..]),
+        Some(b'+') => (false, &s[i + 2..]),
+        _ => (false, &s[i + 1..]),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude = digits.iter().fold(0i64, |e, &d| (e * 10 + (d - b'0') as i64).min(1 << 40));
+    Some(if neg { -magnitude } else { magnitude })
 }
 
 #[cfg(test)]
