@@ -13,7 +13,7 @@ reports medians and ratios goblin/redis. Tables go to benchmarks/out/*.md (copie
 docs/BENCHMARKS.md by hand), throughput plots to benchmarks/out/*.png.
 
 Usage:
-  cargo build --release --bin goblin-core --bin six-types
+  cargo build --release --bin goblin-core --bin six-types --bin io-floor
   python3 benchmarks/redis_compare.py --suites strings,memory
   python3 benchmarks/redis_compare.py --suites types,six,grow
 """
@@ -51,10 +51,11 @@ def wait_port(port, timeout=10.0):
 
 
 def cpu_seconds(pid):
+    """(user, system) CPU seconds the process has used so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     # fields[0] is state (field 3); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 class Server:
@@ -89,9 +90,10 @@ def bench(server, test, pipeline, requests, clients, keyspace, custom=None):
         "-c", str(clients), "-P", str(pipeline), "-r", str(keyspace), "--csv",
     ]
     argv += custom if custom else ["-t", test]
-    cpu0 = cpu_seconds(server.proc.pid)
+    user0, sys0 = cpu_seconds(server.proc.pid)
     out = subprocess.run(argv, capture_output=True, check=True, text=True).stdout
-    cpu = cpu_seconds(server.proc.pid) - cpu0
+    user1, sys1 = cpu_seconds(server.proc.pid)
+    user, cpu = user1 - user0, (user1 - user0) + (sys1 - sys0)
     rows = list(csv.DictReader(io.StringIO(out)))
     result = {}
     for row in rows:
@@ -102,6 +104,8 @@ def bench(server, test, pipeline, requests, clients, keyspace, custom=None):
             "p99": float(row["p99_latency_ms"]),
             # Server CPU of the whole invocation, split evenly over its rows' commands.
             "cpu_per_m": cpu / (requests * len(rows)) * 1e6,
+            # The user-space part alone: the engine's own work, without the kernel's TCP path.
+            "user_per_m": user / (requests * len(rows)) * 1e6,
         }
     return result
 
@@ -157,23 +161,31 @@ def run_suite(name, servers, pipelines, args):
                 g, r = agg["goblin"], agg["redis"]
                 print(f"{row:10} -P {p:<3} goblin {g['rps']:>11,.0f}/s p50 {g['p50']:.3f} p99 {g['p99']:.3f}"
                       f" cpu/M {g['cpu_per_m']:.2f}s | redis {r['rps']:>11,.0f}/s p50 {r['p50']:.3f}"
-                      f" p99 {r['p99']:.3f} cpu/M {r['cpu_per_m']:.2f}s | ratio {g['rps']/r['rps']:.2f}",
+                      f" p99 {r['p99']:.3f} cpu/M {r['cpu_per_m']:.2f}s | ratio {g['rps']/r['rps']:.2f}"
+                      + "".join(f" | {n} cpu/M {agg[n]['cpu_per_m']:.2f}s" for n in agg if n.startswith("floor")),
                       flush=True)
     return results
 
 
 def table(results):
+    """Markdown rows: throughput, latency, and server CPU per million commands. With the floor
+    servers (io-floor) present, their CPU ratio to redis is the lowest any engine can reach."""
+    floors = sorted({n for agg in results.values() for n in agg if n.startswith("floor")})
+    ratio = lambda a, b: a / max(b, 1e-9)
     lines = [
         "| test | -P | goblin ops/s | redis ops/s | ratio | goblin p50 / p99 ms | redis p50 / p99 ms |"
-        " goblin CPU s per M | redis CPU s per M | CPU ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " goblin CPU s per M | redis CPU s per M | CPU ratio | user-space CPU ratio |"
+        + "".join(f" {n} CPU ratio |" for n in floors),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(floors),
     ]
     for (test, p), agg in results.items():
         g, r = agg["goblin"], agg["redis"]
         lines.append(
             f"| {test} | {p} | {g['rps']:,.0f} | {r['rps']:,.0f} | {g['rps']/r['rps']:.2f} |"
             f" {g['p50']:.3f} / {g['p99']:.3f} | {r['p50']:.3f} / {r['p99']:.3f} |"
-            f" {g['cpu_per_m']:.2f} | {r['cpu_per_m']:.2f} | {g['cpu_per_m']/max(r['cpu_per_m'], 1e-9):.2f} |"
+            f" {g['cpu_per_m']:.2f} | {r['cpu_per_m']:.2f} | {ratio(g['cpu_per_m'], r['cpu_per_m']):.2f} |"
+            f" {ratio(g['user_per_m'], r['user_per_m']):.2f} |"
+            + "".join(f" {ratio(agg[n]['cpu_per_m'], r['cpu_per_m']):.2f} |" if n in agg else " |" for n in floors)
         )
     return lines
 
@@ -222,6 +234,9 @@ def main():
                     help="comma list of: strings (SET GET INCR MSET at -P 1 and 16), types (collection"
                          " commands at -P 16), memory (one million string keys), six (six-type dataset"
                          " memory), grow (SADD latency into a growing set)")
+    ap.add_argument("--floor", default=os.path.join(target, "release", "io-floor"),
+                    help="io-floor binary: run beside the two servers in the strings suite at -P 1"
+                         " (epoll and io_uring back ends) as the kernel's CPU floor; '' to skip")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -241,9 +256,26 @@ def main():
     try:
         all_results = {}
         if "strings" in suites:
-            r = run_suite("strings", servers, [1, 16], args)
+            floors = []
+            if args.floor and os.path.exists(args.floor):
+                for backend in ("epoll", "io-uring"):
+                    port = free_port()
+                    floors.append(Server(f"floor-{backend}", [args.floor, "--port", str(port),
+                                                              "--backend", backend], port))
+            try:
+                r = run_suite("strings", servers + floors, [1], args)
+            finally:
+                for f in floors:
+                    f.stop()
+            r.update(run_suite("strings", servers, [16], args))
             all_results.update(r)
             report += ["### Strings and counters", "", setup, ""] + table(r) + [""]
+            if floors:
+                report += ["`floor-epoll` and `floor-io-uring` are `benchmarks/io-floor`: the same"
+                           " requests answered `+OK` with no engine at all, over epoll and over"
+                           " io_uring. Their CPU ratio is the lowest goblin/redis CPU ratio that any"
+                           " engine could reach at that pipeline depth through the kernel's TCP path;"
+                           " the user-space CPU ratio compares the two engines without it.", ""]
         if "types" in suites:
             r = run_suite("types", servers, [16], args)
             all_results.update(r)
@@ -318,6 +350,11 @@ def plot(results, path):
                               (axes[1], "cpu_per_m", "server CPU seconds per million commands")):
         ax.bar([x - 0.2 for x in xs], [results[k]["goblin"][metric] for k in results], 0.4, label="goblin-core")
         ax.bar([x + 0.2 for x in xs], [results[k]["redis"][metric] for k in results], 0.4, label="redis-server")
+        if metric == "cpu_per_m":
+            floor = [(x, results[k]["floor-epoll"][metric]) for x, k in zip(xs, results) if "floor-epoll" in results[k]]
+            if floor:
+                ax.scatter([x for x, _ in floor], [y for _, y in floor], marker="_", s=900, color="black",
+                           zorder=3, label="io-floor (no engine)")
         ax.set_xticks(xs)
         ax.set_xticklabels(labels, rotation=30, ha="right")
         ax.set_title(title)

@@ -194,7 +194,24 @@ fn main() {
     std::process::exit(code);
 }
 
+/// Raises the soft descriptor limit to the hard one: every segment holds two descriptors
+/// (writer and fetch reader) and every client one, and a broker that runs out of descriptors
+/// can neither accept clients nor roll segments.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                tracing::warn!(soft = lim.rlim_cur, "could not raise the open-file limit");
+            }
+        }
+    }
+}
+
 async fn run_broker(opts: Opts) -> i32 {
+    raise_fd_limit();
     let cfg = broker_config(&opts);
     let listener = match server::bind(opts.listen) {
         Ok(l) => l,
