@@ -246,6 +246,10 @@ struct Owner {
     unsynced: Vec<Waiting>,
     dirty: bool,
     syncs_done: u64,
+    /// The compaction pass in progress, if any. It runs as its own task so that produces to
+    /// this partition keep flowing while closed segments are rewritten; retention waits for
+    /// it, because a segment it deletes must not be renamed back into place by the cleaner.
+    compaction: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Opens (recovering if needed) or creates a partition directory and starts its owner.
@@ -290,6 +294,7 @@ pub fn open(
         unsynced: Vec::new(),
         dirty: false,
         syncs_done: 0,
+        compaction: None,
     };
     tokio::spawn(owner.run(rx));
     Partition { shared, tx }
@@ -701,19 +706,26 @@ impl Owner {
         seg.append(bytes, h)
     }
 
-    /// Retention (time and size) and compaction; runs between groups on the owner.
+    /// Retention (time and size) and compaction; runs between groups on the owner. Neither
+    /// runs while a compaction pass is still going (see `compaction`).
     async fn housekeeping(&mut self) {
         if self.shared.failed.load(Ordering::Acquire) {
+            return;
+        }
+        if self.compaction.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
         if self.cfg.delete {
             self.apply_retention();
         }
         if self.cfg.compact {
-            if let Err(e) = crate::compaction::compact(&self.shared, &self.cfg, &self.memory).await {
-                tracing::error!(topic = %self.shared.topic, partition = self.shared.partition,
-                    "compaction failed: {e}");
-            }
+            let (shared, cfg, memory) = (self.shared.clone(), self.cfg.clone(), self.memory.clone());
+            self.compaction = Some(tokio::spawn(async move {
+                if let Err(e) = crate::compaction::compact(&shared, &cfg, &memory).await {
+                    tracing::error!(topic = %shared.topic, partition = shared.partition,
+                        "compaction failed: {e}");
+                }
+            }));
         }
     }
 
