@@ -6,8 +6,8 @@
 //!   target/release/examples/kaka-bench --kaka target/release/kaka [--scenario all]
 //!
 //! Scenarios (each starts its own kaka on a free port with a temp dir unless --bootstrap is
-//! given, in which case the broker at that address is used and the restart-based scenarios
-//! are skipped):
+//! given, in which case the broker at that address is used, its topics are created up front,
+//! and the restart-based scenarios are skipped; --name labels it in the table):
 //!   produce  throughput and per-record ack latency, idempotent acks=all, 64 B and 1 KiB
 //!   sync     one record at a time (each acked before the next): librdkafka and raw wire
 //!   consume  read everything from offset 0
@@ -233,6 +233,16 @@ impl Raw {
         Raw { s, cid: 0 }
     }
     fn call<R: Encodable + HeaderVersion, Resp: Decodable>(&mut self, key: ApiKey, v: i16, r: &R) -> Resp {
+        self.try_call(key, v, r).unwrap()
+    }
+    /// Like `call`, but a response that does not decode is an error, not a panic (another
+    /// broker may answer in a shape the protocol crate rejects).
+    fn try_call<R: Encodable + HeaderVersion, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        v: i16,
+        r: &R,
+    ) -> Result<Resp, String> {
         self.cid += 1;
         let mut h = RequestHeader::default();
         h.request_api_key = key as i16;
@@ -240,17 +250,19 @@ impl Raw {
         h.correlation_id = self.cid;
         h.client_id = Some(StrBytes::from_static_str("kaka-bench"));
         let mut b = BytesMut::new();
+        b.extend_from_slice(&[0u8; 4]);
         h.encode(&mut b, key.request_header_version(v)).unwrap();
         r.encode(&mut b, v).unwrap();
-        self.s.write_all(&(b.len() as i32).to_be_bytes()).unwrap();
+        let len = (b.len() - 4) as i32;
+        b[..4].copy_from_slice(&len.to_be_bytes());
         self.s.write_all(&b).unwrap();
         let mut n = [0u8; 4];
         self.s.read_exact(&mut n).unwrap();
         let mut body = vec![0u8; i32::from_be_bytes(n) as usize];
         self.s.read_exact(&mut body).unwrap();
         let mut body = Bytes::from(body);
-        ResponseHeader::decode(&mut body, key.response_header_version(v)).unwrap();
-        Resp::decode(&mut body, v).unwrap()
+        ResponseHeader::decode(&mut body, key.response_header_version(v)).map_err(|e| e.to_string())?;
+        Resp::decode(&mut body, v).map_err(|e| e.to_string())
     }
 }
 
@@ -294,6 +306,28 @@ fn raw_produce(c: &mut Raw, topic: &str, batch: Bytes) -> i16 {
     r.topic_data = vec![td];
     let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
     resp.responses[0].partition_responses[0].error_code
+}
+
+/// Creates single-partition topics (an existing one is fine): for brokers that do not create
+/// topics on first use.
+fn ensure_topics(addr: &str, names: &[&str]) {
+    let mut c = Raw::connect(addr);
+    let mut r = CreateTopicsRequest::default();
+    r.timeout_ms = 10_000;
+    r.topics = names
+        .iter()
+        .map(|n| {
+            let mut t = create_topics_request::CreatableTopic::default();
+            t.name = TopicName(StrBytes::from_string(n.to_string()));
+            t.num_partitions = 1;
+            t.replication_factor = 1;
+            t
+        })
+        .collect();
+    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 4, &r);
+    for t in resp.topics {
+        assert!(matches!(t.error_code, 0 | 36), "create topic {:?}: error {}", t.name, t.error_code);
+    }
 }
 
 fn sync_raw(addr: &str, n: usize) -> (f64, f64) {
@@ -357,7 +391,7 @@ fn consume_all(addr: &str, topic: &str, n: usize) -> f64 {
 }
 
 /// Reads the topic from offset 0 with raw 8 MiB fetches; counts records from batch headers.
-fn consume_raw(addr: &str, topic: &str, n: usize) -> (f64, f64) {
+fn consume_raw(addr: &str, topic: &str, n: usize) -> Result<(f64, f64), String> {
     let mut c = Raw::connect(addr);
     let (mut off, mut recs, mut bytes) = (0i64, 0usize, 0usize);
     let start = Instant::now();
@@ -375,7 +409,8 @@ fn consume_raw(addr: &str, topic: &str, n: usize) -> (f64, f64) {
         r.max_bytes = 8 << 20;
         r.session_epoch = -1;
         r.topics = vec![ft];
-        let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+        let resp: FetchResponse =
+            c.try_call(ApiKey::Fetch, 12, &r).map_err(|e| format!("Fetch v12 answer: {e}"))?;
         let data = resp.responses[0].partitions[0].records.clone().unwrap_or_default();
         assert!(!data.is_empty(), "no data at offset {off}");
         bytes += data.len();
@@ -392,7 +427,7 @@ fn consume_raw(addr: &str, topic: &str, n: usize) -> (f64, f64) {
         }
     }
     let s = start.elapsed().as_secs_f64();
-    (recs as f64 / s, bytes as f64 / s / 1e6)
+    Ok((recs as f64 / s, bytes as f64 / s / 1e6))
 }
 
 /// Times `kcat -C -e` reading the topic from the beginning (None if kcat is missing).
@@ -520,15 +555,20 @@ fn main() {
     let rounds: usize = get("--crash-rounds").map(|s| s.parse().unwrap()).unwrap_or(20);
     let bootstrap = get("--bootstrap");
     let bin = PathBuf::from(get("--kaka").unwrap_or_else(|| "target/release/kaka".into()));
-    // --broker-arg X (repeatable): extra flag for the kaka started by the cold scenario.
+    // --broker-arg X (repeatable): extra flag for every kaka the driver starts.
     let broker_args: Vec<String> =
         args.windows(2).filter(|w| w[0] == "--broker-arg").map(|w| w[1].clone()).collect();
     let want = |s: &str| scenario == "all" || scenario.split(',').any(|x| x == s);
     let start = |tag: &str| match &bootstrap {
         Some(a) => Broker::external(a),
-        None => Broker::start(&bin, tag, &[]),
+        None => Broker::start(&bin, tag, &broker_args.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
     };
-    let name = bootstrap.as_deref().unwrap_or("kaka");
+    // --name LABEL: how the broker is called in the table (default: kaka, or the address).
+    let name = get("--name").unwrap_or_else(|| bootstrap.clone().unwrap_or_else(|| "kaka".into()));
+    let name = name.as_str();
+    if let Some(addr) = &bootstrap {
+        ensure_topics(addr, &["p64", "p1024", "paced64", "paced1024", "sync-raw", "sync-rd"]);
+    }
     println!("| broker | scenario | result |");
     println!("| --- | --- | --- |");
     if want("produce") {
@@ -544,10 +584,13 @@ fn main() {
             println!("| {name} | produce {size} B at a steady {pace:.0} records/s for 3 s, idempotent acks=all, default batching (linger.ms 5) | ack latency p50 {p50:.2} ms, p99 {p99:.2} ms |");
         }
         if want("consume") {
-            let (rate, mbs) = consume_raw(&b.addr, "p64", records);
-            println!("| {name} | consume {records} x 64 B from offset 0, raw Fetch v12 (8 MiB per fetch) | {rate:.0} records/s ({mbs:.0} MB/s) |");
-            if let Some(rate) = consume_kcat(&b.addr, "p64", records) {
-                println!("| {name} | consume {records} x 64 B from offset 0, kcat -C -e (librdkafka 2.0.2), incl. startup | {rate:.0} records/s |");
+            match consume_raw(&b.addr, "p64", records) {
+                Ok((rate, mbs)) => println!("| {name} | consume {records} x 64 B from offset 0, raw Fetch v12 (8 MiB per fetch) | {rate:.0} records/s ({mbs:.0} MB/s) |"),
+                Err(e) => println!("| {name} | consume {records} x 64 B from offset 0, raw Fetch v12 (8 MiB per fetch) | failed: {e} |"),
+            }
+            match consume_kcat(&b.addr, "p64", records) {
+                Some(rate) => println!("| {name} | consume {records} x 64 B from offset 0, kcat -C -e (librdkafka 2.0.2), incl. startup | {rate:.0} records/s |"),
+                None => println!("| {name} | consume {records} x 64 B from offset 0, kcat -C -e (librdkafka 2.0.2) | failed: kcat did not read the records |"),
             }
             let rate = consume_all(&b.addr, "p64", records);
             println!("| {name} | consume {records} x 64 B from offset 0, rust-rdkafka BaseConsumer::poll per record (client-bound) | {rate:.0} records/s |");

@@ -5,6 +5,6 @@
 # scenarios are then skipped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/goblin-target}
 cargo build --release -p kaka --bins --examples
 "$CARGO_TARGET_DIR/release/examples/kaka-bench" --kaka "$CARGO_TARGET_DIR/release/kaka" "$@"

@@ -50,6 +50,8 @@ pub struct JoinArgs {
     pub member_id: String,
     pub instance_id: Option<String>,
     pub client_id: String,
+    /// The member's address as DescribeGroups shows it (`/127.0.0.1`).
+    pub client_host: String,
     pub session_timeout_ms: i32,
     pub rebalance_timeout_ms: i32,
     pub protocol_type: String,
@@ -58,6 +60,29 @@ pub struct JoinArgs {
 
 /// (topic, partition, offset, metadata)
 pub type OffsetEntry = (String, i32, i64, Option<String>);
+
+/// A group as ListGroups and DescribeGroups show it.
+#[derive(Debug, Clone, Default)]
+pub struct GroupInfo {
+    pub group: String,
+    /// Kafka's state names: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead.
+    pub state: &'static str,
+    pub protocol_type: String,
+    /// The chosen assignor ("" until a generation completes).
+    pub protocol: String,
+    pub members: Vec<MemberInfo>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MemberInfo {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// The member's metadata for the group's chosen protocol.
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
 
 enum GMsg {
     Join(JoinArgs, oneshot::Sender<JoinResult>),
@@ -90,6 +115,11 @@ enum GMsg {
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
         reply: oneshot::Sender<Vec<OffsetEntry>>,
+    },
+    /// Some groups by name (an unknown one is reported Dead), or every group when None.
+    Describe {
+        groups: Option<Vec<String>>,
+        reply: oneshot::Sender<Vec<GroupInfo>>,
     },
     Shutdown(oneshot::Sender<()>),
 }
@@ -174,6 +204,11 @@ impl Groups {
         ask(&self.tx, |reply| GMsg::Fetch { group, topics, reply }).await
     }
 
+    /// Describes the named groups, or lists every group (with members) when `groups` is None.
+    pub async fn describe(&self, groups: Option<Vec<String>>) -> Vec<GroupInfo> {
+        ask(&self.tx, |reply| GMsg::Describe { groups, reply }).await
+    }
+
     pub async fn shutdown(&self) {
         let (rtx, rrx) = oneshot::channel();
         if self.tx.send(GMsg::Shutdown(rtx)).is_ok() {
@@ -190,8 +225,21 @@ enum State {
     Stable,
 }
 
+impl State {
+    fn kafka_name(self) -> &'static str {
+        match self {
+            State::Empty => "Empty",
+            State::PreparingRebalance => "PreparingRebalance",
+            State::CompletingRebalance => "CompletingRebalance",
+            State::Stable => "Stable",
+        }
+    }
+}
+
 struct Member {
     instance_id: Option<String>,
+    client_id: String,
+    client_host: String,
     protocol_type: String,
     protocols: Vec<(String, Bytes)>,
     session_timeout: Duration,
@@ -262,6 +310,9 @@ impl Coordinator {
                         GMsg::Fetch { group, topics, reply } => {
                             let _ = reply.send(self.fetch(&group, topics));
                         }
+                        GMsg::Describe { groups, reply } => {
+                            let _ = reply.send(self.describe(groups));
+                        }
                         GMsg::Shutdown(done) => {
                             let _ = self.file.sync_data();
                             let _ = done.send(());
@@ -326,6 +377,8 @@ impl Coordinator {
         let was_empty = g.members.is_empty();
         let m = g.members.entry(member_id.clone()).or_insert_with(|| Member {
             instance_id: a.instance_id.clone(),
+            client_id: a.client_id.clone(),
+            client_host: a.client_host.clone(),
             protocol_type: a.protocol_type.clone(),
             protocols: Vec::new(),
             session_timeout: Duration::ZERO,
@@ -520,6 +573,46 @@ impl Coordinator {
                 })
                 .collect(),
             None => g.offsets.iter().map(|((t, p), (o, m))| (t.clone(), *p, *o, m.clone())).collect(),
+        }
+    }
+
+    fn describe(&self, names: Option<Vec<String>>) -> Vec<GroupInfo> {
+        let info = |name: &str, g: Option<&Group>| {
+            let Some(g) = g else {
+                // Kafka answers a group it does not know with state Dead and no error.
+                return GroupInfo { group: name.to_string(), state: "Dead", ..Default::default() };
+            };
+            let protocol = if g.state == State::PreparingRebalance { None } else { g.protocol.clone() };
+            GroupInfo {
+                group: name.to_string(),
+                state: g.state.kafka_name(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                protocol: protocol.clone().unwrap_or_default(),
+                members: g
+                    .members
+                    .iter()
+                    .map(|(id, m)| MemberInfo {
+                        member_id: id.clone(),
+                        instance_id: m.instance_id.clone(),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        metadata: protocol
+                            .as_ref()
+                            .and_then(|p| m.protocols.iter().find(|(q, _)| q == p))
+                            .map(|(_, md)| md.clone())
+                            .unwrap_or_default(),
+                        assignment: m.assignment.clone(),
+                    })
+                    .collect(),
+            }
+        };
+        match names {
+            Some(names) => names.iter().map(|n| info(n, self.groups.get(n))).collect(),
+            None => {
+                let mut all: Vec<GroupInfo> = self.groups.iter().map(|(n, g)| info(n, Some(g))).collect();
+                all.sort_by(|a, b| a.group.cmp(&b.group));
+                all
+            }
         }
     }
 

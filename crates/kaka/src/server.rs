@@ -89,7 +89,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
             break;
         }
         let Some(raw) = RawHeader::parse(&buf) else { break };
-        match api::dispatch(&broker, raw, Bytes::from(buf)) {
+        match api::dispatch(&broker, &peer, raw, Bytes::from(buf)) {
             Outcome::Reply(r) => {
                 if tx.send((r, permit)).is_err() {
                     break;

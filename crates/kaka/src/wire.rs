@@ -24,11 +24,14 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (12, 0, 4), // Heartbeat
     (13, 0, 2), // LeaveGroup (3+ member lists)
     (14, 0, 4), // SyncGroup
+    (15, 0, 5), // DescribeGroups
+    (16, 0, 4), // ListGroups (5+ filters by group type)
     (18, 0, 3), // ApiVersions
     (19, 2, 4), // CreateTopics
     (20, 1, 4), // DeleteTopics
     (22, 0, 4), // InitProducerId
     (23, 2, 4), // OffsetForLeaderEpoch
+    (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

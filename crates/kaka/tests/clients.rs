@@ -493,3 +493,64 @@ pub fn crash_rounds(k: &mut Kaka, rounds: usize) {
         }
     }
 }
+
+/// ListGroups and DescribeGroups (librdkafka's group list) show a live group with its member,
+/// assignor and assignment; DescribeConfigs shows topic settings and where they come from.
+#[test]
+fn group_list_and_describe_configs() {
+    use rdkafka::admin::{ConfigSource, OwnedResourceSpecifier, ResourceSpecifier};
+    let k = Kaka::start(
+        "rd-describe",
+        &["--group-initial-rebalance-delay-ms", "100", "--retention-ms", "3600000"],
+    );
+    let a = admin(&k);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let compacted =
+        NewTopic::new("described", 2, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
+    block_on(a.create_topics(&[compacted], &opts)).unwrap();
+
+    // Topic configs: the one set at creation is a topic config, the rest come from the broker.
+    let res = block_on(a.describe_configs(
+        &[
+            ResourceSpecifier::Topic("described"),
+            ResourceSpecifier::Topic("no-such-topic"),
+            ResourceSpecifier::Broker(0),
+        ],
+        &opts,
+    ))
+    .unwrap();
+    let topic = res[0].as_ref().expect("topic configs");
+    assert_eq!(topic.specifier, OwnedResourceSpecifier::Topic("described".into()));
+    let policy = topic.get("cleanup.policy").expect("cleanup.policy");
+    assert_eq!(policy.value.as_deref(), Some("compact"));
+    assert_eq!(policy.source, ConfigSource::DynamicTopic);
+    let retention = topic.get("retention.ms").expect("retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("3600000"), "inherited from --retention-ms");
+    assert_eq!(retention.source, ConfigSource::StaticBroker);
+    // (rust-rdkafka drops the per-resource error code; wire.rs checks it.)
+    assert!(res[1].as_ref().map_or(true, |r| r.entries.is_empty()), "a missing topic has no configs");
+    let broker = res[2].as_ref().expect("broker configs");
+    assert_eq!(broker.get("log.retention.ms").and_then(|e| e.value.as_deref()), Some("3600000"));
+
+    // A subscribed consumer: the group is listed and described while it is Stable.
+    let c = consumer(&k, "described-group", &[("client.id", "describer"), ("enable.partition.eof", "false")]);
+    c.subscribe(&["described"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.assignment().unwrap().count() < 2 {
+        assert!(Instant::now() < deadline, "no assignment");
+        let _ = c.poll(Duration::from_millis(100));
+    }
+    let list = c.fetch_group_list(None, Duration::from_secs(10)).unwrap();
+    let g = list.groups().iter().find(|g| g.name() == "described-group").expect("group listed");
+    assert_eq!(g.state(), "Stable");
+    assert_eq!(g.protocol_type(), "consumer");
+    assert!(!g.protocol().is_empty(), "the chosen assignor is named");
+    assert_eq!(g.members().len(), 1);
+    let m = &g.members()[0];
+    assert_eq!(m.client_id(), "describer");
+    assert_eq!(m.client_host(), "/127.0.0.1");
+    assert!(m.assignment().is_some_and(|a| !a.is_empty()), "the member's assignment is shown");
+    // A group nobody knows is not listed (wire.rs checks that DescribeGroups calls it Dead).
+    let none = c.fetch_group_list(Some("never-seen"), Duration::from_secs(10)).unwrap();
+    assert!(none.groups().is_empty());
+}

@@ -627,3 +627,56 @@ fn fetch_from_disk_after_restart_spans_slices_and_segments() {
         }
     }
 }
+
+/// DescribeConfigs answers each resource on its own: a missing topic and a foreign broker id
+/// get their error codes, a filtered key list returns only those keys.
+#[test]
+fn describe_configs_errors_and_key_filter() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let k = Kaka::start("describe", &["--retention-bytes", "12345"]);
+    let mut c = k.client();
+    assert_eq!(create(&mut c, "shown", &[("retention.ms", "60000")]), 0);
+    let resource = |kind: i8, name: &str, keys: Option<&[&str]>| {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = kind;
+        r.resource_name = StrBytes::from_string(name.to_string());
+        r.configuration_keys =
+            keys.map(|ks| ks.iter().map(|k| StrBytes::from_string(k.to_string())).collect());
+        r
+    };
+    let mut r = DescribeConfigsRequest::default();
+    r.resources = vec![
+        resource(2, "shown", Some(&["retention.ms", "retention.bytes"])),
+        resource(2, "missing", None),
+        resource(4, "7", None),
+        resource(8, "0", None),
+    ];
+    let resp: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &r);
+    let shown = &resp.results[0];
+    assert_eq!(shown.error_code, 0);
+    let got: Vec<(String, String, i8)> = shown
+        .configs
+        .iter()
+        .map(|e| (e.name.to_string(), e.value.as_ref().unwrap().to_string(), e.config_source))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("retention.bytes".into(), "12345".into(), 4), ("retention.ms".into(), "60000".into(), 1)],
+        "only the keys asked for; a topic setting (1) and a broker flag (4)"
+    );
+    assert_eq!(resp.results[1].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert!(resp.results[1].configs.is_empty());
+    assert_eq!(resp.results[2].error_code, 42, "INVALID_REQUEST: another broker id");
+    assert_eq!(resp.results[3].error_code, 42, "INVALID_REQUEST: broker loggers");
+    // A group nobody knows is Dead with no error, as Kafka reports it; ListGroups has none.
+    let mut d = DescribeGroupsRequest::default();
+    d.groups = vec![GroupId(StrBytes::from_static_str("never-seen"))];
+    let resp: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &d);
+    assert_eq!(resp.groups[0].error_code, 0);
+    assert_eq!(resp.groups[0].group_state.as_str(), "Dead");
+    assert!(resp.groups[0].members.is_empty());
+    let resp: ListGroupsResponse = c.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
+    assert_eq!((resp.error_code, resp.groups.len()), (0, 0));
+    // The connection is still usable afterwards.
+    assert_eq!(fetch(&mut c, "shown", 0, 0, 1024).0, 0);
+}

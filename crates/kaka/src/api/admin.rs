@@ -1,5 +1,5 @@
 //! ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets,
-//! OffsetForLeaderEpoch.
+//! OffsetForLeaderEpoch, DescribeConfigs.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +7,9 @@ use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -258,6 +261,116 @@ pub fn offset_for_leader_epoch(req: &Req, r: OffsetForLeaderEpochRequest) -> Byt
             tr.partitions.push(e);
         }
         resp.topics.push(tr);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// DescribeConfigs resource types and config sources, as Kafka numbers them.
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+/// Config types (DescribeConfigs v3+).
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+const TYPE_LIST: i8 = 7;
+
+/// (name, value, source, type) of every config a resource has.
+type ConfigEntry = (&'static str, String, i8, i8);
+
+fn topic_configs(t: &crate::broker::Topic) -> Vec<ConfigEntry> {
+    let raw = &t.config.raw;
+    // A key the topic set itself is a topic config; the rest comes from the broker's flags,
+    // except cleanup.policy, whose only source is Kafka's default.
+    let source = |k: &str, inherited: i8| if raw.contains_key(k) { SOURCE_TOPIC } else { inherited };
+    let c = &t.config;
+    let policy = match (c.compact, c.delete) {
+        (true, true) => "compact,delete",
+        (true, false) => "compact",
+        _ => "delete",
+    };
+    vec![
+        ("cleanup.policy", policy.to_string(), source("cleanup.policy", SOURCE_DEFAULT), TYPE_LIST),
+        (
+            "delete.retention.ms",
+            c.delete_retention_ms.to_string(),
+            source("delete.retention.ms", SOURCE_STATIC_BROKER),
+            TYPE_LONG,
+        ),
+        (
+            "retention.bytes",
+            c.retention_bytes.to_string(),
+            source("retention.bytes", SOURCE_STATIC_BROKER),
+            TYPE_LONG,
+        ),
+        ("retention.ms", c.retention_ms.to_string(), source("retention.ms", SOURCE_STATIC_BROKER), TYPE_LONG),
+        (
+            "segment.bytes",
+            c.segment_bytes.to_string(),
+            source("segment.bytes", SOURCE_STATIC_BROKER),
+            TYPE_INT,
+        ),
+    ]
+}
+
+fn broker_configs(b: &crate::config::BrokerConfig) -> Vec<ConfigEntry> {
+    let s = SOURCE_STATIC_BROKER;
+    vec![
+        ("auto.create.topics.enable", b.auto_create_topics.to_string(), s, TYPE_BOOLEAN),
+        ("log.cleaner.delete.retention.ms", b.delete_retention_ms.to_string(), s, TYPE_LONG),
+        ("log.retention.bytes", b.retention_bytes.to_string(), s, TYPE_LONG),
+        ("log.retention.ms", b.retention_ms.to_string(), s, TYPE_LONG),
+        ("log.segment.bytes", b.segment_bytes.to_string(), s, TYPE_INT),
+        ("num.partitions", b.default_partitions.to_string(), s, TYPE_INT),
+        ("socket.request.max.bytes", b.max_request_bytes.to_string(), s, TYPE_INT),
+    ]
+}
+
+/// Topic configs (what `kaka topics create --config` and CreateTopics set, and the broker
+/// defaults behind them) and the broker's own settings, read-only: kaka has no AlterConfigs.
+pub fn describe_configs(req: &Req, r: DescribeConfigsRequest) -> BytesMut {
+    let b = &req.broker;
+    let mut resp = DescribeConfigsResponse::default();
+    for res in r.resources {
+        let mut out = DescribeConfigsResult::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name.clone();
+        let name = res.resource_name.to_string();
+        let entries = match res.resource_type {
+            RESOURCE_TOPIC => match b.topic(&name) {
+                Some(t) => Ok((topic_configs(&t), false)),
+                None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"))),
+            },
+            RESOURCE_BROKER if name.is_empty() || name == "0" => Ok((broker_configs(&b.cfg), true)),
+            RESOURCE_BROKER => Err((errors::INVALID_REQUEST, format!("kaka is broker 0, not {name}"))),
+            other => Err((errors::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+        };
+        match entries {
+            Ok((entries, read_only)) => {
+                let wanted = res.configuration_keys.as_ref();
+                for (key, value, source, kind) in entries {
+                    if wanted.is_some_and(|w| !w.iter().any(|k| k.as_str() == key)) {
+                        continue;
+                    }
+                    let mut e = DescribeConfigsResourceResult::default();
+                    e.name = str_bytes(key);
+                    e.value = Some(str_bytes(&value));
+                    e.read_only = read_only;
+                    e.config_source = source;
+                    if req.version >= 3 {
+                        e.config_type = kind;
+                    }
+                    out.configs.push(e);
+                }
+            }
+            Err((code, message)) => {
+                out.error_code = code;
+                out.error_message = Some(str_bytes(&message));
+            }
+        }
+        resp.results.push(out);
     }
     wire::encode(req.correlation_id, req.version, &resp)
 }

@@ -1,9 +1,11 @@
-//! FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch:
-//! decode, ask the coordinator task (groups.rs), encode.
+//! FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+//! ListGroups, DescribeGroups: decode, ask the coordinator task (groups.rs), encode.
 
 use bytes::BytesMut;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -42,6 +44,7 @@ pub async fn join(req: &Req, r: JoinGroupRequest) -> BytesMut {
         member_id: r.member_id.to_string(),
         instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
         client_id: req.client_id.clone(),
+        client_host: req.client_host.clone(),
         session_timeout_ms: r.session_timeout_ms,
         rebalance_timeout_ms: if req.version >= 1 { r.rebalance_timeout_ms } else { r.session_timeout_ms },
         protocol_type: r.protocol_type.to_string(),
@@ -195,5 +198,61 @@ pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
         by_topic[idx].partitions.push(pr);
     }
     resp.topics = by_topic;
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn list_groups(req: &Req, r: ListGroupsRequest) -> BytesMut {
+    let mut resp = ListGroupsResponse::default();
+    // v4+: an empty filter lists every state; otherwise only the states named.
+    let wanted: Vec<String> = r.states_filter.iter().map(|s| s.to_string()).collect();
+    for g in req.broker.groups.describe(None).await {
+        if !wanted.is_empty() && !wanted.iter().any(|w| w == g.state) {
+            continue;
+        }
+        let mut l = ListedGroup::default();
+        l.group_id = GroupId(str_bytes(&g.group));
+        l.protocol_type = str_bytes(&g.protocol_type);
+        if req.version >= 4 {
+            l.group_state = str_bytes(g.state);
+        }
+        resp.groups.push(l);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub async fn describe_groups(req: &Req, r: DescribeGroupsRequest) -> BytesMut {
+    let names: Vec<String> = r.groups.iter().map(|g| g.0.to_string()).collect();
+    let mut resp = DescribeGroupsResponse::default();
+    for g in req.broker.groups.describe(Some(names)).await {
+        let mut d = DescribedGroup::default();
+        d.group_id = GroupId(str_bytes(&g.group));
+        if g.group.is_empty() {
+            d.error_code = errors::INVALID_GROUP_ID;
+        }
+        d.group_state = str_bytes(g.state);
+        d.protocol_type = str_bytes(&g.protocol_type);
+        d.protocol_data = str_bytes(&g.protocol);
+        if req.version >= 3 {
+            // No ACLs here: report "not requested" rather than a made-up operation set.
+            d.authorized_operations = i32::MIN;
+        }
+        d.members = g
+            .members
+            .into_iter()
+            .map(|m| {
+                let mut dm = DescribedGroupMember::default();
+                dm.member_id = str_bytes(&m.member_id);
+                if req.version >= 4 {
+                    dm.group_instance_id = m.instance_id.as_deref().map(str_bytes);
+                }
+                dm.client_id = str_bytes(&m.client_id);
+                dm.client_host = str_bytes(&m.client_host);
+                dm.member_metadata = m.metadata;
+                dm.member_assignment = m.assignment;
+                dm
+            })
+            .collect();
+        resp.groups.push(d);
+    }
     wire::encode(req.correlation_id, req.version, &resp)
 }

@@ -36,6 +36,8 @@ pub struct Req {
     pub correlation_id: i32,
     pub version: i16,
     pub client_id: String,
+    /// The client's address, for DescribeGroups (Kafka writes it `/host`).
+    pub client_host: String,
 }
 
 fn ready(b: Option<BytesMut>) -> Outcome {
@@ -55,7 +57,12 @@ where
     Outcome::Reply(rx)
 }
 
-pub fn dispatch(broker: &Arc<Broker>, raw: RawHeader, mut frame: Bytes) -> Outcome {
+pub fn dispatch(
+    broker: &Arc<Broker>,
+    peer: &std::net::SocketAddr,
+    raw: RawHeader,
+    mut frame: Bytes,
+) -> Outcome {
     // ApiVersions first: a client may send a newer version than we know; it must get a v0
     // body listing our ranges (KIP-511) so it can retry with a version we speak.
     if raw.api_key == wire::API_VERSIONS_KEY && !wire::supported(raw.api_key, raw.api_version) {
@@ -87,6 +94,7 @@ pub fn dispatch(broker: &Arc<Broker>, raw: RawHeader, mut frame: Bytes) -> Outco
         correlation_id: raw.correlation_id,
         version: raw.api_version,
         client_id: header.client_id.as_deref().unwrap_or("").to_string(),
+        client_host: format!("/{}", peer.ip()),
     };
     match body {
         RequestKind::ApiVersions(_) => ready(Some(admin::api_versions(&req))),
@@ -108,6 +116,9 @@ pub fn dispatch(broker: &Arc<Broker>, raw: RawHeader, mut frame: Bytes) -> Outco
         RequestKind::LeaveGroup(r) => spawn(async move { Some(group::leave(&req, r).await) }),
         RequestKind::OffsetCommit(r) => spawn(async move { Some(group::offset_commit(&req, r).await) }),
         RequestKind::OffsetFetch(r) => spawn(async move { Some(group::offset_fetch(&req, r).await) }),
+        RequestKind::ListGroups(r) => spawn(async move { Some(group::list_groups(&req, r).await) }),
+        RequestKind::DescribeGroups(r) => spawn(async move { Some(group::describe_groups(&req, r).await) }),
+        RequestKind::DescribeConfigs(r) => ready(Some(admin::describe_configs(&req, r))),
         _ => ready(Some(wire::unsupported(raw.correlation_id))),
     }
 }
