@@ -86,7 +86,8 @@ class Tansu:
 
 def run_bench(bench, argv):
     out = subprocess.run([bench, *argv], capture_output=True, text=True, timeout=1800)
-    rows = [l for l in out.stdout.splitlines() if l.startswith("| ") and not l.startswith("| broker")]
+    rows = [l for l in out.stdout.splitlines()
+            if l.startswith("| ") and not l.startswith("| broker") and not l.startswith("| ---")]
     if out.returncode != 0:
         rows.append(f"| ? | driver failed | {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode} |")
     return rows
