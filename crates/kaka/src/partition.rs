@@ -95,7 +95,7 @@ impl Shared {
     }
 
     /// Reads record batches at `offset` for a Fetch. Err is a Kafka error code.
-    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, i16> {
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Vec<Bytes>, i16> {
         if self.open_error.is_some() {
             return Err(errors::KAFKA_STORAGE_ERROR);
         }
@@ -104,11 +104,13 @@ impl Shared {
             return Err(errors::OFFSET_OUT_OF_RANGE);
         }
         if offset == hw {
-            return Ok(Bytes::new());
+            return Ok(Vec::new());
         }
+        // Cached batches are handed out as they are (shared, not copied): the response is sent
+        // in pieces (see wire::Outgoing).
         if let Some(parts) = self.cache.read(offset, max_bytes, hw) {
             if !parts.is_empty() {
-                return Ok(concat(parts));
+                return Ok(parts);
             }
         }
         // Below the RAM window: read the segment through its index on a blocking thread.
@@ -127,10 +129,10 @@ impl Shared {
                     errors::KAFKA_STORAGE_ERROR
                 })?;
             if !data.is_empty() {
-                return Ok(Bytes::from(data));
+                return Ok(vec![Bytes::from(data)]);
             }
         }
-        Ok(Bytes::new())
+        Ok(Vec::new())
     }
 
     /// ListOffsets: first offset with timestamp >= ts -> (offset, timestamp), or (-1, -1).
@@ -185,17 +187,6 @@ impl Shared {
             .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
             .map_err(|_| errors::KAFKA_STORAGE_ERROR)
     }
-}
-
-fn concat(parts: Vec<Bytes>) -> Bytes {
-    if parts.len() == 1 {
-        return parts.into_iter().next().unwrap_or_default();
-    }
-    let mut v = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for p in parts {
-        v.extend_from_slice(&p);
-    }
-    Bytes::from(v)
 }
 
 /// The handle the broker keeps for a partition.

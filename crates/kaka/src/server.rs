@@ -6,18 +6,20 @@
 //! reader stops reading the socket, so one client cannot queue unbounded work (TCP then
 //! pushes back on the client).
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::api::{self, Outcome};
 use crate::broker::Broker;
-use crate::wire::RawHeader;
+use crate::wire::{Outgoing, RawHeader};
 
 /// Binds with SO_REUSEADDR so a restart right after a crash can take the port back while old
 /// connections linger in TIME_WAIT.
@@ -53,12 +55,21 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     // Credit: a permit per request from dispatch until its response is written.
     let credit = Arc::new(Semaphore::new(broker.cfg.max_in_flight.max(1)));
     let (tx, mut rx) =
-        mpsc::unbounded_channel::<(oneshot::Receiver<Option<BytesMut>>, OwnedSemaphorePermit)>();
+        mpsc::unbounded_channel::<(oneshot::Receiver<Option<Outgoing>>, OwnedSemaphorePermit)>();
     let writer = tokio::spawn(async move {
         while let Some((pending, _permit)) = rx.recv().await {
             match pending.await {
-                Ok(Some(frame)) => {
-                    if let Err(e) = wr.write_all(&frame).await {
+                Ok(Some(out)) => {
+                    let written = match &out {
+                        Outgoing::Frame(frame) => wr.write_all(frame).await,
+                        Outgoing::Pieces(pieces)
+                            if pieces.iter().map(Bytes::len).sum::<usize>() >= BULK_BYTES =>
+                        {
+                            write_bulk(wr.as_ref().as_raw_fd(), pieces.clone()).await
+                        }
+                        Outgoing::Pieces(pieces) => write_pieces(&mut wr, pieces).await,
+                    };
+                    if let Err(e) = written {
                         tracing::debug!(%peer, "write failed: {e}");
                         break;
                     }
@@ -104,4 +115,127 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     drop(tx);
     let _ = writer.await;
     tracing::debug!(%peer, "connection closed");
+}
+
+/// Writes every piece in order with vectored writes (up to 64 pieces per system call).
+async fn write_pieces<W: AsyncWrite + Unpin>(wr: &mut W, pieces: &[Bytes]) -> std::io::Result<()> {
+    let (mut i, mut off) = (0usize, 0usize); // next unwritten byte: pieces[i][off..]
+    while i < pieces.len() {
+        let mut slices = Vec::with_capacity(64);
+        slices.push(IoSlice::new(&pieces[i][off..]));
+        slices.extend(pieces[i + 1..].iter().take(63).map(|p| IoSlice::new(p)));
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 && i < pieces.len() {
+            let left = pieces[i].len() - off;
+            if n >= left {
+                n -= left;
+                i += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+        while i < pieces.len() && pieces[i].len() == off {
+            i += 1;
+            off = 0;
+        }
+    }
+    Ok(())
+}
+
+/// Responses at least this large are written by a bulk writer thread (see `write_bulk`).
+const BULK_BYTES: usize = 1 << 20;
+
+/// Nice value of a bulk writer thread: about a tenth of a normal thread's CPU share when they
+/// compete, so produces preempt it, yet a loaded broker still moves big fetches along (under
+/// SCHED_IDLE they could starve).
+const BULK_NICE: libc::c_int = 10;
+
+/// Writes a large response from its own short-lived thread at nice 10, then returns.
+///
+/// Why: on a machine with few cores, copying tens of MiB into a socket keeps a core busy for
+/// tens of milliseconds, and every produce that needs a CPU meanwhile (reader, partition owner,
+/// sync thread, writer) waits its turn behind it. (Lowering one's own priority needs no
+/// privilege; if it fails the write simply runs at normal priority.)
+/// The tokio writer task awaits the result, so the socket sees one writer at a time and the
+/// descriptor stays open until the thread is done.
+async fn write_bulk(fd: RawFd, pieces: Vec<Bytes>) -> std::io::Result<()> {
+    let (tx, rx) = oneshot::channel();
+    let spawned = std::thread::Builder::new().name("kaka-bulk-write".into()).spawn(move || {
+        // SAFETY: plain system calls on this thread's id and on a descriptor the awaiting
+        // writer task keeps open; the slices point into `pieces`, alive for the whole call.
+        unsafe {
+            // Linux keeps a nice value per thread: this lowers only the bulk writer.
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, BULK_NICE);
+        }
+        let _ = tx.send(write_blocking(fd, &pieces));
+    });
+    spawned?;
+    rx.await.unwrap_or_else(|_| Err(std::io::ErrorKind::BrokenPipe.into()))
+}
+
+/// writev until every piece is out, waiting in poll(2) while the socket buffer is full.
+fn write_blocking(fd: RawFd, pieces: &[Bytes]) -> std::io::Result<()> {
+    let (mut i, mut off) = (0usize, 0usize);
+    while i < pieces.len() {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(64);
+        for (k, p) in pieces[i..].iter().take(64).enumerate() {
+            let start = if k == 0 { off } else { 0 };
+            iov.push(libc::iovec {
+                iov_base: p[start..].as_ptr() as *mut libc::c_void,
+                iov_len: p.len() - start,
+            });
+        }
+        let msg = libc::msghdr {
+            msg_name: std::ptr::null_mut(),
+            msg_namelen: 0,
+            msg_iov: iov.as_mut_ptr(),
+            msg_iovlen: iov.len(),
+            msg_control: std::ptr::null_mut(),
+            msg_controllen: 0,
+            msg_flags: 0,
+        };
+        // SAFETY: `iov` points into live pieces; MSG_NOSIGNAL turns a closed peer into EPIPE.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock => {
+                    let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                    // SAFETY: one pollfd on the stack.
+                    if unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {
+                        let e = std::io::Error::last_os_error();
+                        if e.kind() != std::io::ErrorKind::Interrupted {
+                            return Err(e);
+                        }
+                    }
+                    continue;
+                }
+                _ => return Err(e),
+            }
+        }
+        let mut n = n as usize;
+        while n > 0 {
+            let left = pieces[i].len() - off;
+            if n >= left {
+                n -= left;
+                i += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+        while i < pieces.len() && pieces[i].len() == off {
+            i += 1;
+            off = 0;
+        }
+    }
+    Ok(())
 }

@@ -4,7 +4,7 @@
 //! size prefix, a response header (correlation id, plus tagged fields for flexible versions,
 //! except ApiVersions whose response header is always v0), then the body.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ResponseHeader;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
@@ -35,6 +35,14 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;
+
+/// A response ready for the socket: one encoded frame, or a frame in pieces (size prefix and
+/// header included) sent with vectored writes, so that record bytes shared with the tail cache
+/// or just read from a segment are never copied again in user space.
+pub enum Outgoing {
+    Frame(BytesMut),
+    Pieces(Vec<Bytes>),
+}
 
 pub fn supported(key: i16, version: i16) -> bool {
     SUPPORTED.iter().any(|&(k, lo, hi)| k == key && (lo..=hi).contains(&version))

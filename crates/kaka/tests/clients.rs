@@ -368,56 +368,6 @@ fn consumer_group_subscribe_commit_and_resume() {
 }
 
 #[test]
-fn group_commit_shares_fdatasync() {
-    let mut k = Kaka::start("rd-gc", &[]);
-    // Create the topic first so every producer appends to the same partition.
-    let warm = producer(&k, &[]);
-    warm.send(BaseRecord::with_opaque_to("gc", 0).partition(0).payload("w").key("k"))
-        .map_err(|(e, _)| e)
-        .unwrap();
-    flush_all(&warm, 1);
-    let threads = 32;
-    let each = 25;
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let addr = k.addr();
-            std::thread::spawn(move || {
-                let p: BaseProducer<Acks> = ClientConfig::new()
-                    .set("bootstrap.servers", &addr)
-                    .set("acks", "all")
-                    .set("linger.ms", "0")
-                    .create_with_context(Acks::default())
-                    .unwrap();
-                for i in 0..each {
-                    let v = format!("{t}-{i}");
-                    p.send(BaseRecord::with_opaque_to("gc", i).partition(0).payload(&v).key("k"))
-                        .map_err(|(e, _)| e)
-                        .unwrap();
-                    p.flush(Duration::from_secs(20)).unwrap();
-                }
-                let got = p.context().got.lock().unwrap().clone();
-                assert!(got.iter().all(|g| g.1.is_ok()));
-                got.len()
-            })
-        })
-        .collect();
-    let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    assert_eq!(total, threads * each);
-    drop(warm);
-    assert_eq!(k.sigterm(), Some(0));
-    let log = k.log_text();
-    let field = |name: &str| -> u64 {
-        let i = log.rfind(&format!("{name}=")).expect("stats line") + name.len() + 1;
-        log[i..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap()
-    };
-    let (syncs, appends) = (field("syncs"), field("appends"));
-    assert!(appends >= (threads * each) as u64);
-    eprintln!("group commit: {syncs} fdatasyncs for {appends} appended batches");
-    // Typically 25-45 % here; a lock-step broker would need one sync per batch (100 %).
-    assert!(syncs * 4 <= appends * 3, "group commit: {syncs} fdatasyncs for {appends} appended batches");
-}
-
-#[test]
 fn crash_during_produce_flood_loses_no_acked_record() {
     let mut k = Kaka::start("rd-crash", &[]);
     crash_rounds(&mut k, 3);

@@ -680,3 +680,50 @@ fn describe_configs_errors_and_key_filter() {
     // The connection is still usable afterwards.
     assert_eq!(fetch(&mut c, "shown", 0, 0, 1024).0, 0);
 }
+
+/// Group commit: produces that arrive together share one fdatasync. 32 connections each send
+/// an acks=all produce before any answer is read, for 25 rounds; a broker that synced each
+/// batch on its own would need 800 fdatasyncs (the broker logs its counts at shutdown).
+#[test]
+fn group_commit_shares_fdatasync() {
+    let mut k = Kaka::start("gc", &[]);
+    let mut conns: Vec<Raw> = (0..32).map(|_| k.client()).collect();
+    assert_eq!(produce(&mut conns[0], 9, "gc", 0, batch(&[b"create"])).0, 0);
+    let request = |c: &mut Raw, i: usize| {
+        let mut pd = PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(batch(&[format!("record {i}").as_bytes()]));
+        let mut td = TopicProduceData::default();
+        td.name = tname("gc");
+        td.partition_data = vec![pd];
+        let mut r = ProduceRequest::default();
+        r.acks = -1;
+        r.timeout_ms = 10_000;
+        r.topic_data = vec![td];
+        c.encode_request(ApiKey::Produce, 9, &r)
+    };
+    let rounds = 25;
+    for round in 0..rounds {
+        for (i, c) in conns.iter_mut().enumerate() {
+            let body = request(c, round * 32 + i);
+            c.send_frame(&body);
+        }
+        for c in conns.iter_mut() {
+            let mut f = c.read_frame().expect("produce answer");
+            ResponseHeader::decode(&mut f, 1).unwrap();
+            let resp = ProduceResponse::decode(&mut f, 9).unwrap();
+            assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+        }
+    }
+    drop(conns);
+    assert_eq!(k.sigterm(), Some(0));
+    let log = k.log_text();
+    let field = |name: &str| -> u64 {
+        let i = log.rfind(&format!("{name}=")).expect("stats line") + name.len() + 1;
+        log[i..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap()
+    };
+    let (syncs, appends) = (field("syncs"), field("appends"));
+    assert_eq!(appends, 1 + 32 * rounds as u64, "every produce appended once");
+    eprintln!("group commit: {syncs} fdatasyncs for {appends} appended batches");
+    assert!(syncs * 4 <= appends, "group commit: {syncs} fdatasyncs for {appends} appended batches");
+}

@@ -20,12 +20,12 @@ use kafka_protocol::protocol::decode_request_header_from_buffer;
 use tokio::sync::oneshot;
 
 use crate::broker::Broker;
-use crate::wire::{self, RawHeader};
+use crate::wire::{self, Outgoing, RawHeader};
 
 /// What the connection does with a request.
 pub enum Outcome {
     /// A response (or None for acks=0 Produce) will arrive on this channel.
-    Reply(oneshot::Receiver<Option<BytesMut>>),
+    Reply(oneshot::Receiver<Option<Outgoing>>),
     /// The request could not be decoded: close the connection, as Kafka does.
     Close(String),
 }
@@ -42,13 +42,20 @@ pub struct Req {
 
 fn ready(b: Option<BytesMut>) -> Outcome {
     let (tx, rx) = oneshot::channel();
-    let _ = tx.send(b);
+    let _ = tx.send(b.map(Outgoing::Frame));
     Outcome::Reply(rx)
 }
 
 fn spawn<F>(f: F) -> Outcome
 where
     F: Future<Output = Option<BytesMut>> + Send + 'static,
+{
+    spawn_outgoing(async move { f.await.map(Outgoing::Frame) })
+}
+
+fn spawn_outgoing<F>(f: F) -> Outcome
+where
+    F: Future<Output = Option<Outgoing>> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
@@ -108,7 +115,7 @@ pub fn dispatch(
             produce::Started::NoResponse => ready(None),
             produce::Started::Pending(fut) => spawn(fut),
         },
-        RequestKind::Fetch(r) => spawn(async move { Some(fetch::fetch(&req, r).await) }),
+        RequestKind::Fetch(r) => spawn_outgoing(async move { Some(fetch::fetch(&req, r).await) }),
         RequestKind::FindCoordinator(r) => ready(Some(group::find_coordinator(&req, r))),
         RequestKind::JoinGroup(r) => spawn(async move { Some(group::join(&req, r).await) }),
         RequestKind::SyncGroup(r) => spawn(async move { Some(group::sync(&req, r).await) }),
