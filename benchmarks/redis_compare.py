@@ -162,7 +162,7 @@ def run_suite(name, servers, pipelines, args):
                 print(f"{row:10} -P {p:<3} goblin {g['rps']:>11,.0f}/s p50 {g['p50']:.3f} p99 {g['p99']:.3f}"
                       f" cpu/M {g['cpu_per_m']:.2f}s | redis {r['rps']:>11,.0f}/s p50 {r['p50']:.3f}"
                       f" p99 {r['p99']:.3f} cpu/M {r['cpu_per_m']:.2f}s | ratio {g['rps']/r['rps']:.2f}"
-                      + "".join(f" | {n} cpu/M {agg[n]['cpu_per_m']:.2f}s" for n in agg if n.startswith("floor")),
+                      + "".join(f" | {n} cpu/M {agg[n]['cpu_per_m']:.2f}s" for n in agg if n not in ("goblin", "redis")),
                       flush=True)
     return results
 
@@ -171,12 +171,14 @@ def table(results):
     """Markdown rows: throughput, latency, and server CPU per million commands. With the floor
     servers (io-floor) present, their CPU ratio to redis is the lowest any engine can reach."""
     floors = sorted({n for agg in results.values() for n in agg if n.startswith("floor")})
+    nospin = any("goblin-nospin" in agg for agg in results.values())
     ratio = lambda a, b: a / max(b, 1e-9)
     lines = [
         "| test | -P | goblin ops/s | redis ops/s | ratio | goblin p50 / p99 ms | redis p50 / p99 ms |"
         " goblin CPU s per M | redis CPU s per M | CPU ratio | user-space CPU ratio |"
+        + (" no-spin ops ratio | no-spin CPU ratio |" if nospin else "")
         + "".join(f" {n} CPU ratio |" for n in floors),
-        "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(floors),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * (len(floors) + 2 * nospin),
     ]
     for (test, p), agg in results.items():
         g, r = agg["goblin"], agg["redis"]
@@ -185,6 +187,9 @@ def table(results):
             f" {g['p50']:.3f} / {g['p99']:.3f} | {r['p50']:.3f} / {r['p99']:.3f} |"
             f" {g['cpu_per_m']:.2f} | {r['cpu_per_m']:.2f} | {ratio(g['cpu_per_m'], r['cpu_per_m']):.2f} |"
             f" {ratio(g['user_per_m'], r['user_per_m']):.2f} |"
+            + ((f" {ratio(agg['goblin-nospin']['rps'], r['rps']):.2f} |"
+                f" {ratio(agg['goblin-nospin']['cpu_per_m'], r['cpu_per_m']):.2f} |"
+                if "goblin-nospin" in agg else " | |") if nospin else "")
             + "".join(f" {ratio(agg[n]['cpu_per_m'], r['cpu_per_m']):.2f} |" if n in agg else " |" for n in floors)
         )
     return lines
@@ -256,7 +261,9 @@ def main():
     try:
         all_results = {}
         if "strings" in suites:
-            floors = []
+            # goblin-core with busy polling off, to show what the default's spin buys and costs.
+            port = free_port()
+            floors = [Server("goblin-nospin", [args.goblin, "--port", str(port), "--busy-poll-us", "0"], port)]
             if args.floor and os.path.exists(args.floor):
                 for backend in ("epoll", "io-uring"):
                     port = free_port()
@@ -270,7 +277,9 @@ def main():
             r.update(run_suite("strings", servers, [16], args))
             all_results.update(r)
             report += ["### Strings and counters", "", setup, ""] + table(r) + [""]
-            if floors:
+            report += ["`no-spin` is goblin-core with `--busy-poll-us 0` (the default spins up to 5 us"
+                       " before sleeping while requests arrive densely), against redis-server.", ""]
+            if len(floors) > 1:
                 report += ["`floor-epoll` and `floor-io-uring` are `benchmarks/io-floor`: the same"
                            " requests answered `+OK` with no engine at all, over epoll and over"
                            " io_uring. Their CPU ratio is the lowest goblin/redis CPU ratio that any"

@@ -45,6 +45,13 @@ pub struct Config {
     #[arg(long = "proto-max-bulk-len", default_value_t = 512 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
     pub proto_max_bulk_len: u64,
 
+    /// Before sleeping in epoll_wait, keep polling without blocking for up to this many
+    /// microseconds (0 = never): requests that arrive within the window are served without a
+    /// wake-up. Adaptive: it only spins while requests arrive closer together than this, so an
+    /// idle or lightly loaded server does not spin.
+    #[arg(long = "busy-poll-us", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub busy_poll_us: u32,
+
     /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
     #[arg(long, default_value = "info")]
     pub loglevel: String,
@@ -85,5 +92,7 @@ mod tests {
         assert!(Config::try_parse_from(["goblin-core", "--unixsocketperm", "9"]).is_err());
         assert!(Config::try_parse_from(["goblin-core", "--no-such-flag"]).is_err());
         assert!(Config::try_parse_from(["goblin-core", "--maxclients", "0"]).is_err());
+        assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().busy_poll_us, 5);
+        assert!(Config::try_parse_from(["goblin-core", "--busy-poll-us", "20001"]).is_err());
     }
 }

@@ -144,6 +144,8 @@ pub struct Server {
     pub(crate) clock_ms: i64,
     /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
     /// seconds, is stamped from it instead of reading the clock per read).
+    /// Current busy-poll window (0 = sleep at once); see `wait_for_events`.
+    busy_poll_window: Duration,
     turn_start: Instant,
 }
 
@@ -290,6 +292,7 @@ impl Server {
             limits,
             clock_ms: now_ms(),
             turn_start: now,
+            busy_poll_window: Duration::ZERO,
         })
     }
 
@@ -320,7 +323,7 @@ impl Server {
         let mut events = Events::with_capacity(1024);
         while !self.shutdown {
             let timeout = self.poll_timeout();
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(e) = self.wait_for_events(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
@@ -361,6 +364,38 @@ impl Server {
             self.after_events();
         }
         self.close_all();
+        Ok(())
+    }
+
+    /// epoll_wait, first polling without blocking for up to the current busy-poll window when
+    /// the wait would block: a request that arrives within the window is read without the
+    /// server going to sleep and being woken for it (on a VM a wake-up costs more than the
+    /// request itself).
+    ///
+    /// The window adapts, so that only a server with many requests in flight spins: it stays
+    /// open while spins catch events, and after a real sleep it opens only if that sleep ended
+    /// with two or more connections ready (requests are arriving faster than one wake-up).
+    /// A quiet server, or one client at a time, sleeps at once and never burns CPU.
+    fn wait_for_events(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
+        let max = Duration::from_micros(self.cfg.busy_poll_us as u64);
+        if timeout.is_zero() || max.is_zero() {
+            return self.poll.poll(events, Some(timeout));
+        }
+        if !self.busy_poll_window.is_zero() {
+            let spin_until = Instant::now() + self.busy_poll_window.min(timeout);
+            loop {
+                self.poll.poll(events, Some(Duration::ZERO))?;
+                if !events.is_empty() {
+                    return Ok(());
+                }
+                if Instant::now() >= spin_until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        self.poll.poll(events, Some(timeout))?;
+        self.busy_poll_window = if events.iter().nth(1).is_some() { max } else { Duration::ZERO };
         Ok(())
     }
 

@@ -207,3 +207,46 @@ fn accepts_resume_after_running_out_of_descriptors() {
     got.expect("reply after descriptors were freed");
     assert_eq!(&buf, b"+PONG\r\n");
 }
+
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // After the command name: state is field 3, utime and stime are fields 14 and 15.
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Busy polling only spins while requests arrive densely: after a burst from 50 clients has
+/// opened the window, a client that sends one PING every 5 ms must not keep the server
+/// spinning (a fixed 1 ms spin after each of those 200 requests would cost at least 0.2 s of
+/// CPU).
+#[test]
+fn busy_poll_stops_when_requests_thin_out() {
+    let server = Server::start(&["--busy-poll-us", "1000"]);
+    let burst: Vec<_> = (0..50)
+        .map(|_| {
+            let port = server.port;
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                for _ in 0..200 {
+                    send(&mut s, b"*1\r\n$4\r\nPING\r\n");
+                    assert_eq!(read_reply(&mut s), b"+PONG\r\n");
+                }
+                s
+            })
+        })
+        .collect();
+    let conns: Vec<_> = burst.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut slow = server.raw();
+    let before = cpu_seconds(server.pid());
+    for _ in 0..200 {
+        send(&mut slow, b"*1\r\n$4\r\nPING\r\n");
+        assert_eq!(read_reply(&mut slow), b"+PONG\r\n");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let used = cpu_seconds(server.pid()) - before;
+    assert!(used < 0.12, "the server used {used:.2} s of CPU serving one PING every 5 ms");
+    drop(conns);
+}
