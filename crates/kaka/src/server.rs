@@ -8,7 +8,7 @@
 
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,19 +161,28 @@ const BULK_NICE: libc::c_int = 10;
 /// tens of milliseconds, and every produce that needs a CPU meanwhile (reader, partition owner,
 /// sync thread, writer) waits its turn behind it. (Lowering one's own priority needs no
 /// privilege; if it fails the write simply runs at normal priority.)
-/// The tokio writer task awaits the result, so the socket sees one writer at a time and the
-/// descriptor stays open until the thread is done.
+/// The tokio writer task awaits the result, so the socket sees one writer at a time. The thread
+/// writes through its own duplicate of the descriptor, so even if the task were dropped
+/// meanwhile (runtime shutdown) it could never write into a reused descriptor number.
 async fn write_bulk(fd: RawFd, pieces: Vec<Bytes>) -> std::io::Result<()> {
+    // SAFETY: `fd` is the open socket of the awaiting writer task; dup gives an independent
+    // descriptor that the OwnedFd closes when the thread is done.
+    let own = unsafe {
+        let d = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0);
+        if d < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        OwnedFd::from_raw_fd(d)
+    };
     let (tx, rx) = oneshot::channel();
     let spawned = std::thread::Builder::new().name("kaka-bulk-write".into()).spawn(move || {
-        // SAFETY: plain system calls on this thread's id and on a descriptor the awaiting
-        // writer task keeps open; the slices point into `pieces`, alive for the whole call.
+        // SAFETY: a plain system call on this thread's own id.
         unsafe {
             // Linux keeps a nice value per thread: this lowers only the bulk writer.
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
             libc::setpriority(libc::PRIO_PROCESS, tid, BULK_NICE);
         }
-        let _ = tx.send(write_blocking(fd, &pieces));
+        let _ = tx.send(write_blocking(own.as_raw_fd(), &pieces));
     });
     spawned?;
     rx.await.unwrap_or_else(|_| Err(std::io::ErrorKind::BrokenPipe.into()))
