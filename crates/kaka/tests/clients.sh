@@ -2,7 +2,7 @@
 # Real third-party clients against a started kaka:
 #   - Debian's kcat (librdkafka 2.0.2): metadata, produce, consume, snappy, group consume
 #   - Python confluent-kafka (its own bundled librdkafka): idempotent produce with headers,
-#     group consume + commit, admin create/delete topics
+#     group consume + commit, admin create/delete topics, list/describe groups, describe configs
 #   - Python kafka-python (pure Python protocol implementation): produce, group consume,
 #     commit, end offsets, offsets_for_times
 #
@@ -125,6 +125,16 @@ for f in a.delete_topics(["ck-b"]).values():
     f.result(10)
 names = set(a.list_topics(timeout=10).topics)
 assert "ck-a" in names and "ck-b" not in names and "ck-t" in names, names
+# ListGroups, DescribeGroups, DescribeConfigs through the admin client.
+listed = a.list_consumer_groups(request_timeout=10).result()
+assert "ck-g" in {g.group_id for g in listed.valid}, listed.valid
+desc = a.describe_consumer_groups(["ck-g"], request_timeout=10)["ck-g"].result()
+assert desc.group_id == "ck-g" and str(desc.state).endswith("EMPTY"), (desc.state, desc.members)
+from confluent_kafka.admin import ConfigResource
+res = ConfigResource("topic", "ck-a")
+entries = a.describe_configs([res], request_timeout=10)[res].result()
+assert entries["cleanup.policy"].value == "delete", entries["cleanup.policy"]
+assert int(entries["segment.bytes"].value) > 0
 print("ok")
 EOF
 }
