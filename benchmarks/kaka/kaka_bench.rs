@@ -640,10 +640,14 @@ fn main() {
         let during = std::thread::spawn(move || {
             let mut c = Raw::connect(&addr);
             let mut lat = Vec::new();
+            let t0 = Instant::now();
             while flag.load(Ordering::Acquire) {
                 let t = Instant::now();
                 assert_eq!(raw_produce(&mut c, "other", one_batch(b"during the cold fetch")), 0);
                 lat.push(t.elapsed());
+                if std::env::var_os("KAKA_BENCH_TRACE").is_some() {
+                    eprintln!("produce at {:.1} ms: {:.2} ms", ms(t - t0), ms(t.elapsed()));
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
             lat
@@ -653,6 +657,9 @@ fn main() {
         let t = Instant::now();
         let (err, bytes) = raw_fetch(&mut c, "cold", 0, 64 << 20);
         let fetch_time = t.elapsed();
+        if std::env::var_os("KAKA_BENCH_TRACE").is_some() {
+            eprintln!("fetch answered after {:.1} ms", ms(fetch_time));
+        }
         fetching.store(false, Ordering::Release);
         let mut lat = during.join().unwrap();
         if std::env::var_os("KAKA_BENCH_TRACE").is_some() {
