@@ -26,6 +26,8 @@ mod engine;
 pub mod errors;
 pub mod mutation;
 pub mod syntax;
+#[cfg(test)]
+mod testing;
 pub mod util;
 
 pub use command::{lookup, CommandSpec, Flags, Handler};

@@ -1245,17 +1245,7 @@ mod tests {
     const NOW: i64 = 1_700_000_000_000;
 
     fn run(e: &mut Engine, args: &[&str]) -> (String, Vec<String>) {
-        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&a, NOW, &mut out);
-        let muts = e
-            .muts
-            .decode()
-            .iter()
-            .map(|m| m.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect::<Vec<_>>().join(" "))
-            .collect();
-        e.muts.clear();
-        (String::from_utf8_lossy(&out).into_owned(), muts)
+        (crate::testing::reply(e, NOW, args), crate::testing::take_muts(e))
     }
 
     fn r(e: &mut Engine, args: &[&str]) -> String {

@@ -231,13 +231,7 @@ mod tests {
     const BAD_DIGEST: &str = "-ERR must be exactly 16 hexadecimal characters\r\n";
 
     fn run(e: &mut Engine, args: &[&str]) -> (String, Vec<String>) {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&args, NOW, &mut out);
-        let muts =
-            e.muts.decode().iter().map(|m| String::from_utf8_lossy(&m.join(&b' ')).into_owned()).collect();
-        e.muts.clear();
-        (String::from_utf8_lossy(&out).into_owned(), muts)
+        (crate::testing::reply(e, NOW, args), crate::testing::take_muts(e))
     }
 
     fn r(e: &mut Engine, args: &[&str]) -> String {

@@ -362,18 +362,10 @@ mod tests {
     use crate::Engine;
 
     fn run(e: &mut Engine, cmd: &str) -> String {
-        let args: Vec<&[u8]> = cmd.split(' ').map(|a| a.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&args, 1_000, &mut out);
-        String::from_utf8(out).unwrap()
+        crate::testing::reply(e, 1_000, &cmd.split(' ').collect::<Vec<_>>())
     }
 
-    fn muts(e: &mut Engine) -> Vec<String> {
-        let m =
-            e.muts.decode().iter().map(|m| String::from_utf8_lossy(&m.join(&b' ')).into_owned()).collect();
-        e.muts.clear();
-        m
-    }
+    use crate::testing::take_muts as muts;
 
     const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 

@@ -441,12 +441,7 @@ fn object(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 mod tests {
     use crate::Engine;
 
-    fn run(e: &mut Engine, now: i64, parts: &[&str]) -> String {
-        let args: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&args, now, &mut out);
-        String::from_utf8(out).unwrap()
-    }
+    use crate::testing::reply as run;
 
     fn set(e: &mut Engine, k: &str, v: &str) {
         e.ks.insert(k.as_bytes(), store::Value::Str(v.as_bytes().to_vec()), None);

@@ -799,14 +799,7 @@ mod tests {
         if let Outcome::Blocked(b) = outcome {
             out.extend_from_slice(format!("BLOCKED {:?}", b.deadline).as_bytes());
         }
-        let muts = e
-            .muts
-            .decode()
-            .iter()
-            .map(|m| m.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect::<Vec<_>>().join(" "))
-            .collect();
-        e.muts.clear();
-        (String::from_utf8_lossy(&out).into_owned(), muts)
+        (String::from_utf8_lossy(&out).into_owned(), crate::testing::take_muts(e))
     }
 
     fn r(e: &mut Engine, args: &[&str]) -> String {

@@ -84,10 +84,7 @@ mod tests {
     use crate::Engine;
 
     fn run(e: &mut Engine, cmd: &str) -> String {
-        let args: Vec<&[u8]> = cmd.split(' ').map(|a| a.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&args, 1_000, &mut out);
-        String::from_utf8(out).unwrap()
+        crate::testing::reply(e, 1_000, &cmd.split(' ').collect::<Vec<_>>())
     }
 
     const SYNTAX: &str = "-ERR syntax error\r\n";

@@ -679,13 +679,7 @@ mod tests {
 
     /// Runs one command at `now`; returns its reply and the mutations it emitted.
     fn run_at(e: &mut Engine, now: i64, args: &[&str]) -> (String, Vec<String>) {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&args, now, &mut out);
-        let muts =
-            e.muts.decode().iter().map(|m| String::from_utf8_lossy(&m.join(&b' ')).into_owned()).collect();
-        e.muts.clear();
-        (String::from_utf8_lossy(&out).into_owned(), muts)
+        (crate::testing::reply(e, now, args), crate::testing::take_muts(e))
     }
 
     fn run(e: &mut Engine, args: &[&str]) -> (String, Vec<String>) {

@@ -1993,23 +1993,10 @@ mod tests {
     }
 
     fn run(e: &mut Engine, args: &[&str]) -> String {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut out = Vec::new();
-        e.run(&args, 1_000_000, &mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        crate::testing::reply(e, 1_000_000, args)
     }
 
-    /// The mutations emitted since the last call, as space-joined strings.
-    fn muts(e: &mut Engine) -> Vec<String> {
-        let m = e
-            .muts
-            .decode()
-            .iter()
-            .map(|c| c.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" "))
-            .collect();
-        e.muts.clear();
-        m
-    }
+    use crate::testing::take_muts as muts;
 
     #[test]
     fn writes_emit_canonical_mutations() {
