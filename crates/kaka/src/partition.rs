@@ -475,7 +475,7 @@ impl Owner {
         // Clean stop: everything written is synced; leave index files for a fast restart
         // (the newest segment is still CRC-checked on open).
         if let Some(seg) = self.active() {
-            if let Err(e) = seg.write_index_files() {
+            if let Err(e) = seg.seal().and_then(|()| seg.write_index_files()) {
                 tracing::warn!(topic = %self.shared.topic, "writing index files: {e}");
             }
         }
@@ -706,7 +706,7 @@ impl Owner {
         };
         if need_roll {
             if let Some(old) = active {
-                old.sync()?;
+                old.seal()?;
                 SYNCS.fetch_add(1, Ordering::Relaxed);
                 old.write_index_files()?;
             }
@@ -717,7 +717,7 @@ impl Owner {
             self.shared.segments.write().unwrap_or_else(|e| e.into_inner()).push(Arc::new(seg));
         }
         let seg = self.active().ok_or_else(|| io::Error::other("no active segment"))?;
-        seg.append(bytes, h)
+        seg.append(bytes, h, self.cfg.segment_bytes)
     }
 
     /// Retention (time and size) and compaction; runs between groups on the owner. Neither

@@ -327,16 +327,25 @@ fn torn_tail_truncated_and_old_segment_damage_refused() {
         .collect();
     logs.sort();
     assert!(logs.len() >= 3, "segments rolled: {logs:?}");
-    // Torn tail: half a batch of garbage at the end of the newest segment.
+    // Closed segments were cut back to exactly their batches; the active one was
+    // preallocated past its data (zeros), which a crash leaves behind.
+    for old in &logs[..logs.len() - 1] {
+        let d = std::fs::read(old).unwrap();
+        assert_eq!(log_end(&d), d.len(), "{old:?} is exactly its batches");
+    }
     let newest = logs.last().unwrap().clone();
     let mut data = std::fs::read(&newest).unwrap();
-    let good_len = data.len();
-    data.extend_from_slice(&batch(&[b"torn"])[..40]);
+    let good_len = log_end(&data);
+    assert!(data.len() > good_len && data[good_len..].iter().all(|&b| b == 0), "preallocated");
+    // Torn tail: half a batch of garbage where the next batch would have gone.
+    let torn = &batch(&[b"torn"])[..40];
+    data[good_len..good_len + torn.len()].copy_from_slice(torn);
     std::fs::write(&newest, &data).unwrap();
     k.spawn();
     let mut c = k.client();
     assert_eq!(list_offset(&mut c, "r", -1).1, 8);
     assert_eq!(std::fs::metadata(&newest).unwrap().len() as usize, good_len);
+    assert!(k.log_text().contains("truncating torn tail"), "the torn tail is reported");
     assert_eq!(produce(&mut c, 9, "r", 0, batch(&[b"after"])), (0, 8));
     let (_, _, recs) = fetch(&mut c, "r", 0, 100, 1 << 20);
     assert_eq!(batch_offsets(&recs)[0], (0, 0));

@@ -228,6 +228,19 @@ pub fn make_batch(values: &[&[u8]], producer: Option<(i64, i16, i32)>, compressi
 }
 
 /// Waits until `f` is true or panics after `secs`.
+/// Length of the chain of batches at the start of a segment file (where zeros or garbage begin).
+pub fn log_end(d: &[u8]) -> usize {
+    let mut p = 0;
+    while p + 12 <= d.len() {
+        let len = i32::from_be_bytes(d[p + 8..p + 12].try_into().unwrap());
+        if len <= 0 || p + 12 + len as usize > d.len() {
+            break;
+        }
+        p += 12 + len as usize;
+    }
+    p
+}
+
 pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !f() {
