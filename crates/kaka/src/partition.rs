@@ -32,12 +32,17 @@ use crate::config::{BrokerConfig, TopicConfig};
 use crate::errors;
 use crate::memory::{Cached, Memory, TailCache};
 use crate::segment::{self, Segment};
+use crate::wire::{FileRange, Piece};
 
 /// fdatasync calls made by every partition (shown at shutdown; tests read it).
 pub static SYNCS: AtomicU64 = AtomicU64::new(0);
 
 /// fdatasyncs running on blocking threads right now, broker-wide (see `Owner::start_sync`).
 static SYNCS_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
+
+/// Fetch answers from disk at least this large are streamed from the segment as they are sent
+/// instead of read into memory first (see `PartitionShared::read`).
+pub const STREAM_MIN_BYTES: usize = 1 << 20;
 /// Batches appended by every partition.
 pub static APPENDS: AtomicU64 = AtomicU64::new(0);
 
@@ -98,7 +103,14 @@ impl Shared {
     }
 
     /// Reads record batches at `offset` for a Fetch. Err is a Kafka error code.
-    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Vec<Bytes>, i16> {
+    ///
+    /// Below the RAM window, an answer of `STREAM_MIN_BYTES` or more is not read here: it is
+    /// handed back as a file range that the connection's writer reads slice by slice while it
+    /// sends (see server::write_bulk). So a cold 64 MiB fetch holds one slice in memory, not
+    /// 64 MiB, and its socket copying is spread over the disk reads instead of following them
+    /// in one burst (a loopback burst of that size made concurrent fdatasyncs wait for the
+    /// CPU's network work, measured in benchmarks/kaka/RESULTS.md).
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Vec<Piece>, i16> {
         if self.open_error.is_some() {
             return Err(errors::KAFKA_STORAGE_ERROR);
         }
@@ -113,7 +125,7 @@ impl Shared {
         // in pieces (see wire::Outgoing).
         if let Some(parts) = self.cache.read(offset, max_bytes, hw) {
             if !parts.is_empty() {
-                return Ok(parts);
+                return Ok(parts.into_iter().map(Piece::Mem).collect());
             }
         }
         // Below the RAM window: read the segment through its index on a blocking thread.
@@ -124,15 +136,21 @@ impl Shared {
                 continue; // offset lies past this segment (or in a hole at its end)
             }
             let s = seg.clone();
-            let data = tokio::task::spawn_blocking(move || s.read(offset, max_bytes, hw))
-                .await
-                .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
-                .map_err(|e| {
-                    tracing::error!(topic = %self.topic, partition = self.partition, "read failed: {e}");
-                    errors::KAFKA_STORAGE_ERROR
-                })?;
-            if !data.is_empty() {
-                return Ok(vec![Bytes::from(data)]);
+            let data = tokio::task::spawn_blocking(move || {
+                if let Some((pos, len)) = s.stream_range(offset, max_bytes, hw, STREAM_MIN_BYTES)? {
+                    return Ok(Some(Piece::File(FileRange { seg: s, pos, len })));
+                }
+                let data = s.read(offset, max_bytes, hw)?;
+                Ok::<_, io::Error>((!data.is_empty()).then(|| Piece::Mem(Bytes::from(data))))
+            })
+            .await
+            .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
+            .map_err(|e| {
+                tracing::error!(topic = %self.topic, partition = self.partition, "read failed: {e}");
+                errors::KAFKA_STORAGE_ERROR
+            })?;
+            if let Some(piece) = data {
+                return Ok(vec![piece]);
             }
         }
         Ok(Vec::new())

@@ -409,6 +409,55 @@ impl Segment {
         Ok(out)
     }
 
+    /// The byte range a large Fetch at `offset` can stream straight from this segment, or
+    /// None when a buffered `read` should serve it (the range is small, or its end cannot be
+    /// found without reading the batches).
+    ///
+    /// The range starts at the batch holding `offset` and ends at a batch boundary known
+    /// without I/O: the segment's end when the whole segment is below `limit` (the high
+    /// watermark) and fits in `max_bytes`, else the furthest offset-index entry that does
+    /// both. The answer may so hold up to one index interval less than `max_bytes`, which
+    /// Kafka allows (a consumer simply fetches again from where the answer ended).
+    pub fn stream_range(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        limit: i64,
+        min_len: usize,
+    ) -> io::Result<Option<(u64, usize)>> {
+        let end = self.size();
+        let mut start = self.index_lookup(offset);
+        let mut hdr = [0u8; HEADER_LEN];
+        loop {
+            if start + HEADER_LEN as u64 > end {
+                return Ok(None);
+            }
+            self.reader.read_exact_at(&mut hdr, start)?;
+            let h = BatchHeader::parse(&hdr).ok_or_else(|| corrupt(&self.path, start))?;
+            if h.base_offset >= limit {
+                return Ok(None);
+            }
+            if h.last_offset() >= offset {
+                break;
+            }
+            start += h.size as u64;
+        }
+        let furthest = start.saturating_add(max_bytes as u64);
+        let stop = if self.next_offset() <= limit && end <= furthest {
+            end
+        } else {
+            let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
+            idx.iter().rev().find(|e| e.pos <= furthest && e.offset <= limit).map_or(start, |e| e.pos)
+        };
+        let len = stop.saturating_sub(start) as usize;
+        Ok((len >= min_len.max(1)).then_some((start, len)))
+    }
+
+    /// Reads `buf.len()` bytes at `pos` through the fetch descriptor (no readahead).
+    pub fn read_range(&self, buf: &mut [u8], pos: u64) -> io::Result<()> {
+        self.reader.read_exact_at(buf, pos)
+    }
+
     /// Visits each batch header from `start` (a batch boundary) to the end. Returns early when
     /// `f` returns false.
     pub fn scan_headers(&self, start: u64, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> io::Result<()> {

@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::api::{self, Outcome};
 use crate::broker::Broker;
-use crate::wire::{Outgoing, RawHeader};
+use crate::segment::READ_SLICE;
+use crate::wire::{Outgoing, Piece, RawHeader};
 
 /// Binds with SO_REUSEADDR so a restart right after a crash can take the port back while old
 /// connections linger in TIME_WAIT.
@@ -65,9 +66,13 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
                         Outgoing::Pieces(pieces)
                             if pieces.iter().map(Bytes::len).sum::<usize>() >= BULK_BYTES =>
                         {
-                            write_bulk(wr.as_ref().as_raw_fd(), pieces.clone()).await
+                            let pieces = pieces.iter().cloned().map(Piece::Mem).collect();
+                            write_bulk(wr.as_ref().as_raw_fd(), pieces).await
                         }
                         Outgoing::Pieces(pieces) => write_pieces(&mut wr, pieces).await,
+                        Outgoing::Streamed(pieces) => {
+                            write_bulk(wr.as_ref().as_raw_fd(), pieces.clone()).await
+                        }
                     };
                     if let Err(e) = written {
                         tracing::debug!(%peer, "write failed: {e}");
@@ -177,16 +182,21 @@ const BULK_BYTES: usize = 1 << 20;
 /// SCHED_IDLE they could starve).
 const BULK_NICE: libc::c_int = 10;
 
-/// Writes a large response from its own short-lived thread at nice 10, then returns.
+/// Writes a large or streamed response from its own short-lived thread at nice 10, then
+/// returns.
 ///
 /// Why: on a machine with few cores, copying tens of MiB into a socket keeps a core busy for
 /// tens of milliseconds, and every produce that needs a CPU meanwhile (reader, partition owner,
 /// sync thread, writer) waits its turn behind it. (Lowering one's own priority needs no
-/// privilege; if it fails the write simply runs at normal priority.)
+/// privilege; if it fails the write simply runs at normal priority.) File ranges are read here
+/// too, one `READ_SLICE` at a time, each sent before the next is read: blocking disk reads stay
+/// off the runtime, and the socket copying comes in slice-sized steps between disk reads.
 /// The tokio writer task awaits the result, so the socket sees one writer at a time. The thread
 /// writes through its own duplicate of the descriptor, so even if the task were dropped
 /// meanwhile (runtime shutdown) it could never write into a reused descriptor number.
-async fn write_bulk(fd: RawFd, pieces: Vec<Bytes>) -> std::io::Result<()> {
+/// An error (a failed segment read included) closes the connection: the frame's length is
+/// already on the wire, so nothing else could follow it.
+async fn write_bulk(fd: RawFd, pieces: Vec<Piece>) -> std::io::Result<()> {
     // SAFETY: `fd` is the open socket of the awaiting writer task; dup gives an independent
     // descriptor that the OwnedFd closes when the thread is done.
     let own = unsafe {
@@ -204,30 +214,76 @@ async fn write_bulk(fd: RawFd, pieces: Vec<Bytes>) -> std::io::Result<()> {
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
             libc::setpriority(libc::PRIO_PROCESS, tid, BULK_NICE);
         }
-        let _ = tx.send(write_blocking(&std::net::TcpStream::from(own), &pieces));
+        let _ = tx.send(write_pieces_blocking(&std::net::TcpStream::from(own), &pieces));
     });
     spawned?;
     rx.await.unwrap_or_else(|_| Err(std::io::ErrorKind::BrokenPipe.into()))
 }
 
-/// writev until every piece is out, waiting in poll(2) while the (non-blocking) socket buffer
-/// is full. A closed peer is an EPIPE error: Rust binaries ignore SIGPIPE.
+/// Sends `pieces` in order: runs of in-memory pieces by vectored writes, file ranges slice by
+/// slice through one reused buffer.
+fn write_pieces_blocking(sock: &std::net::TcpStream, pieces: &[Piece]) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut run: Vec<Bytes> = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Mem(b) => run.push(b.clone()),
+            Piece::File(f) => {
+                write_blocking(sock, &std::mem::take(&mut run))?;
+                buf.resize(READ_SLICE.min(f.len), 0);
+                let mut done = 0;
+                while done < f.len {
+                    let n = (f.len - done).min(buf.len());
+                    f.seg.read_range(&mut buf[..n], f.pos + done as u64)?;
+                    write_all_blocking(sock, &buf[..n])?;
+                    done += n;
+                }
+            }
+        }
+    }
+    write_blocking(sock, &run)
+}
+
+/// writev until every piece is out (see `write_or_wait`).
 fn write_blocking(sock: &std::net::TcpStream, pieces: &[Bytes]) -> std::io::Result<()> {
     let mut c = PieceCursor::new(pieces);
     while !c.done() {
-        match std::io::Write::write_vectored(&mut &*sock, &c.slices()) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => c.advance(n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-                // SAFETY: one pollfd on the stack. EINTR just loops back to the write.
-                unsafe { libc::poll(&mut pfd, 1, -1) };
-            }
-            Err(e) => return Err(e),
+        if let Some(n) = write_or_wait(|| std::io::Write::write_vectored(&mut &*sock, &c.slices()), sock)? {
+            c.advance(n);
         }
     }
     Ok(())
+}
+
+/// write until all of `buf` is out (see `write_or_wait`).
+fn write_all_blocking(sock: &std::net::TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        if let Some(n) = write_or_wait(|| std::io::Write::write(&mut &*sock, buf), sock)? {
+            buf = &buf[n..];
+        }
+    }
+    Ok(())
+}
+
+/// One write on the non-blocking socket: Some(bytes written), or None after waiting in
+/// poll(2) for room (socket buffer full) or after an interrupted call. A closed peer is an
+/// EPIPE error: Rust binaries ignore SIGPIPE.
+fn write_or_wait(
+    write: impl FnOnce() -> std::io::Result<usize>,
+    sock: &std::net::TcpStream,
+) -> std::io::Result<Option<usize>> {
+    match write() {
+        Ok(0) => Err(std::io::ErrorKind::WriteZero.into()),
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+            // SAFETY: one pollfd on the stack. EINTR just loops back to the write.
+            unsafe { libc::poll(&mut pfd, 1, -1) };
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -38,10 +38,38 @@ pub const API_VERSIONS_KEY: i16 = 18;
 
 /// A response ready for the socket: one encoded frame, or a frame in pieces (size prefix and
 /// header included) sent with vectored writes, so that record bytes shared with the tail cache
-/// or just read from a segment are never copied again in user space.
+/// or just read from a segment are never copied again in user space, or a frame some of whose
+/// pieces are ranges of segment files, read slice by slice as they are sent.
 pub enum Outgoing {
     Frame(BytesMut),
     Pieces(Vec<Bytes>),
+    Streamed(Vec<Piece>),
+}
+
+/// One piece of a response: bytes in hand, or a range of a segment read while sending.
+#[derive(Clone)]
+pub enum Piece {
+    Mem(Bytes),
+    File(FileRange),
+}
+
+/// Whole record batches of a segment, `pos..pos + len`. The segment's read descriptor is kept
+/// open by the `Arc`, so the range stays readable even if retention or compaction drops the
+/// segment before the answer has gone out.
+#[derive(Clone)]
+pub struct FileRange {
+    pub seg: std::sync::Arc<crate::segment::Segment>,
+    pub pos: u64,
+    pub len: usize,
+}
+
+impl Piece {
+    pub fn len(&self) -> usize {
+        match self {
+            Piece::Mem(b) => b.len(),
+            Piece::File(f) => f.len,
+        }
+    }
 }
 
 pub fn supported(key: i16, version: i16) -> bool {

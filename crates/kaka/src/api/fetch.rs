@@ -2,9 +2,9 @@
 //! otherwise wait until a high watermark moves or max_wait_ms passes, then answer with what
 //! there is.
 //!
-//! The answer is encoded here rather than by the protocol crate: record bytes (cached batches
-//! or one read from a segment) go out as pieces of a vectored write, never copied into a
-//! response buffer. `encode_pieces` writes exactly the bytes `FetchResponse::encode` would
+//! The answer is encoded here rather than by the protocol crate: record bytes (cached batches,
+//! one read from a segment, or a segment range read while sending) go out as pieces, never
+//! copied into a response buffer. `encode_pieces` writes exactly the bytes `FetchResponse::encode` would
 //! (a unit test holds it to that for every version kaka speaks).
 
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
 use super::Req;
 use crate::errors;
-use crate::wire::{self, Outgoing};
+use crate::wire::{self, Outgoing, Piece};
 
 /// Topics of an answer, in request order: (name, [(partition index, its part)]).
 type TopicParts = Vec<(String, Vec<(i32, Part)>)>;
@@ -24,7 +24,7 @@ struct Part {
     error: i16,
     hw: i64,
     log_start: i64,
-    records: Vec<Bytes>,
+    records: Vec<Piece>,
 }
 
 pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
@@ -92,7 +92,7 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
                 let limit = (p.partition_max_bytes.max(0) as usize).min(budget).max(1);
                 match s.read(p.fetch_offset, limit).await {
                     Ok(records) => {
-                        total += records.iter().map(Bytes::len).sum::<usize>();
+                        total += records.iter().map(Piece::len).sum::<usize>();
                         parts.push(Part { error: 0, hw, log_start, records });
                     }
                     Err(code) => {
@@ -126,7 +126,12 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
             t.partitions.iter().map(|p| (p.partition, parts.next().unwrap_or_else(empty_part))).collect();
         topics.push((t.topic.0.to_string(), ps));
     }
-    Outgoing::Pieces(encode_pieces(req.correlation_id, req.version, &topics))
+    let pieces = encode_pieces(req.correlation_id, req.version, &topics);
+    if pieces.iter().all(|p| matches!(p, Piece::Mem(_))) {
+        let mem = pieces.into_iter().filter_map(|p| if let Piece::Mem(b) = p { Some(b) } else { None });
+        return Outgoing::Pieces(mem.collect());
+    }
+    Outgoing::Streamed(pieces)
 }
 
 fn empty_part() -> Part {
@@ -172,9 +177,9 @@ impl Enc {
 
 /// The whole Fetch response frame (size prefix, header, body) as pieces: the metadata in
 /// small buffers, each partition's record batches as they were handed over.
-fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<Bytes> {
+fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<Piece> {
     let e = Enc { flexible: version >= 12 };
-    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
     let mut cur = BytesMut::with_capacity(256);
     cur.put_i32(correlation_id);
     e.no_tags(&mut cur); // response header v1 for flexible versions
@@ -199,24 +204,24 @@ fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<
             if version >= 11 {
                 cur.put_i32(-1); // preferred_read_replica
             }
-            let len: usize = p.records.iter().map(Bytes::len).sum();
+            let len: usize = p.records.iter().map(Piece::len).sum();
             if e.flexible {
                 Enc::uvarint(&mut cur, len as u32 + 1);
             } else {
                 cur.put_i32(len as i32);
             }
             if len > 0 {
-                pieces.push(cur.split().freeze());
-                pieces.extend(p.records.iter().filter(|r| !r.is_empty()).cloned());
+                pieces.push(Piece::Mem(cur.split().freeze()));
+                pieces.extend(p.records.iter().filter(|r| r.len() > 0).cloned());
             }
             e.no_tags(&mut cur);
         }
         e.no_tags(&mut cur);
     }
     e.no_tags(&mut cur);
-    pieces.push(cur.freeze());
-    let size: usize = pieces.iter().map(Bytes::len).sum();
-    pieces.insert(0, Bytes::copy_from_slice(&(size as i32).to_be_bytes()));
+    pieces.push(Piece::Mem(cur.freeze()));
+    let size: usize = pieces.iter().map(Piece::len).sum();
+    pieces.insert(0, Piece::Mem(Bytes::copy_from_slice(&(size as i32).to_be_bytes())));
     pieces
 }
 
@@ -241,8 +246,12 @@ mod tests {
     use kafka_protocol::messages::TopicName;
     use kafka_protocol::protocol::StrBytes;
 
-    fn joined(pieces: &[Bytes]) -> Vec<u8> {
-        pieces.iter().flat_map(|p| p.iter().copied()).collect()
+    fn joined(pieces: &[Piece]) -> Vec<u8> {
+        let mem = |p: &Piece| match p {
+            Piece::Mem(b) => b.to_vec(),
+            Piece::File(_) => unreachable!("the shapes hold bytes only"),
+        };
+        pieces.iter().flat_map(mem).collect()
     }
 
     /// The hand encoder writes byte for byte what the protocol crate writes, for every
@@ -250,8 +259,9 @@ mod tests {
     /// empty and multi-piece record sets (including lengths that need multi-byte varints).
     #[test]
     fn pieces_match_the_protocol_crate() {
-        let batch =
-            |n: usize, seed: u8| Bytes::from((0..n).map(|i| seed.wrapping_add(i as u8)).collect::<Vec<u8>>());
+        let batch = |n: usize, seed: u8| {
+            Piece::Mem((0..n).map(|i| seed.wrapping_add(i as u8)).collect::<Vec<u8>>().into())
+        };
         let shapes: Vec<TopicParts> = vec![
             vec![],
             vec![("t".into(), vec![])],
