@@ -11,7 +11,7 @@
 //! writing; the order of records is owned by each partition's task, never by this lock.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::config::{valid_topic_name, BrokerConfig, TopicConfig};
@@ -23,11 +23,17 @@ use crate::segment;
 
 pub struct Topic {
     pub name: String,
-    /// Persisted topic id (not yet sent: Metadata carries a nil id, Fetch < 13 needs none).
-    #[allow(dead_code)]
+    /// Persisted topic id: Metadata v10+ reports it, Fetch v13+ names topics by it.
     pub id: [u8; 16],
-    pub config: TopicConfig,
+    /// Current settings; replaced whole by AlterConfigs (see `Broker::alter_topic_config`).
+    config: RwLock<Arc<TopicConfig>>,
     pub partitions: Vec<Partition>,
+}
+
+impl Topic {
+    pub fn config(&self) -> Arc<TopicConfig> {
+        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 pub struct Broker {
@@ -121,11 +127,18 @@ impl Broker {
             })
             .collect();
         tracing::info!(topic = name, partitions = n, "loaded topic");
-        Ok(Topic { name: name.to_string(), id, config, partitions })
+        Ok(Topic { name: name.to_string(), id, config: RwLock::new(Arc::new(config)), partitions })
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.topics.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// The topic with this id (Fetch v13+, Metadata v12+ by id). A linear scan: topics are
+    /// few, and a nil id never matches (ids are random and never nil).
+    pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<Arc<Topic>> {
+        let topics = self.topics.read().unwrap_or_else(|e| e.into_inner());
+        topics.values().find(|t| &t.id == id && *id != [0u8; 16]).cloned()
     }
 
     pub fn topic_names(&self) -> Vec<String> {
@@ -159,13 +172,9 @@ impl Broker {
         }
         let dir = self.topic_dir(name);
         let id = new_uuid();
-        let mut meta = format!("id={}\npartitions={partitions}\n", hex(&id));
-        for (k, v) in &raw {
-            meta.push_str(&format!("config.{k}={v}\n"));
-        }
         let io = |e: std::io::Error| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(&dir).map_err(io)?;
-        segment::write_file_synced(&dir.join("topic.meta"), meta.as_bytes()).map_err(io)?;
+        write_topic_meta(&dir, &id, partitions, &raw).map_err(io)?;
         segment::sync_dir(&self.cfg.dir.join("topics")).map_err(io)?;
         let parts = (0..partitions)
             .map(|p| {
@@ -179,10 +188,49 @@ impl Broker {
                 )
             })
             .collect();
-        let t = Arc::new(Topic { name: name.to_string(), id, config, partitions: parts });
+        let t = Arc::new(Topic {
+            name: name.to_string(),
+            id,
+            config: RwLock::new(Arc::new(config)),
+            partitions: parts,
+        });
         self.topics.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), t.clone());
         tracing::info!(topic = name, partitions, "created topic");
         Ok(t)
+    }
+
+    /// Replaces a topic's own settings with what `edit` makes of the current ones (keys it
+    /// leaves out fall back to the broker's flags). The new set is validated whole, then written
+    /// to topic.meta (synced, atomically replaced) before it takes effect, so a restart never
+    /// sees settings that were answered as failed, nor loses ones answered as applied. The
+    /// admin lock makes concurrent alterations apply one after the other. Partition owners pick
+    /// the new settings up between groups: retention and compaction at their next pass,
+    /// segment.bytes at the next roll. Err: (Kafka error code, message).
+    pub fn alter_topic_config(
+        &self,
+        name: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (i16, String)>,
+    ) -> Result<(), (i16, String)> {
+        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let t = self
+            .topic(name)
+            .ok_or_else(|| (errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))?;
+        let raw = edit(&t.config().raw)?;
+        let config = TopicConfig::resolve(&raw, &self.cfg).map_err(|e| (errors::INVALID_CONFIG, e))?;
+        if validate_only {
+            return Ok(());
+        }
+        let dir = self.topic_dir(name);
+        write_topic_meta(&dir, &t.id, t.partitions.len() as i32, &raw)
+            .map_err(|e| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display())))?;
+        let config = Arc::new(config);
+        *t.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
+        for p in &t.partitions {
+            p.reconfigure(config.clone());
+        }
+        tracing::info!(topic = name, ?raw, "topic configs altered");
+        Ok(())
     }
 
     /// Looks a topic up, creating it with broker defaults when auto-creation is on.
@@ -287,4 +335,19 @@ pub fn new_uuid() -> [u8; 16] {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     b
+}
+
+/// Writes a topic's topic.meta (id, partition count, its own configs), synced and atomically
+/// replaced.
+fn write_topic_meta(
+    dir: &Path,
+    id: &[u8; 16],
+    partitions: i32,
+    raw: &BTreeMap<String, String>,
+) -> std::io::Result<()> {
+    let mut meta = format!("id={}\npartitions={partitions}\n", hex(id));
+    for (k, v) in raw {
+        meta.push_str(&format!("config.{k}={v}\n"));
+    }
+    segment::write_file_synced(&dir.join("topic.meta"), meta.as_bytes())
 }

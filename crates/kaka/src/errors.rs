@@ -39,3 +39,4 @@ pub const FENCED_LEADER_EPOCH: i16 = 74;
 pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub const MEMBER_ID_REQUIRED: i16 = 79;
 pub const INVALID_RECORD: i16 = 87;
+pub const UNKNOWN_TOPIC_ID: i16 = 100;

@@ -73,6 +73,8 @@ pub enum Msg {
     },
     /// Stop after syncing; answers when done.
     Shutdown(oneshot::Sender<()>),
+    /// Use these topic settings from now on.
+    Reconfigure(Arc<TopicConfig>),
 }
 
 /// State readers share with the owner.
@@ -214,6 +216,13 @@ impl Shared {
 pub struct Partition {
     pub shared: Arc<Shared>,
     pub tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl Partition {
+    /// Hands the owner new topic settings (AlterConfigs). A stopped owner needs none.
+    pub fn reconfigure(&self, cfg: Arc<TopicConfig>) {
+        let _ = self.tx.send(Msg::Reconfigure(cfg));
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -467,6 +476,7 @@ impl Owner {
                                 self.append(batch, header, reply, reserved).await
                             }
                             Msg::Shutdown(done) => shutdown = Some(done),
+                            Msg::Reconfigure(cfg) => self.cfg = (*cfg).clone(),
                         }
                     }
                 }

@@ -14,7 +14,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 /// (no topic-id addressed Produce/Fetch, no batched FindCoordinator/OffsetFetch).
 pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (0, 3, 10), // Produce
-    (1, 4, 12), // Fetch (13+ addresses topics by id)
+    (1, 4, 16), // Fetch (13+ names topics by id)
     (2, 1, 7),  // ListOffsets (-3 max timestamp from v7)
     (3, 0, 12), // Metadata
     (8, 2, 8),  // OffsetCommit
@@ -32,6 +32,8 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (22, 0, 4), // InitProducerId
     (23, 2, 4), // OffsetForLeaderEpoch
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
+    (33, 0, 2), // AlterConfigs
+    (44, 0, 1), // IncrementalAlterConfigs
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

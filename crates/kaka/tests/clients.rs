@@ -483,6 +483,26 @@ fn group_list_and_describe_configs() {
     let broker = res[2].as_ref().expect("broker configs");
     assert_eq!(broker.get("log.retention.ms").and_then(|e| e.value.as_deref()), Some("3600000"));
 
+    // AlterConfigs (librdkafka's non-incremental call) replaces the topic's own settings:
+    // retention.ms becomes a topic config, cleanup.policy (not named) returns to "delete".
+    let alter =
+        rdkafka::admin::AlterConfig::new(ResourceSpecifier::Topic("described")).set("retention.ms", "120000");
+    let altered = block_on(a.alter_configs(&[alter], &opts)).unwrap();
+    assert!(altered[0].is_ok(), "{altered:?}");
+    let res = block_on(a.describe_configs(&[ResourceSpecifier::Topic("described")], &opts)).unwrap();
+    let topic = res[0].as_ref().expect("topic configs");
+    let retention = topic.get("retention.ms").expect("retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("120000"));
+    assert_eq!(retention.source, ConfigSource::DynamicTopic);
+    assert_eq!(topic.get("cleanup.policy").and_then(|e| e.value.as_deref()), Some("delete"));
+    let bad =
+        rdkafka::admin::AlterConfig::new(ResourceSpecifier::Topic("described")).set("retention.ms", "soon");
+    // (rust-rdkafka drops the per-resource error code here too; wire.rs checks it.)
+    block_on(a.alter_configs(&[bad], &opts)).unwrap();
+    let res = block_on(a.describe_configs(&[ResourceSpecifier::Topic("described")], &opts)).unwrap();
+    let retention = res[0].as_ref().unwrap().get("retention.ms").and_then(|e| e.value.clone());
+    assert_eq!(retention.as_deref(), Some("120000"), "a bad value is refused, nothing changes");
+
     // A subscribed consumer: the group is listed and described while it is Stable.
     let c = consumer(&k, "described-group", &[("client.id", "describer"), ("enable.partition.eof", "false")]);
     c.subscribe(&["described"]).unwrap();

@@ -135,6 +135,21 @@ res = ConfigResource("topic", "ck-a")
 entries = a.describe_configs([res], request_timeout=10)[res].result()
 assert entries["cleanup.policy"].value == "delete", entries["cleanup.policy"]
 assert int(entries["segment.bytes"].value) > 0
+# IncrementalAlterConfigs (SET), read back through DescribeConfigs; a bad value is refused.
+from confluent_kafka.admin import ConfigEntry, AlterConfigOpType
+from confluent_kafka import KafkaException
+res = ConfigResource("topic", "ck-a", incremental_configs=[
+    ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
+a.incremental_alter_configs([res], request_timeout=10)[res].result()
+entries = a.describe_configs([ConfigResource("topic", "ck-a")], request_timeout=10)[ConfigResource("topic", "ck-a")].result()
+assert entries["retention.ms"].value == "86400000", entries["retention.ms"]
+bad = ConfigResource("topic", "ck-a", incremental_configs=[
+    ConfigEntry("retention.ms", "tomorrow", incremental_operation=AlterConfigOpType.SET)])
+try:
+    a.incremental_alter_configs([bad], request_timeout=10)[bad].result()
+    raise AssertionError("a non-numeric retention.ms was accepted")
+except KafkaException as e:
+    assert e.args[0].code() == 40, e  # INVALID_CONFIG
 print("ok")
 EOF
 }

@@ -739,3 +739,172 @@ fn group_commit_shares_fdatasync() {
     eprintln!("group commit: {syncs} fdatasyncs for {appends} appended batches");
     assert!(syncs * 4 <= appends, "group commit: {syncs} fdatasyncs for {appends} appended batches");
 }
+
+/// Sends IncrementalAlterConfigs for one resource: (operation, key, value) triples.
+fn incremental_alter(
+    c: &mut Raw,
+    kind: i8,
+    name: &str,
+    ops: &[(i8, &str, Option<&str>)],
+    validate_only: bool,
+) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = kind;
+    res.resource_name = StrBytes::from_string(name.to_string());
+    for (op, key, value) in ops {
+        let mut a = AlterableConfig::default();
+        a.config_operation = *op;
+        a.name = StrBytes::from_string(key.to_string());
+        a.value = value.map(|v| StrBytes::from_string(v.to_string()));
+        res.configs.push(a);
+    }
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    r.validate_only = validate_only;
+    let resp: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &r);
+    resp.responses[0].error_code
+}
+
+/// A topic's settings as DescribeConfigs reports them: key -> (value, source).
+fn topic_settings(c: &mut Raw, topic: &str) -> std::collections::BTreeMap<String, (String, i8)> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let mut res = DescribeConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = StrBytes::from_string(topic.to_string());
+    res.configuration_keys = None; // every key (an empty list would ask for none)
+    let mut r = DescribeConfigsRequest::default();
+    r.resources = vec![res];
+    let resp: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &r);
+    assert_eq!(resp.results[0].error_code, 0);
+    resp.results[0]
+        .configs
+        .iter()
+        .map(|e| (e.name.to_string(), (e.value.as_ref().unwrap().to_string(), e.config_source)))
+        .collect()
+}
+
+/// Altering topic settings: each operation, the errors Kafka gives, validate-only, the
+/// non-incremental AlterConfigs, persistence across a restart, and a live effect (a retention
+/// limit set on a running topic deletes its old segments).
+#[test]
+fn alter_configs_apply_live_persist_and_refuse_bad_input() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut k = Kaka::start("alter", &["--segment-bytes", "1024", "--retention-check-interval-ms", "100"]);
+    let mut c = k.client();
+    assert_eq!(create(&mut c, "t", &[("retention.ms", "60000")]), 0);
+    let (set, delete, append, subtract) = (0i8, 1i8, 2i8, 3i8);
+    // SET, then DELETE back to the broker default; the source says which is which.
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "retention.ms", Some("123456"))], false), 0);
+    assert_eq!(topic_settings(&mut c, "t")["retention.ms"], ("123456".into(), 1));
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(delete, "retention.ms", None)], false), 0);
+    let s = topic_settings(&mut c, "t");
+    assert_eq!(s["retention.ms"].1, 4, "back to the broker's flag");
+    // APPEND and SUBTRACT work on the one list key.
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(append, "cleanup.policy", Some("compact"))], false), 0);
+    assert_eq!(topic_settings(&mut c, "t")["cleanup.policy"].0, "compact,delete");
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(subtract, "cleanup.policy", Some("compact"))], false), 0);
+    assert_eq!(topic_settings(&mut c, "t")["cleanup.policy"].0, "delete");
+    // Bad input: each answered with Kafka's code, nothing applied.
+    let before = topic_settings(&mut c, "t");
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "retention.ms", Some("soon"))], false), 40);
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "no.such.key", Some("1"))], false), 40);
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(append, "retention.ms", Some("1"))], false), 40);
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(subtract, "cleanup.policy", Some("delete"))], false), 40);
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "retention.ms", None)], false), 42);
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(9, "retention.ms", Some("1"))], false), 42);
+    let dup = [(set, "retention.ms", Some("1")), (set, "retention.ms", Some("2"))];
+    assert_eq!(incremental_alter(&mut c, 2, "t", &dup, false), 42);
+    assert_eq!(incremental_alter(&mut c, 2, "missing", &[(set, "retention.ms", Some("1"))], false), 3);
+    assert_eq!(incremental_alter(&mut c, 4, "0", &[(set, "log.retention.ms", Some("1"))], false), 40);
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "retention.ms", Some("777"))], true), 0);
+    assert_eq!(topic_settings(&mut c, "t"), before, "failed and validate-only alterations change nothing");
+    // AlterConfigs replaces the whole set: keys not named return to their defaults.
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "delete.retention.ms", Some("5000"))], false), 0);
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = StrBytes::from_static_str("t");
+    let mut a = AlterableConfig::default();
+    a.name = StrBytes::from_static_str("retention.ms");
+    a.value = Some(StrBytes::from_static_str("999000"));
+    res.configs.push(a);
+    let mut r = AlterConfigsRequest::default();
+    r.resources = vec![res];
+    let resp: AlterConfigsResponse = c.call(ApiKey::AlterConfigs, 2, &r);
+    assert_eq!(resp.responses[0].error_code, 0);
+    let s = topic_settings(&mut c, "t");
+    assert_eq!(s["retention.ms"], ("999000".into(), 1));
+    assert_eq!(s["delete.retention.ms"].1, 4, "not named, so back to the default");
+    // Settings survive a restart (topic.meta is rewritten before the answer).
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    assert_eq!(topic_settings(&mut c, "t")["retention.ms"], ("999000".into(), 1));
+    // Live effect: 20 batches, one per 1 KiB segment, then keep at most 2048 bytes.
+    let v = vec![1u8; 500];
+    for i in 0..20 {
+        assert_eq!(produce(&mut c, 9, "t", 0, batch(&[&v])), (0, i));
+    }
+    assert_eq!(list_offset(&mut c, "t", -2).1, 0, "no retention by size yet");
+    assert_eq!(incremental_alter(&mut c, 2, "t", &[(set, "retention.bytes", Some("2048"))], false), 0);
+    wait_until(10, "retention after the alteration", || {
+        list_offset(&mut Raw::connect(&k.addr()), "t", -2).1 >= 16
+    });
+}
+
+/// Topic ids: Metadata v12 reports each topic's id (the same after a restart) and finds a
+/// topic by id alone; Fetch v13+ names topics by id, and an unknown id is UNKNOWN_TOPIC_ID.
+#[test]
+fn topic_ids_in_metadata_and_fetch_by_id() {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let mut k = Kaka::start("ids", &[]);
+    let mut c = k.client();
+    assert_eq!(produce(&mut c, 9, "by-id", 0, batch(&[b"first", b"second"])), (0, 0));
+    let metadata_id = |c: &mut Raw, name: Option<&str>, id: uuid::Uuid| {
+        let mut t = MetadataRequestTopic::default();
+        t.name = name.map(tname);
+        t.topic_id = id;
+        let mut r = MetadataRequest::default();
+        r.topics = Some(vec![t]);
+        let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &r);
+        let t = &resp.topics[0];
+        (t.error_code, t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)
+    };
+    let (err, _, id) = metadata_id(&mut c, Some("by-id"), uuid::Uuid::nil());
+    assert_eq!(err, 0);
+    assert!(!id.is_nil(), "a real topic id");
+    assert_eq!(metadata_id(&mut c, None, id), (0, Some("by-id".into()), id), "found by id alone");
+    let stranger = uuid::Uuid::from_bytes([9; 16]);
+    assert_eq!(metadata_id(&mut c, None, stranger).0, 100, "UNKNOWN_TOPIC_ID");
+    let fetch_v = |c: &mut Raw, version: i16, id: uuid::Uuid| {
+        let mut fp = FetchPartition::default();
+        fp.partition = 0;
+        fp.partition_max_bytes = 1 << 20;
+        let mut ft = FetchTopic::default();
+        ft.topic_id = id;
+        ft.partitions = vec![fp];
+        let mut r = FetchRequest::default();
+        r.max_wait_ms = 10;
+        r.min_bytes = 1;
+        r.max_bytes = 1 << 20;
+        r.session_epoch = -1;
+        r.topics = vec![ft];
+        let resp: FetchResponse = c.call(ApiKey::Fetch, version, &r);
+        let t = &resp.responses[0];
+        (t.topic_id, t.partitions[0].error_code, t.partitions[0].records.clone().unwrap_or_default())
+    };
+    for version in 13..=16 {
+        let (got_id, err, recs) = fetch_v(&mut c, version, id);
+        assert_eq!((got_id, err), (id, 0), "v{version}");
+        assert_eq!(batch_offsets(&recs), vec![(0, 1)], "v{version}: the batch, by id");
+        let (got_id, err, _) = fetch_v(&mut c, version, stranger);
+        assert_eq!((got_id, err), (stranger, 100), "v{version}: UNKNOWN_TOPIC_ID");
+    }
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    assert_eq!(metadata_id(&mut c, Some("by-id"), uuid::Uuid::nil()).2, id, "the id survives a restart");
+    assert_eq!(fetch_v(&mut c, 16, id).1, 0);
+}

@@ -1,5 +1,5 @@
 //! ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets,
-//! OffsetForLeaderEpoch, DescribeConfigs.
+//! OffsetForLeaderEpoch, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +53,23 @@ pub fn api_versions_fallback(correlation_id: i32) -> BytesMut {
     wire::encode(correlation_id, 0, &r)
 }
 
+/// Every partition led by broker 0, its only replica.
+fn metadata_partitions(version: i16, n: usize) -> Vec<MetadataResponsePartition> {
+    (0..n as i32)
+        .map(|p| {
+            let mut mp = MetadataResponsePartition::default();
+            mp.partition_index = p;
+            mp.leader_id = BrokerId(0);
+            if version >= 7 {
+                mp.leader_epoch = 0;
+            }
+            mp.replica_nodes = vec![BrokerId(0)];
+            mp.isr_nodes = vec![BrokerId(0)];
+            mp
+        })
+        .collect()
+}
+
 pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
     let b = &req.broker;
     let mut resp = MetadataResponse::default();
@@ -68,32 +85,39 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
     if req.version >= 1 {
         resp.controller_id = BrokerId(0);
     }
-    // v0: an empty list means every topic; v1+: null means every topic.
-    let names: Vec<String> = match r.topics {
-        None => b.topic_names(),
-        Some(t) if t.is_empty() && req.version == 0 => b.topic_names(),
-        Some(t) => t.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect(),
+    // v0: an empty list means every topic; v1+: null means every topic. v12 may name a topic
+    // by id alone (no name).
+    let wanted: Vec<(Option<String>, [u8; 16])> = match r.topics {
+        None => b.topic_names().into_iter().map(|n| (Some(n), [0; 16])).collect(),
+        Some(t) if t.is_empty() && req.version == 0 => {
+            b.topic_names().into_iter().map(|n| (Some(n), [0; 16])).collect()
+        }
+        Some(t) => t.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect(),
     };
     // Before v4 there is no flag and Kafka auto-creates when the broker allows it.
     let allow_create = req.version < 4 || r.allow_auto_topic_creation;
-    for name in names {
+    for (name, id) in wanted {
         let mut t = MetadataResponseTopic::default();
+        let Some(name) = name else {
+            // By id: never auto-created; the answer echoes the id.
+            t.topic_id = uuid::Uuid::from_bytes(id);
+            match b.topic_by_id(&id) {
+                Some(topic) => {
+                    t.name = Some(topic_name(&topic.name));
+                    t.partitions = metadata_partitions(req.version, topic.partitions.len());
+                }
+                None => t.error_code = errors::UNKNOWN_TOPIC_ID,
+            }
+            resp.topics.push(t);
+            continue;
+        };
         t.name = Some(topic_name(&name));
         match b.topic_or_create(&name, allow_create) {
             Ok(topic) => {
-                t.partitions = (0..topic.partitions.len() as i32)
-                    .map(|p| {
-                        let mut mp = MetadataResponsePartition::default();
-                        mp.partition_index = p;
-                        mp.leader_id = BrokerId(0);
-                        if req.version >= 7 {
-                            mp.leader_epoch = 0;
-                        }
-                        mp.replica_nodes = vec![BrokerId(0)];
-                        mp.isr_nodes = vec![BrokerId(0)];
-                        mp
-                    })
-                    .collect();
+                if req.version >= 10 {
+                    t.topic_id = uuid::Uuid::from_bytes(topic.id);
+                }
+                t.partitions = metadata_partitions(req.version, topic.partitions.len());
             }
             Err(code) => {
                 t.error_code = if crate::config::valid_topic_name(&name) {
@@ -281,11 +305,11 @@ const TYPE_LIST: i8 = 7;
 type ConfigEntry = (&'static str, String, i8, i8);
 
 fn topic_configs(t: &crate::broker::Topic) -> Vec<ConfigEntry> {
-    let raw = &t.config.raw;
+    let c = t.config();
+    let raw = &c.raw;
     // A key the topic set itself is a topic config; the rest comes from the broker's flags,
     // except cleanup.policy, whose only source is Kafka's default.
     let source = |k: &str, inherited: i8| if raw.contains_key(k) { SOURCE_TOPIC } else { inherited };
-    let c = &t.config;
     let policy = match (c.compact, c.delete) {
         (true, true) => "compact,delete",
         (true, false) => "compact",
@@ -328,8 +352,9 @@ fn broker_configs(b: &crate::config::BrokerConfig) -> Vec<ConfigEntry> {
     ]
 }
 
-/// Topic configs (what `kaka topics create --config` and CreateTopics set, and the broker
-/// defaults behind them) and the broker's own settings, read-only: kaka has no AlterConfigs.
+/// Topic configs (what `kaka topics create --config`, CreateTopics and the AlterConfigs calls
+/// set, and the broker defaults behind them) and the broker's own settings, which come from
+/// its command line and are read-only.
 pub fn describe_configs(req: &Req, r: DescribeConfigsRequest) -> BytesMut {
     let b = &req.broker;
     let mut resp = DescribeConfigsResponse::default();
@@ -373,4 +398,134 @@ pub fn describe_configs(req: &Req, r: DescribeConfigsRequest) -> BytesMut {
         resp.results.push(out);
     }
     wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// IncrementalAlterConfigs operations, as Kafka numbers them.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Checks the resource an alteration names and applies `edit` to a topic's own settings.
+/// Only topics can be altered: the broker's settings are its command-line flags.
+fn alter_resource(
+    req: &Req,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    edit: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (i16, String)>,
+) -> Result<(), (i16, String)> {
+    match resource_type {
+        RESOURCE_TOPIC => req.broker.alter_topic_config(name, validate_only, edit),
+        RESOURCE_BROKER if name.is_empty() || name == "0" => Err((
+            errors::INVALID_CONFIG,
+            "broker settings come from kaka's command line and cannot be altered".into(),
+        )),
+        RESOURCE_BROKER => Err((errors::INVALID_REQUEST, format!("kaka is broker 0, not {name}"))),
+        other => Err((errors::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+    }
+}
+
+/// Kafka refuses an alteration that names a key twice.
+fn no_duplicate_keys<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), (i16, String)> {
+    let mut seen = std::collections::HashSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            return Err((errors::INVALID_REQUEST, format!("duplicate config key {n}")));
+        }
+    }
+    Ok(())
+}
+
+/// AlterConfigs: a topic's own settings become exactly those given. As in Kafka, the call is
+/// not incremental: a key left out returns to the broker's default.
+pub fn alter_configs(req: &Req, r: AlterConfigsRequest) -> BytesMut {
+    let mut resp = AlterConfigsResponse::default();
+    for res in r.resources {
+        let configs = &res.configs;
+        let outcome = no_duplicate_keys(configs.iter().map(|c| c.name.as_str())).and_then(|()| {
+            alter_resource(req, res.resource_type, &res.resource_name, r.validate_only, |_| {
+                let set =
+                    configs.iter().filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())));
+                Ok(set.collect())
+            })
+        });
+        let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name;
+        if let Err((code, message)) = outcome {
+            out.error_code = code;
+            out.error_message = Some(str_bytes(&message));
+        }
+        resp.responses.push(out);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// IncrementalAlterConfigs: SET and DELETE any topic key; APPEND and SUBTRACT items of
+/// cleanup.policy, the one list-valued key.
+pub fn incremental_alter_configs(req: &Req, r: IncrementalAlterConfigsRequest) -> BytesMut {
+    let mut resp = IncrementalAlterConfigsResponse::default();
+    for res in r.resources {
+        let ops = &res.configs;
+        let outcome = no_duplicate_keys(ops.iter().map(|c| c.name.as_str())).and_then(|()| {
+            alter_resource(req, res.resource_type, &res.resource_name, r.validate_only, |current| {
+                let mut raw = current.clone();
+                for op in ops {
+                    apply_op(&mut raw, op.config_operation, op.name.as_str(), op.value.as_deref())?;
+                }
+                Ok(raw)
+            })
+        });
+        let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name;
+        if let Err((code, message)) = outcome {
+            out.error_code = code;
+            out.error_message = Some(str_bytes(&message));
+        }
+        resp.responses.push(out);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+fn apply_op(
+    raw: &mut BTreeMap<String, String>,
+    op: i8,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), (i16, String)> {
+    let need_value =
+        || value.ok_or_else(|| (errors::INVALID_REQUEST, format!("null value for config {key}")));
+    match op {
+        OP_SET => {
+            raw.insert(key.to_string(), need_value()?.to_string());
+        }
+        OP_DELETE => {
+            raw.remove(key);
+        }
+        OP_APPEND | OP_SUBTRACT if key == "cleanup.policy" => {
+            let current = raw.get(key).map(String::as_str).unwrap_or("delete");
+            let mut items: Vec<&str> = current.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+            for v in need_value()?.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if op == OP_APPEND && !items.contains(&v) {
+                    items.push(v);
+                } else if op == OP_SUBTRACT {
+                    items.retain(|i| *i != v);
+                }
+            }
+            if items.is_empty() {
+                return Err((errors::INVALID_CONFIG, "cleanup.policy cannot be empty".into()));
+            }
+            raw.insert(key.to_string(), items.join(","));
+        }
+        OP_APPEND | OP_SUBTRACT => {
+            return Err((
+                errors::INVALID_CONFIG,
+                format!("{key} is not a list: APPEND and SUBTRACT do not apply"),
+            ));
+        }
+        other => return Err((errors::INVALID_REQUEST, format!("unknown config operation {other}"))),
+    }
+    Ok(())
 }

@@ -16,8 +16,9 @@ use super::Req;
 use crate::errors;
 use crate::wire::{self, Outgoing, Piece};
 
-/// Topics of an answer, in request order: (name, [(partition index, its part)]).
-type TopicParts = Vec<(String, Vec<(i32, Part)>)>;
+/// Topics of an answer, in request order: (name, id, [(partition index, its part)]). v4-v12
+/// answers name each topic, v13+ give its id instead.
+type TopicParts = Vec<(String, [u8; 16], Vec<(i32, Part)>)>;
 
 /// One partition's part of the answer.
 struct Part {
@@ -41,8 +42,14 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
     // Resolve partitions once; subscribe to their high watermarks for the wait.
     let mut targets = Vec::new();
     let mut watches = Vec::new();
+    // v13+ names topics by id; an id nobody knows is UNKNOWN_TOPIC_ID for its partitions.
+    let by_id = req.version >= 13;
+    let missing = if by_id { errors::UNKNOWN_TOPIC_ID } else { errors::UNKNOWN_TOPIC_OR_PARTITION };
+    let mut resolved = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
-        let topic = req.broker.topic(&t.topic.0);
+        let topic =
+            if by_id { req.broker.topic_by_id(t.topic_id.as_bytes()) } else { req.broker.topic(&t.topic.0) };
+        resolved.push(topic.as_ref().map(|tp| (tp.name.clone(), tp.id)));
         for p in &t.partitions {
             let part = topic
                 .as_ref()
@@ -65,12 +72,7 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
                 i += 1;
                 let Some(s) = part else {
                     any_error = true;
-                    parts.push(Part {
-                        error: errors::UNKNOWN_TOPIC_OR_PARTITION,
-                        hw: -1,
-                        log_start: -1,
-                        records: Vec::new(),
-                    });
+                    parts.push(Part { error: missing, hw: -1, log_start: -1, records: Vec::new() });
                     continue;
                 };
                 let (hw, log_start) = (s.hw(), s.log_start());
@@ -121,10 +123,12 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
     };
     let mut topics: TopicParts = Vec::with_capacity(r.topics.len());
     let mut parts = parts.into_iter();
-    for t in r.topics {
+    for (t, known) in r.topics.into_iter().zip(resolved) {
         let ps: Vec<(i32, Part)> =
             t.partitions.iter().map(|p| (p.partition, parts.next().unwrap_or_else(empty_part))).collect();
-        topics.push((t.topic.0.to_string(), ps));
+        // Answer with the topic as the request named it (an unknown id is echoed back).
+        let (name, id) = known.unwrap_or_else(|| (t.topic.0.to_string(), *t.topic_id.as_bytes()));
+        topics.push((name, id, ps));
     }
     let pieces = encode_pieces(req.correlation_id, req.version, &topics);
     if pieces.iter().all(|p| matches!(p, Piece::Mem(_))) {
@@ -139,7 +143,7 @@ fn empty_part() -> Part {
 }
 
 /// Big-endian writers for the Fetch answer's two encodings: classic (v4-v11: int32 array
-/// counts, int16 string and int32 bytes lengths) and flexible (v12: unsigned-varint lengths
+/// counts, int16 string and int32 bytes lengths) and flexible (v12+: unsigned-varint lengths
 /// plus one, and an empty tagged-field section after every struct).
 struct Enc {
     flexible: bool,
@@ -189,8 +193,12 @@ fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<
         cur.put_i32(0); // session_id: no fetch sessions
     }
     e.count(&mut cur, topics.len());
-    for (name, parts) in topics {
-        e.string(&mut cur, name);
+    for (name, id, parts) in topics {
+        if version >= 13 {
+            cur.put_slice(id);
+        } else {
+            e.string(&mut cur, name);
+        }
         e.count(&mut cur, parts.len());
         for (index, p) in parts {
             cur.put_i32(*index);
@@ -264,9 +272,10 @@ mod tests {
         };
         let shapes: Vec<TopicParts> = vec![
             vec![],
-            vec![("t".into(), vec![])],
+            vec![("t".into(), [7; 16], vec![])],
             vec![(
                 "orders".into(),
+                [0x5a; 16],
                 vec![
                     (0, Part { error: 0, hw: 42, log_start: 3, records: vec![batch(70, 1)] }),
                     (1, Part { error: 0, hw: 0, log_start: 0, records: vec![] }),
@@ -283,19 +292,24 @@ mod tests {
                 ],
             )],
             vec![
-                ("a".into(), vec![(0, Part { error: 3, hw: -1, log_start: -1, records: vec![] })]),
+                ("a".into(), [1; 16], vec![(0, Part { error: 3, hw: -1, log_start: -1, records: vec![] })]),
                 (
                     "b-long-topic-name.x_y".into(),
+                    *b"0123456789abcdef",
                     vec![(5, Part { error: 0, hw: 77, log_start: 0, records: vec![batch(300_000, 5)] })],
                 ),
             ],
         ];
         for shape in &shapes {
-            for version in 4..=12i16 {
+            for version in 4..=16i16 {
                 let mut resp = FetchResponse::default();
-                for (name, parts) in shape {
+                for (name, id, parts) in shape {
                     let mut tr = FetchableTopicResponse::default();
-                    tr.topic = TopicName(StrBytes::from_string(name.clone()));
+                    if version >= 13 {
+                        tr.topic_id = uuid::Uuid::from_bytes(*id);
+                    } else {
+                        tr.topic = TopicName(StrBytes::from_string(name.clone()));
+                    }
                     for (index, p) in parts {
                         let mut pd = PartitionData::default();
                         pd.partition_index = *index;

@@ -50,7 +50,7 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
                 Err(code) => refused(*code, "topic unavailable"),
                 Ok(topic) => match topic.partitions.get(p.index as usize) {
                     None => refused(errors::UNKNOWN_TOPIC_OR_PARTITION, "no such partition"),
-                    Some(part) => enqueue(&req, topic.config.compact, part, p.records, acks),
+                    Some(part) => enqueue(&req, topic.config().compact, part, p.records, acks),
                 },
             };
             slots.push((p.index, slot));
