@@ -40,9 +40,12 @@ pub static SYNCS: AtomicU64 = AtomicU64::new(0);
 /// fdatasyncs running on blocking threads right now, broker-wide (see `Owner::start_sync`).
 static SYNCS_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 
-/// Fetch answers from disk at least this large are streamed from the segment as they are sent
-/// instead of read into memory first (see `PartitionShared::read`).
-pub const STREAM_MIN_BYTES: usize = 1 << 20;
+/// Partition answers from disk at least this large (one read slice) are streamed from the
+/// segment as they are sent instead of read into memory first (see `Shared::read`). A
+/// consumer catching up on many partitions at librdkafka's default 1 MiB each would otherwise
+/// make the broker hold every partition's MiB until the whole answer is out, outside the
+/// `--max-memory` budget; streamed, it holds one slice.
+pub const STREAM_MIN_BYTES: usize = segment::READ_SLICE;
 /// Batches appended by every partition.
 pub static APPENDS: AtomicU64 = AtomicU64::new(0);
 

@@ -908,3 +908,60 @@ fn topic_ids_in_metadata_and_fetch_by_id() {
     assert_eq!(metadata_id(&mut c, Some("by-id"), uuid::Uuid::nil()).2, id, "the id survives a restart");
     assert_eq!(fetch_v(&mut c, 16, id).1, 0);
 }
+
+/// One Fetch answer streaming two partitions from disk (each longer than a read slice), with
+/// a small in-memory part between them: every batch arrives whole, in its own partition.
+#[test]
+fn fetch_streams_several_partitions_from_disk() {
+    let mut k = Kaka::start("multi", &["--num-partitions", "3"]);
+    let mut c = k.client();
+    let value = |p: i32, i: usize| -> Vec<u8> {
+        (0..5_000).map(|j| ((i * 13 + j + p as usize * 7) % 251) as u8).collect()
+    };
+    for p in 0..2 {
+        for i in 0..120 {
+            assert_eq!(produce(&mut c, 9, "m", p, batch(&[&value(p, i)])), (0, i as i64));
+        }
+    }
+    assert_eq!(produce(&mut c, 9, "m", 2, batch(&[b"tiny"])), (0, 0));
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    let mut topic = FetchTopic::default();
+    topic.topic = tname("m");
+    for p in [0, 2, 1] {
+        let mut fp = FetchPartition::default();
+        fp.partition = p;
+        fp.partition_max_bytes = 8 << 20;
+        topic.partitions.push(fp);
+    }
+    let mut r = FetchRequest::default();
+    r.max_wait_ms = 10;
+    r.min_bytes = 1;
+    r.max_bytes = 32 << 20;
+    r.session_epoch = -1;
+    r.topics = vec![topic];
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    let parts = &resp.responses[0].partitions;
+    assert_eq!(parts.iter().map(|p| p.partition_index).collect::<Vec<_>>(), vec![0, 2, 1]);
+    for part in parts {
+        assert_eq!(part.error_code, 0);
+        let data = part.records.clone().unwrap_or_default();
+        let offsets = batch_offsets(&data);
+        if part.partition_index == 2 {
+            assert_eq!(offsets, vec![(0, 0)]);
+            continue;
+        }
+        assert!(data.len() > 256 << 10, "longer than one read slice: streamed");
+        assert_eq!(offsets.len(), 120, "partition {}", part.partition_index);
+        let mut rest = &data[..];
+        for (i, (base, _)) in offsets.into_iter().enumerate() {
+            assert_eq!(base, i as i64);
+            let len = i32::from_be_bytes(rest[8..12].try_into().unwrap()) as usize + 12;
+            let crc = u32::from_be_bytes(rest[17..21].try_into().unwrap());
+            assert_eq!(crc32c::crc32c(&rest[21..len]), crc);
+            assert!(rest[..len].windows(5_000).any(|w| w == &value(part.partition_index, i)[..]));
+            rest = &rest[len..];
+        }
+    }
+}
