@@ -71,6 +71,10 @@ def measure(directory, layout, count, size=64):
     return f"p50 {q(0.5):.3f}  p90 {q(0.9):.3f}  p99 {q(0.99):.3f}  max {lat[-1]:.3f} ms"
 
 
+def report(case, figures):
+    print(f"64 B + fdatasync, {case:<42} {figures}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="a directory on the disk to probe")
@@ -78,12 +82,12 @@ def main():
     a = ap.parse_args()
 
     for layout in ["append", "fallocate", "zeroed"]:
-        print(f"{layout:>10} 64 B + fdatasync, idle machine:        {measure(a.dir, layout, a.count)}")
+        report(f"{layout}, idle machine", measure(a.dir, layout, a.count))
 
     spinners = [subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         time.sleep(0.3)
-        print(f"{'fallocate':>10} 64 B + fdatasync, 2 busy loops (nice 19): {measure(a.dir, 'fallocate', a.count)}")
+        report("fallocate, 2 busy loops at nice 19", measure(a.dir, "fallocate", a.count))
     finally:
         for p in spinners:
             p.kill()
@@ -92,11 +96,11 @@ def main():
     sender = subprocess.Popen([sys.executable, "-c", SENDER, receiver.stdout.readline().strip()])
     try:
         time.sleep(0.5)
-        print(f"{'fallocate':>10} 64 B + fdatasync, loopback TCP stream:    {measure(a.dir, 'fallocate', a.count)}")
+        report("fallocate, loopback TCP stream at nice 19", measure(a.dir, "fallocate", a.count))
     finally:
         sender.kill()
         receiver.kill()
-    print(f"{'fallocate':>10} 64 B + fdatasync, idle again:           {measure(a.dir, 'fallocate', a.count)}")
+    report("fallocate, idle again", measure(a.dir, "fallocate", a.count))
 
 
 if __name__ == "__main__":
