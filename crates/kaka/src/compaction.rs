@@ -14,6 +14,12 @@
 //!
 //! A segment is rewritten to `<base>.log.cleaned`, fdatasync'ed and renamed over the original,
 //! so a crash leaves either the old or the new file, never a mix.
+//!
+//! A pass reads the whole log, so it does not run on every housekeeping tick: each pass leaves
+//! a `PassSummary`, and the owner starts the next one only when the closed segments written
+//! since make up `min.cleanable.dirty.ratio` of all closed segments (Kafka's rule), when a
+//! tombstone the last pass had to keep has become droppable, or when the topic's settings
+//! changed. An idle compacted topic therefore costs no disk reads.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -27,18 +33,37 @@ use crate::memory::Memory;
 use crate::partition::{now_ms, Shared};
 use crate::segment::{self, Segment};
 
-pub async fn compact(shared: &Arc<Shared>, cfg: &TopicConfig, memory: &Memory) -> Result<(), String> {
+/// What a pass leaves behind for deciding when the next one is worth its reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassSummary {
+    /// Base offset of the segment that was active during the pass: every closed segment below
+    /// it has been cleaned.
+    pub clean_upto: i64,
+    /// When (ms since the epoch) the first tombstone the pass had to keep may be dropped;
+    /// i64::MAX when there is none.
+    pub next_tombstone_expiry: i64,
+}
+
+pub async fn compact(
+    shared: &Arc<Shared>,
+    cfg: &TopicConfig,
+    memory: &Memory,
+) -> Result<PassSummary, String> {
     let segs = shared.segments.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let clean_upto = segs.last().map_or(0, |s| s.base_offset);
     if segs.len() < 2 {
-        return Ok(());
+        return Ok(PassSummary { clean_upto, next_tombstone_expiry: i64::MAX });
     }
-    let horizon = now_ms() - cfg.delete_retention_ms;
+    let retention = cfg.delete_retention_ms;
     let dir = shared.dir.clone();
-    let rewritten = tokio::task::spawn_blocking(move || compact_blocking(&segs, horizon, &dir))
-        .await
-        .map_err(|e| e.to_string())??;
+    tracing::info!(topic = %shared.topic, partition = shared.partition, segments = segs.len(), "compaction pass");
+    let (rewritten, next_tombstone_expiry) =
+        tokio::task::spawn_blocking(move || compact_blocking(&segs, now_ms(), retention, &dir))
+            .await
+            .map_err(|e| e.to_string())??;
+    let summary = PassSummary { clean_upto, next_tombstone_expiry };
     if rewritten.is_empty() {
-        return Ok(());
+        return Ok(summary);
     }
     let mut w = shared.segments.write().unwrap_or_else(|e| e.into_inner());
     for seg in rewritten {
@@ -50,10 +75,11 @@ pub async fn compact(shared: &Arc<Shared>, cfg: &TopicConfig, memory: &Memory) -
     drop(w);
     // Cached copies of rewritten segments still hold the removed records: drop them.
     memory.drop_below(&shared.cache, active_base);
-    Ok(())
+    Ok(summary)
 }
 
-type KeyMap = HashMap<Bytes, i64>;
+/// Each key's newest offset, and that record's timestamp when it is a tombstone.
+type KeyMap = HashMap<Bytes, (i64, Option<i64>)>;
 
 fn for_each_batch(
     seg: &Segment,
@@ -77,22 +103,34 @@ fn for_each_batch(
     err.map_or(Ok(()), Err)
 }
 
+/// Rewrites the closed segments that lose records. Returns them, and when the first tombstone
+/// still kept (newest for its key, younger than `retention` ms) may be dropped.
 fn compact_blocking(
     segs: &[Arc<Segment>],
-    horizon: i64,
+    now: i64,
+    retention: i64,
     dir: &std::path::Path,
-) -> Result<Vec<Segment>, String> {
+) -> Result<(Vec<Segment>, i64), String> {
+    let horizon = now - retention;
     let mut latest: KeyMap = HashMap::new();
     for seg in segs {
         for_each_batch(seg, |h, _, recs| {
             for r in recs {
                 if let Some(k) = r.key {
-                    latest.insert(k, h.base_offset + r.offset_delta as i64);
+                    let tombstone = r.value_is_null.then_some(r.timestamp);
+                    latest.insert(k, (h.base_offset + r.offset_delta as i64, tombstone));
                 }
             }
             Ok(())
         })?;
     }
+    let next_tombstone_expiry = latest
+        .values()
+        .filter_map(|&(_, t)| t)
+        .filter(|&ts| ts >= horizon)
+        .map(|ts| ts.saturating_add(retention))
+        .min()
+        .unwrap_or(i64::MAX);
     let mut out = Vec::new();
     for seg in &segs[..segs.len() - 1] {
         // First pass: does anything go away?
@@ -141,13 +179,13 @@ fn compact_blocking(
         tracing::info!(segment = %path.display(), before = seg.size(), after = new.size(), "compacted");
         out.push(new);
     }
-    Ok(out)
+    Ok((out, next_tombstone_expiry))
 }
 
 fn keep(r: &batch::Record, h: &BatchHeader, latest: &KeyMap, horizon: i64) -> bool {
     let Some(k) = &r.key else { return true };
     let off = h.base_offset + r.offset_delta as i64;
-    if latest.get(k).is_some_and(|&l| l > off) {
+    if latest.get(k).is_some_and(|&(l, _)| l > off) {
         return false;
     }
     !(r.value_is_null && r.timestamp < horizon)

@@ -38,6 +38,9 @@ pub struct TopicConfig {
     pub retention_ms: i64,
     pub segment_bytes: u64,
     pub delete_retention_ms: i64,
+    /// A compaction pass runs once the closed segments written since the last pass are at
+    /// least this share of all closed segments (Kafka's min.cleanable.dirty.ratio).
+    pub min_cleanable_dirty_ratio: f64,
     /// The raw key=value pairs as given (for persistence and DescribeConfigs-like output).
     pub raw: BTreeMap<String, String>,
 }
@@ -51,6 +54,7 @@ impl TopicConfig {
             retention_ms: b.retention_ms,
             segment_bytes: b.segment_bytes,
             delete_retention_ms: b.delete_retention_ms,
+            min_cleanable_dirty_ratio: 0.5,
             raw: raw.clone(),
         };
         for (k, v) in raw {
@@ -67,6 +71,13 @@ impl TopicConfig {
                 "retention.bytes" => c.retention_bytes = int()?,
                 "retention.ms" => c.retention_ms = int()?,
                 "delete.retention.ms" => c.delete_retention_ms = int()?,
+                "min.cleanable.dirty.ratio" => {
+                    c.min_cleanable_dirty_ratio =
+                        v.parse::<f64>()
+                            .ok()
+                            .filter(|r| (0.0..=1.0).contains(r))
+                            .ok_or_else(|| format!("{k}: not a ratio between 0 and 1: {v}"))?;
+                }
                 "segment.bytes" => {
                     let n = int()?;
                     if n < 1024 {

@@ -28,6 +28,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::batch::BatchHeader;
+use crate::compaction::PassSummary;
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::errors;
 use crate::memory::{Cached, Memory, TailCache};
@@ -273,7 +274,10 @@ struct Owner {
     /// The compaction pass in progress, if any. It runs as its own task so that produces to
     /// this partition keep flowing while closed segments are rewritten; retention waits for
     /// it, because a segment it deletes must not be renamed back into place by the cleaner.
-    compaction: Option<tokio::task::JoinHandle<()>>,
+    compaction: Option<tokio::task::JoinHandle<Option<PassSummary>>>,
+    /// What the last finished compaction pass left (None: none yet, or settings changed since),
+    /// from which `compaction_due` decides whether another pass is worth its reads.
+    last_pass: Option<PassSummary>,
 }
 
 /// Opens (recovering if needed) or creates a partition directory and starts its owner.
@@ -319,6 +323,7 @@ pub fn open(
         dirty: false,
         syncs_done: 0,
         compaction: None,
+        last_pass: None,
     };
     tokio::spawn(owner.run(rx));
     Partition { shared, tx }
@@ -479,7 +484,10 @@ impl Owner {
                                 self.append(batch, header, reply, reserved).await
                             }
                             Msg::Shutdown(done) => shutdown = Some(done),
-                            Msg::Reconfigure(cfg) => self.cfg = (*cfg).clone(),
+                            Msg::Reconfigure(cfg) => {
+                                self.cfg = (*cfg).clone();
+                                self.last_pass = None; // new settings: the next tick compacts
+                            }
                         }
                     }
                 }
@@ -760,18 +768,45 @@ impl Owner {
         if self.compaction.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
+        if let Some(done) = self.compaction.take() {
+            // Finished, so this does not wait. A failed pass leaves `last_pass` as it was,
+            // and the next tick tries again.
+            if let Ok(Some(summary)) = done.await {
+                self.last_pass = Some(summary);
+            }
+        }
         if self.cfg.delete {
             self.apply_retention();
         }
-        if self.cfg.compact {
+        if self.cfg.compact && self.compaction_due() {
             let (shared, cfg, memory) = (self.shared.clone(), self.cfg.clone(), self.memory.clone());
             self.compaction = Some(tokio::spawn(async move {
-                if let Err(e) = crate::compaction::compact(&shared, &cfg, &memory).await {
-                    tracing::error!(topic = %shared.topic, partition = shared.partition,
-                        "compaction failed: {e}");
+                match crate::compaction::compact(&shared, &cfg, &memory).await {
+                    Ok(summary) => Some(summary),
+                    Err(e) => {
+                        tracing::error!(topic = %shared.topic, partition = shared.partition,
+                            "compaction failed: {e}");
+                        None
+                    }
                 }
             }));
         }
+    }
+
+    /// Whether a compaction pass would find enough to do (see the compaction module).
+    fn compaction_due(&self) -> bool {
+        let segs = self.shared.segs();
+        if segs.len() < 2 {
+            return false;
+        }
+        let Some(last) = self.last_pass else { return true };
+        if now_ms() >= last.next_tombstone_expiry {
+            return true;
+        }
+        let closed = &segs[..segs.len() - 1];
+        let dirty: u64 = closed.iter().filter(|s| s.base_offset >= last.clean_upto).map(|s| s.size()).sum();
+        let total: u64 = closed.iter().map(|s| s.size()).sum();
+        dirty > 0 && dirty as f64 >= self.cfg.min_cleanable_dirty_ratio * total as f64
     }
 
     fn apply_retention(&mut self) {

@@ -965,3 +965,40 @@ fn fetch_streams_several_partitions_from_disk() {
         }
     }
 }
+
+/// A compacted topic is not re-read on every housekeeping tick: after a pass, an idle topic
+/// gets no more passes; the next one comes when the newly closed segments reach
+/// min.cleanable.dirty.ratio of the closed log, or when the topic's settings change.
+#[test]
+fn compaction_passes_only_when_due() {
+    let k = Kaka::start("due", &["--retention-check-interval-ms", "50"]);
+    let mut c = k.client();
+    let settings =
+        [("cleanup.policy", "compact"), ("segment.bytes", "1024"), ("delete.retention.ms", "3600000")];
+    assert_eq!(create(&mut c, "due", &settings), 0);
+    let passes = || k.log_text().matches("compaction pass").count();
+    let v = vec![5u8; 300];
+    let mut next = 0;
+    let mut produce_n = |c: &mut Raw, n: i64| {
+        for _ in 0..n {
+            assert_eq!(produce(c, 9, "due", 0, make_batch(&[&v], None, Compression::None)), (0, next));
+            next += 1;
+        }
+    };
+    produce_n(&mut c, 8);
+    wait_until(10, "a first pass", || k.log_text().contains("compacted"));
+    std::thread::sleep(Duration::from_millis(300));
+    let settled = passes();
+    std::thread::sleep(Duration::from_millis(600)); // a dozen ticks with nothing new
+    assert_eq!(passes(), settled, "an idle compacted topic is not re-read");
+    // New closed segments outweighing the (compacted, now small) clean part: a pass is due.
+    produce_n(&mut c, 6);
+    wait_until(10, "a pass for the new segments", || passes() > settled);
+    std::thread::sleep(Duration::from_millis(300));
+    let settled = passes();
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(passes(), settled, "idle again");
+    // Changed settings are applied by a pass at the next tick.
+    assert_eq!(incremental_alter(&mut c, 2, "due", &[(0, "delete.retention.ms", Some("0"))], false), 0);
+    wait_until(10, "a pass after the settings changed", || passes() > settled);
+}

@@ -299,6 +299,7 @@ const SOURCE_DEFAULT: i8 = 5;
 const TYPE_BOOLEAN: i8 = 1;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 /// (name, value, source, type) of every config a resource has.
@@ -322,6 +323,12 @@ fn topic_configs(t: &crate::broker::Topic) -> Vec<ConfigEntry> {
             c.delete_retention_ms.to_string(),
             source("delete.retention.ms", SOURCE_STATIC_BROKER),
             TYPE_LONG,
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            c.min_cleanable_dirty_ratio.to_string(),
+            source("min.cleanable.dirty.ratio", SOURCE_DEFAULT),
+            TYPE_DOUBLE,
         ),
         (
             "retention.bytes",
