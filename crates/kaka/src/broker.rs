@@ -233,6 +233,51 @@ impl Broker {
         Ok(())
     }
 
+    /// Grows a topic to `count` partitions (CreatePartitions). The new count is written to
+    /// topic.meta first (the commit point: a restart opens that many), then the new partitions
+    /// are opened and the topic is replaced in the registry by one with the longer list;
+    /// requests holding the old `Arc<Topic>` still see the same existing partitions.
+    /// Err: (Kafka error code, message).
+    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
+        let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let t = self
+            .topic(name)
+            .ok_or_else(|| (errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))?;
+        let have = t.partitions.len() as i32;
+        if count <= have {
+            return Err((
+                errors::INVALID_PARTITIONS,
+                format!("topic {name} has {have} partitions; the new count must be larger, got {count}"),
+            ));
+        }
+        if count > 10_000 {
+            return Err((errors::INVALID_PARTITIONS, "partition count must be 1..=10000".into()));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let dir = self.topic_dir(name);
+        let config = t.config();
+        write_topic_meta(&dir, &t.id, count, &config.raw)
+            .map_err(|e| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display())))?;
+        let mut partitions = t.partitions.clone();
+        partitions.extend((have..count).map(|p| {
+            partition::open(
+                &dir.join(p.to_string()),
+                name,
+                p,
+                (*config).clone(),
+                &self.cfg,
+                self.memory.clone(),
+            )
+        }));
+        let grown =
+            Arc::new(Topic { name: t.name.clone(), id: t.id, config: RwLock::new(config), partitions });
+        self.topics.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), grown);
+        tracing::info!(topic = name, from = have, to = count, "added partitions");
+        Ok(())
+    }
+
     /// Looks a topic up, creating it with broker defaults when auto-creation is on.
     pub fn topic_or_create(&self, name: &str, allow_create: bool) -> Result<Arc<Topic>, i16> {
         if let Some(t) = self.topic(name) {

@@ -217,6 +217,7 @@ impl Shared {
 }
 
 /// The handle the broker keeps for a partition.
+#[derive(Clone)]
 pub struct Partition {
     pub shared: Arc<Shared>,
     pub tx: mpsc::UnboundedSender<Msg>,

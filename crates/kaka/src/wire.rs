@@ -33,6 +33,7 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (23, 2, 4), // OffsetForLeaderEpoch
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
     (33, 0, 2), // AlterConfigs
+    (37, 0, 3), // CreatePartitions
     (44, 0, 1), // IncrementalAlterConfigs
 ];
 

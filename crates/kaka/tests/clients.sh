@@ -125,6 +125,22 @@ for f in a.delete_topics(["ck-b"]).values():
     f.result(10)
 names = set(a.list_topics(timeout=10).topics)
 assert "ck-a" in names and "ck-b" not in names and "ck-t" in names, names
+# CreatePartitions: ck-a grows from 2 to 4 partitions; a produce to the new one is delivered.
+from confluent_kafka.admin import NewPartitions
+for f in a.create_partitions([NewPartitions("ck-a", 4)]).values():
+    f.result(10)
+assert len(a.list_topics("ck-a", timeout=10).topics["ck-a"].partitions) == 4
+gp = Producer({"bootstrap.servers": b, "topic.metadata.refresh.interval.ms": 500})
+done = []
+deadline = time.time() + 15
+while not done and time.time() < deadline:
+    try:
+        gp.produce("ck-a", value=b"to the new partition", partition=3,
+                   on_delivery=lambda err, msg: done.append(err))
+    except Exception:
+        time.sleep(0.2)  # the producer has not seen partition 3 yet
+    gp.flush(5)
+assert done and done[0] is None, done
 # ListGroups, DescribeGroups, DescribeConfigs through the admin client.
 listed = a.list_consumer_groups(request_timeout=10).result()
 assert "ck-g" in {g.group_id for g in listed.valid}, listed.valid

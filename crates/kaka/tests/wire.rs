@@ -1002,3 +1002,82 @@ fn compaction_passes_only_when_due() {
     assert_eq!(incremental_alter(&mut c, 2, "due", &[(0, "delete.retention.ms", Some("0"))], false), 0);
     wait_until(10, "a pass after the settings changed", || passes() > settled);
 }
+
+/// CreatePartitions grows a topic: the new partitions take produces and fetches at once, the
+/// count survives a restart, and bad requests get Kafka's codes with nothing changed.
+#[test]
+fn create_partitions_grows_topics_and_refuses_bad_counts() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    let mut k = Kaka::start("grow", &[]);
+    let mut c = k.client();
+    assert_eq!(create(&mut c, "g", &[]), 0);
+    assert_eq!(produce(&mut c, 9, "g", 0, batch(&[b"p0"])), (0, 0));
+    let grow = |c: &mut Raw, topic: &str, count: i32, assign: Option<Vec<Vec<i32>>>, validate_only: bool| {
+        let mut t = CreatePartitionsTopic::default();
+        t.name = tname(topic);
+        t.count = count;
+        t.assignments = assign.map(|a| {
+            a.into_iter()
+                .map(|ids| {
+                    let mut x = CreatePartitionsAssignment::default();
+                    x.broker_ids = ids.into_iter().map(BrokerId).collect();
+                    x
+                })
+                .collect()
+        });
+        let mut r = CreatePartitionsRequest::default();
+        r.topics = vec![t];
+        r.timeout_ms = 5000;
+        r.validate_only = validate_only;
+        let resp: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &r);
+        resp.results[0].error_code
+    };
+    let count = |c: &mut Raw| {
+        let mut r = MetadataRequest::default();
+        r.topics = Some(vec![{
+            let mut t = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+            t.name = Some(tname("g"));
+            t
+        }]);
+        let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &r);
+        resp.topics[0].partitions.len()
+    };
+    assert_eq!(grow(&mut c, "g", 1, None, false), 37, "INVALID_PARTITIONS: not larger");
+    assert_eq!(grow(&mut c, "nope", 3, None, false), 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(grow(&mut c, "g", 3, Some(vec![vec![0], vec![1]]), false), 39, "another broker");
+    assert_eq!(grow(&mut c, "g", 3, Some(vec![vec![0]]), false), 39, "one assignment for two partitions");
+    assert_eq!(grow(&mut c, "g", 3, None, true), 0, "validate only");
+    assert_eq!(count(&mut c), 1, "nothing changed yet");
+    assert_eq!(grow(&mut c, "g", 3, Some(vec![vec![0], vec![0]]), false), 0);
+    assert_eq!(count(&mut c), 3);
+    assert_eq!(produce(&mut c, 9, "g", 2, batch(&[b"p2"])), (0, 0));
+    assert_eq!(batch_offsets(&fetch_partition(&mut c, "g", 2)), vec![(0, 0)]);
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    assert_eq!(count(&mut c), 3, "the new count survives a restart");
+    assert_eq!(batch_offsets(&fetch_partition(&mut c, "g", 2)), vec![(0, 0)]);
+    assert_eq!(batch_offsets(&fetch_partition(&mut c, "g", 0)), vec![(0, 0)]);
+}
+
+/// Fetches partition `p` of `topic` from offset 0.
+fn fetch_partition(c: &mut Raw, topic: &str, p: i32) -> Bytes {
+    let mut fp = FetchPartition::default();
+    fp.partition = p;
+    fp.partition_max_bytes = 1 << 20;
+    let mut ft = FetchTopic::default();
+    ft.topic = tname(topic);
+    ft.partitions = vec![fp];
+    let mut r = FetchRequest::default();
+    r.max_wait_ms = 10;
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 20;
+    r.session_epoch = -1;
+    r.topics = vec![ft];
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    let part = &resp.responses[0].partitions[0];
+    assert_eq!(part.error_code, 0);
+    part.records.clone().unwrap_or_default()
+}

@@ -1,5 +1,6 @@
 //! ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets,
-//! OffsetForLeaderEpoch, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+//! OffsetForLeaderEpoch, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+//! CreatePartitions.
 
 use std::collections::BTreeMap;
 
@@ -535,4 +536,42 @@ fn apply_op(
         other => return Err((errors::INVALID_REQUEST, format!("unknown config operation {other}"))),
     }
     Ok(())
+}
+
+/// CreatePartitions: grows topics. Each topic is answered on its own; an explicit replica
+/// assignment may only name broker 0, once per new partition (kaka is a single broker).
+pub fn create_partitions(req: &Req, r: CreatePartitionsRequest) -> BytesMut {
+    let mut resp = CreatePartitionsResponse::default();
+    let mut seen = std::collections::HashSet::new();
+    for t in r.topics {
+        let name = t.name.0.to_string();
+        let outcome = if !seen.insert(name.clone()) {
+            Err((errors::INVALID_REQUEST, format!("topic {name} is named twice")))
+        } else if t.assignments.as_ref().is_some_and(|a| a.iter().any(|x| x.broker_ids != [BrokerId(0)])) {
+            Err((
+                errors::INVALID_REPLICA_ASSIGNMENT,
+                "kaka is a single broker: assign every new partition to broker 0 alone".into(),
+            ))
+        } else if let (Some(a), Some(topic)) = (&t.assignments, req.broker.topic(&name)) {
+            let new = t.count - topic.partitions.len() as i32;
+            if a.len() as i32 != new && new > 0 {
+                Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    format!("{} assignments for {new} new partitions", a.len()),
+                ))
+            } else {
+                req.broker.add_partitions(&name, t.count, r.validate_only)
+            }
+        } else {
+            req.broker.add_partitions(&name, t.count, r.validate_only)
+        };
+        let mut out = create_partitions_response::CreatePartitionsTopicResult::default();
+        out.name = t.name;
+        if let Err((code, message)) = outcome {
+            out.error_code = code;
+            out.error_message = Some(str_bytes(&message));
+        }
+        resp.results.push(out);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
 }

@@ -127,6 +127,7 @@ pub fn dispatch(
         RequestKind::DescribeGroups(r) => spawn(async move { Some(group::describe_groups(&req, r).await) }),
         RequestKind::DescribeConfigs(r) => ready(Some(admin::describe_configs(&req, r))),
         RequestKind::AlterConfigs(r) => ready(Some(admin::alter_configs(&req, r))),
+        RequestKind::CreatePartitions(r) => ready(Some(admin::create_partitions(&req, r))),
         RequestKind::IncrementalAlterConfigs(r) => ready(Some(admin::incremental_alter_configs(&req, r))),
         _ => ready(Some(wire::unsupported(raw.correlation_id))),
     }
