@@ -4,7 +4,9 @@
 //! Committed offsets are appended to `DIR/groups/offsets.log` and fdatasync'ed before the
 //! OffsetCommit is answered; on start the file is replayed (a torn tail record is dropped).
 //! Record: u32 payload length, u32 CRC-32C of the payload, payload = group, topic (u16 length +
-//! bytes each), i32 partition, i64 offset, i32 metadata length (-1 = null) + bytes.
+//! bytes each), i32 partition, i64 offset, i32 metadata length (-1 = null) + bytes. An offset
+//! of -1 deletes the entry (DeleteGroups, OffsetDelete): -1 is also what OffsetFetch answers for
+//! a partition without a committed offset, so "deleted" and "never committed" read the same.
 //!
 //! Membership follows Kafka's classic protocol: JoinGroup parks until every known member has
 //! rejoined (or the rebalance timeout passes), the first member leads, SyncGroup followers
@@ -121,6 +123,17 @@ enum GMsg {
         groups: Option<Vec<String>>,
         reply: oneshot::Sender<Vec<GroupInfo>>,
     },
+    /// Deletes empty groups with their offsets: an error code per group.
+    DeleteGroups {
+        groups: Vec<String>,
+        reply: oneshot::Sender<Vec<i16>>,
+    },
+    /// Deletes one group's committed offsets: (group error, an error code per partition).
+    DeleteOffsets {
+        group: String,
+        partitions: Vec<(String, i32)>,
+        reply: oneshot::Sender<(i16, Vec<i16>)>,
+    },
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -207,6 +220,20 @@ impl Groups {
     /// Describes the named groups, or lists every group (with members) when `groups` is None.
     pub async fn describe(&self, groups: Option<Vec<String>>) -> Vec<GroupInfo> {
         ask(&self.tx, |reply| GMsg::Describe { groups, reply }).await
+    }
+
+    pub async fn delete_groups(&self, groups: Vec<String>) -> Vec<i16> {
+        let n = groups.len();
+        let mut codes = ask(&self.tx, |reply| GMsg::DeleteGroups { groups, reply }).await;
+        codes.resize(n, errors::COORDINATOR_NOT_AVAILABLE);
+        codes
+    }
+
+    pub async fn delete_offsets(&self, group: String, partitions: Vec<(String, i32)>) -> (i16, Vec<i16>) {
+        let n = partitions.len();
+        let (code, mut codes) = ask(&self.tx, |reply| GMsg::DeleteOffsets { group, partitions, reply }).await;
+        codes.resize(n, errors::COORDINATOR_NOT_AVAILABLE);
+        (code, codes)
     }
 
     pub async fn shutdown(&self) {
@@ -312,6 +339,12 @@ impl Coordinator {
                         }
                         GMsg::Describe { groups, reply } => {
                             let _ = reply.send(self.describe(groups));
+                        }
+                        GMsg::DeleteGroups { groups, reply } => {
+                            let _ = reply.send(self.delete_groups(groups).await);
+                        }
+                        GMsg::DeleteOffsets { group, partitions, reply } => {
+                            let _ = reply.send(self.delete_offsets(&group, partitions).await);
                         }
                         GMsg::Shutdown(done) => {
                             let _ = self.file.sync_data();
@@ -544,6 +577,18 @@ impl Coordinator {
         for (t, p, o, m) in &offsets {
             encode_record(&mut rec, group, t, *p, *o, m.as_deref());
         }
+        if let Err(code) = self.append_synced(rec).await {
+            return code;
+        }
+        let g = self.group(group);
+        for (t, p, o, m) in offsets {
+            g.offsets.insert((t, p), (o, m));
+        }
+        errors::NONE
+    }
+
+    /// Appends records to the offsets log and fdatasyncs it; KAFKA_STORAGE_ERROR if either fails.
+    async fn append_synced(&self, rec: Vec<u8>) -> Result<(), i16> {
         let file = self.file.clone();
         let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             (&*file).write_all(&rec)?;
@@ -551,14 +596,81 @@ impl Coordinator {
         })
         .await;
         if !matches!(res, Ok(Ok(()))) {
-            tracing::error!(path = %self.path.display(), "offset commit write failed: {res:?}");
-            return errors::KAFKA_STORAGE_ERROR;
+            tracing::error!(path = %self.path.display(), "offsets log write failed: {res:?}");
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+        Ok(())
+    }
+
+    /// DeleteGroups: a group with members is NON_EMPTY_GROUP, one never seen (or holding
+    /// nothing) GROUP_ID_NOT_FOUND; the rest lose their offsets (deletions synced first).
+    async fn delete_groups(&mut self, names: Vec<String>) -> Vec<i16> {
+        let mut codes = Vec::with_capacity(names.len());
+        let mut rec = Vec::new();
+        let mut doomed = Vec::new();
+        for name in &names {
+            let code = match self.groups.get(name) {
+                _ if name.is_empty() => errors::INVALID_GROUP_ID,
+                Some(g) if !g.members.is_empty() => errors::NON_EMPTY_GROUP,
+                Some(g) if !g.offsets.is_empty() || g.generation > 0 => {
+                    for (t, p) in g.offsets.keys() {
+                        encode_record(&mut rec, name, t, *p, -1, None);
+                    }
+                    doomed.push(name.clone());
+                    errors::NONE
+                }
+                _ => errors::GROUP_ID_NOT_FOUND,
+            };
+            codes.push(code);
+        }
+        if !rec.is_empty() {
+            if let Err(code) = self.append_synced(rec).await {
+                return names
+                    .iter()
+                    .zip(codes)
+                    .map(|(n, c)| if doomed.contains(n) { code } else { c })
+                    .collect();
+            }
+        }
+        for name in doomed {
+            self.groups.remove(&name);
+            tracing::info!(group = %name, "deleted group");
+        }
+        codes
+    }
+
+    /// OffsetDelete: a partition of a topic the group's live members subscribe to is
+    /// GROUP_SUBSCRIBED_TO_TOPIC; every other named partition loses its offset.
+    async fn delete_offsets(&mut self, group: &str, partitions: Vec<(String, i32)>) -> (i16, Vec<i16>) {
+        let Some(g) = self.groups.get(group).filter(|g| !g.offsets.is_empty() || !g.members.is_empty())
+        else {
+            return (errors::GROUP_ID_NOT_FOUND, vec![errors::NONE; partitions.len()]);
+        };
+        let subscribed = subscribed_topics(g);
+        let mut rec = Vec::new();
+        let codes: Vec<i16> = partitions
+            .iter()
+            .map(|(t, p)| {
+                if subscribed.as_ref().is_none_or(|s| s.contains(t)) && !g.members.is_empty() {
+                    errors::GROUP_SUBSCRIBED_TO_TOPIC
+                } else {
+                    encode_record(&mut rec, group, t, *p, -1, None);
+                    errors::NONE
+                }
+            })
+            .collect();
+        if !rec.is_empty() {
+            if let Err(code) = self.append_synced(rec).await {
+                return (code, vec![errors::NONE; partitions.len()]);
+            }
         }
         let g = self.group(group);
-        for (t, p, o, m) in offsets {
-            g.offsets.insert((t, p), (o, m));
+        for ((t, p), code) in partitions.into_iter().zip(&codes) {
+            if *code == errors::NONE {
+                g.offsets.remove(&(t, p));
+            }
         }
-        errors::NONE
+        (errors::NONE, codes)
     }
 
     fn fetch(&mut self, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) -> Vec<OffsetEntry> {
@@ -738,6 +850,28 @@ fn try_complete(g: &mut Group, force: bool) {
     }
 }
 
+/// Topics the group's members subscribe to, read from their consumer-protocol metadata for
+/// the chosen assignor (version i16, then an array of i16-length strings). None when that
+/// cannot be told (another protocol type, unreadable metadata): callers then assume every topic.
+fn subscribed_topics(g: &Group) -> Option<std::collections::HashSet<String>> {
+    if g.protocol_type.as_deref() != Some("consumer") {
+        return None;
+    }
+    let chosen = g.protocol.as_deref()?;
+    let mut topics = std::collections::HashSet::new();
+    for m in g.members.values() {
+        let (_, md) = m.protocols.iter().find(|(name, _)| name == chosen)?;
+        let n = i32::from_be_bytes(md.get(2..6)?.try_into().ok()?);
+        let mut q = 6;
+        for _ in 0..n.max(0) {
+            let len = i16::from_be_bytes(md.get(q..q + 2)?.try_into().ok()?).max(0) as usize;
+            topics.insert(String::from_utf8(md.get(q + 2..q + 2 + len)?.to_vec()).ok()?);
+            q += 2 + len;
+        }
+    }
+    Some(topics)
+}
+
 fn put_str(o: &mut Vec<u8>, s: &str) {
     o.extend_from_slice(&(s.len() as u16).to_be_bytes());
     o.extend_from_slice(s.as_bytes());
@@ -802,7 +936,11 @@ fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
             Some(((g, t, part), (off, md)))
         })();
         let Some((k, v)) = parsed else { break };
-        map.insert(k, v);
+        if v.0 == -1 {
+            map.remove(&k); // a deletion
+        } else {
+            map.insert(k, v);
+        }
         records += 1;
         p += 8 + len;
     }

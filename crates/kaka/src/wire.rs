@@ -34,7 +34,9 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
     (33, 0, 2), // AlterConfigs
     (37, 0, 3), // CreatePartitions
+    (42, 0, 2), // DeleteGroups
     (44, 0, 1), // IncrementalAlterConfigs
+    (47, 0, 0), // OffsetDelete
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

@@ -84,7 +84,7 @@ ensure_py() { # module, pip name
 }
 
 py_confluent() {
-  BROKER=$BROKER $PY - <<'EOF'
+  BROKER=$BROKER timeout 300 $PY - <<'EOF'
 import os, time
 from confluent_kafka import Producer, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -117,6 +117,15 @@ committed = c.committed([TopicPartition("ck-t", 0)], timeout=10)
 assert committed[0].offset == 100, committed
 lo, hi = c.get_watermark_offsets(TopicPartition("ck-t", 0), timeout=10)
 assert (lo, hi) == (0, 100), (lo, hi)
+# DeleteGroups refuses a group with a live member (NON_EMPTY_GROUP).
+from confluent_kafka.admin import AdminClient as _Admin
+from confluent_kafka import KafkaException as _KE
+live_admin = _Admin({"bootstrap.servers": b})  # kept alive: a dropped client never answers
+try:
+    live_admin.delete_consumer_groups(["ck-g"], request_timeout=10)["ck-g"].result(timeout=20)
+    raise AssertionError("a live group was deleted")
+except _KE as e:
+    assert e.args[0].code() == 68, e
 c.close()
 a = AdminClient({"bootstrap.servers": b})
 for f in a.create_topics([NewTopic("ck-a", 2, 1), NewTopic("ck-b", 1, 1)]).values():
@@ -146,6 +155,12 @@ listed = a.list_consumer_groups(request_timeout=10).result()
 assert "ck-g" in {g.group_id for g in listed.valid}, listed.valid
 desc = a.describe_consumer_groups(["ck-g"], request_timeout=10)["ck-g"].result()
 assert desc.group_id == "ck-g" and str(desc.state).endswith("EMPTY"), (desc.state, desc.members)
+# Once empty, DeleteGroups removes the group and its committed offsets.
+a.delete_consumer_groups(["ck-g"], request_timeout=10)["ck-g"].result()
+assert "ck-g" not in {g.group_id for g in a.list_consumer_groups(request_timeout=10).result().valid}
+c2 = Consumer({"bootstrap.servers": b, "group.id": "ck-g"})
+assert c2.committed([TopicPartition("ck-t", 0)], timeout=10)[0].offset < 0, "offsets deleted"
+c2.close()
 from confluent_kafka.admin import ConfigResource
 res = ConfigResource("topic", "ck-a")
 entries = a.describe_configs([res], request_timeout=10)[res].result()
@@ -171,7 +186,7 @@ EOF
 }
 
 py_kafka_python() {
-  BROKER=$BROKER $PY - <<'EOF'
+  BROKER=$BROKER timeout 300 $PY - <<'EOF'
 import os, time
 from kafka import KafkaProducer, KafkaConsumer, TopicPartition
 b = os.environ["BROKER"]

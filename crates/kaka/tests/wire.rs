@@ -1081,3 +1081,87 @@ fn fetch_partition(c: &mut Raw, topic: &str, p: i32) -> Bytes {
     assert_eq!(part.error_code, 0);
     part.records.clone().unwrap_or_default()
 }
+
+fn commit_offsets(c: &mut Raw, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = tname(topic);
+    for (p, o) in offsets {
+        let mut x = OffsetCommitRequestPartition::default();
+        x.partition_index = *p;
+        x.committed_offset = *o;
+        t.partitions.push(x);
+    }
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    r.generation_id_or_member_epoch = -1;
+    r.topics = vec![t];
+    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
+    assert!(resp.topics[0].partitions.iter().all(|p| p.error_code == 0));
+}
+
+fn committed(c: &mut Raw, group: &str, topic: &str, partitions: &[i32]) -> Vec<i64> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = tname(topic);
+    t.partition_indexes = partitions.to_vec();
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    r.topics = Some(vec![t]);
+    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &r);
+    resp.topics[0].partitions.iter().map(|p| p.committed_offset).collect()
+}
+
+/// OffsetDelete and DeleteGroups remove committed offsets durably; unknown groups get
+/// GROUP_ID_NOT_FOUND, and other groups keep theirs.
+#[test]
+fn delete_offsets_and_groups() {
+    let mut k = Kaka::start("delgroups", &["--num-partitions", "2"]);
+    let mut c = k.client();
+    assert_eq!(produce(&mut c, 9, "t", 1, batch(&[b"x"])), (0, 0)); // creates t, 2 partitions
+    commit_offsets(&mut c, "dg", "t", &[(0, 10), (1, 20)]);
+    commit_offsets(&mut c, "keep", "t", &[(0, 7)]);
+    assert_eq!(committed(&mut c, "dg", "t", &[0, 1]), vec![10, 20]);
+    let offset_delete = |c: &mut Raw, group: &str, partitions: &[i32]| {
+        use kafka_protocol::messages::offset_delete_request::{
+            OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+        };
+        let mut t = OffsetDeleteRequestTopic::default();
+        t.name = tname("t");
+        t.partitions = partitions
+            .iter()
+            .map(|p| {
+                let mut x = OffsetDeleteRequestPartition::default();
+                x.partition_index = *p;
+                x
+            })
+            .collect();
+        let mut r = OffsetDeleteRequest::default();
+        r.group_id = GroupId(StrBytes::from_string(group.to_string()));
+        r.topics = vec![t];
+        let resp: OffsetDeleteResponse = c.call(ApiKey::OffsetDelete, 0, &r);
+        let per: Vec<i16> =
+            resp.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect();
+        (resp.error_code, per)
+    };
+    assert_eq!(offset_delete(&mut c, "dg", &[0]), (0, vec![0]));
+    assert_eq!(committed(&mut c, "dg", "t", &[0, 1]), vec![-1, 20], "partition 0's offset is gone");
+    assert_eq!(offset_delete(&mut c, "nobody", &[0]).0, 69, "GROUP_ID_NOT_FOUND");
+    let delete_groups = |c: &mut Raw, groups: &[&str]| {
+        let mut r = DeleteGroupsRequest::default();
+        r.groups_names = groups.iter().map(|g| GroupId(StrBytes::from_string(g.to_string()))).collect();
+        let resp: DeleteGroupsResponse = c.call(ApiKey::DeleteGroups, 2, &r);
+        resp.results.iter().map(|x| (x.group_id.0.to_string(), x.error_code)).collect::<Vec<_>>()
+    };
+    assert_eq!(delete_groups(&mut c, &["dg", "never"]), vec![("dg".into(), 0), ("never".into(), 69)]);
+    assert_eq!(committed(&mut c, "dg", "t", &[0, 1]), vec![-1, -1]);
+    assert_eq!(delete_groups(&mut c, &["dg"]), vec![("dg".into(), 69)], "already gone");
+    // Deletions are durable: after a restart the deleted offsets stay deleted, others stay.
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    assert_eq!(committed(&mut c, "dg", "t", &[0, 1]), vec![-1, -1]);
+    assert_eq!(committed(&mut c, "keep", "t", &[0]), vec![7]);
+}

@@ -256,3 +256,45 @@ pub async fn describe_groups(req: &Req, r: DescribeGroupsRequest) -> BytesMut {
     }
     wire::encode(req.correlation_id, req.version, &resp)
 }
+
+/// DeleteGroups: empty groups go, with their committed offsets.
+pub async fn delete_groups(req: &Req, r: DeleteGroupsRequest) -> BytesMut {
+    let names: Vec<String> = r.groups_names.iter().map(|g| g.0.to_string()).collect();
+    let codes = req.broker.groups.delete_groups(names).await;
+    let mut resp = DeleteGroupsResponse::default();
+    for (g, code) in r.groups_names.into_iter().zip(codes) {
+        let mut d = delete_groups_response::DeletableGroupResult::default();
+        d.group_id = g;
+        d.error_code = code;
+        resp.results.push(d);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// OffsetDelete: one group's offsets for the named partitions go, unless its live members
+/// subscribe to the topic.
+pub async fn offset_delete(req: &Req, r: OffsetDeleteRequest) -> BytesMut {
+    let wanted: Vec<(String, i32)> = r
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index)))
+        .collect();
+    let (code, codes) = req.broker.groups.delete_offsets(r.group_id.0.to_string(), wanted).await;
+    let mut resp = OffsetDeleteResponse::default();
+    resp.error_code = code;
+    if code == errors::NONE {
+        let mut codes = codes.into_iter();
+        for t in r.topics {
+            let mut rt = offset_delete_response::OffsetDeleteResponseTopic::default();
+            rt.name = t.name;
+            for p in t.partitions {
+                let mut rp = offset_delete_response::OffsetDeleteResponsePartition::default();
+                rp.partition_index = p.partition_index;
+                rp.error_code = codes.next().unwrap_or(errors::NONE);
+                rt.partitions.push(rp);
+            }
+            resp.topics.push(rt);
+        }
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}

@@ -125,6 +125,8 @@ pub fn dispatch(
         RequestKind::OffsetFetch(r) => spawn(async move { Some(group::offset_fetch(&req, r).await) }),
         RequestKind::ListGroups(r) => spawn(async move { Some(group::list_groups(&req, r).await) }),
         RequestKind::DescribeGroups(r) => spawn(async move { Some(group::describe_groups(&req, r).await) }),
+        RequestKind::DeleteGroups(r) => spawn(async move { Some(group::delete_groups(&req, r).await) }),
+        RequestKind::OffsetDelete(r) => spawn(async move { Some(group::offset_delete(&req, r).await) }),
         RequestKind::DescribeConfigs(r) => ready(Some(admin::describe_configs(&req, r))),
         RequestKind::AlterConfigs(r) => ready(Some(admin::alter_configs(&req, r))),
         RequestKind::CreatePartitions(r) => ready(Some(admin::create_partitions(&req, r))),
