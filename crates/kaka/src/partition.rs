@@ -79,6 +79,14 @@ pub enum Msg {
     Shutdown(oneshot::Sender<()>),
     /// Use these topic settings from now on.
     Reconfigure(Arc<TopicConfig>),
+    /// DeleteRecords: move the log start up to this offset (-1: the high watermark); answers
+    /// the new log start or a Kafka error code.
+    DeleteRecords(i64, oneshot::Sender<Result<i64, i16>>),
+}
+
+/// Where DeleteRecords last moved the log start (`DIR/log-start`, decimal), or 0.
+fn read_log_start(dir: &Path) -> i64 {
+    std::fs::read_to_string(dir.join("log-start")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
 /// State readers share with the owner.
@@ -170,7 +178,9 @@ impl Shared {
         tokio::task::spawn_blocking(move || {
             for seg in segs {
                 match seg.find_by_time(ts, hw) {
-                    Ok(Some(found)) => return Ok(found),
+                    // Records below the log start (DeleteRecords) are gone for readers: the
+                    // answer is the log start itself, as Kafka gives it.
+                    Ok(Some((off, t))) => return Ok((off.max(me.log_start()), t)),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::error!(topic = %me.topic, partition = me.partition, "time lookup: {e}");
@@ -227,6 +237,15 @@ impl Partition {
     /// Hands the owner new topic settings (AlterConfigs). A stopped owner needs none.
     pub fn reconfigure(&self, cfg: Arc<TopicConfig>) {
         let _ = self.tx.send(Msg::Reconfigure(cfg));
+    }
+
+    /// DeleteRecords for this partition: the new log start, or a Kafka error code.
+    pub async fn delete_records(&self, offset: i64) -> Result<i64, i16> {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Msg::DeleteRecords(offset, tx)).is_err() {
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+        rx.await.unwrap_or(Err(errors::KAFKA_STORAGE_ERROR))
     }
 }
 
@@ -300,7 +319,8 @@ pub fn open(
         }
     };
     let leo = segments.last().map(|s| s.next_offset()).unwrap_or(0);
-    let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0);
+    // The log start is the first segment's base, or further on where DeleteRecords moved it.
+    let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0).max(read_log_start(dir).min(leo));
     hw_tx.send_replace(leo);
     let shared = Arc::new(Shared {
         topic: topic.to_string(),
@@ -485,6 +505,9 @@ impl Owner {
                                 self.append(batch, header, reply, reserved).await
                             }
                             Msg::Shutdown(done) => shutdown = Some(done),
+                            Msg::DeleteRecords(offset, reply) => {
+                                let _ = reply.send(self.delete_records(offset));
+                            }
                             Msg::Reconfigure(cfg) => {
                                 self.cfg = (*cfg).clone();
                                 self.last_pass = None; // new settings: the next tick compacts
@@ -794,6 +817,34 @@ impl Owner {
         }
     }
 
+    /// Moves the log start to `offset` (DeleteRecords). The new start is synced to
+    /// `log-start` before it is published or answered, so a restart never shows records the
+    /// client was told are deleted. Whole segments below it go at the next retention pass.
+    fn delete_records(&mut self, offset: i64) -> Result<i64, i16> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+        let hw = self.shared.hw();
+        let target = if offset == -1 { hw } else { offset };
+        if !(0..=hw).contains(&target) {
+            return Err(errors::OFFSET_OUT_OF_RANGE);
+        }
+        let current = self.shared.log_start();
+        if target <= current {
+            return Ok(current);
+        }
+        let path = self.shared.dir.join("log-start");
+        if let Err(e) = segment::write_file_synced(&path, target.to_string().as_bytes()) {
+            tracing::error!(path = %path.display(), "writing the log start failed: {e}");
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+        self.shared.log_start.store(target, Ordering::Release);
+        self.memory.drop_below(&self.shared.cache, target);
+        tracing::info!(topic = %self.shared.topic, partition = self.shared.partition, log_start = target,
+            "records deleted below the new log start");
+        Ok(target)
+    }
+
     /// Whether a compaction pass would find enough to do (see the compaction module).
     fn compaction_due(&self) -> bool {
         let segs = self.shared.segs();
@@ -818,14 +869,16 @@ impl Owner {
         let mut total: i64 = segs.iter().map(|s| s.size() as i64).sum();
         let now = now_ms();
         let mut drop_n = 0;
+        let log_start = self.shared.log_start();
         // Never the active (last) segment.
         for s in &segs[..segs.len() - 1] {
+            let deleted = s.next_offset() <= log_start; // every record below DeleteRecords' mark
             let by_size =
                 self.cfg.retention_bytes >= 0 && total - s.size() as i64 >= self.cfg.retention_bytes;
             let ts = s.max_ts.load(Ordering::Acquire);
             let ts = if ts >= 0 { ts } else { file_mtime_ms(&s.path).unwrap_or(now) };
             let by_time = self.cfg.retention_ms >= 0 && ts < now - self.cfg.retention_ms;
-            if !(by_size || by_time) {
+            if !(by_size || by_time || deleted) {
                 break;
             }
             total -= s.size() as i64;
@@ -838,7 +891,7 @@ impl Owner {
             let mut w = self.shared.segments.write().unwrap_or_else(|e| e.into_inner());
             w.drain(..drop_n).collect()
         };
-        let new_start = self.shared.segs().first().map(|s| s.base_offset).unwrap_or(self.leo);
+        let new_start = self.shared.segs().first().map(|s| s.base_offset).unwrap_or(self.leo).max(log_start);
         self.shared.log_start.store(new_start, Ordering::Release);
         self.memory.drop_below(&self.shared.cache, new_start);
         for s in removed {

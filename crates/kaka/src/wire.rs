@@ -29,6 +29,7 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (18, 0, 3), // ApiVersions
     (19, 2, 4), // CreateTopics
     (20, 1, 4), // DeleteTopics
+    (21, 0, 2), // DeleteRecords
     (22, 0, 4), // InitProducerId
     (23, 2, 4), // OffsetForLeaderEpoch
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)

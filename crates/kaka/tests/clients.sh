@@ -166,6 +166,12 @@ res = ConfigResource("topic", "ck-a")
 entries = a.describe_configs([res], request_timeout=10)[res].result()
 assert entries["cleanup.policy"].value == "delete", entries["cleanup.policy"]
 assert int(entries["segment.bytes"].value) > 0
+# DeleteRecords: ck-t's log start moves to 40; a new consumer from the start begins there.
+for f in a.delete_records([TopicPartition("ck-t", 0, 40)], request_timeout=10).values():
+    assert f.result().low_watermark == 40
+c3 = Consumer({"bootstrap.servers": b, "group.id": "ck-after-delete", "auto.offset.reset": "earliest"})
+assert c3.get_watermark_offsets(TopicPartition("ck-t", 0), timeout=10) == (40, 100)
+c3.close()
 # IncrementalAlterConfigs (SET), read back through DescribeConfigs; a bad value is refused.
 from confluent_kafka.admin import ConfigEntry, AlterConfigOpType
 from confluent_kafka import KafkaException

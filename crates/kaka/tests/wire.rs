@@ -1165,3 +1165,62 @@ fn delete_offsets_and_groups() {
     assert_eq!(committed(&mut c, "dg", "t", &[0, 1]), vec![-1, -1]);
     assert_eq!(committed(&mut c, "keep", "t", &[0]), vec![7]);
 }
+
+/// DeleteRecords moves the log start (durably), fetches below it are OFFSET_OUT_OF_RANGE,
+/// ListOffsets answers from it, and whole segments below it are deleted.
+#[test]
+fn delete_records_moves_the_log_start() {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let mut k = Kaka::start("delrec", &["--segment-bytes", "1024", "--retention-check-interval-ms", "100"]);
+    let mut c = k.client();
+    let v = vec![4u8; 200]; // three batches per 1 KiB segment: 0-2, 3-5, 6-8, 9
+    for i in 0..10 {
+        assert_eq!(produce(&mut c, 9, "dr", 0, batch(&[&v])), (0, i));
+    }
+    let delete = |c: &mut Raw, topic: &str, offset: i64| {
+        let mut p = DeleteRecordsPartition::default();
+        p.partition_index = 0;
+        p.offset = offset;
+        let mut t = DeleteRecordsTopic::default();
+        t.name = tname(topic);
+        t.partitions = vec![p];
+        let mut r = DeleteRecordsRequest::default();
+        r.topics = vec![t];
+        r.timeout_ms = 5000;
+        let resp: DeleteRecordsResponse = c.call(ApiKey::DeleteRecords, 2, &r);
+        let p = &resp.topics[0].partitions[0];
+        (p.error_code, p.low_watermark)
+    };
+    assert_eq!(delete(&mut c, "dr", 11), (1, -1), "past the high watermark: OFFSET_OUT_OF_RANGE");
+    assert_eq!(delete(&mut c, "nope", 1).0, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(delete(&mut c, "dr", 4), (0, 4), "inside the second segment");
+    assert_eq!(delete(&mut c, "dr", 2), (0, 4), "never moves back");
+    assert_eq!(list_offset(&mut c, "dr", -2).1, 4, "earliest");
+    assert_eq!(list_offset(&mut c, "dr", 0).1, 4, "by timestamp: not below the log start");
+    assert_eq!(fetch(&mut c, "dr", 3, 10, 1 << 20).0, 1, "below the log start: OFFSET_OUT_OF_RANGE");
+    let (e, _, recs) = fetch(&mut c, "dr", 4, 10, 1 << 20);
+    assert_eq!((e, batch_offsets(&recs)[0].0), (0, 4));
+    // The segment wholly below offset 4 is deleted by the next retention pass.
+    let pdir = k.dir.join("topics/dr/0");
+    let first_base = || {
+        let mut bases: Vec<i64> = std::fs::read_dir(&pdir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
+            .collect();
+        bases.sort();
+        bases[0]
+    };
+    assert_eq!(first_base(), 0);
+    wait_until(10, "segments below the log start deleted", || first_base() > 0);
+    assert_eq!(first_base(), 3, "the segment holding offset 4 stays");
+    // Durable: the log start survives a restart.
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    assert_eq!(list_offset(&mut c, "dr", -2).1, 4, "not the first segment's base, 3");
+    assert_eq!(delete(&mut c, "dr", -1), (0, 10), "-1: up to the high watermark");
+    assert_eq!(list_offset(&mut c, "dr", -2).1, 10);
+    assert_eq!(produce(&mut c, 9, "dr", 0, batch(&[b"after"])), (0, 10));
+    let (e, _, recs) = fetch(&mut c, "dr", 10, 10, 1 << 20);
+    assert_eq!((e, batch_offsets(&recs)[0].0), (0, 10));
+}

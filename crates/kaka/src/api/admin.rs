@@ -1,6 +1,6 @@
 //! ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets,
 //! OffsetForLeaderEpoch, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
-//! CreatePartitions.
+//! CreatePartitions, DeleteRecords.
 
 use std::collections::BTreeMap;
 
@@ -572,6 +572,37 @@ pub fn create_partitions(req: &Req, r: CreatePartitionsRequest) -> BytesMut {
             out.error_message = Some(str_bytes(&message));
         }
         resp.results.push(out);
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// DeleteRecords: each partition's log start moves up to the given offset (-1: the high
+/// watermark); the answer carries the new low watermark.
+pub async fn delete_records(req: &Req, r: DeleteRecordsRequest) -> BytesMut {
+    let mut resp = DeleteRecordsResponse::default();
+    for t in r.topics {
+        let topic = req.broker.topic(&t.name.0);
+        let mut tr = delete_records_response::DeleteRecordsTopicResult::default();
+        tr.name = t.name;
+        for p in t.partitions {
+            let mut pr = delete_records_response::DeleteRecordsPartitionResult::default();
+            pr.partition_index = p.partition_index;
+            let part = topic.as_ref().and_then(|tp| tp.partitions.get(p.partition_index as usize));
+            let outcome = match part {
+                None => Err(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                Some(_) if p.offset < -1 => Err(errors::OFFSET_OUT_OF_RANGE),
+                Some(part) => part.delete_records(p.offset).await,
+            };
+            match outcome {
+                Ok(low) => pr.low_watermark = low,
+                Err(code) => {
+                    pr.low_watermark = -1;
+                    pr.error_code = code;
+                }
+            }
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
     }
     wire::encode(req.correlation_id, req.version, &resp)
 }
