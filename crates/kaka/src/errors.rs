@@ -43,3 +43,4 @@ pub const MEMBER_ID_REQUIRED: i16 = 79;
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = 120;

@@ -112,6 +112,11 @@ impl Shared {
         self.log_start.load(Ordering::Acquire)
     }
 
+    /// Bytes of log on disk (whole batches; preallocated space not counted).
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.read().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.size()).sum()
+    }
+
     fn segs(&self) -> Vec<Arc<Segment>> {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).clone()
     }

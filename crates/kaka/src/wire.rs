@@ -34,10 +34,12 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (23, 2, 4), // OffsetForLeaderEpoch
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
     (33, 0, 2), // AlterConfigs
+    (35, 1, 4), // DescribeLogDirs
     (37, 0, 3), // CreatePartitions
     (42, 0, 2), // DeleteGroups
     (44, 0, 1), // IncrementalAlterConfigs
     (47, 0, 0), // OffsetDelete
+    (60, 0, 2), // DescribeCluster
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

@@ -166,6 +166,9 @@ res = ConfigResource("topic", "ck-a")
 entries = a.describe_configs([res], request_timeout=10)[res].result()
 assert entries["cleanup.policy"].value == "delete", entries["cleanup.policy"]
 assert int(entries["segment.bytes"].value) > 0
+# DescribeCluster: one broker, the cluster id kaka reports.
+cl = a.describe_cluster(request_timeout=10).result()
+assert cl.cluster_id == "kaka" and len(cl.nodes) == 1 and cl.controller.id == 0, cl
 # DeleteRecords: ck-t's log start moves to 40; a new consumer from the start begins there.
 for f in a.delete_records([TopicPartition("ck-t", 0, 40)], request_timeout=10).values():
     assert f.result().low_watermark == 40

@@ -1224,3 +1224,42 @@ fn delete_records_moves_the_log_start() {
     let (e, _, recs) = fetch(&mut c, "dr", 10, 10, 1 << 20);
     assert_eq!((e, batch_offsets(&recs)[0].0), (0, 10));
 }
+
+/// DescribeLogDirs reports each partition's log size (what was written, not the preallocated
+/// file length) and the file system's space; DescribeCluster describes the one broker.
+#[test]
+fn describe_log_dirs_and_cluster() {
+    let k = Kaka::start("logdirs", &["--num-partitions", "2"]);
+    let mut c = k.client();
+    let b = batch(&[&[1u8; 1000][..]]);
+    let batch_len = b.len() as i64;
+    assert_eq!(produce(&mut c, 9, "sized", 1, b), (0, 0));
+    for version in [1i16, 4] {
+        let mut r = DescribeLogDirsRequest::default();
+        r.topics = None; // every topic (an empty list would ask for none)
+        let resp: DescribeLogDirsResponse = c.call(ApiKey::DescribeLogDirs, version, &r);
+        assert_eq!(resp.results.len(), 1);
+        let dir = &resp.results[0];
+        assert!(dir.log_dir.contains("logdirs"), "{:?}", dir.log_dir);
+        let t = dir.topics.iter().find(|t| t.name.0.as_str() == "sized").expect("topic listed");
+        let sizes: Vec<(i32, i64)> =
+            t.partitions.iter().map(|p| (p.partition_index, p.partition_size)).collect();
+        assert_eq!(sizes, vec![(0, 0), (1, batch_len)], "v{version}");
+        if version >= 4 {
+            assert!(dir.total_bytes > 0 && dir.usable_bytes > 0 && dir.usable_bytes <= dir.total_bytes);
+        }
+    }
+    let resp: DescribeClusterResponse = c.call(ApiKey::DescribeCluster, 2, &{
+        let mut r = DescribeClusterRequest::default();
+        r.endpoint_type = 1;
+        r
+    });
+    assert_eq!((resp.error_code, resp.cluster_id.as_str(), resp.brokers.len()), (0, "kaka", 1));
+    assert_eq!(resp.brokers[0].port, k.addr().rsplit(':').next().unwrap().parse::<i32>().unwrap());
+    let resp: DescribeClusterResponse = c.call(ApiKey::DescribeCluster, 1, &{
+        let mut r = DescribeClusterRequest::default();
+        r.endpoint_type = 2;
+        r
+    });
+    assert_eq!(resp.error_code, 120, "UNSUPPORTED_ENDPOINT_TYPE: no controller endpoints");
+}

@@ -1,6 +1,6 @@
 //! ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets,
 //! OffsetForLeaderEpoch, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
-//! CreatePartitions, DeleteRecords.
+//! CreatePartitions, DeleteRecords, DescribeLogDirs, DescribeCluster.
 
 use std::collections::BTreeMap;
 
@@ -604,5 +604,74 @@ pub async fn delete_records(req: &Req, r: DeleteRecordsRequest) -> BytesMut {
         }
         resp.topics.push(tr);
     }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// DescribeLogDirs: the one log directory, with each requested partition's size (all topics
+/// when the request names none), and from v4 the file system's size and free space.
+pub fn describe_log_dirs(req: &Req, r: DescribeLogDirsRequest) -> BytesMut {
+    let b = &req.broker;
+    let mut dir = describe_log_dirs_response::DescribeLogDirsResult::default();
+    let path = std::fs::canonicalize(&b.cfg.dir).unwrap_or_else(|_| b.cfg.dir.clone());
+    dir.log_dir = str_bytes(&path.display().to_string());
+    let wanted: Vec<(String, Option<Vec<i32>>)> = match r.topics {
+        None => b.topic_names().into_iter().map(|n| (n, None)).collect(),
+        Some(ts) => ts.into_iter().map(|t| (t.topic.0.to_string(), Some(t.partitions))).collect(),
+    };
+    for (name, partitions) in wanted {
+        let Some(topic) = b.topic(&name) else { continue }; // Kafka lists only what it hosts
+        let mut t = describe_log_dirs_response::DescribeLogDirsTopic::default();
+        t.name = topic_name(&name);
+        let indexes = partitions.unwrap_or_else(|| (0..topic.partitions.len() as i32).collect());
+        for i in indexes {
+            let Some(p) = topic.partitions.get(i as usize) else { continue };
+            let mut dp = describe_log_dirs_response::DescribeLogDirsPartition::default();
+            dp.partition_index = i;
+            dp.partition_size = p.shared.size_bytes() as i64;
+            t.partitions.push(dp);
+        }
+        dir.topics.push(t);
+    }
+    if req.version >= 4 {
+        (dir.total_bytes, dir.usable_bytes) = fs_space(&path).unwrap_or((-1, -1));
+    }
+    let mut resp = DescribeLogDirsResponse::default();
+    resp.results = vec![dir];
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// (total, available) bytes of the file system holding `path`.
+fn fs_space(path: &std::path::Path) -> Option<(i64, i64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let frsize = st.f_frsize as i64;
+    Some((st.f_blocks as i64 * frsize, st.f_bavail as i64 * frsize))
+}
+
+/// DescribeCluster: kaka is the whole cluster, and its own controller.
+pub fn describe_cluster(req: &Req, r: DescribeClusterRequest) -> BytesMut {
+    let b = &req.broker;
+    let mut resp = DescribeClusterResponse::default();
+    if req.version >= 1 {
+        resp.endpoint_type = r.endpoint_type;
+    }
+    if req.version >= 1 && r.endpoint_type != 1 {
+        resp.error_code = errors::UNSUPPORTED_ENDPOINT_TYPE;
+        resp.error_message = Some(str_bytes("kaka serves broker endpoints only"));
+        return wire::encode(req.correlation_id, req.version, &resp);
+    }
+    resp.cluster_id = str_bytes("kaka");
+    resp.controller_id = BrokerId(0);
+    let mut broker = describe_cluster_response::DescribeClusterBroker::default();
+    broker.broker_id = BrokerId(0);
+    broker.host = str_bytes(&b.cfg.advertised_host);
+    broker.port = b.cfg.advertised_port;
+    resp.brokers = vec![broker];
+    resp.cluster_authorized_operations = i32::MIN; // no ACLs: "not requested"
     wire::encode(req.correlation_id, req.version, &resp)
 }

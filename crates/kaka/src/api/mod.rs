@@ -130,6 +130,8 @@ pub fn dispatch(
         RequestKind::DescribeConfigs(r) => ready(Some(admin::describe_configs(&req, r))),
         RequestKind::AlterConfigs(r) => ready(Some(admin::alter_configs(&req, r))),
         RequestKind::CreatePartitions(r) => ready(Some(admin::create_partitions(&req, r))),
+        RequestKind::DescribeLogDirs(r) => ready(Some(admin::describe_log_dirs(&req, r))),
+        RequestKind::DescribeCluster(r) => ready(Some(admin::describe_cluster(&req, r))),
         RequestKind::DeleteRecords(r) => spawn(async move { Some(admin::delete_records(&req, r).await) }),
         RequestKind::IncrementalAlterConfigs(r) => ready(Some(admin::incremental_alter_configs(&req, r))),
         _ => ready(Some(wire::unsupported(raw.correlation_id))),
