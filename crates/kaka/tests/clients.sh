@@ -45,6 +45,9 @@ check() { # name, command...
 }
 
 # ---------------------------------------------------------------- kcat (librdkafka 2.0.2)
+# Every kcat call is bounded, so a hang fails its check instead of stalling CI.
+KCAT_BIN=$(command -v kcat || echo kcat)
+kcat() { timeout 60 "$KCAT_BIN" "$@"; }
 kcat_metadata() {
   local out; out=$(kcat -b "$BROKER" -L -m 10) || return 1
   echo "$out" | grep -q "broker 0 at $BROKER" || { echo "$out"; return 1; }
