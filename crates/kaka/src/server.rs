@@ -61,18 +61,12 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
         while let Some((pending, _permit)) = rx.recv().await {
             match pending.await {
                 Ok(Some(out)) => {
-                    let written = match &out {
-                        Outgoing::Frame(frame) => wr.write_all(frame).await,
-                        Outgoing::Pieces(pieces)
-                            if pieces.iter().map(Bytes::len).sum::<usize>() >= BULK_BYTES =>
-                        {
-                            let pieces = pieces.iter().cloned().map(Piece::Mem).collect();
+                    let written = match out {
+                        Outgoing::Frame(frame) => wr.write_all(&frame).await,
+                        Outgoing::Pieces(pieces) if needs_bulk_writer(&pieces) => {
                             write_bulk(wr.as_ref().as_raw_fd(), pieces).await
                         }
-                        Outgoing::Pieces(pieces) => write_pieces(&mut wr, pieces).await,
-                        Outgoing::Streamed(pieces) => {
-                            write_bulk(wr.as_ref().as_raw_fd(), pieces.clone()).await
-                        }
+                        Outgoing::Pieces(pieces) => write_pieces(&mut wr, &in_memory(&pieces)).await,
                     };
                     if let Err(e) = written {
                         tracing::debug!(%peer, "write failed: {e}");
@@ -177,6 +171,19 @@ async fn write_pieces<W: AsyncWrite + Unpin>(wr: &mut W, pieces: &[Bytes]) -> st
 /// Responses at least this large are written by a bulk writer thread (see `write_bulk`).
 const BULK_BYTES: usize = 1 << 20;
 
+/// Whether a response goes to a bulk writer thread: it is large, or part of it must still be
+/// read from a segment (a blocking read the runtime must not do).
+fn needs_bulk_writer(pieces: &[Piece]) -> bool {
+    pieces.iter().any(|p| matches!(p, Piece::File(_)))
+        || pieces.iter().map(Piece::len).sum::<usize>() >= BULK_BYTES
+}
+
+/// The bytes of in-memory pieces (shared, not copied); file ranges are skipped, so callers
+/// pass only pieces that have none.
+fn in_memory(pieces: &[Piece]) -> Vec<Bytes> {
+    pieces.iter().filter_map(|p| if let Piece::Mem(b) = p { Some(b.clone()) } else { None }).collect()
+}
+
 /// Nice value of a bulk writer thread: about a tenth of a normal thread's CPU share when they
 /// compete, so produces preempt it, yet a loaded broker still moves big fetches along (under
 /// SCHED_IDLE they could starve).
@@ -224,12 +231,13 @@ async fn write_bulk(fd: RawFd, pieces: Vec<Piece>) -> std::io::Result<()> {
 /// slice through one reused buffer.
 fn write_pieces_blocking(sock: &std::net::TcpStream, pieces: &[Piece]) -> std::io::Result<()> {
     let mut buf = Vec::new();
-    let mut run: Vec<Bytes> = Vec::new();
-    for piece in pieces {
+    let mut run_start = 0; // in-memory pieces from here on are not written yet
+    for (i, piece) in pieces.iter().enumerate() {
         match piece {
-            Piece::Mem(b) => run.push(b.clone()),
+            Piece::Mem(_) => {}
             Piece::File(f) => {
-                write_blocking(sock, &std::mem::take(&mut run))?;
+                write_blocking(sock, &in_memory(&pieces[run_start..i]))?;
+                run_start = i + 1;
                 buf.resize(READ_SLICE.min(f.len), 0);
                 let mut done = 0;
                 while done < f.len {
@@ -241,7 +249,7 @@ fn write_pieces_blocking(sock: &std::net::TcpStream, pieces: &[Piece]) -> std::i
             }
         }
     }
-    write_blocking(sock, &run)
+    write_blocking(sock, &in_memory(&pieces[run_start..]))
 }
 
 /// writev until every piece is out (see `write_or_wait`).

@@ -45,13 +45,11 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
 pub const API_VERSIONS_KEY: i16 = 18;
 
 /// A response ready for the socket: one encoded frame, or a frame in pieces (size prefix and
-/// header included) sent with vectored writes, so that record bytes shared with the tail cache
-/// or just read from a segment are never copied again in user space, or a frame some of whose
-/// pieces are ranges of segment files, read slice by slice as they are sent.
+/// header included), so that record bytes shared with the tail cache are never copied again
+/// in user space and ranges of segment files are read slice by slice as they are sent.
 pub enum Outgoing {
     Frame(BytesMut),
-    Pieces(Vec<Bytes>),
-    Streamed(Vec<Piece>),
+    Pieces(Vec<Piece>),
 }
 
 /// One piece of a response: bytes in hand, or a range of a segment read while sending.

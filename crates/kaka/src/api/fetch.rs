@@ -130,12 +130,7 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
         let (name, id) = known.unwrap_or_else(|| (t.topic.0.to_string(), *t.topic_id.as_bytes()));
         topics.push((name, id, ps));
     }
-    let pieces = encode_pieces(req.correlation_id, req.version, &topics);
-    if pieces.iter().all(|p| matches!(p, Piece::Mem(_))) {
-        let mem = pieces.into_iter().filter_map(|p| if let Piece::Mem(b) = p { Some(b) } else { None });
-        return Outgoing::Pieces(mem.collect());
-    }
-    Outgoing::Streamed(pieces)
+    Outgoing::Pieces(encode_pieces(req.correlation_id, req.version, &topics))
 }
 
 fn empty_part() -> Part {
