@@ -54,6 +54,9 @@ pub fn api_versions_fallback(correlation_id: i32) -> BytesMut {
     wire::encode(correlation_id, 0, &r)
 }
 
+/// The cluster id Metadata and DescribeCluster report: kaka is a cluster of one.
+const CLUSTER_ID: &str = "kaka";
+
 /// Every partition led by broker 0, its only replica.
 fn metadata_partitions(version: i16, n: usize) -> Vec<MetadataResponsePartition> {
     (0..n as i32)
@@ -81,7 +84,7 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
     resp.brokers = vec![broker];
     // Fields a version cannot carry must keep their defaults or encoding fails.
     if req.version >= 2 {
-        resp.cluster_id = Some(str_bytes("kaka"));
+        resp.cluster_id = Some(str_bytes(CLUSTER_ID));
     }
     if req.version >= 1 {
         resp.controller_id = BrokerId(0);
@@ -89,11 +92,10 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
     // v0: an empty list means every topic; v1+: null means every topic. v12 may name a topic
     // by id alone (no name).
     let wanted: Vec<(Option<String>, [u8; 16])> = match r.topics {
-        None => b.topic_names().into_iter().map(|n| (Some(n), [0; 16])).collect(),
-        Some(t) if t.is_empty() && req.version == 0 => {
-            b.topic_names().into_iter().map(|n| (Some(n), [0; 16])).collect()
+        Some(t) if !(t.is_empty() && req.version == 0) => {
+            t.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect()
         }
-        Some(t) => t.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect(),
+        _ => b.topic_names().into_iter().map(|n| (Some(n), [0; 16])).collect(),
     };
     // Before v4 there is no flag and Kafka auto-creates when the broker allows it.
     let allow_create = req.version < 4 || r.allow_auto_topic_creation;
@@ -306,6 +308,31 @@ const TYPE_LIST: i8 = 7;
 /// (name, value, source, type) of every config a resource has.
 type ConfigEntry = (&'static str, String, i8, i8);
 
+/// What a config resource in a request names.
+enum ConfigResource {
+    Topic(String),
+    /// Broker 0, this broker (named "0" or "").
+    Broker,
+}
+
+/// Resolves a config resource: topics by name, broker 0 only, no other resource types.
+fn config_resource(resource_type: i8, name: &str) -> Result<ConfigResource, (i16, String)> {
+    match resource_type {
+        RESOURCE_TOPIC => Ok(ConfigResource::Topic(name.to_string())),
+        RESOURCE_BROKER if name.is_empty() || name == "0" => Ok(ConfigResource::Broker),
+        RESOURCE_BROKER => Err((errors::INVALID_REQUEST, format!("kaka is broker 0, not {name}"))),
+        other => Err((errors::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+    }
+}
+
+/// A per-resource outcome as the (error code, error message) pair Kafka answers carry.
+fn error_fields(outcome: Result<(), (i16, String)>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match outcome {
+        Ok(()) => (errors::NONE, None),
+        Err((code, message)) => (code, Some(str_bytes(&message))),
+    }
+}
+
 fn topic_configs(t: &crate::broker::Topic) -> Vec<ConfigEntry> {
     let c = t.config();
     let raw = &c.raw;
@@ -370,16 +397,14 @@ pub fn describe_configs(req: &Req, r: DescribeConfigsRequest) -> BytesMut {
         let mut out = DescribeConfigsResult::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
-        let name = res.resource_name.to_string();
-        let entries = match res.resource_type {
-            RESOURCE_TOPIC => match b.topic(&name) {
-                Some(t) => Ok((topic_configs(&t), false)),
-                None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"))),
-            },
-            RESOURCE_BROKER if name.is_empty() || name == "0" => Ok((broker_configs(&b.cfg), true)),
-            RESOURCE_BROKER => Err((errors::INVALID_REQUEST, format!("kaka is broker 0, not {name}"))),
-            other => Err((errors::INVALID_REQUEST, format!("resource type {other} is not supported"))),
-        };
+        let entries =
+            config_resource(res.resource_type, &res.resource_name).and_then(|target| match target {
+                ConfigResource::Topic(name) => match b.topic(&name) {
+                    Some(t) => Ok((topic_configs(&t), false)),
+                    None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"))),
+                },
+                ConfigResource::Broker => Ok((broker_configs(&b.cfg), true)),
+            });
         match entries {
             Ok((entries, read_only)) => {
                 let wanted = res.configuration_keys.as_ref();
@@ -398,10 +423,7 @@ pub fn describe_configs(req: &Req, r: DescribeConfigsRequest) -> BytesMut {
                     out.configs.push(e);
                 }
             }
-            Err((code, message)) => {
-                out.error_code = code;
-                out.error_message = Some(str_bytes(&message));
-            }
+            Err(e) => (out.error_code, out.error_message) = error_fields(Err(e)),
         }
         resp.results.push(out);
     }
@@ -414,35 +436,29 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-/// Checks the resource an alteration names and applies `edit` to a topic's own settings.
-/// Only topics can be altered: the broker's settings are its command-line flags.
-fn alter_resource(
+/// One resource of an alteration: no key named twice, a topic (the broker's settings are its
+/// command-line flags), then `edit` applied to the topic's own settings. Answers the
+/// resource's (error code, message).
+fn alter_resource<'a>(
     req: &Req,
     resource_type: i8,
     name: &str,
+    keys: impl Iterator<Item = &'a str>,
     validate_only: bool,
     edit: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (i16, String)>,
-) -> Result<(), (i16, String)> {
-    match resource_type {
-        RESOURCE_TOPIC => req.broker.alter_topic_config(name, validate_only, edit),
-        RESOURCE_BROKER if name.is_empty() || name == "0" => Err((
-            errors::INVALID_CONFIG,
-            "broker settings come from kaka's command line and cannot be altered".into(),
-        )),
-        RESOURCE_BROKER => Err((errors::INVALID_REQUEST, format!("kaka is broker 0, not {name}"))),
-        other => Err((errors::INVALID_REQUEST, format!("resource type {other} is not supported"))),
-    }
-}
-
-/// Kafka refuses an alteration that names a key twice.
-fn no_duplicate_keys<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), (i16, String)> {
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
     let mut seen = std::collections::HashSet::new();
-    for n in names {
-        if !seen.insert(n) {
-            return Err((errors::INVALID_REQUEST, format!("duplicate config key {n}")));
-        }
-    }
-    Ok(())
+    let outcome = match keys.into_iter().find(|k| !seen.insert(*k)) {
+        Some(dup) => Err((errors::INVALID_REQUEST, format!("duplicate config key {dup}"))),
+        None => config_resource(resource_type, name).and_then(|target| match target {
+            ConfigResource::Topic(topic) => req.broker.alter_topic_config(&topic, validate_only, edit),
+            ConfigResource::Broker => Err((
+                errors::INVALID_CONFIG,
+                "broker settings come from kaka's command line and cannot be altered".into(),
+            )),
+        }),
+    };
+    error_fields(outcome)
 }
 
 /// AlterConfigs: a topic's own settings become exactly those given. As in Kafka, the call is
@@ -451,20 +467,16 @@ pub fn alter_configs(req: &Req, r: AlterConfigsRequest) -> BytesMut {
     let mut resp = AlterConfigsResponse::default();
     for res in r.resources {
         let configs = &res.configs;
-        let outcome = no_duplicate_keys(configs.iter().map(|c| c.name.as_str())).and_then(|()| {
-            alter_resource(req, res.resource_type, &res.resource_name, r.validate_only, |_| {
+        let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
+        let keys = configs.iter().map(|c| c.name.as_str());
+        (out.error_code, out.error_message) =
+            alter_resource(req, res.resource_type, &res.resource_name, keys, r.validate_only, |_| {
                 let set =
                     configs.iter().filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())));
                 Ok(set.collect())
-            })
-        });
-        let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
+            });
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
-        if let Err((code, message)) = outcome {
-            out.error_code = code;
-            out.error_message = Some(str_bytes(&message));
-        }
         resp.responses.push(out);
     }
     wire::encode(req.correlation_id, req.version, &resp)
@@ -476,22 +488,18 @@ pub fn incremental_alter_configs(req: &Req, r: IncrementalAlterConfigsRequest) -
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in r.resources {
         let ops = &res.configs;
-        let outcome = no_duplicate_keys(ops.iter().map(|c| c.name.as_str())).and_then(|()| {
-            alter_resource(req, res.resource_type, &res.resource_name, r.validate_only, |current| {
+        let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        let keys = ops.iter().map(|c| c.name.as_str());
+        (out.error_code, out.error_message) =
+            alter_resource(req, res.resource_type, &res.resource_name, keys, r.validate_only, |current| {
                 let mut raw = current.clone();
                 for op in ops {
                     apply_op(&mut raw, op.config_operation, op.name.as_str(), op.value.as_deref())?;
                 }
                 Ok(raw)
-            })
-        });
-        let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+            });
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
-        if let Err((code, message)) = outcome {
-            out.error_code = code;
-            out.error_message = Some(str_bytes(&message));
-        }
         resp.responses.push(out);
     }
     wire::encode(req.correlation_id, req.version, &resp)
@@ -545,35 +553,42 @@ pub fn create_partitions(req: &Req, r: CreatePartitionsRequest) -> BytesMut {
     let mut seen = std::collections::HashSet::new();
     for t in r.topics {
         let name = t.name.0.to_string();
-        let outcome = if !seen.insert(name.clone()) {
-            Err((errors::INVALID_REQUEST, format!("topic {name} is named twice")))
-        } else if t.assignments.as_ref().is_some_and(|a| a.iter().any(|x| x.broker_ids != [BrokerId(0)])) {
-            Err((
-                errors::INVALID_REPLICA_ASSIGNMENT,
-                "kaka is a single broker: assign every new partition to broker 0 alone".into(),
-            ))
-        } else if let (Some(a), Some(topic)) = (&t.assignments, req.broker.topic(&name)) {
-            let new = t.count - topic.partitions.len() as i32;
-            if a.len() as i32 != new && new > 0 {
-                Err((
-                    errors::INVALID_REPLICA_ASSIGNMENT,
-                    format!("{} assignments for {new} new partitions", a.len()),
-                ))
-            } else {
-                req.broker.add_partitions(&name, t.count, r.validate_only)
-            }
+        let outcome = if seen.insert(name.clone()) {
+            check_assignments(req, &name, &t)
+                .and_then(|()| req.broker.add_partitions(&name, t.count, r.validate_only))
         } else {
-            req.broker.add_partitions(&name, t.count, r.validate_only)
+            Err((errors::INVALID_REQUEST, format!("topic {name} is named twice")))
         };
         let mut out = create_partitions_response::CreatePartitionsTopicResult::default();
         out.name = t.name;
-        if let Err((code, message)) = outcome {
-            out.error_code = code;
-            out.error_message = Some(str_bytes(&message));
-        }
+        (out.error_code, out.error_message) = error_fields(outcome);
         resp.results.push(out);
     }
     wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// An explicit assignment, if given, must give each new partition to broker 0 alone.
+fn check_assignments(
+    req: &Req,
+    name: &str,
+    t: &create_partitions_request::CreatePartitionsTopic,
+) -> Result<(), (i16, String)> {
+    let Some(a) = &t.assignments else { return Ok(()) };
+    if a.iter().any(|x| x.broker_ids != [BrokerId(0)]) {
+        return Err((
+            errors::INVALID_REPLICA_ASSIGNMENT,
+            "kaka is a single broker: assign every new partition to broker 0 alone".into(),
+        ));
+    }
+    let Some(topic) = req.broker.topic(name) else { return Ok(()) }; // unknown: said later
+    let new = t.count - topic.partitions.len() as i32;
+    if new > 0 && a.len() as i32 != new {
+        return Err((
+            errors::INVALID_REPLICA_ASSIGNMENT,
+            format!("{} assignments for {new} new partitions", a.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// DeleteRecords: each partition's log start moves up to the given offset (-1: the high
@@ -665,7 +680,7 @@ pub fn describe_cluster(req: &Req, r: DescribeClusterRequest) -> BytesMut {
         resp.error_message = Some(str_bytes("kaka serves broker endpoints only"));
         return wire::encode(req.correlation_id, req.version, &resp);
     }
-    resp.cluster_id = str_bytes("kaka");
+    resp.cluster_id = str_bytes(CLUSTER_ID);
     resp.controller_id = BrokerId(0);
     let mut broker = describe_cluster_response::DescribeClusterBroker::default();
     broker.broker_id = BrokerId(0);
