@@ -114,7 +114,30 @@ impl Broker {
             }
         }
         let config = TopicConfig::resolve(&raw, &self.cfg).map_err(|e| format!("{name}: {e}"))?;
-        let partitions = (0..n)
+        let partitions = self.open_partitions(name, 0..n, &config);
+        tracing::info!(topic = name, partitions = n, "loaded topic");
+        Ok(Topic { name: name.to_string(), id, config: RwLock::new(Arc::new(config)), partitions })
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// `topic`, or UNKNOWN_TOPIC_OR_PARTITION as an admin call answers it.
+    fn existing_topic(&self, name: &str) -> Result<Arc<Topic>, (i16, String)> {
+        self.topic(name)
+            .ok_or_else(|| (errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))
+    }
+
+    /// Opens (creating or recovering) partitions `range` of topic `name`.
+    fn open_partitions(
+        &self,
+        name: &str,
+        range: std::ops::Range<i32>,
+        config: &TopicConfig,
+    ) -> Vec<Partition> {
+        let dir = self.topic_dir(name);
+        range
             .map(|p| {
                 partition::open(
                     &dir.join(p.to_string()),
@@ -125,20 +148,17 @@ impl Broker {
                     self.memory.clone(),
                 )
             })
-            .collect();
-        tracing::info!(topic = name, partitions = n, "loaded topic");
-        Ok(Topic { name: name.to_string(), id, config: RwLock::new(Arc::new(config)), partitions })
-    }
-
-    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
-        self.topics.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+            .collect()
     }
 
     /// The topic with this id (Fetch v13+, Metadata v12+ by id). A linear scan: topics are
     /// few, and a nil id never matches (ids are random and never nil).
     pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<Arc<Topic>> {
+        if *id == [0u8; 16] {
+            return None;
+        }
         let topics = self.topics.read().unwrap_or_else(|e| e.into_inner());
-        topics.values().find(|t| &t.id == id && *id != [0u8; 16]).cloned()
+        topics.values().find(|t| &t.id == id).cloned()
     }
 
     pub fn topic_names(&self) -> Vec<String> {
@@ -174,20 +194,9 @@ impl Broker {
         let id = new_uuid();
         let io = |e: std::io::Error| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(&dir).map_err(io)?;
-        write_topic_meta(&dir, &id, partitions, &raw).map_err(io)?;
+        write_topic_meta(&dir, &id, partitions, &raw)?;
         segment::sync_dir(&self.cfg.dir.join("topics")).map_err(io)?;
-        let parts = (0..partitions)
-            .map(|p| {
-                partition::open(
-                    &dir.join(p.to_string()),
-                    name,
-                    p,
-                    config.clone(),
-                    &self.cfg,
-                    self.memory.clone(),
-                )
-            })
-            .collect();
+        let parts = self.open_partitions(name, 0..partitions, &config);
         let t = Arc::new(Topic {
             name: name.to_string(),
             id,
@@ -213,17 +222,14 @@ impl Broker {
         edit: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (i16, String)>,
     ) -> Result<(), (i16, String)> {
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-        let t = self
-            .topic(name)
-            .ok_or_else(|| (errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))?;
+        let t = self.existing_topic(name)?;
         let raw = edit(&t.config().raw)?;
         let config = TopicConfig::resolve(&raw, &self.cfg).map_err(|e| (errors::INVALID_CONFIG, e))?;
         if validate_only {
             return Ok(());
         }
         let dir = self.topic_dir(name);
-        write_topic_meta(&dir, &t.id, t.partitions.len() as i32, &raw)
-            .map_err(|e| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display())))?;
+        write_topic_meta(&dir, &t.id, t.partitions.len() as i32, &raw)?;
         let config = Arc::new(config);
         *t.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
         for p in &t.partitions {
@@ -240,9 +246,7 @@ impl Broker {
     /// Err: (Kafka error code, message).
     pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-        let t = self
-            .topic(name)
-            .ok_or_else(|| (errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))?;
+        let t = self.existing_topic(name)?;
         let have = t.partitions.len() as i32;
         if count <= have {
             return Err((
@@ -258,19 +262,9 @@ impl Broker {
         }
         let dir = self.topic_dir(name);
         let config = t.config();
-        write_topic_meta(&dir, &t.id, count, &config.raw)
-            .map_err(|e| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display())))?;
+        write_topic_meta(&dir, &t.id, count, &config.raw)?;
         let mut partitions = t.partitions.clone();
-        partitions.extend((have..count).map(|p| {
-            partition::open(
-                &dir.join(p.to_string()),
-                name,
-                p,
-                (*config).clone(),
-                &self.cfg,
-                self.memory.clone(),
-            )
-        }));
+        partitions.extend(self.open_partitions(name, have..count, &config));
         let grown =
             Arc::new(Topic { name: t.name.clone(), id: t.id, config: RwLock::new(config), partitions });
         self.topics.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), grown);
@@ -383,16 +377,17 @@ pub fn new_uuid() -> [u8; 16] {
 }
 
 /// Writes a topic's topic.meta (id, partition count, its own configs), synced and atomically
-/// replaced.
+/// replaced. A failure is KAFKA_STORAGE_ERROR, as the admin call answers it.
 fn write_topic_meta(
     dir: &Path,
     id: &[u8; 16],
     partitions: i32,
     raw: &BTreeMap<String, String>,
-) -> std::io::Result<()> {
+) -> Result<(), (i16, String)> {
     let mut meta = format!("id={}\npartitions={partitions}\n", hex(id));
     for (k, v) in raw {
         meta.push_str(&format!("config.{k}={v}\n"));
     }
     segment::write_file_synced(&dir.join("topic.meta"), meta.as_bytes())
+        .map_err(|e| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display())))
 }
