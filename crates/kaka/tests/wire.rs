@@ -34,24 +34,57 @@ fn produce(c: &mut Raw, version: i16, topic: &str, partition: i32, batch: Bytes)
     (p.error_code, p.base_offset)
 }
 
-fn fetch(c: &mut Raw, topic: &str, offset: i64, max_wait: i32, max_bytes: i32) -> (i16, i64, Bytes) {
+/// One partition of a Fetch request.
+fn fetch_partition(partition: i32, offset: i64, max_bytes: i32) -> FetchPartition {
     let mut fp = FetchPartition::default();
-    fp.partition = 0;
+    fp.partition = partition;
     fp.fetch_offset = offset;
     fp.partition_max_bytes = max_bytes;
+    fp
+}
+
+/// A Fetch request (no session) for `topic` by name, or by id when `topic` is None.
+fn fetch_request(
+    topic: Option<&str>,
+    id: uuid::Uuid,
+    partitions: Vec<FetchPartition>,
+    max_wait: i32,
+    max_bytes: i32,
+) -> FetchRequest {
     let mut ft = FetchTopic::default();
-    ft.topic = tname(topic);
-    ft.partitions = vec![fp];
+    if let Some(name) = topic {
+        ft.topic = tname(name);
+    }
+    ft.topic_id = id;
+    ft.partitions = partitions;
     let mut r = FetchRequest::default();
     r.max_wait_ms = max_wait;
     r.min_bytes = 1;
     r.max_bytes = max_bytes;
-    r.topics = vec![ft];
     r.session_epoch = -1;
-    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    r.topics = vec![ft];
+    r
+}
+
+/// Fetch v12 of one partition: (partition error, high watermark, records).
+fn fetch_at(
+    c: &mut Raw,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_wait: i32,
+    max_bytes: i32,
+) -> (i16, i64, Bytes) {
+    let parts = vec![fetch_partition(partition, offset, max_bytes)];
+    let resp: FetchResponse =
+        c.call(ApiKey::Fetch, 12, &fetch_request(Some(topic), uuid::Uuid::nil(), parts, max_wait, max_bytes));
     assert_eq!(resp.error_code, 0);
     let p = &resp.responses[0].partitions[0];
     (p.error_code, p.high_watermark, p.records.clone().unwrap_or_default())
+}
+
+fn fetch(c: &mut Raw, topic: &str, offset: i64, max_wait: i32, max_bytes: i32) -> (i16, i64, Bytes) {
+    fetch_at(c, topic, 0, offset, max_wait, max_bytes)
 }
 
 fn list_offset(c: &mut Raw, topic: &str, ts: i64) -> (i16, i64, i64) {
@@ -540,19 +573,7 @@ fn credit_window_stops_reading_until_responses_return() {
     // Three pipelined long polls (nothing to return, 400 ms each), then ApiVersions.
     let pipelined = |k: &Kaka| {
         let mut c = k.client();
-        let mut fp = FetchPartition::default();
-        fp.partition = 0;
-        fp.fetch_offset = 0;
-        fp.partition_max_bytes = 1024;
-        let mut ft = FetchTopic::default();
-        ft.topic = tname("empty");
-        ft.partitions = vec![fp];
-        let mut r = FetchRequest::default();
-        r.max_wait_ms = 400;
-        r.min_bytes = 1;
-        r.max_bytes = 1024;
-        r.session_epoch = -1;
-        r.topics = vec![ft];
+        let r = fetch_request(Some("empty"), uuid::Uuid::nil(), vec![fetch_partition(0, 0, 1024)], 400, 1024);
         assert_eq!(create(&mut c, "empty", &[]), 0);
         let t = Instant::now();
         for _ in 0..3 {
@@ -879,18 +900,7 @@ fn topic_ids_in_metadata_and_fetch_by_id() {
     let stranger = uuid::Uuid::from_bytes([9; 16]);
     assert_eq!(metadata_id(&mut c, None, stranger).0, 100, "UNKNOWN_TOPIC_ID");
     let fetch_v = |c: &mut Raw, version: i16, id: uuid::Uuid| {
-        let mut fp = FetchPartition::default();
-        fp.partition = 0;
-        fp.partition_max_bytes = 1 << 20;
-        let mut ft = FetchTopic::default();
-        ft.topic_id = id;
-        ft.partitions = vec![fp];
-        let mut r = FetchRequest::default();
-        r.max_wait_ms = 10;
-        r.min_bytes = 1;
-        r.max_bytes = 1 << 20;
-        r.session_epoch = -1;
-        r.topics = vec![ft];
+        let r = fetch_request(None, id, vec![fetch_partition(0, 0, 1 << 20)], 10, 1 << 20);
         let resp: FetchResponse = c.call(ApiKey::Fetch, version, &r);
         let t = &resp.responses[0];
         (t.topic_id, t.partitions[0].error_code, t.partitions[0].records.clone().unwrap_or_default())
@@ -927,21 +937,9 @@ fn fetch_streams_several_partitions_from_disk() {
     drop(c);
     k.restart();
     let mut c = k.client();
-    let mut topic = FetchTopic::default();
-    topic.topic = tname("m");
-    for p in [0, 2, 1] {
-        let mut fp = FetchPartition::default();
-        fp.partition = p;
-        fp.partition_max_bytes = 8 << 20;
-        topic.partitions.push(fp);
-    }
-    let mut r = FetchRequest::default();
-    r.max_wait_ms = 10;
-    r.min_bytes = 1;
-    r.max_bytes = 32 << 20;
-    r.session_epoch = -1;
-    r.topics = vec![topic];
-    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    let parts = [0, 2, 1].into_iter().map(|p| fetch_partition(p, 0, 8 << 20)).collect();
+    let resp: FetchResponse =
+        c.call(ApiKey::Fetch, 12, &fetch_request(Some("m"), uuid::Uuid::nil(), parts, 10, 32 << 20));
     let parts = &resp.responses[0].partitions;
     assert_eq!(parts.iter().map(|p| p.partition_index).collect::<Vec<_>>(), vec![0, 2, 1]);
     for part in parts {
@@ -1053,33 +1051,13 @@ fn create_partitions_grows_topics_and_refuses_bad_counts() {
     assert_eq!(grow(&mut c, "g", 3, Some(vec![vec![0], vec![0]]), false), 0);
     assert_eq!(count(&mut c), 3);
     assert_eq!(produce(&mut c, 9, "g", 2, batch(&[b"p2"])), (0, 0));
-    assert_eq!(batch_offsets(&fetch_partition(&mut c, "g", 2)), vec![(0, 0)]);
+    assert_eq!(batch_offsets(&fetch_at(&mut c, "g", 2, 0, 10, 1 << 20).2), vec![(0, 0)]);
     drop(c);
     k.restart();
     let mut c = k.client();
     assert_eq!(count(&mut c), 3, "the new count survives a restart");
-    assert_eq!(batch_offsets(&fetch_partition(&mut c, "g", 2)), vec![(0, 0)]);
-    assert_eq!(batch_offsets(&fetch_partition(&mut c, "g", 0)), vec![(0, 0)]);
-}
-
-/// Fetches partition `p` of `topic` from offset 0.
-fn fetch_partition(c: &mut Raw, topic: &str, p: i32) -> Bytes {
-    let mut fp = FetchPartition::default();
-    fp.partition = p;
-    fp.partition_max_bytes = 1 << 20;
-    let mut ft = FetchTopic::default();
-    ft.topic = tname(topic);
-    ft.partitions = vec![fp];
-    let mut r = FetchRequest::default();
-    r.max_wait_ms = 10;
-    r.min_bytes = 1;
-    r.max_bytes = 1 << 20;
-    r.session_epoch = -1;
-    r.topics = vec![ft];
-    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
-    let part = &resp.responses[0].partitions[0];
-    assert_eq!(part.error_code, 0);
-    part.records.clone().unwrap_or_default()
+    assert_eq!(batch_offsets(&fetch_at(&mut c, "g", 2, 0, 10, 1 << 20).2), vec![(0, 0)]);
+    assert_eq!(batch_offsets(&fetch_at(&mut c, "g", 0, 0, 10, 1 << 20).2), vec![(0, 0)]);
 }
 
 fn commit_offsets(c: &mut Raw, group: &str, topic: &str, offsets: &[(i32, i64)]) {
