@@ -23,30 +23,15 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TANSU_VERSION = "0.6.0"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from netutil import free_port, wait_port  # noqa: E402
 
 
 def build_tansu(root):
