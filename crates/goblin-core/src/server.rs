@@ -144,9 +144,9 @@ pub struct Server {
     pub(crate) clock_ms: i64,
     /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
     /// seconds, is stamped from it instead of reading the clock per read).
-    /// Current busy-poll window (0 = sleep at once); see `wait_for_events`.
-    busy_poll_window: Duration,
     turn_start: Instant,
+    /// Whether the next wait spins for up to `--busy-poll-us` first; see `wait_for_events`.
+    busy_poll: bool,
 }
 
 /// Write end of the signal pipe, for the async-signal-safe handler.
@@ -292,7 +292,7 @@ impl Server {
             limits,
             clock_ms: now_ms(),
             turn_start: now,
-            busy_poll_window: Duration::ZERO,
+            busy_poll: false,
         })
     }
 
@@ -381,8 +381,8 @@ impl Server {
         if timeout.is_zero() || max.is_zero() {
             return self.poll.poll(events, Some(timeout));
         }
-        if !self.busy_poll_window.is_zero() {
-            let spin_until = Instant::now() + self.busy_poll_window.min(timeout);
+        if self.busy_poll {
+            let spin_until = Instant::now() + max.min(timeout);
             loop {
                 self.poll.poll(events, Some(Duration::ZERO))?;
                 if !events.is_empty() {
@@ -395,7 +395,7 @@ impl Server {
             }
         }
         self.poll.poll(events, Some(timeout))?;
-        self.busy_poll_window = if events.iter().nth(1).is_some() { max } else { Duration::ZERO };
+        self.busy_poll = events.iter().nth(1).is_some();
         Ok(())
     }
 
