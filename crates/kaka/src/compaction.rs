@@ -1,7 +1,7 @@
 //! `cleanup.policy=compact`: keep the latest record per key in closed segments.
 //!
 //! Offsets never change: removed records leave holes that consumers skip, because a Fetch
-//! inside a hole returns the next surviving batch (see `Segment::read`). Rules kept from
+//! inside a hole returns the next surviving batch (see `Segment::locate`). Rules kept from
 //! Kafka's cleaner:
 //! - the active (newest) segment is never rewritten;
 //! - a rewritten batch keeps its baseOffset, lastOffsetDelta, timestamps and producer fields,

@@ -156,10 +156,14 @@ impl Shared {
             }
             let s = seg.clone();
             let data = tokio::task::spawn_blocking(move || {
-                if let Some((pos, len)) = s.stream_range(offset, max_bytes, hw, STREAM_MIN_BYTES)? {
+                let Some((pos, h)) = s.locate(offset)? else { return Ok(None) };
+                if h.base_offset >= hw {
+                    return Ok(None);
+                }
+                if let Some(len) = s.stream_range(pos, max_bytes, hw, STREAM_MIN_BYTES) {
                     return Ok(Some(Piece::File(FileRange { seg: s, pos, len })));
                 }
-                let data = s.read(offset, max_bytes, hw)?;
+                let data = s.read_from(pos, max_bytes, hw)?;
                 Ok::<_, io::Error>((!data.is_empty()).then(|| Piece::Mem(Bytes::from(data))))
             })
             .await

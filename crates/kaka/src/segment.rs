@@ -353,26 +353,32 @@ impl Segment {
         }
     }
 
-    /// Reads whole batches starting with the one that contains (or, across a compaction
-    /// hole, first follows) `offset`, stopping before any batch whose base is >= `limit` (the
-    /// high watermark) and once `max_bytes` is reached (at least one batch is always returned
-    /// so a consumer can make progress, as KIP-74 asks). Runs on a blocking thread.
-    pub fn read(&self, offset: i64, max_bytes: usize, limit: i64) -> io::Result<Vec<u8>> {
+    /// The file position of the batch that holds (or, across a compaction hole, first follows)
+    /// `offset`, with its header; None past the end. Reads at most ~4 KiB of headers past the
+    /// offset index's entry. Runs on a blocking thread.
+    pub fn locate(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
         let end = self.size();
         let mut pos = self.index_lookup(offset);
         let mut hdr = [0u8; HEADER_LEN];
-        // Skip batches that end before `offset` (at most ~4 KiB thanks to the index).
         loop {
             if pos + HEADER_LEN as u64 > end {
-                return Ok(Vec::new());
+                return Ok(None);
             }
             self.reader.read_exact_at(&mut hdr, pos)?;
             let h = BatchHeader::parse(&hdr).ok_or_else(|| corrupt(&self.path, pos))?;
             if h.last_offset() >= offset {
-                break;
+                return Ok(Some((pos, h)));
             }
             pos += h.size as u64;
         }
+    }
+
+    /// Reads whole batches from `pos` (a batch boundary, from `locate`), stopping before any
+    /// batch whose base is >= `limit` (the high watermark) and once `max_bytes` is reached (at
+    /// least one batch is always returned so a consumer can make progress, as KIP-74 asks).
+    /// Runs on a blocking thread.
+    pub fn read_from(&self, pos: u64, max_bytes: usize, limit: i64) -> io::Result<Vec<u8>> {
+        let end = self.size();
         let mut out: Vec<u8> = Vec::new();
         let mut read_to = pos; // file position of the next unread byte
         let mut parsed = 0usize; // bytes of `out` that are whole batches
@@ -409,39 +415,17 @@ impl Segment {
         Ok(out)
     }
 
-    /// The byte range a large Fetch at `offset` can stream straight from this segment, or
-    /// None when a buffered `read` should serve it (the range is small, or its end cannot be
-    /// found without reading the batches).
+    /// The length of the range a large Fetch can stream straight from this segment, starting
+    /// at `start` (the batch `locate` found), or None when a buffered `read_from` should serve
+    /// it (the range is small, or its end cannot be found without reading the batches).
     ///
-    /// The range starts at the batch holding `offset` and ends at a batch boundary known
+    /// The range ends at a batch boundary known
     /// without I/O: the segment's end when the whole segment is below `limit` (the high
     /// watermark) and fits in `max_bytes`, else the furthest offset-index entry that does
     /// both. The answer may so hold up to one index interval less than `max_bytes`, which
     /// Kafka allows (a consumer simply fetches again from where the answer ended).
-    pub fn stream_range(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        limit: i64,
-        min_len: usize,
-    ) -> io::Result<Option<(u64, usize)>> {
+    pub fn stream_range(&self, start: u64, max_bytes: usize, limit: i64, min_len: usize) -> Option<usize> {
         let end = self.size();
-        let mut start = self.index_lookup(offset);
-        let mut hdr = [0u8; HEADER_LEN];
-        loop {
-            if start + HEADER_LEN as u64 > end {
-                return Ok(None);
-            }
-            self.reader.read_exact_at(&mut hdr, start)?;
-            let h = BatchHeader::parse(&hdr).ok_or_else(|| corrupt(&self.path, start))?;
-            if h.base_offset >= limit {
-                return Ok(None);
-            }
-            if h.last_offset() >= offset {
-                break;
-            }
-            start += h.size as u64;
-        }
         let furthest = start.saturating_add(max_bytes as u64);
         let stop = if self.next_offset() <= limit && end <= furthest {
             end
@@ -450,7 +434,7 @@ impl Segment {
             idx.iter().rev().find(|e| e.pos <= furthest && e.offset <= limit).map_or(start, |e| e.pos)
         };
         let len = stop.saturating_sub(start) as usize;
-        Ok((len >= min_len.max(1)).then_some((start, len)))
+        (len >= min_len.max(1)).then_some(len)
     }
 
     /// Reads `buf.len()` bytes at `pos` through the fetch descriptor (no readahead).
