@@ -1,7 +1,7 @@
 //! What a handler sees while it runs one command.
 
+use crate::batch::Batch;
 use crate::engine::Stats;
-use crate::mutation::MutationLog;
 use rand::rngs::SmallRng;
 use store::{Keyspace, Millis, ValueMut, ValueRef};
 
@@ -11,7 +11,8 @@ pub struct Ctx<'a> {
     pub ks: &'a mut Keyspace,
     /// The command's time: fixed for the whole command (and a whole MULTI/EXEC).
     pub now: Millis,
-    pub muts: &'a mut MutationLog,
+    /// The pending batch this command's mutations join.
+    pub muts: &'a mut Batch,
     pub stats: &'a mut Stats,
     pub rng: &'a mut SmallRng,
     /// True while applying a replication stream or journal: deadlines are not judged here (the

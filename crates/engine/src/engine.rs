@@ -1,9 +1,11 @@
 //! The engine: owns the keyspace and the replication lineage; executes one command at a time.
 
+use crate::batch::{Batch, Origin};
+use crate::command::Flags;
 use crate::command::{CommandSpec, Handler};
 use crate::ctx::Ctx;
 use crate::errors;
-use crate::mutation::{MutationLog, Replication};
+use crate::mutation::Replication;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use store::{Keyspace, Millis};
@@ -33,13 +35,20 @@ pub enum Outcome {
     /// A blocking command found nothing: no reply was written; park the client and retry the
     /// same command (with `retrying_blocked`) when one of the keys is signalled ready.
     Blocked(BlockOn),
+    /// A write command's handler panicked. The store may hold part of its effect, and the
+    /// pending batch may not describe it: the caller must stop without committing (fail-stop;
+    /// with a durable journal, serving a state the log does not describe would be silent
+    /// corruption). A read that panics is answered with an error instead, and returns `Done`.
+    WritePanicked,
 }
 
 pub struct Engine {
     pub ks: Keyspace,
     pub repl: Replication,
-    /// Mutations emitted since the caller last drained them.
-    pub muts: MutationLog,
+    /// Mutations emitted since the last commit: the batch in progress.
+    pending: Batch,
+    /// A committed batch handed back by the caller, reused for the next one.
+    spare: Option<Batch>,
     pub stats: Stats,
     pub rng: SmallRng,
     /// Keys signalled ready by the last commands (see [`Ctx::ready_keys`]); the server drains it.
@@ -59,7 +68,8 @@ impl Engine {
         Engine {
             ks: Keyspace::new(),
             repl,
-            muts: MutationLog::default(),
+            pending: Batch::new(repl.replid),
+            spare: None,
             stats: Stats::default(),
             rng: SmallRng::from_entropy(),
             ready_keys: Vec::new(),
@@ -67,8 +77,53 @@ impl Engine {
         }
     }
 
-    /// Runs a data command whose spec and arity the caller has already checked. The logical
-    /// offset advances by the number of mutations the command emitted.
+    /// The mutations emitted since the last commit.
+    pub fn pending(&self) -> &Batch {
+        &self.pending
+    }
+
+    /// Starts serving lineage `repl` (after recovery, or a new one). Nothing may be pending.
+    pub fn set_replication(&mut self, repl: Replication) {
+        assert!(self.pending.is_empty(), "the lineage changes between batches only");
+        self.repl = repl;
+        self.pending.replid = repl.replid;
+    }
+
+    /// Commits the pending mutations as one batch from `origin`: numbers them with the next
+    /// consecutive logical offsets and advances the lineage's offset past them. This is the one
+    /// place the offset advances. Returns None when nothing is pending (a read, a no-op write).
+    /// Hand the batch back with [`Engine::recycle`] once every sink has seen it.
+    pub fn commit(&mut self, origin: Origin) -> Option<Batch> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let mut next = self.spare.take().unwrap_or_else(|| Batch::new(self.repl.replid));
+        next.replid = self.repl.replid;
+        let mut batch = std::mem::replace(&mut self.pending, next);
+        batch.replid = self.repl.replid;
+        batch.origin = origin;
+        batch.first_offset = self.repl.offset + 1;
+        self.repl.offset += batch.len() as u64;
+        Some(batch)
+    }
+
+    /// Takes a committed batch back so its buffers serve the next one (no allocation per
+    /// command). A batch grown large by one big command is dropped instead.
+    pub fn recycle(&mut self, mut batch: Batch) {
+        const KEEP: usize = 64 * 1024;
+        if batch.byte_len() <= KEEP {
+            batch.clear();
+            self.spare = Some(batch);
+        }
+    }
+
+    /// Runs a data command whose spec and arity the caller has already checked. Its mutations
+    /// join the pending batch; the caller commits it when the atomic unit ends.
+    ///
+    /// A panicking handler is a bug; it must not take every other client down, nor leave the
+    /// store and the mutation stream disagreeing. A read's only changes are lazy expiries, each
+    /// emitted as it happens, so a panicking read keeps what it emitted and gets an error
+    /// reply. A panicking write returns [`Outcome::WritePanicked`]: see there.
     pub fn execute(
         &mut self,
         spec: &'static CommandSpec,
@@ -80,11 +135,11 @@ impl Engine {
         let Handler::Data(handler) = spec.handler else {
             panic!("{} is a server command; the server dispatches it", spec.name);
         };
-        let before = self.muts.count;
+        let mark = out.len();
         let mut ctx = Ctx {
             ks: &mut self.ks,
             now,
-            muts: &mut self.muts,
+            muts: &mut self.pending,
             stats: &mut self.stats,
             rng: &mut self.rng,
             replaying: self.replaying,
@@ -92,16 +147,25 @@ impl Engine {
             block: None,
             retrying_blocked,
         };
-        handler(&mut ctx, out, args);
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, out, args)));
         let block = ctx.block.take();
         self.stats.commands_processed += 1;
-        self.repl.offset += self.muts.count - before;
+        if ran.is_err() {
+            if spec.flags.has(Flags::WRITE) {
+                return Outcome::WritePanicked;
+            }
+            out.truncate(mark);
+            let mut msg = b"ERR internal error while executing '".to_vec();
+            msg.extend_from_slice(spec.name.as_bytes());
+            msg.extend_from_slice(b"'");
+            resp::reply::error(out, &msg);
+            return Outcome::Done;
+        }
         match block {
             Some(b) => Outcome::Blocked(b),
             None => Outcome::Done,
         }
     }
-
     /// Looks up, checks arity and runs a data command. Server commands and unknown commands get
     /// an error reply. Used by tests, replay and anything without a connection.
     pub fn run(&mut self, args: &[&[u8]], now: Millis, out: &mut Vec<u8>) -> Outcome {
@@ -121,7 +185,8 @@ impl Engine {
     }
 
     /// Active expiry: removes up to `max_keys` keys past their deadline, examining at most
-    /// `budget` entries, and emits `DEL` for each. Returns how many keys it removed.
+    /// `budget` entries, and emits `DEL` for each (one round: the caller commits it as one
+    /// batch). Returns how many keys it removed.
     pub fn active_expire(&mut self, now: Millis, max_keys: usize, budget: usize) -> usize {
         if self.replaying || self.ks.volatile_len() == 0 {
             return 0;
@@ -130,10 +195,22 @@ impl Engine {
         self.ks.collect_expired(now, max_keys, budget, &mut expired);
         for key in &expired {
             self.ks.delete(key);
-            self.muts.push(&[b"DEL", key]);
-            self.repl.offset += 1;
+            self.pending.push(&[b"DEL", key]);
             self.stats.expired_keys += 1;
         }
         expired.len()
+    }
+}
+
+impl Engine {
+    /// Drops pending mutations from index `n` on (replay: a record's re-emission, or a rejected
+    /// record's partial output).
+    pub(crate) fn truncate_pending(&mut self, n: usize) {
+        self.pending.truncate(n);
+    }
+
+    /// Appends a mutation to the pending batch as given (replay: the record itself).
+    pub(crate) fn push_pending(&mut self, args: &[&[u8]]) {
+        self.pending.push(args);
     }
 }

@@ -7,31 +7,43 @@
 //! ```text
 //! args -> lookup + arity check (command.rs) -> handler (commands/*.rs) against the Keyspace
 //!      -> reply bytes into the caller's buffer
-//!      -> canonical mutations into the MutationLog (mutation.rs), one logical offset each
+//!      -> canonical mutations into the pending Batch (batch.rs)
+//!      -> Engine::commit(origin) at the end of the atomic unit: one Batch, consecutive
+//!         logical offsets, handed to the server's sinks
 //! ```
+//!
+//! Records from outside (Kafka, firehose) enter through [`Engine::apply_record`] (replay.rs).
 //!
 //! Layout:
 //! - [`command`]: [`CommandSpec`] (name, arity, flags, keys, handler) and the table lookup.
 //! - [`ctx`]: [`Ctx`], what a handler sees: the keyspace, the time, the mutation sink.
-//! - [`mutation`]: the mutation log, replication offsets and Kafka compaction keys.
+//! - [`batch`]: [`Batch`], one atomic unit of canonical mutations, and its [`Origin`].
+//! - [`mutation`]: the lineage ([`ReplId`], [`Replication`]) and Kafka compaction keys.
+//! - [`replay`]: applying records from outside, with the ordering rule and typed errors.
+//! - [`digest`]: DEBUG DIGEST, a content fingerprint of the dataset.
 //! - [`errors`]: Redis's error texts, in one place.
 //! - [`commands`]: one module per data type (plus `keyspace` for generic key commands and
 //!   `server` for the ones that need the server, which the table marks as such).
 //! - [`Engine`]: owns the keyspace and replication state; `execute` is the single entry point.
 
+pub mod batch;
 pub mod command;
 pub mod commands;
 pub mod ctx;
+pub mod digest;
 mod engine;
 pub mod errors;
 pub mod mutation;
+pub mod replay;
 pub mod syntax;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod util;
 
+pub use batch::{Batch, Mutation, Origin};
 pub use command::{lookup, CommandSpec, Flags, Handler};
 pub use ctx::Ctx;
 pub use engine::{Engine, Outcome, Stats};
-pub use mutation::{compaction_key, MutationLog, Replication};
+pub use mutation::{compaction_key, ReplId, Replication};
+pub use replay::{Applied, RecordError};
 pub use store::Millis;

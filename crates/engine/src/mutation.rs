@@ -5,71 +5,65 @@
 //! `PEXPIREAT k <ms>`), nondeterministic choices are resolved (`SPOP` -> `SREM` of the members
 //! removed), results are written out (`INCRBYFLOAT` -> `SET` of the result), and a write that
 //! changed nothing emits nothing. Each mutation advances the lineage's logical offset by one.
+//! Mutations travel in [`crate::Batch`]es (batch.rs).
 
-/// Mutations of the command batch being executed, RESP2-encoded back to back.
-#[derive(Default, Debug)]
-pub struct MutationLog {
-    /// The encoded mutations, in order.
-    pub buf: Vec<u8>,
-    /// How many mutations `buf` holds.
-    pub count: u64,
+/// A lineage's name: 160 random bits, printed as 40 lowercase hex digits (the form Redis gives
+/// `master_replid`). Copy, so every batch can carry it without an allocation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReplId(pub [u8; 20]);
+
+impl ReplId {
+    /// A fresh random id: a new lineage.
+    pub fn random() -> ReplId {
+        use rand::RngCore;
+        let mut bytes = [0u8; 20];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        ReplId(bytes)
+    }
+
+    /// Parses 40 hex digits (either case).
+    pub fn parse(s: &str) -> Option<ReplId> {
+        let s = s.as_bytes();
+        if s.len() != 40 {
+            return None;
+        }
+        let mut out = [0u8; 20];
+        for (i, pair) in s.chunks(2).enumerate() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            out[i] = (hex(pair[0])? * 16 + hex(pair[1])?) as u8;
+        }
+        Some(ReplId(out))
+    }
 }
 
-impl MutationLog {
-    pub fn push(&mut self, args: &[&[u8]]) {
-        resp::reply::bulk_array(&mut self.buf, args);
-        self.count += 1;
-    }
-
-    pub fn clear(&mut self) {
-        self.buf.clear();
-        self.count = 0;
-    }
-
-    /// Decodes the log back into argument vectors (tests and replay).
-    pub fn decode(&self) -> Vec<Vec<Vec<u8>>> {
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at < self.buf.len() {
-            let (frame, used) = resp::decode_frame(&self.buf[at..])
-                .expect("mutation log is well formed")
-                .expect("mutation log holds whole frames");
-            at += used;
-            match frame {
-                resp::Frame::Array(Some(items)) => out.push(
-                    items
-                        .into_iter()
-                        .map(|f| match f {
-                            resp::Frame::Bulk(Some(b)) => b,
-                            other => panic!("mutation argument is not a bulk string: {other:?}"),
-                        })
-                        .collect(),
-                ),
-                other => panic!("mutation is not an array: {other:?}"),
-            }
+impl std::fmt::Display for ReplId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
         }
-        out
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for ReplId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReplId({self})")
     }
 }
 
 /// The replication identity of this server's history.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replication {
-    /// 40 hex characters (160 bits, as Redis prints it; the first 128 bits are random and
-    /// name the lineage, the rest are random too).
-    pub replid: String,
-    /// Logical offset: 0 before the first mutation, +1 per canonical mutation.
+    pub replid: ReplId,
+    /// Logical offset: 0 before the first mutation, +1 per canonical mutation. Advanced only
+    /// by [`crate::Engine::commit`].
     pub offset: u64,
 }
 
 impl Replication {
-    /// A fresh lineage with a random id.
+    /// A fresh lineage with a random id, at offset 0.
     pub fn new_lineage() -> Self {
-        use rand::RngCore;
-        let mut bytes = [0u8; 20];
-        rand::thread_rng().fill_bytes(&mut bytes);
-        let replid = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        Replication { replid, offset: 0 }
+        Replication { replid: ReplId::random(), offset: 0 }
     }
 }
 
@@ -122,14 +116,13 @@ mod tests {
     }
 
     #[test]
-    fn log_round_trips() {
-        let mut log = MutationLog::default();
-        log.push(&[b"SET", b"k\r\n", b""]);
-        log.push(&[b"DEL", b"x"]);
-        assert_eq!(log.count, 2);
-        assert_eq!(
-            log.decode(),
-            vec![vec![b"SET".to_vec(), b"k\r\n".to_vec(), vec![]], vec![b"DEL".to_vec(), b"x".to_vec()]]
-        );
+    fn replid_prints_and_parses_as_40_hex_digits() {
+        let id = ReplId::random();
+        let text = id.to_string();
+        assert_eq!(text.len(), 40);
+        assert_eq!(ReplId::parse(&text), Some(id));
+        assert_eq!(ReplId::parse(&text.to_uppercase()), Some(id));
+        assert_eq!(ReplId::parse("xyz"), None);
+        assert_eq!(ReplId::parse(&"g".repeat(40)), None);
     }
 }

@@ -51,6 +51,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("config", "2.0.0", ""),
     ("command", "2.8.13", ""),
     ("memory", "4.0.0", ""),
+    ("debug", "1.0.0", ""),
     ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),

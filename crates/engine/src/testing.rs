@@ -13,10 +13,9 @@ pub fn reply(e: &mut Engine, now: i64, args: &[&str]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The mutations emitted since the last call, each as its arguments joined by spaces; clears
-/// them.
+/// The mutations emitted since the last call, each as its arguments joined by spaces: commits
+/// them as one batch.
 pub fn take_muts(e: &mut Engine) -> Vec<String> {
-    let m = e.muts.decode().iter().map(|m| String::from_utf8_lossy(&m.join(&b' ')).into_owned()).collect();
-    e.muts.clear();
-    m
+    let Some(batch) = e.commit(crate::Origin::Command) else { return Vec::new() };
+    batch.to_args().iter().map(|m| String::from_utf8_lossy(&m.join(&b' ')).into_owned()).collect()
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{check_replay, cmd, Cmd};
-use engine::{Engine, Replication};
+use engine::Engine;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use store::ValueRef;
@@ -81,24 +81,13 @@ fn cursors(e: &Engine) -> BTreeMap<Vec<u8>, u64> {
 /// and TTLs are compared by `check_replay`.)
 fn check_cursors(cmds: &[Cmd]) {
     let now = 1_700_000_000_000;
-    let mut a = Engine::new(Replication { replid: "a".repeat(40), offset: 0 });
-    let mut b = Engine::new(Replication { replid: "a".repeat(40), offset: 0 });
-    b.replaying = true;
+    let mut a = common::engine();
+    let mut b = common::engine();
     for c in cmds {
         let args: Vec<&[u8]> = c.iter().map(|x| x.as_slice()).collect();
         a.run(&args, now, &mut Vec::new());
-        for m in a.muts.decode() {
-            let margs: Vec<&[u8]> = m.iter().map(|x| x.as_slice()).collect();
-            let mut out = Vec::new();
-            b.run(&margs, now, &mut out);
-            assert!(
-                !out.starts_with(b"-"),
-                "replaying {:?}: {}",
-                common::pretty(&m),
-                String::from_utf8_lossy(&out)
-            );
-        }
-        a.muts.clear();
+        let batches: Vec<_> = a.commit(engine::Origin::Command).into_iter().collect();
+        common::apply_batches(&mut b, &batches, now);
         assert_eq!(cursors(&a), cursors(&b), "after {}", common::pretty(c));
     }
 }

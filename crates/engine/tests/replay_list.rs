@@ -192,7 +192,7 @@ fn replies_match_redis() {
         if let engine::Outcome::Blocked(_) = e.run(&refs, 1_700_000_000_000, &mut got) {
             got.extend_from_slice(b"*-1\r\n");
         }
-        e.muts.clear();
+        e.commit(engine::Origin::Command);
         assert_eq!(
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want),
@@ -220,7 +220,7 @@ fn timing() {
         for _ in 0..n {
             out.clear();
             e.run(args, 0, &mut out);
-            e.muts.clear();
+            e.commit(engine::Origin::Command);
         }
         println!("{name}: {:?} per command", t.elapsed() / n as u32);
     };

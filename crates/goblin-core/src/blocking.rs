@@ -134,9 +134,8 @@ impl Server {
             return false;
         };
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, true);
-        if self.engine.muts.count > 0 {
-            self.on_mutations();
-        }
+        // A served retry is an atomic unit of its own.
+        self.commit_batch(engine::Origin::BlockedRetry);
         conn.parked = Some(p);
         matches!(outcome, Outcome::Done)
     }

@@ -55,6 +55,66 @@ pub struct Config {
     /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
     #[arg(long, default_value = "info")]
     pub loglevel: String,
+
+    /// Whether DEBUG's intrusive subcommands (BATCHES, CRASH-WRITE, CRASH-READ) may run:
+    /// no, yes, or local (Unix socket and loopback connections only), as Redis's
+    /// enable-debug-command. DEBUG DIGEST and DIGEST-VALUE are always allowed.
+    #[arg(long = "enable-debug-command", value_enum, default_value_t = DebugCommand::No)]
+    pub enable_debug_command: DebugCommand,
+
+    // ---- Flags of the durable system that later work brings: accepted by the parser so that
+    // ---- the server can refuse them with a clear message (see `validate`).
+    /// Snapshot to load at startup, and where saves go (needs native snapshots).
+    #[arg(long, value_name = "PATH")]
+    pub load: Option<PathBuf>,
+
+    /// Kafka write log (needs the Kafka journal).
+    #[arg(long, value_name = "URI")]
+    pub kafka: Option<String>,
+
+    /// Replicate from an upstream over TCP (needs firehose replication).
+    #[arg(long = "replica-tcp", num_args = 2, value_names = ["HOST", "PORT"])]
+    pub replica_tcp: Option<Vec<String>>,
+
+    /// Replicate from an upstream over a Unix socket (needs firehose replication).
+    #[arg(long = "replica-uds", value_name = "PATH")]
+    pub replica_uds: Option<PathBuf>,
+}
+
+/// `--enable-debug-command`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DebugCommand {
+    No,
+    Yes,
+    Local,
+}
+
+impl DebugCommand {
+    /// True unless DEBUG's intrusive subcommands are off everywhere.
+    pub fn allowed_anywhere_or_local(self) -> bool {
+        self != DebugCommand::No
+    }
+}
+
+impl Config {
+    /// Checks what the parser cannot: combinations and features this build does not have
+    /// yet. The message names the flag; `main` exits with status 2 (a usage error, as clap).
+    pub fn validate(&self) -> Result<(), String> {
+        let not_yet = |flag: &str, needs: &str| {
+            Err(format!("{flag} needs {needs}, which this build of goblin-core does not have yet"))
+        };
+        if self.load.is_some() {
+            return not_yet("--load", "native snapshots");
+        }
+        if self.kafka.is_some() {
+            return not_yet("--kafka", "the Kafka write log");
+        }
+        if self.replica_tcp.is_some() || self.replica_uds.is_some() {
+            let flag = if self.replica_tcp.is_some() { "--replica-tcp" } else { "--replica-uds" };
+            return not_yet(flag, "firehose replication");
+        }
+        Ok(())
+    }
 }
 
 fn parse_octal(s: &str) -> Result<u32, String> {
@@ -94,5 +154,23 @@ mod tests {
         assert!(Config::try_parse_from(["goblin-core", "--maxclients", "0"]).is_err());
         assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().busy_poll_us, 5);
         assert!(Config::try_parse_from(["goblin-core", "--busy-poll-us", "20001"]).is_err());
+        let c = Config::try_parse_from(["goblin-core", "--enable-debug-command", "local"]).unwrap();
+        assert_eq!(c.enable_debug_command, DebugCommand::Local);
+        assert!(Config::try_parse_from(["goblin-core", "--enable-debug-command", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn flags_of_later_features_are_refused_by_name() {
+        assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().validate(), Ok(()));
+        for (args, flag) in [
+            (vec!["--load", "/tmp/x.gcsn"], "--load"),
+            (vec!["--kafka", "kafka://127.0.0.1:9092/t"], "--kafka"),
+            (vec!["--replica-tcp", "127.0.0.1", "6379"], "--replica-tcp"),
+            (vec!["--replica-uds", "/tmp/s"], "--replica-uds"),
+        ] {
+            let c = Config::try_parse_from(std::iter::once("goblin-core").chain(args)).unwrap();
+            let err = c.validate().unwrap_err();
+            assert!(err.starts_with(flag) && err.contains("does not have yet"), "{err}");
+        }
     }
 }

@@ -4,9 +4,9 @@
 
 use crate::conn::{Conn, Multi, ReplyMode};
 use crate::server::{now_ms, Server};
-use engine::{errors, CommandSpec, Handler, Outcome};
+use engine::{errors, CommandSpec, Handler, Origin, Outcome};
 use resp::reply;
-use tracing::{debug, error, warn};
+use tracing::{debug, warn};
 
 /// Requests with at most this many arguments build their argument slices on the stack; only
 /// longer ones (MSET of many keys ...) allocate a vector.
@@ -121,9 +121,9 @@ impl Server {
         // ---- end commandstats ----
         self.apply_reply_mode(conn, mark);
         self.check_output_limit(conn);
-        if self.engine.muts.count > 0 {
-            self.on_mutations();
-        }
+        // The atomic unit ends here: one command, or one whole EXEC.
+        self.commit_batch(if spec.name == "exec" { Origin::Exec } else { Origin::Command });
+        // Parked clients served by this batch's writes commit batches of their own, after it.
         if !self.engine.ready_keys.is_empty() {
             self.serve_ready_keys();
         }
@@ -157,11 +157,9 @@ impl Server {
         }
     }
 
-    /// Runs a data command in the engine. A panicking handler is a bug, but it must not take
-    /// every other client down with it: the panic is logged (by the panic hook, with its
-    /// location), the partial reply is replaced by an error, and the server carries on. Any
-    /// mutations emitted before the panic describe changes that did happen, so they still go
-    /// to [`Server::on_mutations`].
+    /// Runs a data command in the engine; its mutations join the pending batch. A read whose
+    /// handler panics gets an error reply (the engine keeps what it emitted: its lazy
+    /// expiries); a write whose handler panics stops the server (see [`Server::fail_stop`]).
     pub(crate) fn run_engine(
         &mut self,
         spec: &'static CommandSpec,
@@ -170,25 +168,14 @@ impl Server {
         out: &mut Vec<u8>,
         retrying_blocked: bool,
     ) -> Outcome {
-        let mark = out.len();
-        let engine = &mut self.engine;
-        let run = std::panic::AssertUnwindSafe(|| engine.execute(spec, args, now, out, retrying_blocked));
-        match std::panic::catch_unwind(run) {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                error!("command '{}' panicked; replied with an error", spec.name);
-                out.truncate(mark);
-                let mut msg = b"ERR internal error while executing '".to_vec();
-                msg.extend_from_slice(spec.name.as_bytes());
-                msg.extend_from_slice(b"'");
-                reply::error(out, &msg);
-                Outcome::Done
-            }
+        match self.engine.execute(spec, args, now, out, retrying_blocked) {
+            Outcome::WritePanicked => self.fail_stop(spec.name),
+            outcome => outcome,
         }
     }
 
     /// MULTI / EXEC / DISCARD. EXEC runs the queued commands back to back with one `now`; their
-    /// mutations reach [`Server::on_mutations`] together, as one atomic batch.
+    /// mutations stay pending until [`Server::call`] commits them, as one atomic batch.
     fn transaction_command(
         &mut self,
         conn: &mut Conn,

@@ -6,9 +6,11 @@
 //! - [`dispatch`]: request -> table lookup -> engine or server command -> reply, MULTI/EXEC.
 //! - [`blocking`]: clients parked by blocking commands.
 //! - [`conn`]: per-connection state.
-//! - [`watch`]: WATCH/UNWATCH, fed by the canonical mutations.
+//! - [`batches`]: the one call site that commits each atomic unit and hands it to the sinks.
+//! - [`watch`]: WATCH/UNWATCH, a batch sink.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
+mod batches;
 mod blocking;
 mod commands;
 mod config;
@@ -38,16 +40,32 @@ fn main() {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     tracing::info!("goblin-core {} starting (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
-    let mut server = match server::Server::new(cfg) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("{e}");
-            std::process::exit(1);
-        }
+    // Startup, in an order that no client can observe: (1) the configuration is parsed and
+    // checked; (2) the dataset is recovered (a snapshot, then the Kafka log, once those exist;
+    // until then a fresh lineage at offset 0); (3) only then do the listeners open.
+    if let Err(e) = cfg.validate() {
+        tracing::error!("{e}");
+        std::process::exit(2);
+    }
+    let engine = recover(&cfg);
+    let fail = |e: std::io::Error| -> ! {
+        tracing::error!("{e}");
+        std::process::exit(1);
     };
+    let mut server = server::Server::new(cfg, engine).unwrap_or_else(|e| fail(e));
+    server.open_listeners().unwrap_or_else(|e| fail(e));
     tracing::info!("ready to accept connections");
     if let Err(e) = server.run() {
         tracing::error!("event loop failed: {e}");
         std::process::exit(1);
     }
+}
+
+/// Startup step 2: the dataset and its lineage before any client connects. Nothing to load or
+/// replay exists yet (`Config::validate` refuses `--load` and `--kafka`), so this starts a new
+/// lineage at offset 0; snapshot loading and Kafka replay attach here.
+fn recover(_cfg: &config::Config) -> engine::Engine {
+    let engine = engine::Engine::new(engine::Replication::new_lineage());
+    tracing::info!("new lineage {} at offset 0 (nothing to recover)", engine.repl.replid);
+    engine
 }

@@ -58,6 +58,8 @@ const OUT_KEEP_CAPACITY: usize = 64 * 1024;
 /// Same for the unparsed-input buffer once it is empty.
 const PENDING_KEEP_CAPACITY: usize = 16 * 1024;
 const CRON_INTERVAL: Duration = Duration::from_millis(100);
+/// Exit status of a fail-stop (EX_SOFTWARE: an internal error).
+pub const FAIL_STOP_EXIT_CODE: i32 = 70;
 
 /// Current wall-clock time in unix milliseconds (the engine's notion of "now"). The request
 /// path reads it once per socket read (see [`Server::clock_ms`]), so it stays cheap:
@@ -112,6 +114,8 @@ pub struct Server {
     pub nclients: usize,
     next_client_id: u64,
     pub engine: Engine,
+    /// The DEBUG BATCHES sink: kept only when DEBUG is enabled (see batches.rs).
+    pub(crate) batch_history: Option<crate::batches::BatchHistory>,
     /// Shared read buffer: complete requests are parsed straight out of it.
     scratch: Vec<u8>,
     /// Slots with output (or a close) to handle at the end of this turn.
@@ -208,11 +212,57 @@ fn install_signal_handlers(fd: i32) -> io::Result<()> {
 }
 
 impl Server {
-    /// Opens the listeners and installs the signal handlers. Errors (address in use, bad bind
-    /// address, socket path not writable) are returned for `main` to report.
-    pub fn new(cfg: Config) -> io::Result<Server> {
+    /// Builds the server around a recovered engine: the poller, the signal handlers, no
+    /// listener yet. Startup calls [`Server::open_listeners`] last, once recovery is over, so no
+    /// client can observe a half-recovered dataset.
+    pub fn new(cfg: Config, engine: Engine) -> io::Result<Server> {
         raise_fd_limit(cfg.maxclients as u64 + RESERVED_FDS);
         let poll = Poll::new()?;
+        let (tx, mut rx) = mio::unix::pipe::new()?;
+        poll.registry().register(&mut rx, SIGNAL, Interest::READABLE)?;
+        install_signal_handlers(tx.as_raw_fd())?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let limits = resp::Limits { max_bulk_len: cfg.proto_max_bulk_len, ..resp::Limits::default() };
+        let now = Instant::now();
+        let batch_history = cfg.enable_debug_command.allowed_anywhere_or_local().then(Default::default);
+        Ok(Server {
+            cfg,
+            poll,
+            listeners: Vec::new(),
+            unix_path: None,
+            conns: Vec::new(),
+            free_slots: Vec::new(),
+            nclients: 0,
+            next_client_id: 1,
+            engine,
+            batch_history,
+            scratch: vec![0; READ_CHUNK],
+            write_queue: Vec::new(),
+            read_again: Vec::new(),
+            resume: Vec::new(),
+            blocked: BlockedIndex::default(),
+            watches: Default::default(),
+            signal_rx: rx,
+            _signal_tx: tx,
+            waker,
+            stats: ServerStats::default(),
+            started: now,
+            run_id: engine::ReplId::random().to_string(),
+            last_cron: now,
+            last_expire: now,
+            shutdown: false,
+            accept_retry: false,
+            limits,
+            clock_ms: now_ms(),
+            turn_start: now,
+            busy_poll: false,
+        })
+    }
+
+    /// Opens the TCP and Unix listeners: the last startup step. Errors (address in use, bad
+    /// bind address, socket path not writable) are returned for `main` to report.
+    pub fn open_listeners(&mut self) -> io::Result<()> {
+        let cfg = &self.cfg;
         let mut listeners = Vec::new();
         if cfg.port != 0 {
             for b in &cfg.bind {
@@ -253,47 +303,13 @@ impl Server {
         for (i, l) in listeners.iter_mut().enumerate() {
             let t = Token(LISTENER_BASE + i);
             match l {
-                Listener::Tcp(l) => poll.registry().register(l, t, Interest::READABLE)?,
-                Listener::Unix(l) => poll.registry().register(l, t, Interest::READABLE)?,
+                Listener::Tcp(l) => self.poll.registry().register(l, t, Interest::READABLE)?,
+                Listener::Unix(l) => self.poll.registry().register(l, t, Interest::READABLE)?,
             }
         }
-        let (tx, mut rx) = mio::unix::pipe::new()?;
-        poll.registry().register(&mut rx, SIGNAL, Interest::READABLE)?;
-        install_signal_handlers(tx.as_raw_fd())?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let limits = resp::Limits { max_bulk_len: cfg.proto_max_bulk_len, ..resp::Limits::default() };
-        let now = Instant::now();
-        Ok(Server {
-            cfg,
-            poll,
-            listeners,
-            unix_path,
-            conns: Vec::new(),
-            free_slots: Vec::new(),
-            nclients: 0,
-            next_client_id: 1,
-            engine: Engine::default(),
-            scratch: vec![0; READ_CHUNK],
-            write_queue: Vec::new(),
-            read_again: Vec::new(),
-            resume: Vec::new(),
-            blocked: BlockedIndex::default(),
-            watches: Default::default(),
-            signal_rx: rx,
-            _signal_tx: tx,
-            waker,
-            stats: ServerStats::default(),
-            started: now,
-            run_id: engine::Replication::new_lineage().replid,
-            last_cron: now,
-            last_expire: now,
-            shutdown: false,
-            accept_retry: false,
-            limits,
-            clock_ms: now_ms(),
-            turn_start: now,
-            busy_poll: false,
-        })
+        self.listeners = listeners;
+        self.unix_path = unix_path;
+        Ok(())
     }
 
     /// A handle other threads use to wake the loop after queueing work for it (future Kafka
@@ -307,15 +323,17 @@ impl Server {
     /// the subsystems that woke us here (nothing does yet).
     fn on_wake(&mut self) {}
 
-    /// Hook: the canonical mutations of the command (or MULTI/EXEC batch, or active-expiry
-    /// round) just executed are in `engine.muts`, and `engine.repl.offset` is the offset after
-    /// the last one. This is where the Kafka journal and the firehose will take them; until
-    /// then they are dropped. Must leave `engine.muts` empty.
-    pub(crate) fn on_mutations(&mut self) {
-        if !self.watches.is_empty() {
-            self.watches.touch_mutations(&self.engine.muts.buf);
-        }
-        self.engine.muts.clear();
+    /// Fail-stop: a write crashed its handler, so the store may hold part of its effect that
+    /// no mutation describes. Serving on would let the dataset drift from its mutation stream
+    /// (and, with a durable journal, from the log), so the process exits non-zero at once,
+    /// before the next batch: the pending mutations are never committed.
+    pub(crate) fn fail_stop(&mut self, command: &str) -> ! {
+        tracing::error!(
+            "command '{command}' panicked while writing: the dataset may no longer match its \
+             mutation stream; exiting (fail-stop) at logical offset {}",
+            self.engine.repl.offset
+        );
+        std::process::exit(FAIL_STOP_EXIT_CODE);
     }
 
     /// Runs the loop until SIGTERM/SIGINT or SHUTDOWN, then closes everything.
@@ -631,9 +649,7 @@ impl Server {
         let now = now_ms();
         loop {
             let removed = self.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND);
-            if self.engine.muts.count > 0 {
-                self.on_mutations();
-            }
+            self.commit_batch(engine::Origin::ActiveExpiry);
             // Fewer than a quarter of a round expired: the rest can wait for the next cycle.
             if removed < KEYS_PER_ROUND / 4 || start.elapsed() >= TIME_BUDGET {
                 break;

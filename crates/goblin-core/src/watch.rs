@@ -79,22 +79,13 @@ impl Watches {
             }
         }
     }
+}
 
-    /// Marks the watchers of every key the encoded mutations in `buf` name.
-    pub fn touch_mutations(&mut self, buf: &[u8]) {
-        let mut at = 0;
-        while at < buf.len() {
-            let Ok(Some((frame, used))) = resp::decode_frame(&buf[at..]) else { return };
-            at += used;
-            let resp::Frame::Array(Some(items)) = frame else { continue };
-            let args: Vec<&[u8]> = items
-                .iter()
-                .map(|f| match f {
-                    resp::Frame::Bulk(Some(b)) => b.as_slice(),
-                    _ => &[][..],
-                })
-                .collect();
-            let Some(spec) = args.first().and_then(|n| engine::lookup(n)) else {
+impl crate::batches::BatchSink for Watches {
+    /// Marks the watchers of every key the batch's mutations name.
+    fn on_batch(&mut self, batch: &engine::Batch) {
+        for m in batch.iter() {
+            let Some(spec) = m.spec() else {
                 // Unknown to the table: be safe and fail every watcher.
                 self.touch_all();
                 continue;
@@ -108,11 +99,8 @@ impl Watches {
                 self.touch_all();
                 continue;
             }
-            let argc = args.len() as i64;
-            let last = if spec.last_key < 0 { argc + spec.last_key as i64 } else { spec.last_key as i64 };
-            let step = spec.key_step.max(1) as usize;
-            for i in (spec.first_key as i64..=last.min(argc - 1)).step_by(step) {
-                self.touch(args[i as usize]);
+            for key in m.keys() {
+                self.touch(key);
             }
         }
     }
@@ -141,6 +129,7 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batches::BatchSink;
 
     fn watching(keys: &[(&[u8], u64)]) -> Watches {
         let mut w = Watches::default();
@@ -150,26 +139,26 @@ mod tests {
         w
     }
 
-    fn muts(cmds: &[&[&[u8]]]) -> Vec<u8> {
-        let mut log = engine::MutationLog::default();
+    fn muts(cmds: &[&[&[u8]]]) -> engine::Batch {
+        let mut batch = engine::Batch::new(engine::ReplId::random());
         for c in cmds {
-            log.push(c);
+            batch.push(c);
         }
-        log.buf
+        batch
     }
 
     #[test]
     fn mutations_mark_watchers_of_the_keys_they_name() {
         let mut w = watching(&[(b"a", 1), (b"b", 2), (b"c", 3)]);
-        w.touch_mutations(&muts(&[&[b"SET", b"a", b"1"], &[b"PEXPIREAT", b"x", b"5"]]));
+        w.on_batch(&muts(&[&[b"SET", b"a", b"1"], &[b"PEXPIREAT", b"x", b"5"]]));
         assert!(w.dirty.contains(&1) && !w.dirty.contains(&2) && !w.dirty.contains(&3));
         // Every key position of a multi-key mutation counts (DEL k1 k2, MSET k1 v1 k2 v2).
-        w.touch_mutations(&muts(&[&[b"DEL", b"zz", b"b"]]));
+        w.on_batch(&muts(&[&[b"DEL", b"zz", b"b"]]));
         assert!(w.dirty.contains(&2));
-        w.touch_mutations(&muts(&[&[b"MSET", b"q", b"c", b"c", b"v"]]));
+        w.on_batch(&muts(&[&[b"MSET", b"q", b"c", b"c", b"v"]]));
         assert!(w.dirty.contains(&3), "only keys, not values, are matched: c is a key here");
         let mut w = watching(&[(b"v", 4)]);
-        w.touch_mutations(&muts(&[&[b"MSET", b"k", b"v"]]));
+        w.on_batch(&muts(&[&[b"MSET", b"k", b"v"]]));
         assert!(!w.dirty.contains(&4), "a value equal to a watched key is not a touch");
     }
 
@@ -177,7 +166,7 @@ mod tests {
     fn flush_marks_watchers_of_existing_keys_only() {
         let mut w = watching(&[(b"a", 1), (b"b", 2)]);
         w.absent.insert((2, b"b".to_vec()));
-        w.touch_mutations(&muts(&[&[b"FLUSHALL"]]));
+        w.on_batch(&muts(&[&[b"FLUSHALL"]]));
         assert!(w.dirty.contains(&1), "a watched key that existed was flushed");
         assert!(!w.dirty.contains(&2), "a watched key that never existed is untouched");
     }

@@ -455,9 +455,9 @@ mod tests {
         assert_eq!(run(&mut e, 0, &["EXISTS", "a", "a", "zz"]), ":2\r\n");
         assert_eq!(run(&mut e, 0, &["TYPE", "a"]), "+string\r\n");
         assert_eq!(run(&mut e, 0, &["TYPE", "zz"]), "+none\r\n");
-        e.muts.clear();
+        e.commit(crate::Origin::Command);
         assert_eq!(run(&mut e, 0, &["DEL", "a", "zz", "b"]), ":2\r\n");
-        assert_eq!(e.muts.decode().len(), 2);
+        assert_eq!(e.pending().to_args().len(), 2);
         assert_eq!(run(&mut e, 0, &["DEL", "a"]), ":0\r\n");
         assert_eq!(run(&mut e, 0, &["DBSIZE"]), ":0\r\n");
     }
@@ -501,9 +501,9 @@ mod tests {
         assert_eq!(run(&mut e, 1000, &["TTL", "k"]), ":-1\r\n");
         assert_eq!(run(&mut e, 1000, &["TTL", "nokey"]), ":-2\r\n");
         // A deadline in the past deletes the key at once and emits DEL.
-        e.muts.clear();
+        e.commit(crate::Origin::Command);
         assert_eq!(run(&mut e, 1000, &["PEXPIREAT", "k", "999"]), ":1\r\n");
-        assert_eq!(e.muts.decode(), vec![vec![b"DEL".to_vec(), b"k".to_vec()]]);
+        assert_eq!(e.pending().to_args(), vec![vec![b"DEL".to_vec(), b"k".to_vec()]]);
         assert_eq!(run(&mut e, 1000, &["EXISTS", "k"]), ":0\r\n");
     }
 
@@ -512,10 +512,10 @@ mod tests {
         let mut e = Engine::default();
         set(&mut e, "k", "v");
         run(&mut e, 1000, &["PEXPIRE", "k", "100"]);
-        e.muts.clear();
+        e.commit(crate::Origin::Command);
         assert_eq!(run(&mut e, 1099, &["EXISTS", "k"]), ":1\r\n");
         assert_eq!(run(&mut e, 1100, &["EXISTS", "k"]), ":0\r\n");
-        assert_eq!(e.muts.decode(), vec![vec![b"DEL".to_vec(), b"k".to_vec()]]);
+        assert_eq!(e.pending().to_args(), vec![vec![b"DEL".to_vec(), b"k".to_vec()]]);
         assert_eq!(e.stats.expired_keys, 1);
     }
 

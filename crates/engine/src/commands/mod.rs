@@ -2,6 +2,7 @@
 
 pub mod array;
 pub mod cas;
+pub mod debug;
 pub mod hash;
 pub mod keyspace;
 pub mod list;

@@ -25,6 +25,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("time", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the server time.", Handler::Server),
     spec("role", 1, CONN_FAST, NO_KEYS, "server", "Returns the replication role.", Handler::Server),
     spec("memory", -2, 0, NO_KEYS, "server", "A container for memory diagnostics commands.", Handler::Server),
+    spec("debug", -2, Flags::ADMIN | CONN, NO_KEYS, "server", "A container for debugging commands.", Handler::Server),
     spec("shutdown", -1, Flags::ADMIN | CONN, NO_KEYS, "server", "Shuts down the server.", Handler::Server),
     spec("multi", 1, CONN_FAST, NO_KEYS, "transactions", "Starts a transaction.", Handler::Server),
     spec("exec", 1, CONN, NO_KEYS, "transactions", "Executes all commands in a transaction.", Handler::Server),

@@ -1,12 +1,14 @@
 //! Shared harness for the replay property tests (one test file per data type).
 //!
-//! The property: run any command sequence on engine A, collecting the canonical mutations it
-//! emits; apply those mutations, in order, to an empty engine B in replay mode; A and B then
-//! hold identical data, expiry deadlines included, and B's logical offset equals A's.
+//! The property: run any command sequence on engine A, collecting the batches it commits; apply
+//! their mutations by record (`Engine::apply_record`, with their logical offsets) to an empty
+//! engine B; A and B then hold identical data, expiry deadlines and array cursors included,
+//! their digests are equal, and B's logical offset equals A's. Applying the same batches a
+//! second time changes nothing.
 
 #![allow(dead_code)]
 
-use engine::{Engine, Millis, Outcome, Replication};
+use engine::{Applied, Batch, Engine, Millis, Origin, Outcome, ReplId, Replication};
 use std::collections::BTreeMap;
 use store::Plain;
 
@@ -22,13 +24,17 @@ pub fn dump(e: &Engine) -> BTreeMap<Vec<u8>, (Plain, Option<Millis>)> {
     m
 }
 
-/// Runs `cmds` on a fresh engine A (command i at time `start + i * step_ms`), replays A's
-/// mutations on a fresh engine B, and asserts the two are equal. Returns A's replies, so a
-/// caller can assert on them too.
-pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
-    let mut a = Engine::new(Replication { replid: "a".repeat(40), offset: 0 });
+/// A fresh engine with a fixed lineage.
+pub fn engine() -> Engine {
+    Engine::new(Replication { replid: ReplId([0xa5; 20]), offset: 0 })
+}
+
+/// Runs `cmds` on a fresh engine A (command i at time `start + i * step_ms`, each command one
+/// batch, then one active-expiry round, as on the server), collecting its committed batches.
+/// Returns A's replies and batches.
+pub fn run_commands(a: &mut Engine, cmds: &[Cmd], start: Millis, step_ms: i64) -> (Vec<Vec<u8>>, Vec<Batch>) {
     let mut replies = Vec::new();
-    let mut mutations: Vec<Cmd> = Vec::new();
+    let mut batches = Vec::new();
     let mut now = start;
     for cmd in cmds {
         let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
@@ -40,36 +46,72 @@ pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
             out.extend_from_slice(b"*-1\r\n");
         }
         replies.push(out);
-        mutations.extend(a.muts.decode());
-        a.muts.clear();
+        batches.extend(a.commit(Origin::Command));
         // The active expiry cycle runs between commands, as on the server.
         a.active_expire(now, 20, 1000);
-        mutations.extend(a.muts.decode());
-        a.muts.clear();
+        batches.extend(a.commit(Origin::ActiveExpiry));
         now += step_ms;
     }
-    assert_eq!(a.repl.offset, mutations.len() as u64, "one logical offset per mutation");
+    (replies, batches)
+}
 
-    let mut b = Engine::new(Replication { replid: "a".repeat(40), offset: 0 });
-    b.replaying = true;
-    for m in &mutations {
-        let args: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
-        let mut out = Vec::new();
-        b.run(&args, now, &mut out);
-        assert!(
-            !out.starts_with(b"-"),
-            "replaying {:?} failed: {}",
-            pretty(m),
-            String::from_utf8_lossy(&out)
-        );
+/// Applies every mutation of `batches` to `b` by record, with its logical offset, committing
+/// one replayed batch per origin batch; returns how many records were applied (not
+/// duplicates). Panics on any record error.
+pub fn apply_batches(b: &mut Engine, batches: &[Batch], now: Millis) -> usize {
+    let mut applied = 0;
+    for batch in batches {
+        for m in batch.iter() {
+            match b.apply_record(m.bytes, Some(m.offset), now) {
+                Ok(Applied::Applied) => applied += 1,
+                Ok(Applied::Duplicate) => {}
+                other => panic!("replaying {m:?} gave {other:?}"),
+            }
+        }
+        if let Some(replayed) = b.commit(Origin::Replay) {
+            assert_eq!(
+                (replayed.first_offset, replayed.bytes()),
+                (batch.first_offset, batch.bytes()),
+                "a replayed batch keeps its offsets and bytes"
+            );
+        }
     }
+    applied
+}
+
+/// The replay property: runs `cmds` on a fresh engine A, applies A's batches by record to an
+/// empty engine B, and asserts the two are equal (data, deadlines, array cursors, digests, and
+/// logical offset); then applies the same batches again and asserts nothing changed. Returns
+/// A's replies, so a caller can assert on them too.
+pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
+    let mut a = engine();
+    let (replies, batches) = run_commands(&mut a, cmds, start, step_ms);
+    let mutations: usize = batches.iter().map(Batch::len).sum();
+    assert_eq!(a.repl.offset, mutations as u64, "one logical offset per mutation");
+    let mut expect = 1;
+    for batch in &batches {
+        assert_eq!(batch.first_offset, expect, "batches carry consecutive offsets");
+        expect += batch.len() as u64;
+    }
+
+    let mut b = engine();
+    // B's clock is far past every deadline: replay must not judge them by it.
+    let later = start + step_ms * cmds.len() as i64 + 10_000_000;
+    assert_eq!(apply_batches(&mut b, &batches, later), mutations);
     assert_eq!(b.repl.offset, a.repl.offset, "replay advances the offset identically");
     let (da, db) = (dump(&a), dump(&b));
     if da != db {
         let cmds: Vec<String> = cmds.iter().map(pretty).collect();
-        let muts: Vec<String> = mutations.iter().map(pretty).collect();
+        let muts: Vec<String> = batches.iter().flat_map(|b| b.iter().map(|m| format!("{m:?}"))).collect();
         panic!("stores differ\ncommands: {cmds:#?}\nmutations: {muts:#?}\nA: {da:?}\nB: {db:?}");
     }
+    let digest = engine::digest::dataset_digest(&b.ks);
+    assert_eq!(engine::digest::dataset_digest(&a.ks), digest, "equal stores have equal digests");
+    // Idempotence: the same batches again are all duplicates and change nothing.
+    assert_eq!(apply_batches(&mut b, &batches, later), 0, "a second application applies nothing");
+    assert_eq!(b.repl.offset, a.repl.offset);
+    assert_eq!(engine::digest::dataset_digest(&b.ks), digest);
+    assert!(dump(&b) == db, "a second application changed the store");
     replies
 }
 

@@ -11,6 +11,7 @@
 pub mod client;
 pub mod command;
 pub mod config;
+pub mod debug;
 pub mod info;
 
 use crate::conn::{Conn, ReplyMode};
@@ -59,6 +60,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::array_len(out, 0);
         }
         "memory" => memory(s, c, args),
+        "debug" => debug::debug(s, c, args),
         "shutdown" => shutdown(s, c, args),
         // UNWATCH can be queued inside MULTI and so run from EXEC (WATCH is refused there).
         "unwatch" => s.unwatch_command(c),
@@ -103,6 +105,12 @@ const SUBCOMMANDS: &[&str] = &[
     "memory|purge",
     "memory|malloc-stats",
     "memory|help",
+    "debug|digest",
+    "debug|digest-value",
+    "debug|batches",
+    "debug|crash-write",
+    "debug|crash-read",
+    "debug|help",
 ];
 
 /// `cmd|sub` for a known subcommand (case-insensitive), else None.

@@ -1,0 +1,292 @@
+//! The write path's unit: a [`Batch`] is every canonical mutation of one atomic unit of work
+//! (one command, one EXEC, one script, one blocked command served later, one round of active
+//! expiry, or a run of replayed records), with the lineage and logical offsets it was committed
+//! at.
+//!
+//! Handlers append mutations to the engine's pending batch through [`crate::Ctx::emit`]; the
+//! engine numbers them when the batch commits ([`crate::Engine::commit`]), the only place a
+//! logical offset advances. The server then lends the committed batch, in commit order, to each
+//! of its sinks (WATCH today; the Kafka journal, the firehose and a snapshot in progress later).
+//!
+//! Invariants of a committed batch:
+//! - mutation `i` carries logical offset `first_offset + i`: the offset the lineage has after
+//!   applying it (the first mutation of a lineage carries 1);
+//! - `buf` is exactly the mutations' RESP2 encodings back to back (`*N\r\n$len\r\narg\r\n...`),
+//!   so a sink that forwards bytes (Kafka, firehose) copies slices and never re-encodes;
+//! - every argument's position in `buf` is recorded while encoding, so a sink that needs keys
+//!   or arguments (WATCH, the journal's compaction keys) never re-parses RESP.
+
+use crate::command::CommandSpec;
+use crate::mutation::ReplId;
+use std::ops::Range;
+
+/// What produced a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// One client command (outside MULTI).
+    Command,
+    /// One MULTI/EXEC transaction: all its commands' mutations.
+    Exec,
+    /// One script (EVAL / FCALL).
+    Script,
+    /// A blocking command parked earlier and served now.
+    BlockedRetry,
+    /// One round of active expiry.
+    ActiveExpiry,
+    /// Records applied from outside (Kafka, firehose, a snapshot's tail): see
+    /// [`crate::Engine::apply_record`].
+    Replay,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Command => "command",
+            Origin::Exec => "exec",
+            Origin::Script => "script",
+            Origin::BlockedRetry => "blocked-retry",
+            Origin::ActiveExpiry => "active-expiry",
+            Origin::Replay => "replay",
+        }
+    }
+}
+
+/// One atomic unit of canonical mutations. See the module documentation for its invariants.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The lineage the mutations were committed in.
+    pub replid: ReplId,
+    /// Logical offset of the first mutation (0 while the batch is pending).
+    pub first_offset: u64,
+    pub origin: Origin,
+    /// The RESP2 encodings, back to back.
+    buf: Vec<u8>,
+    /// Mutation `i` is `buf[starts[i]..starts[i + 1]]` (the last one ends at `buf.len()`).
+    starts: Vec<usize>,
+    /// Argument spans in `buf`, all mutations' arguments in order.
+    args: Vec<(usize, usize)>,
+    /// Mutation `i`'s arguments are `args[arg_starts[i]..arg_starts[i + 1]]`.
+    arg_starts: Vec<usize>,
+}
+
+impl Batch {
+    pub fn new(replid: ReplId) -> Batch {
+        Batch {
+            replid,
+            first_offset: 0,
+            origin: Origin::Command,
+            buf: Vec::new(),
+            starts: Vec::new(),
+            args: Vec::new(),
+            arg_starts: Vec::new(),
+        }
+    }
+
+    /// Appends one mutation, encoding it as a RESP2 array of bulk strings.
+    pub fn push(&mut self, args: &[&[u8]]) {
+        self.starts.push(self.buf.len());
+        self.arg_starts.push(self.args.len());
+        let buf = &mut self.buf;
+        buf.push(b'*');
+        buf.extend_from_slice(itoa::Buffer::new().format(args.len()).as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        for a in args {
+            buf.push(b'$');
+            buf.extend_from_slice(itoa::Buffer::new().format(a.len()).as_bytes());
+            buf.extend_from_slice(b"\r\n");
+            self.args.push((buf.len(), a.len()));
+            buf.extend_from_slice(a);
+            buf.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// Number of mutations.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Logical offset of the last mutation (meaningful once committed and non-empty).
+    pub fn last_offset(&self) -> u64 {
+        self.first_offset + self.len() as u64 - 1
+    }
+
+    /// Every mutation's RESP2 bytes, back to back.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Mutation `i`.
+    pub fn get(&self, i: usize) -> Mutation<'_> {
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.buf.len());
+        let arg_end = self.arg_starts.get(i + 1).copied().unwrap_or(self.args.len());
+        Mutation {
+            offset: self.first_offset + i as u64,
+            bytes: &self.buf[self.starts[i]..end],
+            batch_buf: &self.buf,
+            args: &self.args[self.arg_starts[i]..arg_end],
+        }
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Mutation<'_>> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    /// Drops the mutations from index `n` on (a replayed record's re-emitted mutations, a
+    /// rejected record's partial output).
+    pub fn truncate(&mut self, n: usize) {
+        if n >= self.len() {
+            return;
+        }
+        self.buf.truncate(self.starts[n]);
+        self.args.truncate(self.arg_starts[n]);
+        self.starts.truncate(n);
+        self.arg_starts.truncate(n);
+    }
+
+    /// Empties the batch, keeping its allocations for reuse.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.starts.clear();
+        self.args.clear();
+        self.arg_starts.clear();
+        self.first_offset = 0;
+    }
+
+    /// Bytes held by the encodings (for accounting and limits).
+    pub fn byte_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Every mutation as owned arguments (tests and tools).
+    pub fn to_args(&self) -> Vec<Vec<Vec<u8>>> {
+        self.iter().map(|m| m.args().map(<[u8]>::to_vec).collect()).collect()
+    }
+}
+
+/// One mutation of a batch, borrowed.
+#[derive(Clone, Copy)]
+pub struct Mutation<'a> {
+    /// Its logical offset.
+    pub offset: u64,
+    /// Its complete RESP2 encoding (what a Kafka record's value or a replayed record holds).
+    pub bytes: &'a [u8],
+    batch_buf: &'a [u8],
+    args: &'a [(usize, usize)],
+}
+
+impl<'a> Mutation<'a> {
+    pub fn argc(&self) -> usize {
+        self.args.len()
+    }
+
+    /// Argument `i` (0 is the command name).
+    pub fn arg(&self, i: usize) -> &'a [u8] {
+        let (at, len) = self.args[i];
+        &self.batch_buf[at..at + len]
+    }
+
+    pub fn args(&self) -> impl ExactSizeIterator<Item = &'a [u8]> + 'a {
+        let buf = self.batch_buf;
+        self.args.iter().map(move |&(at, len)| &buf[at..at + len])
+    }
+
+    /// The command name as written (canonical mutations use uppercase).
+    pub fn name(&self) -> &'a [u8] {
+        self.arg(0)
+    }
+
+    /// The command table's row for this mutation (None for a name the table does not know,
+    /// which a committed batch never holds unless a sink is fed by hand).
+    pub fn spec(&self) -> Option<&'static CommandSpec> {
+        crate::command::lookup(self.name())
+    }
+
+    /// The argument positions that name keys, by the table's key specification; empty for a
+    /// keyless mutation (FLUSHALL) or an unknown name.
+    pub fn key_positions(&self) -> Range<usize> {
+        match self.spec() {
+            Some(spec) if spec.first_key > 0 => {
+                let argc = self.argc() as i64;
+                let last = if spec.last_key < 0 { argc + spec.last_key as i64 } else { spec.last_key as i64 };
+                let last = last.min(argc - 1);
+                if last < spec.first_key as i64 {
+                    return 0..0;
+                }
+                spec.first_key as usize..last as usize + 1
+            }
+            _ => 0..0,
+        }
+    }
+
+    /// The keys this mutation names, in argument order.
+    pub fn keys(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let step = self.spec().map(|s| s.key_step.max(1) as usize).unwrap_or(1);
+        let me = *self;
+        self.key_positions().step_by(step).map(move |i| me.arg(i))
+    }
+}
+
+impl std::fmt::Debug for Mutation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.args().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        write!(f, "#{} {}", self.offset, parts.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_resp2_and_records_spans() {
+        let mut b = Batch::new(ReplId::random());
+        b.push(&[b"SET", b"k\r\n", b""]);
+        b.push(&[b"DEL", b"x", b"y"]);
+        b.first_offset = 7;
+        assert_eq!(
+            b.bytes(),
+            b"*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$0\r\n\r\n*3\r\n$3\r\nDEL\r\n$1\r\nx\r\n$1\r\ny\r\n"
+        );
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.last_offset(), 8);
+        let m = b.get(0);
+        assert_eq!(m.offset, 7);
+        assert_eq!(m.bytes, b"*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$0\r\n\r\n");
+        assert_eq!(m.args().collect::<Vec<_>>(), vec![&b"SET"[..], b"k\r\n", b""]);
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec![&b"k\r\n"[..]]);
+        let m = b.get(1);
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec![&b"x"[..], b"y"]);
+        // The encoding is exactly what the RESP decoder reads back.
+        let (frame, used) = resp::decode_frame(m.bytes).unwrap().unwrap();
+        assert_eq!(used, m.bytes.len());
+        assert!(matches!(frame, resp::Frame::Array(Some(ref v)) if v.len() == 3));
+    }
+
+    #[test]
+    fn keys_follow_the_table_step_and_flush_has_none() {
+        let mut b = Batch::new(ReplId::random());
+        b.push(&[b"MSET", b"a", b"1", b"b", b"2"]);
+        b.push(&[b"FLUSHALL"]);
+        b.push(&[b"NOSUCH", b"a"]);
+        assert_eq!(b.get(0).keys().collect::<Vec<_>>(), vec![&b"a"[..], b"b"]);
+        assert_eq!(b.get(1).keys().count(), 0);
+        assert_eq!(b.get(2).keys().count(), 0);
+    }
+
+    #[test]
+    fn truncate_drops_whole_mutations() {
+        let mut b = Batch::new(ReplId::random());
+        b.push(&[b"SET", b"a", b"1"]);
+        let one = b.bytes().to_vec();
+        b.push(&[b"SET", b"b", b"2"]);
+        b.truncate(1);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.bytes(), &one[..]);
+        b.push(&[b"DEL", b"c"]);
+        assert_eq!(b.to_args()[1], vec![b"DEL".to_vec(), b"c".to_vec()]);
+    }
+}

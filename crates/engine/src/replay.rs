@@ -1,0 +1,262 @@
+//! Replay by record: applying one mutation that arrived from outside (a Kafka record, a firehose
+//! frame's mutation, a snapshot's tail) without executing it as a fresh client command.
+//!
+//! A record is one complete RESP2 array of bulk strings: one command. It is checked against the
+//! write allowlist (the data types' write commands, blocking ones excluded) before it runs.
+//!
+//! Records that carry a logical offset (written by goblin-core) obey the lineage's ordering rule
+//! against the next expected offset `e` (the committed offset plus what is pending, plus one):
+//! an offset below `e` is a duplicate, skipped; `e` is applied; above `e` is a gap (a record is
+//! missing), an error naming both. Such a record runs in replay mode (deadlines are not judged
+//! by the local clock) and joins the pending batch as itself, so it keeps its offset when the
+//! batch commits and is forwarded byte for byte.
+//!
+//! Records without an offset (another producer's RESP2 writes) run as the command they are,
+//! at the time the caller gives, and their canonical mutations join the pending batch and take
+//! fresh offsets, exactly as they did when the primary first applied them.
+
+use crate::command::{lookup, Flags, Handler};
+use crate::engine::{Engine, Outcome};
+use store::Millis;
+
+/// What [`Engine::apply_record`] did with a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied; its mutations are pending.
+    Applied,
+    /// Its offset was at or below the lineage's: already applied, skipped.
+    Duplicate,
+    /// A read-only command without an offset: parsed, counted by the caller, not run.
+    IgnoredRead,
+}
+
+/// Why a record could not be applied. Each is fatal for the stream it came from: skipping a
+/// record would make the serving state disagree with the durable log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordError {
+    /// Not exactly one complete RESP2 array of bulk strings (inline, RESP3, empty, partial,
+    /// several commands), or the wrong number of arguments.
+    Malformed(String),
+    /// A command name the table does not know.
+    UnknownCommand(String),
+    /// A known command that is not a keyspace write a record may carry (server commands,
+    /// blocking commands).
+    NotAllowed(String),
+    /// A read-only command claiming a logical offset: goblin-core never writes such a record.
+    ReadWithOffset { command: String, offset: u64 },
+    /// Offset `got` arrived while `expected` was the next one: a record is missing.
+    Gap { expected: u64, got: u64 },
+    /// A recognized write answered an error.
+    Rejected { command: String, error: String },
+    /// The write's handler panicked: the store may hold part of it; the caller must stop.
+    Panicked { command: String },
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::Malformed(why) => write!(f, "malformed record: {why}"),
+            RecordError::UnknownCommand(name) => write!(f, "unknown command '{name}' in record"),
+            RecordError::NotAllowed(name) => {
+                write!(f, "command '{name}' is not a keyspace write and may not appear in a record")
+            }
+            RecordError::ReadWithOffset { command, offset } => {
+                write!(f, "record at logical offset {offset} holds the read-only command '{command}'")
+            }
+            RecordError::Gap { expected, got } => {
+                write!(f, "record at logical offset {got} arrived where {expected} was expected: a record is missing")
+            }
+            RecordError::Rejected { command, error } => write!(f, "record '{command}' failed: {error}"),
+            RecordError::Panicked { command } => write!(f, "record '{command}' crashed its handler"),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+/// Splits a record into its arguments, or says why it is not one RESP2 command.
+fn parse_record(record: &[u8]) -> Result<Vec<Vec<u8>>, RecordError> {
+    let bad = |why: &str| Err(RecordError::Malformed(why.to_string()));
+    if record.is_empty() {
+        return bad("empty record");
+    }
+    if record[0] != b'*' {
+        return bad("not a RESP2 array (inline commands and RESP3 values are refused)");
+    }
+    let (frame, used) = match resp::decode_frame(record) {
+        Ok(Some(x)) => x,
+        Ok(None) => return bad("partial RESP2 frame"),
+        Err(e) => return Err(RecordError::Malformed(format!("invalid RESP2: {e}"))),
+    };
+    if used != record.len() {
+        return bad("bytes after the first command (one record holds exactly one command)");
+    }
+    let resp::Frame::Array(Some(items)) = frame else { return bad("null array") };
+    if items.is_empty() {
+        return bad("empty array");
+    }
+    items
+        .into_iter()
+        .map(|f| match f {
+            resp::Frame::Bulk(Some(b)) => Ok(b),
+            _ => Err(RecordError::Malformed("an argument is not a bulk string".to_string())),
+        })
+        .collect()
+}
+
+impl Engine {
+    /// The logical offset the next mutation will take: the committed offset, plus what is
+    /// pending, plus one.
+    pub fn next_offset(&self) -> u64 {
+        self.repl.offset + self.pending().len() as u64 + 1
+    }
+
+    /// Applies one record (see the module documentation). `offset` is the record's logical
+    /// offset when a goblin-core lineage wrote it; `now` is the time a record without one runs
+    /// at. On success the record's effect is in the store and its mutations are pending: the
+    /// caller commits them ([`Origin::Replay`](crate::Origin::Replay)) at the atomic boundary
+    /// it knows (a firehose frame, a bounded run of Kafka records).
+    pub fn apply_record(
+        &mut self,
+        record: &[u8],
+        offset: Option<u64>,
+        now: Millis,
+    ) -> Result<Applied, RecordError> {
+        // Ordering first: a duplicate is skipped without being interpreted.
+        if let Some(got) = offset {
+            let expected = self.next_offset();
+            if got < expected {
+                return Ok(Applied::Duplicate);
+            }
+            if got > expected {
+                return Err(RecordError::Gap { expected, got });
+            }
+        }
+        let args = parse_record(record)?;
+        let name = String::from_utf8_lossy(&args[0]).into_owned();
+        let Some(spec) = lookup(&args[0]) else { return Err(RecordError::UnknownCommand(name)) };
+        if !spec.arity_ok(args.len()) {
+            return Err(RecordError::Malformed(format!("wrong number of arguments for '{}'", spec.name)));
+        }
+        let data = matches!(spec.handler, Handler::Data(_));
+        if data && !spec.flags.has(Flags::WRITE) {
+            return match offset {
+                Some(offset) => Err(RecordError::ReadWithOffset { command: spec.name.to_string(), offset }),
+                None => Ok(Applied::IgnoredRead),
+            };
+        }
+        if !data || spec.flags.has(Flags::BLOCKING) {
+            return Err(RecordError::NotAllowed(spec.name.to_string()));
+        }
+        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let mark = self.pending().len();
+        let was_replaying = self.replaying;
+        // A record with an offset is canonical: replay semantics. One without is a command as
+        // its producer sent it: the semantics the primary applied it with.
+        self.replaying = offset.is_some();
+        let mut out = Vec::new();
+        let outcome = self.execute(spec, &argv, now, &mut out, false);
+        self.replaying = was_replaying;
+        match outcome {
+            Outcome::WritePanicked => return Err(RecordError::Panicked { command: spec.name.to_string() }),
+            Outcome::Blocked(_) => unreachable!("blocking commands are refused above"),
+            Outcome::Done => {}
+        }
+        if out.first() == Some(&b'-') {
+            self.truncate_pending(mark);
+            let error = String::from_utf8_lossy(&out[1..]).trim_end().to_string();
+            return Err(RecordError::Rejected { command: spec.name.to_string(), error });
+        }
+        if offset.is_some() {
+            // The record itself is the mutation (its re-emission is the same command, or, for
+            // a no-op on this state, nothing): it keeps its offset and its exact bytes.
+            self.truncate_pending(mark);
+            self.push_pending(&argv);
+        }
+        Ok(Applied::Applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Origin, Replication};
+
+    fn rec(args: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        resp::reply::bulk_array(&mut out, &a);
+        out
+    }
+
+    #[test]
+    fn ordering_rule_duplicates_gaps_and_next() {
+        let mut e = Engine::new(Replication::new_lineage());
+        assert_eq!(e.apply_record(&rec(&["SET", "a", "1"]), Some(1), 0), Ok(Applied::Applied));
+        assert_eq!(e.apply_record(&rec(&["SET", "a", "2"]), Some(1), 0), Ok(Applied::Duplicate));
+        assert_eq!(
+            e.apply_record(&rec(&["SET", "a", "3"]), Some(3), 0),
+            Err(RecordError::Gap { expected: 2, got: 3 })
+        );
+        assert_eq!(e.apply_record(&rec(&["SET", "a", "2"]), Some(2), 0), Ok(Applied::Applied));
+        let b = e.commit(Origin::Replay).unwrap();
+        assert_eq!((b.first_offset, b.len()), (1, 2));
+        assert_eq!(e.repl.offset, 2);
+        assert_eq!(e.ks.get(b"a").unwrap().to_plain(), store::Plain::Str(b"2".to_vec()));
+        // After the commit, the next expected offset is 3.
+        assert_eq!(e.apply_record(&rec(&["DEL", "a"]), Some(2), 0), Ok(Applied::Duplicate));
+        assert_eq!(e.apply_record(&rec(&["DEL", "a"]), Some(3), 0), Ok(Applied::Applied));
+    }
+
+    #[test]
+    fn records_without_offsets_take_fresh_ones_as_commands() {
+        let mut e = Engine::new(Replication::new_lineage());
+        // A foreign EXPIRE becomes the canonical absolute form, at the caller's time.
+        e.apply_record(&rec(&["SET", "k", "v"]), None, 1000).unwrap();
+        e.apply_record(&rec(&["EXPIRE", "k", "10"]), None, 1000).unwrap();
+        // A no-op write consumes no offset.
+        e.apply_record(&rec(&["DEL", "missing"]), None, 1000).unwrap();
+        let b = e.commit(Origin::Replay).unwrap();
+        let muts: Vec<String> = b.iter().map(|m| format!("{m:?}")).collect();
+        assert_eq!(muts, vec!["#1 SET k v", "#2 PEXPIREAT k 11000"]);
+    }
+
+    #[test]
+    fn typed_errors() {
+        let mut e = Engine::new(Replication::new_lineage());
+        let malformed = |r: Result<Applied, RecordError>| matches!(r, Err(RecordError::Malformed(_)));
+        assert!(malformed(e.apply_record(b"", None, 0)));
+        assert!(malformed(e.apply_record(b"SET a 1\r\n", None, 0)));
+        assert!(malformed(e.apply_record(b"*2\r\n$3\r\nDEL\r\n", None, 0)));
+        let two = [rec(&["DEL", "a"]), rec(&["DEL", "b"])].concat();
+        assert!(malformed(e.apply_record(&two, None, 0)));
+        assert!(malformed(e.apply_record(b"*2\r\n$3\r\nDEL\r\n:1\r\n", None, 0)));
+        assert!(malformed(e.apply_record(&rec(&["SET", "a"]), None, 0)));
+        assert_eq!(
+            e.apply_record(&rec(&["NOPE", "a"]), None, 0),
+            Err(RecordError::UnknownCommand("NOPE".into()))
+        );
+        assert_eq!(
+            e.apply_record(&rec(&["CONFIG", "SET", "x", "y"]), None, 0),
+            Err(RecordError::NotAllowed("config".into()))
+        );
+        assert_eq!(
+            e.apply_record(&rec(&["BLPOP", "l", "0"]), None, 0),
+            Err(RecordError::NotAllowed("blpop".into()))
+        );
+        assert_eq!(e.apply_record(&rec(&["GET", "a"]), None, 0), Ok(Applied::IgnoredRead));
+        assert_eq!(
+            e.apply_record(&rec(&["GET", "a"]), Some(1), 0),
+            Err(RecordError::ReadWithOffset { command: "get".into(), offset: 1 })
+        );
+        e.apply_record(&rec(&["SET", "s", "x"]), Some(1), 0).unwrap();
+        let err = e.apply_record(&rec(&["INCR", "s"]), Some(2), 0).unwrap_err();
+        assert!(
+            matches!(&err, RecordError::Rejected { command, error } if command == "incr" && error.starts_with("ERR value is not an integer")),
+            "{err:?}"
+        );
+        // The rejected record left nothing pending, and its offset is still the next one.
+        assert_eq!(e.pending().len(), 1);
+        assert_eq!(e.next_offset(), 2);
+    }
+}

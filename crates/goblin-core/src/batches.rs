@@ -1,0 +1,78 @@
+//! Where committed batches go: the one call site that hands every batch to the sinks.
+//!
+//! ```text
+//! handler emits mutations -> Engine's pending batch
+//!   -> Server::commit_batch(origin)          (the end of one atomic unit)
+//!        Engine::commit: consecutive logical offsets, the lineage's offset advances
+//!        sinks, in this order, each borrowing the batch:
+//!          1. WATCH: marks the watchers of every key a mutation names
+//!          2. DEBUG BATCHES: a short history, only with --enable-debug-command
+//!          (next: the Kafka journal, the firehose downstreams, a snapshot in progress)
+//!        Engine::recycle: the batch's buffers serve the next one
+//! ```
+//!
+//! Atomic units and their origins: one client command ([`Origin::Command`]), one EXEC
+//! ([`Origin::Exec`]), one parked blocking command served later ([`Origin::BlockedRetry`]), one
+//! round of active expiry ([`Origin::ActiveExpiry`]). Each is committed exactly once, right
+//! after it ran, before anything else runs: so sinks see batches in commit order and a batch
+//! never interleaves with another.
+//!
+//! A sink gets `&Batch` and must not keep it: a sink that needs the bytes later (the journal
+//! in broker ack mode, a slow downstream) copies them into its own bounded buffer.
+
+use crate::server::Server;
+use engine::{Batch, Origin};
+use std::collections::VecDeque;
+
+/// What every consumer of committed batches implements.
+pub trait BatchSink {
+    fn on_batch(&mut self, batch: &Batch);
+}
+
+/// The last few committed batches, for `DEBUG BATCHES` (tests and operators inspecting the
+/// write path). Bounded in batches and in bytes.
+#[derive(Default)]
+pub struct BatchHistory {
+    batches: VecDeque<Batch>,
+    bytes: usize,
+}
+
+impl BatchHistory {
+    const MAX_BATCHES: usize = 256;
+    const MAX_BYTES: usize = 1 << 20;
+
+    /// The kept batches, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Batch> + ExactSizeIterator {
+        self.batches.iter()
+    }
+}
+
+impl BatchSink for BatchHistory {
+    fn on_batch(&mut self, batch: &Batch) {
+        self.bytes += batch.byte_len();
+        self.batches.push_back(batch.clone());
+        while self.batches.len() > Self::MAX_BATCHES
+            || (self.bytes > Self::MAX_BYTES && self.batches.len() > 1)
+        {
+            if let Some(old) = self.batches.pop_front() {
+                self.bytes -= old.byte_len();
+            }
+        }
+    }
+}
+
+impl Server {
+    /// Ends the current atomic unit: commits the engine's pending mutations as one batch from
+    /// `origin` and hands it to every sink, in order. Does nothing when nothing is pending.
+    /// This is the only place batches are committed.
+    pub(crate) fn commit_batch(&mut self, origin: Origin) {
+        let Some(batch) = self.engine.commit(origin) else { return };
+        if !self.watches.is_empty() {
+            self.watches.on_batch(&batch);
+        }
+        if let Some(history) = &mut self.batch_history {
+            history.on_batch(&batch);
+        }
+        self.engine.recycle(batch);
+    }
+}
