@@ -81,35 +81,15 @@ fn big_list_replays() {
     assert_eq!(replies[3000], b":3001\r\n");
 }
 
-/// Differential check against a real redis-server 7.0 (not run by default): random list
-/// command sequences must get byte-identical replies. Run with
-/// `GOBLIN_DIFF_REDIS=127.0.0.1:7391 cargo test -p engine --test replay_list -- --ignored`
-/// against `redis-server --port 7391 --save '' --appendonly no`.
+/// Differential check against a real redis-server (Debian's 7.0, started by the test): random
+/// list command sequences must get byte-identical replies from Redis and from the engine.
+/// `GOBLIN_DIFF_SEED=N` replays another sequence than the default one.
 #[test]
-#[ignore]
 fn replies_match_redis() {
+    use common::RedisServer;
     use rand::{Rng, SeedableRng};
-    use std::io::{Read, Write};
-    let Ok(addr) = std::env::var("GOBLIN_DIFF_REDIS") else {
-        eprintln!("GOBLIN_DIFF_REDIS not set: skipped");
-        return;
-    };
-    let mut sock = std::net::TcpStream::connect(addr).expect("connect to redis");
-    let mut buf = Vec::new();
-    let mut ask = |args: &[Vec<u8>]| -> Vec<u8> {
-        let mut req = Vec::new();
-        resp::reply::bulk_array(&mut req, args);
-        sock.write_all(&req).expect("write");
-        loop {
-            if let Some((_, used)) = resp::decode_frame(&buf).expect("valid RESP") {
-                return buf.drain(..used).collect();
-            }
-            let mut chunk = [0u8; 65536];
-            let n = sock.read(&mut chunk).expect("read");
-            assert!(n > 0, "redis closed the connection");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    };
+    let mut redis = RedisServer::start();
+    let mut ask = |args: &[Vec<u8>]| redis.ask(args);
     ask(&[b"FLUSHALL".to_vec()]);
     let seed = std::env::var("GOBLIN_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
@@ -206,25 +186,4 @@ fn replies_match_redis() {
         }
     }
     assert!(longest > 2000, "the run should build lists spanning many chunks (longest {longest})");
-}
-
-/// Rough per-command cost of the benchmarked list commands through `Engine::run` (not run by
-/// default): `cargo test --release -p engine --test replay_list -- --ignored --nocapture timing`.
-#[test]
-#[ignore]
-fn timing() {
-    let mut e = engine::Engine::default();
-    let mut out = Vec::new();
-    let mut time = |e: &mut engine::Engine, name: &str, n: usize, args: &[&[u8]]| {
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            out.clear();
-            e.run(args, 0, &mut out);
-            e.commit(engine::Origin::Command);
-        }
-        println!("{name}: {:?} per command", t.elapsed() / n as u32);
-    };
-    time(&mut e, "LPUSH", 1_000_000, &[b"LPUSH", b"mylist", b"xxx"]);
-    time(&mut e, "LRANGE_100", 100_000, &[b"LRANGE", b"mylist", b"0", b"99"]);
-    time(&mut e, "RPOP", 1_000_000, &[b"RPOP", b"mylist"]);
 }

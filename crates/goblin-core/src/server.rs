@@ -91,6 +91,8 @@ pub struct ServerStats {
     pub net_output_bytes: u64,
     /// Clients closed for passing the output limit.
     pub output_limit_disconnections: u64,
+    /// Waits that polled without blocking first (the busy-poll window was open).
+    pub busy_poll_spins: u64,
     /// Ring of (time, total commands) samples taken each cron tick, for
     /// instantaneous_ops_per_sec.
     pub ops_samples: [(u64, u64); 16],
@@ -400,6 +402,7 @@ impl Server {
             return self.poll.poll(events, Some(timeout));
         }
         if self.busy_poll {
+            self.stats.busy_poll_spins += 1;
             let spin_until = Instant::now() + max.min(timeout);
             loop {
                 self.poll.poll(events, Some(Duration::ZERO))?;

@@ -123,3 +123,101 @@ pub fn pretty(c: &Cmd) -> String {
 pub fn cmd<S: AsRef<[u8]>>(parts: &[S]) -> Cmd {
     parts.iter().map(|p| p.as_ref().to_vec()).collect()
 }
+
+/// A real `redis-server` (Debian's package) on a free 127.0.0.1 port, for differential tests:
+/// `redis-server --port P --bind 127.0.0.1 --save '' --appendonly no --hz 100`, killed on drop.
+/// `--hz 100` resolves blocking-command timeouts within ~10 ms instead of Redis's default
+/// 100 ms, which keeps sequences with many timed-out BLPOPs short. Panics if redis-server is
+/// not installed (the tests must not pass without having compared anything).
+pub struct RedisServer {
+    child: std::process::Child,
+    sock: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        use std::process::{Command, Stdio};
+        use std::time::{Duration, Instant};
+        let mut last_err = String::new();
+        // A port that was free a moment ago can be taken before redis binds it: retry.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let mut child = match Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--hz", "100"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+            {
+                Ok(c) => c,
+                Err(e) => panic!(
+                    "redis-server is required for this differential test (apt-get install redis-server, \
+                     or scripts/install-deps.sh): {e}"
+                ),
+            };
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    last_err = format!("redis-server exited early with {status}");
+                    break;
+                }
+                if let Ok(sock) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let mut r = RedisServer { child, sock, buf: Vec::new() };
+                    // Only our own child counts (another process may hold the port).
+                    let info = r.ask(&[b"INFO".to_vec(), b"server".to_vec()]);
+                    let text = String::from_utf8_lossy(&info);
+                    if text.contains(&format!("process_id:{}\r\n", r.child.id())) {
+                        return r;
+                    }
+                    // Dropping `r` kills our child.
+                    last_err = format!("port {port} is served by another process");
+                    break;
+                }
+                if Instant::now() > deadline {
+                    last_err = "redis-server did not accept connections within 15 s".into();
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("could not start redis-server: {last_err}");
+    }
+
+    /// Sends one command and returns redis's reply, as raw RESP2 bytes.
+    pub fn ask(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
+        use std::io::{Read, Write};
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, args);
+        self.sock.write_all(&req).expect("write to redis-server");
+        loop {
+            if let Some((_, used)) = resp::decode_frame(&self.buf).expect("valid RESP from redis-server") {
+                return self.buf.drain(..used).collect();
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.sock.read(&mut chunk).expect("read from redis-server");
+            assert!(n > 0, "redis-server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

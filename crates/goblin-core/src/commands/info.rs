@@ -246,6 +246,7 @@ fn stats(s: &Server, t: &mut String) {
     // Errors from replica/master links or scripts that should never happen; we have neither.
     field!(t, "unexpected_error_replies", "0");
     field!(t, "total_error_replies", "{}", s.stats.cmds.total_error_replies);
+    field!(t, "busy_poll_spins", "{}", s.stats.busy_poll_spins);
 }
 
 fn replication(s: &Server, t: &mut String) {
