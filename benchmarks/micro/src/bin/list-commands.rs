@@ -11,7 +11,7 @@ fn main() {
         for _ in 0..n {
             out.clear();
             e.run(args, 0, &mut out);
-            e.muts.clear();
+            e.commit(engine::Origin::Command);
         }
         println!("{name}: {:?} per command", t.elapsed() / n as u32);
     };
