@@ -53,6 +53,21 @@ impl Keyspace {
         Keyspace { table: ChainTable::new(), volatile: 0, expire_cursor: 0 }
     }
 
+    /// An empty keyspace presized for `n` keys (see [`Keyspace::reserve_empty`]).
+    pub fn with_capacity(n: usize) -> Self {
+        let mut ks = Self::new();
+        ks.reserve_empty(n);
+        ks
+    }
+
+    /// Presizes an empty keyspace's table for `n` keys, so that loading them does no resizes
+    /// and ends with the bucket count the inserts would have grown to. No effect once the
+    /// keyspace holds keys. (A snapshot loader takes the count from an untrusted header:
+    /// callers bound it, since this allocates 8 bytes per key up front.)
+    pub fn reserve_empty(&mut self, n: usize) {
+        self.table.reserve_empty(n);
+    }
+
     /// Number of keys, including expired keys not yet removed.
     pub fn len(&self) -> usize {
         self.table.len()

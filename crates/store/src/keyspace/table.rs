@@ -299,6 +299,20 @@ impl<E: ChainEntry> ChainTable<E> {
         NonNull::new(e)
     }
 
+    /// Presizes an empty table for `n` entries (a loader that knows the count): allocates at
+    /// once the bucket array that `n` inserts would have grown to, so the load does no
+    /// resizes and ends with the same bucket count. Does nothing unless the table is empty
+    /// and not resizing.
+    pub fn reserve_empty(&mut self, n: usize) {
+        if self.len != 0 || self.is_resizing() {
+            return;
+        }
+        let want = n.checked_next_power_of_two().unwrap_or(0).max(MIN_BUCKETS);
+        if n > 0 && want > self.t[0].len() {
+            self.t[0] = null_buckets(want);
+        }
+    }
+
     /// Grows before an insert when the entries would outnumber the buckets.
     fn grow_if_needed(&mut self) {
         if self.t[0].is_empty() {

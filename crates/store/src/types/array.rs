@@ -581,6 +581,103 @@ impl SparseArray {
         "sliced-array"
     }
 
+    /// The raw form's pieces, per chunk: the varint distance from the previous chunk's last
+    /// index (the first chunk: its absolute first index), and the chunk's bytes after its
+    /// first record's delta (a one-byte 0).
+    fn raw_pieces(&self, mut f: impl FnMut(u64, &[u8])) {
+        let mut prev: Option<u64> = None;
+        for (base, c) in self.chunks.iter() {
+            let d = match prev {
+                None => *base,
+                Some(p) => base - p,
+            };
+            let first = get_varint(&c.buf).1;
+            f(d, &c.buf[first..]);
+            prev = Some(c.recs(*base).last().map_or(*base, |r| r.idx));
+        }
+    }
+
+    /// Length in bytes of the raw form (see [`SparseArray::for_each_raw_run`]).
+    pub fn raw_len(&self) -> usize {
+        let mut n = 0;
+        self.raw_pieces(|d, rest| {
+            let seg = varint_len(d) + rest.len();
+            n += varint_len(seg as u64) + seg;
+        });
+        n
+    }
+
+    /// Calls `f` with consecutive pieces of the raw form: one segment (`varint(len)`, then
+    /// `len` bytes) per chunk, holding its elements as `varint(delta) entry` in ascending index
+    /// order, delta being the distance from the previous element's index (for the very first
+    /// element, its index) and entry in the list entry format.
+    pub fn for_each_raw_run(&self, mut f: impl FnMut(&[u8])) {
+        let mut v = Vec::with_capacity(20);
+        self.raw_pieces(|d, rest| {
+            v.clear();
+            let mut dv = Vec::with_capacity(10);
+            put_varint(d, &mut dv);
+            put_varint((dv.len() + rest.len()) as u64, &mut v);
+            v.extend_from_slice(&dv);
+            f(&v);
+            f(rest);
+        });
+    }
+
+    /// Builds an array of `count` elements and insert cursor `cursor` from its raw form,
+    /// validating it fully: deltas positive after the first element, indexes at most 2^64-2,
+    /// entries well formed (see [`entry::checked_size`]), exactly `count` elements. Each
+    /// segment becomes a chunk (cut further only past [`CHUNK_MAX`], which a saved chunk never
+    /// is unless it holds one record), each buffer sized to its size class: never more memory
+    /// than the array that was saved.
+    pub fn from_raw(raw: &[u8], count: u64, cursor: u64) -> Result<SparseArray, super::RawError> {
+        use super::RawError;
+        let mut map: Vec<(u64, Chunk)> = Vec::new();
+        let mut cur: Vec<(u64, &[u8])> = Vec::new();
+        let mut n = 0u64;
+        let mut last: Option<u64> = None;
+        super::for_each_segment(raw, |seg| {
+            let (mut bytes, mut off) = (0usize, 0usize);
+            while off < seg.len() {
+                let (d, p) = super::read_varint_checked(seg, off).ok_or(RawError("bad array delta"))?;
+                let idx = match last {
+                    None => d,
+                    Some(_) if d == 0 => return Err(RawError("array indexes not ascending")),
+                    Some(l) => l.checked_add(d).ok_or(RawError("array index overflows"))?,
+                };
+                if idx == u64::MAX {
+                    return Err(RawError("array index out of range"));
+                }
+                let size = entry::checked_size(&seg[p..]).ok_or(RawError("bad array entry"))?;
+                let rec = varint_len(idx - last.unwrap_or(idx)) + size;
+                if !cur.is_empty() && bytes + rec > CHUNK_MAX {
+                    map.push(Chunk::build(&cur));
+                    cur.clear();
+                    bytes = 0;
+                }
+                // A chunk's first record has delta 0: one byte.
+                bytes += if cur.is_empty() { 1 + size } else { rec };
+                cur.push((idx, &seg[p..p + size]));
+                last = Some(idx);
+                n += 1;
+                off = p + size;
+            }
+            map.push(Chunk::build(&cur));
+            cur.clear();
+            Ok(())
+        })?;
+        if n != count {
+            return Err(RawError("element count differs from the stated count"));
+        }
+        let Some(last) = last else { return Err(RawError("empty collection")) };
+        let chunks = if map.len() <= SMALL_CHUNKS {
+            ChunkMap::Small(OneOrVec::from_vec(map))
+        } else {
+            ChunkMap::Big(Box::new(map.into_iter().collect()))
+        };
+        Ok(SparseArray { chunks, count: n, last, cursor })
+    }
+
     /// Number of chunks (ARINFO's `slices`).
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()

@@ -72,6 +72,26 @@ impl Hash {
         size_class(std::mem::size_of::<Self>()) + self.table.mem_usage()
     }
 
+    /// Length in bytes of the raw form: one segment (`varint(len)` then `len` bytes) per
+    /// chunk, holding its live records, each `varint(len(field) << 1) field varint(len(value))
+    /// value` (see `docs/FORMAT.md`).
+    pub fn raw_len(&self) -> usize {
+        self.table.raw_len()
+    }
+
+    /// Calls `f` with consecutive pieces of the raw form (`raw_len()` bytes in all), straight
+    /// from the packed chunks.
+    pub fn for_each_raw_run(&self, f: impl FnMut(&[u8])) {
+        self.table.for_each_raw_run(f)
+    }
+
+    /// Builds a hash of `count` fields from its raw form, validating it fully (bounds, count,
+    /// no field twice). Small content gets the packed "listpack" form, as a fresh hash would;
+    /// never more memory than the hash that was saved.
+    pub fn from_raw(raw: &[u8], count: usize) -> Result<Hash, super::RawError> {
+        Ok(Hash { table: PackedTable::from_raw(raw, count)? })
+    }
+
     pub fn encoding(&self) -> &'static str {
         if self.table.is_indexed() {
             "hashtable"

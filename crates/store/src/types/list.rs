@@ -171,6 +171,32 @@ pub(crate) mod entry {
         }
     }
 
+    /// The total size of the entry at `buf[0]` if it is one the encoder writes and lies within
+    /// `buf`: a known tag, and a string form never holding a canonical integer (which the
+    /// encoder would have stored as an integer; comparisons rely on that). For untrusted
+    /// bytes; [`size`] and [`decode`] assume a checked entry.
+    pub fn checked_size(buf: &[u8]) -> Option<usize> {
+        let b = *buf.first()?;
+        if b > 0xF4 {
+            return None;
+        }
+        let n = match b {
+            0xE0..=0xEF => 2 + (((b & 0x0F) as usize) << 8 | *buf.get(1)? as usize),
+            0xF0 => 5usize.checked_add(u32::from_le_bytes(buf.get(1..5)?.try_into().ok()?) as usize)?,
+            0xC0..=0xDF => 2,
+            _ => size(&[b, 0, 0, 0, 0]),
+        };
+        if n > buf.len() {
+            return None;
+        }
+        if let (Elem::Bytes(v), _) = decode(&buf[..n]) {
+            if parse_canonical_i64(v).is_some() {
+                return None;
+            }
+        }
+        Some(n)
+    }
+
     /// Decodes the entry at `buf[0]`; returns it and its total size.
     #[inline]
     pub fn decode(buf: &[u8]) -> (Elem<'_>, usize) {
@@ -738,6 +764,61 @@ impl List {
             + size_class(self.chunks.capacity() * std::mem::size_of::<Chunk>())
             + self.tail_offs.heap_bytes()
             + self.chunks.iter().map(|c| size_class(c.data.len())).sum::<usize>()
+    }
+
+    /// Length in bytes of the raw form: one segment (`varint(len)`, then `len` bytes) per
+    /// chunk, holding its live entries in the format of [`entry`]; together, every element in
+    /// order.
+    pub fn raw_len(&self) -> usize {
+        self.chunks.iter().map(|c| super::varint_len(c.live_len() as u64) + c.live_len()).sum()
+    }
+
+    /// Calls `f` with consecutive pieces of the raw form: each chunk's length, then its live
+    /// bytes.
+    pub fn for_each_raw_run(&self, mut f: impl FnMut(&[u8])) {
+        for c in &self.chunks {
+            super::with_varint(c.live_len() as u64, &mut f);
+            f(c.live());
+        }
+    }
+
+    /// Builds a list of `count` elements from its raw form, validating every entry (see
+    /// [`entry::checked_size`]) and the count. Each segment becomes a chunk (cut further only
+    /// past [`CHUNK_MAX`], which a saved chunk never is unless it holds one entry) whose
+    /// buffer is its bytes' size class: never more memory than the list that was saved.
+    pub fn from_raw(raw: &[u8], count: usize) -> Result<List, super::RawError> {
+        let mut chunks = VecDeque::new();
+        let mut n = 0usize;
+        super::for_each_segment(raw, |seg| {
+            let (mut start, mut n_in, mut off) = (0usize, 0u32, 0usize);
+            while off < seg.len() {
+                let size = entry::checked_size(&seg[off..]).ok_or(super::RawError("bad list entry"))?;
+                // Chunk offsets are u32: refuse an entry no chunk could hold (the protocol
+                // caps values at 512 MB, far below).
+                if size > u32::MAX as usize / 2 {
+                    return Err(super::RawError("list entry too large"));
+                }
+                let next = off + size;
+                if n_in > 0 && next - start > CHUNK_MAX {
+                    chunks.push_back(Chunk::from_bytes(&seg[start..off], n_in, 0, false));
+                    start = off;
+                    n_in = 0;
+                }
+                n_in += 1;
+                n += 1;
+                off = next;
+            }
+            chunks.push_back(Chunk::from_bytes(&seg[start..off], n_in, 0, false));
+            Ok(())
+        })?;
+        if n != count {
+            return Err(super::RawError("element count differs from the stated count"));
+        }
+        if n == 0 {
+            return Err(super::RawError("empty collection"));
+        }
+        chunks.shrink_to_fit();
+        Ok(List { chunks, len: n, tail_offs: TailCache::default() })
     }
 
     /// Redis 7.0 reports every list as `quicklist`.

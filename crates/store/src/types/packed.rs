@@ -263,6 +263,18 @@ impl<T> OneOrVec<T> {
             OneOrVec::Many(v) => *v,
         }
     }
+    /// Wraps `v` without spare capacity: one element stays inline, several keep an exactly
+    /// sized vector (loaders build collections at their final size).
+    pub(crate) fn from_vec(mut v: Vec<T>) -> Self {
+        match v.len() {
+            0 => OneOrVec::Empty,
+            1 => OneOrVec::One(v.pop().expect("one element")),
+            _ => {
+                v.shrink_to_fit();
+                OneOrVec::Many(Box::new(v))
+            }
+        }
+    }
     /// Bytes of the heap parts (0 while inline), rounded to size classes.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
@@ -797,6 +809,160 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         } else {
             hi
         }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Raw form (snapshots): one segment (`varint(len)`, then `len` bytes) per non-empty chunk,
+    // holding the chunk's live records in the record format above (dead bit clear), in
+    // storage order. Keeping the chunk boundaries lets a loader rebuild chunks no bigger than
+    // the saved ones.
+
+    /// Live bytes of chunk `ci`: its bytes less the dead bytes the index counts (small tables
+    /// hold no dead records).
+    fn live_len(&self, ci: usize) -> usize {
+        let dead = self.index.as_ref().and_then(|i| i.dead.get(ci)).map_or(0, |&d| d as usize);
+        self.chunks[ci].buf.len() - dead
+    }
+
+    /// Length of the raw form.
+    pub(crate) fn raw_len(&self) -> usize {
+        (0..self.chunks.len())
+            .map(|ci| self.live_len(ci))
+            .filter(|&n| n > 0)
+            .map(|n| super::varint_len(n as u64) + n)
+            .sum()
+    }
+
+    /// Calls `f` with consecutive pieces of the raw form (`raw_len()` bytes in all): each
+    /// segment's length, then its records straight from the chunk, cut around dead records.
+    pub(crate) fn for_each_raw_run(&self, mut f: impl FnMut(&[u8])) {
+        for (ci, c) in self.chunks.iter().enumerate() {
+            let live = self.live_len(ci);
+            if live == 0 {
+                continue;
+            }
+            super::with_varint(live as u64, &mut f);
+            if self.index.is_none() {
+                f(&c.buf);
+                continue;
+            }
+            let (mut start, mut at) = (0, 0);
+            while at < c.buf.len() {
+                let r = decode::<PAIRS>(&c.buf, at);
+                if r.dead {
+                    if start < at {
+                        f(&c.buf[start..at]);
+                    }
+                    start = r.end;
+                }
+                at = r.end;
+            }
+            if start < c.buf.len() {
+                f(&c.buf[start..]);
+            }
+        }
+    }
+
+    /// Builds a table from its raw form, `count` records, checking everything a later
+    /// operation relies on: each record lies within its segment, no dead flag, exactly
+    /// `count` records, no key twice. The encoding is the one the store gives a fresh table
+    /// with this content: small when it fits the small-mode limits (all segments joined into
+    /// the one chunk), else indexed, each segment becoming a chunk (cut further only where
+    /// `append` would have cut it, so every record starts below offset 65536) and the index
+    /// at the smallest size `maintain` lets stand. Every buffer is sized exactly, so the
+    /// result never holds more memory than the table that was saved.
+    pub(crate) fn from_raw(raw: &[u8], count: usize) -> Result<Self, super::RawError> {
+        use super::RawError;
+        let mut segments: Vec<&[u8]> = Vec::new();
+        let (mut n, mut longest, mut total) = (0usize, 0usize, 0usize);
+        super::for_each_segment(raw, |seg| {
+            let mut at = 0usize;
+            while at < seg.len() {
+                let (head, p) = super::read_varint_checked(seg, at).ok_or(RawError("bad record header"))?;
+                if head & 1 == 1 {
+                    return Err(RawError("dead record"));
+                }
+                let klen = usize::try_from(head >> 1).map_err(|_| RawError("record too long"))?;
+                let kend =
+                    p.checked_add(klen).filter(|&e| e <= seg.len()).ok_or(RawError("record overruns"))?;
+                let mut end = kend;
+                let mut vlen = 0;
+                if PAIRS {
+                    let (v, q) = super::read_varint_checked(seg, kend).ok_or(RawError("bad value length"))?;
+                    vlen = usize::try_from(v).map_err(|_| RawError("value too long"))?;
+                    end =
+                        q.checked_add(vlen).filter(|&e| e <= seg.len()).ok_or(RawError("value overruns"))?;
+                }
+                longest = longest.max(klen).max(vlen);
+                n += 1;
+                at = end;
+            }
+            total += seg.len();
+            segments.push(seg);
+            Ok(())
+        })?;
+        if n != count {
+            return Err(RawError("record count differs from the stated count"));
+        }
+        if n == 0 {
+            return Err(RawError("empty collection"));
+        }
+        if n <= small_max_entries(PAIRS) && longest <= SMALL_MAX_BYTES {
+            let mut buf = Vec::with_capacity(total);
+            for seg in &segments {
+                buf.extend_from_slice(seg);
+            }
+            let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
+            let mut at = 0;
+            while at < buf.len() {
+                let r = decode::<PAIRS>(&buf, at);
+                keys.push(&buf[r.key]);
+                at = r.end;
+            }
+            if !super::all_distinct(&mut keys) {
+                return Err(RawError("duplicate element"));
+            }
+            drop(keys);
+            return Ok(PackedTable { chunks: OneOrVec::One(Chunk { buf }), index: None });
+        }
+        let mut chunks = Vec::with_capacity(segments.len());
+        for seg in &segments {
+            let mut at = 0;
+            while at < seg.len() {
+                let start = at;
+                while at < seg.len() && at - start < CHUNK_TARGET {
+                    at = decode::<PAIRS>(seg, at).end;
+                }
+                if chunks.len() >= MAX_CHUNKS {
+                    return Err(RawError("collection exceeds the packed table's 4 GiB limit"));
+                }
+                let mut buf = Vec::with_capacity(at - start);
+                buf.extend_from_slice(&seg[start..at]);
+                chunks.push(Chunk { buf });
+            }
+        }
+        // The smallest table `maintain` lets stand (at most 4/5 full): a table that grew by
+        // inserts is at least this big, so the loaded one never takes more memory.
+        let mut bits = MIN_BITS;
+        while (1usize << bits) * 4 < n * 5 {
+            bits += 1;
+        }
+        let mut t = Table::new(bits);
+        for (ci, c) in chunks.iter().enumerate() {
+            let mut off = 0;
+            while off < c.buf.len() {
+                let r = decode::<PAIRS>(&c.buf, off);
+                let key = &c.buf[r.key.clone()];
+                let h = hash_bytes(key);
+                if t.find(&chunks, key, h).is_some() {
+                    return Err(RawError("duplicate element"));
+                }
+                t.insert(h, addr(ci, off));
+                off = r.end;
+            }
+        }
+        let index = Index { cur: t, old: None, moved: 0, len: n, dead: Vec::new() };
+        Ok(PackedTable { chunks: OneOrVec::from_vec(chunks), index: Some(Box::new(index)) })
     }
 
     /// Heap bytes owned by this table (not counting the struct itself), by size class.

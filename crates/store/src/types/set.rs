@@ -164,6 +164,51 @@ impl Set {
             }
     }
 
+    /// The members of an intset (ascending), or None when the set is in a table form.
+    pub fn ints(&self) -> Option<&[i64]> {
+        match &self.repr {
+            Repr::Ints(v) => Some(v),
+            Repr::Table(_) => None,
+        }
+    }
+
+    /// Length in bytes of a table-form set's raw form (one segment, `varint(len)` then `len`
+    /// bytes, per chunk, holding its live members, each `varint(len << 1) member`); 0 for an
+    /// intset.
+    pub fn raw_len(&self) -> usize {
+        match &self.repr {
+            Repr::Ints(_) => 0,
+            Repr::Table(t) => t.raw_len(),
+        }
+    }
+
+    /// Calls `f` with consecutive pieces of a table-form set's raw form; nothing for an intset.
+    pub fn for_each_raw_run(&self, f: impl FnMut(&[u8])) {
+        if let Repr::Table(t) = &self.repr {
+            t.for_each_raw_run(f)
+        }
+    }
+
+    /// An intset from its members, which must be strictly ascending, at least one and at most
+    /// [`INTSET_MAX_ENTRIES`].
+    pub fn from_ints(mut v: Vec<i64>) -> Result<Set, super::RawError> {
+        if v.is_empty() || v.len() > INTSET_MAX_ENTRIES {
+            return Err(super::RawError("intset size out of range"));
+        }
+        if !v.windows(2).all(|w| w[0] < w[1]) {
+            return Err(super::RawError("intset not strictly ascending"));
+        }
+        v.shrink_to_fit();
+        Ok(Set { repr: Repr::Ints(v) })
+    }
+
+    /// A table-form set of `count` members from its raw form, validated fully (bounds, count,
+    /// no member twice). Small content gets the "listpack" form, as a fresh table would;
+    /// never more memory than the set that was saved.
+    pub fn from_raw(raw: &[u8], count: usize) -> Result<Set, super::RawError> {
+        Ok(Set { repr: Repr::Table(PackedTable::from_raw(raw, count)?) })
+    }
+
     pub fn encoding(&self) -> &'static str {
         match &self.repr {
             Repr::Ints(_) => "intset",

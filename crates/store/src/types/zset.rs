@@ -187,6 +187,47 @@ fn decode_entry(buf: &[u8], off: usize) -> (f64, &[u8], usize) {
     (score, &buf[p..p + len], p + len)
 }
 
+/// [`decode_entry`] for untrusted bytes: None unless the entry lies within `buf`, its tag is
+/// one the encoder writes, an integer score is within the integer form's range (|i| < 2^53)
+/// and a raw score is not NaN.
+fn decode_entry_checked(buf: &[u8], off: usize) -> Option<(f64, &[u8], usize)> {
+    let first = *buf.get(off)?;
+    let short = (first >> 4) as usize;
+    let tag = first & 0x0F;
+    let mut p = off + 1;
+    let score = if tag == TAG_F64 {
+        let b: [u8; 8] = buf.get(p..p + 8)?.try_into().ok()?;
+        p += 8;
+        let s = f64::from_bits(u64::from_le_bytes(b));
+        if s.is_nan() {
+            return None;
+        }
+        s
+    } else if tag <= 8 {
+        let n = tag as usize;
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(buf.get(p..p + n)?);
+        p += n;
+        let z = u64::from_le_bytes(b);
+        let i = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        if i.unsigned_abs() >= 1 << 53 {
+            return None;
+        }
+        i as f64
+    } else {
+        return None;
+    };
+    let len = if short != 0 {
+        short - 1
+    } else {
+        let (l, q) = super::read_varint_checked(buf, p)?;
+        p = q;
+        usize::try_from(l).ok()?
+    };
+    let end = p.checked_add(len).filter(|&e| e <= buf.len())?;
+    Some((score, &buf[p..end], end))
+}
+
 /// One run of packed entries.
 #[derive(Clone, Debug, Default)]
 struct Chunk {
@@ -636,6 +677,86 @@ impl ZSet {
         let index =
             self.index.as_ref().map_or(0, |i| size_class(std::mem::size_of::<Index>()) + i.mem_usage());
         size_class(std::mem::size_of::<ZSet>()) + chunks + vec + index
+    }
+
+    /// Length in bytes of the raw form: one segment (`varint(len)`, then `len` bytes) per
+    /// chunk, holding its entries in the entry format of the module documentation; together,
+    /// every entry in ascending order.
+    pub fn raw_len(&self) -> usize {
+        self.chunks.iter().map(|c| super::varint_len(c.buf.len() as u64) + c.buf.len()).sum()
+    }
+
+    /// Calls `f` with consecutive pieces of the raw form: each chunk's length, then its bytes.
+    pub fn for_each_raw_run(&self, mut f: impl FnMut(&[u8])) {
+        for c in self.chunks.iter() {
+            super::with_varint(c.buf.len() as u64, &mut f);
+            f(&c.buf);
+        }
+    }
+
+    /// Builds a sorted set of `count` members from its raw form, validating it fully: entries
+    /// well formed (see `decode_entry_checked`), strictly ascending by (score, member), no
+    /// member twice, exactly `count` of them. Each segment becomes one chunk, exactly sized
+    /// (not cut: a saved chunk may exceed `CHUNK_BYTES` after a split around a big entry, and
+    /// cutting it could cost memory; the insert path splits any oversized chunk it meets), and
+    /// the member index is built, presized, only when the content exceeds the listpack
+    /// limits, as a fresh set would decide: never more memory than the set that was saved.
+    pub fn from_raw(raw: &[u8], count: usize) -> Result<ZSet, super::RawError> {
+        use super::RawError;
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let mut n = 0usize;
+        let mut prev: Option<(f64, &[u8])> = None;
+        let mut longest = 0usize;
+        super::for_each_segment(raw, |seg| {
+            let (mut n_in, mut off) = (0u32, 0usize);
+            while off < seg.len() {
+                let (s, m, next) = decode_entry_checked(seg, off).ok_or(RawError("bad sorted set entry"))?;
+                if let Some((ps, pm)) = prev {
+                    if cmp_entry(ps, pm, s, m) != Ordering::Less {
+                        return Err(RawError("sorted set entries out of order"));
+                    }
+                }
+                prev = Some((s, m));
+                longest = longest.max(m.len());
+                n_in = n_in.checked_add(1).ok_or(RawError("chunk too large"))?;
+                n += 1;
+                off = next;
+            }
+            let mut buf = Vec::with_capacity(seg.len());
+            buf.extend_from_slice(seg);
+            chunks.push(Chunk { buf, n: n_in });
+            Ok(())
+        })?;
+        if n != count {
+            return Err(RawError("entry count differs from the stated count"));
+        }
+        if n == 0 {
+            return Err(RawError("empty collection"));
+        }
+        let mut z = ZSet { chunks: OneOrVec::from_vec(chunks), len: n, index: None };
+        if n <= LISTPACK_ENTRIES && longest <= LISTPACK_VALUE {
+            let mut members: Vec<&[u8]> = z.iter().map(|(m, _)| m).collect();
+            if !super::all_distinct(&mut members) {
+                return Err(RawError("duplicate member"));
+            }
+            return Ok(z);
+        }
+        let mut ix = Index::new(n);
+        for (m, s) in z.iter() {
+            let h = hash_member(m);
+            // The index holds the members seen so far. A slot with this hash and a score s2
+            // other than s, where the entry (s2, m) exists, is an earlier entry of m: m twice.
+            // (A slot with score s itself is another member with the same hash and score,
+            // since the order check makes (s, m) unique.)
+            if ix.probe(h, |_, score| score != s && z.locate(score, m).is_ok()) {
+                return Err(RawError("duplicate member"));
+            }
+            ix.insert(h, s);
+        }
+        ix.finish_migration();
+        ix.ranks.resync(&z.chunks, 0);
+        z.index = Some(Box::new(ix));
+        Ok(z)
     }
 
     /// The canonical dump: (member, score bits) sorted by member.

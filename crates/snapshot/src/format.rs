@@ -1,0 +1,126 @@
+//! Constants and byte-level helpers of the `.gcsn` format. `docs/FORMAT.md` is the reference;
+//! every number here appears there.
+
+/// The file's first 8 bytes. The high first byte and the CR LF / ^Z that follow catch a file
+/// mangled by a text-mode transfer, as PNG's signature does.
+pub const MAGIC: [u8; 8] = [0x89, b'G', b'C', b'S', b'N', b'\r', b'\n', 0x1A];
+/// The format version this crate writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Magic + version.
+pub const PRELUDE_LEN: usize = 12;
+
+/// Block kinds (ASCII, so that they stand out in a hex dump).
+pub const KIND_HEADER: u8 = b'H';
+pub const KIND_DATA: u8 = b'D';
+pub const KIND_TRAILER: u8 = b'T';
+
+/// Block flag: the payload is one LZ4 block (raw LZ4 block format, no frame).
+pub const FLAG_LZ4: u8 = 0x01;
+pub const KNOWN_FLAGS: u8 = FLAG_LZ4;
+
+/// Block header: kind, flags, reserved u16, index u32, stored length u32, raw length u32,
+/// payload CRC-32C u32, header CRC-32C u32 (of the 20 bytes before it).
+pub const BLOCK_HEADER_LEN: usize = 24;
+/// Largest raw (decompressed) payload a reader accepts. The writer's blocks are much smaller
+/// (records straddle blocks, so no value forces a big block); the cap bounds what a damaged
+/// or crafted length can make a reader allocate.
+pub const MAX_BLOCK: usize = 16 << 20;
+/// Default raw payload size of a data block.
+pub const DEFAULT_BLOCK_SIZE: usize = 256 << 10;
+
+/// Record tag: low 4 bits the value code, bit 4 an expiry follows, bits 5-7 zero.
+pub const TAG_EXPIRY: u8 = 0x10;
+pub const CODE_STR: u8 = 0;
+pub const CODE_INT: u8 = 1;
+pub const CODE_HASH: u8 = 2;
+pub const CODE_SET_INTS: u8 = 3;
+pub const CODE_SET: u8 = 4;
+pub const CODE_ZSET: u8 = 5;
+pub const CODE_LIST: u8 = 6;
+pub const CODE_ARRAY: u8 = 7;
+pub const MAX_CODE: u8 = CODE_ARRAY;
+
+/// Appends `v` as LEB128 (7 bits a byte, low group first, high bit = more follow).
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Writes `v` as LEB128 into `b`; returns the length (at most 10).
+#[inline]
+pub fn varint_bytes(mut v: u64, b: &mut [u8; 10]) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        b[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    b[n] = v as u8;
+    n + 1
+}
+
+/// Zigzag: small magnitudes of either sign become small unsigned numbers.
+#[inline]
+pub fn zigzag(i: i64) -> u64 {
+    ((i << 1) ^ (i >> 63)) as u64
+}
+
+#[inline]
+pub fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+/// A LEB128 varint from `buf` at `at`: (value, position after it), or None when the bytes end
+/// first or the value does not fit 64 bits.
+pub fn get_varint(buf: &[u8], mut at: usize) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(at)?;
+        at += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        v |= ((b & 0x7F) as u64) << shift;
+        if b < 0x80 {
+            return Some((v, at));
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// CRC-32C of the header's first 20 bytes.
+pub fn header_crc(h: &[u8]) -> u32 {
+    crc32c::crc32c(&h[..20])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_and_zigzag_round_trip() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut b = [0u8; 10];
+            let n = varint_bytes(v, &mut b);
+            assert_eq!(&b[..n], &out[..]);
+            assert_eq!(get_varint(&out, 0), Some((v, out.len())));
+            assert_eq!(get_varint(&out[..out.len() - 1], 0), None);
+        }
+        // 11 bytes, or a tenth byte above 1: no u64.
+        assert_eq!(get_varint(&[0xFF; 11], 0), None);
+        assert_eq!(get_varint(&[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02], 0), None);
+        for i in [0i64, -1, 1, i64::MIN, i64::MAX, -64, 63] {
+            assert_eq!(unzigzag(zigzag(i)), i);
+        }
+    }
+}
