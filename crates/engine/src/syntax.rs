@@ -52,6 +52,11 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("command", "2.8.13", ""),
     ("memory", "4.0.0", ""),
     ("debug", "1.0.0", ""),
+    ("save", "1.0.0", ""),
+    ("bgsave", "1.0.0", "[SCHEDULE]"),
+    ("lastsave", "1.0.0", ""),
+    ("goblin.dumpworld", "0.1.0", ""),
+    ("goblin.load", "0.1.0", "path"),
     ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),

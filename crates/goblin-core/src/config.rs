@@ -62,12 +62,31 @@ pub struct Config {
     #[arg(long = "enable-debug-command", value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
 
-    // ---- Flags of the durable system that later work brings: accepted by the parser so that
-    // ---- the server can refuse them with a clear message (see `validate`).
-    /// Snapshot to load at startup, and where saves go (needs native snapshots).
+    /// Native snapshot (.gcsn) to load at startup; SAVE, BGSAVE and periodic saves write it
+    /// too, so a restart with the same command line comes back from the newest snapshot. A
+    /// missing file starts an empty dataset (with a warning).
     #[arg(long, value_name = "PATH")]
     pub load: Option<PathBuf>,
 
+    /// Periodic snapshot rules, as Redis's `save`: pairs of <seconds> <changes> ("3600 1 300
+    /// 100": after an hour if anything changed, after 5 minutes if 100 writes did); "" turns
+    /// them off. They apply only with --load (the snapshot's path). With rules, a shutdown
+    /// saves first.
+    #[arg(long, value_name = "RULES", default_value = "3600 1 300 100 60 10000", value_parser = parse_save)]
+    pub save: SaveRules,
+
+    /// Testing aid: sleep this many microseconds after each snapshot block written (SAVE,
+    /// BGSAVE, DUMPWORLD), so tests can act in the middle of a save (as Redis's
+    /// rdb-key-save-delay). 0 in production.
+    #[arg(long = "snapshot-block-delay-us", default_value_t = 0, hide = true)]
+    pub snapshot_block_delay_us: u64,
+
+    /// What to do instead of serving (`dumpworld`: fetch a snapshot from a running server).
+    #[command(subcommand)]
+    pub tool: Option<Tool>,
+
+    // ---- Flags of the durable system that later work brings: accepted by the parser so that
+    // ---- the server can refuse them with a clear message (see `validate`).
     /// Kafka write log (needs the Kafka journal).
     #[arg(long, value_name = "URI")]
     pub kafka: Option<String>,
@@ -79,6 +98,32 @@ pub struct Config {
     /// Replicate from an upstream over a Unix socket (needs firehose replication).
     #[arg(long = "replica-uds", value_name = "PATH")]
     pub replica_uds: Option<PathBuf>,
+}
+
+/// Parsed `--save` rules: (seconds, changes) pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaveRules(pub Vec<(u64, u64)>);
+
+fn parse_save(s: &str) -> Result<SaveRules, String> {
+    crate::snapshots::parse_save_rules(s).map(SaveRules)
+}
+
+/// Subcommands: tools that run instead of the server.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Tool {
+    /// Fetches a fork-time snapshot from a running server (GOBLIN.DUMPWORLD), verifies it and
+    /// installs it atomically at OUTPUT, ready for `--load OUTPUT` (bootstrapping a replica).
+    Dumpworld {
+        /// Host of the server to copy.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Its port.
+        #[arg(long, default_value_t = 6379)]
+        port: u16,
+        /// Where to install the snapshot.
+        #[arg(short = 'o', long = "output", value_name = "OUTPUT")]
+        output: PathBuf,
+    },
 }
 
 /// `--enable-debug-command`.
@@ -103,9 +148,6 @@ impl Config {
         let not_yet = |flag: &str, needs: &str| {
             Err(format!("{flag} needs {needs}, which this build of goblin-core does not have yet"))
         };
-        if self.load.is_some() {
-            return not_yet("--load", "native snapshots");
-        }
         if self.kafka.is_some() {
             return not_yet("--kafka", "the Kafka write log");
         }
@@ -163,7 +205,6 @@ mod tests {
     fn flags_of_later_features_are_refused_by_name() {
         assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().validate(), Ok(()));
         for (args, flag) in [
-            (vec!["--load", "/tmp/x.gcsn"], "--load"),
             (vec!["--kafka", "kafka://127.0.0.1:9092/t"], "--kafka"),
             (vec!["--replica-tcp", "127.0.0.1", "6379"], "--replica-tcp"),
             (vec!["--replica-uds", "/tmp/s"], "--replica-uds"),

@@ -133,6 +133,9 @@ pub struct Conn {
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
     pub no_touch: bool,
+    /// A forked child is sending this client a GOBLIN.DUMPWORLD reply over the same socket:
+    /// the server neither reads nor writes the connection until the child exits.
+    pub dumping: bool,
 }
 
 impl Conn {
@@ -175,6 +178,7 @@ impl Conn {
             reply_mode: ReplyMode::On,
             no_evict: false,
             no_touch: false,
+            dumping: false,
         }
     }
 

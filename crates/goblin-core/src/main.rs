@@ -16,7 +16,9 @@ mod commands;
 mod config;
 mod conn;
 mod dispatch;
+mod dumpworld;
 mod server;
+mod snapshots;
 mod stats;
 mod watch;
 
@@ -47,12 +49,23 @@ fn main() {
         tracing::error!("{e}");
         std::process::exit(2);
     }
-    let engine = recover(&cfg);
+    if let Some(config::Tool::Dumpworld { host, port, output }) = &cfg.tool {
+        std::process::exit(match dumpworld::fetch(host, *port, output) {
+            Ok(()) => 0,
+            Err(e) => {
+                tracing::error!("{e}");
+                1
+            }
+        });
+    }
+    let (engine, loaded_keys) = recover(&cfg);
+    let snapshots =
+        snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), engine.repl.offset, loaded_keys);
     let fail = |e: std::io::Error| -> ! {
         tracing::error!("{e}");
         std::process::exit(1);
     };
-    let mut server = server::Server::new(cfg, engine).unwrap_or_else(|e| fail(e));
+    let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
     server.open_listeners().unwrap_or_else(|e| fail(e));
     tracing::info!("ready to accept connections");
     if let Err(e) = server.run() {
@@ -61,11 +74,18 @@ fn main() {
     }
 }
 
-/// Startup step 2: the dataset and its lineage before any client connects. Nothing to load or
-/// replay exists yet (`Config::validate` refuses `--load` and `--kafka`), so this starts a new
-/// lineage at offset 0; snapshot loading and Kafka replay attach here.
-fn recover(_cfg: &config::Config) -> engine::Engine {
+/// Startup step 2: the dataset and its lineage before any client connects: the `--load`
+/// snapshot (its lineage and offset), else a new lineage at offset 0. Kafka replay attaches
+/// here next. A damaged snapshot stops the server: serving without it would lose its data.
+/// Returns the engine and how many keys were loaded.
+fn recover(cfg: &config::Config) -> (engine::Engine, u64) {
+    if let Some(path) = &cfg.load {
+        return snapshots::load_at_startup(path).unwrap_or_else(|e| {
+            tracing::error!("{e}");
+            std::process::exit(1);
+        });
+    }
     let engine = engine::Engine::new(engine::Replication::new_lineage());
     tracing::info!("new lineage {} at offset 0 (nothing to recover)", engine.repl.replid);
-    engine
+    (engine, 0)
 }

@@ -116,6 +116,8 @@ pub struct Server {
     pub nclients: usize,
     next_client_id: u64,
     pub engine: Engine,
+    /// Snapshot path, save rules, children and their outcomes (see snapshots.rs).
+    pub(crate) snapshots: crate::snapshots::Snapshots,
     /// The DEBUG BATCHES sink: kept only when DEBUG is enabled (see batches.rs).
     pub(crate) batch_history: Option<crate::batches::BatchHistory>,
     /// Shared read buffer: complete requests are parsed straight out of it.
@@ -197,6 +199,10 @@ fn raise_fd_limit(want: u64) {
 
 fn install_signal_handlers(fd: i32) -> io::Result<()> {
     SIGNAL_FD.store(fd, Ordering::Relaxed);
+    // A write past the file-size limit (RLIMIT_FSIZE) must fail with EFBIG, as on a full disk,
+    // and not kill the server: a save reports the error and the dataset keeps being served.
+    // SAFETY: setting a signal's disposition to ignore.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     for sig in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: a zeroed sigaction with a plain handler and SA_RESTART is a valid argument.
         let rc = unsafe {
@@ -217,7 +223,7 @@ impl Server {
     /// Builds the server around a recovered engine: the poller, the signal handlers, no
     /// listener yet. Startup calls [`Server::open_listeners`] last, once recovery is over, so no
     /// client can observe a half-recovered dataset.
-    pub fn new(cfg: Config, engine: Engine) -> io::Result<Server> {
+    pub fn new(cfg: Config, engine: Engine, snapshots: crate::snapshots::Snapshots) -> io::Result<Server> {
         raise_fd_limit(cfg.maxclients as u64 + RESERVED_FDS);
         let poll = Poll::new()?;
         let (tx, mut rx) = mio::unix::pipe::new()?;
@@ -237,6 +243,7 @@ impl Server {
             nclients: 0,
             next_client_id: 1,
             engine,
+            snapshots,
             batch_history,
             scratch: vec![0; READ_CHUNK],
             write_queue: Vec::new(),
@@ -259,6 +266,17 @@ impl Server {
             turn_start: now,
             busy_poll: false,
         })
+    }
+
+    /// The listeners' descriptors (a forked child closes its copies).
+    pub(crate) fn listener_fds(&self) -> Vec<i32> {
+        self.listeners
+            .iter()
+            .map(|l| match l {
+                Listener::Tcp(l) => l.as_raw_fd(),
+                Listener::Unix(l) => l.as_raw_fd(),
+            })
+            .collect()
     }
 
     /// Opens the TCP and Unix listeners: the last startup step. Errors (address in use, bad
@@ -336,6 +354,15 @@ impl Server {
             self.engine.repl.offset
         );
         std::process::exit(FAIL_STOP_EXIT_CODE);
+    }
+
+    /// Asks the loop to exit after this turn, first saving the final snapshot when save rules
+    /// are configured (or `save`), unless `nosave`. A failed save cancels the shutdown, as in
+    /// Redis: exiting would lose the writes since the last snapshot.
+    pub(crate) fn request_shutdown(&mut self, save: bool, nosave: bool) -> Result<(), String> {
+        self.save_on_shutdown(save, nosave).map_err(|e| format!("Error trying to save the DB: {e}"))?;
+        self.shutdown = true;
+        Ok(())
     }
 
     /// Runs the loop until SIGTERM/SIGINT or SHUTDOWN, then closes everything.
@@ -443,7 +470,9 @@ impl Server {
                         let name = if sig as i32 == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
                         info!("received {name}, shutting down");
                     }
-                    self.shutdown = true;
+                    if let Err(e) = self.request_shutdown(false, false) {
+                        tracing::error!("{e}; not exiting");
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
@@ -521,6 +550,11 @@ impl Server {
         conn.last_active = self.turn_start;
         // The close edge comes once: remember it for the reads continued on later turns.
         conn.peer_closed |= drain;
+        if conn.dumping {
+            // A child owns the socket for now; `read_later` resumes reading when it is done.
+            self.conns[slot] = Some(conn);
+            return;
+        }
         let drain = conn.peer_closed;
         let mut reads = 0;
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -597,6 +631,20 @@ impl Server {
         conn.pending = buf;
     }
 
+    /// Resumes a connection whose reads were held: its buffered input runs, and its socket is
+    /// read again next turn (edges that came meanwhile were not acted on).
+    pub(crate) fn read_later(&mut self, slot: usize) {
+        let Some(Some(c)) = self.conns.get_mut(slot) else { return };
+        if !c.pending.is_empty() {
+            self.resume.push(slot);
+        }
+        if !c.in_read_again {
+            c.in_read_again = true;
+            self.read_again.push(slot);
+        }
+        self.queue_write(slot);
+    }
+
     /// Marks `slot` for a write (or close) at the end of this loop turn.
     pub(crate) fn queue_write(&mut self, slot: usize) {
         if let Some(Some(c)) = self.conns.get_mut(slot) {
@@ -668,6 +716,7 @@ impl Server {
                 self.accept(li);
             }
         }
+        self.snapshot_cron();
         let total = self.total_commands();
         let t = self.started.elapsed().as_millis() as u64;
         let at = self.stats.ops_sample_at;
@@ -700,6 +749,11 @@ impl Server {
     /// Writes what `conn` has pending (or closes it if it asked for that), then puts it back
     /// in its slot. WRITABLE interest is registered only while output is left over.
     fn flush_conn(&mut self, slot: usize, mut conn: Box<Conn>) {
+        if conn.dumping && !conn.close_now {
+            // A child is writing this socket: our output waits until it is done.
+            self.conns[slot] = Some(conn);
+            return;
+        }
         if conn.close_now {
             self.close(slot, conn);
             return;
@@ -781,6 +835,7 @@ impl Server {
 
     /// Shutdown: stop listening, remove the Unix socket file, drop every client.
     fn close_all(&mut self) {
+        self.kill_children();
         self.listeners.clear();
         if let Some(p) = self.unix_path.take() {
             if let Err(e) = std::fs::remove_file(&p) {

@@ -65,6 +65,11 @@ impl Watches {
         }
     }
 
+    /// Every watcher's EXEC fails (the dataset was replaced: GOBLIN.LOAD).
+    pub fn touch_every_watch(&mut self) {
+        self.touch_all();
+    }
+
     fn touch_all(&mut self) {
         self.dirty.extend(self.by_key.values().flatten().copied());
     }

@@ -219,7 +219,6 @@ fn debug_digest_compares_contents() {
 #[test]
 fn flags_of_unbuilt_features_are_refused_at_startup() {
     for (args, flag) in [
-        (vec!["--load", "/tmp/none.gcsn"], "--load"),
         (vec!["--kafka", "kafka://127.0.0.1:1/t"], "--kafka"),
         (vec!["--replica-tcp", "127.0.0.1", "1"], "--replica-tcp"),
     ] {

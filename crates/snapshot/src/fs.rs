@@ -61,6 +61,15 @@ pub fn save_atomic<T>(path: &Path, f: impl FnOnce(&mut BufWriter<File>) -> io::R
     Ok(value)
 }
 
+/// True when `candidate` (a file name) is a temporary file [`save_atomic`] makes for a target
+/// named `target` (`.<target>.tmp-<pid>-<n>`): what an interrupted save leaves behind.
+pub fn is_temp_file_of(candidate: &std::ffi::OsStr, target: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (c, t) = (candidate.as_bytes(), target.as_bytes());
+    let prefix_len = 1 + t.len() + ".tmp-".len();
+    c.len() > prefix_len && c[0] == b'.' && &c[1..1 + t.len()] == t && &c[1 + t.len()..prefix_len] == b".tmp-"
+}
+
 /// When `path` was created: its birth time from `statx` (`STATX_BTIME`) when the file system
 /// records one, `true`; otherwise its last modification time, `false` (the caller should
 /// say that the age is approximate).

@@ -27,7 +27,7 @@ mod reader;
 mod writer;
 
 pub use format::{DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAGIC, MAX_BLOCK};
-pub use fs::{birth_time, save_atomic};
+pub use fs::{birth_time, is_temp_file_of, save_atomic};
 pub use reader::{blocks, read, read_meta, BlockInfo};
 pub use writer::{write, write_with};
 

@@ -102,3 +102,13 @@ fn birth_time_of_a_fresh_file_is_now() {
     assert!(snapshot::birth_time(&dir.join("missing")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn temp_files_are_recognised_by_name() {
+    use std::ffi::OsStr;
+    let t = OsStr::new("dump.gcsn");
+    assert!(snapshot::is_temp_file_of(OsStr::new(".dump.gcsn.tmp-12-0"), t));
+    assert!(!snapshot::is_temp_file_of(OsStr::new("dump.gcsn"), t));
+    assert!(!snapshot::is_temp_file_of(OsStr::new(".dump.gcsn.tmp-"), t));
+    assert!(!snapshot::is_temp_file_of(OsStr::new(".other.gcsn.tmp-1-0"), t));
+}

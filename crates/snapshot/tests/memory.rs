@@ -40,7 +40,7 @@ fn loading_never_grows_the_dataset() {
             run(&mut e, &[b("ZADD"), b(&z), b((k % 97).to_string()), b(format!("m{k}"))], now);
             run(&mut e, &[b("RPUSH"), b(&l), b(format!("e{k}"))], now);
             run(&mut e, &[b("ARSET"), b(&a), b((k * 7).to_string()), b(format!("x{k}"))], now);
-            e.muts.clear();
+            e.commit(engine::Origin::Command);
         }
         // Churn: remove two thirds of every collection.
         for k in (0..n).filter(|k| k % 3 != 0) {
@@ -48,10 +48,10 @@ fn loading_never_grows_the_dataset() {
             run(&mut e, &[b("SREM"), b(&s), b(format!("member-{k}"))], now);
             run(&mut e, &[b("ZREM"), b(&z), b(format!("m{k}"))], now);
             run(&mut e, &[b("ARDEL"), b(&a), b((k * 7).to_string())], now);
-            e.muts.clear();
+            e.commit(engine::Origin::Command);
         }
         run(&mut e, &[b("LTRIM"), b(&l), b((n / 3).to_string()), b("-1")], now);
-        e.muts.clear();
+        e.commit(engine::Origin::Command);
     }
     let ks = std::mem::take(&mut e.ks);
     drop(e);

@@ -323,6 +323,12 @@ impl Keyspace {
 
     /// Moves up to `chains` buckets of a resize in progress (and starts a pending shrink).
     /// The event loop calls this when idle; returns true while a resize remains in progress.
+    /// While a forked child shares the keyspace's pages (a snapshot being written), avoid the
+    /// table resizes that would copy them; see `ChainTable::set_avoid_resize`.
+    pub fn set_avoid_resize(&mut self, avoid: bool) {
+        self.table.set_avoid_resize(avoid);
+    }
+
     pub fn rehash_step(&mut self, chains: usize) -> bool {
         self.table.rehash_step(chains)
     }

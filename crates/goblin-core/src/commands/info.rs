@@ -104,7 +104,10 @@ pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
             "server" => server(s, &mut text),
             "clients" => clients(s, current, &mut text),
             "memory" => memory(s, &mut text),
-            "persistence" => persistence(&mut text),
+            "persistence" => {
+                text.push_str("# Persistence\r\n");
+                s.persistence_info(&mut text);
+            }
             "stats" => stats(s, &mut text),
             "replication" => replication(s, &mut text),
             "cpu" => cpu(&mut text),
@@ -196,18 +199,6 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "maxmemory_policy", "noeviction");
     field!(t, "mem_fragmentation_ratio", "{:.2}", if used > 0 { rss as f64 / used as f64 } else { 0.0 });
     field!(t, "mem_allocator", "jemalloc-5.3.0");
-}
-
-fn persistence(t: &mut String) {
-    t.push_str("# Persistence\r\n");
-    field!(t, "loading", "0");
-    field!(t, "async_loading", "0");
-    field!(t, "rdb_changes_since_last_save", "0");
-    field!(t, "rdb_bgsave_in_progress", "0");
-    field!(t, "rdb_last_bgsave_status", "ok");
-    field!(t, "aof_enabled", "0");
-    field!(t, "aof_rewrite_in_progress", "0");
-    field!(t, "aof_last_write_status", "ok");
 }
 
 /// Ops/sec over the cron's sample ring (about the last 1.6 s), as Redis averages its samples.

@@ -61,6 +61,9 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         }
         "memory" => memory(s, c, args),
         "debug" => debug::debug(s, c, args),
+        "save" | "bgsave" | "lastsave" => s.save_command(c, spec.name, args),
+        "goblin.dumpworld" => s.dumpworld(c, slot),
+        "goblin.load" => s.goblin_load(c, args[1]),
         "shutdown" => shutdown(s, c, args),
         // UNWATCH can be queued inside MULTI and so run from EXEC (WATCH is refused there).
         "unwatch" => s.unwatch_command(c),
@@ -241,11 +244,13 @@ fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
 /// owns history), so every form but ABORT stops the server; the client gets no reply, as in
 /// Redis, because the connection closes.
 fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
-    let mut abort = false;
+    let (mut abort, mut save, mut nosave) = (false, false, false);
     for a in &args[1..] {
         let a = a.to_ascii_uppercase();
         match a.as_slice() {
-            b"NOSAVE" | b"SAVE" | b"NOW" | b"FORCE" => {}
+            b"NOSAVE" => nosave = true,
+            b"SAVE" => save = true,
+            b"NOW" | b"FORCE" => {}
             b"ABORT" => abort = true,
             _ => return reply::error(&mut c.out, errors::SYNTAX),
         }
@@ -256,8 +261,14 @@ fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         return reply::error(&mut c.out, b"ERR No shutdown in progress.");
     }
+    if save && nosave {
+        return reply::error(&mut c.out, errors::SYNTAX);
+    }
     tracing::info!("SHUTDOWN requested by client id={} addr={}", c.id, c.addr);
-    s.shutdown = true;
+    if let Err(e) = s.request_shutdown(save, nosave) {
+        tracing::error!("{e}");
+        reply::error(&mut c.out, b"ERR Errors trying to SHUTDOWN. Check logs.");
+    }
 }
 
 /// MEMORY USAGE key [SAMPLES n] | STATS | DOCTOR | PURGE | MALLOC-STATS | HELP

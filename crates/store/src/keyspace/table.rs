@@ -118,6 +118,9 @@ pub struct ChainTable<E: ChainEntry> {
     rehash_idx: usize,
     len: usize,
     hasher: &'static KeyHasher,
+    /// While a forked child shares the table's pages (a snapshot in progress), resizing would
+    /// copy them all: no rehash steps, and growth only once chains average four entries.
+    avoid_resize: bool,
     _entries: PhantomData<E>,
 }
 
@@ -141,6 +144,7 @@ impl<E: ChainEntry> ChainTable<E> {
             pending: None,
             rehash_idx: 0,
             len: 0,
+            avoid_resize: false,
             hasher: KeyHasher::global(),
             _entries: PhantomData,
         }
@@ -313,10 +317,18 @@ impl<E: ChainEntry> ChainTable<E> {
         }
     }
 
+    /// Set while a forked child shares the table's pages: see the `avoid_resize` field.
+    pub fn set_avoid_resize(&mut self, avoid: bool) {
+        self.avoid_resize = avoid;
+    }
+
     /// Grows before an insert when the entries would outnumber the buckets.
     fn grow_if_needed(&mut self) {
         if self.t[0].is_empty() {
             self.t[0] = null_buckets(MIN_BUCKETS);
+            return;
+        }
+        if self.avoid_resize && self.len < self.t[0].len().saturating_mul(4) {
             return;
         }
         if self.is_resizing() {
@@ -383,7 +395,7 @@ impl<E: ChainEntry> ChainTable<E> {
     /// The share of a resize each mutating call performs.
     #[inline]
     fn rehash_auto(&mut self) {
-        if self.is_resizing() {
+        if self.is_resizing() && !self.avoid_resize {
             self.rehash_step(1);
         }
     }
@@ -393,6 +405,9 @@ impl<E: ChainEntry> ChainTable<E> {
     /// new array while it is pending; starts a due shrink when no resize is under way. Returns
     /// true while a resize remains in progress. The event loop calls this when idle.
     pub fn rehash_step(&mut self, chains: usize) -> bool {
+        if self.avoid_resize {
+            return self.is_resizing();
+        }
         if self.pending.is_some() {
             self.zero_pending(chains.saturating_mul(ZERO_PER_STEP));
             return true;

@@ -1,0 +1,85 @@
+//! `goblin-core dumpworld`: fetches a fork-time snapshot from a running server with
+//! GOBLIN.DUMPWORLD, verifies it while it streams in, and installs it atomically for a later
+//! `--load` (the way a fresh replica of an established primary is bootstrapped).
+//!
+//! The reply is one RESP2 bulk string. Its bytes go to a temporary file next to the target
+//! while the snapshot reader checks every block as it passes; only a snapshot that read back
+//! whole (checksums, counts, trailer, exact length) is fsynced and renamed over the target.
+
+use std::io::{self, BufRead, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tracing::info;
+
+/// Passes through what is read from `inner`, copying it to `copy`.
+struct Tee<R, W> {
+    inner: R,
+    copy: W,
+}
+
+impl<R: Read, W: Write> Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.copy.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+pub fn fetch(host: &str, port: u16, output: &Path) -> Result<(), String> {
+    let sock =
+        TcpStream::connect((host, port)).map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    sock.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
+    (&sock)
+        .write_all(b"*1\r\n$16\r\nGOBLIN.DUMPWORLD\r\n")
+        .map_err(|e| format!("sending GOBLIN.DUMPWORLD: {e}"))?;
+    let mut r = io::BufReader::with_capacity(1 << 20, &sock);
+    let mut header = Vec::new();
+    r.read_until(b'\n', &mut header).map_err(|e| format!("reading the reply: {e}"))?;
+    let header = String::from_utf8_lossy(&header).trim_end().to_string();
+    let len: u64 = match header.strip_prefix('$').and_then(|n| n.parse().ok()) {
+        Some(n) => n,
+        None if header.starts_with('-') => return Err(format!("{host}:{port} refused: {}", &header[1..])),
+        None => return Err(format!("unexpected reply from {host}:{port}: '{header}'")),
+    };
+    info!("receiving a {len}-byte snapshot from {host}:{port}");
+    let started = Instant::now();
+    let mut last_log = Instant::now();
+    let mut progress = |p: &snapshot::Progress| {
+        if last_log.elapsed() >= Duration::from_secs(1) {
+            last_log = Instant::now();
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            info!("{} of {len} bytes, {} keys ({:.1} MB/s)", p.bytes, p.keys, p.bytes as f64 / secs / 1e6);
+        }
+    };
+    let summary = snapshot::save_atomic(output, |file| {
+        let mut body = (&mut r).take(len);
+        let (ks, meta, summary) = snapshot::read(Tee { inner: &mut body, copy: &mut *file }, &mut progress)
+            .map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("the snapshot received is damaged: {e}"))
+        })?;
+        if body.limit() != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the snapshot ended before the reply did",
+            ));
+        }
+        drop(ks);
+        let mut crlf = [0u8; 2];
+        r.read_exact(&mut crlf)?;
+        if &crlf != b"\r\n" {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "the reply does not end with CRLF"));
+        }
+        Ok((meta, summary))
+    });
+    let (meta, summary) = summary.map_err(|e| format!("installing {}: {e}", output.display()))?;
+    info!(
+        "installed {} ({} keys, {len} bytes, lineage {} at offset {}) in {:.2} s",
+        output.display(),
+        summary.keys,
+        meta.replid,
+        meta.logical_offset,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,694 @@
+//! Native snapshots on the server: the startup load, SAVE, BGSAVE by fork, periodic saves,
+//! LASTSAVE, GOBLIN.DUMPWORLD and GOBLIN.LOAD. The file format is the `snapshot` crate's.
+//!
+//! Where: `--load PATH` is both where startup loads from and where every save goes, so a server
+//! restarted from an unchanged command line comes back from its newest snapshot. Without it,
+//! saves are refused with a message that says so.
+//!
+//! Background work runs in forked children: the child sees the dataset frozen at fork time,
+//! writes it, reports on a status pipe (one line: `ok|err <cow bytes> <detail>`) and exits with
+//! `_exit` (no destructors, no atexit handlers: the parent owns every shared resource). The
+//! parent reaps children from its cron with `waitpid(WNOHANG)`, so a child never blocks the loop.
+//! While a child runs, the keyspace avoids resizing its table (each rehash step would copy pages
+//! the child still shares).
+//!
+//! Atomicity of a save: `snapshot::save_atomic` writes a temporary file in the target's folder,
+//! fsyncs it, renames it over the target and fsyncs the folder: a crash at any point leaves the
+//! old snapshot or the new one, whole.
+
+use crate::conn::Conn;
+use crate::server::{now_ms, Server};
+use engine::{Engine, ReplId, Replication};
+use resp::reply;
+use std::io::{self, Read, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+
+/// After a failed background save, periodic saves wait this long before trying again (Redis's
+/// CONFIG_BGSAVE_RETRY_DELAY).
+const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// A DUMPWORLD child gives up when the client has not accepted a byte for this long.
+const DUMPWORLD_STALL: Duration = Duration::from_secs(60);
+/// Progress is logged at most this often during a long load or save.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// What a forked child is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChildKind {
+    /// BGSAVE (or a periodic save) of the dataset at `offset`.
+    Bgsave { offset: u64 },
+    /// GOBLIN.DUMPWORLD streaming to client `id` in `slot`.
+    DumpWorld { slot: usize, id: u64 },
+}
+
+struct Child {
+    pid: libc::pid_t,
+    kind: ChildKind,
+    started: Instant,
+    /// Read end of the status pipe.
+    status: std::fs::File,
+}
+
+/// The save rules, state and counters INFO persistence reports.
+pub struct Snapshots {
+    pub path: Option<PathBuf>,
+    /// `--save` rules: save after `secs` seconds if at least `changes` mutations happened.
+    rules: Vec<(u64, u64)>,
+    children: Vec<Child>,
+    /// BGSAVE SCHEDULE asked for a save while a child ran.
+    scheduled: bool,
+    /// Unix seconds of the last successful save (startup time until one happens, as Redis).
+    pub last_save_unix: i64,
+    /// Logical offset the last successful save (or the load) holds: changes since = offset now
+    /// minus this.
+    last_save_offset: u64,
+    last_bgsave_ok: bool,
+    last_bgsave_try: Option<Instant>,
+    last_bgsave_secs: i64,
+    last_cow_bytes: u64,
+    saves: u64,
+    pub loaded_keys: u64,
+}
+
+impl Snapshots {
+    pub fn new(
+        path: Option<PathBuf>,
+        rules: Vec<(u64, u64)>,
+        loaded_offset: u64,
+        loaded_keys: u64,
+    ) -> Snapshots {
+        Snapshots {
+            path,
+            rules,
+            children: Vec::new(),
+            scheduled: false,
+            last_save_unix: now_ms() / 1000,
+            last_save_offset: loaded_offset,
+            last_bgsave_ok: true,
+            last_bgsave_try: None,
+            last_bgsave_secs: -1,
+            last_cow_bytes: 0,
+            saves: 0,
+            loaded_keys,
+        }
+    }
+
+    fn bgsave_child(&self) -> Option<&Child> {
+        self.children.iter().find(|c| matches!(c.kind, ChildKind::Bgsave { .. }))
+    }
+
+    /// True while any forked child shares the dataset's pages.
+    pub fn child_running(&self) -> bool {
+        !self.children.is_empty()
+    }
+}
+
+/// Parses `--save` rules: `"3600 1 300 100"` (pairs of seconds and changes); `""` for none.
+pub fn parse_save_rules(s: &str) -> Result<Vec<(u64, u64)>, String> {
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    if parts.len() % 2 != 0 {
+        return Err(format!("invalid --save rules '{s}': expected pairs of <seconds> <changes>"));
+    }
+    parts
+        .chunks(2)
+        .map(|p| match (p[0].parse::<u64>(), p[1].parse::<u64>()) {
+            (Ok(secs), Ok(changes)) => Ok((secs, changes)),
+            _ => Err(format!(
+                "invalid --save rules '{s}': '{} {}' is not two non-negative integers",
+                p[0], p[1]
+            )),
+        })
+        .collect()
+}
+
+/// Startup step 2 with `--load`: the engine from the snapshot at `path`, with its lineage and
+/// offset. A missing file starts empty with a warning (as Redis with a missing dump); a damaged
+/// or unreadable one is an error naming the file and, for damage, the block and byte offset.
+/// Returns the engine and the number of keys loaded.
+pub fn load_at_startup(path: &Path) -> Result<(Engine, u64), String> {
+    remove_stale_temp_files(path);
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            warn!("snapshot {} does not exist: starting with an empty dataset", path.display());
+            let engine = Engine::new(Replication::new_lineage());
+            info!("new lineage {} at offset 0", engine.repl.replid);
+            return Ok((engine, 0));
+        }
+        Err(e) => return Err(format!("cannot open snapshot {}: {e}", path.display())),
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let started = Instant::now();
+    info!("loading snapshot {} ({size} bytes)", path.display());
+    let (engine, keys) = load_file(file, path, size)?;
+    let secs = started.elapsed().as_secs_f64();
+    info!(
+        "loaded {keys} keys from {} in {secs:.3} s ({:.0} keys/s); lineage {} at offset {}",
+        path.display(),
+        keys as f64 / secs.max(1e-9),
+        engine.repl.replid,
+        engine.repl.offset
+    );
+    Ok((engine, keys))
+}
+
+/// Reads a whole snapshot into a new engine, logging progress (keys and bytes per second) at
+/// most once a second.
+fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64), String> {
+    let started = Instant::now();
+    let mut last_log = Instant::now();
+    let mut progress = |p: &snapshot::Progress| {
+        if last_log.elapsed() >= PROGRESS_EVERY {
+            last_log = Instant::now();
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            info!(
+                "loading {}: {} keys, {} of {size} bytes ({:.0} keys/s, {:.1} MB/s)",
+                path.display(),
+                p.keys,
+                p.bytes,
+                p.keys as f64 / secs,
+                p.bytes as f64 / secs / 1e6
+            );
+        }
+    };
+    let reader = io::BufReader::with_capacity(1 << 20, file);
+    let (ks, meta, summary) = snapshot::read(reader, &mut progress)
+        .map_err(|e| format!("snapshot {} is unusable: {e}", path.display()))?;
+    let replid = ReplId::parse(&meta.replid).ok_or_else(|| {
+        format!("snapshot {} names lineage '{}', which is not 40 hex digits", path.display(), meta.replid)
+    })?;
+    let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset });
+    engine.ks = ks;
+    Ok((engine, summary.keys))
+}
+
+/// A crashed save leaves its temporary file behind (never the target): remove such leftovers
+/// next to `path` at startup.
+fn remove_stale_temp_files(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        if snapshot::is_temp_file_of(&e.file_name(), name) {
+            match std::fs::remove_file(e.path()) {
+                Ok(()) => info!("removed {}, left by an interrupted save", e.path().display()),
+                Err(err) => warn!("could not remove {}: {err}", e.path().display()),
+            }
+        }
+    }
+}
+
+/// Bytes of this process's memory that are no longer shared with its parent: in a forked
+/// child, the copy-on-write cost (Private_Dirty, as Redis measures it).
+fn private_dirty_bytes() -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps_rollup") else { return 0 };
+    text.lines()
+        .filter(|l| l.starts_with("Private_Dirty:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum::<u64>()
+        * 1024
+}
+
+/// Counts bytes written (the size pass of DUMPWORLD).
+struct Counter(u64);
+
+impl Write for Counter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes to a non-blocking socket from a forked child, waiting in poll(2) when it is full,
+/// and giving up after [`DUMPWORLD_STALL`] without progress.
+struct SocketWriter(RawFd);
+
+impl Write for SocketWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: writes from our buffer to a descriptor this process holds.
+            let n = unsafe { libc::write(self.0, b.as_ptr().cast(), b.len()) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {
+                    let mut p = libc::pollfd { fd: self.0, events: libc::POLLOUT, revents: 0 };
+                    // SAFETY: one valid pollfd.
+                    let r = unsafe { libc::poll(&mut p, 1, DUMPWORLD_STALL.as_millis() as i32) };
+                    if r == 0 {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading"));
+                    }
+                }
+                _ => return Err(e),
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Server {
+    /// The replication metadata a snapshot of the current dataset carries.
+    fn snapshot_meta(&self) -> snapshot::Meta {
+        snapshot::Meta {
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+            created_unix_ms: now_ms(),
+            replid: self.engine.repl.replid.to_string(),
+            logical_offset: self.engine.repl.offset,
+            // No Kafka journal yet: the broker cursors are unknown.
+            kafka_acked_offset: -1,
+            kafka_consumer_position: -1,
+        }
+    }
+
+    /// Mutations since the last successful save.
+    pub(crate) fn changes_since_save(&self) -> u64 {
+        self.engine.repl.offset.saturating_sub(self.snapshots.last_save_offset)
+    }
+
+    /// The save path, or the error a save command answers without one.
+    fn save_path(&self) -> Result<PathBuf, String> {
+        self.snapshots.path.clone().ok_or_else(|| {
+            "ERR no snapshot path: start goblin-core with --load PATH (snapshots load from and save to it)".to_string()
+        })
+    }
+
+    /// SAVE: writes the snapshot on the server thread (every client waits, as in Redis).
+    pub(crate) fn save_foreground(&mut self) -> Result<(), String> {
+        let path = self.save_path()?;
+        let meta = self.snapshot_meta();
+        let started = Instant::now();
+        let ks = &self.engine.ks;
+        let delay = self.cfg.snapshot_block_delay_us;
+        let result =
+            snapshot::save_atomic(&path, |w| snapshot::write(w, ks, &meta, &mut |_| block_delay(delay)));
+        match result {
+            Ok(summary) => {
+                info!(
+                    "DB saved on disk: {} keys, {} bytes in {:.3} s",
+                    summary.keys,
+                    summary.bytes,
+                    started.elapsed().as_secs_f64()
+                );
+                self.snapshots.last_save_unix = now_ms() / 1000;
+                self.snapshots.last_save_offset = meta.logical_offset;
+                self.snapshots.saves += 1;
+                Ok(())
+            }
+            Err(e) => {
+                error!("SAVE to {} failed: {e}", path.display());
+                self.snapshots.last_bgsave_ok = false;
+                Err(format!("ERR snapshot save to {} failed: {e}", path.display()))
+            }
+        }
+    }
+
+    /// Forks a child that runs `job` on the frozen dataset and reports on a status pipe.
+    /// `job` returns a short detail for the log, or an error message.
+    fn fork_child(
+        &mut self,
+        kind: ChildKind,
+        job: impl FnOnce() -> Result<String, String>,
+    ) -> io::Result<libc::pid_t> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 fills the two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let listeners = self.listener_fds();
+        // SAFETY: fork in a process whose only thread is this one (the server owns no other
+        // threads); the child only writes files and sockets, then _exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: closing the pipe we just made.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(e);
+        }
+        if pid == 0 {
+            // The child: run the job, report, exit without unwinding into the parent's code.
+            // SAFETY: closing our copies of the read end and of the listeners (an orphaned
+            // child must not keep the port from a restarted server).
+            unsafe {
+                libc::close(fds[0]);
+                for fd in listeners {
+                    libc::close(fd);
+                }
+            }
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                .unwrap_or_else(|_| Err("the child panicked".to_string()));
+            let cow = private_dirty_bytes();
+            let (code, line) = match result {
+                Ok(detail) => (0, format!("ok {cow} {detail}\n")),
+                Err(e) => (1, format!("err {cow} {e}\n")),
+            };
+            // SAFETY: fds[1] is our status pipe; _exit skips every destructor and handler.
+            unsafe {
+                libc::write(fds[1], line.as_ptr().cast(), line.len());
+                libc::_exit(code);
+            }
+        }
+        // SAFETY: the parent keeps the read end only.
+        unsafe { libc::close(fds[1]) };
+        // SAFETY: fds[0] is a valid descriptor we own from here on.
+        let status = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+        self.snapshots.children.push(Child { pid, kind, started: Instant::now(), status });
+        self.engine.ks.set_avoid_resize(true);
+        Ok(pid)
+    }
+
+    /// BGSAVE: forks a child that writes the fork-time image. Err is the reply's error text.
+    pub(crate) fn start_bgsave(&mut self) -> Result<(), String> {
+        let path = self.save_path()?;
+        if self.snapshots.bgsave_child().is_some() {
+            return Err("ERR Background save already in progress".to_string());
+        }
+        let meta = self.snapshot_meta();
+        let offset = meta.logical_offset;
+        self.snapshots.last_bgsave_try = Some(Instant::now());
+        let ks: *const store::Keyspace = &self.engine.ks;
+        let delay = self.cfg.snapshot_block_delay_us;
+        let job = move || {
+            // SAFETY: runs only in the child, where the keyspace is the parent's frozen image
+            // and nothing else touches it.
+            let ks = unsafe { &*ks };
+            snapshot::save_atomic(&path, |w| snapshot::write(w, ks, &meta, &mut |_| block_delay(delay)))
+                .map(|s| format!("{} keys, {} bytes", s.keys, s.bytes))
+                .map_err(|e| format!("writing {}: {e}", path.display()))
+        };
+        match self.fork_child(ChildKind::Bgsave { offset }, job) {
+            Ok(pid) => {
+                info!("Background saving started by pid {pid}");
+                Ok(())
+            }
+            Err(e) => {
+                self.snapshots.last_bgsave_ok = false;
+                error!("Can't save in background: fork: {e}");
+                Err(format!("ERR Can't save in background: fork: {e}"))
+            }
+        }
+    }
+
+    /// Cron: reaps finished children, then starts a scheduled or periodic save when due.
+    pub(crate) fn snapshot_cron(&mut self) {
+        if self.snapshots.child_running() {
+            self.reap_children();
+        }
+        if self.snapshots.path.is_none() || self.snapshots.bgsave_child().is_some() {
+            return;
+        }
+        if self.snapshots.scheduled {
+            self.snapshots.scheduled = false;
+            let _ = self.start_bgsave();
+            return;
+        }
+        let changes = self.changes_since_save();
+        let since = now_ms() / 1000 - self.snapshots.last_save_unix;
+        let retry_ok = self.snapshots.last_bgsave_ok
+            || self.snapshots.last_bgsave_try.is_none_or(|t| t.elapsed() >= BGSAVE_RETRY_DELAY);
+        let due =
+            self.snapshots.rules.iter().any(|&(secs, n)| changes >= n && since >= secs as i64 && changes > 0);
+        if due && retry_ok {
+            info!("{changes} changes in {since} seconds: saving");
+            let _ = self.start_bgsave();
+        }
+    }
+
+    /// Collects every child that has exited and applies its outcome.
+    fn reap_children(&mut self) {
+        let mut i = 0;
+        while i < self.snapshots.children.len() {
+            let pid = self.snapshots.children[i].pid;
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, without blocking.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == 0 {
+                i += 1;
+                continue;
+            }
+            let mut child = self.snapshots.children.swap_remove(i);
+            let mut line = String::new();
+            let _ = child.status.read_to_string(&mut line);
+            let exited_ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            let mut words = line.trim_end().splitn(3, ' ');
+            let (verdict, cow, detail) =
+                (words.next().unwrap_or(""), words.next(), words.next().unwrap_or(""));
+            let cow: u64 = cow.and_then(|c| c.parse().ok()).unwrap_or(0);
+            let ok = exited_ok && verdict == "ok";
+            let why = if line.is_empty() { describe_status(status) } else { detail.to_string() };
+            self.child_finished(child.kind, ok, cow, child.started.elapsed(), &why);
+        }
+        if !self.snapshots.child_running() {
+            self.engine.ks.set_avoid_resize(false);
+        }
+    }
+
+    fn child_finished(&mut self, kind: ChildKind, ok: bool, cow: u64, took: Duration, detail: &str) {
+        match kind {
+            ChildKind::Bgsave { offset } => {
+                self.snapshots.last_bgsave_ok = ok;
+                self.snapshots.last_bgsave_secs = took.as_secs() as i64;
+                self.snapshots.last_cow_bytes = cow;
+                if ok {
+                    self.snapshots.last_save_unix = now_ms() / 1000;
+                    self.snapshots.last_save_offset = offset;
+                    self.snapshots.saves += 1;
+                    info!(
+                        "Background saving terminated with success ({detail}; {} MB copied on write)",
+                        cow / 1_000_000
+                    );
+                } else {
+                    error!("Background saving failed: {detail}");
+                }
+            }
+            ChildKind::DumpWorld { slot, id } => {
+                if ok {
+                    info!("GOBLIN.DUMPWORLD to client id={id} done ({detail})");
+                } else {
+                    warn!("GOBLIN.DUMPWORLD to client id={id} failed: {detail}");
+                }
+                let Some(Some(conn)) = self.conns.get_mut(slot) else { return };
+                if conn.id != id {
+                    return;
+                }
+                conn.dumping = false;
+                if !ok {
+                    // The reply was cut short: the stream can no longer be framed.
+                    conn.close_now = true;
+                    self.queue_write(slot);
+                } else {
+                    // Input that arrived meanwhile is still in the socket.
+                    self.read_later(slot);
+                }
+            }
+        }
+    }
+
+    /// Stops every child (shutdown); their temporary files are removed at the next startup.
+    pub(crate) fn kill_children(&mut self) {
+        for c in self.snapshots.children.drain(..) {
+            // SAFETY: signalling and reaping our own child.
+            unsafe {
+                libc::kill(c.pid, libc::SIGKILL);
+                libc::waitpid(c.pid, std::ptr::null_mut(), 0);
+            }
+            warn!("stopped child {} ({:?}) at shutdown", c.pid, c.kind);
+        }
+    }
+
+    /// At shutdown: saves when save rules are configured (or SHUTDOWN SAVE), unless NOSAVE.
+    /// Err: the save failed, and the server must not exit (as Redis).
+    pub(crate) fn save_on_shutdown(&mut self, force_save: bool, nosave: bool) -> Result<(), String> {
+        if nosave || self.snapshots.path.is_none() || (self.snapshots.rules.is_empty() && !force_save) {
+            return Ok(());
+        }
+        self.kill_children();
+        info!("saving the final snapshot before exiting");
+        self.save_foreground()
+    }
+
+    /// SAVE | BGSAVE [SCHEDULE] | LASTSAVE
+    pub(crate) fn save_command(&mut self, c: &mut Conn, name: &str, args: &[&[u8]]) {
+        let out = &mut c.out;
+        match name {
+            "save" => match self.save_foreground() {
+                Ok(()) => reply::ok(out),
+                Err(e) => reply::error(out, e.as_bytes()),
+            },
+            "lastsave" => reply::integer(out, self.snapshots.last_save_unix),
+            _ => {
+                let schedule = match args.get(1) {
+                    None => false,
+                    Some(a) if a.eq_ignore_ascii_case(b"SCHEDULE") && args.len() == 2 => true,
+                    Some(_) => return reply::error(out, engine::errors::SYNTAX),
+                };
+                if schedule && self.snapshots.bgsave_child().is_some() {
+                    if self.snapshots.path.is_none() {
+                        return reply::error(out, self.save_path().unwrap_err().as_bytes());
+                    }
+                    self.snapshots.scheduled = true;
+                    return reply::simple(out, b"Background saving scheduled");
+                }
+                match self.start_bgsave() {
+                    Ok(()) => reply::simple(out, b"Background saving started"),
+                    Err(e) => reply::error(out, e.as_bytes()),
+                }
+            }
+        }
+    }
+
+    /// GOBLIN.DUMPWORLD: a fork-time snapshot as one bulk reply. The child first sends what the
+    /// parent still owed this client (earlier pipelined replies, in its copy of the output
+    /// buffer), then the reply; the parent neither reads nor writes this connection until the
+    /// child exits. The reply's length is found by a first, counting pass over the frozen image,
+    /// so nothing is buffered whole, in memory or on disk.
+    pub(crate) fn dumpworld(&mut self, c: &mut Conn, slot: usize) {
+        let meta = self.snapshot_meta();
+        let ks: *const store::Keyspace = &self.engine.ks;
+        let fd = c.fd;
+        let owed: *const [u8] = &c.out[c.out_pos..];
+        let job = move || {
+            // SAFETY: in the child, the parent's frozen image: nothing else touches it.
+            let (ks, owed) = unsafe { (&*ks, &*owed) };
+            let mut counter = Counter(0);
+            snapshot::write(&mut counter, ks, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
+            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
+            let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<snapshot::Summary> {
+                w.write_all(owed)?;
+                write!(w, "${}\r\n", counter.0)?;
+                let summary = snapshot::write(&mut *w, ks, &meta, &mut |_| {})?;
+                w.write_all(b"\r\n")?;
+                w.flush()?;
+                Ok(summary)
+            };
+            let summary = send(&mut w).map_err(|e| format!("sending: {e}"))?;
+            Ok(format!("{} keys, {} bytes", summary.keys, counter.0))
+        };
+        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id }, job) {
+            Ok(pid) => {
+                info!("GOBLIN.DUMPWORLD to client id={} by pid {pid}", c.id);
+                // The child sends what was owed: the parent's copy is spent.
+                c.out.clear();
+                c.out_pos = 0;
+                c.dumping = true;
+            }
+            Err(e) => {
+                reply::error(&mut c.out, format!("ERR Can't fork for GOBLIN.DUMPWORLD: {e}").as_bytes())
+            }
+        }
+    }
+
+    /// GOBLIN.LOAD path: replaces the dataset with a snapshot, at once (clients see the old
+    /// state or the new one), adopting its lineage and offset.
+    pub(crate) fn goblin_load(&mut self, c: &mut Conn, path: &[u8]) {
+        if self.cfg.kafka.is_some() || self.cfg.replica_tcp.is_some() || self.cfg.replica_uds.is_some() {
+            return reply::error(
+                &mut c.out,
+                b"ERR GOBLIN.LOAD is refused on a server with a Kafka journal or an upstream: restart it with --load so the durable boundary is validated",
+            );
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(path));
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                return reply::error(
+                    &mut c.out,
+                    format!("ERR cannot open {}: {e}", path.display()).as_bytes(),
+                )
+            }
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        match load_file(file, path, size) {
+            Ok((loaded, keys)) => {
+                let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
+                self.engine.set_replication(loaded.repl);
+                self.watches.touch_every_watch();
+                self.snapshots.last_save_offset = loaded.repl.offset;
+                info!(
+                    "GOBLIN.LOAD {}: {keys} keys; lineage {} at offset {}",
+                    path.display(),
+                    loaded.repl.replid,
+                    loaded.repl.offset
+                );
+                drop(old);
+                reply::ok(&mut c.out);
+            }
+            Err(e) => reply::error(&mut c.out, format!("ERR {e}").as_bytes()),
+        }
+    }
+
+    /// INFO persistence.
+    pub(crate) fn persistence_info(&self, t: &mut String) {
+        use std::fmt::Write as _;
+        let s = &self.snapshots;
+        let bg = s.bgsave_child();
+        let mut f = |name: &str, v: String| {
+            let _ = write!(t, "{name}:{v}\r\n");
+        };
+        f("loading", "0".into());
+        f("async_loading", "0".into());
+        f("current_cow_peak", "0".into());
+        f("current_cow_size", "0".into());
+        f("current_fork_perc", "0.00".into());
+        f("rdb_changes_since_last_save", self.changes_since_save().to_string());
+        f("rdb_bgsave_in_progress", (bg.is_some() as u8).to_string());
+        f("rdb_last_save_time", s.last_save_unix.to_string());
+        f("rdb_last_bgsave_status", if s.last_bgsave_ok { "ok" } else { "err" }.into());
+        f("rdb_last_bgsave_time_sec", s.last_bgsave_secs.to_string());
+        f("rdb_current_bgsave_time_sec", bg.map_or(-1, |c| c.started.elapsed().as_secs() as i64).to_string());
+        f("rdb_saves", s.saves.to_string());
+        f("rdb_last_cow_size", s.last_cow_bytes.to_string());
+        f("rdb_last_load_keys_expired", "0".into());
+        f("rdb_last_load_keys_loaded", s.loaded_keys.to_string());
+        f("aof_enabled", "0".into());
+        f("aof_rewrite_in_progress", "0".into());
+        f("aof_rewrite_scheduled", "0".into());
+        f("aof_last_write_status", "ok".into());
+        f("module_fork_in_progress", "0".into());
+        f("module_fork_last_cow_size", "0".into());
+    }
+}
+
+/// `--snapshot-block-delay-us`: the testing pause after each block written.
+fn block_delay(us: u64) {
+    if us > 0 {
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+fn describe_status(status: i32) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("the child was killed by signal {}", libc::WTERMSIG(status))
+    } else if libc::WIFEXITED(status) {
+        format!("the child exited with status {}", libc::WEXITSTATUS(status))
+    } else {
+        "the child ended abnormally".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_rules() {
+        assert_eq!(parse_save_rules(""), Ok(vec![]));
+        assert_eq!(parse_save_rules("3600 1 300 100"), Ok(vec![(3600, 1), (300, 100)]));
+        assert!(parse_save_rules("3600").unwrap_err().contains("pairs"));
+        assert!(parse_save_rules("3600 x").is_err());
+        assert!(parse_save_rules("-1 1").is_err());
+    }
+}

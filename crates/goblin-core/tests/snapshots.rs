@@ -1,0 +1,391 @@
+//! Native snapshots through the real binary: SAVE / BGSAVE / --load round trips, the fork-time
+//! image under a concurrent write load, crashes during saves, failed saves, damaged files,
+//! GOBLIN.DUMPWORLD with the `dumpworld` tool, and GOBLIN.LOAD.
+
+mod common;
+
+use common::{read_reply, send, temp_path, Server};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A fresh folder for one test's snapshots.
+fn folder(tag: &str) -> PathBuf {
+    let d = temp_path(tag);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn info(con: &mut redis::Connection, section: &str) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn digest(con: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+}
+
+/// (replid, offset) from INFO replication.
+fn lineage(con: &mut redis::Connection) -> (String, u64) {
+    let m = info(con, "replication");
+    (m["master_replid"].clone(), m["master_repl_offset"].parse().unwrap())
+}
+
+/// Every type, TTLs, an array with a moved insert cursor, binary and empty strings.
+fn fill(con: &mut redis::Connection, n: usize) {
+    let mut p = redis::pipe();
+    for i in 0..n {
+        p.cmd("SET").arg(format!("s:{i}")).arg(format!("value-{i}")).ignore();
+        p.cmd("SET").arg(format!("n:{i}")).arg(i).ignore();
+        p.cmd("HSET").arg(format!("h:{}", i % 50)).arg(format!("f{i}")).arg(i).ignore();
+        p.cmd("SADD").arg(format!("set:{}", i % 40)).arg(format!("m{i}")).ignore();
+        p.cmd("ZADD").arg(format!("z:{}", i % 30)).arg(i as f64 / 3.0).arg(format!("m{i}")).ignore();
+        p.cmd("RPUSH").arg(format!("l:{}", i % 20)).arg(format!("e{i}")).ignore();
+        p.cmd("ARSET").arg(format!("a:{}", i % 10)).arg(i * 7).arg(format!("v{i}")).ignore();
+    }
+    p.cmd("SET").arg(b"bin\r\n\x00key".as_slice()).arg(b"\x00\xff\r\n".as_slice()).ignore();
+    p.cmd("SET").arg("empty").arg("").ignore();
+    p.cmd("SET").arg("ttl").arg("v").arg("PX").arg(3_600_000).ignore();
+    p.cmd("PEXPIREAT").arg("h:1").arg(99_999_999_999_999i64).ignore();
+    p.cmd("ARINSERT").arg("a:cursor").arg("x").ignore();
+    p.cmd("ARSEEK").arg("a:cursor").arg(1000).ignore();
+    let _: () = p.query(con).unwrap();
+}
+
+fn wait_bgsave(con: &mut redis::Connection) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let m = info(con, "persistence");
+        if m["rdb_bgsave_in_progress"] == "0" {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "BGSAVE did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn save_then_load_restores_data_and_lineage() {
+    let dir = folder("roundtrip");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap();
+    let mut a = Server::start(&["--load", p]);
+    assert!(a.log().contains("does not exist"), "a missing snapshot starts empty with a warning");
+    let mut con = a.conn();
+    fill(&mut con, 300);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let (want_digest, want_lineage) = (digest(&mut con), lineage(&mut con));
+    let m = info(&mut con, "persistence");
+    assert_eq!(m["rdb_changes_since_last_save"], "0");
+    assert_eq!(m["rdb_last_bgsave_status"], "ok");
+    // Kill it: the snapshot alone must bring everything back.
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    let b = Server::start(&["--load", p]);
+    let mut con = b.conn();
+    assert_eq!(digest(&mut con), want_digest);
+    assert_eq!(lineage(&mut con), want_lineage, "the lineage and offset continue");
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(info(&mut con, "persistence")["rdb_last_load_keys_loaded"], keys.to_string());
+    let ttl: i64 = redis::cmd("PTTL").arg("ttl").query(&mut con).unwrap();
+    assert!(ttl > 3_000_000 && ttl <= 3_600_000, "deadlines are absolute: {ttl}");
+}
+
+#[test]
+fn shutdown_saves_when_rules_are_set_and_not_with_empty_rules() {
+    let dir = folder("shutdown");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap();
+    let mut a = Server::start(&["--load", p]);
+    let mut con = a.conn();
+    fill(&mut con, 50);
+    let want = digest(&mut con);
+    assert!(a.stop().success());
+    let mut b = Server::start(&["--load", p]);
+    let mut con = b.conn();
+    assert_eq!(digest(&mut con), want, "SIGTERM saved the final snapshot");
+    // With --save "" a shutdown does not save: the last write is lost on restart.
+    assert!(b.stop().success());
+    let mut c = Server::start(&["--load", p, "--save", ""]);
+    let mut con = c.conn();
+    let _: () = redis::cmd("SET").arg("late").arg("1").query(&mut con).unwrap();
+    assert!(c.stop().success());
+    let d = Server::start(&["--load", p]);
+    let mut con = d.conn();
+    assert_eq!(digest(&mut con), want);
+}
+
+#[test]
+fn bgsave_writes_the_fork_time_image_under_a_write_load() {
+    let dir = folder("bgsave");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap().to_string();
+    let s = Server::start(&["--load", &p, "--save", "", "--snapshot-block-delay-us", "20000"]);
+    let mut con = s.conn();
+    fill(&mut con, 20_000);
+    let _: () = redis::cmd("SET").arg("counter").arg(0).query(&mut con).unwrap();
+    let (_, base) = lineage(&mut con);
+    // From here on every write is one INCR: one mutation, one offset. So a snapshot whose
+    // header says offset o must hold counter = o - base.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let mut w = s.conn();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: i64 = redis::cmd("INCR").arg("counter").query(&mut w).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let started: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(started, "Background saving started");
+    // A second one while the first runs is refused, as Redis does.
+    let again = redis::cmd("BGSAVE").query::<String>(&mut con).unwrap_err();
+    assert!(again.to_string().contains("already in progress"), "{again}");
+    let scheduled: String = redis::cmd("BGSAVE").arg("SCHEDULE").query(&mut con).unwrap();
+    assert_eq!(scheduled, "Background saving scheduled");
+    let m = wait_bgsave(&mut con);
+    assert_eq!(m["rdb_last_bgsave_status"], "ok");
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = writer.join().unwrap();
+    assert!(writes > 0);
+    let _ = wait_bgsave(&mut con);
+    // Load the file elsewhere and check that its contents match its header's offset.
+    let copy = dir.join("copy.gcsn");
+    std::fs::copy(&path, &copy).unwrap();
+    let t = Server::start(&["--load", copy.to_str().unwrap(), "--save", ""]);
+    let mut tc = t.conn();
+    let (_, offset) = lineage(&mut tc);
+    let counter: u64 = redis::cmd("GET").arg("counter").query(&mut tc).unwrap();
+    assert_eq!(counter, offset - base, "the image is exactly the state at its offset");
+    assert!(m["rdb_last_cow_size"].parse::<u64>().is_ok());
+}
+
+/// The child's pid: the only child process of `pid`.
+fn child_of(pid: u32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The names of the save temporary files in `dir`.
+fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect()
+}
+
+/// Waits until a save's temporary file that is not in `before` exists in `dir`.
+fn wait_for_temp_file(dir: &Path, before: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if temp_files(dir).iter().any(|n| !before.contains(n)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no save started writing in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Starts a server on `path`'s snapshot and returns its digest (a check that the file loads).
+fn digest_of_file(path: &Path) -> String {
+    let copy = path.with_extension("check");
+    std::fs::copy(path, &copy).unwrap();
+    let s = Server::start(&["--load", copy.to_str().unwrap(), "--save", ""]);
+    let d = digest(&mut s.conn());
+    std::fs::remove_file(copy).ok();
+    d
+}
+
+#[test]
+fn a_crash_during_a_save_leaves_the_old_snapshot_whole() {
+    let dir = folder("crash");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap().to_string();
+    let mut s = Server::start(&["--load", &p, "--save", "", "--snapshot-block-delay-us", "50000"]);
+    let mut con = s.conn();
+    fill(&mut con, 200);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let old = digest(&mut con);
+    fill(&mut con, 20_000);
+    // 1. The BGSAVE child dies mid-write: the parent reports the failure and keeps serving.
+    let before = temp_files(&dir);
+    let _: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    // Kill the child once its temporary file exists: in the middle of the write (each block
+    // takes 50 ms here).
+    wait_for_temp_file(&dir, &before);
+    let child = child_of(s.pid()).expect("the BGSAVE child is running");
+    // SAFETY: killing the server's own child.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    let m = wait_bgsave(&mut con);
+    assert_eq!(m["rdb_last_bgsave_status"], "err");
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    assert_eq!(digest_of_file(&path), old, "the interrupted BGSAVE left the old snapshot");
+    // 2. The server itself is SIGKILLed during a foreground SAVE.
+    let port = s.port;
+    let before = temp_files(&dir);
+    let saver = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        send(&mut c, b"*1\r\n$4\r\nSAVE\r\n");
+    });
+    saver.join().unwrap();
+    wait_for_temp_file(&dir, &before);
+    s.signal(9);
+    s.wait_exit(Duration::from_secs(10)).unwrap();
+    assert_eq!(digest_of_file(&path), old, "the interrupted SAVE left the old snapshot");
+    // A restart removes what the interrupted saves left behind.
+    let _t = Server::start(&["--load", &p, "--save", ""]);
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "dump.gcsn")
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn a_failed_save_answers_an_error_keeps_the_old_file_and_keeps_serving() {
+    let dir = folder("full");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap().to_string();
+    let s = Server::start(&["--load", &p, "--save", "", "--loglevel", "info"]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let old = std::fs::read(&path).unwrap();
+    fill(&mut con, 5_000);
+    // A file-size limit on the server: writes past 64 KiB fail (EFBIG), as on a full disk.
+    let lim = libc::rlimit { rlim_cur: 64 * 1024, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: prlimit on our own child with a valid struct.
+    let rc = unsafe { libc::prlimit(s.pid() as i32, libc::RLIMIT_FSIZE, &lim, std::ptr::null_mut()) };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let err = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("failed"), "{err}");
+    assert_eq!(info(&mut con, "persistence")["rdb_last_bgsave_status"], "err");
+    let _: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(wait_bgsave(&mut con)["rdb_last_bgsave_status"], "err");
+    assert_eq!(std::fs::read(&path).unwrap(), old, "the old snapshot is untouched");
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    // An unwritable folder (it is gone): the same.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: as above.
+    unsafe { libc::prlimit(s.pid() as i32, libc::RLIMIT_FSIZE, &lim, std::ptr::null_mut()) };
+    let err = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("failed"), "{err}");
+    let n: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert!(n > 5_000);
+}
+
+#[test]
+fn a_damaged_snapshot_refuses_to_start_and_names_the_damage() {
+    let dir = folder("damaged");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap().to_string();
+    {
+        let s = Server::start(&["--load", &p, "--save", ""]);
+        let mut con = s.conn();
+        fill(&mut con, 2_000);
+        let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--port", "0", "--load", &p])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&p) && err.contains("block") && err.contains("byte"), "{err}");
+    assert!(!err.contains("listening on"), "{err}");
+}
+
+#[test]
+fn save_without_a_path_is_refused() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let err = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("--load"), "{err}");
+    let err = redis::cmd("BGSAVE").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("--load"), "{err}");
+}
+
+#[test]
+fn dumpworld_bootstraps_a_second_server() {
+    let a = Server::start(&["--save", ""]);
+    let mut con = a.conn();
+    fill(&mut con, 3_000);
+    let want = (digest(&mut con), lineage(&mut con));
+    // Pipelined around other commands, the reply keeps its place.
+    let mut raw = a.raw();
+    send(&mut raw, b"PING\r\n*1\r\n$16\r\nGOBLIN.DUMPWORLD\r\nPING\r\n");
+    assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
+    let bulk = read_reply(&mut raw);
+    assert!(bulk.starts_with(b"$") && bulk.len() > 1000);
+    assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
+    // The tool installs it; a server started on it has the same data and lineage.
+    let dir = folder("dumpworld");
+    let out = dir.join("replica.gcsn");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args([
+            "dumpworld",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &a.port.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let b = Server::start(&["--load", out.to_str().unwrap(), "--save", ""]);
+    let mut bc = b.conn();
+    assert_eq!((digest(&mut bc), lineage(&mut bc)), want);
+    // Against a server that does not answer a snapshot, the tool fails and installs nothing.
+    let bad = dir.join("bad.gcsn");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["dumpworld", "--host", "127.0.0.1", "--port", "1", "-o", bad.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(!status.success());
+    assert!(!bad.exists());
+}
+
+#[test]
+fn goblin_load_replaces_the_dataset() {
+    let dir = folder("goblinload");
+    let path = dir.join("src.gcsn");
+    let a = Server::start(&["--load", path.to_str().unwrap(), "--save", ""]);
+    let mut ac = a.conn();
+    fill(&mut ac, 500);
+    let _: () = redis::cmd("SAVE").query(&mut ac).unwrap();
+    let want = (digest(&mut ac), lineage(&mut ac));
+    let b = Server::start(&[]);
+    let mut bc = b.conn();
+    let _: () = redis::cmd("SET").arg("only-in-b").arg("1").query(&mut bc).unwrap();
+    let before = digest(&mut bc);
+    let err = redis::cmd("GOBLIN.LOAD")
+        .arg(dir.join("missing.gcsn").to_str().unwrap())
+        .query::<()>(&mut bc)
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot open"), "{err}");
+    assert_eq!(digest(&mut bc), before, "a failed load changes nothing");
+    let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut bc).unwrap();
+    assert_eq!((digest(&mut bc), lineage(&mut bc)), want);
+}
