@@ -148,7 +148,9 @@ impl Config {
         let not_yet = |flag: &str, needs: &str| {
             Err(format!("{flag} needs {needs}, which this build of goblin-core does not have yet"))
         };
-        if self.kafka.is_some() {
+        if let Some(k) = &self.kafka {
+            // A malformed value is named as such even before the journal exists.
+            crate::journal::target::parse(k)?;
             return not_yet("--kafka", "the Kafka write log");
         }
         if self.replica_tcp.is_some() || self.replica_uds.is_some() {
@@ -213,5 +215,7 @@ mod tests {
             let err = c.validate().unwrap_err();
             assert!(err.starts_with(flag) && err.contains("does not have yet"), "{err}");
         }
+        let c = Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?acks=1"]).unwrap();
+        assert!(c.validate().unwrap_err().contains("'acks' cannot be set"));
     }
 }

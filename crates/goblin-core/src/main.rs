@@ -8,6 +8,8 @@
 //! - [`conn`]: per-connection state.
 //! - [`batches`]: the one call site that commits each atomic unit and hands it to the sinks.
 //! - [`watch`]: WATCH/UNWATCH, a batch sink.
+//! - [`snapshots`]: --load, SAVE, BGSAVE, GOBLIN.DUMPWORLD, GOBLIN.LOAD; [`dumpworld`] the tool.
+//! - [`journal`]: the Kafka write journal (so far: the `--kafka` value).
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
 mod batches;
@@ -17,6 +19,7 @@ mod config;
 mod conn;
 mod dispatch;
 mod dumpworld;
+mod journal;
 mod server;
 mod snapshots;
 mod stats;

@@ -149,6 +149,28 @@ mod tests {
         }
     }
 
+    /// 512 fields and values of 64 bytes each fill the small form past 64 KiB: converting it to
+    /// the indexed form must still address every record (16-bit record offsets).
+    #[test]
+    fn a_full_small_hash_of_long_fields_converts_whole() {
+        let mut h = Hash::new();
+        let field = |i: usize| format!("{i:064}").into_bytes();
+        let value = |i: usize| format!("{:064}", i * 7).into_bytes();
+        for i in 0..512 {
+            h.set(&field(i), &value(i));
+        }
+        assert_eq!(h.encoding(), "listpack");
+        h.set(b"x", b"y");
+        assert_eq!(h.encoding(), "hashtable");
+        for i in 0..512 {
+            assert_eq!(h.get(&field(i)), Some(&value(i)[..]), "field {i}");
+        }
+        assert_eq!(h.get(b"x"), Some(&b"y"[..]));
+        assert!(h.remove(&field(300)));
+        assert_eq!(h.get(&field(300)), None);
+        assert_eq!(h.len(), 512);
+    }
+
     #[test]
     fn encoding_follows_redis_thresholds() {
         let mut h = Hash::new();

@@ -623,7 +623,13 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         let off = buf.len();
         reserve(buf, need);
         encode::<PAIRS>(buf, key, val);
-        addr(ci, off)
+        // Small mode addresses nothing (its one chunk may pass what 16 bits address; see
+        // `build_index`); indexed chunks start a new one before 32 KiB, so `off` fits.
+        if indexed {
+            addr(ci, off)
+        } else {
+            EMPTY
+        }
     }
 
     /// Flags the record at `a` dead and compacts its chunk once it is mostly dead.
@@ -680,11 +686,29 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     fn build_index(&mut self) {
         let len = self.small_count();
         let mut t = Table::new(bits_for(len.max(small_max_entries(PAIRS))));
-        if let Some(c) = self.chunks.first() {
+        // The small chunk can outgrow what a 16-bit record offset addresses (512 pairs of
+        // 64-byte fields and values make about 66 KiB): cut it into indexed-size chunks first.
+        // Small mode holds no dead records, so every record moves.
+        if self.chunks.first().is_some_and(|c| c.buf.len() > MAX_OFFSET) {
+            let small = std::mem::take(&mut self.chunks).remove(0).buf;
+            let mut at = 0;
+            let mut cur = Vec::new();
+            while at < small.len() {
+                let end = decode::<PAIRS>(&small, at).end;
+                if cur.len() >= CHUNK_TARGET {
+                    self.chunks.push(Chunk { buf: std::mem::take(&mut cur) });
+                }
+                cur.extend_from_slice(&small[at..end]);
+                at = end;
+            }
+            cur.shrink_to_fit();
+            self.chunks.push(Chunk { buf: cur });
+        }
+        for (ci, c) in self.chunks.iter().enumerate() {
             let mut at = 0;
             while at < c.buf.len() {
                 let r = decode::<PAIRS>(&c.buf, at);
-                t.insert(hash_bytes(&c.buf[r.key]), addr(0, at));
+                t.insert(hash_bytes(&c.buf[r.key]), addr(ci, at));
                 at = r.end;
             }
         }
