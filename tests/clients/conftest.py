@@ -3,6 +3,9 @@
 The server is the real binary (GOBLIN_CORE_BIN, or the default cargo target path), listening on a
 free loopback port and on a Unix socket in a temporary directory. Every test gets an empty keyspace
 through the `r` fixture, so tests do not depend on one another's data.
+
+Every test that uses the `server` fixture runs twice: with redis-py's default settings (RESP3,
+the default of redis-py 8: `HELLO 3` on connect) and with `protocol=2`, the RESP2 run.
 """
 
 import os
@@ -39,17 +42,30 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, port: int, unixsocket: str, proc: subprocess.Popen, log_path: str):
+    def __init__(self, port: int, unixsocket: str, proc: subprocess.Popen, log_path: str, protocol=None):
         self.host = "127.0.0.1"
         self.port = port
         self.unixsocket = unixsocket
         self.proc = proc
         self.log_path = log_path
+        # None: the client library's default (RESP3 for redis-py 8); 2: RESP2 chosen explicitly.
+        self.protocol = protocol
+
+    def with_protocol(self, protocol):
+        return Server(self.port, self.unixsocket, self.proc, self.log_path, protocol)
+
+    @property
+    def resp(self) -> int:
+        """The protocol the clients of this run speak."""
+        return self.protocol or redis.utils.DEFAULT_RESP_VERSION
+
+    def protocol_kw(self) -> dict:
+        """Keyword arguments that select this run's protocol (none for the default run)."""
+        return {} if self.protocol is None else {"protocol": self.protocol}
 
     def client(self, **kw) -> redis.Redis:
-        # protocol=2 is explicit because redis-py 8 defaults to RESP3 (HELLO 3), which goblin-core
-        # answers with NOPROTO; see test_default_resp3_handshake_is_refused_cleanly.
-        kw.setdefault("protocol", 2)
+        for k, v in self.protocol_kw().items():
+            kw.setdefault(k, v)
         kw.setdefault("socket_timeout", 10)
         return redis.Redis(host=self.host, port=self.port, **kw)
 
@@ -88,7 +104,7 @@ def start_server(tmpdir: str) -> Server:
 
 
 @pytest.fixture(scope="session")
-def server():
+def server_process():
     with tempfile.TemporaryDirectory(prefix="goblin-clients-") as tmpdir:
         srv = start_server(tmpdir)
         try:
@@ -104,6 +120,11 @@ def server():
             assert srv.proc.returncode in (0, -15), (
                 f"goblin-core exited with {srv.proc.returncode}: {Path(srv.log_path).read_text()[-4000:]}"
             )
+
+
+@pytest.fixture(scope="session", params=[None, 2], ids=["default-resp3", "resp2"])
+def server(request, server_process):
+    return server_process.with_protocol(request.param)
 
 
 @pytest.fixture

@@ -19,9 +19,10 @@ from conftest import REFERENCE
 # --- connection and handshake ---------------------------------------------------------------
 
 
-def test_default_handshake_protocol_2(server):
-    # redis-py sends CLIENT SETINFO lib-name / lib-ver on connect and ignores errors from it; the
-    # server must accept it so CLIENT LIST shows the library, as Redis 7.2 does.
+def test_default_handshake(server):
+    # redis-py sends HELLO 3 (its default) or nothing (protocol=2), then CLIENT SETINFO lib-name /
+    # lib-ver, ignoring errors from it; the server must accept it so CLIENT LIST shows the
+    # library, as Redis 7.2 does.
     c = server.client()
     assert c.ping() is True
     me = [e for e in c.client_list() if e["id"] == str(c.client_id())]
@@ -29,7 +30,7 @@ def test_default_handshake_protocol_2(server):
     if not REFERENCE:  # Debian's Redis 7.0 predates CLIENT SETINFO (7.2)
         assert me[0]["lib-name"] == "redis-py"
         assert me[0]["lib-ver"] == redis.__version__
-    assert me[0]["resp"] == "2"
+    assert me[0]["resp"] == str(server.resp)
     c.close()
 
 
@@ -44,19 +45,30 @@ def test_hello_2_is_accepted(server):
     c.close()
 
 
-@pytest.mark.skipif(REFERENCE, reason="Redis itself speaks RESP3")
-def test_default_resp3_handshake_is_refused_cleanly(server):
-    # Out of scope by design: goblin-core speaks RESP2 only. redis-py >= 8 defaults to RESP3 and
-    # does not fall back, so applications must pass protocol=2. What we require is a clear error
-    # (NOPROTO), not a hang or a garbled reply.
+def test_resp3_handshake_and_reply_types(server):
+    # redis-py 8 defaults to RESP3: HELLO 3 on connect, then RESP3's maps, sets, doubles and
+    # nulls, which its RESP3 parser turns into the same Python values as in RESP2.
     c = redis.Redis(host=server.host, port=server.port, protocol=3, socket_timeout=5)
-    with pytest.raises(ResponseError, match="NOPROTO"):
-        c.ping()
+    c.flushall()
+    assert c.ping() is True
+    assert c.client_info()["resp"] == "3"
+    hello = c.execute_command("HELLO")
+    assert hello[b"proto"] == 3 and hello[b"modules"] == [], hello
+    c.hset("h", mapping={"a": "1", "b": "2"})
+    assert c.hgetall("h") == {b"a": b"1", b"b": b"2"}
+    c.sadd("s", "x", "y")
+    assert c.smembers("s") == {b"x", b"y"}
+    c.zadd("z", {"m": 1.5, "n": 2})
+    assert c.zscore("z", "m") == 1.5
+    # Pairs come as lists in RESP3 (tuples in RESP2), from Redis too.
+    assert [tuple(p) for p in c.zrange("z", 0, -1, withscores=True)] == [(b"m", 1.5), (b"n", 2.0)]
+    assert c.get("missing") is None
+    assert c.config_get("maxmemory") == {"maxmemory": "0"}
     c.close()
 
 
 def test_unix_socket_connection(server):
-    c = redis.Redis(unix_socket_path=server.unixsocket, protocol=2, socket_timeout=10)
+    c = redis.Redis(unix_socket_path=server.unixsocket, socket_timeout=10, **server.protocol_kw())
     c.flushall()
     assert c.set("via-unix", "yes") is True
     assert server.client().get("via-unix") == b"yes"
@@ -67,7 +79,8 @@ def test_unix_socket_connection(server):
 
 
 def test_decode_responses_and_url(server):
-    c = redis.Redis.from_url(f"redis://{server.host}:{server.port}/0?protocol=2", decode_responses=True)
+    query = f"?protocol={server.protocol}" if server.protocol else ""
+    c = redis.Redis.from_url(f"redis://{server.host}:{server.port}/0{query}", decode_responses=True)
     c.set("k", "välue")
     assert c.get("k") == "välue"
     c.close()
@@ -437,7 +450,7 @@ def test_watch_error_raised_without_retry(server, r):
 
 def test_concurrent_transactions_keep_counter_exact(server, r):
     # Several threads do a read-modify-write under WATCH; retries must make the result exact.
-    pool = redis.ConnectionPool(host=server.host, port=server.port, protocol=2, max_connections=8)
+    pool = redis.ConnectionPool(host=server.host, port=server.port, max_connections=8, **server.protocol_kw())
     c = redis.Redis(connection_pool=pool)
     c.set("ctr", 0)
 
@@ -464,7 +477,7 @@ def test_concurrent_transactions_keep_counter_exact(server, r):
 
 def test_connection_pool_threads(server, r):
     pool = redis.BlockingConnectionPool(
-        host=server.host, port=server.port, protocol=2, max_connections=4, timeout=20
+        host=server.host, port=server.port, max_connections=4, timeout=20, **server.protocol_kw()
     )
     errors = []
 

@@ -25,6 +25,10 @@ pub struct Ctx<'a> {
     pub block: Option<crate::engine::BlockOn>,
     /// True when a parked blocking command is being retried (it must not park twice).
     pub retrying_blocked: bool,
+    /// The protocol of the connection the reply goes to: handlers pass it to the typed reply
+    /// writers (`reply::map_len`, `reply::null_bulk`, ...). It shapes the reply only; mutations
+    /// emitted through [`Ctx::emit`] are RESP2 whatever the client speaks.
+    pub proto: resp::Proto,
 }
 
 impl<'a> Ctx<'a> {

@@ -8,6 +8,7 @@ use crate::errors;
 use crate::mutation::Replication;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use resp::Proto;
 use store::{Keyspace, Millis};
 
 /// Counters INFO reports.
@@ -118,7 +119,9 @@ impl Engine {
     }
 
     /// Runs a data command whose spec and arity the caller has already checked. Its mutations
-    /// join the pending batch; the caller commits it when the atomic unit ends.
+    /// join the pending batch; the caller commits it when the atomic unit ends. The reply is
+    /// written in `proto`, the protocol of the connection it goes to; the mutations are RESP2
+    /// whatever `proto` is.
     ///
     /// A panicking handler is a bug; it must not take every other client down, nor leave the
     /// store and the mutation stream disagreeing. A read's only changes are lazy expiries, each
@@ -130,6 +133,7 @@ impl Engine {
         args: &[&[u8]],
         now: Millis,
         out: &mut Vec<u8>,
+        proto: Proto,
         retrying_blocked: bool,
     ) -> Outcome {
         let Handler::Data(handler) = spec.handler else {
@@ -146,6 +150,7 @@ impl Engine {
             ready_keys: &mut self.ready_keys,
             block: None,
             retrying_blocked,
+            proto,
         };
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, out, args)));
         let block = ctx.block.take();
@@ -166,9 +171,15 @@ impl Engine {
             None => Outcome::Done,
         }
     }
-    /// Looks up, checks arity and runs a data command. Server commands and unknown commands get
-    /// an error reply. Used by tests, replay and anything without a connection.
+    /// Looks up, checks arity and runs a data command, replying in RESP2. Server commands and
+    /// unknown commands get an error reply. Used by tests, replay and anything without a
+    /// connection.
     pub fn run(&mut self, args: &[&[u8]], now: Millis, out: &mut Vec<u8>) -> Outcome {
+        self.run_proto(args, now, out, Proto::Resp2)
+    }
+
+    /// [`Engine::run`], replying in protocol `proto` (tests of the RESP3 reply shapes).
+    pub fn run_proto(&mut self, args: &[&[u8]], now: Millis, out: &mut Vec<u8>, proto: Proto) -> Outcome {
         let Some(spec) = crate::command::lookup(args[0]) else {
             errors::unknown_command(out, args);
             return Outcome::Done;
@@ -181,7 +192,7 @@ impl Engine {
             resp::reply::error(out, b"ERR this command needs a connection");
             return Outcome::Done;
         }
-        self.execute(spec, args, now, out, false)
+        self.execute(spec, args, now, out, proto, false)
     }
 
     /// Active expiry: removes up to `max_keys` keys past their deadline, examining at most

@@ -155,7 +155,7 @@ impl Engine {
         // its producer sent it: the semantics the primary applied it with.
         self.replaying = offset.is_some();
         let mut out = Vec::new();
-        let outcome = self.execute(spec, &argv, now, &mut out, false);
+        let outcome = self.execute(spec, &argv, now, &mut out, resp::Proto::Resp2, false);
         self.replaying = was_replaying;
         match outcome {
             Outcome::WritePanicked => return Err(RecordError::Panicked { command: spec.name.to_string() }),

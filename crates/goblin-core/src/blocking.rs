@@ -133,7 +133,7 @@ impl Server {
             conn.parked = Some(p);
             return false;
         };
-        let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, true);
+        let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
         // A served retry is an atomic unit of its own.
         self.commit_batch(engine::Origin::BlockedRetry);
         conn.parked = Some(p);
@@ -152,7 +152,7 @@ impl Server {
         if error {
             resp::reply::error(&mut conn.out, b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
-            resp::reply::null_array(&mut conn.out);
+            resp::reply::null_array(&mut conn.out, conn.proto);
         }
         self.unpark(&mut conn, slot);
         self.conns[slot] = Some(conn);
@@ -160,8 +160,8 @@ impl Server {
         true
     }
 
-    /// Answers `*-1` (null array, as Redis does for every blocking type) to clients whose
-    /// deadline has passed.
+    /// Answers a null array (`*-1`, `_` in RESP3, as Redis does for every blocking type) to
+    /// clients whose deadline has passed.
     pub(crate) fn expire_blocked(&mut self, now: Millis) {
         while let Some(&(d, _, slot, id)) = self.blocked.by_deadline.first() {
             if d > now {
@@ -176,7 +176,7 @@ impl Server {
                 self.conns[slot] = Some(conn);
                 continue;
             }
-            resp::reply::null_array(&mut conn.out);
+            resp::reply::null_array(&mut conn.out, conn.proto);
             self.unpark(&mut conn, slot);
             self.conns[slot] = Some(conn);
             self.queue_write(slot);

@@ -131,6 +131,10 @@ pub struct Conn {
     /// Keys this client WATCHes (see [`crate::watch`]).
     pub watching: Vec<Vec<u8>>,
     pub reply_mode: ReplyMode,
+    /// The reply protocol, chosen with HELLO (RESP2 until then; RESET returns to it). Every
+    /// reply to this client, including late ones (a served or timed-out blocking command),
+    /// is written in it.
+    pub proto: resp::Proto,
     pub no_evict: bool,
     pub no_touch: bool,
     /// A forked child is sending this client a GOBLIN.DUMPWORLD reply over the same socket:
@@ -176,6 +180,7 @@ impl Conn {
             multi: None,
             watching: Vec::new(),
             reply_mode: ReplyMode::On,
+            proto: resp::Proto::Resp2,
             no_evict: false,
             no_touch: false,
             dumping: false,

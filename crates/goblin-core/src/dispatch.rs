@@ -130,7 +130,8 @@ impl Server {
     }
 
     /// Executes a command whose name and arity were checked. Inside EXEC a blocking command
-    /// that finds nothing answers at once (`*-1`), as Redis does, instead of parking.
+    /// that finds nothing answers at once (a null: `*-1`, or `_` in RESP3), as Redis does,
+    /// instead of parking. Replies are in the connection's protocol, inside EXEC too.
     fn execute(
         &mut self,
         conn: &mut Conn,
@@ -142,9 +143,11 @@ impl Server {
     ) {
         match spec.handler {
             Handler::Data(_) => {
-                if let Outcome::Blocked(on) = self.run_engine(spec, args, now, &mut conn.out, false) {
+                if let Outcome::Blocked(on) =
+                    self.run_engine(spec, args, now, &mut conn.out, conn.proto, false)
+                {
                     if in_exec {
-                        reply::null_array(&mut conn.out);
+                        reply::null_array(&mut conn.out, conn.proto);
                     } else {
                         self.park(conn, slot, args, on.keys, on.deadline);
                     }
@@ -166,9 +169,10 @@ impl Server {
         args: &[&[u8]],
         now: i64,
         out: &mut Vec<u8>,
+        proto: resp::Proto,
         retrying_blocked: bool,
     ) -> Outcome {
-        match self.engine.execute(spec, args, now, out, retrying_blocked) {
+        match self.engine.execute(spec, args, now, out, proto, retrying_blocked) {
             Outcome::WritePanicked => self.fail_stop(spec.name),
             outcome => outcome,
         }
@@ -220,7 +224,7 @@ impl Server {
                 if self.watches.is_dirty(conn) {
                     // A watched key changed since WATCH: the transaction does not run.
                     self.watches.unwatch_all(conn);
-                    reply::null_array(&mut conn.out);
+                    reply::null_array(&mut conn.out, conn.proto);
                     return;
                 }
                 self.watches.unwatch_all(conn);

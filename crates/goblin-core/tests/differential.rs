@@ -5,6 +5,9 @@
 //! commands with random replies (SPOP, RANDOMKEY, ...) are compared by shape (their effect on the
 //! data is still checked by every later command). The key space is tiny so that commands collide
 //! and wrong-type paths are hit often. A failure prints the seed, the command and both replies.
+//!
+//! The whole run happens twice: in RESP2, and in RESP3 (each connection sends `HELLO 3` first),
+//! where the same sequences must bring the same maps, sets, doubles and nulls.
 
 mod common;
 
@@ -29,18 +32,26 @@ enum Cmp {
     Shape,
 }
 
-/// A raw RESP2 connection: sends a command, reads one reply frame.
+/// A raw connection in RESP2 or RESP3: sends a command, reads one reply frame.
 struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
 }
 
 impl Conn {
-    fn open(port: u16) -> Conn {
+    /// Connects and, for `proto` 3, switches the connection to RESP3 with HELLO.
+    fn open(port: u16, proto: u8) -> Conn {
         let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         stream.set_nodelay(true).unwrap();
-        Conn { stream, buf: Vec::new() }
+        let mut c = Conn { stream, buf: Vec::new() };
+        if proto == 3 {
+            match c.call(&[b"HELLO".to_vec(), b"3".to_vec()]) {
+                Frame::Map(_) => {}
+                other => panic!("HELLO 3 answered {other:?}"),
+            }
+        }
+        c
     }
 
     fn call(&mut self, args: &[Vec<u8>]) -> Frame {
@@ -66,6 +77,15 @@ fn normalize(f: Frame, cmp: Cmp) -> Frame {
             items.sort_by_key(|i| format!("{i:?}"));
             Frame::Array(Some(items))
         }
+        (Cmp::Unordered, Frame::Set(mut items)) => {
+            items.sort_by_key(|i| format!("{i:?}"));
+            Frame::Set(items)
+        }
+        (Cmp::UnorderedPairs, Frame::Map(mut pairs)) => {
+            pairs.sort_by_key(|p| format!("{p:?}"));
+            Frame::Map(pairs)
+        }
+        (Cmp::Shape, Frame::Set(items)) => Frame::Set(vec![Frame::Integer(items.len() as i64)]),
         (Cmp::UnorderedPairs, Frame::Array(Some(items))) => {
             let mut pairs: Vec<Vec<Frame>> = items.chunks(2).map(|c| c.to_vec()).collect();
             pairs.sort_by_key(|p| format!("{p:?}"));
@@ -89,6 +109,19 @@ fn text(f: &Frame) -> String {
         Frame::Bulk(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
         Frame::Array(None) => "(nil array)".into(),
         Frame::Array(Some(items)) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(", ")),
+        Frame::Null => "_".into(),
+        Frame::Double(d) => format!(",{}", String::from_utf8_lossy(d)),
+        Frame::Boolean(b) => format!("#{b}"),
+        Frame::BigNumber(n) => format!("({}", String::from_utf8_lossy(n)),
+        Frame::Verbatim(f, t) => format!("={}:{:?}", String::from_utf8_lossy(f), String::from_utf8_lossy(t)),
+        Frame::Map(pairs) => {
+            format!(
+                "%{{{}}}",
+                pairs.iter().map(|(k, v)| format!("{}: {}", text(k), text(v))).collect::<Vec<_>>().join(", ")
+            )
+        }
+        Frame::Set(items) => format!("~[{}]", items.iter().map(text).collect::<Vec<_>>().join(", ")),
+        Frame::Push(items) => format!(">[{}]", items.iter().map(text).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -211,7 +244,10 @@ impl Gen {
                 11 => { let k = self.key(); push!("HVALS", k); cmp = Cmp::Unordered }
                 12 => { let (k, f, n) = (self.key(), self.field(), self.int()); push!("HINCRBY", k, f, n) }
                 13 => { let (k, f, n) = (self.key(), self.field(), self.float()); push!("HINCRBYFLOAT", k, f, n) }
-                14 => { let k = self.key(); push!("HRANDFIELD", k); cmp = Cmp::Shape }
+                14 => { let k = self.key(); push!("HRANDFIELD", k);
+                        // Pairs in RESP3: compared by shape, like every random pick.
+                        if self.rng.gen() { push!(self.pick(&["2", "-2", "0"]), "WITHVALUES"); }
+                        cmp = Cmp::Shape }
                 _ => { let (k, f, v) = (self.key(), self.field(), self.value()); push!("HMSET", k, f, v) }
             },
             "set" => match self.rng.gen_range(0..17) {
@@ -234,7 +270,7 @@ impl Gen {
                 15 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("SDIFFSTORE", d, k1, k2) }
                 _ => { let (k1, k2) = (self.key(), self.key()); push!("SINTERCARD", "2", k1, k2) }
             },
-            "zset" => match self.rng.gen_range(0..20) {
+            "zset" => match self.rng.gen_range(0..24) {
                 0 | 1 => { let (k, s, m) = (self.key(), self.float(), self.field()); push!("ZADD", k);
                            let o = self.pick(&["", "", "NX", "XX", "GT", "LT", "CH", "INCR", "NX XX", "GT LT"]);
                            for w in o.split_whitespace() { push!(w); } push!(s, m); }
@@ -258,6 +294,10 @@ impl Gen {
                 16 => { let (d, k1, k2) = (self.key(), self.key(), self.key()); push!("ZINTERSTORE", d, "2", k1, k2) }
                 17 => { let k = self.key(); push!("ZREVRANGE", k, "0", "-1", "WITHSCORES") }
                 18 => { let (k, m1, m2) = (self.key(), self.field(), self.field()); push!("ZMSCORE", k, m1, m2) }
+                19 => { let k = self.key(); push!("ZRANGEBYSCORE", k, "-inf", "+inf", "WITHSCORES") }
+                20 => { let k = self.key(); push!("ZRANDMEMBER", k); if self.rng.gen() { push!(self.pick(&["2", "-2"]), "WITHSCORES"); } cmp = Cmp::Shape }
+                21 => { let (k1, k2) = (self.key(), self.key()); push!("ZMPOP", "2", k1, k2, self.pick(&["MIN", "MAX"]), "COUNT", "2") }
+                22 if self.rng.gen_ratio(1, 4) => { let k = self.key(); push!("BZPOPMIN", k, "0.01") }
                 _ => { let (k1, k2) = (self.key(), self.key()); push!("ZUNION", "2", k1, k2, "WITHSCORES") }
             },
             _ /* list */ => match self.rng.gen_range(0..18) {
@@ -312,6 +352,16 @@ fn families() -> Vec<&'static str> {
 
 #[test]
 fn same_replies_as_redis() {
+    differential(2);
+}
+
+/// The same sequences in RESP3: maps, sets, doubles, nulls and pairs must match too.
+#[test]
+fn same_replies_as_redis_resp3() {
+    differential(3);
+}
+
+fn differential(proto: u8) {
     let redis = RedisServer::start();
     let goblin = Server::start(&[]);
     let mut fams = families();
@@ -325,8 +375,8 @@ fn same_replies_as_redis() {
     let mut compared = 0;
     for seed in 0..seeds {
         let mut g = Gen { rng: StdRng::seed_from_u64(seed) };
-        let mut rc = Conn::open(redis.port);
-        let mut gc = Conn::open(goblin.port);
+        let mut rc = Conn::open(redis.port, proto);
+        let mut gc = Conn::open(goblin.port, proto);
         rc.call(&[b"FLUSHALL".to_vec()]);
         gc.call(&[b"FLUSHALL".to_vec()]);
         let mut history: Vec<String> = Vec::new();
@@ -338,7 +388,7 @@ fn same_replies_as_redis() {
             if r != o {
                 let tail: Vec<&String> = history.iter().rev().take(15).rev().collect();
                 panic!(
-                    "seed {seed}: replies differ for `{}`\n redis:  {}\n goblin: {}\nlast commands:\n{tail:#?}",
+                    "RESP{proto} seed {seed}: replies differ for `{}`\n redis:  {}\n goblin: {}\nlast commands:\n{tail:#?}",
                     show(&args),
                     text(&r),
                     text(&o)
@@ -354,5 +404,5 @@ fn same_replies_as_redis() {
             assert_eq!(t1, t2, "seed {seed}: TYPE k{k}");
         }
     }
-    eprintln!("compared {compared} replies over families {fams:?}");
+    eprintln!("compared {compared} RESP{proto} replies over families {fams:?}");
 }

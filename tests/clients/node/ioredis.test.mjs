@@ -10,8 +10,8 @@ let io;
 
 before(async () => {
   server = await startServer();
-  // Default options, as an application would write them. ioredis 6 starts with HELLO 3 and, on
-  // NOPROTO, falls back to RESP2 by itself, so no protocol option is needed.
+  // Default options, as an application would write them: ioredis 6 starts with HELLO 3 and
+  // speaks RESP3 (it would fall back to RESP2 by itself on NOPROTO).
   io = new Redis({ host: server.host, port: server.port, lazyConnect: true });
   await io.connect();
 });
@@ -36,15 +36,35 @@ async function waitBlocked(n) {
   assert.fail(`no ${n} blocked client(s) seen`);
 }
 
-test('connects with the default handshake and runs in RESP2', async () => {
+test('connects with the default handshake and runs in RESP3', async () => {
   assert.equal(await io.ping(), 'PONG');
   const id = await io.client('ID');
   const mine = (await io.client('LIST')).split('\n').find((l) => l.startsWith(`id=${id} `));
   assert.ok(mine, 'own connection listed');
-  if (!server.reference) { // Redis 7.0 accepts RESP3 and predates CLIENT SETINFO
-    assert.match(mine, / resp=2( |$)/);
+  assert.match(mine, / resp=3( |$)/);
+  if (!server.reference) { // Redis 7.0 predates CLIENT SETINFO
     assert.match(mine, / lib-name=ioredis/);
   }
+});
+
+test('protocol: 2 keeps the connection in RESP2 with the same results', async () => {
+  const two = new Redis({ host: server.host, port: server.port, lazyConnect: true, protocol: 2 });
+  await two.connect();
+  const id = await two.client('ID');
+  const mine = (await two.client('LIST')).split('\n').find((l) => l.startsWith(`id=${id} `));
+  assert.match(mine, / resp=2( |$)/);
+  for (const c of [io, two]) {
+    await c.del('h2', 's2', 'z2');
+    await c.hset('h2', 'a', '1', 'b', '2');
+    assert.deepEqual(await c.hgetall('h2'), { a: '1', b: '2' });
+    await c.sadd('s2', 'x', 'y');
+    assert.deepEqual((await c.smembers('s2')).sort(), ['x', 'y']);
+    await c.zadd('z2', 1.5, 'm', 2, 'n');
+    assert.deepEqual(await c.zrange('z2', 0, -1, 'WITHSCORES'), ['m', '1.5', 'n', '2']);
+    assert.equal(await c.zscore('z2', 'm'), '1.5');
+    assert.equal(await c.get('missing'), null);
+  }
+  two.disconnect();
 });
 
 test('strings, options and counters', async () => {

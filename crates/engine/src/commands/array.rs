@@ -147,10 +147,10 @@ fn reply_u64(out: &mut Vec<u8>, v: u64) {
     }
 }
 
-fn reply_elem(out: &mut Vec<u8>, e: Option<Elem<'_>>) {
+fn reply_elem(out: &mut Vec<u8>, proto: resp::Proto, e: Option<Elem<'_>>) {
     match e {
         Some(e) => e.with_bytes(|b| reply::bulk(out, b)),
-        None => reply::null_bulk(out),
+        None => reply::null_bulk(out, proto),
     }
 }
 
@@ -280,8 +280,8 @@ fn arget(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::error(out, INVALID_INDEX);
     };
     match l {
-        Look::Array => reply_elem(out, arr(c, args[1]).get(i)),
-        _ => reply::null_bulk(out),
+        Look::Array => reply_elem(out, c.proto, arr(c, args[1]).get(i)),
+        _ => reply::null_bulk(out, c.proto),
     }
 }
 
@@ -304,7 +304,7 @@ fn armget(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         _ => None,
     };
     for i in idx {
-        reply_elem(out, a.and_then(|a| a.get(i)));
+        reply_elem(out, c.proto, a.and_then(|a| a.get(i)));
     }
 }
 
@@ -413,7 +413,7 @@ fn argetrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     reply::array_len(out, n);
     let Look::Array = l else {
         for _ in 0..n {
-            reply::null_bulk(out);
+            reply::null_bulk(out, c.proto);
         }
         return;
     };
@@ -423,7 +423,7 @@ fn argetrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     arr(c, args[1]).for_each_in(lo, hi, rev, |i, v| {
         let gap = if rev { next - i } else { i - next };
         for _ in 0..gap {
-            reply::null_bulk(out);
+            reply::null_bulk(out, c.proto);
         }
         v.with_bytes(|b| reply::bulk(out, b));
         written += gap as usize + 1;
@@ -431,7 +431,7 @@ fn argetrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         true
     });
     for _ in written..n {
-        reply::null_bulk(out);
+        reply::null_bulk(out, c.proto);
     }
 }
 
@@ -910,7 +910,7 @@ fn arop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Look::Missing => {
             return match op.as_slice() {
                 b"MATCH" | b"USED" => reply::integer(out, 0),
-                _ => reply::null_bulk(out),
+                _ => reply::null_bulk(out, c.proto),
             }
         }
         Look::Wrong => return reply::error(out, errors::WRONGTYPE),
@@ -953,7 +953,7 @@ fn arop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             });
             match acc {
                 Some(x) => reply::integer(out, x),
-                None => reply::null_bulk(out),
+                None => reply::null_bulk(out, c.proto),
             }
         }
         _ => {
@@ -971,7 +971,7 @@ fn arop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             });
             let text = if op == b"SUM" {
                 if nums.is_empty() {
-                    return reply::null_bulk(out);
+                    return reply::null_bulk(out, c.proto);
                 }
                 let decs: Option<Vec<Dec>> = nums.iter().map(|n| n.dec.filter(|_| n.f.is_finite())).collect();
                 match decs.and_then(|d| dec_sum(&d)) {
@@ -980,7 +980,7 @@ fn arop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 }
             } else {
                 match best {
-                    None => return reply::null_bulk(out),
+                    None => return reply::null_bulk(out, c.proto),
                     Some(n) => num_string(&n),
                 }
             };
@@ -1027,7 +1027,7 @@ fn arnext(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Look::Wrong => reply::error(out, errors::WRONGTYPE),
         Look::Array => match arr(c, args[1]).cursor() {
             CURSOR_UNSET => reply::integer(out, 0),
-            cur if cur == u64::MAX - 1 => reply::null_bulk(out),
+            cur if cur == u64::MAX - 1 => reply::null_bulk(out, c.proto),
             cur => reply_u64(out, cur + 1),
         },
     }
@@ -1182,7 +1182,7 @@ fn arlastitems(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     reply::array_len(out, got.len());
     for e in got {
-        reply_elem(out, e);
+        reply_elem(out, c.proto, e);
     }
 }
 
@@ -1203,7 +1203,10 @@ fn arinfo(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     // Goblin's layout in Redis's field names: a "slice" is one packed chunk; there is no
     // dense encoding and no super-directory.
     let chunks = a.chunk_count() as i64;
-    reply::array_len(out, if full { 24 } else { 14 });
+    // A map in RESP3, a flat field/value array in RESP2; the FULL averages are doubles
+    // (bulk strings in RESP2).
+    let proto = c.proto;
+    reply::map_len(out, proto, if full { 12 } else { 7 });
     reply::bulk(out, b"count");
     reply_u64(out, a.count() as u64);
     reply::bulk(out, b"len");
@@ -1228,12 +1231,12 @@ fn arinfo(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         reply::bulk(out, b"sparse-slices");
         reply::integer(out, chunks);
         reply::bulk(out, b"avg-dense-size");
-        reply::bulk(out, b"0");
+        reply::double(out, proto, b"0");
         reply::bulk(out, b"avg-dense-fill");
-        reply::bulk(out, b"0");
+        reply::double(out, proto, b"0");
         reply::bulk(out, b"avg-sparse-size");
         let avg = if chunks > 0 { a.count() as f64 / chunks as f64 } else { 0.0 };
-        reply::bulk(out, crate::util::format_f64(avg).as_bytes());
+        reply::double(out, proto, crate::util::format_f64(avg).as_bytes());
     }
 }
 

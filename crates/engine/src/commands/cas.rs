@@ -103,7 +103,7 @@ fn digest_matches(cur: StrRef<'_>, given: &[u8]) -> Result<bool, &'static [u8]> 
 /// DIGEST key
 fn digest(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     match c.read(args[1]) {
-        None => reply::null_bulk(out),
+        None => reply::null_bulk(out, c.proto),
         Some(ValueRef::Str(s)) => reply::bulk(out, &digest_hex(s)),
         Some(_) => reply::error(out, errors::WRONGTYPE),
     }

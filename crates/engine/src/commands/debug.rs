@@ -50,7 +50,14 @@ mod tests {
         let mut e = Engine::default();
         let mut out = Vec::new();
         assert_eq!(
-            e.execute(&CRASH_WRITE, &[b"DEBUG", b"CRASH-WRITE", b"k"], 0, &mut out, false),
+            e.execute(
+                &CRASH_WRITE,
+                &[b"DEBUG", b"CRASH-WRITE", b"k"],
+                0,
+                &mut out,
+                resp::Proto::Resp2,
+                false
+            ),
             Outcome::WritePanicked
         );
         // The caller must stop: nothing is committed on its behalf.
@@ -61,7 +68,14 @@ mod tests {
         e.commit(Origin::Command);
         let mut out = b"+before\r\n".to_vec();
         assert_eq!(
-            e.execute(&CRASH_READ, &[b"DEBUG", b"CRASH-READ", b"k"], 2000, &mut out, false),
+            e.execute(
+                &CRASH_READ,
+                &[b"DEBUG", b"CRASH-READ", b"k"],
+                2000,
+                &mut out,
+                resp::Proto::Resp2,
+                false
+            ),
             Outcome::Done
         );
         assert_eq!(out, b"+before\r\n-ERR internal error while executing 'debug'\r\n");

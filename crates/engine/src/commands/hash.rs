@@ -111,21 +111,22 @@ fn hget(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     match read(c, out, args[1]) {
         Ok(Some(h)) => match h.get(args[2]) {
             Some(v) => reply::bulk(out, v),
-            None => reply::null_bulk(out),
+            None => reply::null_bulk(out, c.proto),
         },
-        Ok(None) => reply::null_bulk(out),
+        Ok(None) => reply::null_bulk(out, c.proto),
         Err(()) => {}
     }
 }
 
 /// HMGET key field [field ...]
 fn hmget(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let proto = c.proto;
     let Ok(h) = read(c, out, args[1]) else { return };
     reply::array_len(out, args.len() - 2);
     for f in &args[2..] {
         match h.and_then(|h| h.get(f)) {
             Some(v) => reply::bulk(out, v),
-            None => reply::null_bulk(out),
+            None => reply::null_bulk(out, proto),
         }
     }
 }
@@ -139,9 +140,16 @@ enum Parts {
 }
 
 fn getall(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], parts: Parts) {
+    let proto = c.proto;
     let Ok(h) = read(c, out, args[1]) else { return };
-    let Some(h) = h else { return reply::array_len(out, 0) };
-    reply::array_len(out, h.len() * if matches!(parts, Parts::Both) { 2 } else { 1 });
+    let len = h.map_or(0, |h| h.len());
+    // HGETALL is a map (RESP3 `%`; a flat array of field, value in RESP2); HKEYS and HVALS
+    // are arrays in both protocols.
+    match parts {
+        Parts::Both => reply::map_len(out, proto, len),
+        _ => reply::array_len(out, len),
+    }
+    let Some(h) = h else { return };
     for (f, v) in h.iter() {
         if !matches!(parts, Parts::Values) {
             reply::bulk(out, f);
@@ -258,12 +266,12 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if args.len() == 2 {
         let Ok(h) = read(c, out, key) else { return };
         if h.is_none() {
-            return reply::null_bulk(out);
+            return reply::null_bulk(out, c.proto);
         }
         let Some(ValueRef::Hash(h)) = c.ks.get(key) else { unreachable!("read it above") };
         return match h.random(c.rng) {
             Some((f, _)) => reply::bulk(out, f),
-            None => reply::null_bulk(out),
+            None => reply::null_bulk(out, c.proto),
         };
     }
     let count =
@@ -288,8 +296,19 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::array_len(out, 0);
     }
     let Some(ValueRef::Hash(h)) = c.ks.get(key) else { unreachable!("read it above") };
-    let per = if withvalues { 2 } else { 1 };
+    // WITHVALUES answers pairs: [field, value] arrays in RESP3, flat in RESP2.
+    let proto = c.proto;
+    let header = |out: &mut Vec<u8>, n: usize| {
+        if withvalues {
+            reply::pairs_len(out, proto, n)
+        } else {
+            reply::array_len(out, n)
+        }
+    };
     let write = |out: &mut Vec<u8>, (f, v): (&[u8], &[u8])| {
+        if withvalues {
+            reply::pair(out, proto);
+        }
         reply::bulk(out, f);
         if withvalues {
             reply::bulk(out, v);
@@ -298,7 +317,7 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if count < 0 {
         // Repetitions allowed: independent uniform picks.
         let n = count.unsigned_abs() as usize;
-        reply::array_len(out, n * per);
+        header(out, n);
         for _ in 0..n {
             write(out, h.random(c.rng).expect("non-empty hash"));
         }
@@ -306,11 +325,11 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     let n = count as usize;
     if n >= h.len() {
-        reply::array_len(out, h.len() * per);
+        header(out, h.len());
         h.iter().for_each(|e| write(out, e));
         return;
     }
-    reply::array_len(out, n * per);
+    header(out, n);
     if n * 3 > h.len() {
         // Many of the fields: choose which ones by index, in one pass.
         let mut picked = rand::seq::index::sample(c.rng, h.len(), n).into_vec();

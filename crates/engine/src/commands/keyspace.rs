@@ -277,13 +277,13 @@ fn randomkey(c: &mut Ctx, out: &mut Vec<u8>, _args: &[&[u8]]) {
     // with whatever was drawn last, as Redis does when all keys are volatile on a replica.
     for _ in 0..100 {
         let Some(key) = c.ks.random_key(c.rng) else {
-            return reply::null_bulk(out);
+            return reply::null_bulk(out, c.proto);
         };
         if !c.expire_if_needed(&key) || c.replaying {
             return reply::bulk(out, &key);
         }
     }
-    reply::null_bulk(out);
+    reply::null_bulk(out, c.proto);
 }
 
 /// DBSIZE
@@ -421,7 +421,7 @@ fn object(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return errors::unknown_subcommand(out, b"object", sub);
     }
     let Some(v) = c.read(args[2]) else {
-        return reply::null_bulk(out);
+        return reply::null_bulk(out, c.proto);
     };
     if eq_ic(sub, b"encoding") {
         reply::bulk(out, v.encoding().as_bytes());

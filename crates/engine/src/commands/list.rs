@@ -331,8 +331,8 @@ fn pop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], end: End) {
     match look(c, key, true) {
         Look::Wrong => reply::error(out, errors::WRONGTYPE),
         Look::Missing => match count {
-            None => reply::null_bulk(out),
-            Some(_) => reply::null_array(out),
+            None => reply::null_bulk(out, c.proto),
+            Some(_) => reply::null_array(out, c.proto),
         },
         Look::List(_) => match count {
             None => {
@@ -411,7 +411,7 @@ fn norm_index(i: i64, len: usize) -> Option<usize> {
 fn lindex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let len = match look(c, args[1], false) {
         Look::Wrong => return reply::error(out, errors::WRONGTYPE),
-        Look::Missing => return reply::null_bulk(out),
+        Look::Missing => return reply::null_bulk(out, c.proto),
         Look::List(n) => n,
     };
     let Some(i) = parse_i64(args[2]) else {
@@ -419,7 +419,7 @@ fn lindex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     };
     match norm_index(i, len).and_then(|i| list_ref(c, args[1]).get(i)) {
         Some(v) => reply::bulk(out, &v),
-        None => reply::null_bulk(out),
+        None => reply::null_bulk(out, c.proto),
     }
 }
 
@@ -556,7 +556,7 @@ fn lpos(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Look::Wrong => return reply::error(out, errors::WRONGTYPE),
         Look::Missing => {
             return match count {
-                None => reply::null_bulk(out),
+                None => reply::null_bulk(out, c.proto),
                 Some(_) => reply::array_len(out, 0),
             }
         }
@@ -612,7 +612,7 @@ fn lpos(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     match count {
         None => match found.first() {
             Some(&p) => reply::integer(out, p as i64),
-            None => reply::null_bulk(out),
+            None => reply::null_bulk(out, c.proto),
         },
         Some(_) => {
             reply::array_len(out, found.len());
@@ -648,7 +648,7 @@ fn do_move(c: &mut Ctx, out: &mut Vec<u8>, src: &[u8], dst: &[u8], from: End, to
 fn lmove_generic(c: &mut Ctx, out: &mut Vec<u8>, src: &[u8], dst: &[u8], from: End, to: End) {
     match look(c, src, true) {
         Look::Wrong => reply::error(out, errors::WRONGTYPE),
-        Look::Missing => reply::null_bulk(out),
+        Look::Missing => reply::null_bulk(out, c.proto),
         Look::List(_) => do_move(c, out, src, dst, from, to),
     }
 }
@@ -700,7 +700,7 @@ fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs<End>) -> bool {
 fn lmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(p) = parse_mpop(out, args, 1) else { return };
     if !serve_mpop(c, out, &p) {
-        reply::null_array(out);
+        reply::null_array(out, c.proto);
     }
 }
 
@@ -708,7 +708,7 @@ fn lmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// would, which the origin never journals).
 fn block(c: &mut Ctx, out: &mut Vec<u8>, keys: Vec<Vec<u8>>, deadline: Option<Millis>) {
     if c.replaying {
-        return reply::null_array(out);
+        return reply::null_array(out, c.proto);
     }
     c.block_on(keys, deadline);
 }

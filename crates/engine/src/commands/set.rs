@@ -122,9 +122,11 @@ fn srem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// SMEMBERS key
 fn smembers(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let proto = c.proto;
     let Ok(s) = read(c, out, args[1]) else { return };
-    let Some(s) = s else { return reply::array_len(out, 0) };
-    reply::array_len(out, s.len());
+    // A set in RESP3 (`~`), as Redis answers SMEMBERS.
+    let Some(s) = s else { return reply::set_len(out, proto, 0) };
+    reply::set_len(out, proto, s.len());
     s.for_each(|m| reply::bulk(out, m));
 }
 
@@ -166,8 +168,9 @@ fn spop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     };
     match check_write(c, out, key) {
         Err(()) => return,
-        Ok(false) if count.is_some() => return reply::array_len(out, 0),
-        Ok(false) => return reply::null_bulk(out),
+        // With a count the reply is a set (`~` in RESP3), as in Redis.
+        Ok(false) if count.is_some() => return reply::set_len(out, c.proto, 0),
+        Ok(false) => return reply::null_bulk(out, c.proto),
         Ok(true) => {}
     }
     let s = set_mut(c.ks, key);
@@ -197,7 +200,10 @@ fn spop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     match count {
         None => reply::bulk(out, &popped[0]),
-        Some(_) => reply::bulk_array(out, &popped),
+        Some(_) => {
+            reply::set_len(out, c.proto, popped.len());
+            popped.iter().for_each(|m| reply::bulk(out, m));
+        }
     }
 }
 
@@ -218,7 +224,7 @@ fn srandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Ok(s) = read(c, out, key) else { return };
     let Some(count) = count else {
         return match s {
-            None => reply::null_bulk(out),
+            None => reply::null_bulk(out, c.proto),
             Some(_) => {
                 let s = set_ref(c.ks, key).expect("read it above");
                 reply::bulk(out, &s.random(c.rng).expect("non-empty set"))
@@ -371,13 +377,13 @@ fn compute(c: &mut Ctx, out: &mut Vec<u8>, op: Op, keys: &[&[u8]]) -> Result<Set
     Ok(result)
 }
 
-/// SINTER / SUNION / SDIFF: reply with the members of the result.
+/// SINTER / SUNION / SDIFF: reply with the members of the result, a set (`~` in RESP3).
 fn reply_op(c: &mut Ctx, out: &mut Vec<u8>, op: Op, keys: &[&[u8]]) {
     if op == Op::Inter {
         // Stream the intersection straight from the smallest set, without building a set.
         let Ok(present) = lookup_all(c, out, keys) else { return };
         if !present.iter().all(|&p| p) {
-            return reply::array_len(out, 0);
+            return reply::set_len(out, c.proto, 0);
         }
         let marker = reply::deferred_array_len(out);
         let mut n = 0;
@@ -385,10 +391,10 @@ fn reply_op(c: &mut Ctx, out: &mut Vec<u8>, op: Op, keys: &[&[u8]]) {
             n += 1;
             reply::bulk(out, m);
         });
-        return reply::finish_deferred_len(out, marker, n);
+        return reply::finish_deferred_set_len(out, marker, c.proto, n);
     }
     let Ok(result) = compute(c, out, op, keys) else { return };
-    reply::array_len(out, result.len());
+    reply::set_len(out, c.proto, result.len());
     result.for_each(|m| reply::bulk(out, m));
 }
 

@@ -207,7 +207,7 @@ pub(crate) fn store_string(c: &mut Ctx, key: &[u8], val: &[u8], ttl: SetTtl) {
 /// GET key
 fn get(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     match c.read(args[1]) {
-        None => reply::null_bulk(out),
+        None => reply::null_bulk(out, c.proto),
         Some(ValueRef::Str(s)) => s.with_bytes(|b| reply::bulk(out, b)),
         Some(_) => reply::error(out, errors::WRONGTYPE),
     }
@@ -297,7 +297,7 @@ fn set_generic(
     let mut old = Vec::new();
     if o.get {
         match c.read(key) {
-            None => reply::null_bulk(&mut old),
+            None => reply::null_bulk(&mut old, c.proto),
             Some(ValueRef::Str(s)) => s.with_bytes(|b| reply::bulk(&mut old, b)),
             Some(_) => return reply::error(out, errors::WRONGTYPE),
         }
@@ -326,7 +326,7 @@ fn set_generic(
     if !o.get {
         match (answer, go) {
             (SetReply::Ok, true) => reply::ok(out),
-            (SetReply::Ok, false) => reply::null_bulk(out),
+            (SetReply::Ok, false) => reply::null_bulk(out, c.proto),
             (SetReply::Int, go) => reply::integer(out, go as i64),
         }
     }
@@ -370,7 +370,7 @@ fn mget(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     for key in &args[1..] {
         match c.read(key) {
             Some(ValueRef::Str(s)) => s.with_bytes(|b| reply::bulk(out, b)),
-            _ => reply::null_bulk(out),
+            _ => reply::null_bulk(out, c.proto),
         }
     }
 }
@@ -409,7 +409,7 @@ fn msetnx(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 fn getdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let key = args[1];
     match c.read(key) {
-        None => return reply::null_bulk(out),
+        None => return reply::null_bulk(out, c.proto),
         Some(ValueRef::Str(s)) => s.with_bytes(|b| reply::bulk(out, b)),
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     }
@@ -442,7 +442,7 @@ fn getex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         _ => None,
     };
     match c.read(key) {
-        None => return reply::null_bulk(out),
+        None => return reply::null_bulk(out, c.proto),
         Some(ValueRef::Str(s)) => {
             if let Some(Err(e)) = &at {
                 return reply::error(out, e);

@@ -16,7 +16,7 @@ use crate::util::{
     self, eq_ic, format_f64, glob_match, parse_card_limit, parse_f64, parse_i64, parse_timeout, MpopArgs,
 };
 use rand::Rng;
-use resp::reply;
+use resp::{reply, Proto};
 use std::collections::HashMap;
 use store::types::ZSet;
 use store::{Millis, Plain, Value, ValueMut, ValueRef};
@@ -96,22 +96,32 @@ fn write_zset<'c>(c: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c mut ZSet>, ()
     }
 }
 
-/// Writes a score as a bulk string, formatted as Redis 7.0 does.
-fn bulk_score(out: &mut Vec<u8>, s: f64) {
+/// Writes a score formatted as Redis 7.0 does: a double in RESP3 (`,1.5`), a bulk string in
+/// RESP2. (ZSCAN is the exception: its scores are bulk strings in both; it passes RESP2.)
+fn score(out: &mut Vec<u8>, proto: Proto, s: f64) {
     // Integral scores print as plain integers (what format_f64 does), without an allocation.
     if s.fract() == 0.0 && s.abs() < 1e17 && !(s == 0.0 && s.is_sign_negative()) {
-        return reply::bulk_int(out, s as i64);
+        return reply::double(out, proto, itoa::Buffer::new().format(s as i64).as_bytes());
     }
-    reply::bulk(out, format_f64(s).as_bytes());
+    reply::double(out, proto, format_f64(s).as_bytes());
 }
 
-/// Writes (member[, score]) pairs as one flat array.
-fn reply_items(out: &mut Vec<u8>, items: &[(Vec<u8>, f64)], withscores: bool) {
-    reply::array_len(out, items.len() * if withscores { 2 } else { 1 });
+/// Writes members, or with `withscores` (member, score) pairs: an array of [member, score]
+/// arrays in RESP3, one flat array in RESP2 (Redis's shape for ZRANGE .. WITHSCORES, ZUNION,
+/// ZRANDMEMBER, ZPOPMIN with a count ...).
+fn reply_items(out: &mut Vec<u8>, proto: Proto, items: &[(Vec<u8>, f64)], withscores: bool) {
+    if withscores {
+        reply::pairs_len(out, proto, items.len());
+    } else {
+        reply::array_len(out, items.len());
+    }
     for (m, s) in items {
+        if withscores {
+            reply::pair(out, proto);
+        }
         reply::bulk(out, m);
         if withscores {
-            bulk_score(out, *s);
+            score(out, proto, *s);
         }
     }
 }
@@ -481,7 +491,7 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
     };
     if !exists {
         if f.xx {
-            return if f.incr { reply::null_bulk(out) } else { reply::integer(out, 0) };
+            return if f.incr { reply::null_bulk(out, c.proto) } else { reply::integer(out, 0) };
         }
         c.ks.insert(key, Value::ZSet(Box::new(ZSet::new())), None);
     }
@@ -556,8 +566,8 @@ fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[
     }
     if f.incr {
         match last {
-            Some(s) => bulk_score(out, s),
-            None => reply::null_bulk(out),
+            Some(s) => score(out, c.proto, s),
+            None => reply::null_bulk(out, c.proto),
         }
     } else {
         reply::integer(out, if f.ch { added + updated } else { added });
@@ -604,22 +614,23 @@ fn zscore(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     match read_zset(c, args[1]) {
         Err(()) => reply::error(out, errors::WRONGTYPE),
         Ok(z) => match z.and_then(|z| z.score(args[2])) {
-            Some(s) => bulk_score(out, s),
-            None => reply::null_bulk(out),
+            Some(s) => score(out, c.proto, s),
+            None => reply::null_bulk(out, c.proto),
         },
     }
 }
 
 /// ZMSCORE key member [member ...]
 fn zmscore(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let proto = c.proto;
     match read_zset(c, args[1]) {
         Err(()) => reply::error(out, errors::WRONGTYPE),
         Ok(z) => {
             reply::array_len(out, args.len() - 2);
             for m in &args[2..] {
                 match z.and_then(|z| z.score(m)) {
-                    Some(s) => bulk_score(out, s),
-                    None => reply::null_bulk(out),
+                    Some(s) => score(out, proto, s),
+                    None => reply::null_bulk(out, proto),
                 }
             }
         }
@@ -673,13 +684,13 @@ fn rank_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], rev: bool) {
         Ok(Some(z)) => z.rank(args[2]).map(|(r, s)| (if rev { z.len() - 1 - r } else { r }, s)),
     };
     match (found, withscore) {
-        (None, false) => reply::null_bulk(out),
-        (None, true) => reply::null_array(out),
+        (None, false) => reply::null_bulk(out, c.proto),
+        (None, true) => reply::null_array(out, c.proto),
         (Some((r, _)), false) => reply::integer(out, r as i64),
         (Some((r, s)), true) => {
             reply::array_len(out, 2);
             reply::integer(out, r as i64);
-            bulk_score(out, s);
+            score(out, c.proto, s);
         }
     }
 }
@@ -714,6 +725,7 @@ fn zrange_generic(
     first: usize,
     fixed: Option<(RangeType, bool)>,
 ) {
+    let proto = c.proto;
     let key = args[first];
     let mut rtype = fixed.map(|f| f.0);
     let mut rev = fixed.map(|f| f.1);
@@ -802,11 +814,15 @@ fn zrange_generic(
     };
     if dst.is_none() {
         // Replies are written straight from the set, without copying the members.
-        let per = if withscores { 2 } else { 1 };
+        // WITHSCORES: [member, score] pairs in RESP3, flat in RESP2 (see `reply_items`).
+        let per = if withscores && !proto.is_resp3() { 2 } else { 1 };
         let put = |out: &mut Vec<u8>, m: &[u8], s: f64| {
+            if withscores {
+                reply::pair(out, proto);
+            }
             reply::bulk(out, m);
             if withscores {
-                bulk_score(out, s);
+                score(out, proto, s);
             }
         };
         match (slice, z, &parsed) {
@@ -985,7 +1001,16 @@ fn zpop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], max: bool) {
         Ok(Some(_)) => {}
     }
     let items = pop_n(c, args[1], count, max);
-    reply_items(out, &items, true);
+    if args.len() == 3 {
+        reply_items(out, c.proto, &items, true);
+    } else {
+        // Without a count Redis answers one flat [member, score] even in RESP3.
+        reply::array_len(out, 2 * items.len());
+        for (m, s) in &items {
+            reply::bulk(out, m);
+            score(out, c.proto, *s);
+        }
+    }
 }
 
 fn zpopmin(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -1028,10 +1053,11 @@ fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs<bool>) -> Result<bool
                 reply::array_len(out, 2);
                 reply::bulk(out, key);
                 reply::array_len(out, items.len());
+                // Nested [member, score] pairs in both protocols.
                 for (m, s) in &items {
                     reply::array_len(out, 2);
                     reply::bulk(out, m);
-                    bulk_score(out, *s);
+                    score(out, c.proto, *s);
                 }
                 return Ok(true);
             }
@@ -1044,7 +1070,7 @@ fn serve_mpop(c: &mut Ctx, out: &mut Vec<u8>, p: &MpopArgs<bool>) -> Result<bool
 fn zmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(p) = parse_mpop(out, args, 1) else { return };
     if let Ok(false) = serve_mpop(c, out, &p) {
-        reply::null_array(out);
+        reply::null_array(out, c.proto);
     }
 }
 
@@ -1052,7 +1078,7 @@ fn zmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// timeout would; the origin journals nothing for a wait).
 fn block(c: &mut Ctx, out: &mut Vec<u8>, keys: &[&[u8]], deadline: Option<Millis>) {
     if c.replaying {
-        return reply::null_array(out);
+        return reply::null_array(out, c.proto);
     }
     c.block_on(keys.iter().map(|k| k.to_vec()).collect(), deadline);
 }
@@ -1078,7 +1104,7 @@ fn bzpop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], max: bool) {
                     reply::array_len(out, 3);
                     reply::bulk(out, key);
                     reply::bulk(out, m);
-                    bulk_score(out, *s);
+                    score(out, c.proto, *s);
                     return;
                 }
             }
@@ -1115,7 +1141,7 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if args.len() == 2 {
         let len = match read_zset(c, args[1]) {
             Err(()) => return reply::error(out, errors::WRONGTYPE),
-            Ok(None) => return reply::null_bulk(out),
+            Ok(None) => return reply::null_bulk(out, c.proto),
             Ok(Some(z)) => z.len(),
         };
         let r = c.rng.gen_range(0..len);
@@ -1125,7 +1151,7 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         };
         return match pick {
             Some(m) => reply::bulk(out, &m),
-            None => reply::null_bulk(out),
+            None => reply::null_bulk(out, c.proto),
         };
     }
     if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], b"withscores")) {
@@ -1188,7 +1214,7 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if whole {
         // The whole set: Redis 7.0 lists it from the highest score down.
         let items = z.range_vec(0, len, true);
-        return reply_items(out, &items, withscores);
+        return reply_items(out, c.proto, &items, withscores);
     }
     // Fetch the picks in one ordered pass over the set, then reply in the drawn order.
     let mut order: Vec<usize> = (0..ranks.len()).collect();
@@ -1200,7 +1226,7 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         picked[order[k]] = (m.to_vec(), s);
         k += 1;
     });
-    reply_items(out, &picked, withscores);
+    reply_items(out, c.proto, &picked, withscores);
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
@@ -1228,7 +1254,8 @@ fn zscan(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     });
     reply::array_len(out, 2);
     reply::bulk(out, itoa::Buffer::new().format(next).as_bytes());
-    reply_items(out, &items, true);
+    // ZSCAN's scores are bulk strings in a flat array in both protocols, as in Redis.
+    reply_items(out, Proto::Resp2, &items, true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1419,7 +1446,7 @@ fn setop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], op: SetOp, stor
         let n = store_items(c, args[1], &result, DstForm::ByContent);
         reply::integer(out, n);
     } else {
-        reply_items(out, &result, withscores);
+        reply_items(out, c.proto, &result, withscores);
     }
 }
 
@@ -2062,7 +2089,7 @@ mod tests {
         let spec = crate::command::lookup(b"bzpopmin").expect("bzpopmin");
         let args: [&[u8]; 4] = [b"BZPOPMIN", b"a", b"b", b"1.5"];
         let mut out = Vec::new();
-        let outcome = e.execute(spec, &args, 1_000, &mut out, false);
+        let outcome = e.execute(spec, &args, 1_000, &mut out, resp::Proto::Resp2, false);
         assert_eq!(
             outcome,
             Outcome::Blocked(crate::engine::BlockOn {
@@ -2075,7 +2102,7 @@ mod tests {
         // A timeout of 0 waits forever.
         let forever: [&[u8]; 3] = [b"BZPOPMAX", b"a", b"0"];
         let spec_max = crate::command::lookup(b"bzpopmax").expect("bzpopmax");
-        match e.execute(spec_max, &forever, 1_000, &mut out, false) {
+        match e.execute(spec_max, &forever, 1_000, &mut out, resp::Proto::Resp2, false) {
             Outcome::Blocked(b) => assert_eq!(b.deadline, None),
             other => panic!("{other:?}"),
         }
@@ -2084,7 +2111,7 @@ mod tests {
         assert_eq!(e.ready_keys, vec![b"b".to_vec()]);
         e.ready_keys.clear();
         muts(&mut e);
-        let outcome = e.execute(spec, &args, 1_100, &mut out, true);
+        let outcome = e.execute(spec, &args, 1_100, &mut out, resp::Proto::Resp2, true);
         assert_eq!(outcome, Outcome::Done);
         assert_eq!(out, b"*3\r\n$1\r\nb\r\n$1\r\nm\r\n$1\r\n7\r\n".to_vec());
         assert_eq!(muts(&mut e), ["ZREM b m"]);
@@ -2093,17 +2120,17 @@ mod tests {
         run(&mut e, &["ZADD", "b", "9", "p"]);
         muts(&mut e);
         let mut out = Vec::new();
-        assert_eq!(e.execute(spec, &args, 1_200, &mut out, true), Outcome::Done);
+        assert_eq!(e.execute(spec, &args, 1_200, &mut out, resp::Proto::Resp2, true), Outcome::Done);
         assert_eq!(out, b"*3\r\n$1\r\nb\r\n$1\r\nn\r\n$1\r\n8\r\n".to_vec());
         // BZMPOP parks on its keys too, and a replica never parks.
         let bz: [&[u8]; 5] = [b"BZMPOP", b"0.01", b"1", b"x", b"MIN"];
         let spec_m = crate::command::lookup(b"bzmpop").expect("bzmpop");
         let mut out = Vec::new();
         assert!(
-            matches!(e.execute(spec_m, &bz, 1_000, &mut out, false), Outcome::Blocked(ref b) if b.keys == vec![b"x".to_vec()] && b.deadline == Some(1_010))
+            matches!(e.execute(spec_m, &bz, 1_000, &mut out, resp::Proto::Resp2, false), Outcome::Blocked(ref b) if b.keys == vec![b"x".to_vec()] && b.deadline == Some(1_010))
         );
         e.replaying = true;
-        assert_eq!(e.execute(spec_m, &bz, 1_000, &mut out, false), Outcome::Done);
+        assert_eq!(e.execute(spec_m, &bz, 1_000, &mut out, resp::Proto::Resp2, false), Outcome::Done);
         assert_eq!(out, b"*-1\r\n".to_vec());
     }
 

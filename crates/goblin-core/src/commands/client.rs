@@ -28,7 +28,7 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
         b"getname" => {
             if sub_arity_ok(out, args, 2) {
                 if c.name.is_empty() {
-                    reply::null_bulk(out);
+                    reply::null_bulk(out, c.proto);
                 } else {
                     reply::bulk(out, &c.name);
                 }
@@ -48,7 +48,8 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
             if sub_arity_ok(out, args, 2) {
                 let mut line = String::new();
                 describe(c, &mut line);
-                reply::bulk(&mut c.out, line.as_bytes());
+                // Text for people: a verbatim string in RESP3, as in Redis.
+                reply::verbatim(&mut c.out, c.proto, b"txt", line.as_bytes());
             }
         }
         b"list" => list(s, c, args),
@@ -194,7 +195,7 @@ fn describe(c: &Conn, t: &mut String) {
         t,
         "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub=0 psub=0 ssub=0 \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
-         tot-mem={tot} events={events} cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}",
+         tot-mem={tot} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -207,6 +208,7 @@ fn describe(c: &Conn, t: &mut String) {
         c.out_pending(),
         c.out.capacity(),
         c.last_cmd,
+        c.proto.version(),
         String::from_utf8_lossy(&c.lib_name),
         String::from_utf8_lossy(&c.lib_ver),
     );
@@ -266,7 +268,7 @@ fn list(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             }
         }
     }
-    reply::bulk(&mut c.out, text.as_bytes());
+    reply::verbatim(&mut c.out, c.proto, b"txt", text.as_bytes());
 }
 
 /// CLIENT KILL addr | CLIENT KILL <filter> <value> ...

@@ -6,15 +6,16 @@ use super::{help, sub_arity_ok};
 use crate::conn::Conn;
 use engine::command::all;
 use engine::{errors, syntax, CommandSpec, Flags};
-use resp::reply;
+use resp::{reply, Proto};
 
 pub fn command(c: &mut Conn, args: &[&[u8]]) {
+    let proto = c.proto;
     let out = &mut c.out;
     if args.len() == 1 {
         let specs: Vec<_> = all().collect();
         reply::array_len(out, specs.len());
         for s in specs {
-            write_info(out, s);
+            write_info(out, proto, s);
         }
         return;
     }
@@ -30,15 +31,15 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
                 let specs: Vec<_> = all().collect();
                 reply::array_len(out, specs.len());
                 for s in specs {
-                    write_info(out, s);
+                    write_info(out, proto, s);
                 }
                 return;
             }
             reply::array_len(out, args.len() - 2);
             for name in &args[2..] {
                 match engine::lookup(name) {
-                    Some(s) => write_info(out, s),
-                    None => reply::null_bulk(out), // as Redis 7 answers an unknown name
+                    Some(s) => write_info(out, proto, s),
+                    None => reply::null_bulk(out, proto), // as Redis 7 answers an unknown name
                 }
             }
         }
@@ -50,10 +51,10 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
             } else {
                 args[2..].iter().filter_map(|n| docs_target(n)).collect()
             };
-            reply::array_len(out, names.len() * 2);
+            reply::map_len(out, proto, names.len());
             for (name, s) in names {
                 reply::bulk(out, name.as_bytes());
-                write_doc(out, name, s);
+                write_doc(out, proto, name, s);
             }
         }
         b"list" => list(out, args),
@@ -118,13 +119,14 @@ fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
 }
 
 /// One COMMAND INFO entry: name, arity, flags, first/last/step, ACL categories, tips, key
-/// specs, subcommands.
-fn write_info(out: &mut Vec<u8>, s: &CommandSpec) {
+/// specs, subcommands. In RESP3 Redis 7.0 sends the flags, categories, tips, key specs and an
+/// empty subcommand list as sets, and each key spec and its parts as maps.
+fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     reply::array_len(out, 10);
     reply::bulk(out, s.name.as_bytes());
     reply::integer(out, s.arity as i64);
     let flags = s.flags.names();
-    reply::array_len(out, flags.len());
+    reply::set_len(out, proto, flags.len());
     for f in flags {
         reply::simple(out, f.as_bytes());
     }
@@ -132,14 +134,14 @@ fn write_info(out: &mut Vec<u8>, s: &CommandSpec) {
     reply::integer(out, s.last_key as i64);
     reply::integer(out, s.key_step as i64);
     let cats = acl_categories(s);
-    reply::array_len(out, cats.len());
+    reply::set_len(out, proto, cats.len());
     for cat in cats {
         reply::simple(out, cat.as_bytes());
     }
-    reply::array_len(out, 0); // tips
+    reply::set_len(out, proto, 0); // tips
     if s.first_key > 0 {
-        reply::array_len(out, 1);
-        reply::array_len(out, 6);
+        reply::set_len(out, proto, 1);
+        reply::map_len(out, proto, 3);
         reply::bulk(out, b"flags");
         let kflags: &[&[u8]] = if s.flags.has(Flags::WRITE) {
             &[b"RW", b"update"]
@@ -148,24 +150,24 @@ fn write_info(out: &mut Vec<u8>, s: &CommandSpec) {
         } else {
             &[]
         };
-        reply::array_len(out, kflags.len());
+        reply::set_len(out, proto, kflags.len());
         for f in kflags {
             reply::simple(out, f);
         }
         reply::bulk(out, b"begin_search");
-        reply::array_len(out, 4);
+        reply::map_len(out, proto, 2);
         reply::bulk(out, b"type");
         reply::bulk(out, b"index");
         reply::bulk(out, b"spec");
-        reply::array_len(out, 2);
+        reply::map_len(out, proto, 1);
         reply::bulk(out, b"index");
         reply::integer(out, s.first_key as i64);
         reply::bulk(out, b"find_keys");
-        reply::array_len(out, 4);
+        reply::map_len(out, proto, 2);
         reply::bulk(out, b"type");
         reply::bulk(out, b"range");
         reply::bulk(out, b"spec");
-        reply::array_len(out, 6);
+        reply::map_len(out, proto, 3);
         reply::bulk(out, b"lastkey");
         // Relative to the first key; negative values count from the end.
         let last = if s.last_key < 0 { s.last_key } else { s.last_key - s.first_key };
@@ -175,9 +177,10 @@ fn write_info(out: &mut Vec<u8>, s: &CommandSpec) {
         reply::bulk(out, b"limit");
         reply::integer(out, 0);
     } else {
-        reply::array_len(out, 0);
+        reply::set_len(out, proto, 0);
     }
-    reply::array_len(out, 0); // subcommands
+    // Redis 7.0 answers a command without subcommands with an empty set.
+    reply::set_len(out, proto, 0); // subcommands
 }
 
 /// Resolves a COMMAND DOCS name: a command, or `parent|sub` for a documented subcommand.
@@ -192,10 +195,10 @@ fn docs_target(name: &[u8]) -> Option<(&'static str, &'static CommandSpec)> {
     }
 }
 
-/// One COMMAND DOCS entry in Redis 7's RESP2 shape: a flat map of summary, since, group, then
+/// One COMMAND DOCS entry in Redis 7's shape: a map (flat in RESP2) of summary, since, group, then
 /// `arguments` (left out when the command takes none) or, for a container, `subcommands` (a map
 /// of `parent|sub` to its own entry). `name` is the command's or the subcommand's.
-fn write_doc(out: &mut Vec<u8>, name: &str, s: &CommandSpec) {
+fn write_doc(out: &mut Vec<u8>, proto: Proto, name: &str, s: &CommandSpec) {
     let doc = syntax::doc(name);
     let subs: Vec<&syntax::Doc> =
         if name.contains('|') { Vec::new() } else { syntax::subcommands(name).collect() };
@@ -203,7 +206,7 @@ fn write_doc(out: &mut Vec<u8>, name: &str, s: &CommandSpec) {
     let summary = doc.and_then(|d| d.summary).unwrap_or(s.summary);
     let fields =
         2 + usize::from(doc.is_some()) + usize::from(!args.is_empty()) + usize::from(!subs.is_empty());
-    reply::array_len(out, 2 * fields);
+    reply::map_len(out, proto, fields);
     reply::bulk(out, b"summary");
     reply::bulk(out, summary.as_bytes());
     if let Some(d) = doc {
@@ -214,21 +217,21 @@ fn write_doc(out: &mut Vec<u8>, name: &str, s: &CommandSpec) {
     reply::bulk(out, s.group.as_bytes());
     if !args.is_empty() {
         reply::bulk(out, b"arguments");
-        write_args(out, args);
+        write_args(out, proto, args);
     }
     if !subs.is_empty() {
         reply::bulk(out, b"subcommands");
-        reply::array_len(out, subs.len() * 2);
+        reply::map_len(out, proto, subs.len());
         for sub in subs {
             reply::bulk(out, sub.name.as_bytes());
-            write_doc(out, sub.name, s);
+            write_doc(out, proto, sub.name, s);
         }
     }
 }
 
-/// An argument list: one flat map per argument with name, type, then whichever of
+/// An argument list: one map per argument (flat in RESP2; its flags a set in RESP3) with name, type, then whichever of
 /// key_spec_index, token, flags and (for oneof/block) the nested arguments apply.
-fn write_args(out: &mut Vec<u8>, args: &[syntax::Arg]) {
+fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
     reply::array_len(out, args.len());
     for a in args {
         let is_key = a.kind == syntax::ArgType::Key;
@@ -238,7 +241,7 @@ fn write_args(out: &mut Vec<u8>, args: &[syntax::Arg]) {
             + usize::from(a.token.is_some())
             + usize::from(!flags.is_empty())
             + usize::from(!a.args.is_empty());
-        reply::array_len(out, n * 2);
+        reply::map_len(out, proto, n);
         reply::bulk(out, b"name");
         reply::bulk(out, a.name.as_bytes());
         reply::bulk(out, b"type");
@@ -254,14 +257,14 @@ fn write_args(out: &mut Vec<u8>, args: &[syntax::Arg]) {
         }
         if !flags.is_empty() {
             reply::bulk(out, b"flags");
-            reply::array_len(out, flags.len());
+            reply::set_len(out, proto, flags.len());
             for f in flags {
                 reply::simple(out, f.as_bytes());
             }
         }
         if !a.args.is_empty() {
             reply::bulk(out, b"arguments");
-            write_args(out, &a.args);
+            write_args(out, proto, &a.args);
         }
     }
 }

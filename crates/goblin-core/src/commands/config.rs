@@ -66,7 +66,8 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                     }
                 }
             }
-            reply::array_len(out, hits.len() * 2);
+            // A map in RESP3 (a flat name/value array in RESP2).
+            reply::map_len(out, c.proto, hits.len());
             for i in hits {
                 reply::bulk(out, all[i].0.as_bytes());
                 reply::bulk(out, all[i].1.as_bytes());

@@ -68,7 +68,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 &engine::commands::debug::CRASH_READ
             };
             let now = s.clock_ms;
-            s.run_engine(spec, args, now, &mut c.out, false);
+            s.run_engine(spec, args, now, &mut c.out, c.proto, false);
         }
         _ => super::wrong_sub_arity(&mut c.out, args[0], args[1]),
     }

@@ -87,7 +87,7 @@ pub fn info(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
     }
     let text = render(s, c, &wanted);
-    resp::reply::bulk(&mut c.out, text.as_bytes());
+    resp::reply::verbatim(&mut c.out, c.proto, b"txt", text.as_bytes());
 }
 
 /// Builds the INFO text for `sections` (in Redis's order, each once; unknown names are skipped).

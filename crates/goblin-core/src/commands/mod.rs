@@ -174,16 +174,21 @@ fn auth(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// HELLO [protover [AUTH username password] [SETNAME clientname]]. This server speaks RESP2
-/// only: version 2 (or none) gets the handshake map as a flat array, anything else NOPROTO.
+/// HELLO [protover [AUTH username password] [SETNAME clientname]], in Redis 7.0's order: the
+/// version (2 or 3), then the options left to right (AUTH checks its credentials where it
+/// stands, so a bad password hides a later syntax error), then the name; only when all of
+/// them pass does the connection switch protocol. The reply is the server-info
+/// map in the protocol now in force (a flat array in RESP2).
 fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let out = &mut c.out;
+    let mut proto = None;
     if args.len() >= 2 {
-        match util::parse_i64(args[1]) {
+        proto = match util::parse_i64(args[1]) {
             None => return reply::error(out, b"ERR Protocol version is not an integer or out of range"),
-            Some(2) => {}
+            Some(2) => Some(resp::Proto::Resp2),
+            Some(3) => Some(resp::Proto::Resp3),
             Some(_) => return reply::error(out, NOPROTO),
-        }
+        };
     }
     let mut setname: Option<&[u8]> = None;
     let mut i = 2;
@@ -210,14 +215,18 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         c.name = name.to_vec();
     }
+    if let Some(p) = proto {
+        c.proto = p;
+    }
+    let proto = c.proto;
     let out = &mut c.out;
-    reply::array_len(out, 14);
+    reply::map_len(out, proto, 7);
     reply::bulk(out, b"server");
     reply::bulk(out, b"redis");
     reply::bulk(out, b"version");
     reply::bulk(out, info::REDIS_VERSION.as_bytes());
     reply::bulk(out, b"proto");
-    reply::integer(out, 2);
+    reply::integer(out, proto.version());
     reply::bulk(out, b"id");
     reply::integer(out, c.id as i64);
     reply::bulk(out, b"mode");
@@ -229,9 +238,11 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let _ = s;
 }
 
-/// RESET: leave MULTI, unwatch, reply mode on, drop the name and no-evict/no-touch, answer `+RESET`.
+/// RESET: leave MULTI, unwatch, reply mode on, back to RESP2, drop the name and
+/// no-evict/no-touch, answer `+RESET`.
 fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
     c.multi = None;
+    c.proto = resp::Proto::Resp2;
     s.watches.unwatch_all(c);
     c.reply_mode = ReplyMode::On;
     c.name.clear();
@@ -292,11 +303,11 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let key = args[2];
             let now = crate::server::now_ms();
             if s.engine.ks.is_expired(key, now) {
-                return reply::null_bulk(out);
+                return reply::null_bulk(out, c.proto);
             }
             match s.engine.ks.mem_usage(key) {
                 Some(n) => reply::integer(out, n as i64),
-                None => reply::null_bulk(out),
+                None => reply::null_bulk(out, c.proto),
             }
         }
         b"stats" => {
@@ -317,7 +328,7 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 ("keys.bytes-per-key", if keys > 0 { allocated as i64 / keys } else { 0 }),
                 ("dataset.bytes", allocated as i64),
             ];
-            reply::array_len(out, fields.len() * 2);
+            reply::map_len(out, c.proto, fields.len());
             for (k, v) in fields {
                 reply::bulk(out, k.as_bytes());
                 reply::integer(out, v);
@@ -325,7 +336,7 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"doctor" => {
             if sub_arity_ok(out, args, 2) {
-                reply::bulk(out, b"Sam, I have no memory problems");
+                reply::verbatim(out, c.proto, b"txt", b"Sam, I have no memory problems");
             }
         }
         b"purge" => {
@@ -335,7 +346,7 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"malloc-stats" => {
             if sub_arity_ok(out, args, 2) {
-                reply::bulk(out, b"Stats not supported for the current allocator");
+                reply::verbatim(out, c.proto, b"txt", b"Stats not supported for the current allocator");
             }
         }
         b"help" => help(
