@@ -323,6 +323,18 @@ impl<R: Read> BlockReader<R> {
         let kafka_acked_offset = self.local_u64("Kafka acknowledged offset")? as i64;
         let kafka_consumer_position = self.local_u64("Kafka consumer position")? as i64;
         let keys = self.local_u64("key count")?;
+        // The table's hash secrets, when the writer recorded them: adopting them before any
+        // key is hashed in this process makes the load fill the table's buckets in order
+        // (sequential memory access instead of one cache miss per key). A process that has
+        // hashed already keeps its own secrets; the load is then merely slower.
+        if self.buf.len() - self.at >= 24 {
+            let mut k = [0u64; 3];
+            for (i, w) in k.iter_mut().enumerate() {
+                let at = self.at + 8 * i;
+                *w = u64::from_le_bytes(self.buf[at..at + 8].try_into().expect("8 bytes"));
+            }
+            store::keyspace::hash::KeyHasher::adopt_global(k);
+        }
         // Bytes after the known fields are reserved for additions that older readers may
         // ignore (see FORMAT.md); they are skipped.
         self.at = self.buf.len();

@@ -46,6 +46,11 @@ pub fn write_with<W: Write>(
     h.extend_from_slice(&meta.kafka_acked_offset.to_le_bytes());
     h.extend_from_slice(&meta.kafka_consumer_position.to_le_bytes());
     h.extend_from_slice(&total_keys.to_le_bytes());
+    // An addition version-1 readers may skip: the keyspace table's hash secrets, so that a
+    // loader can rebuild the table in the order it is written here (see FORMAT.md).
+    for k in store::keyspace::hash::KeyHasher::global().secrets() {
+        h.extend_from_slice(&k.to_le_bytes());
+    }
     bw.emit_block(KIND_HEADER, &h, false)?;
     progress(&bw.progress(0));
 
