@@ -75,26 +75,8 @@ pub fn unzigzag(z: u64) -> i64 {
 }
 
 /// A LEB128 varint from `buf` at `at`: (value, position after it), or None when the bytes end
-/// first or the value does not fit 64 bits.
-pub fn get_varint(buf: &[u8], mut at: usize) -> Option<(u64, usize)> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(at)?;
-        at += 1;
-        if shift == 63 && b > 1 {
-            return None;
-        }
-        v |= ((b & 0x7F) as u64) << shift;
-        if b < 0x80 {
-            return Some((v, at));
-        }
-        shift += 7;
-        if shift > 63 {
-            return None;
-        }
-    }
-}
+/// first or the value does not fit 64 bits. The store's decoder for untrusted varints.
+pub use store::types::read_varint_checked as get_varint;
 
 /// CRC-32C of the header's first 20 bytes.
 pub fn header_crc(h: &[u8]) -> u32 {

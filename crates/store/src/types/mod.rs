@@ -30,8 +30,9 @@ impl std::fmt::Display for RawError {
 impl std::error::Error for RawError {}
 
 /// Reads a LEB128 varint from untrusted bytes: (value, position after it), or None when the
-/// bytes end first or the value does not fit 64 bits.
-pub(crate) fn read_varint_checked(buf: &[u8], mut at: usize) -> Option<(u64, usize)> {
+/// bytes end first or the value does not fit 64 bits. (The snapshot format reads its varints
+/// with this too: one decoder for every untrusted varint.)
+pub fn read_varint_checked(buf: &[u8], mut at: usize) -> Option<(u64, usize)> {
     let mut v = 0u64;
     let mut shift = 0u32;
     loop {
