@@ -6,8 +6,9 @@
 //!        Engine::commit: consecutive logical offsets, the lineage's offset advances
 //!        sinks, in this order, each borrowing the batch:
 //!          1. WATCH: marks the watchers of every key a mutation names
-//!          2. DEBUG BATCHES: a short history, only with --enable-debug-command
-//!          (next: the Kafka journal, the firehose downstreams, a snapshot in progress)
+//!          2. the Kafka journal (--kafka): one record per mutation (journal/kafka.rs)
+//!          3. DEBUG BATCHES: a short history, only with --enable-debug-command
+//!          (next: the firehose downstreams, a snapshot in progress)
 //!        Engine::recycle: the batch's buffers serve the next one
 //! ```
 //!
@@ -69,6 +70,12 @@ impl Server {
         let Some(batch) = self.engine.commit(origin) else { return };
         if !self.watches.is_empty() {
             self.watches.on_batch(&batch);
+        }
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &mut self.journal {
+            if let Err(e) = j.journal.on_batch(&batch) {
+                self.journal_failed(&e);
+            }
         }
         if let Some(history) = &mut self.batch_history {
             history.on_batch(&batch);

@@ -87,9 +87,17 @@ pub struct Config {
 
     // ---- Flags of the durable system that later work brings: accepted by the parser so that
     // ---- the server can refuse them with a clear message (see `validate`).
-    /// Kafka write log (needs the Kafka journal).
+    /// Journal every write to this Kafka topic and recover from it at startup:
+    /// `kafka://host:port[,host:port]/topic[?property=value&...]` or
+    /// `bootstrap.servers=host:port;topic=NAME[;property=value...]`. The topic must have one
+    /// partition; a missing one is created (cleanup.policy=delete, unlimited retention).
     #[arg(long, value_name = "URI")]
     pub kafka: Option<String>,
+
+    /// What a write's reply means with --kafka: `queued` (the records are in the local
+    /// producer queue; a crash can lose them) or `broker` (Kafka acknowledged them).
+    #[arg(long = "kafka-ack-mode", value_enum, default_value_t = KafkaAckMode::Queued)]
+    pub kafka_ack_mode: KafkaAckMode,
 
     /// Replicate from an upstream over TCP (needs firehose replication).
     #[arg(long = "replica-tcp", num_args = 2, value_names = ["HOST", "PORT"])]
@@ -126,6 +134,13 @@ pub enum Tool {
     },
 }
 
+/// `--kafka-ack-mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KafkaAckMode {
+    Queued,
+    Broker,
+}
+
 /// `--enable-debug-command`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DebugCommand {
@@ -149,9 +164,16 @@ impl Config {
             Err(format!("{flag} needs {needs}, which this build of goblin-core does not have yet"))
         };
         if let Some(k) = &self.kafka {
-            // A malformed value is named as such even before the journal exists.
             crate::journal::target::parse(k)?;
-            return not_yet("--kafka", "the Kafka write log");
+            if !cfg!(feature = "kafka") {
+                return Err(
+                    "--kafka: this goblin-core was built without Kafka support (cargo feature `kafka`)"
+                        .into(),
+                );
+            }
+        }
+        if self.kafka_ack_mode == KafkaAckMode::Broker {
+            return not_yet("--kafka-ack-mode broker", "replies held until Kafka acknowledges them");
         }
         if self.replica_tcp.is_some() || self.replica_uds.is_some() {
             let flag = if self.replica_tcp.is_some() { "--replica-tcp" } else { "--replica-uds" };
@@ -207,7 +229,6 @@ mod tests {
     fn flags_of_later_features_are_refused_by_name() {
         assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().validate(), Ok(()));
         for (args, flag) in [
-            (vec!["--kafka", "kafka://127.0.0.1:9092/t"], "--kafka"),
             (vec!["--replica-tcp", "127.0.0.1", "6379"], "--replica-tcp"),
             (vec!["--replica-uds", "/tmp/s"], "--replica-uds"),
         ] {
@@ -217,5 +238,9 @@ mod tests {
         }
         let c = Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?acks=1"]).unwrap();
         assert!(c.validate().unwrap_err().contains("'acks' cannot be set"));
+        let c =
+            Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t", "--kafka-ack-mode", "broker"])
+                .unwrap();
+        assert!(c.validate().unwrap_err().starts_with("--kafka-ack-mode broker"));
     }
 }

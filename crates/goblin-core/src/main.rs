@@ -61,14 +61,16 @@ fn main() {
             }
         });
     }
-    let (engine, loaded_keys) = recover(&cfg);
+    let Recovered { engine, loaded_keys, snapshot_offset, journal } = recover(&cfg);
+    // Changes since the last save count from the snapshot, replayed mutations included.
     let snapshots =
-        snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), engine.repl.offset, loaded_keys);
+        snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), snapshot_offset, loaded_keys);
     let fail = |e: std::io::Error| -> ! {
         tracing::error!("{e}");
         std::process::exit(1);
     };
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
+    server.journal = journal;
     server.open_listeners().unwrap_or_else(|e| fail(e));
     tracing::info!("ready to accept connections");
     if let Err(e) = server.run() {
@@ -77,18 +79,56 @@ fn main() {
     }
 }
 
-/// Startup step 2: the dataset and its lineage before any client connects: the `--load`
-/// snapshot (its lineage and offset), else a new lineage at offset 0. Kafka replay attaches
-/// here next. A damaged snapshot stops the server: serving without it would lose its data.
-/// Returns the engine and how many keys were loaded.
-fn recover(cfg: &config::Config) -> (engine::Engine, u64) {
-    if let Some(path) = &cfg.load {
-        return snapshots::load_at_startup(path).unwrap_or_else(|e| {
-            tracing::error!("{e}");
-            std::process::exit(1);
-        });
+/// What startup recovered: the engine, how many keys the snapshot held, and the journal.
+struct Recovered {
+    engine: engine::Engine,
+    loaded_keys: u64,
+    /// The logical offset the loaded snapshot holds (0 without one).
+    snapshot_offset: u64,
+    journal: Option<server::JournalHandle>,
+}
+
+/// Startup step 2: the dataset and its lineage before any client connects. First the
+/// `--load` snapshot (its lineage and offset), else a new lineage at offset 0; then, with
+/// `--kafka`, the topic replayed from the snapshot's acknowledged broker offset (inclusively)
+/// or from the earliest record, through the high watermark captured first. Any failure stops
+/// the server before it listens: serving without what it could not recover would lose data.
+fn recover(cfg: &config::Config) -> Recovered {
+    let die = |e: String| -> ! {
+        tracing::error!("{e}");
+        std::process::exit(1);
+    };
+    let (mut engine, loaded_keys, meta) = match &cfg.load {
+        Some(path) => snapshots::load_at_startup(path).unwrap_or_else(|e| die(e)),
+        None => (engine::Engine::new(engine::Replication::new_lineage()), 0, None),
+    };
+    let snapshot_offset = engine.repl.offset;
+    #[cfg(feature = "kafka")]
+    let journal = match &cfg.kafka {
+        Some(k) => {
+            let target = journal::target::parse(k).unwrap_or_else(|e| die(e));
+            let j = journal::kafka::Journal::connect(target).unwrap_or_else(|e| die(e));
+            // Seek to the snapshot's acknowledged broker offset, or its consumer position if
+            // lower (DESIGN.md, decision 3); -1 (no snapshot, or none recorded): the earliest.
+            let from = match &meta {
+                Some(m) if m.kafka_consumer_position >= 0 && m.kafka_acked_offset >= 0 => {
+                    m.kafka_acked_offset.min(m.kafka_consumer_position)
+                }
+                Some(m) => m.kafka_acked_offset.max(m.kafka_consumer_position),
+                None => -1,
+            };
+            let adopt = meta.is_none();
+            let stats =
+                journal::kafka::replay(&j.target, &mut engine, from, adopt).unwrap_or_else(|e| die(e));
+            Some(server::JournalHandle { journal: j, replay: stats })
+        }
+        None => None,
+    };
+    #[cfg(not(feature = "kafka"))]
+    let journal = None;
+    let _ = &meta;
+    if engine.repl.offset == 0 && loaded_keys == 0 {
+        tracing::info!("lineage {} at offset 0", engine.repl.replid);
     }
-    let engine = engine::Engine::new(engine::Replication::new_lineage());
-    tracing::info!("new lineage {} at offset 0 (nothing to recover)", engine.repl.replid);
-    (engine, 0)
+    Recovered { engine, loaded_keys, snapshot_offset, journal }
 }

@@ -102,8 +102,21 @@ pub struct ServerStats {
     pub cmds: crate::stats::CommandStats,
 }
 
+/// The Kafka journal and what its startup replay did (see journal/).
+#[cfg(feature = "kafka")]
+pub struct JournalHandle {
+    pub journal: crate::journal::kafka::Journal,
+    pub replay: crate::journal::kafka::ReplayStats,
+}
+
+/// Without the `kafka` feature there is never a journal.
+#[cfg(not(feature = "kafka"))]
+pub struct JournalHandle;
+
 pub struct Server {
     pub cfg: Config,
+    /// The Kafka journal, with --kafka (a batch sink; polled every loop turn).
+    pub(crate) journal: Option<JournalHandle>,
     poll: Poll,
     listeners: Vec<Listener>,
     /// The Unix socket path we created, removed at shutdown.
@@ -234,6 +247,7 @@ impl Server {
         let now = Instant::now();
         let batch_history = cfg.enable_debug_command.allowed_anywhere_or_local().then(Default::default);
         Ok(Server {
+            journal: None,
             cfg,
             poll,
             listeners: Vec::new(),
@@ -356,6 +370,61 @@ impl Server {
         std::process::exit(FAIL_STOP_EXIT_CODE);
     }
 
+    /// Serves the journal's delivery reports; a record refused for good stops the server.
+    fn poll_journal(&mut self) {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &mut self.journal {
+            if let Err(e) = j.journal.poll() {
+                self.journal_failed(&e);
+            }
+        }
+    }
+
+    /// Fail-stop for the journal: a write that cannot reach the durable log must not go on
+    /// being served as if it had.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) fn journal_failed(&mut self, e: &str) -> ! {
+        tracing::error!(
+            "Kafka journal failed: {e}; exiting so that the served data does not run ahead of the log"
+        );
+        std::process::exit(FAIL_STOP_EXIT_CODE);
+    }
+
+    /// The broker offset of the last record Kafka acknowledged (-1: none, or no journal).
+    pub(crate) fn journal_acked_broker_offset(&self) -> i64 {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            return j.journal.acks.broker.get();
+        }
+        -1
+    }
+
+    /// INFO kafka.
+    pub(crate) fn kafka_info(&self, t: &mut String) {
+        use std::fmt::Write as _;
+        let mut f = |name: &str, v: String| {
+            let _ = write!(t, "{name}:{v}\r\n");
+        };
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            f("kafka_enabled", "1".into());
+            f("kafka_topic", j.journal.target.topic.clone());
+            f("kafka_ack_mode", "queued".into());
+            f("kafka_acknowledged_offset", j.journal.acks.logical.get().to_string());
+            f("kafka_acknowledged_broker_offset", j.journal.acks.broker.get().to_string());
+            f("kafka_pending_records", j.journal.pending().to_string());
+            f("kafka_records_produced", j.journal.produced.to_string());
+            f("kafka_replay_records_consumed", j.replay.consumed.to_string());
+            f("kafka_replay_records_applied", j.replay.applied.to_string());
+            f("kafka_replay_records_duplicate", j.replay.duplicates.to_string());
+            f("kafka_replay_records_older_lineage", j.replay.older_lineage.to_string());
+            f("kafka_replay_records_ignored_reads", j.replay.ignored_reads.to_string());
+            return;
+        }
+        f("kafka_enabled", "0".into());
+        f("kafka_acknowledged_offset", "-1".into());
+    }
+
     /// Asks the loop to exit after this turn, first saving the final snapshot when save rules
     /// are configured (or `save`), unless `nosave`. A failed save cancels the shutdown, as in
     /// Redis: exiting would lose the writes since the last snapshot.
@@ -452,6 +521,12 @@ impl Server {
             return Duration::ZERO;
         }
         let mut t = CRON_INTERVAL.saturating_sub(self.last_cron.elapsed());
+        // Delivery reports are served by polling the producer: come back soon while records
+        // are in flight.
+        #[cfg(feature = "kafka")]
+        if self.journal.as_ref().is_some_and(|j| j.journal.pending() > 0) {
+            t = t.min(Duration::from_millis(2));
+        }
         if let Some(deadline) = self.blocked.next_deadline() {
             let ms = (deadline - now_ms()).max(0) as u64;
             t = t.min(Duration::from_millis(ms));
@@ -664,6 +739,7 @@ impl Server {
             self.expire_blocked(now_ms());
         }
         self.active_expire_cycle();
+        self.poll_journal();
         if self.last_cron.elapsed() >= CRON_INTERVAL {
             self.cron();
         }
@@ -836,6 +912,14 @@ impl Server {
     /// Shutdown: stop listening, remove the Unix socket file, drop every client.
     fn close_all(&mut self) {
         self.kill_children();
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &mut self.journal {
+            let pending = j.journal.pending();
+            match j.journal.flush(Duration::from_secs(10)) {
+                Ok(()) => info!("Kafka journal flushed ({pending} records were in flight)"),
+                Err(e) => warn!("Kafka journal: {e}"),
+            }
+        }
         self.listeners.clear();
         if let Some(p) = self.unix_path.take() {
             if let Err(e) = std::fs::remove_file(&p) {

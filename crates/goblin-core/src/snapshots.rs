@@ -126,23 +126,23 @@ pub fn parse_save_rules(s: &str) -> Result<Vec<(u64, u64)>, String> {
 /// Startup step 2 with `--load`: the engine from the snapshot at `path`, with its lineage and
 /// offset. A missing file starts empty with a warning (as Redis with a missing dump); a damaged
 /// or unreadable one is an error naming the file and, for damage, the block and byte offset.
-/// Returns the engine and the number of keys loaded.
-pub fn load_at_startup(path: &Path) -> Result<(Engine, u64), String> {
+/// Returns the engine, the number of keys loaded, and the snapshot's metadata (None when
+/// there was no file).
+pub fn load_at_startup(path: &Path) -> Result<(Engine, u64, Option<snapshot::Meta>), String> {
     remove_stale_temp_files(path);
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             warn!("snapshot {} does not exist: starting with an empty dataset", path.display());
             let engine = Engine::new(Replication::new_lineage());
-            info!("new lineage {} at offset 0", engine.repl.replid);
-            return Ok((engine, 0));
+            return Ok((engine, 0, None));
         }
         Err(e) => return Err(format!("cannot open snapshot {}: {e}", path.display())),
     };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let started = Instant::now();
     info!("loading snapshot {} ({size} bytes)", path.display());
-    let (engine, keys) = load_file(file, path, size)?;
+    let (engine, keys, meta) = load_file(file, path, size)?;
     let secs = started.elapsed().as_secs_f64();
     info!(
         "loaded {keys} keys from {} in {secs:.3} s ({:.0} keys/s); lineage {} at offset {}",
@@ -151,12 +151,12 @@ pub fn load_at_startup(path: &Path) -> Result<(Engine, u64), String> {
         engine.repl.replid,
         engine.repl.offset
     );
-    Ok((engine, keys))
+    Ok((engine, keys, Some(meta)))
 }
 
 /// Reads a whole snapshot into a new engine, logging progress (keys and bytes per second) at
 /// most once a second.
-fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64), String> {
+fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64, snapshot::Meta), String> {
     let started = Instant::now();
     let mut last_log = Instant::now();
     let mut progress = |p: &snapshot::Progress| {
@@ -181,7 +181,7 @@ fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64
     })?;
     let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset });
     engine.ks = ks;
-    Ok((engine, summary.keys))
+    Ok((engine, summary.keys, meta))
 }
 
 /// A crashed save leaves its temporary file behind (never the target): remove such leftovers
@@ -264,8 +264,8 @@ impl Server {
             created_unix_ms: now_ms(),
             replid: self.engine.repl.replid.to_string(),
             logical_offset: self.engine.repl.offset,
-            // No Kafka journal yet: the broker cursors are unknown.
-            kafka_acked_offset: -1,
+            kafka_acked_offset: self.journal_acked_broker_offset(),
+            // No runtime consumer yet: recovery seeks to the acknowledged offset.
             kafka_consumer_position: -1,
         }
     }
@@ -612,7 +612,7 @@ impl Server {
         };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         match load_file(file, path, size) {
-            Ok((loaded, keys)) => {
+            Ok((loaded, keys, _)) => {
                 let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
                 self.engine.set_replication(loaded.repl);
                 self.watches.touch_every_watch();

@@ -218,10 +218,7 @@ fn debug_digest_compares_contents() {
 
 #[test]
 fn flags_of_unbuilt_features_are_refused_at_startup() {
-    for (args, flag) in [
-        (vec!["--kafka", "kafka://127.0.0.1:1/t"], "--kafka"),
-        (vec!["--replica-tcp", "127.0.0.1", "1"], "--replica-tcp"),
-    ] {
+    for (args, flag) in [(vec!["--replica-tcp", "127.0.0.1", "1"], "--replica-tcp")] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
             .args(["--port", "0"])
             .args(&args)

@@ -11,8 +11,18 @@ pub const REDIS_VERSION: &str = "7.2.0";
 pub const GOBLIN_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Plain INFO (and `INFO default`). Redis 7.0 includes errorstats here but not commandstats.
-const DEFAULT_SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "errorstats", "keyspace"];
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "kafka",
+    "cpu",
+    "errorstats",
+    "keyspace",
+];
 
 /// Every section we have, in Redis's output order (`INFO all` / `INFO everything`).
 const ALL_SECTIONS: &[&str] = &[
@@ -22,6 +32,7 @@ const ALL_SECTIONS: &[&str] = &[
     "persistence",
     "stats",
     "replication",
+    "kafka",
     "cpu",
     "commandstats",
     "errorstats",
@@ -110,6 +121,10 @@ pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
             }
             "stats" => stats(s, &mut text),
             "replication" => replication(s, &mut text),
+            "kafka" => {
+                text.push_str("# Kafka\r\n");
+                s.kafka_info(&mut text);
+            }
             "cpu" => cpu(&mut text),
             "commandstats" => commandstats(s, &mut text),
             "errorstats" => errorstats(s, &mut text),

@@ -1,0 +1,240 @@
+//! The Kafka journal through the real binaries: goblin-core journaling to a real kaka broker,
+//! then recovering from the topic alone and from a snapshot plus the topic's suffix; the
+//! startup checks of the topic.
+
+mod common;
+
+use common::{temp_path, Server};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A kaka broker on a free port, killed on drop. The binary is the workspace's (built by
+/// `cargo build --workspace --bins`, which the test script runs first).
+struct Kaka {
+    addr: String,
+    child: Child,
+}
+
+fn kaka_bin() -> PathBuf {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_goblin-core")).with_file_name("kaka");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace's binaries first (cargo build --workspace --bins)",
+        bin.display()
+    );
+    bin
+}
+
+impl Kaka {
+    fn start() -> Kaka {
+        let dir = temp_path("kaka");
+        let port = common::free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(kaka_bin())
+            .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kaka");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "kaka did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Kaka { addr, child }
+    }
+
+    fn uri(&self, topic: &str) -> String {
+        format!("kafka://{}/{topic}", self.addr)
+    }
+
+    /// `kaka topics create` against the running broker.
+    fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
+        let mut cmd = Command::new(kaka_bin());
+        cmd.args([
+            "topics",
+            "create",
+            name,
+            "--partitions",
+            &partitions.to_string(),
+            "--bootstrap",
+            &self.addr,
+        ]);
+        for c in configs {
+            cmd.args(["--config", c]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Kaka {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn info(con: &mut redis::Connection, section: &str) -> std::collections::HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// (replid, offset, digest)
+fn state(con: &mut redis::Connection) -> (String, i64, String) {
+    let m = info(con, "replication");
+    let d: String = redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap();
+    (m["master_replid"].clone(), m["master_repl_offset"].parse().unwrap(), d)
+}
+
+/// Waits until Kafka acknowledged every mutation so far.
+fn wait_acked(con: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let k = info(con, "kafka");
+        let r = info(con, "replication");
+        if k["kafka_acknowledged_offset"] == r["master_repl_offset"] && k["kafka_pending_records"] == "0" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not acknowledged: {k:?} {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A workload over every type, TTLs, a transaction and a blocked command served later.
+fn workload(s: &Server, round: usize) {
+    let mut con = s.conn();
+    let mut p = redis::pipe();
+    for i in 0..200 {
+        p.cmd("SET").arg(format!("s{round}:{i}")).arg(i).ignore();
+        p.cmd("INCRBY").arg("counter").arg(i).ignore();
+        p.cmd("HSET").arg("h").arg(format!("f{}", i % 37)).arg(i).ignore();
+        p.cmd("SADD").arg("set").arg(i % 53).ignore();
+        p.cmd("ZADD").arg("z").arg(i as f64 * 0.5).arg(format!("m{}", i % 41)).ignore();
+        p.cmd("RPUSH").arg("l").arg(i).ignore();
+        p.cmd("ARSET").arg("a").arg(i * 3).arg(i).ignore();
+    }
+    p.cmd("INCRBYFLOAT").arg("f").arg("1.25").ignore();
+    p.cmd("EXPIRE").arg(format!("s{round}:1")).arg(100_000).ignore();
+    p.cmd("SPOP").arg("set").ignore();
+    p.cmd("LPOP").arg("l").arg(3).ignore();
+    p.cmd("DEL").arg(format!("s{round}:2")).ignore();
+    let _: () = p.query(&mut con).unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("tx")
+        .arg(round)
+        .cmd("LPUSH")
+        .arg("l")
+        .arg("front")
+        .query(&mut con)
+        .unwrap();
+    let mut waiter = s.conn();
+    let port = s.port;
+    let t = std::thread::spawn(move || -> Option<String> {
+        redis::cmd("BLMOVE")
+            .arg(format!("src{round}"))
+            .arg("dst")
+            .arg("LEFT")
+            .arg("RIGHT")
+            .arg(5)
+            .query(&mut waiter)
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = port;
+    let _: i64 = redis::cmd("RPUSH").arg(format!("src{round}")).arg("moved").query(&mut con).unwrap();
+    assert_eq!(t.join().unwrap().as_deref(), Some("moved"));
+}
+
+#[test]
+fn a_primary_recovers_from_its_topic_alone() {
+    let k = Kaka::start();
+    let uri = k.uri("journal-a");
+    let mut a = Server::start(&["--kafka", &uri, "--save", ""]);
+    assert!(a.log().contains("created Kafka topic journal-a"), "{}", a.log());
+    workload(&a, 0);
+    let mut con = a.conn();
+    wait_acked(&mut con);
+    let want = state(&mut con);
+    assert!(want.1 > 1000);
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+
+    // A fresh server with no snapshot replays the topic from the start: same data, same
+    // lineage, same offset.
+    let mut b = Server::start(&["--kafka", &uri, "--save", ""]);
+    let mut con = b.conn();
+    assert_eq!(state(&mut con), want);
+    let m = info(&mut con, "kafka");
+    assert_eq!(m["kafka_replay_records_applied"], want.1.to_string());
+    // It continues the lineage: new writes take the next offsets, and a third server sees
+    // both histories.
+    workload(&b, 1);
+    wait_acked(&mut con);
+    let want = state(&mut con);
+    b.signal(9);
+    b.wait_exit(Duration::from_secs(10)).unwrap();
+    let c = Server::start(&["--kafka", &uri, "--save", ""]);
+    assert_eq!(state(&mut c.conn()), want);
+}
+
+#[test]
+fn a_snapshot_plus_the_topic_suffix_recovers_everything() {
+    let k = Kaka::start();
+    let uri = k.uri("journal-b");
+    let path = temp_path("journal.gcsn");
+    let p = path.to_str().unwrap().to_string();
+    let mut a = Server::start(&["--kafka", &uri, "--load", &p, "--save", ""]);
+    workload(&a, 0);
+    let mut con = a.conn();
+    wait_acked(&mut con);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let at_save = state(&mut con).1;
+    workload(&a, 1);
+    wait_acked(&mut con);
+    let want = state(&mut con);
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+
+    let b = Server::start(&["--kafka", &uri, "--load", &p, "--save", ""]);
+    let mut con = b.conn();
+    assert_eq!(state(&mut con), want);
+    let m = info(&mut con, "kafka");
+    // The replay started at the snapshot's acknowledged broker offset (inclusive): it read
+    // the suffix and at most a short overlap, not the whole topic.
+    let applied: i64 = m["kafka_replay_records_applied"].parse().unwrap();
+    let consumed: i64 = m["kafka_replay_records_consumed"].parse().unwrap();
+    assert_eq!(applied, want.1 - at_save, "{m:?}");
+    assert!(consumed <= applied + 1, "the seek reread at most the boundary record: {m:?}");
+}
+
+#[test]
+fn the_topic_is_checked_at_startup() {
+    let k = Kaka::start();
+    k.create_topic("two", 2, &[]);
+    k.create_topic("compacted", 1, &["cleanup.policy=compact"]);
+    for (topic, expect) in [("two", "has 2 partitions"), ("compacted", "cleanup.policy=compact")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+            .args(["--port", "0", "--kafka", &k.uri(topic)])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{topic}: {err}");
+        assert!(!err.contains("listening on"), "{err}");
+    }
+    // A bad --kafka value is refused before anything connects.
+    let out = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--port", "0", "--kafka", &format!("{}?acks=1", k.uri("t"))])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'acks' cannot be set"));
+}
