@@ -66,8 +66,10 @@ impl Server {
     /// Ends the current atomic unit: commits the engine's pending mutations as one batch from
     /// `origin` and hands it to every sink, in order. Does nothing when nothing is pending.
     /// This is the only place batches are committed.
-    pub(crate) fn commit_batch(&mut self, origin: Origin) {
-        let Some(batch) = self.engine.commit(origin) else { return };
+    /// Returns the batch's last logical offset, or None when nothing was committed.
+    pub(crate) fn commit_batch(&mut self, origin: Origin) -> Option<u64> {
+        let batch = self.engine.commit(origin)?;
+        let last = batch.last_offset();
         if !self.watches.is_empty() {
             self.watches.on_batch(&batch);
         }
@@ -81,5 +83,52 @@ impl Server {
             history.on_batch(&batch);
         }
         self.engine.recycle(batch);
+        Some(last)
+    }
+
+    /// `--kafka-ack-mode broker`: the reply that starts at `conn.out[from..]` (and everything
+    /// after it: pipelined replies stay in order) waits until Kafka acknowledged logical
+    /// offset `until`. Other clients go on meanwhile.
+    pub(crate) fn hold_reply(&mut self, conn: &mut crate::conn::Conn, slot: usize, from: usize, until: u64) {
+        if !self.acks_held() {
+            return;
+        }
+        if conn.held_from.is_none() {
+            conn.held_from = Some(from);
+            self.held.push((slot, conn.id));
+        }
+        conn.held_until = conn.held_until.max(until);
+    }
+
+    /// Whether replies wait for Kafka's acknowledgement.
+    pub(crate) fn acks_held(&self) -> bool {
+        self.journal.is_some() && self.cfg.kafka_ack_mode == crate::config::KafkaAckMode::Broker
+    }
+
+    /// Releases the held replies whose records Kafka has acknowledged.
+    pub(crate) fn release_held(&mut self, acked: i64) {
+        let mut i = 0;
+        while i < self.held.len() {
+            let (slot, id) = self.held[i];
+            let release = match self.conns.get_mut(slot) {
+                Some(Some(c)) if c.id == id => {
+                    if (c.held_until as i64) <= acked {
+                        c.held_from = None;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                // Gone, or being served right now (it stays listed; checked next time).
+                Some(None) => false,
+                _ => true,
+            };
+            if release {
+                self.held.swap_remove(i);
+                self.queue_write(slot);
+            } else {
+                i += 1;
+            }
+        }
     }
 }

@@ -108,7 +108,7 @@ impl Server {
                         self.conns[slot] = Some(conn);
                         continue;
                     }
-                    let served = self.retry_parked(&mut conn);
+                    let served = self.retry_parked(&mut conn, slot);
                     if served {
                         self.unpark(&mut conn, slot);
                     }
@@ -126,16 +126,19 @@ impl Server {
     }
 
     /// Runs a parked command again; true if it was served (its reply is in `conn.out`).
-    fn retry_parked(&mut self, conn: &mut Conn) -> bool {
+    fn retry_parked(&mut self, conn: &mut Conn, slot: usize) -> bool {
         let Some(p) = conn.parked.take() else { return false };
         let args: Vec<&[u8]> = p.args.iter().map(|a| a.as_slice()).collect();
         let Some(spec) = engine::lookup(args[0]) else {
             conn.parked = Some(p);
             return false;
         };
+        let mark = conn.out.len();
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
         // A served retry is an atomic unit of its own.
-        self.commit_batch(engine::Origin::BlockedRetry);
+        if let Some(last) = self.commit_batch(engine::Origin::BlockedRetry) {
+            self.hold_reply(conn, slot, mark, last);
+        }
         conn.parked = Some(p);
         matches!(outcome, Outcome::Done)
     }

@@ -99,6 +99,11 @@ pub struct Config {
     #[arg(long = "kafka-ack-mode", value_enum, default_value_t = KafkaAckMode::Queued)]
     pub kafka_ack_mode: KafkaAckMode,
 
+    /// Unacknowledged journal bytes at which command input pauses (Kafka polling and output
+    /// go on) until Kafka catches up: a number with an optional kb/mb/gb suffix.
+    #[arg(long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]
+    pub kafka_pending_bytes: u64,
+
     /// Replicate from an upstream over TCP (needs firehose replication).
     #[arg(long = "replica-tcp", num_args = 2, value_names = ["HOST", "PORT"])]
     pub replica_tcp: Option<Vec<String>>,
@@ -172,15 +177,34 @@ impl Config {
                 );
             }
         }
-        if self.kafka_ack_mode == KafkaAckMode::Broker {
-            return not_yet("--kafka-ack-mode broker", "replies held until Kafka acknowledges them");
-        }
         if self.replica_tcp.is_some() || self.replica_uds.is_some() {
             let flag = if self.replica_tcp.is_some() { "--replica-tcp" } else { "--replica-uds" };
             return not_yet(flag, "firehose replication");
         }
         Ok(())
     }
+}
+
+/// `16mb`, `512kb`, `1gb`, `1048576` (Redis's units: k/kb/m/mb/g/gb, powers of 1024 for the
+/// `b` forms and of 1000 for the bare letters).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let l = s.trim().to_ascii_lowercase();
+    let split = l.find(|c: char| !c.is_ascii_digit()).unwrap_or(l.len());
+    let (num, unit) = l.split_at(split);
+    let mult: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return Err(format!("'{s}' is not a size (e.g. 16mb)")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 16mb)"))
 }
 
 fn parse_octal(s: &str) -> Result<u32, String> {
@@ -238,9 +262,8 @@ mod tests {
         }
         let c = Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?acks=1"]).unwrap();
         assert!(c.validate().unwrap_err().contains("'acks' cannot be set"));
-        let c =
-            Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t", "--kafka-ack-mode", "broker"])
-                .unwrap();
-        assert!(c.validate().unwrap_err().starts_with("--kafka-ack-mode broker"));
+        let c = Config::try_parse_from(["goblin-core", "--kafka-pending-bytes", "16mb"]).unwrap();
+        assert_eq!(c.kafka_pending_bytes, 16 << 20);
+        assert!(Config::try_parse_from(["goblin-core", "--kafka-pending-bytes", "lots"]).is_err());
     }
 }

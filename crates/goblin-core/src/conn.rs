@@ -140,6 +140,10 @@ pub struct Conn {
     /// A forked child is sending this client a GOBLIN.DUMPWORLD reply over the same socket:
     /// the server neither reads nor writes the connection until the child exits.
     pub dumping: bool,
+    /// `--kafka-ack-mode broker`: output from this index on waits until Kafka acknowledged
+    /// logical offset `held_until` (see `Server::hold_reply`).
+    pub held_from: Option<usize>,
+    pub held_until: u64,
 }
 
 impl Conn {
@@ -184,6 +188,8 @@ impl Conn {
             no_evict: false,
             no_touch: false,
             dumping: false,
+            held_from: None,
+            held_until: 0,
         }
     }
 

@@ -122,7 +122,11 @@ impl Server {
         self.apply_reply_mode(conn, mark);
         self.check_output_limit(conn);
         // The atomic unit ends here: one command, or one whole EXEC.
-        self.commit_batch(if spec.name == "exec" { Origin::Exec } else { Origin::Command });
+        if let Some(last) =
+            self.commit_batch(if spec.name == "exec" { Origin::Exec } else { Origin::Command })
+        {
+            self.hold_reply(conn, slot, mark, last);
+        }
         // Parked clients served by this batch's writes commit batches of their own, after it.
         if !self.engine.ready_keys.is_empty() {
             self.serve_ready_keys();

@@ -117,6 +117,12 @@ pub struct Server {
     pub cfg: Config,
     /// The Kafka journal, with --kafka (a batch sink; polled every loop turn).
     pub(crate) journal: Option<JournalHandle>,
+    /// Connections (slot, id) with replies held for Kafka's acknowledgement.
+    pub(crate) held: Vec<(usize, u64)>,
+    /// Command input is paused: unacknowledged journal bytes passed --kafka-pending-bytes.
+    pub(crate) input_paused: bool,
+    /// Connections whose reads were skipped while input was paused.
+    paused_reads: Vec<usize>,
     poll: Poll,
     listeners: Vec<Listener>,
     /// The Unix socket path we created, removed at shutdown.
@@ -248,6 +254,9 @@ impl Server {
         let batch_history = cfg.enable_debug_command.allowed_anywhere_or_local().then(Default::default);
         Ok(Server {
             journal: None,
+            held: Vec::new(),
+            input_paused: false,
+            paused_reads: Vec::new(),
             cfg,
             poll,
             listeners: Vec::new(),
@@ -377,6 +386,27 @@ impl Server {
             if let Err(e) = j.journal.poll() {
                 self.journal_failed(&e);
             }
+            let acked = j.journal.acks.logical.get();
+            let over = j.journal.pending_bytes() > self.cfg.kafka_pending_bytes;
+            if !self.held.is_empty() {
+                self.release_held(acked);
+            }
+            if over != self.input_paused {
+                self.input_paused = over;
+                if over {
+                    warn!("Kafka journal: over --kafka-pending-bytes unacknowledged; pausing command input");
+                } else {
+                    info!("Kafka journal: caught up; resuming command input");
+                    for slot in std::mem::take(&mut self.paused_reads) {
+                        if let Some(Some(c)) = self.conns.get_mut(slot) {
+                            if !c.in_read_again {
+                                c.in_read_again = true;
+                                self.read_again.push(slot);
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -409,10 +439,13 @@ impl Server {
         if let Some(j) = &self.journal {
             f("kafka_enabled", "1".into());
             f("kafka_topic", j.journal.target.topic.clone());
-            f("kafka_ack_mode", "queued".into());
+            f("kafka_ack_mode", if self.acks_held() { "broker" } else { "queued" }.into());
             f("kafka_acknowledged_offset", j.journal.acks.logical.get().to_string());
             f("kafka_acknowledged_broker_offset", j.journal.acks.broker.get().to_string());
             f("kafka_pending_records", j.journal.pending().to_string());
+            f("kafka_pending_bytes", j.journal.pending_bytes().to_string());
+            f("kafka_held_clients", self.held.len().to_string());
+            f("kafka_input_paused", (self.input_paused as u8).to_string());
             f("kafka_records_produced", j.journal.produced.to_string());
             f("kafka_replay_records_consumed", j.replay.consumed.to_string());
             f("kafka_replay_records_applied", j.replay.applied.to_string());
@@ -630,6 +663,14 @@ impl Server {
             self.conns[slot] = Some(conn);
             return;
         }
+        if self.input_paused {
+            // Backpressure: the input stays in the socket until Kafka catches up.
+            if !self.paused_reads.contains(&slot) {
+                self.paused_reads.push(slot);
+            }
+            self.conns[slot] = Some(conn);
+            return;
+        }
         let drain = conn.peer_closed;
         let mut reads = 0;
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -835,8 +876,10 @@ impl Server {
             return;
         }
         let mut failed = false;
-        while conn.out_pos < conn.out.len() {
-            match conn.stream.write(&conn.out[conn.out_pos..]) {
+        // Held replies (broker ack mode) are not written yet: only what comes before them.
+        let end = conn.held_from.unwrap_or(conn.out.len());
+        while conn.out_pos < end {
+            match conn.stream.write(&conn.out[conn.out_pos..end]) {
                 Ok(0) => {
                     failed = true;
                     break;
@@ -859,7 +902,18 @@ impl Server {
             return;
         }
         let token = Token(CONN_BASE + slot);
-        if conn.out_pos == conn.out.len() {
+        if conn.held_from.is_some() && conn.out_pos == end {
+            // Everything writable is written; the rest waits for Kafka (`release_held` queues
+            // the write). Move the held tail to the front; no WRITABLE interest is needed.
+            let pos = conn.out_pos;
+            conn.out.drain(..pos);
+            conn.out_pos = 0;
+            conn.held_from = Some(end - pos);
+            if conn.want_write {
+                conn.want_write = false;
+                let _ = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE);
+            }
+        } else if conn.out_pos == conn.out.len() {
             conn.out.clear();
             conn.out_pos = 0;
             if conn.out.capacity() > OUT_KEEP_CAPACITY {
@@ -879,6 +933,9 @@ impl Server {
                 let pos = conn.out_pos;
                 conn.out.drain(..pos);
                 conn.out_pos = 0;
+                if let Some(h) = &mut conn.held_from {
+                    *h -= pos;
+                }
             }
             if !conn.want_write {
                 conn.want_write = true;
@@ -895,6 +952,10 @@ impl Server {
 
     /// Removes a connection: deregisters it, drops it from the blocked index, frees its slot.
     pub(crate) fn close(&mut self, slot: usize, mut conn: Box<Conn>) {
+        if conn.held_from.is_some() {
+            let id = conn.id;
+            self.held.retain(|&(s, i)| !(s == slot && i == id));
+        }
         if conn.parked.is_some() {
             self.blocked.remove(&conn, slot);
             conn.parked = None;

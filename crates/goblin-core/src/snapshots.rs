@@ -555,6 +555,13 @@ impl Server {
     /// child exits. The reply's length is found by a first, counting pass over the frozen image,
     /// so nothing is buffered whole, in memory or on disk.
     pub(crate) fn dumpworld(&mut self, c: &mut Conn, slot: usize) {
+        if c.held_from.is_some() {
+            // The child would send replies Kafka has not acknowledged yet (broker ack mode).
+            return reply::error(
+                &mut c.out,
+                b"ERR GOBLIN.DUMPWORLD behind unacknowledged writes on this connection; retry",
+            );
+        }
         let meta = self.snapshot_meta();
         let ks: *const store::Keyspace = &self.engine.ks;
         let fd = c.fd;

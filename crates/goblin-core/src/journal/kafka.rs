@@ -80,6 +80,8 @@ pub struct Acks {
     pub broker: Cell<i64>,
     /// Records sent and not yet acknowledged.
     pub pending: Cell<u64>,
+    /// Their value bytes (what --kafka-pending-bytes bounds).
+    pub pending_bytes: Cell<u64>,
     /// A permanent delivery failure: the server must stop.
     pub failed: std::cell::RefCell<Option<String>>,
 }
@@ -105,6 +107,11 @@ impl ProducerContext for Context {
     fn delivery(&self, result: &DeliveryResult<'_>, logical: usize) {
         let acks = &(self.0).0 .0;
         acks.pending.set(acks.pending.get().saturating_sub(1));
+        let len = match result {
+            Ok(m) => m.payload_len(),
+            Err((_, m)) => m.payload_len(),
+        };
+        acks.pending_bytes.set(acks.pending_bytes.get().saturating_sub(len as u64));
         match result {
             Ok(m) => {
                 acks.logical.set(acks.logical.get().max(logical as i64));
@@ -199,6 +206,7 @@ impl Journal {
                 }
             }
             self.acks.pending.set(self.acks.pending.get() + 1);
+            self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
             self.produced += 1;
         }
         Ok(())
@@ -216,6 +224,11 @@ impl Journal {
     /// Records not yet acknowledged.
     pub fn pending(&self) -> u64 {
         self.acks.pending.get()
+    }
+
+    /// Value bytes of the records not yet acknowledged.
+    pub fn pending_bytes(&self) -> u64 {
+        self.acks.pending_bytes.get()
     }
 
     /// At shutdown: waits (at most `bound`) until every record is acknowledged.
@@ -288,10 +301,12 @@ fn check_topic(t: &KafkaTarget) -> Result<(), String> {
             );
         }
         Some(1) => {}
-        Some(n) => return Err(format!(
+        Some(n) => {
+            return Err(format!(
             "--kafka: topic {} has {n} partitions; the journal needs exactly 1 (one total order of writes)",
             t.topic
-        )),
+        ))
+        }
     }
     let res = block_on(admin.describe_configs([&ResourceSpecifier::Topic(&t.topic)], &opts))
         .map_err(|e| format!("--kafka: cannot read the configuration of topic {}: {e}", t.topic))?;
