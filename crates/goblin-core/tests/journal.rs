@@ -1,6 +1,9 @@
-//! The Kafka journal through the real binaries: goblin-core journaling to a real kaka broker,
-//! then recovering from the topic alone and from a snapshot plus the topic's suffix; the
-//! startup checks of the topic.
+//! The Kafka journal through the real binaries: goblin-core journaling to a real broker, then
+//! recovering from the topic alone and from a snapshot plus the topic's suffix; broker ack
+//! mode across SIGKILL; the startup checks of the topic. Each scenario runs against kaka (this
+//! workspace's broker) and against Apache Kafka 4 (a single KRaft node that
+//! `scripts/kafka4.sh` assembles from Maven Central; it needs Java 17 and Maven, which
+//! `scripts/install-deps.sh` installs).
 
 mod common;
 
@@ -8,6 +11,8 @@ use common::{temp_path, Server};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A kaka broker on a free port, killed on drop. The binary is the workspace's (built by
@@ -46,10 +51,6 @@ impl Kaka {
         Kaka { addr, child }
     }
 
-    fn uri(&self, topic: &str) -> String {
-        format!("kafka://{}/{topic}", self.addr)
-    }
-
     /// `kaka topics create` against the running broker.
     fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
         let mut cmd = Command::new(kaka_bin());
@@ -74,6 +75,56 @@ impl Drop for Kaka {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Apache Kafka 4 through `scripts/kafka4.sh`, stopped on drop.
+struct Kafka4 {
+    dir: PathBuf,
+    addr: String,
+}
+
+fn kafka4_script() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kafka4.sh")
+}
+
+impl Kafka4 {
+    fn start() -> Kafka4 {
+        let fetch =
+            Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
+        assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
+        let dir = temp_path("kafka4");
+        let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&dir).output().unwrap();
+        assert!(out.status.success(), "Apache Kafka did not start: {}", String::from_utf8_lossy(&out.stderr));
+        let addr = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
+        Kafka4 { dir, addr }
+    }
+}
+
+impl Drop for Kafka4 {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(kafka4_script()).arg("stop").arg(&self.dir).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Either broker, for the scenarios that run on both.
+trait Broker {
+    fn addr(&self) -> &str;
+    fn uri(&self, topic: &str) -> String {
+        format!("kafka://{}/{topic}", self.addr())
+    }
+}
+
+impl Broker for Kaka {
+    fn addr(&self) -> &str {
+        &self.addr
+    }
+}
+
+impl Broker for Kafka4 {
+    fn addr(&self) -> &str {
+        &self.addr
     }
 }
 
@@ -155,7 +206,15 @@ fn workload(s: &Server, round: usize) {
 
 #[test]
 fn a_primary_recovers_from_its_topic_alone() {
-    let k = Kaka::start();
+    recovers_from_the_topic_alone(&Kaka::start());
+}
+
+#[test]
+fn kafka4_a_primary_recovers_from_its_topic_alone() {
+    recovers_from_the_topic_alone(&Kafka4::start());
+}
+
+fn recovers_from_the_topic_alone(k: &dyn Broker) {
     let uri = k.uri("journal-a");
     let mut a = Server::start(&["--kafka", &uri, "--save", ""]);
     assert!(a.log().contains("created Kafka topic journal-a"), "{}", a.log());
@@ -187,7 +246,15 @@ fn a_primary_recovers_from_its_topic_alone() {
 
 #[test]
 fn a_snapshot_plus_the_topic_suffix_recovers_everything() {
-    let k = Kaka::start();
+    snapshot_plus_suffix(&Kaka::start());
+}
+
+#[test]
+fn kafka4_a_snapshot_plus_the_topic_suffix_recovers_everything() {
+    snapshot_plus_suffix(&Kafka4::start());
+}
+
+fn snapshot_plus_suffix(k: &dyn Broker) {
     let uri = k.uri("journal-b");
     let path = temp_path("journal.gcsn");
     let p = path.to_str().unwrap().to_string();
@@ -242,10 +309,11 @@ fn the_topic_is_checked_at_startup() {
 /// Pipelined writers until the server dies: each client appends its own sequence numbers to
 /// its own list. Returns, per client, the highest list length the server acknowledged and how
 /// many appends were sent.
-fn flood(port: u16, clients: usize, start: &[u64]) -> Vec<(u64, u64)> {
+fn flood(port: u16, clients: usize, start: &[u64], progress: Arc<AtomicU64>) -> Vec<(u64, u64)> {
     let handles: Vec<_> = (0..clients)
         .map(|c| {
             let first = start[c];
+            let progress = progress.clone();
             std::thread::spawn(move || {
                 use std::io::{Read, Write};
                 let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return (first, first) };
@@ -280,6 +348,7 @@ fn flood(port: u16, clients: usize, start: &[u64]) -> Vec<(u64, u64)> {
                             assert_eq!(line[0], b':');
                             acked = acked.max(n);
                             got += 1;
+                            progress.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
                         let mut chunk = [0u8; 4096];
@@ -300,7 +369,15 @@ fn flood(port: u16, clients: usize, start: &[u64]) -> Vec<(u64, u64)> {
 /// (each client's list is exactly 1..n, with n at least what it saw acknowledged).
 #[test]
 fn broker_mode_keeps_every_acknowledged_write_across_sigkill() {
-    let k = Kaka::start();
+    acknowledged_writes_survive_sigkill(&Kaka::start());
+}
+
+#[test]
+fn kafka4_broker_mode_keeps_every_acknowledged_write_across_sigkill() {
+    acknowledged_writes_survive_sigkill(&Kafka4::start());
+}
+
+fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
     let uri = k.uri("journal-flood");
     let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""];
     let clients = 4;
@@ -325,11 +402,20 @@ fn broker_mode_keeps_every_acknowledged_write_across_sigkill() {
             assert_eq!(info(&mut con, "kafka")["kafka_ack_mode"], "broker");
         }
         let port = s.port;
+        let progress = Arc::new(AtomicU64::new(0));
         let writers = std::thread::spawn({
             let start = start.clone();
-            move || flood(port, clients, &start)
+            let progress = progress.clone();
+            move || flood(port, clients, &start, progress)
         });
-        std::thread::sleep(Duration::from_millis(400 + 150 * round as u64));
+        // Kill in the middle of the flood: once a few hundred appends were acknowledged (a
+        // fresh topic takes a moment to produce to), a little later each round.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while progress.load(Ordering::Relaxed) < 300 {
+            assert!(Instant::now() < deadline, "round {round}: the flood made no progress");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50 + 100 * round as u64));
         s.signal(9);
         s.wait_exit(Duration::from_secs(10)).unwrap();
         let results = writers.join().unwrap();
