@@ -115,6 +115,19 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("incrby", "1.0.0", "key increment"),
     ("decrby", "1.0.0", "key decrement"),
     ("incrbyfloat", "2.6.0", "key increment:double"),
+    // bitmaps (commands/bits.rs); the trees match what Redis 7.0 reports
+    ("setbit", "2.2.0", "key offset value:integer"),
+    ("getbit", "2.2.0", "key offset"),
+    ("bitcount", "2.6.0", "key [index: start end [index_unit: BYTE | BIT]]"),
+    ("bitpos", "2.8.7", "key bit:integer [index: start [end_index: end [index_unit: BYTE | BIT]]]"),
+    ("bitop", "2.6.0", "operation destkey:key key [key ...]"),
+    (
+        "bitfield",
+        "3.2.0",
+        "key [<operation: GET encoding offset | <write: [OVERFLOW <wrap_sat_fail: WRAP | SAT | FAIL>] \
+         <write_operation: SET encoding offset value:integer | INCRBY encoding offset increment>>> ...]",
+    ),
+    ("bitfield_ro", "6.0.0", "key [GET encoding offset [GET encoding offset ...]]"),
     // conditional writes
     (
         "delex",

@@ -1,6 +1,7 @@
 //! Command handlers, one module per data type, each with its own table of specs.
 
 pub mod array;
+pub mod bits;
 pub mod cas;
 pub mod debug;
 pub mod hash;
@@ -20,6 +21,7 @@ pub static TABLES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     keyspace::COMMANDS,
     string::COMMANDS,
+    bits::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,

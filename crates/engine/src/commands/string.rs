@@ -51,7 +51,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 /// Redis's largest string (`proto-max-bulk-len`, 512 MB).
-const MAX_STRING: u64 = 512 * 1024 * 1024;
+pub(crate) const MAX_STRING: u64 = 512 * 1024 * 1024;
 /// DECRBY's own error when negating its argument would overflow.
 const DECR_OVERFLOW: &[u8] = b"ERR decrement would overflow";
 

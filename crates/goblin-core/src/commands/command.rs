@@ -105,6 +105,7 @@ fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
         "sorted_set" | "sorted-set" | "zset" => v.push("@sortedset"),
         "connection" => v.push("@connection"),
         "transactions" => v.push("@transaction"),
+        "bitmap" => v.push("@bitmap"),
         _ => {}
     }
     if s.flags.has(Flags::ADMIN) {
