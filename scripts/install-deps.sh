@@ -11,6 +11,10 @@ dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || missing+=(zlib1g-dev)
 command -v tmux >/dev/null || missing+=(tmux)  # redis-cli interactive test (tests/clients)
 command -v npm >/dev/null || missing+=(nodejs npm)  # tests/clients/node (the machine ships Node 20)
+# Apache Kafka 4 for the journal tests (scripts/kafka4.sh): Java 17 or newer, and Maven to fetch
+# it from Maven Central.
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -qq
