@@ -42,7 +42,9 @@ pub struct Broker {
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// Serialises creations and deletions (disk work) without blocking lookups.
     admin: Mutex<()>,
-    pids: Mutex<PidAlloc>,
+    /// An async lock: it is held across the fsync of a new id block, and waiters must not
+    /// block a runtime thread meanwhile.
+    pids: tokio::sync::Mutex<PidAlloc>,
     pub groups: Groups,
 }
 
@@ -57,7 +59,8 @@ const PID_BLOCK: i64 = 1000;
 impl Broker {
     pub fn open(cfg: BrokerConfig) -> Result<Arc<Broker>, String> {
         let topics_dir = cfg.dir.join("topics");
-        std::fs::create_dir_all(&topics_dir).map_err(|e| format!("{}: {e}", topics_dir.display()))?;
+        segment::create_dir_synced(&topics_dir).map_err(|e| format!("{}: {e}", topics_dir.display()))?;
+        remove_deleted_topics(&cfg.dir);
         let pid_path = cfg.dir.join("producer_ids");
         let next = match std::fs::read_to_string(&pid_path) {
             Ok(s) => s.trim().parse::<i64>().map_err(|_| format!("{}: corrupt", pid_path.display()))?,
@@ -69,7 +72,7 @@ impl Broker {
             memory: memory.clone(),
             topics: RwLock::new(HashMap::new()),
             admin: Mutex::new(()),
-            pids: Mutex::new(PidAlloc { next, limit: next, path: pid_path }),
+            pids: tokio::sync::Mutex::new(PidAlloc { next, limit: next, path: pid_path }),
             groups,
             cfg,
         });
@@ -169,7 +172,21 @@ impl Broker {
     }
 
     /// Creates a topic. Err: (Kafka error code, message).
+    ///
+    /// The admin operations below create folders, write and fsync topic.meta and open (recover)
+    /// partitions, all while holding the admin lock; they run through `segment::blocking`, so
+    /// neither that disk work nor a wait for the lock holds up an async worker.
     pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        raw: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, (i16, String)> {
+        segment::blocking(|| self.create_topic_now(name, partitions, raw, validate_only))
+    }
+
+    fn create_topic_now(
         &self,
         name: &str,
         partitions: i32,
@@ -193,9 +210,10 @@ impl Broker {
         let dir = self.topic_dir(name);
         let id = new_uuid();
         let io = |e: std::io::Error| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display()));
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        write_topic_meta(&dir, &id, partitions, &raw)?;
-        segment::sync_dir(&self.cfg.dir.join("topics")).map_err(io)?;
+        // The folder's name is durable in topics/ before topic.meta (itself synced, with its
+        // folder) commits the topic.
+        segment::create_dir_synced(&dir).map_err(io)?;
+        write_topic_meta(&dir, &id, partitions, &config.raw)?;
         let parts = self.open_partitions(name, 0..partitions, &config);
         let t = Arc::new(Topic {
             name: name.to_string(),
@@ -221,6 +239,15 @@ impl Broker {
         validate_only: bool,
         edit: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (i16, String)>,
     ) -> Result<(), (i16, String)> {
+        segment::blocking(|| self.alter_topic_config_now(name, validate_only, edit))
+    }
+
+    fn alter_topic_config_now(
+        &self,
+        name: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (i16, String)>,
+    ) -> Result<(), (i16, String)> {
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let t = self.existing_topic(name)?;
         let raw = edit(&t.config().raw)?;
@@ -229,13 +256,13 @@ impl Broker {
             return Ok(());
         }
         let dir = self.topic_dir(name);
-        write_topic_meta(&dir, &t.id, t.partitions.len() as i32, &raw)?;
+        write_topic_meta(&dir, &t.id, t.partitions.len() as i32, &config.raw)?;
         let config = Arc::new(config);
         *t.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
         for p in &t.partitions {
             p.reconfigure(config.clone());
         }
-        tracing::info!(topic = name, ?raw, "topic configs altered");
+        tracing::info!(topic = name, raw = ?config.raw, "topic configs altered");
         Ok(())
     }
 
@@ -245,6 +272,10 @@ impl Broker {
     /// requests holding the old `Arc<Topic>` still see the same existing partitions.
     /// Err: (Kafka error code, message).
     pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
+        segment::blocking(|| self.add_partitions_now(name, count, validate_only))
+    }
+
+    fn add_partitions_now(&self, name: &str, count: i32, validate_only: bool) -> Result<(), (i16, String)> {
         let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let t = self.existing_topic(name)?;
         let have = t.partitions.len() as i32;
@@ -294,13 +325,12 @@ impl Broker {
 
     /// Deletes exactly the named topic: its partitions stop, then its directory goes.
     pub async fn delete_topic(&self, name: &str) -> i16 {
-        let t = {
+        // The admin lock may be held by a creation doing disk work: wait off the async worker.
+        let t = segment::blocking(|| {
             let _admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-            match self.topics.write().unwrap_or_else(|e| e.into_inner()).remove(name) {
-                Some(t) => t,
-                None => return errors::UNKNOWN_TOPIC_OR_PARTITION,
-            }
-        };
+            self.topics.write().unwrap_or_else(|e| e.into_inner()).remove(name)
+        });
+        let Some(t) = t else { return errors::UNKNOWN_TOPIC_OR_PARTITION };
         for p in &t.partitions {
             partition::shutdown(p).await;
             self.memory.clear(&p.shared.cache);
@@ -308,10 +338,10 @@ impl Broker {
         let dir = self.topic_dir(name);
         let trash = self.cfg.dir.join(format!("deleting-{}-{}", name, partition::now_ms()));
         let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            std::fs::rename(&dir, &trash)?;
-            if let Some(parent) = dir.parent() {
-                segment::sync_dir(parent)?;
-            }
+            // The rename is the commit point: durable in both folders before the files go,
+            // so a restart either loads the topic whole or finds it gone (and the trash
+            // folder, if a crash left it, is removed by `remove_deleted_topics`).
+            segment::rename_synced(&dir, &trash)?;
             std::fs::remove_dir_all(&trash)
         })
         .await;
@@ -329,12 +359,17 @@ impl Broker {
 
     /// Hands out a fresh producer id; ids are allocated in persisted blocks so a restart
     /// never reuses one.
-    pub fn next_producer_id(&self) -> Result<i64, i16> {
-        let mut a = self.pids.lock().unwrap_or_else(|e| e.into_inner());
+    pub async fn next_producer_id(&self) -> Result<i64, i16> {
+        let mut a = self.pids.lock().await;
         if a.next >= a.limit {
             let limit = a.next + PID_BLOCK;
-            if let Err(e) = segment::write_file_synced(&a.path, limit.to_string().as_bytes()) {
-                tracing::error!("persisting producer id block: {e}");
+            let path = a.path.clone();
+            let res = tokio::task::spawn_blocking(move || {
+                segment::write_file_synced(&path, limit.to_string().as_bytes())
+            })
+            .await;
+            if !matches!(res, Ok(Ok(()))) {
+                tracing::error!("persisting producer id block: {res:?}");
                 return Err(errors::KAFKA_STORAGE_ERROR);
             }
             a.limit = limit;
@@ -354,6 +389,22 @@ impl Broker {
             }
         }
         self.groups.shutdown().await;
+    }
+}
+
+/// Removes `deleting-*` folders a crash left behind in the middle of a DeleteTopics (the
+/// topic was already renamed out of topics/, so it is deleted).
+fn remove_deleted_topics(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        if e.file_name().to_string_lossy().starts_with("deleting-") && e.path().is_dir() {
+            match std::fs::remove_dir_all(e.path()) {
+                Ok(()) => tracing::info!(path = %e.path().display(), "removed a deleted topic's leftovers"),
+                Err(err) => {
+                    tracing::warn!(path = %e.path().display(), "removing a deleted topic's leftovers: {err}")
+                }
+            }
+        }
     }
 }
 
@@ -390,4 +441,72 @@ fn write_topic_meta(
     }
     segment::write_file_synced(&dir.join("topic.meta"), meta.as_bytes())
         .map_err(|e| (errors::KAFKA_STORAGE_ERROR, format!("{}: {e}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::dir_events::{all, Event};
+
+    /// Every folder the broker makes (data dir, topics/, a topic, its partitions, partitions
+    /// added later, groups/) is created through `segment::create_dir_synced`, which fsyncs the
+    /// parent afterwards: a crash after an acknowledged write cannot lose the folder's name.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_new_folder_is_synced_into_its_parent() {
+        let root = std::env::temp_dir().join(format!("kaka-broker-dirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("data");
+        let cfg = BrokerConfig {
+            dir: dir.clone(),
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            segment_bytes: 1 << 20,
+            fsync_interval_ms: 0,
+            max_memory: 1 << 20,
+            retention_bytes: -1,
+            retention_ms: -1,
+            retention_check_ms: 60_000,
+            delete_retention_ms: 0,
+            auto_create_topics: true,
+            default_partitions: 1,
+            max_request_bytes: 1 << 20,
+            max_in_flight: 1,
+            initial_rebalance_delay_ms: 0,
+            write_stall_timeout_ms: 60_000,
+            fail_fsync_after: None,
+        };
+        let b = Broker::open(cfg).unwrap();
+        b.create_topic("t", 2, BTreeMap::new(), false).unwrap();
+        b.add_partitions("t", 3, false).unwrap();
+        b.shutdown().await;
+
+        let events: Vec<Event> = all()
+            .into_iter()
+            .filter(|e| matches!(e, Event::Created(p) | Event::Synced(p) if p.starts_with(&root)))
+            .collect();
+        let mut folders = vec![dir.clone()];
+        let mut i = 0;
+        while i < folders.len() {
+            for e in std::fs::read_dir(&folders[i]).unwrap().flatten() {
+                if e.path().is_dir() {
+                    folders.push(e.path());
+                }
+            }
+            i += 1;
+        }
+        assert!(folders.len() >= 7, "{folders:?}"); // data, topics, groups, t, t/0..2
+        for f in &folders {
+            let created = events
+                .iter()
+                .position(|e| *e == Event::Created(f.clone()))
+                .unwrap_or_else(|| panic!("{} was not created through create_dir_synced", f.display()));
+            let parent = Event::Synced(f.parent().unwrap().to_path_buf());
+            assert!(
+                events[created..].contains(&parent),
+                "{}'s parent was not synced after it was created",
+                f.display()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

@@ -172,8 +172,7 @@ fn compact_blocking(
         drop(f);
         let _ = std::fs::remove_file(path.with_extension("index"));
         let _ = std::fs::remove_file(path.with_extension("timeindex"));
-        std::fs::rename(&tmp, &path).map_err(io)?;
-        segment::sync_dir(dir).map_err(io)?;
+        segment::rename_synced(&tmp, &path).map_err(io)?;
         let new = Segment::open(&path, seg.base_offset, false)?;
         new.write_index_files().map_err(|e| e.to_string())?;
         tracing::info!(segment = %path.display(), before = seg.size(), after = new.size(), "compacted");

@@ -24,6 +24,8 @@ pub struct BrokerConfig {
     pub max_request_bytes: usize,
     pub max_in_flight: usize,
     pub initial_rebalance_delay_ms: u64,
+    /// A response write that makes no progress for this long closes the connection.
+    pub write_stall_timeout_ms: u64,
     /// Test hook: fail the Nth fdatasync (and every later one) of each partition.
     pub fail_fsync_after: Option<u64>,
 }
@@ -41,9 +43,97 @@ pub struct TopicConfig {
     /// A compaction pass runs once the closed segments written since the last pass are at
     /// least this share of all closed segments (Kafka's min.cleanable.dirty.ratio).
     pub min_cleanable_dirty_ratio: f64,
-    /// The raw key=value pairs as given (for persistence and DescribeConfigs-like output).
+    /// A batch larger than this is refused (MESSAGE_TOO_LARGE). Unset, it is the broker's
+    /// --max-request-bytes, which already bounds every batch.
+    pub max_message_bytes: usize,
+    /// The topic's own key=value pairs (persisted in topic.meta, reported by DescribeConfigs),
+    /// minus the names Kafka 4 accepts but ignores (`IGNORED_TOPIC_CONFIGS`).
     pub raw: BTreeMap<String, String>,
 }
+
+/// How a topic config's value is checked, and its DescribeConfigs type.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Bool,
+    /// A 32-bit integer in min..=max.
+    Int(i64, i64),
+    /// A 64-bit integer, at least min.
+    Long(i64),
+    /// A comma-separated list (free items).
+    List,
+    /// A string from a fixed set (compared ignoring case, as Kafka does).
+    OneOf(&'static [&'static str]),
+}
+
+impl Kind {
+    /// Kafka's ConfigType code (DescribeConfigs v3+).
+    pub fn kafka_type(self) -> i8 {
+        match self {
+            Kind::Bool => 1,
+            Kind::OneOf(_) => 2,
+            Kind::Int(..) => 3,
+            Kind::Long(_) => 5,
+            Kind::List => 7,
+        }
+    }
+
+    fn check(self, k: &str, v: &str) -> Result<(), String> {
+        let ok = match self {
+            Kind::Bool => v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false"),
+            Kind::Int(min, max) => v.trim().parse::<i32>().is_ok_and(|n| (min..=max).contains(&(n as i64))),
+            Kind::Long(min) => v.trim().parse::<i64>().is_ok_and(|n| n >= min),
+            Kind::List => true,
+            Kind::OneOf(set) => set.iter().any(|s| s.eq_ignore_ascii_case(v.trim())),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("invalid value {v} for configuration {k}"))
+        }
+    }
+}
+
+/// Kafka 4's other topic-level configs: (name, kind, Kafka's default). kaka validates them as
+/// Kafka does, stores them with the topic and reports them, but they change nothing here (one
+/// replica, batches stored as sent, segments rolled by size). The six it applies
+/// (cleanup.policy, retention.*, segment.bytes, delete.retention.ms,
+/// min.cleanable.dirty.ratio) and max.message.bytes are handled in `resolve`.
+pub const STORED_TOPIC_CONFIGS: &[(&str, Kind, &str)] = &[
+    ("compression.gzip.level", Kind::Int(-1, 9), "-1"),
+    ("compression.lz4.level", Kind::Int(1, 17), "9"),
+    (
+        "compression.type",
+        Kind::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        "producer",
+    ),
+    ("compression.zstd.level", Kind::Int(-131072, 22), "3"),
+    ("file.delete.delay.ms", Kind::Long(0), "60000"),
+    ("flush.messages", Kind::Long(1), "9223372036854775807"),
+    ("flush.ms", Kind::Long(0), "9223372036854775807"),
+    ("follower.replication.throttled.replicas", Kind::List, ""),
+    ("index.interval.bytes", Kind::Int(0, i32::MAX as i64), "4096"),
+    ("leader.replication.throttled.replicas", Kind::List, ""),
+    ("local.retention.bytes", Kind::Long(-2), "-2"),
+    ("local.retention.ms", Kind::Long(-2), "-2"),
+    ("max.compaction.lag.ms", Kind::Long(1), "9223372036854775807"),
+    ("message.timestamp.after.max.ms", Kind::Long(0), "3600000"),
+    ("message.timestamp.before.max.ms", Kind::Long(0), "9223372036854775807"),
+    ("message.timestamp.type", Kind::OneOf(&["CreateTime", "LogAppendTime"]), "CreateTime"),
+    ("min.compaction.lag.ms", Kind::Long(0), "0"),
+    ("min.insync.replicas", Kind::Int(1, i32::MAX as i64), "1"),
+    ("preallocate", Kind::Bool, "false"),
+    ("remote.log.copy.disable", Kind::Bool, "false"),
+    ("remote.log.delete.on.disable", Kind::Bool, "false"),
+    ("remote.storage.enable", Kind::Bool, "false"),
+    ("segment.index.bytes", Kind::Int(4, i32::MAX as i64), "10485760"),
+    ("segment.jitter.ms", Kind::Long(0), "0"),
+    ("segment.ms", Kind::Long(1), "604800000"),
+    ("unclean.leader.election.enable", Kind::Bool, "false"),
+];
+
+/// Names Kafka 4 removed but still accepts from older tools, ignoring the value (it is neither
+/// stored nor reported), so kaka does the same.
+pub const IGNORED_TOPIC_CONFIGS: &[&str] = &["message.format.version", "message.downconversion.enable"];
 
 impl TopicConfig {
     pub fn resolve(raw: &BTreeMap<String, String>, b: &BrokerConfig) -> Result<TopicConfig, String> {
@@ -55,7 +145,12 @@ impl TopicConfig {
             segment_bytes: b.segment_bytes,
             delete_retention_ms: b.delete_retention_ms,
             min_cleanable_dirty_ratio: 0.5,
-            raw: raw.clone(),
+            max_message_bytes: b.max_request_bytes,
+            raw: raw
+                .iter()
+                .filter(|(k, _)| !IGNORED_TOPIC_CONFIGS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         };
         for (k, v) in raw {
             let int = || v.parse::<i64>().map_err(|_| format!("{k}: not an integer: {v}"));
@@ -85,7 +180,15 @@ impl TopicConfig {
                     }
                     c.segment_bytes = n as u64;
                 }
-                _ => return Err(format!("unknown topic config {k}")),
+                "max.message.bytes" => {
+                    Kind::Int(0, i32::MAX as i64).check(k, v)?;
+                    c.max_message_bytes = int()? as usize;
+                }
+                _ if IGNORED_TOPIC_CONFIGS.contains(&k.as_str()) => {}
+                _ => match STORED_TOPIC_CONFIGS.iter().find(|(name, _, _)| name == k) {
+                    Some((_, kind, _)) => kind.check(k, v)?,
+                    None => return Err(format!("Unknown topic config name: {k}")),
+                },
             }
         }
         Ok(c)

@@ -2,11 +2,21 @@
 //! assignments) and every committed offset, so commits need no lock.
 //!
 //! Committed offsets are appended to `DIR/groups/offsets.log` and fdatasync'ed before the
-//! OffsetCommit is answered; on start the file is replayed (a torn tail record is dropped).
-//! Record: u32 payload length, u32 CRC-32C of the payload, payload = group, topic (u16 length +
-//! bytes each), i32 partition, i64 offset, i32 metadata length (-1 = null) + bytes. An offset
-//! of -1 deletes the entry (DeleteGroups, OffsetDelete): -1 is also what OffsetFetch answers for
-//! a partition without a committed offset, so "deleted" and "never committed" read the same.
+//! OffsetCommit is answered; on start the file is replayed. Each append is one frame:
+//! u32 (0x8000_0000 | payload length), u32 CRC-32C of the payload, payload = one or more
+//! entries: group, topic (u16 length + bytes each), i32 partition, i64 offset, i32 leader
+//! epoch, i32 metadata length (-1 = null) + bytes. Files written before frames existed hold
+//! one record per entry (u32 length without the high bit, CRC, the same entry without the
+//! leader epoch); replay reads both. An offset of -1 deletes the entry (DeleteGroups,
+//! OffsetDelete): -1 is also what OffsetFetch answers for a partition without a committed
+//! offset, so "deleted" and "never committed" read the same.
+//!
+//! Fail-stop: the file is only ever appended to at the end of its valid prefix. A failed or
+//! partial append is cut back off (set_len + fsync) before anything else is appended, and
+//! while that cut fails every commit is refused. So, with one append in flight at a time,
+//! the only bytes that can be bad on restart are the last, unacknowledged frame (a torn tail,
+//! dropped); a bad frame with a valid frame after it is damage, and opening refuses to drop
+//! the acknowledged commits behind it.
 //!
 //! Membership follows Kafka's classic protocol: JoinGroup parks until every known member has
 //! rejoined (or the rebalance timeout passes), the first member leads, SyncGroup followers
@@ -60,8 +70,24 @@ pub struct JoinArgs {
     pub protocols: Vec<(String, Bytes)>,
 }
 
-/// (topic, partition, offset, metadata)
-pub type OffsetEntry = (String, i32, i64, Option<String>);
+/// A committed offset as OffsetCommit stores it and OffsetFetch returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: i64,
+    /// The leader epoch the consumer saw at `offset` (-1 when it sent none).
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+impl Committed {
+    /// What OffsetFetch answers for a partition with no committed offset.
+    pub fn none() -> Committed {
+        Committed { offset: -1, leader_epoch: -1, metadata: None }
+    }
+}
+
+/// (topic, partition, committed)
+pub type OffsetEntry = (String, i32, Committed);
 
 /// A group as ListGroups and DescribeGroups show it.
 #[derive(Debug, Clone, Default)]
@@ -153,24 +179,19 @@ async fn ask<T: Default>(tx: &mpsc::UnboundedSender<GMsg>, f: impl FnOnce(onesho
 impl Groups {
     pub fn start(cfg: &BrokerConfig) -> Result<Groups, String> {
         let dir = cfg.dir.join("groups");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        segment::create_dir_synced(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let path = dir.join("offsets.log");
         let offsets = replay(&path)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let log = OffsetLog::open(path)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut c = Coordinator {
             groups: HashMap::new(),
-            file: Arc::new(file),
-            path,
+            log,
             delay: Duration::from_millis(cfg.initial_rebalance_delay_ms),
             next_member: 0,
         };
-        for ((g, t, p), (o, m)) in offsets {
-            c.group(&g).offsets.insert((t, p), (o, m));
+        for ((g, t, p), v) in offsets {
+            c.group(&g).offsets.insert((t, p), v);
         }
         tokio::spawn(c.run(rx));
         Ok(Groups { tx })
@@ -287,15 +308,118 @@ struct Group {
     protocol: Option<String>,
     protocol_type: Option<String>,
     rebalance_deadline: Option<Instant>,
-    offsets: HashMap<(String, i32), (i64, Option<String>)>,
+    offsets: HashMap<(String, i32), Committed>,
 }
 
 struct Coordinator {
     groups: HashMap<String, Group>,
-    file: Arc<File>,
-    path: PathBuf,
+    log: OffsetLog,
     delay: Duration,
     next_member: u64,
+}
+
+/// The offsets log file and its fail-stop state. Only the coordinator task touches it, and it
+/// awaits each append before taking the next message, so at most one append is in flight.
+struct OffsetLog {
+    file: Arc<File>,
+    path: PathBuf,
+    /// Length of the file's valid prefix: every byte below it belongs to a whole frame that was
+    /// written and fdatasync'ed. Invariant: an append starts only when the file is exactly
+    /// this long (the file is opened O_APPEND, so a write lands at its end).
+    good_len: u64,
+    /// A failed append may have left bytes past `good_len` that could not be cut off yet;
+    /// while set, nothing is appended (each append first retries the cut).
+    dirty: bool,
+    /// Test hook: the next append writes only this many bytes, then fails.
+    #[cfg(test)]
+    fail_next_after: Option<usize>,
+}
+
+impl OffsetLog {
+    /// Opens (creating) the log after `replay` has cut it back to its valid prefix.
+    fn open(path: PathBuf) -> Result<OffsetLog, String> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let good_len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+        Ok(OffsetLog {
+            file: Arc::new(file),
+            path,
+            good_len,
+            dirty: false,
+            #[cfg(test)]
+            fail_next_after: None,
+        })
+    }
+
+    /// Appends one frame and fdatasyncs it, on a blocking thread. Ok only when the whole frame
+    /// is durable. On failure the bytes written past `good_len` are cut off again before any
+    /// later append, so garbage never ends up in the middle of the log with acknowledged
+    /// commits behind it: KAFKA_STORAGE_ERROR for the failed append, COORDINATOR_NOT_AVAILABLE
+    /// (retriable: the cut is retried each time) while the cut itself keeps failing.
+    async fn append(&mut self, frame: Frame) -> Result<(), i16> {
+        if frame.is_empty() {
+            return Ok(()); // an empty frame would read back as damage
+        }
+        let frame = frame.finish();
+        if self.dirty && !self.repair().await {
+            return Err(errors::COORDINATOR_NOT_AVAILABLE);
+        }
+        let file = self.file.clone();
+        let n = frame.len() as u64;
+        #[cfg(test)]
+        let fail_after = self.fail_next_after.take();
+        #[cfg(not(test))]
+        let fail_after: Option<usize> = None;
+        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if let Some(k) = fail_after {
+                (&*file).write_all(&frame[..k.min(frame.len())])?;
+                return Err(std::io::Error::other("injected write failure"));
+            }
+            (&*file).write_all(&frame)?;
+            file.sync_data()
+        })
+        .await;
+        if matches!(res, Ok(Ok(()))) {
+            self.good_len += n;
+            return Ok(());
+        }
+        tracing::error!(path = %self.path.display(), "offsets log write failed: {res:?}");
+        self.dirty = true;
+        self.repair().await;
+        Err(errors::KAFKA_STORAGE_ERROR)
+    }
+
+    /// Cuts the file back to its valid prefix and fsyncs the new length. True when the log
+    /// is clean again.
+    async fn repair(&mut self) -> bool {
+        let file = self.file.clone();
+        let len = self.good_len;
+        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            file.set_len(len)?;
+            file.sync_all()
+        })
+        .await;
+        match res {
+            Ok(Ok(())) => {
+                tracing::warn!(path = %self.path.display(), len, "offsets log cut back to its last good frame");
+                self.dirty = false;
+                true
+            }
+            other => {
+                tracing::error!(path = %self.path.display(), "offsets log cannot be cut back: {other:?}; refusing commits");
+                false
+            }
+        }
+    }
+
+    /// Flushes on shutdown (every append is already synced; this is belt and braces).
+    async fn close(&self) {
+        let file = self.file.clone();
+        let _ = tokio::task::spawn_blocking(move || file.sync_data()).await;
+    }
 }
 
 impl Coordinator {
@@ -347,7 +471,7 @@ impl Coordinator {
                             let _ = reply.send(self.delete_offsets(&group, partitions).await);
                         }
                         GMsg::Shutdown(done) => {
-                            let _ = self.file.sync_data();
+                            self.log.close().await;
                             let _ = done.send(());
                             break;
                         }
@@ -573,40 +697,25 @@ impl Coordinator {
             }
         }
         // Durable before answered: append, fdatasync, then apply in memory.
-        let mut rec = Vec::new();
-        for (t, p, o, m) in &offsets {
-            encode_record(&mut rec, group, t, *p, *o, m.as_deref());
+        let mut frame = Frame::new();
+        for (t, p, c) in &offsets {
+            frame.entry(group, t, *p, c);
         }
-        if let Err(code) = self.append_synced(rec).await {
+        if let Err(code) = self.log.append(frame).await {
             return code;
         }
         let g = self.group(group);
-        for (t, p, o, m) in offsets {
-            g.offsets.insert((t, p), (o, m));
+        for (t, p, c) in offsets {
+            g.offsets.insert((t, p), c);
         }
         errors::NONE
-    }
-
-    /// Appends records to the offsets log and fdatasyncs it; KAFKA_STORAGE_ERROR if either fails.
-    async fn append_synced(&self, rec: Vec<u8>) -> Result<(), i16> {
-        let file = self.file.clone();
-        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            (&*file).write_all(&rec)?;
-            file.sync_data()
-        })
-        .await;
-        if !matches!(res, Ok(Ok(()))) {
-            tracing::error!(path = %self.path.display(), "offsets log write failed: {res:?}");
-            return Err(errors::KAFKA_STORAGE_ERROR);
-        }
-        Ok(())
     }
 
     /// DeleteGroups: a group with members is NON_EMPTY_GROUP, one never seen (or holding
     /// nothing) GROUP_ID_NOT_FOUND; the rest lose their offsets (deletions synced first).
     async fn delete_groups(&mut self, names: Vec<String>) -> Vec<i16> {
         let mut codes = Vec::with_capacity(names.len());
-        let mut rec = Vec::new();
+        let mut rec = Frame::new();
         let mut doomed = Vec::new();
         for name in &names {
             let code = match self.groups.get(name) {
@@ -614,7 +723,7 @@ impl Coordinator {
                 Some(g) if !g.members.is_empty() => errors::NON_EMPTY_GROUP,
                 Some(g) if !g.offsets.is_empty() || g.generation > 0 => {
                     for (t, p) in g.offsets.keys() {
-                        encode_record(&mut rec, name, t, *p, -1, None);
+                        rec.entry(name, t, *p, &Committed::none());
                     }
                     doomed.push(name.clone());
                     errors::NONE
@@ -624,7 +733,7 @@ impl Coordinator {
             codes.push(code);
         }
         if !rec.is_empty() {
-            if let Err(code) = self.append_synced(rec).await {
+            if let Err(code) = self.log.append(rec).await {
                 return names
                     .iter()
                     .zip(codes)
@@ -647,20 +756,20 @@ impl Coordinator {
             return (errors::GROUP_ID_NOT_FOUND, vec![errors::NONE; partitions.len()]);
         };
         let subscribed = subscribed_topics(g);
-        let mut rec = Vec::new();
+        let mut rec = Frame::new();
         let codes: Vec<i16> = partitions
             .iter()
             .map(|(t, p)| {
                 if subscribed.as_ref().is_none_or(|s| s.contains(t)) && !g.members.is_empty() {
                     errors::GROUP_SUBSCRIBED_TO_TOPIC
                 } else {
-                    encode_record(&mut rec, group, t, *p, -1, None);
+                    rec.entry(group, t, *p, &Committed::none());
                     errors::NONE
                 }
             })
             .collect();
         if !rec.is_empty() {
-            if let Err(code) = self.append_synced(rec).await {
+            if let Err(code) = self.log.append(rec).await {
                 return (code, vec![errors::NONE; partitions.len()]);
             }
         }
@@ -680,11 +789,11 @@ impl Coordinator {
                 .into_iter()
                 .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
                 .map(|(t, p)| {
-                    let (o, m) = g.offsets.get(&(t.clone(), p)).cloned().unwrap_or((-1, None));
-                    (t, p, o, m)
+                    let c = g.offsets.get(&(t.clone(), p)).cloned().unwrap_or_else(Committed::none);
+                    (t, p, c)
                 })
                 .collect(),
-            None => g.offsets.iter().map(|((t, p), (o, m))| (t.clone(), *p, *o, m.clone())).collect(),
+            None => g.offsets.iter().map(|((t, p), c)| (t.clone(), *p, c.clone())).collect(),
         }
     }
 
@@ -877,27 +986,112 @@ fn put_str(o: &mut Vec<u8>, s: &str) {
     o.extend_from_slice(s.as_bytes());
 }
 
-fn encode_record(out: &mut Vec<u8>, group: &str, topic: &str, p: i32, off: i64, md: Option<&str>) {
-    let mut b = Vec::new();
-    put_str(&mut b, group);
-    put_str(&mut b, topic);
-    b.extend_from_slice(&p.to_be_bytes());
-    b.extend_from_slice(&off.to_be_bytes());
-    match md {
-        Some(m) => {
-            b.extend_from_slice(&(m.len() as i32).to_be_bytes());
-            b.extend_from_slice(m.as_bytes());
-        }
-        None => b.extend_from_slice(&(-1i32).to_be_bytes()),
-    }
-    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
-    out.extend_from_slice(&crc32c::crc32c(&b).to_be_bytes());
-    out.extend_from_slice(&b);
+/// The high bit of a frame's length word: set for frames (several entries, with leader
+/// epochs), clear for the one-entry records of older files.
+const FRAME_FLAG: u32 = 0x8000_0000;
+
+/// One append to the offsets log: entries collected, then framed with length and CRC.
+struct Frame {
+    payload: Vec<u8>,
 }
 
-type OffsetMap = HashMap<(String, String, i32), (i64, Option<String>)>;
+impl Frame {
+    fn new() -> Frame {
+        Frame { payload: Vec::new() }
+    }
 
-/// Replays the commit log; a torn or corrupt tail is cut off (it was never acknowledged).
+    fn is_empty(&self) -> bool {
+        self.payload.is_empty()
+    }
+
+    fn entry(&mut self, group: &str, topic: &str, p: i32, c: &Committed) {
+        let b = &mut self.payload;
+        put_str(b, group);
+        put_str(b, topic);
+        b.extend_from_slice(&p.to_be_bytes());
+        b.extend_from_slice(&c.offset.to_be_bytes());
+        b.extend_from_slice(&c.leader_epoch.to_be_bytes());
+        match &c.metadata {
+            Some(m) => {
+                b.extend_from_slice(&(m.len() as i32).to_be_bytes());
+                b.extend_from_slice(m.as_bytes());
+            }
+            None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+
+    fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.payload.len());
+        out.extend_from_slice(&(FRAME_FLAG | self.payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(&crc32c::crc32c(&self.payload).to_be_bytes());
+        out.extend_from_slice(&self.payload);
+        out
+    }
+}
+
+/// ((group, topic, partition), committed)
+type OffsetMap = HashMap<(String, String, i32), Committed>;
+type LogEntry = ((String, String, i32), Committed);
+
+/// Decodes the entries of one frame payload (`framed`) or one old-format record body; None
+/// if any entry is malformed or bytes are left over.
+fn parse_entries(body: &[u8], framed: bool) -> Option<Vec<LogEntry>> {
+    let take_str = |q: &mut usize| -> Option<String> {
+        let n = u16::from_be_bytes(body.get(*q..*q + 2)?.try_into().ok()?) as usize;
+        let s = String::from_utf8(body.get(*q + 2..*q + 2 + n)?.to_vec()).ok()?;
+        *q += 2 + n;
+        Some(s)
+    };
+    let take4 = |q: &mut usize| -> Option<[u8; 4]> {
+        let v = body.get(*q..*q + 4)?.try_into().ok()?;
+        *q += 4;
+        Some(v)
+    };
+    let mut out = Vec::new();
+    let mut q = 0;
+    loop {
+        let g = take_str(&mut q)?;
+        let t = take_str(&mut q)?;
+        let part = i32::from_be_bytes(take4(&mut q)?);
+        let offset = i64::from_be_bytes(body.get(q..q + 8)?.try_into().ok()?);
+        q += 8;
+        let leader_epoch = if framed { i32::from_be_bytes(take4(&mut q)?) } else { -1 };
+        let ml = i32::from_be_bytes(take4(&mut q)?);
+        let metadata = if ml < 0 {
+            None
+        } else {
+            let m = String::from_utf8(body.get(q..q + ml as usize)?.to_vec()).ok()?;
+            q += ml as usize;
+            Some(m)
+        };
+        out.push(((g, t, part), Committed { offset, leader_epoch, metadata }));
+        if !framed || q >= body.len() {
+            break;
+        }
+    }
+    (q == body.len()).then_some(out)
+}
+
+/// The frame (or old record) at `p`: its entries and total length, or None if it is torn,
+/// fails its CRC or does not parse.
+fn read_frame(data: &[u8], p: usize) -> Option<(Vec<LogEntry>, usize)> {
+    let word = u32::from_be_bytes(data.get(p..p + 4)?.try_into().ok()?);
+    let crc = u32::from_be_bytes(data.get(p + 4..p + 8)?.try_into().ok()?);
+    let framed = word & FRAME_FLAG != 0;
+    let len = (word & !FRAME_FLAG) as usize;
+    if len == 0 {
+        return None;
+    }
+    let body = data.get(p + 8..p.checked_add(8 + len)?)?;
+    if crc32c::crc32c(body) != crc {
+        return None;
+    }
+    Some((parse_entries(body, framed)?, 8 + len))
+}
+
+/// Replays the commit log. A bad tail is cut off: the fail-stop in `OffsetLog::append` makes
+/// it the one unacknowledged append a crash tore. A bad frame followed by a valid one cannot
+/// come from that, so it is damage: opening fails rather than drop acknowledged commits.
 /// When the log holds many superseded commits it is rewritten with the latest ones only.
 fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
     let data = match std::fs::read(path) {
@@ -908,43 +1102,28 @@ fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
     let mut map = HashMap::new();
     let mut p = 0usize;
     let mut records = 0usize;
-    let take_str = |b: &[u8], q: &mut usize| -> Option<String> {
-        let n = u16::from_be_bytes(b.get(*q..*q + 2)?.try_into().ok()?) as usize;
-        let s = String::from_utf8(b.get(*q + 2..*q + 2 + n)?.to_vec()).ok()?;
-        *q += 2 + n;
-        Some(s)
-    };
-    while p + 8 <= data.len() {
-        let len = u32::from_be_bytes(data[p..p + 4].try_into().unwrap()) as usize;
-        let crc = u32::from_be_bytes(data[p + 4..p + 8].try_into().unwrap());
-        let Some(body) = data.get(p + 8..p + 8 + len) else { break };
-        if crc32c::crc32c(body) != crc {
-            break;
-        }
-        let mut q = 0;
-        let parsed = (|| {
-            let g = take_str(body, &mut q)?;
-            let t = take_str(body, &mut q)?;
-            let part = i32::from_be_bytes(body.get(q..q + 4)?.try_into().ok()?);
-            let off = i64::from_be_bytes(body.get(q + 4..q + 12)?.try_into().ok()?);
-            let ml = i32::from_be_bytes(body.get(q + 12..q + 16)?.try_into().ok()?);
-            let md = if ml < 0 {
-                None
+    while let Some((entries, n)) = read_frame(&data, p) {
+        for (k, v) in entries {
+            if v.offset == -1 {
+                map.remove(&k); // a deletion
             } else {
-                Some(String::from_utf8(body.get(q + 16..q + 16 + ml as usize)?.to_vec()).ok()?)
-            };
-            Some(((g, t, part), (off, md)))
-        })();
-        let Some((k, v)) = parsed else { break };
-        if v.0 == -1 {
-            map.remove(&k); // a deletion
-        } else {
-            map.insert(k, v);
+                map.insert(k, v);
+            }
+            records += 1;
         }
-        records += 1;
-        p += 8 + len;
+        p += n;
     }
     if p < data.len() {
+        // Any valid frame starting inside the bad region means acknowledged commits follow.
+        if let Some(q) = (p + 1..data.len()).find(|&q| read_frame(&data, q).is_some()) {
+            return Err(format!(
+                "{}: damaged: {} unreadable bytes at byte {p} with valid commits after them (from byte {q}); \
+                 not truncating acknowledged commits. Move the file aside to start without committed offsets, \
+                 or cut it at byte {p} to keep only those before the damage",
+                path.display(),
+                q - p
+            ));
+        }
         tracing::warn!(path = %path.display(), dropped = data.len() - p, "dropping torn tail of the offsets log");
         let f = OpenOptions::new().write(true).open(path).map_err(|e| e.to_string())?;
         f.set_len(p as u64).map_err(|e| e.to_string())?;
@@ -952,10 +1131,122 @@ fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
     }
     if records > 1000 && records > 2 * map.len() {
         let mut out = Vec::new();
-        for ((g, t, part), (o, m)) in &map {
-            encode_record(&mut out, g, t, *part, *o, m.as_deref());
+        let mut frame = Frame::new();
+        for (i, ((g, t, part), c)) in map.iter().enumerate() {
+            frame.entry(g, t, *part, c);
+            if i % 1024 == 1023 {
+                out.extend_from_slice(&std::mem::replace(&mut frame, Frame::new()).finish());
+            }
+        }
+        if !frame.is_empty() {
+            out.extend_from_slice(&frame.finish());
         }
         segment::write_file_synced(path, &out).map_err(|e| e.to_string())?;
     }
     Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh, empty directory under the system temp dir.
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("kaka-groups-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn coordinator(path: &std::path::Path) -> Coordinator {
+        Coordinator {
+            groups: HashMap::new(),
+            log: OffsetLog::open(path.to_path_buf()).unwrap(),
+            delay: Duration::ZERO,
+            next_member: 0,
+        }
+    }
+
+    fn entry(t: &str, p: i32, offset: i64) -> OffsetEntry {
+        (t.to_string(), p, Committed { offset, leader_epoch: 3, metadata: Some("m".into()) })
+    }
+
+    fn frame(entries: &[OffsetEntry]) -> Vec<u8> {
+        let mut f = Frame::new();
+        for (t, p, c) in entries {
+            f.entry("g", t, *p, c);
+        }
+        f.finish()
+    }
+
+    /// A partial append followed by a good one: the good one must survive a restart, so the
+    /// partial bytes must be gone from the middle of the file before it is written.
+    #[tokio::test]
+    async fn failed_append_is_cut_back_before_the_next_commit() {
+        let dir = temp_dir("failstop");
+        let path = dir.join("offsets.log");
+        let mut c = coordinator(&path);
+        assert_eq!(c.commit("g", -1, "", vec![entry("t", 0, 10)]).await, errors::NONE);
+        c.log.fail_next_after = Some(11);
+        assert_eq!(c.commit("g", -1, "", vec![entry("t", 1, 20)]).await, errors::KAFKA_STORAGE_ERROR);
+        assert_eq!(c.commit("g", -1, "", vec![entry("t", 2, 30)]).await, errors::NONE);
+        // The failed commit is not applied in memory either.
+        assert!(!c.group("g").offsets.contains_key(&("t".to_string(), 1)));
+        drop(c);
+
+        let want = frame(&[entry("t", 0, 10)]).len() + frame(&[entry("t", 2, 30)]).len();
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, want, "garbage left in the log");
+        let map = replay(&path).expect("replay");
+        let key = |p| ("g".to_string(), "t".to_string(), p);
+        assert_eq!(map.get(&key(0)).map(|c| c.offset), Some(10));
+        assert_eq!(map.get(&key(1)), None);
+        assert_eq!(map.get(&key(2)).map(|c| c.offset), Some(30));
+        assert_eq!(map.get(&key(2)).map(|c| c.leader_epoch), Some(3));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Bad bytes with a valid frame after them are damage, not a torn tail: replay refuses
+    /// and leaves the file as it is.
+    #[test]
+    fn replay_refuses_damage_before_acknowledged_commits() {
+        let dir = temp_dir("damage");
+        let path = dir.join("offsets.log");
+        let mut data = frame(&[entry("t", 0, 10)]);
+        data.extend_from_slice(&frame(&[entry("t", 1, 20)])[..9]); // a torn append...
+        data.extend_from_slice(&frame(&[entry("t", 2, 30)])); // ...then an acknowledged one
+        std::fs::write(&path, &data).unwrap();
+        let err = replay(&path).expect_err("damage must be reported");
+        assert!(err.contains("damaged"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), data, "the file must not be truncated");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A torn last append (never acknowledged) is cut off; old one-entry records still read.
+    #[test]
+    fn replay_cuts_a_torn_tail_and_reads_old_records() {
+        let dir = temp_dir("torn");
+        let path = dir.join("offsets.log");
+        // An old-format record: length without the frame bit, CRC, entry without an epoch.
+        let mut body = Vec::new();
+        put_str(&mut body, "g");
+        put_str(&mut body, "t");
+        body.extend_from_slice(&5i32.to_be_bytes());
+        body.extend_from_slice(&55i64.to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        let mut data = Vec::new();
+        data.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        data.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        data.extend_from_slice(&body);
+        data.extend_from_slice(&frame(&[entry("t", 0, 10), entry("t", 1, 11)]));
+        let good = data.len();
+        let torn = frame(&[entry("t", 2, 30), entry("t", 3, 31)]);
+        data.extend_from_slice(&torn[..torn.len() - 3]);
+        std::fs::write(&path, &data).unwrap();
+        let map = replay(&path).expect("replay");
+        assert_eq!(map.len(), 3);
+        let old = &map[&("g".to_string(), "t".to_string(), 5)];
+        assert_eq!((old.offset, old.leader_epoch, old.metadata.as_deref()), (55, -1, None));
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, good);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -93,6 +93,10 @@ struct Opts {
     /// Credit window: requests in flight per connection before the broker stops reading it.
     #[arg(long, default_value_t = 32)]
     max_in_flight: usize,
+    /// Close a connection whose response has made no progress into the socket for this long
+    /// (a client that stopped reading), freeing what writes to it.
+    #[arg(long, default_value_t = 60_000)]
+    write_stall_timeout_ms: u64,
     /// Wait this long for more members before the first rebalance of a new group.
     #[arg(long, default_value_t = 300)]
     group_initial_rebalance_delay_ms: u64,
@@ -161,6 +165,7 @@ fn broker_config(o: &Opts) -> config::BrokerConfig {
         max_request_bytes: o.max_request_bytes,
         max_in_flight: o.max_in_flight,
         initial_rebalance_delay_ms: o.group_initial_rebalance_delay_ms,
+        write_stall_timeout_ms: o.write_stall_timeout_ms.max(1),
         fail_fsync_after: o.debug_fail_fsync_after,
     }
 }

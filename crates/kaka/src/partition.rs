@@ -364,7 +364,7 @@ pub fn open(
 type Loaded = (Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>);
 
 fn load(dir: &Path) -> Result<Loaded, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    segment::create_dir_synced(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut bases = Vec::new();
     for ent in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let ent = ent.map_err(|e| e.to_string())?;
@@ -515,7 +515,7 @@ impl Owner {
                             }
                             Msg::Shutdown(done) => shutdown = Some(done),
                             Msg::DeleteRecords(offset, reply) => {
-                                let _ = reply.send(self.delete_records(offset));
+                                let _ = reply.send(segment::blocking(|| self.delete_records(offset)));
                             }
                             Msg::Reconfigure(cfg) => {
                                 self.cfg = (*cfg).clone();
@@ -547,7 +547,7 @@ impl Owner {
         // Clean stop: everything written is synced; leave index files for a fast restart
         // (the newest segment is still CRC-checked on open).
         if let Some(seg) = self.active() {
-            if let Err(e) = seg.seal().and_then(|()| seg.write_index_files()) {
+            if let Err(e) = segment::blocking(|| seg.seal().and_then(|()| seg.write_index_files())) {
                 tracing::warn!(topic = %self.shared.topic, "writing index files: {e}");
             }
         }
@@ -584,7 +584,8 @@ impl Owner {
         };
         let quiet = self.unsynced.len() == 1 && SYNCS_IN_FLIGHT.load(Ordering::Acquire) == 0;
         if quiet && self.broker.fsync_interval_ms == 0 {
-            let res = sync();
+            // Inline, but off the async worker (see `segment::blocking`).
+            let res = segment::blocking(sync);
             let waiting = std::mem::take(&mut self.unsynced);
             self.finish_sync(res.is_ok(), waiting, self.leo, &Ok(res));
             return;
@@ -777,15 +778,19 @@ impl Owner {
             Some(s) => s.size() > 0 && s.size() + bytes.len() as u64 > self.cfg.segment_bytes,
         };
         if need_roll {
-            if let Some(old) = active {
-                old.seal()?;
-                SYNCS.fetch_add(1, Ordering::Relaxed);
-                old.write_index_files()?;
-            }
-            let snap = self.shared.dir.join(segment::file_name(self.leo, "snapshot"));
-            segment::write_file_synced(&snap, &encode_snapshot(&self.producers))?;
-            let seg = Segment::create(&self.shared.dir, self.leo)?;
-            segment::sync_dir(&self.shared.dir)?;
+            // Several fsyncs: off the async worker, still in order on the owner.
+            let seg = segment::blocking(|| -> io::Result<Segment> {
+                if let Some(old) = active {
+                    old.seal()?;
+                    SYNCS.fetch_add(1, Ordering::Relaxed);
+                    old.write_index_files()?;
+                }
+                let snap = self.shared.dir.join(segment::file_name(self.leo, "snapshot"));
+                segment::write_file_synced(&snap, &encode_snapshot(&self.producers))?;
+                let seg = Segment::create(&self.shared.dir, self.leo)?;
+                segment::sync_dir(&self.shared.dir)?;
+                Ok(seg)
+            })?;
             self.shared.segments.write().unwrap_or_else(|e| e.into_inner()).push(Arc::new(seg));
         }
         let seg = self.active().ok_or_else(|| io::Error::other("no active segment"))?;
@@ -809,7 +814,8 @@ impl Owner {
             }
         }
         if self.cfg.delete {
-            self.apply_retention();
+            // Stats, unlinks and a folder fsync: off the async worker.
+            segment::blocking(|| self.apply_retention());
         }
         if self.cfg.compact && self.compaction_due() {
             let (shared, cfg, memory) = (self.shared.clone(), self.cfg.clone(), self.memory.clone());

@@ -530,22 +530,237 @@ fn corrupt(path: &Path, pos: u64) -> io::Error {
     )
 }
 
-/// Writes `data` to `path` via a temporary file, fdatasync, then rename (atomic replace).
+/// The temporary name `write_file_synced` writes `path`'s new content under: the final file
+/// name plus `.tmp`, so every final file has its own (`X.index.tmp`, `X.timeindex.tmp`,
+/// `X.snapshot.tmp` for one segment), and two files being replaced at once never share one.
+/// Partition load deletes `*.tmp` leftovers.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Writes `data` to `path` via a temporary file, fdatasync, then rename (atomic replace) and
+/// an fsync of the folder so the new name is durable.
 pub fn write_file_synced(path: &Path, data: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    let tmp = temp_path(path);
     {
         let mut f = File::create(&tmp)?;
         f.write_all(data)?;
         f.sync_data()?;
     }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
+    rename_synced(&tmp, path)
+}
+
+/// Runs disk work (fsyncs, file and folder creation, deletions) that must finish before the
+/// caller goes on, without stalling the async runtime. On a multi-thread runtime worker it is
+/// `block_in_place`: the worker first hands its queued tasks to another thread, then runs `f`
+/// itself, so `f` still runs in order on the calling task (a connection's requests, a
+/// partition owner's messages keep their order, and no thread hop is added to the wait) while
+/// no other task queues behind the disk. Anywhere else (a blocking-pool thread, the offline
+/// CLI, a current-thread test runtime, where `block_in_place` would panic) it is a plain call.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// The folder a path's entry lives in ("." for a bare relative name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates the folder `dir` (and any missing ancestors) durably. A new folder's name lives in
+/// its parent folder, and only an fsync of that parent makes the name survive a power failure
+/// (fsyncing files inside the new folder does not): without it, a topic, partition or group
+/// folder whose data was acknowledged as synced could vanish whole. So every folder this
+/// creates is followed by an fsync of its parent, ancestors first. Every folder kaka creates
+/// goes through here. A folder that already exists is left alone (it was either made durable
+/// by the run that created it, or survived that run's crash and is written back by the
+/// kernel like any other dirty metadata).
+pub fn create_dir_synced(dir: &Path) -> io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).ok_or(e)?;
+            create_dir_synced(parent)?;
+            match std::fs::create_dir(dir) {
+                Ok(()) => {}
+                // Created meanwhile by someone else, who syncs it.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    #[cfg(test)]
+    dir_events::record(dir_events::Event::Created(dir.to_path_buf()));
+    sync_dir(parent_dir(dir))
+}
+
+/// Renames `from` to `to` and fsyncs the folder(s) holding both names, so after a power failure
+/// the rename is either wholly there or wholly absent (one fsync when both are in one folder).
+pub fn rename_synced(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::rename(from, to)?;
+    let (a, b) = (parent_dir(from), parent_dir(to));
+    sync_dir(b)?;
+    if a != b {
+        sync_dir(a)?;
     }
     Ok(())
 }
 
 /// fsync a directory so a create, rename or unlink in it survives a power failure.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    File::open(dir)?.sync_all()?;
+    #[cfg(test)]
+    dir_events::record(dir_events::Event::Synced(dir.to_path_buf()));
+    Ok(())
+}
+
+/// Test record of folder creations and folder fsyncs, in order, for every thread (tests
+/// filter by their own temp folder).
+#[cfg(test)]
+pub mod dir_events {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Event {
+        Created(PathBuf),
+        Synced(PathBuf),
+    }
+
+    static EVENTS: Mutex<Vec<Event>> = Mutex::new(Vec::new());
+
+    pub fn record(e: Event) {
+        EVENTS.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+    }
+
+    pub fn all() -> Vec<Event> {
+        EVENTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dir_events::{all, Event};
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("kaka-segment-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// Events about paths under `root`, in order.
+    fn events_under(root: &Path) -> Vec<Event> {
+        all()
+            .into_iter()
+            .filter(|e| match e {
+                Event::Created(p) | Event::Synced(p) => p.starts_with(root),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn create_dir_synced_syncs_each_new_folders_parent() {
+        let root = temp_dir("mkdir");
+        std::fs::create_dir_all(&root).unwrap();
+        let deep = root.join("a").join("b");
+        create_dir_synced(&deep).unwrap();
+        assert!(deep.is_dir());
+        assert_eq!(
+            events_under(&root),
+            vec![
+                Event::Created(root.join("a")),
+                Event::Synced(root.clone()),
+                Event::Created(deep.clone()),
+                Event::Synced(root.join("a")),
+            ]
+        );
+        // Existing folders are left as they are.
+        create_dir_synced(&deep).unwrap();
+        assert_eq!(events_under(&root).len(), 4);
+        // A rename across folders syncs both.
+        std::fs::write(deep.join("f"), b"x").unwrap();
+        rename_synced(&deep.join("f"), &root.join("g")).unwrap();
+        let ev = events_under(&root);
+        assert_eq!(ev[4..], [Event::Synced(root.clone()), Event::Synced(deep.clone())]);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// Each file of a segment is replaced through its own temporary name: written at once from
+    /// three threads, every final file holds exactly what its writer wrote.
+    #[test]
+    fn index_timeindex_and_snapshot_do_not_share_a_temporary_file() {
+        let root = temp_dir("tmpnames");
+        std::fs::create_dir_all(&root).unwrap();
+        let base = root.join(file_name(0, "log"));
+        let exts = ["index", "timeindex", "snapshot"];
+        let tmps: Vec<PathBuf> = exts.iter().map(|e| temp_path(&base.with_extension(e))).collect();
+        assert!(tmps[0] != tmps[1] && tmps[1] != tmps[2] && tmps[0] != tmps[2], "{tmps:?}");
+        for round in 0..100u32 {
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(exts.len()));
+            let writers: Vec<_> = exts
+                .iter()
+                .enumerate()
+                .map(|(i, ext)| {
+                    let path = base.with_extension(ext);
+                    let barrier = barrier.clone();
+                    // Distinct content per file and round, large enough to overlap in time.
+                    let data = vec![(i as u8) * 50 + (round % 50) as u8; 64 * 1024];
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        write_file_synced(&path, &data).map(|_| data)
+                    })
+                })
+                .collect();
+            for (ext, w) in exts.iter().zip(writers) {
+                let data = w.join().unwrap().unwrap_or_else(|e| panic!("round {round}: writing .{ext}: {e}"));
+                let got = std::fs::read(base.with_extension(ext)).unwrap();
+                assert!(got == data, "round {round}: .{ext} holds another file's content");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// Disk work run through `blocking` on the only runtime worker does not hold up another
+    /// task: the other task finishes while the slow one is still inside its "fsync".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn blocking_work_does_not_stall_other_tasks() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let started = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let (s, d) = (started.clone(), done.clone());
+        let slow = tokio::spawn(async move {
+            blocking(|| {
+                s.store(true, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_secs(2)); // a very slow fsync
+                d.store(true, Ordering::SeqCst);
+            })
+        });
+        while !started.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let d = done.clone();
+        let other = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            d.load(Ordering::SeqCst)
+        });
+        let slow_finished_first = tokio::time::timeout(std::time::Duration::from_secs(30), other)
+            .await
+            .expect("hang guard")
+            .unwrap();
+        assert!(!slow_finished_first, "the other task waited for the slow disk work");
+        slow.await.unwrap();
+    }
 }

@@ -5,6 +5,11 @@
 //! it is read and gives it back when its response has been written; with no credit left the
 //! reader stops reading the socket, so one client cannot queue unbounded work (TCP then
 //! pushes back on the client).
+//!
+//! A response write that makes no progress for `--write-stall-timeout-ms` (the client stopped
+//! reading) fails, and a failed write ends the whole connection: the writer stops, and the
+//! reader, told through `closed`, stops too, so the socket is closed and nothing (a task, a
+//! bulk writer thread) waits on that client forever.
 
 use std::io::IoSlice;
 use std::net::SocketAddr;
@@ -57,16 +62,19 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     let credit = Arc::new(Semaphore::new(broker.cfg.max_in_flight.max(1)));
     let (tx, mut rx) =
         mpsc::unbounded_channel::<(oneshot::Receiver<Option<Outgoing>>, OwnedSemaphorePermit)>();
+    let stall = Duration::from_millis(broker.cfg.write_stall_timeout_ms);
+    // Set when the writer stops, so the reader stops too (see the module comment).
+    let (closed_tx, mut closed) = watch::channel(false);
     let writer = tokio::spawn(async move {
         while let Some((pending, _permit)) = rx.recv().await {
             match pending.await {
                 Ok(Some(out)) => {
                     let written = match out {
-                        Outgoing::Frame(frame) => wr.write_all(&frame).await,
+                        Outgoing::Frame(frame) => write_pieces(&mut wr, &[frame.freeze()], stall).await,
                         Outgoing::Pieces(pieces) if needs_bulk_writer(&pieces) => {
-                            write_bulk(wr.as_ref().as_raw_fd(), pieces).await
+                            write_bulk(wr.as_ref().as_raw_fd(), pieces, stall).await
                         }
-                        Outgoing::Pieces(pieces) => write_pieces(&mut wr, &in_memory(&pieces)).await,
+                        Outgoing::Pieces(pieces) => write_pieces(&mut wr, &in_memory(&pieces), stall).await,
                     };
                     if let Err(e) = written {
                         tracing::debug!(%peer, "write failed: {e}");
@@ -77,14 +85,24 @@ async fn connection(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
                 Err(_) => break,
             }
         }
-        let _ = wr.shutdown().await;
+        let _ = closed_tx.send(true);
+        let _ = tokio::time::timeout(stall, wr.shutdown()).await;
     });
     let max = broker.cfg.max_request_bytes;
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     loop {
         // Out of credit: stop reading this socket until a response goes out.
-        let Ok(permit) = credit.clone().acquire_owned().await else { break };
-        let size = match rd.read_i32().await {
+        let permit = tokio::select! {
+            p = credit.clone().acquire_owned() => p,
+            _ = closed.wait_for(|c| *c) => break,
+        };
+        let Ok(permit) = permit else { break };
+        // Cancelling a read here loses buffered bytes, which is fine: the connection is over.
+        let size = tokio::select! {
+            n = rd.read_i32() => n,
+            _ = closed.wait_for(|c| *c) => break,
+        };
+        let size = match size {
             Ok(n) => n,
             Err(_) => break, // closed (possibly mid size field)
         };
@@ -155,11 +173,22 @@ impl<'a> PieceCursor<'a> {
     }
 }
 
-/// Writes every piece in order with vectored writes.
-async fn write_pieces<W: AsyncWrite + Unpin>(wr: &mut W, pieces: &[Bytes]) -> std::io::Result<()> {
+/// The error of a response write that made no progress for the stall timeout.
+fn stalled() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, "client stopped reading: write stalled")
+}
+
+/// Writes every piece in order with vectored writes; fails when one write waits longer than
+/// `stall` for room in the socket.
+async fn write_pieces<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    pieces: &[Bytes],
+    stall: Duration,
+) -> std::io::Result<()> {
     let mut c = PieceCursor::new(pieces);
     while !c.done() {
-        let n = wr.write_vectored(&c.slices()).await?;
+        let n =
+            tokio::time::timeout(stall, wr.write_vectored(&c.slices())).await.map_err(|_| stalled())??;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
@@ -203,7 +232,10 @@ const BULK_NICE: libc::c_int = 10;
 /// meanwhile (runtime shutdown) it could never write into a reused descriptor number.
 /// An error (a failed segment read included) closes the connection: the frame's length is
 /// already on the wire, so nothing else could follow it.
-async fn write_bulk(fd: RawFd, pieces: Vec<Piece>) -> std::io::Result<()> {
+///
+/// Every wait for room in the socket is bounded by `stall`: a client that stops reading makes
+/// the write fail after that long without progress, the thread ends, and the connection closes.
+async fn write_bulk(fd: RawFd, pieces: Vec<Piece>, stall: Duration) -> std::io::Result<()> {
     // SAFETY: `fd` is the open socket of the awaiting writer task; dup gives an independent
     // descriptor that the OwnedFd closes when the thread is done.
     let own = unsafe {
@@ -221,7 +253,11 @@ async fn write_bulk(fd: RawFd, pieces: Vec<Piece>) -> std::io::Result<()> {
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
             libc::setpriority(libc::PRIO_PROCESS, tid, BULK_NICE);
         }
-        let _ = tx.send(write_pieces_blocking(&std::net::TcpStream::from(own), &pieces));
+        let sock = Sock {
+            s: std::net::TcpStream::from(own),
+            stall_ms: stall.as_millis().min(i32::MAX as u128) as i32,
+        };
+        let _ = tx.send(write_pieces_blocking(&sock, &pieces));
     });
     spawned?;
     rx.await.unwrap_or_else(|_| Err(std::io::ErrorKind::BrokenPipe.into()))
@@ -229,7 +265,7 @@ async fn write_bulk(fd: RawFd, pieces: Vec<Piece>) -> std::io::Result<()> {
 
 /// Sends `pieces` in order: runs of in-memory pieces by vectored writes, file ranges slice by
 /// slice through one reused buffer.
-fn write_pieces_blocking(sock: &std::net::TcpStream, pieces: &[Piece]) -> std::io::Result<()> {
+fn write_pieces_blocking(sock: &Sock, pieces: &[Piece]) -> std::io::Result<()> {
     let mut buf = Vec::new();
     let mut run_start = 0; // in-memory pieces from here on are not written yet
     for (i, piece) in pieces.iter().enumerate() {
@@ -252,11 +288,17 @@ fn write_pieces_blocking(sock: &std::net::TcpStream, pieces: &[Piece]) -> std::i
     write_blocking(sock, &in_memory(&pieces[run_start..]))
 }
 
+/// The bulk writer's socket (its own non-blocking descriptor) and its stall bound.
+struct Sock {
+    s: std::net::TcpStream,
+    stall_ms: i32,
+}
+
 /// writev until every piece is out (see `write_or_wait`).
-fn write_blocking(sock: &std::net::TcpStream, pieces: &[Bytes]) -> std::io::Result<()> {
+fn write_blocking(sock: &Sock, pieces: &[Bytes]) -> std::io::Result<()> {
     let mut c = PieceCursor::new(pieces);
     while !c.done() {
-        if let Some(n) = write_or_wait(|| std::io::Write::write_vectored(&mut &*sock, &c.slices()), sock)? {
+        if let Some(n) = write_or_wait(|| std::io::Write::write_vectored(&mut &sock.s, &c.slices()), sock)? {
             c.advance(n);
         }
     }
@@ -264,9 +306,9 @@ fn write_blocking(sock: &std::net::TcpStream, pieces: &[Bytes]) -> std::io::Resu
 }
 
 /// write until all of `buf` is out (see `write_or_wait`).
-fn write_all_blocking(sock: &std::net::TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+fn write_all_blocking(sock: &Sock, mut buf: &[u8]) -> std::io::Result<()> {
     while !buf.is_empty() {
-        if let Some(n) = write_or_wait(|| std::io::Write::write(&mut &*sock, buf), sock)? {
+        if let Some(n) = write_or_wait(|| std::io::Write::write(&mut &sock.s, buf), sock)? {
             buf = &buf[n..];
         }
     }
@@ -275,20 +317,25 @@ fn write_all_blocking(sock: &std::net::TcpStream, mut buf: &[u8]) -> std::io::Re
 
 /// One write on the non-blocking socket: Some(bytes written), or None after waiting in
 /// poll(2) for room (socket buffer full) or after an interrupted call. A closed peer is an
-/// EPIPE error: Rust binaries ignore SIGPIPE.
+/// EPIPE error: Rust binaries ignore SIGPIPE. A wait that sees no room for `stall_ms` is a
+/// TimedOut error: each wait follows a write that made progress (or is the first), so this
+/// bounds the time without progress, and the thread can never hang on a silent client.
 fn write_or_wait(
     write: impl FnOnce() -> std::io::Result<usize>,
-    sock: &std::net::TcpStream,
+    sock: &Sock,
 ) -> std::io::Result<Option<usize>> {
     match write() {
         Ok(0) => Err(std::io::ErrorKind::WriteZero.into()),
         Ok(n) => Ok(Some(n)),
         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-            // SAFETY: one pollfd on the stack. EINTR just loops back to the write.
-            unsafe { libc::poll(&mut pfd, 1, -1) };
-            Ok(None)
+            let mut pfd = libc::pollfd { fd: sock.s.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+            // SAFETY: one pollfd on the stack. EINTR (-1) just loops back to the write; an error
+            // or hang-up condition shows up as the next write's error.
+            match unsafe { libc::poll(&mut pfd, 1, sock.stall_ms) } {
+                0 => Err(stalled()),
+                _ => Ok(None),
+            }
         }
         Err(e) => Err(e),
     }

@@ -1247,3 +1247,255 @@ fn describe_log_dirs_and_cluster() {
     });
     assert_eq!(resp.error_code, 120, "UNSUPPORTED_ENDPOINT_TYPE: no controller endpoints");
 }
+
+/// A client that sends a large Fetch and then stops reading: the bulk writer thread gives up
+/// after --write-stall-timeout-ms without progress, the connection is closed (the client reads
+/// what was buffered, then end of stream, not the whole answer), and the thread is gone.
+#[test]
+fn bulk_writer_gives_up_on_a_client_that_stopped_reading() {
+    use std::io::Read;
+    let k = Kaka::start("stall", &["--write-stall-timeout-ms", "1000"]);
+    let mut c = k.client();
+    let value = vec![7u8; 512 * 1024];
+    let n = 48; // 24 MiB: far more than the socket buffers on both sides hold
+    for i in 0..n {
+        assert_eq!(produce(&mut c, 9, "stall", 0, batch(&[&value])), (0, i as i64));
+    }
+    let mut s = k.client();
+    // A small receive buffer, so the broker's writes stall early.
+    let small: libc::c_int = 64 * 1024;
+    // SAFETY: setsockopt on an open socket with a valid int option.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&s.s),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &small as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let parts = vec![fetch_partition(0, 0, 64 << 20)];
+    let body = s.encode_request(
+        ApiKey::Fetch,
+        12,
+        &fetch_request(Some("stall"), uuid::Uuid::nil(), parts, 0, 64 << 20),
+    );
+    s.send_frame(&body);
+    // Do not read: the broker's writer stalls; it must give up and end the connection.
+    let bulk = || k.thread_names().iter().any(|t| t.starts_with("kaka-bulk"));
+    wait_until(30, "the bulk writer thread to start", bulk);
+    let stalled_at = Instant::now();
+    wait_until(60, "the bulk writer thread to end", || !bulk());
+    assert!(stalled_at.elapsed() >= Duration::from_millis(500), "gave up before stalling");
+    std::thread::sleep(Duration::from_millis(200));
+    s.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 20];
+    let end = loop {
+        match s.s.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(m) => got += m,
+            Err(e) => break Err(e),
+        }
+    };
+    match end {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("connection still open after the stall ({got} bytes read): {e}"),
+    }
+    assert!(got < n * value.len(), "the whole answer arrived ({got} bytes): the write never gave up");
+    // The broker serves others as before.
+    assert_eq!(produce(&mut c, 9, "stall", 0, batch(&[b"after"])), (0, n as i64));
+}
+
+/// A batch with three keyless records among keyed ones on a compacted topic: the batch is
+/// refused with INVALID_RECORD, and record_errors name each of the three (and only those).
+#[test]
+fn keyless_records_are_each_named_in_record_errors() {
+    use kafka_protocol::records::*;
+    let k = Kaka::start("keyless", &[]);
+    let mut c = k.client();
+    assert_eq!(create(&mut c, "kl", &[("cleanup.policy", "compact")]), 0);
+    let keyless = [1usize, 3, 4];
+    let records: Vec<Record> = (0..6)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1, // offset - sequence constant: one batch
+            timestamp: ts_base(),
+            key: if keyless.contains(&i) { None } else { Some(Bytes::from(format!("k{i}"))) },
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut b = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut b,
+        &records,
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .unwrap();
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(b.freeze());
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = tname("kl");
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 10_000;
+    r.topic_data = vec![td];
+    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 87, "INVALID_RECORD");
+    let mut named: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+    named.sort();
+    assert_eq!(named, vec![1, 3, 4], "{:?}", p.record_errors);
+    assert!(p.record_errors.iter().all(|e| e.batch_index_error_message.is_some()));
+    // Nothing of the batch was written.
+    let (err, hw, _) = fetch(&mut c, "kl", 0, 0, 1 << 20);
+    assert_eq!((err, hw), (0, 0));
+}
+
+/// Kafka 4's standard topic configs are accepted by CreateTopics, AlterConfigs and
+/// IncrementalAlterConfigs, stored (across a restart) and reported by DescribeConfigs;
+/// max.message.bytes is applied; removed names are accepted and ignored; unknown names and bad
+/// values still get INVALID_CONFIG.
+#[test]
+fn kafka_topic_configs_are_accepted_stored_and_reported() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut k = Kaka::start("kcfg", &[]);
+    let mut c = k.client();
+    let standard = [
+        ("compression.type", "zstd"),
+        ("max.message.bytes", "2000"),
+        ("message.format.version", "3.0-IV1"),
+        ("min.insync.replicas", "1"),
+        ("segment.ms", "3600000"),
+        ("retention.ms", "86400000"),
+        ("unclean.leader.election.enable", "false"),
+        ("message.timestamp.type", "CreateTime"),
+        ("flush.messages", "10000"),
+        ("preallocate", "true"),
+        ("max.compaction.lag.ms", "100000"),
+        ("leader.replication.throttled.replicas", "*"),
+    ];
+    assert_eq!(create(&mut c, "kc", &standard), 0);
+    let s = topic_settings(&mut c, "kc");
+    for (key, value) in standard {
+        if key == "message.format.version" {
+            assert!(!s.contains_key(key), "removed in Kafka 4: accepted, not reported");
+        } else {
+            assert_eq!(s[key], (value.to_string(), 1), "{key}");
+        }
+    }
+    assert_eq!(s["segment.jitter.ms"], ("0".into(), 5), "unset: Kafka's default");
+    // Refused: unknown names and bad values, at creation and in both alter calls.
+    assert_eq!(create(&mut c, "bad1", &[("no.such.config", "1")]), 40);
+    assert_eq!(create(&mut c, "bad2", &[("compression.type", "brotli")]), 40);
+    assert_eq!(create(&mut c, "bad3", &[("min.insync.replicas", "0")]), 40);
+    assert_eq!(create(&mut c, "bad4", &[("preallocate", "maybe")]), 40);
+    let (set, delete, append) = (0i8, 1i8, 2i8);
+    assert_eq!(incremental_alter(&mut c, 2, "kc", &[(set, "segment.ms", Some("soon"))], false), 40);
+    assert_eq!(incremental_alter(&mut c, 2, "kc", &[(set, "no.such.config", Some("1"))], false), 40);
+    // IncrementalAlterConfigs: SET, DELETE, APPEND on a list.
+    let ops = [
+        (set, "segment.ms", Some("7200000")),
+        (set, "compression.type", Some("lz4")),
+        (delete, "preallocate", None),
+        (append, "leader.replication.throttled.replicas", Some("0:0")),
+    ];
+    assert_eq!(incremental_alter(&mut c, 2, "kc", &ops, false), 0);
+    let s = topic_settings(&mut c, "kc");
+    assert_eq!(s["segment.ms"], ("7200000".into(), 1));
+    assert_eq!(s["compression.type"], ("lz4".into(), 1));
+    assert_eq!(s["preallocate"], ("false".into(), 5));
+    assert_eq!(s["leader.replication.throttled.replicas"].0, "*,0:0");
+    // max.message.bytes applies: 2000 bytes, so a 3000-byte value is MESSAGE_TOO_LARGE.
+    assert_eq!(produce(&mut c, 9, "kc", 0, batch(&[&[1u8; 3000]])).0, 10);
+    assert_eq!(produce(&mut c, 9, "kc", 0, batch(&[&[1u8; 100]])), (0, 0));
+    // AlterConfigs (whole set) with standard names.
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = StrBytes::from_static_str("kc");
+    for (key, value) in [
+        ("min.insync.replicas", "2"),
+        ("message.timestamp.type", "LogAppendTime"),
+        ("max.message.bytes", "5000"),
+    ] {
+        let mut a = AlterableConfig::default();
+        a.name = StrBytes::from_string(key.to_string());
+        a.value = Some(StrBytes::from_string(value.to_string()));
+        res.configs.push(a);
+    }
+    let mut r = AlterConfigsRequest::default();
+    r.resources = vec![res.clone()];
+    let resp: AlterConfigsResponse = c.call(ApiKey::AlterConfigs, 2, &r);
+    assert_eq!(resp.responses[0].error_code, 0, "{:?}", resp.responses[0].error_message);
+    let mut bad = res;
+    let mut a = AlterableConfig::default();
+    a.name = StrBytes::from_static_str("no.such.config");
+    a.value = Some(StrBytes::from_static_str("1"));
+    bad.configs.push(a);
+    r.resources = vec![bad];
+    let resp: AlterConfigsResponse = c.call(ApiKey::AlterConfigs, 2, &r);
+    assert_eq!(resp.responses[0].error_code, 40);
+    assert_eq!(produce(&mut c, 9, "kc", 0, batch(&[&[1u8; 3000]])), (0, 1), "max.message.bytes now 5000");
+    // Stored: the same after a restart.
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    let s = topic_settings(&mut c, "kc");
+    assert_eq!(s["min.insync.replicas"], ("2".into(), 1));
+    assert_eq!(s["message.timestamp.type"], ("LogAppendTime".into(), 1));
+    assert_eq!(s["max.message.bytes"], ("5000".into(), 1));
+    assert_eq!(s["segment.ms"].1, 5, "AlterConfigs replaced the whole set");
+}
+
+/// OffsetCommit's leader epoch is kept with the offset: OffsetFetch returns it, also after a
+/// restart (the offsets log stores it).
+#[test]
+fn committed_offsets_keep_their_leader_epoch() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let mut k = Kaka::start("epoch", &[]);
+    let mut c = k.client();
+    assert_eq!(create(&mut c, "ep", &[]), 0);
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = tname("ep");
+    let mut x = OffsetCommitRequestPartition::default();
+    x.partition_index = 0;
+    x.committed_offset = 42;
+    x.committed_leader_epoch = 1;
+    t.partitions.push(x);
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(StrBytes::from_static_str("g"));
+    r.generation_id_or_member_epoch = -1;
+    r.topics = vec![t];
+    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
+    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    let fetch_epoch = |c: &mut Raw| {
+        let mut t = OffsetFetchRequestTopic::default();
+        t.name = tname("ep");
+        t.partition_indexes = vec![0];
+        let mut r = OffsetFetchRequest::default();
+        r.group_id = GroupId(StrBytes::from_static_str("g"));
+        r.topics = Some(vec![t]);
+        let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &r);
+        let p = &resp.topics[0].partitions[0];
+        (p.committed_offset, p.committed_leader_epoch)
+    };
+    assert_eq!(fetch_epoch(&mut c), (42, 1));
+    drop(c);
+    k.restart();
+    let mut c = k.client();
+    assert_eq!(fetch_epoch(&mut c), (42, 1), "after a restart");
+}

@@ -192,7 +192,7 @@ pub async fn delete_topics(req: &Req, r: DeleteTopicsRequest) -> BytesMut {
     wire::encode(req.correlation_id, req.version, &resp)
 }
 
-pub fn init_producer_id(req: &Req, r: InitProducerIdRequest) -> BytesMut {
+pub async fn init_producer_id(req: &Req, r: InitProducerIdRequest) -> BytesMut {
     let mut resp = InitProducerIdResponse::default();
     if r.transactional_id.as_ref().is_some_and(|t| !t.0.is_empty()) {
         // No transaction APIs are advertised; a transactional client cannot proceed.
@@ -207,7 +207,7 @@ pub fn init_producer_id(req: &Req, r: InitProducerIdRequest) -> BytesMut {
         resp.producer_epoch = r.producer_epoch + 1;
         return wire::encode(req.correlation_id, req.version, &resp);
     }
-    match req.broker.next_producer_id() {
+    match req.broker.next_producer_id().await {
         Ok(id) => {
             resp.producer_id = ProducerId(id);
             resp.producer_epoch = 0;
@@ -333,6 +333,9 @@ fn error_fields(outcome: Result<(), (i16, String)>) -> (i16, Option<kafka_protoc
     }
 }
 
+/// Every topic-level config Kafka 4 has: the ones kaka applies with their effective values,
+/// then the stored-only ones (`config::STORED_TOPIC_CONFIGS`), the topic's value or Kafka's
+/// default.
 fn topic_configs(t: &crate::broker::Topic) -> Vec<ConfigEntry> {
     let c = t.config();
     let raw = &c.raw;
@@ -371,7 +374,19 @@ fn topic_configs(t: &crate::broker::Topic) -> Vec<ConfigEntry> {
             source("segment.bytes", SOURCE_STATIC_BROKER),
             TYPE_INT,
         ),
+        (
+            "max.message.bytes",
+            c.max_message_bytes.to_string(),
+            source("max.message.bytes", SOURCE_STATIC_BROKER),
+            TYPE_INT,
+        ),
     ]
+    .into_iter()
+    .chain(crate::config::STORED_TOPIC_CONFIGS.iter().map(|&(name, kind, default)| match raw.get(name) {
+        Some(v) => (name, v.clone(), SOURCE_TOPIC, kind.kafka_type()),
+        None => (name, default.to_string(), SOURCE_DEFAULT, kind.kafka_type()),
+    }))
+    .collect()
 }
 
 fn broker_configs(b: &crate::config::BrokerConfig) -> Vec<ConfigEntry> {
@@ -520,8 +535,9 @@ fn apply_op(
         OP_DELETE => {
             raw.remove(key);
         }
-        OP_APPEND | OP_SUBTRACT if key == "cleanup.policy" => {
-            let current = raw.get(key).map(String::as_str).unwrap_or("delete");
+        OP_APPEND | OP_SUBTRACT if key == "cleanup.policy" || is_list(key) => {
+            let default = if key == "cleanup.policy" { "delete" } else { "" };
+            let current = raw.get(key).map(String::as_str).unwrap_or(default);
             let mut items: Vec<&str> = current.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
             for v in need_value()?.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 if op == OP_APPEND && !items.contains(&v) {
@@ -530,7 +546,7 @@ fn apply_op(
                     items.retain(|i| *i != v);
                 }
             }
-            if items.is_empty() {
+            if items.is_empty() && key == "cleanup.policy" {
                 return Err((errors::INVALID_CONFIG, "cleanup.policy cannot be empty".into()));
             }
             raw.insert(key.to_string(), items.join(","));
@@ -544,6 +560,13 @@ fn apply_op(
         other => return Err((errors::INVALID_REQUEST, format!("unknown config operation {other}"))),
     }
     Ok(())
+}
+
+/// A list-valued stored config (APPEND and SUBTRACT apply to it, as to cleanup.policy).
+fn is_list(key: &str) -> bool {
+    crate::config::STORED_TOPIC_CONFIGS
+        .iter()
+        .any(|(name, kind, _)| *name == key && matches!(kind, crate::config::Kind::List))
 }
 
 /// CreatePartitions: grows topics. Each topic is answered on its own; an explicit replica

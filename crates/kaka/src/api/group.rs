@@ -16,7 +16,7 @@ use kafka_protocol::messages::*;
 
 use super::{str_bytes, topic_name, Req};
 use crate::errors;
-use crate::groups::JoinArgs;
+use crate::groups::{Committed, JoinArgs};
 use crate::wire;
 
 pub fn find_coordinator(req: &Req, r: FindCoordinatorRequest) -> BytesMut {
@@ -135,8 +135,12 @@ pub async fn offset_commit(req: &Req, r: OffsetCommitRequest) -> BytesMut {
                 offsets.push((
                     t.name.0.to_string(),
                     p.partition_index,
-                    p.committed_offset,
-                    p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    Committed {
+                        offset: p.committed_offset,
+                        // v6+ carries it (the protocol crate decodes -1 below that).
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    },
                 ));
             } else {
                 unknown.push((t.name.0.to_string(), p.partition_index));
@@ -179,7 +183,7 @@ pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
     let entries = req.broker.groups.fetch(r.group_id.0.to_string(), topics).await;
     let mut resp = OffsetFetchResponse::default();
     let mut by_topic: Vec<OffsetFetchResponseTopic> = Vec::new();
-    for (t, p, off, md) in entries {
+    for (t, p, c) in entries {
         let idx = match by_topic.iter().position(|x| *x.name.0 == *t) {
             Some(i) => i,
             None => {
@@ -191,10 +195,10 @@ pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
         };
         let mut pr = OffsetFetchResponsePartition::default();
         pr.partition_index = p;
-        pr.committed_offset = off;
-        pr.committed_leader_epoch = -1;
+        pr.committed_offset = c.offset;
+        pr.committed_leader_epoch = c.leader_epoch;
         // A missing offset is -1 with an empty (non-null before v?) metadata and no error.
-        pr.metadata = Some(str_bytes(md.as_deref().unwrap_or("")));
+        pr.metadata = Some(str_bytes(c.metadata.as_deref().unwrap_or("")));
         by_topic[idx].partitions.push(pr);
     }
     resp.topics = by_topic;

@@ -108,7 +108,7 @@ pub fn dispatch(
         RequestKind::Metadata(r) => ready(Some(admin::metadata(&req, r))),
         RequestKind::CreateTopics(r) => ready(Some(admin::create_topics(&req, r))),
         RequestKind::DeleteTopics(r) => spawn(async move { Some(admin::delete_topics(&req, r).await) }),
-        RequestKind::InitProducerId(r) => ready(Some(admin::init_producer_id(&req, r))),
+        RequestKind::InitProducerId(r) => spawn(async move { Some(admin::init_producer_id(&req, r).await) }),
         RequestKind::ListOffsets(r) => spawn(async move { Some(admin::list_offsets(&req, r).await) }),
         RequestKind::OffsetForLeaderEpoch(r) => ready(Some(admin::offset_for_leader_epoch(&req, r))),
         RequestKind::Produce(r) => match produce::start(req, r) {

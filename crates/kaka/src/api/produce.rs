@@ -27,6 +27,9 @@ pub enum Started {
 enum Slot {
     Done(AppendResult),
     Waiting(oneshot::Receiver<AppendResult>),
+    /// INVALID_RECORD naming every bad record (index in the batch, message), as Kafka's
+    /// record_errors do, so the client fails only those records.
+    BadRecords(AppendResult, Vec<(i32, String)>),
 }
 
 fn refused(code: i16, msg: &str) -> Slot {
@@ -50,7 +53,17 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
                 Err(code) => refused(*code, "topic unavailable"),
                 Ok(topic) => match topic.partitions.get(p.index as usize) {
                     None => refused(errors::UNKNOWN_TOPIC_OR_PARTITION, "no such partition"),
-                    Some(part) => enqueue(&req, topic.config().compact, part, p.records, acks),
+                    Some(part) => {
+                        let cfg = topic.config();
+                        match &p.records {
+                            // As Kafka: a batch over the topic's max.message.bytes is refused.
+                            Some(r) if r.len() > cfg.max_message_bytes => refused(
+                                errors::MESSAGE_TOO_LARGE,
+                                "batch larger than the topic's max.message.bytes",
+                            ),
+                            _ => enqueue(&req, cfg.compact, part, p.records, acks),
+                        }
+                    }
                 },
             };
             slots.push((p.index, slot));
@@ -67,8 +80,13 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
             let mut tr = TopicProduceResponse::default();
             tr.name = name;
             for (index, slot) in slots {
+                let mut bad_records = Vec::new();
                 let res = match slot {
                     Slot::Done(r) => r,
+                    Slot::BadRecords(r, bad) => {
+                        bad_records = bad;
+                        r
+                    }
                     Slot::Waiting(rx) => rx.await.unwrap_or(AppendResult {
                         error: errors::KAFKA_STORAGE_ERROR,
                         base_offset: -1,
@@ -88,7 +106,14 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
                     if let Some(m) = &res.message {
                         if version >= 8 {
                             pr.error_message = Some(str_bytes(m));
-                            if res.error == errors::INVALID_RECORD {
+                            if !bad_records.is_empty() {
+                                for (index, msg) in &bad_records {
+                                    let mut e = BatchIndexAndErrorMessage::default();
+                                    e.batch_index = *index;
+                                    e.batch_index_error_message = Some(str_bytes(msg));
+                                    pr.record_errors.push(e);
+                                }
+                            } else if res.error == errors::INVALID_RECORD {
                                 let mut e = BatchIndexAndErrorMessage::default();
                                 e.batch_index = 0;
                                 e.batch_index_error_message = Some(str_bytes(m));
@@ -129,11 +154,28 @@ fn enqueue(
         // Compacted topics keep the latest record per key, so every record needs one.
         match batch::decode_records(&records, &h) {
             Ok(recs) if recs.iter().all(|r| r.key.is_some()) => {}
-            Ok(_) => {
-                return refused(
-                    errors::INVALID_RECORD,
-                    "compacted topic cannot accept a record without a key",
-                )
+            Ok(recs) => {
+                // Every keyless record is named, not just the first (the batch is refused whole).
+                let what = format!(
+                    "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                    part.shared.topic, part.shared.partition
+                );
+                let bad: Vec<(i32, String)> = recs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.key.is_none())
+                    .map(|(i, _)| (i as i32, what.clone()))
+                    .collect();
+                let shown: Vec<String> = bad.iter().take(3).map(|(i, _)| i.to_string()).collect();
+                let msg = format!(
+                    "One or more records have been rejected due to {} record errors in total \
+                     (records {}{}): compacted topic cannot accept a record without a key",
+                    bad.len(),
+                    shown.join(", "),
+                    if bad.len() > 3 { ", ..." } else { "" }
+                );
+                let Slot::Done(r) = refused(errors::INVALID_RECORD, &msg) else { unreachable!() };
+                return Slot::BadRecords(r, bad);
             }
             Err(e) => {
                 tracing::warn!("undecodable records: {e}");

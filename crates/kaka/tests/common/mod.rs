@@ -86,6 +86,21 @@ impl Kaka {
         }
     }
 
+    /// The running broker's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Names of the broker's threads (from /proc).
+    pub fn thread_names(&self) -> Vec<String> {
+        let Some(pid) = self.pid() else { return Vec::new() };
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+        rd.flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+            .map(|s| s.trim().to_string())
+            .collect()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
