@@ -70,7 +70,7 @@ fn main() {
         std::process::exit(1);
     };
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
-    server.journal = journal;
+    server.set_journal(journal).unwrap_or_else(|e| fail(e));
     server.open_listeners().unwrap_or_else(|e| fail(e));
     tracing::info!("ready to accept connections");
     if let Err(e) = server.run() {

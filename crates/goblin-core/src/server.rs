@@ -33,6 +33,8 @@ use tracing::{debug, info, warn};
 
 const SIGNAL: Token = Token(0);
 const WAKER: Token = Token(1);
+/// The journal's wake-up pipe: delivery reports are waiting.
+const JOURNAL: Token = Token(2);
 /// Listener `i` has token `LISTENER_BASE + i`.
 const LISTENER_BASE: usize = 16;
 /// Connection slot `s` has token `CONN_BASE + s`.
@@ -291,6 +293,17 @@ impl Server {
         })
     }
 
+    /// Installs the journal (after recovery) and registers its wake-up pipe in the poll set.
+    pub fn set_journal(&mut self, journal: Option<JournalHandle>) -> io::Result<()> {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &journal {
+            let fd = j.journal.wakeup_fd();
+            self.poll.registry().register(&mut mio::unix::SourceFd(&fd), JOURNAL, Interest::READABLE)?;
+        }
+        self.journal = journal;
+        Ok(())
+    }
+
     /// The listeners' descriptors (a forked child closes its copies).
     pub(crate) fn listener_fds(&self) -> Vec<i32> {
         self.listeners
@@ -496,6 +509,13 @@ impl Server {
                 match ev.token() {
                     SIGNAL => self.on_signal_pipe(),
                     WAKER => self.on_wake(),
+                    JOURNAL => {
+                        #[cfg(feature = "kafka")]
+                        if let Some(j) = &self.journal {
+                            j.journal.drain_wakeup();
+                        }
+                        self.poll_journal();
+                    }
                     Token(t) if t >= CONN_BASE => {
                         let slot = t - CONN_BASE;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -554,11 +574,11 @@ impl Server {
             return Duration::ZERO;
         }
         let mut t = CRON_INTERVAL.saturating_sub(self.last_cron.elapsed());
-        // Delivery reports are served by polling the producer: come back soon while records
-        // are in flight.
+        // Delivery reports wake the loop through the journal's pipe; this is only a backstop
+        // while records are in flight.
         #[cfg(feature = "kafka")]
         if self.journal.as_ref().is_some_and(|j| j.journal.pending() > 0) {
-            t = t.min(Duration::from_millis(2));
+            t = t.min(Duration::from_millis(10));
         }
         if let Some(deadline) = self.blocked.next_deadline() {
             let ms = (deadline - now_ms()).max(0) as u64;

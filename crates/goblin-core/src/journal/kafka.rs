@@ -129,9 +129,33 @@ impl ProducerContext for Context {
     }
 }
 
+/// librdkafka writes a byte to this pipe whenever its main queue (where delivery reports
+/// arrive) becomes non-empty: the server registers the read end in its poll set, so a report
+/// wakes the loop at once instead of waiting for a timer.
+struct Wakeup {
+    read: std::os::fd::OwnedFd,
+    _write: std::os::fd::OwnedFd,
+    queue: *mut rdkafka::bindings::rd_kafka_queue_t,
+}
+
+impl Drop for Wakeup {
+    fn drop(&mut self) {
+        // SAFETY: the queue handle came from rd_kafka_queue_get_main and is released once,
+        // while the producer still exists (`Journal` declares `wakeup` before `producer`, and
+        // fields drop in declaration order).
+        unsafe {
+            rdkafka::bindings::rd_kafka_queue_io_event_enable(self.queue, -1, std::ptr::null(), 0);
+            rdkafka::bindings::rd_kafka_queue_destroy(self.queue);
+        }
+    }
+}
+
 /// The producing side, owned by the server thread.
 pub struct Journal {
     pub target: KafkaTarget,
+    /// Declared before `producer`: fields drop in order, so the queue handle is released
+    /// while the producer still exists.
+    wakeup: Wakeup,
     producer: BaseProducer<Context>,
     pub acks: Rc<Acks>,
     /// Records produced since startup.
@@ -163,11 +187,54 @@ impl Journal {
             .set("acks", "all")
             .set("max.in.flight.requests.per.connection", "1")
             .set("allow.auto.create.topics", "false")
-            .set("linger.ms", "1");
+            // No lingering: with one request in flight, records queue up behind it and go out
+            // together anyway, and a lone write (broker ack mode) is not delayed.
+            .set("linger.ms", "0");
         let producer: BaseProducer<Context> = c
             .create_with_context(Context(ServerThreadOnly(Reports(acks.clone()))))
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
-        Ok(Journal { target, producer, acks, produced: 0 })
+        let wakeup =
+            Self::wakeup(&producer).map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
+        Ok(Journal { target, wakeup, producer, acks, produced: 0 })
+    }
+
+    fn wakeup(producer: &BaseProducer<Context>) -> std::io::Result<Wakeup> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two descriptors we then own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors are fresh and ours.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: the client pointer is valid for the producer's life; the returned queue
+        // handle is released in `Wakeup::drop`, before the producer goes.
+        let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.client().native_ptr()) };
+        // SAFETY: librdkafka copies the one-byte payload; the write end outlives the queue's use
+        // of it (disabled in `Wakeup::drop`).
+        unsafe {
+            rdkafka::bindings::rd_kafka_queue_io_event_enable(
+                queue,
+                write.as_raw_fd(),
+                b"1".as_ptr().cast(),
+                1,
+            )
+        };
+        Ok(Wakeup { read, _write: write, queue })
+    }
+
+    /// The descriptor that becomes readable when delivery reports wait (see `Wakeup`).
+    pub fn wakeup_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.wakeup.read.as_raw_fd()
+    }
+
+    /// Empties the wake-up pipe (before polling: a report arriving after this writes again).
+    pub fn drain_wakeup(&self) {
+        use std::os::fd::AsRawFd;
+        let mut buf = [0u8; 256];
+        // SAFETY: reads into our buffer from our non-blocking descriptor until it is empty.
+        while unsafe { libc::read(self.wakeup.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
     }
 
     /// The journal sink: one record per mutation of a committed batch, in order.

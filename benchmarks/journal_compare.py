@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The Kafka journal's cost, side by side in one run.
+
+redis-benchmark SET and INCR, 50 clients, at -P 1 and -P 16, against:
+  - goblin-core without a journal;
+  - goblin-core --kafka ... --kafka-ack-mode queued, and broker, journaling to kaka (which
+    fsyncs before it acknowledges);
+  - redis-server with appendonly yes, appendfsync everysec and always (Redis's own durable
+    write path, the peer a user compares against).
+Then the startup replay rate: a fresh goblin-core replays the broker-mode topic from kaka.
+Each configuration runs --rounds times, alternating; medians are reported. The table goes to
+benchmarks/out/journal.md (copied into docs/BENCHMARKS.md by hand).
+
+Usage:
+  cargo build --release --bin goblin-core --bin kaka
+  python3 benchmarks/journal_compare.py [--requests 200000] [--rounds 3]
+"""
+
+import argparse
+import csv
+import io
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netutil import free_port, wait_port  # noqa: E402
+
+
+def target(name):
+    base = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    return os.path.join(base, "release", name)
+
+
+class Proc:
+    def __init__(self, argv, port, log):
+        self.log = log
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        wait_port(port, timeout=120)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def bench(port, test, pipeline, requests):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-t", test, "-n", str(requests), "-c", "50", "-P", str(pipeline),
+         "-r", "100000", "--csv"],
+        capture_output=True, text=True, check=True).stdout
+    rows = list(csv.reader(io.StringIO(out)))
+    head, row = rows[0], rows[1]
+    d = dict(zip(head, row))
+    return float(d["rps"]), float(d["p50_latency_ms"]), float(d["p99_latency_ms"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=200000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="journalbench-")
+    kport = free_port()
+    kaka = Proc([target("kaka"), "--dir", os.path.join(work, "kaka"), "--listen", f"127.0.0.1:{kport}"], kport,
+                os.path.join(work, "kaka.log"))
+    configs = {
+        "goblin, no journal": lambda port, n: [target("goblin-core"), "--port", str(port), "--save", ""],
+        "goblin, queued": lambda port, n: [target("goblin-core"), "--port", str(port), "--save", "", "--kafka",
+                                           f"kafka://127.0.0.1:{kport}/bench-queued-{n}"],
+        "goblin, broker": lambda port, n: [target("goblin-core"), "--port", str(port), "--save", "", "--kafka",
+                                           f"kafka://127.0.0.1:{kport}/bench-broker-{n}", "--kafka-ack-mode", "broker"],
+        "redis, everysec": lambda port, n: ["redis-server", "--port", str(port), "--save", "", "--appendonly", "yes",
+                                            "--appendfsync", "everysec", "--dir", tempfile.mkdtemp(dir=work)],
+        "redis, always": lambda port, n: ["redis-server", "--port", str(port), "--save", "", "--appendonly", "yes",
+                                          "--appendfsync", "always", "--dir", tempfile.mkdtemp(dir=work)],
+    }
+    results = {}
+    n = 0
+    for rnd in range(args.rounds):
+        for name, argv in configs.items():
+            for test in ("set", "incr"):
+                for p in (1, 16):
+                    n += 1
+                    port = free_port()
+                    s = Proc(argv(port, n), port, os.path.join(work, f"s{n}.log"))
+                    results.setdefault((name, test, p), []).append(bench(port, test, p, args.requests))
+                    if name == "goblin, broker" and test == "set" and p == 16:
+                        replay_topic = f"bench-broker-{n}"
+                    s.stop()
+            print(f"round {rnd + 1}: {name} done", file=sys.stderr)
+    # Startup replay: the last broker-mode topic, replayed by a fresh server.
+    topic = replay_topic  # the last round's broker-mode SET -P 16: one record per request
+    port = free_port()
+    t0 = time.perf_counter()
+    s = Proc([target("goblin-core"), "--port", str(port), "--save", "", "--kafka",
+              f"kafka://127.0.0.1:{kport}/{topic}"], port, os.path.join(work, "replay.log"))
+    ready = time.perf_counter() - t0
+    s.stop()
+    replay = ""
+    with open(os.path.join(work, "replay.log")) as f:
+        for line in f:
+            m = re.search(r"replayed (\d+) records of topic \S+ in ([\d.]+) s \((\d+)/s\)", line)
+            if m:
+                replay = f"{int(m.group(1)):,} records in {m.group(2)} s ({int(m.group(3)):,}/s); ready in {ready:.2f} s"
+    kaka.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+    lines = [f"redis-benchmark, 50 clients, {args.requests:,} requests, random keys over 100,000, median of "
+             f"{args.rounds} alternating rounds; kaka fsyncs before each acknowledgement.", "",
+             "| configuration | test | -P | ops/s | p50 ms | p99 ms | ops vs no journal |", "|---|---|---|---|---|---|---|"]
+    for (name, test, p), runs in results.items():
+        ops = statistics.median(r[0] for r in runs)
+        p50 = statistics.median(r[1] for r in runs)
+        p99 = statistics.median(r[2] for r in runs)
+        base = statistics.median(r[0] for r in results[("goblin, no journal", test, p)])
+        lines.append(f"| {name} | {test.upper()} | {p} | {ops:,.0f} | {p50:.3f} | {p99:.3f} | {ops / base:.2f} |")
+    lines += ["", f"Startup replay from kaka: {replay}"]
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
+    with open(os.path.join(ROOT, "benchmarks", "out", "journal.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
