@@ -435,3 +435,134 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
         assert!(items.len() as u64 >= *acked, "client {c}: {} < acknowledged {acked}", items.len());
     }
 }
+
+/// The broker goes away at runtime and comes back: in broker ack mode the writers' replies
+/// wait, unacknowledged bytes pass the watermark and input pauses (another client's PING gets
+/// no answer meanwhile), and when the broker returns everything is acknowledged, in order,
+/// exactly once.
+#[test]
+fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
+    let dir = temp_path("kaka-restart");
+    let port = common::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let start_kaka = || {
+        let child = Command::new(kaka_bin())
+            .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kaka");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "kaka did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Kaka { addr: addr.clone(), child }
+    };
+    let mut k = start_kaka();
+    let uri = k.uri("journal-down");
+    let args =
+        ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--kafka-pending-bytes", "256", "--save", ""];
+    let s = Server::start(&args);
+    let progress = Arc::new(AtomicU64::new(0));
+    let writers = std::thread::spawn({
+        let progress = progress.clone();
+        let port = s.port;
+        move || flood_for(port, 2, progress, Duration::from_secs(6))
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while progress.load(Ordering::Relaxed) < 200 {
+        assert!(Instant::now() < deadline, "no progress before the outage");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The outage.
+    let _ = k.child.kill();
+    let _ = k.child.wait();
+    std::thread::sleep(Duration::from_millis(500));
+    let during = progress.load(Ordering::Relaxed);
+    let mut ping = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    ping.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+    {
+        use std::io::{Read, Write};
+        ping.write_all(b"PING\r\n").unwrap();
+        let mut b = [0u8; 7];
+        assert!(ping.read_exact(&mut b).is_err(), "input should be paused while the broker is away");
+        assert_eq!(
+            progress.load(Ordering::Relaxed),
+            during,
+            "no write is acknowledged while the broker is away"
+        );
+        k = start_kaka();
+        ping.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        ping.read_exact(&mut b).expect("PING answered once the broker is back");
+        assert_eq!(&b, b"+PONG\r\n");
+    }
+    let results = writers.join().unwrap();
+    assert!(progress.load(Ordering::Relaxed) > during, "writes resumed after the outage");
+    let mut con = s.conn();
+    wait_acked(&mut con);
+    for (c, (acked, _)) in results.iter().enumerate() {
+        let items: Vec<u64> =
+            redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
+        assert_eq!(items, (1..=items.len() as u64).collect::<Vec<_>>(), "client {c}: order or duplicates");
+        assert_eq!(items.len() as u64, *acked, "client {c}: every write was acknowledged once");
+    }
+    let want = state(&mut con);
+    drop(s);
+    // And the topic holds exactly that history.
+    let r = Server::start(&args);
+    assert_eq!(state(&mut r.conn()), want);
+    drop(k);
+}
+
+/// Like `flood`, but stops by itself after `run` (each client finishes its current pipeline).
+fn flood_for(port: u16, clients: usize, progress: Arc<AtomicU64>, run: Duration) -> Vec<(u64, u64)> {
+    let until = Instant::now() + run;
+    let handles: Vec<_> = (0..clients)
+        .map(|c| {
+            let progress = progress.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                let (mut acked, mut sent) = (0u64, 0u64);
+                let mut buf = Vec::new();
+                while Instant::now() < until {
+                    let mut req = Vec::new();
+                    for _ in 0..16 {
+                        sent += 1;
+                        let seq = sent.to_string();
+                        let key = format!("l{c}");
+                        req.extend_from_slice(
+                            format!(
+                                "*3\r\n$5\r\nRPUSH\r\n${}\r\n{key}\r\n${}\r\n{seq}\r\n",
+                                key.len(),
+                                seq.len()
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                    s.write_all(&req).unwrap();
+                    let mut got = 0;
+                    while got < 16 {
+                        if let Some(at) = buf.windows(2).position(|w| w == b"\r\n") {
+                            let line: Vec<u8> = buf.drain(..at + 2).collect();
+                            assert_eq!(line[0], b':', "{}", String::from_utf8_lossy(&line));
+                            acked = acked
+                                .max(std::str::from_utf8(&line[1..line.len() - 2]).unwrap().parse().unwrap());
+                            got += 1;
+                            progress.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        let mut chunk = [0u8; 4096];
+                        let n = s.read(&mut chunk).expect("replies resume once the broker is back");
+                        assert!(n > 0, "the server closed the connection");
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                }
+                (acked, sent)
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
