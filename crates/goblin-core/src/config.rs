@@ -99,6 +99,12 @@ pub struct Config {
     #[arg(long = "kafka-ack-mode", value_enum, default_value_t = KafkaAckMode::Queued)]
     pub kafka_ack_mode: KafkaAckMode,
 
+    /// For a --load snapshot without Kafka cursors (written by a server without --kafka):
+    /// replay from the first record at or after the file's creation time minus this many
+    /// seconds.
+    #[arg(long = "kafka-time-buffer", value_name = "SECONDS", default_value_t = 0)]
+    pub kafka_time_buffer: u64,
+
     /// Unacknowledged journal bytes at which command input pauses (Kafka polling and output
     /// go on) until Kafka catches up: a number with an optional kb/mb/gb suffix.
     #[arg(long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]

@@ -109,17 +109,51 @@ fn recover(cfg: &config::Config) -> Recovered {
             let target = journal::target::parse(k).unwrap_or_else(|e| die(e));
             let j = journal::kafka::Journal::connect(target).unwrap_or_else(|e| die(e));
             // Seek to the snapshot's acknowledged broker offset, or its consumer position if
-            // lower (DESIGN.md, decision 3); -1 (no snapshot, or none recorded): the earliest.
+            // lower (DESIGN.md, decision 3). A snapshot without cursors (written by a server
+            // without --kafka) falls back to the first record at or after its file's birth time
+            // minus --kafka-time-buffer; no snapshot: the earliest record.
+            use journal::kafka::Start;
             let from = match &meta {
                 Some(m) if m.kafka_consumer_position >= 0 && m.kafka_acked_offset >= 0 => {
-                    m.kafka_acked_offset.min(m.kafka_consumer_position)
+                    Start::Offset(m.kafka_acked_offset.min(m.kafka_consumer_position))
                 }
-                Some(m) => m.kafka_acked_offset.max(m.kafka_consumer_position),
-                None => -1,
+                Some(m) if m.kafka_acked_offset >= 0 || m.kafka_consumer_position >= 0 => {
+                    Start::Offset(m.kafka_acked_offset.max(m.kafka_consumer_position))
+                }
+                Some(_) => {
+                    let path = cfg.load.as_deref().expect("a snapshot was loaded");
+                    let (born, exact) = snapshot::birth_time(path)
+                        .unwrap_or_else(|e| die(format!("{}: {e}", path.display())));
+                    if !exact {
+                        tracing::warn!(
+                            "{}: the file system keeps no creation time; using its modification time",
+                            path.display()
+                        );
+                    }
+                    let ms =
+                        born.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+                    let ms = ms - cfg.kafka_time_buffer as i64 * 1000;
+                    tracing::info!(
+                        "the snapshot has no Kafka cursor: replaying from the first record at or after {ms} ms \
+                         (its creation time minus --kafka-time-buffer {})",
+                        cfg.kafka_time_buffer
+                    );
+                    Start::Time(ms)
+                }
+                None => Start::Earliest,
             };
             let adopt = meta.is_none();
+            let mut j = j;
             let stats =
                 journal::kafka::replay(&j.target, &mut engine, from, adopt).unwrap_or_else(|e| die(e));
+            // Everything replayed is durable in the topic: a snapshot taken before this process
+            // produces anything still records where the journal stands (the snapshot's own
+            // broker offset when the replay read nothing).
+            let broker = match (&meta, stats.last_broker_offset) {
+                (Some(m), -1) => m.kafka_acked_offset,
+                (_, b) => b,
+            };
+            j.set_recovered(engine.repl.offset, broker);
             Some(server::JournalHandle { journal: j, replay: stats })
         }
         None => None,

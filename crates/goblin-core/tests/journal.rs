@@ -566,3 +566,53 @@ fn flood_for(port: u16, clients: usize, progress: Arc<AtomicU64>, run: Duration)
         .collect();
     handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
+
+/// A snapshot without Kafka cursors (saved by a server running without --kafka) falls back to
+/// the first record at or after the file's creation time minus --kafka-time-buffer.
+#[test]
+fn a_snapshot_without_cursors_replays_from_its_creation_time() {
+    let k = Kaka::start();
+    let uri = k.uri("journal-time");
+    let first = temp_path("with-cursor.gcsn");
+    let legacy = temp_path("no-cursor.gcsn");
+    // The journaled history, and a snapshot of it.
+    let mut a = Server::start(&["--kafka", &uri, "--load", first.to_str().unwrap(), "--save", ""]);
+    workload(&a, 0);
+    let mut con = a.conn();
+    wait_acked(&mut con);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let journaled = state(&mut con).1;
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    // The same lineage continued without --kafka: its snapshot has no cursor.
+    std::fs::copy(&first, &legacy).unwrap();
+    let b = Server::start(&["--load", legacy.to_str().unwrap(), "--save", ""]);
+    let mut con = b.conn();
+    let _: () = redis::cmd("SET").arg("unjournaled").arg("1").query(&mut con).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let want = state(&mut con);
+    drop(b);
+    // No buffer: the topic holds nothing newer than the file: nothing is replayed.
+    let c = Server::start(&["--kafka", &uri, "--load", legacy.to_str().unwrap(), "--save", ""]);
+    assert!(c.log().contains("no Kafka cursor"), "{}", c.log());
+    let mut con = c.conn();
+    assert_eq!(state(&mut con), want);
+    assert_eq!(info(&mut con, "kafka")["kafka_replay_records_consumed"], "0");
+    drop(c);
+    // A buffer reaching back before the journaled writes rereads them: all duplicates.
+    let d = Server::start(&[
+        "--kafka",
+        &uri,
+        "--load",
+        legacy.to_str().unwrap(),
+        "--kafka-time-buffer",
+        "3600",
+        "--save",
+        "",
+    ]);
+    let mut con = d.conn();
+    assert_eq!(state(&mut con), want);
+    let m = info(&mut con, "kafka");
+    assert_eq!(m["kafka_replay_records_consumed"], journaled.to_string(), "{m:?}");
+    assert_eq!(m["kafka_replay_records_duplicate"], journaled.to_string(), "{m:?}");
+}

@@ -279,6 +279,14 @@ impl Journal {
         Ok(())
     }
 
+    /// After the startup replay: everything through the replayed records is durable in the
+    /// topic, so a snapshot taken before this process produces anything still records where
+    /// the journal stands.
+    pub fn set_recovered(&mut self, logical: u64, broker: i64) {
+        self.acks.logical.set(logical as i64);
+        self.acks.broker.set(broker);
+    }
+
     /// Serves delivery reports (server thread only). Err: a record was refused for good.
     pub fn poll(&mut self) -> Result<(), String> {
         self.producer.poll(Duration::ZERO);
@@ -398,15 +406,26 @@ fn header<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>, name: &str) -> Optio
     m.headers()?.iter().find(|h| h.key == name).and_then(|h| h.value)
 }
 
-/// Replays the topic into `engine`, from broker offset `from` (inclusive; -1: the earliest
-/// retained record) through the high watermark captured first. The lineage continues: with no
+/// Where a replay starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The earliest retained record (no snapshot).
+    Earliest,
+    /// This broker offset, inclusively (the snapshot's cursor).
+    Offset(i64),
+    /// The first record whose timestamp is at or after this unix time in ms (a snapshot
+    /// without cursors: its file's birth time minus `--kafka-time-buffer`).
+    Time(i64),
+}
+
+/// Replays the topic into `engine`, from `start` through the high watermark captured first. The lineage continues: with no
 /// snapshot (`engine` empty at offset 0, `adopt_lineage`), the first record of a goblin lineage
 /// names it; records of any other lineage before the first matching one are older history
 /// and discarded; a different lineage after it means two primaries share the topic (an error).
 pub fn replay(
     target: &KafkaTarget,
     engine: &mut Engine,
-    from: i64,
+    start: Start,
     mut adopt_lineage: bool,
 ) -> Result<ReplayStats, String> {
     let mut c = base_config(target);
@@ -420,6 +439,23 @@ pub fn replay(
     let (low, high) = consumer
         .fetch_watermarks(&target.topic, 0, CONNECT_TIMEOUT)
         .map_err(|e| format!("--kafka: cannot read the watermarks of topic {}: {e}", target.topic))?;
+    let from = match start {
+        Start::Earliest => -1,
+        Start::Offset(o) => o,
+        Start::Time(ms) => {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&target.topic, 0, Offset::Offset(ms))
+                .map_err(|e| format!("--kafka: {e}"))?;
+            let found = consumer
+                .offsets_for_times(tpl, CONNECT_TIMEOUT)
+                .map_err(|e| format!("--kafka: cannot look up the first record at or after {ms} ms: {e}"))?;
+            match found.find_partition(&target.topic, 0).map(|p| p.offset()) {
+                Some(Offset::Offset(o)) => o,
+                // No record at or after that time: nothing to replay.
+                _ => high,
+            }
+        }
+    };
     let start = if from < 0 { low } else { from.max(low) };
     if from > 0 && from < low {
         warn!(
