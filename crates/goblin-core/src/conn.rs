@@ -144,6 +144,9 @@ pub struct Conn {
     /// logical offset `held_until` (see `Server::hold_reply`).
     pub held_from: Option<usize>,
     pub held_until: u64,
+    /// Pub/sub subscriptions; `Some` exactly while there is at least one (see
+    /// [`crate::pubsub`]): in RESP2 that restricts the commands the client may run.
+    pub pubsub: Option<Box<crate::pubsub::ConnSubs>>,
 }
 
 impl Conn {
@@ -190,6 +193,7 @@ impl Conn {
             dumping: false,
             held_from: None,
             held_until: 0,
+            pubsub: None,
         }
     }
 
@@ -212,6 +216,9 @@ impl Conn {
         }
         if self.multi.is_some() {
             f.push('x');
+        }
+        if self.pubsub.is_some() {
+            f.push('P');
         }
         if self.no_evict {
             f.push('e');

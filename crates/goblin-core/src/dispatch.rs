@@ -88,6 +88,21 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // The RESP2 subscribed context (Redis's CLIENT_PUBSUB test, made after the arity
+        // check as in Redis): the connection carries pushes in-band, so only the pub/sub
+        // commands, PING, QUIT and RESET run. RESP3 pushes are out of band: anything runs.
+        if conn.pubsub.is_some() && !conn.proto.is_resp3() && !crate::pubsub::allowed_in_context(spec.name) {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            let full = args
+                .get(1)
+                .and_then(|sub| crate::commands::subcommand_name(spec.name, sub))
+                .unwrap_or(spec.name);
+            crate::pubsub::refuse_in_context(&mut conn.out, full);
+            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+            return;
+        }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
             if matches!(spec.name, "shutdown" | "save") {
@@ -146,6 +161,21 @@ impl Server {
         in_exec: bool,
     ) {
         match spec.handler {
+            // PING answers `*2 pong <message>` in the RESP2 subscribed context (Redis's
+            // pingCommand); the cheap field test keeps the name comparison off the hot path.
+            Handler::Data(_)
+                if conn.pubsub.is_some()
+                    && !conn.proto.is_resp3()
+                    && spec.name == "ping"
+                    && args.len() <= 2 =>
+            {
+                crate::pubsub::subscribed_ping(&mut conn.out, args);
+            }
+            // Redis 7.0 refuses SSUBSCRIBE to a client that may not block (inside EXEC);
+            // SUBSCRIBE and PSUBSCRIBE are allowed there.
+            Handler::Server if in_exec && spec.name == "ssubscribe" => {
+                reply::error(&mut conn.out, b"ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client");
+            }
             Handler::Data(_) => {
                 if let Outcome::Blocked(on) =
                     self.run_engine(spec, args, now, &mut conn.out, conn.proto, false)

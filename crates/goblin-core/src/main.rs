@@ -20,6 +20,7 @@ mod conn;
 mod dispatch;
 mod dumpworld;
 mod journal;
+mod pubsub;
 mod server;
 mod snapshots;
 mod stats;

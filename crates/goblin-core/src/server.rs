@@ -151,6 +151,8 @@ pub struct Server {
     pub(crate) resume: Vec<usize>,
     pub(crate) blocked: BlockedIndex,
     pub(crate) watches: crate::watch::Watches,
+    /// Pub/sub channels and patterns -> subscribers (see pubsub.rs).
+    pub(crate) pubsub: crate::pubsub::PubSub,
     signal_rx: mio::unix::pipe::Receiver,
     _signal_tx: mio::unix::pipe::Sender,
     waker: Arc<Waker>,
@@ -276,6 +278,7 @@ impl Server {
             resume: Vec::new(),
             blocked: BlockedIndex::default(),
             watches: Default::default(),
+            pubsub: Default::default(),
             signal_rx: rx,
             _signal_tx: tx,
             waker,
@@ -983,6 +986,8 @@ impl Server {
         if !conn.watching.is_empty() {
             self.watches.unwatch_all(&mut conn);
         }
+        // Before the slot is freed: no index entry may outlive its connection.
+        self.pubsub.remove_all(&mut conn);
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!("closed client id={}", conn.id);
         self.nclients -= 1;

@@ -37,7 +37,21 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("discard", 1, CONN_FAST, NO_KEYS, "transactions", "Discards a transaction.", Handler::Server),
     spec("watch", -2, CONN_FAST, (1, -1, 1), "transactions", "Monitors changes to keys to determine the execution of a transaction.", Handler::Server),
     spec("unwatch", 1, CONN_FAST, NO_KEYS, "transactions", "Forgets about watched keys of a transaction.", Handler::Server),
+    // Pub/sub (goblin-core/src/pubsub.rs). Shard channels take key positions, as in Redis
+    // (cluster routing); they are not keys and nothing here touches the keyspace.
+    spec("subscribe", -2, PUBSUB_CONN, NO_KEYS, "pubsub", "Listens for messages published to channels.", Handler::Server),
+    spec("unsubscribe", -1, PUBSUB_CONN, NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", Handler::Server),
+    spec("psubscribe", -2, PUBSUB_CONN, NO_KEYS, "pubsub", "Listens for messages published to channels that match one or more patterns.", Handler::Server),
+    spec("punsubscribe", -1, PUBSUB_CONN, NO_KEYS, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", Handler::Server),
+    spec("ssubscribe", -2, PUBSUB_CONN, (1, -1, 1), "pubsub", "Listens for messages published to shard channels.", Handler::Server),
+    spec("sunsubscribe", -1, PUBSUB_CONN, (1, -1, 1), "pubsub", "Stops listening to messages posted to shard channels.", Handler::Server),
+    spec("publish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST, NO_KEYS, "pubsub", "Posts a message to a channel.", Handler::Server),
+    spec("spublish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST, (1, 1, 1), "pubsub", "Post a message to a shard channel.", Handler::Server),
+    spec("pubsub", -2, 0, NO_KEYS, "pubsub", "A container for Pub/Sub commands.", Handler::Server),
 ];
+
+/// Subscription commands: pub/sub, not in scripts, served while loading or stale.
+const PUBSUB_CONN: u32 = Flags::PUBSUB | CONN;
 
 const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 const LOADING_STALE: u32 = Flags::LOADING | Flags::STALE;

@@ -193,7 +193,7 @@ fn describe(c: &Conn, t: &mut String) {
     let tot = c.pending.capacity() + c.out.capacity() + std::mem::size_of::<Conn>();
     let _ = writeln!(
         t,
-        "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub=0 psub=0 ssub=0 \
+        "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
          tot-mem={tot} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
@@ -202,6 +202,9 @@ fn describe(c: &Conn, t: &mut String) {
         c.fd,
         String::from_utf8_lossy(&c.name),
         c.flags_string(),
+        c.pubsub.as_ref().map_or(0, |p| p.channels.len()),
+        c.pubsub.as_ref().map_or(0, |p| p.patterns.len()),
+        c.pubsub.as_ref().map_or(0, |p| p.shard.len()),
         c.pending.len(),
         c.pending.capacity() - c.pending.len(),
         c.pending.capacity(),
@@ -229,23 +232,38 @@ fn unknown_type(out: &mut Vec<u8>, t: &[u8]) {
     reply::error(out, &msg);
 }
 
-/// Every client here is a normal client: no replicas, masters or subscribers exist yet.
-fn type_matches(t: &[u8]) -> Option<bool> {
+/// A client type filter (CLIENT LIST / KILL TYPE). No replicas or masters exist yet; a client
+/// with a pub/sub subscription is of type pubsub (Redis's CLIENT_PUBSUB), any other is normal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    PubSub,
+    Never,
+}
+
+fn parse_type(t: &[u8]) -> Option<ClientType> {
     match t.to_ascii_lowercase().as_slice() {
-        b"normal" => Some(true),
-        b"master" | b"replica" | b"slave" | b"pubsub" => Some(false),
+        b"normal" => Some(ClientType::Normal),
+        b"pubsub" => Some(ClientType::PubSub),
+        b"master" | b"replica" | b"slave" => Some(ClientType::Never),
         _ => None,
     }
+}
+
+/// Whether `c` passes every type filter in `types`.
+fn type_matches(types: &[ClientType], c: &Conn) -> bool {
+    let own = if c.pubsub.is_some() { ClientType::PubSub } else { ClientType::Normal };
+    types.iter().all(|&t| t == own)
 }
 
 /// CLIENT LIST [TYPE type] [ID id ...]
 fn list(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let mut ids: Option<Vec<u64>> = None;
-    let mut type_ok = true;
+    let mut types = Vec::new();
     let out = &mut c.out;
     if args.len() == 4 && args[2].eq_ignore_ascii_case(b"TYPE") {
-        match type_matches(args[3]) {
-            Some(ok) => type_ok = ok,
+        match parse_type(args[3]) {
+            Some(t) => types.push(t),
             None => return unknown_type(out, args[3]),
         }
     } else if args.len() >= 4 && args[2].eq_ignore_ascii_case(b"ID") {
@@ -261,11 +279,9 @@ fn list(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         return reply::error(out, errors::SYNTAX);
     }
     let mut text = String::new();
-    if type_ok {
-        for conn in all_clients(s, c) {
-            if ids.as_ref().is_none_or(|ids| ids.contains(&conn.id)) {
-                describe(conn, &mut text);
-            }
+    for conn in all_clients(s, c) {
+        if type_matches(&types, conn) && ids.as_ref().is_none_or(|ids| ids.contains(&conn.id)) {
+            describe(conn, &mut text);
         }
     }
     reply::verbatim(&mut c.out, c.proto, b"txt", text.as_bytes());
@@ -296,7 +312,7 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
     let mut id: Option<u64> = None;
     let mut addr: Option<&[u8]> = None;
     let mut laddr: Option<&[u8]> = None;
-    let mut type_ok = true;
+    let mut types = Vec::new();
     let mut skipme = true;
     let mut max_age: Option<u64> = None;
     let out = &mut c.out;
@@ -309,8 +325,8 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
             },
             b"addr" => addr = Some(val),
             b"laddr" => laddr = Some(val),
-            b"type" => match type_matches(val) {
-                Some(ok) => type_ok &= ok,
+            b"type" => match parse_type(val) {
+                Some(t) => types.push(t),
                 None => return unknown_type(out, val),
             },
             b"user" => {
@@ -338,7 +354,7 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
         }
     }
     let matches = |o: &Conn| {
-        type_ok
+        type_matches(&types, o)
             && id.is_none_or(|id| o.id == id)
             && addr.is_none_or(|a| o.addr.as_bytes() == a)
             && laddr.is_none_or(|a| o.laddr.as_bytes() == a)

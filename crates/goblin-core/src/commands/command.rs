@@ -106,6 +106,8 @@ fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
         "connection" => v.push("@connection"),
         "transactions" => v.push("@transaction"),
         "bitmap" => v.push("@bitmap"),
+        // The PUBSUB container itself is only @slow in Redis; its members are @pubsub.
+        "pubsub" if s.flags.has(Flags::PUBSUB) => v.push("@pubsub"),
         _ => {}
     }
     if s.flags.has(Flags::ADMIN) {
@@ -148,6 +150,9 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
             &[b"RW", b"update"]
         } else if s.flags.has(Flags::READONLY) {
             &[b"RO", b"access"]
+        } else if s.flags.has(Flags::PUBSUB) {
+            // Shard channels sit in key positions for cluster routing but are not keys.
+            &[b"not_key"]
         } else {
             &[]
         };

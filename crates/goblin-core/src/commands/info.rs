@@ -238,8 +238,9 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "client_output_buffer_limit_disconnections", "{}", s.stats.output_limit_disconnections);
     field!(t, "keyspace_hits", "{}", e.keyspace_hits);
     field!(t, "keyspace_misses", "{}", e.keyspace_misses);
-    field!(t, "pubsub_channels", "0");
-    field!(t, "pubsub_patterns", "0");
+    field!(t, "pubsub_channels", "{}", s.pubsub.channels_len());
+    field!(t, "pubsub_patterns", "{}", s.pubsub.patterns_len());
+    field!(t, "pubsubshard_channels", "{}", s.pubsub.shard_len());
     field!(t, "total_forks", "0");
     // Errors from replica/master links or scripts that should never happen; we have neither.
     field!(t, "unexpected_error_replies", "0");

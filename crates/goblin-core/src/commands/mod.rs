@@ -15,6 +15,7 @@ pub mod debug;
 pub mod info;
 
 use crate::conn::{Conn, ReplyMode};
+use crate::pubsub::Kind;
 use crate::server::Server;
 use engine::{errors, util, CommandSpec};
 use resp::reply;
@@ -68,6 +69,17 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         // UNWATCH can be queued inside MULTI and so run from EXEC (WATCH is refused there).
         "unwatch" => s.unwatch_command(c),
         "watch" => s.watch_command(c, args),
+        "subscribe" => s.subscribe(c, slot, Kind::Channel, &args[1..]),
+        "psubscribe" => s.subscribe(c, slot, Kind::Pattern, &args[1..]),
+        "ssubscribe" => s.subscribe(c, slot, Kind::Shard, &args[1..]),
+        "unsubscribe" => s.unsubscribe(c, Kind::Channel, &args[1..]),
+        "punsubscribe" => s.unsubscribe(c, Kind::Pattern, &args[1..]),
+        "sunsubscribe" => s.unsubscribe(c, Kind::Shard, &args[1..]),
+        "publish" | "spublish" => {
+            let n = s.publish(c, slot, spec.name == "spublish", args[1], args[2]);
+            reply::integer(&mut c.out, n as i64);
+        }
+        "pubsub" => s.pubsub_command(c, args),
         other => {
             // A row marked Handler::Server that this crate does not know: a bug in the table.
             tracing::error!("server command '{other}' has no implementation");
@@ -114,10 +126,16 @@ const SUBCOMMANDS: &[&str] = &[
     "debug|crash-write",
     "debug|crash-read",
     "debug|help",
+    "pubsub|channels",
+    "pubsub|numsub",
+    "pubsub|numpat",
+    "pubsub|shardchannels",
+    "pubsub|shardnumsub",
+    "pubsub|help",
 ];
 
 /// `cmd|sub` for a known subcommand (case-insensitive), else None.
-fn subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
+pub(crate) fn subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
     SUBCOMMANDS.iter().copied().find(|full| {
         full.len() == cmd.len() + 1 + sub.len()
             && full.starts_with(cmd)
@@ -238,12 +256,13 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let _ = s;
 }
 
-/// RESET: leave MULTI, unwatch, reply mode on, back to RESP2, drop the name and
-/// no-evict/no-touch, answer `+RESET`.
+/// RESET: leave MULTI, unwatch, drop every pub/sub subscription (silently, as Redis does),
+/// reply mode on, back to RESP2, drop the name and no-evict/no-touch, answer `+RESET`.
 fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
     c.multi = None;
     c.proto = resp::Proto::Resp2;
     s.watches.unwatch_all(c);
+    s.pubsub.remove_all(c);
     c.reply_mode = ReplyMode::On;
     c.name.clear();
     c.no_evict = false;
