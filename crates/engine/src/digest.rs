@@ -18,11 +18,6 @@ use xxhash_rust::xxh3::{xxh3_64_with_seed, Xxh3};
 /// A 160-bit digest.
 pub type Digest = [u8; 20];
 
-/// Hex form, as `DEBUG DIGEST` prints it (40 digits).
-pub fn hex(d: &Digest) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 struct Hasher(Xxh3);
 
 impl Hasher {
@@ -189,6 +184,6 @@ mod tests {
         reply(&mut a, 0, &["HSET", "h", "ab", "c"]);
         reply(&mut b, 0, &["HSET", "h", "a", "bc"]);
         assert_ne!(dataset_digest(&a.ks), dataset_digest(&b.ks));
-        assert_eq!(hex(&dataset_digest(&Engine::default().ks)), "0".repeat(40));
+        assert_eq!(crate::util::hex(&dataset_digest(&Engine::default().ks)), "0".repeat(40));
     }
 }

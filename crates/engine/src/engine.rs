@@ -56,6 +56,9 @@ pub struct Engine {
     pub ready_keys: Vec<Vec<u8>>,
     /// Applying a replication stream: see [`Ctx::replaying`].
     pub replaying: bool,
+    /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
+    /// for an error).
+    pub(crate) replay_reply: Vec<u8>,
 }
 
 impl Default for Engine {
@@ -75,6 +78,7 @@ impl Engine {
             rng: SmallRng::from_entropy(),
             ready_keys: Vec::new(),
             replaying: false,
+            replay_reply: Vec::new(),
         }
     }
 

@@ -38,10 +38,7 @@ impl ReplId {
 
 impl std::fmt::Display for ReplId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        f.write_str(&crate::util::hex(&self.0))
     }
 }
 

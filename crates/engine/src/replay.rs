@@ -161,8 +161,9 @@ impl Engine {
             }
         }
         let args = parse_record(record)?;
-        let name = String::from_utf8_lossy(&args[0]).into_owned();
-        let Some(spec) = lookup(&args[0]) else { return Err(RecordError::UnknownCommand(name)) };
+        let Some(spec) = lookup(args[0]) else {
+            return Err(RecordError::UnknownCommand(String::from_utf8_lossy(args[0]).into_owned()));
+        };
         if !spec.arity_ok(args.len()) {
             return Err(RecordError::Malformed(format!("wrong number of arguments for '{}'", spec.name)));
         }
@@ -176,30 +177,33 @@ impl Engine {
         if !data || spec.flags.has(Flags::BLOCKING) {
             return Err(RecordError::NotAllowed(spec.name.to_string()));
         }
-        let argv = args;
         let mark = self.pending().len();
         let was_replaying = self.replaying;
         // A record with an offset is canonical: replay semantics. One without is a command as
         // its producer sent it: the semantics the primary applied it with.
         self.replaying = offset.is_some();
-        let mut out = Vec::new();
-        let outcome = self.execute(spec, &argv, now, &mut out, resp::Proto::Resp2, false);
+        // The reply is only inspected for an error: one buffer serves every record.
+        let mut out = std::mem::take(&mut self.replay_reply);
+        out.clear();
+        let outcome = self.execute(spec, &args, now, &mut out, resp::Proto::Resp2, false);
         self.replaying = was_replaying;
+        let failed = out.first() == Some(&b'-');
+        let error = failed.then(|| String::from_utf8_lossy(&out[1..]).trim_end().to_string());
+        self.replay_reply = out;
         match outcome {
             Outcome::WritePanicked => return Err(RecordError::Panicked { command: spec.name.to_string() }),
             Outcome::Blocked(_) => unreachable!("blocking commands are refused above"),
             Outcome::Done => {}
         }
-        if out.first() == Some(&b'-') {
+        if let Some(error) = error {
             self.truncate_pending(mark);
-            let error = String::from_utf8_lossy(&out[1..]).trim_end().to_string();
             return Err(RecordError::Rejected { command: spec.name.to_string(), error });
         }
         if offset.is_some() {
             // The record itself is the mutation (its re-emission is the same command, or, for
             // a no-op on this state, nothing): it keeps its offset and its exact bytes.
             self.truncate_pending(mark);
-            self.push_pending(&argv);
+            self.push_pending(&args);
         }
         Ok(Applied::Applied)
     }

@@ -5,6 +5,17 @@ use resp::reply;
 use store::Millis;
 
 /// Parses an integer argument as Redis's `string2ll`: canonical decimal only.
+/// Lowercase hex of `bytes`: a replication id or a digest prints as 40 digits.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
 pub fn parse_i64(a: &[u8]) -> Option<i64> {
     store::types::string::parse_canonical_i64(a)
 }

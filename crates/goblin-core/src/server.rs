@@ -395,18 +395,31 @@ impl Server {
         std::process::exit(FAIL_STOP_EXIT_CODE);
     }
 
-    /// Serves the journal's delivery reports; a record refused for good stops the server.
+    /// Serves the journal's delivery reports (when its wake-up pipe fires, and from the cron
+    /// as a backstop), releases the replies they acknowledge, and re-evaluates backpressure.
+    /// A record refused for good stops the server.
     fn poll_journal(&mut self) {
         #[cfg(feature = "kafka")]
         if let Some(j) = &mut self.journal {
+            j.journal.drain_wakeup();
             if let Err(e) = j.journal.poll() {
                 self.journal_failed(&e);
             }
             let acked = j.journal.acks.logical.get();
-            let over = j.journal.pending_bytes() > self.cfg.kafka_pending_bytes;
             if !self.held.is_empty() {
                 self.release_held(acked);
             }
+            self.update_input_pause();
+        }
+    }
+
+    /// `--kafka-pending-bytes`: pauses command input while unacknowledged journal bytes are
+    /// over the watermark, resumes it below. Cheap: runs every loop turn (records are produced
+    /// by the turn's commands), while the producer itself is polled only when woken.
+    fn update_input_pause(&mut self) {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            let over = j.journal.pending_bytes() > self.cfg.kafka_pending_bytes;
             if over != self.input_paused {
                 self.input_paused = over;
                 if over {
@@ -512,13 +525,7 @@ impl Server {
                 match ev.token() {
                     SIGNAL => self.on_signal_pipe(),
                     WAKER => self.on_wake(),
-                    JOURNAL => {
-                        #[cfg(feature = "kafka")]
-                        if let Some(j) = &self.journal {
-                            j.journal.drain_wakeup();
-                        }
-                        self.poll_journal();
-                    }
+                    JOURNAL => self.poll_journal(),
                     Token(t) if t >= CONN_BASE => {
                         let slot = t - CONN_BASE;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -577,12 +584,6 @@ impl Server {
             return Duration::ZERO;
         }
         let mut t = CRON_INTERVAL.saturating_sub(self.last_cron.elapsed());
-        // Delivery reports wake the loop through the journal's pipe; this is only a backstop
-        // while records are in flight.
-        #[cfg(feature = "kafka")]
-        if self.journal.as_ref().is_some_and(|j| j.journal.pending() > 0) {
-            t = t.min(Duration::from_millis(10));
-        }
         if let Some(deadline) = self.blocked.next_deadline() {
             let ms = (deadline - now_ms()).max(0) as u64;
             t = t.min(Duration::from_millis(ms));
@@ -803,7 +804,7 @@ impl Server {
             self.expire_blocked(now_ms());
         }
         self.active_expire_cycle();
-        self.poll_journal();
+        self.update_input_pause();
         if self.last_cron.elapsed() >= CRON_INTERVAL {
             self.cron();
         }
@@ -857,6 +858,8 @@ impl Server {
             }
         }
         self.snapshot_cron();
+        // Backstop only: delivery reports wake the loop through the journal's pipe.
+        self.poll_journal();
         let total = self.total_commands();
         let t = self.started.elapsed().as_millis() as u64;
         let at = self.stats.ops_sample_at;

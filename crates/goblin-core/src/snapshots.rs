@@ -622,7 +622,7 @@ impl Server {
             Ok((loaded, keys, _)) => {
                 let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
                 self.engine.set_replication(loaded.repl);
-                self.watches.touch_every_watch();
+                self.watches.touch_all();
                 self.snapshots.last_save_offset = loaded.repl.offset;
                 info!(
                     "GOBLIN.LOAD {}: {keys} keys; lineage {} at offset {}",

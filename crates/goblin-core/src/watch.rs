@@ -65,12 +65,9 @@ impl Watches {
         }
     }
 
-    /// Every watcher's EXEC fails (the dataset was replaced: GOBLIN.LOAD).
-    pub fn touch_every_watch(&mut self) {
-        self.touch_all();
-    }
-
-    fn touch_all(&mut self) {
+    /// Every watcher's EXEC fails (an unknown or keyless mutation; GOBLIN.LOAD replacing the
+    /// dataset).
+    pub(crate) fn touch_all(&mut self) {
         self.dirty.extend(self.by_key.values().flatten().copied());
     }
 

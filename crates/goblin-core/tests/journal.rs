@@ -34,8 +34,11 @@ fn kaka_bin() -> PathBuf {
 
 impl Kaka {
     fn start() -> Kaka {
-        let dir = temp_path("kaka");
-        let port = common::free_port();
+        Kaka::start_in(&temp_path("kaka"), common::free_port())
+    }
+
+    /// A broker on `dir` and `port` (a restart passes the same ones).
+    fn start_in(dir: &std::path::Path, port: u16) -> Kaka {
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(kaka_bin())
             .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
@@ -306,27 +309,37 @@ fn the_topic_is_checked_at_startup() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("'acks' cannot be set"));
 }
 
-/// Pipelined writers until the server dies: each client appends its own sequence numbers to
-/// its own list. Returns, per client, the highest list length the server acknowledged and how
-/// many appends were sent.
-fn flood(port: u16, clients: usize, start: &[u64], progress: Arc<AtomicU64>) -> Vec<(u64, u64)> {
-    let handles: Vec<_> = (0..clients)
-        .map(|c| {
-            let first = start[c];
+/// What one flooding client saw.
+struct Flood {
+    /// The highest list length the server acknowledged.
+    acked: u64,
+    /// Appends sent (acknowledged or not).
+    sent: u64,
+    /// The connection broke (the server died) before the flood ended.
+    cut: bool,
+}
+
+/// Pipelined writers: each client appends its own sequence numbers (continuing after
+/// `start[c]`) to its own list, 32 in flight, until `until` passes or the connection breaks.
+/// `progress` counts acknowledged appends across clients.
+fn flood(port: u16, start: &[u64], progress: Arc<AtomicU64>, until: Option<Instant>) -> Vec<Flood> {
+    let handles: Vec<_> = start
+        .iter()
+        .enumerate()
+        .map(|(c, &first)| {
             let progress = progress.clone();
             std::thread::spawn(move || {
                 use std::io::{Read, Write};
-                let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return (first, first) };
-                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                let (mut acked, mut sent) = (first, first);
+                let mut f = Flood { acked: first, sent: first, cut: true };
+                let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return f };
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                let key = format!("l{c}");
                 let mut buf = Vec::new();
-                loop {
-                    // 32 appends in flight, then read their replies (":<length>").
+                while until.is_none_or(|u| Instant::now() < u) {
                     let mut req = Vec::new();
                     for _ in 0..32 {
-                        sent += 1;
-                        let seq = sent.to_string();
-                        let key = format!("l{c}");
+                        f.sent += 1;
+                        let seq = f.sent.to_string();
                         req.extend_from_slice(
                             format!(
                                 "*3\r\n$5\r\nRPUSH\r\n${}\r\n{key}\r\n${}\r\n{seq}\r\n",
@@ -337,27 +350,30 @@ fn flood(port: u16, clients: usize, start: &[u64], progress: Arc<AtomicU64>) -> 
                         );
                     }
                     if s.write_all(&req).is_err() {
-                        return (acked, sent);
+                        return f;
                     }
+                    // Their replies, ":<length>" each.
                     let mut got = 0;
                     while got < 32 {
                         if let Some(at) = buf.windows(2).position(|w| w == b"\r\n") {
                             let line: Vec<u8> = buf.drain(..at + 2).collect();
+                            assert_eq!(line[0], b':', "{}", String::from_utf8_lossy(&line));
                             let n: u64 =
                                 std::str::from_utf8(&line[1..line.len() - 2]).unwrap().parse().unwrap();
-                            assert_eq!(line[0], b':');
-                            acked = acked.max(n);
+                            f.acked = f.acked.max(n);
                             got += 1;
                             progress.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
                         let mut chunk = [0u8; 4096];
                         match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return (acked, sent),
+                            Ok(0) | Err(_) => return f,
                             Ok(n) => buf.extend_from_slice(&chunk[..n]),
                         }
                     }
                 }
+                f.cut = false;
+                f
             })
         })
         .collect();
@@ -406,7 +422,7 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
         let writers = std::thread::spawn({
             let start = start.clone();
             let progress = progress.clone();
-            move || flood(port, clients, &start, progress)
+            move || flood(port, &start, progress, None)
         });
         // Kill in the middle of the flood: once a few hundred appends were acknowledged (a
         // fresh topic takes a moment to produce to), a little later each round.
@@ -419,11 +435,11 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
         s.signal(9);
         s.wait_exit(Duration::from_secs(10)).unwrap();
         let results = writers.join().unwrap();
-        for (c, (acked, sent)) in results.iter().enumerate() {
-            assert!(sent > acked || sent == acked, "client {c}");
-            start[c] = *acked;
+        for (c, f) in results.iter().enumerate() {
+            assert!(f.sent >= f.acked, "client {c}");
+            start[c] = f.acked;
         }
-        assert!(results.iter().any(|(a, _)| *a > 0), "round {round}: nothing was acknowledged");
+        assert!(results.iter().any(|f| f.acked > 0), "round {round}: nothing was acknowledged");
     }
     // A last restart checks the third round.
     let s = Server::start(&args);
@@ -442,24 +458,8 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
 /// exactly once.
 #[test]
 fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
-    let dir = temp_path("kaka-restart");
-    let port = common::free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let start_kaka = || {
-        let child = Command::new(kaka_bin())
-            .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start kaka");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "kaka did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Kaka { addr: addr.clone(), child }
-    };
-    let mut k = start_kaka();
+    let (dir, port) = (temp_path("kaka-restart"), common::free_port());
+    let mut k = Kaka::start_in(&dir, port);
     let uri = k.uri("journal-down");
     let args =
         ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--kafka-pending-bytes", "256", "--save", ""];
@@ -468,7 +468,7 @@ fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
     let writers = std::thread::spawn({
         let progress = progress.clone();
         let port = s.port;
-        move || flood_for(port, 2, progress, Duration::from_secs(6))
+        move || flood(port, &[0, 0], progress, Some(Instant::now() + Duration::from_secs(6)))
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     while progress.load(Ordering::Relaxed) < 200 {
@@ -492,7 +492,7 @@ fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
             during,
             "no write is acknowledged while the broker is away"
         );
-        k = start_kaka();
+        k = Kaka::start_in(&dir, port);
         ping.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         ping.read_exact(&mut b).expect("PING answered once the broker is back");
         assert_eq!(&b, b"+PONG\r\n");
@@ -501,7 +501,9 @@ fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
     assert!(progress.load(Ordering::Relaxed) > during, "writes resumed after the outage");
     let mut con = s.conn();
     wait_acked(&mut con);
-    for (c, (acked, _)) in results.iter().enumerate() {
+    for (c, f) in results.iter().enumerate() {
+        assert!(!f.cut, "client {c}: the connection broke");
+        let acked = &f.acked;
         let items: Vec<u64> =
             redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
         assert_eq!(items, (1..=items.len() as u64).collect::<Vec<_>>(), "client {c}: order or duplicates");
@@ -513,58 +515,6 @@ fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
     let r = Server::start(&args);
     assert_eq!(state(&mut r.conn()), want);
     drop(k);
-}
-
-/// Like `flood`, but stops by itself after `run` (each client finishes its current pipeline).
-fn flood_for(port: u16, clients: usize, progress: Arc<AtomicU64>, run: Duration) -> Vec<(u64, u64)> {
-    let until = Instant::now() + run;
-    let handles: Vec<_> = (0..clients)
-        .map(|c| {
-            let progress = progress.clone();
-            std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-                let (mut acked, mut sent) = (0u64, 0u64);
-                let mut buf = Vec::new();
-                while Instant::now() < until {
-                    let mut req = Vec::new();
-                    for _ in 0..16 {
-                        sent += 1;
-                        let seq = sent.to_string();
-                        let key = format!("l{c}");
-                        req.extend_from_slice(
-                            format!(
-                                "*3\r\n$5\r\nRPUSH\r\n${}\r\n{key}\r\n${}\r\n{seq}\r\n",
-                                key.len(),
-                                seq.len()
-                            )
-                            .as_bytes(),
-                        );
-                    }
-                    s.write_all(&req).unwrap();
-                    let mut got = 0;
-                    while got < 16 {
-                        if let Some(at) = buf.windows(2).position(|w| w == b"\r\n") {
-                            let line: Vec<u8> = buf.drain(..at + 2).collect();
-                            assert_eq!(line[0], b':', "{}", String::from_utf8_lossy(&line));
-                            acked = acked
-                                .max(std::str::from_utf8(&line[1..line.len() - 2]).unwrap().parse().unwrap());
-                            got += 1;
-                            progress.fetch_add(1, Ordering::Relaxed);
-                            continue;
-                        }
-                        let mut chunk = [0u8; 4096];
-                        let n = s.read(&mut chunk).expect("replies resume once the broker is back");
-                        assert!(n > 0, "the server closed the connection");
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                }
-                (acked, sent)
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 /// A snapshot without Kafka cursors (saved by a server running without --kafka) falls back to

@@ -40,11 +40,12 @@ fn resp3(s: &mut TcpStream) {
     assert!(hello.starts_with(b"%7\r\n"), "{}", text(&hello));
 }
 
-/// Polls `f` until it returns true, for up to 5 s (a close is noticed within a loop turn).
+/// Polls `f` until it returns true (a close is noticed within a loop turn); the 60 s bound
+/// only keeps a broken server from hanging the suite.
 fn eventually(mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < Duration::from_secs(5), "condition not reached in 5 s");
+        assert!(start.elapsed() < Duration::from_secs(60), "hang guard: condition never reached");
         std::thread::sleep(Duration::from_millis(10));
     }
 }

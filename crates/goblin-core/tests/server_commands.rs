@@ -471,7 +471,8 @@ fn instantaneous_ops_per_sec_reflects_load() {
     for _ in 0..20_000 {
         p.cmd("PING").ignore();
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // The deadlines below are hang guards for a broken sampler, far beyond any machine's pace.
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         // Repeated: a burst that falls before the server's first sample is never counted.
         let _: () = p.query(&mut con).unwrap();
@@ -479,17 +480,23 @@ fn instantaneous_ops_per_sec_reflects_load() {
         if ops >= 100 {
             break;
         }
-        assert!(Instant::now() < deadline, "20,000 commands never showed: instantaneous_ops_per_sec:{ops}");
+        assert!(
+            Instant::now() < deadline,
+            "hang guard: bursts never showed: instantaneous_ops_per_sec:{ops}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         std::thread::sleep(Duration::from_secs(2));
         let ops = num(&info(&mut con, "stats"), "instantaneous_ops_per_sec");
         if ops == 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "an idle server still reports instantaneous_ops_per_sec:{ops}");
+        assert!(
+            Instant::now() < deadline,
+            "hang guard: an idle server kept reporting instantaneous_ops_per_sec:{ops}"
+        );
     }
 }
 

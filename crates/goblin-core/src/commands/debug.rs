@@ -38,13 +38,13 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     match sub.as_slice() {
         b"HELP" => return super::help(out, HELP),
         b"DIGEST" if args.len() == 2 => {
-            return reply::simple(out, digest::hex(&digest::dataset_digest(&s.engine.ks)).as_bytes())
+            return reply::simple(out, engine::util::hex(&digest::dataset_digest(&s.engine.ks)).as_bytes())
         }
         b"DIGEST-VALUE" => {
             reply::array_len(out, args.len() - 2);
             for key in &args[2..] {
                 let d = s.engine.ks.get(key).map(|v| digest::value_digest(&v)).unwrap_or([0; 20]);
-                reply::simple(out, digest::hex(&d).as_bytes());
+                reply::simple(out, engine::util::hex(&d).as_bytes());
             }
             return;
         }
