@@ -117,7 +117,7 @@ pub struct JournalHandle;
 
 pub struct Server {
     pub cfg: Config,
-    /// The Kafka journal, with --kafka (a batch sink; polled every loop turn).
+    /// The Kafka journal, with --kafka (a batch sink; polled when its wake-up pipe fires).
     pub(crate) journal: Option<JournalHandle>,
     /// Connections (slot, id) with replies held for Kafka's acknowledgement.
     pub(crate) held: Vec<(usize, u64)>,
