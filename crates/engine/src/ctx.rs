@@ -18,6 +18,10 @@ pub struct Ctx<'a> {
     /// True while applying a replication stream or journal: deadlines are not judged here (the
     /// stream carries the DEL the origin emitted for each expiry); see `expire_if_needed`.
     pub replaying: bool,
+    /// A read-only replica serving a client read: a key past its deadline reads as missing but
+    /// stays in place and no `DEL` is emitted (a replica's only writes are the upstream's
+    /// mutations, at the upstream's offsets; the upstream's own expiry `DEL` follows).
+    pub replica: bool,
     /// Keys that gained list or sorted-set elements in this command: blocked clients waiting on
     /// them are retried after the command.
     pub ready_keys: &'a mut Vec<Vec<u8>>,
@@ -46,6 +50,9 @@ impl<'a> Ctx<'a> {
         if self.replaying || !self.ks.is_expired(key, self.now) {
             return false;
         }
+        if self.replica {
+            return true;
+        }
         self.ks.delete(key);
         self.stats.expired_keys += 1;
         self.emit(&[b"DEL", key]);
@@ -66,6 +73,7 @@ impl<'a> Ctx<'a> {
                 self.stats.keyspace_hits += 1;
                 return Some(v);
             }
+            Some(_) if self.replica => {}
             Some(_) => {
                 self.ks.delete(key);
                 self.stats.expired_keys += 1;

@@ -56,6 +56,10 @@ pub struct Engine {
     pub ready_keys: Vec<Vec<u8>>,
     /// Applying a replication stream: see [`Ctx::replaying`].
     pub replaying: bool,
+    /// A read-only replica: its data changes only through the upstream's stream, so reads
+    /// treat keys past their deadline as missing without deleting them (the upstream's `DEL`
+    /// arrives in the stream) and emit nothing; see [`Ctx::replica`].
+    pub replica: bool,
     /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
     /// for an error).
     pub(crate) replay_reply: Vec<u8>,
@@ -78,6 +82,7 @@ impl Engine {
             rng: SmallRng::from_entropy(),
             ready_keys: Vec::new(),
             replaying: false,
+            replica: false,
             replay_reply: Vec::new(),
         }
     }
@@ -151,6 +156,7 @@ impl Engine {
             stats: &mut self.stats,
             rng: &mut self.rng,
             replaying: self.replaying,
+            replica: self.replica,
             ready_keys: &mut self.ready_keys,
             block: None,
             retrying_blocked,
@@ -203,7 +209,7 @@ impl Engine {
     /// `budget` entries, and emits `DEL` for each (one round: the caller commits it as one
     /// batch). Returns how many keys it removed.
     pub fn active_expire(&mut self, now: Millis, max_keys: usize, budget: usize) -> usize {
-        if self.replaying || self.ks.volatile_len() == 0 {
+        if self.replaying || self.replica || self.ks.volatile_len() == 0 {
             return 0;
         }
         let mut expired = Vec::new();

@@ -67,6 +67,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("lastsave", "1.0.0", ""),
     ("goblin.dumpworld", "0.1.0", ""),
     ("goblin.load", "0.1.0", "path"),
+    ("goblin.firehose", "0.1.0", ""),
+    ("wait", "3.0.0", "numreplicas timeout"),
     ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),

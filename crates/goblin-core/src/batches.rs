@@ -68,6 +68,16 @@ impl Server {
     /// This is the only place batches are committed.
     /// Returns the batch's last logical offset, or None when nothing was committed.
     pub(crate) fn commit_batch(&mut self, origin: Origin) -> Option<u64> {
+        if self.replica.is_some() && origin != Origin::Replay && !self.engine.pending().is_empty() {
+            // A replica's only writes are its upstream's, at the upstream's offsets: a local
+            // mutation would fork the lineage. Writes are refused before they run and reads
+            // emit nothing there, so this is a bug; stop rather than diverge.
+            tracing::error!(
+                "a replica produced a mutation of its own ({:?}): the lineage would fork; exiting",
+                origin
+            );
+            std::process::exit(crate::server::FAIL_STOP_EXIT_CODE);
+        }
         let batch = self.engine.commit(origin)?;
         let last = batch.last_offset();
         if !self.watches.is_empty() {
@@ -79,6 +89,7 @@ impl Server {
                 self.journal_failed(&e);
             }
         }
+        self.firehose_on_batch(&batch);
         if let Some(history) = &mut self.batch_history {
             history.on_batch(&batch);
         }

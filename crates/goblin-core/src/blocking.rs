@@ -84,7 +84,7 @@ impl Server {
 
     /// Unparks `conn` after its command got its reply; its buffered input runs this turn. The
     /// caller queues the write once `conn` is back in its slot.
-    fn unpark(&mut self, conn: &mut Conn, slot: usize) {
+    pub(crate) fn unpark(&mut self, conn: &mut Conn, slot: usize) {
         self.blocked.remove(conn, slot);
         conn.parked = None;
         if !conn.pending.is_empty() {
@@ -154,6 +154,9 @@ impl Server {
         let Some(mut conn) = self.conns[slot].take() else { return false };
         if error {
             resp::reply::error(&mut conn.out, b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else if conn.parked.as_ref().is_some_and(crate::replication::upstream::is_wait) {
+            let n = self.wait_count(conn.parked.as_ref().expect("parked"));
+            resp::reply::integer(&mut conn.out, n as i64);
         } else {
             resp::reply::null_array(&mut conn.out, conn.proto);
         }
@@ -179,7 +182,13 @@ impl Server {
                 self.conns[slot] = Some(conn);
                 continue;
             }
-            resp::reply::null_array(&mut conn.out, conn.proto);
+            match conn.parked.as_ref() {
+                Some(p) if crate::replication::upstream::is_wait(p) => {
+                    let n = self.wait_count(p);
+                    resp::reply::integer(&mut conn.out, n as i64);
+                }
+                _ => resp::reply::null_array(&mut conn.out, conn.proto),
+            }
             self.unpark(&mut conn, slot);
             self.conns[slot] = Some(conn);
             self.queue_write(slot);

@@ -110,11 +110,26 @@ pub struct Config {
     #[arg(long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]
     pub kafka_pending_bytes: u64,
 
-    /// Replicate from an upstream over TCP (needs firehose replication).
+    // ---- firehose replication (replication/) ----
+    /// Be a read-only replica of the goblin-core upstream at HOST PORT (GOBLIN.FIREHOSE).
     #[arg(long = "replica-tcp", num_args = 2, value_names = ["HOST", "PORT"])]
     pub replica_tcp: Option<Vec<String>>,
 
-    /// Replicate from an upstream over a Unix socket (needs firehose replication).
+    /// The user a replica authenticates as (AUTH before GOBLIN.FIREHOSE).
+    #[arg(long = "replica-auth-user", value_name = "USER")]
+    pub replica_auth_user: Option<String>,
+
+    /// A file whose first line is the replica's password (read at startup, never on the
+    /// command line).
+    #[arg(long = "replica-auth-password-file", value_name = "PATH")]
+    pub replica_auth_password_file: Option<PathBuf>,
+
+    /// Size of each downstream's fixed output queue and of a replica's startup handoff buffer
+    /// (anonymous mappings, rounded up to a page and prefaulted).
+    #[arg(long = "replication-buffer-bytes", default_value = "1mb", value_parser = parse_bytes)]
+    pub replication_buffer_bytes: u64,
+
+    /// Be a read-only replica of the goblin-core upstream listening on this Unix socket.
     #[arg(long = "replica-uds", value_name = "PATH")]
     pub replica_uds: Option<PathBuf>,
 }
@@ -171,9 +186,6 @@ impl Config {
     /// Checks what the parser cannot: combinations and features this build does not have
     /// yet. The message names the flag; `main` exits with status 2 (a usage error, as clap).
     pub fn validate(&self) -> Result<(), String> {
-        let not_yet = |flag: &str, needs: &str| {
-            Err(format!("{flag} needs {needs}, which this build of goblin-core does not have yet"))
-        };
         if let Some(k) = &self.kafka {
             crate::journal::target::parse(k)?;
             if !cfg!(feature = "kafka") {
@@ -183,9 +195,20 @@ impl Config {
                 );
             }
         }
-        if self.replica_tcp.is_some() || self.replica_uds.is_some() {
-            let flag = if self.replica_tcp.is_some() { "--replica-tcp" } else { "--replica-uds" };
-            return not_yet(flag, "firehose replication");
+        if self.replica_tcp.is_some() && self.replica_uds.is_some() {
+            return Err("--replica-tcp and --replica-uds: a replica has exactly one upstream".into());
+        }
+        if let Some(v) = &self.replica_tcp {
+            if v[1].parse::<u16>().ok().filter(|&p| p > 0).is_none() {
+                return Err(format!("--replica-tcp: invalid port '{}'", v[1]));
+            }
+        }
+        if self.replica_tcp.is_none() && self.replica_uds.is_none() {
+            if self.replica_auth_user.is_some() || self.replica_auth_password_file.is_some() {
+                return Err("--replica-auth-user/--replica-auth-password-file need --replica-tcp or --replica-uds".into());
+            }
+        } else if self.replica_auth_user.is_some() && self.replica_auth_password_file.is_none() {
+            return Err("--replica-auth-user needs --replica-auth-password-file (the password is never given on the command line)".into());
         }
         Ok(())
     }
@@ -256,16 +279,22 @@ mod tests {
     }
 
     #[test]
-    fn flags_of_later_features_are_refused_by_name() {
+    fn replica_and_kafka_flags_are_checked() {
         assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().validate(), Ok(()));
-        for (args, flag) in [
-            (vec!["--replica-tcp", "127.0.0.1", "6379"], "--replica-tcp"),
-            (vec!["--replica-uds", "/tmp/s"], "--replica-uds"),
+        for (args, want) in [
+            (vec!["--replica-tcp", "127.0.0.1", "6379", "--replica-uds", "/tmp/s"], "exactly one upstream"),
+            (vec!["--replica-tcp", "127.0.0.1", "0"], "invalid port '0'"),
+            (vec!["--replica-tcp", "127.0.0.1", "http"], "invalid port 'http'"),
+            (vec!["--replica-auth-user", "r"], "need --replica-tcp"),
+            (vec!["--replica-uds", "/tmp/s", "--replica-auth-user", "r"], "needs --replica-auth-password-file"),
         ] {
             let c = Config::try_parse_from(std::iter::once("goblin-core").chain(args)).unwrap();
             let err = c.validate().unwrap_err();
-            assert!(err.starts_with(flag) && err.contains("does not have yet"), "{err}");
+            assert!(err.contains(want), "{err}");
         }
+        let c = Config::try_parse_from(["goblin-core", "--replica-uds", "/tmp/s", "--replication-buffer-bytes", "64kb"])
+            .unwrap();
+        assert_eq!((c.validate(), c.replication_buffer_bytes), (Ok(()), 64 << 10));
         let c = Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?acks=1"]).unwrap();
         assert!(c.validate().unwrap_err().contains("'acks' cannot be set"));
         let c = Config::try_parse_from(["goblin-core", "--kafka-pending-bytes", "16mb"]).unwrap();

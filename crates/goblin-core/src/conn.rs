@@ -34,6 +34,15 @@ impl Write for Stream {
     }
 }
 
+impl std::os::fd::AsRawFd for Stream {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
 impl Source for Stream {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
@@ -147,6 +156,11 @@ pub struct Conn {
     /// Pub/sub subscriptions; `Some` exactly while there is at least one (see
     /// [`crate::pubsub`]): in RESP2 that restricts the commands the client may run.
     pub pubsub: Option<Box<crate::pubsub::ConnSubs>>,
+    /// `Some` once the connection sent GOBLIN.FIREHOSE: it then carries only frames out and
+    /// GOBLIN.ACKs in (see [`crate::replication::upstream`]).
+    pub firehose: Option<Box<crate::replication::upstream::Downstream>>,
+    /// The logical offset of this client's last write (WAIT waits for subscribers to reach it).
+    pub last_write_offset: u64,
 }
 
 impl Conn {
@@ -194,6 +208,8 @@ impl Conn {
             held_from: None,
             held_until: 0,
             pubsub: None,
+            firehose: None,
+            last_write_offset: 0,
         }
     }
 
@@ -228,6 +244,9 @@ impl Conn {
         }
         if self.unix {
             f.push('U');
+        }
+        if self.firehose.is_some() {
+            f.push('S');
         }
         if f.is_empty() {
             f.push('N');

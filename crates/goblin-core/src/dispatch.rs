@@ -72,6 +72,9 @@ impl Server {
 
     /// Runs one request: the single entry point for every command a client sends.
     pub(crate) fn call(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
+        if conn.firehose.is_some() {
+            return self.downstream_input(conn, args);
+        }
         let Some(spec) = engine::lookup(args[0]) else {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
@@ -103,9 +106,18 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // A replica's data changes only through its upstream.
+        if self.replica.is_some() && spec.flags.has(engine::Flags::WRITE) {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            reply::error(&mut conn.out, b"READONLY You can't write against a read only replica.");
+            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+            return;
+        }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
-            if matches!(spec.name, "shutdown" | "save") {
+            if matches!(spec.name, "shutdown" | "save" | "goblin.firehose") {
                 m.dirty = true;
                 reply::error(&mut conn.out, b"ERR Command not allowed inside a transaction");
                 self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
@@ -140,6 +152,7 @@ impl Server {
         if let Some(last) =
             self.commit_batch(if spec.name == "exec" { Origin::Exec } else { Origin::Command })
         {
+            conn.last_write_offset = last;
             self.hold_reply(conn, slot, mark, last);
         }
         // Parked clients served by this batch's writes commit batches of their own, after it.
@@ -263,6 +276,7 @@ impl Server {
                 }
                 self.watches.unwatch_all(conn);
                 reply::array_len(&mut conn.out, multi.queued.len());
+                self.in_exec = true;
                 for cmd in &multi.queued {
                     let argv: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
                     // Queued commands were looked up when queued; the table is static.
@@ -277,6 +291,7 @@ impl Server {
                     let reply = conn.out.get(mark..).unwrap_or_default();
                     self.stats.cmds.record(spec, conn.last_cmd, reply, started.elapsed());
                 }
+                self.in_exec = false;
                 conn.last_cmd = "exec";
             }
         }

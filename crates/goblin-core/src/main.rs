@@ -9,7 +9,8 @@
 //! - [`batches`]: the one call site that commits each atomic unit and hands it to the sinks.
 //! - [`watch`]: WATCH/UNWATCH, a batch sink.
 //! - [`snapshots`]: --load, SAVE, BGSAVE, GOBLIN.DUMPWORLD, GOBLIN.LOAD; [`dumpworld`] the tool.
-//! - [`journal`]: the Kafka write journal (so far: the `--kafka` value).
+//! - [`journal`]: the Kafka write journal (`--kafka`): production, startup replay.
+//! - [`replication`]: the firehose: subscribers upstream, the replica's link and handoff.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
 mod batches;
@@ -21,6 +22,7 @@ mod dispatch;
 mod dumpworld;
 mod journal;
 mod pubsub;
+mod replication;
 mod server;
 mod snapshots;
 mod stats;
@@ -62,7 +64,12 @@ fn main() {
             }
         });
     }
-    let Recovered { engine, loaded_keys, snapshot_offset, journal } = recover(&cfg);
+    // A replica reads its password before anything else can fail later for it.
+    let replica_settings = replica_settings(&cfg).unwrap_or_else(|e| {
+        tracing::error!("{e}");
+        std::process::exit(2);
+    });
+    let Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka } = recover(&cfg);
     // Changes since the last save count from the snapshot, replayed mutations included.
     let snapshots =
         snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), snapshot_offset, loaded_keys);
@@ -70,8 +77,30 @@ fn main() {
         tracing::error!("{e}");
         std::process::exit(1);
     };
+    let has_history = loaded_keys > 0 || engine.repl.offset > 0 || snapshot_offset > 0;
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
     server.set_journal(journal).unwrap_or_else(|e| fail(e));
+    // Broker mode releases frames from what recovery found durable.
+    server.firehose.set_released(server.engine.repl.offset);
+    if let Some(settings) = replica_settings {
+        // Startup steps 2-5 for a replica: connect the firehose, catch up through Kafka with
+        // its suffix buffered, go live; or, upstream unavailable, replay what Kafka has and
+        // open not ready. Either way the listeners open only afterwards.
+        // The snapshot's acknowledged record is at or below its offset, so every later
+        // mutation sits after it in the topic: a safe cursor (see `frame::Cursor`).
+        let cursor = match replica_kafka.as_ref().map_or(-1, |k| k.2) {
+            -1 => replication::frame::Cursor::UNKNOWN,
+            broker => replication::frame::Cursor { logical: snapshot_offset as i64, broker },
+        };
+        #[allow(unused_mut)]
+        let mut r = replication::replica::Replica::new(settings, cursor, has_history);
+        #[cfg(feature = "kafka")]
+        {
+            r.kafka = replica_kafka.map(|(t, s, _)| (t, s));
+        }
+        server.replica = Some(r);
+        server.start_replica();
+    }
     server.open_listeners().unwrap_or_else(|e| fail(e));
     tracing::info!("ready to accept connections");
     if let Err(e) = server.run() {
@@ -80,8 +109,42 @@ fn main() {
     }
 }
 
+/// `--replica-*`: the upstream and the credentials (the password file is read now).
+fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica::Settings>, String> {
+    use replication::replica::{Settings, Source};
+    let source = match (&cfg.replica_tcp, &cfg.replica_uds) {
+        (Some(v), _) => Source::Tcp { host: v[0].clone(), port: v[1].parse().map_err(|_| "--replica-tcp: bad port")? },
+        (None, Some(p)) => Source::Unix(p.clone()),
+        (None, None) => return Ok(None),
+    };
+    let auth = match &cfg.replica_auth_password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--replica-auth-password-file {}: {e}", path.display()))?;
+            let password = text.lines().next().unwrap_or("").to_string();
+            if password.is_empty() {
+                return Err(format!("--replica-auth-password-file {}: the first line is empty", path.display()));
+            }
+            Some((cfg.replica_auth_user.clone().unwrap_or_else(|| "default".into()), password))
+        }
+        None => None,
+    };
+    Ok(Some(Settings { source, auth }))
+}
+
+/// A replica's Kafka: the topic, where its first catch-up seeks, and the snapshot's broker
+/// offset (-1: none).
+#[cfg(feature = "kafka")]
+type ReplicaKafka = (journal::target::KafkaTarget, journal::kafka::Start, i64);
+#[cfg(not(feature = "kafka"))]
+type ReplicaKafka = ((), (), i64);
+
 /// What startup recovered: the engine, how many keys the snapshot held, and the journal.
 struct Recovered {
+    /// A replica does not replay here (its handoff does, after connecting its upstream) and
+    /// never produces: what it needs to replay later.
+    #[allow(dead_code)]
+    replica_kafka: Option<ReplicaKafka>,
     engine: engine::Engine,
     loaded_keys: u64,
     /// The logical offset the loaded snapshot holds (0 without one).
@@ -108,7 +171,6 @@ fn recover(cfg: &config::Config) -> Recovered {
     let journal = match &cfg.kafka {
         Some(k) => {
             let target = journal::target::parse(k).unwrap_or_else(|e| die(e));
-            let j = journal::kafka::Journal::connect(target).unwrap_or_else(|e| die(e));
             // Seek to the snapshot's acknowledged broker offset, or its consumer position if
             // lower (DESIGN.md, decision 3). A snapshot without cursors (written by a server
             // without --kafka) falls back to the first record at or after its file's birth time
@@ -143,6 +205,17 @@ fn recover(cfg: &config::Config) -> Recovered {
                 }
                 None => Start::Earliest,
             };
+            if cfg.replica_tcp.is_some() || cfg.replica_uds.is_some() {
+                let broker = meta.as_ref().map_or(-1, |m| m.kafka_acked_offset);
+                return Recovered {
+                    engine,
+                    loaded_keys,
+                    snapshot_offset,
+                    journal: None,
+                    replica_kafka: Some((target, from, broker)),
+                };
+            }
+            let j = journal::kafka::Journal::connect(target).unwrap_or_else(|e| die(e));
             let adopt = meta.is_none();
             let mut j = j;
             let stats =
@@ -165,5 +238,5 @@ fn recover(cfg: &config::Config) -> Recovered {
     if engine.repl.offset == 0 && loaded_keys == 0 {
         tracing::info!("lineage {} at offset 0", engine.repl.replid);
     }
-    Recovered { engine, loaded_keys, snapshot_offset, journal }
+    Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka: None }
 }

@@ -35,6 +35,8 @@ const SIGNAL: Token = Token(0);
 const WAKER: Token = Token(1);
 /// The journal's wake-up pipe: delivery reports are waiting.
 const JOURNAL: Token = Token(2);
+/// A replica's live link to its upstream (see replication/replica.rs).
+pub(crate) const UPSTREAM: Token = Token(3);
 /// Listener `i` has token `LISTENER_BASE + i`.
 const LISTENER_BASE: usize = 16;
 /// Connection slot `s` has token `CONN_BASE + s`.
@@ -125,8 +127,20 @@ pub struct Server {
     pub(crate) input_paused: bool,
     /// Connections whose reads were skipped while input was paused.
     paused_reads: Vec<usize>,
-    poll: Poll,
+    pub(crate) poll: Poll,
     listeners: Vec<Listener>,
+    /// With `--replica-tcp`/`--replica-uds`: the upstream link (see replication/replica.rs).
+    pub(crate) replica: Option<crate::replication::replica::Replica>,
+    /// Firehose subscribers and frames held for Kafka (see replication/upstream.rs).
+    pub(crate) firehose: crate::replication::upstream::Firehose,
+    /// Clients parked in WAIT, and whether a subscriber acknowledged something since they
+    /// were last checked.
+    pub(crate) waits: Vec<(usize, u64)>,
+    pub(crate) waits_dirty: bool,
+    /// The upstream link's read was cut short for fairness: read again next turn.
+    pub(crate) upstream_again: bool,
+    /// EXEC is running its queued commands (WAIT answers at once there, as in Redis).
+    pub(crate) in_exec: bool,
     /// The Unix socket path we created, removed at shutdown.
     unix_path: Option<PathBuf>,
     /// Connection slab: slot -> connection. A connection being served is taken out of its slot
@@ -264,6 +278,12 @@ impl Server {
             cfg,
             poll,
             listeners: Vec::new(),
+            replica: None,
+            firehose: Default::default(),
+            waits: Vec::new(),
+            waits_dirty: false,
+            upstream_again: false,
+            in_exec: false,
             unix_path: None,
             conns: Vec::new(),
             free_slots: Vec::new(),
@@ -371,16 +391,17 @@ impl Server {
         Ok(())
     }
 
-    /// A handle other threads use to wake the loop after queueing work for it (future Kafka
-    /// delivery reports, replication frames). The loop then calls [`Server::on_wake`].
-    #[allow(dead_code)] // the hook for the Kafka journal and replication threads
+    /// A handle other threads use to wake the loop after queueing work for it (the replica's
+    /// connector thread). The loop then calls [`Server::on_wake`].
     pub fn waker(&self) -> Arc<Waker> {
         self.waker.clone()
     }
 
-    /// Hook: runs on the server thread after another thread called `wake()`. Drain the queues of
-    /// the subsystems that woke us here (nothing does yet).
-    fn on_wake(&mut self) {}
+    /// Runs on the server thread after another thread called `wake()`: the replica's
+    /// connector thread finished an attempt.
+    fn on_wake(&mut self) {
+        self.replica_on_wake();
+    }
 
     /// Fail-stop: a write crashed its handler, so the store may hold part of its effect that
     /// no mutation describes. Serving on would let the dataset drift from its mutation stream
@@ -409,6 +430,7 @@ impl Server {
             if !self.held.is_empty() {
                 self.release_held(acked);
             }
+            self.firehose_release(acked);
             self.update_input_pause();
         }
     }
@@ -516,6 +538,9 @@ impl Server {
                     self.handle_read(slot, false);
                 }
             }
+            if std::mem::take(&mut self.upstream_again) {
+                self.replica_io();
+            }
             // Keep the allocation (handle_read may have queued entries for the next turn).
             if self.read_again.is_empty() {
                 self.read_again = again;
@@ -526,6 +551,7 @@ impl Server {
                     SIGNAL => self.on_signal_pipe(),
                     WAKER => self.on_wake(),
                     JOURNAL => self.poll_journal(),
+                    UPSTREAM => self.replica_io(),
                     Token(t) if t >= CONN_BASE => {
                         let slot = t - CONN_BASE;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -580,7 +606,11 @@ impl Server {
     }
 
     fn poll_timeout(&self) -> Duration {
-        if !self.read_again.is_empty() || !self.resume.is_empty() || !self.write_queue.is_empty() {
+        if !self.read_again.is_empty()
+            || !self.resume.is_empty()
+            || !self.write_queue.is_empty()
+            || self.upstream_again
+        {
             return Duration::ZERO;
         }
         let mut t = CRON_INTERVAL.saturating_sub(self.last_cron.elapsed());
@@ -803,7 +833,13 @@ impl Server {
         if self.blocked.next_deadline().is_some() {
             self.expire_blocked(now_ms());
         }
-        self.active_expire_cycle();
+        if self.waits_dirty {
+            self.serve_waits();
+        }
+        // A replica's data changes only through its upstream: no expiry of its own.
+        if self.replica.is_none() {
+            self.active_expire_cycle();
+        }
         self.update_input_pause();
         if self.last_cron.elapsed() >= CRON_INTERVAL {
             self.cron();
@@ -923,11 +959,36 @@ impl Server {
                 }
             }
         }
+        // A firehose subscriber: its frames follow whatever replies came before them.
+        if !failed && conn.out_pos == conn.out.len() {
+            if let Some(d) = conn.firehose.as_mut() {
+                while !d.queue.is_empty() {
+                    match conn.stream.write(d.queue.readable()) {
+                        Ok(0) => {
+                            failed = true;
+                            break;
+                        }
+                        Ok(n) => {
+                            d.queue.consume(n);
+                            self.stats.net_output_bytes += n as u64;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            debug!("write error on firehose subscriber id={}: {e}", conn.id);
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
         if failed {
             self.close(slot, conn);
             return;
         }
         let token = Token(CONN_BASE + slot);
+        let queued = conn.firehose.as_ref().is_some_and(|d| !d.queue.is_empty());
         if conn.held_from.is_some() && conn.out_pos == end {
             // Everything writable is written; the rest waits for Kafka (`release_held` queues
             // the write). Move the held tail to the front; no WRITABLE interest is needed.
@@ -939,7 +1000,7 @@ impl Server {
                 conn.want_write = false;
                 let _ = self.poll.registry().reregister(&mut conn.stream, token, Interest::READABLE);
             }
-        } else if conn.out_pos == conn.out.len() {
+        } else if conn.out_pos == conn.out.len() && !queued {
             conn.out.clear();
             conn.out_pos = 0;
             if conn.out.capacity() > OUT_KEEP_CAPACITY {
@@ -991,6 +1052,11 @@ impl Server {
         }
         // Before the slot is freed: no index entry may outlive its connection.
         self.pubsub.remove_all(&mut conn);
+        if conn.firehose.is_some() {
+            let id = conn.id;
+            self.firehose.subs.retain(|&(s, i)| !(s == slot && i == id));
+            info!("firehose subscriber id={} addr={} detached", conn.id, conn.addr);
+        }
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!("closed client id={}", conn.id);
         self.nclients -= 1;

@@ -250,12 +250,7 @@ fn stats(s: &Server, t: &mut String) {
 
 fn replication(s: &Server, t: &mut String) {
     t.push_str("# Replication\r\n");
-    field!(t, "role", "master");
-    field!(t, "connected_slaves", "0");
-    field!(t, "master_failover_state", "no-failover");
-    field!(t, "master_replid", "{}", s.engine.repl.replid);
-    field!(t, "master_replid2", "0000000000000000000000000000000000000000");
-    field!(t, "master_repl_offset", "{}", s.engine.repl.offset);
+    s.replication_info(t);
     field!(t, "second_repl_offset", "-1");
     field!(t, "repl_backlog_active", "0");
 }

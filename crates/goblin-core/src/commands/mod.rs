@@ -54,12 +54,9 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::bulk_int(out, micros / 1_000_000);
             reply::bulk_int(out, micros % 1_000_000);
         }
-        "role" => {
-            reply::array_len(out, 3);
-            reply::bulk(out, b"master");
-            reply::integer(out, s.engine.repl.offset as i64);
-            reply::array_len(out, 0);
-        }
+        "role" => s.role_reply(out),
+        "goblin.firehose" => s.firehose_subscribe(c, slot),
+        "wait" => s.wait_command(c, slot, args),
         "memory" => memory(s, c, args),
         "debug" => debug::debug(s, c, args),
         "save" | "bgsave" | "lastsave" => s.save_command(c, spec.name, args),

@@ -1,0 +1,310 @@
+//! The firehose wire format: RESP2 arrays, private to goblin-core (both ends run the same
+//! version; the hello carries it so that a mismatch is refused before anything is applied).
+//!
+//! ```text
+//! subscriber -> upstream   GOBLIN.FIREHOSE                        (after AUTH, if required)
+//! upstream -> subscriber   *5  HELLO  :proto  $version  $replid  :offset
+//!                          *N  BATCH  :proto  $replid  :first  :acked_logical  :acked_broker
+//!                              $m1 $m2 ...                        (N = 6 + mutations)
+//! subscriber -> upstream   GOBLIN.ACK <offset>                    (applied through offset)
+//! ```
+//!
+//! `HELLO`'s offset is the upstream's released logical offset: every later mutation arrives in
+//! a `BATCH`. A batch frame is one committed batch (an atomic unit: one command, one EXEC, one
+//! script); its i-th mutation (a complete canonical RESP2 command, carried as a bulk string)
+//! has logical offset `first + i`. `acked_logical`/`acked_broker` are the sender's best Kafka
+//! cursor when it sent the frame: the record of logical offset `acked_logical` sits at broker
+//! offset `acked_broker` (-1/-1 when unknown), so a replica that has applied through
+//! `acked_logical` may later seek Kafka inclusively from `acked_broker` without skipping a
+//! record it lacks.
+
+use engine::ReplId;
+
+/// Bumped whenever the frames change shape or meaning.
+pub const PROTOCOL_VERSION: i64 = 1;
+
+/// The build's version: both ends of a firehose must run exactly the same one.
+pub const BUILD_VERSION: &str = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
+
+/// A Kafka cursor: the record of logical offset `logical` is at broker offset `broker`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub logical: i64,
+    pub broker: i64,
+}
+
+impl Cursor {
+    pub const UNKNOWN: Cursor = Cursor { logical: -1, broker: -1 };
+}
+
+/// A decoded frame, borrowing the input buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    Hello { proto: i64, version: &'a [u8], replid: ReplId, offset: u64 },
+    Batch(BatchFrame<'a>),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct BatchFrame<'a> {
+    pub proto: i64,
+    pub replid: ReplId,
+    pub first: u64,
+    pub cursor: Cursor,
+    /// The canonical mutations, each one complete RESP2 command.
+    pub muts: Vec<&'a [u8]>,
+}
+
+impl BatchFrame<'_> {
+    pub fn last(&self) -> u64 {
+        self.first + self.muts.len() as u64 - 1
+    }
+}
+
+fn push_int(out: &mut Vec<u8>, n: i64) {
+    out.push(b':');
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_bulk(out: &mut Vec<u8>, b: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(itoa::Buffer::new().format(b.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64) {
+    out.extend_from_slice(b"*5\r\n$5\r\nHELLO\r\n");
+    push_int(out, PROTOCOL_VERSION);
+    push_bulk(out, BUILD_VERSION.as_bytes());
+    push_bulk(out, replid.to_string().as_bytes());
+    push_int(out, offset as i64);
+}
+
+/// Appends the frame of one committed batch.
+pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(6 + batch.len()).as_bytes());
+    out.extend_from_slice(b"\r\n$5\r\nBATCH\r\n");
+    push_int(out, PROTOCOL_VERSION);
+    push_bulk(out, batch.replid.to_string().as_bytes());
+    push_int(out, batch.first_offset as i64);
+    push_int(out, cursor.logical);
+    push_int(out, cursor.broker);
+    for m in batch.iter() {
+        push_bulk(out, m.bytes);
+    }
+}
+
+/// `GOBLIN.ACK <offset>`, from a subscriber.
+pub fn encode_ack(out: &mut Vec<u8>, offset: u64) {
+    let n = itoa::Buffer::new().format(offset).to_string();
+    out.extend_from_slice(b"*2\r\n$10\r\nGOBLIN.ACK\r\n");
+    push_bulk(out, n.as_bytes());
+}
+
+/// Why a frame could not be decoded: the upstream sent something no goblin-core of this
+/// version sends. The link is abandoned.
+pub type DecodeError = String;
+
+/// Reads a CRLF-terminated line at `at`: Ok(None) if incomplete.
+fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, DecodeError> {
+    // Header lines are short; an error line from the upstream may be longer.
+    const MAX_LINE: usize = 1024;
+    let rest = &buf[at.min(buf.len())..];
+    match rest.iter().take(MAX_LINE).position(|&b| b == b'\n') {
+        Some(i) if i >= 1 && rest[i - 1] == b'\r' => Ok(Some((&rest[..i - 1], at + i + 1))),
+        Some(_) => Err("a line does not end with CRLF".into()),
+        None if rest.len() >= MAX_LINE => Err("an over-long header line".into()),
+        None => Ok(None),
+    }
+}
+
+fn number(s: &[u8]) -> Result<i64, DecodeError> {
+    std::str::from_utf8(s).ok().and_then(|s| s.parse().ok()).ok_or_else(|| "a malformed number".to_string())
+}
+
+/// Cursor over one frame's elements.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn int(&mut self) -> Result<Option<i64>, DecodeError> {
+        let Some((l, next)) = line(self.buf, self.at)? else { return Ok(None) };
+        if l.first() != Some(&b':') {
+            return Err("an integer was expected".into());
+        }
+        self.at = next;
+        number(&l[1..]).map(Some)
+    }
+
+    fn bulk(&mut self, max: usize) -> Result<Option<&'a [u8]>, DecodeError> {
+        let Some((l, next)) = line(self.buf, self.at)? else { return Ok(None) };
+        if l.first() != Some(&b'$') {
+            return Err("a bulk string was expected".into());
+        }
+        let len = number(&l[1..])?;
+        if len < 0 || len as u64 > max as u64 {
+            return Err(format!("a bulk string of {len} bytes"));
+        }
+        let end = next + len as usize;
+        if self.buf.len() < end + 2 {
+            return Ok(None);
+        }
+        if &self.buf[end..end + 2] != b"\r\n" {
+            return Err("a bulk string does not end with CRLF".into());
+        }
+        self.at = end + 2;
+        Ok(Some(&self.buf[next..end]))
+    }
+}
+
+/// The largest mutation a frame may carry (Redis's default proto-max-bulk-len, plus room for
+/// the command around the value).
+const MAX_MUTATION: usize = 512 * 1024 * 1024 + 4096;
+
+/// Decodes the frame at the front of `buf`: Ok(None) while it is incomplete; Ok(Some((frame,
+/// consumed bytes))); Err when the bytes cannot be a frame of this protocol.
+pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
+    macro_rules! need {
+        ($e:expr) => {
+            match $e? {
+                Some(v) => v,
+                None => return Ok(None),
+            }
+        };
+    }
+    let Some((head, next)) = line(buf, 0)? else { return Ok(None) };
+    if head.first() == Some(&b'-') {
+        return Err(format!("the upstream answered an error: {}", String::from_utf8_lossy(&head[1..])));
+    }
+    if head.first() != Some(&b'*') {
+        return Err("a frame does not start with an array header".into());
+    }
+    let n = number(&head[1..])?;
+    let mut r = Reader { buf, at: next };
+    let kind = need!(r.bulk(16));
+    let replid = |s: &[u8]| {
+        std::str::from_utf8(s).ok().and_then(ReplId::parse).ok_or_else(|| "a malformed replication id".to_string())
+    };
+    match kind {
+        b"HELLO" if n == 5 => {
+            let proto = need!(r.int());
+            let version = need!(r.bulk(256));
+            let id = replid(need!(r.bulk(64)))?;
+            let offset = need!(r.int());
+            if offset < 0 {
+                return Err("a negative offset in the hello".into());
+            }
+            Ok(Some((Frame::Hello { proto, version, replid: id, offset: offset as u64 }, r.at)))
+        }
+        b"BATCH" if (7..=1 << 24).contains(&n) => {
+            let proto = need!(r.int());
+            if proto != PROTOCOL_VERSION {
+                return Err(format!("a frame of firehose protocol {proto} (this server speaks {PROTOCOL_VERSION})"));
+            }
+            let id = replid(need!(r.bulk(64)))?;
+            let first = need!(r.int());
+            if first < 1 {
+                return Err(format!("a batch at logical offset {first}"));
+            }
+            let logical = need!(r.int());
+            let broker = need!(r.int());
+            let mut muts = Vec::with_capacity((n - 6) as usize);
+            for _ in 6..n {
+                muts.push(need!(r.bulk(MAX_MUTATION)));
+            }
+            let frame = BatchFrame { proto, replid: id, first: first as u64, cursor: Cursor { logical, broker }, muts };
+            Ok(Some((Frame::Batch(frame), r.at)))
+        }
+        _ => Err(format!("an unknown frame '{}' of {n} elements", String::from_utf8_lossy(kind))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn batch_of(replid: ReplId, first: u64, cmds: &[Vec<Vec<u8>>]) -> engine::Batch {
+        let mut e = engine::Engine::new(engine::Replication { replid, offset: first - 1 });
+        for c in cmds {
+            let mut rec = Vec::new();
+            resp::reply::bulk_array(&mut rec, c);
+            // SET k v records apply as themselves, keeping the bytes.
+            e.apply_record(&rec, Some(e.next_offset()), 0).unwrap();
+        }
+        e.commit(engine::Origin::Replay).unwrap()
+    }
+
+    #[test]
+    fn hello_round_trip() {
+        let id = ReplId::random();
+        let mut out = Vec::new();
+        encode_hello(&mut out, id, 42);
+        let (f, used) = decode(&out).unwrap().unwrap();
+        assert_eq!(used, out.len());
+        assert_eq!(
+            f,
+            Frame::Hello { proto: PROTOCOL_VERSION, version: BUILD_VERSION.as_bytes(), replid: id, offset: 42 }
+        );
+        // Every strict prefix is incomplete, never an error.
+        for cut in 0..out.len() {
+            assert_eq!(decode(&out[..cut]), Ok(None), "prefix {cut}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_no_upstream_sends() {
+        for bad in [
+            &b"+OK\r\n"[..],
+            b"-ERR nope\r\n",
+            b"*2\r\n$5\r\nHELLO\r\n:1\r\n",
+            b"*7\r\n$5\r\nBATCH\r\n:99\r\n",
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
+            b"*7\r\n$5\r\nBATCH\r\n:1\r\n$3\r\nxyz\r\n",
+            b"*5\r\n$5\r\nHELLO\r\n:1\r\n$2\r\nv1\r\n$40\r\n0000000000000000000000000000000000000000\r\n:-3\r\n",
+            b"*5\n",
+        ] {
+            assert!(decode(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn batch_round_trip(
+            first in 1u64..1 << 40,
+            cursor in (-1i64..1 << 40, -1i64..1 << 40),
+            values in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 1..8),
+            split in any::<prop::sample::Index>(),
+        ) {
+            let id = ReplId::random();
+            let cmds: Vec<Vec<Vec<u8>>> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| vec![b"SET".to_vec(), format!("k{i}").into_bytes(), v.clone()])
+                .collect();
+            let batch = batch_of(id, first, &cmds);
+            let cursor = Cursor { logical: cursor.0, broker: cursor.1 };
+            let mut out = Vec::new();
+            encode_batch(&mut out, &batch, cursor);
+            encode_hello(&mut out, id, 7);
+            let (f, used) = decode(&out).unwrap().unwrap();
+            let Frame::Batch(b) = f else { panic!("not a batch") };
+            prop_assert_eq!(b.replid, id);
+            prop_assert_eq!(b.first, first);
+            prop_assert_eq!(b.cursor, cursor);
+            prop_assert_eq!(b.last(), first + cmds.len() as u64 - 1);
+            let want: Vec<&[u8]> = batch.iter().map(|m| m.bytes).collect();
+            prop_assert_eq!(&b.muts, &want);
+            // The next frame follows exactly where this one ended.
+            prop_assert!(matches!(decode(&out[used..]), Ok(Some((Frame::Hello { offset: 7, .. }, _)))));
+            // A cut anywhere inside the first frame is incomplete, not an error.
+            let cut = split.index(used);
+            prop_assert_eq!(decode(&out[..cut]), Ok(None));
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Firehose replication: every committed batch streamed live from a goblin-core server to its
+//! read-only replicas (and theirs: chains), with Kafka and snapshots as the durable history a
+//! replica catches up from.
+//!
+//! - [`frame`]: the wire format (hello, batch frames, acknowledgements) and its decoder;
+//! - [`queue`]: the fixed, prefaulted byte queue of each subscriber and of the handoff;
+//! - [`upstream`]: GOBLIN.FIREHOSE subscribers, the batch sink that feeds them, WAIT;
+//! - [`replica`]: the upstream link, the startup handoff, the reconnect rules, INFO and ROLE.
+
+pub mod frame;
+pub mod queue;
+pub mod replica;
+pub mod upstream;

@@ -1,0 +1,849 @@
+//! The replica side: one upstream link (`--replica-tcp HOST PORT` or `--replica-uds PATH`),
+//! the startup handoff (snapshot -> Kafka -> firehose), the reconnect rules, and what INFO and
+//! ROLE report about them.
+//!
+//! ```text
+//! startup:   --load  ->  connect (250 ms bound), AUTH, GOBLIN.FIREHOSE, hello (replid, H)
+//!            -> [H > local offset, --kafka] the firehose is read into a fixed buffer by a
+//!               helper thread while this thread replays Kafka inclusively from its cursor
+//!               until the local offset reaches H
+//!            -> buffered frames applied (overlap skipped by logical offset) -> live
+//!            -> listeners open
+//! runtime:   frames read on the server thread (token UPSTREAM), applied as one batch each,
+//!            acknowledged with GOBLIN.ACK; a lost link -> not ready, own subscribers dropped,
+//!            reconnect attempts from a helper thread with jittered exponential backoff;
+//!            each successful handshake goes through the same rules as at startup.
+//! ```
+//!
+//! The rules on a hello (replid R, offset H) against local (L, o):
+//! - R == L, H == o: live at once;
+//! - R == L, H > o: with Kafka, catch up through Kafka with the suffix buffered; without, a
+//!   gap: degraded;
+//! - H < o, or R != L (unless this server is empty at offset 0, which adopts R): degraded.
+//!
+//! Degraded and abandoned attempts retry with backoff; nothing unverified is ever applied: a
+//! frame is applied only at the next expected offset of the same lineage (`apply_record`).
+//! The helper threads never touch the engine: the connector hands its connected socket and
+//! hello to the server thread through a channel and the waker; the handoff reader only
+//! copies bytes into the fixed buffer.
+
+use super::frame::{self, BatchFrame, Cursor, Frame};
+use super::queue::MmapQueue;
+use crate::conn::Stream;
+use crate::server::Server;
+use engine::{Applied, RecordError, ReplId, Replication};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// The seed's bound on one connection attempt.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+/// From connected to hello (AUTH and GOBLIN.FIREHOSE answered).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// A Kafka catch-up that gains nothing for this long is abandoned (and retried).
+const KAFKA_STALL: Duration = Duration::from_secs(10);
+/// Bytes read from the upstream per read call, and reads per loop turn (fairness with the
+/// clients: frames are applied between client commands, in bounded amounts).
+const READ_CHUNK: usize = 64 * 1024;
+const READS_PER_TURN: usize = 4;
+
+/// Where the upstream is.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Tcp { host: String, port: u16 },
+    Unix(PathBuf),
+}
+
+impl Source {
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Tcp { host, port } => format!("tcp {host}:{port}"),
+            Source::Unix(p) => format!("uds {}", p.display()),
+        }
+    }
+}
+
+/// Everything a connection attempt needs (shared with the connector thread).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub source: Source,
+    /// AUTH user and password, sent before GOBLIN.FIREHOSE.
+    pub auth: Option<(String, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Startup, before the first attempt finished.
+    Connecting,
+    /// Catching up through Kafka with the firehose suffix buffered.
+    Sync,
+    /// Applying the firehose: the only ready state.
+    Live,
+    /// The link is down (or an attempt was abandoned); attempts continue.
+    Reconnecting,
+    /// The upstream cannot be followed without operator action (another lineage, behind us,
+    /// a gap without Kafka, another version); attempts continue with the longest backoff.
+    Degraded,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Connecting => "connecting",
+            State::Sync => "sync",
+            State::Live => "live",
+            State::Reconnecting => "reconnecting",
+            State::Degraded => "degraded",
+        }
+    }
+}
+
+/// A connected, authenticated subscription whose hello has been read.
+pub struct Handshake {
+    pub stream: Stream,
+    pub replid: ReplId,
+    pub offset: u64,
+    /// Bytes read after the hello (the first frames).
+    pub leftover: Vec<u8>,
+}
+
+/// The live link.
+struct Link {
+    stream: Stream,
+    /// Bytes read but not yet a whole frame.
+    buf: Vec<u8>,
+    /// GOBLIN.ACKs not yet written.
+    out: Vec<u8>,
+    acked: u64,
+}
+
+pub struct Replica {
+    pub settings: Arc<Settings>,
+    pub state: State,
+    link: Option<Link>,
+    /// The upstream's offset as last known (hello, then each frame); None until a hello.
+    pub upstream_offset: Option<u64>,
+    pub attempts: u64,
+    pub successes: u64,
+    pub last_io: Option<Instant>,
+    pub last_error: String,
+    /// A Kafka cursor safe to seek from: every record of a logical offset above the local one
+    /// is at `cursor.broker` or later (see `frame::Cursor`).
+    pub cursor: Cursor,
+    /// The newest cursor an upstream sent; it becomes `cursor` once applied through.
+    latest_cursor: Cursor,
+    /// The result of the connector thread in flight, if any.
+    connector: Option<mpsc::Receiver<Result<Handshake, String>>>,
+    backoff: Duration,
+    /// The loaded snapshot or a replay gave this server a history: it never adopts another.
+    pub has_history: bool,
+    /// `--kafka` on a replica: where the next catch-up seeks (inclusively).
+    #[cfg(feature = "kafka")]
+    pub kafka: Option<(crate::journal::target::KafkaTarget, crate::journal::kafka::Start)>,
+}
+
+impl Replica {
+    pub fn new(settings: Settings, cursor: Cursor, has_history: bool) -> Replica {
+        Replica {
+            settings: Arc::new(settings),
+            state: State::Connecting,
+            link: None,
+            upstream_offset: None,
+            attempts: 0,
+            successes: 0,
+            last_io: None,
+            last_error: String::new(),
+            cursor,
+            latest_cursor: Cursor::UNKNOWN,
+            connector: None,
+            backoff: BACKOFF_MIN,
+            has_history,
+            #[cfg(feature = "kafka")]
+            kafka: None,
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.state == State::Live
+    }
+
+}
+
+/// Waits until `fd` is readable (or writable) or `timeout` passes.
+fn wait_fd(fd: RawFd, write: bool, timeout: Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd, events: if write { libc::POLLOUT } else { libc::POLLIN }, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
+fn write_all_until(stream: &mut Stream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the upstream closed the connection")),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out writing to the upstream"));
+                }
+                wait_fd(stream.as_raw_fd(), true, left)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads what is available (waiting up to `deadline` for something) into `buf`. Ok(false):
+/// the peer closed.
+fn read_some(stream: &mut Stream, buf: &mut Vec<u8>, deadline: Instant) -> io::Result<bool> {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the upstream"));
+                }
+                wait_fd(stream.as_raw_fd(), false, left)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn open(source: &Source) -> io::Result<Stream> {
+    match source {
+        Source::Tcp { host, port } => {
+            use std::net::ToSocketAddrs;
+            let addrs: Vec<_> = (host.as_str(), *port).to_socket_addrs()?.collect();
+            let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address"));
+            for a in addrs {
+                match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                    Ok(s) => {
+                        s.set_nodelay(true)?;
+                        s.set_nonblocking(true)?;
+                        return Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)));
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+        Source::Unix(path) => {
+            let s = std::os::unix::net::UnixStream::connect(path)?;
+            s.set_nonblocking(true)?;
+            Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
+        }
+    }
+}
+
+/// One attempt: connect (250 ms bound), AUTH if configured, GOBLIN.FIREHOSE, read the hello.
+/// Runs on the connector thread (or the server thread at startup); never touches the engine.
+pub fn connect(settings: &Settings) -> Result<Handshake, String> {
+    let what = settings.source.describe();
+    let mut stream = open(&settings.source).map_err(|e| format!("cannot connect to the upstream ({what}): {e}"))?;
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let mut req = Vec::new();
+    if let Some((user, pass)) = &settings.auth {
+        resp::reply::bulk_array(&mut req, &[b"AUTH".as_slice(), user.as_bytes(), pass.as_bytes()]);
+    }
+    resp::reply::bulk_array(&mut req, &[b"GOBLIN.FIREHOSE".as_slice()]);
+    let io = |e: io::Error| format!("upstream ({what}): {e}");
+    write_all_until(&mut stream, &req, deadline).map_err(io)?;
+    let mut buf = Vec::new();
+    let mut at = 0;
+    if settings.auth.is_some() {
+        // The AUTH reply: one line.
+        loop {
+            if let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&buf[..nl]).trim_end().to_string();
+                if line != "+OK" {
+                    return Err(format!("the upstream ({what}) refused AUTH: {}", line.trim_start_matches('-')));
+                }
+                at = nl + 1;
+                break;
+            }
+            if !read_some(&mut stream, &mut buf, deadline).map_err(io)? {
+                return Err(format!("the upstream ({what}) closed the connection during AUTH"));
+            }
+        }
+    }
+    loop {
+        match frame::decode(&buf[at..]) {
+            Ok(Some((Frame::Hello { proto, version, replid, offset }, n))) => {
+                if proto != frame::PROTOCOL_VERSION || version != frame::BUILD_VERSION.as_bytes() {
+                    return Err(format!(
+                        "version mismatch: the upstream ({what}) runs {} (firehose protocol {proto}), this server runs {} \
+                         (protocol {}); both ends of a firehose must run exactly the same goblin-core",
+                        String::from_utf8_lossy(version),
+                        frame::BUILD_VERSION,
+                        frame::PROTOCOL_VERSION
+                    ));
+                }
+                let leftover = buf[at + n..].to_vec();
+                return Ok(Handshake { stream, replid, offset, leftover });
+            }
+            Ok(Some((Frame::Batch(_), _))) => return Err(format!("the upstream ({what}) sent a frame before its hello")),
+            Ok(None) => {
+                if !read_some(&mut stream, &mut buf, deadline).map_err(io)? {
+                    return Err(format!("the upstream ({what}) closed the connection before its hello"));
+                }
+            }
+            Err(e) => return Err(format!("upstream ({what}): {e}")),
+        }
+    }
+}
+
+/// The handoff reader: copies the firehose into the fixed buffer until told to stop.
+fn buffer_until_stopped(stream: &mut Stream, queue: &mut MmapQueue, stop: &AtomicBool) -> Result<(), String> {
+    let mut chunk = vec![0u8; READ_CHUNK];
+    while !stop.load(Ordering::Acquire) {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Err("the upstream closed the connection during the handoff".into()),
+            Ok(n) => {
+                if !queue.push(&chunk[..n]) {
+                    return Err(format!(
+                        "the {}-byte handoff buffer (--replication-buffer-bytes) is exhausted",
+                        queue.capacity()
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_fd(stream.as_raw_fd(), false, Duration::from_millis(20)).map_err(|e| e.to_string())?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading the upstream during the handoff: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// The outcome of following a hello.
+enum Refusal {
+    /// Try again soon (a transient failure).
+    Abandon(String),
+    /// Cannot follow this upstream as it is.
+    Degraded(String),
+}
+
+impl Server {
+    /// Startup, after the snapshot was loaded and before the listeners open: one attempt
+    /// (with the Kafka handoff when the upstream is ahead); if the upstream is unavailable,
+    /// the Kafka replay this server can do alone, then not ready with attempts in the
+    /// background.
+    pub fn start_replica(&mut self) {
+        self.engine.replica = true;
+        let settings = self.replica.as_ref().expect("a replica").settings.clone();
+        info!("replica of {}: connecting", settings.source.describe());
+        let first = connect(&settings);
+        if let Some(r) = &mut self.replica {
+            r.attempts += 1;
+        }
+        match first {
+            Ok(hs) => self.follow(hs),
+            Err(e) => {
+                warn!("{e}; opening read-only and not ready, retrying in the background");
+                #[cfg(feature = "kafka")]
+                if self.replica.as_ref().is_some_and(|r| r.kafka.is_some()) {
+                    if let Err(e) = self.kafka_catch_up(None) {
+                        tracing::error!("{e}");
+                        std::process::exit(1);
+                    }
+                }
+                let r = self.replica.as_mut().expect("a replica");
+                r.last_error = e;
+                r.state = State::Reconnecting;
+                self.schedule_attempt();
+            }
+        }
+    }
+
+    /// Starts the connector thread after the current backoff (jittered), doubling it.
+    fn schedule_attempt(&mut self) {
+        let waker = self.waker();
+        let Some(r) = &mut self.replica else { return };
+        if r.connector.is_some() {
+            return;
+        }
+        use rand::Rng;
+        let base = if r.state == State::Degraded { BACKOFF_MAX } else { r.backoff };
+        let delay = base.mul_f64(rand::thread_rng().gen_range(0.5..1.5));
+        r.backoff = (r.backoff * 2).min(BACKOFF_MAX);
+        let settings = r.settings.clone();
+        let (tx, rx) = mpsc::channel();
+        r.connector = Some(rx);
+        let spawned = std::thread::Builder::new().name("replica-connect".into()).spawn(move || {
+            std::thread::sleep(delay);
+            let _ = tx.send(connect(&settings));
+            let _ = waker.wake();
+        });
+        if let Err(e) = spawned {
+            warn!("cannot start the replica connector thread: {e}");
+            r.connector = None;
+        }
+    }
+
+    /// The loop was woken: a connector thread may have finished.
+    pub(crate) fn replica_on_wake(&mut self) {
+        let Some(r) = &mut self.replica else { return };
+        let Some(rx) = &r.connector else { return };
+        let result = match rx.try_recv() {
+            Ok(result) => result,
+            Err(mpsc::TryRecvError::Empty) => return,
+            Err(mpsc::TryRecvError::Disconnected) => Err("the connector thread ended without a result".into()),
+        };
+        r.connector = None;
+        r.attempts += 1;
+        match result {
+            Ok(hs) => self.follow(hs),
+            Err(e) => {
+                let r = self.replica.as_mut().expect("a replica");
+                if r.last_error != e {
+                    warn!("replica: {e}");
+                }
+                r.last_error = e;
+                self.schedule_attempt();
+            }
+        }
+    }
+
+    /// Applies the reconnect rules to a fresh handshake, and goes live or schedules a retry.
+    fn follow(&mut self, hs: Handshake) {
+        match self.try_follow(hs) {
+            Ok(()) => {}
+            Err(Refusal::Abandon(e)) => {
+                warn!("replica: {e}; retrying");
+                let r = self.replica.as_mut().expect("a replica");
+                r.state = State::Reconnecting;
+                r.last_error = e;
+                self.schedule_attempt();
+            }
+            Err(Refusal::Degraded(e)) => {
+                tracing::error!("replica degraded: {e}");
+                let r = self.replica.as_mut().expect("a replica");
+                r.state = State::Degraded;
+                r.last_error = e;
+                self.schedule_attempt();
+            }
+        }
+    }
+
+    fn try_follow(&mut self, hs: Handshake) -> Result<(), Refusal> {
+        let Handshake { stream, replid, offset, leftover } = hs;
+        let r = self.replica.as_mut().expect("a replica");
+        r.upstream_offset = Some(offset);
+        r.last_io = Some(Instant::now());
+        let local = self.engine.repl;
+        if replid != local.replid {
+            if local.offset == 0 && !r.has_history && self.engine.ks.len() == 0 {
+                info!("replica: adopting the upstream's lineage {replid}");
+                self.engine.set_replication(Replication { replid, offset: 0 });
+            } else {
+                return Err(Refusal::Degraded(format!(
+                    "the upstream serves lineage {replid} at offset {offset}, this server holds lineage {} at offset {}: \
+                     a different history (install a snapshot of the upstream's lineage and restart with --load)",
+                    local.replid, local.offset
+                )));
+            }
+        }
+        let local = self.engine.repl.offset;
+        if offset < local {
+            return Err(Refusal::Degraded(format!(
+                "the upstream is at logical offset {offset}, behind this server's {local}"
+            )));
+        }
+        let (stream, buffered) = if offset > local {
+            self.handoff(stream, offset, leftover)?
+        } else {
+            (stream, leftover)
+        };
+        self.go_live(stream, buffered)
+    }
+
+    /// Upstream ahead: Kafka catch-up to its hello offset while the firehose is buffered.
+    #[allow(unused_mut, unused_variables)]
+    fn handoff(&mut self, mut stream: Stream, target: u64, leftover: Vec<u8>) -> Result<(Stream, Vec<u8>), Refusal> {
+        let local = self.engine.repl.offset;
+        #[cfg(feature = "kafka")]
+        if self.replica.as_ref().is_some_and(|r| r.kafka.is_some()) {
+            self.replica.as_mut().expect("a replica").state = State::Sync;
+            info!("replica: the upstream is at logical offset {target}, this server at {local}: catching up through Kafka");
+            let mut queue = MmapQueue::new(self.cfg.replication_buffer_bytes)
+                .map_err(|e| Refusal::Abandon(format!("cannot map the handoff buffer: {e}")))?;
+            if !queue.push(&leftover) {
+                return Err(Refusal::Abandon("the handoff buffer is exhausted".into()));
+            }
+            let stop = AtomicBool::new(false);
+            let (caught, read) = std::thread::scope(|s| {
+                let reader = s.spawn(|| buffer_until_stopped(&mut stream, &mut queue, &stop));
+                let caught = self.kafka_catch_up(Some(target));
+                stop.store(true, Ordering::Release);
+                let read = reader.join().unwrap_or_else(|_| Err("the handoff reader panicked".into()));
+                (caught, read)
+            });
+            caught.map_err(Refusal::Abandon)?;
+            read.map_err(Refusal::Abandon)?;
+            let mut bytes = Vec::with_capacity(queue.len());
+            queue.drain_to_vec(&mut bytes);
+            return Ok((stream, bytes));
+        }
+        Err(Refusal::Degraded(format!(
+            "the upstream is at logical offset {target}, this server at {local}, and without --kafka the gap cannot be filled"
+        )))
+    }
+
+    /// Replays Kafka from the replica's cursor: until the local offset reaches `until`
+    /// (handoff), or once through the high watermark (`None`: startup without an upstream).
+    #[cfg(feature = "kafka")]
+    fn kafka_catch_up(&mut self, until: Option<u64>) -> Result<(), String> {
+        use crate::journal::kafka::{replay, Start};
+        let (target, mut from) = self.replica.as_ref().and_then(|r| r.kafka.clone()).expect("--kafka on a replica");
+        let mut last_progress = Instant::now();
+        loop {
+            let before = self.engine.repl.offset;
+            let adopt = !self.replica.as_ref().expect("a replica").has_history && before == 0;
+            let stats = replay(&target, &mut self.engine, from, adopt)?;
+            if stats.last_broker_offset >= 0 {
+                from = Start::Offset(stats.last_broker_offset);
+                let r = self.replica.as_mut().expect("a replica");
+                r.kafka.as_mut().expect("kafka").1 = from;
+                // The last record read has a logical offset at or below the local one, so every
+                // later mutation sits after it: a safe cursor (see `frame::Cursor`).
+                r.cursor = Cursor { logical: self.engine.repl.offset as i64, broker: stats.last_broker_offset };
+                r.has_history |= stats.applied > 0;
+            }
+            let now_at = self.engine.repl.offset;
+            match until {
+                None => return Ok(()),
+                Some(t) if now_at >= t => return Ok(()),
+                Some(t) => {
+                    if now_at > before {
+                        last_progress = Instant::now();
+                    } else if last_progress.elapsed() > KAFKA_STALL {
+                        return Err(format!(
+                            "the Kafka catch-up stalled at logical offset {now_at} (the upstream's hello named {t})"
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    #[cfg(not(feature = "kafka"))]
+    fn kafka_catch_up(&mut self, _until: Option<u64>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Registers the link, applies what was buffered (skipping what Kafka already applied)
+    /// and becomes the ready replica.
+    fn go_live(&mut self, mut stream: Stream, buffered: Vec<u8>) -> Result<(), Refusal> {
+        let token = crate::server::UPSTREAM;
+        self.poll
+            .registry()
+            .register(&mut stream, token, mio::Interest::READABLE | mio::Interest::WRITABLE)
+            .map_err(|e| Refusal::Abandon(format!("cannot register the upstream link: {e}")))?;
+        let acked = self.engine.repl.offset;
+        let r = self.replica.as_mut().expect("a replica");
+        r.link = Some(Link { stream, buf: buffered, out: Vec::new(), acked });
+        r.state = State::Live;
+        r.successes += 1;
+        r.backoff = BACKOFF_MIN;
+        r.last_error.clear();
+        r.has_history = true;
+        info!(
+            "replica: live from {} at logical offset {} of lineage {}",
+            r.settings.source.describe(),
+            self.engine.repl.offset,
+            self.engine.repl.replid
+        );
+        // Buffered frames (and any already in the socket) are applied now.
+        self.replica_io();
+        Ok(())
+    }
+
+    /// The link is gone: not ready, own subscribers dropped, attempts restart.
+    fn link_lost(&mut self, why: String) {
+        let Some(r) = &mut self.replica else { return };
+        if let Some(mut link) = r.link.take() {
+            let _ = self.poll.registry().deregister(&mut link.stream);
+        }
+        let r = self.replica.as_mut().expect("a replica");
+        warn!("replica: {why}; not ready, reconnecting");
+        r.state = State::Reconnecting;
+        r.last_error = why;
+        self.firehose_disconnect_all();
+        self.schedule_attempt();
+    }
+
+    /// Token UPSTREAM: write pending acknowledgements, read and apply frames.
+    pub(crate) fn replica_io(&mut self) {
+        let Some(link) = self.replica.as_mut().and_then(|r| r.link.as_mut()) else { return };
+        let mut buf = std::mem::take(&mut link.buf);
+        let mut closed = None;
+        let mut again = false;
+        for i in 0..READS_PER_TURN {
+            let len = buf.len();
+            buf.resize(len + READ_CHUNK, 0);
+            match link.stream.read(&mut buf[len..]) {
+                Ok(0) => {
+                    buf.truncate(len);
+                    closed = Some("the upstream closed the connection".to_string());
+                    break;
+                }
+                Ok(n) => {
+                    buf.truncate(len + n);
+                    if n < READ_CHUNK {
+                        break;
+                    }
+                    again = i + 1 == READS_PER_TURN;
+                }
+                Err(e) => {
+                    buf.truncate(len);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => break,
+                        io::ErrorKind::Interrupted => continue,
+                        _ => {
+                            closed = Some(format!("reading the upstream: {e}"));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(r) = &mut self.replica {
+            r.last_io = Some(Instant::now());
+        }
+        // Apply every whole frame, in order.
+        let mut at = 0;
+        let mut failed = None;
+        while at < buf.len() {
+            match frame::decode(&buf[at..]) {
+                Ok(None) => break,
+                Ok(Some((Frame::Batch(b), n))) => {
+                    if let Err(e) = self.apply_frame(&b) {
+                        failed = Some(e);
+                        break;
+                    }
+                    at += n;
+                }
+                Ok(Some((Frame::Hello { .. }, _))) => {
+                    failed = Some("the upstream sent a second hello".to_string());
+                    break;
+                }
+                Err(e) => {
+                    failed = Some(format!("a bad frame from the upstream: {e}"));
+                    break;
+                }
+            }
+        }
+        buf.drain(..at);
+        if let Some(e) = failed {
+            return self.link_lost(e);
+        }
+        let offset = self.engine.repl.offset;
+        let Some(link) = self.replica.as_mut().and_then(|r| r.link.as_mut()) else { return };
+        link.buf = buf;
+        if offset > link.acked {
+            link.acked = offset;
+            frame::encode_ack(&mut link.out, offset);
+        }
+        while !link.out.is_empty() {
+            match link.stream.write(&link.out) {
+                Ok(n) => {
+                    link.out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    closed.get_or_insert(format!("writing to the upstream: {e}"));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = closed {
+            return self.link_lost(why);
+        }
+        if again {
+            self.upstream_again = true;
+        }
+    }
+
+    /// Applies one frame as one batch. Frames at or below the local offset are skipped; a
+    /// frame that does not continue the lineage exactly is refused. If a mutation fails the
+    /// verified prefix is committed (it is the upstream's history, at its offsets) and the
+    /// link is abandoned.
+    fn apply_frame(&mut self, b: &BatchFrame) -> Result<(), String> {
+        if b.replid != self.engine.repl.replid {
+            return Err(format!(
+                "a frame of lineage {} on a link of lineage {}",
+                b.replid, self.engine.repl.replid
+            ));
+        }
+        if b.last() > self.engine.repl.offset {
+            let now = self.clock_ms;
+            for (i, m) in b.muts.iter().enumerate() {
+                let offset = b.first + i as u64;
+                match self.engine.apply_record(m, Some(offset), now) {
+                    Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {}
+                    Err(RecordError::Panicked { command }) => self.fail_stop(&command),
+                    Err(e) => {
+                        self.commit_batch(engine::Origin::Replay);
+                        return Err(format!("replicated write at logical offset {offset}: {e}"));
+                    }
+                }
+            }
+            self.commit_batch(engine::Origin::Replay);
+            if !self.engine.ready_keys.is_empty() {
+                self.engine.ready_keys.clear();
+            }
+        }
+        let applied = self.engine.repl.offset;
+        let r = self.replica.as_mut().expect("a replica");
+        r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(b.last()));
+        if b.cursor.logical >= 0 {
+            r.latest_cursor = b.cursor;
+        }
+        if r.latest_cursor.logical >= 0 && r.latest_cursor.logical as u64 <= applied {
+            r.cursor = r.latest_cursor;
+            #[cfg(feature = "kafka")]
+            if let Some(k) = &mut r.kafka {
+                k.1 = crate::journal::kafka::Start::Offset(r.cursor.broker);
+            }
+        }
+        Ok(())
+    }
+
+    /// INFO replication on a replica, and the fields every role has.
+    pub(crate) fn replication_info(&self, t: &mut String) {
+        use std::fmt::Write as _;
+        let mut f = |name: &str, v: &dyn std::fmt::Display| {
+            let _ = write!(t, "{name}:{v}\r\n");
+        };
+        let acked = self.kafka_cursor().logical;
+        match &self.replica {
+            None => {
+                f("role", &"master");
+                f("goblin_ready", &1);
+                let subs = self.downstreams();
+                f("connected_slaves", &subs.len());
+                for (i, (addr, offset, lag)) in subs.iter().enumerate() {
+                    let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
+                    f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
+                }
+                f("master_failover_state", &"no-failover");
+                f("master_replid", &self.engine.repl.replid);
+                f("master_replid2", &"0000000000000000000000000000000000000000");
+                f("master_repl_offset", &self.engine.repl.offset);
+                f("kafka_acknowledged_offset", &acked);
+                f("firehose_released_offset", &self.firehose_released());
+                f("firehose_retained_bytes", &self.firehose.retained_bytes());
+                f("firehose_full_disconnections", &self.firehose.full_disconnections);
+            }
+            Some(r) => {
+                let live = r.is_live();
+                let (host, port) = match &r.settings.source {
+                    Source::Tcp { host, port } => (host.clone(), *port),
+                    Source::Unix(p) => (p.display().to_string(), 0),
+                };
+                f("role", &"slave");
+                f("goblin_ready", &(live as u8));
+                f("master_host", &host);
+                f("master_port", &port);
+                f("master_transport", &match r.settings.source {
+                    Source::Tcp { .. } => "tcp",
+                    Source::Unix(_) => "uds",
+                });
+                f("master_link_status", &if live { "up" } else { "down" });
+                f("replica_state", &r.state.name());
+                f("master_last_io_seconds_ago", &r.last_io.map_or(-1, |t| t.elapsed().as_secs() as i64));
+                f("master_sync_in_progress", &((r.state == State::Sync) as u8));
+                f("slave_read_repl_offset", &self.engine.repl.offset);
+                f("slave_repl_offset", &self.engine.repl.offset);
+                f("upstream_repl_offset", &r.upstream_offset.map_or(-1, |o| o as i64));
+                let lag = r.upstream_offset.map_or(-1, |u| u.saturating_sub(self.engine.repl.offset) as i64);
+                f("replica_lag", &lag);
+                f("replica_reconnect_attempts", &r.attempts);
+                f("replica_reconnect_successes", &r.successes);
+                f("replica_last_error", &r.last_error.replace(['\r', '\n'], " "));
+                f("slave_priority", &100);
+                f("slave_read_only", &1);
+                f("replica_announced", &1);
+                let subs = self.downstreams();
+                f("connected_slaves", &subs.len());
+                for (i, (addr, offset, lag)) in subs.iter().enumerate() {
+                    let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
+                    f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
+                }
+                f("master_failover_state", &"no-failover");
+                f("master_replid", &self.engine.repl.replid);
+                f("master_replid2", &"0000000000000000000000000000000000000000");
+                f("master_repl_offset", &self.engine.repl.offset);
+                f("kafka_acknowledged_offset", &acked);
+            }
+        }
+    }
+
+    /// ROLE: `master offset [[addr port offset] ...]`, or
+    /// `slave host port state offset transport`.
+    pub(crate) fn role_reply(&self, out: &mut Vec<u8>) {
+        use resp::reply;
+        match &self.replica {
+            None => {
+                let subs = self.downstreams();
+                reply::array_len(out, 3);
+                reply::bulk(out, b"master");
+                reply::integer(out, self.engine.repl.offset as i64);
+                reply::array_len(out, subs.len());
+                for (addr, offset, _) in subs {
+                    let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
+                    reply::array_len(out, 3);
+                    reply::bulk(out, ip.as_bytes());
+                    reply::bulk(out, port.as_bytes());
+                    reply::bulk(out, offset.to_string().as_bytes());
+                }
+            }
+            Some(r) => {
+                let (host, port, transport) = match &r.settings.source {
+                    Source::Tcp { host, port } => (host.clone(), *port as i64, "tcp"),
+                    Source::Unix(p) => (p.display().to_string(), 0, "uds"),
+                };
+                // Redis's link states: connect, connecting, sync, connected.
+                let state = match r.state {
+                    State::Live => "connected",
+                    State::Sync => "sync",
+                    State::Connecting => "connecting",
+                    State::Reconnecting | State::Degraded => "connect",
+                };
+                reply::array_len(out, 6);
+                reply::bulk(out, b"slave");
+                reply::bulk(out, host.as_bytes());
+                reply::integer(out, port);
+                reply::bulk(out, state.as_bytes());
+                reply::integer(out, self.engine.repl.offset as i64);
+                reply::bulk(out, transport.as_bytes());
+            }
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The upstream side of the firehose: `GOBLIN.FIREHOSE` subscribers (replicas, and the
+//! replicas of replicas) and the batch sink that feeds them.
+//!
+//! ```text
+//! Server::commit_batch -> Firehose::on_batch: encode the frame once
+//!     queued mode (or no journal): copy it into every subscriber's fixed queue now
+//!     broker mode: keep it in `retained` until Kafka acknowledged its last record
+//!                  (Server::firehose_release, after each journal poll), then copy it
+//! flush_conn -> a subscriber's socket is written from its queue (after any reply in `out`)
+//! GOBLIN.ACK <offset> from a subscriber -> its applied offset (INFO, ROLE, WAIT)
+//! ```
+//!
+//! Invariants:
+//! - frames reach every subscriber in commit order, each whole, starting right after the
+//!   offset its hello named: a subscriber's hello carries `released()`, and every batch after
+//!   it is either already in its queue or still retained;
+//! - a subscriber whose queue cannot take a frame is disconnected at once (never a partial
+//!   frame, never a gap followed by later frames, never more memory);
+//! - in broker mode no frame leaves before Kafka acknowledged all of its records.
+
+use super::frame::{self, Cursor};
+use super::queue::MmapQueue;
+use crate::conn::Conn;
+use crate::server::Server;
+use engine::{Batch, Origin};
+use resp::reply;
+use std::collections::VecDeque;
+use std::time::Instant;
+use tracing::{info, warn};
+
+/// One subscriber's state, kept in its connection.
+pub struct Downstream {
+    /// Frames not yet written to the socket (fixed size: `--replication-buffer-bytes`).
+    pub queue: MmapQueue,
+    /// The offset the subscriber last reported applied (GOBLIN.ACK); its hello offset before.
+    pub acked: u64,
+    /// When it last acknowledged something (INFO `lag`).
+    pub acked_at: Instant,
+}
+
+/// The subscribers and the frames held for Kafka.
+#[derive(Default)]
+pub struct Firehose {
+    /// (slot, connection id) of every subscriber.
+    pub subs: Vec<(usize, u64)>,
+    /// Broker ack mode: committed frames waiting for Kafka (or behind frames that are), as
+    /// (last offset, whether Kafka must acknowledge it, frame).
+    retained: VecDeque<(u64, bool, Vec<u8>)>,
+    /// The offset through which frames have been released (broker mode only; queued mode
+    /// releases at commit, so the engine's offset is the released one).
+    released: u64,
+    /// Reused to encode one frame.
+    scratch: Vec<u8>,
+    /// Subscribers disconnected because their queue was full.
+    pub full_disconnections: u64,
+}
+
+impl Firehose {
+    /// After recovery: everything up to `offset` is durable (broker mode releases from here).
+    pub fn set_released(&mut self, offset: u64) {
+        self.released = offset;
+    }
+
+    pub fn retained_bytes(&self) -> usize {
+        self.retained.iter().map(|(_, _, f)| f.len()).sum()
+    }
+}
+
+impl Server {
+    /// The offset a new subscriber's hello names: the last offset whose frame has been released.
+    pub(crate) fn firehose_released(&self) -> u64 {
+        if self.acks_held() {
+            self.firehose.released
+        } else {
+            self.engine.repl.offset
+        }
+    }
+
+    /// The Kafka cursor this server stamps on the frames it sends (see `frame::Cursor`).
+    pub(crate) fn kafka_cursor(&self) -> Cursor {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            return Cursor { logical: j.journal.acks.logical.get(), broker: j.journal.acks.broker.get() };
+        }
+        match &self.replica {
+            Some(r) => r.cursor,
+            None => Cursor::UNKNOWN,
+        }
+    }
+
+    /// GOBLIN.FIREHOSE: turns this connection into a subscriber. The hello goes out after any
+    /// earlier reply; from then on the connection only carries frames (and, the other way,
+    /// GOBLIN.ACKs).
+    pub(crate) fn firehose_subscribe(&mut self, c: &mut Conn, slot: usize) {
+        if c.firehose.is_some() {
+            return reply::error(&mut c.out, b"ERR this connection is already a firehose subscriber");
+        }
+        if c.multi.is_some() {
+            return reply::error(&mut c.out, b"ERR Command not allowed inside a transaction");
+        }
+        if let Some(r) = &self.replica {
+            if !r.is_live() {
+                return reply::error(
+                    &mut c.out,
+                    format!(
+                        "MASTERDOWN this replica's upstream link is not live (replica_state:{}): it cannot feed a firehose until it is",
+                        r.state.name()
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        let mut queue = match MmapQueue::new(self.cfg.replication_buffer_bytes) {
+            Ok(q) => q,
+            Err(e) => {
+                return reply::error(&mut c.out, format!("ERR cannot map the firehose queue: {e}").as_bytes())
+            }
+        };
+        let offset = self.firehose_released();
+        let mut hello = Vec::with_capacity(128);
+        frame::encode_hello(&mut hello, self.engine.repl.replid, offset);
+        // A fresh queue of at least a page always holds a hello.
+        assert!(queue.push(&hello), "a hello fits an empty queue");
+        c.firehose = Some(Box::new(Downstream { queue, acked: offset, acked_at: Instant::now() }));
+        self.firehose.subs.push((slot, c.id));
+        info!(
+            "firehose subscriber id={} addr={} attached at logical offset {offset} of lineage {}",
+            c.id, c.addr, self.engine.repl.replid
+        );
+    }
+
+    /// The firehose sink (from `commit_batch`).
+    pub(crate) fn firehose_on_batch(&mut self, batch: &Batch) {
+        // Batches the journal does not write (replayed ones) need no acknowledgement, but
+        // still wait behind retained frames to keep the order.
+        let held = self.acks_held() && batch.origin != Origin::Replay;
+        if self.firehose.subs.is_empty() && !held {
+            return;
+        }
+        let cursor = self.kafka_cursor();
+        let mut f = std::mem::take(&mut self.firehose.scratch);
+        f.clear();
+        frame::encode_batch(&mut f, batch, cursor);
+        if held || !self.firehose.retained.is_empty() {
+            // Behind Kafka (or behind frames that are): wait for the acknowledgement.
+            self.firehose.retained.push_back((batch.last_offset(), held, f.clone()));
+        } else {
+            self.firehose_send(&f);
+        }
+        self.firehose.scratch = f;
+    }
+
+    /// Broker mode: releases, in order, the retained frames Kafka has acknowledged.
+    pub(crate) fn firehose_release(&mut self, acked: i64) {
+        while let Some(&(last, needs_ack, _)) = self.firehose.retained.front() {
+            if needs_ack && (last as i64) > acked {
+                break;
+            }
+            let (last, _, f) = self.firehose.retained.pop_front().expect("front exists");
+            self.firehose.released = last;
+            self.firehose_send(&f);
+        }
+    }
+
+    /// Copies one frame into every subscriber's queue; a full queue disconnects its subscriber.
+    fn firehose_send(&mut self, f: &[u8]) {
+        let mut i = 0;
+        while i < self.firehose.subs.len() {
+            let (slot, id) = self.firehose.subs[i];
+            let Some(Some(c)) = self.conns.get_mut(slot) else {
+                // Being served right now: a subscriber is only served for its GOBLIN.ACKs,
+                // which commit nothing, so this cannot happen while a batch is sent.
+                i += 1;
+                continue;
+            };
+            if c.id != id {
+                self.firehose.subs.swap_remove(i);
+                continue;
+            }
+            let d = c.firehose.as_mut().expect("listed subscribers have a queue");
+            if !c.close_now && !d.queue.push(f) {
+                warn!(
+                    "disconnecting firehose subscriber id={} addr={}: its {}-byte queue is full",
+                    c.id,
+                    c.addr,
+                    d.queue.capacity()
+                );
+                c.close_now = true;
+                self.firehose.full_disconnections += 1;
+            }
+            self.queue_write(slot);
+            i += 1;
+        }
+    }
+
+    /// Input from a subscriber: only `GOBLIN.ACK <offset>`; anything else ends the link.
+    pub(crate) fn downstream_input(&mut self, c: &mut Conn, args: &[&[u8]]) {
+        let offset = (args.len() == 2 && args[0].eq_ignore_ascii_case(b"GOBLIN.ACK"))
+            .then(|| std::str::from_utf8(args[1]).ok()?.parse::<u64>().ok())
+            .flatten();
+        match offset {
+            Some(o) => {
+                let d = c.firehose.as_mut().expect("a subscriber");
+                if o > d.acked {
+                    d.acked = o;
+                    d.acked_at = Instant::now();
+                    self.waits_dirty = true;
+                }
+            }
+            None => {
+                warn!(
+                    "closing firehose subscriber id={} addr={}: it sent '{}' (only GOBLIN.ACK is accepted)",
+                    c.id,
+                    c.addr,
+                    String::from_utf8_lossy(args[0])
+                );
+                c.close_now = true;
+            }
+        }
+    }
+
+    /// Losing the upstream: a replica's own subscribers must not sit through what it replays
+    /// next, so they are disconnected and reconnect once it is live again.
+    pub(crate) fn firehose_disconnect_all(&mut self) {
+        for (slot, id) in std::mem::take(&mut self.firehose.subs) {
+            if let Some(Some(c)) = self.conns.get_mut(slot) {
+                if c.id == id {
+                    c.close_now = true;
+                    self.queue_write(slot);
+                }
+            }
+        }
+        self.firehose.retained.clear();
+    }
+
+    /// Subscribers' applied offsets, for INFO, ROLE and WAIT: (addr, offset, seconds since
+    /// their last acknowledgement).
+    pub(crate) fn downstreams(&self) -> Vec<(String, u64, u64)> {
+        self.firehose
+            .subs
+            .iter()
+            .filter_map(|&(slot, id)| match self.conns.get(slot) {
+                Some(Some(c)) if c.id == id => {
+                    let d = c.firehose.as_ref()?;
+                    Some((c.addr.clone(), d.acked, d.acked_at.elapsed().as_secs()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many subscribers have applied `offset` or more.
+    pub(crate) fn downstreams_at(&self, offset: u64) -> usize {
+        self.firehose
+            .subs
+            .iter()
+            .filter(|&&(slot, id)| match self.conns.get(slot) {
+                Some(Some(c)) if c.id == id => c.firehose.as_ref().is_some_and(|d| d.acked >= offset),
+                _ => false,
+            })
+            .count()
+    }
+}
+
+/// `WAIT numreplicas timeout` parks its client as a blocking command with no key; its
+/// `Parked::args` are `["WAIT", target offset, numreplicas]`.
+pub(crate) fn is_wait(p: &crate::conn::Parked) -> bool {
+    p.args.first().is_some_and(|a| a == b"WAIT")
+}
+
+impl Server {
+    /// WAIT: how many subscribers have applied this client's last write, waiting up to
+    /// `timeout` ms (0: for ever) for `numreplicas` of them.
+    pub(crate) fn wait_command(&mut self, c: &mut Conn, slot: usize, args: &[&[u8]]) {
+        if self.replica.is_some() {
+            return reply::error(&mut c.out, b"ERR WAIT cannot be used with replica instances.");
+        }
+        let int = |a: &[u8]| std::str::from_utf8(a).ok().and_then(|s| s.parse::<i64>().ok());
+        let Some(num) = int(args[1]) else {
+            return reply::error(&mut c.out, b"ERR value is not an integer or out of range");
+        };
+        let Some(timeout) = int(args[2]) else {
+            return reply::error(&mut c.out, b"ERR timeout is not an integer or out of range");
+        };
+        if timeout < 0 {
+            return reply::error(&mut c.out, b"ERR timeout is negative");
+        }
+        let target = c.last_write_offset;
+        let have = self.downstreams_at(target);
+        if have as i64 >= num || c.multi.is_some() || self.in_exec {
+            return reply::integer(&mut c.out, have as i64);
+        }
+        let deadline = (timeout > 0).then(|| self.clock_ms + timeout);
+        let t = target.to_string();
+        let n = num.to_string();
+        let argv: [&[u8]; 3] = [b"WAIT", t.as_bytes(), n.as_bytes()];
+        self.park(c, slot, &argv, Vec::new(), deadline);
+        self.waits.push((slot, c.id));
+    }
+
+    /// The reply a parked WAIT gets now: its count of subscribers at its target.
+    pub(crate) fn wait_count(&self, p: &crate::conn::Parked) -> usize {
+        let target = std::str::from_utf8(&p.args[1]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        self.downstreams_at(target)
+    }
+
+    /// After subscribers acknowledged more: answers the WAITs that have their count.
+    pub(crate) fn serve_waits(&mut self) {
+        self.waits_dirty = false;
+        let mut i = 0;
+        while i < self.waits.len() {
+            let (slot, id) = self.waits[i];
+            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
+                self.waits.swap_remove(i);
+                continue;
+            };
+            let done = match &conn.parked {
+                Some(p) if conn.id == id && is_wait(p) => {
+                    let num: usize = std::str::from_utf8(&p.args[2]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+                    let have = self.wait_count(p);
+                    if have >= num {
+                        reply::integer(&mut conn.out, have as i64);
+                        self.unpark(&mut conn, slot);
+                    }
+                    have >= num
+                }
+                // Answered otherwise (timeout, CLIENT UNBLOCK) or gone.
+                _ => true,
+            };
+            self.conns[slot] = Some(conn);
+            if done {
+                self.queue_write(slot);
+                self.waits.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
