@@ -58,6 +58,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("pubsub", "2.8.0", ""),
     // containers: no arguments of their own, see SUBCOMMANDS
     ("client", "2.4.0", ""),
+    ("acl", "6.0.0", ""),
     ("config", "2.0.0", ""),
     ("command", "2.8.13", ""),
     ("memory", "4.0.0", ""),
@@ -353,6 +354,8 @@ pub static SUBCOMMANDS: &[(&str, &str, &str, &str)] = &[
     ("pubsub|shardchannels", "7.0.0", "Returns the active shard channels.", "[pattern]"),
     ("pubsub|shardnumsub", "7.0.0", "Returns the count of subscribers of shard channels.", "[shardchannel [shardchannel ...]]"),
     ("pubsub|help", "6.2.0", "Returns helpful text about the different subcommands.", ""),
+    ("acl|whoami", "6.0.0", "Returns the authenticated username of the current connection.", ""),
+    ("acl|users", "6.0.0", "Lists all ACL users.", ""),
     ("object|encoding", "2.2.3", "Returns the internal encoding of a value.", "key"),
     ("object|refcount", "2.2.3", "Returns the reference count of a value.", "key"),
     ("object|idletime", "2.2.3", "Returns the seconds since a key was last accessed.", "key"),

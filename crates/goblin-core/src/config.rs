@@ -62,6 +62,51 @@ pub struct Config {
     #[arg(long = "enable-debug-command", value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
 
+    // ---- Authentication and TLS (auth.rs, transport/tls.rs). Redis's names where Redis has
+    // ---- the setting. The replica-side flags are parsed and kept for the replication link.
+    /// Users and passwords, in a subset of Redis's ACL file format (docs/ARCHITECTURE.md,
+    /// "Authentication"): `user <name> on|off >password #<sha256> nopass ...`. Rules that
+    /// would restrict commands, keys or channels are refused at startup.
+    #[arg(long = "auth-file", value_name = "PATH")]
+    pub auth_file: Option<PathBuf>,
+
+    /// Password of the `default` user (Redis's requirepass); clients then AUTH first.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
+
+    /// Serve TLS clients on this port too, on every --bind address (0: no TLS listener).
+    #[arg(long = "tls-port", default_value_t = 0)]
+    pub tls_port: u16,
+
+    /// The server's certificate chain (PEM), for --tls-port.
+    #[arg(long = "tls-cert-file", value_name = "PATH")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The private key of --tls-cert-file (PEM).
+    #[arg(long = "tls-key-file", value_name = "PATH")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// CA certificates (PEM) that client certificates must chain to (--tls-auth-clients).
+    #[arg(long = "tls-ca-cert-file", value_name = "PATH")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+
+    /// Whether TLS clients must present a certificate signed by --tls-ca-cert-file: no,
+    /// yes or optional. Unlike Redis, the default is no.
+    #[arg(long = "tls-auth-clients", value_enum, default_value_t = crate::transport::tls::AuthClients::No)]
+    pub tls_auth_clients: crate::transport::tls::AuthClients,
+
+    /// Use TLS to the upstream even on loopback (non-loopback sources always use TLS).
+    #[arg(long = "replica-tls")]
+    pub replica_tls: bool,
+
+    /// CA certificates (PEM) to verify the upstream with, instead of the system trust store.
+    #[arg(long = "replica-tls-ca-file", value_name = "PATH")]
+    pub replica_tls_ca_file: Option<PathBuf>,
+
+    /// DNS name to verify in the upstream's certificate instead of its address.
+    #[arg(long = "replica-tls-server-name", value_name = "NAME")]
+    pub replica_tls_server_name: Option<String>,
+    // ---- end of authentication and TLS
     /// Native snapshot (.gcsn) to load at startup; SAVE, BGSAVE and periodic saves write it
     /// too, so a restart with the same command line comes back from the newest snapshot. A
     /// missing file starts an empty dataset (with a warning).
@@ -158,6 +203,21 @@ pub enum Tool {
         #[arg(short = 'o', long = "output", value_name = "OUTPUT")]
         output: PathBuf,
     },
+    /// Test aid: connects with TLS (client_config, server_name, connect_client), sends PING
+    /// and prints the reply; exits 1 with the reason if the handshake fails.
+    #[command(hide = true)]
+    TlsPing {
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        #[arg(long)]
+        port: u16,
+        /// CA file (default: the system trust store).
+        #[arg(long)]
+        ca: Option<PathBuf>,
+        /// DNS name to verify instead of the host.
+        #[arg(long = "server-name")]
+        server_name: Option<String>,
+    },
 }
 
 /// `--kafka-ack-mode`.
@@ -194,6 +254,9 @@ impl Config {
                         .into(),
                 );
             }
+        }
+        if self.tls_port != 0 && (self.tls_cert_file.is_none() || self.tls_key_file.is_none()) {
+            return Err("--tls-port needs --tls-cert-file and --tls-key-file".into());
         }
         if self.replica_tcp.is_some() && self.replica_uds.is_some() {
             return Err("--replica-tcp and --replica-uds: a replica has exactly one upstream".into());
@@ -276,6 +339,44 @@ mod tests {
         let c = Config::try_parse_from(["goblin-core", "--enable-debug-command", "local"]).unwrap();
         assert_eq!(c.enable_debug_command, DebugCommand::Local);
         assert!(Config::try_parse_from(["goblin-core", "--enable-debug-command", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn auth_and_tls_flags() {
+        let c = Config::try_parse_from([
+            "goblin-core",
+            "--auth-file",
+            "/etc/goblin/users.acl",
+            "--requirepass",
+            "pw",
+            "--tls-port",
+            "6380",
+            "--tls-cert-file",
+            "c.pem",
+            "--tls-key-file",
+            "k.pem",
+            "--tls-auth-clients",
+            "optional",
+            "--replica-tls",
+            "--replica-tls-ca-file",
+            "ca.pem",
+            "--replica-tls-server-name",
+            "primary.example.net",
+        ])
+        .unwrap();
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.tls_port, 6380);
+        assert_eq!(c.tls_auth_clients, crate::transport::tls::AuthClients::Optional);
+        assert!(c.replica_tls);
+        assert_eq!(c.replica_tls_server_name.as_deref(), Some("primary.example.net"));
+        let c = Config::try_parse_from(["goblin-core"]).unwrap();
+        assert_eq!(
+            (c.tls_port, c.tls_auth_clients, c.replica_tls),
+            (0, crate::transport::tls::AuthClients::No, false)
+        );
+        let c = Config::try_parse_from(["goblin-core", "--tls-port", "6380", "--tls-cert-file", "c.pem"])
+            .unwrap();
+        assert!(c.validate().unwrap_err().contains("--tls-key-file"));
     }
 
     #[test]

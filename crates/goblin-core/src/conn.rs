@@ -7,10 +7,32 @@ use resp::RequestParser;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
-/// The socket of a connection: TCP or Unix domain.
+/// The socket of a connection: TCP, Unix domain, or TLS over TCP. The TLS session is boxed
+/// (rustls keeps sizeable state) and holds a `rustls::Connection`, server or client side, so
+/// the same variant serves `--tls-port` clients and outgoing replica links.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<crate::transport::tls::TlsStream>),
+}
+
+impl Stream {
+    /// Pushes out bytes the stream holds beyond the caller's buffers (TLS ciphertext, including
+    /// handshake messages produced while reading). Returns whether some are still waiting for
+    /// the socket: the loop then keeps WRITABLE interest even with its own output all written.
+    pub fn flush_buffered(&mut self) -> io::Result<bool> {
+        match self {
+            Stream::Tls(s) => s.flush_buffered(),
+            _ => Ok(false),
+        }
+    }
+
+    /// Before dropping the stream: a TLS close_notify, best effort (plain sockets: nothing).
+    pub fn close_notify(&mut self) {
+        if let Stream::Tls(s) = self {
+            s.close_notify();
+        }
+    }
 }
 
 impl Read for Stream {
@@ -18,6 +40,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -27,6 +50,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -39,6 +63,7 @@ impl std::os::fd::AsRawFd for Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.tcp.as_raw_fd(),
         }
     }
 }
@@ -48,18 +73,21 @@ impl Source for Stream {
         match self {
             Stream::Tcp(s) => s.register(r, t, i),
             Stream::Unix(s) => s.register(r, t, i),
+            Stream::Tls(s) => s.tcp.register(r, t, i),
         }
     }
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.reregister(r, t, i),
             Stream::Unix(s) => s.reregister(r, t, i),
+            Stream::Tls(s) => s.tcp.reregister(r, t, i),
         }
     }
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.deregister(r),
             Stream::Unix(s) => s.deregister(r),
+            Stream::Tls(s) => s.tcp.deregister(r),
         }
     }
 }
@@ -110,6 +138,12 @@ pub struct Conn {
     pub last_active: Instant,
     /// Name of the last command run (CLIENT LIST `cmd=`).
     pub last_cmd: &'static str,
+    /// The user this connection acts as (CLIENT LIST `user=`, ACL WHOAMI), and whether it has
+    /// authenticated as it. A connection starts as `default`, authenticated only when the
+    /// default user needs no password (see `auth.rs`); commands other than AUTH, HELLO, QUIT
+    /// and RESET are refused with NOAUTH until then.
+    pub user: std::sync::Arc<str>,
+    pub authenticated: bool,
 
     /// Unparsed input: bytes read but not yet consumed as complete requests. Usually empty:
     /// whole requests are parsed straight from the server's shared read buffer, and only a
@@ -187,6 +221,8 @@ impl Conn {
             created: now,
             last_active: now,
             last_cmd: "NULL",
+            user: crate::auth::DEFAULT_USER.into(),
+            authenticated: true,
             pending: Vec::new(),
             parser: Some(Box::new(parser)),
             out: Vec::new(),

@@ -91,6 +91,18 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // Authentication, after the arity check as in Redis: until AUTH (or HELLO .. AUTH)
+        // succeeds, only the commands flagged no_auth run (AUTH, HELLO, QUIT, RESET). The
+        // default user's state is read live, so CONFIG SET requirepass "" opens the door to
+        // connections already waiting, as in Redis.
+        if !conn.authenticated && !spec.flags.has(engine::Flags::NO_AUTH) && !self.users.default_is_open() {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            reply::error(&mut conn.out, crate::commands::NOAUTH);
+            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+            return;
+        }
         // The RESP2 subscribed context (Redis's CLIENT_PUBSUB test, made after the arity
         // check as in Redis): the connection carries pushes in-band, so only the pub/sub
         // commands, PING, QUIT and RESET run. RESP3 pushes are out of band: anything runs.

@@ -11,8 +11,10 @@
 //! - [`snapshots`]: --load, SAVE, BGSAVE, GOBLIN.DUMPWORLD, GOBLIN.LOAD; [`dumpworld`] the tool.
 //! - [`journal`]: the Kafka write journal (`--kafka`): production, startup replay.
 //! - [`replication`]: the firehose: subscribers upstream, the replica's link and handoff.
+//! - [`auth`]: users and passwords (--auth-file, --requirepass); [`transport`]: TLS.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
+mod auth;
 mod batches;
 mod blocking;
 mod commands;
@@ -26,6 +28,7 @@ mod replication;
 mod server;
 mod snapshots;
 mod stats;
+mod transport;
 mod watch;
 
 use clap::Parser;
@@ -64,6 +67,36 @@ fn main() {
             }
         });
     }
+    if let Some(config::Tool::TlsPing { host, port, ca, server_name }) = &cfg.tool {
+        match transport::tls::ping(host, *port, ca.as_deref(), server_name.as_deref()) {
+            Ok(reply) => {
+                println!("{reply}");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                eprintln!("goblin-core tls-ping: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
+    // Users and the TLS configuration are read before recovery, so a bad file stops startup
+    // at once, with a message naming it.
+    let users = auth::Users::from_config(cfg.auth_file.as_deref(), cfg.requirepass.as_deref())
+        .unwrap_or_else(|e| {
+            tracing::error!("{e}");
+            std::process::exit(1);
+        });
+    let tls = match (cfg.tls_port, &cfg.tls_cert_file, &cfg.tls_key_file) {
+        (0, _, _) => None,
+        (_, Some(cert), Some(key)) => Some(
+            transport::tls::server_config(cert, key, cfg.tls_ca_cert_file.as_deref(), cfg.tls_auth_clients)
+                .unwrap_or_else(|e| {
+                    tracing::error!("{e}");
+                    std::process::exit(1);
+                }),
+        ),
+        _ => unreachable!("Config::validate requires both files with --tls-port"),
+    };
     // A replica reads its password before anything else can fail later for it.
     let replica_settings = replica_settings(&cfg).unwrap_or_else(|e| {
         tracing::error!("{e}");
@@ -79,6 +112,8 @@ fn main() {
     };
     let has_history = loaded_keys > 0 || engine.repl.offset > 0 || snapshot_offset > 0;
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
+    server.users = users;
+    server.tls = tls;
     server.set_journal(journal).unwrap_or_else(|e| fail(e));
     // Broker mode releases frames from what recovery found durable.
     server.firehose.set_released(server.engine.repl.offset);

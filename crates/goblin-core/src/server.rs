@@ -82,6 +82,8 @@ pub fn now_ms() -> i64 {
 enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener),
+    /// `--tls-port`: accepted sockets are wrapped in a rustls server session.
+    Tls(TcpListener),
 }
 
 /// Counters INFO reports that the engine does not keep.
@@ -151,6 +153,10 @@ pub struct Server {
     pub nclients: usize,
     next_client_id: u64,
     pub engine: Engine,
+    /// Users and passwords (--auth-file, --requirepass, CONFIG SET requirepass).
+    pub(crate) users: crate::auth::Users,
+    /// The `--tls-port` server configuration (None without a TLS listener).
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// Snapshot path, save rules, children and their outcomes (see snapshots.rs).
     pub(crate) snapshots: crate::snapshots::Snapshots,
     /// The DEBUG BATCHES sink: kept only when DEBUG is enabled (see batches.rs).
@@ -290,6 +296,8 @@ impl Server {
             nclients: 0,
             next_client_id: 1,
             engine,
+            users: crate::auth::Users::from_config(None, None).expect("no file, no password: cannot fail"),
+            tls: None,
             snapshots,
             batch_history,
             scratch: vec![0; READ_CHUNK],
@@ -332,7 +340,7 @@ impl Server {
         self.listeners
             .iter()
             .map(|l| match l {
-                Listener::Tcp(l) => l.as_raw_fd(),
+                Listener::Tcp(l) | Listener::Tls(l) => l.as_raw_fd(),
                 Listener::Unix(l) => l.as_raw_fd(),
             })
             .collect()
@@ -343,7 +351,11 @@ impl Server {
     pub fn open_listeners(&mut self) -> io::Result<()> {
         let cfg = &self.cfg;
         let mut listeners = Vec::new();
-        if cfg.port != 0 {
+        // The plaintext port, then the TLS port, each on every --bind address.
+        for (port, tls) in [(cfg.port, false), (cfg.tls_port, true)] {
+            if port == 0 {
+                continue;
+            }
             for b in &cfg.bind {
                 let ip: IpAddr = match b.as_str() {
                     "*" => IpAddr::from([0, 0, 0, 0]),
@@ -352,11 +364,16 @@ impl Server {
                         io::Error::new(io::ErrorKind::InvalidInput, format!("invalid bind address '{s}'"))
                     })?,
                 };
-                let addr = SocketAddr::new(ip, cfg.port);
+                let addr = SocketAddr::new(ip, port);
                 let l = TcpListener::bind(addr)
                     .map_err(|e| io::Error::new(e.kind(), format!("could not listen on {addr}: {e}")))?;
-                info!("listening on {addr}");
-                listeners.push(Listener::Tcp(l));
+                if tls {
+                    info!("listening for TLS on {addr}");
+                    listeners.push(Listener::Tls(l));
+                } else {
+                    info!("listening on {addr}");
+                    listeners.push(Listener::Tcp(l));
+                }
             }
         }
         let mut unix_path = None;
@@ -382,7 +399,9 @@ impl Server {
         for (i, l) in listeners.iter_mut().enumerate() {
             let t = Token(LISTENER_BASE + i);
             match l {
-                Listener::Tcp(l) => self.poll.registry().register(l, t, Interest::READABLE)?,
+                Listener::Tcp(l) | Listener::Tls(l) => {
+                    self.poll.registry().register(l, t, Interest::READABLE)?
+                }
                 Listener::Unix(l) => self.poll.registry().register(l, t, Interest::READABLE)?,
             }
         }
@@ -656,6 +675,17 @@ impl Server {
                     let fd = s.as_raw_fd();
                     (Stream::Unix(s), format!("{path}:0"), format!("{path}:0"), fd, true)
                 }),
+                Listener::Tls(l) => l.accept().and_then(|(s, peer)| {
+                    let _ = s.set_nodelay(true);
+                    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                    let fd = s.as_raw_fd();
+                    let cfg = self.tls.clone().expect("a TLS listener has a TLS configuration");
+                    // The handshake runs inside the connection's reads and writes, never
+                    // blocking the loop.
+                    let session = rustls::ServerConnection::new(cfg).map_err(io::Error::other)?;
+                    let tls = crate::transport::tls::TlsStream::new(s, session.into());
+                    Ok((Stream::Tls(Box::new(tls)), peer.to_string(), laddr, fd, false))
+                }),
             };
             let (mut stream, addr, laddr, fd, unix) = match accepted {
                 Ok(a) => a,
@@ -694,7 +724,11 @@ impl Server {
             let id = self.next_client_id;
             self.next_client_id += 1;
             let parser = resp::RequestParser::new(self.limits.clone());
-            self.conns[slot] = Some(Box::new(Conn::new(id, stream, addr, laddr, fd, unix, parser)));
+            let mut conn = Box::new(Conn::new(id, stream, addr, laddr, fd, unix, parser));
+            // Every connection starts as the default user (Redis's clientSetDefaultAuth).
+            conn.user = self.users.get(self.users.default_index()).name.clone();
+            conn.authenticated = self.users.default_is_open();
+            self.conns[slot] = Some(conn);
             self.nclients += 1;
             debug!("accepted client id={id}");
         }
@@ -983,12 +1017,35 @@ impl Server {
                 }
             }
         }
+        // Bytes the stream itself still holds (TLS ciphertext, handshake messages): while there
+        // are any, WRITABLE interest stays on and the connection is not closed yet.
+        let buffered = match conn.stream.flush_buffered() {
+            Ok(b) => b,
+            Err(e) => {
+                debug!("write error on client id={}: {e}", conn.id);
+                failed = true;
+                false
+            }
+        };
         if failed {
             self.close(slot, conn);
             return;
         }
         let token = Token(CONN_BASE + slot);
         let queued = conn.firehose.as_ref().is_some_and(|d| !d.queue.is_empty());
+        if buffered {
+            if !conn.want_write {
+                conn.want_write = true;
+                let interest = Interest::READABLE | Interest::WRITABLE;
+                if let Err(e) = self.poll.registry().reregister(&mut conn.stream, token, interest) {
+                    warn!("reregister failed for client id={}: {e}", conn.id);
+                    self.close(slot, conn);
+                    return;
+                }
+            }
+            self.conns[slot] = Some(conn);
+            return;
+        }
         if conn.held_from.is_some() && conn.out_pos == end {
             // Everything writable is written; the rest waits for Kafka (`release_held` queues
             // the write). Move the held tail to the front; no WRITABLE interest is needed.
@@ -1057,6 +1114,7 @@ impl Server {
             self.firehose.subs.retain(|&(s, i)| !(s == slot && i == id));
             info!("firehose subscriber id={} addr={} detached", conn.id, conn.addr);
         }
+        conn.stream.close_notify();
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!("closed client id={}", conn.id);
         self.nclients -= 1;

@@ -21,6 +21,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("auth", -2, CONN_NO_AUTH, NO_KEYS, "connection", "Authenticates the connection.", Handler::Server),
     spec("quit", -1, CONN_NO_AUTH, NO_KEYS, "connection", "Closes the connection.", Handler::Server),
     spec("reset", 1, CONN_NO_AUTH, NO_KEYS, "connection", "Resets the connection.", Handler::Server),
+    spec("acl", -2, 0, NO_KEYS, "server", "A container for Access List Control commands.", Handler::Server),
     spec("select", 2, LOADING_STALE | Flags::FAST, NO_KEYS, "connection", "Changes the selected database.", Handler::Server),
     spec("time", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the server time.", Handler::Server),
     spec("role", 1, CONN_FAST, NO_KEYS, "server", "Returns the replication role.", Handler::Server),

@@ -195,7 +195,7 @@ fn describe(c: &Conn, t: &mut String) {
         t,
         "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
-         tot-mem={tot} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+         tot-mem={tot} events={events} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -211,6 +211,7 @@ fn describe(c: &Conn, t: &mut String) {
         c.out_pending(),
         c.out.capacity(),
         c.last_cmd,
+        c.user,
         c.proto.version(),
         String::from_utf8_lossy(&c.lib_name),
         String::from_utf8_lossy(&c.lib_ver),
@@ -315,6 +316,7 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
     let mut types = Vec::new();
     let mut skipme = true;
     let mut max_age: Option<u64> = None;
+    let mut user: Option<&[u8]> = None;
     let out = &mut c.out;
     for pair in args[2..].chunks(2) {
         let (opt, val) = (pair[0].to_ascii_lowercase(), pair[1]);
@@ -330,7 +332,8 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
                 None => return unknown_type(out, val),
             },
             b"user" => {
-                if val != b"default" {
+                user = Some(val);
+                if !s.users.names().iter().any(|n| n.as_bytes() == val) {
                     let mut msg = b"ERR No such user '".to_vec();
                     msg.extend_from_slice(val);
                     msg.push(b'\'');
@@ -359,6 +362,7 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
             && addr.is_none_or(|a| o.addr.as_bytes() == a)
             && laddr.is_none_or(|a| o.laddr.as_bytes() == a)
             && max_age.is_none_or(|m| o.created.elapsed().as_secs() >= m)
+            && user.is_none_or(|u| o.user.as_bytes() == u)
     };
     let targets: Vec<usize> =
         (0..s.conns.len()).filter(|&i| matches!(&s.conns[i], Some(o) if matches(o))).collect();

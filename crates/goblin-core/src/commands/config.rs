@@ -40,7 +40,8 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("slaveof", String::new()),
         ("replica-read-only", "yes".into()),
         ("slave-read-only", "yes".into()),
-        ("requirepass", String::new()),
+        ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        ("tls-port", c.tls_port.to_string()),
         ("protected-mode", "no".into()),
         ("notify-keyspace-events", String::new()),
         ("lazyfree-lazy-user-del", "no".into()),
@@ -129,6 +130,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
     enum Change {
         MaxClients(u32),
         MaxBulk(u64),
+        RequirePass(String),
         Nothing,
     }
     let known = settings(s);
@@ -169,6 +171,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            // The default user's password, as Redis applies it (see Users::set_requirepass).
+            "requirepass" => Change::RequirePass(String::from_utf8_lossy(val).into_owned()),
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
             _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
@@ -181,6 +185,10 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::MaxClients(n) => s.cfg.maxclients = n,
             // Applies to connections accepted from now on.
             Change::MaxBulk(n) => s.limits.max_bulk_len = n,
+            Change::RequirePass(pw) => {
+                s.users.set_requirepass(&pw);
+                s.cfg.requirepass = Some(pw);
+            }
             Change::Nothing => {}
         }
     }

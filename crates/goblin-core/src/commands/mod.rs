@@ -34,7 +34,8 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "client" => client::client(s, c, slot, args),
         "config" => config::config(s, c, args),
         "hello" => hello(s, c, args),
-        "auth" => auth(out, args),
+        "auth" => auth(s, c, args),
+        "acl" => acl(s, c, args),
         "quit" => {
             reply::ok(out);
             c.close_after_reply = true;
@@ -60,6 +61,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "memory" => memory(s, c, args),
         "debug" => debug::debug(s, c, args),
         "save" | "bgsave" | "lastsave" => s.save_command(c, spec.name, args),
+        // The forked child writes the reply to the socket itself, which a TLS session cannot
+        // share: refused there (fetch over the plaintext port or the Unix socket).
+        "goblin.dumpworld" if matches!(c.stream, crate::conn::Stream::Tls(_)) => {
+            reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on a TLS connection")
+        }
         "goblin.dumpworld" => s.dumpworld(c, slot),
         "goblin.load" => s.goblin_load(c, args[1]),
         "shutdown" => shutdown(s, c, args),
@@ -129,6 +135,8 @@ const SUBCOMMANDS: &[&str] = &[
     "pubsub|shardchannels",
     "pubsub|shardnumsub",
     "pubsub|help",
+    "acl|whoami",
+    "acl|users",
 ];
 
 /// `cmd|sub` for a known subcommand (case-insensitive), else None.
@@ -173,19 +181,64 @@ const AUTH_NO_PASSWORD: &[u8] =
     b"ERR AUTH <password> called without any password configured for the default \
 user. Are you sure your configuration is correct?";
 
-/// Checks credentials the way Redis does with no password configured: the `default` user
-/// accepts any password; any other user does not exist.
-fn credentials_ok(user: &[u8]) -> bool {
-    user == b"default"
+pub(crate) const NOAUTH: &[u8] = b"NOAUTH Authentication required.";
+const HELLO_NOAUTH: &[u8] = b"NOAUTH HELLO must be called with the client already authenticated, \
+otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select \
+the RESP protocol version at the same time";
+
+/// Authenticates `c` as `user` if the password is right (see auth.rs); false otherwise, with
+/// the connection left as it was. Redis's ACLAuthenticateUser.
+fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool {
+    match s.users.authenticate(user, password) {
+        Some(i) => {
+            c.user = s.users.get(i).name.clone();
+            c.authenticated = true;
+            true
+        }
+        None => false,
+    }
 }
 
-/// AUTH [username] password
-fn auth(out: &mut Vec<u8>, args: &[&[u8]]) {
-    match args.len() {
-        2 => reply::error(out, AUTH_NO_PASSWORD),
-        3 if credentials_ok(args[1]) => reply::ok(out),
-        3 => reply::error(out, WRONGPASS),
-        _ => reply::error(out, errors::SYNTAX),
+/// AUTH [username] password. The one-argument form is the default user's password, refused
+/// as a configuration mistake when the default user has none (Redis's wording).
+fn auth(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let (user, password) = match args.len() {
+        2 if s.users.get(s.users.default_index()).nopass => {
+            return reply::error(&mut c.out, AUTH_NO_PASSWORD)
+        }
+        2 => (crate::auth::DEFAULT_USER.as_bytes(), args[1]),
+        3 => (args[1], args[2]),
+        _ => return reply::error(&mut c.out, errors::SYNTAX),
+    };
+    if authenticate(s, c, user, password) {
+        reply::ok(&mut c.out);
+    } else {
+        reply::error(&mut c.out, WRONGPASS);
+    }
+}
+
+/// ACL WHOAMI | USERS: the part of ACL this server has (every user has full access, so the
+/// rest of ACL has nothing to report or change). Other subcommands get Redis's
+/// unknown-subcommand error.
+fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    let out = &mut c.out;
+    let sub = args[1].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"whoami" => {
+            if sub_arity_ok(out, args, 2) {
+                reply::bulk(out, c.user.as_bytes());
+            }
+        }
+        b"users" => {
+            if sub_arity_ok(out, args, 2) {
+                let names = s.users.names();
+                reply::array_len(out, names.len());
+                for n in names {
+                    reply::bulk(out, n.as_bytes());
+                }
+            }
+        }
+        _ => errors::unknown_subcommand(out, args[0], args[1]),
     }
 }
 
@@ -210,8 +263,8 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     while i < args.len() {
         let more = args.len() - i - 1;
         if args[i].eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            if !credentials_ok(args[i + 1]) {
-                return reply::error(out, WRONGPASS);
+            if !authenticate(s, c, args[i + 1], args[i + 2]) {
+                return reply::error(&mut c.out, WRONGPASS);
             }
             i += 3;
         } else if args[i].eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
@@ -221,9 +274,14 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
             msg.extend_from_slice(args[i]);
             msg.push(b'\'');
-            return reply::error(out, &msg);
+            return reply::error(&mut c.out, &msg);
         }
     }
+    // As Redis 7: HELLO itself runs unauthenticated only to authenticate.
+    if !c.authenticated && !s.users.default_is_open() {
+        return reply::error(&mut c.out, HELLO_NOAUTH);
+    }
+    let out = &mut c.out;
     if let Some(name) = setname {
         if !client::valid_name(name) {
             return reply::error(out, client::BAD_NAME);
@@ -250,12 +308,14 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     reply::bulk(out, b"master");
     reply::bulk(out, b"modules");
     reply::array_len(out, 0);
-    let _ = s;
 }
 
 /// RESET: leave MULTI, unwatch, drop every pub/sub subscription (silently, as Redis does),
-/// reply mode on, back to RESP2, drop the name and no-evict/no-touch, answer `+RESET`.
+/// reply mode on, back to RESP2, drop the name and no-evict/no-touch, back to the default
+/// user (unauthenticated if it needs a password), answer `+RESET`.
 fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
+    c.user = s.users.get(s.users.default_index()).name.clone();
+    c.authenticated = s.users.default_is_open();
     c.multi = None;
     c.proto = resp::Proto::Resp2;
     s.watches.unwatch_all(c);

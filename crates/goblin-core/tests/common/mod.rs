@@ -47,7 +47,8 @@ pub fn temp_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("goblin-test-{}-{n}-{tag}", std::process::id()))
 }
 
-/// The `process_id` that the server behind `stream` reports in `INFO server`.
+/// The `process_id` that the server behind `stream` reports in `INFO server` (0: it requires
+/// authentication first).
 fn served_by(mut stream: TcpStream) -> Option<u32> {
     use std::io::{Read, Write};
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -56,6 +57,11 @@ fn served_by(mut stream: TcpStream) -> Option<u32> {
     let mut chunk = [0u8; 4096];
     loop {
         let text = String::from_utf8_lossy(&buf);
+        // A server with a password answers NOAUTH before anything else: its pid cannot be
+        // asked, so the caller takes it for its own child (see `wait_until_accepting`).
+        if text.starts_with("-NOAUTH") {
+            return Some(0);
+        }
         if let Some(at) = text.find("process_id:") {
             let rest = &text[at + "process_id:".len()..];
             if let Some(end) = rest.find("\r\n") {
@@ -81,7 +87,7 @@ fn wait_until_accepting(child: &mut Child, port: Option<u16>, unix: Option<&Path
                 // Another test's server may hold the port this one failed to bind: only our
                 // own child counts as started.
                 Ok(stream) => match served_by(stream) {
-                    Some(pid) if pid == child.id() => true,
+                    Some(pid) if pid == child.id() || pid == 0 => true,
                     Some(_) => return Err(format!("port {p} is served by another process")),
                     None => false,
                 },

@@ -1,0 +1,324 @@
+//! Users and passwords: `--auth-file` (a subset of Redis's ACL file format) and
+//! `--requirepass`, and the credential checks AUTH and HELLO use.
+//!
+//! The file format, one directive per line (blank lines and lines starting with `#` are
+//! ignored):
+//!
+//! ```text
+//! user <name> <rule> [<rule> ...]
+//! ```
+//!
+//! Rules accepted, with Redis's meaning: `on`, `off`, `>password` (add a password),
+//! `#<64 hex digits>` (add a password by its SHA-256), `nopass` (any password works),
+//! `resetpass` (forget passwords and nopass), `reset` (back to a new user: off, no passwords),
+//! and the full-access permission rules `~*`, `%RW~*`, `&*`, `allkeys`, `allchannels`,
+//! `+@all`, `allcommands`. Every user has full access: this server does not enforce partial
+//! permissions, so any other rule (`-@dangerous`, `~cache:*`, `+get` ...) is refused at startup
+//! rather than silently ignored, as are duplicate users and malformed lines.
+//!
+//! Without a `default` user in the file, `default` is `on nopass` (full access), as Redis
+//! creates it; `--requirepass` then gives it that password. Passwords are kept only as
+//! SHA-256 digests and compared in constant time.
+
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+
+pub const DEFAULT_USER: &str = "default";
+
+/// One user. Every user has full access to keys, channels and commands.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: Arc<str>,
+    pub enabled: bool,
+    /// Any password authenticates (Redis's `nopass`).
+    pub nopass: bool,
+    /// SHA-256 digests of the accepted passwords.
+    pub passwords: Vec<[u8; 32]>,
+}
+
+impl User {
+    /// A user as Redis's `reset` leaves it: off, no password, no nopass.
+    fn new(name: &str) -> User {
+        User { name: name.into(), enabled: false, nopass: false, passwords: Vec::new() }
+    }
+
+    /// Whether the password with this digest authenticates this user (an enabled one). Every
+    /// stored digest is compared, each in constant time, so the timing reveals neither which
+    /// one matched nor how much of a digest did.
+    fn accepts(&self, digest: &[u8; 32]) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        if self.nopass {
+            return true;
+        }
+        let mut ok = false;
+        for p in &self.passwords {
+            ok |= ct_eq(p, digest);
+        }
+        ok
+    }
+
+    /// Applies one rule; Err for a rule outside the supported subset.
+    fn apply(&mut self, rule: &str) -> Result<(), String> {
+        match rule {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "reset" => *self = User::new(&self.name),
+            // Full access is what every user has: these change nothing.
+            "~*" | "%RW~*" | "&*" | "allkeys" | "allchannels" | "+@all" | "allcommands" => {}
+            r if r.starts_with('>') => {
+                self.add_password(sha256(&r.as_bytes()[1..]));
+            }
+            r if r.starts_with('#') => {
+                let hex = &r[1..];
+                let digest = parse_hex32(hex).ok_or_else(|| {
+                    "a '#' rule needs a SHA-256 digest of exactly 64 hexadecimal digits".to_string()
+                })?;
+                self.add_password(digest);
+            }
+            _ => {
+                return Err("this rule is not supported: goblin-core gives every user full access and \
+                     accepts only on, off, >password, #<sha256>, nopass, resetpass, reset, ~*, %RW~*, &*, \
+                     allkeys, allchannels, +@all, allcommands"
+                    .into())
+            }
+        }
+        Ok(())
+    }
+
+    fn add_password(&mut self, digest: [u8; 32]) {
+        // As in Redis, a password clears nopass.
+        self.nopass = false;
+        if !self.passwords.contains(&digest) {
+            self.passwords.push(digest);
+        }
+    }
+}
+
+/// Every user the server knows. Users are never removed while the server runs, so an index
+/// into `users` stays valid for a connection's lifetime.
+#[derive(Clone, Debug)]
+pub struct Users {
+    users: Vec<User>,
+    /// Index of `default` in `users`.
+    default: usize,
+}
+
+impl Users {
+    /// The users `--auth-file` and `--requirepass` describe (neither: `default`, on, nopass).
+    pub fn from_config(auth_file: Option<&Path>, requirepass: Option<&str>) -> Result<Users, String> {
+        let mut users = match auth_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("--auth-file {}: cannot read it: {e}", path.display()))?;
+                parse_file(&text).map_err(|e| format!("--auth-file {}: {e}", path.display()))?
+            }
+            None => Vec::new(),
+        };
+        let default = match users.iter().position(|u| &*u.name == DEFAULT_USER) {
+            Some(i) => {
+                if requirepass.is_some() {
+                    // Two sources for one password: refuse rather than pick one silently.
+                    return Err(format!(
+                        "--requirepass cannot be combined with an --auth-file that defines the '{DEFAULT_USER}' user"
+                    ));
+                }
+                i
+            }
+            None => {
+                let mut d = User::new(DEFAULT_USER);
+                d.enabled = true;
+                d.nopass = true;
+                users.push(d);
+                users.len() - 1
+            }
+        };
+        let mut users = Users { users, default };
+        if let Some(pw) = requirepass {
+            users.set_requirepass(pw);
+        }
+        Ok(users)
+    }
+
+    /// `requirepass` (flag or CONFIG SET): the default user's only password, or nopass when
+    /// empty, as Redis applies it (`resetpass` then `>pw`, or `nopass`).
+    pub fn set_requirepass(&mut self, pw: &str) {
+        let d = &mut self.users[self.default];
+        d.nopass = false;
+        d.passwords.clear();
+        if pw.is_empty() {
+            d.nopass = true;
+        } else {
+            d.add_password(sha256(pw.as_bytes()));
+        }
+    }
+
+    pub fn default_index(&self) -> usize {
+        self.default
+    }
+
+    pub fn get(&self, i: usize) -> &User {
+        &self.users[i]
+    }
+
+    /// Whether a connection on the default user starts authenticated: Redis's test, the
+    /// default user is nopass and enabled.
+    pub fn default_is_open(&self) -> bool {
+        let d = &self.users[self.default];
+        d.nopass && d.enabled
+    }
+
+    /// Index of the user these credentials authenticate, or None (unknown user, disabled user
+    /// or wrong password: the caller answers WRONGPASS for all three alike).
+    pub fn authenticate(&self, name: &[u8], password: &[u8]) -> Option<usize> {
+        // Hashed first, whether or not the user exists, so that the time taken does not
+        // tell an unknown user from a wrong password.
+        let digest = sha256(password);
+        let i = self.users.iter().position(|u| u.name.as_bytes() == name)?;
+        self.users[i].accepts(&digest).then_some(i)
+    }
+
+    /// The names, sorted (ACL USERS lists them in this order in Redis).
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.users.iter().map(|u| &*u.name).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// Parses the file's text; errors name the line number and the offending rule.
+fn parse_file(text: &str) -> Result<Vec<User>, String> {
+    let mut users: Vec<User> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let lineno = n + 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_ascii_whitespace();
+        if words.next() != Some("user") {
+            return Err(format!("line {lineno}: expected 'user <name> <rules...>'"));
+        }
+        let Some(name) = words.next() else {
+            return Err(format!("line {lineno}: 'user' without a name"));
+        };
+        if !valid_name(name) {
+            return Err(format!("line {lineno}: invalid user name '{name}'"));
+        }
+        if users.iter().any(|u| &*u.name == name) {
+            return Err(format!("line {lineno}: duplicate user '{name}'"));
+        }
+        let mut user = User::new(name);
+        for rule in words {
+            user.apply(rule).map_err(|why| format!("line {lineno}: rule '{rule}': {why}"))?;
+        }
+        users.push(user);
+    }
+    Ok(users)
+}
+
+/// Redis refuses names with spaces or control characters (ACLStringHasSpaces); a name cannot
+/// start a rule either.
+fn valid_name(name: &str) -> bool {
+    name.bytes().all(|b| b.is_ascii_graphic())
+}
+
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
+/// Equality of two digests in time independent of where they differ.
+fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let mut diff = 0u8;
+    for i in 0..32 {
+        diff |= a[i] ^ b[i];
+    }
+    // black_box keeps the optimiser from turning the fold into an early-exit comparison.
+    std::hint::black_box(diff) == 0
+}
+
+fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in s.as_bytes().chunks(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Users, String> {
+        let mut users = parse_file(text)?;
+        if !users.iter().any(|u| &*u.name == DEFAULT_USER) {
+            let mut d = User::new(DEFAULT_USER);
+            d.enabled = true;
+            d.nopass = true;
+            users.push(d);
+        }
+        let default = users.iter().position(|u| &*u.name == DEFAULT_USER).unwrap();
+        Ok(Users { users, default })
+    }
+
+    #[test]
+    fn rules_and_passwords() {
+        let hash = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"; // "secret"
+        let u = parse(&format!(
+            "# comment\n\nuser alice on >pw1 >pw2 ~* &* +@all\nuser bob on #{hash} allkeys\n\
+             user carol off >pw\nuser dave on nopass\nuser erin on >x resetpass >y\n"
+        ))
+        .unwrap();
+        assert!(u.authenticate(b"alice", b"pw1").is_some());
+        assert!(u.authenticate(b"alice", b"pw2").is_some());
+        assert!(u.authenticate(b"alice", b"pw3").is_none());
+        assert!(u.authenticate(b"bob", b"secret").is_some());
+        assert!(u.authenticate(b"carol", b"pw").is_none(), "off");
+        assert!(u.authenticate(b"dave", b"anything").is_some());
+        assert!(u.authenticate(b"erin", b"x").is_none() && u.authenticate(b"erin", b"y").is_some());
+        assert!(u.authenticate(b"nobody", b"x").is_none());
+        assert!(u.default_is_open());
+        assert_eq!(u.names(), ["alice", "bob", "carol", "dave", "default", "erin"]);
+    }
+
+    #[test]
+    fn refusals_name_the_line_and_rule() {
+        for (text, want) in [
+            ("user a on >p ~cache:*\n", "line 1: rule '~cache:*'"),
+            ("\nuser a on -@dangerous\n", "line 2: rule '-@dangerous'"),
+            ("user a on +get\n", "rule '+get'"),
+            ("user a on #abc\n", "rule '#abc'"),
+            ("user a on\nuser a off\n", "line 2: duplicate user 'a'"),
+            ("usr a on\n", "line 1: expected"),
+            ("user\n", "line 1: 'user' without a name"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn requirepass_sets_and_clears_the_default_password() {
+        let mut u = Users::from_config(None, Some("pw")).unwrap();
+        assert!(!u.default_is_open());
+        assert!(u.authenticate(b"default", b"pw").is_some());
+        assert!(u.authenticate(b"default", b"other").is_none());
+        u.set_requirepass("");
+        assert!(u.default_is_open());
+    }
+}
