@@ -9,7 +9,7 @@
 //! - [`batches`]: the one call site that commits each atomic unit and hands it to the sinks.
 //! - [`watch`]: WATCH/UNWATCH, a batch sink.
 //! - [`snapshots`]: --load, SAVE, BGSAVE, GOBLIN.DUMPWORLD, GOBLIN.LOAD; [`dumpworld`] the tool.
-//! - [`journal`]: the Kafka write journal (so far: the `--kafka` value).
+//! - [`journal`]: the Kafka write journal (`--kafka`): production, replay, runtime consumption.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
 mod batches;
@@ -145,8 +145,10 @@ fn recover(cfg: &config::Config) -> Recovered {
             };
             let adopt = meta.is_none();
             let mut j = j;
-            let stats =
-                journal::kafka::replay(&j.target, &mut engine, from, adopt).unwrap_or_else(|e| die(e));
+            // Other producers' records below the snapshot's consumer position are in it.
+            let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
+            let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt)
+                .unwrap_or_else(|e| die(e));
             // Everything replayed is durable in the topic: a snapshot taken before this process
             // produces anything still records where the journal stands (the snapshot's own
             // broker offset when the replay read nothing).
@@ -154,8 +156,11 @@ fn recover(cfg: &config::Config) -> Recovered {
                 (Some(m), -1) => m.kafka_acked_offset,
                 (_, b) => b,
             };
-            j.set_recovered(engine.repl.offset, broker);
-            Some(server::JournalHandle { journal: j, replay: stats })
+            j.set_recovered(engine.repl.offset, broker, stats.position);
+            // The primary goes on consuming its topic where the replay stopped.
+            let consumer = journal::kafka::Consumer::start(&j.target, stats.position, engine.repl.replid)
+                .unwrap_or_else(|e| die(e));
+            Some(server::JournalHandle { journal: j, replay: stats, consumer })
         }
         None => None,
     };
