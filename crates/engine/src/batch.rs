@@ -36,6 +36,10 @@ pub enum Origin {
     /// Records applied from outside (Kafka, firehose, a snapshot's tail): see
     /// [`crate::Engine::apply_record`].
     Replay,
+    /// Records another producer wrote to the journal topic, applied by a running primary as it
+    /// consumes them (bounded runs, between client commands). Every sink receives them except
+    /// the journal, which must never write them again (they are in the topic already).
+    External,
 }
 
 impl Origin {
@@ -47,6 +51,7 @@ impl Origin {
             Origin::BlockedRetry => "blocked-retry",
             Origin::ActiveExpiry => "active-expiry",
             Origin::Replay => "replay",
+            Origin::External => "external",
         }
     }
 }

@@ -6,7 +6,9 @@
 //!        Engine::commit: consecutive logical offsets, the lineage's offset advances
 //!        sinks, in this order, each borrowing the batch:
 //!          1. WATCH: marks the watchers of every key a mutation names
-//!          2. the Kafka journal (--kafka): one record per mutation (journal/kafka.rs)
+//!          2. the Kafka journal (--kafka): one record per mutation (journal/kafka.rs),
+//!             except for batches of origin External (other producers' records, already in
+//!             the topic), which it only counts as durable
 //!          3. DEBUG BATCHES: a short history, only with --enable-debug-command
 //!          (next: the firehose downstreams, a snapshot in progress)
 //!        Engine::recycle: the batch's buffers serve the next one
@@ -14,9 +16,10 @@
 //!
 //! Atomic units and their origins: one client command ([`Origin::Command`]), one EXEC
 //! ([`Origin::Exec`]), one parked blocking command served later ([`Origin::BlockedRetry`]), one
-//! round of active expiry ([`Origin::ActiveExpiry`]). Each is committed exactly once, right
-//! after it ran, before anything else runs: so sinks see batches in commit order and a batch
-//! never interleaves with another.
+//! round of active expiry ([`Origin::ActiveExpiry`]), one bounded run of other producers'
+//! records consumed from the journal topic ([`Origin::External`]). Each is committed exactly
+//! once, right after it ran, before anything else runs: so sinks see batches in commit order
+//! and a batch never interleaves with another.
 //!
 //! A sink gets `&Batch` and must not keep it: a sink that needs the bytes later (the journal
 //! in broker ack mode, a slow downstream) copies them into its own bounded buffer.
@@ -85,7 +88,10 @@ impl Server {
         }
         #[cfg(feature = "kafka")]
         if let Some(j) = &mut self.journal {
-            if let Err(e) = j.journal.on_batch(&batch) {
+            // Other producers' records are in the topic already: never journaled again.
+            if batch.origin == Origin::External {
+                j.journal.external_committed(last);
+            } else if let Err(e) = j.journal.on_batch(&batch) {
                 self.journal_failed(&e);
             }
         }

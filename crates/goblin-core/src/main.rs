@@ -9,7 +9,7 @@
 //! - [`batches`]: the one call site that commits each atomic unit and hands it to the sinks.
 //! - [`watch`]: WATCH/UNWATCH, a batch sink.
 //! - [`snapshots`]: --load, SAVE, BGSAVE, GOBLIN.DUMPWORLD, GOBLIN.LOAD; [`dumpworld`] the tool.
-//! - [`journal`]: the Kafka write journal (`--kafka`): production, startup replay.
+//! - [`journal`]: the Kafka write journal (`--kafka`): production, replay, runtime consumption.
 //! - [`replication`]: the firehose: subscribers upstream, the replica's link and handoff.
 //! - [`auth`]: users and passwords (--auth-file, --requirepass); [`transport`]: TLS.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
@@ -131,7 +131,7 @@ fn main() {
         let mut r = replication::replica::Replica::new(settings, cursor, has_history);
         #[cfg(feature = "kafka")]
         {
-            r.kafka = replica_kafka.map(|(t, s, _)| (t, s));
+            r.kafka = replica_kafka.map(|(t, s, _, position)| (t, s, position));
         }
         server.replica = Some(r);
         server.start_replica();
@@ -167,12 +167,12 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
     Ok(Some(Settings { source, auth }))
 }
 
-/// A replica's Kafka: the topic, where its first catch-up seeks, and the snapshot's broker
-/// offset (-1: none).
+/// A replica's Kafka: the topic, where its first catch-up seeks, the snapshot's broker
+/// offset and its consumer position (-1: none).
 #[cfg(feature = "kafka")]
-type ReplicaKafka = (journal::target::KafkaTarget, journal::kafka::Start, i64);
+type ReplicaKafka = (journal::target::KafkaTarget, journal::kafka::Start, i64, i64);
 #[cfg(not(feature = "kafka"))]
-type ReplicaKafka = ((), (), i64);
+type ReplicaKafka = ((), (), i64, i64);
 
 /// What startup recovered: the engine, how many keys the snapshot held, and the journal.
 struct Recovered {
@@ -242,19 +242,22 @@ fn recover(cfg: &config::Config) -> Recovered {
             };
             if cfg.replica_tcp.is_some() || cfg.replica_uds.is_some() {
                 let broker = meta.as_ref().map_or(-1, |m| m.kafka_acked_offset);
+                let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
                 return Recovered {
                     engine,
                     loaded_keys,
                     snapshot_offset,
                     journal: None,
-                    replica_kafka: Some((target, from, broker)),
+                    replica_kafka: Some((target, from, broker, position)),
                 };
             }
             let j = journal::kafka::Journal::connect(target).unwrap_or_else(|e| die(e));
             let adopt = meta.is_none();
             let mut j = j;
-            let stats =
-                journal::kafka::replay(&j.target, &mut engine, from, adopt).unwrap_or_else(|e| die(e));
+            // Other producers' records below the snapshot's consumer position are in it.
+            let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
+            let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt)
+                .unwrap_or_else(|e| die(e));
             // Everything replayed is durable in the topic: a snapshot taken before this process
             // produces anything still records where the journal stands (the snapshot's own
             // broker offset when the replay read nothing).
@@ -262,8 +265,11 @@ fn recover(cfg: &config::Config) -> Recovered {
                 (Some(m), -1) => m.kafka_acked_offset,
                 (_, b) => b,
             };
-            j.set_recovered(engine.repl.offset, broker);
-            Some(server::JournalHandle { journal: j, replay: stats })
+            j.set_recovered(engine.repl.offset, broker, stats.position);
+            // The primary goes on consuming its topic where the replay stopped.
+            let consumer = journal::kafka::Consumer::start(&j.target, stats.position, engine.repl.replid)
+                .unwrap_or_else(|e| die(e));
+            Some(server::JournalHandle { journal: j, replay: stats, consumer })
         }
         None => None,
     };

@@ -37,6 +37,11 @@ const WAKER: Token = Token(1);
 const JOURNAL: Token = Token(2);
 /// A replica's live link to its upstream (see replication/replica.rs).
 pub(crate) const UPSTREAM: Token = Token(3);
+/// The journal consumer's wake-up pipe: records of the topic are waiting.
+const CONSUMER: Token = Token(4);
+/// Records taken from the journal consumer's queue per run (one run between client commands):
+/// bounds how long other producers' writes hold up the clients.
+const CONSUME_BATCH: usize = 256;
 /// Listener `i` has token `LISTENER_BASE + i`.
 const LISTENER_BASE: usize = 16;
 /// Connection slot `s` has token `CONN_BASE + s`.
@@ -113,6 +118,8 @@ pub struct ServerStats {
 pub struct JournalHandle {
     pub journal: crate::journal::kafka::Journal,
     pub replay: crate::journal::kafka::ReplayStats,
+    /// The runtime consumer of the topic (DESIGN.md decision 3).
+    pub consumer: crate::journal::kafka::Consumer,
 }
 
 /// Without the `kafka` feature there is never a journal.
@@ -129,6 +136,9 @@ pub struct Server {
     pub(crate) input_paused: bool,
     /// Connections whose reads were skipped while input was paused.
     paused_reads: Vec<usize>,
+    /// The journal consumer's last run stopped at its bound with records left: run it again
+    /// next turn without waiting (its wake-up pipe fires only on empty -> non-empty).
+    consume_again: bool,
     pub(crate) poll: Poll,
     listeners: Vec<Listener>,
     /// With `--replica-tcp`/`--replica-uds`: the upstream link (see replication/replica.rs).
@@ -281,6 +291,7 @@ impl Server {
             held: Vec::new(),
             input_paused: false,
             paused_reads: Vec::new(),
+            consume_again: false,
             cfg,
             poll,
             listeners: Vec::new(),
@@ -330,6 +341,10 @@ impl Server {
         if let Some(j) = &journal {
             let fd = j.journal.wakeup_fd();
             self.poll.registry().register(&mut mio::unix::SourceFd(&fd), JOURNAL, Interest::READABLE)?;
+            let fd = j.consumer.wakeup_fd();
+            self.poll.registry().register(&mut mio::unix::SourceFd(&fd), CONSUMER, Interest::READABLE)?;
+            // Drain first, then wait: records may have arrived before the registration.
+            self.consume_again = true;
         }
         self.journal = journal;
         Ok(())
@@ -454,6 +469,54 @@ impl Server {
         }
     }
 
+    /// Runs the journal consumer once (when its wake-up pipe fires, when the last run left
+    /// records, and from the cron as a backstop): at most [`CONSUME_BATCH`] records, between
+    /// client commands. Other producers' writes commit as one batch of origin External (every
+    /// sink but the journal gets it) and may serve parked clients; the next own records are
+    /// stamped with the new position. A record that cannot be applied, or one of another
+    /// goblin lineage, stops the server (fail-stop), naming topic, partition and offset.
+    fn consume_journal(&mut self) {
+        #[cfg(feature = "kafka")]
+        {
+            let Some(j) = &mut self.journal else { return };
+            let drained = match j.consumer.drain(&mut self.engine, CONSUME_BATCH) {
+                Ok(d) => d,
+                Err(e) => self.consumer_failed(&e),
+            };
+            self.consume_again = drained.more;
+            let position = j.consumer.position;
+            if drained.applied {
+                self.commit_batch(engine::Origin::External);
+            }
+            if let Some(j) = &mut self.journal {
+                j.journal.applied_through = position - 1;
+            }
+            if drained.applied && !self.engine.ready_keys.is_empty() {
+                self.serve_ready_keys();
+            }
+        }
+    }
+
+    /// Fail-stop for the journal consumer: a record of the topic that cannot be applied (or
+    /// a second primary writing it) means the served data can no longer follow the log.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) fn consumer_failed(&mut self, e: &str) -> ! {
+        tracing::error!(
+            "Kafka journal consumer stopped: {e}; exiting so that the served data does not diverge from the log"
+        );
+        std::process::exit(FAIL_STOP_EXIT_CODE);
+    }
+
+    /// The first broker offset of the topic the server thread has not processed yet (-1: no
+    /// journal). Snapshots save it (DESIGN.md decision 3).
+    pub(crate) fn journal_consumer_position(&self) -> i64 {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            return j.consumer.position;
+        }
+        -1
+    }
+
     /// `--kafka-pending-bytes`: pauses command input while unacknowledged journal bytes are
     /// over the watermark, resumes it below. Cheap: runs every loop turn (records are produced
     /// by the turn's commands), while the producer itself is polled only when woken.
@@ -522,6 +585,14 @@ impl Server {
             f("kafka_replay_records_duplicate", j.replay.duplicates.to_string());
             f("kafka_replay_records_older_lineage", j.replay.older_lineage.to_string());
             f("kafka_replay_records_ignored_reads", j.replay.ignored_reads.to_string());
+            f("kafka_replay_external_records_applied", j.replay.external_applied.to_string());
+            f("kafka_replay_external_records_duplicate", j.replay.external_duplicates.to_string());
+            let c = &j.consumer.stats;
+            f("kafka_consumer_position", j.consumer.position.to_string());
+            f("kafka_records_consumed", c.consumed.to_string());
+            f("kafka_own_records_skipped", c.own_skipped.to_string());
+            f("kafka_external_records_applied", c.external_applied.to_string());
+            f("kafka_external_records_ignored_reads", c.ignored_reads.to_string());
             return;
         }
         f("kafka_enabled", "0".into());
@@ -571,6 +642,7 @@ impl Server {
                     WAKER => self.on_wake(),
                     JOURNAL => self.poll_journal(),
                     UPSTREAM => self.replica_io(),
+                    CONSUMER => self.consume_journal(),
                     Token(t) if t >= CONN_BASE => {
                         let slot = t - CONN_BASE;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -629,6 +701,7 @@ impl Server {
             || !self.resume.is_empty()
             || !self.write_queue.is_empty()
             || self.upstream_again
+            || self.consume_again
         {
             return Duration::ZERO;
         }
@@ -864,6 +937,9 @@ impl Server {
         // for the next turn (the poll then does not block), so this turn's replies go out
         // first.
         self.run_resumed();
+        if self.consume_again {
+            self.consume_journal();
+        }
         if self.blocked.next_deadline().is_some() {
             self.expire_blocked(now_ms());
         }
@@ -928,8 +1004,9 @@ impl Server {
             }
         }
         self.snapshot_cron();
-        // Backstop only: delivery reports wake the loop through the journal's pipe.
+        // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();
+        self.consume_journal();
         let total = self.total_commands();
         let t = self.started.elapsed().as_millis() as u64;
         let at = self.stats.ops_sample_at;

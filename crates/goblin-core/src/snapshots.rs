@@ -265,8 +265,9 @@ impl Server {
             replid: self.engine.repl.replid.to_string(),
             logical_offset: self.engine.repl.offset,
             kafka_acked_offset: self.journal_acked_broker_offset(),
-            // No runtime consumer yet: recovery seeks to the acknowledged offset.
-            kafka_consumer_position: -1,
+            // Recovery seeks to the lower of this and the acknowledged offset; other producers'
+            // records below it are in this snapshot (DESIGN.md decision 3).
+            kafka_consumer_position: self.journal_consumer_position(),
         }
     }
 

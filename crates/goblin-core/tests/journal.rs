@@ -1,6 +1,8 @@
 //! The Kafka journal through the real binaries: goblin-core journaling to a real broker, then
 //! recovering from the topic alone and from a snapshot plus the topic's suffix; broker ack
-//! mode across SIGKILL; the startup checks of the topic. Each scenario runs against kaka (this
+//! mode across SIGKILL; the startup checks of the topic; other producers writing the same topic
+//! (applied at runtime, reproduced exactly by a replay) and the record contract's failure
+//! rules, at startup and at runtime. Each scenario runs against kaka (this
 //! workspace's broker) and against Apache Kafka 4 (a single KRaft node that
 //! `scripts/kafka4.sh` assembles from Maven Central; it needs Java 17 and Maven, which
 //! `scripts/install-deps.sh` installs).
@@ -146,13 +148,20 @@ fn state(con: &mut redis::Connection) -> (String, i64, String) {
     (m["master_replid"].clone(), m["master_repl_offset"].parse().unwrap(), d)
 }
 
-/// Waits until Kafka acknowledged every mutation so far.
+/// Waits until Kafka acknowledged every mutation so far, and the primary's consumer has read
+/// the topic past its last acknowledged record (so that a snapshot taken now saves a consumer
+/// position past it, and recovery rereads no more than the boundary record).
 fn wait_acked(con: &mut redis::Connection) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let k = info(con, "kafka");
         let r = info(con, "replication");
-        if k["kafka_acknowledged_offset"] == r["master_repl_offset"] && k["kafka_pending_records"] == "0" {
+        let position: i64 = k["kafka_consumer_position"].parse().unwrap();
+        let acked_broker: i64 = k["kafka_acknowledged_broker_offset"].parse().unwrap();
+        if k["kafka_acknowledged_offset"] == r["master_repl_offset"]
+            && k["kafka_pending_records"] == "0"
+            && position > acked_broker
+        {
             return;
         }
         assert!(Instant::now() < deadline, "not acknowledged: {k:?} {r:?}");
@@ -666,4 +675,333 @@ fn random_workloads_replay_to_the_same_digest() {
     // From the topic alone.
     let c = Server::start(&["--kafka", &uri, "--save", ""]);
     assert_eq!(state(&mut c.conn()), want, "topic alone, seed {seed}");
+}
+
+/// One record as another producer (or a forged goblin-core) writes it: a value (None: a
+/// tombstone) and headers.
+struct Rec {
+    value: Option<Vec<u8>>,
+    headers: Vec<(&'static str, String)>,
+}
+
+/// A record without goblin headers holding `bytes` as they are.
+fn raw(bytes: &[u8]) -> Rec {
+    Rec { value: Some(bytes.to_vec()), headers: Vec::new() }
+}
+
+/// A record without goblin headers holding one RESP2 command.
+fn cmd(args: &[&str]) -> Rec {
+    let mut v = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    raw(&v)
+}
+
+/// A lineage no server in these tests writes.
+const FORGED_LINEAGE: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// A record that claims to come from goblin-core lineage FORGED_LINEAGE at `offset`.
+fn forged(args: &[&str], offset: u64) -> Rec {
+    let mut r = cmd(args);
+    r.headers = vec![
+        ("goblin-replication-version", "1".into()),
+        ("goblin-replication-id", FORGED_LINEAGE.into()),
+        ("goblin-replication-offset", offset.to_string()),
+        ("goblin-applied-through", "-1".into()),
+    ];
+    r
+}
+
+/// A producer that is not goblin-core, writing to partition 0.
+fn other_producer(addr: &str) -> rdkafka::producer::BaseProducer {
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("linger.ms", "0")
+        .create()
+        .expect("create a producer")
+}
+
+fn send(p: &rdkafka::producer::BaseProducer, topic: &str, r: &Rec) {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::BaseRecord;
+    let mut headers = OwnedHeaders::new();
+    for (k, v) in &r.headers {
+        headers = headers.insert(Header { key: k, value: Some(v.as_str()) });
+    }
+    let mut rec = BaseRecord::<(), [u8]>::to(topic).partition(0).headers(headers);
+    if let Some(v) = &r.value {
+        rec = rec.payload(v.as_slice());
+    }
+    loop {
+        match p.send(rec) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                rec = back;
+                p.poll(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Writes `records` in order and waits until the broker has them all.
+fn produce(addr: &str, topic: &str, records: &[Rec]) {
+    use rdkafka::producer::Producer;
+    let p = other_producer(addr);
+    for r in records {
+        send(&p, topic, r);
+    }
+    p.flush(Duration::from_secs(30)).expect("the broker acknowledged the records");
+}
+
+/// Runs goblin-core to its exit (at most 60 s): (exit code, stderr).
+fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
+    let log = temp_path("exit.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "goblin-core did not exit within 60 s: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// The record contract's refusals: (name, records, what the error says, the broker offset of
+/// the bad record). Each case's topic holds only its records.
+fn bad_records() -> Vec<(&'static str, Vec<Rec>, &'static str, i64)> {
+    vec![
+        ("inline", vec![raw(b"SET a 1\r\n")], "not a RESP2 array", 0),
+        ("resp3-map", vec![raw(b"%1\r\n$1\r\na\r\n$1\r\nb\r\n")], "not a RESP2 array", 0),
+        ("resp3-argument", vec![raw(b"*2\r\n$3\r\nDEL\r\n:1\r\n")], "not a bulk string", 0),
+        ("empty", vec![raw(b"")], "empty record", 0),
+        ("tombstone", vec![Rec { value: None, headers: Vec::new() }], "tombstone", 0),
+        ("partial", vec![raw(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n")], "partial", 0),
+        (
+            "two-commands",
+            vec![raw(b"*2\r\n$3\r\nDEL\r\n$1\r\na\r\n*2\r\n$3\r\nDEL\r\n$1\r\nb\r\n")],
+            "one record holds exactly one command",
+            0,
+        ),
+        ("unknown", vec![cmd(&["SET", "ok", "1"]), cmd(&["NOPE", "a"])], "unknown command 'NOPE'", 1),
+        ("wrong-arity", vec![cmd(&["SET", "a"])], "wrong number of arguments", 0),
+        ("not-a-write", vec![cmd(&["CONFIG", "SET", "maxclients", "1"])], "not a keyspace write", 0),
+        ("write-error", vec![cmd(&["SET", "a", "x"]), cmd(&["INCR", "a"])], "not an integer", 1),
+    ]
+}
+
+/// At startup every refusal exits non-zero before listening, naming topic, partition, offset.
+#[test]
+fn bad_records_stop_the_startup_replay() {
+    let k = Kaka::start();
+    let mut cases = bad_records();
+    // goblin-core never writes a read: a goblin-authored one is fatal, not ignored.
+    cases.push(("goblin-read", vec![forged(&["GET", "a"], 1)], "holds the read-only command 'get'", 0));
+    for (name, records, expect, offset) in cases {
+        let topic = format!("startup-{name}");
+        k.create_topic(&topic, 1, &[]);
+        produce(&k.addr, &topic, &records);
+        let (code, err) = run_to_exit(&["--port", "0", "--kafka", &k.uri(&topic), "--save", ""]);
+        assert_eq!(code, Some(1), "{name}: {err}");
+        assert!(err.contains(expect), "{name}: {err}");
+        assert!(err.contains(&format!("topic {topic}, partition 0, offset {offset}:")), "{name}: {err}");
+        assert!(!err.contains("listening on"), "{name}: {err}");
+    }
+}
+
+/// At runtime every refusal, and a record of another goblin lineage (a second primary),
+/// stops the running primary with the fail-stop status, naming topic, partition, offset.
+#[test]
+fn bad_records_stop_a_running_primary() {
+    let k = Kaka::start();
+    let mut cases = bad_records();
+    cases.push(("other-lineage", vec![forged(&["SET", "a", "1"], 1)], "two primaries share the topic", 0));
+    for (name, records, expect, offset) in cases {
+        let topic = format!("runtime-{name}");
+        let mut s = Server::start(&["--kafka", &k.uri(&topic), "--save", ""]);
+        produce(&k.addr, &topic, &records);
+        let status = s.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
+            panic!("{name}: the primary kept running: {}", s.log());
+        });
+        let log = s.log();
+        assert_eq!(status.code(), Some(70), "{name}: {log}");
+        assert!(log.contains(expect), "{name}: {log}");
+        assert!(log.contains(&format!("topic {topic}, partition 0, offset {offset}:")), "{name}: {log}");
+    }
+}
+
+/// Waits until the primary has consumed `n` records of other producers (applied or ignored).
+fn wait_consumed_external(con: &mut redis::Connection, n: u64) -> std::collections::HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let m = info(con, "kafka");
+        let done: u64 = m["kafka_external_records_applied"].parse::<u64>().unwrap()
+            + m["kafka_external_records_ignored_reads"].parse::<u64>().unwrap();
+        if done >= n {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "the primary consumed {done} of {n} records: {m:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Read-only records from other writers are counted and ignored, at startup and at runtime;
+/// their writes are applied and not journaled again.
+#[test]
+fn other_writers_reads_are_counted_and_ignored() {
+    let k = Kaka::start();
+    let topic = "reads";
+    let uri = k.uri(topic);
+    k.create_topic(topic, 1, &[]);
+    produce(&k.addr, topic, &[cmd(&["GET", "a"]), cmd(&["SET", "a", "1"]), cmd(&["EXISTS", "a"])]);
+    let s = Server::start(&["--kafka", &uri, "--save", ""]);
+    let mut con = s.conn();
+    let m = info(&mut con, "kafka");
+    assert_eq!(m["kafka_replay_records_ignored_reads"], "2", "{m:?}");
+    assert_eq!(m["kafka_replay_external_records_applied"], "1", "{m:?}");
+    let a: String = redis::cmd("GET").arg("a").query(&mut con).unwrap();
+    assert_eq!(a, "1");
+    // At runtime.
+    produce(&k.addr, topic, &[cmd(&["GET", "a"]), cmd(&["APPEND", "a", "2"]), cmd(&["HGETALL", "h"])]);
+    let m = wait_consumed_external(&mut con, 3);
+    assert_eq!(m["kafka_external_records_ignored_reads"], "2", "{m:?}");
+    assert_eq!(m["kafka_external_records_applied"], "1", "{m:?}");
+    assert_eq!(m["kafka_records_produced"], "0", "other producers' writes are never journaled again: {m:?}");
+    let a: String = redis::cmd("GET").arg("a").query(&mut con).unwrap();
+    assert_eq!(a, "12");
+    // A client parked on a key is served by another producer's push.
+    let mut waiter = s.conn();
+    let parked = std::thread::spawn(move || -> Option<(String, String)> {
+        redis::cmd("BLPOP").arg("q").arg(60).query(&mut waiter).unwrap()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !info(&mut con, "clients")["blocked_clients"].starts_with('1') {
+        assert!(Instant::now() < deadline, "the BLPOP client never parked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    produce(&k.addr, topic, &[cmd(&["RPUSH", "q", "x"])]);
+    assert_eq!(parked.join().unwrap(), Some(("q".to_string(), "x".to_string())));
+}
+
+/// DESIGN.md decision 3, end to end: another producer writes non-commutative commands
+/// (APPEND, LPUSH, INCRBYFLOAT, and reads) to the same keys while clients write them through
+/// goblin-core; the primary applies both in the order it sees them, and a server recovered
+/// from the topic alone, or from a snapshot taken midway plus the suffix, reaches the
+/// primary's digest at the primary's offset.
+#[test]
+fn external_writers_replay_to_the_primarys_digest() {
+    external_writers(&Kaka::start());
+}
+
+#[test]
+fn kafka4_external_writers_replay_to_the_primarys_digest() {
+    external_writers(&Kafka4::start());
+}
+
+fn external_writers(k: &dyn Broker) {
+    let topic = "journal-external";
+    let uri = k.uri(topic);
+    let snap = temp_path("external.gcsn");
+    let sp = snap.to_str().unwrap().to_string();
+    let args =
+        ["--kafka", uri.as_str(), "--load", sp.as_str(), "--save", "", "--enable-debug-command", "yes"];
+    let mut a = Server::start(&args);
+    let mut con = a.conn();
+    // The other producer: 3 kinds of writes and a read, on 3 keys of each kind, in bursts.
+    const EXTERNAL: usize = 1200;
+    let addr = k.addr().to_string();
+    let writer = std::thread::spawn(move || {
+        use rdkafka::producer::Producer;
+        let p = other_producer(&addr);
+        let mut reads = 0u64;
+        for i in 0..EXTERNAL {
+            let (key, val) = (format!("{}", i % 3), format!("e{i}"));
+            let r = match i % 4 {
+                0 => cmd(&["APPEND", &format!("s{key}"), &val]),
+                1 => cmd(&["LPUSH", &format!("l{key}"), &val]),
+                2 => cmd(&["INCRBYFLOAT", &format!("f{key}"), "1.5"]),
+                _ => {
+                    reads += 1;
+                    cmd(&["GET", &format!("s{key}")])
+                }
+            };
+            send(&p, topic, &r);
+            p.poll(Duration::ZERO);
+            if i % 25 == 24 {
+                p.flush(Duration::from_secs(30)).unwrap();
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }
+        p.flush(Duration::from_secs(30)).unwrap();
+        reads
+    });
+    // Meanwhile the clients write the same keys through goblin-core; midway, a snapshot.
+    let mut client_floats = 0u64;
+    for r in 0..60 {
+        let mut p = redis::pipe();
+        for j in 0..3 {
+            p.cmd("APPEND").arg(format!("s{j}")).arg(format!("c{r}")).ignore();
+            p.cmd("LPUSH").arg(format!("l{j}")).arg(format!("c{r}")).ignore();
+            p.cmd("INCRBYFLOAT").arg(format!("f{j}")).arg("0.25").ignore();
+            client_floats += 1;
+        }
+        if r % 10 == 5 {
+            p.cmd("SET").arg(format!("s{}", r % 3)).arg(format!("reset{r}")).ignore();
+        }
+        let _: () = p.query(&mut con).unwrap();
+        if r == 30 {
+            // Once the snapshot holds some of the other producer's writes.
+            wait_consumed_external(&mut con, 1);
+            let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let reads = writer.join().unwrap();
+    let m = wait_consumed_external(&mut con, EXTERNAL as u64);
+    assert_eq!(m["kafka_external_records_ignored_reads"], reads.to_string(), "{m:?}");
+    assert_eq!(m["kafka_external_records_applied"], (EXTERNAL as u64 - reads).to_string(), "{m:?}");
+    wait_acked(&mut con);
+    // Every write of both writers is there exactly once.
+    let mut total = 0.0;
+    for j in 0..3 {
+        let f: f64 = redis::cmd("GET").arg(format!("f{j}")).query(&mut con).unwrap();
+        total += f;
+        let l: u64 = redis::cmd("LLEN").arg(format!("l{j}")).query(&mut con).unwrap();
+        assert_eq!(l, (EXTERNAL / 4) as u64 / 3 + 60, "l{j}");
+    }
+    assert_eq!(total, 1.5 * (EXTERNAL / 4) as f64 + 0.25 * client_floats as f64);
+    let want = state(&mut con);
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    // From the topic alone: the other producer's records take the offsets the primary gave
+    // them, in the primary's order.
+    let b = Server::start(&["--kafka", &uri, "--save", ""]);
+    let mut bcon = b.conn();
+    assert_eq!(state(&mut bcon), want, "topic alone");
+    let m = info(&mut bcon, "kafka");
+    assert_eq!(m["kafka_replay_external_records_applied"], (EXTERNAL as u64 - reads).to_string(), "{m:?}");
+    drop(b);
+    // From the snapshot taken midway plus the suffix: the other producer's records below the
+    // snapshot's consumer position are duplicates, not applied twice.
+    let c = Server::start(&args);
+    let mut ccon = c.conn();
+    assert_eq!(state(&mut ccon), want, "snapshot + suffix");
+    let m = info(&mut ccon, "kafka");
+    let applied: u64 = m["kafka_replay_external_records_applied"].parse().unwrap();
+    assert!(applied < EXTERNAL as u64 - reads, "the snapshot held some of them: {m:?}");
 }

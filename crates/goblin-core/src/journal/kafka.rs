@@ -5,26 +5,42 @@
 //! its value is the mutation's exact RESP2 bytes; its key is `engine::compaction_key` (none for
 //! order-dependent mutations); its headers are `goblin-replication-version` (1),
 //! `goblin-replication-id` (the lineage, 40 hex digits), `goblin-replication-offset` (the
-//! logical offset the mutation carries) and `goblin-applied-through` (the broker offset of the
-//! last record from another producer applied before it; always -1 until runtime consumption
-//! of other producers exists). The topic has one partition and a delete (never compact)
-//! cleanup policy: compaction could remove a record that a later cross-key mutation needs.
+//! logical offset the mutation carries) and `goblin-applied-through` (DESIGN.md decision 3: a
+//! broker offset b such that every record of another producer at or below b had been applied
+//! before this mutation, and none above it; -1 if none). The topic has one partition and a
+//! delete (never compact) cleanup policy: compaction could remove a record that a later
+//! cross-key mutation needs.
+//!
+//! `goblin-applied-through` is the primary's consumer position minus one when it committed the
+//! mutation. That is the broker offset of the last external record it had applied, or a later
+//! offset with no unapplied external record in between (its own records, reads, records
+//! inside a loaded snapshot), which orders a replay exactly the same way and stays right
+//! across a restart, where the last external record may lie inside the snapshot.
+//!
+//! Records of other producers (no goblin headers) are the writes of a second writer: a running
+//! primary applies them as it consumes the topic ([`Consumer`]), in broker order, as the
+//! commands they are (fresh logical offsets, at the record's timestamp, so a replay judges
+//! time the same way), and never journals them again. Replay ([`replay`]) holds them back and
+//! applies them where the primary did: before an own record stamped b, every held record at
+//! or below b.
 //!
 //! Threads: librdkafka's own threads do the network work. Delivery reports run inside
-//! `BaseProducer::poll`, which only the server thread calls, so the acknowledged offsets are
-//! plain fields of the server thread's state.
+//! `BaseProducer::poll`, and consumed records are taken from the consumer's queue, both only
+//! on the server thread, so the acknowledged offsets and the consumer position are plain
+//! fields of the server thread's state.
 
 use super::target::KafkaTarget;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -129,20 +145,69 @@ impl ProducerContext for Context {
     }
 }
 
-/// librdkafka writes a byte to this pipe whenever its main queue (where delivery reports
-/// arrive) becomes non-empty: the server registers the read end in its poll set, so a report
-/// wakes the loop at once instead of waiting for a timer.
+/// librdkafka writes a byte to this pipe whenever a queue (the producer's main queue, where
+/// delivery reports arrive; the consumer's queue, where fetched records arrive) becomes
+/// non-empty: the server registers the read end in its poll set, so a report or a record
+/// wakes the loop at once instead of waiting for a timer. The byte comes only on the empty ->
+/// non-empty edge: drain the queue, then wait.
 struct Wakeup {
     read: std::os::fd::OwnedFd,
     _write: std::os::fd::OwnedFd,
     queue: *mut rdkafka::bindings::rd_kafka_queue_t,
 }
 
+impl Wakeup {
+    /// Takes ownership of the queue handle `queue` (released on drop, or here on failure).
+    fn new(queue: *mut rdkafka::bindings::rd_kafka_queue_t) -> std::io::Result<Wakeup> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two descriptors we then own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: the handle is ours and released once.
+            unsafe { rdkafka::bindings::rd_kafka_queue_destroy(queue) };
+            return Err(e);
+        }
+        // SAFETY: both descriptors are fresh and ours.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: librdkafka copies the one-byte payload; the write end outlives the queue's use
+        // of it (disabled in `Wakeup::drop`).
+        unsafe {
+            rdkafka::bindings::rd_kafka_queue_io_event_enable(
+                queue,
+                write.as_raw_fd(),
+                b"1".as_ptr().cast(),
+                1,
+            )
+        };
+        Ok(Wakeup { read, _write: write, queue })
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.read.as_raw_fd()
+    }
+
+    /// Empties the pipe (before draining the queue: anything arriving later writes again).
+    fn drain(&self) {
+        let mut buf = [0u8; 256];
+        // SAFETY: reads into our buffer from our non-blocking descriptor until it is empty.
+        while unsafe { libc::read(self.fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    }
+
+    /// Events waiting in the queue (`poll` returning nothing does not mean empty: it also
+    /// returns nothing after serving an event that is not a record).
+    fn queued(&self) -> usize {
+        // SAFETY: the handle is valid until drop.
+        unsafe { rdkafka::bindings::rd_kafka_queue_length(self.queue) }
+    }
+}
+
 impl Drop for Wakeup {
     fn drop(&mut self) {
-        // SAFETY: the queue handle came from rd_kafka_queue_get_main and is released once,
-        // while the producer still exists (`Journal` declares `wakeup` before `producer`, and
-        // fields drop in declaration order).
+        // SAFETY: the queue handle is released once, while its client still exists (`Journal`
+        // and `Consumer` declare `wakeup` before the client, and fields drop in declaration
+        // order).
         unsafe {
             rdkafka::bindings::rd_kafka_queue_io_event_enable(self.queue, -1, std::ptr::null(), 0);
             rdkafka::bindings::rd_kafka_queue_destroy(self.queue);
@@ -160,6 +225,16 @@ pub struct Journal {
     pub acks: Rc<Acks>,
     /// Records produced since startup.
     pub produced: u64,
+    /// The `goblin-applied-through` value of the next records: the consumer position minus one
+    /// (see the module documentation). The server sets it after each consumed run.
+    pub applied_through: i64,
+    /// The logical offset of the last record produced.
+    last_produced: u64,
+    /// Batches of other producers' records committed while own records were still
+    /// unacknowledged: (the own logical offset before them, their last logical offset). They
+    /// are durable already (they are in the topic); the acknowledged logical offset passes
+    /// over them once the own record before them is acknowledged.
+    external_after: VecDeque<(u64, u64)>,
 }
 
 /// Counters of the startup replay (INFO kafka).
@@ -170,8 +245,14 @@ pub struct ReplayStats {
     pub duplicates: u64,
     pub older_lineage: u64,
     pub ignored_reads: u64,
+    /// Other producers' records applied (also counted in `applied`).
+    pub external_applied: u64,
+    /// Other producers' records already in the snapshot (also counted in `duplicates`).
+    pub external_duplicates: u64,
     /// Broker offset of the last record read (-1 if none).
     pub last_broker_offset: i64,
+    /// The first broker offset the replay did not read: where the runtime consumer starts.
+    pub position: i64,
 }
 
 impl Journal {
@@ -193,53 +274,37 @@ impl Journal {
         let producer: BaseProducer<Context> = c
             .create_with_context(Context(ServerThreadOnly(Reports(acks.clone()))))
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
-        let wakeup =
-            Self::wakeup(&producer).map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
-        Ok(Journal { target, wakeup, producer, acks, produced: 0 })
-    }
-
-    fn wakeup(producer: &BaseProducer<Context>) -> std::io::Result<Wakeup> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 fills two descriptors we then own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors are fresh and ours.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // SAFETY: the client pointer is valid for the producer's life; the returned queue
         // handle is released in `Wakeup::drop`, before the producer goes.
         let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.client().native_ptr()) };
-        // SAFETY: librdkafka copies the one-byte payload; the write end outlives the queue's use
-        // of it (disabled in `Wakeup::drop`).
-        unsafe {
-            rdkafka::bindings::rd_kafka_queue_io_event_enable(
-                queue,
-                write.as_raw_fd(),
-                b"1".as_ptr().cast(),
-                1,
-            )
-        };
-        Ok(Wakeup { read, _write: write, queue })
+        let wakeup =
+            Wakeup::new(queue).map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
+        Ok(Journal {
+            target,
+            wakeup,
+            producer,
+            acks,
+            produced: 0,
+            applied_through: -1,
+            last_produced: 0,
+            external_after: VecDeque::new(),
+        })
     }
 
     /// The descriptor that becomes readable when delivery reports wait (see `Wakeup`).
     pub fn wakeup_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self.wakeup.read.as_raw_fd()
+        self.wakeup.fd()
     }
 
     /// Empties the wake-up pipe (before polling: a report arriving after this writes again).
     pub fn drain_wakeup(&self) {
-        use std::os::fd::AsRawFd;
-        let mut buf = [0u8; 256];
-        // SAFETY: reads into our buffer from our non-blocking descriptor until it is empty.
-        while unsafe { libc::read(self.wakeup.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        self.wakeup.drain()
     }
 
     /// The journal sink: one record per mutation of a committed batch, in order.
     pub fn on_batch(&mut self, batch: &Batch) -> Result<(), String> {
         let replid = batch.replid.to_string();
+        let applied_through = self.applied_through.to_string();
         for m in batch.iter() {
             let args: Vec<&[u8]> = m.args().collect();
             let key = engine::compaction_key(&args);
@@ -248,7 +313,7 @@ impl Journal {
                 .insert(Header { key: HEADER_VERSION, value: Some(RECORD_VERSION) })
                 .insert(Header { key: HEADER_ID, value: Some(replid.as_str()) })
                 .insert(Header { key: HEADER_OFFSET, value: Some(offset.as_str()) })
-                .insert(Header { key: HEADER_APPLIED_THROUGH, value: Some("-1") });
+                .insert(Header { key: HEADER_APPLIED_THROUGH, value: Some(applied_through.as_str()) });
             let mut record = BaseRecord::with_opaque_to(&self.target.topic, m.offset as usize)
                 .payload(m.bytes)
                 .partition(0)
@@ -275,21 +340,51 @@ impl Journal {
             self.acks.pending.set(self.acks.pending.get() + 1);
             self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
             self.produced += 1;
+            self.last_produced = m.offset;
         }
         Ok(())
+    }
+
+    /// A batch of other producers' records was committed at logical offsets through `last`.
+    /// It is not produced (it is in the topic already), but the acknowledged logical offset
+    /// must pass over it: at once when nothing of ours is pending, else once the own record
+    /// before it is acknowledged.
+    pub fn external_committed(&mut self, last: u64) {
+        if self.acks.pending.get() == 0 && self.external_after.is_empty() {
+            self.acks.logical.set(self.acks.logical.get().max(last as i64));
+        } else {
+            self.external_after.push_back((self.last_produced, last));
+        }
+        self.advance_over_external();
+    }
+
+    fn advance_over_external(&mut self) {
+        while let Some(&(before, last)) = self.external_after.front() {
+            if self.acks.logical.get() < before as i64 {
+                break;
+            }
+            self.acks.logical.set(self.acks.logical.get().max(last as i64));
+            self.external_after.pop_front();
+        }
     }
 
     /// After the startup replay: everything through the replayed records is durable in the
     /// topic, so a snapshot taken before this process produces anything still records where
     /// the journal stands.
-    pub fn set_recovered(&mut self, logical: u64, broker: i64) {
+    pub fn set_recovered(&mut self, logical: u64, broker: i64, position: i64) {
         self.acks.logical.set(logical as i64);
         self.acks.broker.set(broker);
+        self.last_produced = logical;
+        // Every external record below the position is in the recovered state.
+        self.applied_through = position - 1;
     }
 
     /// Serves delivery reports (server thread only). Err: a record was refused for good.
     pub fn poll(&mut self) -> Result<(), String> {
         self.producer.poll(Duration::ZERO);
+        if !self.external_after.is_empty() {
+            self.advance_over_external();
+        }
         match self.acks.failed.borrow().as_ref() {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -418,14 +513,27 @@ pub enum Start {
     Time(i64),
 }
 
-/// Replays the topic into `engine`, from `start` through the high watermark captured first. The lineage continues: with no
-/// snapshot (`engine` empty at offset 0, `adopt_lineage`), the first record of a goblin lineage
-/// names it; records of any other lineage before the first matching one are older history
-/// and discarded; a different lineage after it means two primaries share the topic (an error).
+/// Replays the topic into `engine`, from `start` through the high watermark captured first.
+///
+/// Lineages: with no snapshot (`engine` empty at offset 0, `adopt_lineage`), the first record
+/// of a goblin lineage names it; records of any other lineage before the first matching one
+/// are older history and discarded; a different lineage after it means two primaries share
+/// the topic (an error). Own records at or below the engine's offset are duplicates; one
+/// beyond the next expected offset is a missing record (an error naming both offsets).
+///
+/// Other producers' records (DESIGN.md decision 3): those below `consumer_position` (the
+/// snapshot's; -1: unknown) are in the snapshot already. The rest are held back; before an
+/// own record stamped `goblin-applied-through` b is applied, the held records at or below b
+/// are applied, in broker order, as the commands they are; an own record that is a duplicate
+/// marks the held records at or below its b as duplicates too (they were applied before it,
+/// so they are in the snapshot); what is still held after the last record is applied at the
+/// end. Any record that cannot be applied stops the replay with an error naming topic,
+/// partition and broker offset.
 pub fn replay(
     target: &KafkaTarget,
     engine: &mut Engine,
     start: Start,
+    consumer_position: i64,
     mut adopt_lineage: bool,
 ) -> Result<ReplayStats, String> {
     let mut c = base_config(target);
@@ -468,7 +576,7 @@ pub fn replay(
              records were removed by retention; a missing logical offset will stop the replay"
         );
     }
-    let mut stats = ReplayStats { last_broker_offset: -1, ..Default::default() };
+    let mut stats = ReplayStats { last_broker_offset: -1, position: high, ..Default::default() };
     info!(
         "replaying topic {} from broker offset {start} through {} ({} records)",
         target.topic,
@@ -490,6 +598,7 @@ pub fn replay(
     // The lineage as header text, to compare without parsing each record's header.
     let mut lineage_text = engine.repl.replid.to_string();
     let mut now = crate::server::now_ms();
+    let mut held = Held::default();
     while stats.last_broker_offset < high - 1 {
         let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
             if idle_since.elapsed() > CONNECT_TIMEOUT {
@@ -507,13 +616,18 @@ pub fn replay(
         let broker = msg.offset();
         stats.last_broker_offset = broker;
         stats.consumed += 1;
-        let at = |what: String| format!("topic {}, partition 0, offset {broker}: {what}", target.topic);
+        let at = |what: String| at_offset(&target.topic, msg.partition(), broker, what);
         let Some(id_text) = header(&msg, HEADER_ID) else {
-            return Err(at(
-                "a record without goblin headers (another producer's write); applying other producers' records \
-                 is not supported yet"
-                    .to_string(),
-            ));
+            // Another producer's write.
+            if broker < consumer_position {
+                stats.duplicates += 1;
+                stats.external_duplicates += 1;
+                continue;
+            }
+            let value = external_value(&msg).map_err(at)?;
+            held.records.push_back((broker, record_time(&msg), value.to_vec()));
+            held.bytes += value.len();
+            continue;
         };
         let id = if id_text == lineage_text.as_bytes() {
             engine.repl.replid
@@ -543,11 +657,27 @@ pub fn replay(
         let logical = header(&msg, HEADER_OFFSET)
             .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
             .ok_or_else(|| at("missing or malformed goblin-replication-offset header".into()))?;
+        // Records written before the header existed count as stamped -1.
+        let through = match header(&msg, HEADER_APPLIED_THROUGH) {
+            None => -1,
+            Some(v) => std::str::from_utf8(v)
+                .ok()
+                .and_then(|v| v.parse::<i64>().ok())
+                .ok_or_else(|| at("malformed goblin-applied-through header".into()))?,
+        };
         let value = msg.payload().unwrap_or_default();
         // Records with an offset replay without judging time; the clock matters only for a
         // record without one, so it is read every 256 records rather than per record.
         if stats.consumed % 256 == 0 {
             now = crate::server::now_ms();
+        }
+        if logical < engine.next_offset() {
+            // In the snapshot already, and so is every external record applied before it.
+            let n = held.drop_through(through);
+            stats.duplicates += n;
+            stats.external_duplicates += n;
+        } else if !held.records.is_empty() {
+            held.apply_through(through, engine, &target.topic, &mut stats)?;
         }
         match engine.apply_record(value, Some(logical), now) {
             Ok(Applied::Applied) => stats.applied += 1,
@@ -566,28 +696,303 @@ pub fn replay(
             last_log = Instant::now();
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             info!(
-                "replay: broker offset {broker} of {} ({:.0} records/s), logical offset {}",
+                "replay: broker offset {broker} of {} ({:.0} records/s), logical offset {}; {} records of other \
+                 producers held ({} bytes)",
                 high - 1,
                 stats.consumed as f64 / secs,
-                engine.next_offset() - 1
+                engine.next_offset() - 1,
+                held.records.len(),
+                held.bytes
             );
         }
     }
+    // Other producers' records after the last own record: the primary applied them after it.
+    held.apply_through(i64::MAX, engine, &target.topic, &mut stats)?;
     if let Some(b) = engine.commit(engine::Origin::Replay) {
         engine.recycle(b);
     }
+    stats.position = high;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     info!(
-        "replayed {} records of topic {} in {secs:.2} s ({:.0}/s): {} applied, {} duplicates, {} of older lineages; \
-         lineage {} at offset {}",
+        "replayed {} records of topic {} in {secs:.2} s ({:.0}/s): {} applied ({} of other producers), {} \
+         duplicates, {} of older lineages, {} reads ignored; lineage {} at offset {}",
         stats.consumed,
         target.topic,
         stats.consumed as f64 / secs,
         stats.applied,
+        stats.external_applied,
         stats.duplicates,
         stats.older_lineage,
+        stats.ignored_reads,
         engine.repl.replid,
         engine.repl.offset
     );
     Ok(stats)
+}
+
+/// "topic T, partition P, offset O: what": how every record error names its record.
+fn at_offset(topic: &str, partition: i32, offset: i64, what: String) -> String {
+    format!("topic {topic}, partition {partition}, offset {offset}: {what}")
+}
+
+/// The value of another producer's record. A tombstone (null value) is refused here, as an
+/// empty value is by `apply_record`: a record holds exactly one command.
+fn external_value<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>) -> Result<&'a [u8], String> {
+    m.payload().ok_or_else(|| {
+        "malformed record: a tombstone (null value); a record holds exactly one RESP2 command".to_string()
+    })
+}
+
+/// The time another producer's record runs at: its Kafka timestamp, which every reader of the
+/// record sees alike, so the runtime primary and a later replay judge expiries and turn
+/// relative TTLs into the same absolute deadlines. The local clock only if it has none.
+fn record_time(m: &rdkafka::message::BorrowedMessage<'_>) -> i64 {
+    m.timestamp().to_millis().unwrap_or_else(crate::server::now_ms)
+}
+
+/// Other producers' records read by the replay and not applied yet: (broker offset, time,
+/// value), in broker order.
+#[derive(Default)]
+struct Held {
+    records: VecDeque<(i64, i64, Vec<u8>)>,
+    bytes: usize,
+}
+
+impl Held {
+    /// Forgets the held records at or below `through` (already applied); returns how many.
+    fn drop_through(&mut self, through: i64) -> u64 {
+        let mut n = 0;
+        while self.records.front().is_some_and(|r| r.0 <= through) {
+            let (_, _, v) = self.records.pop_front().expect("front exists");
+            self.bytes -= v.len();
+            n += 1;
+        }
+        n
+    }
+
+    /// Applies the held records at or below `through`, in broker order, as commands.
+    fn apply_through(
+        &mut self,
+        through: i64,
+        engine: &mut Engine,
+        topic: &str,
+        stats: &mut ReplayStats,
+    ) -> Result<(), String> {
+        while self.records.front().is_some_and(|r| r.0 <= through) {
+            let (broker, time, value) = self.records.pop_front().expect("front exists");
+            self.bytes -= value.len();
+            match engine.apply_record(&value, None, time) {
+                Ok(Applied::Applied) => {
+                    stats.applied += 1;
+                    stats.external_applied += 1;
+                }
+                Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
+                Ok(Applied::Duplicate) => stats.duplicates += 1,
+                Err(e) => return Err(at_offset(topic, 0, broker, e.to_string())),
+            }
+            if engine.pending().len() >= 1024 {
+                if let Some(b) = engine.commit(engine::Origin::Replay) {
+                    engine.recycle(b);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the runtime consumer has done since startup (INFO kafka).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct ConsumeStats {
+    pub consumed: u64,
+    /// This primary's own records, read back and skipped (applied when they were written).
+    pub own_skipped: u64,
+    /// Other producers' records applied.
+    pub external_applied: u64,
+    /// Other producers' read-only records, counted and ignored.
+    pub ignored_reads: u64,
+}
+
+/// What one [`Consumer::drain`] did.
+pub struct Drained {
+    /// Other producers' mutations are pending in the engine: commit them (origin External).
+    pub applied: bool,
+    /// The queue still holds records: drain again without waiting for the wake-up pipe.
+    pub more: bool,
+}
+
+/// The primary's runtime consumer of its own topic (DESIGN.md decision 3): assigned to
+/// partition 0 from the position recovery ended at (no group membership, no committed
+/// offsets), its queue's wake-up pipe in the server's poll set, drained on the server thread
+/// in bounded runs between client commands.
+pub struct Consumer {
+    topic: String,
+    /// Declared before `consumer`: the queue handle is released while the consumer exists.
+    wakeup: Wakeup,
+    consumer: BaseConsumer,
+    /// The lineage this primary writes, as header text (refreshed if the lineage changes).
+    lineage: ReplId,
+    lineage_text: String,
+    /// The first broker offset not yet processed (what a snapshot saves).
+    pub position: i64,
+    pub stats: ConsumeStats,
+}
+
+impl Consumer {
+    /// Starts consuming at broker offset `position`.
+    pub fn start(target: &KafkaTarget, position: i64, lineage: ReplId) -> Result<Consumer, String> {
+        let mut c = base_config(target);
+        // assign() needs a group id; the consumer never joins the group nor commits.
+        c.set("group.id", "goblin-core")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false")
+            .set("allow.auto.create.topics", "false")
+            // A position that retention removed is a hole in the history: an error, never a
+            // silent jump.
+            .set("auto.offset.reset", "error")
+            // The queue is drained in bounded runs; when it is full, fetch again soon after.
+            .set("fetch.queue.backoff.ms", "10");
+        let consumer: BaseConsumer =
+            c.create().map_err(|e| format!("--kafka: cannot create the consumer: {e}"))?;
+        // The wake-up is enabled before the assignment: enabled after the first fetch landed,
+        // its edge would already have passed.
+        // SAFETY: the client is valid for the consumer's life; the handle is released in
+        // `Wakeup::drop`, before the consumer goes.
+        let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
+        if queue.is_null() {
+            return Err("--kafka: the consumer has no queue".to_string());
+        }
+        let wakeup = Wakeup::new(queue)
+            .map_err(|e| format!("--kafka: cannot set up the consumer's wake-up pipe: {e}"))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&target.topic, 0, Offset::Offset(position))
+            .map_err(|e| format!("--kafka: {e}"))?;
+        consumer.assign(&tpl).map_err(|e| format!("--kafka: cannot consume topic {}: {e}", target.topic))?;
+        info!("consuming topic {} from broker offset {position}", target.topic);
+        Ok(Consumer {
+            topic: target.topic.clone(),
+            wakeup,
+            consumer,
+            lineage,
+            lineage_text: lineage.to_string(),
+            position,
+            stats: ConsumeStats::default(),
+        })
+    }
+
+    /// The descriptor that becomes readable when records wait.
+    pub fn wakeup_fd(&self) -> std::os::fd::RawFd {
+        self.wakeup.fd()
+    }
+
+    /// Takes at most `max` records from the queue: own records are skipped, other producers'
+    /// writes are applied to `engine` (left pending for the caller to commit), their reads
+    /// counted. Err (naming topic, partition, offset and the reason): a record that cannot be
+    /// applied, another goblin lineage (two primaries share the topic), or a consumer error
+    /// that means lost history; the caller stops the server. Records applied before the error
+    /// are still pending: the caller must not commit them.
+    pub fn drain(&mut self, engine: &mut Engine, max: usize) -> Result<Drained, String> {
+        self.wakeup.drain();
+        if engine.repl.replid != self.lineage {
+            self.lineage = engine.repl.replid;
+            self.lineage_text = self.lineage.to_string();
+        }
+        let mut applied = false;
+        for _ in 0..max {
+            let Some(r) = self.consumer.poll(Duration::ZERO) else {
+                if self.wakeup.queued() == 0 {
+                    return Ok(Drained { applied, more: false });
+                }
+                continue;
+            };
+            let msg = match r {
+                Ok(m) => m,
+                Err(e) => {
+                    let code = e.rdkafka_error_code();
+                    // The position is gone (retention removed records not yet read): history
+                    // was lost. A missing topic also stops the producer (delivery failures).
+                    let lost = matches!(
+                        code,
+                        Some(RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset)
+                    ) || matches!(e, KafkaError::MessageConsumptionFatal(_));
+                    if lost {
+                        return Err(format!(
+                            "topic {}, partition 0, offset {}: cannot consume: {e}",
+                            self.topic, self.position
+                        ));
+                    }
+                    // Broker or leader changes: librdkafka reconnects by itself.
+                    warn!("Kafka consumer of topic {}: {e}", self.topic);
+                    continue;
+                }
+            };
+            let offset = msg.offset();
+            let at = |what: String| at_offset(&self.topic, msg.partition(), offset, what);
+            self.stats.consumed += 1;
+            match header(&msg, HEADER_ID) {
+                Some(id) if id == self.lineage_text.as_bytes() => self.stats.own_skipped += 1,
+                Some(id) => {
+                    return Err(at(format!(
+                        "a record of lineage {} while this primary writes lineage {}: two primaries share the topic",
+                        String::from_utf8_lossy(id),
+                        self.lineage_text
+                    )))
+                }
+                None => {
+                    let value = external_value(&msg).map_err(at)?;
+                    match engine.apply_record(value, None, record_time(&msg)) {
+                        Ok(Applied::Applied) => {
+                            self.stats.external_applied += 1;
+                            applied = true;
+                        }
+                        Ok(Applied::IgnoredRead) => self.stats.ignored_reads += 1,
+                        Ok(Applied::Duplicate) => {}
+                        Err(e) => return Err(at(e.to_string())),
+                    }
+                }
+            }
+            self.position = offset + 1;
+        }
+        Ok(Drained { applied, more: self.wakeup.queued() > 0 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(args: &[&str]) -> Vec<u8> {
+        let mut v = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        v
+    }
+
+    /// Held external records are applied through a stamp, in broker order, or dropped as
+    /// duplicates through a duplicate's stamp; the rest stay held.
+    #[test]
+    fn held_records_apply_and_drop_through_a_stamp() {
+        let mut e = Engine::new(Replication::new_lineage());
+        let mut held = Held::default();
+        for (broker, v) in [(3, "a"), (7, "b"), (9, "c"), (12, "d")] {
+            let r = rec(&["APPEND", "k", v]);
+            held.bytes += r.len();
+            held.records.push_back((broker, 0, r));
+        }
+        let mut stats = ReplayStats::default();
+        held.apply_through(8, &mut e, "t", &mut stats).unwrap();
+        assert_eq!((stats.applied, stats.external_applied, held.records.len()), (2, 2, 2));
+        assert_eq!(held.drop_through(9), 1);
+        held.apply_through(i64::MAX, &mut e, "t", &mut stats).unwrap();
+        assert_eq!((held.records.len(), held.bytes), (0, 0));
+        assert_eq!(e.ks.get(b"k").unwrap().to_plain(), store::Plain::Str(b"abd".to_vec()));
+        // The mutations took fresh offsets 1..=3.
+        assert_eq!(e.next_offset(), 4);
+        // A bad held record names its broker offset.
+        held.records.push_back((15, 0, b"SET k v\r\n".to_vec()));
+        held.bytes += 9;
+        let err = held.apply_through(15, &mut e, "t", &mut stats).unwrap_err();
+        assert!(err.starts_with("topic t, partition 0, offset 15: malformed record"), "{err}");
+    }
 }

@@ -5,10 +5,9 @@
 //!   goblin-core owns refused by name.
 //! - [`kafka`] (cargo feature `kafka`, on by default): the producer behind the batch sink, the
 //!   startup topic checks, and the startup replay.
-//!
-//! What exists so far: `--kafka-ack-mode queued` (replies are released when the record is in
-//! librdkafka's queue); records of goblin lineages only (another producer's records stop the
-//! replay with an error saying so); no runtime consumption of the topic.
+//! - [`kafka::Consumer`]: the running primary's consumer of its own topic, which applies other
+//!   producers' writes (DESIGN.md decision 3) and stops the server on a record it cannot apply
+//!   or on a second primary's record.
 
 #[cfg(feature = "kafka")]
 pub mod kafka;

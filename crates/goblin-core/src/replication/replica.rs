@@ -144,9 +144,11 @@ pub struct Replica {
     backoff: Duration,
     /// The loaded snapshot or a replay gave this server a history: it never adopts another.
     pub has_history: bool,
-    /// `--kafka` on a replica: where the next catch-up seeks (inclusively).
+    /// `--kafka` on a replica: the topic, where the next catch-up seeks (inclusively), and
+    /// the loaded snapshot's consumer position (other producers' records below it are in the
+    /// snapshot; -1 once a catch-up went past it, or unknown).
     #[cfg(feature = "kafka")]
-    pub kafka: Option<(crate::journal::target::KafkaTarget, crate::journal::kafka::Start)>,
+    pub kafka: Option<(crate::journal::target::KafkaTarget, crate::journal::kafka::Start, i64)>,
 }
 
 impl Replica {
@@ -518,16 +520,19 @@ impl Server {
     #[cfg(feature = "kafka")]
     fn kafka_catch_up(&mut self, until: Option<u64>) -> Result<(), String> {
         use crate::journal::kafka::{replay, Start};
-        let (target, mut from) = self.replica.as_ref().and_then(|r| r.kafka.clone()).expect("--kafka on a replica");
+        let (target, mut from, mut position) =
+            self.replica.as_ref().and_then(|r| r.kafka.clone()).expect("--kafka on a replica");
         let mut last_progress = Instant::now();
         loop {
             let before = self.engine.repl.offset;
             let adopt = !self.replica.as_ref().expect("a replica").has_history && before == 0;
-            let stats = replay(&target, &mut self.engine, from, adopt)?;
+            let stats = replay(&target, &mut self.engine, from, position, adopt)?;
             if stats.last_broker_offset >= 0 {
                 from = Start::Offset(stats.last_broker_offset);
+                position = -1;
                 let r = self.replica.as_mut().expect("a replica");
-                r.kafka.as_mut().expect("kafka").1 = from;
+                let k = r.kafka.as_mut().expect("kafka");
+                (k.1, k.2) = (from, position);
                 // The last record read has a logical offset at or below the local one, so every
                 // later mutation sits after it: a safe cursor (see `frame::Cursor`).
                 r.cursor = Cursor { logical: self.engine.repl.offset as i64, broker: stats.last_broker_offset };

@@ -131,9 +131,10 @@ impl Server {
 
     /// The firehose sink (from `commit_batch`).
     pub(crate) fn firehose_on_batch(&mut self, batch: &Batch) {
-        // Batches the journal does not write (replayed ones) need no acknowledgement, but
-        // still wait behind retained frames to keep the order.
-        let held = self.acks_held() && batch.origin != Origin::Replay;
+        // Batches the journal does not write (other producers' records, already in Kafka;
+        // replayed ones) need no acknowledgement, but still wait behind retained frames to
+        // keep the order.
+        let held = self.acks_held() && !matches!(batch.origin, Origin::Replay | Origin::External);
         if self.firehose.subs.is_empty() && !held {
             return;
         }
