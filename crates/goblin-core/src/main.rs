@@ -164,7 +164,23 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
         }
         None => None,
     };
-    Ok(Some(Settings { source, auth }))
+    // TLS: always for a non-loopback TCP source, on request (--replica-tls) for loopback.
+    let tls = match &source {
+        Source::Tcp { host, .. } => {
+            let loopback = host == "localhost"
+                || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            if cfg.replica_tls || !loopback {
+                let client = transport::tls::client_config(cfg.replica_tls_ca_file.as_deref())
+                    .map_err(|e| format!("--replica-tcp TLS: {e}"))?;
+                let name = transport::tls::server_name(host, cfg.replica_tls_server_name.as_deref())?;
+                Some((client, name))
+            } else {
+                None
+            }
+        }
+        Source::Unix(_) => None,
+    };
+    Ok(Some(Settings { source, auth, tls }))
 }
 
 /// A replica's Kafka: the topic, where its first catch-up seeks, the snapshot's broker

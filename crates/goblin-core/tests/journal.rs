@@ -9,137 +9,14 @@
 
 mod common;
 
+use common::brokers::{info, random_command, Broker, Kafka4, Kaka};
 use common::{temp_path, Server};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A kaka broker on a free port, killed on drop. The binary is the workspace's (built by
-/// `cargo build --workspace --bins`, which the test script runs first).
-struct Kaka {
-    addr: String,
-    child: Child,
-}
-
-fn kaka_bin() -> PathBuf {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_goblin-core")).with_file_name("kaka");
-    assert!(
-        bin.exists(),
-        "{} is missing: build the workspace's binaries first (cargo build --workspace --bins)",
-        bin.display()
-    );
-    bin
-}
-
-impl Kaka {
-    fn start() -> Kaka {
-        Kaka::start_in(&temp_path("kaka"), common::free_port())
-    }
-
-    /// A broker on `dir` and `port` (a restart passes the same ones).
-    fn start_in(dir: &std::path::Path, port: u16) -> Kaka {
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(kaka_bin())
-            .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start kaka");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "kaka did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Kaka { addr, child }
-    }
-
-    /// `kaka topics create` against the running broker.
-    fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
-        let mut cmd = Command::new(kaka_bin());
-        cmd.args([
-            "topics",
-            "create",
-            name,
-            "--partitions",
-            &partitions.to_string(),
-            "--bootstrap",
-            &self.addr,
-        ]);
-        for c in configs {
-            cmd.args(["--config", c]);
-        }
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Kaka {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Apache Kafka 4 through `scripts/kafka4.sh`, stopped on drop.
-struct Kafka4 {
-    dir: PathBuf,
-    addr: String,
-}
-
-fn kafka4_script() -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kafka4.sh")
-}
-
-impl Kafka4 {
-    fn start() -> Kafka4 {
-        let fetch =
-            Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
-        assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
-        let dir = temp_path("kafka4");
-        let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&dir).output().unwrap();
-        assert!(out.status.success(), "Apache Kafka did not start: {}", String::from_utf8_lossy(&out.stderr));
-        let addr = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        Kafka4 { dir, addr }
-    }
-}
-
-impl Drop for Kafka4 {
-    fn drop(&mut self) {
-        let _ = Command::new("bash").arg(kafka4_script()).arg("stop").arg(&self.dir).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Either broker, for the scenarios that run on both.
-trait Broker {
-    fn addr(&self) -> &str;
-    fn uri(&self, topic: &str) -> String {
-        format!("kafka://{}/{topic}", self.addr())
-    }
-}
-
-impl Broker for Kaka {
-    fn addr(&self) -> &str {
-        &self.addr
-    }
-}
-
-impl Broker for Kafka4 {
-    fn addr(&self) -> &str {
-        &self.addr
-    }
-}
-
-fn info(con: &mut redis::Connection, section: &str) -> std::collections::HashMap<String, String> {
-    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
-    text.lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-        .collect()
-}
 
 /// (replid, offset, digest)
 fn state(con: &mut redis::Connection) -> (String, i64, String) {
@@ -574,46 +451,6 @@ fn a_snapshot_without_cursors_replays_from_its_creation_time() {
     let m = info(&mut con, "kafka");
     assert_eq!(m["kafka_replay_records_consumed"], journaled.to_string(), "{m:?}");
     assert_eq!(m["kafka_replay_records_duplicate"], journaled.to_string(), "{m:?}");
-}
-
-/// One random write (or read) over a few keys of every type, TTLs (in `ttl` ms) and cross-key
-/// commands.
-fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
-    let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
-    let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..30) {
-        0 => vec!["SET".into(), k(rng, "s"), v(rng)],
-        1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
-        2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
-        3 => vec!["INCRBYFLOAT".into(), k(rng, "f"), "0.5".into()],
-        4 => vec!["APPEND".into(), k(rng, "s"), v(rng)],
-        5 => vec!["DEL".into(), k(rng, "s"), k(rng, "h")],
-        6 => vec!["PEXPIRE".into(), k(rng, "s"), rng.gen_range(ttl.clone()).to_string()],
-        7 => vec!["PERSIST".into(), k(rng, "s")],
-        8 => vec!["HSET".into(), k(rng, "h"), v(rng), v(rng)],
-        9 => vec!["HDEL".into(), k(rng, "h"), v(rng)],
-        10 => vec!["HINCRBYFLOAT".into(), k(rng, "h"), "x".into(), "1.5".into()],
-        11 => vec!["SADD".into(), k(rng, "t"), v(rng), v(rng)],
-        12 => vec!["SREM".into(), k(rng, "t"), v(rng)],
-        13 => vec!["SPOP".into(), k(rng, "t")],
-        14 => vec!["SMOVE".into(), k(rng, "t"), k(rng, "t"), v(rng)],
-        15 => vec!["ZADD".into(), k(rng, "z"), v(rng), v(rng)],
-        16 => vec!["ZINCRBY".into(), k(rng, "z"), "2.5".into(), v(rng)],
-        17 => vec!["ZPOPMIN".into(), k(rng, "z")],
-        18 => vec!["RPUSH".into(), k(rng, "l"), v(rng), v(rng)],
-        19 => vec!["LPOP".into(), k(rng, "l")],
-        20 => vec!["LMOVE".into(), k(rng, "l"), k(rng, "l"), "LEFT".into(), "RIGHT".into()],
-        21 => vec!["LTRIM".into(), k(rng, "l"), "0".into(), "5".into()],
-        22 => vec!["ARSET".into(), k(rng, "a"), v(rng), v(rng)],
-        23 => vec!["ARINSERT".into(), k(rng, "a"), v(rng)],
-        24 => vec!["ARDEL".into(), k(rng, "a"), v(rng)],
-        25 => vec!["RENAME".into(), k(rng, "s"), k(rng, "s")],
-        26 => vec!["COPY".into(), k(rng, "h"), k(rng, "h"), "REPLACE".into()],
-        27 => vec!["SETBIT".into(), k(rng, "b"), rng.gen_range(0..64).to_string(), "1".into()],
-        28 => vec!["GETEX".into(), k(rng, "s"), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
-        _ => vec!["SINTERSTORE".into(), k(rng, "t"), k(rng, "t"), k(rng, "t")],
-    };
-    c
 }
 
 /// The replay property end to end: a random workload through a journaling primary; a fresh

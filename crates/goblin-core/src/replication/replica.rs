@@ -41,6 +41,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
+/// How a refused hello starts its error (an operator must align the versions: the replica
+/// stays degraded, not merely reconnecting).
+const VERSION_MISMATCH: &str = "version mismatch";
+
 /// The seed's bound on one connection attempt.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
 /// From connected to hello (AUTH and GOBLIN.FIREHOSE answered).
@@ -71,11 +75,23 @@ impl Source {
 }
 
 /// Everything a connection attempt needs (shared with the connector thread).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Settings {
     pub source: Source,
     /// AUTH user and password, sent before GOBLIN.FIREHOSE.
     pub auth: Option<(String, String)>,
+    /// TLS for a TCP source: the verifier and the identity the certificate must prove.
+    pub tls: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("source", &self.source)
+            .field("user", &self.auth.as_ref().map(|a| &a.0))
+            .field("tls", &self.tls.as_ref().map(|t| &t.1))
+            .finish()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,8 +250,8 @@ fn read_some(stream: &mut Stream, buf: &mut Vec<u8>, deadline: Instant) -> io::R
     }
 }
 
-fn open(source: &Source) -> io::Result<Stream> {
-    match source {
+fn open(settings: &Settings) -> io::Result<Stream> {
+    match &settings.source {
         Source::Tcp { host, port } => {
             use std::net::ToSocketAddrs;
             let addrs: Vec<_> = (host.as_str(), *port).to_socket_addrs()?.collect();
@@ -244,6 +260,9 @@ fn open(source: &Source) -> io::Result<Stream> {
                 match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         s.set_nodelay(true)?;
+                        if let Some((cfg, name)) = &settings.tls {
+                            return crate::transport::tls::connect_client(s, cfg.clone(), name.clone(), HANDSHAKE_TIMEOUT);
+                        }
                         s.set_nonblocking(true)?;
                         return Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)));
                     }
@@ -264,7 +283,7 @@ fn open(source: &Source) -> io::Result<Stream> {
 /// Runs on the connector thread (or the server thread at startup); never touches the engine.
 pub fn connect(settings: &Settings) -> Result<Handshake, String> {
     let what = settings.source.describe();
-    let mut stream = open(&settings.source).map_err(|e| format!("cannot connect to the upstream ({what}): {e}"))?;
+    let mut stream = open(settings).map_err(|e| format!("cannot connect to the upstream ({what}): {e}"))?;
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let mut req = Vec::new();
     if let Some((user, pass)) = &settings.auth {
@@ -296,7 +315,7 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
             Ok(Some((Frame::Hello { proto, version, replid, offset }, n))) => {
                 if proto != frame::PROTOCOL_VERSION || version != frame::BUILD_VERSION.as_bytes() {
                     return Err(format!(
-                        "version mismatch: the upstream ({what}) runs {} (firehose protocol {proto}), this server runs {} \
+                        "{VERSION_MISMATCH}: the upstream ({what}) runs {} (firehose protocol {proto}), this server runs {} \
                          (protocol {}); both ends of a firehose must run exactly the same goblin-core",
                         String::from_utf8_lossy(version),
                         frame::BUILD_VERSION,
@@ -366,6 +385,7 @@ impl Server {
             Ok(hs) => self.follow(hs),
             Err(e) => {
                 warn!("{e}; opening read-only and not ready, retrying in the background");
+                let degraded = e.starts_with(VERSION_MISMATCH);
                 #[cfg(feature = "kafka")]
                 if self.replica.as_ref().is_some_and(|r| r.kafka.is_some()) {
                     if let Err(e) = self.kafka_catch_up(None) {
@@ -375,10 +395,24 @@ impl Server {
                 }
                 let r = self.replica.as_mut().expect("a replica");
                 r.last_error = e;
-                r.state = State::Reconnecting;
+                r.state = if degraded { State::Degraded } else { State::Reconnecting };
                 self.schedule_attempt();
             }
         }
+    }
+
+    /// A connection attempt failed before a usable hello: retry (degraded when the versions
+    /// differ, which only an operator can fix).
+    fn attempt_failed(&mut self, e: String) {
+        let r = self.replica.as_mut().expect("a replica");
+        if r.last_error != e {
+            warn!("replica: {e}");
+        }
+        if e.starts_with(VERSION_MISMATCH) {
+            r.state = State::Degraded;
+        }
+        r.last_error = e;
+        self.schedule_attempt();
     }
 
     /// Starts the connector thread after the current backoff (jittered), doubling it.
@@ -419,14 +453,7 @@ impl Server {
         r.attempts += 1;
         match result {
             Ok(hs) => self.follow(hs),
-            Err(e) => {
-                let r = self.replica.as_mut().expect("a replica");
-                if r.last_error != e {
-                    warn!("replica: {e}");
-                }
-                r.last_error = e;
-                self.schedule_attempt();
-            }
+            Err(e) => self.attempt_failed(e),
         }
     }
 

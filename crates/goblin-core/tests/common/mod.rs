@@ -27,6 +27,9 @@
 //!   helpers for raw-protocol tests.
 #![allow(dead_code)]
 
+pub mod brokers;
+pub mod certs;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,427 @@
+//! Firehose replication through the real binaries: a primary with replicas over a Unix socket,
+//! TCP and TLS, and a chain; the replica's states when its upstream dies and comes back; the
+//! snapshot -> Kafka -> firehose handoff; a stopped subscriber cut off when its queue fills;
+//! authentication; and a fake upstream that sends another version, a bad frame or a gap.
+
+mod common;
+
+use common::brokers::{info, random_command, Broker, Kaka};
+use common::{temp_path, Server};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+fn sock(tag: &str) -> String {
+    temp_path(tag).to_str().unwrap().to_string()
+}
+
+/// INFO replication of a server.
+fn repl(s: &Server) -> HashMap<String, String> {
+    info(&mut s.conn(), "replication")
+}
+
+/// Waits until `cond` holds for the replica's INFO replication, or fails with its log.
+fn wait_for(s: &Server, what: &str, cond: impl Fn(&HashMap<String, String>) -> bool) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = repl(s);
+        if cond(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn digest(s: &Server) -> String {
+    redis::cmd("DEBUG").arg("DIGEST").query(&mut s.conn()).unwrap()
+}
+
+fn offset(s: &Server) -> u64 {
+    repl(s)["master_repl_offset"].parse().unwrap()
+}
+
+/// Waits until every replica has applied the primary's offset, then compares digests.
+fn converge(primary: &Server, replicas: &[&Server]) {
+    let want = offset(primary);
+    for r in replicas {
+        wait_for(r, "the primary's offset", |m| m["slave_repl_offset"] == want.to_string());
+        assert_eq!(digest(r), digest(primary), "replica log:\n{}", r.log());
+    }
+}
+
+/// Random writes of every type, TTLs, transactions and a blocked pop served later.
+fn random_workload(s: &Server, rng: &mut impl rand::Rng, rounds: usize) {
+    let mut con = s.conn();
+    for _ in 0..rounds {
+        let mut p = redis::pipe();
+        for _ in 0..50 {
+            let c = random_command(rng, 600_000..900_000);
+            p.cmd(&c[0]).arg(&c[1..]).ignore();
+        }
+        let _: redis::RedisResult<()> = p.query(&mut con);
+        let _: () = redis::pipe().atomic().cmd("INCR").arg("tx").cmd("LPUSH").arg("tl").arg("x").query(&mut con).unwrap();
+    }
+    // A blocked pop served by a later push: its own batch (a blocked retry).
+    let url = s.url();
+    let waiter = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let v: Option<(String, String)> = redis::cmd("BLPOP").arg("bq").arg(10).query(&mut c).unwrap();
+        v
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let _: i64 = redis::cmd("RPUSH").arg("bq").arg("a").arg("b").query(&mut con).unwrap();
+    assert_eq!(waiter.join().unwrap(), Some(("bq".into(), "a".into())));
+}
+
+#[test]
+fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
+    use rand::SeedableRng;
+    let seed: u64 = rand::random();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let psock = sock("primary.sock");
+    let asock = sock("replica-a.sock");
+    let primary = Server::start(&["--unixsocket", &psock, "--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let a = Server::start(&["--replica-uds", &psock, "--unixsocket", &asock, "--enable-debug-command", "yes"]);
+    let b = Server::start(&["--replica-tcp", "127.0.0.1", &pport, "--enable-debug-command", "yes"]);
+    // A chain: primary -> a -> c.
+    let c = Server::start(&["--replica-uds", &asock, "--enable-debug-command", "yes"]);
+    for (r, transport) in [(&a, "uds"), (&b, "tcp"), (&c, "uds")] {
+        let m = wait_for(r, "live", |m| m["replica_state"] == "live");
+        assert_eq!((m["goblin_ready"].as_str(), m["master_link_status"].as_str()), ("1", "up"));
+        assert_eq!(m["master_transport"], transport);
+        assert_eq!(m["role"], "slave");
+    }
+    random_workload(&primary, &mut rng, 20);
+    converge(&primary, &[&a, &b, &c]);
+    // Every server holds the one lineage.
+    let id = repl(&primary)["master_replid"].clone();
+    for r in [&a, &b, &c] {
+        assert_eq!(repl(r)["master_replid"], id, "seed {seed}");
+    }
+    // Replicas serve reads and refuse writes, inside MULTI too.
+    let mut rc = a.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    assert!(n > 0);
+    let e = redis::cmd("SET").arg("k").arg("v").query::<()>(&mut rc).unwrap_err();
+    assert_eq!(e.code(), Some("READONLY"), "{e}");
+    let e = redis::pipe().atomic().cmd("INCR").arg("x").query::<()>(&mut rc).unwrap_err();
+    assert!(e.to_string().contains("read only replica"), "{e}");
+    // ROLE on both sides; the primary lists its two direct subscribers with their offsets.
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut rc).unwrap();
+    assert_eq!(role.len(), 6);
+    assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[3], redis::Value::BulkString(b"connected".to_vec()));
+    assert_eq!(role[5], redis::Value::BulkString(b"uds".to_vec()));
+    let (kind, off, subs): (String, u64, Vec<(String, String, String)>) =
+        redis::cmd("ROLE").query(&mut primary.conn()).unwrap();
+    assert_eq!((kind.as_str(), subs.len()), ("master", 2));
+    assert!(subs.iter().all(|s| s.2 == off.to_string()), "{subs:?}");
+    assert_eq!(repl(&primary)["connected_slaves"], "2");
+    // WAIT: the writer's last write reached both direct subscribers.
+    let mut pc = primary.conn();
+    let _: () = redis::cmd("SET").arg("w").arg("1").query(&mut pc).unwrap();
+    let n: i64 = redis::cmd("WAIT").arg(2).arg(5000).query(&mut pc).unwrap();
+    assert_eq!(n, 2);
+    // Asking for more than exist times out with the count reached.
+    let n: i64 = redis::cmd("WAIT").arg(3).arg(200).query(&mut pc).unwrap();
+    assert_eq!(n, 2);
+    let e = redis::cmd("WAIT").arg(1).arg(10).query::<i64>(&mut rc).unwrap_err();
+    assert!(e.to_string().contains("WAIT cannot be used with replica instances"), "{e}");
+    // Keys past their deadline read as missing on a replica but stay until the primary's DEL.
+    let _: () = redis::cmd("SET").arg("ttl").arg("v").arg("PX").arg(150).query(&mut pc).unwrap();
+    converge(&primary, &[&a]);
+    std::thread::sleep(Duration::from_millis(300));
+    let v: Option<String> = redis::cmd("GET").arg("ttl").query(&mut rc).unwrap();
+    assert_eq!(v, None);
+    converge(&primary, &[&a, &b, &c]);
+}
+
+#[test]
+fn the_replica_waits_out_a_dead_primary_and_returns_to_live_at_its_offset() {
+    let k = Kaka::start();
+    let uri = k.uri("repl-restart");
+    let snap = sock("primary.gcsn");
+    let pport = common::free_port().to_string();
+    let pargs =
+        ["--port", pport.as_str(), "--kafka", &uri, "--kafka-ack-mode", "broker", "--load", &snap, "--enable-debug-command", "yes"];
+    let mut primary = Server::start(&pargs);
+    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--enable-debug-command", "yes"]);
+    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let mut pc = primary.conn();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
+    for i in 0..100 {
+        let _: i64 = redis::cmd("INCR").arg("counter").query(&mut pc).unwrap();
+        let _: i64 = redis::cmd("RPUSH").arg("list").arg(i).query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&replica]);
+    let want = (offset(&primary), digest(&primary));
+    primary.signal(9);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    let m = wait_for(&replica, "the link lost", |m| m["goblin_ready"] == "0");
+    assert!(matches!(m["replica_state"].as_str(), "reconnecting"), "{m:?}");
+    assert_eq!(m["master_link_status"], "down");
+    // Reads served, writes refused.
+    let mut rc = replica.conn();
+    let v: String = redis::cmd("GET").arg("k7").query(&mut rc).unwrap();
+    assert_eq!(v, "7");
+    let n: i64 = redis::cmd("LLEN").arg("list").query(&mut rc).unwrap();
+    assert_eq!(n, 100);
+    assert_eq!(redis::cmd("DEL").arg("k7").query::<i64>(&mut rc).unwrap_err().code(), Some("READONLY"));
+    // The primary comes back from its snapshot and the topic, at the same lineage and offset:
+    // the replica goes back to live at that exact offset without a Kafka catch-up.
+    let primary = Server::start(&pargs);
+    assert_eq!((offset(&primary), digest(&primary)), want);
+    let m = wait_for(&replica, "live again", |m| m["replica_state"] == "live");
+    assert_eq!(m["slave_repl_offset"], want.0.to_string());
+    assert!(m["replica_reconnect_successes"].parse::<u64>().unwrap() >= 2, "{m:?}");
+    assert!(m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= 2, "{m:?}");
+    let _: i64 = redis::cmd("INCR").arg("counter").query(&mut primary.conn()).unwrap();
+    converge(&primary, &[&replica]);
+}
+
+#[test]
+fn a_replica_from_an_older_snapshot_hands_off_through_kafka_and_the_buffered_firehose() {
+    let k = Kaka::start();
+    let uri = k.uri("repl-handoff");
+    let snap = sock("primary.gcsn");
+    let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let mut pc = primary.conn();
+    for i in 0..500 {
+        let _: () = redis::cmd("HSET").arg(format!("h{}", i % 20)).arg(i).arg(i).query(&mut pc).unwrap();
+    }
+    let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
+    let old = sock("replica.gcsn");
+    std::fs::copy(&snap, &old).unwrap();
+    // The primary moves on past the snapshot, and keeps writing while the replica starts.
+    for i in 0..3000 {
+        let _: i64 = redis::cmd("INCR").arg(format!("n{}", i % 50)).query(&mut pc).unwrap();
+    }
+    let url = primary.url();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: i64 = redis::cmd("RPUSH").arg("during").arg(i).query(&mut c).unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    let replica = Server::start(&[
+        "--load",
+        &old,
+        "--kafka",
+        &uri,
+        "--replica-tcp",
+        "127.0.0.1",
+        &pport,
+        "--enable-debug-command",
+        "yes",
+    ]);
+    // Listeners open only once the replica is live.
+    let m = repl(&replica);
+    assert_eq!((m["replica_state"].as_str(), m["goblin_ready"].as_str()), ("live", "1"), "{m:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let pushed = writer.join().unwrap();
+    assert!(pushed > 0);
+    converge(&primary, &[&replica]);
+    let log = replica.log();
+    assert!(log.contains("catching up through Kafka"), "{log}");
+    let n: u64 = redis::cmd("LLEN").arg("during").query(&mut replica.conn()).unwrap();
+    assert_eq!(n, pushed);
+}
+
+#[test]
+fn a_stopped_subscriber_is_cut_off_when_its_queue_fills_and_others_go_on() {
+    let primary = Server::start(&["--replication-buffer-bytes", "64kb", "--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let args = ["--replica-tcp", "127.0.0.1", pport.as_str(), "--enable-debug-command", "yes"];
+    let stopped = Server::start(&args);
+    let healthy = Server::start(&args);
+    for r in [&stopped, &healthy] {
+        wait_for(r, "live", |m| m["replica_state"] == "live");
+    }
+    stopped.signal(libc::SIGSTOP);
+    let mut pc = primary.conn();
+    let value = "x".repeat(4096);
+    // Far more than the stopped replica's 64 KiB queue and its socket buffers hold.
+    for i in 0..4000 {
+        let _: () = redis::cmd("SET").arg(format!("k{}", i % 100)).arg(&value).query(&mut pc).unwrap();
+    }
+    let m = wait_for(&primary, "the stopped subscriber cut off", |m| m["connected_slaves"] == "1");
+    assert_eq!(m["firehose_full_disconnections"], "1");
+    converge(&primary, &[&healthy]);
+    stopped.signal(libc::SIGCONT);
+    // It finds its link gone; without Kafka, the primary being ahead is a gap it cannot fill.
+    let m = wait_for(&stopped, "degraded", |m| m["replica_state"] == "degraded");
+    assert_eq!(m["goblin_ready"], "0");
+    assert!(m["replica_last_error"].contains("without --kafka the gap cannot be filled"), "{m:?}");
+}
+
+#[test]
+fn replicas_authenticate_from_a_password_file() {
+    let primary = Server::start(&["--requirepass", "s3cret"]);
+    let pport = primary.port.to_string();
+    let good = temp_path("good.password");
+    std::fs::write(&good, "s3cret\n").unwrap();
+    let bad = temp_path("bad.password");
+    std::fs::write(&bad, "guess\n").unwrap();
+    let with = |file: &std::path::Path| {
+        Server::start(&[
+            "--replica-tcp",
+            "127.0.0.1",
+            &pport,
+            "--replica-auth-user",
+            "default",
+            "--replica-auth-password-file",
+            file.to_str().unwrap(),
+        ])
+    };
+    let r = with(&good);
+    wait_for(&r, "live", |m| m["replica_state"] == "live");
+    let mut pc = primary.conn();
+    let _: () = redis::cmd("AUTH").arg("s3cret").query(&mut pc).unwrap();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut pc).unwrap();
+    wait_for(&r, "the write", |m| m["slave_repl_offset"] == "1");
+    let wrong = with(&bad);
+    let m = wait_for(&wrong, "refused", |m| m["replica_last_error"].contains("WRONGPASS"));
+    assert_eq!(m["goblin_ready"], "0");
+    // No password at all: GOBLIN.FIREHOSE is refused with NOAUTH.
+    let none = Server::start(&["--replica-tcp", "127.0.0.1", &pport]);
+    wait_for(&none, "refused", |m| m["replica_last_error"].contains("NOAUTH"));
+    // A missing password file stops startup, naming the file.
+    let missing = temp_path("missing.password");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--port", "0", "--replica-tcp", "127.0.0.1", &pport, "--replica-auth-password-file"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--replica-auth-password-file") && err.contains(missing.to_str().unwrap()), "{err}");
+}
+
+#[test]
+fn tls_replication_verifies_the_upstream() {
+    let dir = common::certs::make("IP:127.0.0.1,DNS:localhost");
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    let tport = common::free_port().to_string();
+    let primary = Server::start(&[
+        "--tls-port",
+        &tport,
+        "--tls-cert-file",
+        &p("server.crt"),
+        "--tls-key-file",
+        &p("server.key"),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let replica = |ca: &str, extra: &[&str]| {
+        let mut args = vec!["--replica-tcp", "127.0.0.1", &tport, "--replica-tls", "--replica-tls-ca-file", ca];
+        args.extend(extra);
+        args.extend(["--enable-debug-command", "yes"]);
+        Server::start(&args)
+    };
+    let r = replica(&p("ca.crt"), &[]);
+    wait_for(&r, "live", |m| m["replica_state"] == "live");
+    // A DNS identity the certificate also proves.
+    let dns = replica(&p("ca.crt"), &["--replica-tls-server-name", "localhost"]);
+    wait_for(&dns, "live", |m| m["replica_state"] == "live");
+    random_workload(&primary, &mut rand::thread_rng(), 5);
+    converge(&primary, &[&r, &dns]);
+    // A certificate from another CA, or for another name, is refused.
+    let wrong_ca = replica(&p("other-ca.crt"), &[]);
+    let m = wait_for(&wrong_ca, "refused", |m| !m["replica_last_error"].is_empty());
+    assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
+    let wrong_name = replica(&p("ca.crt"), &["--replica-tls-server-name", "primary.example.net"]);
+    let m = wait_for(&wrong_name, "refused", |m| !m["replica_last_error"].is_empty());
+    assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
+    assert_eq!(m["goblin_ready"], "0");
+}
+
+/// A fake upstream: answers one GOBLIN.FIREHOSE with `reply`, then holds the connection open.
+fn fake_upstream(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 256];
+        let mut got = Vec::new();
+        while !got.ends_with(b"GOBLIN.FIREHOSE\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the replica closed before subscribing");
+            got.extend_from_slice(&buf[..n]);
+        }
+        s.write_all(&reply).unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    (port, h)
+}
+
+fn hello(version: &str, replid: &str, offset: u64) -> Vec<u8> {
+    format!("*5\r\n$5\r\nHELLO\r\n:1\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len()).into_bytes()
+}
+
+fn batch(replid: &str, first: u64, cmd: &[&str]) -> Vec<u8> {
+    let mut m = format!("*{}\r\n", cmd.len());
+    for a in cmd {
+        m.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    format!("*7\r\n$5\r\nBATCH\r\n:1\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n", m.len()).into_bytes()
+}
+
+#[test]
+fn another_version_a_bad_frame_or_a_gap_from_the_upstream_is_refused() {
+    let id = "0123456789abcdef0123456789abcdef01234567";
+    let ours = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
+    let start = |port: u16| Server::start(&["--replica-tcp", "127.0.0.1", &port.to_string()]);
+    // Another version: refused at the hello.
+    let (port, h) = fake_upstream(hello("goblin-core 0.0.1-other", id, 0));
+    let r = start(port);
+    let m = wait_for(&r, "refused", |m| m["replica_last_error"].contains("version mismatch"));
+    assert_eq!((m["replica_state"].as_str(), m["goblin_ready"].as_str()), ("degraded", "0"), "{m:?}");
+    h.join().unwrap();
+    // A valid write, then a frame that is not one: the write stays, the link is dropped.
+    let mut reply = hello(ours, id, 0);
+    reply.extend(batch(id, 1, &["SET", "a", "1"]));
+    reply.extend(b"*3\r\n$5\r\nBATCH\r\n:1\r\n");
+    let (port, h) = fake_upstream(reply);
+    let r = start(port);
+    let m = wait_for(&r, "the bad frame", |m| m["replica_last_error"].contains("bad frame"));
+    assert_eq!(m["slave_repl_offset"], "1");
+    assert_eq!(m["master_replid"], id);
+    let v: String = redis::cmd("GET").arg("a").query(&mut r.conn()).unwrap();
+    assert_eq!(v, "1");
+    h.join().unwrap();
+    // A gap (offset 3 after 1): nothing of it is applied.
+    let mut reply = hello(ours, id, 0);
+    reply.extend(batch(id, 1, &["SET", "a", "1"]));
+    reply.extend(batch(id, 3, &["SET", "b", "2"]));
+    let (port, h) = fake_upstream(reply);
+    let r = start(port);
+    let m = wait_for(&r, "the gap", |m| m["replica_last_error"].contains("missing"));
+    assert_eq!(m["slave_repl_offset"], "1");
+    let n: i64 = redis::cmd("EXISTS").arg("b").query(&mut r.conn()).unwrap();
+    assert_eq!(n, 0);
+    h.join().unwrap();
+    // A write the data refuses (an INCR of a non-number): the link is abandoned.
+    let mut reply = hello(ours, id, 0);
+    reply.extend(batch(id, 1, &["SET", "a", "x"]));
+    reply.extend(batch(id, 2, &["INCR", "a"]));
+    let (port, h) = fake_upstream(reply);
+    let r = start(port);
+    let m = wait_for(&r, "the refused write", |m| m["replica_last_error"].contains("logical offset 2"));
+    assert_eq!(m["slave_repl_offset"], "1");
+    h.join().unwrap();
+}
