@@ -217,8 +217,11 @@ fn debug_digest_compares_contents() {
 }
 
 #[test]
-fn flags_of_unbuilt_features_are_refused_at_startup() {
-    for (args, flag) in [(vec!["--replica-tcp", "127.0.0.1", "1"], "--replica-tcp")] {
+fn bad_replica_flags_are_refused_at_startup() {
+    for (args, want) in [
+        (vec!["--replica-tcp", "127.0.0.1", "0"], "--replica-tcp: invalid port '0'"),
+        (vec!["--replica-tcp", "127.0.0.1", "1", "--replica-uds", "/tmp/x"], "exactly one upstream"),
+    ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
             .args(["--port", "0"])
             .args(&args)
@@ -226,7 +229,7 @@ fn flags_of_unbuilt_features_are_refused_at_startup() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(flag) && err.contains("does not have yet"), "{err}");
+        assert!(err.contains(want), "{err}");
         assert!(!err.contains("listening on"), "no listener may open: {err}");
     }
 }

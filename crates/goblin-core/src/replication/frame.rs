@@ -301,7 +301,8 @@ mod tests {
             let want: Vec<&[u8]> = batch.iter().map(|m| m.bytes).collect();
             prop_assert_eq!(&b.muts, &want);
             // The next frame follows exactly where this one ended.
-            prop_assert!(matches!(decode(&out[used..]), Ok(Some((Frame::Hello { offset: 7, .. }, _)))));
+            let next_is_hello = matches!(decode(&out[used..]), Ok(Some((Frame::Hello { offset: 7, .. }, _))));
+            prop_assert!(next_is_hello);
             // A cut anywhere inside the first frame is incomplete, not an error.
             let cut = split.index(used);
             prop_assert_eq!(decode(&out[..cut]), Ok(None));
