@@ -13,8 +13,10 @@
 //! ```
 //!
 //! Atomic units and their origins: one client command ([`Origin::Command`]), one EXEC
-//! ([`Origin::Exec`]), one parked blocking command served later ([`Origin::BlockedRetry`]), one
-//! round of active expiry ([`Origin::ActiveExpiry`]). Each is committed exactly once, right
+//! ([`Origin::Exec`]), one script: EVAL/EVALSHA and their _RO forms, everything the script
+//! wrote ([`Origin::Script`]; inside MULTI its writes are part of the EXEC's batch), one
+//! parked blocking command served later ([`Origin::BlockedRetry`]), one round of active expiry
+//! ([`Origin::ActiveExpiry`]). Each is committed exactly once, right
 //! after it ran, before anything else runs: so sinks see batches in commit order and a batch
 //! never interleaves with another.
 //!

@@ -21,6 +21,7 @@ mod dispatch;
 mod dumpworld;
 mod journal;
 mod pubsub;
+mod scripting;
 mod server;
 mod snapshots;
 mod stats;
