@@ -15,11 +15,13 @@
 //! ```
 //!
 //! Atomic units and their origins: one client command ([`Origin::Command`]), one EXEC
-//! ([`Origin::Exec`]), one parked blocking command served later ([`Origin::BlockedRetry`]), one
-//! round of active expiry ([`Origin::ActiveExpiry`]), one bounded run of other producers'
-//! records consumed from the journal topic ([`Origin::External`]). Each is committed exactly
-//! once, right after it ran, before anything else runs: so sinks see batches in commit order
-//! and a batch never interleaves with another.
+//! ([`Origin::Exec`]), one script: EVAL/EVALSHA and their _RO forms, everything the script
+//! wrote ([`Origin::Script`]; inside MULTI its writes are part of the EXEC's batch), one
+//! parked blocking command served later ([`Origin::BlockedRetry`]), one round of active expiry
+//! ([`Origin::ActiveExpiry`]), one bounded run of other producers' records consumed from the
+//! journal topic ([`Origin::External`]). Each is committed exactly once, right after it ran,
+//! before anything else runs: so sinks see batches in commit order and a batch never
+//! interleaves with another.
 //!
 //! A sink gets `&Batch` and must not keep it: a sink that needs the bytes later (the journal
 //! in broker ack mode, a slow downstream) copies them into its own bounded buffer.

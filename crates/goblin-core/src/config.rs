@@ -52,6 +52,11 @@ pub struct Config {
     #[arg(long = "busy-poll-us", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub busy_poll_us: u32,
 
+    /// Milliseconds a script may run before other clients get BUSY and SCRIPT KILL may stop
+    /// it (Redis's `busy-reply-threshold`, alias `lua-time-limit`).
+    #[arg(long = "busy-reply-threshold", alias = "lua-time-limit", default_value_t = 5000)]
+    pub busy_reply_threshold: u64,
+
     /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
     #[arg(long, default_value = "info")]
     pub loglevel: String,

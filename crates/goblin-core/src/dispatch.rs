@@ -103,6 +103,12 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // A script is running past busy-reply-threshold (this is its loop turn for the
+        // others): BUSY, or SCRIPT KILL / SHUTDOWN NOSAVE. Nothing is committed here.
+        if crate::scripting::busy() {
+            self.call_while_busy(conn, spec, args);
+            return;
+        }
         // The RESP2 subscribed context (Redis's CLIENT_PUBSUB test, made after the arity
         // check as in Redis): the connection carries pushes in-band, so only the pub/sub
         // commands, PING, QUIT and RESET run. RESP3 pushes are out of band: anything runs.
@@ -161,9 +167,15 @@ impl Server {
         self.apply_reply_mode(conn, mark);
         self.check_output_limit(conn);
         // The atomic unit ends here: one command, or one whole EXEC.
-        if let Some(last) =
-            self.commit_batch(if spec.name == "exec" { Origin::Exec } else { Origin::Command })
-        {
+        let origin = match spec.handler {
+            Handler::Server => match spec.name {
+                "exec" => Origin::Exec,
+                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => Origin::Script,
+                _ => Origin::Command,
+            },
+            Handler::Data(_) => Origin::Command,
+        };
+        if let Some(last) = self.commit_batch(origin) {
             conn.last_write_offset = last;
             self.hold_reply(conn, slot, mark, last);
         }

@@ -25,6 +25,7 @@ mod dumpworld;
 mod journal;
 mod pubsub;
 mod replication;
+mod scripting;
 mod server;
 mod snapshots;
 mod stats;

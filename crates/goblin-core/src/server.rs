@@ -183,6 +183,12 @@ pub struct Server {
     pub(crate) watches: crate::watch::Watches,
     /// Pub/sub channels and patterns -> subscribers (see pubsub.rs).
     pub(crate) pubsub: crate::pubsub::PubSub,
+    /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
+    /// while a script runs (see scripting/).
+    pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
+    /// Events a busy script's loop turn (`busy_turn`) saw but left for the next real turn
+    /// (signals, the waker, the journal's pipe).
+    deferred_tokens: Vec<Token>,
     signal_rx: mio::unix::pipe::Receiver,
     _signal_tx: mio::unix::pipe::Sender,
     waker: Arc<Waker>,
@@ -318,6 +324,8 @@ impl Server {
             blocked: BlockedIndex::default(),
             watches: Default::default(),
             pubsub: Default::default(),
+            scripting: None,
+            deferred_tokens: Vec::new(),
             signal_rx: rx,
             _signal_tx: tx,
             waker,
@@ -620,6 +628,9 @@ impl Server {
                 return Err(e);
             }
             self.turn_start = Instant::now();
+            for token in std::mem::take(&mut self.deferred_tokens) {
+                self.on_token(token);
+            }
             // Reads cut short last turn go first: their requests are the oldest.
             let again = std::mem::take(&mut self.read_again);
             for &slot in &again {
@@ -638,11 +649,7 @@ impl Server {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    SIGNAL => self.on_signal_pipe(),
-                    WAKER => self.on_wake(),
-                    JOURNAL => self.poll_journal(),
-                    UPSTREAM => self.replica_io(),
-                    CONSUMER => self.consume_journal(),
+                    t @ (SIGNAL | WAKER | JOURNAL | UPSTREAM | CONSUMER) => self.on_token(t),
                     Token(t) if t >= CONN_BASE => {
                         let slot = t - CONN_BASE;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -661,6 +668,72 @@ impl Server {
         }
         self.close_all();
         Ok(())
+    }
+
+    fn on_token(&mut self, token: Token) {
+        match token {
+            SIGNAL => self.on_signal_pipe(),
+            WAKER => self.on_wake(),
+            JOURNAL => self.poll_journal(),
+            UPSTREAM => self.replica_io(),
+            CONSUMER => self.consume_journal(),
+            _ => {}
+        }
+    }
+
+    /// One short loop turn from inside a busy script (the timeout hook calls it): accepts,
+    /// reads and answers other clients (`call` answers them `-BUSY`, or acts on SCRIPT KILL
+    /// and SHUTDOWN NOSAVE, and commits nothing), and writes the replies. Signals, the waker
+    /// and the journal are left for the next real turn, and so are the events of the
+    /// script's own connection (out of its slot now): it is read again next turn.
+    ///
+    /// With `sweep`, every connection is read as well: the readiness edges the loop turn that
+    /// started the script had already collected (and not yet acted on) will not come again,
+    /// so the first busy turn, and one every so often, reads everyone.
+    pub(crate) fn busy_turn(&mut self, sweep: bool) {
+        let mut events = Events::with_capacity(64);
+        if self.poll.poll(&mut events, Some(Duration::ZERO)).is_err() {
+            return;
+        }
+        self.clock_ms = now_ms();
+        if sweep {
+            for slot in 0..self.conns.len() {
+                if matches!(self.conns.get(slot), Some(Some(_))) {
+                    self.handle_read(slot, false);
+                }
+            }
+        }
+        for ev in events.iter() {
+            match ev.token() {
+                Token(t) if t >= CONN_BASE => {
+                    let slot = t - CONN_BASE;
+                    match self.conns.get(slot) {
+                        Some(Some(_)) => {
+                            if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                                let drain = ev.is_read_closed() || ev.is_error();
+                                self.handle_read(slot, drain);
+                            }
+                            if ev.is_writable() {
+                                self.queue_write(slot);
+                            }
+                        }
+                        // The script's own connection: read it next turn.
+                        Some(None) if !self.read_again.contains(&slot) => self.read_again.push(slot),
+                        _ => {}
+                    }
+                }
+                Token(t) if (LISTENER_BASE..CONN_BASE).contains(&t) => self.accept(t - LISTENER_BASE),
+                other => self.deferred_tokens.push(other),
+            }
+        }
+        self.flush_writes();
+    }
+
+    /// SHUTDOWN NOSAVE while a script is busy: closes the clients and the journal (what it
+    /// already holds is flushed) and exits; the script's pending writes are never committed.
+    pub(crate) fn exit_now(&mut self) -> ! {
+        self.close_all();
+        std::process::exit(0);
     }
 
     /// epoll_wait, first polling without blocking for up to the current busy-poll window when
@@ -835,6 +908,10 @@ impl Server {
         let drain = conn.peer_closed;
         let mut reads = 0;
         let mut scratch = std::mem::take(&mut self.scratch);
+        if scratch.len() < READ_CHUNK {
+            // A read nested in a busy script's loop turn: the outer read holds the buffer.
+            scratch = vec![0; READ_CHUNK];
+        }
         loop {
             if conn.close_now || conn.close_after_reply {
                 break;
@@ -1023,8 +1100,16 @@ impl Server {
     /// Writes each queued connection's output once, closes those that asked for it.
     fn flush_writes(&mut self) {
         let queue = std::mem::take(&mut self.write_queue);
+        let mut kept = Vec::new();
         for &slot in &queue {
-            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
+            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
+                // Out of its slot (a busy script's loop turn runs while it is being served):
+                // it stays queued for the next flush.
+                if crate::scripting::running() && matches!(self.conns.get(slot), Some(None)) {
+                    kept.push(slot);
+                }
+                continue;
+            };
             conn.in_write_queue = false;
             self.flush_conn(slot, conn);
         }
@@ -1034,6 +1119,7 @@ impl Server {
         if self.write_queue.is_empty() {
             self.write_queue = queue;
         }
+        self.write_queue.extend(kept);
     }
 
     /// Writes what `conn` has pending (or closes it if it asked for that), then puts it back

@@ -51,12 +51,20 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("publish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST, NO_KEYS, "pubsub", "Posts a message to a channel.", Handler::Server),
     spec("spublish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST, (1, 1, 1), "pubsub", "Post a message to a shard channel.", Handler::Server),
     spec("pubsub", -2, 0, NO_KEYS, "pubsub", "A container for Pub/Sub commands.", Handler::Server),
+    // Scripting (goblin-core/src/scripting/). Keys are given by numkeys (movable).
+    spec("eval", -3, SCRIPT_FLAGS, NO_KEYS, "scripting", "Executes a server-side Lua script.", Handler::Server),
+    spec("evalsha", -3, SCRIPT_FLAGS, NO_KEYS, "scripting", "Executes a server-side Lua script by SHA1 digest.", Handler::Server),
+    spec("eval_ro", -3, SCRIPT_FLAGS | Flags::READONLY, NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", Handler::Server),
+    spec("evalsha_ro", -3, SCRIPT_FLAGS | Flags::READONLY, NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", Handler::Server),
+    spec("script", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "A container for Lua scripts management commands.", Handler::Server),
 ];
 
 /// Subscription commands: pub/sub, not in scripts, served while loading or stale.
 const PUBSUB_CONN: u32 = Flags::PUBSUB | CONN;
 
 const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+/// EVAL and friends: not callable from scripts, served while stale, keys by numkeys.
+const SCRIPT_FLAGS: u32 = Flags::NOSCRIPT | Flags::STALE | Flags::MOVABLEKEYS;
 const LOADING_STALE: u32 = Flags::LOADING | Flags::STALE;
 /// Connection-level commands: not allowed in scripts, served while loading or stale.
 const CONN: u32 = Flags::NOSCRIPT | LOADING_STALE;

@@ -314,6 +314,21 @@ fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]]) {
     if !s.arity_ok(cmd.len()) {
         return reply::error(out, b"ERR Invalid number of arguments specified for command");
     }
+    if matches!(s.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro") {
+        // Movable keys: `numkeys` of them after it.
+        let n = match engine::util::parse_i64(cmd[2]) {
+            Some(n) if n >= 0 && n <= cmd.len() as i64 - 3 => n as usize,
+            _ => return reply::error(out, b"ERR Invalid arguments specified for command"),
+        };
+        if n == 0 {
+            return reply::error(out, b"ERR The command has no key arguments");
+        }
+        reply::array_len(out, n);
+        for k in &cmd[3..3 + n] {
+            reply::bulk(out, k);
+        }
+        return;
+    }
     if s.first_key <= 0 {
         return reply::error(out, b"ERR The command has no key arguments");
     }

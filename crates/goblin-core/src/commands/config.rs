@@ -34,6 +34,8 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ),
         ("loglevel", c.loglevel.clone()),
         ("hz", "10".into()),
+        ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
+        ("lua-time-limit", c.busy_reply_threshold.to_string()),
         ("cluster-enabled", "no".into()),
         // A primary with no upstream: the name with an empty value, as Redis answers.
         ("replicaof", String::new()),
@@ -131,6 +133,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         MaxClients(u32),
         MaxBulk(u64),
         RequirePass(String),
+        BusyThreshold(u64),
         Nothing,
     }
     let known = settings(s);
@@ -173,6 +176,19 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             },
             // The default user's password, as Redis applies it (see Users::set_requirepass).
             "requirepass" => Change::RequirePass(String::from_utf8_lossy(val).into_owned()),
+            "busy-reply-threshold" | "lua-time-limit" => match util::parse_i64(val) {
+                Some(n) if n >= 0 => Change::BusyThreshold(n as u64),
+                Some(_) => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    )
+                }
+                None => {
+                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                }
+            },
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
             _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
@@ -189,6 +205,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 s.users.set_requirepass(&pw);
                 s.cfg.requirepass = Some(pw);
             }
+            Change::BusyThreshold(n) => s.cfg.busy_reply_threshold = n,
             Change::Nothing => {}
         }
     }

@@ -201,6 +201,14 @@ fn memory(s: &Server, t: &mut String) {
         "{:.2}%",
         if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 100.0 }
     );
+    // The Lua VM and the script cache (zero before the first script, and inside one: the VM
+    // is out of the server while a script runs).
+    let (lua, scripts, cached) =
+        s.scripting.as_ref().map(|sc| (sc.vm_bytes(), sc.body_bytes(), sc.cached())).unwrap_or_default();
+    field!(t, "used_memory_lua", "{lua}");
+    field!(t, "used_memory_vm_eval", "{lua}");
+    field!(t, "used_memory_scripts_eval", "{scripts}");
+    field!(t, "number_of_cached_scripts", "{cached}");
     field!(t, "maxmemory", "0");
     field!(t, "maxmemory_human", "0B");
     field!(t, "maxmemory_policy", "noeviction");

@@ -83,6 +83,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::integer(&mut c.out, n as i64);
         }
         "pubsub" => s.pubsub_command(c, args),
+        "eval" => s.eval_command(c, slot, args, false, false, now),
+        "evalsha" => s.eval_command(c, slot, args, true, false, now),
+        "eval_ro" => s.eval_command(c, slot, args, false, true, now),
+        "evalsha_ro" => s.eval_command(c, slot, args, true, true, now),
+        "script" => s.script_command(c, args),
         other => {
             // A row marked Handler::Server that this crate does not know: a bug in the table.
             tracing::error!("server command '{other}' has no implementation");
@@ -137,6 +142,12 @@ const SUBCOMMANDS: &[&str] = &[
     "pubsub|help",
     "acl|whoami",
     "acl|users",
+    "script|load",
+    "script|exists",
+    "script|flush",
+    "script|kill",
+    "script|help",
+    "script|debug",
 ];
 
 /// `cmd|sub` for a known subcommand (case-insensitive), else None.

@@ -1,0 +1,1143 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.0 has them.
+//!
+//! One Lua 5.1 VM per server (`Server::scripting`), owned by the server thread and rebuilt by
+//! SCRIPT FLUSH. A script runs to completion before anything else runs; the commands it calls
+//! through `redis.call`/`redis.pcall` go through the same engine path as a client's (so their
+//! canonical mutations join the pending batch, WATCH and the journal see them), and the caller
+//! ([`Server::call`]) commits everything the script wrote as ONE batch with `Origin::Script`
+//! (or, inside MULTI, as part of the EXEC batch). What is replicated is the script's effects,
+//! never the EVAL itself. A script that fails midway keeps the writes it made, as in Redis,
+//! and they commit together all the same.
+//!
+//! The sandbox follows Redis 7.0: the base, table, string, math and coroutine libraries plus
+//! `cjson`, `cmsgpack`, `bit` and `struct` (libs.rs); `os` holds only `clock`; no `io`,
+//! `loadfile`, `dofile`, `require`, `module`, `setfenv`/`getfenv`, `debug`, `print` or
+//! `newproxy`. The globals table, and every library table, is a read-only proxy: creating or
+//! changing a global answers `Attempt to modify a readonly table`, reading an undefined one
+//! `Script attempted to access nonexistent global variable '...'` (Redis 7.0's texts).
+//!
+//! Timeout: an instruction-count hook checks the clock every [`HOOK_EVERY`] instructions.
+//! Past `busy-reply-threshold` ms the script is busy: from then on the hook also runs a short
+//! loop turn (`Server::busy_turn`) in which other clients are read and answered: `-BUSY` to
+//! everything except `SCRIPT KILL` (stops a script that has not written) and `SHUTDOWN NOSAVE`.
+
+pub mod libs;
+
+use crate::conn::Conn;
+use crate::server::Server;
+use engine::{errors, util, CommandSpec, Flags, Handler, Outcome};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
+use resp::{reply, Frame, Proto};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// One cached script.
+struct Script {
+    f: Function,
+    /// Declared in a `#!lua` shebang line (else Redis's compatibility mode).
+    shebang: bool,
+    /// `flags=no-writes`: the script may only read, as under EVAL_RO.
+    no_writes: bool,
+}
+
+/// A `#!lua [flags=f1,f2]` first line, as Redis 7 reads it: (length of the line before its
+/// newline, no-writes), or Redis's error.
+fn parse_shebang(body: &[u8]) -> Result<(usize, bool), Vec<u8>> {
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err(b"ERR Invalid script shebang".to_vec());
+    };
+    let line = &body[..end];
+    let mut parts = line.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    let engine = parts.next().unwrap_or_default();
+    if engine != b"#!lua" {
+        let mut e = b"ERR Unexpected engine in script shebang: ".to_vec();
+        e.extend_from_slice(engine);
+        return Err(e);
+    }
+    let mut no_writes = false;
+    for part in parts {
+        let Some(flags) = part.strip_prefix(b"flags=") else {
+            let mut e = b"ERR Unknown lua shebang option: ".to_vec();
+            e.extend_from_slice(part);
+            return Err(e);
+        };
+        for flag in flags.split(|&b| b == b',').filter(|f| !f.is_empty()) {
+            match flag {
+                b"no-writes" => no_writes = true,
+                b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
+                other => {
+                    let mut e = b"ERR Unexpected flag in script shebang: ".to_vec();
+                    e.extend_from_slice(other);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok((end, no_writes))
+}
+
+/// The hook runs every this many VM instructions (Redis's figure).
+const HOOK_EVERY: u32 = 100_000;
+
+pub const BUSY: &[u8] =
+    b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+const NOSCRIPT: &[u8] = b"NOSCRIPT No matching script. Please use EVAL.";
+const UNKILLABLE: &[u8] = b"UNKILLABLE Sorry the script already executed write commands against the dataset. \
+You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+const NOTBUSY: &[u8] = b"NOTBUSY No scripts in execution right now.";
+const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+
+/// What the running script's callbacks need: the server and the calling connection, as raw
+/// pointers. Set only for the duration of one script (see [`Server::run_script`]), during
+/// which the code that created them does not touch either; they are dereferenced only by the
+/// `redis.call` callback and the timeout hook, which never run at the same time.
+#[derive(Clone, Copy)]
+struct Run {
+    server: *mut Server,
+    conn: *mut Conn,
+    slot: usize,
+    now: i64,
+    read_only: bool,
+    start: Instant,
+    threshold_ms: u64,
+}
+
+thread_local! {
+    static RUN: Cell<Option<Run>> = const { Cell::new(None) };
+    /// The running script passed the busy threshold.
+    static BUSY_NOW: Cell<bool> = const { Cell::new(false) };
+    /// SCRIPT KILL asked the running script to stop.
+    static KILL: Cell<bool> = const { Cell::new(false) };
+    /// The running script called a write command (it can no longer be killed).
+    static WROTE: Cell<bool> = const { Cell::new(false) };
+    /// When the busy script's loop turn last read every connection.
+    static LAST_SWEEP: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The protocol replies to `redis.call` are converted from (`redis.setresp`).
+    static LUA_RESP3: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a script is running (its connection is out of its slot meanwhile).
+pub fn running() -> bool {
+    RUN.with(|r| r.get().is_some())
+}
+
+/// Whether a script is running past the busy threshold (other clients get `-BUSY`).
+pub fn busy() -> bool {
+    BUSY_NOW.with(Cell::get)
+}
+
+/// The scripting VM and the script cache.
+pub struct Scripting {
+    lua: Lua,
+    /// The real globals (the scripts see a read-only proxy of them).
+    globals: Table,
+    /// `xpcall(f, handler)`: runs a script and turns any error into Redis's error table.
+    runner: Function,
+    /// sha1 (40 lowercase hex digits) -> compiled script.
+    scripts: HashMap<[u8; 40], Script>,
+    /// Script bodies' bytes, for INFO's used_memory_scripts.
+    bytes: usize,
+}
+
+fn sha1_hex(body: &[u8]) -> [u8; 40] {
+    let mut out = [0u8; 40];
+    out.copy_from_slice(sha1_smol::Sha1::from(body).digest().to_string().as_bytes());
+    out
+}
+
+/// Lua code run once at VM creation, in the real globals (chunk name `=goblin`, which the
+/// error handler skips when it looks for the script's line).
+const PRELUDE: &str = r#"
+local raw_call, getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next =
+    __goblin_call, debug.getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next
+local tbl_concat, str_sub, str_find, str_gsub = table.concat, string.sub, string.find, string.gsub
+local raw_log, raw_setresp, raw_sha1hex, raw_known = __goblin_log, __goblin_setresp, __goblin_sha1hex, __goblin_known
+local redis = {}
+-- The functions below return (failed, value); the C trampolines installed as redis.<name>
+-- raise `value` when `failed` (a C frame keeps the script's frame for the error's line).
+local inner = {}
+
+local function fail(msg) return true, {err = 'ERR ' .. msg} end
+
+inner.call = raw_call
+redis.pcall = function(...)
+  local _, v = raw_call(...)
+  return v
+end
+
+-- Redis's error normalisation: "-CODE msg" keeps its code, anything else gets ERR.
+local function error_table(s)
+  if str_sub(s, 1, 1) == '-' then s = str_sub(s, 2) end
+  local sp = str_find(s, ' ', 1, true)
+  local out
+  if sp then out = str_sub(s, 1, sp - 1) .. ' ' .. str_sub(s, sp + 1) else out = 'ERR ' .. s end
+  out = str_gsub(out, '^[\r\n]+', '')
+  out = str_gsub(out, '[\r\n]+$', '')
+  return {err = out}
+end
+
+-- A misused error_reply/status_reply returns (does not raise) an error, as in Redis.
+inner.error_reply = function(...)
+  local e = ...
+  if select('#', ...) ~= 1 or (type(e) ~= 'string' and type(e) ~= 'number') then
+    return false, {err = 'ERR wrong number or type of arguments'}
+  end
+  return false, error_table(tostring(e))
+end
+inner.status_reply = function(...)
+  local s = ...
+  if select('#', ...) ~= 1 or (type(s) ~= 'string' and type(s) ~= 'number') then
+    return false, {err = 'ERR wrong number or type of arguments'}
+  end
+  return false, {ok = tostring(s)}
+end
+inner.sha1hex = function(...)
+  if select('#', ...) ~= 1 then return fail('wrong number of arguments') end
+  return false, raw_sha1hex((...))
+end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+inner.log = function(...)
+  local n = select('#', ...)
+  if n < 2 then return fail('redis.log() requires two arguments or more.') end
+  local level = ...
+  if type(level) ~= 'number' then return fail('First argument must be a number (log level).') end
+  if level < 0 or level > 3 then return fail('Invalid debug level.') end
+  local parts = {}
+  for i = 2, n do
+    local v = select(i, ...)
+    if type(v) == 'string' or type(v) == 'number' then parts[#parts + 1] = tostring(v) end
+  end
+  raw_log(level, tbl_concat(parts, ' '))
+  return false, nil
+end
+inner.setresp = function(...)
+  if select('#', ...) ~= 1 then return fail('redis.setresp() requires one argument.') end
+  local v = ...
+  if v ~= 2 and v ~= 3 then return fail('RESP version must be 2 or 3.') end
+  raw_setresp(v)
+  return false, nil
+end
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+inner.set_repl = function(...)
+  if select('#', ...) ~= 1 then return fail('redis.set_repl() requires one argument.') end
+  local v = ...
+  if type(v) ~= 'number' or v < 0 or v > 3 or v ~= v - v % 1 then
+    return fail('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
+  end
+  return false, nil
+end
+inner.acl_check_cmd = function(...)
+  if select('#', ...) < 1 then return fail('Please specify at least one argument for this redis lib call') end
+  local known = raw_known((...))
+  if not known then return fail('Invalid command passed to redis.acl_check_cmd()') end
+  return false, true
+end
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.REDIS_VERSION = __goblin_version
+redis.REDIS_VERSION_NUM = __goblin_version_num
+
+-- The error handler: any error becomes {err = ..., source = ..., line = ...}, the source and
+-- line being the script's (frames of C functions and of this prelude are skipped).
+local handler = function(err)
+  local lvl = 2
+  local i = getinfo(lvl, 'Sl')
+  while i and (i.what == 'C' or i.source == '=goblin') do
+    lvl = lvl + 1
+    i = getinfo(lvl, 'Sl')
+  end
+  if type(err) == 'userdata' then
+    -- An error raised by the VM's Rust side (the timeout hook's SCRIPT KILL).
+    err = str_gsub(tostring(err), '^runtime error: ', '')
+  end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if i then
+    err.source = i.source
+    err.line = i.currentline
+  end
+  return err
+end
+local xpcall = xpcall
+__goblin_runner = function(f) return xpcall(f, handler) end
+
+-- Once SCRIPT KILL has stopped the script, nothing may catch that: pcall, xpcall and
+-- coroutine.resume raise it again (Redis gets the same effect by raising at every line).
+local killed, kill_msg = __goblin_killed, 'Script killed by user with SCRIPT KILL...'
+-- Redis's pcall: an error table is returned as its message (the string errors of Redis 6).
+local lua_pcall, lua_resume = pcall, coroutine.resume
+local function pcall_result(ok, ...)
+  if ok then return true, ... end
+  if killed() then error(kill_msg, 0) end
+  local e = ...
+  if type(e) == 'table' and type(e.err) == 'string' then e = e.err end
+  return false, e
+end
+pcall = function(...) return pcall_result(lua_pcall(...)) end
+local function unless_killed(ok, ...)
+  if not ok and killed() then error(kill_msg, 0) end
+  return ok, ...
+end
+_G.xpcall = function(...) return unless_killed(xpcall(...)) end
+coroutine.resume = function(...) return unless_killed(lua_resume(...)) end
+__goblin_inner = inner
+_G.redis = redis
+os = {clock = os.clock}
+"#;
+
+/// Run after the trampolines are installed: read-only proxies for the globals and every
+/// library table, and a `rawset` that refuses them.
+const PROTECT: &str = r#"
+local error, tostring, setmetatable, rawset, pairs = error, tostring, setmetatable, rawset, pairs
+local getmetatable = getmetatable
+local protected = setmetatable({}, {__mode = 'k'})
+local function readonly(real, is_globals)
+  local proxy = {}
+  local mt = {
+    __index = real,
+    __newindex = function() error('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  }
+  if is_globals then
+    mt.__index = function(_, k)
+      local v = real[k]
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end
+  end
+  setmetatable(proxy, mt)
+  protected[proxy] = true
+  return proxy
+end
+_G.rawset = function(t, k, v)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return rawset(t, k, v)
+end
+_G.setmetatable = function(t, mt)
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
+  return setmetatable(t, mt)
+end
+-- No precompiled chunks: Lua 5.1 trusts bytecode, and crafted bytecode can corrupt the VM.
+local lua_loadstring, lua_load, str_byte, tbl_concat, type = loadstring, load, string.byte, table.concat, type
+_G.loadstring = function(s, name)
+  if type(s) == 'string' and str_byte(s, 1) == 27 then
+    return nil, 'loading a binary chunk is not allowed'
+  end
+  return lua_loadstring(s, name)
+end
+_G.load = function(f, name)
+  if type(f) ~= 'function' then return lua_load(f, name) end
+  local parts = {}
+  while true do
+    local p = f()
+    if p == nil or p == '' then break end
+    parts[#parts + 1] = p
+  end
+  return _G.loadstring(tbl_concat(parts), name or '=(load)')
+end
+for _, name in pairs({'redis', 'string', 'table', 'math', 'coroutine', 'os', 'bit', 'cjson', 'struct', 'cmsgpack'}) do
+  _G[name] = readonly(_G[name], false)
+end
+-- The string metatable: methods through the read-only string table, and the metatable
+-- itself read-only to getmetatable('').
+local smt = getmetatable('')
+smt.__index = _G.string
+smt.__metatable = readonly(smt, false)
+__goblin_proxy = readonly(_G, true)
+"#;
+
+/// `redis.<name>` as C functions: each calls the Lua function stored in the registry under
+/// `goblin.<name>`, which returns (failed, value), and raises `value` when `failed`. Being C
+/// functions, a script's `return redis.call(...)` keeps the script's frame (a Lua function
+/// would replace it in a tail call), so errors name the script's line as Redis does.
+macro_rules! trampolines {
+    ($($fname:ident => $key:literal),* $(,)?) => {
+        $(
+            unsafe extern "C-unwind" fn $fname(l: *mut mlua::lua_State) -> std::ffi::c_int {
+                // SAFETY: called by Lua as a C function; the key is NUL-terminated.
+                unsafe { trampoline(l, concat!("goblin.", $key, "\0").as_ptr() as *const std::ffi::c_char) }
+            }
+        )*
+        const TRAMPOLINES: &[(&str, mlua::lua_CFunction)] = &[$(($key, $fname)),*];
+    };
+}
+
+trampolines! {
+    tr_call => "call",
+    tr_error_reply => "error_reply",
+    tr_status_reply => "status_reply",
+    tr_sha1hex => "sha1hex",
+    tr_log => "log",
+    tr_setresp => "setresp",
+    tr_set_repl => "set_repl",
+    tr_acl_check_cmd => "acl_check_cmd",
+}
+
+/// The body of every trampoline. No Rust value with a destructor lives in this frame, so the
+/// `lua_error` longjmp out of it is sound.
+unsafe fn trampoline(l: *mut mlua::lua_State, key: *const std::ffi::c_char) -> std::ffi::c_int {
+    use mlua::ffi;
+    unsafe {
+        let n = ffi::lua_gettop(l);
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, key);
+        ffi::lua_insert(l, 1);
+        ffi::lua_call(l, n, 2);
+        if ffi::lua_toboolean(l, -2) != 0 {
+            ffi::lua_error(l);
+        }
+        1
+    }
+}
+
+impl Scripting {
+    pub fn new() -> Scripting {
+        Self::build().expect("the Lua VM starts")
+    }
+
+    fn build() -> mlua::Result<Scripting> {
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS | StdLib::DEBUG;
+        // SAFETY: the `debug` library is what makes this constructor unsafe; only the prelude's
+        // error handler keeps `debug.getinfo` (an upvalue), and `debug` is removed from the
+        // globals before any script is compiled.
+        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
+        let g = lua.globals();
+        libs::register(&lua, &g)?;
+        g.set("__goblin_call", lua.create_function(redis_call)?)?;
+        g.set(
+            "__goblin_sha1hex",
+            lua.create_function(|lua, v: Value| {
+                let bytes = match &v {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    Value::Integer(_) | Value::Number(_) => {
+                        lua.coerce_string(v.clone())?.map(|s| s.as_bytes().to_vec()).unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                };
+                Ok(String::from_utf8_lossy(&sha1_hex(&bytes)).into_owned())
+            })?,
+        )?;
+        g.set(
+            "__goblin_log",
+            lua.create_function(|_, (level, msg): (i64, mlua::String)| {
+                let m = msg.to_string_lossy();
+                match level {
+                    0 => tracing::debug!(target: "script", "{m}"),
+                    1 => tracing::debug!(target: "script", "{m}"),
+                    2 => tracing::info!(target: "script", "{m}"),
+                    _ => tracing::warn!(target: "script", "{m}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        g.set(
+            "__goblin_setresp",
+            lua.create_function(|_, v: i64| {
+                LUA_RESP3.with(|c| c.set(v == 3));
+                Ok(())
+            })?,
+        )?;
+        g.set(
+            "__goblin_known",
+            lua.create_function(|lua, v: Value| {
+                let name = lua.coerce_string(v)?.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
+                Ok(engine::lookup(&name).is_some())
+            })?,
+        )?;
+        g.set("__goblin_killed", lua.create_function(|_, ()| Ok(KILL.with(Cell::get)))?)?;
+        g.set("__goblin_version", crate::commands::info::REDIS_VERSION)?;
+        g.set("__goblin_version_num", version_num(crate::commands::info::REDIS_VERSION))?;
+        lua.load(PRELUDE).set_name("=goblin").exec()?;
+        let inner: Table = g.get("__goblin_inner")?;
+        let redis: Table = g.get("redis")?;
+        for &(name, f) in TRAMPOLINES {
+            let target: Function = inner.get(name)?;
+            lua.set_named_registry_value(&format!("goblin.{name}"), target)?;
+            // SAFETY: `f` is a trampoline above, a well-behaved C function.
+            redis.set(name, unsafe { lua.create_c_function(f)? })?;
+        }
+        lua.load(PROTECT).set_name("=goblin").exec()?;
+        let runner: Function = g.get("__goblin_runner")?;
+        let proxy: Table = g.get("__goblin_proxy")?;
+        // Everything the prelude needed is captured in its closures: drop it from sight.
+        for name in [
+            "__goblin_call",
+            "__goblin_sha1hex",
+            "__goblin_log",
+            "__goblin_setresp",
+            "__goblin_known",
+            "__goblin_killed",
+            "__goblin_version",
+            "__goblin_version_num",
+            "__goblin_runner",
+            "__goblin_proxy",
+            "__goblin_inner",
+            "debug",
+            "print",
+            "loadfile",
+            "dofile",
+            "require",
+            "module",
+            "setfenv",
+            "getfenv",
+            "newproxy",
+            "package",
+        ] {
+            g.raw_set(name, Value::Nil)?;
+        }
+        g.raw_set("_G", proxy.clone())?;
+        lua.set_globals(proxy)?;
+        lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), |_, _| hook())?;
+        Ok(Scripting { lua, globals: g, runner, scripts: HashMap::new(), bytes: 0 })
+    }
+
+    /// Number of cached scripts (INFO).
+    pub fn cached(&self) -> usize {
+        self.scripts.len()
+    }
+
+    /// Bytes of cached script bodies (INFO).
+    pub fn body_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Memory the Lua VM uses (INFO used_memory_lua).
+    pub fn vm_bytes(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Compiles `body` (if not cached) and returns its sha1; a compile error is Redis's text.
+    fn load(&mut self, body: &[u8]) -> Result<[u8; 40], Vec<u8>> {
+        let sha = sha1_hex(body);
+        if self.scripts.contains_key(&sha) {
+            return Ok(sha);
+        }
+        // A shebang line is left out of the compiled code, its newline kept (line numbers).
+        let (skip, shebang, no_writes) = if body.starts_with(b"#!") {
+            let (len, no_writes) = parse_shebang(body)?;
+            (len, true, no_writes)
+        } else {
+            (0, false, false)
+        };
+        if body.get(skip) == Some(&0x1b) {
+            // Never bytecode (see the prelude's loadstring); Redis's parser reads it as text.
+            return Err(b"ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
+                .to_vec());
+        }
+        match self.lua.load(&body[skip..]).set_name("@user_script").into_function() {
+            Ok(f) => {
+                self.scripts.insert(sha, Script { f, shebang, no_writes });
+                self.bytes += body.len();
+                Ok(sha)
+            }
+            Err(e) => {
+                let msg = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                Err(format!("ERR Error compiling script (new function): {msg}").into_bytes())
+            }
+        }
+    }
+}
+
+impl Default for Scripting {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn version_num(v: &str) -> i64 {
+    let mut n = 0i64;
+    for part in v.split('.').take(3) {
+        n = n * 256 + part.parse::<i64>().unwrap_or(0);
+    }
+    n
+}
+
+/// The instruction-count hook: busy detection, the busy loop turn, SCRIPT KILL.
+fn hook() -> mlua::Result<VmState> {
+    let Some(run) = RUN.with(Cell::get) else { return Ok(VmState::Continue) };
+    if KILL.with(Cell::get) {
+        return Err(mlua::Error::RuntimeError(KILLED.to_string()));
+    }
+    if !busy() && run.start.elapsed().as_millis() as u64 >= run.threshold_ms {
+        BUSY_NOW.with(|b| b.set(true));
+        tracing::warn!(
+            "slow script detected: still in execution after {} milliseconds; \
+             other clients now get BUSY (SCRIPT KILL or SHUTDOWN NOSAVE)",
+            run.start.elapsed().as_millis()
+        );
+    }
+    if busy() {
+        // Every connection is read at the first busy turn and then every SWEEP_EVERY.
+        const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+        let sweep = LAST_SWEEP.with(|l| match l.get() {
+            Some(at) if at.elapsed() < SWEEP_EVERY => false,
+            _ => {
+                l.set(Some(Instant::now()));
+                true
+            }
+        });
+        // SAFETY: see `Run`: the redis.call callback is not running (the VM is between
+        // instructions of Lua code), so this is the only live use of the pointer.
+        let server = unsafe { &mut *run.server };
+        server.busy_turn(sweep);
+        if KILL.with(Cell::get) {
+            return Err(mlua::Error::RuntimeError(KILLED.to_string()));
+        }
+    }
+    Ok(VmState::Continue)
+}
+
+/// An error table `{err = msg}`.
+fn err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(msg)?)?;
+    Ok(Value::Table(t))
+}
+
+/// Commands scripts may not call although their flags allow it (their subcommands are
+/// `noscript` in Redis).
+fn denied_in_scripts(spec: &CommandSpec) -> bool {
+    spec.flags.has(Flags::NOSCRIPT | Flags::BLOCKING)
+        || matches!(spec.name, "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script")
+}
+
+/// `redis.call`/`redis.pcall`'s common part: returns (raised, value); `raised` is true when the
+/// reply is an error (`redis.call` raises the table, `redis.pcall` returns it).
+fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
+    let Some(run) = RUN.with(Cell::get) else {
+        return Ok((true, err_table(lua, b"ERR redis.call used outside of a script")?));
+    };
+    if args.is_empty() {
+        return Ok((
+            true,
+            err_table(lua, b"ERR Please specify at least one argument for this redis lib call")?,
+        ));
+    }
+    let mut owned: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        match a {
+            Value::String(s) => owned.push(s.as_bytes().to_vec()),
+            Value::Integer(_) | Value::Number(_) => {
+                owned.push(lua.coerce_string(a.clone())?.map(|s| s.as_bytes().to_vec()).unwrap_or_default())
+            }
+            _ => {
+                return Ok((
+                    true,
+                    err_table(lua, b"ERR Lua redis lib command arguments must be strings or integers")?,
+                ))
+            }
+        }
+    }
+    let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+    let Some(spec) = engine::lookup(argv[0]) else {
+        return Ok((true, err_table(lua, b"ERR Unknown Redis command called from script")?));
+    };
+    if !spec.arity_ok(argv.len()) {
+        return Ok((true, err_table(lua, b"ERR Wrong number of args calling Redis command from script")?));
+    }
+    if denied_in_scripts(spec) {
+        return Ok((true, err_table(lua, b"ERR This Redis command is not allowed from script")?));
+    }
+    if spec.is_write() {
+        if run.read_only {
+            return Ok((
+                true,
+                err_table(lua, b"ERR Write commands are not allowed from read-only scripts.")?,
+            ));
+        }
+        // SAFETY: see `Run` below: only a read of the server's role while nothing else uses it.
+        if unsafe { (*run.server).replica.is_some() } {
+            // A replica's data changes only through its upstream (as Redis's read-only replica).
+            return Ok((true, err_table(lua, b"READONLY You can't write against a read only replica.")?));
+        }
+        WROTE.with(|w| w.set(true));
+    }
+    let proto = if LUA_RESP3.with(Cell::get) { Proto::Resp3 } else { Proto::Resp2 };
+    let mut out = Vec::new();
+    // SAFETY: see `Run`: the script's caller does not touch the server or the connection
+    // while the script runs, and the hook is not running now.
+    let (server, conn) = unsafe { (&mut *run.server, &mut *run.conn) };
+    match spec.handler {
+        Handler::Data(_) => {
+            if let Outcome::Blocked(_) = server.run_engine(spec, &argv, run.now, &mut out, proto, false) {
+                reply::null_array(&mut out, proto);
+            }
+        }
+        // PUBLISH goes out as the caller's: a message to a channel the caller subscribed
+        // reaches it in its own protocol, ahead of the script's reply.
+        Handler::Server if matches!(spec.name, "publish" | "spublish") => {
+            server.stats.server_commands += 1;
+            let n = server.publish(conn, run.slot, spec.name == "spublish", argv[1], argv[2]);
+            reply::integer(&mut out, n as i64);
+        }
+        Handler::Server => {
+            // Server commands a script may call (TIME, INFO, PUBLISH, ...) reply into the
+            // script's buffer, in the script's protocol.
+            server.stats.server_commands += 1;
+            let saved_out = std::mem::take(&mut conn.out);
+            let saved_proto = std::mem::replace(&mut conn.proto, proto);
+            let saved_cmd = conn.last_cmd;
+            crate::commands::run(server, conn, run.slot, spec, &argv, run.now);
+            out = std::mem::replace(&mut conn.out, saved_out);
+            conn.proto = saved_proto;
+            conn.last_cmd = saved_cmd;
+        }
+    }
+    let frame = match resp::decode_frame(&out) {
+        Ok(Some((f, _))) => f,
+        _ => return Ok((true, err_table(lua, b"ERR internal error: unreadable reply")?)),
+    };
+    if let Frame::Error(e) = &frame {
+        return Ok((true, err_table(lua, e)?));
+    }
+    Ok((false, frame_to_lua(lua, frame)?))
+}
+
+/// A command's reply as the Lua value Redis gives a script (RESP2 or RESP3 rules).
+fn frame_to_lua(lua: &Lua, f: Frame) -> mlua::Result<Value> {
+    Ok(match f {
+        Frame::Simple(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(&s)?)?;
+            Value::Table(t)
+        }
+        Frame::Error(e) => err_table(lua, &e)?,
+        Frame::Integer(i) => Value::Number(i as f64),
+        Frame::Bulk(Some(b)) => Value::String(lua.create_string(&b)?),
+        Frame::Bulk(None) | Frame::Array(None) => Value::Boolean(false),
+        Frame::Array(Some(items)) | Frame::Push(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.into_iter().enumerate() {
+                t.raw_set(i + 1, frame_to_lua(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Null => Value::Nil,
+        Frame::Boolean(b) => Value::Boolean(b),
+        Frame::Double(text) => {
+            let t = lua.create_table()?;
+            let n: f64 = match text.as_slice() {
+                b"inf" => f64::INFINITY,
+                b"-inf" => f64::NEG_INFINITY,
+                other => std::str::from_utf8(other).ok().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN),
+            };
+            t.raw_set("double", n)?;
+            Value::Table(t)
+        }
+        Frame::BigNumber(text) => {
+            let t = lua.create_table()?;
+            t.raw_set("big_number", lua.create_string(&text)?)?;
+            Value::Table(t)
+        }
+        Frame::Verbatim(format, text) => {
+            let inner = lua.create_table()?;
+            inner.raw_set("format", lua.create_string(format)?)?;
+            inner.raw_set("string", lua.create_string(&text)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", inner)?;
+            Value::Table(t)
+        }
+        Frame::Map(pairs) => {
+            let inner = lua.create_table()?;
+            for (k, v) in pairs {
+                inner.raw_set(frame_to_lua(lua, k)?, frame_to_lua(lua, v)?)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("map", inner)?;
+            Value::Table(t)
+        }
+        Frame::Set(items) => {
+            let inner = lua.create_table()?;
+            for k in items {
+                inner.raw_set(frame_to_lua(lua, k)?, true)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("set", inner)?;
+            Value::Table(t)
+        }
+    })
+}
+
+/// `%.17g`, as Redis prints a double reply.
+fn fmt_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    libs::fmt_g(d, 17)
+}
+
+/// A script's return value as the reply Redis sends the client, in the client's protocol.
+fn lua_to_reply(out: &mut Vec<u8>, proto: Proto, v: &Value, depth: usize) -> mlua::Result<()> {
+    if depth > 1000 {
+        reply::error(out, b"ERR reached lua stack limit");
+        return Ok(());
+    }
+    match v {
+        Value::String(s) => reply::bulk(out, &s.as_bytes()),
+        Value::Integer(i) => reply::integer(out, *i),
+        Value::Number(n) => reply::integer(out, lua_number_to_i64(*n)),
+        // With the script in RESP2 (the default), Redis sends true as 1 and false as a null;
+        // after redis.setresp(3), a boolean (1 or 0 to a RESP2 client).
+        Value::Boolean(b) => {
+            if LUA_RESP3.with(Cell::get) {
+                if proto.is_resp3() {
+                    reply::boolean(out, proto, *b);
+                } else {
+                    reply::integer(out, *b as i64);
+                }
+            } else if *b {
+                reply::integer(out, 1);
+            } else {
+                reply::null_bulk(out, proto);
+            }
+        }
+        Value::Table(t) => {
+            if let Value::String(e) = t.raw_get::<Value>("err")? {
+                // `-<msg>` as given: the message carries its own code.
+                reply::error(out, &e.as_bytes());
+                return Ok(());
+            }
+            if let Value::String(s) = t.raw_get::<Value>("ok")? {
+                let s: Vec<u8> =
+                    s.as_bytes().iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+                reply::simple(out, &s);
+                return Ok(());
+            }
+            match t.raw_get::<Value>("double")? {
+                Value::Number(d) => {
+                    reply::double(out, proto, fmt_double(d).as_bytes());
+                    return Ok(());
+                }
+                Value::Integer(i) => {
+                    reply::double(out, proto, fmt_double(i as f64).as_bytes());
+                    return Ok(());
+                }
+                _ => {}
+            }
+            if let Value::String(s) = t.raw_get::<Value>("big_number")? {
+                if proto.is_resp3() {
+                    out.push(b'(');
+                    out.extend_from_slice(&s.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                } else {
+                    reply::bulk(out, &s.as_bytes());
+                }
+                return Ok(());
+            }
+            if let Value::Table(m) = t.raw_get::<Value>("map")? {
+                let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
+                reply::map_len(out, proto, pairs.len());
+                for (k, v) in &pairs {
+                    lua_to_reply(out, proto, k, depth + 1)?;
+                    lua_to_reply(out, proto, v, depth + 1)?;
+                }
+                return Ok(());
+            }
+            if let Value::Table(m) = t.raw_get::<Value>("set")? {
+                let keys: Vec<Value> =
+                    m.pairs::<Value, Value>().map(|kv| kv.map(|(k, _)| k)).collect::<mlua::Result<_>>()?;
+                reply::set_len(out, proto, keys.len());
+                for k in &keys {
+                    lua_to_reply(out, proto, k, depth + 1)?;
+                }
+                return Ok(());
+            }
+            if let Value::Table(vt) = t.raw_get::<Value>("verbatim_string")? {
+                if let (Value::String(f), Value::String(s)) =
+                    (vt.raw_get::<Value>("format")?, vt.raw_get::<Value>("string")?)
+                {
+                    let fb = f.as_bytes();
+                    let mut format = [b' '; 3];
+                    for (d, s) in format.iter_mut().zip(fb.iter()) {
+                        *d = *s;
+                    }
+                    reply::verbatim(out, proto, &format, &s.as_bytes());
+                    return Ok(());
+                }
+            }
+            let mut items = Vec::new();
+            let mut j = 1;
+            loop {
+                let v: Value = t.get(j)?;
+                if v.is_nil() {
+                    break;
+                }
+                items.push(v);
+                j += 1;
+            }
+            reply::array_len(out, items.len());
+            for item in &items {
+                lua_to_reply(out, proto, item, depth + 1)?;
+            }
+        }
+        _ => reply::null_bulk(out, proto),
+    }
+    Ok(())
+}
+
+/// `(long long)` of a Lua number, as Redis converts it: truncation, and what x86-64 gives
+/// for a value out of range or NaN (the "integer indefinite", i64::MIN).
+fn lua_number_to_i64(n: f64) -> i64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if (-TWO_63..TWO_63).contains(&n) {
+        n as i64
+    } else {
+        i64::MIN
+    }
+}
+
+impl Server {
+    /// EVAL | EVALSHA | EVAL_RO | EVALSHA_RO script-or-sha numkeys [key ...] [arg ...]
+    pub(crate) fn eval_command(
+        &mut self,
+        c: &mut Conn,
+        slot: usize,
+        args: &[&[u8]],
+        by_sha: bool,
+        ro: bool,
+        now: i64,
+    ) {
+        let numkeys = match util::parse_i64(args[2]) {
+            Some(n) => n,
+            None => return reply::error(&mut c.out, errors::NOT_INTEGER),
+        };
+        if numkeys > (args.len() - 3) as i64 {
+            return reply::error(&mut c.out, b"ERR Number of keys can't be greater than number of args");
+        }
+        if numkeys < 0 {
+            return reply::error(&mut c.out, b"ERR Number of keys can't be negative");
+        }
+        let sc = self.scripting.get_or_insert_with(Box::default);
+        let sha = if by_sha {
+            let given = args[1];
+            if given.len() != 40 {
+                return reply::error(&mut c.out, NOSCRIPT);
+            }
+            let mut sha = [0u8; 40];
+            for (d, s) in sha.iter_mut().zip(given) {
+                *d = s.to_ascii_lowercase();
+            }
+            if !sc.scripts.contains_key(&sha) {
+                return reply::error(&mut c.out, NOSCRIPT);
+            }
+            sha
+        } else {
+            match sc.load(args[1]) {
+                Ok(sha) => sha,
+                Err(msg) => return reply::error(&mut c.out, &msg),
+            }
+        };
+        let keys = &args[3..3 + numkeys as usize];
+        let argv = &args[3 + numkeys as usize..];
+        let (shebang, no_writes) = sc.scripts.get(&sha).map(|s| (s.shebang, s.no_writes)).unwrap_or_default();
+        if ro && shebang && !no_writes {
+            return reply::error(
+                &mut c.out,
+                b"ERR Can not execute a script with write flag using *_ro command.",
+            );
+        }
+        self.run_script(c, slot, &sha, keys, argv, ro || no_writes, now);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_script(
+        &mut self,
+        c: &mut Conn,
+        slot: usize,
+        sha: &[u8; 40],
+        keys: &[&[u8]],
+        argv: &[&[u8]],
+        ro: bool,
+        now: i64,
+    ) {
+        // The VM is taken out of the server while the script runs (the callbacks reach the
+        // server through `Run`, and nothing may reach the VM through the server meanwhile).
+        let Some(sc) = self.scripting.take() else { return };
+        let result = || -> mlua::Result<(bool, Value)> {
+            let lua = &sc.lua;
+            let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
+                let t = lua.create_table_with_capacity(items.len(), 0)?;
+                for (i, a) in items.iter().enumerate() {
+                    t.raw_set(i + 1, lua.create_string(a)?)?;
+                }
+                Ok(t)
+            };
+            sc.globals.raw_set("KEYS", mk(keys)?)?;
+            sc.globals.raw_set("ARGV", mk(argv)?)?;
+            let f = sc
+                .scripts
+                .get(sha)
+                .map(|s| s.f.clone())
+                .ok_or_else(|| mlua::Error::RuntimeError("no script".into()))?;
+            sc.runner.call::<(bool, Value)>(f)
+        };
+        let threshold_ms = self.cfg.busy_reply_threshold;
+        RUN.with(|r| {
+            r.set(Some(Run {
+                server: self as *mut Server,
+                conn: c as *mut Conn,
+                slot,
+                now,
+                read_only: ro,
+                start: Instant::now(),
+                threshold_ms,
+            }))
+        });
+        LUA_RESP3.with(|x| x.set(false));
+        WROTE.with(|x| x.set(false));
+        KILL.with(|x| x.set(false));
+        BUSY_NOW.with(|x| x.set(false));
+        LAST_SWEEP.with(|x| x.set(None));
+        let ran = result();
+        RUN.with(|r| r.set(None));
+        let was_busy = BUSY_NOW.with(|x| x.replace(false));
+        KILL.with(|x| x.set(false));
+        if was_busy {
+            tracing::warn!("slow script finished");
+        }
+        let sha_text = std::str::from_utf8(sha).unwrap_or_default();
+        match ran {
+            Ok((true, v)) => {
+                if let Err(e) = lua_to_reply(&mut c.out, c.proto, &v, 0) {
+                    reply::error(&mut c.out, format!("ERR {e}").as_bytes());
+                }
+            }
+            Ok((false, Value::Table(t))) => {
+                let msg = match t.raw_get::<Value>("err") {
+                    Ok(Value::String(s)) => s.as_bytes().to_vec(),
+                    _ => b"ERR unknown error".to_vec(),
+                };
+                let mut text = msg;
+                match (t.raw_get::<Value>("source"), t.raw_get::<Value>("line")) {
+                    (Ok(Value::String(src)), Ok(line @ (Value::Integer(_) | Value::Number(_)))) => {
+                        let line = match line {
+                            Value::Integer(i) => i,
+                            Value::Number(n) => n as i64,
+                            _ => 0,
+                        };
+                        text.extend_from_slice(format!(" script: {sha_text}, on ").as_bytes());
+                        text.extend_from_slice(&src.as_bytes());
+                        text.extend_from_slice(format!(":{line}.").as_bytes());
+                    }
+                    _ => text.extend_from_slice(format!(" script: {sha_text}.").as_bytes()),
+                }
+                reply::error(&mut c.out, &text);
+            }
+            Ok((false, other)) => {
+                let s = sc
+                    .lua
+                    .coerce_string(other)
+                    .ok()
+                    .flatten()
+                    .map(|s| s.to_string_lossy())
+                    .unwrap_or_default();
+                reply::error(&mut c.out, format!("ERR {s} script: {sha_text}.").as_bytes());
+            }
+            Err(e) => reply::error(&mut c.out, format!("ERR {e} script: {sha_text}.").as_bytes()),
+        }
+        self.scripting = Some(sc);
+    }
+
+    /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP
+    pub(crate) fn script_command(&mut self, c: &mut Conn, args: &[&[u8]]) {
+        let sub = args[1].to_ascii_lowercase();
+        let out = &mut c.out;
+        match sub.as_slice() {
+            b"load" if args.len() == 3 => {
+                let sc = self.scripting.get_or_insert_with(Box::default);
+                match sc.load(args[2]) {
+                    Ok(sha) => reply::bulk(out, &sha),
+                    Err(msg) => reply::error(out, &msg),
+                }
+            }
+            b"exists" if args.len() >= 3 => {
+                let sc = self.scripting.get_or_insert_with(Box::default);
+                reply::array_len(out, args.len() - 2);
+                for a in &args[2..] {
+                    let known = a.len() == 40 && {
+                        let mut sha = [0u8; 40];
+                        for (d, s) in sha.iter_mut().zip(a.iter()) {
+                            *d = s.to_ascii_lowercase();
+                        }
+                        sc.scripts.contains_key(&sha)
+                    };
+                    reply::integer(out, known as i64);
+                }
+            }
+            b"flush" if args.len() <= 3 => {
+                if args.len() == 3
+                    && !args[2].eq_ignore_ascii_case(b"sync")
+                    && !args[2].eq_ignore_ascii_case(b"async")
+                {
+                    return reply::error(out, b"ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+                }
+                self.scripting = Some(Box::default());
+                reply::ok(out);
+            }
+            b"kill" if args.len() == 2 => reply::error(out, NOTBUSY),
+            // The Lua debugger (LDB) is not built: only turning it off succeeds.
+            b"debug" if args.len() == 3 => match args[2].to_ascii_lowercase().as_slice() {
+                b"no" => reply::ok(out),
+                b"yes" | b"sync" => {
+                    reply::error(out, b"ERR SCRIPT DEBUG (the Lua debugger) is not supported by this server")
+                }
+                _ => reply::error(out, b"ERR Use SCRIPT DEBUG YES/SYNC/NO"),
+            },
+            b"help" if args.len() == 2 => crate::commands::help(
+                out,
+                &[
+                    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                    "DEBUG (YES|SYNC|NO)",
+                    "    Set the debug mode for subsequent scripts executed.",
+                    "EXISTS <sha1> [<sha1> ...]",
+                    "    Return information about the existence of the scripts in the script cache.",
+                    "FLUSH [ASYNC|SYNC]",
+                    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                    "    When called without the optional mode argument, the behavior is determined by the",
+                    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+                    "    * ASYNC: Asynchronously flush the scripts cache.",
+                    "    * SYNC: Synchronously flush the scripts cache.",
+                    "KILL",
+                    "    Kill the currently executing Lua script.",
+                    "LOAD <script>",
+                    "    Load a script into the scripts cache without executing it.",
+                    "HELP",
+                    "    Prints this help.",
+                ],
+            ),
+            b"load" | b"exists" | b"flush" | b"kill" | b"help" | b"debug" => {
+                crate::commands::wrong_sub_arity(out, args[0], args[1])
+            }
+            _ => errors::unknown_subcommand(out, args[0], args[1]),
+        }
+    }
+
+    /// While a script is busy: the command other clients sent. Only SCRIPT KILL and
+    /// SHUTDOWN NOSAVE act; everything else gets `-BUSY`. Nothing here commits a batch (the
+    /// script's writes are pending).
+    pub(crate) fn call_while_busy(&mut self, conn: &mut Conn, spec: &'static CommandSpec, args: &[&[u8]]) {
+        if spec.name == "script" && args.len() == 2 && args[1].eq_ignore_ascii_case(b"kill") {
+            if WROTE.with(Cell::get) {
+                reply::error(&mut conn.out, UNKILLABLE);
+            } else {
+                KILL.with(|k| k.set(true));
+                reply::ok(&mut conn.out);
+            }
+            return;
+        }
+        if spec.name == "shutdown" && args.len() == 2 && args[1].eq_ignore_ascii_case(b"nosave") {
+            tracing::warn!("SHUTDOWN NOSAVE while a script is busy: exiting without committing its writes");
+            self.exit_now();
+        }
+        // As any refused command, a BUSY inside MULTI fails the transaction at EXEC.
+        if let Some(m) = &mut conn.multi {
+            m.dirty = true;
+        }
+        reply::error(&mut conn.out, BUSY);
+    }
+}
