@@ -10,6 +10,7 @@ command -v pkg-config >/dev/null || missing+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || missing+=(zlib1g-dev)
 command -v openssl >/dev/null || missing+=(openssl)  # test certificates (crates/goblin-core/tests/auth_tls.rs)
+command -v ip >/dev/null || missing+=(iproute2)  # network namespaces (crates/goblin-core/tests/replication.rs)
 command -v tmux >/dev/null || missing+=(tmux)  # redis-cli interactive test (tests/clients)
 command -v npm >/dev/null || missing+=(nodejs npm)  # tests/clients/node (the machine ships Node 20)
 # Apache Kafka 4 for the journal tests (scripts/kafka4.sh): Java 17 or newer, and Maven to fetch

@@ -75,7 +75,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("goblin.dumpworld", "0.1.0", ""),
     ("goblin.load", "0.1.0", "path"),
     ("goblin.firehose", "0.1.0", ""),
-    ("wait", "3.0.0", "numreplicas timeout"),
+    ("wait", "3.0.0", "numreplicas:integer timeout:integer"),
     ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),

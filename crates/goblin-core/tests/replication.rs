@@ -128,6 +128,9 @@ fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
     // Asking for more than exist times out with the count reached.
     let n: i64 = redis::cmd("WAIT").arg(3).arg(200).query(&mut pc).unwrap();
     assert_eq!(n, 2);
+    // A script's writes on a replica are refused as a client's are.
+    let e = redis::cmd("EVAL").arg("return redis.call('SET', 'k', 'v')").arg(0).query::<()>(&mut rc).unwrap_err();
+    assert!(e.to_string().contains("read only replica"), "{e}");
     let e = redis::cmd("WAIT").arg(1).arg(10).query::<i64>(&mut rc).unwrap_err();
     assert!(e.to_string().contains("WAIT cannot be used with replica instances"), "{e}");
     // Keys past their deadline read as missing on a replica but stay until the primary's DEL.
@@ -424,4 +427,150 @@ fn another_version_a_bad_frame_or_a_gap_from_the_upstream_is_refused() {
     let m = wait_for(&r, "the refused write", |m| m["replica_last_error"].contains("logical offset 2"));
     assert_eq!(m["slave_repl_offset"], "1");
     h.join().unwrap();
+}
+
+/// A network namespace joined to the host by a veth pair: `host` is the host side's address,
+/// `inner` the namespace's. Removed on drop.
+struct Netns {
+    name: String,
+    host: String,
+    inner: String,
+}
+
+impl Netns {
+    fn create() -> Netns {
+        let id = std::process::id() % 200 + 20;
+        let name = format!("goblin-test-{}", std::process::id());
+        let (a, b) = (format!("gbh{id}"), format!("gbn{id}"));
+        let (host, inner) = (format!("10.213.{id}.1"), format!("10.213.{id}.2"));
+        let ip = |args: &[&str]| {
+            let out = std::process::Command::new("ip").args(args).output().expect("iproute2 (`ip`) is required");
+            assert!(out.status.success(), "ip {args:?}: {} (network namespaces need root)", String::from_utf8_lossy(&out.stderr));
+        };
+        let _ = std::process::Command::new("ip").args(["netns", "del", &name]).output();
+        let _ = std::process::Command::new("ip").args(["link", "del", &a]).output();
+        ip(&["netns", "add", &name]);
+        let ns = Netns { name: name.clone(), host: host.clone(), inner: inner.clone() };
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+        ip(&["link", "set", &b, "netns", &name]);
+        ip(&["addr", "add", &format!("{host}/24"), "dev", &a]);
+        ip(&["link", "set", &a, "up"]);
+        ip(&["netns", "exec", &name, "ip", "addr", "add", &format!("{inner}/24"), "dev", &b]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", &b, "up"]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Starts goblin-core inside the namespace, listening on its veth address; waits until the
+    /// host can connect to it.
+    fn goblin(&self, args: &[&str]) -> NsServer {
+        let port = common::free_port();
+        let log = temp_path("ns-server.log");
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.name, env!("CARGO_BIN_EXE_goblin-core")])
+            .args(["--port", &port.to_string(), "--bind", &self.inner, "--loglevel", "debug"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let s = NsServer { child, addr: format!("{}:{port}", self.inner), log };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&s.addr).is_err() {
+            assert!(Instant::now() < deadline, "the namespaced server did not start: {}", std::fs::read_to_string(&s.log).unwrap_or_default());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes its veth end, and with it the pair.
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+struct NsServer {
+    child: std::process::Child,
+    addr: String,
+    log: std::path::PathBuf,
+}
+
+impl NsServer {
+    fn repl(&self) -> HashMap<String, String> {
+        let mut c = redis::Client::open(format!("redis://{}/", self.addr)).unwrap().get_connection().unwrap();
+        info(&mut c, "replication")
+    }
+
+    fn wait_for(&self, what: &str, cond: impl Fn(&HashMap<String, String>) -> bool) -> HashMap<String, String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = self.repl();
+            if cond(&m) {
+                return m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waiting for {what}: {m:?}\nlog:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for NsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Across a real network boundary (a replica in its own network namespace, joined by a veth
+/// pair), a replica uses TLS without being asked: the upstream's TLS port only speaks TLS, so
+/// being live on it proves it; the certificate must name the source IP, and a wrong CA or a
+/// wrong server name is refused.
+#[test]
+fn a_non_loopback_upstream_is_followed_over_verified_tls() {
+    let ns = Netns::create();
+    let dir = common::certs::make(&format!("IP:{}", ns.host));
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    let (port, tport) = (common::free_port().to_string(), common::free_port().to_string());
+    let primary = Server::start(&[
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        &ns.host,
+        "--tls-port",
+        &tport,
+        "--tls-cert-file",
+        &p("server.crt"),
+        "--tls-key-file",
+        &p("server.key"),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let follow = |extra: &[&str]| {
+        let mut args = vec!["--replica-tcp", ns.host.as_str(), tport.as_str(), "--enable-debug-command", "yes"];
+        args.extend(extra);
+        ns.goblin(&args)
+    };
+    let r = follow(&["--replica-tls-ca-file", &p("ca.crt")]);
+    r.wait_for("live", |m| m["replica_state"] == "live");
+    random_workload(&primary, &mut rand::thread_rng(), 5);
+    let want = offset(&primary).to_string();
+    r.wait_for("the primary's offset", |m| m["slave_repl_offset"] == want);
+    let mut rc = redis::Client::open(format!("redis://{}/", r.addr)).unwrap().get_connection().unwrap();
+    let d: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
+    assert_eq!(d, digest(&primary));
+    let wrong_ca = follow(&["--replica-tls-ca-file", &p("other-ca.crt")]);
+    let m = wrong_ca.wait_for("refused", |m| !m["replica_last_error"].is_empty());
+    assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
+    let wrong_name =
+        follow(&["--replica-tls-ca-file", &p("ca.crt"), "--replica-tls-server-name", "primary.example.net"]);
+    let m = wrong_name.wait_for("refused", |m| !m["replica_last_error"].is_empty());
+    assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
+    assert_eq!(m["goblin_ready"], "0");
 }
