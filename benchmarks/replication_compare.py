@@ -163,12 +163,18 @@ def throughput(work, kind, nreplicas, requests):
     try:
         for _, rport in reps:
             wait_live(rport, kind)
+        def cpu(port):
+            m = Resp(port).info("cpu")
+            return float(m["used_cpu_user"]) + float(m["used_cpu_sys"])
+        before = [cpu(rport) for _, rport in reps]
         rps = bench(pport, requests)
         wait_caught_up(pport, [rport for _, rport in reps])
+        # CPU each replica spent applying the run, per replicated write.
+        per_write = [(cpu(rport) - b) / requests * 1e6 for (_, rport), b in zip(reps, before)]
         dropped = 0
         if kind == "goblin":
             dropped = int(Resp(pport).info("replication").get("firehose_full_disconnections", 0))
-        return rps, dropped
+        return rps, dropped, per_write
     finally:
         for r, _ in reps:
             r.stop()
@@ -228,11 +234,13 @@ def main():
         sys.exit("build first: cargo build --release --bin goblin-core")
     work = tempfile.mkdtemp(prefix="replbench-")
     res = {}
+    cpu_us = {}
     for rnd in range(args.rounds):
         for n in (0, 1, 2):
             for kind in ("goblin", "redis"):
-                rps, dropped = throughput(work, kind, n, args.requests)
+                rps, dropped, per_write = throughput(work, kind, n, args.requests)
                 res.setdefault((kind, n), []).append(rps)
+                cpu_us.setdefault(kind, []).extend(per_write)
                 print(f"round {rnd + 1}: {kind} with {n} replicas: {rps:,.0f} SET/s"
                       + (f" ({dropped} subscribers cut off)" if dropped else ""), flush=True)
     top = statistics.median(res[("goblin", 0)])
@@ -253,6 +261,8 @@ def main():
         g, r = statistics.median(res[("goblin", n)]), statistics.median(res[("redis", n)])
         g0, r0 = statistics.median(res[("goblin", 0)]), statistics.median(res[("redis", 0)])
         lines.append(f"| {n} | {g:,.0f} | {g / g0:.2f} | {r:,.0f} | {r / r0:.2f} | {g / r:.2f} |")
+    lines += ["", "Replica CPU per replicated write (user + system, median over every replica of every run): "
+              + ", ".join(f"{k} {statistics.median(v):.2f} us" for k, v in cpu_us.items()) + "."]
     lines += ["", f"## Replication lag (primary reply -> replica read), {args.probes} probes", "",
               f"Background load: redis-benchmark SET -P 1 -c {args.load_clients} on the primary "
               f"(goblin's top rate alone: {top:,.0f} SET/s at -P 16).", "",

@@ -562,12 +562,14 @@ impl Server {
     }
 
     /// The broker offset of the last record Kafka acknowledged (-1: none, or no journal).
+    /// On a replica: its safe Kafka cursor (see `replication::frame::Cursor`), so that its
+    /// own snapshots restart from a broker offset that skips nothing they lack.
     pub(crate) fn journal_acked_broker_offset(&self) -> i64 {
         #[cfg(feature = "kafka")]
         if let Some(j) = &self.journal {
             return j.journal.acks.broker.get();
         }
-        -1
+        self.replica.as_ref().map_or(-1, |r| r.cursor.broker)
     }
 
     /// INFO kafka.

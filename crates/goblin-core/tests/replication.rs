@@ -574,3 +574,178 @@ fn a_non_loopback_upstream_is_followed_over_verified_tls() {
     assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
     assert_eq!(m["goblin_ready"], "0");
 }
+
+/// The id of the primary's connection to a firehose subscriber (CLIENT LIST flag `S`).
+fn subscriber_ids(primary: &Server) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut primary.conn()).unwrap();
+    list.lines()
+        .filter(|l| l.split(' ').any(|f| f.starts_with("flags=") && f.contains('S')))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")).map(str::to_string))
+        .collect()
+}
+
+/// Reconnect rules at run time: a link lost while the primary moves on is recovered through
+/// Kafka with the new suffix buffered; an upstream behind the replica, or of another lineage,
+/// leaves it degraded.
+#[test]
+fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
+    let k = Kaka::start();
+    let uri = k.uri("repl-rules");
+    let snap = sock("primary.gcsn");
+    let pport = common::free_port().to_string();
+    let with_snapshot = ["--port", pport.as_str(), "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"];
+    let primary = Server::start(&with_snapshot);
+    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--enable-debug-command", "yes"]);
+    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let mut pc = primary.conn();
+    for i in 0..100 {
+        let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
+    let older = sock("older.gcsn");
+    std::fs::copy(&snap, &older).unwrap();
+    converge(&primary, &[&replica]);
+    // Cut the link while the replica is stopped, write on, let it notice: upstream ahead.
+    replica.signal(libc::SIGSTOP);
+    for id in subscriber_ids(&primary) {
+        let _: () = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut pc).map(|_: i64| ()).unwrap();
+    }
+    for i in 0..500 {
+        let _: i64 = redis::cmd("RPUSH").arg("after").arg(i).query(&mut pc).unwrap();
+    }
+    replica.signal(libc::SIGCONT);
+    converge(&primary, &[&replica]);
+    assert!(replica.log().contains("catching up through Kafka"), "{}", replica.log());
+    let m = repl(&replica);
+    assert_eq!((m["replica_state"].as_str(), m["replica_lag"].as_str()), ("live", "0"), "{m:?}");
+    // The primary comes back from an older snapshot without its journal: behind the replica.
+    let mut primary = primary;
+    primary.signal(9);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    let behind = Server::start(&["--port", &pport, "--load", &older, "--save", ""]);
+    let m = wait_for(&replica, "degraded", |m| m["replica_state"] == "degraded");
+    assert!(m["replica_last_error"].contains("behind"), "{m:?}");
+    assert_eq!(m["goblin_ready"], "0");
+    // Reads still served from the last good state.
+    let n: i64 = redis::cmd("LLEN").arg("after").query(&mut replica.conn()).unwrap();
+    assert_eq!(n, 500);
+    let mut behind = behind;
+    behind.signal(9);
+    behind.wait_exit(Duration::from_secs(10)).unwrap();
+    // A fresh primary (no snapshot, no journal): another lineage.
+    let _fresh = Server::start(&["--port", &pport, "--save", ""]);
+    let m = wait_for(&replica, "another lineage", |m| m["replica_last_error"].contains("different history"));
+    assert_eq!(m["replica_state"], "degraded");
+}
+
+/// A handoff whose live suffix outgrows --replication-buffer-bytes is abandoned, not applied,
+/// and retried; once the flood stops the replica goes live with the primary's digest.
+#[test]
+fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
+    let k = Kaka::start();
+    let uri = k.uri("repl-exhaust");
+    let snap = sock("primary.gcsn");
+    let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let mut pc = primary.conn();
+    let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
+    let old = sock("replica.gcsn");
+    std::fs::copy(&snap, &old).unwrap();
+    // A long suffix to replay from Kafka...
+    let mut p = redis::pipe();
+    for i in 0..100_000 {
+        p.cmd("SET").arg(format!("k{}", i % 1000)).arg(i).ignore();
+    }
+    let _: () = p.query(&mut pc).unwrap();
+    // ... while a flood of large values keeps arriving over the firehose.
+    let url = primary.url();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let v = "v".repeat(2048);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: () = redis::cmd("SET").arg("big").arg(&v).query(&mut c).unwrap();
+            }
+        })
+    };
+    let log = temp_path("exhaust-replica.log");
+    let rport = common::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--port", &rport.to_string(), "--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--load", &old])
+        .args(["--replication-buffer-bytes", "4kb", "--enable-debug-command", "yes"])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("handoff buffer (--replication-buffer-bytes) is exhausted") {
+        assert!(Instant::now() < deadline, "no exhausted buffer: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.join().unwrap();
+    let want = (offset(&primary).to_string(), digest(&primary));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut rc = loop {
+        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap().get_connection() {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "the replica never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    loop {
+        let m = info(&mut rc, "replication");
+        if m["replica_state"] == "live" && m["slave_repl_offset"] == want.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not live: {m:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let d: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
+    assert_eq!(d, want.1);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A Kafka catch-up that cannot reach the upstream's offset (its topic lacks the records: here
+/// the primary does not journal at all) stalls, is abandoned without applying a gap, and the
+/// replica stays not ready.
+#[test]
+fn a_stalled_kafka_catch_up_is_abandoned() {
+    let k = Kaka::start();
+    k.create_topic("repl-stall", 1, &["cleanup.policy=delete"]);
+    let primary = Server::start(&["--enable-debug-command", "yes"]);
+    let mut pc = primary.conn();
+    for i in 0..10 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    let log = temp_path("stall-replica.log");
+    let rport = common::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--port", &rport.to_string(), "--kafka", &k.uri("repl-stall")])
+        .args(["--replica-tcp", "127.0.0.1", &primary.port.to_string()])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("Kafka catch-up stalled") {
+        assert!(Instant::now() < deadline, "no stall: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The listeners open right after the abandoned startup attempt.
+    let mut rc = loop {
+        match redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap().get_connection() {
+            Ok(c) => break c,
+            Err(e) => assert!(Instant::now() < deadline, "the replica never listened: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let m = info(&mut rc, "replication");
+    assert_eq!(m["goblin_ready"], "0", "{m:?}");
+    assert_ne!(m["replica_state"], "live");
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    assert_eq!(n, 0, "nothing unverified was applied");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -66,6 +66,18 @@ fn push_int(out: &mut Vec<u8>, n: i64) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// The replication id as a 40-hex-digit bulk string, written in place (once per frame: no
+/// allocation on the write path).
+fn push_replid(out: &mut Vec<u8>, id: ReplId) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"$40\r\n");
+    for b in id.0 {
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 fn push_bulk(out: &mut Vec<u8>, b: &[u8]) {
     out.push(b'$');
     out.extend_from_slice(itoa::Buffer::new().format(b.len()).as_bytes());
@@ -78,7 +90,7 @@ pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64) {
     out.extend_from_slice(b"*5\r\n$5\r\nHELLO\r\n");
     push_int(out, PROTOCOL_VERSION);
     push_bulk(out, BUILD_VERSION.as_bytes());
-    push_bulk(out, replid.to_string().as_bytes());
+    push_replid(out, replid);
     push_int(out, offset as i64);
 }
 
@@ -88,7 +100,7 @@ pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor) {
     out.extend_from_slice(itoa::Buffer::new().format(6 + batch.len()).as_bytes());
     out.extend_from_slice(b"\r\n$5\r\nBATCH\r\n");
     push_int(out, PROTOCOL_VERSION);
-    push_bulk(out, batch.replid.to_string().as_bytes());
+    push_replid(out, batch.replid);
     push_int(out, batch.first_offset as i64);
     push_int(out, cursor.logical);
     push_int(out, cursor.broker);
