@@ -85,6 +85,14 @@ impl BatchHeader {
         self.base_offset + self.last_offset_delta as i64
     }
 
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
     pub fn codec(&self) -> i16 {
         self.attributes & ATTR_CODEC_MASK
     }
@@ -111,7 +119,7 @@ pub fn crc_ok(batch: &[u8], h: &BatchHeader) -> bool {
 /// Validates the records of one partition in a Produce request: exactly one magic-2 batch
 /// with a correct CRC and a plausible count. Returns the header or a Kafka error code:
 /// CORRUPT_MESSAGE for a CRC or framing mismatch, INVALID_RECORD for well-formed input we
-/// refuse (old magic, several batches, transactional or control batches).
+/// refuse (old magic, several batches, control batches).
 pub fn validate_produce(records: &[u8]) -> Result<BatchHeader, (i16, &'static str)> {
     let h = BatchHeader::parse(records)
         .ok_or((errors::CORRUPT_MESSAGE, "record batch shorter than its header"))?;
@@ -127,8 +135,12 @@ pub fn validate_produce(records: &[u8]) -> Result<BatchHeader, (i16, &'static st
     if !crc_ok(records, &h) {
         return Err((errors::CORRUPT_MESSAGE, "record batch CRC-32C mismatch"));
     }
-    if h.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL) != 0 {
-        return Err((errors::INVALID_RECORD, "transactional and control batches are not supported"));
+    if h.attributes & ATTR_CONTROL != 0 {
+        // Only the transaction coordinator writes control batches (as Kafka).
+        return Err((errors::INVALID_RECORD, "clients may not write control batches"));
+    }
+    if h.is_transactional() && (h.producer_id < 0 || h.base_sequence < 0) {
+        return Err((errors::INVALID_RECORD, "a transactional batch needs a producer id and sequence"));
     }
     if h.last_offset_delta < 0 || h.records_count < 0 || h.codec() > 4 {
         return Err((errors::INVALID_RECORD, "invalid record batch header"));
@@ -137,6 +149,59 @@ pub fn validate_produce(records: &[u8]) -> Result<BatchHeader, (i16, &'static st
         return Err((errors::INVALID_RECORD, "record count does not match lastOffsetDelta"));
     }
     Ok(h)
+}
+
+/// A transaction marker (Kafka's control batch): one control record whose key is
+/// `[version: i16 = 0, type: i16]` (0 abort, 1 commit) and whose value is
+/// `[version: i16 = 0, coordinatorEpoch: i32]`, in a batch with the transactional and control
+/// attributes, the producer's id and epoch, and no sequence. baseOffset is left 0 (the
+/// partition owner assigns it). Kafka writes markers uncompressed; so does kaka.
+pub fn control_batch(producer_id: i64, producer_epoch: i16, commit: bool, timestamp: i64) -> Vec<u8> {
+    // The one record: length, attributes, timestampDelta, offsetDelta, key, value, headers.
+    let mut rec = vec![0u8, 0, 0]; // attributes, timestampDelta 0, offsetDelta 0 (zigzag)
+    rec.push(8); // key length 4 (zigzag)
+    rec.extend_from_slice(&[0, 0, 0, commit as u8]);
+    rec.push(12); // value length 6 (zigzag)
+    rec.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    rec.push(0); // no headers
+    let mut b = Vec::with_capacity(HEADER_LEN + 1 + rec.len());
+    b.extend_from_slice(&0i64.to_be_bytes()); // baseOffset
+    let batch_length = (HEADER_LEN - LOG_OVERHEAD + 1 + rec.len()) as i32;
+    b.extend_from_slice(&batch_length.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // partitionLeaderEpoch
+    b.push(2); // magic
+    b.extend_from_slice(&[0; 4]); // crc, filled below
+    b.extend_from_slice(&(ATTR_TRANSACTIONAL | ATTR_CONTROL).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // lastOffsetDelta
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&producer_id.to_be_bytes());
+    b.extend_from_slice(&producer_epoch.to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // baseSequence
+    b.extend_from_slice(&1i32.to_be_bytes()); // recordsCount
+    b.push((rec.len() as u8) << 1); // record length (zigzag, < 64)
+    b.extend_from_slice(&rec);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// The kind of a control batch: Some(true) for a commit marker, Some(false) for an abort
+/// marker, None for anything else (not a control batch, or another control type).
+pub fn control_kind(batch: &Bytes, h: &BatchHeader) -> Option<bool> {
+    if !h.is_control() {
+        return None;
+    }
+    let recs = decode_records(batch, h).ok()?;
+    let key = recs.first()?.key.as_ref()?;
+    if key.len() < 4 {
+        return None;
+    }
+    match i16::from_be_bytes([key[2], key[3]]) {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
 }
 
 /// One record decoded from a batch (borrowing nothing: small copies of key and value).
@@ -336,6 +401,29 @@ mod tests {
         let mut two = b.clone();
         two.extend_from_slice(&b);
         assert_eq!(validate_produce(&two).unwrap_err().0, errors::INVALID_RECORD);
+    }
+
+    /// A marker is a valid batch (CRC, framing) that the protocol crate decodes as a control
+    /// record with Kafka's key and value layout, and that `control_kind` reads back.
+    #[test]
+    fn control_batch_is_a_kafka_marker() {
+        for commit in [false, true] {
+            let b = control_batch(42, 7, commit, 1_700_000_000_000);
+            let h = BatchHeader::parse(&b).unwrap();
+            assert!(crc_ok(&b, &h));
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence, h.records_count), (42, 7, -1, 1));
+            let bytes = Bytes::from(b.clone());
+            assert_eq!(control_kind(&bytes, &h), Some(commit));
+            let mut buf = bytes.clone();
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+            let r = &set.records[0];
+            assert!(r.control && r.transactional);
+            assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, commit as u8][..]));
+            assert_eq!(r.value.as_deref(), Some(&[0u8; 6][..]));
+            // Clients may not write one.
+            assert_eq!(validate_produce(&b).unwrap_err().0, errors::INVALID_RECORD);
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! DIR/topics/<name>/topic.meta      id, partition count, topic configs (key=value lines)
 //! DIR/topics/<name>/<partition>/    segments: <base>.log .index .timeindex .snapshot
 //! DIR/groups/offsets.log            committed offsets (see groups.rs)
+//! DIR/transactions/txn.log          transaction coordinator state (see txn.rs)
 //! ```
 //! The registry map is behind a lock, but only topic creation and deletion take it for
 //! writing; the order of records is owned by each partition's task, never by this lock.
@@ -20,6 +21,7 @@ use crate::groups::Groups;
 use crate::memory::Memory;
 use crate::partition::{self, Partition};
 use crate::segment;
+use crate::txn::Txns;
 
 pub struct Topic {
     pub name: String,
@@ -46,6 +48,8 @@ pub struct Broker {
     /// block a runtime thread meanwhile.
     pids: tokio::sync::Mutex<PidAlloc>,
     pub groups: Groups,
+    /// The transaction coordinator (see txn.rs); `Txns::start` recovers and runs it.
+    pub txns: Txns,
 }
 
 struct PidAlloc {
@@ -68,12 +72,14 @@ impl Broker {
         };
         let memory = Memory::new(cfg.max_memory);
         let groups = Groups::start(&cfg)?;
+        let txns = Txns::open(&cfg.dir)?;
         let broker = Arc::new(Broker {
             memory: memory.clone(),
             topics: RwLock::new(HashMap::new()),
             admin: Mutex::new(()),
             pids: tokio::sync::Mutex::new(PidAlloc { next, limit: next, path: pid_path }),
             groups,
+            txns,
             cfg,
         });
         let mut names: Vec<String> = std::fs::read_dir(&topics_dir)

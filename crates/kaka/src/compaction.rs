@@ -8,6 +8,7 @@
 //!   so offsets past a removed tail and producer sequences stay derivable;
 //! - an emptied batch is dropped unless it is the last of its segment (it then keeps the
 //!   segment's end offset);
+//! - transaction markers (control batches) are always kept;
 //! - a tombstone (null value) deletes its key and is itself dropped once it is older than
 //!   `delete.retention.ms` (measured from the record's timestamp, a simplification of
 //!   Kafka's per-cleaning horizon).
@@ -115,6 +116,9 @@ fn compact_blocking(
     let mut latest: KeyMap = HashMap::new();
     for seg in segs {
         for_each_batch(seg, |h, _, recs| {
+            if h.is_control() {
+                return Ok(()); // a marker's key is its type, not a record key
+            }
             for r in recs {
                 if let Some(k) = r.key {
                     let tombstone = r.value_is_null.then_some(r.timestamp);
@@ -182,6 +186,9 @@ fn compact_blocking(
 }
 
 fn keep(r: &batch::Record, h: &BatchHeader, latest: &KeyMap, horizon: i64) -> bool {
+    if h.is_control() {
+        return true; // transaction markers stay: read_committed clients need them
+    }
     let Some(k) = &r.key else { return true };
     let off = h.base_offset + r.offset_delta as i64;
     if latest.get(k).is_some_and(|&(l, _)| l > off) {

@@ -139,6 +139,14 @@ enum GMsg {
         offsets: Vec<OffsetEntry>,
         reply: oneshot::Sender<i16>,
     },
+    /// Offsets of a committed transaction (TxnOffsetCommit, applied at EndTxn): written and
+    /// synced like any commit, without membership checks (those were made when the producer
+    /// sent them, and the transaction is already decided).
+    CommitTxn {
+        group: String,
+        offsets: Vec<OffsetEntry>,
+        reply: oneshot::Sender<i16>,
+    },
     Fetch {
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
@@ -229,6 +237,15 @@ impl Groups {
     ) -> i16 {
         let (rtx, rrx) = oneshot::channel();
         if self.tx.send(GMsg::Commit { group, generation, member, offsets, reply: rtx }).is_err() {
+            return errors::COORDINATOR_NOT_AVAILABLE;
+        }
+        rrx.await.unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+    }
+
+    /// Applies a committed transaction's offsets (see `GMsg::CommitTxn`).
+    pub async fn commit_txn(&self, group: String, offsets: Vec<OffsetEntry>) -> i16 {
+        let (rtx, rrx) = oneshot::channel();
+        if self.tx.send(GMsg::CommitTxn { group, offsets, reply: rtx }).is_err() {
             return errors::COORDINATOR_NOT_AVAILABLE;
         }
         rrx.await.unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
@@ -457,6 +474,9 @@ impl Coordinator {
                         GMsg::Commit { group, generation, member, offsets, reply } => {
                             let code = self.commit(&group, generation, &member, offsets).await;
                             let _ = reply.send(code);
+                        }
+                        GMsg::CommitTxn { group, offsets, reply } => {
+                            let _ = reply.send(self.write_offsets(&group, offsets).await);
                         }
                         GMsg::Fetch { group, topics, reply } => {
                             let _ = reply.send(self.fetch(&group, topics));
@@ -696,7 +716,11 @@ impl Coordinator {
                 return errors::ILLEGAL_GENERATION;
             }
         }
-        // Durable before answered: append, fdatasync, then apply in memory.
+        self.write_offsets(group, offsets).await
+    }
+
+    /// Durable before answered: append, fdatasync, then apply in memory.
+    async fn write_offsets(&mut self, group: &str, offsets: Vec<OffsetEntry>) -> i16 {
         let mut frame = Frame::new();
         for (t, p, c) in &offsets {
             frame.entry(group, t, *p, c);

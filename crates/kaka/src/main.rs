@@ -23,6 +23,7 @@ mod memory;
 mod partition;
 mod segment;
 mod server;
+mod txn;
 mod wire;
 
 use std::collections::BTreeMap;
@@ -232,6 +233,8 @@ async fn run_broker(opts: Opts) -> i32 {
             return 1;
         }
     };
+    // Completes or aborts the transactions a crash interrupted, then expires timed-out ones.
+    txn::Txns::start(&broker);
     tracing::info!(
         listen = %opts.listen,
         dir = %opts.dir.display(),

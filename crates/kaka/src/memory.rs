@@ -65,6 +65,12 @@ impl Memory {
         }
     }
 
+    /// Counts `n` bytes even past the limit: for the few bytes of a transaction marker,
+    /// which cannot be refused (the transaction is already decided).
+    pub fn reserve_anyway(&self, n: usize) {
+        self.used.fetch_add(n, Ordering::AcqRel);
+    }
+
     pub fn release(&self, n: usize) {
         self.used.fetch_sub(n, Ordering::AcqRel);
     }

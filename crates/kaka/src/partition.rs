@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::batch::BatchHeader;
+use crate::batch::{self, BatchHeader};
 use crate::compaction::PassSummary;
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::errors;
@@ -82,6 +82,57 @@ pub enum Msg {
     /// DeleteRecords: move the log start up to this offset (-1: the high watermark); answers
     /// the new log start or a Kafka error code.
     DeleteRecords(i64, oneshot::Sender<Result<i64, i16>>),
+    /// EndTxn: write a commit or abort marker for this producer's open transaction here (if
+    /// it has one) and answer once it is durable. The epoch is the coordinator's: a batch
+    /// with an older epoch is refused from then on (zombie fencing).
+    Marker { producer_id: i64, producer_epoch: i16, commit: bool, reply: oneshot::Sender<AppendResult> },
+}
+
+/// What a partition knows of transactions (Kafka's producer state and `.txnindex`): the open
+/// transaction of each producer (its first offset here) and the aborted ones, so the last
+/// stable offset and a read_committed fetch's aborted list need no disk reads. Rebuilt on
+/// restart from the segment snapshot and the newest segment's batches, like producer state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxnIndex {
+    /// Producer id -> first offset of its unfinished transaction in this partition.
+    pub open: HashMap<i64, i64>,
+    /// Aborted transactions as (producer id, first offset, offset of the abort marker), in
+    /// marker order.
+    pub aborted: Vec<(i64, i64, i64)>,
+}
+
+impl TxnIndex {
+    /// The first offset of the oldest open transaction (i64::MAX when none is open).
+    pub fn first_unstable(&self) -> i64 {
+        self.open.values().copied().min().unwrap_or(i64::MAX)
+    }
+
+    /// Notes one written batch: a transactional data batch opens its producer's transaction
+    /// (if not open yet), a marker closes it (an abort is remembered).
+    fn note(&mut self, h: &BatchHeader, marker: Option<bool>) {
+        if h.producer_id < 0 || !h.is_transactional() {
+            return;
+        }
+        match marker {
+            Some(commit) => {
+                if let Some(first) = self.open.remove(&h.producer_id) {
+                    if !commit {
+                        self.aborted.push((h.producer_id, first, h.base_offset));
+                    }
+                }
+            }
+            None if h.is_control() => {}
+            None => {
+                self.open.entry(h.producer_id).or_insert(h.base_offset);
+            }
+        }
+    }
+
+    /// Aborted transactions that overlap `[from, to)`: (producer id, first offset), as a
+    /// read_committed Fetch reports them.
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<(i64, i64)> {
+        self.aborted.iter().filter(|a| a.2 >= from && a.1 < to).map(|a| (a.0, a.1)).collect()
+    }
 }
 
 /// Where DeleteRecords last moved the log start (`DIR/log-start`, decimal), or 0.
@@ -101,6 +152,10 @@ pub struct Shared {
     pub cache: Arc<TailCache>,
     /// Set when the partition could not be opened (damaged older segment).
     pub open_error: Option<String>,
+    /// Open and aborted transactions (written by the owner only).
+    pub txns: RwLock<TxnIndex>,
+    /// `txns.first_unstable()`, for the last stable offset without taking the lock.
+    pub first_unstable: AtomicI64,
 }
 
 impl Shared {
@@ -112,6 +167,17 @@ impl Shared {
         self.log_start.load(Ordering::Acquire)
     }
 
+    /// The last stable offset: below it every transaction is decided (committed or aborted)
+    /// and durable; the high watermark when no transaction is open.
+    pub fn lso(&self) -> i64 {
+        self.hw().min(self.first_unstable.load(Ordering::Acquire))
+    }
+
+    /// Aborted transactions overlapping `[from, to)` (see `TxnIndex::aborted_between`).
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<(i64, i64)> {
+        self.txns.read().unwrap_or_else(|e| e.into_inner()).aborted_between(from, to)
+    }
+
     /// Bytes of log on disk (whole batches; preallocated space not counted).
     pub fn size_bytes(&self) -> u64 {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.size()).sum()
@@ -121,7 +187,8 @@ impl Shared {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Reads record batches at `offset` for a Fetch. Err is a Kafka error code.
+    /// Reads record batches at `offset` for a Fetch, below `limit` (the high watermark, or the
+    /// last stable offset for read_committed). Err is a Kafka error code.
     ///
     /// Below the RAM window, an answer of `STREAM_MIN_BYTES` or more is not read here: it is
     /// handed back as a file range that the connection's writer reads slice by slice while it
@@ -129,15 +196,15 @@ impl Shared {
     /// 64 MiB, and its socket copying is spread over the disk reads instead of following them
     /// in one burst (a loopback burst of that size made concurrent fdatasyncs wait for the
     /// CPU's network work, measured in benchmarks/kaka/RESULTS.md).
-    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Vec<Piece>, i16> {
+    pub async fn read(&self, offset: i64, max_bytes: usize, limit: i64) -> Result<Vec<Piece>, i16> {
         if self.open_error.is_some() {
             return Err(errors::KAFKA_STORAGE_ERROR);
         }
-        let hw = self.hw();
-        if offset < self.log_start() || offset > hw {
+        if offset < self.log_start() || offset > self.hw() {
             return Err(errors::OFFSET_OUT_OF_RANGE);
         }
-        if offset == hw {
+        let hw = limit.min(self.hw());
+        if offset >= hw {
             return Ok(Vec::new());
         }
         // Cached batches are handed out as they are (shared, not copied): the response is sent
@@ -320,11 +387,11 @@ pub fn open(
 ) -> Partition {
     let (tx, rx) = mpsc::unbounded_channel();
     let (hw_tx, _) = watch::channel(0i64);
-    let (segments, producers, open_error) = match load(dir) {
-        Ok((s, p)) => (s, p, None),
+    let (segments, producers, txns, open_error) = match load(dir) {
+        Ok((s, p, t)) => (s, p, t, None),
         Err(e) => {
             tracing::error!(topic, partition, "refusing to open partition: {e}");
-            (Vec::new(), HashMap::new(), Some(e))
+            (Vec::new(), HashMap::new(), TxnIndex::default(), Some(e))
         }
     };
     let leo = segments.last().map(|s| s.next_offset()).unwrap_or(0);
@@ -341,6 +408,8 @@ pub fn open(
         failed: AtomicBool::new(open_error.is_some()),
         cache: Arc::new(TailCache::default()),
         open_error,
+        first_unstable: AtomicI64::new(txns.first_unstable()),
+        txns: RwLock::new(txns),
     });
     let owner = Owner {
         shared: shared.clone(),
@@ -361,7 +430,7 @@ pub fn open(
 
 /// Loads the segments of a partition directory. Older segments are checked by their header
 /// chain (or trusted index files), the newest is CRC-checked and its torn tail truncated.
-type Loaded = (Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>);
+type Loaded = (Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>, TxnIndex);
 
 fn load(dir: &Path) -> Result<Loaded, String> {
     segment::create_dir_synced(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -398,20 +467,39 @@ fn load(dir: &Path) -> Result<Loaded, String> {
     }
     // Producer state: the snapshot taken when the newest segment was created, then the
     // newest segment's own batch headers replayed on top.
+    // Transaction state the same way: open and aborted transactions as of the snapshot, then
+    // the newest segment's transactional batches and markers.
     let mut producers = HashMap::new();
+    let mut txns = TxnIndex::default();
     if let Some(newest) = segs.last() {
         let snap = dir.join(segment::file_name(newest.base_offset, "snapshot"));
         if let Ok(b) = std::fs::read(&snap) {
-            producers = decode_snapshot(&b);
+            (producers, txns) = decode_snapshot(&b);
         }
+        let mut err = None;
         newest
-            .scan_headers(0, |_, h| {
+            .scan_headers(0, |pos, h| {
                 note_producer(&mut producers, h);
+                let marker = if h.is_control() {
+                    match newest.read_batch(pos, h) {
+                        Ok(b) => batch::control_kind(&b, h),
+                        Err(e) => {
+                            err = Some(e.to_string());
+                            return false;
+                        }
+                    }
+                } else {
+                    None
+                };
+                txns.note(h, marker);
                 true
             })
             .map_err(|e| e.to_string())?;
+        if let Some(e) = err {
+            return Err(format!("{}: reading a transaction marker: {e}", dir.display()));
+        }
     }
-    Ok((segs, producers))
+    Ok((segs, producers, txns))
 }
 
 fn note_producer(producers: &mut HashMap<i64, ProducerEntry>, h: &BatchHeader) {
@@ -423,6 +511,9 @@ fn note_producer(producers: &mut HashMap<i64, ProducerEntry>, h: &BatchHeader) {
         e.batches.clear();
         e.epoch = h.producer_epoch;
     }
+    if h.is_control() {
+        return; // a marker carries the coordinator's epoch but no sequence
+    }
     e.batches.push_back(BatchMeta {
         first_seq: h.base_sequence,
         last_seq: h.last_sequence(),
@@ -433,7 +524,9 @@ fn note_producer(producers: &mut HashMap<i64, ProducerEntry>, h: &BatchHeader) {
     }
 }
 
-fn encode_snapshot(p: &HashMap<i64, ProducerEntry>) -> Vec<u8> {
+/// Producer state, then (appended later, so older snapshots still read) the transaction index:
+/// open transactions and aborted ones. One CRC over all of it.
+fn encode_snapshot(p: &HashMap<i64, ProducerEntry>, t: &TxnIndex) -> Vec<u8> {
     let mut o = Vec::new();
     o.extend_from_slice(&(p.len() as u32).to_be_bytes());
     for (pid, e) in p {
@@ -446,6 +539,17 @@ fn encode_snapshot(p: &HashMap<i64, ProducerEntry>) -> Vec<u8> {
             o.extend_from_slice(&b.base_offset.to_be_bytes());
         }
     }
+    o.extend_from_slice(&(t.open.len() as u32).to_be_bytes());
+    for (pid, first) in &t.open {
+        o.extend_from_slice(&pid.to_be_bytes());
+        o.extend_from_slice(&first.to_be_bytes());
+    }
+    o.extend_from_slice(&(t.aborted.len() as u32).to_be_bytes());
+    for (pid, first, last) in &t.aborted {
+        o.extend_from_slice(&pid.to_be_bytes());
+        o.extend_from_slice(&first.to_be_bytes());
+        o.extend_from_slice(&last.to_be_bytes());
+    }
     let crc = crc32c::crc32c(&o);
     o.extend_from_slice(&crc.to_be_bytes());
     o
@@ -453,17 +557,45 @@ fn encode_snapshot(p: &HashMap<i64, ProducerEntry>) -> Vec<u8> {
 
 /// Decodes a producer snapshot; a damaged one yields empty state (any sequence is then
 /// accepted for those producers, as Kafka does for producers it has no state for).
-fn decode_snapshot(b: &[u8]) -> HashMap<i64, ProducerEntry> {
-    let mut out = HashMap::new();
+fn decode_snapshot(b: &[u8]) -> (HashMap<i64, ProducerEntry>, TxnIndex) {
+    let out = HashMap::new();
     if b.len() < 8 {
-        return out;
+        return (out, TxnIndex::default());
     }
     let (body, crc) = b.split_at(b.len() - 4);
     if crc32c::crc32c(body).to_be_bytes() != crc {
         tracing::warn!("producer snapshot checksum mismatch; ignoring it");
-        return out;
+        return (out, TxnIndex::default());
     }
+    let mut p = 0;
+    let producers = decode_producers(body, &mut p);
+    let txns = decode_txn_index(body, &mut p).unwrap_or_default();
+    (producers, txns)
+}
+
+fn decode_txn_index(body: &[u8], p: &mut usize) -> Option<TxnIndex> {
+    let mut t = TxnIndex::default();
+    let i64_at = |q: usize| body.get(q..q + 8).map(|s| i64::from_be_bytes(s.try_into().unwrap()));
+    let u32_at = |q: usize| body.get(q..q + 4).map(|s| u32::from_be_bytes(s.try_into().unwrap()));
+    let n = u32_at(*p)?;
+    *p += 4;
+    for _ in 0..n {
+        t.open.insert(i64_at(*p)?, i64_at(*p + 8)?);
+        *p += 16;
+    }
+    let n = u32_at(*p)?;
+    *p += 4;
+    for _ in 0..n {
+        t.aborted.push((i64_at(*p)?, i64_at(*p + 8)?, i64_at(*p + 16)?));
+        *p += 24;
+    }
+    Some(t)
+}
+
+fn decode_producers(body: &[u8], pos: &mut usize) -> HashMap<i64, ProducerEntry> {
+    let mut out = HashMap::new();
     let mut p = 4;
+    *pos = body.len(); // on damage: nothing after the producers is read either
     let n = u32::from_be_bytes(body[0..4].try_into().unwrap());
     for _ in 0..n {
         if p + 11 > body.len() {
@@ -487,6 +619,7 @@ fn decode_snapshot(b: &[u8]) -> HashMap<i64, ProducerEntry> {
         }
         out.insert(pid, e);
     }
+    *pos = p;
     out
 }
 
@@ -514,6 +647,9 @@ impl Owner {
                                 self.append(batch, header, reply, reserved).await
                             }
                             Msg::Shutdown(done) => shutdown = Some(done),
+                            Msg::Marker { producer_id, producer_epoch, commit, reply } => {
+                                self.marker(producer_id, producer_epoch, commit, reply).await
+                            }
                             Msg::DeleteRecords(offset, reply) => {
                                 let _ = reply.send(segment::blocking(|| self.delete_records(offset)));
                             }
@@ -749,6 +885,9 @@ impl Owner {
         }
         APPENDS.fetch_add(1, Ordering::Relaxed);
         note_producer(&mut self.producers, &h);
+        if h.is_transactional() {
+            self.note_txn(&h, None);
+        }
         self.leo = h.last_offset() + 1;
         let bytes = Bytes::from(bytes);
         self.memory
@@ -766,6 +905,86 @@ impl Owner {
         } else if let Some(reply) = reply {
             self.unsynced.push(Waiting { reply, result: r });
         }
+    }
+
+    /// Updates the transaction index (and so the last stable offset) for one written batch.
+    fn note_txn(&self, h: &BatchHeader, marker: Option<bool>) {
+        let mut t = self.shared.txns.write().unwrap_or_else(|e| e.into_inner());
+        t.note(h, marker);
+        self.shared.first_unstable.store(t.first_unstable(), Ordering::Release);
+    }
+
+    /// Forgets aborted transactions wholly below the log start (their records are gone).
+    fn prune_aborted(&self, log_start: i64) {
+        let mut t = self.shared.txns.write().unwrap_or_else(|e| e.into_inner());
+        t.aborted.retain(|a| a.2 >= log_start);
+    }
+
+    /// Writes the commit or abort marker of `producer_id`'s open transaction in this
+    /// partition, and answers once it is durable (even with `--fsync-interval-ms`: the
+    /// coordinator records the transaction complete only after every marker is on disk, so a
+    /// power failure cannot leave a transaction open here that it believes finished). A
+    /// producer with no open transaction here gets no marker (nothing to close). Either way
+    /// the coordinator's epoch becomes the producer's here, so a fenced producer's late batch
+    /// is refused (INVALID_PRODUCER_EPOCH).
+    async fn marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        reply: oneshot::Sender<AppendResult>,
+    ) {
+        let log_start = self.shared.log_start();
+        if self.shared.failed.load(Ordering::Acquire) {
+            let _ = reply.send(self.storage_error());
+            return;
+        }
+        let e = self.producers.entry(producer_id).or_default();
+        if producer_epoch > e.epoch {
+            e.epoch = producer_epoch;
+            e.batches.clear();
+        }
+        let open = self.shared.txns.read().unwrap_or_else(|e| e.into_inner()).open.contains_key(&producer_id);
+        if !open {
+            let _ =
+                reply.send(AppendResult { error: errors::NONE, base_offset: -1, log_start, message: None });
+            return;
+        }
+        let mut bytes = batch::control_batch(producer_id, producer_epoch, commit, now_ms());
+        let base = self.leo;
+        bytes[0..8].copy_from_slice(&base.to_be_bytes());
+        let Some(h) = BatchHeader::parse(&bytes) else {
+            let _ = reply.send(self.storage_error());
+            return;
+        };
+        if let Err(e) = self.write(&bytes, &h).await {
+            tracing::error!(topic = %self.shared.topic, partition = self.shared.partition,
+                "writing a transaction marker failed: {e}; partition stops accepting writes");
+            self.fail();
+            let e = self.storage_error();
+            for w in std::mem::take(&mut self.unsynced) {
+                let _ = w.reply.send(e.clone());
+            }
+            let _ = reply.send(e);
+            return;
+        }
+        note_producer(&mut self.producers, &h);
+        self.note_txn(&h, Some(commit));
+        self.leo = base + 1;
+        // The marker must be in the tail cache like any batch: a cached read skips offsets
+        // that are not cached, and a read_committed client needs to see the marker.
+        self.memory.reserve_anyway(bytes.len());
+        self.memory.insert(
+            &self.shared.cache,
+            Cached { base_offset: base, last_offset: base, bytes: Bytes::from(bytes) },
+        );
+        self.dirty = true;
+        if self.broker.fsync_interval_ms > 0 {
+            let leo = self.leo;
+            self.shared.hw.send_replace(leo);
+        }
+        let result = AppendResult { error: errors::NONE, base_offset: base, log_start, message: None };
+        self.unsynced.push(Waiting { reply, result });
     }
 
     /// Writes one batch to the active segment, rolling first when it is full. A segment is
@@ -786,7 +1005,8 @@ impl Owner {
                     old.write_index_files()?;
                 }
                 let snap = self.shared.dir.join(segment::file_name(self.leo, "snapshot"));
-                segment::write_file_synced(&snap, &encode_snapshot(&self.producers))?;
+                let txns = self.shared.txns.read().unwrap_or_else(|e| e.into_inner()).clone();
+                segment::write_file_synced(&snap, &encode_snapshot(&self.producers, &txns))?;
                 let seg = Segment::create(&self.shared.dir, self.leo)?;
                 segment::sync_dir(&self.shared.dir)?;
                 Ok(seg)
@@ -855,6 +1075,7 @@ impl Owner {
         }
         self.shared.log_start.store(target, Ordering::Release);
         self.memory.drop_below(&self.shared.cache, target);
+        self.prune_aborted(target);
         tracing::info!(topic = %self.shared.topic, partition = self.shared.partition, log_start = target,
             "records deleted below the new log start");
         Ok(target)
@@ -909,6 +1130,7 @@ impl Owner {
         let new_start = self.shared.segs().first().map(|s| s.base_offset).unwrap_or(self.leo).max(log_start);
         self.shared.log_start.store(new_start, Ordering::Release);
         self.memory.drop_below(&self.shared.cache, new_start);
+        self.prune_aborted(new_start);
         for s in removed {
             tracing::info!(topic = %self.shared.topic, partition = self.shared.partition,
                 segment = s.base_offset, "retention: deleting segment");
@@ -943,11 +1165,23 @@ mod tests {
         let mut e = ProducerEntry { epoch: 3, batches: VecDeque::new() };
         e.batches.push_back(BatchMeta { first_seq: 0, last_seq: 9, base_offset: 100 });
         p.insert(42, e);
-        let d = decode_snapshot(&encode_snapshot(&p));
+        let mut t = TxnIndex::default();
+        t.open.insert(42, 90);
+        t.aborted.push((7, 10, 20));
+        let (d, dt) = decode_snapshot(&encode_snapshot(&p, &t));
         assert_eq!(d[&42].epoch, 3);
         assert_eq!(d[&42].batches[0].base_offset, 100);
-        let mut bad = encode_snapshot(&p);
+        assert_eq!(dt, t);
+        let mut bad = encode_snapshot(&p, &t);
         bad[5] ^= 1;
-        assert!(decode_snapshot(&bad).is_empty());
+        assert!(decode_snapshot(&bad).0.is_empty());
+        // A snapshot written before transactions existed (producers only) still reads.
+        let mut old = encode_snapshot(&p, &TxnIndex::default());
+        old.truncate(old.len() - 12);
+        let crc = crc32c::crc32c(&old);
+        old.extend_from_slice(&crc.to_be_bytes());
+        let (d, dt) = decode_snapshot(&old);
+        assert_eq!(d[&42].epoch, 3);
+        assert_eq!(dt, TxnIndex::default());
     }
 }

@@ -32,6 +32,10 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (21, 0, 2), // DeleteRecords
     (22, 0, 4), // InitProducerId
     (23, 2, 4), // OffsetForLeaderEpoch
+    (24, 0, 3), // AddPartitionsToTxn (4+ is the brokers' batched verification)
+    (25, 0, 3), // AddOffsetsToTxn (4+ signals transaction protocol v2, KIP-890)
+    (26, 0, 3), // EndTxn (4+: KIP-890's TRANSACTION_ABORTABLE, 5+ epoch bump per transaction)
+    (28, 0, 3), // TxnOffsetCommit (4+: KIP-890)
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
     (33, 0, 2), // AlterConfigs
     (35, 1, 4), // DescribeLogDirs
@@ -40,6 +44,8 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (44, 0, 1), // IncrementalAlterConfigs
     (47, 0, 0), // OffsetDelete
     (60, 0, 2), // DescribeCluster
+    (65, 0, 0), // DescribeTransactions
+    (66, 0, 1), // ListTransactions (2+ filters ids by a regular expression)
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

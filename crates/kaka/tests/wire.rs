@@ -189,8 +189,8 @@ fn unknown_api_key_and_version_keep_connection() {
     c.send_frame(&body);
     let f = c.read_frame().expect("answer");
     assert_eq!(i16::from_be_bytes(f[4..6].try_into().unwrap()), 35);
-    // A transaction API we do not advertise.
-    let body = c.encode_request(ApiKey::EndTxn, 3, &EndTxnRequest::default());
+    // A transaction API version we do not advertise (KIP-890's EndTxn v4).
+    let body = c.encode_request(ApiKey::EndTxn, 4, &EndTxnRequest::default());
     c.send_frame(&body);
     let f = c.read_frame().expect("answer");
     assert_eq!(i16::from_be_bytes(f[4..6].try_into().unwrap()), 35);
@@ -1498,4 +1498,182 @@ fn committed_offsets_keep_their_leader_epoch() {
     k.restart();
     let mut c = k.client();
     assert_eq!(fetch_epoch(&mut c), (42, 1), "after a restart");
+}
+
+/// A transactional batch of `values` from producer (pid, epoch) at sequence `seq`.
+fn txn_batch(values: &[&[u8]], pid: i64, epoch: i16, seq: i32) -> Bytes {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: seq + i as i32,
+            timestamp: ts_base() + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::copy_from_slice(v)),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    let opts = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &opts).unwrap();
+    buf.freeze()
+}
+
+fn txn_produce(c: &mut Raw, tid: &str, topic: &str, batch: Bytes) -> i16 {
+    let mut pd = PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(batch);
+    let mut td = TopicProduceData::default();
+    td.name = tname(topic);
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.transactional_id = Some(TransactionalId(StrBytes::from_string(tid.to_string())));
+    r.acks = -1;
+    r.timeout_ms = 10_000;
+    r.topic_data = vec![td];
+    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
+    resp.responses[0].partition_responses[0].error_code
+}
+
+fn init_pid(c: &mut Raw, tid: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(StrBytes::from_string(tid.to_string())));
+    r.transaction_timeout_ms = timeout_ms;
+    r.producer_id = ProducerId(-1);
+    r.producer_epoch = -1;
+    let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &r);
+    (resp.error_code, resp.producer_id.0, resp.producer_epoch)
+}
+
+fn add_partition(c: &mut Raw, tid: &str, pid: i64, epoch: i16, topic: &str, p: i32) -> i16 {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = tname(topic);
+    t.partitions = vec![p];
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(tid.to_string()));
+    r.v3_and_below_producer_id = ProducerId(pid);
+    r.v3_and_below_producer_epoch = epoch;
+    r.v3_and_below_topics = vec![t];
+    let resp: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 3, &r);
+    resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+fn end_txn(c: &mut Raw, version: i16, tid: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = TransactionalId(StrBytes::from_string(tid.to_string()));
+    r.producer_id = ProducerId(pid);
+    r.producer_epoch = epoch;
+    r.committed = commit;
+    let resp: EndTxnResponse = c.call(ApiKey::EndTxn, version, &r);
+    resp.error_code
+}
+
+/// Fetch v12 with an isolation level: (error, hw, last stable offset, aborted list, records).
+fn fetch_isolated(c: &mut Raw, topic: &str, committed: bool) -> (i16, i64, i64, Vec<(i64, i64)>, Bytes) {
+    let mut r =
+        fetch_request(Some(topic), uuid::Uuid::nil(), vec![fetch_partition(0, 0, 1 << 20)], 0, 1 << 20);
+    r.isolation_level = committed as i8;
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
+    let p = &resp.responses[0].partitions[0];
+    let aborted = p
+        .aborted_transactions
+        .as_ref()
+        .map(|a| a.iter().map(|x| (x.producer_id.0, x.first_offset)).collect())
+        .unwrap_or_default();
+    (p.error_code, p.high_watermark, p.last_stable_offset, aborted, p.records.clone().unwrap_or_default())
+}
+
+/// The transaction protocol as Kafka answers it: coordinator lookup, timeouts, produce
+/// verification, the last stable offset, fencing codes per version, the aborted list.
+#[test]
+fn transaction_protocol_codes_lso_and_aborted_list() {
+    let k = Kaka::start("txn-wire", &[]);
+    let mut c = k.client();
+    assert_eq!(create(&mut c, "t", &[]), 0);
+    let mut fc = FindCoordinatorRequest::default();
+    fc.key = StrBytes::from_static_str("w");
+    fc.key_type = 1;
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 3, &fc);
+    assert_eq!((r.error_code, r.node_id.0, r.port), (0, 0, k.port as i32));
+
+    assert_eq!(init_pid(&mut c, "w", 1_000_000).0, 50, "INVALID_TRANSACTION_TIMEOUT");
+    let (err, pid, epoch) = init_pid(&mut c, "w", 60_000);
+    assert_eq!((err, epoch), (0, 0));
+    // Not added to a transaction yet: INVALID_TXN_STATE, nothing stored.
+    assert_eq!(txn_produce(&mut c, "w", "t", txn_batch(&[b"x"], pid, 0, 0)), 48);
+    assert_eq!(add_partition(&mut c, "w", pid, 0, "nope", 0), 3, "unknown topic");
+    assert_eq!(add_partition(&mut c, "w", pid + 1, 0, "t", 0), 49, "INVALID_PRODUCER_ID_MAPPING");
+    assert_eq!(add_partition(&mut c, "w", pid, 0, "t", 0), 0);
+    assert_eq!(txn_produce(&mut c, "w", "t", txn_batch(&[b"a", b"b"], pid, 0, 0)), 0);
+    // Open: read_committed sees nothing, the LSO stays at the transaction's first offset.
+    let (err, hw, lso, aborted, recs) = fetch_isolated(&mut c, "t", true);
+    assert_eq!((err, hw, lso, aborted, recs.len()), (0, 2, 0, vec![], 0));
+    assert!(!fetch_isolated(&mut c, "t", false).4.is_empty(), "read_uncommitted sees it");
+
+    // A new producer for the same id aborts the open transaction and fences the old epoch.
+    let (err, pid2, epoch2) = init_pid(&mut c, "w", 60_000);
+    assert_eq!((err, pid2), (0, pid));
+    assert!(epoch2 > 0);
+    assert_eq!(end_txn(&mut c, 3, "w", pid, 0, true), 90, "PRODUCER_FENCED");
+    assert_eq!(end_txn(&mut c, 1, "w", pid, 0, true), 47, "INVALID_PRODUCER_EPOCH before v2");
+    assert_eq!(txn_produce(&mut c, "w", "t", txn_batch(&[b"z"], pid, 0, 2)), 47, "zombie write");
+    assert_eq!(end_txn(&mut c, 3, "w", pid, epoch2, true), 48, "no transaction going on");
+    // The abort: data at 0-1, its marker at 2; read_committed gets the records and the
+    // aborted list (the client drops them), the LSO is past the marker.
+    let (err, hw, lso, aborted, recs) = fetch_isolated(&mut c, "t", true);
+    assert_eq!((err, hw, lso, aborted), (0, 3, 3, vec![(pid, 0)]));
+    assert_eq!(batch_offsets(&recs), vec![(0, 1), (2, 2)]);
+    // read_committed ListOffsets ends at the LSO too.
+    assert_eq!(list_offset(&mut c, "t", -1).1, 3);
+
+    // A committed transaction: no aborted entry for it.
+    assert_eq!(add_partition(&mut c, "w", pid, epoch2, "t", 0), 0);
+    assert_eq!(txn_produce(&mut c, "w", "t", txn_batch(&[b"c"], pid, epoch2, 0)), 0);
+    assert_eq!(end_txn(&mut c, 3, "w", pid, epoch2, true), 0);
+    assert_eq!(end_txn(&mut c, 3, "w", pid, epoch2, true), 0, "a retried EndTxn succeeds");
+    let (_, hw, lso, aborted, _) = fetch_isolated(&mut c, "t", true);
+    assert_eq!((hw, lso, aborted), (5, 5, vec![(pid, 0)]));
+
+    // ListTransactions and DescribeTransactions (as kafka-transactions.sh uses them).
+    assert_eq!(add_partition(&mut c, "w", pid, epoch2, "t", 0), 0);
+    let (_, other, _) = init_pid(&mut c, "idle", 5_000);
+    let mut lt = ListTransactionsRequest::default();
+    lt.duration_filter = -1;
+    let r: ListTransactionsResponse = c.call(ApiKey::ListTransactions, 1, &lt);
+    let listed: Vec<(String, i64, String)> = r
+        .transaction_states
+        .iter()
+        .map(|t| (t.transactional_id.0.to_string(), t.producer_id.0, t.transaction_state.to_string()))
+        .collect();
+    assert_eq!(listed, vec![("idle".into(), other, "Empty".into()), ("w".into(), pid, "Ongoing".into())]);
+    lt.state_filters = vec![StrBytes::from_static_str("Ongoing"), StrBytes::from_static_str("Bogus")];
+    let r: ListTransactionsResponse = c.call(ApiKey::ListTransactions, 1, &lt);
+    assert_eq!(r.transaction_states.len(), 1);
+    assert_eq!(r.unknown_state_filters, vec![StrBytes::from_static_str("Bogus")]);
+    let mut dt = DescribeTransactionsRequest::default();
+    dt.transactional_ids = vec![
+        TransactionalId(StrBytes::from_static_str("w")),
+        TransactionalId(StrBytes::from_static_str("missing")),
+    ];
+    let r: DescribeTransactionsResponse = c.call(ApiKey::DescribeTransactions, 0, &dt);
+    let w = &r.transaction_states[0];
+    assert_eq!(
+        (w.error_code, w.transaction_state.as_str(), w.producer_id.0, w.producer_epoch),
+        (0, "Ongoing", pid, epoch2)
+    );
+    assert_eq!(w.transaction_timeout_ms, 60_000);
+    assert!(w.transaction_start_time_ms > 0);
+    assert_eq!(w.topics.len(), 1);
+    assert_eq!((w.topics[0].topic.0.as_str(), w.topics[0].partitions.clone()), ("t", vec![0]));
+    assert_eq!(r.transaction_states[1].error_code, 105, "TRANSACTIONAL_ID_NOT_FOUND");
 }

@@ -194,11 +194,22 @@ pub async fn delete_topics(req: &Req, r: DeleteTopicsRequest) -> BytesMut {
 
 pub async fn init_producer_id(req: &Req, r: InitProducerIdRequest) -> BytesMut {
     let mut resp = InitProducerIdResponse::default();
-    if r.transactional_id.as_ref().is_some_and(|t| !t.0.is_empty()) {
-        // No transaction APIs are advertised; a transactional client cannot proceed.
-        resp.error_code = errors::INVALID_REQUEST;
-        resp.producer_id = ProducerId(-1);
-        resp.producer_epoch = -1;
+    if let Some(tid) = r.transactional_id.as_ref().filter(|t| !t.0.is_empty()) {
+        // v3+ may name the producer id and epoch it holds, asking for the next epoch.
+        let expected =
+            (req.version >= 3 && r.producer_id.0 >= 0).then_some((r.producer_id.0, r.producer_epoch));
+        match req.broker.txns.init_producer_id(&req.broker, &tid.0, r.transaction_timeout_ms, expected).await
+        {
+            Ok((pid, epoch)) => {
+                resp.producer_id = ProducerId(pid);
+                resp.producer_epoch = epoch;
+            }
+            Err(code) => {
+                resp.error_code = super::txn::fenced_for(code, req.version, 4);
+                resp.producer_id = ProducerId(-1);
+                resp.producer_epoch = -1;
+            }
+        }
         return wire::encode(req.correlation_id, req.version, &resp);
     }
     if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX - 1 {
@@ -240,8 +251,10 @@ pub async fn list_offsets(req: &Req, r: ListOffsetsRequest) -> BytesMut {
                 continue;
             };
             let s = &part.shared;
+            // read_committed (isolation level 1) sees the log end at the last stable offset.
+            let end = if r.isolation_level == 1 { s.lso() } else { s.hw() };
             let found = match p.timestamp {
-                -1 => Ok((s.hw(), -1)),
+                -1 => Ok((end, -1)),
                 -2 => Ok((s.log_start(), -1)),
                 -3 => s.max_timestamp_offset().await,
                 ts if ts >= 0 => s.offset_for_time(ts).await,

@@ -24,8 +24,18 @@ type TopicParts = Vec<(String, [u8; 16], Vec<(i32, Part)>)>;
 struct Part {
     error: i16,
     hw: i64,
+    /// The last stable offset (the high watermark unless a transaction is open).
+    lso: i64,
     log_start: i64,
+    /// read_committed: aborted transactions (producer id, first offset) overlapping the answer.
+    aborted: Vec<(i64, i64)>,
     records: Vec<Piece>,
+}
+
+impl Part {
+    fn error(error: i16, hw: i64, log_start: i64) -> Part {
+        Part { error, hw, lso: hw, log_start, aborted: Vec::new(), records: Vec::new() }
+    }
 }
 
 pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
@@ -39,6 +49,10 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     let min_bytes = r.min_bytes.max(0) as usize;
     let max_bytes = if req.version >= 3 && r.max_bytes > 0 { r.max_bytes as usize } else { usize::MAX };
+    // read_committed reads up to the last stable offset and learns the aborted transactions
+    // there, so the client drops their records (it keeps skipping a producer's records from
+    // the aborted transaction's first offset until it meets that producer's abort marker).
+    let read_committed = r.isolation_level == 1;
     // Resolve partitions once; subscribe to their high watermarks for the wait.
     let mut targets = Vec::new();
     let mut watches = Vec::new();
@@ -72,34 +86,39 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
                 i += 1;
                 let Some(s) = part else {
                     any_error = true;
-                    parts.push(Part { error: missing, hw: -1, log_start: -1, records: Vec::new() });
+                    parts.push(Part::error(missing, -1, -1));
                     continue;
                 };
+                // The last stable offset before the high watermark: a marker moving the LSO
+                // is durable once the hw passes it, so the pair is never ahead of the disk.
+                let lso = s.lso();
                 let (hw, log_start) = (s.hw(), s.log_start());
+                let lso = lso.min(hw);
                 if req.version >= 9 && p.current_leader_epoch > 0 {
                     any_error = true;
-                    parts.push(Part {
-                        error: errors::UNKNOWN_LEADER_EPOCH,
-                        hw,
-                        log_start,
-                        records: Vec::new(),
-                    });
+                    parts.push(Part { lso, ..Part::error(errors::UNKNOWN_LEADER_EPOCH, hw, log_start) });
                     continue;
                 }
                 let budget = max_bytes.saturating_sub(total);
                 if budget == 0 && total > 0 {
-                    parts.push(Part { error: 0, hw, log_start, records: Vec::new() });
+                    parts.push(Part { lso, ..Part::error(0, hw, log_start) });
                     continue;
                 }
                 let limit = (p.partition_max_bytes.max(0) as usize).min(budget).max(1);
-                match s.read(p.fetch_offset, limit).await {
+                let upto = if read_committed { lso } else { hw };
+                match s.read(p.fetch_offset, limit, upto).await {
                     Ok(records) => {
                         total += records.iter().map(Piece::len).sum::<usize>();
-                        parts.push(Part { error: 0, hw, log_start, records });
+                        let aborted = if read_committed && !records.is_empty() {
+                            s.aborted_between(p.fetch_offset, upto)
+                        } else {
+                            Vec::new()
+                        };
+                        parts.push(Part { error: 0, hw, lso, log_start, aborted, records });
                     }
                     Err(code) => {
                         any_error = true;
-                        parts.push(Part { error: code, hw, log_start, records: Vec::new() });
+                        parts.push(Part { lso, ..Part::error(code, hw, log_start) });
                     }
                 }
             }
@@ -134,7 +153,7 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
 }
 
 fn empty_part() -> Part {
-    Part { error: errors::UNKNOWN_TOPIC_OR_PARTITION, hw: -1, log_start: -1, records: Vec::new() }
+    Part::error(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
 }
 
 /// Big-endian writers for the Fetch answer's two encodings: classic (v4-v11: int32 array
@@ -199,11 +218,16 @@ fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<
             cur.put_i32(*index);
             cur.put_i16(p.error);
             cur.put_i64(p.hw);
-            cur.put_i64(p.hw); // last_stable_offset: no transactions, so the high watermark
+            cur.put_i64(p.lso);
             if version >= 5 {
                 cur.put_i64(p.log_start);
             }
-            e.count(&mut cur, 0); // aborted_transactions: none
+            e.count(&mut cur, p.aborted.len());
+            for (producer_id, first_offset) in &p.aborted {
+                cur.put_i64(*producer_id);
+                cur.put_i64(*first_offset);
+                e.no_tags(&mut cur);
+            }
             if version >= 11 {
                 cur.put_i32(-1); // preferred_read_replica
             }
@@ -245,8 +269,10 @@ async fn futures_select_any<F: std::future::Future + Unpin>(mut futs: Vec<F>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::{ProducerId, TopicName};
     use kafka_protocol::protocol::StrBytes;
 
     fn joined(pieces: &[Piece]) -> Vec<u8> {
@@ -272,26 +298,34 @@ mod tests {
                 "orders".into(),
                 [0x5a; 16],
                 vec![
-                    (0, Part { error: 0, hw: 42, log_start: 3, records: vec![batch(70, 1)] }),
-                    (1, Part { error: 0, hw: 0, log_start: 0, records: vec![] }),
-                    (2, Part { error: 1, hw: 9, log_start: 9, records: vec![] }),
+                    (
+                        0,
+                        Part {
+                            error: 0,
+                            hw: 42,
+                            lso: 40,
+                            log_start: 3,
+                            aborted: vec![(9, 3), (1 << 33, 30)],
+                            records: vec![batch(70, 1)],
+                        },
+                    ),
+                    (1, Part::error(0, 0, 0)),
+                    (2, Part::error(1, 9, 9)),
                     (
                         7,
                         Part {
-                            error: 0,
-                            hw: 1 << 40,
-                            log_start: 5,
                             records: vec![batch(130, 2), batch(20_000, 3), batch(1, 4)],
+                            ..Part::error(0, 1 << 40, 5)
                         },
                     ),
                 ],
             )],
             vec![
-                ("a".into(), [1; 16], vec![(0, Part { error: 3, hw: -1, log_start: -1, records: vec![] })]),
+                ("a".into(), [1; 16], vec![(0, Part::error(3, -1, -1))]),
                 (
                     "b-long-topic-name.x_y".into(),
                     *b"0123456789abcdef",
-                    vec![(5, Part { error: 0, hw: 77, log_start: 0, records: vec![batch(300_000, 5)] })],
+                    vec![(5, Part { records: vec![batch(300_000, 5)], ..Part::error(0, 77, 0) })],
                 ),
             ],
         ];
@@ -310,7 +344,18 @@ mod tests {
                         pd.partition_index = *index;
                         pd.error_code = p.error;
                         pd.high_watermark = p.hw;
-                        pd.last_stable_offset = p.hw;
+                        pd.last_stable_offset = p.lso;
+                        pd.aborted_transactions = Some(
+                            p.aborted
+                                .iter()
+                                .map(|&(pid, first)| {
+                                    let mut a = AbortedTransaction::default();
+                                    a.producer_id = ProducerId(pid);
+                                    a.first_offset = first;
+                                    a
+                                })
+                                .collect(),
+                        );
                         if version >= 5 {
                             pd.log_start_offset = p.log_start;
                         }

@@ -21,16 +21,17 @@ use crate::wire;
 
 pub fn find_coordinator(req: &Req, r: FindCoordinatorRequest) -> BytesMut {
     let mut resp = FindCoordinatorResponse::default();
-    if r.key_type != 0 {
-        // Transaction coordinators do not exist here.
-        resp.error_code = errors::COORDINATOR_NOT_AVAILABLE;
+    if !matches!(r.key_type, 0 | 1) {
+        // 0 group, 1 transaction; nothing else exists (2 was share groups in later Kafka).
+        resp.error_code = errors::INVALID_REQUEST;
         resp.node_id = BrokerId(-1);
         resp.host = str_bytes("");
         resp.port = -1;
         if req.version >= 1 {
-            resp.error_message = Some(str_bytes("kaka has no transaction coordinator"));
+            resp.error_message = Some(str_bytes("unknown coordinator key type"));
         }
     } else {
+        // This node coordinates every group and every transactional id.
         resp.node_id = BrokerId(0);
         resp.host = str_bytes(&req.broker.cfg.advertised_host);
         resp.port = req.broker.cfg.advertised_port;
@@ -180,7 +181,15 @@ pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
     let topics = r
         .topics
         .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>());
-    let entries = req.broker.groups.fetch(r.group_id.0.to_string(), topics).await;
+    let group = r.group_id.0.to_string();
+    // v7+ require_stable (read_committed consumers): offsets an undecided transaction holds
+    // for this group are UNSTABLE_OFFSET_COMMIT (retriable) rather than the old value.
+    let unstable = if req.version >= 7 && r.require_stable {
+        req.broker.txns.pending_offsets(&group)
+    } else {
+        Default::default()
+    };
+    let entries = req.broker.groups.fetch(group, topics).await;
     let mut resp = OffsetFetchResponse::default();
     let mut by_topic: Vec<OffsetFetchResponseTopic> = Vec::new();
     for (t, p, c) in entries {
@@ -199,6 +208,10 @@ pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
         pr.committed_leader_epoch = c.leader_epoch;
         // A missing offset is -1 with an empty (non-null before v?) metadata and no error.
         pr.metadata = Some(str_bytes(c.metadata.as_deref().unwrap_or("")));
+        if unstable.contains(&(t.clone(), p)) {
+            pr.error_code = errors::UNSTABLE_OFFSET_COMMIT;
+            pr.committed_offset = -1;
+        }
         by_topic[idx].partitions.push(pr);
     }
     resp.topics = by_topic;

@@ -10,6 +10,7 @@ mod admin;
 mod fetch;
 mod group;
 mod produce;
+mod txn;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -134,6 +135,12 @@ pub fn dispatch(
         RequestKind::DescribeCluster(r) => ready(Some(admin::describe_cluster(&req, r))),
         RequestKind::DeleteRecords(r) => spawn(async move { Some(admin::delete_records(&req, r).await) }),
         RequestKind::IncrementalAlterConfigs(r) => ready(Some(admin::incremental_alter_configs(&req, r))),
+        RequestKind::AddPartitionsToTxn(r) => spawn(async move { Some(txn::add_partitions(&req, r).await) }),
+        RequestKind::AddOffsetsToTxn(r) => spawn(async move { Some(txn::add_offsets(&req, r).await) }),
+        RequestKind::TxnOffsetCommit(r) => spawn(async move { Some(txn::txn_offset_commit(&req, r).await) }),
+        RequestKind::EndTxn(r) => spawn(async move { Some(txn::end_txn(&req, r).await) }),
+        RequestKind::ListTransactions(r) => ready(Some(txn::list_transactions(&req, r))),
+        RequestKind::DescribeTransactions(r) => ready(Some(txn::describe_transactions(&req, r))),
         _ => ready(Some(wire::unsupported(raw.correlation_id))),
     }
 }

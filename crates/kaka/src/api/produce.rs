@@ -38,6 +38,7 @@ fn refused(code: i16, msg: &str) -> Slot {
 
 pub fn start(req: Req, r: ProduceRequest) -> Started {
     let acks = r.acks;
+    let tid = r.transactional_id.as_ref().map(|t| t.0.to_string()).filter(|t| !t.is_empty());
     let bad_acks = !matches!(acks, -1..=1);
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in r.topic_data {
@@ -61,7 +62,7 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
                                 errors::MESSAGE_TOO_LARGE,
                                 "batch larger than the topic's max.message.bytes",
                             ),
-                            _ => enqueue(&req, cfg.compact, part, p.records, acks),
+                            _ => enqueue(&req, cfg.compact, part, p.records, acks, tid.as_deref()),
                         }
                     }
                 },
@@ -136,6 +137,7 @@ fn enqueue(
     part: &crate::partition::Partition,
     records: Option<bytes::Bytes>,
     acks: i16,
+    tid: Option<&str>,
 ) -> Slot {
     let Some(records) = records else {
         return refused(errors::CORRUPT_MESSAGE, "no records");
@@ -147,6 +149,17 @@ fn enqueue(
             return refused(code, msg);
         }
     };
+    if h.is_transactional() {
+        // As Kafka's produce verification (KIP-890): the producer must be its transactional
+        // id's current one and have added this partition to its ongoing transaction.
+        let Some(tid) = tid else {
+            return refused(errors::INVALID_TXN_STATE, "transactional batch without a transactional id");
+        };
+        let (topic, index) = (&part.shared.topic, part.shared.partition);
+        if let Err(code) = req.broker.txns.verify(tid, h.producer_id, h.producer_epoch, topic, index) {
+            return refused(code, "the partition is not in this producer's ongoing transaction");
+        }
+    }
     if h.codec() == 4 && req.version < 7 {
         return refused(76, "zstd needs Produce v7 or later"); // UNSUPPORTED_COMPRESSION_TYPE
     }
