@@ -749,3 +749,63 @@ fn a_stalled_kafka_catch_up_is_abandoned() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `--kafka-ack-mode broker`: a frame leaves only once Kafka acknowledged its records, and a
+/// subscriber that connects meanwhile gets a hello at the last released offset, then the held
+/// frame once it is acknowledged.
+#[test]
+fn in_broker_mode_frames_wait_for_kafkas_acknowledgement() {
+    let k = Kaka::start();
+    let snap = sock("primary.gcsn");
+    let primary = Server::start(&[
+        "--kafka",
+        &k.uri("repl-broker-mode"),
+        "--kafka-ack-mode",
+        "broker",
+        "--load",
+        &snap,
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let pport = primary.port.to_string();
+    let args = ["--replica-tcp", "127.0.0.1", pport.as_str(), "--enable-debug-command", "yes"];
+    let first = Server::start(&args);
+    wait_for(&first, "live", |m| m["replica_state"] == "live");
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut primary.conn()).unwrap();
+    converge(&primary, &[&first]);
+    // The second replica will start from this state (offset 1), so that it can follow at once.
+    let _: () = redis::cmd("SAVE").query(&mut primary.conn()).unwrap();
+    let copy = sock("second.gcsn");
+    std::fs::copy(&snap, &copy).unwrap();
+    // The broker stalls: the next write is applied on the primary, its reply and frame held.
+    let kaka = k.child.id() as i32;
+    // SAFETY: signalling the broker process this test started.
+    unsafe { libc::kill(kaka, libc::SIGSTOP) };
+    let url = primary.url();
+    let writer = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("SET").arg("b").arg("2").query(&mut c).unwrap();
+        Instant::now()
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while offset(&primary) < 2 {
+        assert!(Instant::now() < deadline, "the write was not applied on the primary");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!writer.is_finished(), "the reply must wait for Kafka");
+    assert_eq!(repl(&first)["slave_repl_offset"], "1", "the frame must wait for Kafka");
+    let mut second_args = args.to_vec();
+    second_args.extend(["--load", copy.as_str()]);
+    let second = Server::start(&second_args);
+    let m = wait_for(&second, "live", |m| m["replica_state"] == "live");
+    assert_eq!(m["slave_repl_offset"], "1", "the hello names the last released offset: {m:?}");
+    let released = Instant::now();
+    // SAFETY: as above.
+    unsafe { libc::kill(kaka, libc::SIGCONT) };
+    let replied = writer.join().unwrap();
+    assert!(replied > released);
+    converge(&primary, &[&first, &second]);
+    let v: String = redis::cmd("GET").arg("b").query(&mut second.conn()).unwrap();
+    assert_eq!(v, "2");
+}
