@@ -273,7 +273,10 @@ impl Config {
         }
         if self.replica_tcp.is_none() && self.replica_uds.is_none() {
             if self.replica_auth_user.is_some() || self.replica_auth_password_file.is_some() {
-                return Err("--replica-auth-user/--replica-auth-password-file need --replica-tcp or --replica-uds".into());
+                return Err(
+                    "--replica-auth-user/--replica-auth-password-file need --replica-tcp or --replica-uds"
+                        .into(),
+                );
             }
         } else if self.replica_auth_user.is_some() && self.replica_auth_password_file.is_none() {
             return Err("--replica-auth-user needs --replica-auth-password-file (the password is never given on the command line)".into());
@@ -392,14 +395,23 @@ mod tests {
             (vec!["--replica-tcp", "127.0.0.1", "0"], "invalid port '0'"),
             (vec!["--replica-tcp", "127.0.0.1", "http"], "invalid port 'http'"),
             (vec!["--replica-auth-user", "r"], "need --replica-tcp"),
-            (vec!["--replica-uds", "/tmp/s", "--replica-auth-user", "r"], "needs --replica-auth-password-file"),
+            (
+                vec!["--replica-uds", "/tmp/s", "--replica-auth-user", "r"],
+                "needs --replica-auth-password-file",
+            ),
         ] {
             let c = Config::try_parse_from(std::iter::once("goblin-core").chain(args)).unwrap();
             let err = c.validate().unwrap_err();
             assert!(err.contains(want), "{err}");
         }
-        let c = Config::try_parse_from(["goblin-core", "--replica-uds", "/tmp/s", "--replication-buffer-bytes", "64kb"])
-            .unwrap();
+        let c = Config::try_parse_from([
+            "goblin-core",
+            "--replica-uds",
+            "/tmp/s",
+            "--replication-buffer-bytes",
+            "64kb",
+        ])
+        .unwrap();
         assert_eq!((c.validate(), c.replication_buffer_bytes), (Ok(()), 64 << 10));
         let c = Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?acks=1"]).unwrap();
         assert!(c.validate().unwrap_err().contains("'acks' cannot be set"));

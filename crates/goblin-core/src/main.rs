@@ -149,7 +149,9 @@ fn main() {
 fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica::Settings>, String> {
     use replication::replica::{Settings, Source};
     let source = match (&cfg.replica_tcp, &cfg.replica_uds) {
-        (Some(v), _) => Source::Tcp { host: v[0].clone(), port: v[1].parse().map_err(|_| "--replica-tcp: bad port")? },
+        (Some(v), _) => {
+            Source::Tcp { host: v[0].clone(), port: v[1].parse().map_err(|_| "--replica-tcp: bad port")? }
+        }
         (None, Some(p)) => Source::Unix(p.clone()),
         (None, None) => return Ok(None),
     };
@@ -159,7 +161,10 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
                 .map_err(|e| format!("--replica-auth-password-file {}: {e}", path.display()))?;
             let password = text.lines().next().unwrap_or("").to_string();
             if password.is_empty() {
-                return Err(format!("--replica-auth-password-file {}: the first line is empty", path.display()));
+                return Err(format!(
+                    "--replica-auth-password-file {}: the first line is empty",
+                    path.display()
+                ));
             }
             Some((cfg.replica_auth_user.clone().unwrap_or_else(|| "default".into()), password))
         }
@@ -168,8 +173,8 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
     // TLS: always for a non-loopback TCP source, on request (--replica-tls) for loopback.
     let tls = match &source {
         Source::Tcp { host, .. } => {
-            let loopback = host == "localhost"
-                || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            let loopback =
+                host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
             if cfg.replica_tls || !loopback {
                 let client = transport::tls::client_config(cfg.replica_tls_ca_file.as_deref())
                     .map_err(|e| format!("--replica-tcp TLS: {e}"))?;

@@ -22,7 +22,11 @@ fn repl(s: &Server) -> HashMap<String, String> {
 }
 
 /// Waits until `cond` holds for the replica's INFO replication, or fails with its log.
-fn wait_for(s: &Server, what: &str, cond: impl Fn(&HashMap<String, String>) -> bool) -> HashMap<String, String> {
+fn wait_for(
+    s: &Server,
+    what: &str,
+    cond: impl Fn(&HashMap<String, String>) -> bool,
+) -> HashMap<String, String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let m = repl(s);
@@ -61,7 +65,15 @@ fn random_workload(s: &Server, rng: &mut impl rand::Rng, rounds: usize) {
             p.cmd(&c[0]).arg(&c[1..]).ignore();
         }
         let _: redis::RedisResult<()> = p.query(&mut con);
-        let _: () = redis::pipe().atomic().cmd("INCR").arg("tx").cmd("LPUSH").arg("tl").arg("x").query(&mut con).unwrap();
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("INCR")
+            .arg("tx")
+            .cmd("LPUSH")
+            .arg("tl")
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
     }
     // A blocked pop served by a later push: its own batch (a blocked retry).
     let url = s.url();
@@ -75,6 +87,65 @@ fn random_workload(s: &Server, rng: &mut impl rand::Rng, rounds: usize) {
     assert_eq!(waiter.join().unwrap(), Some(("bq".into(), "a".into())));
 }
 
+/// kaka, a topic URI, and a primary journaling to it with a snapshot path (DEBUG enabled).
+fn journaling_primary(topic: &str) -> (Kaka, String, String, Server) {
+    let k = Kaka::start();
+    let uri = k.uri(topic);
+    let snap = sock("primary.gcsn");
+    let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    (k, uri, snap, primary)
+}
+
+/// A goblin-core started without the harness's wait (its listeners may open late, or not
+/// ready): its log can be awaited and a connection retried until it listens.
+struct Unwaited {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl Unwaited {
+    fn start(args: &[&str]) -> Unwaited {
+        let port = common::free_port();
+        let log = temp_path("unwaited.log");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+            .args(["--port", &port.to_string()])
+            .args(args)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Unwaited { child, port, log }
+    }
+
+    fn wait_log(&self, text: &str, deadline: Instant) {
+        while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no '{text}': {}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn conn(&self, deadline: Instant) -> redis::Connection {
+        loop {
+            match redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection() {
+                Ok(c) => return c,
+                Err(e) => assert!(Instant::now() < deadline, "the server never listened: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Unwaited {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
     use rand::SeedableRng;
@@ -84,7 +155,8 @@ fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
     let asock = sock("replica-a.sock");
     let primary = Server::start(&["--unixsocket", &psock, "--enable-debug-command", "yes"]);
     let pport = primary.port.to_string();
-    let a = Server::start(&["--replica-uds", &psock, "--unixsocket", &asock, "--enable-debug-command", "yes"]);
+    let a =
+        Server::start(&["--replica-uds", &psock, "--unixsocket", &asock, "--enable-debug-command", "yes"]);
     let b = Server::start(&["--replica-tcp", "127.0.0.1", &pport, "--enable-debug-command", "yes"]);
     // A chain: primary -> a -> c.
     let c = Server::start(&["--replica-uds", &asock, "--enable-debug-command", "yes"]);
@@ -129,7 +201,8 @@ fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
     let n: i64 = redis::cmd("WAIT").arg(3).arg(200).query(&mut pc).unwrap();
     assert_eq!(n, 2);
     // A script's writes on a replica are refused as a client's are.
-    let e = redis::cmd("EVAL").arg("return redis.call('SET', 'k', 'v')").arg(0).query::<()>(&mut rc).unwrap_err();
+    let e =
+        redis::cmd("EVAL").arg("return redis.call('SET', 'k', 'v')").arg(0).query::<()>(&mut rc).unwrap_err();
     assert!(e.to_string().contains("read only replica"), "{e}");
     let e = redis::cmd("WAIT").arg(1).arg(10).query::<i64>(&mut rc).unwrap_err();
     assert!(e.to_string().contains("WAIT cannot be used with replica instances"), "{e}");
@@ -148,10 +221,28 @@ fn the_replica_waits_out_a_dead_primary_and_returns_to_live_at_its_offset() {
     let uri = k.uri("repl-restart");
     let snap = sock("primary.gcsn");
     let pport = common::free_port().to_string();
-    let pargs =
-        ["--port", pport.as_str(), "--kafka", &uri, "--kafka-ack-mode", "broker", "--load", &snap, "--enable-debug-command", "yes"];
+    let pargs = [
+        "--port",
+        pport.as_str(),
+        "--kafka",
+        &uri,
+        "--kafka-ack-mode",
+        "broker",
+        "--load",
+        &snap,
+        "--enable-debug-command",
+        "yes",
+    ];
     let mut primary = Server::start(&pargs);
-    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--enable-debug-command", "yes"]);
+    let replica = Server::start(&[
+        "--replica-tcp",
+        "127.0.0.1",
+        &pport,
+        "--kafka",
+        &uri,
+        "--enable-debug-command",
+        "yes",
+    ]);
     wait_for(&replica, "live", |m| m["replica_state"] == "live");
     let mut pc = primary.conn();
     for i in 0..200 {
@@ -190,10 +281,7 @@ fn the_replica_waits_out_a_dead_primary_and_returns_to_live_at_its_offset() {
 
 #[test]
 fn a_replica_from_an_older_snapshot_hands_off_through_kafka_and_the_buffered_firehose() {
-    let k = Kaka::start();
-    let uri = k.uri("repl-handoff");
-    let snap = sock("primary.gcsn");
-    let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    let (_k, uri, snap, primary) = journaling_primary("repl-handoff");
     let pport = primary.port.to_string();
     let mut pc = primary.conn();
     for i in 0..500 {
@@ -334,7 +422,8 @@ fn tls_replication_verifies_the_upstream() {
         "yes",
     ]);
     let replica = |ca: &str, extra: &[&str]| {
-        let mut args = vec!["--replica-tcp", "127.0.0.1", &tport, "--replica-tls", "--replica-tls-ca-file", ca];
+        let mut args =
+            vec!["--replica-tcp", "127.0.0.1", &tport, "--replica-tls", "--replica-tls-ca-file", ca];
         args.extend(extra);
         args.extend(["--enable-debug-command", "yes"]);
         Server::start(&args)
@@ -376,7 +465,8 @@ fn fake_upstream(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
 }
 
 fn hello(version: &str, replid: &str, offset: u64) -> Vec<u8> {
-    format!("*5\r\n$5\r\nHELLO\r\n:1\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len()).into_bytes()
+    format!("*5\r\n$5\r\nHELLO\r\n:1\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len())
+        .into_bytes()
 }
 
 fn batch(replid: &str, first: u64, cmd: &[&str]) -> Vec<u8> {
@@ -384,7 +474,8 @@ fn batch(replid: &str, first: u64, cmd: &[&str]) -> Vec<u8> {
     for a in cmd {
         m.push_str(&format!("${}\r\n{a}\r\n", a.len()));
     }
-    format!("*7\r\n$5\r\nBATCH\r\n:1\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n", m.len()).into_bytes()
+    format!("*7\r\n$5\r\nBATCH\r\n:1\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n", m.len())
+        .into_bytes()
 }
 
 #[test]
@@ -447,8 +538,13 @@ impl Netns {
         let (a, b) = (format!("gbh{id}"), format!("gbn{id}"));
         let (host, inner) = (format!("10.213.{id}.1"), format!("10.213.{id}.2"));
         let ip = |args: &[&str]| {
-            let out = std::process::Command::new("ip").args(args).output().expect("iproute2 (`ip`) is required");
-            assert!(out.status.success(), "ip {args:?}: {} (network namespaces need root)", String::from_utf8_lossy(&out.stderr));
+            let out =
+                std::process::Command::new("ip").args(args).output().expect("iproute2 (`ip`) is required");
+            assert!(
+                out.status.success(),
+                "ip {args:?}: {} (network namespaces need root)",
+                String::from_utf8_lossy(&out.stderr)
+            );
         };
         let _ = std::process::Command::new("ip").args(["netns", "del", &name]).output();
         let _ = std::process::Command::new("ip").args(["link", "del", &a]).output();
@@ -480,7 +576,11 @@ impl Netns {
         let s = NsServer { child, addr: format!("{}:{port}", self.inner), log };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(&s.addr).is_err() {
-            assert!(Instant::now() < deadline, "the namespaced server did not start: {}", std::fs::read_to_string(&s.log).unwrap_or_default());
+            assert!(
+                Instant::now() < deadline,
+                "the namespaced server did not start: {}",
+                std::fs::read_to_string(&s.log).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         s
@@ -506,7 +606,11 @@ impl NsServer {
         info(&mut c, "replication")
     }
 
-    fn wait_for(&self, what: &str, cond: impl Fn(&HashMap<String, String>) -> bool) -> HashMap<String, String> {
+    fn wait_for(
+        &self,
+        what: &str,
+        cond: impl Fn(&HashMap<String, String>) -> bool,
+    ) -> HashMap<String, String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let m = self.repl();
@@ -556,7 +660,8 @@ fn a_non_loopback_upstream_is_followed_over_verified_tls() {
         "yes",
     ]);
     let follow = |extra: &[&str]| {
-        let mut args = vec!["--replica-tcp", ns.host.as_str(), tport.as_str(), "--enable-debug-command", "yes"];
+        let mut args =
+            vec!["--replica-tcp", ns.host.as_str(), tport.as_str(), "--enable-debug-command", "yes"];
         args.extend(extra);
         ns.goblin(&args)
     };
@@ -596,9 +701,18 @@ fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
     let uri = k.uri("repl-rules");
     let snap = sock("primary.gcsn");
     let pport = common::free_port().to_string();
-    let with_snapshot = ["--port", pport.as_str(), "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"];
+    let with_snapshot =
+        ["--port", pport.as_str(), "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"];
     let primary = Server::start(&with_snapshot);
-    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--enable-debug-command", "yes"]);
+    let replica = Server::start(&[
+        "--replica-tcp",
+        "127.0.0.1",
+        &pport,
+        "--kafka",
+        &uri,
+        "--enable-debug-command",
+        "yes",
+    ]);
     wait_for(&replica, "live", |m| m["replica_state"] == "live");
     let mut pc = primary.conn();
     for i in 0..100 {
@@ -611,7 +725,8 @@ fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
     // Cut the link while the replica is stopped, write on, let it notice: upstream ahead.
     replica.signal(libc::SIGSTOP);
     for id in subscriber_ids(&primary) {
-        let _: () = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut pc).map(|_: i64| ()).unwrap();
+        let _: () =
+            redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut pc).map(|_: i64| ()).unwrap();
     }
     for i in 0..500 {
         let _: i64 = redis::cmd("RPUSH").arg("after").arg(i).query(&mut pc).unwrap();
@@ -645,10 +760,7 @@ fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
 /// and retried; once the flood stops the replica goes live with the primary's digest.
 #[test]
 fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
-    let k = Kaka::start();
-    let uri = k.uri("repl-exhaust");
-    let snap = sock("primary.gcsn");
-    let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    let (_k, uri, snap, primary) = journaling_primary("repl-exhaust");
     let pport = primary.port.to_string();
     let mut pc = primary.conn();
     let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
@@ -673,30 +785,28 @@ fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
             }
         })
     };
-    let log = temp_path("exhaust-replica.log");
-    let rport = common::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-        .args(["--port", &rport.to_string(), "--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--load", &old])
-        .args(["--replication-buffer-bytes", "4kb", "--enable-debug-command", "yes"])
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("handoff buffer (--replication-buffer-bytes) is exhausted") {
-        assert!(Instant::now() < deadline, "no exhausted buffer: {}", std::fs::read_to_string(&log).unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let replica = Unwaited::start(&[
+        "--replica-tcp",
+        "127.0.0.1",
+        &pport,
+        "--kafka",
+        &uri,
+        "--load",
+        &old,
+        "--replication-buffer-bytes",
+        "4kb",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    replica.wait_log(
+        "handoff buffer (--replication-buffer-bytes) is exhausted",
+        Instant::now() + Duration::from_secs(60),
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     flood.join().unwrap();
     let want = (offset(&primary).to_string(), digest(&primary));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut rc = loop {
-        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap().get_connection() {
-            break c;
-        }
-        assert!(Instant::now() < deadline, "the replica never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut rc = replica.conn(deadline);
     loop {
         let m = info(&mut rc, "replication");
         if m["replica_state"] == "live" && m["slave_repl_offset"] == want.0 {
@@ -707,8 +817,6 @@ fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
     }
     let d: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
     assert_eq!(d, want.1);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// A Kafka catch-up that cannot reach the upstream's offset (its topic lacks the records: here
@@ -723,34 +831,22 @@ fn a_stalled_kafka_catch_up_is_abandoned() {
     for i in 0..10 {
         let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut pc).unwrap();
     }
-    let log = temp_path("stall-replica.log");
-    let rport = common::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-        .args(["--port", &rport.to_string(), "--kafka", &k.uri("repl-stall")])
-        .args(["--replica-tcp", "127.0.0.1", &primary.port.to_string()])
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let replica = Unwaited::start(&[
+        "--kafka",
+        &k.uri("repl-stall"),
+        "--replica-tcp",
+        "127.0.0.1",
+        &primary.port.to_string(),
+    ]);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("Kafka catch-up stalled") {
-        assert!(Instant::now() < deadline, "no stall: {}", std::fs::read_to_string(&log).unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    replica.wait_log("Kafka catch-up stalled", deadline);
     // The listeners open right after the abandoned startup attempt.
-    let mut rc = loop {
-        match redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap().get_connection() {
-            Ok(c) => break c,
-            Err(e) => assert!(Instant::now() < deadline, "the replica never listened: {e}"),
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut rc = replica.conn(deadline);
     let m = info(&mut rc, "replication");
     assert_eq!(m["goblin_ready"], "0", "{m:?}");
     assert_ne!(m["replica_state"], "live");
     let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
     assert_eq!(n, 0, "nothing unverified was applied");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// `--kafka-ack-mode broker`: a frame leaves only once Kafka acknowledged its records, and a

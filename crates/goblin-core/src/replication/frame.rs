@@ -200,7 +200,10 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
     let mut r = Reader { buf, at: next };
     let kind = need!(r.bulk(16));
     let replid = |s: &[u8]| {
-        std::str::from_utf8(s).ok().and_then(ReplId::parse).ok_or_else(|| "a malformed replication id".to_string())
+        std::str::from_utf8(s)
+            .ok()
+            .and_then(ReplId::parse)
+            .ok_or_else(|| "a malformed replication id".to_string())
     };
     match kind {
         b"HELLO" if n == 5 => {
@@ -216,7 +219,9 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
         b"BATCH" if (7..=1 << 24).contains(&n) => {
             let proto = need!(r.int());
             if proto != PROTOCOL_VERSION {
-                return Err(format!("a frame of firehose protocol {proto} (this server speaks {PROTOCOL_VERSION})"));
+                return Err(format!(
+                    "a frame of firehose protocol {proto} (this server speaks {PROTOCOL_VERSION})"
+                ));
             }
             let id = replid(need!(r.bulk(64)))?;
             let first = need!(r.int());
@@ -229,7 +234,13 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             for _ in 6..n {
                 muts.push(need!(r.bulk(MAX_MUTATION)));
             }
-            let frame = BatchFrame { proto, replid: id, first: first as u64, cursor: Cursor { logical, broker }, muts };
+            let frame = BatchFrame {
+                proto,
+                replid: id,
+                first: first as u64,
+                cursor: Cursor { logical, broker },
+                muts,
+            };
             Ok(Some((Frame::Batch(frame), r.at)))
         }
         _ => Err(format!("an unknown frame '{}' of {n} elements", String::from_utf8_lossy(kind))),
@@ -261,7 +272,12 @@ mod tests {
         assert_eq!(used, out.len());
         assert_eq!(
             f,
-            Frame::Hello { proto: PROTOCOL_VERSION, version: BUILD_VERSION.as_bytes(), replid: id, offset: 42 }
+            Frame::Hello {
+                proto: PROTOCOL_VERSION,
+                version: BUILD_VERSION.as_bytes(),
+                replid: id,
+                offset: 42
+            }
         );
         // Every strict prefix is incomplete, never an error.
         for cut in 0..out.len() {

@@ -191,7 +191,6 @@ impl Replica {
     pub fn is_live(&self) -> bool {
         self.state == State::Live
     }
-
 }
 
 /// Waits until `fd` is readable (or writable) or `timeout` passes.
@@ -210,7 +209,9 @@ fn wait_fd(fd: RawFd, write: bool, timeout: Duration) -> io::Result<bool> {
 fn write_all_until(stream: &mut Stream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
     while !bytes.is_empty() {
         match stream.write(bytes) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the upstream closed the connection")),
+            Ok(0) => {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "the upstream closed the connection"))
+            }
             Ok(n) => bytes = &bytes[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -240,7 +241,10 @@ fn read_some(stream: &mut Stream, buf: &mut Vec<u8>, deadline: Instant) -> io::R
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out waiting for the upstream"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "timed out waiting for the upstream",
+                    ));
                 }
                 wait_fd(stream.as_raw_fd(), false, left)?;
             }
@@ -261,7 +265,12 @@ fn open(settings: &Settings) -> io::Result<Stream> {
                     Ok(s) => {
                         s.set_nodelay(true)?;
                         if let Some((cfg, name)) = &settings.tls {
-                            return crate::transport::tls::connect_client(s, cfg.clone(), name.clone(), HANDSHAKE_TIMEOUT);
+                            return crate::transport::tls::connect_client(
+                                s,
+                                cfg.clone(),
+                                name.clone(),
+                                HANDSHAKE_TIMEOUT,
+                            );
                         }
                         s.set_nonblocking(true)?;
                         return Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)));
@@ -300,7 +309,10 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
             if let Some(nl) = buf.iter().position(|&b| b == b'\n') {
                 let line = String::from_utf8_lossy(&buf[..nl]).trim_end().to_string();
                 if line != "+OK" {
-                    return Err(format!("the upstream ({what}) refused AUTH: {}", line.trim_start_matches('-')));
+                    return Err(format!(
+                        "the upstream ({what}) refused AUTH: {}",
+                        line.trim_start_matches('-')
+                    ));
                 }
                 at = nl + 1;
                 break;
@@ -325,7 +337,9 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
                 let leftover = buf[at + n..].to_vec();
                 return Ok(Handshake { stream, replid, offset, leftover });
             }
-            Ok(Some((Frame::Batch(_), _))) => return Err(format!("the upstream ({what}) sent a frame before its hello")),
+            Ok(Some((Frame::Batch(_), _))) => {
+                return Err(format!("the upstream ({what}) sent a frame before its hello"))
+            }
             Ok(None) => {
                 if !read_some(&mut stream, &mut buf, deadline).map_err(io)? {
                     return Err(format!("the upstream ({what}) closed the connection before its hello"));
@@ -447,7 +461,9 @@ impl Server {
         let result = match rx.try_recv() {
             Ok(result) => result,
             Err(mpsc::TryRecvError::Empty) => return,
-            Err(mpsc::TryRecvError::Disconnected) => Err("the connector thread ended without a result".into()),
+            Err(mpsc::TryRecvError::Disconnected) => {
+                Err("the connector thread ended without a result".into())
+            }
         };
         r.connector = None;
         r.attempts += 1;
@@ -502,17 +518,19 @@ impl Server {
                 "the upstream is at logical offset {offset}, behind this server's {local}"
             )));
         }
-        let (stream, buffered) = if offset > local {
-            self.handoff(stream, offset, leftover)?
-        } else {
-            (stream, leftover)
-        };
+        let (stream, buffered) =
+            if offset > local { self.handoff(stream, offset, leftover)? } else { (stream, leftover) };
         self.go_live(stream, buffered)
     }
 
     /// Upstream ahead: Kafka catch-up to its hello offset while the firehose is buffered.
     #[allow(unused_mut, unused_variables)]
-    fn handoff(&mut self, mut stream: Stream, target: u64, leftover: Vec<u8>) -> Result<(Stream, Vec<u8>), Refusal> {
+    fn handoff(
+        &mut self,
+        mut stream: Stream,
+        target: u64,
+        leftover: Vec<u8>,
+    ) -> Result<(Stream, Vec<u8>), Refusal> {
         let local = self.engine.repl.offset;
         #[cfg(feature = "kafka")]
         if self.replica.as_ref().is_some_and(|r| r.kafka.is_some()) {
@@ -562,7 +580,8 @@ impl Server {
                 (k.1, k.2) = (from, position);
                 // The last record read has a logical offset at or below the local one, so every
                 // later mutation sits after it: a safe cursor (see `frame::Cursor`).
-                r.cursor = Cursor { logical: self.engine.repl.offset as i64, broker: stats.last_broker_offset };
+                r.cursor =
+                    Cursor { logical: self.engine.repl.offset as i64, broker: stats.last_broker_offset };
                 r.has_history |= stats.applied > 0;
             }
             let now_at = self.engine.repl.offset;
@@ -778,16 +797,7 @@ impl Server {
             None => {
                 f("role", &"master");
                 f("goblin_ready", &1);
-                let subs = self.downstreams();
-                f("connected_slaves", &subs.len());
-                for (i, (addr, offset, lag)) in subs.iter().enumerate() {
-                    let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
-                    f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
-                }
-                f("master_failover_state", &"no-failover");
-                f("master_replid", &self.engine.repl.replid);
-                f("master_replid2", &"0000000000000000000000000000000000000000");
-                f("master_repl_offset", &self.engine.repl.offset);
+                self.subscribers_info(&mut f);
                 f("kafka_acknowledged_offset", &acked);
                 f("firehose_released_offset", &self.firehose_released());
                 f("firehose_retained_bytes", &self.firehose.retained_bytes());
@@ -803,10 +813,13 @@ impl Server {
                 f("goblin_ready", &(live as u8));
                 f("master_host", &host);
                 f("master_port", &port);
-                f("master_transport", &match r.settings.source {
-                    Source::Tcp { .. } => "tcp",
-                    Source::Unix(_) => "uds",
-                });
+                f(
+                    "master_transport",
+                    &match r.settings.source {
+                        Source::Tcp { .. } => "tcp",
+                        Source::Unix(_) => "uds",
+                    },
+                );
                 f("master_link_status", &if live { "up" } else { "down" });
                 f("replica_state", &r.state.name());
                 f("master_last_io_seconds_ago", &r.last_io.map_or(-1, |t| t.elapsed().as_secs() as i64));
@@ -822,19 +835,24 @@ impl Server {
                 f("slave_priority", &100);
                 f("slave_read_only", &1);
                 f("replica_announced", &1);
-                let subs = self.downstreams();
-                f("connected_slaves", &subs.len());
-                for (i, (addr, offset, lag)) in subs.iter().enumerate() {
-                    let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
-                    f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
-                }
-                f("master_failover_state", &"no-failover");
-                f("master_replid", &self.engine.repl.replid);
-                f("master_replid2", &"0000000000000000000000000000000000000000");
-                f("master_repl_offset", &self.engine.repl.offset);
+                self.subscribers_info(&mut f);
                 f("kafka_acknowledged_offset", &acked);
             }
         }
+    }
+
+    /// The INFO fields about this server's own subscribers and lineage, on every role.
+    fn subscribers_info(&self, f: &mut impl FnMut(&str, &dyn std::fmt::Display)) {
+        let subs = self.downstreams();
+        f("connected_slaves", &subs.len());
+        for (i, (addr, offset, lag)) in subs.iter().enumerate() {
+            let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
+            f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
+        }
+        f("master_failover_state", &"no-failover");
+        f("master_replid", &self.engine.repl.replid);
+        f("master_replid2", &"0000000000000000000000000000000000000000");
+        f("master_repl_offset", &self.engine.repl.offset);
     }
 
     /// ROLE: `master offset [[addr port offset] ...]`, or

@@ -317,7 +317,8 @@ impl Server {
             };
             let done = match &conn.parked {
                 Some(p) if conn.id == id && is_wait(p) => {
-                    let num: usize = std::str::from_utf8(&p.args[2]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+                    let num: usize =
+                        std::str::from_utf8(&p.args[2]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
                     let have = self.wait_count(p);
                     if have >= num {
                         reply::integer(&mut conn.out, have as i64);

@@ -170,4 +170,3 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
     };
     c
 }
-

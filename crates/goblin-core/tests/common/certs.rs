@@ -66,4 +66,3 @@ pub fn make(san: &str) -> PathBuf {
     }
     dir
 }
-
