@@ -254,6 +254,29 @@ fn read_some(stream: &mut Stream, buf: &mut Vec<u8>, deadline: Instant) -> io::R
     }
 }
 
+/// An idle upstream sends nothing, so a peer that vanished without a FIN (a crashed host, a
+/// partition) is noticed by TCP keepalive: after 10 s of silence, probes every 5 s, the link
+/// fails after 3 unanswered ones (about 25 s), and the replica goes not ready and reconnects.
+fn keepalive(s: &std::net::TcpStream) -> io::Result<()> {
+    let fd = s.as_raw_fd();
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 10),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 5),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
+    ] {
+        let v: libc::c_int = value;
+        // SAFETY: setting an integer socket option on a socket we own.
+        let rc = unsafe {
+            libc::setsockopt(fd, level, name, (&v as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as u32)
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 fn open(settings: &Settings) -> io::Result<Stream> {
     match &settings.source {
         Source::Tcp { host, port } => {
@@ -264,6 +287,7 @@ fn open(settings: &Settings) -> io::Result<Stream> {
                 match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         s.set_nodelay(true)?;
+                        keepalive(&s)?;
                         if let Some((cfg, name)) = &settings.tls {
                             return crate::transport::tls::connect_client(
                                 s,
