@@ -381,7 +381,16 @@ impl Journal {
 
     /// Serves delivery reports (server thread only). Err: a record was refused for good.
     pub fn poll(&mut self) -> Result<(), String> {
-        self.producer.poll(Duration::ZERO);
+        // One poll serves one event. The wake-up pipe fires only when the queue goes from
+        // empty to non-empty, so anything left behind (a second delivery report, a log or
+        // error event) would silence it and leave the reports to the 100 ms cron backstop:
+        // in broker ack mode that throttled 50 clients to about ten writes a second.
+        for _ in 0..1024 {
+            self.producer.poll(Duration::ZERO);
+            if self.wakeup.queued() == 0 {
+                break;
+            }
+        }
         if !self.external_after.is_empty() {
             self.advance_over_external();
         }
