@@ -30,12 +30,12 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netutil import free_port, wait_port  # noqa: E402
+from netutil import find_binary, free_port, wait_port  # noqa: E402
 
 
 def target(name):
-    base = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    return os.path.join(base, "release", name)
+    """A release binary from $CARGO_TARGET_DIR, ./target or ~/.cache/goblin-target (netutil)."""
+    return find_binary(name)
 
 
 class Proc:

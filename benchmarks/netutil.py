@@ -1,5 +1,6 @@
-"""Loopback port helpers shared by the benchmark drivers (redis_compare.py, kaka/compare.py)."""
+"""Loopback port helpers and binary lookup shared by the benchmark drivers."""
 
+import os
 import socket
 import time
 
@@ -21,3 +22,31 @@ def wait_port(port, timeout=20.0):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on port {port} after {timeout:.0f} s")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def target_dirs():
+    """Where cargo may have put the binaries, in the order searched: $CARGO_TARGET_DIR, ./target
+    (where the README's `cargo run --release` builds), ~/.cache/goblin-target (scripts/test.sh)."""
+    dirs = []
+    if os.environ.get("CARGO_TARGET_DIR"):
+        dirs.append(os.environ["CARGO_TARGET_DIR"])
+    dirs += [os.path.join(ROOT, "target"), os.path.expanduser("~/.cache/goblin-target")]
+    return dirs
+
+
+def find_binary(name, profile="release"):
+    """The first `<dir>/<profile>/<name>` that exists among `target_dirs()`; exits with a message
+    naming every place it looked otherwise."""
+    for d in target_dirs():
+        p = os.path.join(d, profile, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    tried = [os.path.join(d, profile, name) for d in target_dirs()]
+    if not os.environ.get("CARGO_TARGET_DIR"):
+        tried.insert(0, "$CARGO_TARGET_DIR (not set)")
+    flag = " --release" if profile == "release" else ""
+    raise SystemExit(f"cannot find the {profile} binary '{name}'; looked in: {', '.join(tried)}. "
+                     f"Build it with `cargo build{flag} --bin {name}` (or set CARGO_TARGET_DIR).")

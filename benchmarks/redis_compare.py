@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-from netutil import free_port, wait_port  # noqa: E402  (benchmarks/ is the script's directory)
+from netutil import find_binary, free_port, wait_port  # noqa: E402  (benchmarks/ is the script's directory)
 
 
 def cpu_seconds(pid):
@@ -212,8 +212,9 @@ def grow_latency(servers, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/goblin-target"))
-    ap.add_argument("--goblin", default=os.path.join(target, "release", "goblin-core"))
+    ap.add_argument("--goblin", default=None,
+                    help="goblin-core binary (default: the release build in $CARGO_TARGET_DIR, ./target or"
+                         " ~/.cache/goblin-target); six-types and io-floor are taken from its folder")
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=50)
@@ -222,11 +223,14 @@ def main():
                     help="comma list of: strings (SET GET INCR MSET at -P 1 and 16), types (collection"
                          " commands at -P 16), memory (one million string keys), six (six-type dataset"
                          " memory), grow (SADD latency into a growing set)")
-    ap.add_argument("--floor", default=os.path.join(target, "release", "io-floor"),
-                    help="io-floor binary: run beside the two servers in the strings suite at -P 1"
-                         " (epoll and io_uring back ends) as the kernel's CPU floor; '' to skip")
+    ap.add_argument("--floor", default=None,
+                    help="io-floor binary (default: beside --goblin): run beside the two servers in the strings"
+                         " suite at -P 1 (epoll and io_uring back ends) as the kernel's CPU floor; '' to skip")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out"))
     args = ap.parse_args()
+    args.goblin = args.goblin or find_binary("goblin-core")
+    if args.floor is None:
+        args.floor = os.path.join(os.path.dirname(args.goblin), "io-floor")
     os.makedirs(args.out, exist_ok=True)
     suites = args.suites.split(",")
 

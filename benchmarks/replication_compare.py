@@ -34,7 +34,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netutil import free_port, wait_port  # noqa: E402
+from netutil import find_binary, free_port, wait_port  # noqa: E402
 
 # The replicas' output queue on the primary: Redis's default replica limit is 256 MB hard
 # (64 MB soft); goblin's default 1 MiB queue is sized for a quiet network, not for a primary
@@ -43,8 +43,8 @@ GOBLIN_QUEUE = "256mb"
 
 
 def target(name):
-    base = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    return os.path.join(base, "release", name)
+    """A release binary from $CARGO_TARGET_DIR, ./target or ~/.cache/goblin-target (netutil)."""
+    return find_binary(name)
 
 
 class Resp:
@@ -230,8 +230,7 @@ def main():
     for b in ("redis-server", "redis-benchmark"):
         if not shutil.which(b):
             sys.exit(f"{b} is required (apt-get install redis-server redis-tools)")
-    if not os.path.exists(target("goblin-core")):
-        sys.exit("build first: cargo build --release --bin goblin-core")
+    target("goblin-core")  # exits naming every folder it looked in when there is no build
     work = tempfile.mkdtemp(prefix="replbench-")
     res = {}
     cpu_us = {}

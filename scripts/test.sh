@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, property and integration tests (which start the real binaries),
-# then the broker's external-client checks (kcat, confluent-kafka, kafka-python).
+# then the broker's external-client checks (kcat, confluent-kafka, kafka-python), the Redis
+# clients (tests/clients) and the durable system end to end (benchmarks/e2e/run.py).
 #
 # Needs: redis-server, redis-cli, kcat, cmake, pkg-config, python3 with confluent-kafka and
 # kafka-python. `scripts/install-deps.sh` installs them on Debian.
@@ -18,3 +19,10 @@ fi
 # External clients and tools against goblin-core: redis-py, redis-cli, redis-benchmark, ioredis,
 # node-redis (tests/clients/run.sh ends with a "N passed, N failed" line and fails on any failure).
 GOBLIN_CORE_BIN="$CARGO_TARGET_DIR/debug/goblin-core" bash tests/clients/run.sh
+
+# The durable system end to end (benchmarks/e2e/run.py): seed 002's staggered SIGKILLs of a
+# primary and its replica journaling to a broker, every value checked on each survivor, at 10,000
+# values per type, against kaka and against Apache Kafka 4 (scripts/kafka4.sh): about 10 s together.
+# It exits non-zero when any checkpoint fails; its evidence goes to benchmarks/out/e2e/<timestamp>/.
+python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug"
+python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug" --broker kafka4

@@ -2,7 +2,7 @@
 //! RESP with deep pipelining, against goblin-core or redis-server alike.
 //!
 //! Layout (j = collection, k = element):
-//! - strings   `str:{i}` -> `v{i:010}`, i < strings
+//! - strings   `str:{i}` -> `v{i:010}`, string_start <= i < string_start + strings
 //! - hashes    `hash:{j}`, fields `f{k}` -> `v{k:06}`
 //! - sets      `set:{j}`, members `m{k:06}`
 //! - zsets     `zset:{j}`, members `m{k:06}` scored k
@@ -10,7 +10,8 @@
 //! - arrays    `arr:{j}`, elements `v{k:06}` at index k*1000
 //!
 //! `load` writes it (and with `--measure`, reports the `used_memory` each type added, per
-//! element); `verify` reads every value back and fails on the first difference; `grow` measures
+//! element); `verify` reads every value back and fails on the first difference (`--string-start`
+//! and `--collection-start` shift the ranges, so a later range appends to an earlier one); `grow` measures
 //! the latency of each single SADD into one set growing to a million members.
 
 use clap::{Parser, Subcommand};
@@ -62,9 +63,15 @@ struct Shape {
     /// Number of string keys.
     #[arg(long, default_value_t = 1_000_000)]
     strings: u64,
+    /// Index of the first string key (`str:{i}`): a later range appends to an earlier one.
+    #[arg(long, default_value_t = 0)]
+    string_start: u64,
     /// Collections per collection type.
     #[arg(long, default_value_t = 1000)]
     collections: u64,
+    /// Index of the first collection (`hash:{j}`, ...): a later range appends new collections.
+    #[arg(long, default_value_t = 0)]
+    collection_start: u64,
     /// Elements per collection.
     #[arg(long, default_value_t = 1000)]
     elements: u64,
@@ -156,12 +163,13 @@ fn bulk(s: String) -> Frame {
 /// The steps that write (verify = false) or read back (verify = true) one type.
 fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> {
     let (n, per) = (s.elements, s.per_command.max(1));
+    let collections = s.collection_start..s.collection_start + s.collections;
     let chunks = move |j: u64| (0..n.div_ceil(per)).map(move |c| (j, c * per..((c + 1) * per).min(n)));
     match kind {
         "strings" => {
-            let total = s.strings;
+            let (first, total) = (s.string_start, s.strings);
             Box::new((0..total.div_ceil(per)).map(move |c| {
-                let r = c * per..((c + 1) * per).min(total);
+                let r = first + c * per..first + ((c + 1) * per).min(total);
                 let count = r.end - r.start;
                 if verify {
                     let mut args = vec![b"MGET".to_vec()];
@@ -178,7 +186,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
                 }
             }))
         }
-        "hashes" => Box::new((0..s.collections).flat_map(chunks).map(move |(j, r)| {
+        "hashes" => Box::new(collections.clone().flat_map(chunks).map(move |(j, r)| {
             let count = r.end - r.start;
             let key = format!("hash:{j}").into_bytes();
             if verify {
@@ -198,7 +206,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
         "sets" => {
             if verify {
                 // SMISMEMBER over every member plus SCARD proves exact set equality.
-                Box::new((0..s.collections).flat_map(move |j| {
+                Box::new(collections.clone().flat_map(move |j| {
                     let key = format!("set:{j}").into_bytes();
                     let mut args = vec![b"SMISMEMBER".to_vec(), key.clone()];
                     args.extend((0..n).map(|k| format!("m{k:06}").into_bytes()));
@@ -213,7 +221,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
                     ]
                 }))
             } else {
-                Box::new((0..s.collections).flat_map(chunks).map(move |(j, r)| {
+                Box::new(collections.clone().flat_map(chunks).map(move |(j, r)| {
                     let count = r.end - r.start;
                     let mut args = vec![b"SADD".to_vec(), format!("set:{j}").into_bytes()];
                     args.extend(r.map(|k| format!("m{k:06}").into_bytes()));
@@ -223,7 +231,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
         }
         "zsets" => {
             if verify {
-                Box::new((0..s.collections).map(move |j| {
+                Box::new(collections.clone().map(move |j| {
                     let args = vec![
                         b"ZRANGE".to_vec(),
                         format!("zset:{j}").into_bytes(),
@@ -237,7 +245,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
                     Step { args, expect: Some(expect), elements: n }
                 }))
             } else {
-                Box::new((0..s.collections).flat_map(chunks).map(move |(j, r)| {
+                Box::new(collections.clone().flat_map(chunks).map(move |(j, r)| {
                     let count = r.end - r.start;
                     let mut args = vec![b"ZADD".to_vec(), format!("zset:{j}").into_bytes()];
                     for k in r {
@@ -250,7 +258,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
         }
         "lists" => {
             if verify {
-                Box::new((0..s.collections).map(move |j| {
+                Box::new(collections.clone().map(move |j| {
                     let args = vec![
                         b"LRANGE".to_vec(),
                         format!("list:{j}").into_bytes(),
@@ -261,7 +269,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
                     Step { args, expect: Some(expect), elements: n }
                 }))
             } else {
-                Box::new((0..s.collections).flat_map(chunks).map(move |(j, r)| {
+                Box::new(collections.clone().flat_map(chunks).map(move |(j, r)| {
                     let count = r.end - r.start;
                     let mut args = vec![b"RPUSH".to_vec(), format!("list:{j}").into_bytes()];
                     args.extend(r.map(|k| format!("e{k:06}").into_bytes()));
@@ -271,7 +279,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
         }
         "arrays" => {
             if verify {
-                Box::new((0..s.collections).map(move |j| {
+                Box::new(collections.clone().map(move |j| {
                     let last = (n.max(1) - 1) * 1000;
                     let args = vec![
                         b"ARSCAN".to_vec(),
@@ -292,7 +300,7 @@ fn steps(kind: &str, s: &Shape, verify: bool) -> Box<dyn Iterator<Item = Step>> 
                     Step { args, expect: Some(expect), elements: n }
                 }))
             } else {
-                Box::new((0..s.collections).flat_map(chunks).map(move |(j, r)| {
+                Box::new(collections.clone().flat_map(chunks).map(move |(j, r)| {
                     let count = r.end - r.start;
                     let mut args = vec![b"ARMSET".to_vec(), format!("arr:{j}").into_bytes()];
                     for k in r {

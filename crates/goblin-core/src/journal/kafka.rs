@@ -86,6 +86,10 @@ fn base_config(t: &KafkaTarget) -> ClientConfig {
     c
 }
 
+/// At most this many producer events (delivery report batches) per `Journal::poll`; more
+/// wait for the next wake-up or the cron (a bound against a queue that never empties).
+const POLL_EVENTS_MAX: usize = 4096;
+
 /// What the delivery reports have told the server thread so far.
 #[derive(Default)]
 pub struct Acks {
@@ -381,11 +385,10 @@ impl Journal {
 
     /// Serves delivery reports (server thread only). Err: a record was refused for good.
     pub fn poll(&mut self) -> Result<(), String> {
-        // One poll serves one event. The wake-up pipe fires only when the queue goes from
-        // empty to non-empty, so anything left behind (a second delivery report, a log or
-        // error event) would silence it and leave the reports to the 100 ms cron backstop:
-        // in broker ack mode that throttled 50 clients to about ten writes a second.
-        for _ in 0..1024 {
+        // `BaseProducer::poll(ZERO)` serves one event, and the wake-up byte comes only on the
+        // queue's empty -> non-empty edge: serve until the queue is empty, or the reports
+        // left behind would wait for the cron, one event per tick.
+        for _ in 0..POLL_EVENTS_MAX {
             self.producer.poll(Duration::ZERO);
             if self.wakeup.queued() == 0 {
                 break;
