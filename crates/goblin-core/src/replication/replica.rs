@@ -268,7 +268,13 @@ fn keepalive(s: &std::net::TcpStream) -> io::Result<()> {
         let v: libc::c_int = value;
         // SAFETY: setting an integer socket option on a socket we own.
         let rc = unsafe {
-            libc::setsockopt(fd, level, name, (&v as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as u32)
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
         };
         if rc != 0 {
             return Err(io::Error::last_os_error());
@@ -525,7 +531,7 @@ impl Server {
         r.last_io = Some(Instant::now());
         let local = self.engine.repl;
         if replid != local.replid {
-            if local.offset == 0 && !r.has_history && self.engine.ks.len() == 0 {
+            if local.offset == 0 && !r.has_history && self.engine.ks.is_empty() {
                 info!("replica: adopting the upstream's lineage {replid}");
                 self.engine.set_replication(Replication { replid, offset: 0 });
             } else {
