@@ -50,6 +50,8 @@ pub struct Broker {
     pub groups: Groups,
     /// The transaction coordinator (see txn.rs); `Txns::start` recovers and runs it.
     pub txns: Txns,
+    /// Fetch sessions (KIP-227), in memory only.
+    pub fetch_sessions: crate::sessions::FetchSessions,
 }
 
 struct PidAlloc {
@@ -80,6 +82,7 @@ impl Broker {
             pids: tokio::sync::Mutex::new(PidAlloc { next, limit: next, path: pid_path }),
             groups,
             txns,
+            fetch_sessions: Default::default(),
             cfg,
         });
         let mut names: Vec<String> = std::fs::read_dir(&topics_dir)

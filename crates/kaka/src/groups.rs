@@ -118,6 +118,8 @@ enum GMsg {
         group: String,
         generation: i32,
         member: String,
+        /// The sender's group.instance.id (static members): a stale member id is fenced.
+        instance: Option<String>,
         assignments: Vec<(String, Bytes)>,
         reply: oneshot::Sender<SyncResult>,
     },
@@ -125,6 +127,7 @@ enum GMsg {
         group: String,
         generation: i32,
         member: String,
+        instance: Option<String>,
         reply: oneshot::Sender<i16>,
     },
     Leave {
@@ -215,13 +218,20 @@ impl Groups {
         group: String,
         generation: i32,
         member: String,
+        instance: Option<String>,
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
-        ask(&self.tx, |reply| GMsg::Sync { group, generation, member, assignments, reply }).await
+        ask(&self.tx, |reply| GMsg::Sync { group, generation, member, instance, assignments, reply }).await
     }
 
-    pub async fn heartbeat(&self, group: String, generation: i32, member: String) -> i16 {
-        ask(&self.tx, |reply| GMsg::Heartbeat { group, generation, member, reply }).await
+    pub async fn heartbeat(
+        &self,
+        group: String,
+        generation: i32,
+        member: String,
+        instance: Option<String>,
+    ) -> i16 {
+        ask(&self.tx, |reply| GMsg::Heartbeat { group, generation, member, instance, reply }).await
     }
 
     pub async fn leave(&self, group: String, members: Vec<String>) -> Vec<i16> {
@@ -454,19 +464,31 @@ impl Coordinator {
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<GMsg>) {
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            self.tick();
+            // Wake exactly at the next session expiry or rebalance deadline (a coarse periodic
+            // tick would evict members up to one period late), and at least every second.
+            let wake = self.next_deadline().unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            let wake = wake.min(Instant::now() + Duration::from_secs(1));
             tokio::select! {
                 m = rx.recv() => {
                     let Some(m) = m else { break };
                     match m {
                         GMsg::Join(a, reply) => self.join(a, reply),
-                        GMsg::Sync { group, generation, member, assignments, reply } => {
-                            self.sync(&group, generation, &member, assignments, reply)
+                        GMsg::Sync { group, generation, member, instance, assignments, reply } => {
+                            if self.fenced(&group, &member, instance.as_deref()) {
+                                let _ = reply.send(SyncResult { error: errors::FENCED_INSTANCE_ID, ..Default::default() });
+                            } else {
+                                self.sync(&group, generation, &member, assignments, reply)
+                            }
                         }
-                        GMsg::Heartbeat { group, generation, member, reply } => {
-                            let _ = reply.send(self.heartbeat(&group, generation, &member));
+                        GMsg::Heartbeat { group, generation, member, instance, reply } => {
+                            let code = if self.fenced(&group, &member, instance.as_deref()) {
+                                errors::FENCED_INSTANCE_ID
+                            } else {
+                                self.heartbeat(&group, generation, &member)
+                            };
+                            let _ = reply.send(code);
                         }
                         GMsg::Leave { group, members, reply } => {
                             let _ = reply.send(self.leave(&group, &members));
@@ -497,7 +519,7 @@ impl Coordinator {
                         }
                     }
                 }
-                _ = tick.tick() => self.tick(),
+                _ = tokio::time::sleep_until(wake.into()) => {}
             }
         }
     }
@@ -536,6 +558,28 @@ impl Coordinator {
             if !shared || !same_type {
                 let _ = reply.send(fail(errors::INCONSISTENT_GROUP_PROTOCOL));
                 return;
+            }
+        }
+        // Static membership (KIP-345): a group.instance.id names one member. Rejoining with it
+        // and no member id replaces that member (a restarted client); a member id that is not
+        // the instance's current one is a fenced zombie.
+        if let Some(inst) = a.instance_id.as_deref() {
+            let current = g
+                .members
+                .iter()
+                .find(|(_, m)| m.instance_id.as_deref() == Some(inst))
+                .map(|(id, _)| id.clone());
+            match current {
+                Some(old) if a.member_id.is_empty() => {
+                    let new_id = new_member_id(&a.client_id);
+                    replace_static_member(g, &old, new_id, a, reply);
+                    return;
+                }
+                Some(old) if old != a.member_id => {
+                    let _ = reply.send(fail(errors::FENCED_INSTANCE_ID));
+                    return;
+                }
+                _ => {}
             }
         }
         let member_id = if a.member_id.is_empty() {
@@ -861,6 +905,30 @@ impl Coordinator {
         }
     }
 
+    /// A request naming a group.instance.id whose member is now another member id: the
+    /// sender was replaced (a zombie of a restarted static member), FENCED_INSTANCE_ID.
+    fn fenced(&self, group: &str, member: &str, instance: Option<&str>) -> bool {
+        let (Some(inst), Some(g)) = (instance, self.groups.get(group)) else { return false };
+        g.members.iter().any(|(id, m)| m.instance_id.as_deref() == Some(inst) && id != member)
+    }
+
+    /// The earliest instant `tick` has something to do: a member's session expiry (members
+    /// waiting in JoinGroup are bounded by the rebalance instead) or a rebalance deadline.
+    fn next_deadline(&self) -> Option<Instant> {
+        self.groups
+            .values()
+            .flat_map(|g| {
+                let sessions = g
+                    .members
+                    .values()
+                    .filter(|m| m.join_reply.is_none())
+                    .map(|m| m.last_seen + m.session_timeout);
+                let rebalance = g.rebalance_deadline.filter(|_| g.state == State::PreparingRebalance);
+                sessions.chain(rebalance)
+            })
+            .min()
+    }
+
     fn tick(&mut self) {
         let now = Instant::now();
         for g in self.groups.values_mut() {
@@ -868,7 +936,7 @@ impl Coordinator {
                 .members
                 .iter()
                 .filter(|(_, m)| {
-                    m.join_reply.is_none() && now.duration_since(m.last_seen) > m.session_timeout
+                    m.join_reply.is_none() && now.duration_since(m.last_seen) >= m.session_timeout
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -885,6 +953,112 @@ impl Coordinator {
             }
         }
     }
+}
+
+fn new_member_id(client_id: &str) -> String {
+    format!(
+        "{}-{}",
+        if client_id.is_empty() { "member" } else { client_id },
+        crate::broker::hex(&crate::broker::new_uuid()[..8])
+    )
+}
+
+/// A static member rejoins with its group.instance.id and no member id (it restarted): it
+/// takes the old member's place under a new member id, keeping its assignment and join order;
+/// the old member id is fenced (its pending JoinGroup or SyncGroup answered
+/// FENCED_INSTANCE_ID, later requests UNKNOWN_MEMBER_ID). As Kafka's coordinator does: a
+/// Stable group whose protocol choice is unchanged does not rebalance (the member gets the
+/// current generation and fetches its assignment with SyncGroup); a group completing a
+/// rebalance starts another; one preparing a rebalance counts the member as joined.
+fn replace_static_member(
+    g: &mut Group,
+    old: &str,
+    new_id: String,
+    a: JoinArgs,
+    reply: oneshot::Sender<JoinResult>,
+) {
+    let Some(mut m) = g.members.remove(old) else { return };
+    if let Some(r) = m.join_reply.take() {
+        let _ = r.send(JoinResult {
+            error: errors::FENCED_INSTANCE_ID,
+            generation: -1,
+            member_id: old.to_string(),
+            ..Default::default()
+        });
+    }
+    if let Some(r) = m.sync_reply.take() {
+        let _ = r.send(SyncResult { error: errors::FENCED_INSTANCE_ID, ..Default::default() });
+    }
+    let now = Instant::now();
+    m.client_id = a.client_id;
+    m.client_host = a.client_host;
+    m.protocols = a.protocols;
+    m.protocol_type = a.protocol_type;
+    m.session_timeout = Duration::from_millis(a.session_timeout_ms as u64);
+    m.rebalance_timeout = Duration::from_millis(a.rebalance_timeout_ms.max(a.session_timeout_ms) as u64);
+    m.last_seen = now;
+    g.members.insert(new_id.clone(), m);
+    if g.leader.as_deref() == Some(old) {
+        g.leader = Some(new_id.clone());
+    }
+    tracing::info!(old = %old, new = %new_id, "static member rejoined: replaced");
+    match g.state {
+        State::Stable if g.protocol.is_some() && select_protocol(g) == g.protocol => {
+            let protocol = g.protocol.clone().unwrap_or_default();
+            let leader = g.leader.clone().unwrap_or_default();
+            // The leader gets the roster (JoinGroup before v9 cannot tell it to skip the
+            // assignment; its SyncGroup in a Stable group only fetches the stored one).
+            let members = if leader == new_id { roster(g, &protocol) } else { Vec::new() };
+            let _ = reply.send(JoinResult {
+                error: errors::NONE,
+                generation: g.generation,
+                protocol_type: g.protocol_type.clone(),
+                protocol_name: Some(protocol),
+                leader,
+                member_id: new_id,
+                members,
+            });
+        }
+        State::PreparingRebalance => {
+            if let Some(m) = g.members.get_mut(&new_id) {
+                m.join_reply = Some(reply);
+            }
+            try_complete(g, false);
+        }
+        _ => {
+            if let Some(m) = g.members.get_mut(&new_id) {
+                m.join_reply = Some(reply);
+            }
+            let wait = g.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+            start_rebalance(g, now + wait);
+            try_complete(g, false);
+        }
+    }
+}
+
+/// The protocol a rebalance would choose now: the leader's (or, leaderless, the oldest
+/// member's) first protocol that every member supports.
+fn select_protocol(g: &Group) -> Option<String> {
+    let lead = match &g.leader {
+        Some(l) if g.members.contains_key(l) => &g.members[l],
+        _ => g.members.values().min_by_key(|m| m.seq)?,
+    };
+    lead.protocols
+        .iter()
+        .map(|(p, _)| p.clone())
+        .find(|p| g.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == p)))
+}
+
+/// Every member's id, instance id and metadata for `protocol`: what the leader assigns from.
+fn roster(g: &Group, protocol: &str) -> Vec<(String, Option<String>, Bytes)> {
+    g.members
+        .iter()
+        .map(|(id, m)| {
+            let md =
+                m.protocols.iter().find(|(p, _)| *p == protocol).map(|(_, b)| b.clone()).unwrap_or_default();
+            (id.clone(), m.instance_id.clone(), md)
+        })
+        .collect()
 }
 
 fn start_rebalance(g: &mut Group, deadline: Instant) {
@@ -957,15 +1131,7 @@ fn try_complete(g: &mut Group, force: bool) {
         g.state = State::Empty;
         return;
     };
-    let roster: Vec<(String, Option<String>, Bytes)> = g
-        .members
-        .iter()
-        .map(|(id, m)| {
-            let md =
-                m.protocols.iter().find(|(p, _)| *p == protocol).map(|(_, b)| b.clone()).unwrap_or_default();
-            (id.clone(), m.instance_id.clone(), md)
-        })
-        .collect();
+    let roster = roster(g, &protocol);
     let now = Instant::now();
     for (id, m) in g.members.iter_mut() {
         m.last_seen = now;

@@ -23,6 +23,7 @@ mod memory;
 mod partition;
 mod segment;
 mod server;
+mod sessions;
 mod txn;
 mod wire;
 

@@ -118,7 +118,9 @@ impl Memory {
 impl TailCache {
     /// Batches starting with the one holding `offset`, below `limit`, up to `max_bytes`
     /// (at least one). None when `offset` is older than the cache.
-    pub fn read(&self, offset: i64, max_bytes: usize, limit: i64) -> Option<Vec<Bytes>> {
+    /// Whole batches from `offset`, up to `max_bytes`; the first batch may exceed it unless
+    /// `strict` (Kafka's rule: only the first batch of a whole Fetch answer may).
+    pub fn read(&self, offset: i64, max_bytes: usize, limit: i64, strict: bool) -> Option<Vec<Bytes>> {
         let q = self.batches.lock().unwrap_or_else(|e| e.into_inner());
         let first = q.front()?;
         if offset < first.base_offset {
@@ -128,7 +130,7 @@ impl TailCache {
         let mut out = Vec::new();
         let mut total = 0;
         for c in q.iter().skip(start) {
-            if c.base_offset >= limit || (total > 0 && total + c.bytes.len() > max_bytes) {
+            if c.base_offset >= limit || ((total > 0 || strict) && total + c.bytes.len() > max_bytes) {
                 break;
             }
             total += c.bytes.len();

@@ -188,7 +188,9 @@ impl Shared {
     }
 
     /// Reads record batches at `offset` for a Fetch, below `limit` (the high watermark, or the
-    /// last stable offset for read_committed). Err is a Kafka error code.
+    /// last stable offset for read_committed). Err is a Kafka error code. At most `max_bytes`,
+    /// except that the first batch is returned whole when it alone is larger, unless `strict`
+    /// (the answer already holds records: only its first batch may exceed the limits).
     ///
     /// Below the RAM window, an answer of `STREAM_MIN_BYTES` or more is not read here: it is
     /// handed back as a file range that the connection's writer reads slice by slice while it
@@ -196,7 +198,13 @@ impl Shared {
     /// 64 MiB, and its socket copying is spread over the disk reads instead of following them
     /// in one burst (a loopback burst of that size made concurrent fdatasyncs wait for the
     /// CPU's network work, measured in benchmarks/kaka/RESULTS.md).
-    pub async fn read(&self, offset: i64, max_bytes: usize, limit: i64) -> Result<Vec<Piece>, i16> {
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        limit: i64,
+        strict: bool,
+    ) -> Result<Vec<Piece>, i16> {
         if self.open_error.is_some() {
             return Err(errors::KAFKA_STORAGE_ERROR);
         }
@@ -209,7 +217,7 @@ impl Shared {
         }
         // Cached batches are handed out as they are (shared, not copied): the response is sent
         // in pieces (see wire::Outgoing).
-        if let Some(parts) = self.cache.read(offset, max_bytes, hw) {
+        if let Some(parts) = self.cache.read(offset, max_bytes, hw, strict) {
             if !parts.is_empty() {
                 return Ok(parts.into_iter().map(Piece::Mem).collect());
             }
@@ -223,15 +231,20 @@ impl Shared {
             }
             let s = seg.clone();
             let data = tokio::task::spawn_blocking(move || {
+                // None: nothing here, try the next segment; Some(None): the batch at `offset`
+                // does not fit a strict read, answer without records.
                 let Some((pos, h)) = s.locate(offset)? else { return Ok(None) };
                 if h.base_offset >= hw {
                     return Ok(None);
                 }
                 if let Some(len) = s.stream_range(pos, max_bytes, hw, STREAM_MIN_BYTES) {
-                    return Ok(Some(Piece::File(FileRange { seg: s, pos, len })));
+                    return Ok(Some(Some(Piece::File(FileRange { seg: s, pos, len }))));
                 }
-                let data = s.read_from(pos, max_bytes, hw)?;
-                Ok::<_, io::Error>((!data.is_empty()).then(|| Piece::Mem(Bytes::from(data))))
+                let data = s.read_from(pos, max_bytes, hw, strict)?;
+                if data.is_empty() && strict {
+                    return Ok(Some(None));
+                }
+                Ok::<_, io::Error>((!data.is_empty()).then(|| Some(Piece::Mem(Bytes::from(data)))))
             })
             .await
             .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
@@ -240,7 +253,7 @@ impl Shared {
                 errors::KAFKA_STORAGE_ERROR
             })?;
             if let Some(piece) = data {
-                return Ok(vec![piece]);
+                return Ok(piece.into_iter().collect());
             }
         }
         Ok(Vec::new())

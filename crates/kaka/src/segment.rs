@@ -375,9 +375,10 @@ impl Segment {
 
     /// Reads whole batches from `pos` (a batch boundary, from `locate`), stopping before any
     /// batch whose base is >= `limit` (the high watermark) and once `max_bytes` is reached (at
-    /// least one batch is always returned so a consumer can make progress, as KIP-74 asks).
-    /// Runs on a blocking thread.
-    pub fn read_from(&self, pos: u64, max_bytes: usize, limit: i64) -> io::Result<Vec<u8>> {
+    /// least one batch is returned so a consumer can make progress, as KIP-74 asks, unless
+    /// `strict`: then that batch too must fit, as for every partition after the first non-empty
+    /// one of a Fetch answer). Runs on a blocking thread.
+    pub fn read_from(&self, pos: u64, max_bytes: usize, limit: i64, strict: bool) -> io::Result<Vec<u8>> {
         let end = self.size();
         let mut out: Vec<u8> = Vec::new();
         let mut read_to = pos; // file position of the next unread byte
@@ -399,7 +400,7 @@ impl Segment {
             }
             let h =
                 BatchHeader::parse(&out[parsed..]).ok_or_else(|| corrupt(&self.path, pos + parsed as u64))?;
-            if h.base_offset >= limit || (parsed > 0 && parsed + h.size > max_bytes) {
+            if h.base_offset >= limit || ((parsed > 0 || strict) && parsed + h.size > max_bytes) {
                 break;
             }
             fill(&mut out, &mut read_to, parsed + h.size)?;

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 /// (api key, min version, max version) kaka implements. Advertised exactly, so clients never
 /// send anything else; each range is the intersection of what librdkafka 2.0-2.12, the Java
 /// 4.x client and the kafka-protocol 0.18 codecs share, limited to what the handlers do fully
-/// (no topic-id addressed Produce/Fetch, no batched FindCoordinator/OffsetFetch).
+/// (no topic-id addressed Produce, no batched FindCoordinator/OffsetFetch).
 pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (0, 3, 10), // Produce
     (1, 4, 16), // Fetch (13+ names topics by id)
@@ -25,7 +25,7 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (13, 0, 2), // LeaveGroup (3+ member lists)
     (14, 0, 4), // SyncGroup
     (15, 0, 5), // DescribeGroups
-    (16, 0, 4), // ListGroups (5+ filters by group type)
+    (16, 0, 5), // ListGroups (v4 states filter, v5 group types filter: every group is classic)
     (18, 0, 3), // ApiVersions
     (19, 2, 4), // CreateTopics
     (20, 1, 4), // DeleteTopics
@@ -36,6 +36,9 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (25, 0, 3), // AddOffsetsToTxn (4+ signals transaction protocol v2, KIP-890)
     (26, 0, 3), // EndTxn (4+: KIP-890's TRANSACTION_ABORTABLE, 5+ epoch bump per transaction)
     (28, 0, 3), // TxnOffsetCommit (4+: KIP-890)
+    (29, 1, 3), // DescribeAcls (SECURITY_DISABLED: no authorizer, as Kafka without one)
+    (30, 1, 3), // CreateAcls (likewise)
+    (31, 1, 3), // DeleteAcls (likewise)
     (32, 1, 4), // DescribeConfigs (v0 is gone from Kafka 4 too)
     (33, 0, 2), // AlterConfigs
     (35, 1, 4), // DescribeLogDirs
@@ -46,6 +49,7 @@ pub const SUPPORTED: &[(i16, i16, i16)] = &[
     (60, 0, 2), // DescribeCluster
     (65, 0, 0), // DescribeTransactions
     (66, 0, 1), // ListTransactions (2+ filters ids by a regular expression)
+    (75, 0, 0), // DescribeTopicPartitions (paged with a cursor, KIP-966)
 ];
 
 pub const API_VERSIONS_KEY: i16 = 18;

@@ -22,7 +22,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::*;
 
-use super::{str_bytes, topic_name, Req};
+use super::{str_bytes, topic_name, Req, CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS};
 use crate::errors;
 use crate::wire;
 
@@ -89,6 +89,16 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
     if req.version >= 1 {
         resp.controller_id = BrokerId(0);
     }
+    // No authorizer: every operation is allowed, reported as Kafka does without one (v8+, the
+    // cluster's only up to v10), when asked; otherwise "not requested".
+    if (8..=10).contains(&req.version) && r.include_cluster_authorized_operations {
+        resp.cluster_authorized_operations = CLUSTER_OPERATIONS;
+    }
+    let topic_ops = if req.version >= 8 && r.include_topic_authorized_operations {
+        TOPIC_OPERATIONS
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
     // v0: an empty list means every topic; v1+: null means every topic. v12 may name a topic
     // by id alone (no name).
     let wanted: Vec<(Option<String>, [u8; 16])> = match r.topics {
@@ -108,6 +118,7 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
                 Some(topic) => {
                     t.name = Some(topic_name(&topic.name));
                     t.partitions = metadata_partitions(req.version, topic.partitions.len());
+                    t.topic_authorized_operations = topic_ops;
                 }
                 None => t.error_code = errors::UNKNOWN_TOPIC_ID,
             }
@@ -121,6 +132,7 @@ pub fn metadata(req: &Req, r: MetadataRequest) -> BytesMut {
                     t.topic_id = uuid::Uuid::from_bytes(topic.id);
                 }
                 t.partitions = metadata_partitions(req.version, topic.partitions.len());
+                t.topic_authorized_operations = topic_ops;
             }
             Err(code) => {
                 t.error_code = if crate::config::valid_topic_name(&name) {
@@ -723,6 +735,128 @@ pub fn describe_cluster(req: &Req, r: DescribeClusterRequest) -> BytesMut {
     broker.host = str_bytes(&b.cfg.advertised_host);
     broker.port = b.cfg.advertised_port;
     resp.brokers = vec![broker];
-    resp.cluster_authorized_operations = i32::MIN; // no ACLs: "not requested"
+    resp.cluster_authorized_operations = if r.include_cluster_authorized_operations {
+        CLUSTER_OPERATIONS // no authorizer: everything, as Kafka reports without one
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// Kafka's cap on the partitions of one DescribeTopicPartitions answer
+/// (`max.request.partition.size.limit`).
+const DESCRIBE_PARTITIONS_LIMIT: i32 = 2000;
+
+/// DescribeTopicPartitions (KIP-966): the named topics (or every topic) in name order, from
+/// the cursor on, at most `response_partition_limit` partitions (capped at 2000) per answer;
+/// `next_cursor` names where the next page starts. Every partition is led by broker 0, its only
+/// replica, with empty ELR lists; topic operations are all of them (no authorizer).
+pub fn describe_topic_partitions(req: &Req, r: DescribeTopicPartitionsRequest) -> BytesMut {
+    use describe_topic_partitions_response::{
+        Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+    };
+    let b = &req.broker;
+    let mut resp = DescribeTopicPartitionsResponse::default();
+    let listing = r.topics.is_empty();
+    let mut names: Vec<String> =
+        if listing { b.topic_names() } else { r.topics.iter().map(|t| t.name.0.to_string()).collect() };
+    names.sort();
+    names.dedup();
+    let limit = if r.response_partition_limit > 0 {
+        r.response_partition_limit.min(DESCRIBE_PARTITIONS_LIMIT)
+    } else {
+        DESCRIBE_PARTITIONS_LIMIT
+    } as usize;
+    let (start_topic, start_partition) = match &r.cursor {
+        Some(c) => (Some(c.topic_name.0.to_string()), c.partition_index.max(0) as usize),
+        None => (None, 0),
+    };
+    let mut budget = limit;
+    for name in names {
+        if start_topic.as_ref().is_some_and(|s| name < *s) {
+            continue;
+        }
+        let first = if start_topic.as_ref() == Some(&name) { start_partition } else { 0 };
+        let mut t = DescribeTopicPartitionsResponseTopic::default();
+        t.name = Some(topic_name(&name));
+        let Some(topic) = b.topic(&name) else {
+            if !listing {
+                t.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
+                resp.topics.push(t);
+            }
+            continue;
+        };
+        if budget == 0 {
+            let mut c = Cursor::default();
+            c.topic_name = topic_name(&name);
+            c.partition_index = first as i32;
+            resp.next_cursor = Some(c);
+            break;
+        }
+        t.topic_id = uuid::Uuid::from_bytes(topic.id);
+        t.topic_authorized_operations = TOPIC_OPERATIONS;
+        let n = topic.partitions.len();
+        let end = n.min(first + budget);
+        for p in first..end {
+            let mut dp = DescribeTopicPartitionsResponsePartition::default();
+            dp.partition_index = p as i32;
+            dp.leader_id = BrokerId(0);
+            dp.leader_epoch = 0;
+            dp.replica_nodes = vec![BrokerId(0)];
+            dp.isr_nodes = vec![BrokerId(0)];
+            dp.eligible_leader_replicas = Some(Vec::new());
+            dp.last_known_elr = Some(Vec::new());
+            t.partitions.push(dp);
+        }
+        budget -= end.saturating_sub(first);
+        resp.topics.push(t);
+        if end < n {
+            let mut c = Cursor::default();
+            c.topic_name = topic_name(&name);
+            c.partition_index = end as i32;
+            resp.next_cursor = Some(c);
+            break;
+        }
+    }
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+/// Kafka's answer to the ACL requests when it has no authorizer (kaka has none).
+const NO_AUTHORIZER: &str = "No Authorizer is configured.";
+
+pub fn describe_acls(req: &Req) -> BytesMut {
+    let mut resp = DescribeAclsResponse::default();
+    resp.error_code = errors::SECURITY_DISABLED;
+    resp.error_message = Some(str_bytes(NO_AUTHORIZER));
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub fn create_acls(req: &Req, r: CreateAclsRequest) -> BytesMut {
+    let mut resp = CreateAclsResponse::default();
+    resp.results = r
+        .creations
+        .iter()
+        .map(|_| {
+            let mut c = create_acls_response::AclCreationResult::default();
+            c.error_code = errors::SECURITY_DISABLED;
+            c.error_message = Some(str_bytes(NO_AUTHORIZER));
+            c
+        })
+        .collect();
+    wire::encode(req.correlation_id, req.version, &resp)
+}
+
+pub fn delete_acls(req: &Req, r: DeleteAclsRequest) -> BytesMut {
+    let mut resp = DeleteAclsResponse::default();
+    resp.filter_results = r
+        .filters
+        .iter()
+        .map(|_| {
+            let mut f = delete_acls_response::DeleteAclsFilterResult::default();
+            f.error_code = errors::SECURITY_DISABLED;
+            f.error_message = Some(str_bytes(NO_AUTHORIZER));
+            f
+        })
+        .collect();
     wire::encode(req.correlation_id, req.version, &resp)
 }

@@ -1,6 +1,8 @@
 //! Fetch with long polling: answer at once when there is data (>= min_bytes) or an error;
 //! otherwise wait until a high watermark moves or max_wait_ms passes, then answer with what
-//! there is.
+//! there is. Only the first batch of the answer may exceed the byte limits (KIP-74). v7+
+//! requests may belong to a fetch session (KIP-227, `sessions.rs`): an incremental request
+//! fetches the session's partitions and is answered with those that have news.
 //!
 //! The answer is encoded here rather than by the protocol crate: record bytes (cached batches,
 //! one read from a segment, or a segment range read while sending) go out as pieces, never
@@ -14,6 +16,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
 use super::Req;
 use crate::errors;
+use crate::sessions::{self, Begin, TopicKey};
 use crate::wire::{self, Outgoing, Piece};
 
 /// Topics of an answer, in request order: (name, id, [(partition index, its part)]). v4-v12
@@ -38,14 +41,26 @@ impl Part {
     }
 }
 
-pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
-    // Fetch sessions (v7+): we decline to create one (session id 0), so clients keep sending
-    // full requests; a request naming a session we never handed out is an error.
-    if req.version >= 7 && r.session_id != 0 {
-        let mut resp = FetchResponse::default();
-        resp.error_code = errors::FETCH_SESSION_ID_NOT_FOUND;
-        return Outgoing::Frame(wire::encode(req.correlation_id, req.version, &resp));
-    }
+pub async fn fetch(req: &Req, mut r: FetchRequest) -> Outgoing {
+    // v13+ names topics by id; an id nobody knows is UNKNOWN_TOPIC_ID for its partitions.
+    let by_id = req.version >= 13;
+    // Fetch sessions (v7+, KIP-227, see sessions.rs): a full request opens one, an
+    // incremental one fetches the session's partitions and is answered with the news only.
+    let session =
+        if req.version >= 7 { req.broker.fetch_sessions.begin(&r, by_id) } else { Begin::Sessionless };
+    let (session_id, incremental) = match &session {
+        Begin::Error(code) => {
+            let mut resp = FetchResponse::default();
+            resp.error_code = *code;
+            return Outgoing::Frame(wire::encode(req.correlation_id, req.version, &resp));
+        }
+        Begin::Sessionless => (0, false),
+        Begin::Full { id } => (*id, false),
+        Begin::Incremental { id, parts } => {
+            r.topics = sessions::as_topics(parts);
+            (*id, true)
+        }
+    };
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     let min_bytes = r.min_bytes.max(0) as usize;
     let max_bytes = if req.version >= 3 && r.max_bytes > 0 { r.max_bytes as usize } else { usize::MAX };
@@ -56,8 +71,6 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
     // Resolve partitions once; subscribe to their high watermarks for the wait.
     let mut targets = Vec::new();
     let mut watches = Vec::new();
-    // v13+ names topics by id; an id nobody knows is UNKNOWN_TOPIC_ID for its partitions.
-    let by_id = req.version >= 13;
     let missing = if by_id { errors::UNKNOWN_TOPIC_ID } else { errors::UNKNOWN_TOPIC_OR_PARTITION };
     let mut resolved = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
@@ -106,7 +119,10 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
                 }
                 let limit = (p.partition_max_bytes.max(0) as usize).min(budget).max(1);
                 let upto = if read_committed { lso } else { hw };
-                match s.read(p.fetch_offset, limit, upto).await {
+                // Kafka's rule (KIP-74): only the first batch of the whole answer may exceed
+                // max_bytes or its partition_max_bytes; once the answer holds records, every
+                // later batch must fit both.
+                match s.read(p.fetch_offset, limit, upto, total > 0).await {
                     Ok(records) => {
                         total += records.iter().map(Piece::len).sum::<usize>();
                         let aborted = if read_committed && !records.is_empty() {
@@ -147,9 +163,34 @@ pub async fn fetch(req: &Req, r: FetchRequest) -> Outgoing {
             t.partitions.iter().map(|p| (p.partition, parts.next().unwrap_or_else(empty_part))).collect();
         // Answer with the topic as the request named it (an unknown id is echoed back).
         let (name, id) = known.unwrap_or_else(|| (t.topic.0.to_string(), *t.topic_id.as_bytes()));
-        topics.push((name, id, ps));
+        let ps = if session_id == 0 {
+            ps
+        } else {
+            // Remember what the client was told; an incremental answer carries only news.
+            let k = if by_id {
+                TopicKey::Id(*t.topic_id.as_bytes())
+            } else {
+                TopicKey::Name(t.topic.0.to_string())
+            };
+            ps.into_iter()
+                .filter(|(index, p)| {
+                    let eventful = p.error != 0 || !p.records.is_empty();
+                    let news = req.broker.fetch_sessions.record(
+                        session_id,
+                        &k,
+                        *index,
+                        (p.hw, p.lso, p.log_start),
+                        eventful,
+                    );
+                    !incremental || news
+                })
+                .collect()
+        };
+        if !ps.is_empty() || !incremental {
+            topics.push((name, id, ps));
+        }
     }
-    Outgoing::Pieces(encode_pieces(req.correlation_id, req.version, &topics))
+    Outgoing::Pieces(encode_pieces(req.correlation_id, req.version, session_id, &topics))
 }
 
 fn empty_part() -> Part {
@@ -195,7 +236,7 @@ impl Enc {
 
 /// The whole Fetch response frame (size prefix, header, body) as pieces: the metadata in
 /// small buffers, each partition's record batches as they were handed over.
-fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<Piece> {
+fn encode_pieces(correlation_id: i32, version: i16, session_id: i32, topics: &TopicParts) -> Vec<Piece> {
     let e = Enc { flexible: version >= 12 };
     let mut pieces: Vec<Piece> = Vec::new();
     let mut cur = BytesMut::with_capacity(256);
@@ -204,7 +245,7 @@ fn encode_pieces(correlation_id: i32, version: i16, topics: &TopicParts) -> Vec<
     cur.put_i32(0); // throttle_time_ms
     if version >= 7 {
         cur.put_i16(0); // error_code
-        cur.put_i32(0); // session_id: no fetch sessions
+        cur.put_i32(session_id);
     }
     e.count(&mut cur, topics.len());
     for (name, id, parts) in topics {
@@ -364,8 +405,10 @@ mod tests {
                     }
                     resp.responses.push(tr);
                 }
+                let session_id = if version >= 7 { 0x1234_5678 } else { 0 };
+                resp.session_id = session_id;
                 let want = wire::encode(1234, version, &resp);
-                let got = joined(&encode_pieces(1234, version, shape));
+                let got = joined(&encode_pieces(1234, version, session_id, shape));
                 assert_eq!(got, want.to_vec(), "version {version}, {} topics", shape.len());
             }
         }

@@ -81,7 +81,13 @@ pub async fn sync(req: &Req, r: SyncGroupRequest) -> BytesMut {
     let res = req
         .broker
         .groups
-        .sync(r.group_id.0.to_string(), r.generation_id, r.member_id.to_string(), assignments)
+        .sync(
+            r.group_id.0.to_string(),
+            r.generation_id,
+            r.member_id.to_string(),
+            r.group_instance_id.as_ref().map(|s| s.to_string()),
+            assignments,
+        )
         .await;
     let mut resp = SyncGroupResponse::default();
     resp.error_code = res.error;
@@ -94,8 +100,16 @@ pub async fn sync(req: &Req, r: SyncGroupRequest) -> BytesMut {
 }
 
 pub async fn heartbeat(req: &Req, r: HeartbeatRequest) -> BytesMut {
-    let code =
-        req.broker.groups.heartbeat(r.group_id.0.to_string(), r.generation_id, r.member_id.to_string()).await;
+    let code = req
+        .broker
+        .groups
+        .heartbeat(
+            r.group_id.0.to_string(),
+            r.generation_id,
+            r.member_id.to_string(),
+            r.group_instance_id.as_ref().map(|s| s.to_string()),
+        )
+        .await;
     let mut resp = HeartbeatResponse::default();
     resp.error_code = code;
     wire::encode(req.correlation_id, req.version, &resp)
@@ -220,10 +234,16 @@ pub async fn offset_fetch(req: &Req, r: OffsetFetchRequest) -> BytesMut {
 
 pub async fn list_groups(req: &Req, r: ListGroupsRequest) -> BytesMut {
     let mut resp = ListGroupsResponse::default();
-    // v4+: an empty filter lists every state; otherwise only the states named.
-    let wanted: Vec<String> = r.states_filter.iter().map(|s| s.to_string()).collect();
+    // v4+: an empty filter lists every state; otherwise only the states named. v5+ (KIP-848):
+    // likewise for group types; every group here is a classic one. Both compare without case,
+    // as Kafka 4 does.
+    let wanted: Vec<String> = r.states_filter.iter().map(|s| s.to_lowercase()).collect();
+    let types: Vec<String> = r.types_filter.iter().map(|s| s.to_lowercase()).collect();
+    if !types.is_empty() && !types.iter().any(|t| t == "classic") {
+        return wire::encode(req.correlation_id, req.version, &resp);
+    }
     for g in req.broker.groups.describe(None).await {
-        if !wanted.is_empty() && !wanted.iter().any(|w| w == g.state) {
+        if !wanted.is_empty() && !wanted.iter().any(|w| *w == g.state.to_lowercase()) {
             continue;
         }
         let mut l = ListedGroup::default();
@@ -231,6 +251,9 @@ pub async fn list_groups(req: &Req, r: ListGroupsRequest) -> BytesMut {
         l.protocol_type = str_bytes(&g.protocol_type);
         if req.version >= 4 {
             l.group_state = str_bytes(g.state);
+        }
+        if req.version >= 5 {
+            l.group_type = str_bytes("classic");
         }
         resp.groups.push(l);
     }
@@ -250,8 +273,12 @@ pub async fn describe_groups(req: &Req, r: DescribeGroupsRequest) -> BytesMut {
         d.protocol_type = str_bytes(&g.protocol_type);
         d.protocol_data = str_bytes(&g.protocol);
         if req.version >= 3 {
-            // No ACLs here: report "not requested" rather than a made-up operation set.
-            d.authorized_operations = i32::MIN;
+            // No authorizer: every group operation, as Kafka reports without one, when asked.
+            d.authorized_operations = if r.include_authorized_operations {
+                super::GROUP_OPERATIONS
+            } else {
+                super::OPERATIONS_NOT_REQUESTED
+            };
         }
         d.members = g
             .members

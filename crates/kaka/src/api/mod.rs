@@ -141,9 +141,29 @@ pub fn dispatch(
         RequestKind::EndTxn(r) => spawn(async move { Some(txn::end_txn(&req, r).await) }),
         RequestKind::ListTransactions(r) => ready(Some(txn::list_transactions(&req, r))),
         RequestKind::DescribeTransactions(r) => ready(Some(txn::describe_transactions(&req, r))),
+        RequestKind::DescribeTopicPartitions(r) => ready(Some(admin::describe_topic_partitions(&req, r))),
+        RequestKind::DescribeAcls(_) => ready(Some(admin::describe_acls(&req))),
+        RequestKind::CreateAcls(r) => ready(Some(admin::create_acls(&req, r))),
+        RequestKind::DeleteAcls(r) => ready(Some(admin::delete_acls(&req, r))),
         _ => ready(Some(wire::unsupported(raw.correlation_id))),
     }
 }
+
+/// Authorized-operation bit sets (bit n = AclOperation code n) that Kafka reports when it has
+/// no authorizer: every operation its `AclEntry.supportedOperations` lists for the resource.
+/// Topic: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7) DESCRIBE(8) DESCRIBE_CONFIGS(10)
+/// ALTER_CONFIGS(11).
+pub const TOPIC_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// Cluster: CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10)
+/// ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
+pub const CLUSTER_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// Group (Kafka 4, with KIP-848 group configs): READ(3) DELETE(6) DESCRIBE(8)
+/// DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11).
+pub const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+/// The value of an authorized-operations field the client did not ask for.
+pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_string())
