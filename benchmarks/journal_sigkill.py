@@ -30,12 +30,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netutil import free_port, wait_port  # noqa: E402
+from netutil import find_binary, free_port, wait_port  # noqa: E402
 
 
 def target(name):
-    base = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    return os.path.join(base, "release", name)
+    return find_binary(name)
 
 
 def connect(port):
@@ -92,9 +91,6 @@ def main():
     ap.add_argument("--pipeline", type=int, default=32)
     ap.add_argument("--flood", type=float, default=1.0)
     args = ap.parse_args()
-    for b in ("goblin-core", "kaka"):
-        if not os.path.exists(target(b)):
-            sys.exit(f"build first: cargo build --release --bin goblin-core --bin kaka ({target(b)} missing)")
     work = tempfile.mkdtemp(prefix="sigkill-")
     kport = free_port()
     kaka = subprocess.Popen([target("kaka"), "--dir", os.path.join(work, "kaka"), "--listen", f"127.0.0.1:{kport}"],
