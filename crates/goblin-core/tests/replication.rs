@@ -192,6 +192,9 @@ fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
     assert_eq!((kind.as_str(), subs.len()), ("master", 2));
     assert!(subs.iter().all(|s| s.2 == off.to_string()), "{subs:?}");
     assert_eq!(repl(&primary)["connected_slaves"], "2");
+    // Their two fixed 1 MiB queues are reported (outside used_memory: they are mappings).
+    let mem = info(&mut primary.conn(), "memory");
+    assert_eq!(mem["mem_clients_slaves"], (2 << 20).to_string());
     // WAIT: the writer's last write reached both direct subscribers.
     let mut pc = primary.conn();
     let _: () = redis::cmd("SET").arg("w").arg("1").query(&mut pc).unwrap();

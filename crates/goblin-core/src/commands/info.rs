@@ -209,6 +209,9 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_vm_eval", "{lua}");
     field!(t, "used_memory_scripts_eval", "{scripts}");
     field!(t, "number_of_cached_scripts", "{cached}");
+    // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
+    // used_memory), prefaulted, so all of it is resident; Redis's name for replica buffers.
+    field!(t, "mem_clients_slaves", "{}", s.firehose_queue_bytes());
     field!(t, "maxmemory", "0");
     field!(t, "maxmemory_human", "0B");
     field!(t, "maxmemory_policy", "noeviction");

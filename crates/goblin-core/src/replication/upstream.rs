@@ -250,6 +250,18 @@ impl Server {
             .collect()
     }
 
+    /// Bytes mapped for the subscribers' queues (INFO `mem_clients_slaves`).
+    pub(crate) fn firehose_queue_bytes(&self) -> usize {
+        self.firehose
+            .subs
+            .iter()
+            .filter_map(|&(slot, id)| match self.conns.get(slot) {
+                Some(Some(c)) if c.id == id => c.firehose.as_ref().map(|d| d.queue.capacity()),
+                _ => None,
+            })
+            .sum()
+    }
+
     /// How many subscribers have applied `offset` or more.
     pub(crate) fn downstreams_at(&self, offset: u64) -> usize {
         self.firehose
