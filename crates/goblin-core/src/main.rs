@@ -132,7 +132,10 @@ fn main() {
         let mut r = replication::replica::Replica::new(settings, cursor, has_history);
         #[cfg(feature = "kafka")]
         {
-            r.kafka = replica_kafka.map(|(t, s, _, position)| (t, s, position));
+            if let Some((t, s, _, position)) = replica_kafka {
+                r.kafka = Some((t, s));
+                r.consumer_position = position;
+            }
         }
         server.replica = Some(r);
         server.start_replica();

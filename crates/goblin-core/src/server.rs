@@ -517,12 +517,14 @@ impl Server {
 
     /// The first broker offset of the topic the server thread has not processed yet (-1: no
     /// journal). Snapshots save it (DESIGN.md decision 3).
+    /// On a replica: how far its state reflects other producers' records (see
+    /// `Replica::consumer_position`).
     pub(crate) fn journal_consumer_position(&self) -> i64 {
         #[cfg(feature = "kafka")]
         if let Some(j) = &self.journal {
             return j.consumer.position;
         }
-        -1
+        self.replica.as_ref().map_or(-1, |r| r.consumer_position)
     }
 
     /// `--kafka-pending-bytes`: pauses command input while unacknowledged journal bytes are

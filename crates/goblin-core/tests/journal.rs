@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::brokers::{info, random_command, Broker, Kafka4, Kaka};
+use common::brokers::{info, other_producer, random_command, Broker, Kafka4, Kaka};
 use common::{temp_path, Server};
 use std::net::TcpStream;
 
@@ -551,13 +551,6 @@ fn forged(args: &[&str], offset: u64) -> Rec {
 }
 
 /// A producer that is not goblin-core, writing to partition 0.
-fn other_producer(addr: &str) -> rdkafka::producer::BaseProducer {
-    rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("linger.ms", "0")
-        .create()
-        .expect("create a producer")
-}
 
 fn send(p: &rdkafka::producer::BaseProducer, topic: &str, r: &Rec) {
     use rdkafka::message::{Header, OwnedHeaders};

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::brokers::{info, random_command, Broker, Kaka};
+use common::brokers::{info, produce_commands, random_command, Broker, Kaka};
 use common::{temp_path, Server};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -468,7 +468,7 @@ fn fake_upstream(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
 }
 
 fn hello(version: &str, replid: &str, offset: u64) -> Vec<u8> {
-    format!("*5\r\n$5\r\nHELLO\r\n:1\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len())
+    format!("*5\r\n$5\r\nHELLO\r\n:2\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len())
         .into_bytes()
 }
 
@@ -477,8 +477,11 @@ fn batch(replid: &str, first: u64, cmd: &[&str]) -> Vec<u8> {
     for a in cmd {
         m.push_str(&format!("${}\r\n{a}\r\n", a.len()));
     }
-    format!("*7\r\n$5\r\nBATCH\r\n:1\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n", m.len())
-        .into_bytes()
+    format!(
+        "*8\r\n$5\r\nBATCH\r\n:2\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n",
+        m.len()
+    )
+    .into_bytes()
 }
 
 #[test]
@@ -495,7 +498,7 @@ fn another_version_a_bad_frame_or_a_gap_from_the_upstream_is_refused() {
     // A valid write, then a frame that is not one: the write stays, the link is dropped.
     let mut reply = hello(ours, id, 0);
     reply.extend(batch(id, 1, &["SET", "a", "1"]));
-    reply.extend(b"*3\r\n$5\r\nBATCH\r\n:1\r\n");
+    reply.extend(b"*3\r\n$5\r\nBATCH\r\n:2\r\n");
     let (port, h) = fake_upstream(reply);
     let r = start(port);
     let m = wait_for(&r, "the bad frame", |m| m["replica_last_error"].contains("bad frame"));
@@ -910,4 +913,54 @@ fn in_broker_mode_frames_wait_for_kafkas_acknowledgement() {
     converge(&primary, &[&first, &second]);
     let v: String = redis::cmd("GET").arg("b").query(&mut second.conn()).unwrap();
     assert_eq!(v, "2");
+}
+
+/// Another producer's records reach a replica twice over: as the primary's frames, and in the
+/// topic a later Kafka catch-up rereads. Each frame carries the primary's consumer position, so
+/// the catch-up treats the records the replica already has as duplicates.
+#[test]
+fn a_replica_catching_up_through_kafka_applies_other_producers_records_once() {
+    let (k, uri, _snap, primary) = journaling_primary("repl-external");
+    let topic = "repl-external";
+    let pport = primary.port.to_string();
+    let replica = Server::start(&[
+        "--replica-tcp",
+        "127.0.0.1",
+        &pport,
+        "--kafka",
+        &uri,
+        "--enable-debug-command",
+        "yes",
+    ]);
+    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let mut pc = primary.conn();
+    let external_applied = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = info(&mut primary.conn(), "kafka");
+            if m["kafka_external_records_applied"] == n.to_string() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "external records not applied: {m:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let _: () = redis::cmd("SET").arg("y").arg("0").query(&mut pc).unwrap();
+    produce_commands(&k.addr, topic, &[&["APPEND", "x", "a"], &["APPEND", "x", "a"], &["LPUSH", "l", "a"]]);
+    external_applied(3);
+    converge(&primary, &[&replica]);
+    // The link is cut while the primary takes its own writes and another producer's.
+    replica.signal(libc::SIGSTOP);
+    for id in subscriber_ids(&primary) {
+        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut pc).unwrap();
+    }
+    let _: () = redis::cmd("SET").arg("y").arg("1").query(&mut pc).unwrap();
+    produce_commands(&k.addr, topic, &[&["APPEND", "x", "b"]]);
+    external_applied(4);
+    let _: () = redis::cmd("SET").arg("y").arg("2").query(&mut pc).unwrap();
+    replica.signal(libc::SIGCONT);
+    converge(&primary, &[&replica]);
+    assert!(replica.log().contains("catching up through Kafka"), "{}", replica.log());
+    let x: String = redis::cmd("GET").arg("x").query(&mut replica.conn()).unwrap();
+    assert_eq!(x, "aab");
 }

@@ -5,7 +5,7 @@
 //! subscriber -> upstream   GOBLIN.FIREHOSE                        (after AUTH, if required)
 //! upstream -> subscriber   *5  HELLO  :proto  $version  $replid  :offset
 //!                          *N  BATCH  :proto  $replid  :first  :acked_logical  :acked_broker
-//!                              $m1 $m2 ...                        (N = 6 + mutations)
+//!                              :consumer_position  $m1 $m2 ...   (N = 7 + mutations)
 //! subscriber -> upstream   GOBLIN.ACK <offset>                    (applied through offset)
 //! ```
 //!
@@ -16,12 +16,15 @@
 //! cursor when it sent the frame: the record of logical offset `acked_logical` sits at broker
 //! offset `acked_broker` (-1/-1 when unknown), so a replica that has applied through
 //! `acked_logical` may later seek Kafka inclusively from `acked_broker` without skipping a
-//! record it lacks.
+//! record it lacks. `consumer_position` is the sender's journal consumer position when it
+//! committed the batch (-1: none): every other producer's record below it is reflected in the
+//! state through this frame, so a replica that applied the frame and later catches up through
+//! Kafka treats those records as duplicates instead of applying them twice.
 
 use engine::ReplId;
 
 /// Bumped whenever the frames change shape or meaning.
-pub const PROTOCOL_VERSION: i64 = 1;
+pub const PROTOCOL_VERSION: i64 = 2;
 
 /// The build's version: both ends of a firehose must run exactly the same one.
 pub const BUILD_VERSION: &str = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
@@ -50,6 +53,8 @@ pub struct BatchFrame<'a> {
     pub replid: ReplId,
     pub first: u64,
     pub cursor: Cursor,
+    /// The sender's journal consumer position (see the module documentation; -1: none).
+    pub position: i64,
     /// The canonical mutations, each one complete RESP2 command.
     pub muts: Vec<&'a [u8]>,
 }
@@ -95,15 +100,16 @@ pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64) {
 }
 
 /// Appends the frame of one committed batch.
-pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor) {
+pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor, position: i64) {
     out.push(b'*');
-    out.extend_from_slice(itoa::Buffer::new().format(6 + batch.len()).as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(7 + batch.len()).as_bytes());
     out.extend_from_slice(b"\r\n$5\r\nBATCH\r\n");
     push_int(out, PROTOCOL_VERSION);
     push_replid(out, batch.replid);
     push_int(out, batch.first_offset as i64);
     push_int(out, cursor.logical);
     push_int(out, cursor.broker);
+    push_int(out, position);
     for m in batch.iter() {
         push_bulk(out, m.bytes);
     }
@@ -216,7 +222,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             }
             Ok(Some((Frame::Hello { proto, version, replid: id, offset: offset as u64 }, r.at)))
         }
-        b"BATCH" if (7..=1 << 24).contains(&n) => {
+        b"BATCH" if (8..=1 << 24).contains(&n) => {
             let proto = need!(r.int());
             if proto != PROTOCOL_VERSION {
                 return Err(format!(
@@ -230,8 +236,9 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             }
             let logical = need!(r.int());
             let broker = need!(r.int());
-            let mut muts = Vec::with_capacity((n - 6) as usize);
-            for _ in 6..n {
+            let position = need!(r.int());
+            let mut muts = Vec::with_capacity((n - 7) as usize);
+            for _ in 7..n {
                 muts.push(need!(r.bulk(MAX_MUTATION)));
             }
             let frame = BatchFrame {
@@ -239,6 +246,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
                 replid: id,
                 first: first as u64,
                 cursor: Cursor { logical, broker },
+                position,
                 muts,
             };
             Ok(Some((Frame::Batch(frame), r.at)))
@@ -291,9 +299,9 @@ mod tests {
             &b"+OK\r\n"[..],
             b"-ERR nope\r\n",
             b"*2\r\n$5\r\nHELLO\r\n:1\r\n",
-            b"*7\r\n$5\r\nBATCH\r\n:99\r\n",
+            b"*8\r\n$5\r\nBATCH\r\n:99\r\n",
             b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
-            b"*7\r\n$5\r\nBATCH\r\n:1\r\n$3\r\nxyz\r\n",
+            b"*8\r\n$5\r\nBATCH\r\n:2\r\n$3\r\nxyz\r\n",
             b"*5\r\n$5\r\nHELLO\r\n:1\r\n$2\r\nv1\r\n$40\r\n0000000000000000000000000000000000000000\r\n:-3\r\n",
             b"*5\n",
         ] {
@@ -305,7 +313,7 @@ mod tests {
         #[test]
         fn batch_round_trip(
             first in 1u64..1 << 40,
-            cursor in (-1i64..1 << 40, -1i64..1 << 40),
+            cursor in (-1i64..1 << 40, -1i64..1 << 40, -1i64..1 << 40),
             values in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 1..8),
             split in any::<prop::sample::Index>(),
         ) {
@@ -316,15 +324,16 @@ mod tests {
                 .map(|(i, v)| vec![b"SET".to_vec(), format!("k{i}").into_bytes(), v.clone()])
                 .collect();
             let batch = batch_of(id, first, &cmds);
-            let cursor = Cursor { logical: cursor.0, broker: cursor.1 };
+            let (cursor, position) = (Cursor { logical: cursor.0, broker: cursor.1 }, cursor.2);
             let mut out = Vec::new();
-            encode_batch(&mut out, &batch, cursor);
+            encode_batch(&mut out, &batch, cursor, position);
             encode_hello(&mut out, id, 7);
             let (f, used) = decode(&out).unwrap().unwrap();
             let Frame::Batch(b) = f else { panic!("not a batch") };
             prop_assert_eq!(b.replid, id);
             prop_assert_eq!(b.first, first);
             prop_assert_eq!(b.cursor, cursor);
+            prop_assert_eq!(b.position, position);
             prop_assert_eq!(b.last(), first + cmds.len() as u64 - 1);
             let want: Vec<&[u8]> = batch.iter().map(|m| m.bytes).collect();
             prop_assert_eq!(&b.muts, &want);

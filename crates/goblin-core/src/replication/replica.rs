@@ -160,11 +160,15 @@ pub struct Replica {
     backoff: Duration,
     /// The loaded snapshot or a replay gave this server a history: it never adopts another.
     pub has_history: bool,
-    /// `--kafka` on a replica: the topic, where the next catch-up seeks (inclusively), and
-    /// the loaded snapshot's consumer position (other producers' records below it are in the
-    /// snapshot; -1 once a catch-up went past it, or unknown).
+    /// `--kafka` on a replica: the topic, and where the next catch-up seeks (inclusively).
     #[cfg(feature = "kafka")]
-    pub kafka: Option<(crate::journal::target::KafkaTarget, crate::journal::kafka::Start, i64)>,
+    pub kafka: Option<(crate::journal::target::KafkaTarget, crate::journal::kafka::Start)>,
+    /// Other producers' records below this broker offset are reflected in the local state
+    /// (-1: unknown): from the loaded snapshot, then from each applied frame (its sender's
+    /// consumer position when it committed the batch) and each Kafka replay (through its last
+    /// record). A catch-up passes it to the replay, which treats those records as duplicates
+    /// instead of applying them twice.
+    pub consumer_position: i64,
 }
 
 impl Replica {
@@ -185,6 +189,7 @@ impl Replica {
             has_history,
             #[cfg(feature = "kafka")]
             kafka: None,
+            consumer_position: -1,
         }
     }
 
@@ -595,19 +600,20 @@ impl Server {
     #[cfg(feature = "kafka")]
     fn kafka_catch_up(&mut self, until: Option<u64>) -> Result<(), String> {
         use crate::journal::kafka::{replay, Start};
-        let (target, mut from, mut position) =
+        let (target, mut from) =
             self.replica.as_ref().and_then(|r| r.kafka.clone()).expect("--kafka on a replica");
         let mut last_progress = Instant::now();
         loop {
             let before = self.engine.repl.offset;
             let adopt = !self.replica.as_ref().expect("a replica").has_history && before == 0;
+            let position = self.replica.as_ref().expect("a replica").consumer_position;
             let stats = replay(&target, &mut self.engine, from, position, adopt)?;
             if stats.last_broker_offset >= 0 {
                 from = Start::Offset(stats.last_broker_offset);
-                position = -1;
                 let r = self.replica.as_mut().expect("a replica");
-                let k = r.kafka.as_mut().expect("kafka");
-                (k.1, k.2) = (from, position);
+                r.kafka.as_mut().expect("kafka").1 = from;
+                // The replay applied every other producer's record through its last one.
+                r.consumer_position = r.consumer_position.max(stats.last_broker_offset + 1);
                 // The last record read has a logical offset at or below the local one, so every
                 // later mutation sits after it: a safe cursor (see `frame::Cursor`).
                 r.cursor =
@@ -805,6 +811,9 @@ impl Server {
         r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(b.last()));
         if b.cursor.logical >= 0 {
             r.latest_cursor = b.cursor;
+        }
+        if b.position >= 0 {
+            r.consumer_position = b.position;
         }
         if r.latest_cursor.logical >= 0 && r.latest_cursor.logical as u64 <= applied {
             r.cursor = r.latest_cursor;

@@ -141,7 +141,7 @@ impl Server {
         let cursor = self.kafka_cursor();
         let mut f = std::mem::take(&mut self.firehose.scratch);
         f.clear();
-        frame::encode_batch(&mut f, batch, cursor);
+        frame::encode_batch(&mut f, batch, cursor, self.journal_consumer_position());
         if held || !self.firehose.retained.is_empty() {
             // Behind Kafka (or behind frames that are): wait for the acknowledgement.
             self.firehose.retained.push_back((batch.last_offset(), held, f.clone()));

@@ -170,3 +170,36 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
     };
     c
 }
+
+/// A plain Kafka producer, as another application writing the topic would be.
+pub fn other_producer(addr: &str) -> rdkafka::producer::BaseProducer {
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("linger.ms", "0")
+        .create()
+        .expect("create a producer")
+}
+
+/// Writes each command as one RESP2 record without goblin headers (another producer's
+/// writes), in order, and waits until the broker has them.
+pub fn produce_commands(addr: &str, topic: &str, cmds: &[&[&str]]) {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let p = other_producer(addr);
+    for c in cmds {
+        let mut bytes = format!("*{}\r\n", c.len());
+        for a in c.iter() {
+            bytes.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        let mut rec = BaseRecord::<(), [u8]>::to(topic).partition(0).payload(bytes.as_bytes());
+        loop {
+            match p.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    p.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    p.flush(Duration::from_secs(30)).expect("the broker took the records");
+}
