@@ -87,6 +87,15 @@ fn random_workload(s: &Server, rng: &mut impl rand::Rng, rounds: usize) {
     assert_eq!(waiter.join().unwrap(), Some(("bq".into(), "a".into())));
 }
 
+/// A replica started with `args` (and DEBUG enabled), once it is live.
+fn live_replica(args: &[&str]) -> Server {
+    let mut all = args.to_vec();
+    all.extend(["--enable-debug-command", "yes"]);
+    let r = Server::start(&all);
+    wait_for(&r, "live", |m| m["replica_state"] == "live");
+    r
+}
+
 /// kaka, a topic URI, and a primary journaling to it with a snapshot path (DEBUG enabled).
 fn journaling_primary(topic: &str) -> (Kaka, String, String, Server) {
     let k = Kaka::start();
@@ -237,16 +246,7 @@ fn the_replica_waits_out_a_dead_primary_and_returns_to_live_at_its_offset() {
         "yes",
     ];
     let mut primary = Server::start(&pargs);
-    let replica = Server::start(&[
-        "--replica-tcp",
-        "127.0.0.1",
-        &pport,
-        "--kafka",
-        &uri,
-        "--enable-debug-command",
-        "yes",
-    ]);
-    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri]);
     let mut pc = primary.conn();
     for i in 0..200 {
         let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut pc).unwrap();
@@ -710,16 +710,7 @@ fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
     let with_snapshot =
         ["--port", pport.as_str(), "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"];
     let primary = Server::start(&with_snapshot);
-    let replica = Server::start(&[
-        "--replica-tcp",
-        "127.0.0.1",
-        &pport,
-        "--kafka",
-        &uri,
-        "--enable-debug-command",
-        "yes",
-    ]);
-    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri]);
     let mut pc = primary.conn();
     for i in 0..100 {
         let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut pc).unwrap();
@@ -923,16 +914,7 @@ fn a_replica_catching_up_through_kafka_applies_other_producers_records_once() {
     let (k, uri, _snap, primary) = journaling_primary("repl-external");
     let topic = "repl-external";
     let pport = primary.port.to_string();
-    let replica = Server::start(&[
-        "--replica-tcp",
-        "127.0.0.1",
-        &pport,
-        "--kafka",
-        &uri,
-        "--enable-debug-command",
-        "yes",
-    ]);
-    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri]);
     let mut pc = primary.conn();
     let external_applied = |n: u64| {
         let deadline = Instant::now() + Duration::from_secs(30);
