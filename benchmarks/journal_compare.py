@@ -9,7 +9,8 @@ redis-benchmark SET and INCR, 50 clients, at -P 1 and -P 16, against:
     write path, the peer a user compares against).
 Then the startup replay rate: a fresh goblin-core replays the broker-mode topic from kaka.
 Each configuration runs --rounds times, alternating; medians are reported. The table goes to
-benchmarks/out/journal.md (copied into docs/BENCHMARKS.md by hand).
+benchmarks/out/journal.md (copied into docs/BENCHMARKS.md by hand); the latency
+distributions are plotted into docs/img/journal-latency.png.
 
 Usage:
   cargo build --release --bin goblin-core --bin kaka
@@ -17,8 +18,6 @@ Usage:
 """
 
 import argparse
-import csv
-import io
 import os
 import re
 import shutil
@@ -54,14 +53,47 @@ class Proc:
 
 
 def bench(port, test, pipeline, requests):
+    """redis-benchmark's full report: (ops/s, p50 ms, p99 ms, [(percentile, ms), ...])."""
     out = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-t", test, "-n", str(requests), "-c", "50", "-P", str(pipeline),
-         "-r", "100000", "--csv"],
+         "-r", "100000"],
         capture_output=True, text=True, check=True).stdout
-    rows = list(csv.reader(io.StringIO(out)))
-    head, row = rows[0], rows[1]
-    d = dict(zip(head, row))
-    return float(d["rps"]), float(d["p50_latency_ms"]), float(d["p99_latency_ms"])
+    # Progress lines end in carriage returns; the report follows the last one.
+    out = out.split("\r")[-1]
+    # The percentile table only (the report prints a second, cumulative one after it).
+    table = out.split("Latency by percentile distribution:")[-1].split("Cumulative distribution")[0]
+    dist = [(float(m.group(1)), float(m.group(2)))
+            for m in re.finditer(r"([\d.]+)% <= ([\d.]+) milliseconds", table)]
+    rps = float(re.search(r"throughput summary: ([\d.]+) requests per second", out).group(1))
+    summary = re.search(r"avg\s+min\s+p50\s+p95\s+p99\s+max\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)",
+                        out)
+    return rps, float(summary.group(3)), float(summary.group(5)), dist
+
+
+def plot(results, path):
+    """The latency distribution of each configuration at -P 1 and -P 16 (SET), one CDF per line."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot (pip install matplotlib)", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, p in zip(axes, (1, 16)):
+        for (name, test, pp), runs in results.items():
+            if test != "set" or pp != p:
+                continue
+            dist = runs[-1][3]
+            ax.step([ms for _, ms in dist], [pct / 100 for pct, _ in dist], where="post", label=name)
+        ax.set_xscale("log")
+        ax.set_title(f"SET, 50 clients, -P {p}")
+        ax.set_xlabel("latency, ms (log)")
+        ax.grid(True, which="both", alpha=.3)
+    axes[0].set_ylabel("fraction of requests")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def main():
@@ -125,6 +157,8 @@ def main():
         base = statistics.median(r[0] for r in results[("goblin, no journal", test, p)])
         lines.append(f"| {name} | {test.upper()} | {p} | {ops:,.0f} | {p50:.3f} | {p99:.3f} | {ops / base:.2f} |")
     lines += ["", f"Startup replay from kaka: {replay}"]
+    lines += ["", "Latency distributions (SET, the last round): docs/img/journal-latency.png"]
+    plot(results, os.path.join(ROOT, "docs", "img", "journal-latency.png"))
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
     with open(os.path.join(ROOT, "benchmarks", "out", "journal.md"), "w") as f:
