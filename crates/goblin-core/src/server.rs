@@ -1085,6 +1085,8 @@ impl Server {
             }
         }
         self.snapshot_cron();
+        self.firehose_ticks();
+        self.replica_cron();
         // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();
         self.consume_journal();

@@ -468,7 +468,7 @@ fn fake_upstream(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
 }
 
 fn hello(version: &str, replid: &str, offset: u64) -> Vec<u8> {
-    format!("*5\r\n$5\r\nHELLO\r\n:2\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len())
+    format!("*5\r\n$5\r\nHELLO\r\n:3\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n", version.len())
         .into_bytes()
 }
 
@@ -478,7 +478,7 @@ fn batch(replid: &str, first: u64, cmd: &[&str]) -> Vec<u8> {
         m.push_str(&format!("${}\r\n{a}\r\n", a.len()));
     }
     format!(
-        "*8\r\n$5\r\nBATCH\r\n:2\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n",
+        "*8\r\n$5\r\nBATCH\r\n:3\r\n$40\r\n{replid}\r\n:{first}\r\n:-1\r\n:-1\r\n:-1\r\n${}\r\n{m}\r\n",
         m.len()
     )
     .into_bytes()
@@ -498,7 +498,7 @@ fn another_version_a_bad_frame_or_a_gap_from_the_upstream_is_refused() {
     // A valid write, then a frame that is not one: the write stays, the link is dropped.
     let mut reply = hello(ours, id, 0);
     reply.extend(batch(id, 1, &["SET", "a", "1"]));
-    reply.extend(b"*3\r\n$5\r\nBATCH\r\n:2\r\n");
+    reply.extend(b"*3\r\n$5\r\nBATCH\r\n:3\r\n");
     let (port, h) = fake_upstream(reply);
     let r = start(port);
     let m = wait_for(&r, "the bad frame", |m| m["replica_last_error"].contains("bad frame"));
@@ -945,4 +945,25 @@ fn a_replica_catching_up_through_kafka_applies_other_producers_records_once() {
     assert!(replica.log().contains("catching up through Kafka"), "{}", replica.log());
     let x: String = redis::cmd("GET").arg("x").query(&mut replica.conn()).unwrap();
     assert_eq!(x, "aab");
+}
+
+/// An idle upstream ticks once a second, so its replica stays live however long nothing is
+/// written; an upstream that stops answering (here SIGSTOP: the connection stays open, nothing
+/// arrives) is taken for dead after the link timeout.
+#[test]
+fn an_idle_upstream_keeps_its_replica_live_and_a_hung_one_is_dropped() {
+    let primary = Server::start(&[]);
+    let pport = primary.port.to_string();
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport]);
+    std::thread::sleep(Duration::from_secs(12));
+    let m = repl(&replica);
+    assert_eq!(m["replica_state"], "live", "{m:?}");
+    assert!(m["master_last_io_seconds_ago"].parse::<i64>().unwrap() <= 2, "{m:?}");
+    primary.signal(libc::SIGSTOP);
+    let m = wait_for(&replica, "the link timeout", |m| {
+        m["replica_last_error"].contains("nothing from the upstream")
+    });
+    assert_eq!(m["goblin_ready"], "0");
+    primary.signal(libc::SIGCONT);
+    wait_for(&replica, "live again", |m| m["replica_state"] == "live");
 }

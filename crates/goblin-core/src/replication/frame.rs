@@ -6,6 +6,7 @@
 //! upstream -> subscriber   *5  HELLO  :proto  $version  $replid  :offset
 //!                          *N  BATCH  :proto  $replid  :first  :acked_logical  :acked_broker
 //!                              :consumer_position  $m1 $m2 ...   (N = 7 + mutations)
+//!                          *2  TICK  :released-offset          (after a second without frames)
 //! subscriber -> upstream   GOBLIN.ACK <offset>                    (applied through offset)
 //! ```
 //!
@@ -24,7 +25,7 @@
 use engine::ReplId;
 
 /// Bumped whenever the frames change shape or meaning.
-pub const PROTOCOL_VERSION: i64 = 2;
+pub const PROTOCOL_VERSION: i64 = 3;
 
 /// The build's version: both ends of a firehose must run exactly the same one.
 pub const BUILD_VERSION: &str = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
@@ -43,8 +44,18 @@ impl Cursor {
 /// A decoded frame, borrowing the input buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
-    Hello { proto: i64, version: &'a [u8], replid: ReplId, offset: u64 },
+    Hello {
+        proto: i64,
+        version: &'a [u8],
+        replid: ReplId,
+        offset: u64,
+    },
     Batch(BatchFrame<'a>),
+    /// The upstream is alive and has released through `offset` (sent when it has sent nothing
+    /// else for a second, so that a silent upstream can be told from a dead one).
+    Tick {
+        offset: u64,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -96,6 +107,12 @@ pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64) {
     push_int(out, PROTOCOL_VERSION);
     push_bulk(out, BUILD_VERSION.as_bytes());
     push_replid(out, replid);
+    push_int(out, offset as i64);
+}
+
+/// A heartbeat naming the released offset.
+pub fn encode_tick(out: &mut Vec<u8>, offset: u64) {
+    out.extend_from_slice(b"*2\r\n$4\r\nTICK\r\n");
     push_int(out, offset as i64);
 }
 
@@ -222,6 +239,13 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             }
             Ok(Some((Frame::Hello { proto, version, replid: id, offset: offset as u64 }, r.at)))
         }
+        b"TICK" if n == 2 => {
+            let offset = need!(r.int());
+            if offset < 0 {
+                return Err("a negative offset in a tick".into());
+            }
+            Ok(Some((Frame::Tick { offset: offset as u64 }, r.at)))
+        }
         b"BATCH" if (8..=1 << 24).contains(&n) => {
             let proto = need!(r.int());
             if proto != PROTOCOL_VERSION {
@@ -291,6 +315,12 @@ mod tests {
         for cut in 0..out.len() {
             assert_eq!(decode(&out[..cut]), Ok(None), "prefix {cut}");
         }
+        let mut tick = Vec::new();
+        encode_tick(&mut tick, 99);
+        assert_eq!(decode(&tick), Ok(Some((Frame::Tick { offset: 99 }, tick.len()))));
+        for cut in 0..tick.len() {
+            assert_eq!(decode(&tick[..cut]), Ok(None), "prefix {cut}");
+        }
     }
 
     #[test]
@@ -301,7 +331,7 @@ mod tests {
             b"*2\r\n$5\r\nHELLO\r\n:1\r\n",
             b"*8\r\n$5\r\nBATCH\r\n:99\r\n",
             b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
-            b"*8\r\n$5\r\nBATCH\r\n:2\r\n$3\r\nxyz\r\n",
+            b"*8\r\n$5\r\nBATCH\r\n:3\r\n$3\r\nxyz\r\n",
             b"*5\r\n$5\r\nHELLO\r\n:1\r\n$2\r\nv1\r\n$40\r\n0000000000000000000000000000000000000000\r\n:-3\r\n",
             b"*5\n",
         ] {

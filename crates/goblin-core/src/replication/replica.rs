@@ -51,6 +51,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// A live link that has carried nothing (not even a tick, which an idle upstream sends every
+/// second) for this long is taken for dead: the upstream hangs, or the path to it is gone.
+const LINK_TIMEOUT: Duration = Duration::from_secs(10);
 /// A Kafka catch-up that gains nothing for this long is abandoned (and retried).
 const KAFKA_STALL: Duration = Duration::from_secs(10);
 /// Bytes read from the upstream per read call, and reads per loop turn (fairness with the
@@ -372,7 +375,7 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
                 let leftover = buf[at + n..].to_vec();
                 return Ok(Handshake { stream, replid, offset, leftover });
             }
-            Ok(Some((Frame::Batch(_), _))) => {
+            Ok(Some((Frame::Batch(_) | Frame::Tick { .. }, _))) => {
                 return Err(format!("the upstream ({what}) sent a frame before its hello"))
             }
             Ok(None) => {
@@ -655,6 +658,7 @@ impl Server {
         let r = self.replica.as_mut().expect("a replica");
         r.link = Some(Link { stream, buf: buffered, out: Vec::new(), acked });
         r.state = State::Live;
+        r.last_io = Some(Instant::now());
         r.successes += 1;
         r.backoff = BACKOFF_MIN;
         r.last_error.clear();
@@ -668,6 +672,14 @@ impl Server {
         // Buffered frames (and any already in the socket) are applied now.
         self.replica_io();
         Ok(())
+    }
+
+    /// From the cron: a live link silent for longer than LINK_TIMEOUT is dropped.
+    pub(crate) fn replica_cron(&mut self) {
+        let Some(r) = &self.replica else { return };
+        if r.link.is_some() && r.last_io.is_some_and(|t| t.elapsed() > LINK_TIMEOUT) {
+            self.link_lost(format!("nothing from the upstream for {} s", LINK_TIMEOUT.as_secs()));
+        }
     }
 
     /// The link is gone: not ready, own subscribers dropped, attempts restart.
@@ -688,6 +700,7 @@ impl Server {
     pub(crate) fn replica_io(&mut self) {
         let Some(link) = self.replica.as_mut().and_then(|r| r.link.as_mut()) else { return };
         let mut buf = std::mem::take(&mut link.buf);
+        let len_before = buf.len();
         let mut closed = None;
         let mut again = false;
         for i in 0..READS_PER_TURN {
@@ -719,8 +732,11 @@ impl Server {
                 }
             }
         }
-        if let Some(r) = &mut self.replica {
-            r.last_io = Some(Instant::now());
+        // Liveness counts bytes, not wake-ups (a writable edge reads nothing).
+        if buf.len() > len_before {
+            if let Some(r) = &mut self.replica {
+                r.last_io = Some(Instant::now());
+            }
         }
         // Apply every whole frame, in order.
         let mut at = 0;
@@ -732,6 +748,12 @@ impl Server {
                     if let Err(e) = self.apply_frame(&b) {
                         failed = Some(e);
                         break;
+                    }
+                    at += n;
+                }
+                Ok(Some((Frame::Tick { offset }, n))) => {
+                    if let Some(r) = &mut self.replica {
+                        r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(offset));
                     }
                     at += n;
                 }

@@ -28,6 +28,9 @@ use std::collections::VecDeque;
 use std::time::Instant;
 use tracing::{info, warn};
 
+/// How often an idle subscriber gets a tick.
+const TICK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One subscriber's state, kept in its connection.
 pub struct Downstream {
     /// Frames not yet written to the socket (fixed size: `--replication-buffer-bytes`).
@@ -36,6 +39,8 @@ pub struct Downstream {
     pub acked: u64,
     /// When it last acknowledged something (INFO `lag`).
     pub acked_at: Instant,
+    /// A frame was queued since the last heartbeat round: no tick needed.
+    pub sent_since_tick: bool,
 }
 
 /// The subscribers and the frames held for Kafka.
@@ -53,6 +58,8 @@ pub struct Firehose {
     scratch: Vec<u8>,
     /// Subscribers disconnected because their queue was full.
     pub full_disconnections: u64,
+    /// When the last heartbeat round ran.
+    last_tick: Option<Instant>,
 }
 
 impl Firehose {
@@ -121,7 +128,12 @@ impl Server {
         frame::encode_hello(&mut hello, self.engine.repl.replid, offset);
         // A fresh queue of at least a page always holds a hello.
         assert!(queue.push(&hello), "a hello fits an empty queue");
-        c.firehose = Some(Box::new(Downstream { queue, acked: offset, acked_at: Instant::now() }));
+        c.firehose = Some(Box::new(Downstream {
+            queue,
+            acked: offset,
+            acked_at: Instant::now(),
+            sent_since_tick: true,
+        }));
         self.firehose.subs.push((slot, c.id));
         info!(
             "firehose subscriber id={} addr={} attached at logical offset {offset} of lineage {}",
@@ -179,6 +191,7 @@ impl Server {
                 continue;
             }
             let d = c.firehose.as_mut().expect("listed subscribers have a queue");
+            d.sent_since_tick = true;
             if !c.close_now && !d.queue.push(f) {
                 warn!(
                     "disconnecting firehose subscriber id={} addr={}: its {}-byte queue is full",
@@ -191,6 +204,30 @@ impl Server {
             }
             self.queue_write(slot);
             i += 1;
+        }
+    }
+
+    /// From the cron, once a second: a tick to every subscriber that got no frame since the last
+    /// round, so that its replica can tell an idle upstream from a dead one.
+    pub(crate) fn firehose_ticks(&mut self) {
+        if self.firehose.subs.is_empty() || self.firehose.last_tick.is_some_and(|t| t.elapsed() < TICK_EVERY)
+        {
+            return;
+        }
+        self.firehose.last_tick = Some(Instant::now());
+        let mut tick = Vec::with_capacity(32);
+        frame::encode_tick(&mut tick, self.firehose_released());
+        for i in 0..self.firehose.subs.len() {
+            let (slot, id) = self.firehose.subs[i];
+            let Some(Some(c)) = self.conns.get_mut(slot) else { continue };
+            if c.id != id {
+                continue;
+            }
+            let d = c.firehose.as_mut().expect("listed subscribers have a queue");
+            // A full queue gets no tick: its subscriber is about to be cut off anyway.
+            if !std::mem::replace(&mut d.sent_since_tick, false) && d.queue.push(&tick) {
+                self.queue_write(slot);
+            }
         }
     }
 
