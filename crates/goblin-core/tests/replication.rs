@@ -106,44 +106,79 @@ fn journaling_primary(topic: &str) -> (Kaka, String, String, Server) {
 }
 
 /// A goblin-core started without the harness's wait (its listeners may open late, or not
-/// ready): its log can be awaited and a connection retried until it listens.
+/// ready, or inside a network namespace): its log can be awaited and a connection retried
+/// until it listens.
 struct Unwaited {
     child: std::process::Child,
+    host: String,
     port: u16,
     log: std::path::PathBuf,
 }
 
 impl Unwaited {
     fn start(args: &[&str]) -> Unwaited {
+        Unwaited::start_in(&[], "127.0.0.1", args)
+    }
+
+    /// Runs the binary behind `prefix` (e.g. `ip netns exec NAME`), listening on `host`.
+    fn start_in(prefix: &[&str], host: &str, args: &[&str]) -> Unwaited {
         let port = common::free_port();
         let log = temp_path("unwaited.log");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-            .args(["--port", &port.to_string()])
+        let bin = env!("CARGO_BIN_EXE_goblin-core");
+        let (program, rest) = match prefix.split_first() {
+            Some((p, rest)) => (*p, [rest, &[bin]].concat()),
+            None => (bin, Vec::new()),
+        };
+        let child = std::process::Command::new(program)
+            .args(rest)
+            .args(["--port", &port.to_string(), "--bind", host, "--loglevel", "debug"])
             .args(args)
+            .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Unwaited { child, port, log }
+        Unwaited { child, host: host.to_string(), port, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     fn wait_log(&self, text: &str, deadline: Instant) {
-        while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "no '{text}': {}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
+        while !self.log().contains(text) {
+            assert!(Instant::now() < deadline, "no '{text}': {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
     fn conn(&self, deadline: Instant) -> redis::Connection {
         loop {
-            match redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection() {
+            let url = format!("redis://{}:{}/", self.host, self.port);
+            match redis::Client::open(url).unwrap().get_connection() {
                 Ok(c) => return c,
-                Err(e) => assert!(Instant::now() < deadline, "the server never listened: {e}"),
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "the server never listened: {e}\n{}", self.log())
+                }
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `cond` holds for its INFO replication, or fails with its log.
+    fn wait_for(
+        &self,
+        what: &str,
+        cond: impl Fn(&HashMap<String, String>) -> bool,
+    ) -> HashMap<String, String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut c = self.conn(deadline);
+        loop {
+            let m = info(&mut c, "replication");
+            if cond(&m) {
+                return m;
+            }
+            assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -566,29 +601,11 @@ impl Netns {
         ns
     }
 
-    /// Starts goblin-core inside the namespace, listening on its veth address; waits until the
-    /// host can connect to it.
-    fn goblin(&self, args: &[&str]) -> NsServer {
-        let port = common::free_port();
-        let log = temp_path("ns-server.log");
-        let child = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.name, env!("CARGO_BIN_EXE_goblin-core")])
-            .args(["--port", &port.to_string(), "--bind", &self.inner, "--loglevel", "debug"])
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let s = NsServer { child, addr: format!("{}:{port}", self.inner), log };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&s.addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the namespaced server did not start: {}",
-                std::fs::read_to_string(&s.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    /// Starts goblin-core inside the namespace, listening on its veth address; returns once
+    /// the host can connect to it.
+    fn goblin(&self, args: &[&str]) -> Unwaited {
+        let s = Unwaited::start_in(&["ip", "netns", "exec", &self.name], &self.inner, args);
+        drop(s.conn(Instant::now() + Duration::from_secs(20)));
         s
     }
 }
@@ -597,46 +614,6 @@ impl Drop for Netns {
     fn drop(&mut self) {
         // Deleting the namespace deletes its veth end, and with it the pair.
         let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
-
-struct NsServer {
-    child: std::process::Child,
-    addr: String,
-    log: std::path::PathBuf,
-}
-
-impl NsServer {
-    fn repl(&self) -> HashMap<String, String> {
-        let mut c = redis::Client::open(format!("redis://{}/", self.addr)).unwrap().get_connection().unwrap();
-        info(&mut c, "replication")
-    }
-
-    fn wait_for(
-        &self,
-        what: &str,
-        cond: impl Fn(&HashMap<String, String>) -> bool,
-    ) -> HashMap<String, String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let m = self.repl();
-            if cond(&m) {
-                return m;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waiting for {what}: {m:?}\nlog:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for NsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -676,7 +653,7 @@ fn a_non_loopback_upstream_is_followed_over_verified_tls() {
     random_workload(&primary, &mut rand::thread_rng(), 5);
     let want = offset(&primary).to_string();
     r.wait_for("the primary's offset", |m| m["slave_repl_offset"] == want);
-    let mut rc = redis::Client::open(format!("redis://{}/", r.addr)).unwrap().get_connection().unwrap();
+    let mut rc = r.conn(Instant::now() + Duration::from_secs(10));
     let d: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
     assert_eq!(d, digest(&primary));
     let wrong_ca = follow(&["--replica-tls-ca-file", &p("other-ca.crt")]);

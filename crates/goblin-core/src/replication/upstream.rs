@@ -155,12 +155,13 @@ impl Server {
         f.clear();
         frame::encode_batch(&mut f, batch, cursor, self.journal_consumer_position());
         if held || !self.firehose.retained.is_empty() {
-            // Behind Kafka (or behind frames that are): wait for the acknowledgement.
-            self.firehose.retained.push_back((batch.last_offset(), held, f.clone()));
+            // Behind Kafka (or behind frames that are): wait for the acknowledgement. The
+            // frame itself is kept (the next one gets a fresh buffer).
+            self.firehose.retained.push_back((batch.last_offset(), held, f));
         } else {
             self.firehose_send(&f);
+            self.firehose.scratch = f;
         }
-        self.firehose.scratch = f;
     }
 
     /// Broker mode: releases, in order, the retained frames Kafka has acknowledged.
@@ -271,44 +272,28 @@ impl Server {
         self.firehose.retained.clear();
     }
 
+    /// The subscribers' connections (those in their slots: one being served is skipped).
+    fn subscribers(&self) -> impl Iterator<Item = (&Conn, &Downstream)> {
+        self.firehose.subs.iter().filter_map(|&(slot, id)| match self.conns.get(slot) {
+            Some(Some(c)) if c.id == id => Some((&**c, c.firehose.as_deref()?)),
+            _ => None,
+        })
+    }
+
     /// Subscribers' applied offsets, for INFO, ROLE and WAIT: (addr, offset, seconds since
     /// their last acknowledgement).
     pub(crate) fn downstreams(&self) -> Vec<(String, u64, u64)> {
-        self.firehose
-            .subs
-            .iter()
-            .filter_map(|&(slot, id)| match self.conns.get(slot) {
-                Some(Some(c)) if c.id == id => {
-                    let d = c.firehose.as_ref()?;
-                    Some((c.addr.clone(), d.acked, d.acked_at.elapsed().as_secs()))
-                }
-                _ => None,
-            })
-            .collect()
+        self.subscribers().map(|(c, d)| (c.addr.clone(), d.acked, d.acked_at.elapsed().as_secs())).collect()
     }
 
     /// Bytes mapped for the subscribers' queues (INFO `mem_clients_slaves`).
     pub(crate) fn firehose_queue_bytes(&self) -> usize {
-        self.firehose
-            .subs
-            .iter()
-            .filter_map(|&(slot, id)| match self.conns.get(slot) {
-                Some(Some(c)) if c.id == id => c.firehose.as_ref().map(|d| d.queue.capacity()),
-                _ => None,
-            })
-            .sum()
+        self.subscribers().map(|(_, d)| d.queue.capacity()).sum()
     }
 
     /// How many subscribers have applied `offset` or more.
     pub(crate) fn downstreams_at(&self, offset: u64) -> usize {
-        self.firehose
-            .subs
-            .iter()
-            .filter(|&&(slot, id)| match self.conns.get(slot) {
-                Some(Some(c)) if c.id == id => c.firehose.as_ref().is_some_and(|d| d.acked >= offset),
-                _ => false,
-            })
-            .count()
+        self.subscribers().filter(|(_, d)| d.acked >= offset).count()
     }
 }
 
