@@ -465,25 +465,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("kaka-broker-dirs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let dir = root.join("data");
-        let cfg = BrokerConfig {
-            dir: dir.clone(),
-            advertised_host: "127.0.0.1".into(),
-            advertised_port: 9092,
-            segment_bytes: 1 << 20,
-            fsync_interval_ms: 0,
-            max_memory: 1 << 20,
-            retention_bytes: -1,
-            retention_ms: -1,
-            retention_check_ms: 60_000,
-            delete_retention_ms: 0,
-            auto_create_topics: true,
-            default_partitions: 1,
-            max_request_bytes: 1 << 20,
-            max_in_flight: 1,
-            initial_rebalance_delay_ms: 0,
-            write_stall_timeout_ms: 60_000,
-            fail_fsync_after: None,
-        };
+        let cfg = BrokerConfig::for_tests(dir.clone());
         let b = Broker::open(cfg).unwrap();
         b.create_topic("t", 2, BTreeMap::new(), false).unwrap();
         b.add_partitions("t", 3, false).unwrap();

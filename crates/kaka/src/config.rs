@@ -208,3 +208,29 @@ pub fn valid_topic_name(name: &str) -> bool {
         && name != ".."
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
+
+#[cfg(test)]
+impl BrokerConfig {
+    /// A small broker in `dir` for unit tests: fsync per write, no retention, one in flight.
+    pub fn for_tests(dir: std::path::PathBuf) -> BrokerConfig {
+        BrokerConfig {
+            dir,
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            segment_bytes: 1 << 20,
+            fsync_interval_ms: 0,
+            max_memory: 1 << 20,
+            retention_bytes: -1,
+            retention_ms: -1,
+            retention_check_ms: 60_000,
+            delete_retention_ms: 0,
+            auto_create_topics: true,
+            default_partitions: 1,
+            max_request_bytes: 1 << 20,
+            max_in_flight: 1,
+            initial_rebalance_delay_ms: 0,
+            write_stall_timeout_ms: 60_000,
+            fail_fsync_after: None,
+        }
+    }
+}
