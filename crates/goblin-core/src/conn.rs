@@ -195,6 +195,8 @@ pub struct Conn {
     pub firehose: Option<Box<crate::replication::upstream::Downstream>>,
     /// The logical offset of this client's last write (WAIT waits for subscribers to reach it).
     pub last_write_offset: u64,
+    /// Sent MONITOR: receives a line per command the server executes.
+    pub monitor: bool,
 }
 
 impl Conn {
@@ -246,6 +248,7 @@ impl Conn {
             pubsub: None,
             firehose: None,
             last_write_offset: 0,
+            monitor: false,
         }
     }
 
@@ -283,6 +286,9 @@ impl Conn {
         }
         if self.firehose.is_some() {
             f.push('S');
+        }
+        if self.monitor {
+            f.push('O');
         }
         if f.is_empty() {
             f.push('N');

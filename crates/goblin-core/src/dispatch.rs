@@ -161,9 +161,11 @@ impl Server {
         } else {
             self.execute(conn, slot, spec, args, now, false);
         }
+        let took = started.elapsed();
         let reply = conn.out.get(mark..).unwrap_or_default();
-        self.stats.cmds.record(spec, conn.last_cmd, reply, started.elapsed());
+        self.stats.cmds.record(spec, conn.last_cmd, reply, took);
         // ---- end commandstats ----
+        self.after_command(conn, spec, args, took);
         self.apply_reply_mode(conn, mark);
         self.check_output_limit(conn);
         // The atomic unit ends here: one command, or one whole EXEC.
@@ -312,8 +314,10 @@ impl Server {
                     // commandstats: each queued command counts on its own, as in Redis.
                     let (mark, started) = (conn.out.len(), std::time::Instant::now());
                     self.execute(conn, slot, spec, &argv, now, true);
+                    let took = started.elapsed();
                     let reply = conn.out.get(mark..).unwrap_or_default();
-                    self.stats.cmds.record(spec, conn.last_cmd, reply, started.elapsed());
+                    self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+                    self.after_command(conn, spec, &argv, took);
                 }
                 self.in_exec = false;
                 conn.last_cmd = "exec";

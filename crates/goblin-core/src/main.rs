@@ -22,6 +22,7 @@ mod config;
 mod conn;
 mod dispatch;
 mod dumpworld;
+mod introspection;
 mod journal;
 mod pubsub;
 mod replication;

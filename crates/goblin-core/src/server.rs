@@ -183,6 +183,8 @@ pub struct Server {
     pub(crate) watches: crate::watch::Watches,
     /// Pub/sub channels and patterns -> subscribers (see pubsub.rs).
     pub(crate) pubsub: crate::pubsub::PubSub,
+    /// SLOWLOG, LATENCY and MONITOR state (see [`crate::introspection`]).
+    pub(crate) introspection: crate::introspection::Introspection,
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
     /// while a script runs (see scripting/).
     pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
@@ -324,6 +326,7 @@ impl Server {
             blocked: BlockedIndex::default(),
             watches: Default::default(),
             pubsub: Default::default(),
+            introspection: Default::default(),
             scripting: None,
             deferred_tokens: Vec::new(),
             signal_rx: rx,
@@ -1278,6 +1281,10 @@ impl Server {
         }
         // Before the slot is freed: no index entry may outlive its connection.
         self.pubsub.remove_all(&mut conn);
+        if conn.monitor {
+            let id = conn.id;
+            self.introspection.monitors.retain(|&(s, i)| !(s == slot && i == id));
+        }
         if conn.firehose.is_some() {
             let id = conn.id;
             self.firehose.subs.retain(|&(s, i)| !(s == slot && i == id));

@@ -34,6 +34,19 @@ pub struct Counters {
     pub nanos: u64,
     pub rejected: u64,
     pub failed: u64,
+    /// LATENCY HISTOGRAM: calls by duration, bucket `b` holding those of at most 2^b
+    /// microseconds (and over 2^(b-1)); the last bucket takes everything longer.
+    pub hist: [u64; HIST_BUCKETS],
+}
+
+/// Buckets of [`Counters::hist`]: up to 2^31 microseconds (36 minutes) apart.
+pub const HIST_BUCKETS: usize = 32;
+
+/// The histogram bucket of a call that took `nanos`.
+#[inline]
+fn bucket(nanos: u64) -> usize {
+    let micros = (nanos / 1000).max(1);
+    (micros.next_power_of_two().trailing_zeros() as usize).min(HIST_BUCKETS - 1)
 }
 
 impl Counters {
@@ -169,6 +182,39 @@ impl CommandStats {
         slot.calls += 1;
         slot.nanos += nanos;
         slot.failed += error as u64;
+        slot.hist[bucket(nanos)] += 1;
+    }
+
+    /// LATENCY HISTOGRAM [command ...]: for each command (or `cmd|sub`) that has calls, its
+    /// calls and the cumulative count of calls at or under each power-of-two microseconds,
+    /// up to the bucket of the slowest. A container name selects all its subcommands.
+    pub fn latency_histograms(&self, out: &mut Vec<u8>, proto: resp::Proto, names: &[&[u8]]) {
+        let wanted = |row: &str| {
+            names.is_empty()
+                || names.iter().any(|n| {
+                    let n = n.to_ascii_lowercase();
+                    row.as_bytes() == n.as_slice()
+                        || (row.len() > n.len() && row.as_bytes().starts_with(&n) && row.as_bytes()[n.len()] == b'|')
+                })
+        };
+        let rows: Vec<(&'static str, Counters)> =
+            self.commands().filter(|(n, c)| c.calls > 0 && wanted(n)).collect();
+        resp::reply::map_len(out, proto, rows.len());
+        for (name, c) in rows {
+            resp::reply::bulk(out, name.as_bytes());
+            resp::reply::map_len(out, proto, 2);
+            resp::reply::bulk(out, b"calls");
+            resp::reply::integer(out, c.calls as i64);
+            resp::reply::bulk(out, b"histogram_usec");
+            let top = c.hist.iter().rposition(|&n| n > 0).unwrap_or(0);
+            resp::reply::map_len(out, proto, top + 1);
+            let mut cumulative = 0;
+            for (b, n) in c.hist.iter().enumerate().take(top + 1) {
+                cumulative += n;
+                resp::reply::integer(out, 1i64 << b);
+                resp::reply::integer(out, cumulative as i64);
+            }
+        }
     }
 
     /// Records a request refused before execution: `Some(spec)` for a known command with the
@@ -250,7 +296,10 @@ mod tests {
         st.record(get, "get", b"-WRONGTYPE Operation against a key\r\n", Duration::from_micros(5));
         st.rejected(Some(get));
         st.rejected(None);
-        assert_eq!(st.get("get"), Counters { calls: 2, nanos: 8000, rejected: 1, failed: 1 });
+        let mut hist = [0; HIST_BUCKETS];
+        hist[2] = 1; // 3 us: at most 4
+        hist[3] = 1; // 5 us: at most 8
+        assert_eq!(st.get("get"), Counters { calls: 2, nanos: 8000, rejected: 1, failed: 1, hist });
         let client = spec("client");
         st.record(client, "client|list", b"$0\r\n\r\n", Duration::from_micros(1));
         st.record(
@@ -261,7 +310,7 @@ mod tests {
         );
         st.record(client, "client", b"-ERR unknown subcommand 'x'. Try CLIENT HELP.\r\n", Duration::ZERO);
         assert_eq!(st.get("client|list").calls, 1);
-        assert_eq!(st.get("client|setname"), Counters { calls: 0, nanos: 0, rejected: 1, failed: 0 });
+        assert_eq!(st.get("client|setname"), Counters { rejected: 1, ..Default::default() });
         assert!(!st.commands().any(|(n, _)| n == "client"), "unknown subcommands get no row");
         // No space in the first 32 bytes: counted as ERR.
         st.record(get, "get", b"-NOSPACEATALLINTHISERRORTEXTTHATISLONG\r\n", Duration::ZERO);

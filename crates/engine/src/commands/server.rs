@@ -26,6 +26,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("time", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the server time.", Handler::Server),
     spec("role", 1, CONN_FAST, NO_KEYS, "server", "Returns the replication role.", Handler::Server),
     spec("memory", -2, 0, NO_KEYS, "server", "A container for memory diagnostics commands.", Handler::Server),
+    // Introspection (goblin-core/src/introspection.rs).
+    spec("monitor", 1, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", Handler::Server),
+    spec("slowlog", -2, 0, NO_KEYS, "server", "A container for slow log commands.", Handler::Server),
+    spec("latency", -2, 0, NO_KEYS, "server", "A container for latency diagnostics commands.", Handler::Server),
     spec("save", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Synchronously saves the database(s) to disk.", Handler::Server),
     spec("bgsave", -1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously saves the database(s) to disk.", Handler::Server),
     spec("lastsave", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the Unix timestamp of the last successful save to disk.", Handler::Server),

@@ -49,6 +49,9 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("lazyfree-lazy-user-del", "no".into()),
         ("daemonize", "no".into()),
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
+        ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
+        ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
+        ("latency-monitor-threshold", s.introspection.latency_threshold_ms.to_string()),
     ]
 }
 
@@ -134,6 +137,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         MaxBulk(u64),
         RequirePass(String),
         BusyThreshold(u64),
+        SlowlogSlowerThan(i64),
+        SlowlogMaxLen(u64),
+        LatencyThreshold(u64),
         Nothing,
     }
     let known = settings(s);
@@ -189,6 +195,33 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            "slowlog-log-slower-than" => match util::parse_i64(val) {
+                Some(n) if n >= -1 => Change::SlowlogSlowerThan(n),
+                Some(_) => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument must be between -1 and 9223372036854775807 inclusive",
+                    )
+                }
+                None => {
+                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                }
+            },
+            "slowlog-max-len" | "latency-monitor-threshold" => match util::parse_i64(val) {
+                Some(n) if n >= 0 && *canon == "slowlog-max-len" => Change::SlowlogMaxLen(n as u64),
+                Some(n) if n >= 0 => Change::LatencyThreshold(n as u64),
+                Some(_) => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    )
+                }
+                None => {
+                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                }
+            },
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
             _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
@@ -206,6 +239,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 s.cfg.requirepass = Some(pw);
             }
             Change::BusyThreshold(n) => s.cfg.busy_reply_threshold = n,
+            Change::SlowlogSlowerThan(n) => s.introspection.slowlog_slower_than = n,
+            Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
+            Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
             Change::Nothing => {}
         }
     }

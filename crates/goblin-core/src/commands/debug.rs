@@ -22,6 +22,8 @@ const HELP: &[&str] = &[
     "    Crash inside a write: the server stops (fail-stop). Needs --enable-debug-command.",
     "CRASH-READ <key>",
     "    Crash inside a read: the client gets an error. Needs --enable-debug-command.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds> (decimals allowed). Needs --enable-debug-command.",
     "HELP",
     "    Print this help.",
 ];
@@ -48,7 +50,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             }
             return;
         }
-        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" => {}
+        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" | b"SLEEP" => {}
         _ => return engine::errors::unknown_subcommand(out, args[0], args[1]),
     }
     let allowed = match s.cfg.enable_debug_command {
@@ -61,6 +63,16 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
     match sub.as_slice() {
         b"BATCHES" => batches(s, c, args),
+        // The whole server stops, as in Redis: slow-command and latency tooling tests use it.
+        b"SLEEP" if args.len() == 3 => {
+            match std::str::from_utf8(args[2]).ok().and_then(|t| t.parse::<f64>().ok()) {
+                Some(secs) if secs.is_finite() && secs >= 0.0 => {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+                    reply::ok(&mut c.out);
+                }
+                _ => reply::error(&mut c.out, b"ERR value is not a valid float"),
+            }
+        }
         b"CRASH-WRITE" | b"CRASH-READ" if args.len() == 3 => {
             let spec = if sub == b"CRASH-WRITE" {
                 &engine::commands::debug::CRASH_WRITE

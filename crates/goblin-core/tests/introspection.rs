@@ -1,0 +1,222 @@
+//! SLOWLOG, LATENCY and MONITOR against the real binary, with the `redis` crate and raw
+//! sockets; the slow log's entries compared with redis-server 7.0.15's for the same session.
+
+mod common;
+
+use common::{read_reply, send, RedisServer, Server};
+use redis::Value;
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn q(c: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c)
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    match v {
+        Value::BulkString(b) => b.clone(),
+        Value::SimpleString(s) => s.clone().into_bytes(),
+        Value::VerbatimString { text, .. } => text.clone().into_bytes(),
+        other => panic!("not a string: {other:?}"),
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(n) => *n,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+fn arr(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(a) => a,
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+/// The argument lists of SLOWLOG GET -1, oldest first.
+fn slowlog_args(c: &mut redis::Connection) -> Vec<Vec<String>> {
+    let log = q(c, &["SLOWLOG", "GET", "-1"]).unwrap();
+    let mut rows: Vec<Vec<String>> = arr(&log)
+        .iter()
+        .map(|e| {
+            let e = arr(e);
+            assert_eq!(e.len(), 6, "{e:?}");
+            arr(&e[3]).iter().map(|a| String::from_utf8_lossy(&bytes(a)).into_owned()).collect()
+        })
+        .collect();
+    rows.reverse();
+    rows
+}
+
+/// The same session on goblin-core and redis-server: every command logged, long arguments and
+/// argument lists cut the same way, passwords redacted, EXEC's commands logged and EXEC not.
+#[test]
+fn slowlog_entries_match_redis() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let long = "x".repeat(200);
+    let many: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    let mut logs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        q(c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]).unwrap();
+        q(c, &["SLOWLOG", "RESET"]).unwrap();
+        q(c, &["SET", "k", &long]).unwrap();
+        let mut sadd = vec!["SADD", "s"];
+        sadd.extend(many.iter().map(String::as_str));
+        q(c, &sadd).unwrap();
+        let _ = q(c, &["AUTH", "secret"]);
+        redis::pipe().atomic().cmd("INCR").arg("n").cmd("GET").arg("n").query::<Value>(c).unwrap();
+        logs.push(slowlog_args(c));
+    }
+    assert_eq!(logs[0], logs[1], "goblin-core's slow log differs from redis-server's");
+    let g_log = &logs[0];
+    assert!(g_log.iter().any(|e| e[0] == "SET" && e[2].ends_with("... (72 more bytes)")), "{g_log:?}");
+    assert!(g_log.iter().any(|e| e.len() == 32 && e[31] == "... (11 more arguments)"), "{g_log:?}");
+    assert!(g_log.iter().any(|e| e == &["AUTH", "(redacted)"]), "{g_log:?}");
+    assert!(!g_log.iter().any(|e| e[0].eq_ignore_ascii_case("exec")), "{g_log:?}");
+}
+
+#[test]
+fn slowlog_len_reset_max_len_threshold_and_errors() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    // The default threshold (10 ms) keeps fast commands out; a 30 ms sleep gets in.
+    q(&mut c, &["SLOWLOG", "RESET"]).unwrap();
+    q(&mut c, &["SET", "a", "1"]).unwrap();
+    q(&mut c, &["DEBUG", "SLEEP", "0.03"]).unwrap();
+    let log = q(&mut c, &["SLOWLOG", "GET"]).unwrap();
+    let entries = arr(&log);
+    assert_eq!(entries.len(), 1, "{log:?}");
+    let e = arr(&entries[0]);
+    assert!(int(&e[2]) >= 30_000, "the entry holds the command's duration in microseconds: {e:?}");
+    assert!(String::from_utf8(bytes(&e[4])).unwrap().starts_with("127.0.0.1:"));
+    q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0", "slowlog-max-len", "3"]).unwrap();
+    for i in 0..10 {
+        q(&mut c, &["SET", "a", &i.to_string()]).unwrap();
+    }
+    assert_eq!(int(&q(&mut c, &["SLOWLOG", "LEN"]).unwrap()), 3);
+    let ids: Vec<i64> =
+        arr(&q(&mut c, &["SLOWLOG", "GET", "2"]).unwrap()).iter().map(|e| int(&arr(e)[0])).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids[0] > ids[1], "newest first: {ids:?}");
+    assert_eq!(q(&mut c, &["SLOWLOG", "RESET"]).unwrap(), Value::Okay);
+    // RESET itself is logged after it ran.
+    assert!(int(&q(&mut c, &["SLOWLOG", "LEN"]).unwrap()) <= 1);
+    q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "-1"]).unwrap();
+    q(&mut c, &["SLOWLOG", "RESET"]).unwrap();
+    q(&mut c, &["SET", "a", "1"]).unwrap();
+    assert_eq!(int(&q(&mut c, &["SLOWLOG", "LEN"]).unwrap()), 0, "-1 turns the log off");
+    let err = q(&mut c, &["SLOWLOG", "GET", "-2"]).unwrap_err();
+    assert!(err.to_string().contains("count should be greater than or equal to -1"), "{err}");
+    let err = q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "-5"]).unwrap_err();
+    assert!(err.to_string().contains("argument must be between -1"), "{err}");
+    let err = q(&mut c, &["SLOWLOG", "NOPE"]).unwrap_err();
+    assert!(err.to_string().contains("unknown subcommand"), "{err}");
+    let got = q(&mut c, &["CONFIG", "GET", "slowlog-max-len"]).unwrap();
+    assert_eq!(bytes(&arr(&got)[1]), b"3");
+}
+
+#[test]
+fn latency_monitor_records_spikes_and_histograms() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    // Off by default: nothing recorded.
+    q(&mut c, &["DEBUG", "SLEEP", "0.06"]).unwrap();
+    assert_eq!(arr(&q(&mut c, &["LATENCY", "LATEST"]).unwrap()).len(), 0);
+    q(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "50"]).unwrap();
+    q(&mut c, &["SET", "k", "v"]).unwrap();
+    q(&mut c, &["DEBUG", "SLEEP", "0.06"]).unwrap();
+    let latest = q(&mut c, &["LATENCY", "LATEST"]).unwrap();
+    let rows = arr(&latest);
+    assert_eq!(rows.len(), 1, "{latest:?}");
+    let row = arr(&rows[0]);
+    assert_eq!(bytes(&row[0]), b"command");
+    assert!(int(&row[2]) >= 60 && int(&row[3]) >= int(&row[2]), "{row:?}");
+    let hist = q(&mut c, &["LATENCY", "HISTORY", "command"]).unwrap();
+    assert_eq!(arr(&hist).len(), 1);
+    let graph = String::from_utf8(bytes(&q(&mut c, &["LATENCY", "GRAPH", "command"]).unwrap())).unwrap();
+    assert!(graph.starts_with("command - high ") && graph.contains("low"), "{graph}");
+    let err = q(&mut c, &["LATENCY", "GRAPH", "nothing"]).unwrap_err();
+    assert!(err.to_string().contains("No samples available for event 'nothing'"), "{err}");
+    assert!(!bytes(&q(&mut c, &["LATENCY", "DOCTOR"]).unwrap()).is_empty());
+    assert_eq!(int(&q(&mut c, &["LATENCY", "RESET"]).unwrap()), 1);
+    assert_eq!(arr(&q(&mut c, &["LATENCY", "LATEST"]).unwrap()).len(), 0);
+
+    // Histograms: every call of SET counted, the last cumulative bucket holds them all.
+    for i in 0..25 {
+        q(&mut c, &["SET", "k", &i.to_string()]).unwrap();
+    }
+    let h = q(&mut c, &["LATENCY", "HISTOGRAM", "set", "get"]).unwrap();
+    let h = arr(&h);
+    assert_eq!(h.len(), 2, "only SET has calls among the names given: {h:?}");
+    assert_eq!(bytes(&h[0]), b"set");
+    let body = arr(&h[1]);
+    assert_eq!(bytes(&body[0]), b"calls");
+    assert_eq!(int(&body[1]), 26);
+    let buckets = arr(&body[3]);
+    assert!(buckets.len() >= 2 && buckets.len() % 2 == 0);
+    assert_eq!(int(&buckets[buckets.len() - 1]), 26, "cumulative counts end at the call count");
+    assert!(int(&buckets[0]) == 1, "the first bucket is 1 us");
+}
+
+/// Reads one `+...` MONITOR line, skipping the CLIENT SETINFO the `redis` crate sends when it
+/// connects.
+fn monitor_line(m: &mut TcpStream) -> String {
+    loop {
+        let line = String::from_utf8(read_reply(m)).unwrap();
+        if !line.contains("\"CLIENT\" \"SETINFO\"") {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn monitor_streams_executed_commands() {
+    let s = Server::start(&[]);
+    let mut m = s.raw();
+    send(&mut m, b"MONITOR\r\n");
+    assert_eq!(read_reply(&mut m), b"+OK\r\n");
+    let mut c = s.conn();
+    q(&mut c, &["SET", "k", "a \"quoted\"\nvalue"]).unwrap();
+    q(&mut c, &["CONFIG", "GET", "port"]).unwrap(); // admin: not shown
+    let _ = q(&mut c, &["AUTH", "pw"]);
+    redis::pipe().atomic().cmd("INCR").arg("n").query::<Value>(&mut c).unwrap();
+    let _ = q(&mut c, &["NOSUCHCOMMAND"]); // refused before running: not shown
+
+    let first = monitor_line(&mut m);
+    let re_ok = first.starts_with('+')
+        && first.contains(" [0 127.0.0.1:")
+        && first.ends_with("] \"SET\" \"k\" \"a \\\"quoted\\\"\\nvalue\"\r\n");
+    assert!(re_ok, "{first:?}");
+    let stamp: f64 = first[1..first.find(' ').unwrap()].parse().unwrap();
+    assert!(stamp > 1.7e9, "a unix timestamp with microseconds: {first}");
+    assert!(monitor_line(&mut m).ends_with("\"AUTH\" \"(redacted)\"\r\n"));
+    assert!(monitor_line(&mut m).ends_with("\"MULTI\"\r\n"));
+    assert!(monitor_line(&mut m).ends_with("\"INCR\" \"n\"\r\n"));
+    assert!(monitor_line(&mut m).ends_with("\"EXEC\"\r\n"));
+    // The monitor is flagged O in CLIENT LIST.
+    let list = String::from_utf8(bytes(&q(&mut c, &["CLIENT", "LIST"]).unwrap())).unwrap();
+    assert!(list.lines().any(|l| l.contains("flags=O") && l.contains("cmd=monitor")), "{list}");
+    // Another client's PING reaches it after the CLIENT LIST line.
+    q(&mut c, &["PING"]).unwrap();
+    assert!(monitor_line(&mut m).ends_with("\"CLIENT\" \"LIST\"\r\n"));
+    assert!(monitor_line(&mut m).ends_with("\"PING\"\r\n"));
+    // A closed monitor is dropped; the server goes on.
+    drop(m);
+    std::thread::sleep(Duration::from_millis(50));
+    q(&mut c, &["SET", "after", "1"]).unwrap();
+    assert_eq!(bytes(&q(&mut c, &["GET", "after"]).unwrap()), b"1");
+    // MONITOR inside a transaction is refused at EXEC, as in Redis.
+    let mut t = s.raw();
+    send(&mut t, b"MULTI\r\nMONITOR\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut t), b"+OK\r\n");
+    assert_eq!(read_reply(&mut t), b"+QUEUED\r\n");
+    let exec = String::from_utf8(read_reply(&mut t)).unwrap();
+    assert!(exec.contains("MONITOR isn't allowed for DENY BLOCKING client"), "{exec}");
+}
