@@ -104,7 +104,11 @@ fn main() {
         tracing::error!("{e}");
         std::process::exit(2);
     });
+    // INFO used_memory_startup: what the process holds without its data: before recovery,
+    // plus what building the server adds after it.
+    let before_recovery = commands::info::allocated_bytes();
     let Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka } = recover(&cfg);
+    let after_recovery = commands::info::allocated_bytes();
     // Changes since the last save count from the snapshot, replayed mutations included.
     let snapshots =
         snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), snapshot_offset, loaded_keys);
@@ -116,6 +120,7 @@ fn main() {
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
     server.users = users;
     server.tls = tls;
+
     server.set_journal(journal).unwrap_or_else(|e| fail(e));
     // Broker mode releases frames from what recovery found durable.
     server.firehose.set_released(server.engine.repl.offset);
@@ -142,6 +147,8 @@ fn main() {
         server.start_replica();
     }
     server.open_listeners().unwrap_or_else(|e| fail(e));
+    server.stats.startup_memory =
+        before_recovery + commands::info::allocated_bytes().saturating_sub(after_recovery);
     tracing::info!("ready to accept connections");
     if let Err(e) = server.run() {
         tracing::error!("event loop failed: {e}");

@@ -109,6 +109,12 @@ pub struct ServerStats {
     pub ops_samples: [(u64, u64); 16],
     pub ops_sample_at: usize,
     pub peak_memory: u64,
+    /// Allocated bytes when the server was built, before any data (INFO
+    /// `used_memory_startup`); kept across CONFIG RESETSTAT.
+    pub startup_memory: u64,
+    /// Successful socket reads and writes (INFO `total_reads_processed` / `_writes_`).
+    pub reads_processed: u64,
+    pub writes_processed: u64,
     /// INFO commandstats / errorstats (see stats.rs).
     pub cmds: crate::stats::CommandStats,
 }
@@ -952,6 +958,7 @@ impl Server {
                 }
             };
             self.stats.net_input_bytes += n as u64;
+            self.stats.reads_processed += 1;
             self.clock_ms = now_ms();
             let short = n < scratch.len();
             if conn.pending.is_empty() && conn.parked.is_none() {
@@ -1155,6 +1162,7 @@ impl Server {
                 Ok(n) => {
                     conn.out_pos += n;
                     self.stats.net_output_bytes += n as u64;
+                    self.stats.writes_processed += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -650,7 +650,11 @@ impl Server {
         f("async_loading", "0".into());
         f("current_cow_peak", "0".into());
         f("current_cow_size", "0".into());
+        f("current_cow_size_age", "0".into());
         f("current_fork_perc", "0.00".into());
+        // A save streams the keyspace without counting keys as it goes.
+        f("current_save_keys_processed", "0".into());
+        f("current_save_keys_total", "0".into());
         f("rdb_changes_since_last_save", self.changes_since_save().to_string());
         f("rdb_bgsave_in_progress", (bg.is_some() as u8).to_string());
         f("rdb_last_save_time", s.last_save_unix.to_string());
@@ -664,7 +668,13 @@ impl Server {
         f("aof_enabled", "0".into());
         f("aof_rewrite_in_progress", "0".into());
         f("aof_rewrite_scheduled", "0".into());
+        f("aof_last_rewrite_time_sec", "-1".into());
+        f("aof_current_rewrite_time_sec", "-1".into());
+        f("aof_last_bgrewrite_status", "ok".into());
+        f("aof_rewrites", "0".into());
+        f("aof_rewrites_consecutive_failures", "0".into());
         f("aof_last_write_status", "ok".into());
+        f("aof_last_cow_size", "0".into());
         f("module_fork_in_progress", "0".into());
         f("module_fork_last_cow_size", "0".into());
     }

@@ -220,3 +220,52 @@ fn monitor_streams_executed_commands() {
     let exec = String::from_utf8(read_reply(&mut t)).unwrap();
     assert!(exec.contains("MONITOR isn't allowed for DENY BLOCKING client"), "{exec}");
 }
+
+/// Field names by section of `INFO everything`.
+fn info_fields(c: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
+    let text = String::from_utf8(bytes(&q(c, &["INFO", "everything"]).unwrap())).unwrap();
+    let mut secs: Vec<(String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("# ") {
+            secs.push((name.to_ascii_lowercase(), Vec::new()));
+        } else if let (Some((field, _)), Some(sec)) = (line.split_once(':'), secs.last_mut()) {
+            sec.1.push(field.to_string());
+        }
+    }
+    secs
+}
+
+/// Clients and monitoring tools read INFO fields by name (a popular client's test setup stops
+/// without `cluster_enabled`): every section and field redis-server 7.0.15 prints for an idle
+/// server is printed by goblin-core too (the per-command and per-error rows aside, which
+/// depend on what ran).
+#[test]
+fn info_has_every_field_redis_prints() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let ours = info_fields(&mut g.conn());
+    let theirs = info_fields(&mut r.conn());
+    let mut missing = Vec::new();
+    for (sec, fields) in &theirs {
+        let Some((_, have)) = ours.iter().find(|(s, _)| s == sec) else {
+            missing.push(format!("section {sec}"));
+            continue;
+        };
+        if matches!(sec.as_str(), "commandstats" | "errorstats" | "latencystats" | "keyspace") {
+            continue;
+        }
+        for f in fields {
+            // Functions land with FUNCTION LOAD; their memory fields come with them.
+            let functions = matches!(
+                f.as_str(),
+                "number_of_functions" | "number_of_libraries" | "used_memory_vm_functions" | "used_memory_functions"
+            );
+            if !have.contains(f) && !functions {
+                missing.push(format!("{sec}:{f}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "INFO lacks what redis-server prints: {missing:?}");
+    let cluster = &ours.iter().find(|(s, _)| s == "cluster").expect("cluster section").1;
+    assert_eq!(cluster, &["cluster_enabled".to_string()]);
+}

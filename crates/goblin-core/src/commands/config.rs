@@ -90,9 +90,10 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"resetstat" => {
             if sub_arity_ok(out, args, 2) {
-                let peak = s.stats.peak_memory;
+                let (peak, startup) = (s.stats.peak_memory, s.stats.startup_memory);
                 s.stats = Default::default();
                 s.stats.peak_memory = peak;
+                s.stats.startup_memory = startup;
                 s.engine.stats = Default::default();
                 reply::ok(out);
             }

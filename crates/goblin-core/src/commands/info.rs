@@ -20,15 +20,34 @@ const ALL_SECTIONS: &[&str] = &[
     "replication",
     "kafka",
     "cpu",
+    "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
+    "cluster",
     "keyspace",
 ];
 
-/// Plain INFO (and `INFO default`): every section but commandstats (Redis 7.0 includes
-/// errorstats here but not commandstats).
+/// Plain INFO (and `INFO default`): every section but commandstats and latencystats (Redis
+/// 7.0 includes errorstats here but not those two).
 fn default_sections() -> impl Iterator<Item = String> {
-    ALL_SECTIONS.iter().filter(|s| **s != "commandstats").map(|s| s.to_string())
+    ALL_SECTIONS.iter().filter(|s| !matches!(**s, "commandstats" | "latencystats")).map(|s| s.to_string())
+}
+
+/// jemalloc's `stats.active` and `stats.resident`: bytes in pages holding allocations, and
+/// bytes of physically resident allocator pages (read after [`allocated_bytes`] advanced the
+/// stats epoch).
+fn allocator_active_resident() -> (u64, u64) {
+    let active = tikv_jemalloc_ctl::stats::active::read().map(|n| n as u64).unwrap_or(0);
+    let resident = tikv_jemalloc_ctl::stats::resident::read().map(|n| n as u64).unwrap_or(0);
+    (active, resident)
+}
+
+/// Physical memory of the machine (Redis's `total_system_memory`).
+fn total_system_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    (pages.max(0) as u64) * (page.max(0) as u64)
 }
 
 /// Bytes currently allocated by the process through jemalloc (advances jemalloc's stats epoch
@@ -118,8 +137,13 @@ pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
                 s.kafka_info(&mut text);
             }
             "cpu" => cpu(&mut text),
+            "modules" => text.push_str("# Modules\r\n"),
             "commandstats" => commandstats(s, &mut text),
             "errorstats" => errorstats(s, &mut text),
+            "latencystats" => latencystats(s, &mut text),
+            "cluster" => {
+                text.push_str("# Cluster\r\ncluster_enabled:0\r\n");
+            }
             "keyspace" => keyspace(s, &mut text),
             _ => {}
         }
@@ -147,10 +171,14 @@ fn server(s: &Server, t: &mut String) {
     field!(t, "goblin_version", "{GOBLIN_VERSION}");
     field!(t, "redis_git_sha1", "00000000");
     field!(t, "redis_git_dirty", "0");
+    field!(t, "redis_build_id", "0");
     field!(t, "redis_mode", "standalone");
     field!(t, "os", "{} {}", std::env::consts::OS, std::env::consts::ARCH);
     field!(t, "arch_bits", "{}", usize::BITS);
+    field!(t, "monotonic_clock", "POSIX clock_gettime");
     field!(t, "multiplexing_api", "epoll");
+    field!(t, "atomicvar_api", "c11-builtin");
+    field!(t, "gcc_version", "0.0.0");
     field!(t, "process_id", "{}", std::process::id());
     field!(t, "process_supervised", "no");
     field!(t, "run_id", "{}", s.run_id);
@@ -160,6 +188,8 @@ fn server(s: &Server, t: &mut String) {
     field!(t, "uptime_in_days", "{}", uptime / 86400);
     field!(t, "hz", "10");
     field!(t, "configured_hz", "10");
+    // Redis's 24-bit LRU clock: seconds, wrapping.
+    field!(t, "lru_clock", "{}", (now_us / 1_000_000) as u64 & ((1 << 24) - 1));
     field!(t, "executable", "{exe}");
     field!(t, "config_file", "");
     field!(t, "io_threads_active", "0");
@@ -186,8 +216,21 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
 
 fn memory(s: &Server, t: &mut String) {
     let used = allocated_bytes();
+    let (active, resident) = allocator_active_resident();
     let rss = rss_bytes();
     let peak = s.stats.peak_memory.max(used);
+    // Client buffers: what the connections hold for input and output (capacity: what the
+    // allocator gave them).
+    let clients_normal: u64 =
+        s.conns.iter().flatten().map(|c| (c.pending.capacity() + c.out.capacity()) as u64).sum();
+    let (lua, scripts, cached) =
+        s.scripting.as_ref().map(|sc| (sc.vm_bytes(), sc.body_bytes(), sc.cached())).unwrap_or_default();
+    // Overhead as Redis counts it, for what this server has: the memory in use when it became
+    // ready, the client buffers and the script cache. The dataset is the rest.
+    let startup = s.stats.startup_memory;
+    let overhead = startup + clients_normal + scripts as u64;
+    let dataset = used.saturating_sub(overhead);
+    let total_mem = total_system_memory();
     t.push_str("# Memory\r\n");
     field!(t, "used_memory", "{used}");
     field!(t, "used_memory_human", "{}", human_bytes(used));
@@ -201,22 +244,56 @@ fn memory(s: &Server, t: &mut String) {
         "{:.2}%",
         if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 100.0 }
     );
+    field!(t, "used_memory_overhead", "{overhead}");
+    field!(t, "used_memory_startup", "{startup}");
+    field!(t, "used_memory_dataset", "{dataset}");
+    field!(
+        t,
+        "used_memory_dataset_perc",
+        "{:.2}%",
+        if used > startup { dataset as f64 * 100.0 / (used - startup) as f64 } else { 0.0 }
+    );
+    field!(t, "allocator_allocated", "{used}");
+    field!(t, "allocator_active", "{active}");
+    field!(t, "allocator_resident", "{resident}");
+    field!(t, "total_system_memory", "{total_mem}");
+    field!(t, "total_system_memory_human", "{}", human_bytes(total_mem));
     // The Lua VM and the script cache (zero before the first script, and inside one: the VM
     // is out of the server while a script runs).
-    let (lua, scripts, cached) =
-        s.scripting.as_ref().map(|sc| (sc.vm_bytes(), sc.body_bytes(), sc.cached())).unwrap_or_default();
     field!(t, "used_memory_lua", "{lua}");
     field!(t, "used_memory_vm_eval", "{lua}");
+    field!(t, "used_memory_lua_human", "{}", human_bytes(lua as u64));
     field!(t, "used_memory_scripts_eval", "{scripts}");
     field!(t, "number_of_cached_scripts", "{cached}");
+    field!(t, "used_memory_vm_total", "{lua}");
+    field!(t, "used_memory_vm_total_human", "{}", human_bytes(lua as u64));
+    field!(t, "used_memory_scripts", "{scripts}");
+    field!(t, "used_memory_scripts_human", "{}", human_bytes(scripts as u64));
     // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
     // used_memory), prefaulted, so all of it is resident; Redis's name for replica buffers.
     field!(t, "mem_clients_slaves", "{}", s.firehose_queue_bytes());
     field!(t, "maxmemory", "0");
     field!(t, "maxmemory_human", "0B");
     field!(t, "maxmemory_policy", "noeviction");
-    field!(t, "mem_fragmentation_ratio", "{:.2}", if used > 0 { rss as f64 / used as f64 } else { 0.0 });
+    let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    field!(t, "allocator_frag_ratio", "{:.2}", ratio(active, used));
+    field!(t, "allocator_frag_bytes", "{}", active as i64 - used as i64);
+    field!(t, "allocator_rss_ratio", "{:.2}", ratio(resident, active));
+    field!(t, "allocator_rss_bytes", "{}", resident as i64 - active as i64);
+    field!(t, "rss_overhead_ratio", "{:.2}", ratio(rss, resident));
+    field!(t, "rss_overhead_bytes", "{}", rss as i64 - resident as i64);
+    field!(t, "mem_fragmentation_ratio", "{:.2}", ratio(rss, used));
+    field!(t, "mem_fragmentation_bytes", "{}", rss as i64 - used as i64);
+    field!(t, "mem_not_counted_for_evict", "0");
+    field!(t, "mem_replication_backlog", "0");
+    field!(t, "mem_total_replication_buffers", "{}", s.firehose_queue_bytes());
+    field!(t, "mem_clients_normal", "{clients_normal}");
+    field!(t, "mem_cluster_links", "0");
+    field!(t, "mem_aof_buffer", "0");
     field!(t, "mem_allocator", "jemalloc-5.3.0");
+    field!(t, "active_defrag_running", "0");
+    field!(t, "lazyfree_pending_objects", "0");
+    field!(t, "lazyfreed_objects", "0");
 }
 
 /// Ops/sec over the cron's sample ring (about the last 1.6 s), as Redis averages its samples.
@@ -242,20 +319,53 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "instantaneous_ops_per_sec", "{}", instantaneous_ops(s));
     field!(t, "total_net_input_bytes", "{}", s.stats.net_input_bytes);
     field!(t, "total_net_output_bytes", "{}", s.stats.net_output_bytes);
+    field!(t, "total_net_repl_input_bytes", "0");
+    field!(t, "total_net_repl_output_bytes", "0");
+    field!(t, "instantaneous_input_kbps", "0.00");
+    field!(t, "instantaneous_output_kbps", "0.00");
+    field!(t, "instantaneous_input_repl_kbps", "0.00");
+    field!(t, "instantaneous_output_repl_kbps", "0.00");
     field!(t, "rejected_connections", "{}", s.stats.rejected_connections);
     field!(t, "expired_keys", "{}", e.expired_keys);
     field!(t, "evicted_keys", "0");
     field!(t, "evicted_clients", "0");
+    field!(t, "total_eviction_exceeded_time", "0");
+    field!(t, "current_eviction_exceeded_time", "0");
     field!(t, "client_output_buffer_limit_disconnections", "{}", s.stats.output_limit_disconnections);
     field!(t, "keyspace_hits", "{}", e.keyspace_hits);
     field!(t, "keyspace_misses", "{}", e.keyspace_misses);
+    field!(t, "sync_full", "0");
+    field!(t, "sync_partial_ok", "0");
+    field!(t, "sync_partial_err", "0");
+    field!(t, "expired_stale_perc", "0.00");
+    field!(t, "expired_time_cap_reached_count", "0");
+    field!(t, "expire_cycle_cpu_milliseconds", "0");
     field!(t, "pubsub_channels", "{}", s.pubsub.channels_len());
     field!(t, "pubsub_patterns", "{}", s.pubsub.patterns_len());
     field!(t, "pubsubshard_channels", "{}", s.pubsub.shard_len());
+    field!(t, "latest_fork_usec", "0");
     field!(t, "total_forks", "0");
+    field!(t, "migrate_cached_sockets", "0");
+    field!(t, "slave_expires_tracked_keys", "0");
+    field!(t, "active_defrag_hits", "0");
+    field!(t, "active_defrag_misses", "0");
+    field!(t, "active_defrag_key_hits", "0");
+    field!(t, "active_defrag_key_misses", "0");
+    field!(t, "total_active_defrag_time", "0");
+    field!(t, "current_active_defrag_time", "0");
+    field!(t, "tracking_total_keys", "0");
+    field!(t, "tracking_total_items", "0");
+    field!(t, "tracking_total_prefixes", "0");
     // Errors from replica/master links or scripts that should never happen; we have neither.
     field!(t, "unexpected_error_replies", "0");
     field!(t, "total_error_replies", "{}", s.stats.cmds.total_error_replies);
+    field!(t, "dump_payload_sanitizations", "0");
+    field!(t, "total_reads_processed", "{}", s.stats.reads_processed);
+    field!(t, "total_writes_processed", "{}", s.stats.writes_processed);
+    field!(t, "io_threaded_reads_processed", "0");
+    field!(t, "io_threaded_writes_processed", "0");
+    field!(t, "reply_buffer_shrinks", "0");
+    field!(t, "reply_buffer_expands", "0");
     field!(t, "busy_poll_spins", "{}", s.stats.busy_poll_spins);
 }
 
@@ -264,6 +374,10 @@ fn replication(s: &Server, t: &mut String) {
     s.replication_info(t);
     field!(t, "second_repl_offset", "-1");
     field!(t, "repl_backlog_active", "0");
+    // Each firehose subscriber's fixed queue plays the part of Redis's backlog.
+    field!(t, "repl_backlog_size", "{}", s.cfg.replication_buffer_bytes);
+    field!(t, "repl_backlog_first_byte_offset", "0");
+    field!(t, "repl_backlog_histlen", "0");
 }
 
 fn cpu(t: &mut String) {
@@ -293,6 +407,36 @@ fn commandstats(s: &Server, t: &mut String) {
             c.usec(),
             c.rejected,
             c.failed
+        );
+    }
+}
+
+/// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` per command with calls, from its
+/// power-of-two histogram: each percentile is the upper bound of the bucket it falls in.
+fn latencystats(s: &Server, t: &mut String) {
+    t.push_str("# Latencystats\r\n");
+    for (name, c) in s.stats.cmds.commands() {
+        if c.calls == 0 {
+            continue;
+        }
+        let at = |p: f64| {
+            let target = ((c.calls as f64) * p / 100.0).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (b, n) in c.hist.iter().enumerate() {
+                seen += n;
+                if seen >= target {
+                    return (1u64 << b) as f64;
+                }
+            }
+            (1u64 << (c.hist.len() - 1)) as f64
+        };
+        field!(
+            t,
+            format_args!("latency_percentiles_usec_{name}"),
+            "p50={:.3},p99={:.3},p99.9={:.3}",
+            at(50.0),
+            at(99.0),
+            at(99.9)
         );
     }
 }
