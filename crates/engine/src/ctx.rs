@@ -33,6 +33,9 @@ pub struct Ctx<'a> {
     /// writers (`reply::map_len`, `reply::null_bulk`, ...). It shapes the reply only; mutations
     /// emitted through [`Ctx::emit`] are RESP2 whatever the client speaks.
     pub proto: resp::Proto,
+    /// Keys removed by lazy expiry in this command, when the server asked for them (keyspace
+    /// notifications' `expired` event); None otherwise, at no cost.
+    pub expired_log: Option<&'a mut Vec<Vec<u8>>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -56,6 +59,9 @@ impl<'a> Ctx<'a> {
         self.ks.delete(key);
         self.stats.expired_keys += 1;
         self.emit(&[b"DEL", key]);
+        if let Some(log) = self.expired_log.as_mut() {
+            log.push(key.to_vec());
+        }
         true
     }
 
@@ -78,6 +84,9 @@ impl<'a> Ctx<'a> {
                 self.ks.delete(key);
                 self.stats.expired_keys += 1;
                 self.emit(&[b"DEL", key]);
+                if let Some(log) = self.expired_log.as_mut() {
+                    log.push(key.to_vec());
+                }
             }
             None => {}
         }

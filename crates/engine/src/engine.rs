@@ -63,6 +63,10 @@ pub struct Engine {
     /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
     /// for an error).
     pub(crate) replay_reply: Vec<u8>,
+    /// When set, keys removed by expiry (lazy or active) are appended to `expired_log` for
+    /// the server's keyspace notifications, which drains it after each command.
+    pub log_expired: bool,
+    pub expired_log: Vec<Vec<u8>>,
 }
 
 impl Default for Engine {
@@ -84,6 +88,8 @@ impl Engine {
             replaying: false,
             replica: false,
             replay_reply: Vec::new(),
+            log_expired: false,
+            expired_log: Vec::new(),
         }
     }
 
@@ -161,6 +167,7 @@ impl Engine {
             block: None,
             retrying_blocked,
             proto,
+            expired_log: if self.log_expired { Some(&mut self.expired_log) } else { None },
         };
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, out, args)));
         let block = ctx.block.take();
@@ -218,6 +225,9 @@ impl Engine {
             self.ks.delete(key);
             self.pending.push(&[b"DEL", key]);
             self.stats.expired_keys += 1;
+        }
+        if self.log_expired {
+            self.expired_log.extend(expired.iter().cloned());
         }
         expired.len()
     }

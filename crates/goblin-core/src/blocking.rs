@@ -135,6 +135,7 @@ impl Server {
         };
         let mark = conn.out.len();
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
+        self.deliver_notifications(Some((conn, slot)));
         // A served retry is an atomic unit of its own.
         if let Some(last) = self.commit_batch(engine::Origin::BlockedRetry) {
             self.hold_reply(conn, slot, mark, last);

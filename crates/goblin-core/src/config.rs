@@ -57,6 +57,11 @@ pub struct Config {
     #[arg(long = "busy-reply-threshold", alias = "lua-time-limit", default_value_t = 5000)]
     pub busy_reply_threshold: u64,
 
+    /// Keyspace notifications to publish, as Redis's `notify-keyspace-events` (classes
+    /// `Ag$lshzxeKEtmdn` and `a` for arrays; empty: none). CONFIG SET changes it at run time.
+    #[arg(long = "notify-keyspace-events", default_value = "")]
+    pub notify_keyspace_events: String,
+
     /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
     #[arg(long, default_value = "info")]
     pub loglevel: String,
@@ -251,6 +256,12 @@ impl Config {
     /// Checks what the parser cannot: combinations and features this build does not have
     /// yet. The message names the flag; `main` exits with status 2 (a usage error, as clap).
     pub fn validate(&self) -> Result<(), String> {
+        if crate::notify::parse_flags(self.notify_keyspace_events.as_bytes()).is_none() {
+            return Err(format!(
+                "--notify-keyspace-events {:?}: invalid event class character. Use 'Ag$lshzxeKEtmdn'.",
+                self.notify_keyspace_events
+            ));
+        }
         if let Some(k) = &self.kafka {
             crate::journal::target::parse(k)?;
             if !cfg!(feature = "kafka") {

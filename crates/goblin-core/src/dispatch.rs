@@ -167,6 +167,7 @@ impl Server {
         // ---- end commandstats ----
         self.after_command(conn, spec, args, took);
         self.apply_reply_mode(conn, mark);
+        self.deliver_notifications(Some((conn, slot)));
         self.check_output_limit(conn);
         // The atomic unit ends here: one command, or one whole EXEC.
         let origin = match spec.handler {
@@ -245,10 +246,17 @@ impl Server {
         proto: resp::Proto,
         retrying_blocked: bool,
     ) -> Outcome {
-        match self.engine.execute(spec, args, now, out, proto, retrying_blocked) {
+        let before = self.notify_before(spec, args);
+        let mark = out.len();
+        let outcome = match self.engine.execute(spec, args, now, out, proto, retrying_blocked) {
             Outcome::WritePanicked => self.fail_stop(spec.name),
             outcome => outcome,
+        };
+        if let Some(before) = before {
+            let errored = out.get(mark) == Some(&b'-');
+            self.notify_after(spec, args, before, errored);
         }
+        outcome
     }
 
     /// MULTI / EXEC / DISCARD. EXEC runs the queued commands back to back with one `now`; their

@@ -23,6 +23,7 @@ mod conn;
 mod dispatch;
 mod dumpworld;
 mod introspection;
+mod notify;
 mod journal;
 mod pubsub;
 mod replication;
@@ -120,6 +121,8 @@ fn main() {
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
     server.users = users;
     server.tls = tls;
+    let flags = notify::parse_flags(server.cfg.notify_keyspace_events.as_bytes()).unwrap_or(0);
+    server.set_notify_flags(flags);
 
     server.set_journal(journal).unwrap_or_else(|e| fail(e));
     // Broker mode releases frames from what recovery found durable.

@@ -315,6 +315,22 @@ impl Server {
         channel: &[u8],
         msg: &[u8],
     ) -> usize {
+        self.deliver(Some((conn, slot)), shard, channel, msg)
+    }
+
+    /// PUBLISH with no current connection (keyspace notifications raised outside a client's
+    /// command: active expiry, blocked clients served later).
+    pub(crate) fn publish_detached(&mut self, channel: &[u8], msg: &[u8]) -> usize {
+        self.deliver(None, false, channel, msg)
+    }
+
+    fn deliver(
+        &mut self,
+        mut current: Option<(&mut Conn, usize)>,
+        shard: bool,
+        channel: &[u8],
+        msg: &[u8],
+    ) -> usize {
         // Targets first (the index is borrowed), then delivery (which needs all of `self`).
         let mut targets: Vec<(Sub, Option<Vec<u8>>)> = Vec::new();
         let exact = if shard { self.pubsub.shard.get(channel) } else { self.pubsub.channels.get(channel) };
@@ -335,10 +351,12 @@ impl Server {
         };
         let mut delivered = 0;
         for ((s, id), pattern) in &targets {
-            if *s == slot && *id == conn.id {
-                write_message(&mut conn.out, conn.proto, kind(pattern), pattern.as_deref(), channel, msg);
-                delivered += 1;
-                continue;
+            if let Some((conn, slot)) = current.as_mut() {
+                if *s == *slot && *id == conn.id {
+                    write_message(&mut conn.out, conn.proto, kind(pattern), pattern.as_deref(), channel, msg);
+                    delivered += 1;
+                    continue;
+                }
             }
             let Some(mut rx) = self.conns.get_mut(*s).and_then(Option::take) else { continue };
             if rx.id == *id {

@@ -191,6 +191,8 @@ pub struct Server {
     pub(crate) pubsub: crate::pubsub::PubSub,
     /// SLOWLOG, LATENCY and MONITOR state (see [`crate::introspection`]).
     pub(crate) introspection: crate::introspection::Introspection,
+    /// Keyspace notifications (see [`crate::notify`]).
+    pub(crate) notify: crate::notify::Notifier,
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
     /// while a script runs (see scripting/).
     pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
@@ -333,6 +335,7 @@ impl Server {
             watches: Default::default(),
             pubsub: Default::default(),
             introspection: Default::default(),
+            notify: Default::default(),
             scripting: None,
             deferred_tokens: Vec::new(),
             signal_rx: rx,
@@ -1042,6 +1045,8 @@ impl Server {
             self.active_expire_cycle();
         }
         self.update_input_pause();
+        // Notifications raised outside a client's command and not delivered yet.
+        self.deliver_notifications(None);
         if self.last_cron.elapsed() >= CRON_INTERVAL {
             self.cron();
         }
@@ -1079,6 +1084,10 @@ impl Server {
         loop {
             let removed = self.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND);
             self.commit_batch(engine::Origin::ActiveExpiry);
+            if self.engine.log_expired {
+                self.notify_active_expiry();
+                self.deliver_notifications(None);
+            }
             // Fewer than a quarter of a round expired: the rest can wait for the next cycle.
             if removed < KEYS_PER_ROUND / 4 || start.elapsed() >= TIME_BUDGET {
                 break;

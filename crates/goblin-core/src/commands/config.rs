@@ -45,7 +45,7 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
         ("tls-port", c.tls_port.to_string()),
         ("protected-mode", "no".into()),
-        ("notify-keyspace-events", String::new()),
+        ("notify-keyspace-events", crate::notify::flags_string(s.notify.flags)),
         ("lazyfree-lazy-user-del", "no".into()),
         ("daemonize", "no".into()),
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
@@ -141,6 +141,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         SlowlogSlowerThan(i64),
         SlowlogMaxLen(u64),
         LatencyThreshold(u64),
+        NotifyFlags(u32),
         Nothing,
     }
     let known = settings(s);
@@ -223,6 +224,16 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            "notify-keyspace-events" => match crate::notify::parse_flags(val) {
+                Some(flags) => Change::NotifyFlags(flags),
+                None => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.",
+                    )
+                }
+            },
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
             _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
@@ -243,6 +254,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::SlowlogSlowerThan(n) => s.introspection.slowlog_slower_than = n,
             Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
+            Change::NotifyFlags(flags) => s.set_notify_flags(flags),
             Change::Nothing => {}
         }
     }
