@@ -477,6 +477,6 @@ mod tests {
         let mut out = Vec::new();
         command_events("lmove", &[b"lmove", b"a", b"b", b"left", b"RIGHT"], &mut out);
         let got: Vec<(&str, usize)> = out.iter().map(|e| (e.name, e.key)).collect();
-        assert_eq!(got, [("lpop", 1), ("rpush", 2)]);
+        assert_eq!(got, [("rpush", 2), ("lpop", 1)], "the push is announced first, as in Redis");
     }
 }
