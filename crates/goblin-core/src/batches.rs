@@ -88,6 +88,7 @@ impl Server {
         if !self.watches.is_empty() {
             self.watches.on_batch(&batch);
         }
+        self.tracking_on_batch(&batch);
         #[cfg(feature = "kafka")]
         if let Some(j) = &mut self.journal {
             // Other producers' records are in the topic already: never journaled again.

@@ -140,6 +140,7 @@ impl Server {
         if let Some(last) = self.commit_batch(engine::Origin::BlockedRetry) {
             self.hold_reply(conn, slot, mark, last);
         }
+        self.deliver_invalidations(Some((conn, slot)));
         conn.parked = Some(p);
         matches!(outcome, Outcome::Done)
     }

@@ -197,6 +197,10 @@ pub struct Conn {
     pub last_write_offset: u64,
     /// Sent MONITOR: receives a line per command the server executes.
     pub monitor: bool,
+    /// CLIENT TRACKING options while tracking is on (see [`crate::tracking`]).
+    pub tracking: Option<Box<crate::tracking::ConnTracking>>,
+    /// A command held by CLIENT PAUSE (see [`crate::pause`]); later input waits behind it.
+    pub paused: Option<Vec<Vec<u8>>>,
 }
 
 impl Conn {
@@ -249,6 +253,8 @@ impl Conn {
             firehose: None,
             last_write_offset: 0,
             monitor: false,
+            tracking: None,
+            paused: None,
         }
     }
 
@@ -260,7 +266,7 @@ impl Conn {
     /// CLIENT LIST `flags=`: N for none, else one letter per state, as Redis prints them.
     pub fn flags_string(&self) -> String {
         let mut f = String::new();
-        if self.parked.is_some() {
+        if self.parked.is_some() || self.paused.is_some() {
             f.push('b');
         }
         if self.close_now {
@@ -289,6 +295,15 @@ impl Conn {
         }
         if self.monitor {
             f.push('O');
+        }
+        if let Some(t) = &self.tracking {
+            f.push('t');
+            if t.bcast {
+                f.push('B');
+            }
+            if t.broken_redirect {
+                f.push('R');
+            }
         }
         if f.is_empty() {
             f.push('N');

@@ -26,7 +26,12 @@ impl Server {
         let mut pos = 0;
         let mut since_clock = 0u32;
         while pos < buf.len() {
-            if conn.parked.is_some() || conn.dumping || conn.close_after_reply || conn.close_now {
+            if conn.parked.is_some()
+                || conn.paused.is_some()
+                || conn.dumping
+                || conn.close_after_reply
+                || conn.close_now
+            {
                 break;
             }
             match parser.next(&buf[pos..]) {
@@ -133,6 +138,19 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // CLIENT PAUSE: the command waits on its connection until the pause ends. Commands
+        // queued inside MULTI are not held; their EXEC is, if one of them would be.
+        if self.pause.until.is_some() && conn.multi.is_none() && self.pause.holds(spec) {
+            return self.hold_command(conn, slot, args);
+        }
+        if self.pause.until.is_some() && spec.name == "exec" {
+            let held = conn.multi.as_ref().is_some_and(|m| {
+                m.queued.iter().any(|q| engine::lookup(&q[0]).is_some_and(|s| self.pause.holds(s)))
+            });
+            if held {
+                return self.hold_command(conn, slot, args);
+            }
+        }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
             if matches!(spec.name, "shutdown" | "save" | "goblin.firehose") {
@@ -151,6 +169,8 @@ impl Server {
         let mark = conn.out.len();
         conn.last_cmd = spec.name;
         let now = self.clock_ms;
+        self.tracking.current =
+            Some(((slot, conn.id), conn.tracking.is_some(), conn.tracking.as_ref().is_some_and(|t| t.noloop)));
         // Data commands (the hot path) skip the name comparisons.
         let transactional = matches!(spec.handler, Handler::Server)
             && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");
@@ -182,6 +202,14 @@ impl Server {
             conn.last_write_offset = last;
             self.hold_reply(conn, slot, mark, last);
         }
+        self.tracking.current = None;
+        if let Some(t) = conn.tracking.as_mut() {
+            // CLIENT CACHING applies to the one command after it (a whole MULTI/EXEC).
+            if conn.last_cmd != "client|caching" && conn.multi.is_none() && spec.name != "multi" {
+                t.caching = None;
+            }
+        }
+        self.deliver_invalidations(Some((conn, slot)));
         // Parked clients served by this batch's writes commit batches of their own, after it.
         if !self.engine.ready_keys.is_empty() {
             self.serve_ready_keys();
@@ -217,9 +245,11 @@ impl Server {
                 reply::error(&mut conn.out, b"ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client");
             }
             Handler::Data(_) => {
-                if let Outcome::Blocked(on) =
-                    self.run_engine(spec, args, now, &mut conn.out, conn.proto, false)
-                {
+                let outcome = self.run_engine(spec, args, now, &mut conn.out, conn.proto, false);
+                if conn.tracking.is_some() {
+                    self.tracking_after_read(conn, slot, spec, args);
+                }
+                if let Outcome::Blocked(on) = outcome {
                     if in_exec {
                         reply::null_array(&mut conn.out, conn.proto);
                     } else {

@@ -24,6 +24,8 @@ mod dispatch;
 mod dumpworld;
 mod introspection;
 mod notify;
+mod pause;
+mod tracking;
 mod journal;
 mod pubsub;
 mod replication;

@@ -193,6 +193,10 @@ pub struct Server {
     pub(crate) introspection: crate::introspection::Introspection,
     /// Keyspace notifications (see [`crate::notify`]).
     pub(crate) notify: crate::notify::Notifier,
+    /// Client-side caching (see [`crate::tracking`]).
+    pub(crate) tracking: crate::tracking::Tracking,
+    /// CLIENT PAUSE (see [`crate::pause`]).
+    pub(crate) pause: crate::pause::Pause,
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
     /// while a script runs (see scripting/).
     pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
@@ -336,6 +340,8 @@ impl Server {
             pubsub: Default::default(),
             introspection: Default::default(),
             notify: Default::default(),
+            tracking: Default::default(),
+            pause: Default::default(),
             scripting: None,
             deferred_tokens: Vec::new(),
             signal_rx: rx,
@@ -799,6 +805,9 @@ impl Server {
             let ms = (deadline - now_ms()).max(0) as u64;
             t = t.min(Duration::from_millis(ms));
         }
+        if let Some(deadline) = self.pause.deadline() {
+            t = t.min(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
+        }
         // Wake at least once a millisecond-granular deadline has surely passed.
         t
     }
@@ -989,7 +998,7 @@ impl Server {
 
     /// Executes the complete requests buffered in `conn.pending` (unless parked).
     pub(crate) fn process_pending(&mut self, conn: &mut Conn, slot: usize) {
-        if conn.parked.is_some() || conn.pending.is_empty() {
+        if conn.parked.is_some() || conn.paused.is_some() || conn.pending.is_empty() {
             return;
         }
         let mut buf = std::mem::take(&mut conn.pending);
@@ -1040,13 +1049,16 @@ impl Server {
         if self.waits_dirty {
             self.serve_waits();
         }
-        // A replica's data changes only through its upstream: no expiry of its own.
-        if self.replica.is_none() {
+        self.check_pause();
+        // A replica's data changes only through its upstream: no expiry of its own; none
+        // either while clients are paused.
+        if self.replica.is_none() && self.pause.until.is_none() {
             self.active_expire_cycle();
         }
         self.update_input_pause();
-        // Notifications raised outside a client's command and not delivered yet.
+        // Notifications and invalidations raised outside a client's command, not yet sent.
         self.deliver_notifications(None);
+        self.deliver_invalidations(None);
         if self.last_cron.elapsed() >= CRON_INTERVAL {
             self.cron();
         }
@@ -1302,6 +1314,7 @@ impl Server {
             let id = conn.id;
             self.introspection.monitors.retain(|&(s, i)| !(s == slot && i == id));
         }
+        self.tracking_off(&mut conn, slot);
         if conn.firehose.is_some() {
             let id = conn.id;
             self.firehose.subs.retain(|&(s, i)| !(s == slot && i == id));

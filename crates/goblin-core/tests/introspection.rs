@@ -269,3 +269,23 @@ fn info_has_every_field_redis_prints() {
     let cluster = &ours.iter().find(|(s, _)| s == "cluster").expect("cluster section").1;
     assert_eq!(cluster, &["cluster_enabled".to_string()]);
 }
+
+#[test]
+fn config_set_duplicates_and_getkeysandflags() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let err = q(&mut c, &["CONFIG", "SET", "maxclients", "100", "MAXCLIENTS", "200"]).unwrap_err();
+    assert!(err.to_string().contains("'MAXCLIENTS') - duplicate parameter"), "{err}");
+    // Nothing was applied: all or nothing.
+    let got = q(&mut c, &["CONFIG", "GET", "maxclients"]).unwrap();
+    assert_ne!(bytes(&arr(&got)[1]), b"100");
+    // An alias and its name are two names.
+    q(&mut c, &["CONFIG", "SET", "lua-time-limit", "10", "busy-reply-threshold", "20"]).unwrap();
+    let got = q(&mut c, &["COMMAND", "GETKEYSANDFLAGS", "MSET", "a", "1", "b", "2"]).unwrap();
+    let rows = arr(&got);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(bytes(&arr(&rows[1])[0]), b"b");
+    assert!(!arr(&arr(&rows[0])[1]).is_empty(), "each key carries its flags");
+    let err = q(&mut c, &["COMMAND", "GETKEYSANDFLAGS", "PING"]).unwrap_err();
+    assert!(err.to_string().contains("no key arguments"), "{err}");
+}

@@ -144,7 +144,33 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
         }
         b"getredir" => {
             if sub_arity_ok(out, args, 2) {
-                reply::integer(out, -1);
+                reply::integer(out, c.tracking.as_ref().map_or(-1, |t| t.redirect as i64));
+            }
+        }
+        b"tracking" => {
+            if sub_arity_ok(out, args, -3) {
+                s.client_tracking(c, slot, args);
+            }
+        }
+        b"caching" => {
+            if sub_arity_ok(out, args, 3) {
+                s.client_caching(c, args);
+            }
+        }
+        b"pause" => {
+            if sub_arity_ok(out, args, -3) {
+                s.client_pause(c, args);
+            }
+        }
+        b"unpause" => {
+            if sub_arity_ok(out, args, 2) {
+                s.end_pause_now();
+                reply::ok(&mut c.out);
+            }
+        }
+        b"trackinginfo" => {
+            if sub_arity_ok(out, args, 2) {
+                s.client_trackinginfo(c);
             }
         }
         b"help" => help(

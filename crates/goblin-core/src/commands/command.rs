@@ -60,7 +60,12 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
         b"list" => list(out, args),
         b"getkeys" => {
             if sub_arity_ok(out, args, -3) {
-                getkeys(out, &args[2..]);
+                getkeys(out, &args[2..], false);
+            }
+        }
+        b"getkeysandflags" => {
+            if sub_arity_ok(out, args, -3) {
+                getkeys(out, &args[2..], true);
             }
         }
         b"help" => help(
@@ -146,16 +151,7 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
         reply::set_len(out, proto, 1);
         reply::map_len(out, proto, 3);
         reply::bulk(out, b"flags");
-        let kflags: &[&[u8]] = if s.flags.has(Flags::WRITE) {
-            &[b"RW", b"update"]
-        } else if s.flags.has(Flags::READONLY) {
-            &[b"RO", b"access"]
-        } else if s.flags.has(Flags::PUBSUB) {
-            // Shard channels sit in key positions for cluster routing but are not keys.
-            &[b"not_key"]
-        } else {
-            &[]
-        };
+        let kflags = key_flags(s);
         reply::set_len(out, proto, kflags.len());
         for f in kflags {
             reply::simple(out, f);
@@ -306,8 +302,41 @@ fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// COMMAND GETKEYS: the keys of `cmd` (a full command) from its table key positions.
-fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]]) {
+/// The key-spec flags COMMAND INFO and GETKEYSANDFLAGS give the keys of `s`.
+fn key_flags(s: &CommandSpec) -> &'static [&'static [u8]] {
+    if s.flags.has(Flags::WRITE) {
+        &[b"RW", b"update"]
+    } else if s.flags.has(Flags::READONLY) {
+        &[b"RO", b"access"]
+    } else if s.flags.has(Flags::PUBSUB) {
+        // Shard channels sit in key positions for cluster routing but are not keys.
+        &[b"not_key"]
+    } else {
+        &[]
+    }
+}
+
+/// Writes `keys`, or with `flags` each as [key, [flag ...]] (GETKEYSANDFLAGS).
+fn write_keys(out: &mut Vec<u8>, s: &CommandSpec, keys: &[&[u8]], flags: bool) {
+    reply::array_len(out, keys.len());
+    for k in keys {
+        if flags {
+            reply::array_len(out, 2);
+            reply::bulk(out, k);
+            let f = key_flags(s);
+            reply::array_len(out, f.len());
+            for flag in f {
+                reply::simple(out, flag);
+            }
+        } else {
+            reply::bulk(out, k);
+        }
+    }
+}
+
+/// COMMAND GETKEYS / GETKEYSANDFLAGS: the keys of `cmd` (a full command) from its table key
+/// positions.
+fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]], flags: bool) {
     let Some(s) = engine::lookup(cmd[0]) else {
         return reply::error(out, b"ERR Invalid command specified");
     };
@@ -323,11 +352,7 @@ fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]]) {
         if n == 0 {
             return reply::error(out, b"ERR The command has no key arguments");
         }
-        reply::array_len(out, n);
-        for k in &cmd[3..3 + n] {
-            reply::bulk(out, k);
-        }
-        return;
+        return write_keys(out, s, &cmd[3..3 + n], flags);
     }
     if s.first_key <= 0 {
         return reply::error(out, b"ERR The command has no key arguments");
@@ -337,8 +362,5 @@ fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]]) {
     let last = if s.last_key < 0 { argc + s.last_key as i64 } else { (s.last_key as i64).min(argc - 1) };
     let step = (s.key_step as i64).max(1);
     let keys: Vec<&[u8]> = (first..=last).step_by(step as usize).map(|i| cmd[i as usize]).collect();
-    reply::array_len(out, keys.len());
-    for k in keys {
-        reply::bulk(out, k);
-    }
+    write_keys(out, s, &keys, flags);
 }

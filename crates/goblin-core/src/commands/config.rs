@@ -52,6 +52,7 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
         ("latency-monitor-threshold", s.introspection.latency_threshold_ms.to_string()),
+        ("tracking-table-max-keys", s.tracking.max_keys.to_string()),
     ]
 }
 
@@ -142,12 +143,17 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         SlowlogMaxLen(u64),
         LatencyThreshold(u64),
         NotifyFlags(u32),
+        TrackingMaxKeys(usize),
         Nothing,
     }
     let known = settings(s);
     let mut changes = Vec::new();
-    for pair in pairs.chunks(2) {
+    for (n, pair) in pairs.chunks(2).enumerate() {
         let name = pair[0].to_ascii_lowercase();
+        // The same name twice is refused (an alias and its name are two names, as in Redis).
+        if pairs.chunks(2).take(n).any(|p| p[0].eq_ignore_ascii_case(&name)) {
+            return set_failed(out, pair[0], "duplicate parameter");
+        }
         let val = pair[1];
         let Some((canon, current)) = known.iter().find(|(n, _)| n.as_bytes() == name) else {
             let mut msg = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
@@ -224,6 +230,19 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            "tracking-table-max-keys" => match util::parse_i64(val) {
+                Some(n) if n >= 0 => Change::TrackingMaxKeys(n as usize),
+                Some(_) => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument must be between 0 and 9223372036854775807 inclusive",
+                    )
+                }
+                None => {
+                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                }
+            },
             "notify-keyspace-events" => match crate::notify::parse_flags(val) {
                 Some(flags) => Change::NotifyFlags(flags),
                 None => {
@@ -255,6 +274,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
             Change::NotifyFlags(flags) => s.set_notify_flags(flags),
+            Change::TrackingMaxKeys(n) => s.tracking.max_keys = n,
             Change::Nothing => {}
         }
     }

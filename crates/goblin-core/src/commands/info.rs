@@ -210,7 +210,7 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
     field!(t, "client_recent_max_input_buffer", "{max_in}");
     field!(t, "client_recent_max_output_buffer", "{max_out}");
     field!(t, "blocked_clients", "{blocked}");
-    field!(t, "tracking_clients", "0");
+    field!(t, "tracking_clients", "{}", s.tracking.clients);
     field!(t, "clients_in_timeout_table", "{}", s.blocked.timeouts_len());
 }
 
@@ -353,9 +353,9 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "active_defrag_key_misses", "0");
     field!(t, "total_active_defrag_time", "0");
     field!(t, "current_active_defrag_time", "0");
-    field!(t, "tracking_total_keys", "0");
-    field!(t, "tracking_total_items", "0");
-    field!(t, "tracking_total_prefixes", "0");
+    field!(t, "tracking_total_keys", "{}", s.tracking.total_keys());
+    field!(t, "tracking_total_items", "{}", s.tracking.total_items());
+    field!(t, "tracking_total_prefixes", "{}", s.tracking.total_prefixes());
     // Errors from replica/master links or scripts that should never happen; we have neither.
     field!(t, "unexpected_error_replies", "0");
     field!(t, "total_error_replies", "{}", s.stats.cmds.total_error_replies);

@@ -112,6 +112,11 @@ const SUBCOMMANDS: &[&str] = &[
     "client|no-touch",
     "client|reply",
     "client|getredir",
+    "client|tracking",
+    "client|trackinginfo",
+    "client|caching",
+    "client|pause",
+    "client|unpause",
     "client|unblock",
     "client|help",
     "config|get",
@@ -124,6 +129,7 @@ const SUBCOMMANDS: &[&str] = &[
     "command|docs",
     "command|list",
     "command|getkeys",
+    "command|getkeysandflags",
     "command|help",
     "memory|usage",
     "memory|stats",
@@ -345,6 +351,7 @@ fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
     c.proto = resp::Proto::Resp2;
     s.watches.unwatch_all(c);
     s.pubsub.remove_all(c);
+    s.tracking_off(c, _slot);
     c.reply_mode = ReplyMode::On;
     c.name.clear();
     c.no_evict = false;

@@ -1,0 +1,119 @@
+//! CLIENT PAUSE / UNPAUSE: holding clients' commands for a while, as Redis does for failovers
+//! and maintenance.
+//!
+//! `ALL` holds every command of every client (CLIENT UNPAUSE from another client included, as
+//! in Redis 7.0); `WRITE` holds the commands that may change data or replicate (writes,
+//! scripts, PUBLISH) and, so that nothing changes by itself either, stops expiry: active expiry
+//! skips its rounds and a read of a key past its deadline answers as missing without deleting
+//! it (the engine's replica rule). A held command is kept on its connection, like a parked
+//! blocking command (its later input waits behind it), and runs when the pause ends, in the
+//! order the commands were held. Firehose subscribers are never held.
+
+use crate::conn::Conn;
+use crate::server::Server;
+use engine::{errors, util, CommandSpec, Flags};
+use resp::reply;
+use std::time::{Duration, Instant};
+
+/// The pause in force.
+#[derive(Default)]
+pub struct Pause {
+    /// When it ends, and whether it holds all commands (else only writes).
+    pub until: Option<(Instant, bool)>,
+    /// Held connections (slot, id), in the order their commands were held.
+    held: Vec<(usize, u64)>,
+}
+
+impl Pause {
+    /// Whether `spec` must wait now.
+    #[inline]
+    pub fn holds(&self, spec: &CommandSpec) -> bool {
+        match self.until {
+            None => false,
+            Some((_, true)) => true,
+            Some((_, false)) => {
+                spec.flags.has(Flags::WRITE)
+                    || matches!(spec.name, "eval" | "evalsha" | "fcall" | "publish" | "spublish")
+            }
+        }
+    }
+
+    /// When the loop must wake to end the pause.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.until.map(|(t, _)| t)
+    }
+}
+
+impl Server {
+    /// Holds `args` on `conn` until the pause ends.
+    pub(crate) fn hold_command(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
+        conn.paused = Some(args.iter().map(|a| a.to_vec()).collect());
+        self.pause.held.push((slot, conn.id));
+    }
+
+    /// CLIENT PAUSE timeout [WRITE|ALL].
+    pub(crate) fn client_pause(&mut self, conn: &mut Conn, args: &[&[u8]]) {
+        let out = &mut conn.out;
+        let Some(ms) = util::parse_i64(args[2]).filter(|&n| n >= 0) else {
+            return reply::error(out, b"ERR timeout is not an integer or out of range");
+        };
+        let all = match args.get(3).map(|a| a.to_ascii_lowercase()) {
+            None => true,
+            Some(m) if m == b"all" => true,
+            Some(m) if m == b"write" => false,
+            Some(_) => return reply::error(out, b"ERR CLIENT PAUSE mode must be WRITE or ALL"),
+        };
+        if args.len() > 4 {
+            return reply::error(out, errors::SYNTAX);
+        }
+        let until = Instant::now() + Duration::from_millis(ms as u64);
+        // A second pause extends, never shortens, and ALL wins over WRITE while both last.
+        let (until, all) = match self.pause.until {
+            Some((t, a)) => (t.max(until), a || all),
+            None => (until, all),
+        };
+        self.pause.until = Some((until, all));
+        // No expiry while paused (a write pause promises no change; under ALL nothing runs).
+        self.engine.replica = true;
+        reply::ok(out);
+    }
+
+    /// CLIENT UNPAUSE, or the pause's time is up: held commands run, in order.
+    pub(crate) fn unpause(&mut self) {
+        if self.pause.until.take().is_none() {
+            return;
+        }
+        self.engine.replica = self.replica.is_some();
+        for (slot, id) in std::mem::take(&mut self.pause.held) {
+            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
+            if conn.id == id {
+                if let Some(cmd) = conn.paused.take() {
+                    let argv: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                    self.call(&mut conn, slot, &argv);
+                }
+                if !conn.pending.is_empty() {
+                    self.resume.push(slot);
+                }
+            }
+            self.conns[slot] = Some(conn);
+            self.queue_write(slot);
+        }
+    }
+
+    /// CLIENT UNPAUSE: the pause ends at the end of this loop turn (the held commands then run
+    /// from the loop, not inside the command that ended it).
+    pub(crate) fn end_pause_now(&mut self) {
+        if let Some((_, all)) = self.pause.until {
+            self.pause.until = Some((Instant::now(), all));
+        }
+    }
+
+    /// Ends the pause once its time has come (every loop turn).
+    pub(crate) fn check_pause(&mut self) {
+        if let Some(deadline) = self.pause.deadline() {
+            if Instant::now() >= deadline {
+                self.unpause();
+            }
+        }
+    }
+}
