@@ -86,12 +86,32 @@ impl User {
                 })?;
                 self.add_password(digest);
             }
+            // Removing a password, by its text or its digest.
+            r if r.starts_with('<') => {
+                let digest = sha256(&r.as_bytes()[1..]);
+                self.remove_password(&digest)?;
+            }
+            r if r.starts_with('!') => {
+                let digest = parse_hex32(&r[1..]).ok_or_else(|| {
+                    "a '!' rule needs a SHA-256 digest of exactly 64 hexadecimal digits".to_string()
+                })?;
+                self.remove_password(&digest)?;
+            }
             _ => {
                 return Err("this rule is not supported: goblin-core gives every user full access and \
                      accepts only on, off, >password, #<sha256>, nopass, resetpass, reset, ~*, %RW~*, &*, \
                      allkeys, allchannels, +@all, allcommands"
                     .into())
             }
+        }
+        Ok(())
+    }
+
+    fn remove_password(&mut self, digest: &[u8; 32]) -> Result<(), String> {
+        let before = self.passwords.len();
+        self.passwords.retain(|p| p != digest);
+        if self.passwords.len() == before {
+            return Err("no such password".into());
         }
         Ok(())
     }
@@ -105,8 +125,8 @@ impl User {
     }
 }
 
-/// Every user the server knows. Users are never removed while the server runs, so an index
-/// into `users` stays valid for a connection's lifetime.
+/// Every user the server knows (ACL SETUSER adds and changes them, ACL DELUSER removes them;
+/// connections hold the user's name, not an index).
 #[derive(Clone, Debug)]
 pub struct Users {
     users: Vec<User>,
@@ -188,6 +208,76 @@ impl Users {
         self.users[i].accepts(&digest).then_some(i)
     }
 
+    /// ACL SETUSER: creates `name` if needed and applies `rules` left to right, all or
+    /// nothing. Err is the whole error reply text (Redis's wording).
+    pub fn setuser(&mut self, name: &str, rules: &[&str]) -> Result<(), String> {
+        if !valid_name(name) {
+            return Err("ERR Usernames can't contain spaces or null characters".into());
+        }
+        let mut user = match self.users.iter().find(|u| &*u.name == name) {
+            Some(u) => u.clone(),
+            None => User::new(name),
+        };
+        for rule in rules {
+            if let Err(why) = user.apply(rule) {
+                let why = if why.starts_with("this rule is not supported") {
+                    "goblin-core gives every user full access: only on, off, >password, <password, \
+                     #<sha256>, !<sha256>, nopass, resetpass, reset and the full-access rules (~*, %RW~*, &*, \
+                     allkeys, allchannels, +@all, allcommands) are supported"
+                        .to_string()
+                } else {
+                    why
+                };
+                return Err(format!("ERR Error in ACL SETUSER modifier '{rule}': {why}"));
+            }
+        }
+        match self.users.iter().position(|u| &*u.name == name) {
+            Some(i) => self.users[i] = user,
+            None => self.users.push(user),
+        }
+        Ok(())
+    }
+
+    /// ACL DELUSER: removes the named users that exist; returns how many. `default` cannot be
+    /// removed (Err: Redis's reply).
+    pub fn deluser(&mut self, names: &[&str]) -> Result<usize, String> {
+        if names.contains(&DEFAULT_USER) {
+            return Err("ERR The 'default' user cannot be removed".into());
+        }
+        let before = self.users.len();
+        self.users.retain(|u| !names.contains(&&*u.name));
+        let removed = before - self.users.len();
+        self.default = self.users.iter().position(|u| &*u.name == DEFAULT_USER).expect("default is kept");
+        Ok(removed)
+    }
+
+    /// The user called `name`.
+    pub fn find(&self, name: &[u8]) -> Option<&User> {
+        self.users.iter().find(|u| u.name.as_bytes() == name)
+    }
+
+    /// ACL LIST: one line per user, sorted by name, as Redis prints them. Every user has full
+    /// access here, which the permission part says.
+    pub fn list(&self) -> Vec<String> {
+        let mut users: Vec<&User> = self.users.iter().collect();
+        users.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        users
+            .iter()
+            .map(|u| {
+                let mut line = format!("user {} {}", u.name, if u.enabled { "on" } else { "off" });
+                if u.nopass {
+                    line.push_str(" nopass");
+                }
+                for p in &u.passwords {
+                    line.push_str(" #");
+                    line.push_str(&hex(p));
+                }
+                line.push_str(" ~* &* +@all");
+                line
+            })
+            .collect()
+    }
+
     /// The names, sorted (ACL USERS lists them in this order in Redis).
     pub fn names(&self) -> Vec<&str> {
         let mut v: Vec<&str> = self.users.iter().map(|u| &*u.name).collect();
@@ -231,6 +321,11 @@ fn parse_file(text: &str) -> Result<Vec<User>, String> {
 /// start a rule either.
 fn valid_name(name: &str) -> bool {
     name.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// Lowercase hex, as ACL LIST and GETUSER print password digests.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub fn sha256(data: &[u8]) -> [u8; 32] {

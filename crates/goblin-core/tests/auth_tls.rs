@@ -182,7 +182,7 @@ fn auth_file_users_whoami_users_client_list_and_disabled_users() {
         cmd(&mut c, &["ACL", "USERS"]),
         "*7\r\n$5\r\nalice\r\n$3\r\nbob\r\n$5\r\ncarol\r\n$3\r\ndan\r\n$7\r\ndefault\r\n$4\r\nerin\r\n$3\r\nfay\r\n"
     );
-    assert_eq!(cmd(&mut c, &["ACL", "SETUSER", "x"]), "-ERR unknown subcommand 'SETUSER'. Try ACL HELP.\r\n");
+    assert_eq!(cmd(&mut c, &["ACL", "NOPE", "x"]), "-ERR unknown subcommand 'NOPE'. Try ACL HELP.\r\n");
     assert_eq!(
         cmd(&mut c, &["ACL", "WHOAMI", "extra"]),
         "-ERR wrong number of arguments for 'acl|whoami' command\r\n"

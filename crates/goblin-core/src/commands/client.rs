@@ -217,11 +217,12 @@ fn describe(c: &Conn, t: &mut String) {
     let events = if c.want_write { "rw" } else { "r" };
     let multi = c.multi.as_ref().map(|m| m.queued.len() as i64).unwrap_or(-1);
     let tot = c.pending.capacity() + c.out.capacity() + std::mem::size_of::<Conn>();
+    let redir = c.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
     let _ = writeln!(
         t,
         "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
-         tot-mem={tot} events={events} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+         tot-mem={tot} events={events} cmd={} user={} redir={redir} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,

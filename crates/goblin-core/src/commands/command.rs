@@ -93,7 +93,7 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
 }
 
 /// ACL categories, derived from the flags and the group as Redis assigns them.
-fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
+pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
     let mut v = Vec::new();
     if s.flags.has(Flags::WRITE) {
         v.push("@write");

@@ -112,6 +112,14 @@ const SUBCOMMANDS: &[&str] = &[
     "client|no-touch",
     "client|reply",
     "client|getredir",
+    "acl|list",
+    "acl|setuser",
+    "acl|deluser",
+    "acl|getuser",
+    "acl|cat",
+    "acl|genpass",
+    "acl|log",
+    "acl|help",
     "client|tracking",
     "client|trackinginfo",
     "client|caching",
@@ -269,6 +277,164 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 }
             }
         }
+        b"list" => {
+            if sub_arity_ok(out, args, 2) {
+                let lines = s.users.list();
+                reply::array_len(out, lines.len());
+                for l in lines {
+                    reply::bulk(out, l.as_bytes());
+                }
+            }
+        }
+        b"setuser" => {
+            if !sub_arity_ok(out, args, -3) {
+                return;
+            }
+            let name = String::from_utf8_lossy(args[2]).into_owned();
+            let rules: Vec<String> = args[3..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+            let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+            match s.users.setuser(&name, &rules) {
+                Ok(()) => reply::ok(out),
+                Err(e) => reply::error(out, e.as_bytes()),
+            }
+        }
+        b"deluser" => {
+            if !sub_arity_ok(out, args, -3) {
+                return;
+            }
+            let names: Vec<String> = args[2..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            match s.users.deluser(&names) {
+                Ok(n) => {
+                    reply::integer(out, n as i64);
+                    // Connections authenticated as a removed user are closed, as in Redis (this
+                    // one after its reply).
+                    for conn in s.conns.iter_mut().flatten() {
+                        if names.contains(&&*conn.user) {
+                            conn.close_now = true;
+                        }
+                    }
+                    if names.contains(&&*c.user) {
+                        c.close_after_reply = true;
+                    }
+                }
+                Err(e) => reply::error(out, e.as_bytes()),
+            }
+        }
+        b"getuser" => {
+            if !sub_arity_ok(out, args, 3) {
+                return;
+            }
+            let Some(u) = s.users.find(args[2]) else { return reply::null_bulk(out, c.proto) };
+            reply::map_len(out, c.proto, 6);
+            reply::bulk(out, b"flags");
+            let mut flags: Vec<&[u8]> = vec![if u.enabled { b"on" } else { b"off" }];
+            if u.nopass {
+                flags.push(b"nopass");
+            }
+            reply::array_len(out, flags.len());
+            for f in flags {
+                reply::bulk(out, f);
+            }
+            reply::bulk(out, b"passwords");
+            reply::array_len(out, u.passwords.len());
+            for p in &u.passwords {
+                reply::bulk(out, crate::auth::hex(p).as_bytes());
+            }
+            for (k, v) in [(&b"commands"[..], &b"+@all"[..]), (b"keys", b"~*"), (b"channels", b"&*")] {
+                reply::bulk(out, k);
+                reply::bulk(out, v);
+            }
+            reply::bulk(out, b"selectors");
+            reply::array_len(out, 0);
+        }
+        b"cat" => {
+            if args.len() > 3 {
+                return wrong_sub_arity(out, args[0], args[1]);
+            }
+            let specs: Vec<&'static CommandSpec> = engine::command::all().collect();
+            match args.get(2) {
+                None => {
+                    let mut cats: Vec<&str> =
+                        specs.iter().flat_map(|s| command::acl_categories(s)).map(|c| &c[1..]).collect();
+                    cats.sort_unstable();
+                    cats.dedup();
+                    reply::array_len(out, cats.len());
+                    for cat in cats {
+                        reply::bulk(out, cat.as_bytes());
+                    }
+                }
+                Some(cat) => {
+                    let want = format!("@{}", String::from_utf8_lossy(cat).to_ascii_lowercase());
+                    let names: Vec<&str> = specs
+                        .iter()
+                        .filter(|s| command::acl_categories(s).contains(&want.as_str()))
+                        .map(|s| s.name)
+                        .collect();
+                    if names.is_empty() {
+                        let msg = format!("ERR Unknown category '{}'", String::from_utf8_lossy(cat));
+                        return reply::error(out, msg.as_bytes());
+                    }
+                    reply::array_len(out, names.len());
+                    for n in names {
+                        reply::bulk(out, n.as_bytes());
+                    }
+                }
+            }
+        }
+        b"genpass" => {
+            if args.len() > 3 {
+                return wrong_sub_arity(out, args[0], args[1]);
+            }
+            let bits = match args.get(2).map(|a| util::parse_i64(a)) {
+                None => 256,
+                Some(Some(n)) if (1..=4096).contains(&n) => n as usize,
+                Some(_) => {
+                    return reply::error(
+                        out,
+                        b"ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
+                    )
+                }
+            };
+            let mut bytes = vec![0u8; bits.div_ceil(8)];
+            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+            let mut text = crate::auth::hex(&bytes);
+            text.truncate(bits.div_ceil(4));
+            reply::bulk(out, text.as_bytes());
+        }
+        // Nothing is ever denied by permissions here, so the log stays empty.
+        b"log" => match args.get(2).map(|a| a.to_ascii_lowercase()) {
+            Some(r) if r == b"reset" => reply::ok(out),
+            _ => reply::array_len(out, 0),
+        },
+        b"help" => help(
+            out,
+            &[
+                "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CAT [<category>]",
+                "    List all commands that belong to <category>, or all command categories",
+                "    when no category is specified.",
+                "DELUSER <username> [<username> ...]",
+                "    Delete a list of users.",
+                "GETUSER <username>",
+                "    Get the user's details.",
+                "GENPASS [<bits>]",
+                "    Generate a secure 256-bit user password. The optional `bits` argument can",
+                "    be used to specify a different size.",
+                "LIST",
+                "    Show users details in config file format.",
+                "LOG [<count> | RESET]",
+                "    Show the ACL log entries.",
+                "SETUSER <username> <attribute> [<attribute> ...]",
+                "    Create or modify a user with the specified attributes.",
+                "USERS",
+                "    List all the registered usernames.",
+                "WHOAMI",
+                "    Return the current connection username.",
+                "HELP",
+                "    Print this help.",
+            ],
+        ),
         _ => errors::unknown_subcommand(out, args[0], args[1]),
     }
 }
