@@ -209,6 +209,11 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_vm_eval", "{lua}");
     field!(t, "used_memory_scripts_eval", "{scripts}");
     field!(t, "number_of_cached_scripts", "{cached}");
+    // The functions' VM (its own, as in Redis) and the libraries' code.
+    field!(t, "used_memory_vm_functions", "{}", s.functions.as_ref().map_or(0, |f| f.vm_bytes()));
+    field!(t, "used_memory_functions", "{}", s.engine.functions.code_bytes());
+    field!(t, "number_of_functions", "{}", s.functions.as_ref().map_or(0, |f| f.function_count()));
+    field!(t, "number_of_libraries", "{}", s.engine.functions.len());
     // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
     // used_memory), prefaulted, so all of it is resident; Redis's name for replica buffers.
     field!(t, "mem_clients_slaves", "{}", s.firehose_queue_bytes());
