@@ -67,6 +67,9 @@ pub struct Engine {
     /// the server's keyspace notifications, which drains it after each command.
     pub log_expired: bool,
     pub expired_log: Vec<Vec<u8>>,
+    /// The function libraries (functions.rs): state like the keyspace, changed only through
+    /// [`Engine::function_command`], which emits their canonical mutations.
+    pub functions: crate::functions::Functions,
 }
 
 impl Default for Engine {
@@ -90,6 +93,7 @@ impl Engine {
             replay_reply: Vec::new(),
             log_expired: false,
             expired_log: Vec::new(),
+            functions: Default::default(),
         }
     }
 
@@ -205,6 +209,12 @@ impl Engine {
             errors::wrong_arity(out, args[0]);
             return Outcome::Done;
         }
+        if spec.name == "function" {
+            // The state-changing forms, with the code taken as given (no connection, no Lua:
+            // tests and tools; the server validates a library by compiling it first).
+            self.function_command(args, out);
+            return Outcome::Done;
+        }
         if matches!(spec.handler, Handler::Server) {
             resp::reply::error(out, b"ERR this command needs a connection");
             return Outcome::Done;
@@ -234,6 +244,84 @@ impl Engine {
 }
 
 impl Engine {
+    /// The state-changing FUNCTION forms, on the library code as opaque text: `LOAD [REPLACE]
+    /// code`, `DELETE library`, `FLUSH [ASYNC|SYNC]`. Changes [`Engine::functions`], emits the
+    /// canonical mutation (`FUNCTION LOAD REPLACE code`, `FUNCTION DELETE lib`, `FUNCTION
+    /// FLUSH`; a FLUSH with nothing loaded changes nothing and emits nothing) and writes the
+    /// reply (Redis's: the library name, `+OK`, or the error). Returns whether it changed
+    /// anything. The server calls it only after compiling a LOAD's code; replay calls it on
+    /// records, whose code was compiled where they were written.
+    pub fn function_command(&mut self, args: &[&[u8]], out: &mut Vec<u8>) -> bool {
+        use resp::reply;
+        let sub = args.get(1).map(|s| s.to_ascii_lowercase()).unwrap_or_default();
+        match (sub.as_slice(), args.len()) {
+            (b"load", 3 | 4) => {
+                let replace = args.len() == 4;
+                if replace && !args[2].eq_ignore_ascii_case(b"replace") {
+                    let mut e = b"ERR Unknown option given: ".to_vec();
+                    e.extend_from_slice(args[2]);
+                    reply::error(out, &e);
+                    return false;
+                }
+                let code = args[args.len() - 1];
+                let md = match crate::functions::metadata(code) {
+                    Ok(md) => md,
+                    Err(e) => {
+                        reply::error(out, &e);
+                        return false;
+                    }
+                };
+                if !md.engine.eq_ignore_ascii_case(b"lua") {
+                    let mut e = b"ERR Engine '".to_vec();
+                    e.extend_from_slice(&md.engine);
+                    e.extend_from_slice(b"' not found");
+                    reply::error(out, &e);
+                    return false;
+                }
+                if !replace && self.functions.get(&md.name).is_some() {
+                    let mut e = b"ERR Library '".to_vec();
+                    e.extend_from_slice(&md.name);
+                    e.extend_from_slice(b"' already exists");
+                    reply::error(out, &e);
+                    return false;
+                }
+                self.pending.push(&[b"FUNCTION", b"LOAD", b"REPLACE", code]);
+                reply::bulk(out, &md.name);
+                self.functions.insert(md.name, code.to_vec());
+                true
+            }
+            (b"delete", 3) => {
+                if !self.functions.remove(args[2]) {
+                    reply::error(out, b"ERR Library not found");
+                    return false;
+                }
+                self.pending.push(&[b"FUNCTION", b"DELETE", args[2]]);
+                reply::ok(out);
+                true
+            }
+            (b"flush", 2 | 3) => {
+                if args.len() == 3
+                    && !args[2].eq_ignore_ascii_case(b"sync")
+                    && !args[2].eq_ignore_ascii_case(b"async")
+                {
+                    reply::error(out, b"ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+                    return false;
+                }
+                reply::ok(out);
+                if self.functions.is_empty() {
+                    return false;
+                }
+                self.functions.clear();
+                self.pending.push(&[b"FUNCTION", b"FLUSH"]);
+                true
+            }
+            _ => {
+                reply::error(out, b"ERR this FUNCTION form needs a connection");
+                false
+            }
+        }
+    }
+
     /// Drops pending mutations from index `n` on (replay: a record's re-emission, or a rejected
     /// record's partial output).
     pub(crate) fn truncate_pending(&mut self, n: usize) {

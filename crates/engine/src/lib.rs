@@ -20,6 +20,7 @@
 //! - [`batch`]: [`Batch`], one atomic unit of canonical mutations, and its [`Origin`].
 //! - [`mutation`]: the lineage ([`ReplId`], [`Replication`]) and Kafka compaction keys.
 //! - [`replay`]: applying records from outside, with the ordering rule and typed errors.
+//! - [`functions`]: the Redis 7 function libraries, held as opaque replicated state.
 //! - [`digest`]: DEBUG DIGEST, a content fingerprint of the dataset.
 //! - [`errors`]: Redis's error texts, in one place.
 //! - [`commands`]: one module per data type (plus `keyspace` for generic key commands and
@@ -33,6 +34,7 @@ pub mod ctx;
 pub mod digest;
 mod engine;
 pub mod errors;
+pub mod functions;
 pub mod mutation;
 pub mod replay;
 pub mod syntax;
@@ -44,6 +46,7 @@ pub use batch::{Batch, Mutation, Origin};
 pub use command::{lookup, CommandSpec, Flags, Handler};
 pub use ctx::Ctx;
 pub use engine::{Engine, Outcome, Stats};
+pub use functions::Functions;
 pub use mutation::{compaction_key, ReplId, Replication};
 pub use replay::{Applied, RecordError};
 pub use store::Millis;

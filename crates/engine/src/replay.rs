@@ -2,7 +2,8 @@
 //! frame's mutation, a snapshot's tail) without executing it as a fresh client command.
 //!
 //! A record is one complete RESP2 array of bulk strings: one command. It is checked against the
-//! write allowlist (the data types' write commands, blocking ones excluded) before it runs.
+//! write allowlist (the data types' write commands, blocking ones excluded, plus `FUNCTION
+//! LOAD|DELETE|FLUSH`, the function libraries' mutations) before it runs.
 //!
 //! Records that carry a logical offset (written by goblin-core) obey the lineage's ordering rule
 //! against the next expected offset `e` (the committed offset plus what is pending, plus one):
@@ -167,6 +168,9 @@ impl Engine {
         if !spec.arity_ok(args.len()) {
             return Err(RecordError::Malformed(format!("wrong number of arguments for '{}'", spec.name)));
         }
+        if spec.name == "function" {
+            return self.apply_function_record(&args, offset);
+        }
         let data = matches!(spec.handler, Handler::Data(_));
         if data && !spec.flags.has(Flags::WRITE) {
             return match offset {
@@ -204,6 +208,33 @@ impl Engine {
             // a no-op on this state, nothing): it keeps its offset and its exact bytes.
             self.truncate_pending(mark);
             self.push_pending(&args);
+        }
+        Ok(Applied::Applied)
+    }
+}
+
+impl Engine {
+    /// A FUNCTION record: only the state-changing forms (LOAD, DELETE, FLUSH) may appear; the
+    /// library code is not compiled here (it was where the record was written).
+    fn apply_function_record(&mut self, args: &[&[u8]], offset: Option<u64>) -> Result<Applied, RecordError> {
+        let sub = args[1].to_ascii_lowercase();
+        if !matches!(sub.as_slice(), b"load" | b"delete" | b"flush") {
+            return Err(RecordError::NotAllowed(format!("function|{}", String::from_utf8_lossy(&sub))));
+        }
+        let mark = self.pending().len();
+        let mut out = std::mem::take(&mut self.replay_reply);
+        out.clear();
+        self.function_command(args, &mut out);
+        let error =
+            (out.first() == Some(&b'-')).then(|| String::from_utf8_lossy(&out[1..]).trim_end().to_string());
+        self.replay_reply = out;
+        if let Some(error) = error {
+            self.truncate_pending(mark);
+            return Err(RecordError::Rejected { command: "function".into(), error });
+        }
+        if offset.is_some() {
+            self.truncate_pending(mark);
+            self.push_pending(args);
         }
         Ok(Applied::Applied)
     }

@@ -193,7 +193,7 @@ impl Server {
         let origin = match spec.handler {
             Handler::Server => match spec.name {
                 "exec" => Origin::Exec,
-                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => Origin::Script,
+                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => Origin::Script,
                 _ => Origin::Command,
             },
             Handler::Data(_) => Origin::Command,

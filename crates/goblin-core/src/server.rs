@@ -200,6 +200,9 @@ pub struct Server {
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
     /// while a script runs (see scripting/).
     pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
+    /// The functions' VM and registry (scripting/functions.rs), built on first use and
+    /// rebuilt when the engine's libraries change; taken out while a function runs.
+    pub(crate) functions: Option<Box<crate::scripting::functions::FunctionsVm>>,
     /// Events a busy script's loop turn (`busy_turn`) saw but left for the next real turn
     /// (signals, the waker, the journal's pipe).
     deferred_tokens: Vec<Token>,
@@ -343,6 +346,7 @@ impl Server {
             tracking: Default::default(),
             pause: Default::default(),
             scripting: None,
+            functions: None,
             deferred_tokens: Vec::new(),
             signal_rx: rx,
             _signal_tx: tx,

@@ -181,6 +181,9 @@ fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64
     })?;
     let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset });
     engine.ks = ks;
+    engine.functions.replace_all(meta.functions.clone()).map_err(|e| {
+        format!("snapshot {} holds a function library without valid metadata: {e}", path.display())
+    })?;
     Ok((engine, summary.keys, meta))
 }
 
@@ -268,6 +271,8 @@ impl Server {
             // Recovery seeks to the lower of this and the acknowledged offset; other producers'
             // records below it are in this snapshot (DESIGN.md decision 3).
             kafka_consumer_position: self.journal_consumer_position(),
+            // Function libraries are state: a restart from this file has them.
+            functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
         }
     }
 
@@ -622,6 +627,11 @@ impl Server {
         match load_file(file, path, size) {
             Ok((loaded, keys, _)) => {
                 let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
+                // Replaced in place: the generation moves on, so the Lua registry rebuilds.
+                let libs = loaded.functions.iter().map(|(_, code)| code.to_vec()).collect();
+                if let Err(e) = self.engine.functions.replace_all(libs) {
+                    tracing::error!("GOBLIN.LOAD: {e}");
+                }
                 self.engine.set_replication(loaded.repl);
                 self.watches.touch_all();
                 self.snapshots.last_save_offset = loaded.repl.offset;

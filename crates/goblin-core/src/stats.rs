@@ -126,6 +126,9 @@ pub struct CommandStats {
     errors: BTreeMap<String, u64>,
     /// Every error reply (INFO stats `total_error_replies`).
     pub total_error_replies: u64,
+    /// The next error reply recorded was counted already (a script's error that came from a
+    /// command it called): its command's failed call counts, errorstats do not.
+    pub skip_next_error: bool,
 }
 
 impl CommandStats {
@@ -154,7 +157,7 @@ impl CommandStats {
     #[inline]
     pub fn record(&mut self, spec: &'static CommandSpec, name: &'static str, reply: &[u8], took: Duration) {
         let error = reply.first() == Some(&b'-');
-        if error {
+        if error && !std::mem::take(&mut self.skip_next_error) {
             self.error_reply(reply);
         }
         let nanos = took.as_nanos() as u64;
@@ -222,6 +225,25 @@ impl CommandStats {
     pub fn rejected(&mut self, spec: Option<&'static CommandSpec>) {
         self.count_error("ERR");
         if let Some(slot) = spec.and_then(|s| self.spec_slot(s)) {
+            slot.rejected += 1;
+        }
+    }
+
+    /// A command refused inside a script before it ran: its error under `prefix`, and a
+    /// rejected call on `name` (the command, or `cmd|sub`) when the command is known.
+    pub fn rejected_as(
+        &mut self,
+        spec: Option<&'static CommandSpec>,
+        name: Option<&'static str>,
+        prefix: &str,
+    ) {
+        self.count_error(prefix);
+        let Some(spec) = spec else { return };
+        let slot = match name {
+            Some(n) if n != spec.name => Some(self.sub_slot(n)),
+            _ => self.spec_slot(spec),
+        };
+        if let Some(slot) = slot {
             slot.rejected += 1;
         }
     }

@@ -111,6 +111,7 @@ fn main() {
         logical_offset: 0,
         kafka_acked_offset: -1,
         kafka_consumer_position: -1,
+        functions: Vec::new(),
     };
 
     let base = allocated();

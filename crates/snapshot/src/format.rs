@@ -4,8 +4,10 @@
 /// The file's first 8 bytes. The high first byte and the CR LF / ^Z that follow catch a file
 /// mangled by a text-mode transfer, as PNG's signature does.
 pub const MAGIC: [u8; 8] = [0x89, b'G', b'C', b'S', b'N', b'\r', b'\n', 0x1A];
-/// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format version this crate reads and writes. A snapshot without function
+/// libraries is written as version 1 (byte for byte what version-1 writers produce); one with
+/// libraries as version 2, which a version-1 reader refuses instead of silently dropping them.
+pub const FORMAT_VERSION: u32 = 2;
 /// Magic + version.
 pub const PRELUDE_LEN: usize = 12;
 

@@ -51,6 +51,9 @@ pub struct Meta {
     pub kafka_acked_offset: i64,
     /// First Kafka broker offset the server had not processed yet; -1 when unknown.
     pub kafka_consumer_position: i64,
+    /// The function libraries' code (Redis 7 functions; each names its library in its first
+    /// line), in library-name order. Non-empty only in format version 2.
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// Keys per value type, in the order of [`store::Kind`]: string, hash, set, zset, list, array.

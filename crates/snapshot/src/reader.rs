@@ -156,6 +156,8 @@ struct BlockReader<R: Read> {
     started: bool,
     data_blocks: u64,
     raw_data_bytes: u64,
+    /// The file's format version (from the prelude).
+    version: u32,
 }
 
 impl<R: Read> BlockReader<R> {
@@ -173,6 +175,7 @@ impl<R: Read> BlockReader<R> {
             started: false,
             data_blocks: 0,
             raw_data_bytes: 0,
+            version: 0,
         }
     }
 
@@ -239,6 +242,7 @@ impl<R: Read> BlockReader<R> {
         if version == 0 {
             return Err(LoadError::BadVersion { found: version });
         }
+        self.version = version;
         Ok(())
     }
 
@@ -335,6 +339,25 @@ impl<R: Read> BlockReader<R> {
             }
             store::keyspace::hash::KeyHasher::adopt_global(k);
         }
+        // Version 2: the hash secrets are required, and the function libraries follow them.
+        let mut functions = Vec::new();
+        if self.version >= 2 {
+            if self.buf.len() - self.at < 24 {
+                return Err(self.malformed("missing table hash secrets"));
+            }
+            self.at += 24;
+            let n = self.local_varint("function library count")?;
+            for _ in 0..n {
+                let len = self.local_varint("function library length")?;
+                let end = usize::try_from(len)
+                    .ok()
+                    .and_then(|n| self.at.checked_add(n))
+                    .filter(|&e| e <= self.buf.len())
+                    .ok_or_else(|| self.malformed("function library overruns the block"))?;
+                functions.push(self.buf[self.at..end].to_vec());
+                self.at = end;
+            }
+        }
         // Bytes after the known fields are reserved for additions that older readers may
         // ignore (see FORMAT.md); they are skipped.
         self.at = self.buf.len();
@@ -345,6 +368,7 @@ impl<R: Read> BlockReader<R> {
             logical_offset,
             kafka_acked_offset,
             kafka_consumer_position,
+            functions,
         };
         Ok((meta, keys))
     }

@@ -33,7 +33,9 @@ pub fn write_with<W: Write>(
     let total_keys = ks.len() as u64;
     let mut bw = BlockWriter::new(w, opts, total_keys);
     bw.w.write_all(&MAGIC)?;
-    bw.w.write_all(&FORMAT_VERSION.to_le_bytes())?;
+    // Version 1 unless there are function libraries (see FORMAT_VERSION).
+    let version: u32 = if meta.functions.is_empty() { 1 } else { FORMAT_VERSION };
+    bw.w.write_all(&version.to_le_bytes())?;
     bw.offset = PRELUDE_LEN as u64;
 
     let mut h = Vec::with_capacity(128);
@@ -50,6 +52,25 @@ pub fn write_with<W: Write>(
     // loader can rebuild the table in the order it is written here (see FORMAT.md).
     for k in store::keyspace::hash::KeyHasher::global().secrets() {
         h.extend_from_slice(&k.to_le_bytes());
+    }
+    // Version 2: the function libraries, after the hash secrets.
+    if version >= 2 {
+        put_varint(&mut h, meta.functions.len() as u64);
+        for code in &meta.functions {
+            put_varint(&mut h, code.len() as u64);
+            h.extend_from_slice(code);
+        }
+    }
+    // The header is one block: the function libraries must fit in it with the rest (the
+    // server keeps their total below this; see FUNCTION LOAD).
+    if h.len() > MAX_BLOCK {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the header block ({} bytes, function libraries included) exceeds {MAX_BLOCK} bytes",
+                h.len()
+            ),
+        ));
     }
     bw.emit_block(KIND_HEADER, &h, false)?;
     progress(&bw.progress(0));

@@ -19,6 +19,7 @@ fn one_key_snapshot_bytes() {
         logical_offset: 7,
         kafka_acked_offset: -1,
         kafka_consumer_position: 5,
+        functions: Vec::new(),
     };
     let mut file = Vec::new();
     snapshot::write(&mut file, &ks, &m, &mut |_| {}).unwrap();

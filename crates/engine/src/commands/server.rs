@@ -61,6 +61,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("eval_ro", -3, SCRIPT_FLAGS | Flags::READONLY, NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", Handler::Server),
     spec("evalsha_ro", -3, SCRIPT_FLAGS | Flags::READONLY, NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", Handler::Server),
     spec("script", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "A container for Lua scripts management commands.", Handler::Server),
+    spec("fcall", -3, SCRIPT_FLAGS, NO_KEYS, "scripting", "Invokes a function.", Handler::Server),
+    spec("fcall_ro", -3, SCRIPT_FLAGS | Flags::READONLY, NO_KEYS, "scripting", "Invokes a read-only function.", Handler::Server),
+    // FUNCTION's state-changing subcommands are writes, but the container itself is not
+    // flagged (as in Redis): a replica refuses them by subcommand (goblin-core).
+    spec("function", -2, 0, NO_KEYS, "scripting", "A container for function commands.", Handler::Server),
 ];
 
 /// Subscription commands: pub/sub, not in scripts, served while loading or stale.

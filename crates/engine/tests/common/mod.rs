@@ -105,6 +105,7 @@ pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
         let muts: Vec<String> = batches.iter().flat_map(|b| b.iter().map(|m| format!("{m:?}"))).collect();
         panic!("stores differ\ncommands: {cmds:#?}\nmutations: {muts:#?}\nA: {da:?}\nB: {db:?}");
     }
+    assert_eq!(a.functions, b.functions, "function libraries differ");
     let digest = engine::digest::dataset_digest(&b.ks);
     assert_eq!(engine::digest::dataset_digest(&a.ks), digest, "equal stores have equal digests");
     // Idempotence: the same batches again are all duplicates and change nothing.

@@ -265,10 +265,17 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_lua_human", "{}", human_bytes(lua as u64));
     field!(t, "used_memory_scripts_eval", "{scripts}");
     field!(t, "number_of_cached_scripts", "{cached}");
-    field!(t, "used_memory_vm_total", "{lua}");
-    field!(t, "used_memory_vm_total_human", "{}", human_bytes(lua as u64));
-    field!(t, "used_memory_scripts", "{scripts}");
-    field!(t, "used_memory_scripts_human", "{}", human_bytes(scripts as u64));
+    // The functions' VM (its own, as in Redis) and the libraries' code.
+    field!(t, "used_memory_vm_functions", "{}", s.functions.as_ref().map_or(0, |f| f.vm_bytes()));
+    field!(t, "used_memory_functions", "{}", s.engine.functions.code_bytes());
+    field!(t, "number_of_functions", "{}", s.functions.as_ref().map_or(0, |f| f.function_count()));
+    field!(t, "number_of_libraries", "{}", s.engine.functions.len());
+    let vm_total = lua as u64 + s.functions.as_ref().map_or(0, |f| f.vm_bytes()) as u64;
+    field!(t, "used_memory_vm_total", "{vm_total}");
+    field!(t, "used_memory_vm_total_human", "{}", human_bytes(vm_total));
+    let scripts_total = scripts as u64 + s.engine.functions.code_bytes() as u64;
+    field!(t, "used_memory_scripts", "{scripts_total}");
+    field!(t, "used_memory_scripts_human", "{}", human_bytes(scripts_total));
     // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
     // used_memory), prefaulted, so all of it is resident; Redis's name for replica buffers.
     field!(t, "mem_clients_slaves", "{}", s.firehose_queue_bytes());

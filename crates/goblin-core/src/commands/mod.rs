@@ -91,6 +91,9 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "eval_ro" => s.eval_command(c, slot, args, false, true, now),
         "evalsha_ro" => s.eval_command(c, slot, args, true, true, now),
         "script" => s.script_command(c, args),
+        "fcall" => s.fcall_command(c, slot, args, false, now),
+        "fcall_ro" => s.fcall_command(c, slot, args, true, now),
+        "function" => s.function_command(c, args),
         other => {
             // A row marked Handler::Server that this crate does not know: a bug in the table.
             tracing::error!("server command '{other}' has no implementation");
@@ -176,6 +179,15 @@ const SUBCOMMANDS: &[&str] = &[
     "script|kill",
     "script|help",
     "script|debug",
+    "function|load",
+    "function|delete",
+    "function|flush",
+    "function|list",
+    "function|dump",
+    "function|restore",
+    "function|stats",
+    "function|kill",
+    "function|help",
 ];
 
 /// `cmd|sub` for a known subcommand (case-insensitive), else None.

@@ -21,6 +21,7 @@
 //! loop turn (`Server::busy_turn`) in which other clients are read and answered: `-BUSY` to
 //! everything except `SCRIPT KILL` (stops a script that has not written) and `SHUTDOWN NOSAVE`.
 
+pub mod functions;
 pub mod libs;
 
 use crate::conn::Conn;
@@ -83,9 +84,9 @@ const HOOK_EVERY: u32 = 100_000;
 pub const BUSY: &[u8] =
     b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 const NOSCRIPT: &[u8] = b"NOSCRIPT No matching script. Please use EVAL.";
-const UNKILLABLE: &[u8] = b"UNKILLABLE Sorry the script already executed write commands against the dataset. \
+pub(crate) const UNKILLABLE: &[u8] = b"UNKILLABLE Sorry the script already executed write commands against the dataset. \
 You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
-const NOTBUSY: &[u8] = b"NOTBUSY No scripts in execution right now.";
+pub(crate) const NOTBUSY: &[u8] = b"NOTBUSY No scripts in execution right now.";
 const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 /// What the running script's callbacks need: the server and the calling connection, as raw
@@ -108,9 +109,9 @@ thread_local! {
     /// The running script passed the busy threshold.
     static BUSY_NOW: Cell<bool> = const { Cell::new(false) };
     /// SCRIPT KILL asked the running script to stop.
-    static KILL: Cell<bool> = const { Cell::new(false) };
+    pub(crate) static KILL: Cell<bool> = const { Cell::new(false) };
     /// The running script called a write command (it can no longer be killed).
-    static WROTE: Cell<bool> = const { Cell::new(false) };
+    pub(crate) static WROTE: Cell<bool> = const { Cell::new(false) };
     /// When the busy script's loop turn last read every connection.
     static LAST_SWEEP: Cell<Option<Instant>> = const { Cell::new(None) };
     /// The protocol replies to `redis.call` are converted from (`redis.setresp`).
@@ -134,6 +135,11 @@ pub struct Scripting {
     globals: Table,
     /// `xpcall(f, handler)`: runs a script and turns any error into Redis's error table.
     runner: Function,
+    /// The same for a function: `f(keys, args)`.
+    fcall_runner: Function,
+    /// `set_loading(true|false)`: the globals become the load-time API (FUNCTION LOAD), or
+    /// the full ones again.
+    set_loading: Function,
     /// sha1 (40 lowercase hex digits) -> compiled script.
     scripts: HashMap<[u8; 40], Script>,
     /// Script bodies' bytes, for INFO's used_memory_scripts.
@@ -161,6 +167,7 @@ local inner = {}
 local function fail(msg) return true, {err = 'ERR ' .. msg} end
 
 inner.call = raw_call
+inner.register_function = __goblin_register
 redis.pcall = function(...)
   local _, v = raw_call(...)
   return v
@@ -261,6 +268,8 @@ local handler = function(err)
 end
 local xpcall = xpcall
 __goblin_runner = function(f) return xpcall(f, handler) end
+-- A function (FCALL) gets its keys and arguments as parameters, not as globals.
+__goblin_fcall_runner = function(f, keys, args) return xpcall(function() return f(keys, args) end, handler) end
 
 -- Once SCRIPT KILL has stopped the script, nothing may catch that: pcall, xpcall and
 -- coroutine.resume raise it again (Redis gets the same effect by raising at every line).
@@ -292,7 +301,10 @@ const PROTECT: &str = r#"
 local error, tostring, setmetatable, rawset, pairs = error, tostring, setmetatable, rawset, pairs
 local getmetatable = getmetatable
 local protected = setmetatable({}, {__mode = 'k'})
-local function readonly(real, is_globals)
+-- While a function library loads (FUNCTION LOAD), the globals are this table instead: only
+-- `redis` with register_function, log and the version (Redis 7.0's load-time API).
+local load_env = nil
+local function readonly(real, is_globals, switchable)
   local proxy = {}
   local mt = {
     __index = real,
@@ -301,7 +313,8 @@ local function readonly(real, is_globals)
   }
   if is_globals then
     mt.__index = function(_, k)
-      local v = real[k]
+      local v
+      if switchable and load_env then v = load_env[k] else v = real[k] end
       if v == nil then
         error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
       end
@@ -346,7 +359,16 @@ end
 local smt = getmetatable('')
 smt.__index = _G.string
 smt.__metatable = readonly(smt, false)
-__goblin_proxy = readonly(_G, true)
+__goblin_proxy = readonly(_G, true, true)
+do
+  local real_redis = _G.redis
+  local api = {register_function = __goblin_register_c}
+  for _, k in pairs({'log', 'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING', 'REDIS_VERSION', 'REDIS_VERSION_NUM'}) do
+    api[k] = real_redis[k]
+  end
+  local env = {redis = readonly(api, true)}
+  __goblin_set_loading = function(on) if on then load_env = env else load_env = nil end end
+end
 "#;
 
 /// `redis.<name>` as C functions: each calls the Lua function stored in the registry under
@@ -374,6 +396,7 @@ trampolines! {
     tr_setresp => "setresp",
     tr_set_repl => "set_repl",
     tr_acl_check_cmd => "acl_check_cmd",
+    tr_register_function => "register_function",
 }
 
 /// The body of every trampoline. No Rust value with a destructor lives in this frame, so the
@@ -406,6 +429,7 @@ impl Scripting {
         let g = lua.globals();
         libs::register(&lua, &g)?;
         g.set("__goblin_call", lua.create_function(redis_call)?)?;
+        g.set("__goblin_register", lua.create_function(functions::register_function)?)?;
         g.set(
             "__goblin_sha1hex",
             lua.create_function(|lua, v: Value| {
@@ -456,10 +480,18 @@ impl Scripting {
             let target: Function = inner.get(name)?;
             lua.set_named_registry_value(&format!("goblin.{name}"), target)?;
             // SAFETY: `f` is a trampoline above, a well-behaved C function.
-            redis.set(name, unsafe { lua.create_c_function(f)? })?;
+            let c = unsafe { lua.create_c_function(f)? };
+            if name == "register_function" {
+                // Only the load-time API has it (PROTECT builds that table).
+                g.set("__goblin_register_c", c)?;
+            } else {
+                redis.set(name, c)?;
+            }
         }
         lua.load(PROTECT).set_name("=goblin").exec()?;
         let runner: Function = g.get("__goblin_runner")?;
+        let fcall_runner: Function = g.get("__goblin_fcall_runner")?;
+        let set_loading: Function = g.get("__goblin_set_loading")?;
         let proxy: Table = g.get("__goblin_proxy")?;
         // Everything the prelude needed is captured in its closures: drop it from sight.
         for name in [
@@ -472,6 +504,10 @@ impl Scripting {
             "__goblin_version",
             "__goblin_version_num",
             "__goblin_runner",
+            "__goblin_fcall_runner",
+            "__goblin_set_loading",
+            "__goblin_register_c",
+            "__goblin_register",
             "__goblin_proxy",
             "__goblin_inner",
             "debug",
@@ -490,7 +526,15 @@ impl Scripting {
         g.raw_set("_G", proxy.clone())?;
         lua.set_globals(proxy)?;
         lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), |_, _| hook())?;
-        Ok(Scripting { lua, globals: g, runner, scripts: HashMap::new(), bytes: 0 })
+        Ok(Scripting {
+            lua,
+            globals: g,
+            runner,
+            fcall_runner,
+            set_loading,
+            scripts: HashMap::new(),
+            bytes: 0,
+        })
     }
 
     /// Number of cached scripts (INFO).
@@ -559,6 +603,11 @@ fn version_num(v: &str) -> i64 {
 
 /// The instruction-count hook: busy detection, the busy loop turn, SCRIPT KILL.
 fn hook() -> mlua::Result<VmState> {
+    if let Some(deadline) = functions::LOAD_DEADLINE.with(Cell::get) {
+        if Instant::now() >= deadline {
+            return Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".to_string()));
+        }
+    }
     let Some(run) = RUN.with(Cell::get) else { return Ok(VmState::Continue) };
     if KILL.with(Cell::get) {
         return Err(mlua::Error::RuntimeError(KILLED.to_string()));
@@ -599,11 +648,47 @@ fn err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
+/// An error table for an error INFO errorstats has counted already (a command's error reply,
+/// or a refusal counted as a rejected call): if it becomes the script's own error reply, that
+/// reply is not counted a second time (Redis's `ignore_error_stats_update`).
+fn counted_err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(msg)?)?;
+    t.raw_set("ignore_error_stats_update", true)?;
+    Ok(Value::Table(t))
+}
+
+/// A command refused inside a script: counted as Redis counts it (the error in errorstats,
+/// a rejected call for a known command or subcommand), and returned as a counted error.
+fn refused(
+    lua: &Lua,
+    run: &Run,
+    spec: Option<&'static CommandSpec>,
+    argv: &[&[u8]],
+    msg: &[u8],
+) -> mlua::Result<(bool, Value)> {
+    // SAFETY: see `Run`: the script's caller does not touch the server while it runs, and
+    // the hook is not running now.
+    let server = unsafe { &mut *run.server };
+    let name = spec.map(|spec| match spec.handler {
+        Handler::Server => {
+            argv.get(1).and_then(|sub| crate::commands::subcommand_name(spec.name, sub)).unwrap_or(spec.name)
+        }
+        Handler::Data(_) => spec.name,
+    });
+    let prefix = msg.split(|&b| b == b' ').next().unwrap_or(b"ERR");
+    server.stats.cmds.rejected_as(spec, name, std::str::from_utf8(prefix).unwrap_or("ERR"));
+    Ok((true, counted_err_table(lua, msg)?))
+}
+
 /// Commands scripts may not call although their flags allow it (their subcommands are
 /// `noscript` in Redis).
 fn denied_in_scripts(spec: &CommandSpec) -> bool {
     spec.flags.has(Flags::NOSCRIPT | Flags::BLOCKING)
-        || matches!(spec.name, "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script")
+        || matches!(
+            spec.name,
+            "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script" | "function"
+        )
 }
 
 /// `redis.call`/`redis.pcall`'s common part: returns (raised, value); `raised` is true when the
@@ -635,30 +720,47 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     }
     let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let Some(spec) = engine::lookup(argv[0]) else {
-        return Ok((true, err_table(lua, b"ERR Unknown Redis command called from script")?));
+        return refused(lua, &run, None, &argv, b"ERR Unknown Redis command called from script");
     };
     if !spec.arity_ok(argv.len()) {
-        return Ok((true, err_table(lua, b"ERR Wrong number of args calling Redis command from script")?));
+        return refused(
+            lua,
+            &run,
+            Some(spec),
+            &argv,
+            b"ERR Wrong number of args calling Redis command from script",
+        );
     }
     if denied_in_scripts(spec) {
-        return Ok((true, err_table(lua, b"ERR This Redis command is not allowed from script")?));
+        return refused(lua, &run, Some(spec), &argv, b"ERR This Redis command is not allowed from script");
     }
     if spec.is_write() {
         if run.read_only {
-            return Ok((
-                true,
-                err_table(lua, b"ERR Write commands are not allowed from read-only scripts.")?,
-            ));
+            return refused(
+                lua,
+                &run,
+                Some(spec),
+                &argv,
+                b"ERR Write commands are not allowed from read-only scripts.",
+            );
         }
         // SAFETY: see `Run` below: only a read of the server's role while nothing else uses it.
         if unsafe { (*run.server).replica.is_some() } {
             // A replica's data changes only through its upstream (as Redis's read-only replica).
-            return Ok((true, err_table(lua, b"READONLY You can't write against a read only replica.")?));
+            return refused(
+                lua,
+                &run,
+                Some(spec),
+                &argv,
+                b"READONLY You can't write against a read only replica.",
+            );
         }
         WROTE.with(|w| w.set(true));
     }
     let proto = if LUA_RESP3.with(Cell::get) { Proto::Resp3 } else { Proto::Resp2 };
     let mut out = Vec::new();
+    // INFO commandstats counts a script's commands as Redis does (each its own call).
+    let started = Instant::now();
     // SAFETY: see `Run`: the script's caller does not touch the server or the connection
     // while the script runs, and the hook is not running now.
     let (server, conn) = unsafe { (&mut *run.server, &mut *run.conn) };
@@ -688,12 +790,24 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
             conn.last_cmd = saved_cmd;
         }
     }
+    {
+        // SAFETY: as above; the command has returned and nothing else holds the server.
+        let server = unsafe { &mut *run.server };
+        let name = match spec.handler {
+            Handler::Server => argv
+                .get(1)
+                .and_then(|sub| crate::commands::subcommand_name(spec.name, sub))
+                .unwrap_or(spec.name),
+            Handler::Data(_) => spec.name,
+        };
+        server.stats.cmds.record(spec, name, &out, started.elapsed());
+    }
     let frame = match resp::decode_frame(&out) {
         Ok(Some((f, _))) => f,
         _ => return Ok((true, err_table(lua, b"ERR internal error: unreadable reply")?)),
     };
     if let Frame::Error(e) = &frame {
-        return Ok((true, err_table(lua, e)?));
+        return Ok((true, counted_err_table(lua, e)?));
     }
     Ok((false, frame_to_lua(lua, frame)?))
 }
@@ -958,7 +1072,8 @@ impl Server {
         // The VM is taken out of the server while the script runs (the callbacks reach the
         // server through `Run`, and nothing may reach the VM through the server meanwhile).
         let Some(sc) = self.scripting.take() else { return };
-        let result = || -> mlua::Result<(bool, Value)> {
+        let sha_text = std::str::from_utf8(sha).unwrap_or_default().to_string();
+        self.run_vm(&sc, c, slot, ro, now, &sha_text, |sc| {
             let lua = &sc.lua;
             let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
                 let t = lua.create_table_with_capacity(items.len(), 0)?;
@@ -975,7 +1090,24 @@ impl Server {
                 .map(|s| s.f.clone())
                 .ok_or_else(|| mlua::Error::RuntimeError("no script".into()))?;
             sc.runner.call::<(bool, Value)>(f)
-        };
+        });
+        self.scripting = Some(sc);
+    }
+
+    /// Runs `invoke` (a script or a function) in VM `sc`, which the caller took out of the
+    /// server, with the callbacks' context set; writes its reply or its error (`name`, the
+    /// script's sha or the function's name, in Redis's error suffix).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_vm(
+        &mut self,
+        sc: &Scripting,
+        c: &mut Conn,
+        slot: usize,
+        ro: bool,
+        now: i64,
+        name: &str,
+        invoke: impl FnOnce(&Scripting) -> mlua::Result<(bool, Value)>,
+    ) {
         let threshold_ms = self.cfg.busy_reply_threshold;
         RUN.with(|r| {
             r.set(Some(Run {
@@ -993,21 +1125,32 @@ impl Server {
         KILL.with(|x| x.set(false));
         BUSY_NOW.with(|x| x.set(false));
         LAST_SWEEP.with(|x| x.set(None));
-        let ran = result();
+        let ran = invoke(sc);
         RUN.with(|r| r.set(None));
         let was_busy = BUSY_NOW.with(|x| x.replace(false));
         KILL.with(|x| x.set(false));
         if was_busy {
             tracing::warn!("slow script finished");
         }
-        let sha_text = std::str::from_utf8(sha).unwrap_or_default();
+        let sha_text = name;
         match ran {
             Ok((true, v)) => {
+                // A returned error that errorstats counted already (`return redis.pcall(..)`).
+                if let Value::Table(t) = &v {
+                    if let (Ok(Value::String(_)), Ok(Value::Boolean(true))) =
+                        (t.raw_get::<Value>("err"), t.raw_get::<Value>("ignore_error_stats_update"))
+                    {
+                        self.stats.cmds.skip_next_error = true;
+                    }
+                }
                 if let Err(e) = lua_to_reply(&mut c.out, c.proto, &v, 0) {
                     reply::error(&mut c.out, format!("ERR {e}").as_bytes());
                 }
             }
             Ok((false, Value::Table(t))) => {
+                if let Ok(Value::Boolean(true)) = t.raw_get::<Value>("ignore_error_stats_update") {
+                    self.stats.cmds.skip_next_error = true;
+                }
                 let msg = match t.raw_get::<Value>("err") {
                     Ok(Value::String(s)) => s.as_bytes().to_vec(),
                     _ => b"ERR unknown error".to_vec(),
@@ -1040,7 +1183,6 @@ impl Server {
             }
             Err(e) => reply::error(&mut c.out, format!("ERR {e} script: {sha_text}.").as_bytes()),
         }
-        self.scripting = Some(sc);
     }
 
     /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP
@@ -1121,13 +1263,8 @@ impl Server {
     /// SHUTDOWN NOSAVE act; everything else gets `-BUSY`. Nothing here commits a batch (the
     /// script's writes are pending).
     pub(crate) fn call_while_busy(&mut self, conn: &mut Conn, spec: &'static CommandSpec, args: &[&[u8]]) {
-        if spec.name == "script" && args.len() == 2 && args[1].eq_ignore_ascii_case(b"kill") {
-            if WROTE.with(Cell::get) {
-                reply::error(&mut conn.out, UNKILLABLE);
-            } else {
-                KILL.with(|k| k.set(true));
-                reply::ok(&mut conn.out);
-            }
+        // SCRIPT KILL, FUNCTION KILL (each stops only its own kind) and FUNCTION STATS.
+        if self.function_while_busy(conn, spec, args) {
             return;
         }
         if spec.name == "shutdown" && args.len() == 2 && args[1].eq_ignore_ascii_case(b"nosave") {
@@ -1138,6 +1275,7 @@ impl Server {
         if let Some(m) = &mut conn.multi {
             m.dirty = true;
         }
-        reply::error(&mut conn.out, BUSY);
+        let busy = if functions::function_running() { functions::BUSY_FUNCTION } else { BUSY };
+        reply::error(&mut conn.out, busy);
     }
 }

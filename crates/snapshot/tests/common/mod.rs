@@ -31,5 +31,6 @@ pub fn meta() -> Meta {
         logical_offset: 987_654_321,
         kafka_acked_offset: 4242,
         kafka_consumer_position: -1,
+        functions: Vec::new(),
     }
 }
