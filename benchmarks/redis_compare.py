@@ -8,6 +8,8 @@ Suites (--suites):
   memory   one million string keys `str:{i}` -> an 11-byte value: used_memory per key.
   six      the six-type dataset (benchmarks/six-types): used_memory per element and type, verified.
   grow     latency of each SADD into one set growing to a million members.
+  scripts  EVALSHA of a script that does one INCR, and PUBLISH to a channel with 10 subscribers
+           (10 redis-cli subscribers per server, reading throughout), at -P 16.
 Each measurement alternates between the two servers with identical flags, several rounds, and
 reports medians and ratios goblin/redis. Tables go to benchmarks/out/*.md (copied into
 docs/BENCHMARKS.md by hand), throughput plots to benchmarks/out/*.png.
@@ -109,12 +111,19 @@ def load_strings(server, n):
                    capture_output=True, check=True)
 
 
+# The script the scripts suite runs by its SHA1 (loaded with SCRIPT LOAD on both servers).
+INCR_SCRIPT = "return redis.call('INCR', KEYS[1])"
+INCR_SHA = __import__("hashlib").sha1(INCR_SCRIPT.encode()).hexdigest()
+SUBSCRIBERS = 10
+
 # (label, -t list or None, custom command or None, pipelines) per suite.
 SUITES = {
     "strings": [("set", None), ("get", None), ("incr", None), ("mset", None)],
     # LPUSH and RPOP run in one invocation so that RPOP pops real elements (their CPU is split
     # evenly between the two rows); the range reads use prefilled keys so that each row's CPU is
     # its own.
+    "scripts": [("evalsha", ["EVALSHA", INCR_SHA, "1", "counter:__rand_int__"]),
+                ("publish", ["PUBLISH", "bench:channel", "price-update"])],
     "types": [("hset", None), ("sadd", None), ("zadd", None), ("lpush,rpop", None),
               ("lrange_100", ["LRANGE", "bench:list", "0", "99"]),
               ("zrange_100", ["ZRANGE", "bench:zset", "0", "99"])],
@@ -132,6 +141,27 @@ def run_suite(name, servers, pipelines, args):
                 members += [str(i), f"member:{i:06d}"]
             srv.cli("zadd", "bench:zset", *members)
             srv.cli("rpush", "bench:list", *[f"element:{i:06d}" for i in range(600)])
+    subscribers = []
+    if name == "scripts":
+        for srv in servers:
+            assert srv.cli("script", "load", INCR_SCRIPT).decode().strip() == INCR_SHA
+            subscribers += [subprocess.Popen(["redis-cli", "-p", str(srv.port), "subscribe", "bench:channel"],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            for _ in range(SUBSCRIBERS)]
+        import time
+        deadline = time.time() + 10
+        while any(int(s.cli("pubsub", "numsub", "bench:channel").split()[1]) < SUBSCRIBERS for s in servers):
+            assert time.time() < deadline, "subscribers did not attach"
+            time.sleep(0.05)
+    try:
+        return run_tests(name, servers, pipelines, args, results)
+    finally:
+        for p in subscribers:
+            p.terminate()
+            p.wait()
+
+
+def run_tests(name, servers, pipelines, args, results):
     for test, custom in SUITES[name]:
         for p in pipelines:
             runs = {s.name: [] for s in servers}
@@ -272,6 +302,12 @@ def main():
                            " io_uring. Their CPU ratio is the lowest goblin/redis CPU ratio that any"
                            " engine could reach at that pipeline depth through the kernel's TCP path;"
                            " the user-space CPU ratio compares the two engines without it.", ""]
+        if "scripts" in suites:
+            r = run_suite("scripts", servers, [16], args)
+            all_results.update(r)
+            report += ["### Scripts and pub/sub at -P 16", "", setup,
+                       f" EVALSHA runs `{INCR_SCRIPT}` on a random key; PUBLISH goes to a channel with"
+                       f" {SUBSCRIBERS} subscribers (redis-cli, reading throughout).", ""] + table(r) + [""]
         if "types" in suites:
             r = run_suite("types", servers, [16], args)
             all_results.update(r)

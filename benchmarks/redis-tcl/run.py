@@ -61,6 +61,7 @@ LENIENT_PATCHES = [
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STATUS = re.compile(r"^\[(ok|err|exception|skip|ignore)\]: ?(.*)$")
 DONE = re.compile(r"^\[\d+/\d+ done\]: ")
+IN_PROGRESS = re.compile(r"=> \(IN PROGRESS\) (.*)$")
 OK_NAME = re.compile(r"^(.*) \(\d+ ms\)$")
 
 
@@ -113,6 +114,14 @@ def parse_log(text):
             else:
                 res[status].append(data)
                 cur = None
+            continue
+        if line.startswith("[TIMEOUT]"):
+            res["runner_timeout"] = True
+            cur = None
+            continue
+        m = IN_PROGRESS.search(line)
+        if m and res.get("runner_timeout"):
+            res["in_progress"] = m.group(1)
             continue
         if DONE.match(line):
             res["done"] = True
@@ -195,6 +204,9 @@ def finish(kind, unit, state, note, text, t0, srv, log_path):
     p = parse_log(text)
     if state == "completed" and p["exception"]:
         state = "aborted (exception)"
+    elif state == "completed" and p.get("runner_timeout"):
+        state = "hung (runner timeout)"
+        note += f"; no progress for --test-timeout s in: {p.get('in_progress', '?')}"
     elif state == "completed" and not p["done"]:
         state = "incomplete"
     return {
