@@ -57,6 +57,14 @@ pub struct Config {
     #[arg(long = "busy-reply-threshold", alias = "lua-time-limit", default_value_t = 5000)]
     pub busy_reply_threshold: u64,
 
+    /// Close clients idle for more than this many seconds (0: never), as Redis's `timeout`.
+    #[arg(long = "timeout", default_value_t = 0)]
+    pub idle_timeout_secs: u64,
+
+    /// Redis's `hz` (reported by INFO and CONFIG GET; goblin-core's timers do not depend on it).
+    #[arg(long = "hz", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
+    pub hz: u32,
+
     /// Keyspace notifications to publish, as Redis's `notify-keyspace-events` (classes
     /// `Ag$lshzxeKEtmdn` and `a` for arrays; empty: none). CONFIG SET changes it at run time.
     #[arg(long = "notify-keyspace-events", default_value = "")]

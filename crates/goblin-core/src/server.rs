@@ -1132,6 +1132,32 @@ impl Server {
         self.stats.ops_sample_at = at + 1;
         let used = crate::commands::info::allocated_bytes();
         self.stats.peak_memory = self.stats.peak_memory.max(used);
+        self.close_idle_clients();
+    }
+
+    /// `timeout` (CONFIG SET timeout): closes clients idle for longer, as Redis does, except
+    /// the ones waiting by design (blocked or held commands, subscribers, monitors, firehose
+    /// links).
+    fn close_idle_clients(&mut self) {
+        let limit = self.cfg.idle_timeout_secs;
+        if limit == 0 {
+            return;
+        }
+        let limit = Duration::from_secs(limit);
+        for slot in 0..self.conns.len() {
+            let Some(c) = self.conns[slot].as_mut() else { continue };
+            let waiting = c.parked.is_some()
+                || c.paused.is_some()
+                || c.pubsub.is_some()
+                || c.monitor
+                || c.firehose.is_some()
+                || c.dumping;
+            if !waiting && !c.close_now && c.last_active.elapsed() > limit {
+                debug!("closing idle client id={} addr={}", c.id, c.addr);
+                c.close_now = true;
+                self.queue_write(slot);
+            }
+        }
     }
 
     pub fn total_commands(&self) -> u64 {

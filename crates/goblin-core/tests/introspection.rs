@@ -284,3 +284,23 @@ fn config_set_duplicates_and_getkeysandflags() {
     let err = q(&mut c, &["COMMAND", "GETKEYSANDFLAGS", "PING"]).unwrap_err();
     assert!(err.to_string().contains("no key arguments"), "{err}");
 }
+
+/// `timeout`: an idle client is closed; a subscriber, which waits by design, is not.
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    use std::io::{Read, Write};
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    q(&mut c, &["CONFIG", "SET", "timeout", "1", "hz", "1000"]).unwrap();
+    let got = q(&mut c, &["CONFIG", "GET", "hz"]).unwrap();
+    assert_eq!(bytes(&arr(&got)[1]), b"500", "hz is clamped to 500 as in Redis");
+    let mut idle = s.raw();
+    let mut sub = s.raw();
+    sub.write_all(b"SUBSCRIBE ch\r\n").unwrap();
+    read_reply(&mut sub);
+    std::thread::sleep(Duration::from_millis(2600));
+    let mut buf = [0u8; 16];
+    assert_eq!(idle.read(&mut buf).unwrap(), 0, "the idle client was closed");
+    sub.write_all(b"PING\r\n").unwrap();
+    assert!(!read_reply(&mut sub).is_empty(), "the subscriber is still served");
+}

@@ -24,7 +24,7 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
-        ("timeout", "0".into()),
+        ("timeout", c.idle_timeout_secs.to_string()),
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),
         ("client-query-buffer-limit", (1u64 << 30).to_string()),
@@ -33,7 +33,7 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
             format!("normal {} 0 0 replica 0 0 0 pubsub 0 0 0", c.client_output_limit),
         ),
         ("loglevel", c.loglevel.clone()),
-        ("hz", "10".into()),
+        ("hz", c.hz.to_string()),
         ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
         ("lua-time-limit", c.busy_reply_threshold.to_string()),
         ("cluster-enabled", "no".into()),
@@ -144,6 +144,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         LatencyThreshold(u64),
         NotifyFlags(u32),
         TrackingMaxKeys(usize),
+        Timeout(u64),
+        Hz(u32),
         Nothing,
     }
     let known = settings(s);
@@ -230,6 +232,17 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            "timeout" => match util::parse_i64(val) {
+                Some(n) if n >= 0 && n <= i32::MAX as i64 => Change::Timeout(n as u64),
+                Some(_) => return set_failed(out, canon.as_bytes(), "argument must be between 0 and 2147483647 inclusive"),
+                None => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
+            },
+            // Redis accepts any non-negative value and runs at 1..=500.
+            "hz" => match util::parse_i64(val) {
+                Some(n) if n >= 0 && n <= i32::MAX as i64 => Change::Hz(n.clamp(1, 500) as u32),
+                Some(_) => return set_failed(out, canon.as_bytes(), "argument must be between 0 and 2147483647 inclusive"),
+                None => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
+            },
             "tracking-table-max-keys" => match util::parse_i64(val) {
                 Some(n) if n >= 0 => Change::TrackingMaxKeys(n as usize),
                 Some(_) => {
@@ -275,6 +288,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
             Change::NotifyFlags(flags) => s.set_notify_flags(flags),
             Change::TrackingMaxKeys(n) => s.tracking.max_keys = n,
+            Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
+            Change::Hz(n) => s.cfg.hz = n,
             Change::Nothing => {}
         }
     }

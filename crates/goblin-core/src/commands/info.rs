@@ -186,8 +186,8 @@ fn server(s: &Server, t: &mut String) {
     field!(t, "server_time_usec", "{now_us}");
     field!(t, "uptime_in_seconds", "{uptime}");
     field!(t, "uptime_in_days", "{}", uptime / 86400);
-    field!(t, "hz", "10");
-    field!(t, "configured_hz", "10");
+    field!(t, "hz", "{}", s.cfg.hz);
+    field!(t, "configured_hz", "{}", s.cfg.hz);
     // Redis's 24-bit LRU clock: seconds, wrapping.
     field!(t, "lru_clock", "{}", (now_us / 1_000_000) as u64 & ((1 << 24) - 1));
     field!(t, "executable", "{exe}");
