@@ -197,6 +197,8 @@ pub struct Server {
     pub(crate) tracking: crate::tracking::Tracking,
     /// CLIENT PAUSE (see [`crate::pause`]).
     pub(crate) pause: crate::pause::Pause,
+    /// CONFIG SET values of settings that change nothing here (see commands/config.rs).
+    pub(crate) inert_config: std::collections::HashMap<&'static str, String>,
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
     /// while a script runs (see scripting/).
     pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
@@ -345,6 +347,7 @@ impl Server {
             notify: Default::default(),
             tracking: Default::default(),
             pause: Default::default(),
+            inert_config: Default::default(),
             scripting: None,
             functions: None,
             deferred_tokens: Vec::new(),

@@ -304,3 +304,54 @@ fn idle_clients_are_closed_after_timeout() {
     sub.write_all(b"PING\r\n").unwrap();
     assert!(!read_reply(&mut sub).is_empty(), "the subscriber is still served");
 }
+
+/// The encoding thresholds are settings: CONFIG SET changes when a collection leaves its
+/// compact form, as in redis-server (OBJECT ENCODING compared after each step).
+#[test]
+fn encoding_thresholds_follow_config_set_like_redis() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "SET", "hash-max-listpack-entries", "4", "hash-max-ziplist-value", "8"],
+        &["HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4"],
+        &["OBJECT", "ENCODING", "h"],
+        &["HSET", "h", "e", "5"],
+        &["OBJECT", "ENCODING", "h"],
+        &["HSET", "h2", "a", "123456789"],
+        &["OBJECT", "ENCODING", "h2"],
+        &["CONFIG", "SET", "set-max-intset-entries", "3"],
+        &["SADD", "s", "1", "2", "3"],
+        &["OBJECT", "ENCODING", "s"],
+        &["SADD", "s", "4"],
+        &["OBJECT", "ENCODING", "s"],
+        &["CONFIG", "SET", "zset-max-ziplist-entries", "2"],
+        &["ZADD", "z", "1", "a", "2", "b"],
+        &["OBJECT", "ENCODING", "z"],
+        &["ZADD", "z", "3", "c"],
+        &["OBJECT", "ENCODING", "z"],
+        &["CONFIG", "GET", "zset-max-listpack-entries"],
+        &["CONFIG", "SET", "list-max-ziplist-size", "16"],
+        &["CONFIG", "GET", "list-max-listpack-size"],
+        &["CONFIG", "SET", "hash-max-listpack-entries", "-1"],
+    ];
+    let mut outs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        let mut got = Vec::new();
+        for s in steps {
+            got.push(format!("{:?}", q(c, s).map_err(|e| e.kind())));
+        }
+        q(c, &["CONFIG", "SET", "hash-max-listpack-entries", "512", "hash-max-listpack-value", "64"]).unwrap();
+        q(c, &["CONFIG", "SET", "set-max-intset-entries", "512"]).unwrap();
+        q(c, &["CONFIG", "SET", "zset-max-listpack-entries", "128"]).unwrap();
+        outs.push(got);
+    }
+    for (i, (ours, theirs)) in outs[0].iter().zip(&outs[1]).enumerate() {
+        if i == 11 {
+            // An intset past its limit: Redis 7.0 goes to a hashtable, 7.2 (which goblin-core
+            // follows) to a listpack while within set-max-listpack-entries.
+            assert!(ours.contains("listpack") && theirs.contains("hashtable"), "{ours} {theirs}");
+            continue;
+        }
+        assert_eq!(ours, theirs, "step {i}: {:?}", steps[i]);
+    }
+}

@@ -528,7 +528,7 @@ impl<R: Read> BlockReader<R> {
             CODE_INT => Value::Int(unzigzag(self.varint()?)),
             CODE_SET_INTS => {
                 let count = self.varint()?;
-                if count == 0 || count > store::types::set::INTSET_MAX_ENTRIES as u64 {
+                if count == 0 || count > store::limits::INTSET_HARD_MAX as u64 {
                     return Err(self.malformed("intset size out of range"));
                 }
                 let mut v = Vec::with_capacity(count as usize);

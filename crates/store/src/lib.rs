@@ -12,6 +12,7 @@
 
 pub mod alloc;
 pub mod keyspace;
+pub mod limits;
 pub mod types;
 pub mod value;
 

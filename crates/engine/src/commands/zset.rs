@@ -404,8 +404,8 @@ fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], form: DstForm)
     if items.is_empty() {
         return 0;
     }
-    let many = items.len() > store::types::zset::LISTPACK_ENTRIES;
-    let long = || items.iter().any(|(m, _)| m.len() > store::types::zset::LISTPACK_VALUE);
+    let many = items.len() > store::types::zset::listpack_entries();
+    let long = || items.iter().any(|(m, _)| m.len() > store::types::zset::listpack_value());
     let big = match form {
         DstForm::ByContent => many || long(),
         DstForm::ByLength => many,

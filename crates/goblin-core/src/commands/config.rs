@@ -10,9 +10,31 @@ use crate::server::Server;
 use engine::{errors, util};
 use resp::reply;
 
+/// Settings Redis has that are accepted and reported but mean nothing here: lists have one
+/// encoding whatever their size. (name, current value).
+const INERT: &[&str] = &["list-max-listpack-size", "list-max-ziplist-size", "list-compress-depth"];
+
 /// (name, value) of every setting CONFIG GET knows, in a stable order.
 fn settings(s: &Server) -> Vec<(&'static str, String)> {
     let c = &s.cfg;
+    let limits = store::limits::NAMES
+        .iter()
+        .map(|n| (*n, store::limits::get(store::limits::by_name(n).expect("named")).to_string()));
+    let inert = INERT.iter().map(|n| (*n, s.inert_config.get(*n).cloned().unwrap_or_else(|| inert_default(n))));
+    let mut all = settings_base(s, c);
+    all.extend(limits);
+    all.extend(inert);
+    all
+}
+
+fn inert_default(name: &str) -> String {
+    match name {
+        "list-compress-depth" => "0".into(),
+        _ => "-2".into(),
+    }
+}
+
+fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, String)> {
     vec![
         ("port", c.port.to_string()),
         ("bind", c.bind.join(" ")),
@@ -144,6 +166,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         LatencyThreshold(u64),
         NotifyFlags(u32),
         TrackingMaxKeys(usize),
+        Limit(&'static std::sync::atomic::AtomicUsize, usize),
+        Inert(&'static str, String),
         Timeout(u64),
         Hz(u32),
         Nothing,
@@ -232,6 +256,20 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            name if store::limits::by_name(name).is_some() => match util::parse_i64(val) {
+                Some(n) if n >= 0 && (n as u64) <= store::limits::INTSET_HARD_MAX as u64 => {
+                    Change::Limit(store::limits::by_name(name).expect("checked"), n as usize)
+                }
+                Some(_) => {
+                    let msg = format!("argument must be between 0 and {} inclusive", store::limits::INTSET_HARD_MAX);
+                    return set_failed(out, canon.as_bytes(), &msg);
+                }
+                None => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
+            },
+            name if INERT.contains(&name) => match util::parse_i64(val) {
+                Some(n) if n >= i32::MIN as i64 && n <= i32::MAX as i64 => Change::Inert(canon, n.to_string()),
+                _ => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
+            },
             "timeout" => match util::parse_i64(val) {
                 Some(n) if n >= 0 && n <= i32::MAX as i64 => Change::Timeout(n as u64),
                 Some(_) => return set_failed(out, canon.as_bytes(), "argument must be between 0 and 2147483647 inclusive"),
@@ -288,6 +326,15 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
             Change::NotifyFlags(flags) => s.set_notify_flags(flags),
             Change::TrackingMaxKeys(n) => s.tracking.max_keys = n,
+            Change::Limit(limit, n) => store::limits::set(limit, n),
+            Change::Inert(name, v) => {
+                // A name and its alias are one setting.
+                let key = if name == "list-max-ziplist-size" { "list-max-listpack-size" } else { name };
+                s.inert_config.insert(key, v.clone());
+                if key == "list-max-listpack-size" {
+                    s.inert_config.insert("list-max-ziplist-size", v);
+                }
+            }
             Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
             Change::Hz(n) => s.cfg.hz = n,
             Change::Nothing => {}

@@ -6,7 +6,7 @@
 //!   followed for pairs by `varint(vlen) value`. Bit 0 of a record's first byte is therefore
 //!   its "dead" flag, so deleting a record in place is a one-bit write.
 //! - Small mode (no index, `OBJECT ENCODING` "listpack"): at most [`small_max_entries`] records
-//!   of at most [`SMALL_MAX_BYTES`] per part, all in chunk 0, no dead records, in insertion order
+//!   of at most [`small_max_bytes(PAIRS)`] per part, all in chunk 0, no dead records, in insertion order
 //!   (a field keeps its place when its value changes, as in a Redis listpack). Lookups scan.
 //! - Indexed mode ("hashtable"): an open-addressing (linear probing) table of u32 record
 //!   addresses, `(chunk << 16 | offset) + 2` (0 and 1 mark empty and deleted slots). Chunks
@@ -31,17 +31,26 @@ use crate::alloc::size_class;
 use rand::Rng;
 use std::sync::OnceLock;
 
-/// Small mode holds at most this many records: Redis's defaults, `hash-max-listpack-entries`
-/// 512 for hashes (pairs) and `set-max-listpack-entries` 128 for sets.
-pub(crate) const fn small_max_entries(pairs: bool) -> usize {
-    if pairs {
-        512
+/// Small mode holds at most this many records: `hash-max-listpack-entries` for hashes (pairs)
+/// and `set-max-listpack-entries` for sets (see [`crate::limits`]).
+#[inline]
+pub(crate) fn small_max_entries(pairs: bool) -> usize {
+    crate::limits::get(if pairs {
+        &crate::limits::HASH_MAX_LISTPACK_ENTRIES
     } else {
-        128
-    }
+        &crate::limits::SET_MAX_LISTPACK_ENTRIES
+    })
 }
-/// ... and no key or value longer than this (`hash-max-listpack-value`).
-pub(crate) const SMALL_MAX_BYTES: usize = 64;
+/// ... and no key or value longer than this (`hash-max-listpack-value`,
+/// `set-max-listpack-value`).
+#[inline]
+pub(crate) fn small_max_bytes(pairs: bool) -> usize {
+    crate::limits::get(if pairs {
+        &crate::limits::HASH_MAX_LISTPACK_VALUE
+    } else {
+        &crate::limits::SET_MAX_LISTPACK_VALUE
+    })
+}
 /// Indexed mode starts a new chunk once the last one holds this many bytes.
 const CHUNK_TARGET: usize = 32 * 1024;
 /// Record offsets inside a chunk must fit in 16 bits.
@@ -534,7 +543,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Sets `key` to `val`; returns true if `key` is new.
     pub(crate) fn insert(&mut self, key: &[u8], val: &[u8]) -> bool {
-        if self.index.is_none() && (key.len() > SMALL_MAX_BYTES || val.len() > SMALL_MAX_BYTES) {
+        if self.index.is_none() && (key.len() > small_max_bytes(PAIRS) || val.len() > small_max_bytes(PAIRS)) {
             self.build_index();
         }
         if self.index.is_none() {
@@ -931,7 +940,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         if n == 0 {
             return Err(RawError("empty collection"));
         }
-        if n <= small_max_entries(PAIRS) && longest <= SMALL_MAX_BYTES {
+        if n <= small_max_entries(PAIRS) && longest <= small_max_bytes(PAIRS) {
             let mut buf = Vec::with_capacity(total);
             for seg in &segments {
                 buf.extend_from_slice(seg);

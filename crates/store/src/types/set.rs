@@ -14,8 +14,11 @@ use crate::types::string::parse_canonical_i64;
 use crate::Plain;
 use rand::Rng;
 
-/// Largest intset, as Redis's `set-max-intset-entries` default.
-pub const INTSET_MAX_ENTRIES: usize = 512;
+/// Largest intset a set grows into: `set-max-intset-entries` (see [`crate::limits`]).
+#[inline]
+fn intset_max_entries() -> usize {
+    crate::limits::get(&crate::limits::SET_MAX_INTSET_ENTRIES)
+}
 
 #[derive(Clone, Debug)]
 enum Repr {
@@ -64,7 +67,7 @@ impl Set {
             if let Some(i) = parse_canonical_i64(member) {
                 match v.binary_search(&i) {
                     Ok(_) => return false,
-                    Err(at) if v.len() < INTSET_MAX_ENTRIES => {
+                    Err(at) if v.len() < intset_max_entries() => {
                         if v.len() == v.capacity() {
                             // Grow by a quarter, to the allocator's size class.
                             let want = size_class(((v.len() + v.len() / 4).max(v.len() + 1)) * 8) / 8;
@@ -190,9 +193,10 @@ impl Set {
     }
 
     /// An intset from its members, which must be strictly ascending, at least one and at most
-    /// [`INTSET_MAX_ENTRIES`].
+    /// [`crate::limits::INTSET_HARD_MAX`] (a snapshot may hold one built under a larger
+    /// `set-max-intset-entries` than now).
     pub fn from_ints(mut v: Vec<i64>) -> Result<Set, super::RawError> {
-        if v.is_empty() || v.len() > INTSET_MAX_ENTRIES {
+        if v.is_empty() || v.len() > crate::limits::INTSET_HARD_MAX {
             return Err(super::RawError("intset size out of range"));
         }
         if !v.windows(2).all(|w| w[0] < w[1]) {

@@ -18,7 +18,7 @@
 //! or, when the new entry goes after the last entry of the set (ascending loads), a fresh chunk
 //! is started so that the old one stays full.
 //!
-//! Small sets (at most [`LISTPACK_ENTRIES`] members, none longer than [`LISTPACK_VALUE`] bytes,
+//! Small sets (at most [`listpack_entries`] members, none longer than [`listpack_value`] bytes,
 //! Redis's `zset-max-listpack-*` defaults) have no member index: lookups scan the entries, and
 //! `OBJECT ENCODING` says `listpack`. Past either threshold the set gets a member index (one
 //! way, like Redis) and reports `skiplist`.
@@ -59,10 +59,15 @@ use std::cmp::Ordering;
 
 /// A chunk splits once its bytes exceed this.
 const CHUNK_BYTES: usize = 1024;
-/// Redis's `zset-max-listpack-entries` default.
-pub const LISTPACK_ENTRIES: usize = 128;
-/// Redis's `zset-max-listpack-value` default.
-pub const LISTPACK_VALUE: usize = 64;
+/// `zset-max-listpack-entries` and `zset-max-listpack-value` (see [`crate::limits`]).
+#[inline]
+pub fn listpack_entries() -> usize {
+    crate::limits::get(&crate::limits::ZSET_MAX_LISTPACK_ENTRIES)
+}
+#[inline]
+pub fn listpack_value() -> usize {
+    crate::limits::get(&crate::limits::ZSET_MAX_LISTPACK_VALUE)
+}
 /// Old-table slots migrated per write while the index grows.
 const MIGRATE_STEP: usize = 64;
 
@@ -734,7 +739,7 @@ impl ZSet {
             return Err(RawError("empty collection"));
         }
         let mut z = ZSet { chunks: OneOrVec::from_vec(chunks), len: n, index: None };
-        if n <= LISTPACK_ENTRIES && longest <= LISTPACK_VALUE {
+        if n <= listpack_entries() && longest <= listpack_value() {
             let mut members: Vec<&[u8]> = z.iter().map(|(m, _)| m).collect();
             if !super::all_distinct(&mut members) {
                 return Err(RawError("duplicate member"));
@@ -874,7 +879,7 @@ impl ZSet {
             }
             return Some(old);
         }
-        if self.index.is_none() && (self.len >= LISTPACK_ENTRIES || member.len() > LISTPACK_VALUE) {
+        if self.index.is_none() && (self.len >= listpack_entries() || member.len() > listpack_value()) {
             self.convert_to_indexed();
         }
         let score = if normalize { self.normalize(score) } else { score };

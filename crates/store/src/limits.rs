@@ -1,0 +1,60 @@
+//! The encoding thresholds Redis lets operators tune (`hash-max-listpack-entries` and the
+//! rest), read by the types when a collection grows or is built: a collection within them
+//! keeps its compact form (no index), one past them gets indexed, as in Redis.
+//!
+//! Process-wide settings changed only by the server thread (CONFIG SET, startup flags);
+//! atomics so that a plain load, with no lock, serves every reader. A change applies to
+//! collections as they next grow or are built; existing ones keep their form, as in Redis.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Redis's defaults.
+pub static HASH_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(512);
+pub static HASH_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(64);
+pub static SET_MAX_INTSET_ENTRIES: AtomicUsize = AtomicUsize::new(512);
+pub static SET_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(128);
+pub static SET_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(64);
+pub static ZSET_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(128);
+pub static ZSET_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(64);
+
+/// The largest intset any setting allows (and a snapshot may hold): Redis caps intsets so
+/// that a lookup's binary search stays cheap.
+pub const INTSET_HARD_MAX: usize = 1 << 30;
+
+#[inline]
+pub fn get(limit: &AtomicUsize) -> usize {
+    limit.load(Relaxed)
+}
+
+pub fn set(limit: &AtomicUsize, value: usize) {
+    limit.store(value, Relaxed);
+}
+
+/// Every setting by its Redis name (the `ziplist` names are Redis's aliases), for CONFIG.
+pub fn by_name(name: &str) -> Option<&'static AtomicUsize> {
+    Some(match name {
+        "hash-max-listpack-entries" | "hash-max-ziplist-entries" => &HASH_MAX_LISTPACK_ENTRIES,
+        "hash-max-listpack-value" | "hash-max-ziplist-value" => &HASH_MAX_LISTPACK_VALUE,
+        "set-max-intset-entries" => &SET_MAX_INTSET_ENTRIES,
+        "set-max-listpack-entries" => &SET_MAX_LISTPACK_ENTRIES,
+        "set-max-listpack-value" => &SET_MAX_LISTPACK_VALUE,
+        "zset-max-listpack-entries" | "zset-max-ziplist-entries" => &ZSET_MAX_LISTPACK_ENTRIES,
+        "zset-max-listpack-value" | "zset-max-ziplist-value" => &ZSET_MAX_LISTPACK_VALUE,
+        _ => return None,
+    })
+}
+
+/// The names CONFIG GET lists, in a stable order.
+pub const NAMES: &[&str] = &[
+    "hash-max-listpack-entries",
+    "hash-max-ziplist-entries",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-value",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "zset-max-listpack-entries",
+    "zset-max-ziplist-entries",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-value",
+];
