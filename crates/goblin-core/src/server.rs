@@ -199,6 +199,8 @@ pub struct Server {
     pub(crate) pause: crate::pause::Pause,
     /// CONFIG SET values of settings that change nothing here (see commands/config.rs).
     pub(crate) inert_config: std::collections::HashMap<&'static str, String>,
+    /// DEBUG SET-ACTIVE-EXPIRE: active expiry can be turned off for tests, as in Redis.
+    pub(crate) active_expire_enabled: bool,
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
     /// while a script runs (see scripting/).
     pub(crate) scripting: Option<Box<crate::scripting::Scripting>>,
@@ -348,6 +350,7 @@ impl Server {
             tracking: Default::default(),
             pause: Default::default(),
             inert_config: Default::default(),
+            active_expire_enabled: true,
             scripting: None,
             functions: None,
             deferred_tokens: Vec::new(),
@@ -1059,7 +1062,7 @@ impl Server {
         self.check_pause();
         // A replica's data changes only through its upstream: no expiry of its own; none
         // either while clients are paused.
-        if self.replica.is_none() && self.pause.until.is_none() {
+        if self.replica.is_none() && self.pause.until.is_none() && self.active_expire_enabled {
             self.active_expire_cycle();
         }
         self.update_input_pause();

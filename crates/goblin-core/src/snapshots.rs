@@ -648,6 +648,29 @@ impl Server {
         }
     }
 
+    /// DEBUG RELOAD: writes the dataset to a snapshot in the temp folder and loads it back in
+    /// place of the live one, as Redis's save-and-reload does: a check that everything
+    /// survives the snapshot format. The lineage and offset stay (the content is the same).
+    pub(crate) fn debug_reload(&mut self) -> Result<(), String> {
+        let path = std::env::temp_dir().join(format!("goblin-debug-reload-{}.gcsn", std::process::id()));
+        let meta = self.snapshot_meta();
+        let ks = &self.engine.ks;
+        snapshot::save_atomic(&path, |w| snapshot::write(w, ks, &meta, &mut |_| {}))
+            .map_err(|e| format!("ERR DEBUG RELOAD: save to {} failed: {e}", path.display()))?;
+        let file = std::fs::File::open(&path).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let loaded = load_file(file, &path, size);
+        let _ = std::fs::remove_file(&path);
+        let (loaded, keys, _) = loaded.map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
+        let libs = loaded.functions.iter().map(|(_, code)| code.to_vec()).collect();
+        self.engine.functions.replace_all(libs).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        self.watches.touch_all();
+        info!("DEBUG RELOAD: {keys} keys saved and loaded back");
+        drop(old);
+        Ok(())
+    }
+
     /// INFO persistence.
     pub(crate) fn persistence_info(&self, t: &mut String) {
         use std::fmt::Write as _;

@@ -355,3 +355,42 @@ fn encoding_thresholds_follow_config_set_like_redis() {
         assert_eq!(ours, theirs, "step {i}: {:?}", steps[i]);
     }
 }
+
+/// The DEBUG subcommands test suites lean on: RELOAD keeps every value (and the functions),
+/// SET-ACTIVE-EXPIRE 0 leaves an expired key in place until it is read, PROTOCOL answers each
+/// RESP3 type.
+#[test]
+fn debug_reload_active_expire_and_protocol() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    q(&mut c, &["HSET", "h", "a", "1"]).unwrap();
+    q(&mut c, &["RPUSH", "l", "x", "y"]).unwrap();
+    q(&mut c, &["SET", "t", "v", "EX", "100"]).unwrap();
+    let before = q(&mut c, &["DEBUG", "DIGEST"]).unwrap();
+    assert_eq!(q(&mut c, &["DEBUG", "RELOAD"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut c, &["DEBUG", "DIGEST"]).unwrap(), before, "the same dataset after a reload");
+    assert!(int(&q(&mut c, &["TTL", "t"]).unwrap()) > 90);
+
+    q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).unwrap();
+    q(&mut c, &["SET", "e", "v", "PX", "1"]).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(int(&q(&mut c, &["DBSIZE"]).unwrap()), 4, "nothing expired it actively");
+    assert_eq!(q(&mut c, &["GET", "e"]).unwrap(), Value::Nil);
+    assert_eq!(int(&q(&mut c, &["DBSIZE"]).unwrap()), 3);
+    q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
+
+    let mut raw = s.raw();
+    send(&mut raw, b"HELLO 3\r\n");
+    read_reply(&mut raw);
+    for (kind, want) in [
+        ("bignum", "(1234567999999999999999999999999999999\r\n"),
+        ("true", "#t\r\n"),
+        ("double", ",3.141\r\n"),
+        ("null", "_\r\n"),
+    ] {
+        send(&mut raw, format!("DEBUG PROTOCOL {kind}\r\n").as_bytes());
+        assert_eq!(String::from_utf8(read_reply(&mut raw)).unwrap(), want, "{kind}");
+    }
+    let obj = bytes(&q(&mut c, &["DEBUG", "OBJECT", "h"]).unwrap());
+    assert!(String::from_utf8(obj).unwrap().contains("encoding:listpack"));
+}

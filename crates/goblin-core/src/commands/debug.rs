@@ -22,6 +22,17 @@ const HELP: &[&str] = &[
     "    Crash inside a write: the server stops (fail-stop). Needs --enable-debug-command.",
     "CRASH-READ <key>",
     "    Crash inside a read: the client gets an error. Needs --enable-debug-command.",
+    "RELOAD",
+    "    Save the dataset to a snapshot and load it back. Needs --enable-debug-command.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Turn active expiry off or on. Needs --enable-debug-command.",
+    "PROTOCOL <type>",
+    "    Reply with a value of a RESP type: string, integer, double, bignum, null, array, set,",
+    "    map, attrib, push, verbatim, true, false. Needs --enable-debug-command.",
+    "OBJECT <key>",
+    "    Low level details of a key's value. Needs --enable-debug-command.",
+    "QUICKLIST-PACKED-THRESHOLD <size>, PAUSE-CRON <0|1>, SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Accepted for test suites; they change nothing here.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds> (decimals allowed). Needs --enable-debug-command.",
     "HELP",
@@ -50,7 +61,9 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             }
             return;
         }
-        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" | b"SLEEP" => {}
+        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" | b"SLEEP" | b"RELOAD" | b"SET-ACTIVE-EXPIRE"
+        | b"PROTOCOL" | b"OBJECT" | b"QUICKLIST-PACKED-THRESHOLD" | b"PAUSE-CRON"
+        | b"SET-DISABLE-DENY-SCRIPTS" => {}
         _ => return engine::errors::unknown_subcommand(out, args[0], args[1]),
     }
     let allowed = match s.cfg.enable_debug_command {
@@ -63,6 +76,29 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
     match sub.as_slice() {
         b"BATCHES" => batches(s, c, args),
+        b"RELOAD" => match s.debug_reload() {
+            Ok(()) => reply::ok(&mut c.out),
+            Err(e) => reply::error(&mut c.out, e.as_bytes()),
+        },
+        b"SET-ACTIVE-EXPIRE" if args.len() == 3 => {
+            s.active_expire_enabled = args[2] != b"0";
+            reply::ok(&mut c.out);
+        }
+        b"QUICKLIST-PACKED-THRESHOLD" | b"PAUSE-CRON" | b"SET-DISABLE-DENY-SCRIPTS" if args.len() == 3 => {
+            reply::ok(&mut c.out)
+        }
+        b"PROTOCOL" if args.len() == 3 => protocol(c, args[2]),
+        b"OBJECT" if args.len() == 3 => {
+            let Some(v) = s.engine.ks.get(args[2]) else {
+                return reply::error(&mut c.out, b"ERR no such key");
+            };
+            let encoding = v.encoding();
+            let bytes = s.engine.ks.mem_usage(args[2]).unwrap_or(0);
+            let line = format!(
+                "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{bytes} lru:0 lru_seconds_idle:0"
+            );
+            reply::simple(&mut c.out, line.as_bytes());
+        }
         // The whole server stops, as in Redis: slow-command and latency tooling tests use it.
         b"SLEEP" if args.len() == 3 => {
             match std::str::from_utf8(args[2]).ok().and_then(|t| t.parse::<f64>().ok()) {
@@ -83,6 +119,76 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             s.run_engine(spec, args, now, &mut c.out, c.proto, false);
         }
         _ => super::wrong_sub_arity(&mut c.out, args[0], args[1]),
+    }
+}
+
+/// DEBUG PROTOCOL <type>: one value of the RESP type named, in the connection's protocol (a
+/// RESP2 client gets each type's RESP2 form), as Redis's test suite expects them.
+fn protocol(c: &mut Conn, kind: &[u8]) {
+    let proto = c.proto;
+    let out = &mut c.out;
+    match kind.to_ascii_lowercase().as_slice() {
+        b"string" => reply::bulk(out, b"Hello World"),
+        b"integer" => reply::integer(out, 12345),
+        b"double" => reply::double(out, proto, b"3.141"),
+        b"bignum" => {
+            let n = b"1234567999999999999999999999999999999";
+            if proto.is_resp3() {
+                out.push(b'(');
+                out.extend_from_slice(n);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                reply::bulk(out, n);
+            }
+        }
+        b"null" => reply::null_bulk(out, proto),
+        b"array" => {
+            reply::array_len(out, 3);
+            for i in 0..3 {
+                reply::integer(out, i);
+            }
+        }
+        b"set" => {
+            reply::set_len(out, proto, 3);
+            for i in 0..3 {
+                reply::integer(out, i);
+            }
+        }
+        b"map" => {
+            reply::map_len(out, proto, 3);
+            for i in 0..3 {
+                reply::integer(out, i);
+                reply::boolean(out, proto, i == 1);
+            }
+        }
+        b"attrib" => {
+            // An attribute (`|`) before the reply in RESP3; RESP2 has none: the reply alone.
+            if proto.is_resp3() {
+                out.extend_from_slice(b"|1\r\n");
+                reply::bulk(out, b"key-popularity");
+                reply::array_len(out, 2);
+                reply::bulk(out, b"key:123");
+                reply::integer(out, 90);
+            }
+            reply::bulk(out, b"Some real reply following the attribute");
+        }
+        b"push" => {
+            if !proto.is_resp3() {
+                return reply::error(out, b"ERR RESP2 is not supported by this command");
+            }
+            reply::push_len(out, proto, 2);
+            reply::bulk(out, b"server-cpu-usage");
+            reply::integer(out, 42);
+            // The command's own reply follows the push.
+            reply::bulk(out, b"Some real reply following the push reply");
+        }
+        b"true" => reply::boolean(out, proto, true),
+        b"false" => reply::boolean(out, proto, false),
+        b"verbatim" => reply::verbatim(out, proto, b"txt", b"This is a verbatim\nstring"),
+        _ => reply::error(
+            out,
+            b"ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+        ),
     }
 }
 
