@@ -17,6 +17,8 @@ pub struct Stats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub expired_keys: u64,
+    /// Keys removed to get under maxmemory (INFO `evicted_keys`).
+    pub evicted_keys: u64,
     pub commands_processed: u64,
 }
 
@@ -63,6 +65,9 @@ pub struct Engine {
     /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
     /// for an error).
     pub(crate) replay_reply: Vec<u8>,
+    /// maxmemory settings (see [`crate::evict`]); the server sets them from its flags and
+    /// CONFIG SET through [`Engine::set_evict_config`].
+    pub evict: crate::evict::EvictConfig,
 }
 
 impl Default for Engine {
@@ -84,6 +89,7 @@ impl Engine {
             replaying: false,
             replica: false,
             replay_reply: Vec::new(),
+            evict: Default::default(),
         }
     }
 
@@ -149,6 +155,7 @@ impl Engine {
             panic!("{} is a server command; the server dispatches it", spec.name);
         };
         let mark = out.len();
+        self.ks.set_now(now);
         let mut ctx = Ctx {
             ks: &mut self.ks,
             now,

@@ -33,7 +33,9 @@ pub mod ctx;
 pub mod digest;
 mod engine;
 pub mod errors;
+pub mod evict;
 pub mod mutation;
+pub mod rdb;
 pub mod replay;
 pub mod syntax;
 #[cfg(test)]

@@ -181,6 +181,8 @@ fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64
     })?;
     let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset });
     engine.ks = ks;
+    // Loaded keys count as accessed now (Redis's rule for keys an RDB gives no idle time).
+    engine.ks.stamp_access(now_ms());
     Ok((engine, summary.keys, meta))
 }
 
@@ -622,6 +624,10 @@ impl Server {
         match load_file(file, path, size) {
             Ok((loaded, keys, _)) => {
                 let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
+                // The new keyspace tracks accesses for the policy in force.
+                let cfg = self.engine.evict;
+                self.engine.set_evict_config(cfg);
+                self.engine.ks.stamp_access(now_ms());
                 self.engine.set_replication(loaded.repl);
                 self.watches.touch_all();
                 self.snapshots.last_save_offset = loaded.repl.offset;

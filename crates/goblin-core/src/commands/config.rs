@@ -1,8 +1,8 @@
 //! CONFIG GET pattern ... | SET name value ... | RESETSTAT | REWRITE | HELP.
 //!
 //! GET answers over the settings clients and tools ask about, under Redis's names, with this
-//! server's real values (one database, no persistence, no eviction). SET changes the few that
-//! can change at run time; the rest get Redis's errors.
+//! server's real values (one database). SET changes the few that can change at run time
+//! (maxmemory and the eviction settings among them); the rest get Redis's errors.
 
 use super::{help, sub_arity_ok, wrong_sub_arity};
 use crate::conn::Conn;
@@ -19,8 +19,11 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
         ("unixsocket", c.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
         ("unixsocketperm", format!("{:o}", c.unixsocketperm.unwrap_or(0))),
         ("maxclients", c.maxclients.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
+        ("maxmemory", s.engine.evict.maxmemory.to_string()),
+        ("maxmemory-policy", s.engine.evict.policy.name().into()),
+        ("maxmemory-samples", s.engine.evict.samples.to_string()),
+        ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
+        ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
@@ -134,8 +137,11 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         MaxBulk(u64),
         RequirePass(String),
         BusyThreshold(u64),
+        Evict(engine::evict::EvictConfig),
         Nothing,
     }
+    // Eviction settings accumulate over the pairs (two of them may be set at once).
+    let mut evict = s.engine.evict;
     let known = settings(s);
     let mut changes = Vec::new();
     for pair in pairs.chunks(2) {
@@ -189,6 +195,47 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
                 }
             },
+            "maxmemory" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
+                Ok(n) => {
+                    evict.maxmemory = n;
+                    Change::Evict(evict)
+                }
+                Err(_) => return set_failed(out, canon.as_bytes(), "argument must be a memory value"),
+            },
+            "maxmemory-policy" => match engine::evict::Policy::parse(val) {
+                Some(p) => {
+                    evict.policy = p;
+                    Change::Evict(evict)
+                }
+                None => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction",
+                    )
+                }
+            },
+            "maxmemory-samples" | "lfu-log-factor" | "lfu-decay-time" => {
+                let lo = if *canon == "maxmemory-samples" { 1 } else { 0 };
+                let hi = i32::MAX as i64;
+                match util::parse_i64(val) {
+                    Some(n) if (lo..=hi).contains(&n) => {
+                        match *canon {
+                            "maxmemory-samples" => evict.samples = n as usize,
+                            "lfu-log-factor" => evict.lfu_log_factor = n as u32,
+                            _ => evict.lfu_decay_time = n as u32,
+                        }
+                        Change::Evict(evict)
+                    }
+                    Some(_) => {
+                        let why = format!("argument must be between {lo} and {hi} inclusive");
+                        return set_failed(out, canon.as_bytes(), &why);
+                    }
+                    None => {
+                        return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                    }
+                }
+            }
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
             _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
@@ -206,6 +253,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 s.cfg.requirepass = Some(pw);
             }
             Change::BusyThreshold(n) => s.cfg.busy_reply_threshold = n,
+            Change::Evict(cfg) => s.engine.set_evict_config(cfg),
             Change::Nothing => {}
         }
     }
