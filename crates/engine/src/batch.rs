@@ -33,6 +33,10 @@ pub enum Origin {
     BlockedRetry,
     /// One round of active expiry.
     ActiveExpiry,
+    /// Keys evicted to get under maxmemory before a command ran: their `DEL`s, committed before
+    /// the command (whatever it then does, even an OOM error), as Redis propagates evictions
+    /// ahead of the command that triggered them.
+    Eviction,
     /// Records applied from outside (Kafka, firehose, a snapshot's tail): see
     /// [`crate::Engine::apply_record`].
     Replay,
@@ -50,6 +54,7 @@ impl Origin {
             Origin::Script => "script",
             Origin::BlockedRetry => "blocked-retry",
             Origin::ActiveExpiry => "active-expiry",
+            Origin::Eviction => "eviction",
             Origin::Replay => "replay",
             Origin::External => "external",
         }

@@ -73,8 +73,9 @@ impl<'a> Ctx<'a> {
         // SAFETY: the borrow checker cannot yet see that the early return below is the only
         // use of the borrowed value (the NLL "conditional return" limitation). The keyspace is
         // not touched between this lookup and that return, so the reference stays valid.
-        let ks: *const Keyspace = &*self.ks;
-        match unsafe { &*ks }.get_with_expire(key) {
+        let ks: *mut Keyspace = &mut *self.ks;
+        // The lookup records the access (LRU clock / LFU counter) on the key.
+        match unsafe { &mut *ks }.get_with_expire_touch(key) {
             Some((v, deadline)) if replaying || deadline.is_none_or(|t| t > now) => {
                 self.stats.keyspace_hits += 1;
                 return Some(v);

@@ -17,6 +17,8 @@ pub struct Stats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub expired_keys: u64,
+    /// Keys removed to get under maxmemory (INFO `evicted_keys`).
+    pub evicted_keys: u64,
     pub commands_processed: u64,
 }
 
@@ -70,6 +72,9 @@ pub struct Engine {
     /// The function libraries (functions.rs): state like the keyspace, changed only through
     /// [`Engine::function_command`], which emits their canonical mutations.
     pub functions: crate::functions::Functions,
+    /// maxmemory settings (see [`crate::evict`]); the server sets them from its flags and
+    /// CONFIG SET through [`Engine::set_evict_config`].
+    pub evict: crate::evict::EvictConfig,
 }
 
 impl Default for Engine {
@@ -94,6 +99,7 @@ impl Engine {
             log_expired: false,
             expired_log: Vec::new(),
             functions: Default::default(),
+            evict: Default::default(),
         }
     }
 
@@ -159,6 +165,7 @@ impl Engine {
             panic!("{} is a server command; the server dispatches it", spec.name);
         };
         let mark = out.len();
+        self.ks.set_now(now);
         let mut ctx = Ctx {
             ks: &mut self.ks,
             now,

@@ -35,7 +35,9 @@ pub mod digest;
 mod engine;
 pub mod errors;
 pub mod functions;
+pub mod evict;
 pub mod mutation;
+pub mod rdb;
 pub mod replay;
 pub mod syntax;
 #[cfg(test)]

@@ -91,6 +91,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("rename", "1.0.0", "key newkey"),
     ("renamenx", "1.0.0", "key newkey"),
     ("copy", "6.2.0", "source destination [DB destination-db:integer] [REPLACE]"),
+    ("dump", "2.6.0", "key"),
+    ("restore", "2.6.0", "key ttl:integer serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds:integer] [FREQ frequency:integer]"),
     ("keys", "1.0.0", "pattern"),
     ("scan", "2.8.0", "cursor [MATCH pattern] [COUNT count] [TYPE type]"),
     ("randomkey", "1.0.0", ""),

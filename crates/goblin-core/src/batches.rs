@@ -18,8 +18,9 @@
 //! ([`Origin::Exec`]), one script: EVAL/EVALSHA and their _RO forms, everything the script
 //! wrote ([`Origin::Script`]; inside MULTI its writes are part of the EXEC's batch), one
 //! parked blocking command served later ([`Origin::BlockedRetry`]), one round of active expiry
-//! ([`Origin::ActiveExpiry`]), one bounded run of other producers' records consumed from the
-//! journal topic ([`Origin::External`]). Each is committed exactly once, right after it ran,
+//! ([`Origin::ActiveExpiry`]), the evictions made before a command to get under maxmemory
+//! ([`Origin::Eviction`], committed before the command runs), one bounded run of other
+//! producers' records consumed from the journal topic ([`Origin::External`]). Each is committed exactly once, right after it ran,
 //! before anything else runs: so sinks see batches in commit order and a batch never
 //! interleaves with another.
 //!

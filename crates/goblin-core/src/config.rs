@@ -69,6 +69,29 @@ pub struct Config {
     /// `Ag$lshzxeKEtmdn` and `a` for arrays; empty: none). CONFIG SET changes it at run time.
     #[arg(long = "notify-keyspace-events", default_value = "")]
     pub notify_keyspace_events: String,
+    /// Memory limit (Redis's units: `100mb`, `1gb`, `1048576`; 0 = none). Above it, before a
+    /// command runs, keys are evicted by `--maxmemory-policy`, or the commands that may grow
+    /// memory get OOM (see engine/src/evict.rs). Measured as INFO's `used_memory`.
+    #[arg(long, default_value = "0", value_parser = parse_bytes)]
+    pub maxmemory: u64,
+
+    /// noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu,
+    /// volatile-random or volatile-ttl (volatile-*: only keys with a deadline are evicted).
+    #[arg(long = "maxmemory-policy", default_value = "noeviction", value_parser = parse_policy)]
+    pub maxmemory_policy: engine::evict::Policy,
+
+    /// Keys sampled per eviction (more: closer to true LRU/LFU, slower).
+    #[arg(long = "maxmemory-samples", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
+    pub maxmemory_samples: u32,
+
+    /// How slowly the LFU counter grows: the increment probability is
+    /// 1 / ((counter - 5) * factor + 1).
+    #[arg(long = "lfu-log-factor", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    pub lfu_log_factor: u32,
+
+    /// Minutes per decrement of an idle key's LFU counter (0: never decays).
+    #[arg(long = "lfu-decay-time", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    pub lfu_decay_time: u32,
 
     /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
     #[arg(long, default_value = "info")]
@@ -306,7 +329,7 @@ impl Config {
 
 /// `16mb`, `512kb`, `1gb`, `1048576` (Redis's units: k/kb/m/mb/g/gb, powers of 1024 for the
 /// `b` forms and of 1000 for the bare letters).
-fn parse_bytes(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let l = s.trim().to_ascii_lowercase();
     let split = l.find(|c: char| !c.is_ascii_digit()).unwrap_or(l.len());
     let (num, unit) = l.split_at(split);
@@ -324,6 +347,26 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .ok_or_else(|| format!("'{s}' is not a size (e.g. 16mb)"))
+}
+
+fn parse_policy(s: &str) -> Result<engine::evict::Policy, String> {
+    engine::evict::Policy::parse(s.as_bytes()).ok_or_else(|| {
+        let names: Vec<&str> = engine::evict::Policy::ALL.iter().map(|p| p.name()).collect();
+        format!("'{s}' is not one of {}", names.join(", "))
+    })
+}
+
+impl Config {
+    /// The engine's eviction settings from these flags (CONFIG SET changes them later).
+    pub fn evict_config(&self) -> engine::evict::EvictConfig {
+        engine::evict::EvictConfig {
+            maxmemory: self.maxmemory,
+            policy: self.maxmemory_policy,
+            samples: self.maxmemory_samples as usize,
+            lfu_log_factor: self.lfu_log_factor,
+            lfu_decay_time: self.lfu_decay_time,
+        }
+    }
 }
 
 fn parse_octal(s: &str) -> Result<u32, String> {

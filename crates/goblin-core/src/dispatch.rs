@@ -14,6 +14,8 @@ const STACK_ARGS: usize = 16;
 /// Inside one batch of pipelined requests, the clock ([`Server::clock_ms`]) is read again
 /// after this many commands, so a long batch does not run late commands at a stale time.
 pub(crate) const CLOCK_EVERY: u32 = 64;
+/// Redis's refusal of a command that may grow memory while used memory is above maxmemory.
+pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
 
 impl Server {
     /// Executes every complete request at the front of `buf` for `conn`, appending the replies
@@ -151,6 +153,16 @@ impl Server {
                 return self.hold_command(conn, slot, args);
             }
         }
+        // maxmemory: evict first (its own batch, before the command); refuse what may grow
+        // memory when that was not enough. A replica never evicts: its upstream's DELs do.
+        if self.engine.evict.maxmemory > 0 && self.replica.is_none() && self.over_maxmemory(conn, spec) {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            reply::error(&mut conn.out, OOM);
+            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+            return;
+        }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
             if matches!(spec.name, "shutdown" | "save" | "goblin.firehose") {
@@ -213,6 +225,40 @@ impl Server {
         // Parked clients served by this batch's writes commit batches of their own, after it.
         if !self.engine.ready_keys.is_empty() {
             self.serve_ready_keys();
+        }
+    }
+
+    /// Used memory (INFO's `used_memory`) against maxmemory, before a command: evicts keys by
+    /// the policy down to the limit, committing their `DEL`s as one batch of origin
+    /// [`Origin::Eviction`] (WATCHers of those keys see them; the command's own batch stays
+    /// only its effects). Returns true when memory is still over the limit and the command is
+    /// one Redis refuses then: flagged deny-oom, any command queued inside MULTI (queuing
+    /// grows memory), or an EXEC whose queue holds a deny-oom command.
+    fn over_maxmemory(&mut self, conn: &Conn, spec: &'static CommandSpec) -> bool {
+        let limit = self.engine.evict.maxmemory;
+        let used = self.used_memory.read();
+        if used <= limit {
+            return false;
+        }
+        let freed_enough = self.engine.evict(self.clock_ms, used - limit);
+        if self.notify.enabled() {
+            // Keyspace notifications: `evicted` for each key the round removed.
+            let keys: Vec<Vec<u8>> = self.engine.pending().iter().map(|m| m.arg(1).to_vec()).collect();
+            for key in keys {
+                self.notify.evicted(&key);
+            }
+        }
+        self.commit_batch(Origin::Eviction);
+        if freed_enough {
+            return false;
+        }
+        let denyoom = |s: &CommandSpec| s.flags.has(engine::Flags::DENYOOM);
+        match &conn.multi {
+            Some(m) if spec.name == "exec" => {
+                m.queued.iter().any(|q| q.first().and_then(|n| engine::lookup(n)).is_some_and(denyoom))
+            }
+            Some(_) => !matches!(spec.name, "discard" | "multi" | "watch" | "quit" | "reset"),
+            None => denyoom(spec),
         }
     }
 

@@ -303,7 +303,6 @@ impl Notifier {
     }
 
     /// An eviction removed `key` (raised by the eviction code).
-    #[allow(dead_code)]
     pub fn evicted(&mut self, key: &[u8]) {
         self.raise(EVICTED, "evicted", key);
     }

@@ -230,6 +230,8 @@ pub struct Server {
     /// of once per command. Staleness is bounded by one batch's work, well under the 1 ms
     /// resolution of PX expiries for the batches a client at `-P 1` sends.
     pub(crate) clock_ms: i64,
+    /// used_memory for the maxmemory check (commands/info.rs).
+    pub(crate) used_memory: crate::commands::info::UsedMemory,
     /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
     /// seconds, is stamped from it instead of reading the clock per read).
     turn_start: Instant,
@@ -303,7 +305,12 @@ impl Server {
     /// Builds the server around a recovered engine: the poller, the signal handlers, no
     /// listener yet. Startup calls [`Server::open_listeners`] last, once recovery is over, so no
     /// client can observe a half-recovered dataset.
-    pub fn new(cfg: Config, engine: Engine, snapshots: crate::snapshots::Snapshots) -> io::Result<Server> {
+    pub fn new(
+        cfg: Config,
+        mut engine: Engine,
+        snapshots: crate::snapshots::Snapshots,
+    ) -> io::Result<Server> {
+        engine.set_evict_config(cfg.evict_config());
         raise_fd_limit(cfg.maxclients as u64 + RESERVED_FDS);
         let poll = Poll::new()?;
         let (tx, mut rx) = mio::unix::pipe::new()?;
@@ -366,6 +373,7 @@ impl Server {
             accept_retry: false,
             limits,
             clock_ms: now_ms(),
+            used_memory: Default::default(),
             turn_start: now,
             busy_poll: false,
         })

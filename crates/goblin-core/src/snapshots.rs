@@ -184,6 +184,8 @@ fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64
     engine.functions.replace_all(meta.functions.clone()).map_err(|e| {
         format!("snapshot {} holds a function library without valid metadata: {e}", path.display())
     })?;
+    // Loaded keys count as accessed now (Redis's rule for keys an RDB gives no idle time).
+    engine.ks.stamp_access(now_ms());
     Ok((engine, summary.keys, meta))
 }
 
@@ -632,6 +634,10 @@ impl Server {
                 if let Err(e) = self.engine.functions.replace_all(libs) {
                     tracing::error!("GOBLIN.LOAD: {e}");
                 }
+                // The new keyspace tracks accesses for the policy in force.
+                let cfg = self.engine.evict;
+                self.engine.set_evict_config(cfg);
+                self.engine.ks.stamp_access(now_ms());
                 self.engine.set_replication(loaded.repl);
                 self.watches.touch_all();
                 self.snapshots.last_save_offset = loaded.repl.offset;
@@ -665,6 +671,9 @@ impl Server {
         let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
         let libs = loaded.functions.iter().map(|(_, code)| code.to_vec()).collect();
         self.engine.functions.replace_all(libs).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let cfg = self.engine.evict;
+        self.engine.set_evict_config(cfg);
+        self.engine.ks.stamp_access(now_ms());
         self.watches.touch_all();
         info!("DEBUG RELOAD: {keys} keys saved and loaded back");
         drop(old);

@@ -10,12 +10,14 @@
 //! [`Keyspace::is_expired`] on access and [`Keyspace::collect_expired`] in the active cycle,
 //! removes the key and emits its `DEL` mutation, so that every removal is journaled.
 
+pub mod access;
 mod entry;
 pub mod hash;
 pub mod table;
 
 use crate::value::{ValueMut, ValueRef};
 use crate::{Millis, Value};
+use access::AccessMode;
 pub use entry::size_class;
 use entry::{Entry, KeyEntry, Stored};
 use table::ChainTable;
@@ -26,6 +28,15 @@ pub struct Keyspace {
     volatile: usize,
     /// Where the active expiry cycle resumes (a scan cursor over the table).
     expire_cursor: u64,
+    /// How lookups update a key's access field (LRU clock or LFU counter).
+    access_mode: AccessMode,
+    /// The current command's time, which new and touched keys record ([`Keyspace::set_now`]).
+    now: Millis,
+    /// xorshift64 state for the LFU counter's probabilistic increment (deterministic, no
+    /// dependency on the engine's generator).
+    lfu_rng: u64,
+    /// A forked child shares the pages: accesses are not recorded (each would copy a page).
+    frozen: bool,
 }
 
 // SAFETY: the keyspace owns every entry and every boxed collection behind its raw pointers
@@ -50,7 +61,15 @@ impl Default for Keyspace {
 
 impl Keyspace {
     pub fn new() -> Self {
-        Keyspace { table: ChainTable::new(), volatile: 0, expire_cursor: 0 }
+        Keyspace {
+            table: ChainTable::new(),
+            volatile: 0,
+            expire_cursor: 0,
+            access_mode: AccessMode::Lru,
+            now: 0,
+            lfu_rng: 0x9E37_79B9_7F4A_7C15,
+            frozen: false,
+        }
     }
 
     /// An empty keyspace presized for `n` keys (see [`Keyspace::reserve_empty`]).
@@ -101,12 +120,143 @@ impl Keyspace {
         Some((unsafe { en.value_ref() }, en.expire_at()))
     }
 
+    /// [`Keyspace::get_with_expire`] for a command's read: records the access (LRU clock or
+    /// LFU counter) on the key.
+    pub fn get_with_expire_touch(&mut self, key: &[u8]) -> Option<(ValueRef<'_>, Option<Millis>)> {
+        let e = self.table.get(key)?;
+        // SAFETY: as in `get`; `&mut self` makes us the entry's only user while touching.
+        let en = unsafe { Entry::at(e) };
+        self.touch(en);
+        Some((unsafe { en.value_ref() }, en.expire_at()))
+    }
+
+    /// The value at `key` for writing; records the access.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<ValueMut<'_>> {
         self.table.rehash_step(1);
         let e = self.table.get(key)?;
         // SAFETY: `&mut self` gives exclusive access to the entry for the returned lifetime,
         // and no table operation can run (and move or free the entry) while it is borrowed.
-        Some(unsafe { Entry::at(e).value_mut() })
+        let en = unsafe { Entry::at(e) };
+        self.touch(en);
+        Some(unsafe { en.value_mut() })
+    }
+
+    /// Sets the time that accesses record from now on (once per command).
+    pub fn set_now(&mut self, now: Millis) {
+        self.now = now;
+    }
+
+    /// Chooses what the access field tracks. Switching keeps the fields as they are (Redis's
+    /// note: after a switch between LRU and LFU the data takes some time to adjust).
+    pub fn set_access_mode(&mut self, mode: AccessMode) {
+        self.access_mode = mode;
+    }
+
+    pub fn access_mode(&self) -> AccessMode {
+        self.access_mode
+    }
+
+    /// The access field of `key`, without recording an access (OBJECT, eviction).
+    pub fn access(&self, key: &[u8]) -> Option<u32> {
+        let e = self.table.get(key)?;
+        // SAFETY: live entry, read within this call.
+        Some(unsafe { Entry::at(e) }.access())
+    }
+
+    /// Sets the access field of `key` (RESTORE .. IDLETIME / FREQ). False if it is missing.
+    pub fn set_access(&mut self, key: &[u8], field: u32) -> bool {
+        let Some(e) = self.table.get(key) else { return false };
+        // SAFETY: live entry; `&mut self` makes us its only user.
+        unsafe { Entry::at(e) }.set_access(field);
+        true
+    }
+
+    /// Records an access at `now` on every key, as for a new key (after a snapshot load: the
+    /// file keeps no access times). One pass over the table.
+    pub fn stamp_access(&mut self, now: Millis) {
+        self.now = now;
+        let fresh = self.fresh_access();
+        // SAFETY: live entries; `&mut self` makes us their only user.
+        self.table.for_each(|e| unsafe { Entry::at(e) }.set_access(fresh));
+    }
+
+    /// The field a new key starts with.
+    fn fresh_access(&self) -> u32 {
+        match self.access_mode {
+            AccessMode::Lru => access::lru_clock(self.now),
+            AccessMode::Lfu { .. } => access::lfu_new(self.now),
+        }
+    }
+
+    fn touch(&mut self, en: Entry) {
+        if self.frozen {
+            return;
+        }
+        let field = match self.access_mode {
+            AccessMode::Lru => access::lru_clock(self.now),
+            AccessMode::Lfu { log_factor, decay_minutes } => {
+                let mut x = self.lfu_rng;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                self.lfu_rng = x;
+                let r = (x >> 11) as f64 / (1u64 << 53) as f64;
+                access::lfu_touch(en.access(), self.now, log_factor, decay_minutes, r)
+            }
+        };
+        en.set_access(field);
+    }
+
+    /// Up to `n` sampled keys for eviction, each with its deadline and access field: random
+    /// keys, or with `volatile_only` keys with a deadline found by walking the table from a
+    /// random point (a bounded walk: few volatile keys among many may yield fewer than `n`).
+    pub fn sample_for_eviction(
+        &self,
+        rng: &mut impl rand::Rng,
+        n: usize,
+        volatile_only: bool,
+        out: &mut Vec<(Vec<u8>, Option<Millis>, u32)>,
+    ) {
+        if self.is_empty() || (volatile_only && self.volatile == 0) {
+            return;
+        }
+        let info = |e| {
+            // SAFETY: live entries of a table `&self` keeps unchanged, copied out at once.
+            let en = unsafe { Entry::at(e) };
+            (unsafe { en.key() }.to_vec(), en.expire_at(), en.access())
+        };
+        if !volatile_only {
+            for _ in 0..n {
+                if let Some(e) = self.table.random(rng) {
+                    out.push(info(e));
+                }
+            }
+            return;
+        }
+        let start = out.len();
+        let mut cursor: u64 = rng.gen();
+        let mut wrapped = false;
+        let mut examined = 0usize;
+        let limit = n.saturating_mul(100).max(1000);
+        loop {
+            cursor = self.table.scan_step(cursor, |e| {
+                examined += 1;
+                // SAFETY: as above.
+                if out.len() - start < n && unsafe { Entry::at(e) }.expire_at().is_some() {
+                    out.push(info(e));
+                }
+            });
+            if out.len() - start >= n || examined >= limit {
+                return;
+            }
+            // Cursor 0: the walk passed the table's end; go round once more from the start.
+            if cursor == 0 {
+                if wrapped {
+                    return;
+                }
+                wrapped = true;
+            }
+        }
     }
 
     /// Puts an entry into the table and returns the one it replaced, keeping `volatile` exact.
@@ -115,10 +265,16 @@ impl Keyspace {
         if expire_at.is_some() {
             self.volatile += 1;
         }
+        let fresh = self.fresh_access();
         // SAFETY: `e` is a fresh entry, in no table.
+        unsafe { Entry::at(e) }.set_access(fresh);
         let old = unsafe { self.table.insert(e) }?;
         // SAFETY: the table gave `old` back: it is unlinked and ours.
         let old = unsafe { Entry::at(old) };
+        if matches!(self.access_mode, AccessMode::Lfu { .. }) {
+            // An overwritten key keeps its frequency (Redis's dbOverwrite under LFU).
+            unsafe { Entry::at(e) }.set_access(old.access());
+        }
         if old.expire_at().is_some() {
             self.volatile -= 1;
         }
@@ -326,6 +482,7 @@ impl Keyspace {
     /// While a forked child shares the keyspace's pages (a snapshot being written), avoid the
     /// table resizes that would copy them; see `ChainTable::set_avoid_resize`.
     pub fn set_avoid_resize(&mut self, avoid: bool) {
+        self.frozen = avoid;
         self.table.set_avoid_resize(avoid);
     }
 

@@ -11,6 +11,7 @@ use crate::ctx::Ctx;
 use crate::errors;
 use crate::util::{eq_ic, glob_match, parse_i64};
 use resp::reply;
+use store::keyspace::access::{self, AccessMode};
 use store::{Kind, Millis};
 
 const R: u32 = Flags::READONLY;
@@ -405,9 +406,9 @@ fn object(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             b"    Return the kind of internal representation used in order to store the value",
             b"    associated with a <key>.",
             b"FREQ <key>",
-            b"    Return the access frequency index of the <key>. Goblin does not track it.",
+            b"    Return the <key>'s logarithmic access counter (LFU policies only).",
             b"IDLETIME <key>",
-            b"    Return the idle time of the <key>, in seconds (always 0: not tracked).",
+            b"    Return the seconds since the <key> was last read or written (not under LFU policies).",
             b"HELP",
         ];
         reply::array_len(out, lines.len() + 1);
@@ -420,20 +421,44 @@ fn object(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if args.len() != 3 || !known.iter().any(|k| eq_ic(sub, k)) {
         return errors::unknown_subcommand(out, b"object", sub);
     }
-    let Some(v) = c.read(args[2]) else {
-        return reply::null_bulk(out, c.proto);
+    let key = args[2];
+    // Read without recording an access (Redis's LOOKUP_NOTOUCH: the answer is about the
+    // accesses before this one), counted as a keyspace hit or miss like other reads.
+    let live = c.exists(key);
+    if live {
+        c.stats.keyspace_hits += 1;
+    } else {
+        c.stats.keyspace_misses += 1;
+    }
+    if eq_ic(sub, b"idletime") || eq_ic(sub, b"freq") {
+        if !live {
+            return reply::null_bulk(out, c.proto);
+        }
+        let field = c.ks.access(key).unwrap_or(0);
+        let mode = c.ks.access_mode();
+        return match (eq_ic(sub, b"idletime"), mode) {
+            (true, AccessMode::Lru) => reply::integer(out, (access::lru_idle_ms(field, c.now) / 1000) as i64),
+            (true, AccessMode::Lfu { .. }) => reply::error(
+                out,
+                b"ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+            ),
+            (false, AccessMode::Lfu { decay_minutes, .. }) => {
+                reply::integer(out, access::lfu_decayed(field, c.now, decay_minutes) as i64)
+            }
+            (false, AccessMode::Lru) => reply::error(
+                out,
+                b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+            ),
+        };
+    }
+    let proto = c.proto;
+    let Some(v) = live.then(|| c.ks.get(key)).flatten() else {
+        return reply::null_bulk(out, proto);
     };
     if eq_ic(sub, b"encoding") {
         reply::bulk(out, v.encoding().as_bytes());
-    } else if eq_ic(sub, b"refcount") {
-        reply::integer(out, 1);
-    } else if eq_ic(sub, b"idletime") {
-        reply::integer(out, 0);
     } else {
-        reply::error(
-            out,
-            b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
-        );
+        reply::integer(out, 1);
     }
 }
 

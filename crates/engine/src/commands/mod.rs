@@ -4,6 +4,7 @@ pub mod array;
 pub mod bits;
 pub mod cas;
 pub mod debug;
+pub mod dump;
 pub mod hash;
 pub mod keyspace;
 pub mod list;
@@ -20,6 +21,7 @@ use crate::command::CommandSpec;
 pub static TABLES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     keyspace::COMMANDS,
+    dump::COMMANDS,
     string::COMMANDS,
     bits::COMMANDS,
     hash::COMMANDS,

@@ -1,8 +1,8 @@
 //! CONFIG GET pattern ... | SET name value ... | RESETSTAT | REWRITE | HELP.
 //!
 //! GET answers over the settings clients and tools ask about, under Redis's names, with this
-//! server's real values (one database, no persistence, no eviction). SET changes the few that
-//! can change at run time; the rest get Redis's errors.
+//! server's real values (one database). SET changes the few that can change at run time
+//! (maxmemory and the eviction settings among them); the rest get Redis's errors.
 
 use super::{help, sub_arity_ok, wrong_sub_arity};
 use crate::conn::Conn;
@@ -41,8 +41,11 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("unixsocket", c.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
         ("unixsocketperm", format!("{:o}", c.unixsocketperm.unwrap_or(0))),
         ("maxclients", c.maxclients.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
+        ("maxmemory", s.engine.evict.maxmemory.to_string()),
+        ("maxmemory-policy", s.engine.evict.policy.name().into()),
+        ("maxmemory-samples", s.engine.evict.samples.to_string()),
+        ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
+        ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
@@ -170,8 +173,11 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         Inert(&'static str, String),
         Timeout(u64),
         Hz(u32),
+        Evict(engine::evict::EvictConfig),
         Nothing,
     }
+    // Eviction settings accumulate over the pairs (two of them may be set at once).
+    let mut evict = s.engine.evict;
     let known = settings(s);
     let mut changes = Vec::new();
     for (n, pair) in pairs.chunks(2).enumerate() {
@@ -304,6 +310,47 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     )
                 }
             },
+            "maxmemory" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
+                Ok(n) => {
+                    evict.maxmemory = n;
+                    Change::Evict(evict)
+                }
+                Err(_) => return set_failed(out, canon.as_bytes(), "argument must be a memory value"),
+            },
+            "maxmemory-policy" => match engine::evict::Policy::parse(val) {
+                Some(p) => {
+                    evict.policy = p;
+                    Change::Evict(evict)
+                }
+                None => {
+                    return set_failed(
+                        out,
+                        canon.as_bytes(),
+                        "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction",
+                    )
+                }
+            },
+            "maxmemory-samples" | "lfu-log-factor" | "lfu-decay-time" => {
+                let lo = if *canon == "maxmemory-samples" { 1 } else { 0 };
+                let hi = i32::MAX as i64;
+                match util::parse_i64(val) {
+                    Some(n) if (lo..=hi).contains(&n) => {
+                        match *canon {
+                            "maxmemory-samples" => evict.samples = n as usize,
+                            "lfu-log-factor" => evict.lfu_log_factor = n as u32,
+                            _ => evict.lfu_decay_time = n as u32,
+                        }
+                        Change::Evict(evict)
+                    }
+                    Some(_) => {
+                        let why = format!("argument must be between {lo} and {hi} inclusive");
+                        return set_failed(out, canon.as_bytes(), &why);
+                    }
+                    None => {
+                        return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
+                    }
+                }
+            }
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
             _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
@@ -337,6 +384,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             }
             Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
             Change::Hz(n) => s.cfg.hz = n,
+            Change::Evict(cfg) => s.engine.set_evict_config(cfg),
             Change::Nothing => {}
         }
     }

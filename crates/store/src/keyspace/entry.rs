@@ -7,8 +7,15 @@
 //! 0      8      9             9+X
 //! | next | tag  | [expire_at] | key len (varint) | key bytes | value |
 //! ```
-//! - `next` (8 bytes): the [`ChainTable`](super::table::ChainTable)'s link.
-//! - `tag` (1 byte): bits 0-2 the value's form ([`Form`]), bit 3 set when an expiry follows.
+//! - `next` (8 bytes): the [`ChainTable`](super::table::ChainTable)'s link in its pointer bits
+//!   (`LINK_PTR_BITS`); its 20 spare bits (the low 4, free because entries are 16-byte
+//!   aligned, and the top 16) hold 20 bits of the key's access field.
+//! - `tag` (1 byte): bits 0-2 the value's form ([`Form`]), bit 3 set when an expiry follows,
+//!   bits 4-7 the access field's other 4 bits.
+//!
+//! The access field is Redis's 24-bit `lru`: the LRU clock in seconds, or under an LFU policy
+//! 16 bits of minutes and an 8-bit logarithmic counter (see `keyspace::access`). Spread over
+//! spare bits, it costs no byte: the benchmark key below still takes 32 bytes.
 //! - `expire_at` (8 bytes, little-endian i64, unaligned): present only when bit 3 is set (X = 8,
 //!   else X = 0). Persistent keys, the common case, do not pay for it.
 //! - key length: LEB128 varint (1 byte for keys under 128 bytes), then the key.
@@ -35,7 +42,11 @@ const TAG_AT: usize = 8;
 const HEADER: usize = 9;
 const FORM_MASK: u8 = 0b0111;
 const HAS_EXPIRY: u8 = 0b1000;
-const ALIGN: usize = 8;
+/// The tag bits that hold access-field bits 20..24.
+const ACCESS_TAG_BITS: u8 = 0xF0;
+/// 16, not 8: the link word's low 4 bits are spare only with 16-byte alignment. No cost:
+/// jemalloc's classes from 16 bytes up are multiples of 16, and an entry takes at least 11.
+const ALIGN: usize = 16;
 
 /// How a value is stored in its entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,6 +217,9 @@ impl Entry {
             if p.is_null() {
                 alloc::handle_alloc_error(layout(size));
             }
+            // The access bits live in the link word's spare bits: an address outside
+            // LINK_PTR_BITS (a 57-bit address space) would collide with them. Stop loudly.
+            assert!(p as usize & !super::table::LINK_PTR_BITS == 0, "entry address {p:p} outside 48 bits");
             ptr::write(p as *mut *mut u8, ptr::null_mut());
             let mut at = HEADER;
             let mut tag = value.form() as u8;
@@ -254,6 +268,28 @@ impl Entry {
         }
         // SAFETY: the expiry field is present (tag bit) and inside the entry.
         Some(i64::from_le_bytes(unsafe { ptr::read_unaligned(self.p.add(HEADER) as *const [u8; 8]) }))
+    }
+
+    /// The key's 24-bit access field (see the module docs for where its bits live).
+    pub fn access(&self) -> u32 {
+        // SAFETY: the entry's first 8 bytes are its link word (aligned: entries are 16-aligned).
+        let w = unsafe { ptr::read(self.p as *const usize) };
+        let low4 = (w & 0xF) as u32;
+        let top16 = (w >> 48) as u32;
+        let tag4 = (unsafe { *self.p.add(TAG_AT) } >> 4) as u32;
+        low4 | (top16 << 4) | (tag4 << 20)
+    }
+
+    /// Sets the access field (its low 24 bits), leaving the link's pointer bits as they are.
+    pub fn set_access(&self, v: u32) {
+        // SAFETY: as in `access`; only spare bits change, so the table's link stays intact.
+        unsafe {
+            let wp = self.p as *mut usize;
+            let w = *wp & super::table::LINK_PTR_BITS;
+            *wp = w | (v & 0xF) as usize | (((v >> 4) & 0xFFFF) as usize) << 48;
+            let t = self.p.add(TAG_AT);
+            *t = (*t & !ACCESS_TAG_BITS) | (((v >> 20) & 0xF) as u8) << 4;
+        }
     }
 
     /// Overwrites an existing expiry in place. The entry must already have one.
@@ -368,7 +404,7 @@ impl Entry {
         if p.is_null() {
             alloc::handle_alloc_error(layout(new_size));
         }
-        *p.add(TAG_AT) = (self.tag & !FORM_MASK) | value.form() as u8;
+        *p.add(TAG_AT) = (*p.add(TAG_AT) & !FORM_MASK) | value.form() as u8;
         write_value(p.add(self.value_at), value);
         NonNull::new_unchecked(p)
     }
@@ -385,8 +421,12 @@ impl Entry {
         if p.is_null() {
             alloc::handle_alloc_error(layout(size));
         }
-        ptr::write(p as *mut *mut u8, ptr::null_mut());
-        let mut tag = self.tag & FORM_MASK;
+        assert!(p as usize & !super::table::LINK_PTR_BITS == 0, "entry address {p:p} outside 48 bits");
+        // The new entry keeps the access field: a link word with only its spare bits (the
+        // table writes the pointer bits when it relinks it) and the tag's high nibble.
+        let word = ptr::read(self.p as *const usize) & !super::table::LINK_PTR_BITS;
+        ptr::write(p as *mut usize, word);
+        let mut tag = *self.p.add(TAG_AT) & (FORM_MASK | ACCESS_TAG_BITS);
         let mut w = HEADER;
         if let Some(t) = at {
             tag |= HAS_EXPIRY;

@@ -42,8 +42,10 @@ use std::ptr::NonNull;
 ///
 /// # Safety
 /// An implementation promises that every pointer passed to the table as an entry:
-/// - points to a live allocation aligned to at least 8 bytes whose first 8 bytes the table may
-///   read and write as a `*mut u8` (the chain link; the implementation never reads it);
+/// - points to a live allocation aligned to at least 16 bytes whose first 8 bytes hold the
+///   chain link: the table reads and writes only the pointer bits of that word
+///   ([`LINK_PTR_BITS`]); the other 20 (the low 4, free by alignment, and the top 16, above
+///   any user-space address) belong to the entry, and the table never changes them;
 /// - stays allocated and at the same address until the table hands it back (from
 ///   [`ChainTable::remove`], [`ChainTable::insert`] or [`ChainTable::replace_with`]) or frees it
 ///   through [`ChainEntry::free`] (clear, drop);
@@ -62,15 +64,36 @@ pub unsafe trait ChainEntry {
     unsafe fn free(e: NonNull<u8>);
 }
 
-/// The chain link of an entry (its first 8 bytes).
+/// The bits of a link word that hold the pointer: user-space addresses are below 2^48 on
+/// x86-64 and AArch64 (48-bit virtual addresses), and entries are 16-byte aligned. The other
+/// bits are the entry's own (the keyspace keeps a key's access clock there, so it costs no
+/// byte). Bucket slots hold plain pointers, whose spare bits are zero.
+pub const LINK_PTR_BITS: usize = 0x0000_FFFF_FFFF_FFF0;
+
+/// The chain link of an entry (its first 8 bytes), or the pointer in a bucket slot.
 #[inline(always)]
 unsafe fn next(e: *mut u8) -> *mut u8 {
-    *(e as *mut *mut u8)
+    (*(e as *const usize) & LINK_PTR_BITS) as *mut u8
 }
 
+/// Points the link at `e` (an entry's first word or a bucket slot) to `n`, keeping the word's
+/// spare bits.
 #[inline(always)]
 unsafe fn set_next(e: *mut u8, n: *mut u8) {
-    *(e as *mut *mut u8) = n;
+    let w = e as *mut usize;
+    *w = (*w & !LINK_PTR_BITS) | (n as usize);
+}
+
+/// Reads a link found by `find_link` (a bucket slot or an entry's first word).
+#[inline(always)]
+unsafe fn read_link(link: *mut *mut u8) -> *mut u8 {
+    next(link as *mut u8)
+}
+
+/// Writes a link found by `find_link`, keeping the spare bits of an entry's word.
+#[inline(always)]
+unsafe fn write_link(link: *mut *mut u8, n: *mut u8) {
+    set_next(link as *mut u8, n)
 }
 
 /// Buckets below which the table does not shrink.
@@ -223,8 +246,8 @@ impl<E: ChainEntry> ChainTable<E> {
             // SAFETY: `link` points into the bucket array or into the first 8 bytes of a live
             // entry; both stay put while we hold `&mut self`.
             unsafe {
-                while !(*link).is_null() {
-                    let e = *link;
+                while !read_link(link).is_null() {
+                    let e = read_link(link);
                     if E::key(NonNull::new_unchecked(e)) == key {
                         return Some(link);
                     }
@@ -245,9 +268,9 @@ impl<E: ChainEntry> ChainTable<E> {
         let key = E::key(e);
         let h = self.hash(key);
         if let Some(link) = self.find_link(key, h) {
-            let old = *link;
+            let old = read_link(link);
             set_next(e.as_ptr(), next(old));
-            *link = e.as_ptr();
+            write_link(link, e.as_ptr());
             return NonNull::new(old);
         }
         self.grow_if_needed();
@@ -271,12 +294,12 @@ impl<E: ChainEntry> ChainTable<E> {
         let Some(link) = self.find_link(key, h) else {
             return false;
         };
-        let old = *link;
+        let old = read_link(link);
         let after = next(old);
         let new = f(NonNull::new_unchecked(old));
         debug_assert!(E::key(new) == key);
         set_next(new.as_ptr(), after);
-        *link = new.as_ptr();
+        write_link(link, new.as_ptr());
         true
     }
 
@@ -287,8 +310,8 @@ impl<E: ChainEntry> ChainTable<E> {
         let link = self.find_link(key, h)?;
         // SAFETY: `link` was just found and the table has not changed since.
         let e = unsafe {
-            let e = *link;
-            *link = next(e);
+            let e = read_link(link);
+            write_link(link, next(e));
             e
         };
         self.len -= 1;
@@ -595,7 +618,7 @@ mod tests {
     struct U32Entry;
 
     fn layout() -> Layout {
-        Layout::from_size_align(16, 8).unwrap()
+        Layout::from_size_align(16, 16).unwrap()
     }
 
     fn make(k: u32) -> NonNull<u8> {

@@ -1,0 +1,865 @@
+//! Redis's DUMP payload: one value in the RDB value encoding, then a footer.
+//!
+//! ```text
+//! payload = <type byte> <value> <RDB version: u16 LE> <CRC64 of everything before it: u64 LE>
+//! ```
+//!
+//! [`dump`] writes the simplest encodings Redis 7.0 loads (string, plain list, plain set,
+//! hash, zset 2 with binary scores); [`restore`] reads those and every compact encoding Redis
+//! 7.0.15's DUMP emits (int-encoded and LZF-compressed strings, quicklist 2 of listpacks,
+//! intsets, listpack hashes and sorted sets), plus the older ziplist/quicklist forms and 7.2's
+//! listpack sets. Nothing here trusts the payload: every length is checked against the bytes
+//! that are left, every structure against its own header, and a malformed payload is a
+//! [`DecodeError`], never a panic or a huge allocation.
+//!
+//! Arrays (Redis 8.8) have no RDB encoding in our notes, so goblin gives them its own type byte,
+//! [`TYPE_GOBLIN_ARRAY`], which Redis refuses with `Bad data format` (see docs/FORMAT.md).
+
+use store::types::{Hash, List, Set, SparseArray, ZSet};
+use store::{StrRef, Value, ValueRef};
+
+/// The RDB version DUMP writes: Redis 7.0's.
+pub const RDB_VERSION: u16 = 10;
+/// The newest RDB version RESTORE accepts. Redis 7.0 stops at 10; goblin also takes 11 and 12
+/// (Redis 7.2 and 7.4) payloads, whose value encodings it reads as far as it knows them.
+pub const MAX_RDB_VERSION: u16 = 12;
+
+const TYPE_STRING: u8 = 0;
+const TYPE_LIST: u8 = 1;
+const TYPE_SET: u8 = 2;
+const TYPE_ZSET: u8 = 3;
+const TYPE_HASH: u8 = 4;
+const TYPE_ZSET_2: u8 = 5;
+const TYPE_LIST_ZIPLIST: u8 = 10;
+const TYPE_SET_INTSET: u8 = 11;
+const TYPE_ZSET_ZIPLIST: u8 = 12;
+const TYPE_HASH_ZIPLIST: u8 = 13;
+const TYPE_LIST_QUICKLIST: u8 = 14;
+const TYPE_HASH_LISTPACK: u8 = 16;
+const TYPE_ZSET_LISTPACK: u8 = 17;
+const TYPE_LIST_QUICKLIST_2: u8 = 18;
+const TYPE_SET_LISTPACK: u8 = 20;
+/// Goblin's sparse array: `len(count) len(cursor) (len(index) string(value))*count`, indexes
+/// strictly ascending. Outside every type number Redis has used (they stop below 30) and below
+/// its file opcodes (245 and up), so a Redis RESTORE answers `Bad data format`.
+pub const TYPE_GOBLIN_ARRAY: u8 = 200;
+
+/// Quicklist 2 node containers.
+const QUICKLIST_PLAIN: u64 = 1;
+const QUICKLIST_PACKED: u64 = 2;
+
+/// Why RESTORE refused a payload; each maps to Redis's error text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Too short for the footer, a newer RDB version, or a checksum mismatch.
+    VersionOrChecksum,
+    /// The checksum holds but the value is not one goblin can load.
+    BadFormat,
+}
+
+impl DecodeError {
+    pub fn message(self) -> &'static [u8] {
+        match self {
+            DecodeError::VersionOrChecksum => b"ERR DUMP payload version or checksum are wrong",
+            DecodeError::BadFormat => b"ERR Bad data format",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRC64 (Jones polynomial, reflected, initial value 0, no final xor), as Redis's crc64.c.
+
+const CRC64_POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
+
+const fn crc64_table() -> [u64; 256] {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u64;
+        let mut k = 0;
+        while k < 8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ CRC64_POLY_REFLECTED } else { crc >> 1 };
+            k += 1;
+        }
+        t[i] = crc;
+        i += 1;
+    }
+    t
+}
+
+static CRC64_TABLE: [u64; 256] = crc64_table();
+
+/// Redis's `crc64(crc, data)`: continue a checksum over more bytes.
+pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        crc = CRC64_TABLE[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing.
+
+fn put_len(out: &mut Vec<u8>, len: u64) {
+    if len < 1 << 6 {
+        out.push(len as u8);
+    } else if len < 1 << 14 {
+        out.push(0x40 | (len >> 8) as u8);
+        out.push(len as u8);
+    } else if len <= u32::MAX as u64 {
+        out.push(0x80);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// A string, int-encoded when it is the canonical form of a 32-bit integer (as Redis saves
+/// such strings), raw otherwise. No compression: Redis loads raw strings of any length.
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    if s.len() <= 11 {
+        if let Some(v) = store::types::string::parse_canonical_i64(s) {
+            put_int(out, v, s);
+            return;
+        }
+    }
+    put_len(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+fn put_int(out: &mut Vec<u8>, v: i64, text: &[u8]) {
+    if let Ok(b) = i8::try_from(v) {
+        out.push(0xC0);
+        out.push(b as u8);
+    } else if let Ok(h) = i16::try_from(v) {
+        out.push(0xC1);
+        out.extend_from_slice(&h.to_le_bytes());
+    } else if let Ok(w) = i32::try_from(v) {
+        out.push(0xC2);
+        out.extend_from_slice(&w.to_le_bytes());
+    } else {
+        put_len(out, text.len() as u64);
+        out.extend_from_slice(text);
+    }
+}
+
+fn put_strref(out: &mut Vec<u8>, s: StrRef<'_>) {
+    s.with_bytes(|b| put_str(out, b));
+}
+
+/// DUMP's payload for `v`: the value, RDB version 10, and the CRC64 of both.
+pub fn dump(v: ValueRef<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    match v {
+        ValueRef::Str(s) => {
+            out.push(TYPE_STRING);
+            put_strref(&mut out, s);
+        }
+        ValueRef::List(l) => {
+            out.push(TYPE_LIST);
+            put_len(&mut out, l.len() as u64);
+            for e in l.iter() {
+                e.with_bytes(|b| put_str(&mut out, b));
+            }
+        }
+        ValueRef::Set(s) => {
+            out.push(TYPE_SET);
+            put_len(&mut out, s.len() as u64);
+            s.for_each(|m| put_str(&mut out, m));
+        }
+        ValueRef::Hash(h) => {
+            out.push(TYPE_HASH);
+            put_len(&mut out, h.len() as u64);
+            for (f, v) in h.iter() {
+                put_str(&mut out, f);
+                put_str(&mut out, v);
+            }
+        }
+        ValueRef::ZSet(z) => {
+            out.push(TYPE_ZSET_2);
+            put_len(&mut out, z.len() as u64);
+            for (m, s) in z.iter() {
+                put_str(&mut out, m);
+                out.extend_from_slice(&s.to_le_bytes());
+            }
+        }
+        ValueRef::Array(a) => {
+            out.push(TYPE_GOBLIN_ARRAY);
+            put_len(&mut out, a.count() as u64);
+            put_len(&mut out, a.cursor());
+            a.for_each_in(0, u64::MAX, false, |i, e| {
+                put_len(&mut out, i);
+                e.with_bytes(|b| put_str(&mut out, b));
+                true
+            });
+        }
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading.
+
+type R<T> = Result<T, DecodeError>;
+const BAD: DecodeError = DecodeError::BadFormat;
+
+/// Checks the footer: length, version, checksum (Redis's `verifyDumpPayload`). Returns the
+/// value part (everything before the footer).
+pub fn verify(payload: &[u8]) -> R<&[u8]> {
+    if payload.len() < 10 {
+        return Err(DecodeError::VersionOrChecksum);
+    }
+    let (body, footer) = payload.split_at(payload.len() - 10);
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    if version > MAX_RDB_VERSION {
+        return Err(DecodeError::VersionOrChecksum);
+    }
+    let crc = crc64(0, &payload[..payload.len() - 8]);
+    if crc.to_le_bytes() != footer[2..10] {
+        return Err(DecodeError::VersionOrChecksum);
+    }
+    Ok(body)
+}
+
+/// RESTORE's decoder: verifies the footer, then reads exactly one value that must end where
+/// the footer starts. The value is never empty (Redis refuses empty collections too).
+pub fn restore(payload: &[u8]) -> R<Value> {
+    let body = verify(payload)?;
+    let mut r = Reader { buf: body, pos: 0 };
+    let ty = r.byte()?;
+    let v = r.value(ty)?;
+    if r.pos != body.len() {
+        return Err(BAD);
+    }
+    Ok(v)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+/// A length field, or the special string encodings that share its first byte.
+enum Len {
+    Plain(u64),
+    Int8,
+    Int16,
+    Int32,
+    Lzf,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> R<u8> {
+        let b = *self.buf.get(self.pos).ok_or(BAD)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: u64) -> R<&'a [u8]> {
+        let n = usize::try_from(n).map_err(|_| BAD)?;
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(BAD)?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn raw_len(&mut self) -> R<Len> {
+        let b = self.byte()?;
+        Ok(match b >> 6 {
+            0 => Len::Plain((b & 0x3f) as u64),
+            1 => Len::Plain((((b & 0x3f) as u64) << 8) | self.byte()? as u64),
+            2 => match b {
+                0x80 => Len::Plain(u32::from_be_bytes(self.take(4)?.try_into().unwrap()) as u64),
+                0x81 => Len::Plain(u64::from_be_bytes(self.take(8)?.try_into().unwrap())),
+                _ => return Err(BAD),
+            },
+            _ => match b & 0x3f {
+                0 => Len::Int8,
+                1 => Len::Int16,
+                2 => Len::Int32,
+                3 => Len::Lzf,
+                _ => return Err(BAD),
+            },
+        })
+    }
+
+    /// A count or index: a plain length only.
+    fn len(&mut self) -> R<u64> {
+        match self.raw_len()? {
+            Len::Plain(n) => Ok(n),
+            _ => Err(BAD),
+        }
+    }
+
+    fn string(&mut self) -> R<Vec<u8>> {
+        let int = |v: i64| itoa::Buffer::new().format(v).as_bytes().to_vec();
+        Ok(match self.raw_len()? {
+            Len::Plain(n) => self.take(n)?.to_vec(),
+            Len::Int8 => int(self.byte()? as i8 as i64),
+            Len::Int16 => int(i16::from_le_bytes(self.take(2)?.try_into().unwrap()) as i64),
+            Len::Int32 => int(i32::from_le_bytes(self.take(4)?.try_into().unwrap()) as i64),
+            Len::Lzf => {
+                let clen = self.len()?;
+                let len = self.len()?;
+                let data = self.take(clen)?;
+                lzf_decompress(data, len).ok_or(BAD)?
+            }
+        })
+    }
+
+    /// The old zset score: a length byte (253 NaN, 254 +inf, 255 -inf), then the number as
+    /// text. NaN is refused: no sorted set holds it.
+    fn text_double(&mut self) -> R<f64> {
+        match self.byte()? {
+            253 => Err(BAD),
+            254 => Ok(f64::INFINITY),
+            255 => Ok(f64::NEG_INFINITY),
+            n => score_text(self.take(n as u64)?),
+        }
+    }
+
+    fn binary_double(&mut self) -> R<f64> {
+        let v = f64::from_le_bytes(self.take(8)?.try_into().unwrap());
+        if v.is_nan() {
+            return Err(BAD);
+        }
+        Ok(v)
+    }
+
+    fn value(&mut self, ty: u8) -> R<Value> {
+        match ty {
+            TYPE_STRING => Ok(Value::Str(self.string()?)),
+            TYPE_LIST => {
+                let n = self.len()?;
+                let mut l = List::new();
+                for _ in 0..n {
+                    l.push_back(&self.string()?);
+                }
+                nonempty(l.len(), Value::List(Box::new(l)))
+            }
+            TYPE_LIST_ZIPLIST => {
+                let blob = self.string()?;
+                let mut l = List::new();
+                for_each_ziplist(&blob, |e| {
+                    l.push_back(&e.bytes());
+                    Ok(())
+                })?;
+                nonempty(l.len(), Value::List(Box::new(l)))
+            }
+            TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => {
+                let nodes = self.len()?;
+                let mut l = List::new();
+                for _ in 0..nodes {
+                    let container = if ty == TYPE_LIST_QUICKLIST_2 { self.len()? } else { QUICKLIST_PACKED };
+                    let blob = self.string()?;
+                    match container {
+                        QUICKLIST_PLAIN => l.push_back(&blob),
+                        QUICKLIST_PACKED if ty == TYPE_LIST_QUICKLIST => for_each_ziplist(&blob, |e| {
+                            l.push_back(&e.bytes());
+                            Ok(())
+                        })?,
+                        // An empty node is skipped, as Redis does on load.
+                        QUICKLIST_PACKED => for_each_listpack(&blob, |e| {
+                            l.push_back(&e.bytes());
+                            Ok(())
+                        })?,
+                        _ => return Err(BAD),
+                    }
+                }
+                nonempty(l.len(), Value::List(Box::new(l)))
+            }
+            TYPE_SET => {
+                let n = self.len()?;
+                let mut s = Set::new();
+                for _ in 0..n {
+                    if !s.add(&self.string()?) {
+                        return Err(BAD);
+                    }
+                }
+                nonempty(s.len(), Value::Set(Box::new(s)))
+            }
+            TYPE_SET_INTSET => {
+                let blob = self.string()?;
+                let mut s = Set::new();
+                for v in intset(&blob)? {
+                    s.add(itoa::Buffer::new().format(v).as_bytes());
+                }
+                nonempty(s.len(), Value::Set(Box::new(s)))
+            }
+            TYPE_SET_LISTPACK => {
+                let blob = self.string()?;
+                let mut s = Set::new();
+                for_each_listpack(&blob, |e| if s.add(&e.bytes()) { Ok(()) } else { Err(BAD) })?;
+                nonempty(s.len(), Value::Set(Box::new(s)))
+            }
+            TYPE_HASH => {
+                let n = self.len()?;
+                let mut h = Hash::new();
+                for _ in 0..n {
+                    let f = self.string()?;
+                    let v = self.string()?;
+                    if !h.set(&f, &v) {
+                        return Err(BAD);
+                    }
+                }
+                nonempty(h.len(), Value::Hash(Box::new(h)))
+            }
+            TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
+                let blob = self.string()?;
+                let mut h = Hash::new();
+                let mut field: Option<Vec<u8>> = None;
+                let mut pair = |e: Entry<'_>| match field.take() {
+                    None => {
+                        field = Some(e.bytes());
+                        Ok(())
+                    }
+                    Some(f) => h.set(&f, &e.bytes()).then_some(()).ok_or(BAD),
+                };
+                if ty == TYPE_HASH_ZIPLIST {
+                    for_each_ziplist(&blob, &mut pair)?;
+                } else {
+                    for_each_listpack(&blob, &mut pair)?;
+                }
+                if field.is_some() {
+                    return Err(BAD);
+                }
+                nonempty(h.len(), Value::Hash(Box::new(h)))
+            }
+            TYPE_ZSET | TYPE_ZSET_2 => {
+                let n = self.len()?;
+                let mut z = ZSet::new();
+                for _ in 0..n {
+                    let m = self.string()?;
+                    let s = if ty == TYPE_ZSET_2 { self.binary_double()? } else { self.text_double()? };
+                    // Exact bits: a -0 score stays -0 whatever form the set takes, as the
+                    // origin stored it.
+                    if z.insert_exact(&m, s).is_some() {
+                        return Err(BAD);
+                    }
+                }
+                nonempty(z.len(), Value::ZSet(Box::new(z)))
+            }
+            TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
+                let blob = self.string()?;
+                let mut z = ZSet::new();
+                let mut member: Option<Vec<u8>> = None;
+                let mut pair = |e: Entry<'_>| match member.take() {
+                    None => {
+                        member = Some(e.bytes());
+                        Ok(())
+                    }
+                    Some(m) => {
+                        let s = match e {
+                            Entry::Int(i) => i as f64,
+                            Entry::Str(t) => score_text(t)?,
+                        };
+                        z.insert_exact(&m, s).is_none().then_some(()).ok_or(BAD)
+                    }
+                };
+                if ty == TYPE_ZSET_ZIPLIST {
+                    for_each_ziplist(&blob, &mut pair)?;
+                } else {
+                    for_each_listpack(&blob, &mut pair)?;
+                }
+                if member.is_some() {
+                    return Err(BAD);
+                }
+                nonempty(z.len(), Value::ZSet(Box::new(z)))
+            }
+            TYPE_GOBLIN_ARRAY => {
+                let n = self.len()?;
+                let cursor = self.len()?;
+                let mut a = SparseArray::new();
+                let mut last: Option<u64> = None;
+                for _ in 0..n {
+                    let i = self.len()?;
+                    // Indexes strictly ascending (so no duplicates) and below u64::MAX, the
+                    // largest index an array can hold being 2^64-2.
+                    if i == u64::MAX || last.is_some_and(|l| i <= l) {
+                        return Err(BAD);
+                    }
+                    last = Some(i);
+                    a.set(i, &self.string()?);
+                }
+                a.set_cursor(cursor);
+                nonempty(a.count(), Value::Array(Box::new(a)))
+            }
+            _ => Err(BAD),
+        }
+    }
+}
+
+fn nonempty(len: usize, v: Value) -> R<Value> {
+    if len == 0 {
+        Err(BAD)
+    } else {
+        Ok(v)
+    }
+}
+
+/// A score written as text (old zsets, ziplist and listpack entries): strtod's syntax, no NaN.
+fn score_text(t: &[u8]) -> R<f64> {
+    let s = std::str::from_utf8(t).map_err(|_| BAD)?;
+    let lower = s.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => crate::util::parse_f64(t).ok_or(BAD)?,
+    };
+    Ok(v)
+}
+
+/// liblzf's decompressor over untrusted input: literal runs (`ctrl < 32`: ctrl+1 bytes follow)
+/// and back references (length `ctrl >> 5` plus 2, extended by a byte when 7; offset from the
+/// low 5 bits and the next byte). None unless the output is exactly `len` bytes. The output is
+/// never allocated past what the input can produce (each input byte yields at most 264 bytes
+/// of output), so a forged length cannot make us reserve gigabytes.
+pub fn lzf_decompress(inp: &[u8], len: u64) -> Option<Vec<u8>> {
+    let len = usize::try_from(len).ok()?;
+    if len > inp.len().saturating_mul(264) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(len);
+    let mut i = 0;
+    while i < inp.len() {
+        let ctrl = inp[i] as usize;
+        i += 1;
+        if ctrl < 32 {
+            let n = ctrl + 1;
+            if i + n > inp.len() || out.len() + n > len {
+                return None;
+            }
+            out.extend_from_slice(&inp[i..i + n]);
+            i += n;
+        } else {
+            let mut n = ctrl >> 5;
+            if n == 7 {
+                n += *inp.get(i)? as usize;
+                i += 1;
+            }
+            let off = ((ctrl & 0x1f) << 8) + *inp.get(i)? as usize + 1;
+            i += 1;
+            n += 2;
+            if off > out.len() || out.len() + n > len {
+                return None;
+            }
+            // Byte by byte: a reference may overlap what it is producing (a run).
+            let start = out.len() - off;
+            for k in 0..n {
+                let b = out[start + k];
+                out.push(b);
+            }
+        }
+    }
+    (out.len() == len).then_some(out)
+}
+
+/// LZF compression (for tests: Redis compresses strings over 20 bytes; goblin's DUMP does
+/// not, but RESTORE must read them). A simple greedy matcher over a hash of 3 bytes.
+pub fn lzf_compress(inp: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut lit: Vec<u8> = Vec::new();
+    let flush = |out: &mut Vec<u8>, lit: &mut Vec<u8>| {
+        for chunk in lit.chunks(32) {
+            out.push((chunk.len() - 1) as u8);
+            out.extend_from_slice(chunk);
+        }
+        lit.clear();
+    };
+    let mut table = vec![usize::MAX; 1 << 12];
+    let mut i = 0;
+    while i < inp.len() {
+        if i + 3 <= inp.len() {
+            let h = ((inp[i] as usize) << 8 ^ (inp[i + 1] as usize) << 4 ^ inp[i + 2] as usize) & 0xfff;
+            let cand = table[h];
+            table[h] = i;
+            if cand != usize::MAX && i - cand <= 8192 && inp[cand..cand + 3] == inp[i..i + 3] {
+                let mut n = 3;
+                while i + n < inp.len() && n < 264 && inp[cand + n] == inp[i + n] {
+                    n += 1;
+                }
+                flush(&mut out, &mut lit);
+                let off = i - cand - 1;
+                let l = n - 2;
+                if l < 7 {
+                    out.push(((l << 5) | (off >> 8)) as u8);
+                } else {
+                    out.push(((7 << 5) | (off >> 8)) as u8);
+                    out.push((l - 7) as u8);
+                }
+                out.push(off as u8);
+                i += n;
+                continue;
+            }
+        }
+        lit.push(inp[i]);
+        i += 1;
+    }
+    flush(&mut out, &mut lit);
+    out
+}
+
+/// One element of a listpack or ziplist.
+#[derive(Clone, Copy)]
+enum Entry<'a> {
+    Str(&'a [u8]),
+    Int(i64),
+}
+
+impl Entry<'_> {
+    /// The element as a string (integers in decimal, as Redis reads them back).
+    fn bytes(&self) -> Vec<u8> {
+        match *self {
+            Entry::Str(s) => s.to_vec(),
+            Entry::Int(i) => itoa::Buffer::new().format(i).as_bytes().to_vec(),
+        }
+    }
+}
+
+fn le(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64)
+}
+
+/// Sign-extends the low `bits` of `u`.
+fn signed(u: u64, bits: u32) -> i64 {
+    let shift = 64 - bits;
+    ((u << shift) as i64) >> shift
+}
+
+/// Walks a listpack: `total bytes: u32 LE`, `count: u16 LE` (65535: unknown), the entries
+/// (each its encoding and data, then a back length of 1 to 5 bytes), and the end byte 0xFF,
+/// which must be the last byte. The count, when known, must match.
+fn for_each_listpack<'a>(lp: &'a [u8], mut f: impl FnMut(Entry<'a>) -> R<()>) -> R<()> {
+    if lp.len() < 7 || le(&lp[0..4]) != lp.len() as u64 {
+        return Err(BAD);
+    }
+    let declared = le(&lp[4..6]);
+    let mut p = 6;
+    let mut n = 0u64;
+    loop {
+        let b = *lp.get(p).ok_or(BAD)?;
+        if b == 0xFF {
+            break;
+        }
+        let get = |from: usize, k: usize| lp.get(from..from + k).ok_or(BAD);
+        let (entry, size) = if b & 0x80 == 0 {
+            (Entry::Int((b & 0x7f) as i64), 1)
+        } else if b & 0xC0 == 0x80 {
+            let l = (b & 0x3f) as usize;
+            (Entry::Str(get(p + 1, l)?), 1 + l)
+        } else if b & 0xE0 == 0xC0 {
+            let u = (((b & 0x1f) as u64) << 8) | *lp.get(p + 1).ok_or(BAD)? as u64;
+            (Entry::Int(signed(u, 13)), 2)
+        } else if b & 0xF0 == 0xE0 {
+            let l = (((b & 0x0f) as usize) << 8) | *lp.get(p + 1).ok_or(BAD)? as usize;
+            (Entry::Str(get(p + 2, l)?), 2 + l)
+        } else {
+            match b {
+                0xF0 => {
+                    let l = le(get(p + 1, 4)?) as usize;
+                    (Entry::Str(get(p + 5, l)?), 5 + l)
+                }
+                0xF1 => (Entry::Int(signed(le(get(p + 1, 2)?), 16)), 3),
+                0xF2 => (Entry::Int(signed(le(get(p + 1, 3)?), 24)), 4),
+                0xF3 => (Entry::Int(signed(le(get(p + 1, 4)?), 32)), 5),
+                0xF4 => (Entry::Int(le(get(p + 1, 8)?) as i64), 9),
+                _ => return Err(BAD),
+            }
+        };
+        let backlen = match size {
+            0..=127 => 1,
+            128..=16382 => 2,
+            16383..=2097150 => 3,
+            2097151..=268435454 => 4,
+            _ => 5,
+        };
+        p = p.checked_add(size + backlen).filter(|&e| e < lp.len()).ok_or(BAD)?;
+        f(entry)?;
+        n += 1;
+    }
+    if p != lp.len() - 1 || (declared != 65535 && declared != n) {
+        return Err(BAD);
+    }
+    Ok(())
+}
+
+/// Walks a ziplist: `total bytes: u32 LE`, `tail offset: u32 LE`, `count: u16 LE` (65535:
+/// unknown), entries (previous length: 1 byte, or 0xFE and 4 bytes; encoding; data), 0xFF last.
+fn for_each_ziplist<'a>(zl: &'a [u8], mut f: impl FnMut(Entry<'a>) -> R<()>) -> R<()> {
+    if zl.len() < 11 || le(&zl[0..4]) != zl.len() as u64 {
+        return Err(BAD);
+    }
+    let declared = le(&zl[8..10]);
+    let mut p = 10;
+    let mut n = 0u64;
+    loop {
+        let b = *zl.get(p).ok_or(BAD)?;
+        if b == 0xFF {
+            break;
+        }
+        let get = |from: usize, k: usize| zl.get(from..from + k).ok_or(BAD);
+        let q = if b == 0xFE { p + 5 } else { p + 1 };
+        let e = *zl.get(q).ok_or(BAD)?;
+        let (entry, size) = match e >> 6 {
+            0 => {
+                let l = (e & 0x3f) as usize;
+                (Entry::Str(get(q + 1, l)?), 1 + l)
+            }
+            1 => {
+                let l = (((e & 0x3f) as usize) << 8) | *zl.get(q + 1).ok_or(BAD)? as usize;
+                (Entry::Str(get(q + 2, l)?), 2 + l)
+            }
+            2 if e == 0x80 => {
+                let d = get(q + 1, 4)?;
+                let l = u32::from_be_bytes(d.try_into().unwrap()) as usize;
+                (Entry::Str(get(q + 5, l)?), 5 + l)
+            }
+            2 => return Err(BAD),
+            _ => match e {
+                0xC0 => (Entry::Int(signed(le(get(q + 1, 2)?), 16)), 3),
+                0xD0 => (Entry::Int(signed(le(get(q + 1, 4)?), 32)), 5),
+                0xE0 => (Entry::Int(le(get(q + 1, 8)?) as i64), 9),
+                0xF0 => (Entry::Int(signed(le(get(q + 1, 3)?), 24)), 4),
+                0xFE => (Entry::Int(*zl.get(q + 1).ok_or(BAD)? as i8 as i64), 2),
+                0xF1..=0xFD => (Entry::Int((e & 0x0f) as i64 - 1), 1),
+                _ => return Err(BAD),
+            },
+        };
+        p = q.checked_add(size).filter(|&e| e < zl.len()).ok_or(BAD)?;
+        f(entry)?;
+        n += 1;
+    }
+    if p != zl.len() - 1 || (declared != 65535 && declared != n) {
+        return Err(BAD);
+    }
+    Ok(())
+}
+
+/// An intset: `encoding: u32 LE` (2, 4 or 8 bytes per value), `count: u32 LE`, the values
+/// little endian, strictly ascending.
+fn intset(blob: &[u8]) -> R<Vec<i64>> {
+    if blob.len() < 8 {
+        return Err(BAD);
+    }
+    let width = le(&blob[0..4]) as usize;
+    let count = le(&blob[4..8]) as usize;
+    if !matches!(width, 2 | 4 | 8)
+        || count.checked_mul(width).and_then(|b| b.checked_add(8)) != Some(blob.len())
+    {
+        return Err(BAD);
+    }
+    let vals: Vec<i64> = blob[8..].chunks_exact(width).map(|c| signed(le(c), width as u32 * 8)).collect();
+    if vals.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(BAD);
+    }
+    Ok(vals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc64_matches_redis_check_value() {
+        // Redis's crc64.c self-test: crc64(0, "123456789") = e9c6d914c4b8d9ca.
+        assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    }
+
+    #[test]
+    fn lzf_round_trip() {
+        for s in
+            [&b""[..], b"a", b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", b"abcabcabcabcabcabcxyzxyzabc"]
+        {
+            let c = lzf_compress(s);
+            assert_eq!(lzf_decompress(&c, s.len() as u64).as_deref(), Some(s));
+        }
+        let long: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(lzf_decompress(&lzf_compress(&long), long.len() as u64), Some(long));
+    }
+
+    #[test]
+    fn redis_7_0_payloads_load() {
+        use store::Plain;
+        // Payloads redis-server 7.0.15's DUMP produced (tests/dump_restore.rs in goblin-core
+        // compares against a live server too).
+        let plain = |h: &str| restore(&hex(h)).unwrap().as_ref().to_plain();
+        let strs = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        // SET s 123: an int-encoded string.
+        assert_eq!(plain("00c07b0a0048e253e1007a67b9"), Plain::Str(b"123".to_vec()));
+        // "abc" x 30: LZF-compressed.
+        assert_eq!(
+            plain("00c30b405a0361626361e04b020162630a00238036f9e2d0c780"),
+            Plain::Str(b"abc".repeat(30))
+        );
+        // RPUSH l a b 1: quicklist 2 with one listpack node.
+        assert_eq!(
+            plain("1201020f0f00000003008161028162020101ff0a00e01bab4a47ce5922"),
+            Plain::List(strs(&["a", "b", "1"]))
+        );
+        // Every listpack integer width, negative values included.
+        let lneg = "1201023a3a0000000b00dfff02df3802f270110104f290eefe04f4000000000001000009f4000000\
+                    00000000c0097f01c08002cfff02d00002f1ff1f03ff0a009c23e404f49f870b";
+        assert_eq!(
+            plain(lneg),
+            Plain::List(strs(&[
+                "-1",
+                "-200",
+                "70000",
+                "-70000",
+                "1099511627776",
+                "-4611686018427387904",
+                "127",
+                "128",
+                "4095",
+                "-4096",
+                "8191"
+            ]))
+        );
+        // SADD si 1 2 3: an intset.
+        assert_eq!(
+            plain("0b0e02000000030000000100020003000a00a5025ce26d6e4d1b"),
+            Plain::Set(strs(&["1", "2", "3"]).into_iter().collect())
+        );
+        // SADD ss a b: a plain set (7.0 has no listpack sets).
+        assert_eq!(
+            plain("0202016101620a00fe642125eb033d0d"),
+            Plain::Set(strs(&["a", "b"]).into_iter().collect())
+        );
+        // HSET h f v n 5: a listpack hash.
+        assert_eq!(
+            plain("1012120000000400816602817602816e020501ff0a008490939f57b4f3c2"),
+            Plain::Hash(
+                [(b"f".to_vec(), b"v".to_vec()), (b"n".to_vec(), b"5".to_vec())].into_iter().collect()
+            )
+        );
+        // ZADD z 1.5 a 2 b: a listpack zset (scores as text and as integers).
+        assert_eq!(
+            plain("111414000000040081610283312e35048162020201ff0a00fa02b425af188763"),
+            Plain::ZSet(vec![(b"a".to_vec(), 1.5f64.to_bits()), (b"b".to_vec(), 2f64.to_bits())])
+        );
+        // A flipped checksum bit and a newer version are refused as Redis refuses them.
+        let mut bad = hex("00c07b0a0048e253e1007a67b9");
+        *bad.last_mut().unwrap() ^= 1;
+        assert_eq!(restore(&bad).unwrap_err(), DecodeError::VersionOrChecksum);
+        assert_eq!(restore(b"").unwrap_err(), DecodeError::VersionOrChecksum);
+    }
+
+    #[test]
+    fn dump_round_trips_and_redis_reads_goblin_strings() {
+        // Goblin's DUMP of "123" is byte for byte Redis's.
+        let v = Value::Str(b"123".to_vec());
+        assert_eq!(dump(v.as_ref()), hex("00c07b0a0048e253e1007a67b9"));
+        let mut h = Hash::new();
+        h.set(b"f", b"v");
+        let v = Value::Hash(Box::new(h));
+        assert_eq!(restore(&dump(v.as_ref())).unwrap().as_ref().to_plain(), v.as_ref().to_plain());
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+}
