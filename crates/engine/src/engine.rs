@@ -60,6 +60,9 @@ pub struct Engine {
     /// treat keys past their deadline as missing without deleting them (the upstream's `DEL`
     /// arrives in the stream) and emit nothing; see [`Ctx::replica`].
     pub replica: bool,
+    /// A Lua script is calling: see [`Ctx::script`]. Set by the server around each
+    /// `redis.call` of a script.
+    pub script: bool,
     /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
     /// for an error).
     pub(crate) replay_reply: Vec<u8>,
@@ -83,6 +86,7 @@ impl Engine {
             ready_keys: Vec::new(),
             replaying: false,
             replica: false,
+            script: false,
             replay_reply: Vec::new(),
         }
     }
@@ -157,6 +161,7 @@ impl Engine {
             rng: &mut self.rng,
             replaying: self.replaying,
             replica: self.replica,
+            script: self.script,
             ready_keys: &mut self.ready_keys,
             block: None,
             retrying_blocked,

@@ -4,13 +4,17 @@ pub mod array;
 pub mod bits;
 pub mod cas;
 pub mod debug;
+pub mod geo;
 pub mod hash;
+pub mod hll;
 pub mod keyspace;
+pub mod lcs;
 pub mod list;
 pub mod long_double;
 pub mod scan;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod zset;
 
@@ -28,4 +32,8 @@ pub static TABLES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     array::COMMANDS,
     cas::COMMANDS,
+    sort::COMMANDS,
+    hll::COMMANDS,
+    geo::COMMANDS,
+    lcs::COMMANDS,
 ];
