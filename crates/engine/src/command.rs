@@ -36,6 +36,10 @@ impl Flags {
     pub const FAST: u32 = 1 << 9;
     pub const NO_AUTH: u32 = 1 << 10;
     pub const MOVABLEKEYS: u32 = 1 << 11;
+    /// A read that may still write (PFCOUNT stores a refreshed cache): read-only scripts refuse
+    /// it as Redis's `may-replicate` commands. Not listed by `COMMAND INFO` (Redis 7.0 lists
+    /// it only in `COMMAND DOCS`), so not in [`Flags::names`].
+    pub const MAY_REPLICATE: u32 = 1 << 12;
 
     pub fn has(self, f: u32) -> bool {
         self.0 & f != 0

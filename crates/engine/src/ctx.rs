@@ -22,6 +22,9 @@ pub struct Ctx<'a> {
     /// stays in place and no `DEL` is emitted (a replica's only writes are the upstream's
     /// mutations, at the upstream's offsets; the upstream's own expiry `DEL` follows).
     pub replica: bool,
+    /// The command is a Lua script's `redis.call`: Redis makes a few commands deterministic
+    /// there (SORT of a set with a constant BY sorts it instead of keeping the set's order).
+    pub script: bool,
     /// Keys that gained list or sorted-set elements in this command: blocked clients waiting on
     /// them are retried after the command.
     pub ready_keys: &'a mut Vec<Vec<u8>>,

@@ -62,6 +62,9 @@ pub struct Engine {
     /// treat keys past their deadline as missing without deleting them (the upstream's `DEL`
     /// arrives in the stream) and emit nothing; see [`Ctx::replica`].
     pub replica: bool,
+    /// A Lua script is calling: see [`Ctx::script`]. Set by the server around each
+    /// `redis.call` of a script.
+    pub script: bool,
     /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
     /// for an error).
     pub(crate) replay_reply: Vec<u8>,
@@ -95,6 +98,7 @@ impl Engine {
             ready_keys: Vec::new(),
             replaying: false,
             replica: false,
+            script: false,
             replay_reply: Vec::new(),
             log_expired: false,
             expired_log: Vec::new(),
@@ -174,6 +178,7 @@ impl Engine {
             rng: &mut self.rng,
             replaying: self.replaying,
             replica: self.replica,
+            script: self.script,
             ready_keys: &mut self.ready_keys,
             block: None,
             retrying_blocked,

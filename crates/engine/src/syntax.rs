@@ -287,6 +287,47 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("zdiffstore", "6.2.0", "destination numkeys key [key ...]"),
     ("zintercard", "7.0.0", "numkeys key [key ...] [LIMIT limit]"),
     ("zscan", "2.8.0", "key cursor [MATCH pattern] [COUNT count]"),
+    // sort (commands/sort.rs), HyperLogLog (hll.rs), geo (geo.rs), LCS (lcs.rs)
+    (
+        "sort",
+        "1.0.0",
+        "key [BY pattern] [LIMIT offset count] [GET pattern [GET pattern ...]] [order: ASC | DESC] [ALPHA] \
+         [STORE destination:key]",
+    ),
+    (
+        "sort_ro",
+        "7.0.0",
+        "key [BY pattern] [LIMIT offset count] [GET pattern [GET pattern ...]] [order: ASC | DESC] [ALPHA]",
+    ),
+    ("pfadd", "2.8.9", "key [element [element ...]]"),
+    ("pfcount", "2.8.9", "key [key ...]"),
+    ("pfmerge", "2.8.9", "destkey:key sourcekey:key [sourcekey:key ...]"),
+    (
+        "geoadd",
+        "3.2.0",
+        "key [condition: NX | XX] [change: CH] longitude:double latitude:double member \
+         [longitude:double latitude:double member ...]",
+    ),
+    ("geodist", "3.2.0", "key member1:string member2:string [unit: M | KM | FT | MI]"),
+    ("geohash", "3.2.0", "key member [member ...]"),
+    ("geopos", "3.2.0", "key member [member ...]"),
+    (
+        "geosearch",
+        "6.2.0",
+        "key <from: FROMMEMBER member | FROMLONLAT longitude:double latitude:double> \
+         <by: <circle: <BYRADIUS radius:double> <unit: M | KM | FT | MI>> \
+         | <box: <BYBOX width:double> height:double <unit: M | KM | FT | MI>>> \
+         [order: ASC | DESC] [count-block: COUNT count [ANY]] [WITHCOORD] [WITHDIST] [WITHHASH]",
+    ),
+    (
+        "geosearchstore",
+        "6.2.0",
+        "destination:key source:key <from: FROMMEMBER member | FROMLONLAT longitude:double latitude:double> \
+         <by: <circle: <BYRADIUS radius:double> <unit: M | KM | FT | MI>> \
+         | <box: <BYBOX width:double> height:double <unit: M | KM | FT | MI>>> \
+         [order: ASC | DESC] [count-block: COUNT count [ANY]] [STOREDIST]",
+    ),
+    ("lcs", "7.0.0", "key1:key key2:key [LEN] [IDX] [MINMATCHLEN min-match-len:integer] [WITHMATCHLEN]"),
     // sparse arrays
     ("arset", "8.8.0", "key index value [value ...]"),
     ("armset", "8.8.0", "key index value [index value ...]"),

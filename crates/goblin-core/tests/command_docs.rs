@@ -52,7 +52,9 @@ fn args(v: &Value) -> Vec<Arg> {
             assert_eq!(m[0].0, "name");
             assert_eq!(m[1].0, "type");
             let kind = text(m[1].1);
-            assert_eq!(field(&m, "key_spec_index").is_some(), kind == "key", "{m:?}");
+            // Keys name their key spec; so do SORT's BY and GET patterns (type pattern).
+            let spec = field(&m, "key_spec_index").is_some();
+            assert!(spec == (kind == "key") || (spec && kind == "pattern"), "{m:?}");
             Arg {
                 name: text(m[0].1),
                 kind,

@@ -944,3 +944,61 @@ fn an_idle_upstream_keeps_its_replica_live_and_a_hung_one_is_dropped() {
     primary.signal(libc::SIGCONT);
     wait_for(&replica, "live again", |m| m["replica_state"] == "live");
 }
+
+/// SORT .. STORE, the HyperLogLog writes (PFCOUNT's cache refresh from a read command
+/// included, also inside a script) and the GEO writes reach a replica as their
+/// canonical forms: the same bytes and digest on both sides. A replica answers PFCOUNT of a
+/// value with a stale cache without writing (its upstream's SET follows).
+#[test]
+fn sort_hll_and_geo_writes_replicate_exactly() {
+    let primary = Server::start(&["--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let r = live_replica(&["--replica-tcp", "127.0.0.1", &pport]);
+    let mut pc = primary.conn();
+    let mut rc = r.conn();
+    let q = |con: &mut redis::Connection, args: &[&str]| -> redis::Value {
+        redis::cmd(args[0]).arg(&args[1..]).query(con).unwrap()
+    };
+    q(&mut pc, &["RPUSH", "l", "3", "1", "2", "10"]);
+    q(&mut pc, &["MSET", "w_1", "9", "w_2", "8", "w_3", "7", "w_10", "6"]);
+    q(&mut pc, &["SORT", "l", "BY", "w_*", "STORE", "sorted"]);
+    q(&mut pc, &["PFADD", "h", "a", "b", "c"]);
+    let elems: Vec<String> = (0..4000).map(|i| format!("e{i}")).collect();
+    let _: i64 = redis::cmd("PFADD").arg("big").arg(&elems).query(&mut pc).unwrap();
+    converge(&primary, &[&r]);
+    // The replica counts the stale cache without storing it...
+    let n: i64 = redis::cmd("PFCOUNT").arg("h").query(&mut rc).unwrap();
+    assert_eq!(n, 3);
+    let off = offset(&primary);
+    // ...the primary stores it and replicates that write.
+    let n: i64 = redis::cmd("PFCOUNT").arg("h").query(&mut pc).unwrap();
+    assert_eq!(n, 3);
+    assert_eq!(offset(&primary), off + 1, "PFCOUNT's cache refresh is one SET");
+    let n: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('PFCOUNT', KEYS[1])")
+        .arg(1)
+        .arg("big")
+        .query(&mut pc)
+        .unwrap();
+    assert!((3900..=4100).contains(&n), "{n}");
+    q(&mut pc, &["PFMERGE", "m", "h", "big"]);
+    q(&mut pc, &["GEOADD", "g", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"]);
+    q(
+        &mut pc,
+        &["GEOSEARCHSTORE", "near", "g", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "STOREDIST"],
+    );
+    converge(&primary, &[&r]);
+    for k in ["h", "big", "m"] {
+        let (a, b): (Vec<u8>, Vec<u8>) = (
+            redis::cmd("GET").arg(k).query(&mut pc).unwrap(),
+            redis::cmd("GET").arg(k).query(&mut rc).unwrap(),
+        );
+        assert_eq!(a, b, "{k}");
+    }
+    let sorted: Vec<String> = redis::cmd("LRANGE").arg("sorted").arg(0).arg(-1).query(&mut rc).unwrap();
+    assert_eq!(sorted, ["10", "3", "2", "1"]);
+    let near: Vec<(String, f64)> =
+        redis::cmd("ZRANGE").arg("near").arg(0).arg(-1).arg("WITHSCORES").query(&mut rc).unwrap();
+    assert_eq!(near.len(), 2);
+    assert!(r.log().lines().all(|l| !l.contains("produced a mutation of its own")));
+}

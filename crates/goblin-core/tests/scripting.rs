@@ -282,6 +282,16 @@ fn other_requests() -> Vec<Vec<&'static str>> {
         vec!["EVAL_RO", "#!lua flags=no-writes\nreturn 2", "0"],
         vec!["COMMAND", "GETKEYS", "EVAL", "return 1", "2", "a", "b", "c"],
         vec!["COMMAND", "GETKEYS", "EVALSHA", "abc", "1", "k"],
+        // A set's order is not deterministic: for scripts, SORT .. BY nosort sorts it (ALPHA).
+        vec!["SADD", "sset", "delta", "alpha", "charlie", "bravo", "echo"],
+        vec!["EVAL", "return redis.call('SORT', KEYS[1], 'BY', 'nosort')", "1", "sset"],
+        vec![
+            "EVAL",
+            "return redis.call('SORT_RO', KEYS[1], 'BY', 'x', 'DESC', 'LIMIT', '1', '3')",
+            "1",
+            "sset",
+        ],
+        vec!["EVAL_RO", "return redis.call('PFCOUNT', KEYS[1])", "1", "nohll"],
         vec!["MULTI"],
         vec!["EVAL", "return redis.call('incr', KEYS[1])", "1", "counter"],
         vec!["SET", "after", "1"],

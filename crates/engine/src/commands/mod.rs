@@ -5,13 +5,17 @@ pub mod bits;
 pub mod cas;
 pub mod debug;
 pub mod dump;
+pub mod geo;
 pub mod hash;
+pub mod hll;
 pub mod keyspace;
+pub mod lcs;
 pub mod list;
 pub mod long_double;
 pub mod scan;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod zset;
 
@@ -30,4 +34,8 @@ pub static TABLES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     array::COMMANDS,
     cas::COMMANDS,
+    sort::COMMANDS,
+    hll::COMMANDS,
+    geo::COMMANDS,
+    lcs::COMMANDS,
 ];

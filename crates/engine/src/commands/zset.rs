@@ -383,7 +383,7 @@ fn limited(lo: usize, hi: usize, rev: bool, offset: i64, count: i64) -> (usize, 
 /// creates the form its length calls for; ZRANGESTORE by score or lex starts small. It only
 /// matters for -0 scores, which the small form stores as 0.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum DstForm {
+pub(crate) enum DstForm {
     /// Big form if the result has more than 128 members or one longer than 64 bytes.
     ByContent,
     /// Big form if the result has more than 128 members.
@@ -395,7 +395,7 @@ enum DstForm {
 /// Replaces `dst` with a sorted set of `items` (in ascending order), or deletes it when
 /// `items` is empty; emits `DEL dst` if it existed, then one `ZADD` per element carrying the
 /// stored score. Returns the stored count.
-fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], form: DstForm) -> i64 {
+pub(crate) fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], form: DstForm) -> i64 {
     let existed = c.exists(dst);
     if existed {
         c.ks.remove(dst);
@@ -428,13 +428,13 @@ fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], form: DstForm)
 // ZADD, ZINCRBY, ZREM
 
 #[derive(Default, Clone, Copy)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(crate) struct AddFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+    pub ch: bool,
+    pub incr: bool,
 }
 
 /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
@@ -484,7 +484,7 @@ fn zadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// The body of ZADD and ZINCRBY once arguments are parsed.
-fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[(f64, &[u8])]) {
+pub(crate) fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags, pairs: &[(f64, &[u8])]) {
     let exists = match write_zset(c, key) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
         Ok(z) => z.is_some(),

@@ -111,6 +111,8 @@ pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
         "connection" => v.push("@connection"),
         "transactions" => v.push("@transaction"),
         "bitmap" => v.push("@bitmap"),
+        "hyperloglog" => v.push("@hyperloglog"),
+        "geo" => v.push("@geo"),
         // The PUBSUB container itself is only @slow in Redis; its members are @pubsub.
         "pubsub" if s.flags.has(Flags::PUBSUB) => v.push("@pubsub"),
         _ => {}

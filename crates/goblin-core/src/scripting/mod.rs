@@ -734,16 +734,11 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     if denied_in_scripts(spec) {
         return refused(lua, &run, Some(spec), &argv, b"ERR This Redis command is not allowed from script");
     }
+    // Like Redis, a read-only script also refuses the reads that may write (PFCOUNT).
+    if run.read_only && (spec.is_write() || spec.flags.has(Flags::MAY_REPLICATE)) {
+        return refused(lua, &run, Some(spec), &argv, b"ERR Write commands are not allowed from read-only scripts.");
+    }
     if spec.is_write() {
-        if run.read_only {
-            return refused(
-                lua,
-                &run,
-                Some(spec),
-                &argv,
-                b"ERR Write commands are not allowed from read-only scripts.",
-            );
-        }
         // SAFETY: see `Run` below: only a read of the server's role while nothing else uses it.
         if unsafe { (*run.server).replica.is_some() } {
             // A replica's data changes only through its upstream (as Redis's read-only replica).
@@ -766,7 +761,11 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     let (server, conn) = unsafe { (&mut *run.server, &mut *run.conn) };
     match spec.handler {
         Handler::Data(_) => {
-            if let Outcome::Blocked(_) = server.run_engine(spec, &argv, run.now, &mut out, proto, false) {
+            // Handlers that Redis makes deterministic for scripts see it (engine::Ctx::script).
+            server.engine.script = true;
+            let outcome = server.run_engine(spec, &argv, run.now, &mut out, proto, false);
+            server.engine.script = false;
+            if let Outcome::Blocked(_) = outcome {
                 reply::null_array(&mut out, proto);
             }
         }
