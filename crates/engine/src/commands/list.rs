@@ -629,9 +629,24 @@ fn do_move(c: &mut Ctx, out: &mut Vec<u8>, src: &[u8], dst: &[u8], from: End, to
     if let Look::Wrong = look(c, dst, true) {
         return reply::error(out, errors::WRONGTYPE);
     }
+    if src == dst {
+        // A rotation within one list: the key never stops existing, so it keeps its deadline
+        // (popping its only element first would delete the key and lose it).
+        let l = list_mut(c, src);
+        let v = match from {
+            End::Left => l.pop_front(),
+            End::Right => l.pop_back(),
+        }
+        .expect("source list is not empty");
+        match to {
+            End::Left => l.push_front(&v),
+            End::Right => l.push_back(&v),
+        }
+        c.emit(&[b"LMOVE", src, dst, from.name(), to.name()]);
+        c.signal_ready(dst);
+        return reply::bulk(out, &v);
+    }
     let v = pop_n(c, src, from, 1).pop().expect("source list is not empty");
-    // Create the destination only now: when src == dst and the pop emptied the list, the key
-    // was just removed and comes back holding the moved element.
     if c.ks.get(dst).is_none() {
         c.ks.insert(dst, Value::List(Box::new(List::new())), None);
     }
@@ -869,6 +884,19 @@ mod tests {
         ] {
             assert_eq!(run(&mut e, cmd), (WT.into(), vec![]), "{cmd:?}");
         }
+    }
+
+    #[test]
+    fn lmove_onto_itself_keeps_the_deadline() {
+        let mut e = Engine::default();
+        r(&mut e, &["RPUSH", "l", "only"]);
+        r(&mut e, &["PEXPIREAT", "l", "99999999999999"]);
+        assert_eq!(r(&mut e, &["LMOVE", "l", "l", "LEFT", "RIGHT"]), "$4\r\nonly\r\n");
+        assert_eq!(r(&mut e, &["PEXPIRETIME", "l"]), ":99999999999999\r\n");
+        r(&mut e, &["RPUSH", "l", "b"]);
+        assert_eq!(r(&mut e, &["RPOPLPUSH", "l", "l"]), "$1\r\nb\r\n");
+        assert_eq!(r(&mut e, &["LRANGE", "l", "0", "-1"]), "*2\r\n$1\r\nb\r\n$4\r\nonly\r\n");
+        assert_eq!(r(&mut e, &["PEXPIRETIME", "l"]), ":99999999999999\r\n");
     }
 
     #[test]
