@@ -394,3 +394,38 @@ fn debug_reload_active_expire_and_protocol() {
     let obj = bytes(&q(&mut c, &["DEBUG", "OBJECT", "h"]).unwrap());
     assert!(String::from_utf8(obj).unwrap().contains("encoding:listpack"));
 }
+
+/// OBJECT ENCODING of strings follows Redis: `raw` once APPEND, SETRANGE or SETBIT modified a
+/// value in place, `int`/`embstr` again after a plain SET or INCR.
+#[test]
+fn string_encodings_after_in_place_writes_match_redis() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let steps: &[&[&str]] = &[
+        &["SET", "s", "abc"],
+        &["OBJECT", "ENCODING", "s"],
+        &["APPEND", "s", "def"],
+        &["OBJECT", "ENCODING", "s"],
+        &["SET", "n", "12"],
+        &["APPEND", "n", "3"],
+        &["OBJECT", "ENCODING", "n"],
+        &["GET", "n"],
+        &["INCR", "n"],
+        &["OBJECT", "ENCODING", "n"],
+        &["SETRANGE", "n", "0", "9"],
+        &["OBJECT", "ENCODING", "n"],
+        &["SET", "n", "7"],
+        &["OBJECT", "ENCODING", "n"],
+        &["SETBIT", "b", "3", "1"],
+        &["OBJECT", "ENCODING", "b"],
+        &["SET", "b", "x"],
+        &["OBJECT", "ENCODING", "b"],
+    ];
+    let mut outs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        outs.push(steps.iter().map(|s| format!("{:?}", q(c, s).map_err(|e| e.kind()))).collect::<Vec<_>>());
+    }
+    for (i, (ours, theirs)) in outs[0].iter().zip(&outs[1]).enumerate() {
+        assert_eq!(ours, theirs, "step {i}: {:?}", steps[i]);
+    }
+}

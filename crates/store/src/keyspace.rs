@@ -318,6 +318,35 @@ impl Keyspace {
         }
     }
 
+    /// A string value was modified in place (APPEND, SETRANGE, the bit commands): from now on
+    /// OBJECT ENCODING calls it `raw`, as Redis does, until a plain write stores it again. An
+    /// integer is kept as its decimal bytes. Nothing for a missing key or a collection.
+    pub fn mark_raw(&mut self, key: &[u8]) {
+        let Some(e) = self.table.get(key) else { return };
+        // SAFETY: the entry is live; its value is read before the table changes it.
+        let (form, bytes) = unsafe {
+            let e = Entry::at(e);
+            let bytes = match e.value_ref() {
+                crate::ValueRef::Str(s) => s.to_vec(),
+                _ => return,
+            };
+            (e.form(), bytes)
+        };
+        if form == entry::Form::RawBytes {
+            return;
+        }
+        // SAFETY: as in replace_value.
+        unsafe {
+            self.table.replace_with(key, |old| Entry::at(old).set_value(Stored::RawBytes(bytes)));
+        }
+    }
+
+    /// Whether `key` holds a string modified in place (see [`Keyspace::mark_raw`]).
+    pub fn is_raw_string(&self, key: &[u8]) -> bool {
+        // SAFETY: the entry is live for this read.
+        self.table.get(key).is_some_and(|e| unsafe { Entry::at(e).form() } == entry::Form::RawBytes)
+    }
+
     /// Removes `key` and returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
         self.take(key).map(|(v, _)| v)

@@ -168,6 +168,8 @@ fn unit(arg: &[u8]) -> Option<bool> {
 fn store_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
     c.emit(&[b"SET", key, &new, b"KEEPTTL"]);
     c.ks.replace_value(key, Value::Str(new));
+    // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
+    c.ks.mark_raw(key);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -456,7 +456,8 @@ fn object(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::null_bulk(out, proto);
     };
     if eq_ic(sub, b"encoding") {
-        reply::bulk(out, v.encoding().as_bytes());
+        let raw = matches!(v, store::ValueRef::Str(_)) && c.ks.is_raw_string(key);
+        reply::bulk(out, if raw { b"raw" } else { v.encoding().as_bytes() });
     } else {
         reply::integer(out, 1);
     }

@@ -551,6 +551,8 @@ fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 fn replace_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
     c.emit(&[b"SET", key, &new, b"KEEPTTL"]);
     c.ks.replace_value(key, Value::Str(new));
+    // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
+    c.ks.mark_raw(key);
 }
 
 /// SETRANGE key offset value

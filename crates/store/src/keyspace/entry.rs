@@ -59,6 +59,10 @@ pub enum Form {
     ZSet = 4,
     List = 5,
     Array = 6,
+    /// Bytes written in place by APPEND, SETRANGE and the bit commands: the same layout as
+    /// `Bytes`, told apart only so that OBJECT ENCODING answers `raw` as Redis does for a
+    /// string modified in place (a SET stores `Bytes` or `Int` again).
+    RawBytes = 7,
 }
 
 impl Form {
@@ -71,8 +75,7 @@ impl Form {
             4 => Form::ZSet,
             5 => Form::List,
             6 => Form::Array,
-            // Only this module writes tags, and only from the values above.
-            _ => unreachable!("corrupt entry tag"),
+            _ => Form::RawBytes,
         }
     }
 }
@@ -82,6 +85,8 @@ impl Form {
 /// [`Stored::drop_value`].
 pub enum Stored {
     Bytes(Vec<u8>),
+    /// Bytes kept as bytes whatever they hold (see [`Form::RawBytes`]).
+    RawBytes(Vec<u8>),
     Int(i64),
     Coll(Form, *mut u8),
 }
@@ -106,6 +111,7 @@ impl Stored {
     fn form(&self) -> Form {
         match self {
             Stored::Bytes(_) => Form::Bytes,
+            Stored::RawBytes(_) => Form::RawBytes,
             Stored::Int(_) => Form::Int,
             Stored::Coll(f, _) => *f,
         }
@@ -113,7 +119,7 @@ impl Stored {
 
     fn size(&self) -> usize {
         match self {
-            Stored::Bytes(b) => varint_len(b.len()) + b.len(),
+            Stored::Bytes(b) | Stored::RawBytes(b) => varint_len(b.len()) + b.len(),
             Stored::Int(_) | Stored::Coll(..) => 8,
         }
     }
@@ -130,7 +136,7 @@ unsafe fn value_from_raw(form: Form, p: *mut u8) -> Value {
         Form::ZSet => Value::ZSet(Box::from_raw(p as *mut ZSet)),
         Form::List => Value::List(Box::from_raw(p as *mut List)),
         Form::Array => Value::Array(Box::from_raw(p as *mut SparseArray)),
-        Form::Bytes | Form::Int => unreachable!("not a collection"),
+        Form::Bytes | Form::RawBytes | Form::Int => unreachable!("not a collection"),
     }
 }
 
@@ -246,7 +252,7 @@ impl Entry {
         // SAFETY: value_at is within the live entry.
         let value_size = unsafe {
             match self.form() {
-                Form::Bytes => {
+                Form::Bytes | Form::RawBytes => {
                     let (n, w) = read_varint(self.p.add(self.value_at));
                     n + w
                 }
@@ -308,7 +314,7 @@ impl Entry {
     pub unsafe fn value_ref<'a>(&self) -> ValueRef<'a> {
         let v = self.p.add(self.value_at);
         match self.form() {
-            Form::Bytes => {
+            Form::Bytes | Form::RawBytes => {
                 let (n, w) = read_varint(v);
                 ValueRef::Str(StrRef::Bytes(std::slice::from_raw_parts(v.add(w), n)))
             }
@@ -327,7 +333,7 @@ impl Entry {
     /// `'a` (it holds `&mut` of the table).
     pub unsafe fn value_mut<'a>(&self) -> ValueMut<'a> {
         match self.form() {
-            Form::Bytes | Form::Int => match self.value_ref() {
+            Form::Bytes | Form::RawBytes | Form::Int => match self.value_ref() {
                 ValueRef::Str(s) => ValueMut::Str(s),
                 _ => unreachable!(),
             },
@@ -362,7 +368,7 @@ impl Entry {
     /// The entry is live, unlinked, and nothing else references it; it is gone afterwards.
     pub unsafe fn into_value(self) -> Value {
         let v = match self.form() {
-            Form::Bytes | Form::Int => match self.value_ref() {
+            Form::Bytes | Form::RawBytes | Form::Int => match self.value_ref() {
                 ValueRef::Str(StrRef::Bytes(b)) => Value::Str(b.to_vec()),
                 ValueRef::Str(StrRef::Int(i)) => Value::Int(i),
                 _ => unreachable!(),
@@ -379,7 +385,7 @@ impl Entry {
     /// As for [`Entry::into_value`].
     pub unsafe fn free(self) {
         let f = self.form();
-        if !matches!(f, Form::Bytes | Form::Int) {
+        if !matches!(f, Form::Bytes | Form::RawBytes | Form::Int) {
             drop(value_from_raw(f, self.coll_ptr()));
         }
         alloc::dealloc(self.p, layout(self.size()));
@@ -393,7 +399,7 @@ impl Entry {
     /// The entry is live and exclusively the caller's; the old address is dead afterwards.
     pub unsafe fn set_value(self, value: Stored) -> NonNull<u8> {
         let f = self.form();
-        if !matches!(f, Form::Bytes | Form::Int) {
+        if !matches!(f, Form::Bytes | Form::RawBytes | Form::Int) {
             drop(value_from_raw(f, self.coll_ptr()));
         }
         let old_size = self.size();
@@ -446,7 +452,7 @@ impl Entry {
 /// entry; a byte vector is copied and freed).
 unsafe fn write_value(v: *mut u8, value: Stored) {
     match value {
-        Stored::Bytes(b) => {
+        Stored::Bytes(b) | Stored::RawBytes(b) => {
             let w = write_varint(v, b.len());
             ptr::copy_nonoverlapping(b.as_ptr(), v.add(w), b.len());
         }
