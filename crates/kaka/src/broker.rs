@@ -68,7 +68,7 @@ impl Broker {
         segment::create_dir_synced(&topics_dir).map_err(|e| format!("{}: {e}", topics_dir.display()))?;
         remove_deleted_topics(&cfg.dir);
         let pid_path = cfg.dir.join("producer_ids");
-        let next = match std::fs::read_to_string(&pid_path) {
+        let next = match crate::storage::read_to_string(&pid_path) {
             Ok(s) => s.trim().parse::<i64>().map_err(|_| format!("{}: corrupt", pid_path.display()))?,
             Err(_) => 0,
         };
@@ -85,11 +85,10 @@ impl Broker {
             fetch_sessions: Default::default(),
             cfg,
         });
-        let mut names: Vec<String> = std::fs::read_dir(&topics_dir)
+        let mut names: Vec<String> = crate::storage::list(&topics_dir)
             .map_err(|e| e.to_string())?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("topic.meta").exists())
-            .map(|e| e.file_name().to_string_lossy().to_string())
+            .into_iter()
+            .filter(|n| crate::storage::exists(&topics_dir.join(n).join("topic.meta")))
             .collect();
         names.sort();
         for name in names {
@@ -105,7 +104,7 @@ impl Broker {
 
     fn load_topic(&self, name: &str) -> Result<Topic, String> {
         let dir = self.topic_dir(name);
-        let meta = std::fs::read_to_string(dir.join("topic.meta")).map_err(|e| e.to_string())?;
+        let meta = crate::storage::read_to_string(&dir.join("topic.meta")).map_err(|e| e.to_string())?;
         let mut id = [0u8; 16];
         let mut n = 0;
         let mut raw = BTreeMap::new();
@@ -351,7 +350,7 @@ impl Broker {
             // so a restart either loads the topic whole or finds it gone (and the trash
             // folder, if a crash left it, is removed by `remove_deleted_topics`).
             segment::rename_synced(&dir, &trash)?;
-            std::fs::remove_dir_all(&trash)
+            crate::storage::remove_dir_all(&trash)
         })
         .await;
         match res {
@@ -404,13 +403,14 @@ impl Broker {
 /// Removes `deleting-*` folders a crash left behind in the middle of a DeleteTopics (the
 /// topic was already renamed out of topics/, so it is deleted).
 fn remove_deleted_topics(dir: &Path) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        if e.file_name().to_string_lossy().starts_with("deleting-") && e.path().is_dir() {
-            match std::fs::remove_dir_all(e.path()) {
-                Ok(()) => tracing::info!(path = %e.path().display(), "removed a deleted topic's leftovers"),
+    let Ok(names) = crate::storage::list(dir) else { return };
+    for name in names {
+        let path = dir.join(&name);
+        if name.starts_with("deleting-") && crate::storage::is_dir(&path) {
+            match crate::storage::remove_dir_all(&path) {
+                Ok(()) => tracing::info!(path = %path.display(), "removed a deleted topic's leftovers"),
                 Err(err) => {
-                    tracing::warn!(path = %e.path().display(), "removing a deleted topic's leftovers: {err}")
+                    tracing::warn!(path = %path.display(), "removing a deleted topic's leftovers: {err}")
                 }
             }
         }

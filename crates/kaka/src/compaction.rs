@@ -13,6 +13,15 @@
 //!   `delete.retention.ms` (measured from the record's timestamp, a simplification of
 //!   Kafka's per-cleaning horizon).
 //!
+//! Only stable records decide what is superseded: the newest offset per key is taken over
+//! offsets below the last stable offset (so below the high watermark: durable), skipping
+//! batches of aborted transactions. A record written but not yet fdatasync'ed, one of a
+//! transaction not yet decided, or one of an aborted transaction, never removes an older
+//! record of its key: a power failure may drop the first, the second may still abort, the
+//! third never counts for consumers. (Kafka's cleaner likewise stops at the first unstable
+//! offset and does not let aborted records shadow committed ones.) Before this rule a pass
+//! could cut an acknowledged value for a newer one that a crash then lost.
+//!
 //! A segment is rewritten to `<base>.log.cleaned`, fdatasync'ed and renamed over the original,
 //! so a crash leaves either the old or the new file, never a mix.
 //!
@@ -23,7 +32,6 @@
 //! changed. An idle compacted topic therefore costs no disk reads.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -57,11 +65,14 @@ pub async fn compact(
     }
     let retention = cfg.delete_retention_ms;
     let dir = shared.dir.clone();
+    let stable = shared.lso();
+    let aborted = shared.txns.read().unwrap_or_else(|e| e.into_inner()).aborted.clone();
     tracing::info!(topic = %shared.topic, partition = shared.partition, segments = segs.len(), "compaction pass");
-    let (rewritten, next_tombstone_expiry) =
-        tokio::task::spawn_blocking(move || compact_blocking(&segs, now_ms(), retention, &dir))
-            .await
-            .map_err(|e| e.to_string())??;
+    let (rewritten, next_tombstone_expiry) = tokio::task::spawn_blocking(move || {
+        compact_blocking(&segs, now_ms(), retention, &dir, stable, &aborted)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
     let summary = PassSummary { clean_upto, next_tombstone_expiry };
     if rewritten.is_empty() {
         return Ok(summary);
@@ -111,13 +122,25 @@ fn compact_blocking(
     now: i64,
     retention: i64,
     dir: &std::path::Path,
+    stable: i64,
+    aborted: &[(i64, i64, i64)],
 ) -> Result<(Vec<Segment>, i64), String> {
     let horizon = now - retention;
     let mut latest: KeyMap = HashMap::new();
+    // (producer id, first offset, marker offset) of each aborted transaction.
+    let in_aborted = |h: &BatchHeader| {
+        h.is_transactional()
+            && aborted.iter().any(|&(p, first, marker)| {
+                p == h.producer_id && first <= h.base_offset && h.base_offset < marker
+            })
+    };
     for seg in segs {
         for_each_batch(seg, |h, _, recs| {
             if h.is_control() {
                 return Ok(()); // a marker's key is its type, not a record key
+            }
+            if h.base_offset >= stable || in_aborted(h) {
+                return Ok(()); // not durable, undecided or aborted: supersedes nothing
             }
             for r in recs {
                 if let Some(k) = r.key {
@@ -170,12 +193,12 @@ fn compact_blocking(
         let path = dir.join(segment::file_name(seg.base_offset, "log"));
         let tmp = dir.join(format!("{}.cleaned", segment::file_name(seg.base_offset, "log")));
         let io = |e: std::io::Error| format!("{}: {e}", tmp.display());
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(&data).map_err(io)?;
+        let f = crate::storage::open(&tmp, crate::storage::Mode::Truncate).map_err(io)?;
+        f.write_all_at(&data, 0).map_err(io)?;
         f.sync_data().map_err(io)?;
         drop(f);
-        let _ = std::fs::remove_file(path.with_extension("index"));
-        let _ = std::fs::remove_file(path.with_extension("timeindex"));
+        let _ = crate::storage::remove_file(&path.with_extension("index"));
+        let _ = crate::storage::remove_file(&path.with_extension("timeindex"));
         segment::rename_synced(&tmp, &path).map_err(io)?;
         let new = Segment::open(&path, seg.base_offset, false)?;
         new.write_index_files().map_err(|e| e.to_string())?;
@@ -195,4 +218,87 @@ fn keep(r: &batch::Record, h: &BatchHeader, latest: &KeyMap, horizon: i64) -> bo
         return false;
     }
     !(r.value_is_null && r.timestamp < horizon)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One uncompressed batch of one record `key`=`value` at `offset`; transactional when `pid`.
+    fn record(offset: i64, key: &str, value: &str, pid: Option<i64>) -> (Vec<u8>, BatchHeader) {
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let rec = Record {
+            transactional: pid.is_some(),
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid.unwrap_or(-1),
+            producer_epoch: pid.map_or(-1, |_| 0),
+            timestamp_type: TimestampType::Creation,
+            offset,
+            sequence: -1,
+            timestamp: now_ms(),
+            key: Some(Bytes::from(key.to_string())),
+            value: Some(Bytes::from(value.to_string())),
+            headers: Default::default(),
+        };
+        let mut buf = bytes::BytesMut::new();
+        let opts = RecordEncodeOptions { version: 2, compression: Compression::None };
+        RecordBatchEncoder::encode(&mut buf, &[rec], &opts).unwrap();
+        let h = BatchHeader::parse(&buf).unwrap();
+        (buf.to_vec(), h)
+    }
+
+    /// A closed segment holding k=old at offset 0, and an active one holding k=new at 1.
+    fn two_segments(name: &str, newer_pid: Option<i64>) -> (std::path::PathBuf, Vec<Arc<Segment>>) {
+        let dir = std::env::temp_dir().join(format!("kaka-compaction-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let closed = Segment::create(&dir, 0).unwrap();
+        let (b, h) = record(0, "k", "old", None);
+        closed.append(&b, &h, 1 << 20).unwrap();
+        closed.seal().unwrap();
+        let active = Segment::create(&dir, 1).unwrap();
+        let (b, h) = record(1, "k", "new", newer_pid);
+        active.append(&b, &h, 1 << 20).unwrap(); // written, not synced
+        (dir, vec![Arc::new(closed), Arc::new(active)])
+    }
+
+    fn values(seg: &Segment) -> usize {
+        let mut n = 0;
+        for_each_batch(seg, |_, _, recs| {
+            n += recs.len();
+            Ok(())
+        })
+        .unwrap();
+        n
+    }
+
+    /// The newer record is not durable yet (at or above the high watermark, so the LSO): a
+    /// power failure could drop it, so it must not remove the acknowledged older value.
+    #[test]
+    fn an_unsynced_record_does_not_supersede_a_durable_one() {
+        let (dir, segs) = two_segments("unsynced", None);
+        let (rewritten, _) = compact_blocking(&segs, now_ms(), 0, &dir, 1, &[]).unwrap();
+        assert!(rewritten.is_empty(), "the closed segment lost its only durable value of k");
+        assert_eq!(values(&segs[0]), 1);
+        // Once durable (stable past it), the older value goes.
+        let (rewritten, _) = compact_blocking(&segs, now_ms(), 0, &dir, 2, &[]).unwrap();
+        assert_eq!(rewritten.len(), 1);
+        assert_eq!(values(&rewritten[0]), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A newer record of an aborted transaction never supersedes the committed value.
+    #[test]
+    fn an_aborted_record_does_not_supersede_a_committed_one() {
+        let (dir, segs) = two_segments("aborted", Some(7));
+        let (rewritten, _) = compact_blocking(&segs, now_ms(), 0, &dir, 3, &[(7, 1, 2)]).unwrap();
+        assert!(rewritten.is_empty(), "an aborted record removed the committed value of k");
+        let (rewritten, _) = compact_blocking(&segs, now_ms(), 0, &dir, 3, &[]).unwrap();
+        assert_eq!(rewritten.len(), 1, "a committed newer record does supersede");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

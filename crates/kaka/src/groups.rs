@@ -11,12 +11,12 @@
 //! OffsetDelete): -1 is also what OffsetFetch answers for a partition without a committed
 //! offset, so "deleted" and "never committed" read the same.
 //!
-//! Fail-stop: the file is only ever appended to at the end of its valid prefix. A failed or
-//! partial append is cut back off (set_len + fsync) before anything else is appended, and
-//! while that cut fails every commit is refused. So, with one append in flight at a time,
-//! the only bytes that can be bad on restart are the last, unacknowledged frame (a torn tail,
-//! dropped); a bad frame with a valid frame after it is damage, and opening refuses to drop
-//! the acknowledged commits behind it.
+//! Fail-stop (the shared `applog::AppendLog`, also the transaction log's): the file is only
+//! ever appended to at the end of its valid prefix. A failed or partial append is cut back off
+//! (set_len + fsync) before anything else is appended, and while that cut fails every commit
+//! is refused. So, with one append in flight at a time, the only bytes that can be bad on
+//! restart are the last, unacknowledged frame (a torn tail, dropped); a bad frame with a valid
+//! frame after it is damage, and opening refuses to drop the acknowledged commits behind it.
 //!
 //! Membership follows Kafka's classic protocol: JoinGroup parks until every known member has
 //! rejoined (or the rebalance timeout passes), the first member leads, SyncGroup followers
@@ -24,15 +24,12 @@
 //! a rebalance runs, and members silent past their session timeout are evicted.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::applog::{AppendLog, Refused};
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::segment;
@@ -192,8 +189,7 @@ impl Groups {
         let dir = cfg.dir.join("groups");
         segment::create_dir_synced(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let path = dir.join("offsets.log");
-        let offsets = replay(&path)?;
-        let log = OffsetLog::open(path)?;
+        let (log, offsets) = OffsetLog::open(&path)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut c = Coordinator {
             groups: HashMap::new(),
@@ -345,107 +341,61 @@ struct Coordinator {
     next_member: u64,
 }
 
-/// The offsets log file and its fail-stop state. Only the coordinator task touches it, and it
-/// awaits each append before taking the next message, so at most one append is in flight.
-struct OffsetLog {
-    file: Arc<File>,
-    path: PathBuf,
-    /// Length of the file's valid prefix: every byte below it belongs to a whole frame that was
-    /// written and fdatasync'ed. Invariant: an append starts only when the file is exactly
-    /// this long (the file is opened O_APPEND, so a write lands at its end).
-    good_len: u64,
-    /// A failed append may have left bytes past `good_len` that could not be cut off yet;
-    /// while set, nothing is appended (each append first retries the cut).
-    dirty: bool,
-    /// Test hook: the next append writes only this many bytes, then fails.
-    #[cfg(test)]
-    fail_next_after: Option<usize>,
-}
+/// The offsets log: the shared fail-stop append log (`applog.rs`) with this log's frames and
+/// error codes. Only the coordinator task touches it, and it awaits each append before taking
+/// the next message, so at most one append is in flight.
+struct OffsetLog(AppendLog);
 
 impl OffsetLog {
-    /// Opens (creating) the log after `replay` has cut it back to its valid prefix.
-    fn open(path: PathBuf) -> Result<OffsetLog, String> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let good_len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
-        Ok(OffsetLog {
-            file: Arc::new(file),
-            path,
-            good_len,
-            dirty: false,
-            #[cfg(test)]
-            fail_next_after: None,
-        })
+    /// Opens (creating) `path` and replays it: the latest committed offset per (group, topic,
+    /// partition). A torn tail is cut off; damage before valid frames refuses to open. When
+    /// the log holds many superseded commits it is rewritten with the latest ones only.
+    fn open(path: &std::path::Path) -> Result<(OffsetLog, OffsetMap), String> {
+        let opened = AppendLog::open(path, "committed offsets", |d, p| read_frame(d, p).map(|(_, n)| n))?;
+        let mut log = opened.log;
+        let mut map = HashMap::new();
+        let mut records = 0usize;
+        for f in &opened.frames {
+            for (k, v) in read_frame(f, 0).map(|(e, _)| e).unwrap_or_default() {
+                if v.offset == -1 {
+                    map.remove(&k); // a deletion
+                } else {
+                    map.insert(k, v);
+                }
+                records += 1;
+            }
+        }
+        if records > 1000 && records > 2 * map.len() {
+            let mut frames = Vec::new();
+            let mut frame = Frame::new();
+            for (i, ((g, t, part), c)) in map.iter().enumerate() {
+                frame.entry(g, t, *part, c);
+                if i % 1024 == 1023 {
+                    frames.push(std::mem::replace(&mut frame, Frame::new()).finish());
+                }
+            }
+            if !frame.is_empty() {
+                frames.push(frame.finish());
+            }
+            log.rewrite_now(&frames).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok((OffsetLog(log), map))
     }
 
-    /// Appends one frame and fdatasyncs it, on a blocking thread. Ok only when the whole frame
-    /// is durable. On failure the bytes written past `good_len` are cut off again before any
-    /// later append, so garbage never ends up in the middle of the log with acknowledged
-    /// commits behind it: KAFKA_STORAGE_ERROR for the failed append, COORDINATOR_NOT_AVAILABLE
-    /// (retriable: the cut is retried each time) while the cut itself keeps failing.
+    /// Appends one frame, durable before Ok: KAFKA_STORAGE_ERROR for a failed append,
+    /// COORDINATOR_NOT_AVAILABLE (retriable) while an earlier failure's bytes cannot be cut off.
     async fn append(&mut self, frame: Frame) -> Result<(), i16> {
         if frame.is_empty() {
             return Ok(()); // an empty frame would read back as damage
         }
-        let frame = frame.finish();
-        if self.dirty && !self.repair().await {
-            return Err(errors::COORDINATOR_NOT_AVAILABLE);
-        }
-        let file = self.file.clone();
-        let n = frame.len() as u64;
-        #[cfg(test)]
-        let fail_after = self.fail_next_after.take();
-        #[cfg(not(test))]
-        let fail_after: Option<usize> = None;
-        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            if let Some(k) = fail_after {
-                (&*file).write_all(&frame[..k.min(frame.len())])?;
-                return Err(std::io::Error::other("injected write failure"));
-            }
-            (&*file).write_all(&frame)?;
-            file.sync_data()
+        self.0.append(frame.finish()).await.map_err(|r| match r {
+            Refused::Failed => errors::KAFKA_STORAGE_ERROR,
+            Refused::Dirty => errors::COORDINATOR_NOT_AVAILABLE,
         })
-        .await;
-        if matches!(res, Ok(Ok(()))) {
-            self.good_len += n;
-            return Ok(());
-        }
-        tracing::error!(path = %self.path.display(), "offsets log write failed: {res:?}");
-        self.dirty = true;
-        self.repair().await;
-        Err(errors::KAFKA_STORAGE_ERROR)
     }
 
-    /// Cuts the file back to its valid prefix and fsyncs the new length. True when the log
-    /// is clean again.
-    async fn repair(&mut self) -> bool {
-        let file = self.file.clone();
-        let len = self.good_len;
-        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            file.set_len(len)?;
-            file.sync_all()
-        })
-        .await;
-        match res {
-            Ok(Ok(())) => {
-                tracing::warn!(path = %self.path.display(), len, "offsets log cut back to its last good frame");
-                self.dirty = false;
-                true
-            }
-            other => {
-                tracing::error!(path = %self.path.display(), "offsets log cannot be cut back: {other:?}; refusing commits");
-                false
-            }
-        }
-    }
-
-    /// Flushes on shutdown (every append is already synced; this is belt and braces).
     async fn close(&self) {
-        let file = self.file.clone();
-        let _ = tokio::task::spawn_blocking(move || file.sync_data()).await;
+        self.0.close().await
     }
 }
 
@@ -1279,66 +1229,16 @@ fn read_frame(data: &[u8], p: usize) -> Option<(Vec<LogEntry>, usize)> {
     Some((parse_entries(body, framed)?, 8 + len))
 }
 
-/// Replays the commit log. A bad tail is cut off: the fail-stop in `OffsetLog::append` makes
-/// it the one unacknowledged append a crash tore. A bad frame followed by a valid one cannot
-/// come from that, so it is damage: opening fails rather than drop acknowledged commits.
-/// When the log holds many superseded commits it is rewritten with the latest ones only.
+/// Replays the offsets log at `path` (tests: what a restart would load).
+#[cfg(test)]
 fn replay(path: &std::path::Path) -> Result<OffsetMap, String> {
-    let data = match std::fs::read(path) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut map = HashMap::new();
-    let mut p = 0usize;
-    let mut records = 0usize;
-    while let Some((entries, n)) = read_frame(&data, p) {
-        for (k, v) in entries {
-            if v.offset == -1 {
-                map.remove(&k); // a deletion
-            } else {
-                map.insert(k, v);
-            }
-            records += 1;
-        }
-        p += n;
-    }
-    if p < data.len() {
-        // Any valid frame starting inside the bad region means acknowledged commits follow.
-        if let Some(q) = (p + 1..data.len()).find(|&q| read_frame(&data, q).is_some()) {
-            return Err(format!(
-                "{}: damaged: {} unreadable bytes at byte {p} with valid commits after them (from byte {q}); \
-                 not truncating acknowledged commits. Move the file aside to start without committed offsets, \
-                 or cut it at byte {p} to keep only those before the damage",
-                path.display(),
-                q - p
-            ));
-        }
-        tracing::warn!(path = %path.display(), dropped = data.len() - p, "dropping torn tail of the offsets log");
-        let f = OpenOptions::new().write(true).open(path).map_err(|e| e.to_string())?;
-        f.set_len(p as u64).map_err(|e| e.to_string())?;
-        f.sync_all().map_err(|e| e.to_string())?;
-    }
-    if records > 1000 && records > 2 * map.len() {
-        let mut out = Vec::new();
-        let mut frame = Frame::new();
-        for (i, ((g, t, part), c)) in map.iter().enumerate() {
-            frame.entry(g, t, *part, c);
-            if i % 1024 == 1023 {
-                out.extend_from_slice(&std::mem::replace(&mut frame, Frame::new()).finish());
-            }
-        }
-        if !frame.is_empty() {
-            out.extend_from_slice(&frame.finish());
-        }
-        segment::write_file_synced(path, &out).map_err(|e| e.to_string())?;
-    }
-    Ok(map)
+    OffsetLog::open(path).map(|(_, map)| map)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     /// A fresh, empty directory under the system temp dir.
     fn temp_dir(name: &str) -> PathBuf {
@@ -1351,7 +1251,7 @@ mod tests {
     fn coordinator(path: &std::path::Path) -> Coordinator {
         Coordinator {
             groups: HashMap::new(),
-            log: OffsetLog::open(path.to_path_buf()).unwrap(),
+            log: OffsetLog::open(path).unwrap().0,
             delay: Duration::ZERO,
             next_member: 0,
         }
@@ -1377,7 +1277,7 @@ mod tests {
         let path = dir.join("offsets.log");
         let mut c = coordinator(&path);
         assert_eq!(c.commit("g", -1, "", vec![entry("t", 0, 10)]).await, errors::NONE);
-        c.log.fail_next_after = Some(11);
+        c.log.0.fail_next_after = Some(11);
         assert_eq!(c.commit("g", -1, "", vec![entry("t", 1, 20)]).await, errors::KAFKA_STORAGE_ERROR);
         assert_eq!(c.commit("g", -1, "", vec![entry("t", 2, 30)]).await, errors::NONE);
         // The failed commit is not applied in memory either.

@@ -13,10 +13,13 @@
 //! - `server.rs`   listener, connections, credit window
 
 mod api;
+mod applog;
 mod batch;
 mod broker;
 mod compaction;
 mod config;
+#[cfg(test)]
+mod crash_tests;
 mod errors;
 mod groups;
 mod memory;
@@ -24,6 +27,7 @@ mod partition;
 mod segment;
 mod server;
 mod sessions;
+mod storage;
 mod txn;
 mod wire;
 

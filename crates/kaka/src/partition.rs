@@ -137,7 +137,10 @@ impl TxnIndex {
 
 /// Where DeleteRecords last moved the log start (`DIR/log-start`, decimal), or 0.
 fn read_log_start(dir: &Path) -> i64 {
-    std::fs::read_to_string(dir.join("log-start")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    crate::storage::read_to_string(&dir.join("log-start"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// State readers share with the owner.
@@ -448,9 +451,7 @@ type Loaded = (Vec<Arc<Segment>>, HashMap<i64, ProducerEntry>, TxnIndex);
 fn load(dir: &Path) -> Result<Loaded, String> {
     segment::create_dir_synced(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut bases = Vec::new();
-    for ent in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let ent = ent.map_err(|e| e.to_string())?;
-        let name = ent.file_name().to_string_lossy().to_string();
+    for name in crate::storage::list(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         if let Some(stem) = name.strip_suffix(".log") {
             if stem.len() == 20 {
                 if let Ok(b) = stem.parse::<i64>() {
@@ -459,7 +460,7 @@ fn load(dir: &Path) -> Result<Loaded, String> {
             }
         } else if name.ends_with(".cleaned") || name.ends_with(".tmp") {
             // Leftovers of an interrupted compaction or index write: the originals are intact.
-            let _ = std::fs::remove_file(ent.path());
+            let _ = crate::storage::remove_file(&dir.join(&name));
         }
     }
     bases.sort_unstable();
@@ -486,7 +487,7 @@ fn load(dir: &Path) -> Result<Loaded, String> {
     let mut txns = TxnIndex::default();
     if let Some(newest) = segs.last() {
         let snap = dir.join(segment::file_name(newest.base_offset, "snapshot"));
-        if let Ok(b) = std::fs::read(&snap) {
+        if let Ok(b) = crate::storage::read(&snap) {
             (producers, txns) = decode_snapshot(&b);
         }
         let mut err = None;
@@ -1148,7 +1149,9 @@ impl Owner {
             tracing::info!(topic = %self.shared.topic, partition = self.shared.partition,
                 segment = s.base_offset, "retention: deleting segment");
             for ext in ["log", "index", "timeindex", "snapshot"] {
-                let _ = std::fs::remove_file(self.shared.dir.join(segment::file_name(s.base_offset, ext)));
+                let _ = crate::storage::remove_file(
+                    &self.shared.dir.join(segment::file_name(s.base_offset, ext)),
+                );
             }
         }
         let _ = segment::sync_dir(&self.shared.dir);
@@ -1156,8 +1159,7 @@ impl Owner {
 }
 
 fn file_mtime_ms(p: &Path) -> Option<i64> {
-    let m = std::fs::metadata(p).ok()?.modified().ok()?;
-    Some(m.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+    crate::storage::mtime_ms(p)
 }
 
 /// Sends Shutdown and waits until the owner has synced and stopped.

@@ -31,14 +31,13 @@
 //! the next segment exists, and opening the newest segment after a crash trims the zeros like
 //! any torn tail, so invariant 4 still holds and closed segments are exactly their batches.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::storage::{self, File, Mode};
 
 /// Bytes of log between two index entries.
 pub const INDEX_INTERVAL: u64 = 4096;
@@ -63,14 +62,9 @@ pub struct TimeEntry {
     pub pos: u64,
 }
 
-/// Opens the fetch descriptor of a segment and turns readahead off for it.
+/// Opens the fetch descriptor of a segment, readahead off.
 fn open_reader(path: &Path) -> io::Result<File> {
-    use std::os::fd::AsRawFd;
-    let f = File::open(path)?;
-    // Advice only: a kernel that ignores it still reads correctly, so the result is not fatal.
-    // SAFETY: the descriptor is open for the duration of the call.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-    Ok(f)
+    storage::open(path, Mode::ReadRandom)
 }
 
 pub fn file_name(base: i64, ext: &str) -> String {
@@ -102,7 +96,7 @@ pub struct Segment {
 impl Segment {
     pub fn create(dir: &Path, base: i64) -> io::Result<Segment> {
         let path = dir.join(file_name(base, "log"));
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        let file = storage::open(&path, Mode::CreateNew)?;
         let reader = open_reader(&path)?;
         Ok(Segment::from_parts(base, path, file, reader))
     }
@@ -165,15 +159,12 @@ impl Segment {
     /// Preallocation is an optimisation only: if the file system refuses it, appends extend
     /// the file as they go, and a full disk is reported by the write itself.
     fn preallocate(&self, from: u64, to: u64) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: the descriptor is open; fallocate with mode 0 only allocates and extends.
-        let r = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, from as i64, (to - from) as i64) };
-        if r == 0 {
-            self.allocated.store(to, Ordering::Relaxed);
-        } else {
-            let e = io::Error::last_os_error();
-            tracing::debug!(segment = %self.path.display(), "preallocation refused ({e}); appending plainly");
-            self.allocated.store(u64::MAX, Ordering::Relaxed);
+        match self.file.preallocate(from, to) {
+            Ok(()) => self.allocated.store(to, Ordering::Relaxed),
+            Err(e) => {
+                tracing::debug!(segment = %self.path.display(), "preallocation refused ({e}); appending plainly");
+                self.allocated.store(u64::MAX, Ordering::Relaxed);
+            }
         }
     }
 
@@ -186,7 +177,7 @@ impl Segment {
     /// clean stop, so a closed segment's file length is exactly its log.
     pub fn seal(&self) -> io::Result<()> {
         let size = self.size();
-        if self.file.metadata()?.len() != size {
+        if self.file.len()? != size {
             self.file.set_len(size)?;
         }
         self.allocated.store(0, Ordering::Relaxed);
@@ -197,12 +188,8 @@ impl Segment {
     /// otherwise walk the batch headers (or trust a matching index file) and refuse damage.
     /// `expect_base`: the next offset the previous segment ended at (None for the first).
     pub fn open(path: &Path, base: i64, newest: bool) -> Result<Segment, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+        let file = storage::open(path, Mode::Existing).map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = file.len().map_err(|e| format!("{}: {e}", path.display()))?;
         let reader = open_reader(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let seg = Segment::from_parts(base, path.to_path_buf(), file, reader);
         if !newest && seg.load_index_files(len) {
@@ -282,8 +269,8 @@ impl Segment {
 
     fn load_index_files(&self, len: u64) -> bool {
         let (Ok(o), Ok(t)) = (
-            std::fs::read(self.path.with_extension("index")),
-            std::fs::read(self.path.with_extension("timeindex")),
+            storage::read(&self.path.with_extension("index")),
+            storage::read(&self.path.with_extension("timeindex")),
         ) else {
             return false;
         };
@@ -546,8 +533,8 @@ pub fn temp_path(path: &Path) -> PathBuf {
 pub fn write_file_synced(path: &Path, data: &[u8]) -> io::Result<()> {
     let tmp = temp_path(path);
     {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
+        let f = storage::open(&tmp, Mode::Truncate)?;
+        f.write_all_at(data, 0)?;
         f.sync_data()?;
     }
     rename_synced(&tmp, path)
@@ -586,16 +573,16 @@ fn parent_dir(path: &Path) -> &Path {
 /// by the run that created it, or survived that run's crash and is written back by the
 /// kernel like any other dirty metadata).
 pub fn create_dir_synced(dir: &Path) -> io::Result<()> {
-    match std::fs::create_dir(dir) {
+    match storage::create_dir(dir) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && storage::is_dir(dir) => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).ok_or(e)?;
             create_dir_synced(parent)?;
-            match std::fs::create_dir(dir) {
+            match storage::create_dir(dir) {
                 Ok(()) => {}
                 // Created meanwhile by someone else, who syncs it.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && storage::is_dir(dir) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }
@@ -609,7 +596,7 @@ pub fn create_dir_synced(dir: &Path) -> io::Result<()> {
 /// Renames `from` to `to` and fsyncs the folder(s) holding both names, so after a power failure
 /// the rename is either wholly there or wholly absent (one fsync when both are in one folder).
 pub fn rename_synced(from: &Path, to: &Path) -> io::Result<()> {
-    std::fs::rename(from, to)?;
+    storage::rename(from, to)?;
     let (a, b) = (parent_dir(from), parent_dir(to));
     sync_dir(b)?;
     if a != b {
@@ -620,7 +607,7 @@ pub fn rename_synced(from: &Path, to: &Path) -> io::Result<()> {
 
 /// fsync a directory so a create, rename or unlink in it survives a power failure.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()?;
+    storage::sync_dir(dir)?;
     #[cfg(test)]
     dir_events::record(dir_events::Event::Synced(dir.to_path_buf()));
     Ok(())

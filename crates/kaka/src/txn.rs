@@ -20,14 +20,13 @@
 //! waits, so no runtime thread blocks); produce verification reads the state map directly.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::applog::AppendLog;
 use crate::broker::Broker;
 use crate::errors;
 use crate::groups::{Committed, OffsetEntry};
@@ -267,110 +266,35 @@ fn frame_at(data: &[u8], p: usize) -> Option<(String, TxnMeta, usize)> {
     Some((tid, m, 8 + len))
 }
 
-/// Reads the log: the last state of every transactional id, the number of frames and the
-/// length of the valid prefix. A bad frame is a torn tail (unacknowledged, dropped) unless a
-/// valid frame follows it: then acknowledged state lies behind damage, and opening fails.
-fn replay(data: &[u8], path: &Path) -> Result<(HashMap<String, TxnMeta>, usize, usize), String> {
-    let mut metas = HashMap::new();
-    let mut p = 0;
-    let mut frames = 0;
-    while p < data.len() {
-        match frame_at(data, p) {
-            Some((tid, m, n)) => {
-                metas.insert(tid, m);
-                frames += 1;
-                p += n;
-            }
-            None => {
-                if (p + 1..data.len()).any(|q| frame_at(data, q).is_some()) {
-                    return Err(format!(
-                        "{}: damaged frame at byte {p} with valid frames after it; refusing to \
-                         drop acknowledged transaction state (move the file aside to start \
-                         without it, or cut it at byte {p} to keep what precedes)",
-                        path.display()
-                    ));
-                }
-                tracing::warn!(path = %path.display(), at = p, "transaction log: dropping a torn tail");
-                break;
-            }
-        }
-    }
-    Ok((metas, frames, p))
-}
-
-/// The log file and its fail-stop state (only the holder of `Txns::op` touches it).
-pub struct TxnLog {
-    file: Arc<File>,
-    path: PathBuf,
-    /// Bytes of whole, synced frames; an append starts only when the file is this long.
-    good_len: u64,
-    /// A failed append left bytes past `good_len` that are not cut off yet.
-    dirty: bool,
-    frames: usize,
-}
+/// The transaction log: the shared fail-stop append log (`applog.rs`); only the holder of
+/// `Txns::op` touches it.
+pub struct TxnLog(AppendLog);
 
 impl TxnLog {
-    fn open_file(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new().create(true).append(true).open(path)
+    /// Opens (creating) the log and replays it: the last state of every transactional id (each
+    /// frame holds an id's whole state). A torn tail is dropped; a bad frame with valid ones
+    /// after it is damage and refuses to open. Mostly superseded, it is rewritten with one
+    /// frame per id.
+    fn open(path: &Path) -> Result<(TxnLog, HashMap<String, TxnMeta>), String> {
+        let opened = AppendLog::open(path, "transaction state", |d, p| frame_at(d, p).map(|f| f.2))?;
+        let mut log = opened.log;
+        let mut metas = HashMap::new();
+        for f in &opened.frames {
+            if let Some((tid, m, _)) = frame_at(f, 0) {
+                metas.insert(tid, m);
+            }
+        }
+        if log.frames > 2 * metas.len() + 64 {
+            let all: Vec<Vec<u8>> = metas.iter().map(|(t, m)| encode(t, m)).collect();
+            log.rewrite_now(&all).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok((TxnLog(log), metas))
     }
 
-    /// Appends one frame and fdatasyncs it on a blocking thread; Ok only once it is durable.
+    /// Appends one frame; Ok only once it is durable. Any refusal is
+    /// COORDINATOR_NOT_AVAILABLE (retriable: a failed append's bytes are cut off first).
     async fn append(&mut self, frame: Vec<u8>) -> Result<(), i16> {
-        if self.dirty && !self.repair().await {
-            return Err(errors::COORDINATOR_NOT_AVAILABLE);
-        }
-        let file = self.file.clone();
-        let n = frame.len() as u64;
-        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            (&*file).write_all(&frame)?;
-            file.sync_data()
-        })
-        .await;
-        if matches!(res, Ok(Ok(()))) {
-            self.good_len += n;
-            self.frames += 1;
-            return Ok(());
-        }
-        tracing::error!(path = %self.path.display(), "transaction log write failed: {res:?}");
-        self.dirty = true;
-        self.repair().await;
-        Err(errors::COORDINATOR_NOT_AVAILABLE)
-    }
-
-    /// Cuts the file back to its valid prefix and syncs the new length.
-    async fn repair(&mut self) -> bool {
-        let file = self.file.clone();
-        let len = self.good_len;
-        let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            file.set_len(len)?;
-            file.sync_all()
-        })
-        .await;
-        self.dirty = !matches!(res, Ok(Ok(())));
-        if self.dirty {
-            tracing::error!(path = %self.path.display(), "transaction log cannot be cut back: {res:?}");
-        }
-        !self.dirty
-    }
-
-    /// Replaces the log by one frame per transactional id (temporary file, fsync, durable
-    /// rename), then appends go to the new file.
-    async fn rewrite(&mut self, all: Vec<Vec<u8>>) -> Result<(), String> {
-        let path = self.path.clone();
-        let frames = all.len();
-        let res = tokio::task::spawn_blocking(move || -> std::io::Result<(File, u64)> {
-            let data: Vec<u8> = all.concat();
-            segment::write_file_synced(&path, &data)?;
-            Ok((TxnLog::open_file(&path)?, data.len() as u64))
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-        self.file = Arc::new(res.0);
-        self.good_len = res.1;
-        self.frames = frames;
-        self.dirty = false;
-        Ok(())
+        self.0.append(frame).await.map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)
     }
 }
 
@@ -387,35 +311,13 @@ impl Txns {
     pub fn open(dir: &Path) -> Result<Txns, String> {
         let dir = dir.join("transactions");
         segment::create_dir_synced(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let path = dir.join("txn.log");
-        let _ = std::fs::remove_file(segment::temp_path(&path)); // an interrupted rewrite
-        let data = match std::fs::read(&path) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        let (metas, frames, good) = replay(&data, &path)?;
-        let io = |e: std::io::Error| format!("{}: {e}", path.display());
-        let (file, good_len, frames) = if frames > 2 * metas.len() + 64 || good < data.len() {
-            // Compact (and drop a torn tail) in one durable replace.
-            let all: Vec<u8> = metas.iter().flat_map(|(t, m)| encode(t, m)).collect();
-            segment::write_file_synced(&path, &all).map_err(io)?;
-            (TxnLog::open_file(&path).map_err(io)?, all.len() as u64, metas.len())
-        } else {
-            (TxnLog::open_file(&path).map_err(io)?, good as u64, frames)
-        };
+        let (log, metas) = TxnLog::open(&dir.join("txn.log"))?;
         if !metas.is_empty() {
             tracing::info!(ids = metas.len(), "transaction state loaded");
         }
         Ok(Txns {
             metas: Mutex::new(metas),
-            op: Arc::new(tokio::sync::Mutex::new(TxnLog {
-                file: Arc::new(file),
-                path,
-                good_len,
-                dirty: false,
-                frames,
-            })),
+            op: Arc::new(tokio::sync::Mutex::new(log)),
             retry_at: Mutex::new(HashMap::new()),
         })
     }
@@ -521,9 +423,9 @@ impl Txns {
             metas.insert(tid.to_string(), m);
             metas.len()
         };
-        if log.frames > 2 * n + 10_000 {
+        if log.0.frames > 2 * n + 10_000 {
             let all: Vec<Vec<u8>> = self.snapshot().iter().map(|(t, m)| encode(t, m)).collect();
-            if let Err(e) = log.rewrite(all).await {
+            if let Err(e) = log.0.rewrite(all) {
                 tracing::warn!("rewriting the transaction log: {e}");
             }
         }
@@ -793,7 +695,7 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
 
-    fn config(dir: PathBuf) -> BrokerConfig {
+    fn config(dir: std::path::PathBuf) -> BrokerConfig {
         BrokerConfig::for_tests(dir)
     }
 
@@ -906,6 +808,18 @@ mod tests {
         m
     }
 
+    /// Opens a log holding `data`: (state per id, whole frames, valid length).
+    fn replay(data: &[u8], name: &str) -> Result<(HashMap<String, TxnMeta>, usize, u64), String> {
+        let dir = std::env::temp_dir().join(format!("kaka-txn-replay-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("txn.log");
+        std::fs::write(&path, data).unwrap();
+        let res = TxnLog::open(&path).map(|(log, metas)| (metas, log.0.frames, log.0.len()));
+        let _ = std::fs::remove_dir_all(&dir);
+        res
+    }
+
     #[test]
     fn frames_roundtrip_and_replay_keeps_the_last_state() {
         let m = meta();
@@ -914,8 +828,8 @@ mod tests {
         let mut a2 = TxnMeta::new(1, 10);
         a2.epoch = 4;
         data.extend(encode("a", &a2));
-        let (metas, frames, good) = replay(&data, Path::new("x")).unwrap();
-        assert_eq!((frames, good), (3, data.len()));
+        let (metas, frames, good) = replay(&data, "roundtrip").unwrap();
+        assert_eq!((frames, good), (3, data.len() as u64));
         assert_eq!(metas["b"], m);
         assert_eq!(metas["a"], a2);
     }
@@ -926,11 +840,12 @@ mod tests {
         let second = encode("b", &meta());
         let mut data = first.clone();
         data.extend(&second[..second.len() - 3]); // torn
-        let (metas, frames, good) = replay(&data, Path::new("x")).unwrap();
-        assert_eq!((metas.len(), frames, good), (1, 1, first.len()));
+        let (metas, frames, good) = replay(&data, "torn").unwrap();
+        assert_eq!((metas.len(), frames, good), (1, 1, first.len() as u64));
         let mut damaged = first.clone();
         damaged[10] ^= 0xff;
         damaged.extend(&second);
-        assert!(replay(&damaged, Path::new("x")).unwrap_err().contains("damaged frame at byte 0"));
+        let err = replay(&damaged, "damaged").unwrap_err();
+        assert!(err.contains("damaged: ") && err.contains("at byte 0"), "{err}");
     }
 }

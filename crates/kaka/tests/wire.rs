@@ -1677,3 +1677,16 @@ fn transaction_protocol_codes_lso_and_aborted_list() {
     assert_eq!((w.topics[0].topic.0.as_str(), w.topics[0].partitions.clone()), ("t", vec![0]));
     assert_eq!(r.transaction_states[1].error_code, 105, "TRANSACTIONAL_ID_NOT_FOUND");
 }
+
+/// The harness waits for the broker's own listener, not for anything that answers on the
+/// port: a socket of another process on a port is not taken for the broker's.
+#[test]
+fn harness_tells_its_broker_from_another_listener() {
+    let k = Kaka::start("harness", &[]);
+    let pid = k.pid().expect("running");
+    assert!(listens_on(pid, k.port), "the broker's listener was not recognised");
+    let stranger = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = stranger.local_addr().unwrap().port();
+    assert!(listens_on(std::process::id(), port), "the test's own listener was not recognised");
+    assert!(!listens_on(pid, port), "another process's listener was taken for the broker's");
+}

@@ -37,6 +37,30 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Whether process `pid` owns a socket listening on 127.0.0.1:`port` (or any address): the
+/// listening sockets' inodes from /proc/net/tcp{,6} against the process's descriptors.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let mut inodes = std::collections::HashSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local_address is HEXIP:HEXPORT; state 0A is LISTEN; field 9 is the inode.
+            let Some(local) = f.get(1) else { continue };
+            let p = local.rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok());
+            if p == Some(port) && f.get(3) == Some(&"0A") {
+                if let Some(ino) = f.get(9) {
+                    inodes.insert(format!("socket:[{ino}]"));
+                }
+            }
+        }
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| inodes.contains(&*target.to_string_lossy()))
+}
+
 pub fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "kaka-test-{tag}-{}-{}",
@@ -58,15 +82,30 @@ impl Kaka {
             args: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
-        k.spawn();
-        k
+        // A free port can be taken by someone else before the broker binds it: then the
+        // broker exits, and the first start simply tries another port.
+        for _ in 0..5 {
+            if k.try_spawn() {
+                return k;
+            }
+            k.port = free_port();
+        }
+        panic!("kaka did not start on any of 5 ports: {}", k.log_text());
     }
 
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// (Re)starts the broker on its port and waits until it, not another process, listens
+    /// there. A restart keeps the port (clients hold the address), so it must get it.
     pub fn spawn(&mut self) {
+        assert!(self.try_spawn(), "kaka did not start on port {}: {}", self.port, self.log_text());
+    }
+
+    /// Starts the broker and waits until the listener on its port is the broker's own socket;
+    /// false when the broker exited first (the port was taken).
+    fn try_spawn(&mut self) -> bool {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_kaka"))
             .arg("--dir")
@@ -78,9 +117,20 @@ impl Kaka {
             .stderr(log)
             .spawn()
             .expect("start kaka");
+        let pid = child.id();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(self.addr()).is_err() {
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(_)) = c.try_wait() {
+                    self.child = None;
+                    return false;
+                }
+            }
+            // Something answering on the port is not enough: it must be this child's socket.
+            if TcpStream::connect(self.addr()).is_ok() && listens_on(pid, self.port) {
+                return true;
+            }
             assert!(Instant::now() < deadline, "kaka did not start: {}", self.log_text());
             std::thread::sleep(Duration::from_millis(20));
         }
