@@ -12,6 +12,7 @@
 //! - [`journal`]: the Kafka write journal (`--kafka`): production, replay, runtime consumption.
 //! - [`replication`]: the firehose: subscribers upstream, the replica's link and handoff.
 //! - [`auth`]: users and passwords (--auth-file, --requirepass); [`transport`]: TLS.
+//! - [`numa`]: `--numa IFACE`: the server thread pinned and bound to the interface's node.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
 mod auth;
@@ -23,16 +24,17 @@ mod conn;
 mod dispatch;
 mod dumpworld;
 mod introspection;
-mod notify;
-mod pause;
-mod tracking;
 mod journal;
+mod notify;
+mod numa;
+mod pause;
 mod pubsub;
 mod replication;
 mod scripting;
 mod server;
 mod snapshots;
 mod stats;
+mod tracking;
 mod transport;
 mod watch;
 
@@ -107,6 +109,22 @@ fn main() {
         tracing::error!("{e}");
         std::process::exit(2);
     });
+    // --numa: the server thread is pinned to the interface's node and its memory bound there
+    // right before recovery, so the pages the dataset is loaded into come from that node.
+    let numa = cfg.numa.as_deref().map(|iface| {
+        let placed = numa::plan(&numa::Sysfs::new(&cfg.numa_sysfs_root), iface)
+            .and_then(|p| numa::apply(&p))
+            .unwrap_or_else(|e| {
+                tracing::error!("{e}");
+                std::process::exit(e.exit_status());
+            });
+        if placed.bound {
+            tracing::info!("{}", placed.describe());
+        } else {
+            tracing::warn!("{}", placed.describe());
+        }
+        placed
+    });
     // INFO used_memory_startup: what the process holds without its data: before recovery,
     // plus what building the server adds after it.
     let before_recovery = commands::info::allocated_bytes();
@@ -122,6 +140,7 @@ fn main() {
     let has_history = loaded_keys > 0 || engine.repl.offset > 0 || snapshot_offset > 0;
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
     server.users = users;
+    server.numa = numa;
     server.tls = tls;
     let flags = notify::parse_flags(server.cfg.notify_keyspace_events.as_bytes()).unwrap_or(0);
     server.set_notify_flags(flags);

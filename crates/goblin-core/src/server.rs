@@ -218,6 +218,8 @@ pub struct Server {
     /// Random id of this process run (INFO `run_id`), unlike `master_replid`, which names the
     /// data's lineage and will survive restarts once recovery exists.
     pub run_id: String,
+    /// What `--numa` did (INFO server's `numa_*` fields).
+    pub numa: Option<crate::numa::Placement>,
     last_cron: Instant,
     last_expire: Instant,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
@@ -367,6 +369,7 @@ impl Server {
             stats: ServerStats::default(),
             started: now,
             run_id: engine::ReplId::random().to_string(),
+            numa: None,
             last_cron: now,
             last_expire: now,
             shutdown: false,

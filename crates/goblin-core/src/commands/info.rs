@@ -236,6 +236,14 @@ fn server(s: &Server, t: &mut String) {
     field!(t, "executable", "{exe}");
     field!(t, "config_file", "");
     field!(t, "io_threads_active", "0");
+    // --numa only: the interface, its node (-1: none), the server thread's CPUs as read back
+    // after pinning, and whether its memory is bound to the node.
+    if let Some(n) = &s.numa {
+        field!(t, "numa_interface", "{}", n.iface);
+        field!(t, "numa_node", "{}", n.node);
+        field!(t, "numa_cpus", "{}", crate::numa::format_cpulist(&n.cpus));
+        field!(t, "numa_mempolicy", "{}", if n.bound { "bind" } else { "default" });
+    }
 }
 
 fn clients(s: &Server, current: &Conn, t: &mut String) {
