@@ -437,22 +437,36 @@ def run_one(lib, kind, outdir, goblin, bound):
 
 
 def classify(msg):
-    m = re.search(r"unknown command '?`?([A-Za-z.|_-]+)", msg, re.I)
-    if m:
-        return "missing command", m.group(1).upper()
-    m = re.search(r"unknown subcommand '?`?([A-Za-z._-]+)", msg, re.I)
-    if m:
-        return "missing subcommand", m.group(1).upper()
-    if re.search(r"Timeout|timed out|TimeoutError|exceeded", msg, re.I):
-        return "timeout / timing", ""
-    if re.search(r"ConnectionError|ECONNRESET|Connection closed|ConnectionResetError|Connection refused", msg):
-        return "connection error", ""
-    if re.search(r"ResponseError|ReplyError|ERR |WRONGTYPE|syntax error", msg):
-        m = re.search(r"(?:ResponseError|ReplyError):?\s*([^\n]{0,80})", msg)
-        return "error reply (unexpected / different)", (m.group(1).strip() if m else "")
-    if re.search(r"AssertionError|assert |expected", msg):
-        return "wrong reply (assertion)", ""
-    return "other", ""
+    """(cause, detail) from a failure message; the first line decides, the rest is a fallback."""
+    head = msg.strip().split("\n", 1)[0] if msg.strip() else ""
+    for text in (head, msg):
+        m = re.search(r"unknown command '?`?([A-Za-z.|_-]+)`?'?(?:, with args beginning with: '?([A-Za-z-]*))?",
+                      text, re.I)
+        if m:
+            sub = m.group(2) if m.group(1).upper() in ("CLUSTER", "CLIENT", "CONFIG", "OBJECT", "MEMORY",
+                                                        "XINFO", "XGROUP", "SCRIPT", "FUNCTION") else ""
+            return "missing command", (m.group(1) + (" " + sub if sub else "")).upper()
+        m = re.search(r"unknown subcommand '?`?([A-Za-z._-]+)`?'?\.? *(?:Try ([A-Z]+) HELP)?", text, re.I)
+        if m:
+            return "missing subcommand", ((m.group(2) or "") + " " + m.group(1)).strip().upper()
+        if re.search(r"DB index is out of range|invalid DB index|SELECT is not allowed", text, re.I):
+            return "multiple databases (SELECT/MOVE/COPY DB n, non-zero db)", ""
+        if re.search(r"ACL SETUSER modifier|NOPERM", text):
+            return "ACL rules (restricted users)", ""
+        if re.search(r"doesn't exist in Redis commands|COMMAND (INFO|DOCS|GETKEYS)", text):
+            return "COMMAND introspection", ""
+        if re.search(r"Timeout|timed out|TimeoutError|exceeded", text, re.I) and text is head:
+            return "timeout / timing", ""
+        if re.search(r"ConnectionError|ECONNRESET|Connection closed|ConnectionResetError|Connection refused|"
+                     r"socket hang up|EPIPE", text):
+            return "connection error / closed", ""
+        if re.search(r"ResponseError|ReplyError|^ERR |WRONGTYPE|syntax error|\bERR\b", text):
+            m = re.search(r"(?:ResponseError|ReplyError|RedisError):?\s*([^\n]{0,90})", text)
+            return "error reply where Redis succeeds / differs", (m.group(1).strip() if m else text[:90])
+        if text is head and re.search(r"AssertionError|assert |expected|deepEqual|deepStrictEqual|TypeError|"
+                                      r"KeyError|IndexError|ValueError|panicked", text):
+            return "wrong reply / assertion", ""
+    return "other", head[:90]
 
 
 def summarize(results, outroot, order):

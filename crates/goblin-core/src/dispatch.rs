@@ -142,12 +142,15 @@ impl Server {
         }
         // CLIENT PAUSE: the command waits on its connection until the pause ends. Commands
         // queued inside MULTI are not held; their EXEC is, if one of them would be.
-        if self.pause.until.is_some() && conn.multi.is_none() && self.pause.holds(spec) {
+        if self.pause.until.is_some() && conn.multi.is_none() && self.pause.holds(spec, args) {
             return self.hold_command(conn, slot, args);
         }
         if self.pause.until.is_some() && spec.name == "exec" {
             let held = conn.multi.as_ref().is_some_and(|m| {
-                m.queued.iter().any(|q| engine::lookup(&q[0]).is_some_and(|s| self.pause.holds(s)))
+                m.queued.iter().any(|q| {
+                    let argv: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+                    engine::lookup(&q[0]).is_some_and(|s| self.pause.holds(s, &argv))
+                })
             });
             if held {
                 return self.hold_command(conn, slot, args);
@@ -186,6 +189,7 @@ impl Server {
         // Data commands (the hot path) skip the name comparisons.
         let transactional = matches!(spec.handler, Handler::Server)
             && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");
+        self.monitor_before(conn, spec, args);
         // ---- commandstats (stats.rs): one clock read each side, then classify the reply ----
         let started = std::time::Instant::now();
         if transactional {
@@ -198,7 +202,11 @@ impl Server {
         self.stats.cmds.record(spec, conn.last_cmd, reply, took);
         // ---- end commandstats ----
         self.after_command(conn, spec, args, took);
-        self.apply_reply_mode(conn, mark);
+        // RESP3 subscription confirmations are pushes: CLIENT REPLY OFF does not silence them.
+        let pushes = conn.proto.is_resp3() && spec.flags.has(engine::Flags::PUBSUB) && spec.name.ends_with("subscribe");
+        if !pushes {
+            self.apply_reply_mode(conn, mark);
+        }
         self.deliver_notifications(Some((conn, slot)));
         self.check_output_limit(conn);
         // The atomic unit ends here: one command, or one whole EXEC.

@@ -181,6 +181,11 @@ fn monitor_addr(conn: &Conn) -> String {
     }
 }
 
+/// The commands whose MONITOR line is sent before they run ([`Server::monitor_before`]).
+fn runs_script(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro")
+}
+
 /// Commands MONITOR does not show: admin commands and the ones Redis flags skip-monitor.
 fn hidden_from_monitor(spec: &CommandSpec) -> bool {
     spec.flags.has(Flags::ADMIN)
@@ -207,7 +212,24 @@ impl Server {
             let event = if spec.flags.has(Flags::FAST) { "fast-command" } else { "command" };
             ins.latency_sample(event, micros / 1000);
         }
-        if !ins.monitors.is_empty() && !hidden_from_monitor(spec) {
+        if !ins.monitors.is_empty() && !hidden_from_monitor(spec) && !runs_script(spec) {
+            let line = monitor_line(&monitor_addr(conn), spec.name, args);
+            self.feed_monitors(conn.id, &line);
+        }
+    }
+
+    /// A command a script runs: shown as the script's (`[0 lua]`) to every monitor.
+    pub(crate) fn feed_monitors_from_script(&mut self, spec: &CommandSpec, args: &[&[u8]]) {
+        if !self.introspection.monitors.is_empty() && !hidden_from_monitor(spec) {
+            let line = monitor_line("lua", spec.name, args);
+            self.feed_monitors(0, &line);
+        }
+    }
+
+    /// Before a script-running command executes: its own line goes out first, so that the
+    /// lines of the commands it runs follow it, as Redis shows them.
+    pub(crate) fn monitor_before(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) {
+        if !self.introspection.monitors.is_empty() && runs_script(spec) {
             let line = monitor_line(&monitor_addr(conn), spec.name, args);
             self.feed_monitors(conn.id, &line);
         }

@@ -25,15 +25,18 @@ pub struct Pause {
 }
 
 impl Pause {
-    /// Whether `spec` must wait now.
+    /// Whether the command `args` (of `spec`) must wait now. Under WRITE a script declared
+    /// `#!lua flags=no-writes` runs, as in Redis (it cannot write or replicate).
     #[inline]
-    pub fn holds(&self, spec: &CommandSpec) -> bool {
+    pub fn holds(&self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
         match self.until {
             None => false,
             Some((_, true)) => true,
             Some((_, false)) => {
-                spec.flags.has(Flags::WRITE)
-                    || matches!(spec.name, "eval" | "evalsha" | "fcall" | "publish" | "spublish")
+                if spec.name == "eval" {
+                    return !declares_no_writes(args.get(1).copied().unwrap_or_default());
+                }
+                spec.flags.has(Flags::WRITE) || matches!(spec.name, "evalsha" | "fcall" | "publish" | "spublish")
             }
         }
     }
@@ -116,4 +119,16 @@ impl Server {
             }
         }
     }
+}
+
+/// Whether a script body starts with a shebang that declares `no-writes`.
+fn declares_no_writes(body: &[u8]) -> bool {
+    if !body.starts_with(b"#!") {
+        return false;
+    }
+    let line = body.split(|&b| b == b'\n').next().unwrap_or_default();
+    String::from_utf8_lossy(line)
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("flags="))
+        .any(|flags| flags.split(',').any(|f| f == "no-writes"))
 }

@@ -140,8 +140,8 @@ impl Tracking {
     }
 }
 
-/// Writes one invalidation message for `key` (None: flush) in the target's protocol.
-fn write_invalidation(out: &mut Vec<u8>, proto: resp::Proto, key: Option<&[u8]>) {
+/// Writes one invalidation message for `keys` (None: flush) in the target's protocol.
+fn write_invalidation(out: &mut Vec<u8>, proto: resp::Proto, keys: Option<&[Vec<u8>]>) {
     if proto.is_resp3() {
         reply::push_len(out, proto, 2);
         reply::bulk(out, b"invalidate");
@@ -150,10 +150,12 @@ fn write_invalidation(out: &mut Vec<u8>, proto: resp::Proto, key: Option<&[u8]>)
         reply::bulk(out, b"message");
         reply::bulk(out, CHANNEL);
     }
-    match key {
-        Some(k) => {
-            reply::array_len(out, 1);
-            reply::bulk(out, k);
+    match keys {
+        Some(keys) => {
+            reply::array_len(out, keys.len());
+            for k in keys {
+                reply::bulk(out, k);
+            }
         }
         None => reply::null_array(out, proto),
     }
@@ -239,8 +241,22 @@ impl Server {
         if self.tracking.outbox.is_empty() {
             return;
         }
-        let outbox = std::mem::take(&mut self.tracking.outbox);
-        for ((slot, id), key) in outbox {
+        // One message per client for the keys one command changed (an MSET's keys arrive
+        // together, as in Redis); a flush is a message of its own, in its place.
+        let mut grouped: Vec<((usize, u64), Option<Vec<Vec<u8>>>)> = Vec::new();
+        for (client, key) in std::mem::take(&mut self.tracking.outbox) {
+            let last = grouped.iter_mut().rev().find(|(c, _)| *c == client);
+            match (key, last) {
+                (Some(k), Some((_, Some(keys)))) => {
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+                (Some(k), _) => grouped.push((client, Some(vec![k]))),
+                (None, _) => grouped.push((client, None)),
+            }
+        }
+        for ((slot, id), key) in grouped {
             // Who tracks: find its options (the current connection, or one in the slab).
             let redirect = match current.as_mut() {
                 Some((c, s)) if *s == slot && c.id == id => c.tracking.as_ref().map(|t| t.redirect),
@@ -251,7 +267,8 @@ impl Server {
             };
             let Some(redirect) = redirect else { continue }; // gone, or tracking turned off
             let target_id = if redirect == 0 { id } else { redirect };
-            let delivered = self.send_invalidation(current.as_mut().map(|(c, s)| (&mut **c, *s)), target_id, key.as_deref());
+            let delivered =
+                self.send_invalidation(current.as_mut().map(|(c, s)| (&mut **c, *s)), target_id, key.as_deref());
             if !delivered && redirect != 0 {
                 // The redirect target is gone: say so once to the tracking client (RESP3).
                 let note = |c: &mut Conn| {
@@ -282,7 +299,12 @@ impl Server {
     }
 
     /// Writes one invalidation to client `target`; false if it is not connected.
-    fn send_invalidation(&mut self, current: Option<(&mut Conn, usize)>, target: u64, key: Option<&[u8]>) -> bool {
+    fn send_invalidation(
+        &mut self,
+        current: Option<(&mut Conn, usize)>,
+        target: u64,
+        key: Option<&[Vec<u8>]>,
+    ) -> bool {
         let wants = |c: &Conn| c.proto.is_resp3() || c.pubsub.as_ref().is_some_and(|p| p.channels.contains(CHANNEL));
         if let Some((c, _)) = current {
             if c.id == target {

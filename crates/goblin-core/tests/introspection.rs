@@ -207,6 +207,11 @@ fn monitor_streams_executed_commands() {
     q(&mut c, &["PING"]).unwrap();
     assert!(monitor_line(&mut m).ends_with("\"CLIENT\" \"LIST\"\r\n"));
     assert!(monitor_line(&mut m).ends_with("\"PING\"\r\n"));
+    // A script's commands follow its EVAL line, as the script's.
+    q(&mut c, &["EVAL", "return redis.call('SET', KEYS[1], ARGV[1])", "1", "sk", "sv"]).unwrap();
+    assert!(monitor_line(&mut m).contains("\"EVAL\""));
+    let inner = monitor_line(&mut m);
+    assert!(inner.contains(" [0 lua] \"SET\" \"sk\" \"sv\""), "{inner}");
     // A closed monitor is dropped; the server goes on.
     drop(m);
     std::thread::sleep(Duration::from_millis(50));

@@ -174,3 +174,37 @@ fn pause_write_holds_writes_not_reads() {
     assert_eq!(call(&mut a, "CLIENT UNPAUSE"), "+OK\r\n");
     assert_eq!(String::from_utf8(read_reply(&mut c)).unwrap(), ":1\r\n");
 }
+
+/// The keys one command changes arrive in one invalidation; a paused client counts as blocked;
+/// a `no-writes` script runs through a write pause.
+#[test]
+fn multi_key_invalidation_and_pause_details() {
+    let s = Server::start(&[]);
+    let mut c = s.raw();
+    resp3(&mut c);
+    call(&mut c, "CLIENT TRACKING on");
+    call(&mut c, "MGET a b c");
+    let mut w = s.raw();
+    call(&mut w, "MSET a 1 b 2 c 3");
+    assert_eq!(
+        String::from_utf8(read_reply(&mut c)).unwrap(),
+        ">2\r\n$10\r\ninvalidate\r\n*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+
+    let mut admin = s.raw();
+    assert_eq!(call(&mut admin, "CLIENT PAUSE 100000 WRITE"), "+OK\r\n");
+    send(&mut w, &req(&["EVAL", "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])", "1", "a"]));
+    assert_eq!(String::from_utf8(read_reply(&mut w)).unwrap(), "$1\r\n1\r\n", "a no-writes script is not held");
+    send(&mut w, &req(&["SET", "a", "2"]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = call(&mut admin, "INFO clients");
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the held client never counted as blocked: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    call(&mut admin, "CLIENT UNPAUSE");
+    assert_eq!(String::from_utf8(read_reply(&mut w)).unwrap(), "+OK\r\n");
+}

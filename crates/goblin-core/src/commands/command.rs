@@ -135,7 +135,10 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     reply::array_len(out, 10);
     reply::bulk(out, s.name.as_bytes());
     reply::integer(out, s.arity as i64);
-    let flags = s.flags.names();
+    let mut flags = s.flags.names();
+    if movable_keys(s) {
+        flags.push("movablekeys");
+    }
     reply::set_len(out, proto, flags.len());
     for f in flags {
         reply::simple(out, f.as_bytes());
@@ -302,6 +305,37 @@ fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
     for n in names {
         reply::bulk(out, n.as_bytes());
     }
+}
+
+/// Commands whose keys are not at fixed positions (a count argument says how many, or an option
+/// names them): Redis flags them `movablekeys` in COMMAND INFO, and cluster clients then ask
+/// COMMAND GETKEYS instead of trusting first/last/step.
+fn movable_keys(s: &CommandSpec) -> bool {
+    matches!(
+        s.name,
+        "eval"
+            | "evalsha"
+            | "eval_ro"
+            | "evalsha_ro"
+            | "fcall"
+            | "fcall_ro"
+            | "zunionstore"
+            | "zinterstore"
+            | "zdiffstore"
+            | "zunion"
+            | "zinter"
+            | "zdiff"
+            | "zintercard"
+            | "sintercard"
+            | "lmpop"
+            | "blmpop"
+            | "zmpop"
+            | "bzmpop"
+            | "sort"
+            | "sort_ro"
+            | "georadius"
+            | "georadiusbymember"
+    )
 }
 
 /// The key-spec flags COMMAND INFO and GETKEYSANDFLAGS give the keys of `s`.

@@ -250,7 +250,8 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
     let all = s.conns.iter().flatten().map(|c| &**c).chain(std::iter::once(current));
     let (mut blocked, mut max_in, mut max_out) = (0, 0, 0);
     for c in all {
-        blocked += c.parked.is_some() as usize;
+        // Held by CLIENT PAUSE counts as blocked, as in Redis.
+        blocked += (c.parked.is_some() || c.paused.is_some()) as usize;
         max_in = max_in.max(c.pending.len());
         max_out = max_out.max(c.out_pending());
     }

@@ -707,9 +707,11 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     for a in args.iter() {
         match a {
             Value::String(s) => owned.push(s.as_bytes().to_vec()),
-            Value::Integer(_) | Value::Number(_) => {
-                owned.push(lua.coerce_string(a.clone())?.map(|s| s.as_bytes().to_vec()).unwrap_or_default())
-            }
+            // Lua 5.1 turns a number into a string with "%.14g" (Redis passes
+            // 9007199254740991 as 9.007199254741e+15); mlua hands integral numbers over as
+            // integers, so format them the same way here.
+            Value::Integer(i) => owned.push(lua_number_string(*i as f64).into_bytes()),
+            Value::Number(n) => owned.push(lua_number_string(*n).into_bytes()),
             _ => {
                 return Ok((
                     true,
@@ -754,6 +756,9 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     }
     let proto = if LUA_RESP3.with(Cell::get) { Proto::Resp3 } else { Proto::Resp2 };
     let mut out = Vec::new();
+    // MONITOR shows a script's commands as the script's (`[0 lua]`), after its EVAL line.
+    // SAFETY: as below; nothing else uses the server while the script runs.
+    unsafe { (*run.server).feed_monitors_from_script(spec, &argv) };
     // INFO commandstats counts a script's commands as Redis does (each its own call).
     let started = Instant::now();
     // SAFETY: see `Run`: the script's caller does not touch the server or the connection
@@ -1277,4 +1282,13 @@ impl Server {
         let busy = if functions::function_running() { functions::BUSY_FUNCTION } else { BUSY };
         reply::error(&mut conn.out, busy);
     }
+}
+
+/// A Lua number as Lua 5.1's `tostring` writes it (C's "%.14g"): what Redis passes to a command
+/// when a script gives a number as an argument.
+fn lua_number_string(n: f64) -> String {
+    let mut buf = [0u8; 64];
+    // SAFETY: snprintf writes at most buf.len() bytes, NUL included, from a valid format.
+    let len = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.14g".as_ptr(), n) };
+    String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(buf.len() - 1)]).into_owned()
 }
