@@ -210,16 +210,33 @@ class IORedis:
         if not os.path.isdir(os.path.join(self.dir, "node_modules", "mocha")):
             sh(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=self.dir)
 
-    def command(self, port, outdir, kind):
-        rep = os.path.join(outdir, f"{kind}.mocha.json")
+    def commands(self, port, outdir, kind):
+        """Its `test:js` script, but one mocha process per functional test file: an uncaught error
+        in a callback (e.g. `expect` after a failed SELECT in select.ts) ends the whole mocha run,
+        which would silently drop every later file from the goblin-core side."""
         env = dict(os.environ, TS_NODE_TRANSPILE_ONLY="true", NODE_ENV="test")
-        argv = ["npx", "mocha", "--no-experimental-strip-types", "--reporter", "json",
-                "--reporter-option", f"output={rep}",
-                "test/helpers/*.ts", "test/unit/**/*.ts", "test/functional/**/*.ts"]
-        return argv, self.dir, env
+        groups = [["test/unit/**/*.ts"]]
+        for root, _dirs, files in sorted(os.walk(os.path.join(self.dir, "test", "functional"))):
+            for f in sorted(files):
+                if f.endswith(".ts"):
+                    groups.append([os.path.relpath(os.path.join(root, f), self.dir)])
+        runs = []
+        for i, g in enumerate(groups):
+            rep = os.path.join(outdir, f"{kind}.mocha", f"{i:03d}.json")
+            runs.append((["npx", "mocha", "--no-experimental-strip-types", "--reporter", "json",
+                          "--reporter-option", f"output={rep}", "test/helpers/*.ts"] + g, self.dir, env))
+        os.makedirs(os.path.join(outdir, f"{kind}.mocha"), exist_ok=True)
+        return runs
 
     def parse(self, outdir, kind, log):
-        return parse_mocha_json(os.path.join(outdir, f"{kind}.mocha.json"))
+        res = {}
+        d = os.path.join(outdir, f"{kind}.mocha")
+        if os.path.isdir(d):
+            for f in sorted(os.listdir(d)):
+                res.update(parse_mocha_json(os.path.join(d, f)))
+        else:  # older single-process layout
+            res = parse_mocha_json(os.path.join(outdir, f"{kind}.mocha.json"))
+        return res
 
 
 def parse_mocha_json(path):
@@ -343,9 +360,8 @@ def shim_env(outdir, kind):
     os.makedirs(state, exist_ok=True)
     for n in ("docker", "redis-server"):
         dst = os.path.join(wrap, n)
-        if not os.path.exists(dst):
-            shutil.copy(os.path.join(HERE, "server_shim.py"), dst)
-            os.chmod(dst, 0o755)
+        shutil.copy(os.path.join(HERE, "server_shim.py"), dst)
+        os.chmod(dst, 0o755)
     env = dict(os.environ, CS_SERVER_KIND=kind, CS_STATE=state)
     env["PATH"] = wrap + ":" + env["PATH"]
     return env
@@ -370,23 +386,34 @@ def inner(lib, kind, outdir, goblin, bound):
         if srv and not wait_port(PORT):
             print(f"{kind} server did not start", flush=True)
             return 2
-        argv, cwd, env = lib.command(PORT, outdir, kind)
+        runs = (lib.commands(PORT, outdir, kind) if hasattr(lib, "commands")
+                else [lib.command(PORT, outdir, kind)])
         logf = open(os.path.join(outdir, f"{kind}.log"), "w")
         t0 = time.time()
-        p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                             start_new_session=True)
         timed_out = False
-        try:
-            p.wait(timeout=bound)
-        except (subprocess.TimeoutExpired, SystemExit):
-            timed_out = True
-            os.killpg(p.pid, signal.SIGTERM)
+        for argv, cwd, env in runs:
+            left = bound - (time.time() - t0)
+            if left <= 0:
+                timed_out = True
+                break
+            logf.write(f"### run: {' '.join(argv)}\n")
+            logf.flush()
+            p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=logf, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
             try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        logf.write(f"\n### exit={p.returncode} wall={time.time() - t0:.1f}s timed_out={timed_out}\n")
+                p.wait(timeout=left)
+            except (subprocess.TimeoutExpired, SystemExit):
+                timed_out = True
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            logf.write(f"\n### exit={p.returncode} wall={time.time() - t0:.1f}s timed_out={timed_out}\n")
+            logf.flush()
+            if timed_out:
+                break
         logf.close()
         with open(os.path.join(outdir, f"{kind}.meta.json"), "w") as f:
             json.dump({"wall": time.time() - t0, "timed_out": timed_out, "rc": p.returncode}, f)

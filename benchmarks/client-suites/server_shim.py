@@ -5,7 +5,7 @@ Installed by run.py as <outdir>/wrap/docker and <outdir>/wrap/redis-server, firs
 Environment: CS_SERVER_KIND=redis|goblin, GOBLIN_BIN=<goblin-core binary>, CS_STATE=<dir>.
 
 docker run ... -e PORT=N ... -d --network host IMAGE:TAG [server args]  -> starts a server on N,
-    prints an id (cluster nodes, `--cluster-enabled yes`, are always real redis-server: goblin-core has
+    prints an id; runs with `-v` mounts (sentinel nodes) fail at once (cluster nodes, `--cluster-enabled yes`, are always real redis-server: goblin-core has
     no cluster mode, and node-redis spawns the cluster in a `before` hook shared with the plain-client
     tests, so a failing cluster would hide every test; run.py drops the cluster tests from the counts); docker rm -f ID -> stops it; anything else (exec, TLS, sentinel) fails.
 redis-server [config file] [--flag value ...] -> exec the chosen server with the flags it knows.
@@ -112,6 +112,10 @@ def main_docker(args):
     if not args:
         return 1
     if args[0] == "run":
+        if "-v" in args[:args.index("--network") if "--network" in args else len(args)]:
+            # sentinel nodes: config mounted into the container; not emulated -> fail fast
+            sys.stderr.write("shim: docker run with volume mounts (sentinel) not supported\n")
+            return 1
         port, rest, i = None, [], 1
         image_seen = False
         while i < len(args):

@@ -731,3 +731,26 @@ fn script_writes_touch_watchers_blocked_clients_and_subscribers() {
     assert_eq!(r, b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\nself\r\n");
     assert_eq!(read_reply(&mut sub), b":1\r\n");
 }
+
+/// cmsgpack.unpack_limit / unpack_one and cjson.encode_keep_buffer, and numbers given to
+/// redis.call, answer as in redis-server.
+#[test]
+fn msgpack_partial_unpack_and_number_arguments_match_redis() {
+    let g = Server::start(&[]);
+    let r = common::RedisServer::start();
+    let scripts = [
+        "local s = cmsgpack.pack(1,2,3); local r = {cmsgpack.unpack_limit(s, 2, 0)}; \
+         local o = {cmsgpack.unpack_one(s, r[1])}; cjson.encode_keep_buffer(false); \
+         return {r[1], r[2], r[3], o[1], o[2]}",
+        "redis.call('SET', KEYS[1], 9007199254740991); return redis.call('GET', KEYS[1])",
+        "redis.call('SET', KEYS[1], 3.5); return redis.call('GET', KEYS[1])",
+    ];
+    for script in scripts {
+        let mut replies = Vec::new();
+        for mut c in [g.conn(), r.conn()] {
+            let v: redis::RedisResult<redis::Value> = redis::cmd("EVAL").arg(script).arg(1).arg("k").query(&mut c);
+            replies.push(format!("{v:?}"));
+        }
+        assert_eq!(replies[0], replies[1], "{script}");
+    }
+}

@@ -481,6 +481,9 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     t.set("null", json_null())?;
+    // lua-cjson's buffer reuse switch: encoding never keeps a buffer here, so it only accepts
+    // the call (scripts written for Redis make it).
+    t.set("encode_keep_buffer", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
     Ok(t)
 }
 
@@ -995,6 +998,34 @@ fn cmsgpack_lib(lua: &Lua) -> mlua::Result<Table> {
                 mp_encode(&mut out, a, 0)?;
             }
             lua.create_string(&out)
+        })?,
+    )?;
+    // unpack_limit(s, limit, offset) and unpack_one(s, offset): decode at most `limit` objects
+    // (0: all) from byte `offset`; the first result is the offset of the next object, or -1
+    // when the input is used up.
+    fn unpack_limit(lua: &Lua, s: &[u8], limit: usize, offset: usize) -> mlua::Result<MultiValue> {
+        let mut r = MpReader { s, i: offset.min(s.len()) };
+        let mut vals = Vec::new();
+        while r.i < s.len() && (limit == 0 || vals.len() < limit) {
+            vals.push(r.value(lua)?);
+        }
+        let next = if r.i >= s.len() { -1 } else { r.i as i64 };
+        let mut all = vec![Value::Integer(next as _)];
+        all.extend(vals);
+        Ok(MultiValue::from_iter(all))
+    }
+    t.set(
+        "unpack_limit",
+        lua.create_function(|lua, (s, limit, offset): (mlua::String, Option<i64>, Option<i64>)| {
+            let bytes = s.as_bytes().to_vec();
+            unpack_limit(lua, &bytes, limit.unwrap_or(0).max(0) as usize, offset.unwrap_or(0).max(0) as usize)
+        })?,
+    )?;
+    t.set(
+        "unpack_one",
+        lua.create_function(|lua, (s, offset): (mlua::String, Option<i64>)| {
+            let bytes = s.as_bytes().to_vec();
+            unpack_limit(lua, &bytes, 1, offset.unwrap_or(0).max(0) as usize)
         })?,
     )?;
     t.set(

@@ -707,10 +707,9 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     for a in args.iter() {
         match a {
             Value::String(s) => owned.push(s.as_bytes().to_vec()),
-            // Lua 5.1 turns a number into a string with "%.14g" (Redis passes
-            // 9007199254740991 as 9.007199254741e+15); mlua hands integral numbers over as
-            // integers, so format them the same way here.
-            Value::Integer(i) => owned.push(lua_number_string(*i as f64).into_bytes()),
+            // Redis 7 writes a number argument as the shortest decimal that reads back the
+            // same (not Lua's "%.14g", which would turn 9007199254740991 into 9.007199254741e+15).
+            Value::Integer(i) => owned.push(i.to_string().into_bytes()),
             Value::Number(n) => owned.push(lua_number_string(*n).into_bytes()),
             _ => {
                 return Ok((
@@ -1284,11 +1283,27 @@ impl Server {
     }
 }
 
-/// A Lua number as Lua 5.1's `tostring` writes it (C's "%.14g"): what Redis passes to a command
-/// when a script gives a number as an argument.
+/// A Lua number given to redis.call, as Redis 7 writes it: the shortest decimal that reads back
+/// as the same double (9007199254740991 stays 9007199254740991, 0.1 stays 0.1), in plain
+/// notation between 1e-6 and 1e21 and with an exponent outside it (1e+21, 1e-07).
 fn lua_number_string(n: f64) -> String {
-    let mut buf = [0u8; 64];
-    // SAFETY: snprintf writes at most buf.len() bytes, NUL included, from a valid format.
-    let len = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.14g".as_ptr(), n) };
-    String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(buf.len() - 1)]).into_owned()
+    if !n.is_finite() {
+        return if n.is_nan() { "nan".into() } else if n > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let a = n.abs();
+    if a == 0.0 || (1e-6..1e21).contains(&a) {
+        return format!("{n}");
+    }
+    // Shortest digits in exponent form, written the C way: 1e+21, 1.5e-07.
+    let e = format!("{n:e}");
+    match e.split_once('e') {
+        Some((mantissa, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            format!("{mantissa}e{sign}{digits:0>2}")
+        }
+        None => e,
+    }
 }
