@@ -211,15 +211,26 @@ class IORedis:
             sh(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=self.dir)
 
     def commands(self, port, outdir, kind):
-        """Its `test:js` script, but one mocha process per functional test file: an uncaught error
+        """Its `test:js` script, but one mocha process per functional test file (per 25 files of
+        test/functional/commands): an uncaught error
         in a callback (e.g. `expect` after a failed SELECT in select.ts) ends the whole mocha run,
         which would silently drop every later file from the goblin-core side."""
         env = dict(os.environ, TS_NODE_TRANSPILE_ONLY="true", NODE_ENV="test")
         groups = [["test/unit/**/*.ts"]]
+        chunk = []  # the ~250 per-command files: chunks of 25 (mocha start-up is ~4 s)
         for root, _dirs, files in sorted(os.walk(os.path.join(self.dir, "test", "functional"))):
             for f in sorted(files):
                 if f.endswith(".ts"):
-                    groups.append([os.path.relpath(os.path.join(root, f), self.dir)])
+                    rel = os.path.relpath(os.path.join(root, f), self.dir)
+                    if "/commands/" in rel:
+                        chunk.append(rel)
+                        if len(chunk) == 25:
+                            groups.append(chunk)
+                            chunk = []
+                    else:
+                        groups.append([rel])
+        if chunk:
+            groups.append(chunk)
         runs = []
         for i, g in enumerate(groups):
             rep = os.path.join(outdir, f"{kind}.mocha", f"{i:03d}.json")

@@ -236,6 +236,13 @@ impl Server {
         }
     }
 
+    /// Whether used memory is over a set maxmemory (no eviction attempted: scripts ask this
+    /// before a write, as Redis refuses deny-oom commands from scripts then).
+    pub(crate) fn over_memory_limit(&mut self) -> bool {
+        let limit = self.engine.evict.maxmemory;
+        limit > 0 && self.replica.is_none() && self.used_memory.read() > limit
+    }
+
     /// Used memory (INFO's `used_memory`) against maxmemory, before a command: evicts keys by
     /// the policy down to the limit, committing their `DEL`s as one batch of origin
     /// [`Origin::Eviction`] (WATCHers of those keys see them; the command's own batch stays

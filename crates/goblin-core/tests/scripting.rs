@@ -754,3 +754,19 @@ fn msgpack_partial_unpack_and_number_arguments_match_redis() {
         assert_eq!(replies[0], replies[1], "{script}");
     }
 }
+
+/// Over maxmemory a script's write is refused with the OOM error; a table's metatable plays no
+/// part in its conversion to a reply (returning _G gives an empty array); both as in Redis.
+#[test]
+fn script_oom_and_raw_table_conversion_match_redis() {
+    let g = Server::start(&[]);
+    let r = common::RedisServer::start();
+    for mut c in [g.conn(), r.conn()] {
+        redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").query::<()>(&mut c).unwrap();
+        let err = redis::cmd("EVAL").arg("redis.call('set', 'x', 1)").arg(0).query::<redis::Value>(&mut c).unwrap_err();
+        assert!(err.to_string().contains("command not allowed when used memory"), "{err}");
+        redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0").query::<()>(&mut c).unwrap();
+        let v: redis::Value = redis::cmd("EVAL").arg("return _G").arg(0).query(&mut c).unwrap();
+        assert_eq!(v, redis::Value::Array(vec![]));
+    }
+}

@@ -31,7 +31,9 @@ const HELP: &[&str] = &[
     "    map, attrib, push, verbatim, true, false. Needs --enable-debug-command.",
     "OBJECT <key>",
     "    Low level details of a key's value. Needs --enable-debug-command.",
-    "QUICKLIST-PACKED-THRESHOLD <size>, PAUSE-CRON <0|1>, SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Let scripts run the commands normally refused to them (test suites use it).",
+    "QUICKLIST-PACKED-THRESHOLD <size>, PAUSE-CRON <0|1>",
     "    Accepted for test suites; they change nothing here.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds> (decimals allowed). Needs --enable-debug-command.",
@@ -84,9 +86,11 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             s.active_expire_enabled = args[2] != b"0";
             reply::ok(&mut c.out);
         }
-        b"QUICKLIST-PACKED-THRESHOLD" | b"PAUSE-CRON" | b"SET-DISABLE-DENY-SCRIPTS" if args.len() == 3 => {
+        b"SET-DISABLE-DENY-SCRIPTS" if args.len() == 3 => {
+            crate::scripting::DENY_SCRIPTS_DISABLED.with(|d| d.set(args[2] != b"0"));
             reply::ok(&mut c.out)
         }
+        b"QUICKLIST-PACKED-THRESHOLD" | b"PAUSE-CRON" if args.len() == 3 => reply::ok(&mut c.out),
         b"PROTOCOL" if args.len() == 3 => protocol(c, args[2]),
         b"OBJECT" if args.len() == 3 => {
             let Some(v) = s.engine.ks.get(args[2]) else {

@@ -484,6 +484,10 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     // lua-cjson's buffer reuse switch: encoding never keeps a buffer here, so it only accepts
     // the call (scripts written for Redis make it).
     t.set("encode_keep_buffer", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    // lua-cjson's nesting limits: the codec here has its own fixed depth bound; the setters
+    // are accepted so that scripts written for Redis run.
+    t.set("encode_max_depth", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    t.set("decode_max_depth", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
     Ok(t)
 }
 

@@ -684,11 +684,20 @@ fn refused(
 /// Commands scripts may not call although their flags allow it (their subcommands are
 /// `noscript` in Redis).
 fn denied_in_scripts(spec: &CommandSpec) -> bool {
+    // DEBUG SET-DISABLE-DENY-SCRIPTS 1 lets test suites run these from scripts (as in Redis).
+    if DENY_SCRIPTS_DISABLED.with(Cell::get) && !spec.flags.has(Flags::BLOCKING) {
+        return false;
+    }
     spec.flags.has(Flags::NOSCRIPT | Flags::BLOCKING)
         || matches!(
             spec.name,
             "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script" | "function"
         )
+}
+
+thread_local! {
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS (the server thread is the only one running scripts).
+    pub static DENY_SCRIPTS_DISABLED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// `redis.call`/`redis.pcall`'s common part: returns (raised, value); `raised` is true when the
@@ -738,6 +747,11 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     // Like Redis, a read-only script also refuses the reads that may write (PFCOUNT).
     if run.read_only && (spec.is_write() || spec.flags.has(Flags::MAY_REPLICATE)) {
         return refused(lua, &run, Some(spec), &argv, b"ERR Write commands are not allowed from read-only scripts.");
+    }
+    // maxmemory: a write that may grow memory is refused inside a script as outside one.
+    // SAFETY: see `Run` below: reads of the server's settings while nothing else uses it.
+    if spec.flags.has(Flags::DENYOOM) && unsafe { (*run.server).over_memory_limit() } {
+        return refused(lua, &run, Some(spec), &argv, b"OOM command not allowed when used memory > 'maxmemory'.");
     }
     if spec.is_write() {
         // SAFETY: see `Run` below: only a read of the server's role while nothing else uses it.
@@ -980,7 +994,9 @@ fn lua_to_reply(out: &mut Vec<u8>, proto: Proto, v: &Value, depth: usize) -> mlu
             let mut items = Vec::new();
             let mut j = 1;
             loop {
-                let v: Value = t.get(j)?;
+                // Raw reads, as Redis 7: a metatable (even _G's, which raises on a missing
+                // global) plays no part in turning a table into a reply.
+                let v: Value = t.raw_get(j)?;
                 if v.is_nil() {
                     break;
                 }
