@@ -203,7 +203,8 @@ impl Server {
         // ---- end commandstats ----
         self.after_command(conn, spec, args, took);
         // RESP3 subscription confirmations are pushes: CLIENT REPLY OFF does not silence them.
-        let pushes = conn.proto.is_resp3() && spec.flags.has(engine::Flags::PUBSUB) && spec.name.ends_with("subscribe");
+        // (RESP2 too: Redis 7 sends them whatever the reply mode.)
+        let pushes = spec.flags.has(engine::Flags::PUBSUB) && spec.name.ends_with("subscribe");
         if !pushes {
             self.apply_reply_mode(conn, mark);
         }
@@ -393,7 +394,7 @@ impl Server {
                     );
                     return;
                 }
-                if self.watches.is_dirty(conn) {
+                if self.watch_failed(conn) {
                     // A watched key changed since WATCH: the transaction does not run.
                     self.watches.unwatch_all(conn);
                     reply::null_array(&mut conn.out, conn.proto);

@@ -65,6 +65,24 @@ impl Watches {
         }
     }
 
+    /// A `DEL` of `key`: a watcher that saw the key absent (or already past its deadline) at
+    /// WATCH time still sees it absent, so only the others are marked (Redis: deleting a stale
+    /// watched key does not fail EXEC).
+    fn touch_deleted(&mut self, key: &[u8]) {
+        if let Some(ids) = self.by_key.get(key) {
+            for &id in ids {
+                if !self.absent.contains(&(id, key.to_vec())) {
+                    self.dirty.insert(id);
+                }
+            }
+        }
+    }
+
+    /// Whether `conn`'s watched key `key` was absent when watched.
+    pub fn was_absent(&self, conn: &Conn, key: &[u8]) -> bool {
+        self.absent.contains(&(conn.id, key.to_vec()))
+    }
+
     /// Every watcher's EXEC fails (an unknown or keyless mutation; GOBLIN.LOAD replacing the
     /// dataset).
     pub(crate) fn touch_all(&mut self) {
@@ -101,6 +119,12 @@ impl crate::batches::BatchSink for Watches {
                 self.touch_all();
                 continue;
             }
+            if spec.name == "del" {
+                for key in m.keys() {
+                    self.touch_deleted(key);
+                }
+                continue;
+            }
             for key in m.keys() {
                 self.touch(key);
             }
@@ -122,6 +146,17 @@ impl Server {
     }
 
     /// UNWATCH
+    /// EXEC's test: a watched key changed, or one that existed at WATCH time has passed its
+    /// deadline since (it expired, even if nothing removed it yet).
+    pub(crate) fn watch_failed(&self, conn: &Conn) -> bool {
+        self.watches.is_dirty(conn)
+            || conn.watching.iter().any(|k| {
+                !self.watches.was_absent(conn, k)
+                    && self.engine.ks.contains(k)
+                    && self.engine.ks.is_expired(k, self.clock_ms)
+            })
+    }
+
     pub(crate) fn unwatch_command(&mut self, conn: &mut Conn) {
         self.watches.unwatch_all(conn);
         reply::ok(&mut conn.out);

@@ -434,3 +434,32 @@ fn string_encodings_after_in_place_writes_match_redis() {
         assert_eq!(ours, theirs, "step {i}: {:?}", steps[i]);
     }
 }
+
+/// WATCH and expiry as Redis 7: a watched key that expires before EXEC fails it; deleting a key
+/// that was already past its deadline when watched does not. A RESP2 subscriber with CLIENT
+/// REPLY OFF still gets its confirmation and its messages.
+#[test]
+fn watch_expiry_rules_and_subscribe_under_reply_off() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).unwrap();
+    q(&mut c, &["SET", "key", "1", "PX", "100"]).unwrap();
+    q(&mut c, &["WATCH", "key"]).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let res: Value = redis::pipe().atomic().cmd("INCR").arg("key").query(&mut c).unwrap();
+    assert_eq!(res, Value::Nil, "EXEC fails: the watched key expired");
+
+    q(&mut c, &["SET", "x", "foo", "PX", "1"]).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    q(&mut c, &["WATCH", "x"]).unwrap();
+    q(&mut c, &["DEL", "x"]).unwrap();
+    let res: Value = redis::pipe().atomic().cmd("PING").query(&mut c).unwrap();
+    assert_eq!(res, Value::Array(vec![Value::SimpleString("PONG".into())]), "{res:?}");
+    q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
+
+    let mut sub = s.raw();
+    send(&mut sub, b"CLIENT REPLY OFF\r\nPSUBSCRIBE *\r\n");
+    assert_eq!(read_reply(&mut sub), b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n");
+    q(&mut c, &["PUBLISH", "ch", "hi"]).unwrap();
+    assert_eq!(read_reply(&mut sub), b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$2\r\nhi\r\n");
+}
