@@ -58,7 +58,8 @@ pub struct Tracking {
     /// `tracking-table-max-keys` (0: unbounded).
     pub max_keys: usize,
     /// Invalidations waiting for delivery: (client, key; None = everything).
-    outbox: Vec<(Client, Option<Vec<u8>>)>,
+    /// (client, BCAST prefix the key matched (None in default mode), key; None = flush).
+    outbox: Vec<(Client, Option<Vec<u8>>, Option<Vec<u8>>)>,
     /// The client whose command is running, out of its slot meanwhile: (slot, id), whether
     /// it tracks, and whether with NOLOOP. Set by the dispatcher around each command.
     pub current: Option<(Client, bool, bool)>,
@@ -105,7 +106,7 @@ impl Tracking {
         let victims: Vec<Vec<u8>> = self.keys.keys().take(over).cloned().collect();
         for key in victims {
             if let Some(clients) = self.keys.remove(&key) {
-                self.outbox.extend(clients.into_iter().map(|c| (c, Some(key.clone()))));
+                self.outbox.extend(clients.into_iter().map(|c| (c, None, Some(key.clone()))));
             }
         }
     }
@@ -115,7 +116,7 @@ impl Tracking {
         if let Some(clients) = self.keys.remove(key) {
             for c in clients {
                 if !noloop(c) {
-                    self.outbox.push((c, Some(key.to_vec())));
+                    self.outbox.push((c, None, Some(key.to_vec())));
                 }
             }
         }
@@ -124,7 +125,7 @@ impl Tracking {
                 if key.starts_with(prefix) {
                     for &c in clients {
                         if !noloop(c) {
-                            self.outbox.push((c, Some(key.to_vec())));
+                            self.outbox.push((c, Some(prefix.clone()), Some(key.to_vec())));
                         }
                     }
                 }
@@ -202,7 +203,7 @@ impl Server {
             .filter_map(|(slot, c)| c.as_ref().filter(|c| c.tracking.is_some()).map(|c| (slot, c.id)))
             .chain(current)
             .collect();
-        self.tracking.outbox.extend(targets.into_iter().map(|c| (c, None)));
+        self.tracking.outbox.extend(targets.into_iter().map(|c| (c, None, None)));
     }
 
     /// After a read-only command ran for `conn`: remember its keys if the connection tracks
@@ -242,21 +243,23 @@ impl Server {
             return;
         }
         // One message per client for the keys one command changed (an MSET's keys arrive
-        // together, as in Redis); a flush is a message of its own, in its place.
-        let mut grouped: Vec<((usize, u64), Option<Vec<Vec<u8>>>)> = Vec::new();
-        for (client, key) in std::mem::take(&mut self.tracking.outbox) {
-            let last = grouped.iter_mut().rev().find(|(c, _)| *c == client);
+        // together, as in Redis), one per prefix in BCAST mode; a flush is a message of its
+        // own, in its place.
+        type Group = ((usize, u64), Option<Vec<u8>>, Option<Vec<Vec<u8>>>);
+        let mut grouped: Vec<Group> = Vec::new();
+        for (client, prefix, key) in std::mem::take(&mut self.tracking.outbox) {
+            let last = grouped.iter_mut().rev().find(|(c, p, _)| *c == client && *p == prefix);
             match (key, last) {
-                (Some(k), Some((_, Some(keys)))) => {
+                (Some(k), Some((_, _, Some(keys)))) => {
                     if !keys.contains(&k) {
                         keys.push(k);
                     }
                 }
-                (Some(k), _) => grouped.push((client, Some(vec![k]))),
-                (None, _) => grouped.push((client, None)),
+                (Some(k), _) => grouped.push((client, prefix, Some(vec![k]))),
+                (None, _) => grouped.push((client, prefix, None)),
             }
         }
-        for ((slot, id), key) in grouped {
+        for ((slot, id), _, key) in grouped {
             // Who tracks: find its options (the current connection, or one in the slab).
             let redirect = match current.as_mut() {
                 Some((c, s)) if *s == slot && c.id == id => c.tracking.as_ref().map(|t| t.redirect),

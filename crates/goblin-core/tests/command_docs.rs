@@ -198,7 +198,9 @@ fn argument_structure_matches_redis_server() {
     let mut theirs = r.conn();
     let names: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut ours).expect("COMMAND LIST");
     let mut compared = 0;
-    for name in names.iter().filter(|n| !DIFFERS.contains(&n.as_str())) {
+    // COMMAND LIST names subcommands too (`client|list`); this compares the commands (Redis
+    // 7.0 wraps many subcommand arguments in one-member blocks that 7.2 drops).
+    for name in names.iter().filter(|n| !n.contains('|') && !DIFFERS.contains(&n.as_str())) {
         let t = docs(&mut theirs, &[name]);
         if t.is_empty() {
             continue; // not a Redis 7.0 command

@@ -110,6 +110,7 @@ pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
         "sorted_set" | "sorted-set" | "zset" => v.push("@sortedset"),
         "connection" => v.push("@connection"),
         "transactions" => v.push("@transaction"),
+        "scripting" => v.push("@scripting"),
         "bitmap" => v.push("@bitmap"),
         "hyperloglog" => v.push("@hyperloglog"),
         "geo" => v.push("@geo"),
@@ -278,8 +279,17 @@ fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
 
 /// COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]
 fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
+    // Every command, then the subcommands (`client|list` ...), which carry their parent's
+    // categories.
+    let with_subs = || {
+        all().map(|s| (s.name, s)).chain(
+            syntax::SUBCOMMANDS
+                .iter()
+                .filter_map(|(full, ..)| engine::lookup(full.split('|').next()?.as_bytes()).map(|p| (*full, p))),
+        )
+    };
     let names: Vec<&'static str> = match args.len() {
-        2 => all().map(|s| s.name).collect(),
+        2 => with_subs().map(|(n, _)| n).collect(),
         5 if args[2].eq_ignore_ascii_case(b"FILTERBY") => {
             let val = args[4];
             match args[3].to_ascii_lowercase().as_slice() {
@@ -287,14 +297,14 @@ fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
                 b"aclcat" => {
                     let mut cat = b"@".to_vec();
                     cat.extend(val.iter().map(u8::to_ascii_lowercase));
-                    all()
-                        .filter(|s| acl_categories(s).iter().any(|c| c.as_bytes() == cat))
-                        .map(|s| s.name)
+                    with_subs()
+                        .filter(|(_, s)| acl_categories(s).iter().any(|c| c.as_bytes() == cat))
+                        .map(|(n, _)| n)
                         .collect()
                 }
-                b"pattern" => all()
-                    .filter(|s| engine::util::glob_match(val, s.name.as_bytes(), true))
-                    .map(|s| s.name)
+                b"pattern" => with_subs()
+                    .filter(|(n, _)| engine::util::glob_match(val, n.as_bytes(), true))
+                    .map(|(n, _)| n)
                     .collect(),
                 _ => return reply::error(out, errors::SYNTAX),
             }

@@ -44,6 +44,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("maxmemory", s.engine.evict.maxmemory.to_string()),
         ("maxmemory-policy", s.engine.evict.policy.name().into()),
         ("maxmemory-samples", s.engine.evict.samples.to_string()),
+        // Client eviction (Redis 7): not done here; reported off.
+        ("maxmemory-clients", "0".into()),
         ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
         ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
         ("save", String::new()),
