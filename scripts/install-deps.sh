@@ -14,8 +14,9 @@ command -v ip >/dev/null || missing+=(iproute2)  # network namespaces (crates/go
 command -v tmux >/dev/null || missing+=(tmux)  # redis-cli interactive test (tests/clients)
 command -v npm >/dev/null || missing+=(nodejs npm)  # tests/clients/node (the machine ships Node 20)
 # Apache Kafka 4 for the journal tests (scripts/kafka4.sh): Java 17 or newer, and Maven to fetch
-# it from Maven Central.
-command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+# it from Maven Central. A JDK, not only a JRE: crates/kaka/tests/clients.sh compiles the Java
+# client check (crates/kaka/tests/java) with javac through Maven.
+command -v java >/dev/null && command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

@@ -8,11 +8,16 @@
 #     operations, ListGroups by group type, a static member restarting without a rebalance
 #   - Python kafka-python (pure Python protocol implementation): produce, group consume
 #     (through incremental fetch sessions), commit, end offsets, offsets_for_times
+#   - Java kafka-clients 4.4.0 (tests/java, built with Maven): admin create/list/describe,
+#     idempotent produce, group consume with commit and resume, transactions with
+#     read_committed; Kafka's kafka-producer-perf-test and kafka-consumer-perf-test
+#     (ProducerPerformance, ConsumerPerformance from the jars scripts/kafka4.sh caches)
 #
 # Usage: crates/kaka/tests/clients.sh path/to/kaka
-# Builds nothing. Starts kaka on a free port with a temp dir, runs the checks, stops kaka,
+# Builds no Rust. Starts kaka on a free port with a temp dir, runs the checks, stops kaka,
 # prints "N passed, M failed" last and exits non-zero if anything failed. Missing Python
-# packages are installed with pip (--user) if possible.
+# packages are installed with pip (--user) if possible; the Java program is compiled with
+# Maven (offline once ~/.m2 holds kafka-clients 4.4.0 and the plugins).
 set -u
 
 KAKA=${1:?usage: clients.sh path/to/kaka}
@@ -429,6 +434,68 @@ if ensure_py kafka kafka-python; then
   check "kafka-python produce/group/commit/offsets" py_kafka_python
 else
   FAIL=$((FAIL + 1)); echo "FAIL kafka-python not installable"
+fi
+
+# ---------------------------------------------------------------- Java clients (kafka-clients 4.4.0)
+# tests/java: admin, idempotent producer, consumer group (commit, reopen, resume), transactions
+# with read_committed, list/describe groups and topics. Maven resolves kafka-clients once into
+# ~/.m2, then builds offline. Then Kafka's own kafka-producer-perf-test and
+# kafka-consumer-perf-test (ProducerPerformance, ConsumerPerformance from the kafka-tools jars
+# that scripts/kafka4.sh caches). Missing java, javac or mvn fails these checks, never skips.
+HERE=$(cd "$(dirname "$0")" && pwd)
+JAVA_DIR=$HERE/java
+KAFKA4=$HERE/../../../scripts/kafka4.sh
+PERF_RECORDS=${PERF_RECORDS:-50000}
+java_tools() {
+  local t missing=()
+  for t in java javac mvn; do command -v "$t" >/dev/null || missing+=("$t"); done
+  [ ${#missing[@]} -eq 0 ] || { echo "missing: ${missing[*]} (scripts/install-deps.sh installs a JDK 17 and Maven)"; return 1; }
+}
+java_build() {
+  local goals=(-q -B compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
+  # Offline first (warm ~/.m2: no network, a few seconds); online only to fill the cache.
+  (cd "$JAVA_DIR" && timeout 120 mvn -o "${goals[@]}") >"$DIR/mvn.log" 2>&1 ||
+    (cd "$JAVA_DIR" && timeout 300 mvn "${goals[@]}") >"$DIR/mvn.log" 2>&1 || { tail -30 "$DIR/mvn.log"; return 1; }
+}
+java_clients() {
+  timeout 150 java -cp "$JAVA_DIR/target/classes:$(cat "$JAVA_DIR/target/classpath.txt")" \
+    kaka.clients.JavaClientsCheck "$BROKER" 2000 2>&1 | grep -v '^SLF4J' >"$DIR/java.out"
+  local rc=${PIPESTATUS[0]}
+  cat "$DIR/java.out"
+  [ "$rc" -eq 0 ] && grep -q "all checks passed" "$DIR/java.out"
+}
+kafka_classpath() { # the Kafka 4 jars (fetched into ~/.cache/goblin-kafka4 once); check runs
+  # this in a subshell, so the classpath goes through a file
+  timeout 600 bash "$KAFKA4" classpath >"$DIR/kafka_cp" 2>"$DIR/kafka4.log" || { tail -20 "$DIR/kafka4.log"; return 1; }
+}
+producer_perf() {
+  timeout 120 java -Xmx256m -cp "$(cat "$DIR/kafka_cp")" org.apache.kafka.tools.ProducerPerformance --topic perf-t \
+    --num-records "$PERF_RECORDS" --record-size 100 --throughput -1 \
+    --command-property bootstrap.servers="$BROKER" acks=all enable.idempotence=true >"$DIR/pperf.out" 2>&1
+  local rc=$?
+  cat "$DIR/pperf.out"
+  [ $rc -eq 0 ] && grep -q "^$PERF_RECORDS records sent" "$DIR/pperf.out"
+}
+consumer_perf() {
+  timeout 120 java -Xmx256m -cp "$(cat "$DIR/kafka_cp")" org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$BROKER" \
+    --topic perf-t --num-records "$PERF_RECORDS" --timeout 30000 >"$DIR/cperf.out" 2>&1
+  local rc=$?
+  cat "$DIR/cperf.out"
+  # the CSV line: start, end, MB, MB/s, records, ...: all PERF_RECORDS read
+  [ $rc -eq 0 ] && awk -F', ' -v n="$PERF_RECORDS" '$5 == n { ok = 1 } END { exit !ok }' "$DIR/cperf.out"
+}
+show() { [ -f "$1" ] && grep -v -e '^SLF4J' -e 'deprecated' "$1" | sed 's/^/    /'; }
+if check "java tools present (java, javac, mvn)" java_tools; then
+  if check "java: mvn build of tests/java (kafka-clients 4.4.0)" java_build; then
+    check "java kafka-clients: admin, idempotent produce, group resume, transactions, describe" java_clients
+    show "$DIR/java.out"
+  fi
+  if check "Kafka 4 tools on the classpath (scripts/kafka4.sh)" kafka_classpath; then
+    check "kafka-producer-perf-test ($PERF_RECORDS x 100 B, acks=all, idempotent)" producer_perf
+    show "$DIR/pperf.out"
+    check "kafka-consumer-perf-test ($PERF_RECORDS records)" consumer_perf
+    show "$DIR/cperf.out"
+  fi
 fi
 
 # The broker must still be alive after all of that.
