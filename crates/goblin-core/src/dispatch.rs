@@ -195,7 +195,11 @@ impl Server {
         if transactional {
             self.transaction_command(conn, slot, spec, args, now);
         } else {
+            crate::scripting::READ.with(|r| r.set(false));
             self.execute(conn, slot, spec, args, now, false);
+            if conn.tracking.is_some() {
+                self.tracking_after_script(conn, slot, spec, args);
+            }
         }
         let took = started.elapsed();
         let reply = conn.out.get(mark..).unwrap_or_default();

@@ -236,6 +236,26 @@ impl Server {
         }
     }
 
+    /// After EVAL/FCALL (and their _RO forms) for a tracking connection: if the script ran a
+    /// read-only command, the keys it declared are remembered, as Redis does (a script that only
+    /// wrote tracks nothing).
+    pub(crate) fn tracking_after_script(&mut self, conn: &Conn, slot: usize, spec: &engine::CommandSpec, args: &[&[u8]]) {
+        if !matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro")
+            || !crate::scripting::READ.with(std::cell::Cell::get)
+        {
+            return;
+        }
+        let Some(t) = &conn.tracking else { return };
+        let track = !t.bcast && if t.optin { t.caching == Some(true) } else { !(t.optout && t.caching == Some(false)) };
+        let Some(n) = args.get(2).and_then(|a| util::parse_i64(a)).filter(|&n| n >= 0) else { return };
+        if !track {
+            return;
+        }
+        for key in args.iter().skip(3).take(n as usize) {
+            self.tracking.remember((slot, conn.id), key);
+        }
+    }
+
     /// Sends the queued invalidations. `current` is the connection whose command just ran (out
     /// of its slot).
     pub(crate) fn deliver_invalidations(&mut self, mut current: Option<(&mut Conn, usize)>) {
@@ -259,16 +279,19 @@ impl Server {
                 (None, _) => grouped.push((client, prefix, None)),
             }
         }
-        for ((slot, id), _, key) in grouped {
+        for ((slot, id), prefix, key) in grouped {
             // Who tracks: find its options (the current connection, or one in the slab).
+            // A key read in default mode no longer concerns a client now in BCAST mode (its
+            // prefixes say what it gets), as in Redis.
+            let wants = |t: &ConnTracking| (prefix.is_some() || key.is_none() || !t.bcast).then_some(t.redirect);
             let redirect = match current.as_mut() {
-                Some((c, s)) if *s == slot && c.id == id => c.tracking.as_ref().map(|t| t.redirect),
+                Some((c, s)) if *s == slot && c.id == id => c.tracking.as_deref().and_then(wants),
                 _ => match self.conns.get(slot) {
-                    Some(Some(c)) if c.id == id => c.tracking.as_ref().map(|t| t.redirect),
+                    Some(Some(c)) if c.id == id => c.tracking.as_deref().and_then(wants),
                     _ => None,
                 },
             };
-            let Some(redirect) = redirect else { continue }; // gone, or tracking turned off
+            let Some(redirect) = redirect else { continue }; // gone, tracking off, or not for it
             let target_id = if redirect == 0 { id } else { redirect };
             let delivered =
                 self.send_invalidation(current.as_mut().map(|(c, s)| (&mut **c, *s)), target_id, key.as_deref());

@@ -208,3 +208,32 @@ fn multi_key_invalidation_and_pause_details() {
     call(&mut admin, "CLIENT UNPAUSE");
     assert_eq!(String::from_utf8(read_reply(&mut w)).unwrap(), "+OK\r\n");
 }
+
+/// A script that reads tracks the keys it declared; one that only writes tracks nothing; a key
+/// read before switching to BCAST no longer sends its own invalidation.
+#[test]
+fn scripts_track_declared_keys_and_bcast_drops_default_entries() {
+    let s = Server::start(&[]);
+    let mut c = s.raw();
+    resp3(&mut c);
+    call(&mut c, "CLIENT TRACKING on");
+    let mut w = s.raw();
+    send(&mut c, &req(&["EVAL", "redis.call('set', 'k3', 'bar')", "1", "k"]));
+    read_reply(&mut c);
+    call(&mut w, "SET k 1");
+    send(&mut c, &req(&["EVAL", "return redis.call('get', 'k3')", "1", "k"]));
+    assert_eq!(String::from_utf8(read_reply(&mut c)).unwrap(), "$3\r\nbar\r\n");
+    call(&mut w, "SET k 2");
+    assert_eq!(String::from_utf8(read_reply(&mut c)).unwrap(), INVALIDATE_K, "only after the reading script");
+
+    call(&mut c, "GET k");
+    call(&mut c, "CLIENT TRACKING off");
+    call(&mut c, "CLIENT TRACKING on BCAST PREFIX z");
+    call(&mut w, "SET k 3");
+    call(&mut w, "SET zz 1");
+    assert_eq!(
+        String::from_utf8(read_reply(&mut c)).unwrap(),
+        ">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nzz\r\n",
+        "k's old default-mode entry sends nothing now"
+    );
+}

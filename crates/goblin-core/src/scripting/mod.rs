@@ -112,6 +112,9 @@ thread_local! {
     pub(crate) static KILL: Cell<bool> = const { Cell::new(false) };
     /// The running script called a write command (it can no longer be killed).
     pub(crate) static WROTE: Cell<bool> = const { Cell::new(false) };
+    /// The running script called a read-only command (client tracking then remembers the
+    /// keys the script declared, as Redis does).
+    pub(crate) static READ: Cell<bool> = const { Cell::new(false) };
     /// When the busy script's loop turn last read every connection.
     static LAST_SWEEP: Cell<Option<Instant>> = const { Cell::new(None) };
     /// The protocol replies to `redis.call` are converted from (`redis.setresp`).
@@ -766,6 +769,8 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
             );
         }
         WROTE.with(|w| w.set(true));
+    } else if spec.flags.has(Flags::READONLY) {
+        READ.with(|r| r.set(true));
     }
     let proto = if LUA_RESP3.with(Cell::get) { Proto::Resp3 } else { Proto::Resp2 };
     let mut out = Vec::new();
