@@ -356,7 +356,7 @@ class RedisRs:
                 continue
             if cur and (line.startswith("failures:") or line.startswith("test result")):
                 cur = None
-            elif cur and len(fails[cur]) < 1500:
+            elif cur and len(fails[cur]) < 1500 and not re.match(r"^thread '.*' .*panicked at", line):
                 fails[cur] += line + "\n"
         for k, (st, _) in list(res.items()):
             name = k.split("::", 1)[1]
@@ -504,7 +504,7 @@ def classify(msg):
             m = re.search(r"(?:ResponseError|ReplyError|RedisError):?\s*([^\n]{0,90})", text)
             return "error reply where Redis succeeds / differs", (m.group(1).strip() if m else text[:90])
         if text is head and re.search(r"AssertionError|assert |expected|deepEqual|deepStrictEqual|TypeError|"
-                                      r"KeyError|IndexError|ValueError|panicked", text):
+                                      r"KeyError|IndexError|ValueError|panicked|Expected values|assertion", text):
             return "wrong reply / assertion", ""
     return "other", head[:90]
 
