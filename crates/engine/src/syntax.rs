@@ -73,6 +73,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("memory", "4.0.0", ""),
     ("monitor", "1.0.0", ""),
     ("slowlog", "2.2.12", ""),
+    ("module", "4.0.0", ""),
+    ("lolwut", "5.0.0", "[VERSION version:integer]"),
     ("latency", "2.8.13", ""),
     ("debug", "1.0.0", ""),
     ("save", "1.0.0", ""),
@@ -327,6 +329,30 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
          | <box: <BYBOX width:double> height:double <unit: M | KM | FT | MI>>> \
          [order: ASC | DESC] [count-block: COUNT count [ANY]] [STOREDIST]",
     ),
+    (
+        "georadius",
+        "3.2.0",
+        "key longitude:double latitude:double radius:double <unit: M | KM | FT | MI> [WITHCOORD] [WITHDIST] \
+         [WITHHASH] [count-block: COUNT count [ANY]] [order: ASC | DESC] [STORE key] [STOREDIST key]",
+    ),
+    (
+        "georadius_ro",
+        "3.2.10",
+        "key longitude:double latitude:double radius:double <unit: M | KM | FT | MI> [WITHCOORD] [WITHDIST] \
+         [WITHHASH] [count-block: COUNT count [ANY]] [order: ASC | DESC]",
+    ),
+    (
+        "georadiusbymember",
+        "3.2.0",
+        "key member radius:double <unit: M | KM | FT | MI> [WITHCOORD] [WITHDIST] [WITHHASH] \
+         [count-block: COUNT count [ANY]] [order: ASC | DESC] [STORE key] [STOREDIST key]",
+    ),
+    (
+        "georadiusbymember_ro",
+        "3.2.10",
+        "key member radius:double <unit: M | KM | FT | MI> [WITHCOORD] [WITHDIST] [WITHHASH] \
+         [count-block: COUNT count [ANY]] [order: ASC | DESC]",
+    ),
     ("lcs", "7.0.0", "key1:key key2:key [LEN] [IDX] [MINMATCHLEN min-match-len:integer] [WITHMATCHLEN]"),
     // sparse arrays
     ("arset", "8.8.0", "key index value [value ...]"),
@@ -415,6 +441,10 @@ pub static SUBCOMMANDS: &[(&str, &str, &str, &str)] = &[
     ("memory|malloc-stats", "4.0.0", "Returns allocator statistics.", ""),
     ("memory|help", "4.0.0", "Lists the MEMORY subcommands.", ""),
     ("slowlog|get", "2.2.12", "Returns the slow log's entries.", "[count:integer]"),
+    ("module|list", "4.0.0", "Returns all loaded modules.", ""),
+    ("module|load", "4.0.0", "Loads a module.", "path [arg [arg ...]]"),
+    ("module|unload", "4.0.0", "Unloads a module.", "name"),
+    ("module|help", "5.0.0", "Returns helpful text about the different subcommands.", ""),
     ("slowlog|len", "2.2.12", "Returns the number of entries in the slow log.", ""),
     ("slowlog|reset", "2.2.12", "Clears all entries from the slow log.", ""),
     ("slowlog|help", "6.2.0", "Show helpful text about the different subcommands.", ""),

@@ -463,3 +463,46 @@ fn watch_expiry_rules_and_subscribe_under_reply_off() {
     q(&mut c, &["PUBLISH", "ch", "hi"]).unwrap();
     assert_eq!(read_reply(&mut sub), b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$2\r\nhi\r\n");
 }
+
+/// The deprecated GEORADIUS family answers as redis-server does (clients still test it).
+#[test]
+fn georadius_family_matches_redis() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let steps: &[&[&str]] = &[
+        &["GEOADD", "Sicily", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"],
+        &["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHDIST", "ASC"],
+        &["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHCOORD", "WITHHASH", "COUNT", "1"],
+        &["GEORADIUS_RO", "Sicily", "15", "37", "100", "km"],
+        &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "200", "km", "DESC"],
+        &["GEORADIUSBYMEMBER_RO", "Sicily", "Palermo", "10", "km"],
+        &["GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "dst"],
+        &["ZRANGE", "dst", "0", "-1", "WITHSCORES"],
+        &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "200", "km", "STOREDIST", "dd"],
+        &["ZRANGE", "dd", "0", "-1"],
+        &["GEORADIUS_RO", "Sicily", "15", "37", "200", "km", "STORE", "x"],
+        &["GEORADIUSBYMEMBER", "Sicily", "Nowhere", "200", "km"],
+        &["GEORADIUS", "Sicily", "15", "37", "-1", "km"],
+    ];
+    let mut outs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        outs.push(steps.iter().map(|s| format!("{:?}", q(c, s))).collect::<Vec<_>>());
+    }
+    for (i, (ours, theirs)) in outs[0].iter().zip(&outs[1]).enumerate() {
+        assert_eq!(ours, theirs, "step {i}: {:?}", steps[i]);
+    }
+}
+
+/// DEBUG ERROR answers the given error; MODULE LIST is empty and LOAD refused; LOLWUT names the
+/// version.
+#[test]
+fn debug_error_module_and_lolwut() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let err = q(&mut c, &["DEBUG", "ERROR", "LOADING Redis is loading the dataset in memory"]).unwrap_err();
+    assert_eq!(err.code(), Some("LOADING"), "{err}");
+    assert_eq!(arr(&q(&mut c, &["MODULE", "LIST"]).unwrap()).len(), 0);
+    assert!(q(&mut c, &["MODULE", "LOAD", "/nowhere.so"]).is_err());
+    let art = String::from_utf8(bytes(&q(&mut c, &["LOLWUT"]).unwrap())).unwrap();
+    assert!(art.contains("Redis ver. "), "{art}");
+}

@@ -38,6 +38,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("geohash", -2, Flags::READONLY, (1, 1, 1), G, "Returns members from a geospatial index as geohash strings.", Handler::Data(geohash)),
     spec("geopos", -2, Flags::READONLY, (1, 1, 1), G, "Returns the longitude and latitude of members from a geospatial index.", Handler::Data(geopos)),
     spec("geosearch", -7, Flags::READONLY, (1, 1, 1), G, "Queries a geospatial index for members inside an area of a box or a circle.", Handler::Data(geosearch)),
+    // The deprecated GEORADIUS family, kept because clients still send it: each is rewritten to
+    // the GEOSEARCH or GEOSEARCHSTORE it means (same search, same canonical mutations).
+    spec("georadius", -6, Flags::WRITE | Flags::DENYOOM, (1, 1, 1), G, "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", Handler::Data(georadius)),
+    spec("georadius_ro", -6, Flags::READONLY, (1, 1, 1), G, "Returns members from a geospatial index that are within a distance from a coordinate.", Handler::Data(georadius)),
+    spec("georadiusbymember", -5, Flags::WRITE | Flags::DENYOOM, (1, 1, 1), G, "Queries a geospatial index for members within a distance from a member, optionally stores the result.", Handler::Data(georadius)),
+    spec("georadiusbymember_ro", -5, Flags::READONLY, (1, 1, 1), G, "Returns members from a geospatial index that are within a distance from a member.", Handler::Data(georadius)),
     spec("geosearchstore", -8, Flags::WRITE | Flags::DENYOOM, (1, 2, 1), G, "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", Handler::Data(geosearchstore)),
 ];
 
@@ -636,6 +642,53 @@ fn geosearch(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// GEOSEARCHSTORE dst src ... [STOREDIST]
 fn geosearchstore(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     search_generic(c, out, args, Some(args[1]))
+}
+
+/// GEORADIUS key lon lat radius unit [opts] [STORE k] [STOREDIST k], GEORADIUSBYMEMBER key
+/// member radius unit [opts] ..., and their _RO forms (no STORE): rewritten as GEOSEARCH /
+/// GEOSEARCHSTORE with FROMLONLAT or FROMMEMBER and BYRADIUS.
+fn georadius(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let name = args[0].to_ascii_lowercase();
+    let by_member = name.starts_with(b"georadiusbymember");
+    let read_only = name.ends_with(b"_ro");
+    let (from, after): (Vec<&[u8]>, usize) =
+        if by_member { (vec![b"FROMMEMBER", args[2]], 3) } else { (vec![b"FROMLONLAT", args[2], args[3]], 4) };
+    let (radius, unit) = (args[after], args[after + 1]);
+    let mut rest: Vec<&[u8]> = Vec::new();
+    let (mut store, mut storedist): (Option<&[u8]>, bool) = (None, false);
+    let mut i = after + 2;
+    while i < args.len() {
+        let a = args[i];
+        if !read_only && (is_word(a, b"store") || is_word(a, b"storedist")) && i + 1 < args.len() {
+            store = Some(args[i + 1]);
+            storedist = is_word(a, b"storedist");
+            i += 2;
+            continue;
+        }
+        rest.push(a);
+        i += 1;
+    }
+    if store.is_some()
+        && rest.iter().any(|a| is_word(a, b"withdist") || is_word(a, b"withhash") || is_word(a, b"withcoord"))
+    {
+        let msg = format!(
+            "ERR STORE option in {} is not compatible with WITHDIST, WITHHASH and WITHCOORD options",
+            String::from_utf8_lossy(&name).to_ascii_uppercase()
+        );
+        return reply::error(out, msg.as_bytes());
+    }
+    let mut argv: Vec<&[u8]> = vec![args[0]];
+    if let Some(dst) = store {
+        argv.push(dst);
+    }
+    argv.push(args[1]);
+    argv.extend(from);
+    argv.extend([&b"BYRADIUS"[..], radius, unit]);
+    argv.extend(rest);
+    if storedist {
+        argv.push(b"STOREDIST");
+    }
+    search_generic(c, out, &argv, store)
 }
 
 fn search_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], store: Option<&[u8]>) {

@@ -29,6 +29,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     // Introspection (goblin-core/src/introspection.rs).
     spec("monitor", 1, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", Handler::Server),
     spec("slowlog", -2, 0, NO_KEYS, "server", "A container for slow log commands.", Handler::Server),
+    spec("module", -2, 0, NO_KEYS, "server", "A container for module commands.", Handler::Server),
+    spec("lolwut", -1, Flags::READONLY | Flags::FAST, NO_KEYS, "server", "Displays computer art and the Redis version", Handler::Server),
     spec("latency", -2, 0, NO_KEYS, "server", "A container for latency diagnostics commands.", Handler::Server),
     spec("save", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Synchronously saves the database(s) to disk.", Handler::Server),
     spec("bgsave", -1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously saves the database(s) to disk.", Handler::Server),

@@ -35,6 +35,8 @@ const HELP: &[&str] = &[
     "    Let scripts run the commands normally refused to them (test suites use it).",
     "QUICKLIST-PACKED-THRESHOLD <size>, PAUSE-CRON <0|1>",
     "    Accepted for test suites; they change nothing here.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Needs --enable-debug-command.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds> (decimals allowed). Needs --enable-debug-command.",
     "HELP",
@@ -63,7 +65,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             }
             return;
         }
-        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" | b"SLEEP" | b"RELOAD" | b"SET-ACTIVE-EXPIRE"
+        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" | b"SLEEP" | b"RELOAD" | b"SET-ACTIVE-EXPIRE" | b"ERROR"
         | b"PROTOCOL" | b"OBJECT" | b"QUICKLIST-PACKED-THRESHOLD" | b"PAUSE-CRON"
         | b"SET-DISABLE-DENY-SCRIPTS" => {}
         _ => return engine::errors::unknown_subcommand(out, args[0], args[1]),
@@ -78,6 +80,11 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
     match sub.as_slice() {
         b"BATCHES" => batches(s, c, args),
+        // The given text as an error reply (clients' tests fake LOADING, READONLY, OOM with it).
+        b"ERROR" if args.len() == 3 => {
+            let msg: Vec<u8> = args[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+            reply::error(&mut c.out, &msg);
+        }
         b"RELOAD" => match s.debug_reload() {
             Ok(()) => reply::ok(&mut c.out),
             Err(e) => reply::error(&mut c.out, e.as_bytes()),

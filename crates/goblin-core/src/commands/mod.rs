@@ -61,6 +61,19 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "memory" => memory(s, c, args),
         "monitor" => s.monitor_command(c, slot),
         "slowlog" => s.slowlog_command(c, args),
+        "module" => module(c, args),
+        "lolwut" => {
+            // A small piece of art (a goblin's grid), then the version line clients look for.
+            let mut art = String::new();
+            for row in 0..6 {
+                let line: String =
+                    (0..24).map(|col| if (row * 7 + col * 3) % 5 < 2 { '\u{2588}' } else { ' ' }).collect();
+                art.push_str(line.trim_end());
+                art.push('\n');
+            }
+            art.push_str(&format!("\nGoblin Core ver. {} (Redis ver. {})\n", info::GOBLIN_VERSION, info::REDIS_VERSION));
+            reply::verbatim(&mut c.out, c.proto, b"txt", art.as_bytes());
+        }
         "latency" => s.latency_command(c, args),
         "debug" => debug::debug(s, c, args),
         "save" | "bgsave" | "lastsave" => s.save_command(c, spec.name, args),
@@ -148,6 +161,10 @@ const SUBCOMMANDS: &[&str] = &[
     "memory|purge",
     "memory|malloc-stats",
     "memory|help",
+    "module|list",
+    "module|load",
+    "module|unload",
+    "module|help",
     "slowlog|get",
     "slowlog|len",
     "slowlog|reset",
@@ -649,6 +666,39 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 "    Return information about the memory usage of the server.",
                 "USAGE <key> [SAMPLES <count>]",
                 "    Return memory in bytes used by <key> and its value.",
+                "HELP",
+                "    Print this help.",
+            ],
+        ),
+        _ => errors::unknown_subcommand(out, args[0], args[1]),
+    }
+}
+
+/// MODULE LIST | LOAD | UNLOAD | HELP: goblin-core loads no modules.
+fn module(c: &mut Conn, args: &[&[u8]]) {
+    let out = &mut c.out;
+    match args[1].to_ascii_lowercase().as_slice() {
+        b"list" => {
+            if sub_arity_ok(out, args, 2) {
+                reply::array_len(out, 0);
+            }
+        }
+        b"load" | b"loadex" => reply::error(out, b"ERR Error loading the extension. Please check the server logs."),
+        b"unload" => {
+            if sub_arity_ok(out, args, 3) {
+                reply::error(out, b"ERR Error unloading module: no such module with that name");
+            }
+        }
+        b"help" => help(
+            out,
+            &[
+                "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "LIST",
+                "    Return a list of loaded modules (none: goblin-core loads no modules).",
+                "LOAD <path> [<arg> ...]",
+                "    Refused: goblin-core loads no modules.",
+                "UNLOAD <name>",
+                "    Unload a module.",
                 "HELP",
                 "    Print this help.",
             ],
