@@ -241,6 +241,27 @@ impl Server {
         }
     }
 
+    /// One eviction round now, if a limit is set and exceeded (CONFIG SET maxmemory lowered the
+    /// limit): the same round and batch as before a command.
+    pub(crate) fn evict_now(&mut self) {
+        let limit = self.engine.evict.maxmemory;
+        // Inside EXEC the transaction's batch is still open: the next command's check evicts.
+        if limit == 0 || self.replica.is_some() || !self.engine.pending().is_empty() {
+            return;
+        }
+        let used = self.used_memory.read();
+        if used > limit {
+            self.engine.evict(self.clock_ms, used - limit);
+            if self.notify.enabled() {
+                let keys: Vec<Vec<u8>> = self.engine.pending().iter().map(|m| m.arg(1).to_vec()).collect();
+                for key in keys {
+                    self.notify.evicted(&key);
+                }
+            }
+            self.commit_batch(Origin::Eviction);
+        }
+    }
+
     /// Whether used memory is over a set maxmemory (no eviction attempted: scripts ask this
     /// before a write, as Redis refuses deny-oom commands from scripts then).
     pub(crate) fn over_memory_limit(&mut self) -> bool {

@@ -228,3 +228,20 @@ fn bad_startup_flags_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--notify-keyspace-events") && err.contains("invalid event class"), "{err}");
 }
+
+/// Lowering maxmemory below what is used evicts at once, and each eviction is an `evicted`
+/// event (as in Redis's pub/sub unit).
+#[test]
+fn config_set_maxmemory_evicts_at_once_with_events() {
+    let g = Server::start(&[]);
+    let mut c = g.raw();
+    call(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
+    call(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    call(&mut c, &["SET", "foo", "bar"]);
+    let mut sub = g.raw();
+    call(&mut sub, &["PSUBSCRIBE", "*"]);
+    assert_eq!(call(&mut c, &["CONFIG", "SET", "maxmemory", "1"]), b"+OK\r\n");
+    let m = bulks(&read_reply(&mut sub));
+    assert_eq!(m, ["pmessage", "*", "__keyevent@0__:evicted", "foo"]);
+    call(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+}

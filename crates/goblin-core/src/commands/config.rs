@@ -386,7 +386,12 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             }
             Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
             Change::Hz(n) => s.cfg.hz = n,
-            Change::Evict(cfg) => s.engine.set_evict_config(cfg),
+            Change::Evict(cfg) => {
+                s.engine.set_evict_config(cfg);
+                // A limit below what is used now evicts at once, as Redis does, not only
+                // before the next command.
+                s.evict_now();
+            }
             Change::Nothing => {}
         }
     }
