@@ -87,7 +87,10 @@ fn another_producers_function_records_take_the_canonical_form() {
         e.apply_record(&rec(&[b"FUNCTION", b"LOAD", code]), None, 0),
         Err(engine::RecordError::Rejected { .. })
     ));
-    assert_eq!(e.apply_record(&rec(&[b"FUNCTION", b"FLUSH", b"ASYNC"]), None, 0), Ok(engine::Applied::Applied));
+    assert_eq!(
+        e.apply_record(&rec(&[b"FUNCTION", b"FLUSH", b"ASYNC"]), None, 0),
+        Ok(engine::Applied::Applied)
+    );
     let b = e.commit(engine::Origin::External).unwrap();
     let muts: Vec<String> = b.iter().map(|m| format!("{m:?}")).collect();
     assert_eq!(

@@ -184,8 +184,11 @@ impl Server {
         let mark = conn.out.len();
         conn.last_cmd = spec.name;
         let now = self.clock_ms;
-        self.tracking.current =
-            Some(((slot, conn.id), conn.tracking.is_some(), conn.tracking.as_ref().is_some_and(|t| t.noloop)));
+        self.tracking.current = Some((
+            (slot, conn.id),
+            conn.tracking.is_some(),
+            conn.tracking.as_ref().is_some_and(|t| t.noloop),
+        ));
         // Data commands (the hot path) skip the name comparisons.
         let transactional = matches!(spec.handler, Handler::Server)
             && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");

@@ -91,7 +91,10 @@ fn unix_now() -> Duration {
 fn redacted(name: &str, args: &[&[u8]], i: usize) -> bool {
     match name {
         "auth" => i >= 1,
-        "hello" => args.iter().enumerate().any(|(j, a)| a.eq_ignore_ascii_case(b"auth") && j >= 2 && (i == j + 1 || i == j + 2)),
+        "hello" => args
+            .iter()
+            .enumerate()
+            .any(|(j, a)| a.eq_ignore_ascii_case(b"auth") && j >= 2 && (i == j + 1 || i == j + 2)),
         _ => false,
     }
 }
@@ -127,7 +130,9 @@ impl Introspection {
                 kept.push(b"(redacted)".to_vec());
             } else if a.len() > SLOWLOG_MAX_ARG_BYTES {
                 let mut v = a[..SLOWLOG_MAX_ARG_BYTES].to_vec();
-                v.extend_from_slice(format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_ARG_BYTES).as_bytes());
+                v.extend_from_slice(
+                    format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_ARG_BYTES).as_bytes(),
+                );
                 kept.push(v);
             } else {
                 kept.push(a.to_vec());
@@ -188,8 +193,7 @@ fn runs_script(spec: &CommandSpec) -> bool {
 
 /// Commands MONITOR does not show: admin commands and the ones Redis flags skip-monitor.
 fn hidden_from_monitor(spec: &CommandSpec) -> bool {
-    spec.flags.has(Flags::ADMIN)
-        || matches!(spec.name, "config" | "monitor" | "goblin.firehose")
+    spec.flags.has(Flags::ADMIN) || matches!(spec.name, "config" | "monitor" | "goblin.firehose")
 }
 
 impl Server {
@@ -519,7 +523,10 @@ mod tests {
         let line = monitor_line("127.0.0.1:5", "set", &[b"set", b"k\"\\", b"a\r\n\t\x07\x08\x01\xff "]);
         let text = String::from_utf8(line).unwrap();
         assert!(text.starts_with('+'));
-        assert!(text.ends_with(" [0 127.0.0.1:5] \"set\" \"k\\\"\\\\\" \"a\\r\\n\\t\\a\\b\\x01\\xff \"\r\n"), "{text}");
+        assert!(
+            text.ends_with(" [0 127.0.0.1:5] \"set\" \"k\\\"\\\\\" \"a\\r\\n\\t\\a\\b\\x01\\xff \"\r\n"),
+            "{text}"
+        );
     }
 
     #[test]

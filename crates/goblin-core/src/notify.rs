@@ -35,7 +35,8 @@ pub const MODULE: u32 = 1 << 12; // d
 pub const NEW: u32 = 1 << 13; // n
 pub const ARRAY: u32 = 1 << 14; // a (Redis 8.8 arrays)
 /// `A`: every class but key-miss and new (as in Redis).
-pub const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE | ARRAY;
+pub const ALL: u32 =
+    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE | ARRAY;
 
 /// The classes, in the order CONFIG GET prints them when not all of `A` is on.
 const CLASS_CHARS: &[(u32, char)] = &[

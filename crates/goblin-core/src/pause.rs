@@ -36,7 +36,8 @@ impl Pause {
                 if spec.name == "eval" {
                     return !declares_no_writes(args.get(1).copied().unwrap_or_default());
                 }
-                spec.flags.has(Flags::WRITE) || matches!(spec.name, "evalsha" | "fcall" | "publish" | "spublish")
+                spec.flags.has(Flags::WRITE)
+                    || matches!(spec.name, "evalsha" | "fcall" | "publish" | "spublish")
             }
         }
     }

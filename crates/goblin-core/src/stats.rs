@@ -197,7 +197,9 @@ impl CommandStats {
                 || names.iter().any(|n| {
                     let n = n.to_ascii_lowercase();
                     row.as_bytes() == n.as_slice()
-                        || (row.len() > n.len() && row.as_bytes().starts_with(&n) && row.as_bytes()[n.len()] == b'|')
+                        || (row.len() > n.len()
+                            && row.as_bytes().starts_with(&n)
+                            && row.as_bytes()[n.len()] == b'|')
                 })
         };
         let rows: Vec<(&'static str, Counters)> =

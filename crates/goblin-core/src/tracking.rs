@@ -208,7 +208,13 @@ impl Server {
 
     /// After a read-only command ran for `conn`: remember its keys if the connection tracks
     /// them in default mode (OPTIN/OPTOUT and CLIENT CACHING decide).
-    pub(crate) fn tracking_after_read(&mut self, conn: &Conn, slot: usize, spec: &engine::CommandSpec, args: &[&[u8]]) {
+    pub(crate) fn tracking_after_read(
+        &mut self,
+        conn: &Conn,
+        slot: usize,
+        spec: &engine::CommandSpec,
+        args: &[&[u8]],
+    ) {
         let Some(t) = &conn.tracking else { return };
         if t.bcast || !spec.flags.has(engine::Flags::READONLY) {
             return;
@@ -239,14 +245,21 @@ impl Server {
     /// After EVAL/FCALL (and their _RO forms) for a tracking connection: if the script ran a
     /// read-only command, the keys it declared are remembered, as Redis does (a script that only
     /// wrote tracks nothing).
-    pub(crate) fn tracking_after_script(&mut self, conn: &Conn, slot: usize, spec: &engine::CommandSpec, args: &[&[u8]]) {
+    pub(crate) fn tracking_after_script(
+        &mut self,
+        conn: &Conn,
+        slot: usize,
+        spec: &engine::CommandSpec,
+        args: &[&[u8]],
+    ) {
         if !matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro")
             || !crate::scripting::READ.with(std::cell::Cell::get)
         {
             return;
         }
         let Some(t) = &conn.tracking else { return };
-        let track = !t.bcast && if t.optin { t.caching == Some(true) } else { !(t.optout && t.caching == Some(false)) };
+        let track = !t.bcast
+            && if t.optin { t.caching == Some(true) } else { !(t.optout && t.caching == Some(false)) };
         let Some(n) = args.get(2).and_then(|a| util::parse_i64(a)).filter(|&n| n >= 0) else { return };
         if !track {
             return;
@@ -283,7 +296,8 @@ impl Server {
             // Who tracks: find its options (the current connection, or one in the slab).
             // A key read in default mode no longer concerns a client now in BCAST mode (its
             // prefixes say what it gets), as in Redis.
-            let wants = |t: &ConnTracking| (prefix.is_some() || key.is_none() || !t.bcast).then_some(t.redirect);
+            let wants =
+                |t: &ConnTracking| (prefix.is_some() || key.is_none() || !t.bcast).then_some(t.redirect);
             let redirect = match current.as_mut() {
                 Some((c, s)) if *s == slot && c.id == id => c.tracking.as_deref().and_then(wants),
                 _ => match self.conns.get(slot) {
@@ -293,8 +307,11 @@ impl Server {
             };
             let Some(redirect) = redirect else { continue }; // gone, tracking off, or not for it
             let target_id = if redirect == 0 { id } else { redirect };
-            let delivered =
-                self.send_invalidation(current.as_mut().map(|(c, s)| (&mut **c, *s)), target_id, key.as_deref());
+            let delivered = self.send_invalidation(
+                current.as_mut().map(|(c, s)| (&mut **c, *s)),
+                target_id,
+                key.as_deref(),
+            );
             if !delivered && redirect != 0 {
                 // The redirect target is gone: say so once to the tracking client (RESP3).
                 let note = |c: &mut Conn| {
@@ -331,7 +348,8 @@ impl Server {
         target: u64,
         key: Option<&[Vec<u8>]>,
     ) -> bool {
-        let wants = |c: &Conn| c.proto.is_resp3() || c.pubsub.as_ref().is_some_and(|p| p.channels.contains(CHANNEL));
+        let wants =
+            |c: &Conn| c.proto.is_resp3() || c.pubsub.as_ref().is_some_and(|p| p.channels.contains(CHANNEL));
         if let Some((c, _)) = current {
             if c.id == target {
                 if wants(c) {
@@ -397,7 +415,9 @@ impl Server {
             self.tracking_off(conn, slot);
             return reply::ok(&mut conn.out);
         }
-        if opts.redirect != 0 && opts.redirect != conn.id && !self.conns.iter().flatten().any(|c| c.id == opts.redirect)
+        if opts.redirect != 0
+            && opts.redirect != conn.id
+            && !self.conns.iter().flatten().any(|c| c.id == opts.redirect)
         {
             return reply::error(out, b"ERR The client ID you want redirect to does not exist");
         }
@@ -423,7 +443,8 @@ impl Server {
         let overlap = |p: &[u8], q: &[u8]| p != q && (p.starts_with(q) || q.starts_with(p));
         for (n, p) in opts.prefixes.iter().enumerate() {
             let existing = mine.iter().find(|q| overlap(p, q)).map(|q| ("an existing", q));
-            let provided = opts.prefixes[n + 1..].iter().find(|q| overlap(p, q)).map(|q| ("another provided", q));
+            let provided =
+                opts.prefixes[n + 1..].iter().find(|q| overlap(p, q)).map(|q| ("another provided", q));
             if let Some((which, q)) = existing.or(provided) {
                 let (a, b) = (String::from_utf8_lossy(p), String::from_utf8_lossy(q));
                 let msg = format!(
@@ -475,10 +496,16 @@ impl Server {
             );
         };
         if yes && !t.optin {
-            return reply::error(out, b"ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.");
+            return reply::error(
+                out,
+                b"ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
         }
         if !yes && !t.optout {
-            return reply::error(out, b"ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.");
+            return reply::error(
+                out,
+                b"ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
         }
         t.caching = Some(yes);
         reply::ok(out);

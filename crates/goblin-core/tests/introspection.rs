@@ -345,7 +345,8 @@ fn encoding_thresholds_follow_config_set_like_redis() {
         for s in steps {
             got.push(format!("{:?}", q(c, s).map_err(|e| e.kind())));
         }
-        q(c, &["CONFIG", "SET", "hash-max-listpack-entries", "512", "hash-max-listpack-value", "64"]).unwrap();
+        q(c, &["CONFIG", "SET", "hash-max-listpack-entries", "512", "hash-max-listpack-value", "64"])
+            .unwrap();
         q(c, &["CONFIG", "SET", "set-max-intset-entries", "512"]).unwrap();
         q(c, &["CONFIG", "SET", "zset-max-listpack-entries", "128"]).unwrap();
         outs.push(got);

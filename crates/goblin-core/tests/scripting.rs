@@ -748,7 +748,8 @@ fn msgpack_partial_unpack_and_number_arguments_match_redis() {
     for script in scripts {
         let mut replies = Vec::new();
         for mut c in [g.conn(), r.conn()] {
-            let v: redis::RedisResult<redis::Value> = redis::cmd("EVAL").arg(script).arg(1).arg("k").query(&mut c);
+            let v: redis::RedisResult<redis::Value> =
+                redis::cmd("EVAL").arg(script).arg(1).arg("k").query(&mut c);
             replies.push(format!("{v:?}"));
         }
         assert_eq!(replies[0], replies[1], "{script}");
@@ -763,7 +764,11 @@ fn script_oom_and_raw_table_conversion_match_redis() {
     let r = common::RedisServer::start();
     for mut c in [g.conn(), r.conn()] {
         redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").query::<()>(&mut c).unwrap();
-        let err = redis::cmd("EVAL").arg("redis.call('set', 'x', 1)").arg(0).query::<redis::Value>(&mut c).unwrap_err();
+        let err = redis::cmd("EVAL")
+            .arg("redis.call('set', 'x', 1)")
+            .arg(0)
+            .query::<redis::Value>(&mut c)
+            .unwrap_err();
         assert!(err.to_string().contains("command not allowed when used memory"), "{err}");
         redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0").query::<()>(&mut c).unwrap();
         let v: redis::Value = redis::cmd("EVAL").arg("return _G").arg(0).query(&mut c).unwrap();

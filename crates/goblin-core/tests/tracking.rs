@@ -56,7 +56,10 @@ fn default_mode_invalidates_once_per_read() {
     call(&mut w, "SET e v PX 30");
     call(&mut c, "GET e");
     std::thread::sleep(Duration::from_millis(120));
-    assert_eq!(String::from_utf8(read_reply(&mut c)).unwrap(), ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\ne\r\n");
+    assert_eq!(
+        String::from_utf8(read_reply(&mut c)).unwrap(),
+        ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\ne\r\n"
+    );
     assert_eq!(call(&mut c, "CLIENT TRACKING off"), "+OK\r\n");
     assert_eq!(call(&mut c, "CLIENT GETREDIR"), ":-1\r\n");
     let stats = call(&mut w, "INFO clients");
@@ -194,7 +197,11 @@ fn multi_key_invalidation_and_pause_details() {
     let mut admin = s.raw();
     assert_eq!(call(&mut admin, "CLIENT PAUSE 100000 WRITE"), "+OK\r\n");
     send(&mut w, &req(&["EVAL", "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])", "1", "a"]));
-    assert_eq!(String::from_utf8(read_reply(&mut w)).unwrap(), "$1\r\n1\r\n", "a no-writes script is not held");
+    assert_eq!(
+        String::from_utf8(read_reply(&mut w)).unwrap(),
+        "$1\r\n1\r\n",
+        "a no-writes script is not held"
+    );
     send(&mut w, &req(&["SET", "a", "2"]));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

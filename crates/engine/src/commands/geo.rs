@@ -651,8 +651,11 @@ fn georadius(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let name = args[0].to_ascii_lowercase();
     let by_member = name.starts_with(b"georadiusbymember");
     let read_only = name.ends_with(b"_ro");
-    let (from, after): (Vec<&[u8]>, usize) =
-        if by_member { (vec![b"FROMMEMBER", args[2]], 3) } else { (vec![b"FROMLONLAT", args[2], args[3]], 4) };
+    let (from, after): (Vec<&[u8]>, usize) = if by_member {
+        (vec![b"FROMMEMBER", args[2]], 3)
+    } else {
+        (vec![b"FROMLONLAT", args[2], args[3]], 4)
+    };
     let (radius, unit) = (args[after], args[after + 1]);
     let mut rest: Vec<&[u8]> = Vec::new();
     let (mut store, mut storedist): (Option<&[u8]>, bool) = (None, false);

@@ -281,13 +281,12 @@ fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
 fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
     // Every command, then the subcommands (`client|list` ...), which carry their parent's
     // categories.
-    let with_subs = || {
-        all().map(|s| (s.name, s)).chain(
-            syntax::SUBCOMMANDS
-                .iter()
-                .filter_map(|(full, ..)| engine::lookup(full.split('|').next()?.as_bytes()).map(|p| (*full, p))),
-        )
-    };
+    let with_subs =
+        || {
+            all().map(|s| (s.name, s)).chain(syntax::SUBCOMMANDS.iter().filter_map(|(full, ..)| {
+                engine::lookup(full.split('|').next()?.as_bytes()).map(|p| (*full, p))
+            }))
+        };
     let names: Vec<&'static str> = match args.len() {
         2 => with_subs().map(|(n, _)| n).collect(),
         5 if args[2].eq_ignore_ascii_case(b"FILTERBY") => {

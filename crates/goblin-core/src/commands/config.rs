@@ -20,7 +20,8 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
     let limits = store::limits::NAMES
         .iter()
         .map(|n| (*n, store::limits::get(store::limits::by_name(n).expect("named")).to_string()));
-    let inert = INERT.iter().map(|n| (*n, s.inert_config.get(*n).cloned().unwrap_or_else(|| inert_default(n))));
+    let inert =
+        INERT.iter().map(|n| (*n, s.inert_config.get(*n).cloned().unwrap_or_else(|| inert_default(n))));
     let mut all = settings_base(s, c);
     all.extend(limits);
     all.extend(inert);

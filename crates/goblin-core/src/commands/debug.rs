@@ -65,8 +65,17 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             }
             return;
         }
-        b"BATCHES" | b"CRASH-WRITE" | b"CRASH-READ" | b"SLEEP" | b"RELOAD" | b"SET-ACTIVE-EXPIRE" | b"ERROR"
-        | b"PROTOCOL" | b"OBJECT" | b"QUICKLIST-PACKED-THRESHOLD" | b"PAUSE-CRON"
+        b"BATCHES"
+        | b"CRASH-WRITE"
+        | b"CRASH-READ"
+        | b"SLEEP"
+        | b"RELOAD"
+        | b"SET-ACTIVE-EXPIRE"
+        | b"ERROR"
+        | b"PROTOCOL"
+        | b"OBJECT"
+        | b"QUICKLIST-PACKED-THRESHOLD"
+        | b"PAUSE-CRON"
         | b"SET-DISABLE-DENY-SCRIPTS" => {}
         _ => return engine::errors::unknown_subcommand(out, args[0], args[1]),
     }
@@ -82,7 +91,8 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         b"BATCHES" => batches(s, c, args),
         // The given text as an error reply (clients' tests fake LOADING, READONLY, OOM with it).
         b"ERROR" if args.len() == 3 => {
-            let msg: Vec<u8> = args[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+            let msg: Vec<u8> =
+                args[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
             reply::error(&mut c.out, &msg);
         }
         b"RELOAD" => match s.debug_reload() {

@@ -71,7 +71,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
                 art.push_str(line.trim_end());
                 art.push('\n');
             }
-            art.push_str(&format!("\nGoblin Core ver. {} (Redis ver. {})\n", info::GOBLIN_VERSION, info::REDIS_VERSION));
+            art.push_str(&format!(
+                "\nGoblin Core ver. {} (Redis ver. {})\n",
+                info::GOBLIN_VERSION,
+                info::REDIS_VERSION
+            ));
             reply::verbatim(&mut c.out, c.proto, b"txt", art.as_bytes());
         }
         "latency" => s.latency_command(c, args),
@@ -320,7 +324,8 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 return;
             }
             let name = String::from_utf8_lossy(args[2]).into_owned();
-            let rules: Vec<String> = args[3..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+            let rules: Vec<String> =
+                args[3..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
             let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
             match s.users.setuser(&name, &rules) {
                 Ok(()) => reply::ok(out),
@@ -331,7 +336,8 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !sub_arity_ok(out, args, -3) {
                 return;
             }
-            let names: Vec<String> = args[2..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+            let names: Vec<String> =
+                args[2..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             match s.users.deluser(&names) {
                 Ok(n) => {
@@ -683,7 +689,9 @@ fn module(c: &mut Conn, args: &[&[u8]]) {
                 reply::array_len(out, 0);
             }
         }
-        b"load" | b"loadex" => reply::error(out, b"ERR Error loading the extension. Please check the server logs."),
+        b"load" | b"loadex" => {
+            reply::error(out, b"ERR Error loading the extension. Please check the server logs.")
+        }
         b"unload" => {
             if sub_arity_ok(out, args, 3) {
                 reply::error(out, b"ERR Error unloading module: no such module with that name");

@@ -749,12 +749,24 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     }
     // Like Redis, a read-only script also refuses the reads that may write (PFCOUNT).
     if run.read_only && (spec.is_write() || spec.flags.has(Flags::MAY_REPLICATE)) {
-        return refused(lua, &run, Some(spec), &argv, b"ERR Write commands are not allowed from read-only scripts.");
+        return refused(
+            lua,
+            &run,
+            Some(spec),
+            &argv,
+            b"ERR Write commands are not allowed from read-only scripts.",
+        );
     }
     // maxmemory: a write that may grow memory is refused inside a script as outside one.
     // SAFETY: see `Run` below: reads of the server's settings while nothing else uses it.
     if spec.flags.has(Flags::DENYOOM) && unsafe { (*run.server).over_memory_limit() } {
-        return refused(lua, &run, Some(spec), &argv, b"OOM command not allowed when used memory > 'maxmemory'.");
+        return refused(
+            lua,
+            &run,
+            Some(spec),
+            &argv,
+            b"OOM command not allowed when used memory > 'maxmemory'.",
+        );
     }
     if spec.is_write() {
         // SAFETY: see `Run` below: only a read of the server's role while nothing else uses it.
@@ -1309,7 +1321,13 @@ impl Server {
 /// notation between 1e-6 and 1e21 and with an exponent outside it (1e+21, 1e-07).
 fn lua_number_string(n: f64) -> String {
     if !n.is_finite() {
-        return if n.is_nan() { "nan".into() } else if n > 0.0 { "inf".into() } else { "-inf".into() };
+        return if n.is_nan() {
+            "nan".into()
+        } else if n > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
     }
     let a = n.abs();
     if a == 0.0 || (1e-6..1e21).contains(&a) {

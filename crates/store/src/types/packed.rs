@@ -543,7 +543,8 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Sets `key` to `val`; returns true if `key` is new.
     pub(crate) fn insert(&mut self, key: &[u8], val: &[u8]) -> bool {
-        if self.index.is_none() && (key.len() > small_max_bytes(PAIRS) || val.len() > small_max_bytes(PAIRS)) {
+        if self.index.is_none() && (key.len() > small_max_bytes(PAIRS) || val.len() > small_max_bytes(PAIRS))
+        {
             self.build_index();
         }
         if self.index.is_none() {
