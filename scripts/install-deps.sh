@@ -18,6 +18,8 @@ command -v npm >/dev/null || missing+=(nodejs npm)  # tests/clients/node (the ma
 # client check (crates/kaka/tests/java) with javac through Maven.
 command -v java >/dev/null && command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
+# rustfmt: scripts/test.sh checks formatting first.
+cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -qq

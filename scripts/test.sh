@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/goblin-target}"
 
+# Formatting first: an unformatted tree fails before anything is built.
+cargo fmt --all -- --check
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"
 
