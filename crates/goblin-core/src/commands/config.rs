@@ -152,6 +152,15 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
+/// An integer setting within `lo..=hi`, or the reason Redis gives for refusing it.
+fn int_in(val: &[u8], lo: i64, hi: i64) -> Result<i64, String> {
+    match util::parse_i64(val) {
+        Some(n) if (lo..=hi).contains(&n) => Ok(n),
+        Some(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),
+        None => Err("argument couldn't be parsed into an integer".to_string()),
+    }
+}
+
 fn set_failed(out: &mut Vec<u8>, name: &[u8], why: &str) {
     let mut msg = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
     msg.extend_from_slice(name);
@@ -196,168 +205,67 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             msg.push(b'\'');
             return reply::error(out, &msg);
         };
-        let change = match *canon {
-            "maxclients" => match util::parse_i64(val) {
-                Some(n) if n >= 1 && n <= u32::MAX as i64 => Change::MaxClients(n as u32),
-                Some(_) => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument must be between 1 and 4294967295 inclusive",
-                    )
-                }
-                None => {
-                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                }
-            },
-            "proto-max-bulk-len" => match util::parse_i64(val) {
-                Some(n) if n >= 1024 => Change::MaxBulk(n as u64),
-                Some(_) => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument must be between 1024 and 9223372036854775807 inclusive",
-                    )
-                }
-                None => {
-                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                }
-            },
+        // Each setting's value, checked as Redis checks it; Err is the reason set_failed gives.
+        let int = |lo: i64, hi: i64| int_in(val, lo, hi);
+        const MAX: i64 = i64::MAX;
+        const I32: i64 = i32::MAX as i64;
+        let change: Result<Change, String> = match *canon {
+            "maxclients" => int(1, u32::MAX as i64).map(|n| Change::MaxClients(n as u32)),
+            "proto-max-bulk-len" => int(1024, MAX).map(|n| Change::MaxBulk(n as u64)),
             // The default user's password, as Redis applies it (see Users::set_requirepass).
-            "requirepass" => Change::RequirePass(String::from_utf8_lossy(val).into_owned()),
-            "busy-reply-threshold" | "lua-time-limit" => match util::parse_i64(val) {
-                Some(n) if n >= 0 => Change::BusyThreshold(n as u64),
-                Some(_) => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    )
-                }
-                None => {
-                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                }
-            },
-            "slowlog-log-slower-than" => match util::parse_i64(val) {
-                Some(n) if n >= -1 => Change::SlowlogSlowerThan(n),
-                Some(_) => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument must be between -1 and 9223372036854775807 inclusive",
-                    )
-                }
-                None => {
-                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                }
-            },
-            "slowlog-max-len" | "latency-monitor-threshold" => match util::parse_i64(val) {
-                Some(n) if n >= 0 && *canon == "slowlog-max-len" => Change::SlowlogMaxLen(n as u64),
-                Some(n) if n >= 0 => Change::LatencyThreshold(n as u64),
-                Some(_) => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    )
-                }
-                None => {
-                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                }
-            },
-            name if store::limits::by_name(name).is_some() => match util::parse_i64(val) {
-                Some(n) if n >= 0 && (n as u64) <= store::limits::INTSET_HARD_MAX as u64 => {
-                    Change::Limit(store::limits::by_name(name).expect("checked"), n as usize)
-                }
-                Some(_) => {
-                    let msg = format!("argument must be between 0 and {} inclusive", store::limits::INTSET_HARD_MAX);
-                    return set_failed(out, canon.as_bytes(), &msg);
-                }
-                None => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
-            },
-            name if INERT.contains(&name) => match util::parse_i64(val) {
-                Some(n) if n >= i32::MIN as i64 && n <= i32::MAX as i64 => Change::Inert(canon, n.to_string()),
-                _ => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
-            },
-            "timeout" => match util::parse_i64(val) {
-                Some(n) if n >= 0 && n <= i32::MAX as i64 => Change::Timeout(n as u64),
-                Some(_) => return set_failed(out, canon.as_bytes(), "argument must be between 0 and 2147483647 inclusive"),
-                None => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
-            },
+            "requirepass" => Ok(Change::RequirePass(String::from_utf8_lossy(val).into_owned())),
+            "busy-reply-threshold" | "lua-time-limit" => int(0, MAX).map(|n| Change::BusyThreshold(n as u64)),
+            "slowlog-log-slower-than" => int(-1, MAX).map(Change::SlowlogSlowerThan),
+            "slowlog-max-len" => int(0, MAX).map(|n| Change::SlowlogMaxLen(n as u64)),
+            "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
+            name if store::limits::by_name(name).is_some() => int(0, store::limits::INTSET_HARD_MAX as i64)
+                .map(|n| Change::Limit(store::limits::by_name(name).expect("checked"), n as usize)),
+            name if INERT.contains(&name) => {
+                int(i32::MIN as i64, I32).map(|n| Change::Inert(canon, n.to_string()))
+            }
+            "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
             // Redis accepts any non-negative value and runs at 1..=500.
-            "hz" => match util::parse_i64(val) {
-                Some(n) if n >= 0 && n <= i32::MAX as i64 => Change::Hz(n.clamp(1, 500) as u32),
-                Some(_) => return set_failed(out, canon.as_bytes(), "argument must be between 0 and 2147483647 inclusive"),
-                None => return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer"),
-            },
-            "tracking-table-max-keys" => match util::parse_i64(val) {
-                Some(n) if n >= 0 => Change::TrackingMaxKeys(n as usize),
-                Some(_) => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument must be between 0 and 9223372036854775807 inclusive",
-                    )
-                }
-                None => {
-                    return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                }
-            },
-            "notify-keyspace-events" => match crate::notify::parse_flags(val) {
-                Some(flags) => Change::NotifyFlags(flags),
-                None => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.",
-                    )
-                }
-            },
-            "maxmemory" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
-                Ok(n) => {
+            "hz" => int(0, I32).map(|n| Change::Hz(n.clamp(1, 500) as u32)),
+            "tracking-table-max-keys" => int(0, MAX).map(|n| Change::TrackingMaxKeys(n as usize)),
+            "notify-keyspace-events" => crate::notify::parse_flags(val)
+                .map(Change::NotifyFlags)
+                .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()),
+            "maxmemory" => crate::config::parse_bytes(&String::from_utf8_lossy(val))
+                .map(|n| {
                     evict.maxmemory = n;
                     Change::Evict(evict)
-                }
-                Err(_) => return set_failed(out, canon.as_bytes(), "argument must be a memory value"),
-            },
-            "maxmemory-policy" => match engine::evict::Policy::parse(val) {
-                Some(p) => {
+                })
+                .map_err(|_| "argument must be a memory value".to_string()),
+            "maxmemory-policy" => engine::evict::Policy::parse(val)
+                .map(|p| {
                     evict.policy = p;
                     Change::Evict(evict)
-                }
-                None => {
-                    return set_failed(
-                        out,
-                        canon.as_bytes(),
-                        "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction",
-                    )
-                }
-            },
-            "maxmemory-samples" | "lfu-log-factor" | "lfu-decay-time" => {
-                let lo = if *canon == "maxmemory-samples" { 1 } else { 0 };
-                let hi = i32::MAX as i64;
-                match util::parse_i64(val) {
-                    Some(n) if (lo..=hi).contains(&n) => {
-                        match *canon {
-                            "maxmemory-samples" => evict.samples = n as usize,
-                            "lfu-log-factor" => evict.lfu_log_factor = n as u32,
-                            _ => evict.lfu_decay_time = n as u32,
-                        }
-                        Change::Evict(evict)
-                    }
-                    Some(_) => {
-                        let why = format!("argument must be between {lo} and {hi} inclusive");
-                        return set_failed(out, canon.as_bytes(), &why);
-                    }
-                    None => {
-                        return set_failed(out, canon.as_bytes(), "argument couldn't be parsed into an integer")
-                    }
-                }
-            }
+                })
+                .ok_or_else(|| {
+                    "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, \
+                     volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
+                        .to_string()
+                }),
+            "maxmemory-samples" => int(1, I32).map(|n| {
+                evict.samples = n as usize;
+                Change::Evict(evict)
+            }),
+            "lfu-log-factor" => int(0, I32).map(|n| {
+                evict.lfu_log_factor = n as u32;
+                Change::Evict(evict)
+            }),
+            "lfu-decay-time" => int(0, I32).map(|n| {
+                evict.lfu_decay_time = n as u32;
+                Change::Evict(evict)
+            }),
             // Setting a value to what it already is succeeds (clients and test suites often
             // `CONFIG SET save ""` or `appendonly no`).
-            _ if current.as_bytes().eq_ignore_ascii_case(val) => Change::Nothing,
-            _ => return set_failed(out, canon.as_bytes(), "can't set immutable config"),
+            _ if current.as_bytes().eq_ignore_ascii_case(val) => Ok(Change::Nothing),
+            _ => Err("can't set immutable config".to_string()),
+        };
+        let change = match change {
+            Ok(change) => change,
+            Err(why) => return set_failed(out, canon.as_bytes(), &why),
         };
         changes.push(change);
     }
