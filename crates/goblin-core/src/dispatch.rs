@@ -184,11 +184,15 @@ impl Server {
         let mark = conn.out.len();
         conn.last_cmd = spec.name;
         let now = self.clock_ms;
-        self.tracking.current = Some((
-            (slot, conn.id),
-            conn.tracking.is_some(),
-            conn.tracking.as_ref().is_some_and(|t| t.noloop),
-        ));
+        // Who is running, for client tracking's NOLOOP and flush (only read when some client
+        // tracks: the common server pays one comparison).
+        if self.tracking.clients > 0 {
+            self.tracking.current = Some((
+                (slot, conn.id),
+                conn.tracking.is_some(),
+                conn.tracking.as_ref().is_some_and(|t| t.noloop),
+            ));
+        }
         // Data commands (the hot path) skip the name comparisons.
         let transactional = matches!(spec.handler, Handler::Server)
             && matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "unwatch");
@@ -198,7 +202,6 @@ impl Server {
         if transactional {
             self.transaction_command(conn, slot, spec, args, now);
         } else {
-            crate::scripting::READ.with(|r| r.set(false));
             self.execute(conn, slot, spec, args, now, false);
             if conn.tracking.is_some() {
                 self.tracking_after_script(conn, slot, spec, args);

@@ -253,7 +253,7 @@ impl Server {
         args: &[&[u8]],
     ) {
         if !matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro")
-            || !crate::scripting::READ.with(std::cell::Cell::get)
+            || !crate::scripting::READ.with(|r| r.replace(false))
         {
             return;
         }

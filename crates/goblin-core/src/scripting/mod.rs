@@ -1158,6 +1158,7 @@ impl Server {
         });
         LUA_RESP3.with(|x| x.set(false));
         WROTE.with(|x| x.set(false));
+        READ.with(|x| x.set(false));
         KILL.with(|x| x.set(false));
         BUSY_NOW.with(|x| x.set(false));
         LAST_SWEEP.with(|x| x.set(None));
