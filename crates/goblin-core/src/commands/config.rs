@@ -1,8 +1,9 @@
 //! CONFIG GET pattern ... | SET name value ... | RESETSTAT | REWRITE | HELP.
 //!
 //! GET answers over the settings clients and tools ask about, under Redis's names, with this
-//! server's real values (one database). SET changes the few that can change at run time
-//! (maxmemory and the eviction settings among them); the rest get Redis's errors.
+//! server's real values (one database). SET changes the ones that have a meaning here
+//! (maxmemory and eviction, timeouts, slow log and latency, notifications, tracking, the
+//! encoding thresholds ...), all pairs validated before any applies; the rest get Redis's errors.
 
 use super::{help, sub_arity_ok, wrong_sub_arity};
 use crate::conn::Conn;
