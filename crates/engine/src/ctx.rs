@@ -121,6 +121,17 @@ impl<'a> Ctx<'a> {
     /// A blocking command with nothing to serve asks to be parked on `keys` until `deadline`
     /// (None: forever). It must write no reply and emit nothing when it does this.
     pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline: Option<Millis>) {
-        self.block = Some(crate::engine::BlockOn { keys, deadline });
+        self.block = Some(crate::engine::BlockOn { keys, deadline, args: None });
+    }
+
+    /// [`Ctx::block_on`], parking `args` instead of the command as given (see
+    /// [`crate::engine::BlockOn::args`]).
+    pub fn block_on_with(
+        &mut self,
+        keys: Vec<Vec<u8>>,
+        deadline: Option<Millis>,
+        args: Option<Vec<Vec<u8>>>,
+    ) {
+        self.block = Some(crate::engine::BlockOn { keys, deadline, args });
     }
 }

@@ -87,6 +87,45 @@ fn hash_value(h: &mut Hasher, v: &Plain) {
             }
             h.int(*cursor);
         }
+        Plain::Stream(st) => {
+            // Entries in ID order, the stream's IDs and counters, then each group with its
+            // pending entries and consumers (consumer seen/active times are not data: they
+            // are left out, as a key's access time is).
+            let id = |h: &mut Hasher, i: &store::StreamId| {
+                h.int(i.ms);
+                h.int(i.seq);
+            };
+            h.field(b"stream");
+            h.int(st.entries.len() as u64);
+            for (i, fields) in &st.entries {
+                id(h, i);
+                h.int(fields.len() as u64);
+                for (f, v) in fields {
+                    h.field(f);
+                    h.field(v);
+                }
+            }
+            id(h, &st.last_id);
+            id(h, &st.max_deleted_id);
+            h.int(st.entries_added);
+            h.int(st.groups.len() as u64);
+            for g in &st.groups {
+                h.field(&g.name);
+                id(h, &g.last_id);
+                h.int(g.entries_read as u64);
+                h.int(g.pending.len() as u64);
+                for (i, consumer, time, count) in &g.pending {
+                    id(h, i);
+                    h.field(consumer);
+                    h.int(*time as u64);
+                    h.int(*count);
+                }
+                h.int(g.consumers.len() as u64);
+                for c in &g.consumers {
+                    h.field(c);
+                }
+            }
+        }
     }
 }
 

@@ -28,6 +28,9 @@ pub struct BlockOn {
     pub keys: Vec<Vec<u8>>,
     /// Absolute deadline; None waits forever.
     pub deadline: Option<Millis>,
+    /// The command to park instead of the one given, when retrying the original would mean
+    /// something else later (XREAD's `$` is resolved to the IDs it meant when it blocked).
+    pub args: Option<Vec<Vec<u8>>>,
 }
 
 /// What happened to a command.

@@ -354,6 +354,29 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
          [count-block: COUNT count [ANY]] [order: ASC | DESC]",
     ),
     ("lcs", "7.0.0", "key1:key key2:key [LEN] [IDX] [MINMATCHLEN min-match-len:integer] [WITHMATCHLEN]"),
+    // streams
+    (
+        "xadd",
+        "5.0.0",
+        "key [NOMKSTREAM] [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]]          <id-selector: * | id> data: field value [field value ...]",
+    ),
+    ("xrange", "5.0.0", "key start end [COUNT count]"),
+    ("xrevrange", "5.0.0", "key end start [COUNT count]"),
+    ("xlen", "5.0.0", "key"),
+    ("xdel", "5.0.0", "key id [id ...]"),
+    ("xtrim", "5.0.0", "key trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]"),
+    (
+        "xsetid",
+        "5.0.0",
+        "key last-id [ENTRIESADDED entries-added:integer] [MAXDELETEDID max-deleted-id]",
+    ),
+    ("xread", "5.0.0", "[COUNT count] [BLOCK milliseconds:integer] STREAMS key [key ...] id [id ...]"),
+    (
+        "xreadgroup",
+        "5.0.0",
+        "GROUP group consumer [COUNT count] [BLOCK milliseconds:integer] [NOACK] STREAMS key [key ...] \
+         id [id ...]",
+    ),
     // sparse arrays
     ("arset", "8.8.0", "key index value [value ...]"),
     ("armset", "8.8.0", "key index value [index value ...]"),
@@ -640,8 +663,10 @@ enum Node<'a> {
 }
 
 fn is_token(w: &str) -> bool {
-    w.bytes().any(|b| b.is_ascii_uppercase())
-        && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    // The stream commands' one-symbol tokens (`=`, `~`, `*`, `$`, `>`) are literal too.
+    matches!(w, "=" | "~" | "*" | "$" | ">")
+        || w.bytes().any(|b| b.is_ascii_uppercase())
+            && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 /// Splits a line into words and the punctuation `[ ] < > |`.

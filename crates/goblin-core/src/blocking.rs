@@ -108,11 +108,21 @@ impl Server {
                         self.conns[slot] = Some(conn);
                         continue;
                     }
+                    // Stream readers do not consume what they read (XREAD), or consume it per
+                    // group (XREADGROUP): one that blocks again says nothing of the next.
+                    let reads_stream = conn.parked.as_ref().is_some_and(|p| {
+                        p.args.first().is_some_and(|n| {
+                            n.eq_ignore_ascii_case(b"xread") || n.eq_ignore_ascii_case(b"xreadgroup")
+                        })
+                    });
                     let served = self.retry_parked(&mut conn, slot);
                     if served {
                         self.unpark(&mut conn, slot);
                     }
                     self.conns[slot] = Some(conn);
+                    if !served && reads_stream {
+                        continue;
+                    }
                     if !served {
                         // A retry blocks again only when this key has nothing left to give
                         // (served waiters got an element or a WRONGTYPE error), so the later

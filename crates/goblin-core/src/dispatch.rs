@@ -346,7 +346,13 @@ impl Server {
                     if in_exec {
                         reply::null_array(&mut conn.out, conn.proto);
                     } else {
-                        self.park(conn, slot, args, on.keys, on.deadline);
+                        match &on.args {
+                            Some(parked) => {
+                                let parked: Vec<&[u8]> = parked.iter().map(|a| a.as_slice()).collect();
+                                self.park(conn, slot, &parked, on.keys, on.deadline)
+                            }
+                            None => self.park(conn, slot, args, on.keys, on.deadline),
+                        }
                     }
                 }
             }

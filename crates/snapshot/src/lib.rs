@@ -79,6 +79,8 @@ impl TypeCounts {
             store::Kind::ZSet => self.zsets += 1,
             store::Kind::List => self.lists += 1,
             store::Kind::Array => self.arrays += 1,
+            // TODO(streams): counted once the format has a stream record.
+            store::Kind::Stream => {}
         }
     }
 }

@@ -280,6 +280,8 @@ impl<W: Write> BlockWriter<W> {
             ValueRef::ZSet(z) => (CODE_ZSET, z.len() as u64),
             ValueRef::List(l) => (CODE_LIST, l.len() as u64),
             ValueRef::Array(a) => (CODE_ARRAY, a.count() as u64),
+            // TODO(streams): the stream record (being written).
+            ValueRef::Stream(_) => return Ok(false),
         };
         if count == 0 {
             return Ok(false);
@@ -340,6 +342,7 @@ impl<W: Write> BlockWriter<W> {
                 self.put_varint(a.cursor().wrapping_add(1), progress, keys)?;
                 self.put_raw(a.raw_len(), |f| a.for_each_raw_run(f), progress, keys)?;
             }
+            ValueRef::Stream(_) => {}
         }
         Ok(true)
     }

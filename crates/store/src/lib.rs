@@ -17,6 +17,7 @@ pub mod types;
 pub mod value;
 
 pub use keyspace::Keyspace;
+pub use types::{Stream, StreamId};
 pub use value::{Kind, Plain, StrRef, Value, ValueMut, ValueRef};
 
 /// Unix time in milliseconds. Expiry deadlines are absolute values of this type.

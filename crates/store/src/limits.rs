@@ -16,6 +16,11 @@ pub static SET_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(128);
 pub static SET_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(64);
 pub static ZSET_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(128);
 pub static ZSET_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(64);
+/// A stream block takes at most this many entries (0: no bound), as Redis bounds the
+/// listpack nodes of its streams; approximate trimming removes whole blocks.
+pub static STREAM_NODE_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(100);
+/// ... and at most about this many bytes (0: no bound).
+pub static STREAM_NODE_MAX_BYTES: AtomicUsize = AtomicUsize::new(4096);
 
 /// The largest intset any setting allows (and a snapshot may hold): Redis caps intsets so
 /// that a lookup's binary search stays cheap.
@@ -40,6 +45,8 @@ pub fn by_name(name: &str) -> Option<&'static AtomicUsize> {
         "set-max-listpack-value" => &SET_MAX_LISTPACK_VALUE,
         "zset-max-listpack-entries" | "zset-max-ziplist-entries" => &ZSET_MAX_LISTPACK_ENTRIES,
         "zset-max-listpack-value" | "zset-max-ziplist-value" => &ZSET_MAX_LISTPACK_VALUE,
+        "stream-node-max-entries" => &STREAM_NODE_MAX_ENTRIES,
+        "stream-node-max-bytes" => &STREAM_NODE_MAX_BYTES,
         _ => return None,
     })
 }
@@ -57,4 +64,6 @@ pub const NAMES: &[&str] = &[
     "zset-max-ziplist-entries",
     "zset-max-listpack-value",
     "zset-max-ziplist-value",
+    "stream-node-max-entries",
+    "stream-node-max-bytes",
 ];

@@ -1,6 +1,7 @@
 //! Values as the keyspace hands them out.
 
-use crate::types::{Hash, List, Set, SparseArray, ZSet};
+use crate::types::stream::PlainStream;
+use crate::types::{Hash, List, Set, SparseArray, Stream, ZSet};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The type of a value, as `TYPE` names it.
@@ -12,6 +13,7 @@ pub enum Kind {
     ZSet,
     List,
     Array,
+    Stream,
 }
 
 impl Kind {
@@ -24,6 +26,7 @@ impl Kind {
             Kind::ZSet => "zset",
             Kind::List => "list",
             Kind::Array => "array",
+            Kind::Stream => "stream",
         }
     }
 }
@@ -41,6 +44,7 @@ pub enum Value {
     ZSet(Box<ZSet>),
     List(Box<List>),
     Array(Box<SparseArray>),
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -52,6 +56,7 @@ impl Value {
             Value::ZSet(_) => Kind::ZSet,
             Value::List(_) => Kind::List,
             Value::Array(_) => Kind::Array,
+            Value::Stream(_) => Kind::Stream,
         }
     }
 
@@ -64,6 +69,7 @@ impl Value {
             Value::ZSet(z) => ValueRef::ZSet(z),
             Value::List(l) => ValueRef::List(l),
             Value::Array(a) => ValueRef::Array(a),
+            Value::Stream(s) => ValueRef::Stream(s),
         }
     }
 }
@@ -111,6 +117,7 @@ pub enum ValueRef<'a> {
     ZSet(&'a ZSet),
     List(&'a List),
     Array(&'a SparseArray),
+    Stream(&'a Stream),
 }
 
 impl ValueRef<'_> {
@@ -122,6 +129,7 @@ impl ValueRef<'_> {
             ValueRef::ZSet(_) => Kind::ZSet,
             ValueRef::List(_) => Kind::List,
             ValueRef::Array(_) => Kind::Array,
+            ValueRef::Stream(_) => Kind::Stream,
         }
     }
 
@@ -134,6 +142,7 @@ impl ValueRef<'_> {
             ValueRef::ZSet(z) => z.to_plain(),
             ValueRef::List(l) => l.to_plain(),
             ValueRef::Array(a) => a.to_plain(),
+            ValueRef::Stream(s) => s.to_plain(),
         }
     }
 
@@ -147,6 +156,7 @@ impl ValueRef<'_> {
             ValueRef::ZSet(z) => Value::ZSet(Box::new((*z).clone())),
             ValueRef::List(l) => Value::List(Box::new((*l).clone())),
             ValueRef::Array(a) => Value::Array(Box::new((*a).clone())),
+            ValueRef::Stream(s) => Value::Stream(Box::new((*s).clone())),
         }
     }
 
@@ -161,6 +171,7 @@ impl ValueRef<'_> {
             ValueRef::ZSet(z) => z.encoding(),
             ValueRef::List(l) => l.encoding(),
             ValueRef::Array(a) => a.encoding(),
+            ValueRef::Stream(s) => s.encoding(),
         }
     }
 }
@@ -175,6 +186,7 @@ pub enum ValueMut<'a> {
     ZSet(&'a mut ZSet),
     List(&'a mut List),
     Array(&'a mut SparseArray),
+    Stream(&'a mut Stream),
 }
 
 /// A canonical dump of a value: two stores hold the same data exactly when their dumps are
@@ -189,4 +201,5 @@ pub enum Plain {
     List(Vec<Vec<u8>>),
     /// (index, value) sorted by index, and the ARINSERT cursor (see `SparseArray::cursor`).
     Array(Vec<(u64, Vec<u8>)>, u64),
+    Stream(Box<PlainStream>),
 }

@@ -179,7 +179,15 @@ fn emit_value(c: &mut Ctx, key: &[u8], deadline: Option<store::Millis>) {
                 muts.push(&[b"ARSEEK", key, b.format(cur + 1).as_bytes()]);
             }
         }
+        ValueRef::Stream(s) => emit_stream(muts, key, s),
     }
+}
+
+/// The writes that build stream `s` at `key` from nothing: its entries, IDs and counters, its
+/// groups with their pending entries and consumers.
+fn emit_stream(muts: &mut crate::batch::Batch, key: &[u8], s: &store::Stream) {
+    // TODO(streams): entries, XSETID, groups, PEL (being written).
+    let _ = (muts, key, s);
 }
 
 #[cfg(test)]

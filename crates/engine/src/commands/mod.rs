@@ -16,6 +16,7 @@ pub mod scan;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod zset;
 
@@ -38,4 +39,5 @@ pub static TABLES: &[&[CommandSpec]] = &[
     hll::COMMANDS,
     geo::COMMANDS,
     lcs::COMMANDS,
+    stream::COMMANDS,
 ];

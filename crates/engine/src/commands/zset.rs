@@ -2094,7 +2094,8 @@ mod tests {
             outcome,
             Outcome::Blocked(crate::engine::BlockOn {
                 keys: vec![b"a".to_vec(), b"b".to_vec()],
-                deadline: Some(2_500)
+                deadline: Some(2_500),
+                args: None,
             })
         );
         assert!(out.is_empty());

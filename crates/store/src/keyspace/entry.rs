@@ -31,7 +31,7 @@
 
 pub use crate::alloc::size_class;
 use crate::types::string::parse_canonical_i64;
-use crate::types::{Hash, List, Set, SparseArray, ZSet};
+use crate::types::{Hash, List, Set, SparseArray, Stream, ZSet};
 use crate::value::{StrRef, Value, ValueMut, ValueRef};
 use crate::Millis;
 use std::alloc::{self, Layout};
@@ -63,9 +63,24 @@ pub enum Form {
     /// `Bytes`, told apart only so that OBJECT ENCODING answers `raw` as Redis does for a
     /// string modified in place (a SET stores `Bytes` or `Int` again).
     RawBytes = 7,
+    /// A stream. The tag's three form bits are all taken, so a stream is stored with the
+    /// `Array` form bits and its pointer's low bit set (boxes are 8-aligned, so an array's
+    /// pointer never has it): [`Entry::form`] tells them apart.
+    Stream = 8,
 }
 
+/// The low bit of a stored collection pointer that marks a stream (see [`Form::Stream`]).
+const STREAM_PTR_BIT: usize = 1;
+
 impl Form {
+    /// The form's bits in the tag byte.
+    fn tag_bits(self) -> u8 {
+        match self {
+            Form::Stream => Form::Array as u8,
+            f => f as u8,
+        }
+    }
+
     fn from_tag(tag: u8) -> Form {
         match tag & FORM_MASK {
             0 => Form::Bytes,
@@ -105,6 +120,7 @@ impl Stored {
             Value::ZSet(b) => Stored::Coll(Form::ZSet, Box::into_raw(b) as *mut u8),
             Value::List(b) => Stored::Coll(Form::List, Box::into_raw(b) as *mut u8),
             Value::Array(b) => Stored::Coll(Form::Array, Box::into_raw(b) as *mut u8),
+            Value::Stream(b) => Stored::Coll(Form::Stream, Box::into_raw(b) as *mut u8),
         }
     }
 
@@ -136,6 +152,7 @@ unsafe fn value_from_raw(form: Form, p: *mut u8) -> Value {
         Form::ZSet => Value::ZSet(Box::from_raw(p as *mut ZSet)),
         Form::List => Value::List(Box::from_raw(p as *mut List)),
         Form::Array => Value::Array(Box::from_raw(p as *mut SparseArray)),
+        Form::Stream => Value::Stream(Box::from_raw(p as *mut Stream)),
         Form::Bytes | Form::RawBytes | Form::Int => unreachable!("not a collection"),
     }
 }
@@ -228,7 +245,7 @@ impl Entry {
             assert!(p as usize & !super::table::LINK_PTR_BITS == 0, "entry address {p:p} outside 48 bits");
             ptr::write(p as *mut *mut u8, ptr::null_mut());
             let mut at = HEADER;
-            let mut tag = value.form() as u8;
+            let mut tag = value.form().tag_bits();
             if let Some(t) = expire_at {
                 tag |= HAS_EXPIRY;
                 ptr::write_unaligned(p.add(at) as *mut [u8; 8], t.to_le_bytes());
@@ -245,7 +262,11 @@ impl Entry {
 
     #[inline]
     pub fn form(&self) -> Form {
-        Form::from_tag(self.tag)
+        match Form::from_tag(self.tag) {
+            // SAFETY: an Array-form entry holds a collection pointer at value_at.
+            Form::Array if unsafe { self.raw_coll_ptr() } as usize & STREAM_PTR_BIT != 0 => Form::Stream,
+            f => f,
+        }
     }
 
     pub fn size(&self) -> usize {
@@ -305,9 +326,15 @@ impl Entry {
         unsafe { ptr::write_unaligned(self.p.add(HEADER) as *mut [u8; 8], t.to_le_bytes()) }
     }
 
+    /// The stored pointer word of a collection entry, marker bit included.
+    #[inline]
+    unsafe fn raw_coll_ptr(&self) -> *mut u8 {
+        ptr::read_unaligned(self.p.add(self.value_at) as *const *mut u8)
+    }
+
     /// The collection pointer of a collection entry.
     unsafe fn coll_ptr(&self) -> *mut u8 {
-        ptr::read_unaligned(self.p.add(self.value_at) as *const *mut u8)
+        (self.raw_coll_ptr() as usize & !STREAM_PTR_BIT) as *mut u8
     }
 
     /// A shared view of the value, for as long as the caller keeps the entry alive and unchanged.
@@ -326,6 +353,7 @@ impl Entry {
             Form::ZSet => ValueRef::ZSet(&*(self.coll_ptr() as *const ZSet)),
             Form::List => ValueRef::List(&*(self.coll_ptr() as *const List)),
             Form::Array => ValueRef::Array(&*(self.coll_ptr() as *const SparseArray)),
+            Form::Stream => ValueRef::Stream(&*(self.coll_ptr() as *const Stream)),
         }
     }
 
@@ -342,6 +370,7 @@ impl Entry {
             Form::ZSet => ValueMut::ZSet(&mut *(self.coll_ptr() as *mut ZSet)),
             Form::List => ValueMut::List(&mut *(self.coll_ptr() as *mut List)),
             Form::Array => ValueMut::Array(&mut *(self.coll_ptr() as *mut SparseArray)),
+            Form::Stream => ValueMut::Stream(&mut *(self.coll_ptr() as *mut Stream)),
         }
     }
 
@@ -358,6 +387,7 @@ impl Entry {
             ValueRef::ZSet(z) => z.mem_usage(),
             ValueRef::List(l) => l.mem_usage(),
             ValueRef::Array(a) => a.mem_usage(),
+            ValueRef::Stream(s) => s.mem_usage(),
         };
         own + coll
     }
@@ -410,7 +440,7 @@ impl Entry {
         if p.is_null() {
             alloc::handle_alloc_error(layout(new_size));
         }
-        *p.add(TAG_AT) = (*p.add(TAG_AT) & !FORM_MASK) | value.form() as u8;
+        *p.add(TAG_AT) = (*p.add(TAG_AT) & !FORM_MASK) | value.form().tag_bits();
         write_value(p.add(self.value_at), value);
         NonNull::new_unchecked(p)
     }
@@ -457,6 +487,10 @@ unsafe fn write_value(v: *mut u8, value: Stored) {
             ptr::copy_nonoverlapping(b.as_ptr(), v.add(w), b.len());
         }
         Stored::Int(i) => ptr::write_unaligned(v as *mut [u8; 8], i.to_le_bytes()),
+        Stored::Coll(Form::Stream, p) => {
+            debug_assert!(p as usize & STREAM_PTR_BIT == 0);
+            ptr::write_unaligned(v as *mut *mut u8, (p as usize | STREAM_PTR_BIT) as *mut u8)
+        }
         Stored::Coll(_, p) => ptr::write_unaligned(v as *mut *mut u8, p),
     }
 }
@@ -543,6 +577,20 @@ mod tests {
             let en = Entry::at(e);
             assert_eq!(en.expire_at(), None);
             assert_eq!(en.key(), &key[..]);
+            // A stream shares the array's form bits; the pointer's marker tells them apart
+            // through every change.
+            let e = en.set_value(Stored::from_value(Value::Stream(Box::default())));
+            let en = Entry::at(e);
+            assert_eq!(en.form(), Form::Stream);
+            assert!(matches!(en.value_ref(), ValueRef::Stream(s) if s.is_empty()));
+            let e = en.with_expiry(Some(7));
+            let en = Entry::at(e);
+            assert_eq!(en.form(), Form::Stream);
+            let e = en.set_value(Stored::from_value(Value::Array(Box::default())));
+            let en = Entry::at(e);
+            assert_eq!(en.form(), Form::Array);
+            let e = en.set_value(Stored::from_value(Value::Hash(Box::default())));
+            let en = Entry::at(e);
             match en.into_value() {
                 Value::Hash(h) => assert!(h.is_empty()),
                 other => panic!("{other:?}"),

@@ -6,6 +6,7 @@ pub mod hash;
 pub mod list;
 pub(crate) mod packed;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod zset;
 
@@ -13,6 +14,7 @@ pub use array::SparseArray;
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::{Stream, StreamId};
 pub use zset::ZSet;
 
 /// Why raw bytes handed to a `from_raw` constructor (a snapshot being loaded) were refused.

@@ -1,0 +1,1059 @@
+//! Stream commands: XADD, XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XSETID, XREAD and
+//! XREADGROUP. (Consumer-group administration, acknowledgement, claiming and XINFO are in
+//! `stream_group.rs`.)
+//!
+//! Canonical mutations: a stream's effects depend on order, so every record is keyless and
+//! replays the exact post-state on the same prior state:
+//! - `XADD key <id> field value ...` with the ID it assigned (never `*` or `ms-*`), then, if
+//!   its MAXLEN/MINID removed entries, `XTRIM key MAXLEN = <length left>`;
+//! - `XTRIM key MAXLEN = <length left>` for XTRIM (exact trimming of the same prefix, whatever
+//!   strategy or `~` removed it);
+//! - `XDEL key <id>...` with the IDs actually deleted;
+//! - `XSETID key <id> ENTRIESADDED <n> MAXDELETEDID <id>` (all three always);
+//! - XREADGROUP: `XGROUP CREATECONSUMER key group consumer` when it creates the consumer, one
+//!   `XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE JUSTID LASTID <group
+//!   last id>` per pending entry it creates or updates (Redis's own propagation form), and
+//!   `XGROUP SETID key group <last id> ENTRIESREAD <n>` when the group's last ID moved, so
+//!   that the read counter is exact on a replica too.
+//! Nothing is emitted for a write that changed nothing.
+
+use crate::command::{spec, CommandSpec, Flags, Handler};
+use crate::ctx::Ctx;
+use crate::errors;
+use crate::util::{eq_ic, parse_i64};
+use resp::reply;
+use store::types::stream::{Field, Trim, ENTRIES_READ_UNKNOWN};
+use store::{Millis, Stream, StreamId, Value, ValueMut, ValueRef};
+
+const R: u32 = Flags::READONLY;
+const WDF: u32 = Flags::WRITE | Flags::DENYOOM | Flags::FAST;
+const WF: u32 = Flags::WRITE | Flags::FAST;
+const W: u32 = Flags::WRITE;
+const WD: u32 = Flags::WRITE | Flags::DENYOOM;
+const K1: (i32, i32, i32) = (1, 1, 1);
+const G: &str = "stream";
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[
+    spec("xadd", -5, WDF, K1, G, "Appends a new message to a stream. Creates the key if it doesn't exist.", Handler::Data(xadd)),
+    spec("xrange", -4, R, K1, G, "Returns the messages from a stream within a range of IDs.", Handler::Data(xrange)),
+    spec("xrevrange", -4, R, K1, G, "Returns the messages from a stream within a range of IDs in reverse order.", Handler::Data(xrevrange)),
+    spec("xlen", 2, R | Flags::FAST, K1, G, "Return the number of messages in a stream.", Handler::Data(xlen)),
+    spec("xdel", -3, WF, K1, G, "Returns the number of messages after removing them from a stream.", Handler::Data(xdel)),
+    spec("xtrim", -4, W, K1, G, "Deletes messages from the beginning of a stream.", Handler::Data(xtrim)),
+    spec("xsetid", -3, WDF, K1, G, "An internal command for replicating stream values.", Handler::Data(xsetid)),
+    spec("xread", -4, R | Flags::BLOCKING | Flags::MOVABLEKEYS, (0, 0, 0), G, "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", Handler::Data(xread)),
+    spec("xreadgroup", -7, WD | Flags::BLOCKING | Flags::MOVABLEKEYS, (0, 0, 0), G, "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", Handler::Data(xreadgroup)),
+];
+
+pub const INVALID_ID: &[u8] = b"ERR Invalid stream ID specified as stream command argument";
+
+/// Parses an ID argument as Redis does for commands that take `-` and `+` (`strict` false)
+/// or refuse them (`strict` true); a bare `ms` gets `missing_seq`.
+pub fn parse_id(a: &[u8], missing_seq: u64, strict: bool) -> Result<StreamId, &'static [u8]> {
+    match a {
+        b"-" if !strict => Ok(StreamId::MIN),
+        b"+" if !strict => Ok(StreamId::MAX),
+        _ if a.len() > 127 => Err(INVALID_ID),
+        _ => StreamId::parse(a, missing_seq).ok_or(INVALID_ID),
+    }
+}
+
+/// A range bound: `-`, `+`, `ms`, `ms-seq`, or `(`id for an exclusive bound.
+fn parse_bound(a: &[u8], missing_seq: u64) -> Result<(StreamId, bool), &'static [u8]> {
+    if a.len() > 1 && a[0] == b'(' {
+        Ok((parse_id(&a[1..], missing_seq, true)?, true))
+    } else {
+        Ok((parse_id(a, missing_seq, false)?, false))
+    }
+}
+
+/// What a key holds, for a stream command.
+pub enum Look<'a> {
+    Missing,
+    Wrong,
+    Stream(&'a Stream),
+}
+
+/// Looks `key` up for reading.
+pub fn look<'a>(c: &'a mut Ctx, key: &[u8]) -> Look<'a> {
+    match c.read(key) {
+        None => Look::Missing,
+        Some(ValueRef::Stream(s)) => Look::Stream(s),
+        Some(_) => Look::Wrong,
+    }
+}
+
+/// The stream at `key` for writing: Ok(None) when missing, Err when another type.
+pub fn stream_mut<'a>(c: &'a mut Ctx, key: &[u8]) -> Result<Option<&'a mut Stream>, ()> {
+    match c.write(key) {
+        None => Ok(None),
+        Some(ValueMut::Stream(s)) => Ok(Some(s)),
+        Some(_) => Err(()),
+    }
+}
+
+/// Replies one entry: `[id, [field, value, ...]]`.
+pub fn reply_entry(out: &mut Vec<u8>, id: StreamId, fields: &[Field<'_>]) {
+    reply::array_len(out, 2);
+    reply_id(out, id);
+    reply::array_len(out, fields.len() * 2);
+    for (f, v) in fields {
+        reply::bulk(out, f);
+        reply::bulk(out, v);
+    }
+}
+
+pub fn reply_id(out: &mut Vec<u8>, id: StreamId) {
+    let mut b = Vec::with_capacity(24);
+    id.write_to(&mut b);
+    reply::bulk(out, &b);
+}
+
+/// Trimming options shared by XADD and XTRIM.
+#[derive(Default)]
+struct TrimArgs {
+    how: Option<Trim>,
+    approx: bool,
+    limit: Option<i64>,
+    nomkstream: bool,
+    /// XADD: the ID argument's position, the ID and whether its sequence was given.
+    id_at: usize,
+    id: Option<(StreamId, bool)>,
+}
+
+/// Parses `[MAXLEN|MINID [=|~] threshold [LIMIT n]] [NOMKSTREAM]` from args[2..] and, for
+/// XADD, the ID that ends them. Replies the error and returns None on bad input.
+fn parse_trim_args(c: &Ctx, out: &mut Vec<u8>, args: &[&[u8]], xadd: bool) -> Option<TrimArgs> {
+    let mut t = TrimArgs::default();
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        let opt = args[i];
+        if xadd && opt == b"*" {
+            t.id_at = i;
+            break;
+        } else if (eq_ic(opt, b"maxlen") || eq_ic(opt, b"minid")) && more > 0 {
+            if t.how.is_some() {
+                reply::error(
+                    out,
+                    b"ERR syntax error, MAXLEN and MINID options at the same time are not compatible",
+                );
+                return None;
+            }
+            t.approx = false;
+            if more >= 2 && (args[i + 1] == b"~" || args[i + 1] == b"=") {
+                t.approx = args[i + 1] == b"~";
+                i += 1;
+            }
+            let v = args[i + 1];
+            if eq_ic(opt, b"maxlen") {
+                let Some(n) = parse_i64(v) else {
+                    reply::error(out, errors::NOT_INTEGER);
+                    return None;
+                };
+                if n < 0 {
+                    reply::error(out, b"ERR The MAXLEN argument must be >= 0.");
+                    return None;
+                }
+                t.how = Some(Trim::MaxLen(n as u64));
+            } else {
+                match parse_id(v, 0, true) {
+                    Ok(id) => t.how = Some(Trim::MinId(id)),
+                    Err(e) => {
+                        reply::error(out, e);
+                        return None;
+                    }
+                }
+            }
+            i += 2;
+            continue;
+        } else if eq_ic(opt, b"limit") && more > 0 {
+            let Some(n) = parse_i64(args[i + 1]) else {
+                reply::error(out, errors::NOT_INTEGER);
+                return None;
+            };
+            if n < 0 {
+                reply::error(out, b"ERR The LIMIT argument must be >= 0.");
+                return None;
+            }
+            t.limit = Some(n);
+            i += 2;
+            continue;
+        } else if xadd && eq_ic(opt, b"nomkstream") {
+            t.nomkstream = true;
+        } else if xadd {
+            let (id, seq_given) = match parse_xadd_id(opt) {
+                Ok(v) => v,
+                Err(e) => {
+                    reply::error(out, e);
+                    return None;
+                }
+            };
+            t.id_at = i;
+            t.id = Some((id, seq_given));
+            break;
+        } else {
+            reply::error(out, errors::SYNTAX);
+            return None;
+        }
+        i += 1;
+    }
+    if xadd && t.id_at == 0 {
+        // Options ran to the end with no ID: too few arguments for an entry.
+        t.id_at = args.len();
+    }
+    if t.limit.is_some_and(|l| l > 0) && t.how.is_none() {
+        reply::error(out, b"ERR syntax error, LIMIT cannot be used without specifying a trimming strategy");
+        return None;
+    }
+    if !xadd && t.how.is_none() {
+        reply::error(out, b"ERR syntax error, XTRIM must be called with a trimming strategy");
+        return None;
+    }
+    if c.replaying {
+        // A record's trim was exact already (see the module docs).
+        t.limit = Some(0);
+    } else if t.limit.is_some() {
+        if !t.approx {
+            reply::error(out, b"ERR syntax error, LIMIT cannot be used without the special ~ option");
+            return None;
+        }
+    } else if t.approx {
+        let per = store::limits::get(&store::limits::STREAM_NODE_MAX_ENTRIES) as i64;
+        let l = per.saturating_mul(100);
+        t.limit = Some(if l <= 0 { 10_000 } else { l.min(1_000_000) });
+    }
+    Some(t)
+}
+
+/// XADD's ID: `ms-seq`, `ms` (sequence 0), or `ms-*` (sequence chosen): (id, seq given).
+fn parse_xadd_id(a: &[u8]) -> Result<(StreamId, bool), &'static [u8]> {
+    if a == b"-" || a == b"+" || a.len() > 127 {
+        return Err(INVALID_ID);
+    }
+    if let Some(ms) = a.strip_suffix(b"-*") {
+        let ms = store::types::stream::parse_u64(ms).ok_or(INVALID_ID)?;
+        return Ok((StreamId::new(ms, 0), false));
+    }
+    Ok((StreamId::parse(a, 0).ok_or(INVALID_ID)?, true))
+}
+
+/// Applies a parsed trim to `s`; returns the entries removed.
+fn apply_trim(s: &mut Stream, t: &TrimArgs) -> u64 {
+    match t.how {
+        Some(how) => s.trim(how, t.approx, t.limit.unwrap_or(0).max(0) as u64),
+        None => 0,
+    }
+}
+
+fn emit_trim(c: &mut Ctx, key: &[u8], len: u64) {
+    let mut b = itoa::Buffer::new();
+    c.emit(&[b"XTRIM", key, b"MAXLEN", b"=", b.format(len).as_bytes()]);
+}
+
+/// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [...]
+fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let Some(t) = parse_trim_args(c, out, args, true) else { return };
+    let fields_at = t.id_at + 1;
+    let nf = args.len().saturating_sub(fields_at);
+    if nf < 2 || nf % 2 == 1 {
+        return reply::error(out, b"ERR wrong number of arguments for 'xadd' command");
+    }
+    if let Some((id, true)) = t.id {
+        if id == StreamId::MIN {
+            return reply::error(out, b"ERR The ID specified in XADD must be greater than 0-0");
+        }
+    }
+    let key = args[1];
+    let now = c.now;
+    let created = match stream_mut(c, key) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) if t.nomkstream => return reply::null_bulk(out, c.proto),
+        Ok(None) => true,
+        Ok(Some(_)) => false,
+    };
+    let mut fresh = Stream::new();
+    let s: &mut Stream = if created {
+        &mut fresh
+    } else {
+        match stream_mut(c, key) {
+            Ok(Some(s)) => s,
+            _ => unreachable!("looked up above"),
+        }
+    };
+    let last = s.last_id();
+    if last == StreamId::MAX {
+        return reply::error(
+            out,
+            b"ERR The stream has exhausted the last possible ID, unable to add more items",
+        );
+    }
+    let id = match t.id {
+        Some((id, true)) => id,
+        Some((want, false)) => {
+            if last.ms == want.ms {
+                match last.seq.checked_add(1) {
+                    Some(seq) => StreamId::new(want.ms, seq),
+                    None => return reply::error(
+                        out,
+                        b"ERR The ID specified in XADD is equal or smaller than the target stream top item",
+                    ),
+                }
+            } else {
+                want
+            }
+        }
+        None => {
+            let ms = now.max(0) as u64;
+            if ms > last.ms {
+                StreamId::new(ms, 0)
+            } else {
+                last.next().expect("last is below MAX")
+            }
+        }
+    };
+    if id <= last {
+        return reply::error(
+            out,
+            b"ERR The ID specified in XADD is equal or smaller than the target stream top item",
+        );
+    }
+    let pairs: Vec<Field<'_>> = args[fields_at..].chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    s.append(id, &pairs);
+    let removed = apply_trim(s, &t);
+    let len = s.len();
+    if created {
+        c.ks.insert(key, Value::Stream(Box::new(fresh)), None);
+    }
+    reply_id(out, id);
+    let mut idb = Vec::with_capacity(24);
+    id.write_to(&mut idb);
+    let mut m: Vec<&[u8]> = Vec::with_capacity(3 + nf);
+    m.extend_from_slice(&[b"XADD", key, &idb]);
+    m.extend_from_slice(&args[fields_at..]);
+    c.emit(&m);
+    if removed > 0 {
+        emit_trim(c, key, len);
+    }
+    c.signal_ready(key);
+}
+
+fn range_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], rev: bool) {
+    let (sa, ea) = if rev { (args[3], args[2]) } else { (args[2], args[3]) };
+    let (mut start, sx) = match parse_bound(sa, 0) {
+        Ok(v) => v,
+        Err(e) => return reply::error(out, e),
+    };
+    if sx {
+        match start.next() {
+            Some(n) => start = n,
+            None => return reply::error(out, b"ERR invalid start ID for the interval"),
+        }
+    }
+    let (mut end, ex) = match parse_bound(ea, u64::MAX) {
+        Ok(v) => v,
+        Err(e) => return reply::error(out, e),
+    };
+    if ex {
+        match end.prev() {
+            Some(p) => end = p,
+            None => return reply::error(out, b"ERR invalid end ID for the interval"),
+        }
+    }
+    let mut count: i64 = -1;
+    let mut j = 4;
+    while j < args.len() {
+        if eq_ic(args[j], b"count") && j + 1 < args.len() {
+            match parse_i64(args[j + 1]) {
+                Some(n) => count = n.max(0),
+                None => return reply::error(out, errors::NOT_INTEGER),
+            }
+            j += 2;
+        } else {
+            return reply::error(out, errors::SYNTAX);
+        }
+    }
+    let proto = c.proto;
+    let s = match look(c, args[1]) {
+        Look::Missing => return reply::array_len(out, 0),
+        Look::Wrong => return reply::error(out, errors::WRONGTYPE),
+        Look::Stream(s) => s,
+    };
+    if count == 0 {
+        return reply::null_array(out, proto);
+    }
+    let marker = reply::deferred_array_len(out);
+    let mut n = 0usize;
+    s.range(start, end, rev, |id, fields| {
+        reply_entry(out, id, fields);
+        n += 1;
+        count < 0 || (n as i64) < count
+    });
+    reply::finish_deferred_len(out, marker, n);
+}
+
+/// XRANGE key start end [COUNT count]
+fn xrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    range_generic(c, out, args, false)
+}
+
+/// XREVRANGE key end start [COUNT count]
+fn xrevrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    range_generic(c, out, args, true)
+}
+
+/// XLEN key
+fn xlen(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    match look(c, args[1]) {
+        Look::Missing => reply::integer(out, 0),
+        Look::Wrong => reply::error(out, errors::WRONGTYPE),
+        Look::Stream(s) => reply::integer(out, s.len() as i64),
+    }
+}
+
+/// XDEL key id [id ...]
+fn xdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let mut ids = Vec::with_capacity(args.len() - 2);
+    for a in &args[2..] {
+        match parse_id(a, 0, true) {
+            Ok(id) => ids.push(id),
+            Err(e) => return reply::error(out, e),
+        }
+    }
+    let key = args[1];
+    let s = match stream_mut(c, key) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) => return reply::integer(out, 0),
+        Ok(Some(s)) => s,
+    };
+    let mut deleted: Vec<StreamId> = Vec::new();
+    for id in ids {
+        if s.delete(id) {
+            if id > s.max_deleted_id() {
+                s.set_max_deleted_id(id);
+            }
+            deleted.push(id);
+        }
+    }
+    reply::integer(out, deleted.len() as i64);
+    if !deleted.is_empty() {
+        let texts: Vec<Vec<u8>> = deleted.iter().map(|i| i.to_bytes()).collect();
+        let mut m: Vec<&[u8]> = vec![b"XDEL", key];
+        m.extend(texts.iter().map(|t| t.as_slice()));
+        c.emit(&m);
+    }
+}
+
+/// XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
+fn xtrim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let Some(t) = parse_trim_args(c, out, args, false) else { return };
+    let key = args[1];
+    let s = match stream_mut(c, key) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) => return reply::integer(out, 0),
+        Ok(Some(s)) => s,
+    };
+    let removed = apply_trim(s, &t);
+    let len = s.len();
+    reply::integer(out, removed as i64);
+    if removed > 0 {
+        emit_trim(c, key, len);
+    }
+}
+
+/// XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]
+fn xsetid(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let id = match parse_id(args[2], 0, true) {
+        Ok(id) => id,
+        Err(e) => return reply::error(out, e),
+    };
+    let mut added: Option<i64> = None;
+    let mut maxdel: Option<StreamId> = None;
+    let mut i = 3;
+    while i < args.len() {
+        if eq_ic(args[i], b"entriesadded") && i + 1 < args.len() {
+            match parse_i64(args[i + 1]) {
+                Some(n) if n < 0 => return reply::error(out, b"ERR entries_added must be positive"),
+                Some(n) => added = Some(n),
+                None => return reply::error(out, errors::NOT_INTEGER),
+            }
+            i += 2;
+        } else if eq_ic(args[i], b"maxdeletedid") && i + 1 < args.len() {
+            match parse_id(args[i + 1], 0, true) {
+                Ok(m) if id < m => {
+                    return reply::error(
+                        out,
+                        b"ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
+                    )
+                }
+                Ok(m) => maxdel = Some(m),
+                Err(e) => return reply::error(out, e),
+            }
+            i += 2;
+        } else {
+            return reply::error(out, errors::SYNTAX);
+        }
+    }
+    let key = args[1];
+    let s = match stream_mut(c, key) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) => return reply::error(out, errors::NO_SUCH_KEY),
+        Ok(Some(s)) => s,
+    };
+    if s.len() > 0 && s.last_entry_id().is_some_and(|top| id < top) {
+        return reply::error(
+            out,
+            b"ERR The ID specified in XSETID is smaller than the target stream top item",
+        );
+    }
+    if let Some(a) = added {
+        if (a as u64) < s.len() {
+            return reply::error(
+                out,
+                b"ERR The entries_added specified in XSETID is smaller than the target stream length",
+            );
+        }
+        s.set_entries_added(a as u64);
+    }
+    if let Some(m) = maxdel {
+        s.set_max_deleted_id(m);
+    }
+    s.set_last_id(id);
+    let (added, maxdel) = (s.entries_added(), s.max_deleted_id());
+    reply::ok(out);
+    let (idb, mb) = (id.to_bytes(), maxdel.to_bytes());
+    let mut b = itoa::Buffer::new();
+    c.emit(&[b"XSETID", key, &idb, b"ENTRIESADDED", b.format(added).as_bytes(), b"MAXDELETEDID", &mb]);
+}
+
+/// The parsed arguments of XREAD / XREADGROUP.
+struct ReadArgs<'a> {
+    block: Option<Option<Millis>>,
+    block_arg: Option<&'a [u8]>,
+    count: usize,
+    count_given: bool,
+    group: Option<(&'a [u8], &'a [u8])>,
+    noack: bool,
+    keys: &'a [&'a [u8]],
+    ids: &'a [&'a [u8]],
+}
+
+fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool) -> Option<ReadArgs<'a>> {
+    let mut r = ReadArgs {
+        block: None,
+        block_arg: None,
+        count: 0,
+        count_given: false,
+        group: None,
+        noack: false,
+        keys: &[],
+        ids: &[],
+    };
+    let mut streams_at = 0;
+    let mut i = 1;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        let o = args[i];
+        if eq_ic(o, b"block") && more > 0 {
+            if c.script {
+                let name = String::from_utf8_lossy(args[0]);
+                reply::error(
+                    out,
+                    format!("ERR {name} command is not allowed with BLOCK option from scripts").as_bytes(),
+                );
+                return None;
+            }
+            i += 1;
+            let Some(ms) = parse_i64(args[i]) else {
+                reply::error(out, b"ERR timeout is not an integer or out of range");
+                return None;
+            };
+            if ms < 0 {
+                reply::error(out, errors::TIMEOUT_NEGATIVE);
+                return None;
+            }
+            r.block = Some(if ms == 0 { None } else { Some(c.now.saturating_add(ms)) });
+            r.block_arg = Some(args[i]);
+        } else if eq_ic(o, b"count") && more > 0 {
+            i += 1;
+            let Some(n) = parse_i64(args[i]) else {
+                reply::error(out, errors::NOT_INTEGER);
+                return None;
+            };
+            r.count = n.max(0) as usize;
+            r.count_given = true;
+        } else if eq_ic(o, b"streams") && more > 0 {
+            streams_at = i + 1;
+            let n = args.len() - streams_at;
+            if n % 2 != 0 {
+                reply::error(
+                    out,
+                    b"ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+                );
+                return None;
+            }
+            r.keys = &args[streams_at..streams_at + n / 2];
+            r.ids = &args[streams_at + n / 2..];
+            break;
+        } else if eq_ic(o, b"group") && more >= 2 {
+            if !group {
+                reply::error(
+                    out,
+                    b"ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                );
+                return None;
+            }
+            r.group = Some((args[i + 1], args[i + 2]));
+            i += 2;
+        } else if eq_ic(o, b"noack") {
+            if !group {
+                reply::error(
+                    out,
+                    b"ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                );
+                return None;
+            }
+            r.noack = true;
+        } else {
+            reply::error(out, errors::SYNTAX);
+            return None;
+        }
+        i += 1;
+    }
+    if streams_at == 0 {
+        reply::error(out, errors::SYNTAX);
+        return None;
+    }
+    if group && r.group.is_none() {
+        reply::error(out, b"ERR Missing GROUP option for XREADGROUP");
+        return None;
+    }
+    Some(r)
+}
+
+/// Where a read starts, per stream.
+#[derive(Clone, Copy)]
+enum From {
+    /// Entries after this ID.
+    After(StreamId),
+    /// XREADGROUP `>`: entries after the group's last delivered ID.
+    New,
+    /// XREAD `+` (Redis 7.4): the stream's last entry.
+    Last,
+}
+
+/// XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]
+fn xread(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    read_generic(c, out, args, false)
+}
+
+/// XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key
+/// [key ...] id [id ...]
+fn xreadgroup(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    read_generic(c, out, args, true)
+}
+
+fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) {
+    let Some(r) = parse_read(c, out, args, is_group) else { return };
+    // Resolve every ID (and check every key's type and group) before serving any.
+    let mut from: Vec<From> = Vec::with_capacity(r.keys.len());
+    let mut resolved: Vec<Option<StreamId>> = Vec::with_capacity(r.keys.len());
+    for (k, a) in r.keys.iter().zip(r.ids) {
+        let s = match look(c, k) {
+            Look::Wrong => return reply::error(out, errors::WRONGTYPE),
+            Look::Missing => None,
+            Look::Stream(s) => Some(s),
+        };
+        if let Some((g, _)) = r.group {
+            if s.and_then(|s| s.group(g)).is_none() {
+                let msg = format!(
+                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(g)
+                );
+                return reply::error(out, msg.as_bytes());
+            }
+        }
+        let f = if *a == b"$" {
+            if is_group {
+                return reply::error(out, b"ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.");
+            }
+            let last = s.map_or(StreamId::MIN, |s| s.last_id());
+            resolved.push(Some(last));
+            From::After(last)
+        } else if *a == b">" {
+            if !is_group {
+                return reply::error(out, b"ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.");
+            }
+            resolved.push(None);
+            From::New
+        } else if *a == b"+" && !is_group {
+            resolved.push(None);
+            From::Last
+        } else {
+            match parse_id(a, 0, true) {
+                Ok(id) => {
+                    resolved.push(None);
+                    From::After(id)
+                }
+                Err(e) => return reply::error(out, e),
+            }
+        };
+        from.push(f);
+    }
+    let proto = c.proto;
+    let mut served = 0usize;
+    let mut marker = None;
+    for (i, key) in r.keys.iter().enumerate() {
+        let has = match look(c, key) {
+            Look::Stream(s) => match (from[i], r.group) {
+                (From::After(_), Some(_)) => true,
+                (From::New, Some((g, _))) => {
+                    s.last_entry_id().is_some_and(|top| top > s.group(g).expect("checked").last_id)
+                }
+                (From::After(id), None) => s.last_entry_id().is_some_and(|top| top > id),
+                (From::Last, _) => s.len() > 0,
+                (From::New, None) => false,
+            },
+            _ => false,
+        };
+        if !has {
+            continue;
+        }
+        if marker.is_none() {
+            marker = Some(reply::deferred_array_len(out));
+        }
+        served += 1;
+        if !proto.is_resp3() {
+            reply::array_len(out, 2);
+        }
+        reply::bulk(out, key);
+        match r.group {
+            None => {
+                let Look::Stream(s) = look(c, key) else { unreachable!() };
+                let m = reply::deferred_array_len(out);
+                let mut n = 0usize;
+                match from[i] {
+                    From::Last => {
+                        if let Some(id) = s.last_entry_id() {
+                            let fields = s.get(id).unwrap_or_default();
+                            reply_entry(out, id, &fields);
+                            n = 1;
+                        }
+                    }
+                    From::After(after) => {
+                        if let Some(start) = after.next() {
+                            s.range(start, StreamId::MAX, false, |id, fields| {
+                                reply_entry(out, id, fields);
+                                n += 1;
+                                r.count == 0 || n < r.count
+                            });
+                        }
+                    }
+                    From::New => {}
+                }
+                reply::finish_deferred_len(out, m, n);
+            }
+            Some((g, consumer)) => serve_group(c, out, key, g, consumer, from[i], r.count, r.noack),
+        }
+    }
+    if let Some(m) = marker {
+        if proto.is_resp3() {
+            finish_deferred_map_len(out, m, served);
+        } else {
+            reply::finish_deferred_len(out, m, served);
+        }
+        return;
+    }
+    match r.block {
+        Some(deadline) if !c.replaying => {
+            // Park with `$` resolved to the IDs it meant now (a retry must not see entries
+            // added before it blocked as new), and a bounded COUNT as Redis gives a blocked
+            // read, so a low ID cannot turn into a huge reply.
+            let mut parked: Vec<Vec<u8>> = vec![args[0].to_vec()];
+            if let Some((g, cons)) = r.group {
+                parked.extend([b"GROUP".to_vec(), g.to_vec(), cons.to_vec()]);
+            }
+            if r.noack {
+                parked.push(b"NOACK".to_vec());
+            }
+            let count = if r.count_given { r.count } else { 1000 };
+            parked.extend([b"COUNT".to_vec(), count.to_string().into_bytes()]);
+            parked.extend([b"BLOCK".to_vec(), r.block_arg.unwrap_or(b"0").to_vec()]);
+            parked.push(b"STREAMS".to_vec());
+            parked.extend(r.keys.iter().map(|k| k.to_vec()));
+            for (a, res) in r.ids.iter().zip(&resolved) {
+                parked.push(res.map_or_else(|| a.to_vec(), |id| id.to_bytes()));
+            }
+            c.block_on_with(r.keys.iter().map(|k| k.to_vec()).collect(), deadline, Some(parked));
+        }
+        _ => reply::null_array(out, proto),
+    }
+}
+
+fn finish_deferred_map_len(out: &mut Vec<u8>, marker: usize, n: usize) {
+    // The deferred header was written as an array; a RESP3 map has the same shape with `%`.
+    reply::finish_deferred_len(out, marker, n);
+    if let Some(b) = out.get_mut(marker) {
+        if *b == b'*' {
+            *b = b'%';
+        }
+    }
+}
+
+/// Serves one stream of an XREADGROUP: new entries (`>`) or the consumer's history.
+#[allow(clippy::too_many_arguments)]
+fn serve_group(
+    c: &mut Ctx,
+    out: &mut Vec<u8>,
+    key: &[u8],
+    g: &[u8],
+    consumer: &[u8],
+    from: From,
+    count: usize,
+    noack: bool,
+) {
+    let now = c.now;
+    let proto = c.proto;
+    let Ok(Some(s)) = stream_mut(c, key) else { unreachable!("checked by the caller") };
+    // Borrow the entries and the group apart: clone what the group needs to see.
+    let grp = s.group_mut(g).expect("checked");
+    let created = grp.create_consumer(consumer, now);
+    if let Some(cons) = grp.consumer_mut(consumer) {
+        cons.seen_time = now;
+    }
+    let mut claims: Vec<(StreamId, u64)> = Vec::new();
+    let m = reply::deferred_array_len(out);
+    let mut n = 0usize;
+    let old_last = grp.last_id;
+    match from {
+        From::After(after) => {
+            // History: this consumer's own pending entries after `after`.
+            let ids: Vec<StreamId> = match (after.next(), grp.consumer(consumer)) {
+                (Some(start), Some(cons)) => cons
+                    .pending()
+                    .range(start..)
+                    .take(if count == 0 { usize::MAX } else { count })
+                    .copied()
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for id in ids {
+                let s = match stream_mut(c, key) {
+                    Ok(Some(s)) => s,
+                    _ => unreachable!(),
+                };
+                match s.get(id) {
+                    Some(fields) => {
+                        reply_entry(out, id, &fields);
+                        let grp = s.group_mut(g).expect("checked");
+                        let p = grp.pending_mut(id).expect("in the consumer's PEL");
+                        p.delivery_time = now;
+                        p.delivery_count += 1;
+                        claims.push((id, p.delivery_count));
+                    }
+                    None => {
+                        reply::array_len(out, 2);
+                        reply_id(out, id);
+                        reply::null_array(out, proto);
+                    }
+                }
+                n += 1;
+            }
+        }
+        From::New | From::Last => {
+            let start = old_last.next();
+            let mut got: Vec<StreamId> = Vec::new();
+            if let Some(start) = start {
+                s.range(start, StreamId::MAX, false, |id, fields| {
+                    reply_entry(out, id, fields);
+                    got.push(id);
+                    count == 0 || got.len() < count
+                });
+            }
+            n = got.len();
+            for id in got {
+                let counter = {
+                    let grp = s.group(g).expect("checked");
+                    if grp.entries_read != ENTRIES_READ_UNKNOWN && !s.has_tombstones_from(id) {
+                        grp.entries_read + 1
+                    } else if s.entries_added() > 0 {
+                        s.estimate_entries_read(id)
+                    } else {
+                        grp.entries_read
+                    }
+                };
+                let grp = s.group_mut(g).expect("checked");
+                grp.entries_read = counter;
+                grp.last_id = id;
+                if !noack {
+                    grp.set_pending(id, consumer, now, 1);
+                    claims.push((id, 1));
+                }
+            }
+        }
+    }
+    reply::finish_deferred_len(out, m, n);
+    let Ok(Some(s)) = stream_mut(c, key) else { unreachable!() };
+    let grp = s.group(g).expect("checked");
+    let (last, entries_read) = (grp.last_id, grp.entries_read);
+    if created {
+        c.emit(&[b"XGROUP", b"CREATECONSUMER", key, g, consumer]);
+    }
+    let lastb = last.to_bytes();
+    let mut b1 = itoa::Buffer::new();
+    let mut b2 = itoa::Buffer::new();
+    let nowb = b1.format(now).as_bytes().to_vec();
+    for (id, count) in claims {
+        let idb = id.to_bytes();
+        c.emit(&[
+            b"XCLAIM",
+            key,
+            g,
+            consumer,
+            b"0",
+            &idb,
+            b"TIME",
+            &nowb,
+            b"RETRYCOUNT",
+            b2.format(count).as_bytes(),
+            b"FORCE",
+            b"JUSTID",
+            b"LASTID",
+            &lastb,
+        ]);
+    }
+    if last != old_last {
+        c.emit(&[b"XGROUP", b"SETID", key, g, &lastb, b"ENTRIESREAD", b1.format(entries_read).as_bytes()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{reply, take_muts};
+    use crate::Engine;
+
+    #[test]
+    fn xadd_assigns_ids_and_emits_them() {
+        let mut e = Engine::default();
+        assert_eq!(reply(&mut e, 1000, &["XADD", "s", "*", "a", "1"]), "$6\r\n1000-0\r\n");
+        assert_eq!(reply(&mut e, 1000, &["XADD", "s", "*", "a", "2"]), "$6\r\n1000-1\r\n");
+        assert_eq!(reply(&mut e, 900, &["XADD", "s", "*", "a", "3"]), "$6\r\n1000-2\r\n");
+        assert_eq!(reply(&mut e, 900, &["XADD", "s", "1000-*", "a", "4"]), "$6\r\n1000-3\r\n");
+        assert_eq!(reply(&mut e, 900, &["XADD", "s", "2000-*", "a", "5"]), "$6\r\n2000-0\r\n");
+        assert_eq!(
+            reply(&mut e, 0, &["XADD", "s", "5", "a"]),
+            "-ERR wrong number of arguments for 'xadd' command\r\n"
+        );
+        assert_eq!(
+            reply(&mut e, 0, &["XADD", "s", "1-1", "a", "b"]),
+            "-ERR The ID specified in XADD is equal or smaller than the target stream top item\r\n"
+        );
+        assert_eq!(
+            reply(&mut e, 0, &["XADD", "n", "0-0", "a", "b"]),
+            "-ERR The ID specified in XADD must be greater than 0-0\r\n"
+        );
+        assert_eq!(reply(&mut e, 0, &["XADD", "n", "NOMKSTREAM", "*", "a", "b"]), "$-1\r\n");
+        assert_eq!(
+            reply(&mut e, 0, &["XADD", "s", "x-1", "a", "b"]),
+            "-ERR Invalid stream ID specified as stream command argument\r\n"
+        );
+        let muts = take_muts(&mut e);
+        assert!(muts.iter().any(|m| m == "XADD s 1000-3 a 4"), "{muts:?}");
+        assert!(muts.iter().all(|m| !m.contains('*')), "{muts:?}");
+        assert_eq!(reply(&mut e, 0, &["XLEN", "s"]), ":5\r\n");
+    }
+
+    #[test]
+    fn ranges_and_counts() {
+        let mut e = Engine::default();
+        for i in 1..=5 {
+            reply(&mut e, 0, &["XADD", "s", &format!("{i}-0"), "f", &i.to_string()]);
+        }
+        assert_eq!(
+            reply(&mut e, 0, &["XRANGE", "s", "(2", "3", "COUNT", "5"]),
+            "*1\r\n*2\r\n$3\r\n3-0\r\n*2\r\n$1\r\nf\r\n$1\r\n3\r\n"
+        );
+        assert_eq!(
+            reply(&mut e, 0, &["XREVRANGE", "s", "+", "-", "COUNT", "1"]),
+            "*1\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\n5\r\n"
+        );
+        assert_eq!(reply(&mut e, 0, &["XRANGE", "s", "-", "+", "COUNT", "0"]), "*-1\r\n");
+        assert_eq!(reply(&mut e, 0, &["XRANGE", "nokey", "-", "+"]), "*0\r\n");
+        assert_eq!(
+            reply(&mut e, 0, &["XRANGE", "s", "(-", "+"]),
+            "-ERR Invalid stream ID specified as stream command argument\r\n"
+        );
+        assert_eq!(reply(&mut e, 0, &["XDEL", "s", "2-0", "9-0"]), ":1\r\n");
+        assert_eq!(reply(&mut e, 0, &["XTRIM", "s", "MAXLEN", "2"]), ":2\r\n");
+        let muts = take_muts(&mut e);
+        assert!(muts.contains(&"XDEL s 2-0".to_string()), "{muts:?}");
+        assert!(muts.contains(&"XTRIM s MAXLEN = 2".to_string()), "{muts:?}");
+        assert_eq!(
+            reply(&mut e, 0, &["XTRIM", "s", "LIMIT", "2"]),
+            "-ERR syntax error, LIMIT cannot be used without specifying a trimming strategy\r\n"
+        );
+        assert_eq!(
+            reply(&mut e, 0, &["XTRIM", "s", "MAXLEN", "1", "LIMIT", "2"]),
+            "-ERR syntax error, LIMIT cannot be used without the special ~ option\r\n"
+        );
+    }
+
+    #[test]
+    fn xread_serves_and_blocks_with_dollar_resolved() {
+        let mut e = Engine::default();
+        reply(&mut e, 0, &["XADD", "s", "1-0", "f", "v"]);
+        assert_eq!(
+            reply(&mut e, 0, &["XREAD", "STREAMS", "s", "0"]),
+            "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+        );
+        assert_eq!(reply(&mut e, 0, &["XREAD", "STREAMS", "s", "$"]), "*-1\r\n");
+        let spec = crate::command::lookup(b"xread").unwrap();
+        let args: [&[u8]; 6] = [b"XREAD", b"BLOCK", b"100", b"STREAMS", b"s", b"$"];
+        let mut out = Vec::new();
+        match e.execute(spec, &args, 5_000, &mut out, resp::Proto::Resp2, false) {
+            crate::engine::Outcome::Blocked(b) => {
+                assert_eq!(b.deadline, Some(5_100));
+                let parked: Vec<String> =
+                    b.args.unwrap().iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+                assert_eq!(parked.join(" "), "XREAD COUNT 1000 BLOCK 100 STREAMS s 1-0");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn xreadgroup_delivers_and_emits_claims() {
+        let mut e = Engine::default();
+        reply(&mut e, 0, &["XADD", "s", "1-0", "f", "v"]);
+        reply(&mut e, 0, &["XADD", "s", "2-0", "f", "w"]);
+        match e.ks.get_mut(b"s") {
+            Some(store::ValueMut::Stream(s)) => assert!(s.create_group(b"g", store::StreamId::MIN, 0)),
+            _ => unreachable!(),
+        }
+        take_muts(&mut e);
+        let r = reply(&mut e, 7, &["XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "s", ">"]);
+        assert!(r.contains("1-0") && !r.contains("2-0"), "{r}");
+        let muts = take_muts(&mut e);
+        assert_eq!(
+            muts,
+            vec![
+                "XGROUP CREATECONSUMER s g alice".to_string(),
+                "XCLAIM s g alice 0 1-0 TIME 7 RETRYCOUNT 1 FORCE JUSTID LASTID 1-0".to_string(),
+                "XGROUP SETID s g 1-0 ENTRIESREAD 1".to_string(),
+            ]
+        );
+        // History: the consumer's own pending entry, with its delivery count raised.
+        let r = reply(&mut e, 9, &["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"]);
+        assert!(r.contains("1-0"), "{r}");
+        assert_eq!(
+            take_muts(&mut e),
+            vec!["XCLAIM s g alice 0 1-0 TIME 9 RETRYCOUNT 2 FORCE JUSTID LASTID 1-0".to_string()]
+        );
+        assert_eq!(
+            reply(&mut e, 0, &["XREADGROUP", "GROUP", "nog", "alice", "STREAMS", "s", ">"]),
+            "-NOGROUP No such key 's' or consumer group 'nog' in XREADGROUP with GROUP option\r\n"
+        );
+    }
+}
