@@ -1,0 +1,308 @@
+//! Streams against the real binary: a differential run against redis-server (every reply of a
+//! random session of stream commands compared, in RESP2 and RESP3), and blocking reads served by
+//! writes from other clients.
+
+mod common;
+
+use common::{RedisServer, Server};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use resp::Frame;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn open(port: u16, proto: u8) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut c = Conn { stream, buf: Vec::new() };
+        if proto == 3 {
+            assert!(matches!(c.call(&["HELLO", "3"]), Frame::Map(_)));
+        }
+        c
+    }
+
+    fn send(&mut self, args: &[&str]) {
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, args);
+        self.stream.write_all(&req).unwrap();
+    }
+
+    fn read(&mut self) -> Frame {
+        loop {
+            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
+                self.buf.drain(..used);
+                return f;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("reply");
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn call(&mut self, args: &[&str]) -> Frame {
+        self.send(args);
+        self.read()
+    }
+}
+
+/// A random stream command over a few keys and small IDs, so that commands collide, trim,
+/// delete what exists and hit every error path.
+fn random_command(rng: &mut StdRng, next_ms: &mut u64) -> Vec<String> {
+    let key = ["s1", "s2", "s1", "str"][rng.gen_range(0..4)].to_string();
+    let id = |rng: &mut StdRng| -> String {
+        match rng.gen_range(0..10) {
+            0 => "-".into(),
+            1 => "+".into(),
+            2 => format!("({}-{}", rng.gen_range(0..40), rng.gen_range(0..3)),
+            3 => format!("{}", rng.gen_range(0..40)),
+            4 => "bad-id".into(),
+            _ => format!("{}-{}", rng.gen_range(0..40), rng.gen_range(0..3)),
+        }
+    };
+    let mut v: Vec<String> = match rng.gen_range(0..20) {
+        0..=6 => {
+            let mut c = vec!["XADD".to_string(), key.clone()];
+            if rng.gen_bool(0.1) {
+                c.push("NOMKSTREAM".into());
+            }
+            match rng.gen_range(0..8) {
+                0 => c.extend(["MAXLEN".into(), "~".into(), rng.gen_range(0..8).to_string()]),
+                1 => c.extend(["MAXLEN".into(), rng.gen_range(0..8).to_string()]),
+                2 => c.extend(["MINID".into(), "=".into(), format!("{}", rng.gen_range(0..40))]),
+                3 => c.extend(["MAXLEN".into(), "~".into(), "3".into(), "LIMIT".into(), "2".into()]),
+                _ => {}
+            }
+            // Explicit IDs only: `*` picks the server's clock, which two servers don't share.
+            match rng.gen_range(0..6) {
+                0 => c.push(format!("{}-*", *next_ms)),
+                1 => c.push(format!("{}-{}", rng.gen_range(0..40), rng.gen_range(0..3))),
+                _ => {
+                    *next_ms += rng.gen_range(0..2);
+                    c.push(format!("{}-{}", *next_ms, rng.gen_range(1..3)));
+                }
+            }
+            for i in 0..rng.gen_range(1..4) {
+                let f = if rng.gen_bool(0.7) { ["a", "b", "c"][i % 3].to_string() } else { format!("f{i}") };
+                c.extend([f, rng.gen_range(0..100).to_string()]);
+            }
+            if rng.gen_bool(0.05) {
+                c.push("dangling".into());
+            }
+            c
+        }
+        7 | 8 => {
+            let mut c = vec!["XRANGE".to_string(), key.clone(), id(rng), id(rng)];
+            if rng.gen_bool(0.5) {
+                (c[2], c[3]) = ("-".into(), "+".into());
+            }
+            if rng.gen_bool(0.5) {
+                c.extend(["COUNT".into(), rng.gen_range(-1..5).to_string()]);
+            }
+            c
+        }
+        9 => {
+            let mut c = vec!["XREVRANGE".to_string(), key.clone(), id(rng), id(rng)];
+            if rng.gen_bool(0.5) {
+                (c[2], c[3]) = ("+".into(), "-".into());
+            }
+            if rng.gen_bool(0.5) {
+                c.extend(["COUNT".into(), rng.gen_range(0..5).to_string()]);
+            }
+            c
+        }
+        10 => vec!["XLEN".into(), key.clone()],
+        11 => {
+            let mut c = vec!["XDEL".to_string(), key.clone()];
+            for _ in 0..rng.gen_range(1..3) {
+                c.push(format!("{}-{}", rng.gen_range(0..*next_ms + 2), rng.gen_range(0..3)));
+            }
+            c
+        }
+        12 => match rng.gen_range(0..4) {
+            0 => vec!["XTRIM".into(), key.clone(), "MAXLEN".into(), rng.gen_range(0..6).to_string()],
+            1 => vec![
+                "XTRIM".into(),
+                key.clone(),
+                "MINID".into(),
+                "~".into(),
+                format!("{}", rng.gen_range(0..40)),
+            ],
+            2 => vec![
+                "XTRIM".into(),
+                key.clone(),
+                "MAXLEN".into(),
+                "~".into(),
+                "2".into(),
+                "LIMIT".into(),
+                "1".into(),
+            ],
+            _ => vec!["XTRIM".into(), key.clone(), "MAXLEN".into(), "-1".into()],
+        },
+        13 => {
+            let mut c =
+                vec!["XSETID".to_string(), key.clone(), format!("{}-{}", *next_ms + rng.gen_range(0..3), 5)];
+            if rng.gen_bool(0.3) {
+                c.extend(["ENTRIESADDED".into(), rng.gen_range(0..60).to_string()]);
+            }
+            if rng.gen_bool(0.3) {
+                c.extend(["MAXDELETEDID".into(), format!("{}-0", rng.gen_range(0..40))]);
+            }
+            c
+        }
+        14 | 15 => {
+            let mut c = vec!["XREAD".to_string()];
+            if rng.gen_bool(0.5) {
+                c.extend(["COUNT".into(), rng.gen_range(1..4).to_string()]);
+            }
+            c.extend(["STREAMS".into(), "s1".into(), "s2".into()]);
+            for _ in 0..2 {
+                c.push(match rng.gen_range(0..4) {
+                    0 => "$".into(),
+                    1 => "0".into(),
+                    _ => format!("{}-0", rng.gen_range(0..40)),
+                });
+            }
+            c
+        }
+        16 => vec!["TYPE".into(), key.clone()],
+        17 => vec!["OBJECT".into(), "ENCODING".into(), key.clone()],
+        18 => vec!["SET".into(), "str".into(), "x".into()],
+        _ => vec!["DEL".into(), key.clone()],
+    };
+    if v[0] == "XRANGE" && rng.gen_bool(0.05) {
+        v.push("COUNTX".into());
+    }
+    v
+}
+
+#[test]
+fn stream_commands_reply_as_redis_does() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    for proto in [2u8, 3] {
+        let mut gc = Conn::open(g.port, proto);
+        let mut rc = Conn::open(r.port, proto);
+        for seed in 0..6u64 {
+            gc.call(&["FLUSHALL"]);
+            rc.call(&["FLUSHALL"]);
+            let mut rng = StdRng::seed_from_u64(seed * 31 + proto as u64);
+            let mut next_ms = 1;
+            let (mut added, mut ranged, mut errors) = (0, 0, 0);
+            for step in 0..400 {
+                let cmd = random_command(&mut rng, &mut next_ms);
+                let args: Vec<&str> = cmd.iter().map(|s| s.as_str()).collect();
+                let (a, b) = (gc.call(&args), rc.call(&args));
+                match (&a, cmd[0].as_str()) {
+                    (Frame::Bulk(Some(_)), "XADD") => added += 1,
+                    (Frame::Array(Some(v)), "XRANGE" | "XREVRANGE") if !v.is_empty() => ranged += 1,
+                    (Frame::Error(_), _) => errors += 1,
+                    _ => {}
+                }
+                assert_eq!(a, b, "RESP{proto} seed {seed} step {step}: {cmd:?}");
+            }
+            // The session exercised what it is meant to: entries added, ranges read, errors.
+            assert!(added > 40 && ranged > 5 && errors > 10, "{added} {ranged} {errors}");
+            // The state matches too, not just the replies.
+            for k in ["s1", "s2"] {
+                for q in [&["XRANGE", k, "-", "+"][..], &["XLEN", k]] {
+                    assert_eq!(gc.call(q), rc.call(q), "RESP{proto} seed {seed}: {q:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn xread_block_is_served_by_a_later_xadd() {
+    let g = Server::start(&[]);
+    let mut w = Conn::open(g.port, 2);
+    w.call(&["XADD", "s", "1-0", "old", "1"]);
+    // Two readers on `$`: the entry added before they block is not news to them.
+    let mut a = Conn::open(g.port, 2);
+    let mut b = Conn::open(g.port, 3);
+    a.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    b.send(&["XREAD", "BLOCK", "20000", "STREAMS", "other", "s", "$", "$"]);
+    wait_blocked(&mut w, 2);
+    assert_eq!(w.call(&["XADD", "s", "2-0", "new", "2"]), bulk(b"2-0"));
+    let entry = Frame::Array(Some(vec![bulk(b"2-0"), Frame::Array(Some(vec![bulk(b"new"), bulk(b"2")]))]));
+    assert_eq!(
+        a.read(),
+        Frame::Array(Some(vec![Frame::Array(Some(vec![
+            bulk(b"s"),
+            Frame::Array(Some(vec![entry.clone()]))
+        ]))]))
+    );
+    // Both readers are served by the one XADD, the RESP3 one with a map.
+    match b.read() {
+        Frame::Map(m) => assert_eq!(m, vec![(bulk(b"s"), Frame::Array(Some(vec![entry])))]),
+        other => panic!("{other:?}"),
+    }
+    // A timeout answers a null array; inside MULTI a blocking read does not block.
+    let t0 = Instant::now();
+    assert_eq!(a.call(&["XREAD", "BLOCK", "100", "STREAMS", "s", "$"]), Frame::Array(None));
+    assert!(t0.elapsed() >= Duration::from_millis(90));
+    a.call(&["MULTI"]);
+    a.call(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    assert_eq!(a.call(&["EXEC"]), Frame::Array(Some(vec![Frame::Array(None)])));
+    // A reader blocked on an ID above what arrives keeps waiting; the next reader is served.
+    let mut hi = Conn::open(g.port, 2);
+    hi.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "99-0"]);
+    a.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    wait_blocked(&mut w, 2);
+    w.call(&["XADD", "s", "3-0", "f", "v"]);
+    assert!(matches!(a.read(), Frame::Array(Some(_))));
+    w.call(&["XADD", "s", "100-0", "f", "v"]);
+    assert!(matches!(hi.read(), Frame::Array(Some(_))));
+}
+
+fn bulk(b: &[u8]) -> Frame {
+    Frame::Bulk(Some(b.to_vec()))
+}
+
+/// Waits until `n` clients are blocked (INFO clients' blocked_clients).
+fn wait_blocked(c: &mut Conn, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Frame::Bulk(Some(b)) | Frame::Verbatim(_, b) = c.call(&["INFO", "clients"]) {
+            let text = String::from_utf8_lossy(&b).into_owned();
+            if text.lines().any(|l| l.trim() == format!("blocked_clients:{n}")) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "clients never blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn streams_are_a_type_with_memory_and_digest() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::open(g.port, 2);
+    for i in 1..=300 {
+        c.call(&["XADD", "s", &format!("{i}-0"), "a", "1", "b", "2"]);
+    }
+    assert_eq!(c.call(&["TYPE", "s"]), Frame::Simple(b"stream".to_vec()));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "s"]), bulk(b"stream"));
+    let Frame::Integer(usage) = c.call(&["MEMORY", "USAGE", "s"]) else { panic!() };
+    assert!(usage > 300 * 5 && usage < 300 * 40, "{usage}");
+    assert_eq!(c.call(&["SCAN", "0", "TYPE", "stream"]), c.call(&["SCAN", "0"]));
+    let d1 = c.call(&["DEBUG", "DIGEST"]);
+    c.call(&["XDEL", "s", "5-0"]);
+    let d2 = c.call(&["DEBUG", "DIGEST"]);
+    assert_ne!(d1, d2);
+    c.call(&["XADD", "t", "1-0", "a", "1"]);
+    assert_eq!(c.call(&["XLEN", "t"]), Frame::Integer(1));
+    assert_eq!(
+        c.call(&["LPUSH", "s", "x"]),
+        Frame::Error(b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec())
+    );
+}
