@@ -58,14 +58,15 @@ impl Conn {
 /// delete what exists and hit every error path.
 fn random_command(rng: &mut StdRng, next_ms: &mut u64) -> Vec<String> {
     let key = ["s1", "s2", "s1", "str"][rng.gen_range(0..4)].to_string();
+    let hi = *next_ms + 3;
     let id = |rng: &mut StdRng| -> String {
         match rng.gen_range(0..10) {
             0 => "-".into(),
             1 => "+".into(),
-            2 => format!("({}-{}", rng.gen_range(0..40), rng.gen_range(0..3)),
-            3 => format!("{}", rng.gen_range(0..40)),
+            2 => format!("({}-{}", rng.gen_range(0..hi), rng.gen_range(0..3)),
+            3 => format!("{}", rng.gen_range(0..hi)),
             4 => "bad-id".into(),
-            _ => format!("{}-{}", rng.gen_range(0..40), rng.gen_range(0..3)),
+            _ => format!("{}-{}", rng.gen_range(0..hi), rng.gen_range(0..3)),
         }
     };
     let mut v: Vec<String> = match rng.gen_range(0..20) {
@@ -75,8 +76,8 @@ fn random_command(rng: &mut StdRng, next_ms: &mut u64) -> Vec<String> {
                 c.push("NOMKSTREAM".into());
             }
             match rng.gen_range(0..8) {
-                0 => c.extend(["MAXLEN".into(), "~".into(), rng.gen_range(0..8).to_string()]),
-                1 => c.extend(["MAXLEN".into(), rng.gen_range(0..8).to_string()]),
+                0 => c.extend(["MAXLEN".into(), "~".into(), rng.gen_range(0..30).to_string()]),
+                1 => c.extend(["MAXLEN".into(), rng.gen_range(3..30).to_string()]),
                 2 => c.extend(["MINID".into(), "=".into(), format!("{}", rng.gen_range(0..40))]),
                 3 => c.extend(["MAXLEN".into(), "~".into(), "3".into(), "LIMIT".into(), "2".into()]),
                 _ => {}
@@ -86,7 +87,7 @@ fn random_command(rng: &mut StdRng, next_ms: &mut u64) -> Vec<String> {
                 0 => c.push(format!("{}-*", *next_ms)),
                 1 => c.push(format!("{}-{}", rng.gen_range(0..40), rng.gen_range(0..3))),
                 _ => {
-                    *next_ms += rng.gen_range(0..2);
+                    *next_ms += 1;
                     c.push(format!("{}-{}", *next_ms, rng.gen_range(1..3)));
                 }
             }
@@ -207,10 +208,13 @@ fn stream_commands_reply_as_redis_does() {
                     (Frame::Error(_), _) => errors += 1,
                     _ => {}
                 }
+                if std::env::var("STREAMS_TRACE").is_ok() {
+                    eprintln!("{cmd:?} -> {a:?}");
+                }
                 assert_eq!(a, b, "RESP{proto} seed {seed} step {step}: {cmd:?}");
             }
             // The session exercised what it is meant to: entries added, ranges read, errors.
-            assert!(added > 40 && ranged > 5 && errors > 10, "{added} {ranged} {errors}");
+            assert!(added > 40 && ranged > 10 && errors > 10, "{added} {ranged} {errors}");
             // The state matches too, not just the replies.
             for k in ["s1", "s2"] {
                 for q in [&["XRANGE", k, "-", "+"][..], &["XLEN", k]] {
