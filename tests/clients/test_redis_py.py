@@ -854,3 +854,67 @@ def test_watch_invalidation(server, r, case):
             assert pipe.execute() == [True]
     assert (r.get("marker") is None) == aborts
     other.close()
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+def test_stream_job_queue_with_consumer_group(server, r):
+    # The pattern job queues use: producers XADD, workers XREADGROUP (blocking), XACK when done,
+    # and a reaper claims what a dead worker left pending.
+    ids = [r.xadd("jobs", {"task": f"t{i}", "n": i}) for i in range(5)]
+    assert r.xlen("jobs") == 5
+    r.xgroup_create("jobs", "workers", id="0")
+    got = r.xreadgroup("workers", "w1", {"jobs": ">"}, count=2)
+    # RESP2 gives [[key, entries]], RESP3 a {key: [entries]} map; redis-py keeps each shape.
+    entries = got[b"jobs"][0] if isinstance(got, dict) else got[0][1]
+    assert [e[0] for e in entries] == [i.encode() if isinstance(i, str) else i for i in ids[:2]]
+    assert entries[0][1] == {b"task": b"t0", b"n": b"0"}
+    assert r.xack("jobs", "workers", entries[0][0]) == 1
+    pending = r.xpending("jobs", "workers")
+    assert pending["pending"] == 1
+    assert pending["consumers"] == [{"name": b"w1", "pending": 1}]
+    # w1 "dies": w2 takes over its pending job with XAUTOCLAIM.
+    claimed = r.xautoclaim("jobs", "workers", "w2", min_idle_time=0, start_id="0-0")
+    assert [e[0] for e in claimed[1]] == [entries[1][0]]
+    detail = r.xpending_range("jobs", "workers", min="-", max="+", count=10)
+    assert [(d["consumer"], d["times_delivered"]) for d in detail] == [(b"w2", 2)]
+    info = r.xinfo_stream("jobs")
+    assert info["length"] == 5 and info["groups"] == 1
+    groups = r.xinfo_groups("jobs")
+    assert groups[0]["name"] == b"workers" and groups[0]["pending"] == 1
+    assert sorted(c["name"] for c in r.xinfo_consumers("jobs", "workers")) == [b"w1", b"w2"]
+
+
+def test_xreadgroup_block_woken_by_xadd(server, r):
+    r.xgroup_create("events", "g", id="$", mkstream=True)
+    results = []
+
+    def worker():
+        c = server.client()
+        results.append(c.xreadgroup("g", "w", {"events": ">"}, count=1, block=5000))
+        c.close()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    deadline = time.monotonic() + 5
+    while r.info("clients")["blocked_clients"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert r.info("clients")["blocked_clients"] == 1
+    new_id = r.xadd("events", {"price": "101.5"})
+    t.join(timeout=10)
+    got = results[0]
+    entries = got[b"events"][0] if isinstance(got, dict) else got[0][1]
+    assert entries == [(new_id, {b"price": b"101.5"})] or entries == [[new_id, {b"price": b"101.5"}]]
+    assert r.xpending("events", "g")["pending"] == 1
+
+
+def test_xread_block_times_out_and_trims(r):
+    assert r.xread({"nothing": "$"}, block=200) in (None, [], {})
+    for i in range(50):
+        r.xadd("capped", {"i": i}, maxlen=10, approximate=False)
+    assert r.xlen("capped") == 10
+    first = r.xrange("capped", count=1)[0]
+    assert first[1] == {b"i": b"40"}
+    assert r.xtrim("capped", maxlen=3) == 7
+    assert [e[1][b"i"] for e in r.xrevrange("capped")] == [b"49", b"48", b"47"]

@@ -136,7 +136,7 @@ pub fn info(con: &mut redis::Connection, section: &str) -> std::collections::Has
 pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
     let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
     let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..30) {
+    let c: Vec<String> = match rng.gen_range(0..37) {
         0 => vec!["SET".into(), k(rng, "s"), v(rng)],
         1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
         2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
@@ -166,7 +166,54 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
         26 => vec!["COPY".into(), k(rng, "h"), k(rng, "h"), "REPLACE".into()],
         27 => vec!["SETBIT".into(), k(rng, "b"), rng.gen_range(0..64).to_string(), "1".into()],
         28 => vec!["GETEX".into(), k(rng, "s"), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
-        _ => vec!["SINTERSTORE".into(), k(rng, "t"), k(rng, "t"), k(rng, "t")],
+        29 => vec!["SINTERSTORE".into(), k(rng, "t"), k(rng, "t"), k(rng, "t")],
+        // Streams: IDs from the primary's clock, approximate trims, groups and their PELs.
+        30 => vec![
+            "XADD".into(),
+            k(rng, "x"),
+            "MAXLEN".into(),
+            "~".into(),
+            "20".into(),
+            "*".into(),
+            "f".into(),
+            v(rng),
+        ],
+        31 => vec!["XADD".into(), k(rng, "x"), "*".into(), "a".into(), v(rng), "b".into(), v(rng)],
+        32 => vec!["XTRIM".into(), k(rng, "x"), "MAXLEN".into(), rng.gen_range(0..6).to_string()],
+        33 => vec!["XGROUP".into(), "CREATE".into(), k(rng, "x"), "g".into(), "0".into(), "MKSTREAM".into()],
+        34 => {
+            let c = format!("c{}", rng.gen_range(0..3));
+            vec![
+                "XREADGROUP".into(),
+                "GROUP".into(),
+                "g".into(),
+                c,
+                "COUNT".into(),
+                "2".into(),
+                "STREAMS".into(),
+                k(rng, "x"),
+                ">".into(),
+            ]
+        }
+        35 => vec![
+            "XAUTOCLAIM".into(),
+            k(rng, "x"),
+            "g".into(),
+            "c9".into(),
+            "0".into(),
+            "0".into(),
+            "COUNT".into(),
+            "1".into(),
+        ],
+        _ => vec![
+            "XREADGROUP".into(),
+            "GROUP".into(),
+            "g".into(),
+            "c0".into(),
+            "STREAMS".into(),
+            k(rng, "x"),
+            "0".into(),
+        ],
     };
     c
 }
