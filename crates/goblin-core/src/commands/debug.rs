@@ -24,6 +24,9 @@ const HELP: &[&str] = &[
     "    Crash inside a read: the client gets an error. Needs --enable-debug-command.",
     "RELOAD",
     "    Save the dataset to a snapshot and load it back. Needs --enable-debug-command.",
+    "LOADAOF",
+    "    Rebuild the dataset from the canonical commands that recreate it, replayed as a",
+    "    journal would be (there is no AOF). Needs --enable-debug-command.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Turn active expiry off or on. Needs --enable-debug-command.",
     "PROTOCOL <type>",
@@ -70,6 +73,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"CRASH-READ"
         | b"SLEEP"
         | b"RELOAD"
+        | b"LOADAOF"
         | b"SET-ACTIVE-EXPIRE"
         | b"ERROR"
         | b"PROTOCOL"
@@ -96,6 +100,10 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             reply::error(&mut c.out, &msg);
         }
         b"RELOAD" => match s.debug_reload() {
+            Ok(()) => reply::ok(&mut c.out),
+            Err(e) => reply::error(&mut c.out, e.as_bytes()),
+        },
+        b"LOADAOF" => match s.debug_loadaof() {
             Ok(()) => reply::ok(&mut c.out),
             Err(e) => reply::error(&mut c.out, e.as_bytes()),
         },
