@@ -266,6 +266,21 @@ fn xread_block_is_served_by_a_later_xadd() {
     assert!(matches!(a.read(), Frame::Array(Some(_))));
     w.call(&["XADD", "s", "100-0", "f", "v"]);
     assert!(matches!(hi.read(), Frame::Array(Some(_))));
+    // A key that stops being a stream does not wake its reader with an error: it waits for an
+    // entry.
+    a.send(&["XREAD", "BLOCK", "0", "STREAMS", "s1", "$"]);
+    wait_blocked(&mut w, 1);
+    w.call(&["MULTI"]);
+    w.call(&["XADD", "s1", "1-0", "old", "x"]);
+    w.call(&["DEL", "s1"]);
+    w.call(&["LPUSH", "s1", "foo"]);
+    assert!(matches!(w.call(&["EXEC"]), Frame::Array(Some(_))));
+    w.call(&["DEL", "s1"]);
+    w.call(&["XADD", "s1", "2-0", "new", "y"]);
+    match a.read() {
+        Frame::Array(Some(v)) => assert!(format!("{v:?}").contains("110, 101, 119"), "{v:?}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 fn bulk(b: &[u8]) -> Frame {

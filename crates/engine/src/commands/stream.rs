@@ -659,8 +659,12 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
     // Resolve every ID (and check every key's type and group) before serving any.
     let mut from: Vec<From> = Vec::with_capacity(r.keys.len());
     let mut resolved: Vec<Option<StreamId>> = Vec::with_capacity(r.keys.len());
+    let retrying = c.retrying_blocked;
     for (k, a) in r.keys.iter().zip(r.ids) {
         let s = match look(c, k) {
+            // A parked reader whose key became another type keeps waiting, as in Redis: only
+            // a stream entry serves it (XADD, DEL, LPUSH in one EXEC must not wake it).
+            Look::Wrong if retrying => None,
             Look::Wrong => return reply::error(out, errors::WRONGTYPE),
             Look::Missing => None,
             Look::Stream(s) => Some(s),
