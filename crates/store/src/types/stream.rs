@@ -369,20 +369,29 @@ impl Stream {
 
     /// The ID of the first live entry.
     pub fn first_id(&self) -> Option<StreamId> {
+        // Blocks hold at least one live entry: the first block has it. Headers only.
+        let (k, b) = self.blocks.iter().next()?;
         let mut first = None;
-        self.range(StreamId::MIN, StreamId::MAX, false, |id, _| {
-            first = Some(id);
-            false
+        b.walk(*k, None, |d, _| {
+            if d.header & DELETED == 0 {
+                first = Some(d.id);
+                return false;
+            }
+            true
         });
         first
     }
 
     /// The ID of the last live entry.
     pub fn last_entry_id(&self) -> Option<StreamId> {
+        let (k, b) = self.blocks.iter().next_back()?;
+        // The usual case: the block's last entry is live (its header is the last one walked).
         let mut last = None;
-        self.range(StreamId::MIN, StreamId::MAX, true, |id, _| {
-            last = Some(id);
-            false
+        b.walk(*k, None, |d, _| {
+            if d.header & DELETED == 0 {
+                last = Some(d.id);
+            }
+            true
         });
         last
     }
