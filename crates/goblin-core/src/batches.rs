@@ -100,11 +100,39 @@ impl Server {
             }
         }
         self.firehose_on_batch(&batch);
+        if !self.blocked.is_empty() {
+            self.signal_waiters(&batch);
+        }
         if let Some(history) = &mut self.batch_history {
             history.on_batch(&batch);
         }
         self.engine.recycle(batch);
         Some(last)
+    }
+
+    /// Signals every key a committed batch names on which some client waits, whatever the
+    /// mutation (a DEL, a type change, a RENAME onto it, XGROUP DESTROY), and every waited-on
+    /// key after FLUSHALL: a waiter retries and decides. A list or sorted-set pop with nothing to
+    /// take parks again; a stream group reader whose key is gone, or whose group is, gets its
+    /// error (as Redis unblocks them).
+    fn signal_waiters(&mut self, batch: &engine::Batch) {
+        let mut hit: Vec<Vec<u8>> = Vec::new();
+        for m in batch.iter() {
+            if m.name().eq_ignore_ascii_case(b"FLUSHALL") || m.name().eq_ignore_ascii_case(b"FLUSHDB") {
+                hit.extend(self.blocked.keys().cloned());
+                continue;
+            }
+            for k in m.keys() {
+                if self.blocked.waits_on(k) && !hit.iter().any(|h| h == k) {
+                    hit.push(k.to_vec());
+                }
+            }
+        }
+        for k in hit {
+            if !self.engine.ready_keys.contains(&k) {
+                self.engine.ready_keys.push(k);
+            }
+        }
     }
 
     /// `--kafka-ack-mode broker`: the reply that starts at `conn.out[from..]` (and everything

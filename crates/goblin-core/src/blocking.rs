@@ -25,6 +25,20 @@ impl BlockedIndex {
         self.by_deadline.first().map(|e| e.0)
     }
 
+    /// True when some client waits on `key`.
+    pub fn waits_on(&self, key: &[u8]) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// Every key some client waits on.
+    pub fn keys(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.by_key.keys()
+    }
+
     /// Parked clients with a deadline (INFO `clients_in_timeout_table`).
     pub fn timeouts_len(&self) -> usize {
         self.by_deadline.len()

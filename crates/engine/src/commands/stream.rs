@@ -670,6 +670,10 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             Look::Stream(s) => Some(s),
         };
         if let Some((g, _)) = r.group {
+            if retrying && s.is_none() {
+                // The key a group reader waits on was deleted or replaced by another type.
+                return reply::error(out, b"UNBLOCKED the stream key no longer exists");
+            }
             if s.and_then(|s| s.group(g)).is_none() {
                 let msg = format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
