@@ -1002,3 +1002,34 @@ fn sort_hll_and_geo_writes_replicate_exactly() {
     assert_eq!(near.len(), 2);
     assert!(r.log().lines().all(|l| !l.contains("produced a mutation of its own")));
 }
+
+#[test]
+fn a_blocked_xread_on_a_replica_is_woken_by_the_upstreams_xadd() {
+    let primary = Server::start(&[]);
+    let pport = primary.port.to_string();
+    let r = live_replica(&["--replica-tcp", "127.0.0.1", &pport]);
+    let mut pc = primary.conn();
+    let _: String = redis::cmd("XADD").arg("s").arg("1-0").arg("f").arg("old").query(&mut pc).unwrap();
+    converge(&primary, &[&r]);
+    let rport = r.port;
+    let reader = std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap();
+        let mut c = client.get_connection().unwrap();
+        let v: redis::Value =
+            redis::cmd("XREAD").arg("BLOCK").arg(0).arg("STREAMS").arg("s").arg("$").query(&mut c).unwrap();
+        v
+    });
+    let mut rc = r.conn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut rc).unwrap();
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reader never blocked on the replica");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _: String = redis::cmd("XADD").arg("s").arg("2-0").arg("f").arg("new").query(&mut pc).unwrap();
+    let got = format!("{:?}", reader.join().unwrap());
+    assert!(got.contains("2-0") && !got.contains("1-0"), "{got}");
+}

@@ -824,8 +824,10 @@ impl Server {
                 }
             }
             self.commit_batch(engine::Origin::Replay);
+            // Readers parked here (XREAD: a replica's only blocking commands are reads) are
+            // woken by the upstream's writes as by local ones.
             if !self.engine.ready_keys.is_empty() {
-                self.engine.ready_keys.clear();
+                self.serve_ready_keys();
             }
         }
         let applied = self.engine.repl.offset;
