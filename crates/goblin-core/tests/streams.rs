@@ -325,3 +325,50 @@ fn streams_are_a_type_with_memory_and_digest() {
         Frame::Error(b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec())
     );
 }
+
+#[test]
+fn blocked_group_readers_are_served_and_unblocked_as_in_redis() {
+    let g = Server::start(&[]);
+    let mut w = Conn::open(g.port, 2);
+    w.call(&["XGROUP", "CREATE", "s", "g1", "$", "MKSTREAM"]);
+    w.call(&["XGROUP", "CREATE", "s", "g2", "$"]);
+    // Two readers of g1 and one of g2: one entry goes to the first g1 reader and to g2's.
+    let mut a = Conn::open(g.port, 2);
+    let mut b = Conn::open(g.port, 2);
+    let mut c = Conn::open(g.port, 2);
+    a.send(&["XREADGROUP", "GROUP", "g1", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+    b.send(&["XREADGROUP", "GROUP", "g1", "bob", "BLOCK", "0", "STREAMS", "s", ">"]);
+    c.send(&["XREADGROUP", "GROUP", "g2", "carol", "BLOCK", "0", "STREAMS", "s", ">"]);
+    wait_blocked(&mut w, 3);
+    w.call(&["XADD", "s", "1-0", "f", "v"]);
+    for r in [&mut a, &mut c] {
+        assert!(format!("{:?}", r.read()).contains("[49, 45, 48]"), "1-0 delivered");
+    }
+    wait_blocked(&mut w, 1);
+    // The entry is pending for alice in g1 and for carol in g2, once each.
+    for grp in ["g1", "g2"] {
+        match w.call(&["XPENDING", "s", grp, "-", "+", "10"]) {
+            Frame::Array(Some(v)) => assert_eq!(v.len(), 1, "{grp}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Destroying the group answers bob's read with NOGROUP.
+    w.call(&["XGROUP", "DESTROY", "s", "g1"]);
+    match b.read() {
+        Frame::Error(e) => assert!(e.starts_with(b"NOGROUP"), "{}", String::from_utf8_lossy(&e)),
+        other => panic!("{other:?}"),
+    }
+    // Deleting the key answers a group reader with Redis's UNBLOCKED error.
+    c.send(&["XREADGROUP", "GROUP", "g2", "carol", "BLOCK", "0", "STREAMS", "s", ">"]);
+    wait_blocked(&mut w, 1);
+    w.call(&["DEL", "s"]);
+    assert_eq!(c.read(), Frame::Error(b"UNBLOCKED the stream key no longer exists".to_vec()));
+    // RENAME onto a waited key serves the reader from the renamed stream's group.
+    w.call(&["XGROUP", "CREATE", "t", "g", "$", "MKSTREAM"]);
+    a.send(&["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "t", ">"]);
+    wait_blocked(&mut w, 1);
+    w.call(&["XGROUP", "CREATE", "t2", "g", "$", "MKSTREAM"]);
+    w.call(&["XADD", "t2", "100-0", "f1", "v1"]);
+    w.call(&["RENAME", "t2", "t"]);
+    assert!(format!("{:?}", a.read()).contains("[49, 48, 48, 45, 48]"), "100-0 delivered");
+}
