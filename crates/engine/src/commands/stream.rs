@@ -15,6 +15,7 @@
 //!   last id>` per pending entry it creates or updates (Redis's own propagation form), and
 //!   `XGROUP SETID key group <last id> ENTRIESREAD <n>` when the group's last ID moved, so
 //!   that the read counter is exact on a replica too.
+//!
 //! Nothing is emitted for a write that changed nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
@@ -85,6 +86,7 @@ pub fn look<'a>(c: &'a mut Ctx, key: &[u8]) -> Look<'a> {
 }
 
 /// The stream at `key` for writing: Ok(None) when missing, Err when another type.
+#[allow(clippy::result_unit_err)]
 pub fn stream_mut<'a>(c: &'a mut Ctx, key: &[u8]) -> Result<Option<&'a mut Stream>, ()> {
     match c.write(key) {
         None => Ok(None),
@@ -501,7 +503,7 @@ fn xsetid(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Ok(None) => return reply::error(out, errors::NO_SUCH_KEY),
         Ok(Some(s)) => s,
     };
-    if s.len() > 0 && s.last_entry_id().is_some_and(|top| id < top) {
+    if !s.is_empty() && s.last_entry_id().is_some_and(|top| id < top) {
         return reply::error(
             out,
             b"ERR The ID specified in XSETID is smaller than the target stream top item",
@@ -586,7 +588,7 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
         } else if eq_ic(o, b"streams") && more > 0 {
             streams_at = i + 1;
             let n = args.len() - streams_at;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 reply::error(
                     out,
                     b"ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
@@ -721,7 +723,7 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                     s.last_entry_id().is_some_and(|top| top > s.group(g).expect("checked").last_id)
                 }
                 (From::After(id), None) => s.last_entry_id().is_some_and(|top| top > id),
-                (From::Last, _) => s.len() > 0,
+                (From::Last, _) => !s.is_empty(),
                 (From::New, None) => false,
             },
             _ => false,

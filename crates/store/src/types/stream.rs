@@ -318,6 +318,8 @@ pub struct Stream {
     last_id: StreamId,
     max_deleted_id: StreamId,
     entries_added: u64,
+    /// Boxed so that a stream without groups (the common case) pays 8 bytes for them, not 24.
+    #[allow(clippy::box_collection)]
     groups: Option<Box<BTreeMap<Vec<u8>, ConsumerGroup>>>,
 }
 
@@ -789,11 +791,14 @@ fn rebuild(entries: &[(StreamId, Vec<Field<'_>>)]) -> Option<(StreamId, Block)> 
     Some((*first, b))
 }
 
+/// An entry of a [`PlainStream`]: its ID and field-value pairs.
+pub type PlainEntry = (StreamId, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// A canonical dump of a stream (see [`Plain`]). Consumer seen/active times are left out:
 /// they record when a command last ran, as a key's access time does, not data.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PlainStream {
-    pub entries: Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)>,
+    pub entries: Vec<PlainEntry>,
     pub last_id: StreamId,
     pub max_deleted_id: StreamId,
     pub entries_added: u64,
