@@ -358,13 +358,14 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     (
         "xadd",
         "5.0.0",
-        "key [NOMKSTREAM] [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]]          <id-selector: * | id> data: field value [field value ...]",
+        "key [NOMKSTREAM] [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]] \
+         <id-selector: * | id> field value [field value ...]",
     ),
-    ("xrange", "5.0.0", "key start end [COUNT count]"),
-    ("xrevrange", "5.0.0", "key end start [COUNT count]"),
+    ("xrange", "5.0.0", "key start:string end:string [COUNT count]"),
+    ("xrevrange", "5.0.0", "key end:string start:string [COUNT count]"),
     ("xlen", "5.0.0", "key"),
     ("xdel", "5.0.0", "key id [id ...]"),
-    ("xtrim", "5.0.0", "key trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]"),
+    ("xtrim", "5.0.0", "key <trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]>"),
     (
         "xsetid",
         "5.0.0",
@@ -377,6 +378,17 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
         "GROUP group consumer [COUNT count] [BLOCK milliseconds:integer] [NOACK] STREAMS key [key ...] \
          id [id ...]",
     ),
+    ("xgroup", "5.0.0", ""),
+    ("xinfo", "5.0.0", ""),
+    ("xack", "5.0.0", "key group id [id ...]"),
+    ("xpending", "5.0.0", "key group [filters: [IDLE min-idle-time:integer] start:string end:string count:integer [consumer]]"),
+    (
+        "xclaim",
+        "5.0.0",
+        "key group consumer min-idle-time:string id [id ...] [IDLE ms:integer] [TIME unix-time-milliseconds:unix-time] \
+         [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid:string]",
+    ),
+    ("xautoclaim", "6.2.0", "key group consumer min-idle-time:string start:string [COUNT count] [JUSTID]"),
     // sparse arrays
     ("arset", "8.8.0", "key index value [value ...]"),
     ("armset", "8.8.0", "key index value [index value ...]"),
@@ -514,6 +526,26 @@ pub static SUBCOMMANDS: &[(&str, &str, &str, &str)] = &[
     ("object|idletime", "2.2.3", "Returns the seconds since a key was last accessed.", "key"),
     ("object|freq", "4.0.0", "Returns the access frequency counter of a key.", "key"),
     ("object|help", "6.2.0", "Lists the OBJECT subcommands.", ""),
+    (
+        "xgroup|create",
+        "5.0.0",
+        "Creates a consumer group.",
+        "key group <id-selector: id:string | $> [MKSTREAM] [ENTRIESREAD entries-read:integer]",
+    ),
+    (
+        "xgroup|setid",
+        "5.0.0",
+        "Sets the last-delivered ID of a consumer group.",
+        "key group <id-selector: id:string | $> [ENTRIESREAD entries-read:integer]",
+    ),
+    ("xgroup|destroy", "5.0.0", "Destroys a consumer group.", "key group"),
+    ("xgroup|createconsumer", "6.2.0", "Creates a consumer in a consumer group.", "key group consumer"),
+    ("xgroup|delconsumer", "5.0.0", "Deletes a consumer from a consumer group.", "key group consumer"),
+    ("xgroup|help", "5.0.0", "Returns helpful text about the different subcommands.", ""),
+    ("xinfo|stream", "5.0.0", "Returns information about a stream.", "key [FULL [COUNT count]]"),
+    ("xinfo|groups", "5.0.0", "Returns a list of the consumer groups of a stream.", "key"),
+    ("xinfo|consumers", "5.0.0", "Returns a list of the consumers in a consumer group.", "key group"),
+    ("xinfo|help", "5.0.0", "Returns helpful text about the different subcommands.", ""),
 ];
 
 /// Argument types as `COMMAND DOCS` names them.

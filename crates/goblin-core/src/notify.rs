@@ -252,6 +252,24 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
         }
         "geoadd" => out.push(one(ZSET, "zadd")),
         "geosearchstore" => out.push(ev(ZSET, "geosearchstore", 1, Del)),
+        // streams (class `t`). XADD's `xtrim` and the `xgroup-createconsumer` of XREADGROUP,
+        // XCLAIM and XAUTOCLAIM depend on what the command did: see [`stream_events`].
+        "xadd" => out.push(one(STREAM, "xadd")),
+        "xtrim" => out.push(one(STREAM, "xtrim")),
+        "xdel" => out.push(one(STREAM, "xdel")),
+        "xsetid" => out.push(always(STREAM, "xsetid", 1)),
+        "xgroup" if argc >= 3 => {
+            let sub = args[1].to_ascii_lowercase();
+            match sub.as_slice() {
+                b"create" => out.push(ev(STREAM, "xgroup-create", 2, ThenDel)),
+                // Redis announces a SETID that moved nothing too.
+                b"setid" => out.push(always(STREAM, "xgroup-setid", 2)),
+                b"destroy" => out.push(ev(STREAM, "xgroup-destroy", 2, ThenDel)),
+                b"createconsumer" => out.push(ev(STREAM, "xgroup-createconsumer", 2, ThenDel)),
+                b"delconsumer" => out.push(ev(STREAM, "xgroup-delconsumer", 2, ThenDel)),
+                _ => {}
+            }
+        }
         // arrays (Redis 8.8: class `a`, events named after the commands)
         "arset" => out.push(one(ARRAY, "arset")),
         "armset" => out.push(one(ARRAY, "armset")),
@@ -261,6 +279,25 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
         "arring" => out.push(one(ARRAY, "arring")),
         "arseek" => out.push(one(ARRAY, "arseek")),
         _ => {}
+    }
+}
+
+/// Stream events that follow from the command's own mutations rather than its arguments:
+/// XADD's trim (`xtrim` after `xadd`, only when it removed entries) and the consumers that
+/// XREADGROUP, XCLAIM and XAUTOCLAIM created (`xgroup-createconsumer`, one per creation, in
+/// order). The `XGROUP SETID` and `XCLAIM` records those commands emit are their canonical
+/// form, not the user's XGROUP SETID: they raise nothing, as in Redis.
+fn stream_events<'m>(name: &str, m: &engine::Mutation<'m>) -> Option<(&'static str, &'m [u8])> {
+    match name {
+        "xadd" if m.name().eq_ignore_ascii_case(b"XTRIM") => Some(("xtrim", m.arg(1))),
+        "xreadgroup" | "xclaim" | "xautoclaim"
+            if m.name().eq_ignore_ascii_case(b"XGROUP")
+                && m.argc() >= 3
+                && m.arg(1).eq_ignore_ascii_case(b"CREATECONSUMER") =>
+        {
+            Some(("xgroup-createconsumer", m.arg(2)))
+        }
+        _ => None,
     }
 }
 
@@ -351,8 +388,12 @@ impl Server {
         }
         // The keys the command's own mutations name (expiry DELs excluded, once per key).
         let mut own: Vec<Vec<u8>> = Vec::new();
+        let mut stream_extra: Vec<(&'static str, Vec<u8>)> = Vec::new();
         let mut expiry_dels = expired.clone();
         for m in self.engine.pending().iter().skip(before.pending_len) {
+            if let Some((event, key)) = stream_events(spec.name, &m) {
+                stream_extra.push((event, key.to_vec()));
+            }
             let is_del = m.name().eq_ignore_ascii_case(b"DEL") && m.argc() == 2;
             if is_del {
                 if let Some(i) = expiry_dels.iter().position(|k| k.as_slice() == m.arg(1)) {
@@ -402,6 +443,9 @@ impl Server {
                 }
             }
             self.notify.events = events;
+            for (event, key) in &stream_extra {
+                self.notify.raise(STREAM, event, key);
+            }
         }
         if self.notify.flags & KEY_MISS != 0 && self.engine.stats.keyspace_misses > before.misses {
             for pos in key_positions(spec, args.len()) {

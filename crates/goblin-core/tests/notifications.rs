@@ -157,6 +157,41 @@ fn every_class_matches_redis() {
             "BITOP OR dst bits",
             "BITFIELD bf SET u8 0 5",
             "UNLINK z4 z5 dst",
+            // streams: XADD's trim, no-ops, every XGROUP event, and the consumers that
+            // XREADGROUP, XCLAIM and XAUTOCLAIM create (their own SETID/XCLAIM records are silent)
+            "XADD x 1-0 f v",
+            "XADD x MAXLEN 1 2-0 f v",
+            "XADD nox NOMKSTREAM 3-0 f v",
+            "XTRIM x MAXLEN 5",
+            "XADD x 3-0 f v",
+            "XTRIM x MAXLEN 1",
+            "XADD x 4-0 f v",
+            "XDEL x 4-0 9-0",
+            "XDEL x 9-0",
+            "XSETID x 10-0",
+            "XGROUP CREATE x g 0",
+            "XGROUP CREATE x g 0",
+            "XGROUP CREATE xs g $ MKSTREAM",
+            "XGROUP SETID x g 0",
+            "XGROUP SETID x g 0",
+            "XGROUP CREATECONSUMER x g alice",
+            "XGROUP CREATECONSUMER x g alice",
+            "XREADGROUP GROUP g bob STREAMS x >",
+            "XREADGROUP GROUP g bob STREAMS x 0",
+            "XREADGROUP GROUP g zed STREAMS x 0",
+            "XADD x 11-0 f v",
+            "XADD xs 1-0 f v",
+            "XREADGROUP GROUP g carol STREAMS x xs > >",
+            "XCLAIM x g dave 0 11-0",
+            "XCLAIM x g dave 0 11-0",
+            "XAUTOCLAIM x g erin 0 0",
+            "XCLAIM x g frank 0 3-0 LASTID 50-0",
+            "XACK x g 11-0",
+            "XGROUP DELCONSUMER x g alice",
+            "XGROUP DELCONSUMER x g nobody",
+            "XGROUP DESTROY x g",
+            "XGROUP DESTROY x g",
+            "XINFO STREAM x",
             "FLUSHALL",
             "SET e v PX 1",
             "SLEEP 20",
@@ -244,4 +279,28 @@ fn config_set_maxmemory_evicts_at_once_with_events() {
     let m = bulks(&read_reply(&mut sub));
     assert_eq!(m, ["pmessage", "*", "__keyevent@0__:evicted", "foo"]);
     call(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+}
+
+/// Stream commands under class subsets: `t` alone, `new` for keys XADD and XGROUP CREATE
+/// MKSTREAM bring into being, and key misses of the group reads.
+#[test]
+fn stream_subsets_match_redis() {
+    let lines = [
+        "XADD x 1-0 f v",
+        "XGROUP CREATE y g $ MKSTREAM",
+        "XGROUP CREATE x g 0",
+        "XINFO STREAM nokey",
+        "XPENDING nokey g",
+        "XACK nokey g 1-0",
+        "XCLAIM nokey g c 0 1-0",
+        "XREADGROUP GROUP g c STREAMS x >",
+        "XGROUP SETID x g 0",
+        "XREADGROUP GROUP g c STREAMS x >",
+        "SET s v",
+        "XADD y MAXLEN 0 2-0 f v",
+    ];
+    compare("Kt", &lines);
+    compare("KEn", &lines);
+    compare("KEm", &lines);
+    compare("Et", &lines);
 }

@@ -17,6 +17,7 @@ pub mod server;
 pub mod set;
 pub mod sort;
 pub mod stream;
+pub mod stream_group;
 pub mod string;
 pub mod zset;
 
@@ -40,4 +41,5 @@ pub static TABLES: &[&[CommandSpec]] = &[
     geo::COMMANDS,
     lcs::COMMANDS,
     stream::COMMANDS,
+    stream_group::COMMANDS,
 ];

@@ -483,7 +483,10 @@ fn xsetid(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             i += 2;
         } else if eq_ic(args[i], b"maxdeletedid") && i + 1 < args.len() {
             match parse_id(args[i + 1], 0, true) {
-                Ok(m) if id < m => {
+                // A record may carry a maximal deleted ID above the last ID: Redis lets a user
+                // XSETID move the last ID below an entry deleted earlier (it checks only the
+                // live top), and the record states the counter it kept.
+                Ok(m) if id < m && !c.replaying => {
                     return reply::error(
                         out,
                         b"ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
@@ -518,7 +521,8 @@ fn xsetid(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         s.set_entries_added(a as u64);
     }
-    if let Some(m) = maxdel {
+    // As Redis: MAXDELETEDID 0-0 leaves the counter as it is.
+    if let Some(m) = maxdel.filter(|m| *m != StreamId::MIN) {
         s.set_max_deleted_id(m);
     }
     s.set_last_id(id);
@@ -677,6 +681,13 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                 return reply::error(out, b"UNBLOCKED the stream key no longer exists");
             }
             if s.and_then(|s| s.group(g)).is_none() {
+                if retrying {
+                    // A parked reader whose group was destroyed (XGROUP DESTROY wakes it).
+                    return reply::error(
+                        out,
+                        b"NOGROUP the consumer group this client was blocked on no longer exists",
+                    );
+                }
                 let msg = format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
                     String::from_utf8_lossy(k),
