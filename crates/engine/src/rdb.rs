@@ -5,15 +5,18 @@
 //! ```
 //!
 //! [`dump`] writes the simplest encodings Redis 7.0 loads (string, plain list, plain set,
-//! hash, zset 2 with binary scores); [`restore`] reads those and every compact encoding Redis
-//! 7.0.15's DUMP emits (int-encoded and LZF-compressed strings, quicklist 2 of listpacks,
-//! intsets, listpack hashes and sorted sets), plus the older ziplist/quicklist forms and 7.2's
-//! listpack sets. Nothing here trusts the payload: every length is checked against the bytes
+//! hash, zset 2 with binary scores, and streams as listpack nodes: `rdb/stream.rs`);
+//! [`restore`] reads those and every compact encoding Redis 7.0.15's DUMP emits (int-encoded
+//! and LZF-compressed strings, quicklist 2 of listpacks, intsets, listpack hashes and sorted
+//! sets), plus the older ziplist/quicklist forms, Redis 5/6 streams and 7.2's listpack sets
+//! and streams. Nothing here trusts the payload: every length is checked against the bytes
 //! that are left, every structure against its own header, and a malformed payload is a
 //! [`DecodeError`], never a panic or a huge allocation.
 //!
 //! Arrays (Redis 8.8) have no RDB encoding in our notes, so goblin gives them its own type byte,
 //! [`TYPE_GOBLIN_ARRAY`], which Redis refuses with `Bad data format` (see docs/FORMAT.md).
+
+mod stream;
 
 use store::types::{Hash, List, Set, SparseArray, ZSet};
 use store::{StrRef, Value, ValueRef};
@@ -194,8 +197,10 @@ pub fn dump(v: ValueRef<'_>) -> Vec<u8> {
                 true
             });
         }
-        // TODO(streams): Redis's RDB_TYPE_STREAM_LISTPACKS form (being written).
-        ValueRef::Stream(_) => {}
+        ValueRef::Stream(s) => {
+            out.push(stream::TYPE_STREAM_LISTPACKS_2);
+            stream::put_stream(&mut out, s);
+        }
     }
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
@@ -490,6 +495,10 @@ impl<'a> Reader<'a> {
                 a.set_cursor(cursor);
                 nonempty(a.count(), Value::Array(Box::new(a)))
             }
+            // A stream may be empty (no entries, perhaps groups): Redis dumps and restores it.
+            stream::TYPE_STREAM_LISTPACKS
+            | stream::TYPE_STREAM_LISTPACKS_2
+            | stream::TYPE_STREAM_LISTPACKS_3 => self.stream(ty),
             _ => Err(BAD),
         }
     }

@@ -56,6 +56,41 @@ fn value_cmds(key: &'static str) -> impl Strategy<Value = Vec<Cmd>> {
                 v
             }
         ),
+        // Streams: entries (IDs ascending, same and differing fields), some deleted, maybe all
+        // trimmed away (an empty stream is a key too), and XSETID's counters.
+        (
+            prop::collection::vec((0u64..3, prop::collection::vec((elem(), elem()), 1..4)), 1..30),
+            prop::collection::vec(0usize..30, 0..5),
+            any::<bool>(),
+            prop::option::of(0u64..50),
+        )
+            .prop_map(move |(es, dels, empty, added)| {
+                let mut ms = 1u64;
+                let mut ids = Vec::new();
+                let mut v: Vec<Cmd> = Vec::new();
+                for (i, (d, fields)) in es.iter().enumerate() {
+                    ms += d;
+                    let id = format!("{ms}-{i}");
+                    let mut c = vec!["XADD".to_string(), key.to_string(), id.clone()];
+                    for (f, val) in fields {
+                        c.push(f.clone());
+                        c.push(val.clone());
+                    }
+                    v.push(cmd(&c));
+                    ids.push(id);
+                }
+                for d in dels {
+                    v.push(cmd(&["XDEL", key, &ids[d % ids.len()]]));
+                }
+                if empty {
+                    v.push(cmd(&["XTRIM", key, "MAXLEN", "0"]));
+                }
+                if let Some(n) = added {
+                    let last = format!("{}-0", ms + 1);
+                    v.push(cmd(&["XSETID", key, &last, "ENTRIESADDED", &(n + 40).to_string()]));
+                }
+                v
+            }),
     ]
 }
 

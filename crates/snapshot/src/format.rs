@@ -40,7 +40,10 @@ pub const CODE_SET: u8 = 4;
 pub const CODE_ZSET: u8 = 5;
 pub const CODE_LIST: u8 = 6;
 pub const CODE_ARRAY: u8 = 7;
-pub const MAX_CODE: u8 = CODE_ARRAY;
+/// A stream (entries, metadata, consumer groups). Older readers refuse code 8 as an unknown
+/// record tag, so a file holding streams cannot be misread by them: no version change.
+pub const CODE_STREAM: u8 = 8;
+pub const MAX_CODE: u8 = CODE_STREAM;
 
 /// Appends `v` as LEB128 (7 bits a byte, low group first, high bit = more follow).
 #[inline]

@@ -24,6 +24,7 @@
 mod format;
 mod fs;
 mod reader;
+mod stream;
 mod writer;
 
 pub use format::{DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAGIC, MAX_BLOCK};
@@ -56,7 +57,8 @@ pub struct Meta {
     pub functions: Vec<Vec<u8>>,
 }
 
-/// Keys per value type, in the order of [`store::Kind`]: string, hash, set, zset, list, array.
+/// Keys per value type, in the order of [`store::Kind`]: string, hash, set, zset, list, array,
+/// stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TypeCounts {
     pub strings: u64,
@@ -65,9 +67,12 @@ pub struct TypeCounts {
     pub zsets: u64,
     pub lists: u64,
     pub arrays: u64,
+    pub streams: u64,
 }
 
 impl TypeCounts {
+    /// The six counts every trailer holds (streams, when there are any, follow the others:
+    /// see `docs/FORMAT.md`, "Trailer block").
     pub(crate) fn as_array(&self) -> [u64; 6] {
         [self.strings, self.hashes, self.sets, self.zsets, self.lists, self.arrays]
     }
@@ -79,8 +84,7 @@ impl TypeCounts {
             store::Kind::ZSet => self.zsets += 1,
             store::Kind::List => self.lists += 1,
             store::Kind::Array => self.arrays += 1,
-            // TODO(streams): counted once the format has a stream record.
-            store::Kind::Stream => {}
+            store::Kind::Stream => self.streams += 1,
         }
     }
 }

@@ -78,6 +78,7 @@ pub fn read<R: Read>(
         ("sorted set keys", t.types[3], types.zsets),
         ("list keys", t.types[4], types.lists),
         ("array keys", t.types[5], types.arrays),
+        ("stream keys", t.streams, types.streams),
         ("data blocks", t.data_blocks, br.data_blocks),
         ("data bytes", t.data_bytes, br.raw_data_bytes),
     ];
@@ -131,6 +132,8 @@ struct Trailer {
     keys: u64,
     volatile: u64,
     types: [u64; 6],
+    /// 0 when the trailer has no stream count (a file without streams).
+    streams: u64,
     data_blocks: u64,
     data_bytes: u64,
 }
@@ -558,6 +561,12 @@ impl<R: Read> BlockReader<R> {
                 };
                 v.map_err(|e| bad(self, e))?
             }
+            CODE_STREAM => {
+                let n = self.len("value length")?;
+                let raw = self.take(n)?;
+                let st = crate::stream::decode(raw).map_err(|e| self.malformed(e))?;
+                Value::Stream(Box::new(st))
+            }
             _ => {
                 let count = self.varint()?;
                 let cursor = self.varint()?.wrapping_sub(1);
@@ -579,10 +588,18 @@ impl<R: Read> BlockReader<R> {
         }
         let data_blocks = self.local_varint("block count")?;
         let data_bytes = self.local_varint("data byte count")?;
+        // The stream count follows only when the file holds streams (and is then not 0).
+        let mut streams = 0;
+        if self.at != self.buf.len() {
+            streams = self.local_varint("stream count")?;
+            if streams == 0 {
+                return Err(self.malformed("a stream count of 0 in the trailer"));
+            }
+        }
         if self.at != self.buf.len() {
             return Err(self.malformed("unexpected bytes in the trailer"));
         }
-        Ok(Trailer { keys, volatile, types, data_blocks, data_bytes })
+        Ok(Trailer { keys, volatile, types, streams, data_blocks, data_bytes })
     }
 
     /// Checks that the file ends here.

@@ -104,6 +104,11 @@ pub fn write_with<W: Write>(
     }
     put_varint(&mut t, bw.data_blocks);
     put_varint(&mut t, bw.raw_data_bytes);
+    // The stream count last and only when there are streams: a file without them keeps the
+    // trailer older writers produced, byte for byte.
+    if types.streams > 0 {
+        put_varint(&mut t, types.streams);
+    }
     bw.emit_block(KIND_TRAILER, &t, false)?;
     bw.w.flush()?;
     let p = bw.progress(keys);
@@ -280,8 +285,9 @@ impl<W: Write> BlockWriter<W> {
             ValueRef::ZSet(z) => (CODE_ZSET, z.len() as u64),
             ValueRef::List(l) => (CODE_LIST, l.len() as u64),
             ValueRef::Array(a) => (CODE_ARRAY, a.count() as u64),
-            // TODO(streams): the stream record (being written).
-            ValueRef::Stream(_) => return Ok(false),
+            // An empty stream is a key like any other (XADD .. MAXLEN 0, XDEL of the last entry
+            // and XGROUP CREATE .. MKSTREAM leave one): saved whatever its length.
+            ValueRef::Stream(_) => (CODE_STREAM, 1),
         };
         if count == 0 {
             return Ok(false);
@@ -342,7 +348,11 @@ impl<W: Write> BlockWriter<W> {
                 self.put_varint(a.cursor().wrapping_add(1), progress, keys)?;
                 self.put_raw(a.raw_len(), |f| a.for_each_raw_run(f), progress, keys)?;
             }
-            ValueRef::Stream(_) => {}
+            ValueRef::Stream(st) => {
+                // Measured first, then streamed out: no copy of the value is held.
+                let len = crate::stream::encoded_len(st);
+                self.put_raw(len, |f| crate::stream::encode(st, f), progress, keys)?;
+            }
         }
         Ok(true)
     }

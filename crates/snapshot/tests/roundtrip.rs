@@ -152,6 +152,21 @@ fn op() -> impl Strategy<Value = Vec<Vec<u8>>> {
         1 => (key(), member()).prop_map(|(k, m)| cmd(vec![b("ZREM"), k, m])),
         1 => (key(), -50i64..50, -50i64..50).prop_map(|(k, a, z)| cmd(vec![b("LTRIM"), k, a.to_string().into_bytes(), z.to_string().into_bytes()])),
         1 => (key(), index()).prop_map(|(k, i)| cmd(vec![b("ARDEL"), k, i.to_string().into_bytes()])),
+        // Streams: entries (same and differing fields), deletions, trims to empty, XSETID.
+        3 => (key(), 0u64..5, proptest::collection::vec((member(), val()), 1..3)).prop_map(|(k, ms, fv)| {
+            let mut c = vec![b("XADD"), k, if ms == 0 { b("*") } else { format!("{}-*", NOW as u64 + ms).into_bytes() }];
+            for (f, v) in fv { c.push(f); c.push(v); }
+            c
+        }),
+        1 => (key(), 1usize..6, 0usize..100).prop_map(|(k, nf, x)| {
+            let mut c = vec![b("XADD"), k, b("*")];
+            for i in 0..nf { c.push(format!("f{i}").into_bytes()); c.push(format!("v{}", i * x).into_bytes()); }
+            c
+        }),
+        1 => key().prop_map(|k| cmd(vec![b("XADD"), k, b("MAXLEN"), b("0"), b("*"), b("f"), b("v")])),
+        1 => (key(), 0u64..4).prop_map(|(k, s)| cmd(vec![b("XDEL"), k, format!("{NOW}-{s}").into_bytes()])),
+        1 => (key(), 0u64..3).prop_map(|(k, n)| cmd(vec![b("XTRIM"), k, b("MAXLEN"), n.to_string().into_bytes()])),
+        1 => (key(), 5u64..9, 0u64..20).prop_map(|(k, s, n)| cmd(vec![b("XSETID"), k, format!("{}-{s}", NOW + 10).into_bytes(), b("ENTRIESADDED"), n.to_string().into_bytes(), b("MAXDELETEDID"), format!("{NOW}-1").into_bytes()])),
     ]
 }
 
