@@ -159,6 +159,9 @@ impl Server {
         };
         let mark = conn.out.len();
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
+        if matches!(outcome, Outcome::Done) {
+            self.stats.cmds.record_unblocked(spec, &conn.out[mark..]);
+        }
         self.deliver_notifications(Some((conn, slot)));
         // A served retry is an atomic unit of its own.
         if let Some(last) = self.commit_batch(engine::Origin::BlockedRetry) {

@@ -188,6 +188,19 @@ impl CommandStats {
         slot.hist[bucket(nanos)] += 1;
     }
 
+    /// A parked command (counted as a call when it parked) finally answered `reply`: an error
+    /// counts in errorstats and as a failed call of `spec`, as Redis counts a blocked command
+    /// that its unblocking fails (XGROUP DESTROY under XREADGROUP).
+    pub fn record_unblocked(&mut self, spec: &'static CommandSpec, reply: &[u8]) {
+        if reply.first() != Some(&b'-') {
+            return;
+        }
+        self.error_reply(reply);
+        if let Some(slot) = self.spec_slot(spec) {
+            slot.failed += 1;
+        }
+    }
+
     /// LATENCY HISTOGRAM [command ...]: for each command (or `cmd|sub`) that has calls, its
     /// calls and the cumulative count of calls at or under each power-of-two microseconds,
     /// up to the bucket of the slowest. A container name selects all its subcommands.

@@ -372,3 +372,35 @@ fn blocked_group_readers_are_served_and_unblocked_as_in_redis() {
     w.call(&["RENAME", "t2", "t"]);
     assert!(format!("{:?}", a.read()).contains("[49, 48, 48, 45, 48]"), "100-0 delivered");
 }
+
+#[test]
+fn debug_loadaof_rebuilds_every_type_from_its_canonical_commands() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::open(g.port, 2);
+    for cmd in [
+        &["SET", "str", "v"][..],
+        &["HSET", "h", "f", "1", "g", "2"],
+        &["PEXPIRE", "h", "600000"],
+        &["RPUSH", "l", "a", "b"],
+        &["ZADD", "z", "1.5", "m"],
+        &["SADD", "s", "x", "y"],
+        &["XADD", "st", "1-1", "a", "1"],
+        &["XADD", "st", "2-0", "b", "2"],
+        &["XADD", "st", "3-0", "a", "3"],
+        &["XDEL", "st", "2-0"],
+        &["XGROUP", "CREATE", "st", "g", "0"],
+        &["XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "st", ">"],
+        &["XGROUP", "CREATECONSUMER", "st", "g", "bob"],
+        &["XADD", "empty", "MAXLEN", "0", "5-0", "f", "v"],
+    ] {
+        assert!(!matches!(c.call(cmd), Frame::Error(_)), "{cmd:?}");
+    }
+    let before = c.call(&["DEBUG", "DIGEST"]);
+    assert_eq!(c.call(&["DEBUG", "LOADAOF"]), Frame::Simple(b"OK".to_vec()));
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), before);
+    assert_eq!(c.call(&["XLEN", "empty"]), Frame::Integer(0));
+    match c.call(&["XPENDING", "st", "g"]) {
+        Frame::Array(Some(v)) => assert_eq!(v[0], Frame::Integer(1)),
+        other => panic!("{other:?}"),
+    }
+}
