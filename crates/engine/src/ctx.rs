@@ -98,6 +98,18 @@ impl<'a> Ctx<'a> {
         None
     }
 
+    /// [`Ctx::read`] without recording an access on the key (Redis's LOOKUP_NOTOUCH, for
+    /// EXISTS, TYPE and TTL: asking about a key is not using it, so OBJECT IDLETIME and the
+    /// eviction policy are not fooled). Hits and misses count as for any read.
+    pub fn read_notouch(&mut self, key: &[u8]) -> Option<ValueRef<'_>> {
+        if self.expire_if_needed(key) || !self.ks.contains(key) {
+            self.stats.keyspace_misses += 1;
+            return None;
+        }
+        self.stats.keyspace_hits += 1;
+        self.ks.get(key)
+    }
+
     /// Looks `key` up for writing: expired keys read as missing. No hit/miss accounting.
     pub fn write(&mut self, key: &[u8]) -> Option<ValueMut<'_>> {
         if self.expire_if_needed(key) {

@@ -158,9 +158,17 @@ impl Server {
             return false;
         };
         let mark = conn.out.len();
+        let started = std::time::Instant::now();
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
         if matches!(outcome, Outcome::Done) {
             self.stats.cmds.record_unblocked(spec, &conn.out[mark..]);
+            // A served blocked command enters the slow log as the client sent it (BLPOP, not
+            // the LPOP it amounts to), as Redis logs it when it unblocks.
+            let micros = started.elapsed().as_micros() as u64;
+            let ins = &mut self.introspection;
+            if ins.slowlog_slower_than >= 0 && micros >= ins.slowlog_slower_than as u64 {
+                ins.slowlog_push(spec, &args, micros, conn);
+            }
         }
         self.deliver_notifications(Some((conn, slot)));
         // A served retry is an atomic unit of its own.

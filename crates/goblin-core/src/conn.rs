@@ -149,6 +149,9 @@ pub struct Conn {
     /// whole requests are parsed straight from the server's shared read buffer, and only a
     /// partial request (or input waiting behind a parked command) is copied here.
     pub pending: Vec<u8>,
+    /// While one of its commands runs: the input bytes from that command's start to the end
+    /// of what was read (Redis's query buffer at that moment, CLIENT LIST `qbuf=`); else 0.
+    pub qbuf_running: usize,
     /// `None` only while [`crate::server::Server::process_input`] is using it. Boxed so that
     /// taking it out and putting it back for every batch moves a pointer, not the parser.
     pub parser: Option<Box<RequestParser>>,
@@ -230,6 +233,7 @@ impl Conn {
             user: crate::auth::DEFAULT_USER.into(),
             authenticated: true,
             pending: Vec::new(),
+            qbuf_running: 0,
             parser: Some(Box::new(parser)),
             out: Vec::new(),
             out_pos: 0,

@@ -40,6 +40,7 @@ impl Server {
                 Ok(None) => break,
                 Ok(Some(n)) => {
                     let req = &buf[pos..pos + n];
+                    conn.qbuf_running = buf.len() - pos;
                     pos += n;
                     let argc = parser.argc();
                     if argc == 0 {
@@ -74,6 +75,7 @@ impl Server {
             }
         }
         conn.parser = Some(parser);
+        conn.qbuf_running = 0;
         pos
     }
 
@@ -98,22 +100,30 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // Every `<container>|help` takes no argument (arity 2 in Redis): extra ones are an
+        // arity error of the subcommand, before anything else is checked.
+        if args.len() > 2
+            && args[1].eq_ignore_ascii_case(b"help")
+            && crate::commands::subcommand_name(spec.name, b"help").is_some()
+        {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            crate::commands::wrong_sub_arity(&mut conn.out, args[0], args[1]);
+            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+            return;
+        }
         // Authentication, after the arity check as in Redis: until AUTH (or HELLO .. AUTH)
         // succeeds, only the commands flagged no_auth run (AUTH, HELLO, QUIT, RESET). The
         // default user's state is read live, so CONFIG SET requirepass "" opens the door to
         // connections already waiting, as in Redis.
         if !conn.authenticated && !spec.flags.has(engine::Flags::NO_AUTH) && !self.users.default_is_open() {
-            if let Some(m) = &mut conn.multi {
-                m.dirty = true;
-            }
-            reply::error(&mut conn.out, crate::commands::NOAUTH);
-            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
-            return;
+            return self.refuse(conn, spec, crate::commands::NOAUTH);
         }
         // A script is running past busy-reply-threshold (this is its loop turn for the
         // others): BUSY, or SCRIPT KILL / SHUTDOWN NOSAVE. Nothing is committed here.
         if crate::scripting::busy() {
-            self.call_while_busy(conn, spec, args);
+            self.call_while_busy(conn, slot, spec, args);
             return;
         }
         // The RESP2 subscribed context (Redis's CLIENT_PUBSUB test, made after the arity
@@ -140,16 +150,16 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
-        // CLIENT PAUSE: the command waits on its connection until the pause ends. Commands
-        // queued inside MULTI are not held; their EXEC is, if one of them would be.
-        if self.pause.until.is_some() && conn.multi.is_none() && self.pause.holds(spec, args) {
+        // CLIENT PAUSE: the command waits on its connection until the pause ends; inside MULTI
+        // too, before it is queued (as Redis 7.0). An EXEC waits if a queued command would.
+        if self.pause.until.is_some() && self.pause_holds(spec, args) {
             return self.hold_command(conn, slot, args);
         }
         if self.pause.until.is_some() && spec.name == "exec" {
             let held = conn.multi.as_ref().is_some_and(|m| {
                 m.queued.iter().any(|q| {
                     let argv: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
-                    engine::lookup(&q[0]).is_some_and(|s| self.pause.holds(s, &argv))
+                    engine::lookup(&q[0]).is_some_and(|s| self.pause_holds(s, &argv))
                 })
             });
             if held {
@@ -158,13 +168,13 @@ impl Server {
         }
         // maxmemory: evict first (its own batch, before the command); refuse what may grow
         // memory when that was not enough. A replica never evicts: its upstream's DELs do.
-        if self.engine.evict.maxmemory > 0 && self.replica.is_none() && self.over_maxmemory(conn, spec) {
-            if let Some(m) = &mut conn.multi {
-                m.dirty = true;
+        if self.engine.evict.maxmemory > 0 && self.replica.is_none() {
+            let refuse = self.over_maxmemory(conn, spec, args);
+            // Keys evicted now are invalidated before this command's reply, as in Redis.
+            self.deliver_invalidations(Some((conn, slot)));
+            if refuse {
+                return self.refuse(conn, spec, OOM);
             }
-            reply::error(&mut conn.out, OOM);
-            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
-            return;
         }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
@@ -247,6 +257,25 @@ impl Server {
         }
     }
 
+    /// A command refused before it runs (Redis's rejectCommand): inside MULTI the transaction
+    /// is flagged to fail at EXEC; a refused EXEC ends the transaction at once, answering
+    /// `EXECABORT Transaction discarded because of: <reason>`.
+    fn refuse(&mut self, conn: &mut Conn, spec: &'static CommandSpec, msg: &[u8]) {
+        if spec.name == "exec" {
+            conn.multi = None;
+            self.watches.unwatch_all(conn);
+            let mut e = b"EXECABORT Transaction discarded because of: ".to_vec();
+            e.extend_from_slice(msg);
+            reply::error(&mut conn.out, &e);
+        } else {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            reply::error(&mut conn.out, msg);
+        }
+        self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+    }
+
     /// One eviction round now, if a limit is set and exceeded (CONFIG SET maxmemory lowered the
     /// limit): the same round and batch as before a command.
     pub(crate) fn evict_now(&mut self) {
@@ -281,7 +310,9 @@ impl Server {
     /// only its effects). Returns true when memory is still over the limit and the command is
     /// one Redis refuses then: flagged deny-oom, any command queued inside MULTI (queuing
     /// grows memory), or an EXEC whose queue holds a deny-oom command.
-    fn over_maxmemory(&mut self, conn: &Conn, spec: &'static CommandSpec) -> bool {
+    /// A script that declared its flags (shebang, function) is deny-oom unless it declared
+    /// `no-writes` or `allow-oom`, as Redis derives it: refused before it runs.
+    fn over_maxmemory(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {
         let limit = self.engine.evict.maxmemory;
         let used = self.used_memory.read();
         if used <= limit {
@@ -305,7 +336,17 @@ impl Server {
                 m.queued.iter().any(|q| q.first().and_then(|n| engine::lookup(n)).is_some_and(denyoom))
             }
             Some(_) => !matches!(spec.name, "discard" | "multi" | "watch" | "quit" | "reset"),
-            None => denyoom(spec),
+            None => match self.declared_script_flags(spec, args) {
+                Some(flags) => {
+                    use crate::scripting::functions::{ALLOW_OOM, NO_WRITES};
+                    flags & (NO_WRITES | ALLOW_OOM) == 0
+                }
+                // FUNCTION LOAD and RESTORE are deny-oom subcommands in Redis.
+                None if spec.name == "function" => args
+                    .get(1)
+                    .is_some_and(|s| s.eq_ignore_ascii_case(b"load") || s.eq_ignore_ascii_case(b"restore")),
+                None => denyoom(spec),
+            },
         }
     }
 
@@ -390,7 +431,7 @@ impl Server {
 
     /// MULTI / EXEC / DISCARD. EXEC runs the queued commands back to back with one `now`; their
     /// mutations stay pending until [`Server::call`] commits them, as one atomic batch.
-    fn transaction_command(
+    pub(crate) fn transaction_command(
         &mut self,
         conn: &mut Conn,
         slot: usize,

@@ -120,7 +120,7 @@ impl Introspection {
         }
     }
 
-    fn slowlog_push(&mut self, spec: &CommandSpec, args: &[&[u8]], micros: u64, conn: &Conn) {
+    pub(crate) fn slowlog_push(&mut self, spec: &CommandSpec, args: &[&[u8]], micros: u64, conn: &Conn) {
         let shown = args.len().min(SLOWLOG_MAX_ARGS);
         let mut kept = Vec::with_capacity(shown);
         for (i, a) in args.iter().take(shown).enumerate() {

@@ -25,20 +25,15 @@ pub struct Pause {
 }
 
 impl Pause {
-    /// Whether the command `args` (of `spec`) must wait now. Under WRITE a script declared
-    /// `#!lua flags=no-writes` runs, as in Redis (it cannot write or replicate).
+    /// Whether the command `args` (of `spec`) must wait now, scripts aside (see
+    /// [`Server::pause_holds`]): under WRITE, writes and may-replicate commands (PFCOUNT
+    /// can rewrite its key; PUBLISH goes to replicas) wait, as in Redis.
     #[inline]
-    pub fn holds(&self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    pub fn holds(&self, spec: &CommandSpec) -> bool {
         match self.until {
             None => false,
             Some((_, true)) => true,
-            Some((_, false)) => {
-                if spec.name == "eval" {
-                    return !declares_no_writes(args.get(1).copied().unwrap_or_default());
-                }
-                spec.flags.has(Flags::WRITE)
-                    || matches!(spec.name, "evalsha" | "fcall" | "publish" | "spublish")
-            }
+            Some((_, false)) => spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE),
         }
     }
 
@@ -49,6 +44,23 @@ impl Pause {
 }
 
 impl Server {
+    /// Whether the command `args` must wait for the pause to end. Under WRITE a script is
+    /// judged by its declared flags, as Redis does: with a shebang (an EVAL body, a cached
+    /// EVALSHA script, a function's flags) it waits unless it declared `no-writes`; without
+    /// one it waits under EVAL/EVALSHA/FCALL (may-replicate) and runs under their _RO forms.
+    pub(crate) fn pause_holds(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+        if !matches!(self.pause.until, Some((_, false))) {
+            return self.pause.holds(spec);
+        }
+        if !matches!(spec.name, "eval" | "evalsha" | "fcall" | "eval_ro" | "evalsha_ro" | "fcall_ro") {
+            return self.pause.holds(spec);
+        }
+        match self.declared_script_flags(spec, args) {
+            Some(flags) => flags & crate::scripting::functions::NO_WRITES == 0,
+            None => !spec.name.ends_with("_ro"),
+        }
+    }
+
     /// Holds `args` on `conn` until the pause ends.
     pub(crate) fn hold_command(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
         conn.paused = Some(args.iter().map(|a| a.to_vec()).collect());
@@ -120,16 +132,4 @@ impl Server {
             }
         }
     }
-}
-
-/// Whether a script body starts with a shebang that declares `no-writes`.
-fn declares_no_writes(body: &[u8]) -> bool {
-    if !body.starts_with(b"#!") {
-        return false;
-    }
-    let line = body.split(|&b| b == b'\n').next().unwrap_or_default();
-    String::from_utf8_lossy(line)
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("flags="))
-        .any(|flags| flags.split(',').any(|f| f == "no-writes"))
 }

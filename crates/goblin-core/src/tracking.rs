@@ -63,6 +63,13 @@ pub struct Tracking {
     /// The client whose command is running, out of its slot meanwhile: (slot, id), whether
     /// it tracks, and whether with NOLOOP. Set by the dispatcher around each command.
     pub current: Option<(Client, bool, bool)>,
+    /// Reads made while the engine's batch already held mutations (a read inside EXEC or a
+    /// script after a write): (mutations pending before the read, client, key). Redis tracks
+    /// a key when it is read and invalidates when it is written, one command at a time; here
+    /// the writes reach [`Server::tracking_on_batch`] only at commit, so each read waits to
+    /// be replayed between the mutations it came after and the ones it came before. Otherwise
+    /// `MULTI, SET k, GET k, EXEC` would invalidate the very read that follows the write.
+    deferred: Vec<(usize, Client, Vec<u8>)>,
 }
 
 impl Default for Tracking {
@@ -74,6 +81,7 @@ impl Default for Tracking {
             max_keys: 1_000_000,
             outbox: Vec::new(),
             current: None,
+            deferred: Vec::new(),
         }
     }
 }
@@ -100,8 +108,9 @@ impl Tracking {
         }
     }
 
-    /// Invalidates keys until the table is within its bound again.
-    fn shrink(&mut self) {
+    /// Invalidates keys until the table is within its bound again (also after CONFIG SET
+    /// lowered the bound, as Redis's cron does, so an idle server obeys it too).
+    pub fn shrink(&mut self) {
         let over = self.keys.len().saturating_sub(self.max_keys);
         let victims: Vec<Vec<u8>> = self.keys.keys().take(over).cloned().collect();
         for key in victims {
@@ -165,7 +174,9 @@ fn write_invalidation(out: &mut Vec<u8>, proto: resp::Proto, keys: Option<&[Vec<
 impl Server {
     /// The commit_batch sink: every key a committed mutation names changed.
     pub(crate) fn tracking_on_batch(&mut self, batch: &Batch) {
-        if self.tracking.clients == 0 {
+        // With no client tracking, entries left by clients that stopped are still cleared
+        // by a flush (and dropped when changed: their owners are gone or no longer track).
+        if self.tracking.clients == 0 && self.tracking.keys.is_empty() {
             return;
         }
         // NOLOOP: the client whose command made the change is not told about it.
@@ -173,7 +184,12 @@ impl Server {
             Some(((_, id), _, true)) => Some(id),
             _ => None,
         };
-        for m in batch.iter() {
+        let mut deferred = std::mem::take(&mut self.tracking.deferred).into_iter().peekable();
+        for (pos, m) in batch.iter().enumerate() {
+            // Reads made after `pos` mutations are remembered before mutation `pos` applies.
+            while let Some((_, client, key)) = deferred.next_if(|(at, _, _)| *at <= pos) {
+                self.tracking.remember(client, &key);
+            }
             let mut keys = m.keys().peekable();
             if keys.peek().is_none() {
                 // A keyless mutation on the write allowlist empties the keyspace.
@@ -185,6 +201,30 @@ impl Server {
             }
             for key in keys {
                 self.tracking.changed(key, |c| Some(c.1) == skip);
+            }
+        }
+        for (_, client, key) in deferred {
+            self.tracking.remember(client, &key);
+        }
+    }
+
+    /// A tracking client read `key`: remembered now, or, when the pending batch already holds
+    /// mutations (not yet seen by tracking), after them at commit (see `Tracking::deferred`).
+    fn tracking_remember(&mut self, client: Client, key: &[u8]) {
+        let pending = self.engine.pending().len();
+        if pending == 0 {
+            self.tracking.remember(client, key);
+        } else {
+            self.tracking.deferred.push((pending, client, key.to_vec()));
+        }
+    }
+
+    /// Reads still deferred once their command ended with nothing committed are remembered
+    /// now (the batch they waited for is gone).
+    pub(crate) fn tracking_flush_deferred(&mut self) {
+        if !self.tracking.deferred.is_empty() && self.engine.pending().is_empty() {
+            for (_, client, key) in std::mem::take(&mut self.tracking.deferred) {
+                self.tracking.remember(client, &key);
             }
         }
     }
@@ -237,7 +277,7 @@ impl Server {
         let last = if spec.last_key < 0 { argc as i64 + spec.last_key as i64 } else { spec.last_key as i64 };
         let mut i = first;
         while (i as i64) <= last.min(argc as i64 - 1) {
-            self.tracking.remember((slot, conn.id), args[i]);
+            self.tracking_remember((slot, conn.id), args[i]);
             i += step;
         }
     }
@@ -265,23 +305,27 @@ impl Server {
             return;
         }
         for key in args.iter().skip(3).take(n as usize) {
-            self.tracking.remember((slot, conn.id), key);
+            self.tracking_remember((slot, conn.id), key);
         }
     }
 
     /// Sends the queued invalidations. `current` is the connection whose command just ran (out
     /// of its slot).
     pub(crate) fn deliver_invalidations(&mut self, mut current: Option<(&mut Conn, usize)>) {
+        self.tracking_flush_deferred();
         if self.tracking.outbox.is_empty() {
             return;
         }
-        // One message per client for the keys one command changed (an MSET's keys arrive
-        // together, as in Redis), one per prefix in BCAST mode; a flush is a message of its
-        // own, in its place.
+        // Default mode: one message per key, in the order the keys changed (Redis 7.0 sends
+        // an MSET's keys one by one). BCAST: one message per client and prefix for the keys
+        // one command changed. A flush is a message of its own, in its place.
         type Group = ((usize, u64), Option<Vec<u8>>, Option<Vec<Vec<u8>>>);
         let mut grouped: Vec<Group> = Vec::new();
         for (client, prefix, key) in std::mem::take(&mut self.tracking.outbox) {
-            let last = grouped.iter_mut().rev().find(|(c, p, _)| *c == client && *p == prefix);
+            let last = match prefix {
+                Some(_) => grouped.iter_mut().rev().find(|(c, p, _)| *c == client && *p == prefix),
+                None => None,
+            };
             match (key, last) {
                 (Some(k), Some((_, _, Some(keys)))) => {
                     if !keys.contains(&k) {
@@ -292,6 +336,14 @@ impl Server {
                 (None, _) => grouped.push((client, prefix, None)),
             }
         }
+        // BCAST messages go last, by prefix in byte order, as Redis sends them once per loop
+        // turn from its prefix tree (a stable sort keeps each prefix's clients in order).
+        grouped.sort_by(|a, b| match (&a.1, &b.1) {
+            (None, None) => std::cmp::Ordering::Equal,
+            (None, Some(_)) => std::cmp::Ordering::Less,
+            (Some(_), None) => std::cmp::Ordering::Greater,
+            (Some(p), Some(q)) => p.cmp(q),
+        });
         for ((slot, id), prefix, key) in grouped {
             // Who tracks: find its options (the current connection, or one in the slab).
             // A key read in default mode no longer concerns a client now in BCAST mode (its
@@ -434,13 +486,17 @@ impl Server {
             if cur.bcast != opts.bcast {
                 return reply::error(out, b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
             }
-            if cur.optin != opts.optin || cur.optout != opts.optout {
+            // Only a switch from one of OPTIN/OPTOUT to the other is refused: plain tracking
+            // may become OPTIN or OPTOUT, and either may become plain again (Redis 7.0).
+            if (opts.optin && cur.optout) || (opts.optout && cur.optin) {
                 return reply::error(out, b"ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
             }
         }
-        // Prefixes of one client may not overlap (one would receive each change twice).
+        // Prefixes of one client may not overlap (one would receive each change twice); as in
+        // Redis, a prefix equal to another overlaps it, and BCAST's implicit empty prefix
+        // overlaps every prefix named later.
         let mine: Vec<Vec<u8>> = conn.tracking.as_ref().map(|t| t.prefixes.clone()).unwrap_or_default();
-        let overlap = |p: &[u8], q: &[u8]| p != q && (p.starts_with(q) || q.starts_with(p));
+        let overlap = |p: &[u8], q: &[u8]| p.starts_with(q) || q.starts_with(p);
         for (n, p) in opts.prefixes.iter().enumerate() {
             let existing = mine.iter().find(|q| overlap(p, q)).map(|q| ("an existing", q));
             let provided =
@@ -454,12 +510,12 @@ impl Server {
             }
         }
         let me = (slot, conn.id);
+        if opts.bcast && opts.prefixes.is_empty() {
+            // BCAST without PREFIX: the empty prefix (every key), listed by TRACKINGINFO too.
+            opts.prefixes.push(Vec::new());
+        }
         if opts.bcast {
-            let mut prefixes = opts.prefixes.clone();
-            if prefixes.is_empty() && mine.is_empty() {
-                prefixes.push(Vec::new());
-            }
-            for p in prefixes {
+            for p in opts.prefixes.clone() {
                 let clients = self.tracking.prefixes.entry(p).or_default();
                 if !clients.contains(&me) {
                     clients.push(me);
@@ -468,10 +524,17 @@ impl Server {
         }
         match conn.tracking.as_mut() {
             Some(cur) => {
+                // The call's options replace the old ones (BCAST prefixes accumulate).
+                cur.optin = opts.optin;
+                cur.optout = opts.optout;
                 cur.noloop = opts.noloop;
                 cur.redirect = opts.redirect;
                 cur.broken_redirect = false;
-                cur.prefixes.extend(opts.prefixes);
+                for p in opts.prefixes {
+                    if !cur.prefixes.contains(&p) {
+                        cur.prefixes.push(p);
+                    }
+                }
             }
             None => {
                 conn.tracking = Some(Box::new(opts));
@@ -548,7 +611,8 @@ impl Server {
         reply::bulk(out, b"redirect");
         reply::integer(out, redirect);
         reply::bulk(out, b"prefixes");
-        let prefixes = conn.tracking.as_ref().map(|t| t.prefixes.clone()).unwrap_or_default();
+        let mut prefixes = conn.tracking.as_ref().map(|t| t.prefixes.clone()).unwrap_or_default();
+        prefixes.sort(); // Redis lists them from its radix tree: in byte order
         reply::array_len(out, prefixes.len());
         for p in prefixes {
             reply::bulk(out, &p);

@@ -811,3 +811,671 @@ fn xpersist_streams_dump_restore_both_ways_with_redis() {
         assert_eq!(text(&got), text(&want), "{}", show(&args));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// compat_*: scripted multi-connection sessions run against redis-server 7.0.15 and
+// goblin-core, whose transcripts (every frame each step read) must be identical. They pin
+// the behaviours Redis's own Tcl suite checks (tracking, pause, busy scripts, script flags),
+// where a difference once hung or failed the suite. Reads are one frame at a time, as the
+// Tcl client reads, so a push that arrives early or late shows up as a different frame.
+
+/// One step of a session; connections are numbered from 0.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    /// Sends a command and reads one frame.
+    Call(usize, &'a [&'a str]),
+    /// Sends a command without reading.
+    Send(usize, &'a [&'a str]),
+    /// Reads one frame.
+    Read(usize),
+    /// Reads one frame and records only its shape: bulk strings other than a push's kind
+    /// become `?` (which key Redis picks at random may differ).
+    ReadShape(usize),
+    /// `HELLO 3`, reply not recorded (server name and version differ).
+    Hello3(usize),
+    /// `CLIENT TRACKING on REDIRECT <id of the second connection> <options...>`.
+    TrackRedirect(usize, usize, &'a [&'a str]),
+    /// Polls `INFO <section>` on the connection until the field has the value (10 s bound).
+    WaitInfo(usize, &'a str, &'a str),
+    /// Waits this many milliseconds.
+    Sleep(u64),
+    /// `SCRIPT LOAD body`, then `EVALSHA <its sha> numkeys args...` (both replies recorded).
+    EvalSha(usize, &'a str, &'a [&'a str]),
+    /// `SLOWLOG GET`, recording only each entry's arguments (ids, times and addresses differ).
+    SlowlogArgs(usize),
+}
+
+/// A connection of a session: raw frames, any protocol.
+struct Peer {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Peer {
+    fn open(port: u16) -> Peer {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Peer { stream, buf: Vec::new() }
+    }
+
+    fn send(&mut self, args: &[&str]) {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, &args);
+        self.stream.write_all(&req).unwrap();
+    }
+
+    fn read(&mut self) -> Frame {
+        loop {
+            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
+                self.buf.drain(..used);
+                return f;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("a reply within 10 s");
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn call(&mut self, args: &[&str]) -> Frame {
+        self.send(args);
+        self.read()
+    }
+}
+
+fn shape(f: &Frame) -> Frame {
+    match f {
+        Frame::Bulk(Some(_)) => Frame::Bulk(Some(b"?".to_vec())),
+        Frame::Array(Some(items)) => Frame::Array(Some(items.iter().map(shape).collect())),
+        Frame::Push(items) => {
+            let mut out: Vec<Frame> = items.iter().map(shape).collect();
+            if let Some(first) = items.first() {
+                out[0] = first.clone();
+            }
+            Frame::Push(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// Runs `steps` on a server at `port` and returns the transcript: one line per frame read.
+fn run_session(port: u16, conns: usize, steps: &[Step]) -> Vec<String> {
+    let mut peers: Vec<Peer> = (0..conns).map(|_| Peer::open(port)).collect();
+    let mut out = Vec::new();
+    for (n, step) in steps.iter().enumerate() {
+        match *step {
+            Step::Call(i, args) => out.push(format!("{n} c{i} {}", text(&peers[i].call(args)))),
+            Step::Send(i, args) => peers[i].send(args),
+            Step::Read(i) => out.push(format!("{n} c{i} {}", text(&peers[i].read()))),
+            Step::ReadShape(i) => out.push(format!("{n} c{i} {}", text(&shape(&peers[i].read())))),
+            Step::Hello3(i) => {
+                let hello = peers[i].call(&["HELLO", "3"]);
+                assert!(matches!(hello, Frame::Map(_)), "HELLO 3 answered {}", text(&hello));
+            }
+            Step::TrackRedirect(i, j, opts) => {
+                let Frame::Integer(id) = peers[j].call(&["CLIENT", "ID"]) else { panic!("CLIENT ID") };
+                let id = id.to_string();
+                let mut args = vec!["CLIENT", "TRACKING", "on", "REDIRECT", &id];
+                args.extend_from_slice(opts);
+                out.push(format!("{n} c{i} {}", text(&peers[i].call(&args))));
+            }
+            Step::WaitInfo(i, field, want) => {
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let info = match peers[i].call(&["INFO", "everything"]) {
+                        Frame::Bulk(Some(b)) | Frame::Verbatim(_, b) => {
+                            String::from_utf8_lossy(&b).into_owned()
+                        }
+                        other => panic!("INFO answered {}", text(&other)),
+                    };
+                    let got = info
+                        .lines()
+                        .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+                        .map(str::to_string);
+                    if got.as_deref() == Some(want) {
+                        break;
+                    }
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "step {n}: {field} never became {want} (last {got:?})"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(ms)),
+            Step::SlowlogArgs(i) => {
+                let Frame::Array(Some(entries)) = peers[i].call(&["SLOWLOG", "GET"]) else {
+                    panic!("SLOWLOG GET")
+                };
+                let args: Vec<String> = entries
+                    .iter()
+                    .map(|e| match e {
+                        Frame::Array(Some(fields)) => fields.get(3).map(text).unwrap_or_default(),
+                        other => text(other),
+                    })
+                    .collect();
+                out.push(format!("{n} c{i} {args:?}"));
+            }
+            Step::EvalSha(i, body, rest) => {
+                let loaded = peers[i].call(&["SCRIPT", "LOAD", body]);
+                out.push(format!("{n} c{i} {}", text(&loaded)));
+                let Frame::Bulk(Some(sha)) = loaded else { panic!("SCRIPT LOAD") };
+                let sha = String::from_utf8(sha).unwrap();
+                let mut args = vec!["EVALSHA", &sha];
+                args.extend_from_slice(rest);
+                out.push(format!("{n} c{i} {}", text(&peers[i].call(&args))));
+            }
+        }
+    }
+    // Nothing may be left unread: a PING on each connection must answer PONG first.
+    for (i, p) in peers.iter_mut().enumerate() {
+        let f = p.call(&["PING"]);
+        out.push(format!("end c{i} {}", text(&f)));
+    }
+    out
+}
+
+/// The session on redis-server (started with `--enable-debug-command yes` and `redis_args`) and on goblin-core
+/// (`--enable-debug-command yes`) must read the same frames.
+fn compat_session(redis_args: &[&str], conns: usize, steps: &[Step]) {
+    let mut args = vec!["--enable-debug-command", "yes"];
+    args.extend_from_slice(redis_args);
+    let redis = RedisServer::start_with(&args);
+    let goblin = Server::start(&["--enable-debug-command", "yes"]);
+    let want = run_session(redis.port, conns, steps);
+    let got = run_session(goblin.port, conns, steps);
+    if want != got {
+        let first = want.iter().zip(&got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+        panic!(
+            "transcripts differ from line {first}\n redis:  {:?}\n goblin: {:?}\nredis transcript:\n{want:#?}\ngoblin transcript:\n{got:#?}",
+            want.get(first),
+            got.get(first)
+        );
+    }
+}
+
+/// Default-mode invalidations: one push per key (an MSET's keys one by one); plain tracking
+/// may turn OPTIN or OPTOUT, only OPTIN<->OPTOUT is refused; BCAST without PREFIX lists the
+/// empty prefix, which overlaps any prefix added later.
+#[test]
+fn compat_tracking_messages_and_options() {
+    use Step::*;
+    compat_session(
+        &[],
+        2,
+        &[
+            Hello3(0),
+            Call(0, &["CLIENT", "TRACKING", "on"]),
+            Call(0, &["MGET", "a", "b", "c"]),
+            Call(1, &["MSET", "a", "1", "b", "2", "c", "3"]),
+            Read(0),
+            Read(0),
+            Read(0),
+            Call(0, &["CLIENT", "TRACKING", "on", "OPTIN"]),
+            Call(0, &["CLIENT", "TRACKING", "on", "OPTOUT"]),
+            Call(0, &["CLIENT", "TRACKINGINFO"]),
+            Call(0, &["CLIENT", "TRACKING", "on"]),
+            Call(0, &["CLIENT", "TRACKING", "on", "OPTOUT"]),
+            Call(0, &["CLIENT", "TRACKINGINFO"]),
+            Call(0, &["CLIENT", "TRACKING", "off"]),
+            Call(0, &["CLIENT", "TRACKING", "on", "BCAST"]),
+            Call(0, &["CLIENT", "TRACKINGINFO"]),
+            Call(0, &["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "foo"]),
+            Call(0, &["CLIENT", "TRACKING", "off"]),
+            Call(0, &["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "foo", "PREFIX", "bar"]),
+            Call(0, &["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "foo"]),
+            Call(0, &["CLIENT", "TRACKINGINFO"]),
+            Call(1, &["MSET", "foo1", "1", "bar1", "2", "baz", "3"]),
+            Read(0),
+            Read(0),
+        ],
+    );
+}
+
+/// A key read inside EXEC after the transaction wrote it stays tracked (no invalidation for
+/// the transaction's own earlier write), and is invalidated by a later change; a lazily
+/// expired key read by MGET is invalidated after the reply; FLUSHALL empties the table
+/// even when no client tracks at that moment (no stale invalidation afterwards).
+#[test]
+fn compat_tracking_transactions_expiry_and_flush() {
+    use Step::*;
+    compat_session(
+        &[],
+        2,
+        &[
+            Hello3(0),
+            Call(0, &["CLIENT", "TRACKING", "on"]),
+            Call(0, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["MSET", "x", "1", "y", "2"]),
+            Call(0, &["PEXPIRE", "y", "50"]),
+            Call(0, &["GET", "y"]),
+            Call(0, &["EXEC"]),
+            Sleep(120),
+            Call(0, &["MGET", "x", "y"]),
+            Read(0),
+            Call(0, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]),
+            Call(0, &["MSET", "a", "1", "b", "2"]),
+            Call(0, &["GET", "a"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["INCR", "a"]),
+            Call(0, &["GET", "b"]),
+            Call(0, &["EXEC"]),
+            Read(0),
+            Call(1, &["SET", "b", "3"]),
+            Read(0),
+            Call(0, &["GET", "k"]),
+            Call(0, &["CLIENT", "TRACKING", "off"]),
+            Call(1, &["FLUSHALL"]),
+            Call(0, &["CLIENT", "TRACKING", "on"]),
+            Call(1, &["SET", "k", "1"]),
+        ],
+    );
+}
+
+/// Lowering tracking-table-max-keys invalidates keys (goblin-core at once, Redis at the next
+/// command or cron tick): a redirected client is told through `__redis__:invalidate`. Before,
+/// nothing was sent until a tracked read, and the suite's loop waiting for it hung.
+#[test]
+fn compat_tracking_table_bound() {
+    use Step::*;
+    compat_session(
+        &[],
+        3,
+        &[
+            TrackRedirect(0, 1, &[]),
+            Call(1, &["SUBSCRIBE", "__redis__:invalidate"]),
+            Call(0, &["MSET", "k1", "1", "k2", "2"]),
+            Call(0, &["MGET", "k1", "k2"]),
+            Call(2, &["CONFIG", "SET", "tracking-table-max-keys", "1"]),
+            Call(2, &["PING"]),
+            ReadShape(1),
+            Call(2, &["CONFIG", "SET", "tracking-table-max-keys", "1000000"]),
+            Call(1, &["UNSUBSCRIBE"]),
+        ],
+    );
+}
+
+/// CLIENT PAUSE WRITE holds may-replicate commands (PFCOUNT, PUBLISH) and scripts that may
+/// write, judged by their declared flags: a no-writes EVAL, EVALSHA or function and the _RO
+/// forms run; a script without a shebang waits, inside MULTI too (before it is queued, as in
+/// Redis 7.0), and so does the EXEC of a queued write. PUBLISH
+/// is refused in read-only scripts. Before, PFCOUNT ran and no-writes EVALSHA/FCALL waited
+/// until the pause's end (the suite's pause unit hung).
+#[test]
+fn compat_pause_write_by_declared_flags() {
+    use Step::*;
+    const F1: &str = "#!lua name=lib1\nredis.register_function{function_name='f1', \
+                      callback=function() return 'hello' end, flags={'no-writes'}}";
+    compat_session(
+        &[],
+        6,
+        &[
+            Call(0, &["SET", "x", "y"]),
+            Call(0, &["PFADD", "hll", "a"]),
+            Call(0, &["FUNCTION", "LOAD", F1]),
+            Call(0, &["CLIENT", "PAUSE", "100000", "WRITE"]),
+            Call(1, &["EVAL", "#!lua flags=no-writes\nreturn 'unique'", "0"]),
+            Call(1, &["EVAL_RO", "return redis.call('GeT', KEYS[1])", "1", "x"]),
+            EvalSha(1, "#!lua flags=no-writes\nreturn 2", &["0"]),
+            Call(1, &["FCALL", "f1", "0"]),
+            Call(1, &["FCALL_RO", "f1", "0"]),
+            Call(1, &["EVAL_RO", "return redis.call('publish','ch','msg')", "0"]),
+            Call(1, &["EVAL", "#!lua flags=no-writes\nreturn redis.call('publish','ch','msg')", "0"]),
+            Call(1, &["GET", "x"]),
+            Send(2, &["PFCOUNT", "hll"]),
+            WaitInfo(0, "blocked_clients", "1"),
+            Send(3, &["PUBLISH", "ch", "msg"]),
+            WaitInfo(0, "blocked_clients", "2"),
+            Send(4, &["EVAL", "return 1", "0"]),
+            WaitInfo(0, "blocked_clients", "3"),
+            Call(5, &["MULTI"]),
+            Send(5, &["EVAL", "#!lua\nreturn 12", "0"]),
+            WaitInfo(0, "blocked_clients", "4"),
+            Call(0, &["CLIENT", "UNPAUSE"]),
+            Read(2),
+            Read(3),
+            Read(4),
+            Read(5),
+            Call(5, &["EXEC"]),
+            // EXEC of a queued write waits for the pause as well.
+            Call(5, &["MULTI"]),
+            Call(5, &["SET", "x", "z"]),
+            Call(0, &["CLIENT", "PAUSE", "100000", "WRITE"]),
+            Send(5, &["EXEC"]),
+            WaitInfo(0, "blocked_clients", "1"),
+            Call(1, &["GET", "x"]),
+            Call(0, &["CLIENT", "UNPAUSE"]),
+            Read(5),
+            Call(1, &["GET", "x"]),
+        ],
+    );
+}
+
+/// While a script is busy, MULTI, DISCARD, WATCH, UNWATCH and RESET still run (Redis's
+/// allow-busy commands); a refused command inside MULTI fails the later EXEC, and an EXEC
+/// refused as BUSY ends the transaction with `EXECABORT ... because of: BUSY ...`.
+#[test]
+fn compat_busy_script_and_transactions() {
+    use Step::*;
+    compat_session(
+        &[],
+        5,
+        &[
+            Call(0, &["CONFIG", "SET", "busy-reply-threshold", "10"]),
+            Call(0, &["SET", "xx", "1"]),
+            Call(1, &["MULTI"]),
+            Call(1, &["INCR", "xx"]),
+            Send(2, &["EVAL", "while true do end", "0"]),
+            Sleep(200),
+            Call(1, &["INCR", "xx"]),
+            Call(1, &["EXEC"]),
+            Call(1, &["PING", "asdf"]),
+            Call(3, &["MULTI"]),
+            Call(3, &["WATCH", "k"]),
+            Call(3, &["DISCARD"]),
+            Call(3, &["WATCH", "k"]),
+            Call(3, &["UNWATCH"]),
+            Call(3, &["MULTI"]),
+            Call(3, &["GET", "xx"]),
+            Call(4, &["EXEC"]),
+            Call(4, &["RESET"]),
+            Call(4, &["GET", "xx"]),
+            Call(0, &["SCRIPT", "KILL"]),
+            Read(2),
+            Call(3, &["EXEC"]),
+            Call(0, &["GET", "xx"]),
+        ],
+    );
+}
+
+/// maxmemory and script flags: a script with a shebang is refused before it runs unless it
+/// declared allow-oom or no-writes, and allow-oom lets its writes through; without a shebang
+/// only the script's deny-oom calls are refused; FUNCTION LOAD is refused too, and FCALL
+/// finds a function whatever the case of its name. A command refused inside MULTI fails EXEC;
+/// an EXEC refused for OOM answers EXECABORT with the reason.
+#[test]
+fn compat_script_flags_and_oom() {
+    use Step::*;
+    const W: &str = "#!lua name=lw\nredis.register_function('w', function() return 1 end)";
+    compat_session(
+        &[],
+        2,
+        &[
+            Call(0, &["SET", "x", "123"]),
+            Call(0, &["FUNCTION", "LOAD", W]),
+            Call(0, &["FCALL", "W", "0"]),
+            Call(0, &["CONFIG", "SET", "maxmemory", "1"]),
+            Call(0, &["FUNCTION", "LOAD", "REPLACE", W]),
+            Call(0, &["FUNCTION", "LIST"]),
+            Call(0, &["EVAL", "redis.call('set','x',1)\nreturn 1", "1", "x"]),
+            Call(0, &["EVAL", "return redis.call('get','x')", "1", "x"]),
+            Call(0, &["EVAL", "#!lua flags=\nreturn 1", "0"]),
+            Call(0, &["EVAL", "#!lua flags=allow-oom\nredis.call('set','x',1)\nreturn 1", "1", "x"]),
+            Call(0, &["EVAL", "#!lua flags=no-writes\nreturn redis.call('get','x')", "0"]),
+            Call(0, &["EVAL_RO", "#!lua flags=no-writes\nreturn 1", "1", "x"]),
+            Call(0, &["FCALL", "w", "0"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["SET", "x", "2"]),
+            Call(0, &["EXEC"]),
+            Call(0, &["CONFIG", "SET", "maxmemory", "0"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["SET", "x", "3"]),
+            Call(1, &["CONFIG", "SET", "maxmemory", "1"]),
+            Call(0, &["EXEC"]),
+            Call(0, &["GET", "x"]),
+            Call(1, &["CONFIG", "SET", "maxmemory", "0"]),
+        ],
+    );
+}
+
+/// Lua details the suite checks: a big number's CR/LF become spaces (RESP2 and RESP3);
+/// thousands of arguments from unpack reach redis.call and redis.pcall; _G's metatable is
+/// read-only; cjson's depth bounds and NaN switch work; a library's error names the script's
+/// line; a RESP3 attribute ahead of a reply is skipped.
+#[test]
+fn compat_lua_replies_and_libraries() {
+    use Step::*;
+    const UNPACK: &str =
+        "local a = {} for i=1,7999 do a[i] = 1 end return redis.call('lpush', 'l', unpack(a))";
+    const UNPACK_P: &str =
+        "local a = {} for i=1,7999 do a[i] = 1 end return redis.pcall('lpush', 'l', unpack(a))";
+    compat_session(
+        &[],
+        1,
+        &[
+            Call(0, &["EVAL", "return {big_number='123\\r\\n123'}", "0"]),
+            Call(0, &["EVAL", UNPACK, "0"]),
+            Call(0, &["EVAL", UNPACK_P, "0"]),
+            Call(0, &["EVAL", "local g = getmetatable(_G)\ng.__index = {}", "0"]),
+            Call(0, &["EVAL", "return cjson.encode_max_depth()", "0"]),
+            Call(
+                0,
+                &[
+                    "EVAL",
+                    "cjson.encode_max_depth(1) local ok = pcall(cjson.encode, {a={1}}) \
+                     cjson.encode_max_depth(1000) return tostring(ok)",
+                    "0",
+                ],
+            ),
+            Call(
+                0,
+                &[
+                    "EVAL",
+                    "cjson.decode_max_depth(1) local ok = pcall(cjson.decode, '{\"a\":[1]}') \
+                     cjson.decode_max_depth(1000) return tostring(ok)",
+                    "0",
+                ],
+            ),
+            Call(
+                0,
+                &[
+                    "EVAL",
+                    "cjson.encode_invalid_numbers(true) local ok = pcall(cjson.encode, {n=0/0}) \
+                     cjson.encode_invalid_numbers(false) return tostring(ok)",
+                    "0",
+                ],
+            ),
+            // Library errors: the message at the script's line, as luaL_error words it.
+            Call(0, &["EVAL", "return cjson.encode({0/0})", "0"]),
+            Call(0, &["EVAL", "return cjson.decode('{bad')", "0"]),
+            Call(0, &["EVAL", "\nreturn cjson.encode(function() end)", "0"]),
+            Call(0, &["EVAL", "return struct.pack('i', 'x')", "0"]),
+            Call(0, &["EVAL", "return struct.unpack('i', '')", "0"]),
+            Call(0, &["EVAL", "return bit.tohex({})", "0"]),
+            Call(0, &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]),
+            Call(0, &["EVAL", "redis.setresp(3); return redis.call('debug', 'protocol', 'attrib')", "0"]),
+            Hello3(0),
+            Call(0, &["EVAL", "return {big_number='123\\r\\n123'}", "0"]),
+            Call(0, &["EVAL", "redis.setresp(3); return redis.call('debug', 'protocol', 'bignum')", "0"]),
+            Call(0, &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"]),
+        ],
+    );
+}
+
+/// COMMAND GETKEYS and GETKEYSANDFLAGS find the keys as Redis's key specs do (counted keys,
+/// a destination before them, STORE options, MEMORY USAGE) and give each key Redis's flags
+/// (OW for an overwrite, RM for a removal, access/insert/update/delete).
+#[test]
+fn compat_command_getkeys_and_flags() {
+    const CMDS: &[&str] = &[
+        "set k v",
+        "set k v get",
+        "mset a 1 b 2",
+        "msetnx a 1 b 2",
+        "lmove a b left right",
+        "blmove a b left right 0",
+        "rpoplpush a b",
+        "brpoplpush a b 0",
+        "smove a b m",
+        "sort k",
+        "sort k store d",
+        "sort_ro k",
+        "zunionstore d 2 a b",
+        "zinterstore d 2 a b",
+        "zdiffstore d 2 a b",
+        "zrangestore d s 0 1",
+        "zunion 2 a b",
+        "zintercard 2 a b",
+        "sintercard 2 a b",
+        "lmpop 2 a b left",
+        "blmpop 0 2 a b left",
+        "zmpop 2 a b min",
+        "bzmpop 0 2 a b min",
+        "georadius k 0 0 1 km store d",
+        "georadius k 0 0 1 km",
+        "georadiusbymember k m 1 km storedist d",
+        "del a b",
+        "unlink a b",
+        "copy a b",
+        "rename a b",
+        "renamenx a b",
+        "getdel a",
+        "eval x 2 a b",
+        "eval x 0",
+        "fcall f 1 a",
+        "memory usage k",
+        "get a",
+        "incr a",
+        "lpush a x",
+        "expire a 1",
+        "getset a b",
+        "append a b",
+        "hset h f v",
+        "sadd s m",
+        "exists a b",
+        "touch a",
+        "object encoding a",
+        "setnx a b",
+        "setex a 1 v",
+        "psetex a 1 v",
+        "getex a",
+        "incrbyfloat a 1",
+        "setrange a 0 x",
+        "pfmerge d a b",
+        "pfcount a b",
+        "bitop and d a b",
+        "lset a 0 x",
+        "linsert a before x y",
+        "ltrim a 0 1",
+        "lpop a",
+        "blpop a b 0",
+        "zadd z 1 a",
+        "geoadd g 0 0 m",
+        "sunionstore d a b",
+        "sinterstore d a b",
+        "sdiffstore d a b",
+        "restore k 0 x",
+        "persist a",
+        "hincrby h f 1",
+        "spop s",
+        "srandmember s",
+        "zpopmin z",
+        "lpos a x",
+        "watch a",
+        "zunionstore d 300 a",
+    ];
+    let split: Vec<Vec<&str>> = CMDS.iter().map(|c| c.split(' ').collect()).collect();
+    let mut args: Vec<Vec<&str>> = Vec::new();
+    for c in &split {
+        for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+            let mut a = vec!["COMMAND", sub];
+            a.extend_from_slice(c);
+            args.push(a);
+        }
+    }
+    let steps: Vec<Step> = args.iter().map(|a| Step::Call(0, a)).collect();
+    compat_session(&[], 1, &steps);
+}
+
+/// TTL, TYPE and EXISTS do not count as an access of the key (OBJECT IDLETIME keeps
+/// growing), TOUCH does; checked on a key restored with a large idle time, on both servers.
+#[test]
+fn compat_object_idletime_not_touched_by_ttl_type_exists() {
+    let redis = RedisServer::start();
+    let goblin = Server::start(&[]);
+    for (name, mut c) in [("redis", redis.conn()), ("goblin", goblin.conn())] {
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+        let payload: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut c).unwrap();
+        let _: () = redis::cmd("RESTORE")
+            .arg("k2")
+            .arg(0)
+            .arg(payload)
+            .arg("IDLETIME")
+            .arg(1000)
+            .query(&mut c)
+            .unwrap();
+        let _: i64 = redis::cmd("TTL").arg("k2").query(&mut c).unwrap();
+        let _: String = redis::cmd("TYPE").arg("k2").query(&mut c).unwrap();
+        let _: i64 = redis::cmd("EXISTS").arg("k2").query(&mut c).unwrap();
+        let idle: i64 = redis::cmd("OBJECT").arg("IDLETIME").arg("k2").query(&mut c).unwrap();
+        assert!(idle >= 1000, "{name}: idle {idle} after TTL/TYPE/EXISTS");
+        let _: i64 = redis::cmd("TOUCH").arg("k2").query(&mut c).unwrap();
+        let idle: i64 = redis::cmd("OBJECT").arg("IDLETIME").arg("k2").query(&mut c).unwrap();
+        assert!(idle < 10, "{name}: idle {idle} after TOUCH");
+    }
+}
+
+/// CLIENT INFO describes the query buffer as Redis does while the command runs (qbuf holds
+/// the CLIENT INFO request itself, 26 bytes) and an empty output buffer as obl=0 omem=0.
+#[test]
+fn compat_client_info_buffers() {
+    let redis = RedisServer::start();
+    let goblin = Server::start(&[]);
+    let fields = |port: u16| -> Vec<String> {
+        let mut p = Peer::open(port);
+        let Frame::Bulk(Some(line)) = p.call(&["CLIENT", "INFO"]) else { panic!("CLIENT INFO") };
+        let line = String::from_utf8(line).unwrap();
+        line.split_whitespace()
+            .filter(|f| ["qbuf=", "obl=", "oll=", "omem=", "multi=", "cmd="].iter().any(|p| f.starts_with(p)))
+            .map(str::to_string)
+            .collect()
+    };
+    let want = fields(redis.port);
+    assert!(want.contains(&"qbuf=26".to_string()), "redis: {want:?}");
+    assert_eq!(fields(goblin.port), want);
+}
+
+/// `<container> HELP` takes no argument: extra ones are the subcommand's arity error.
+#[test]
+fn compat_help_subcommands_take_no_arguments() {
+    use Step::*;
+    compat_session(
+        &[],
+        1,
+        &[
+            Call(0, &["LATENCY", "HELP", "xxx"]),
+            Call(0, &["SLOWLOG", "HELP", "xxx"]),
+            Call(0, &["CLIENT", "HELP", "xxx"]),
+            Call(0, &["CONFIG", "help", "xxx"]),
+            Call(0, &["COMMAND", "HELP", "xxx", "yyy"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["CLIENT", "HELP", "xxx"]),
+            Call(0, &["EXEC"]),
+        ],
+    );
+}
+
+/// A blocked command served later enters the slow log as the client sent it (BLPOP), after
+/// the commands of the EXEC that served it.
+#[test]
+fn compat_slowlog_logs_served_blocked_command() {
+    use Step::*;
+    compat_session(
+        &[],
+        2,
+        &[
+            Call(0, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            Send(1, &["BLPOP", "l", "0"]),
+            WaitInfo(0, "blocked_clients", "1"),
+            Call(0, &["MULTI"]),
+            Call(0, &["LPUSH", "l", "foo"]),
+            Call(0, &["SLOWLOG", "RESET"]),
+            Call(0, &["EXEC"]),
+            Read(1),
+            SlowlogArgs(0),
+        ],
+    );
+}

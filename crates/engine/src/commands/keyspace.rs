@@ -60,14 +60,19 @@ fn del(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// EXISTS key [key ...] / TOUCH key [key ...]: a key named twice counts twice.
+/// EXISTS leaves the keys' access times alone; TOUCH is the command that records an access.
 fn exists(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    let n = args[1..].iter().filter(|k| c.read(k).is_some()).count();
+    let touch = eq_ic(args[0], b"touch");
+    let n = args[1..]
+        .iter()
+        .filter(|k| if touch { c.read(k).is_some() } else { c.read_notouch(k).is_some() })
+        .count();
     reply::integer(out, n as i64);
 }
 
 /// TYPE key
 fn type_(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    let name = c.read(args[1]).map(|v| v.kind().name()).unwrap_or("none");
+    let name = c.read_notouch(args[1]).map(|v| v.kind().name()).unwrap_or("none");
     reply::simple(out, name.as_bytes());
 }
 
@@ -369,7 +374,7 @@ fn expire(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// TTL / PTTL / EXPIRETIME / PEXPIRETIME key: -2 missing, -1 persistent.
 fn ttl(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let name = args[0].to_ascii_lowercase();
-    if c.read(args[1]).is_none() {
+    if c.read_notouch(args[1]).is_none() {
         return reply::integer(out, -2);
     }
     let Some(deadline) = c.ks.expire_at(args[1]) else {

@@ -54,8 +54,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("punsubscribe", -1, PUBSUB_CONN, NO_KEYS, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", Handler::Server),
     spec("ssubscribe", -2, PUBSUB_CONN, (1, -1, 1), "pubsub", "Listens for messages published to shard channels.", Handler::Server),
     spec("sunsubscribe", -1, PUBSUB_CONN, (1, -1, 1), "pubsub", "Stops listening to messages posted to shard channels.", Handler::Server),
-    spec("publish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST, NO_KEYS, "pubsub", "Posts a message to a channel.", Handler::Server),
-    spec("spublish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST, (1, 1, 1), "pubsub", "Post a message to a shard channel.", Handler::Server),
+    spec("publish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST | Flags::MAY_REPLICATE, NO_KEYS, "pubsub", "Posts a message to a channel.", Handler::Server),
+    spec("spublish", 3, Flags::PUBSUB | LOADING_STALE | Flags::FAST | Flags::MAY_REPLICATE, (1, 1, 1), "pubsub", "Post a message to a shard channel.", Handler::Server),
     spec("pubsub", -2, 0, NO_KEYS, "pubsub", "A container for Pub/Sub commands.", Handler::Server),
     // Scripting (goblin-core/src/scripting/). Keys are given by numkeys (movable).
     spec("eval", -3, SCRIPT_FLAGS, NO_KEYS, "scripting", "Executes a server-side Lua script.", Handler::Server),

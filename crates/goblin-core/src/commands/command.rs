@@ -361,26 +361,118 @@ fn key_flags(s: &CommandSpec) -> &'static [&'static [u8]] {
     }
 }
 
-/// Writes `keys`, or with `flags` each as [key, [flag ...]] (GETKEYSANDFLAGS).
-fn write_keys(out: &mut Vec<u8>, s: &CommandSpec, keys: &[&[u8]], flags: bool) {
-    reply::array_len(out, keys.len());
-    for k in keys {
-        if flags {
-            reply::array_len(out, 2);
-            reply::bulk(out, k);
-            let f = key_flags(s);
-            reply::array_len(out, f.len());
-            for flag in f {
-                reply::simple(out, flag);
-            }
-        } else {
-            reply::bulk(out, k);
-        }
-    }
+/// One key's key-spec flags, as Redis 7.0 gives them in GETKEYSANDFLAGS.
+type KeyFlags = &'static [&'static [u8]];
+const RO: KeyFlags = &[b"RO"];
+const RO_ACCESS: KeyFlags = &[b"RO", b"access"];
+const RW_ACCESS: KeyFlags = &[b"RW", b"access"];
+const RW_UPDATE: KeyFlags = &[b"RW", b"update"];
+const RW_INSERT: KeyFlags = &[b"RW", b"insert"];
+const RW_DELETE: KeyFlags = &[b"RW", b"delete"];
+const RW_ACCESS_UPDATE: KeyFlags = &[b"RW", b"access", b"update"];
+const RW_ACCESS_DELETE: KeyFlags = &[b"RW", b"access", b"delete"];
+const RW_ACCESS_INSERT: KeyFlags = &[b"RW", b"access", b"insert"];
+const OW_UPDATE: KeyFlags = &[b"OW", b"update"];
+const OW_INSERT: KeyFlags = &[b"OW", b"insert"];
+const RM_DELETE: KeyFlags = &[b"RM", b"delete"];
+
+/// The flags of every key of a command whose keys all play one role, where Redis's key spec
+/// says more than the generic RW update / RO access (None: the generic [`key_flags`]).
+fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
+    Some(match name {
+        // SET overwrites unless GET reads the old value first (Redis's setGetKeys).
+        "set" if cmd.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) => RW_ACCESS_UPDATE,
+        "set" | "mset" | "setex" | "psetex" | "restore" => OW_UPDATE,
+        "msetnx" | "setnx" => OW_INSERT,
+        "getset" | "getex" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "hincrby"
+        | "hincrbyfloat" | "eval" | "evalsha" | "fcall" => RW_ACCESS_UPDATE,
+        "lpush" | "rpush" | "append" | "sadd" | "linsert" => RW_INSERT,
+        "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" | "setrange" | "lset" => RW_UPDATE,
+        "ltrim" => RW_DELETE,
+        "getdel" | "lpop" | "rpop" | "blpop" | "brpop" | "spop" | "zpopmin" | "zpopmax" | "bzpopmin"
+        | "bzpopmax" | "lmpop" | "blmpop" | "zmpop" | "bzmpop" => RW_ACCESS_DELETE,
+        "exists" | "touch" | "object" | "watch" | "memory" => RO,
+        "pfcount" => RW_ACCESS,
+        "del" | "unlink" => RM_DELETE,
+        _ => return None,
+    })
 }
 
-/// COMMAND GETKEYS / GETKEYSANDFLAGS: the keys of `cmd` (a full command) from its table key
-/// positions.
+/// For commands whose keys play different roles: the flags of the first key, and of the
+/// others (a destination first, sources after, or a source then a destination).
+fn role_key_flags(name: &str) -> Option<(KeyFlags, KeyFlags)> {
+    Some(match name {
+        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "smove" => (RW_ACCESS_DELETE, RW_INSERT),
+        "rename" => (RW_ACCESS_DELETE, OW_UPDATE),
+        "renamenx" => (RW_ACCESS_DELETE, OW_INSERT),
+        "copy" | "sort" | "georadius" | "georadiusbymember" => (RO_ACCESS, OW_UPDATE),
+        "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "sunionstore" | "sdiffstore"
+        | "bitop" => (OW_UPDATE, RO_ACCESS),
+        "sinterstore" => (RW_UPDATE, RO_ACCESS),
+        "pfmerge" => (RW_ACCESS_INSERT, RO_ACCESS),
+        _ => return None,
+    })
+}
+
+/// The argv positions of `cmd`'s keys. Err: the arguments that say where the keys are are
+/// invalid; Ok(None): the command has no keys at all.
+fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<usize>>, ()> {
+    let argc = cmd.len();
+    // `numkeys` at `at`, the keys right after it.
+    let counted = |at: usize| -> Result<Vec<usize>, ()> {
+        match cmd.get(at).and_then(|a| engine::util::parse_i64(a)) {
+            Some(n) if n >= 0 && (n as usize) < argc - at => Ok((at + 1..at + 1 + n as usize).collect()),
+            _ => Err(()),
+        }
+    };
+    // The value after a STORE (or STOREDIST) option from `from` on.
+    let store = |from: usize, dist: bool| -> Option<usize> {
+        (from..argc.saturating_sub(1))
+            .rev()
+            .find(|&i| {
+                cmd[i].eq_ignore_ascii_case(b"store") || (dist && cmd[i].eq_ignore_ascii_case(b"storedist"))
+            })
+            .map(|i| i + 1)
+    };
+    Ok(Some(match s.name {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop" | "bzmpop" => {
+            counted(2)?
+        }
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => counted(1)?,
+        "zunionstore" | "zinterstore" | "zdiffstore" => {
+            let mut keys = vec![1];
+            keys.extend(counted(2)?);
+            keys
+        }
+        "sort" | "sort_ro" => {
+            let mut keys = vec![1];
+            keys.extend(if s.name == "sort" { store(2, false) } else { None });
+            keys
+        }
+        "georadius" | "georadiusbymember" => {
+            let mut keys = vec![1];
+            keys.extend(store(if s.name == "georadius" { 6 } else { 5 }, true));
+            keys
+        }
+        "memory" if argc >= 3 && cmd[1].eq_ignore_ascii_case(b"usage") => vec![2],
+        _ => {
+            if s.first_key <= 0 {
+                return Ok(None);
+            }
+            let first = s.first_key as i64;
+            let last = if s.last_key < 0 {
+                argc as i64 + s.last_key as i64
+            } else {
+                (s.last_key as i64).min(argc as i64 - 1)
+            };
+            let step = (s.key_step as i64).max(1);
+            (first..=last).step_by(step as usize).map(|i| i as usize).collect()
+        }
+    }))
+}
+
+/// COMMAND GETKEYS / GETKEYSANDFLAGS: the keys of `cmd` (a full command), found as Redis's
+/// key specs find them (counted keys, STORE options), with their key-spec flags.
 fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]], flags: bool) {
     let Some(s) = engine::lookup(cmd[0]) else {
         return reply::error(out, b"ERR Invalid command specified");
@@ -388,24 +480,35 @@ fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]], flags: bool) {
     if !s.arity_ok(cmd.len()) {
         return reply::error(out, b"ERR Invalid number of arguments specified for command");
     }
-    if matches!(s.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro") {
-        // Movable keys: `numkeys` of them after it.
-        let n = match engine::util::parse_i64(cmd[2]) {
-            Some(n) if n >= 0 && n <= cmd.len() as i64 - 3 => n as usize,
-            _ => return reply::error(out, b"ERR Invalid arguments specified for command"),
-        };
-        if n == 0 {
-            return reply::error(out, b"ERR The command has no key arguments");
+    let positions = match key_positions(s, cmd) {
+        Ok(Some(p)) => p,
+        Ok(None) => return reply::error(out, b"ERR The command has no key arguments"),
+        Err(()) => return reply::error(out, b"ERR Invalid arguments specified for command"),
+    };
+    let uniform = uniform_key_flags(s.name, cmd);
+    let roles = role_key_flags(s.name);
+    reply::array_len(out, positions.len());
+    for (n, &i) in positions.iter().enumerate() {
+        if !flags {
+            reply::bulk(out, cmd[i]);
+            continue;
         }
-        return write_keys(out, s, &cmd[3..3 + n], flags);
+        let f = match (uniform, roles) {
+            (Some(f), _) => f,
+            (None, Some((first, rest))) => {
+                if n == 0 {
+                    first
+                } else {
+                    rest
+                }
+            }
+            (None, None) => key_flags(s),
+        };
+        reply::array_len(out, 2);
+        reply::bulk(out, cmd[i]);
+        reply::array_len(out, f.len());
+        for flag in f {
+            reply::simple(out, flag);
+        }
     }
-    if s.first_key <= 0 {
-        return reply::error(out, b"ERR The command has no key arguments");
-    }
-    let argc = cmd.len() as i64;
-    let first = s.first_key as i64;
-    let last = if s.last_key < 0 { argc + s.last_key as i64 } else { (s.last_key as i64).min(argc - 1) };
-    let step = (s.key_step as i64).max(1);
-    let keys: Vec<&[u8]> = (first..=last).step_by(step as usize).map(|i| cmd[i as usize]).collect();
-    write_keys(out, s, &keys, flags);
 }

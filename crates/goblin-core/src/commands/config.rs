@@ -284,7 +284,13 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
             Change::NotifyFlags(flags) => s.set_notify_flags(flags),
-            Change::TrackingMaxKeys(n) => s.tracking.max_keys = n,
+            Change::TrackingMaxKeys(n) => {
+                s.tracking.max_keys = n;
+                // A lower bound applies now (0: unbounded); the command's end delivers.
+                if n > 0 {
+                    s.tracking.shrink();
+                }
+            }
             Change::Limit(limit, n) => store::limits::set(limit, n),
             Change::Inert(name, v) => {
                 // A name and its alias are one setting.

@@ -36,6 +36,7 @@ pub const FLAG_NAMES: [(&str, u8); 5] = [
     ("allow-cross-slot-keys", 16),
 ];
 pub const NO_WRITES: u8 = 1;
+pub const ALLOW_OOM: u8 = 2;
 
 /// The most code all libraries together may hold (they must fit in a snapshot's header block,
 /// 16 MiB, with the rest of the header).
@@ -202,6 +203,14 @@ impl FunctionsVm {
             libs: BTreeMap::new(),
             funcs: HashMap::new(),
         }
+    }
+
+    /// The function called `name`, in any case (Redis's function names are case-insensitive
+    /// for FCALL): the exact name first, a scan only when that misses.
+    fn lookup(&self, name: &[u8]) -> Option<&Entry> {
+        self.funcs
+            .get(name)
+            .or_else(|| self.funcs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, e)| e))
     }
 
     /// Functions in the registry (INFO).
@@ -515,6 +524,11 @@ impl Server {
         fv
     }
 
+    /// Function `name`'s flags ([`FLAG_NAMES`] bits); None when there is no such function.
+    pub(crate) fn function_flags(&mut self, name: &[u8]) -> Option<u8> {
+        self.functions_vm().lookup(name).map(|e| e.flags)
+    }
+
     /// FCALL | FCALL_RO function numkeys [key ...] [arg ...]
     pub(crate) fn fcall_command(&mut self, c: &mut Conn, slot: usize, args: &[&[u8]], ro: bool, now: i64) {
         let numkeys = match util::parse_i64(args[2]) {
@@ -527,7 +541,7 @@ impl Server {
         if numkeys < 0 {
             return reply::error(&mut c.out, b"ERR Number of keys can't be negative");
         }
-        let (f, flags) = match self.functions_vm().funcs.get(args[1]) {
+        let (f, flags) = match self.functions_vm().lookup(args[1]) {
             Some(e) => (e.f.clone(), e.flags),
             None => return reply::error(&mut c.out, b"ERR Function not found"),
         };
@@ -549,7 +563,7 @@ impl Server {
                 Some((args[1].to_vec(), args.iter().map(|a| a.to_vec()).collect(), Instant::now()))
         });
         let name = String::from_utf8_lossy(args[1]).into_owned();
-        self.run_vm(&fv.vm, c, slot, ro || no_writes, now, &name, |sc| {
+        self.run_vm(&fv.vm, c, slot, ro || no_writes, flags & ALLOW_OOM != 0, now, &name, |sc| {
             let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
                 let t = sc.lua.create_table_with_capacity(items.len(), 0)?;
                 for (i, a) in items.iter().enumerate() {

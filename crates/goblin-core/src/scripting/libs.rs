@@ -4,6 +4,8 @@
 //! for the common cases; see each function.
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value, Variadic};
+use std::cell::Cell;
+use std::rc::Rc;
 
 /// C's `%.<prec>g`.
 pub fn fmt_g(x: f64, prec: usize) -> String {
@@ -61,6 +63,13 @@ pub fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
     g.set("struct", struct_lib(lua)?)?;
     g.set("cmsgpack", cmsgpack_lib(lua)?)?;
     Ok(())
+}
+
+/// struct.pack's error for a non-number where a number goes: luaL_checknumber's text, with
+/// the type found ("no value" past the last argument).
+fn pack_number_error(args: &[Value], arg: usize) -> mlua::Error {
+    let got = args.get(arg).map_or("no value", |v| v.type_name());
+    mlua::Error::RuntimeError(format!("bad argument #{} to 'pack' (number expected, got {got})", arg + 1))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -166,24 +175,59 @@ fn json_escape(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
-fn json_number(out: &mut Vec<u8>, n: f64) -> mlua::Result<()> {
+/// lua-cjson's settings, per VM (SCRIPT FLUSH starts over from the defaults): the nesting
+/// bounds and what encoding a NaN or an infinity does.
+struct JsonCfg {
+    encode_max_depth: Cell<usize>,
+    decode_max_depth: Cell<usize>,
+    /// 0: refuse (the default), 1: write `nan`/`inf`/`-inf`, 2: write `null`.
+    encode_invalid: Cell<u8>,
+}
+
+impl Default for JsonCfg {
+    fn default() -> Self {
+        JsonCfg {
+            encode_max_depth: Cell::new(1000),
+            decode_max_depth: Cell::new(1000),
+            encode_invalid: Cell::new(0),
+        }
+    }
+}
+
+fn json_number(out: &mut Vec<u8>, n: f64, cfg: &JsonCfg) -> mlua::Result<()> {
     if n.is_nan() || n.is_infinite() {
-        return Err(mlua::Error::RuntimeError("Cannot serialise number: must not be NaN or Inf".into()));
+        match cfg.encode_invalid.get() {
+            0 => {
+                return Err(mlua::Error::RuntimeError(
+                    "Cannot serialise number: must not be NaN or Inf".into(),
+                ))
+            }
+            2 => out.extend_from_slice(b"null"),
+            _ => out.extend_from_slice(if n.is_nan() {
+                b"nan" as &[u8]
+            } else if n > 0.0 {
+                b"inf"
+            } else {
+                b"-inf"
+            }),
+        }
+        return Ok(());
     }
     out.extend_from_slice(fmt_g(n, 14).as_bytes());
     Ok(())
 }
 
-fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
+/// `depth` tables enclose `v`; a table nested deeper than `encode_max_depth` is refused.
+fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize, cfg: &JsonCfg) -> mlua::Result<()> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(u) if u.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Integer(i) => json_number(out, *i as f64)?,
-        Value::Number(n) => json_number(out, *n)?,
+        Value::Integer(i) => json_number(out, *i as f64, cfg)?,
+        Value::Number(n) => json_number(out, *n, cfg)?,
         Value::String(s) => json_escape(out, &s.as_bytes()),
         Value::Table(t) => {
-            if depth >= 1000 {
+            if depth >= cfg.encode_max_depth.get() {
                 return Err(mlua::Error::RuntimeError(format!(
                     "Cannot serialise, excessive nesting ({})",
                     depth + 1
@@ -222,7 +266,7 @@ fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
                         out.push(b',');
                     }
                     let v: Value = t.raw_get(i)?;
-                    json_encode(out, &v, depth + 1)?;
+                    json_encode(out, &v, depth + 1, cfg)?;
                 }
                 out.push(b']');
             } else {
@@ -238,12 +282,12 @@ fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
                         Value::String(s) => json_escape(out, &s.as_bytes()),
                         Value::Integer(i) => {
                             out.push(b'"');
-                            json_number(out, *i as f64)?;
+                            json_number(out, *i as f64, cfg)?;
                             out.push(b'"');
                         }
                         Value::Number(n) => {
                             out.push(b'"');
-                            json_number(out, *n)?;
+                            json_number(out, *n, cfg)?;
                             out.push(b'"');
                         }
                         _ => {
@@ -253,7 +297,7 @@ fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
                         }
                     }
                     out.push(b':');
-                    json_encode(out, &v, depth + 1)?;
+                    json_encode(out, &v, depth + 1, cfg)?;
                 }
                 out.push(b'}');
             }
@@ -272,6 +316,7 @@ struct JsonParser<'a> {
     s: &'a [u8],
     i: usize,
     depth: usize,
+    max_depth: usize,
 }
 
 impl JsonParser<'_> {
@@ -294,7 +339,7 @@ impl JsonParser<'_> {
         match c {
             b'{' => {
                 self.depth += 1;
-                if self.depth > 1000 {
+                if self.depth > self.max_depth {
                     return Err(mlua::Error::RuntimeError(format!(
                         "Found too many nested data structures ({}) at character {}",
                         self.depth,
@@ -337,7 +382,7 @@ impl JsonParser<'_> {
             }
             b'[' => {
                 self.depth += 1;
-                if self.depth > 1000 {
+                if self.depth > self.max_depth {
                     return Err(mlua::Error::RuntimeError(format!(
                         "Found too many nested data structures ({}) at character {}",
                         self.depth,
@@ -457,21 +502,47 @@ impl JsonParser<'_> {
     }
 }
 
+/// lua-cjson's depth setters: `f([n])` sets the bound when given (an integer from 1 to
+/// 2^31-1) and returns the bound in force.
+fn json_depth_setter(lua: &Lua, cfg: &Rc<JsonCfg>, decode: bool) -> mlua::Result<mlua::Function> {
+    let cfg = cfg.clone();
+    lua.create_function(move |_, arg: Option<Value>| {
+        let cell = if decode { &cfg.decode_max_depth } else { &cfg.encode_max_depth };
+        if let Some(v) = arg {
+            let n = match v {
+                Value::Integer(i) => i as f64,
+                Value::Number(n) => n,
+                _ => f64::NAN,
+            };
+            if !(1.0..=2_147_483_647.0).contains(&n) {
+                return Err(mlua::Error::RuntimeError(
+                    "bad argument #1 to '?' (expected integer between 1 and 2147483647)".into(),
+                ));
+            }
+            cell.set(n as usize);
+        }
+        Ok(cell.get() as i64)
+    })
+}
+
 fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
+    let cfg = Rc::new(JsonCfg::default());
+    let c = cfg.clone();
     t.set(
         "encode",
-        lua.create_function(|lua, v: Value| {
+        lua.create_function(move |lua, v: Value| {
             let mut out = Vec::new();
-            json_encode(&mut out, &v, 0)?;
+            json_encode(&mut out, &v, 0, &c)?;
             lua.create_string(&out)
         })?,
     )?;
+    let c = cfg.clone();
     t.set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
+        lua.create_function(move |lua, s: mlua::String| {
             let bytes = s.as_bytes();
-            let mut p = JsonParser { s: &bytes, i: 0, depth: 0 };
+            let mut p = JsonParser { s: &bytes, i: 0, depth: 0, max_depth: c.decode_max_depth.get() };
             let v = p.value(lua)?;
             p.ws();
             if p.i != bytes.len() {
@@ -484,10 +555,32 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     // lua-cjson's buffer reuse switch: encoding never keeps a buffer here, so it only accepts
     // the call (scripts written for Redis make it).
     t.set("encode_keep_buffer", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
-    // lua-cjson's nesting limits: the codec here has its own fixed depth bound; the setters
-    // are accepted so that scripts written for Redis run.
-    t.set("encode_max_depth", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
-    t.set("decode_max_depth", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    // lua-cjson's nesting bounds (default 1000 each) and NaN/Inf switch, as Redis scripts
+    // use them.
+    t.set("encode_max_depth", json_depth_setter(lua, &cfg, false)?)?;
+    t.set("decode_max_depth", json_depth_setter(lua, &cfg, true)?)?;
+    let c = cfg.clone();
+    t.set(
+        "encode_invalid_numbers",
+        lua.create_function(move |lua, arg: Option<Value>| {
+            match arg {
+                None => {}
+                Some(Value::Boolean(b)) => c.encode_invalid.set(b as u8),
+                Some(Value::String(s)) if s.as_bytes().as_ref() == b"null" => c.encode_invalid.set(2),
+                Some(Value::String(s)) if matches!(s.as_bytes().as_ref(), b"on" | b"off") => {
+                    c.encode_invalid.set((s.as_bytes().as_ref() == b"on") as u8)
+                }
+                Some(_) => {
+                    return Err(mlua::Error::RuntimeError("bad argument #1 to '?' (invalid option)".into()))
+                }
+            }
+            Ok(match c.encode_invalid.get() {
+                0 => Value::Boolean(false),
+                1 => Value::Boolean(true),
+                _ => Value::String(lua.create_string("null")?),
+            })
+        })?,
+    )?;
     Ok(t)
 }
 
@@ -594,12 +687,7 @@ fn struct_lib(lua: &Lua) -> mlua::Result<Table> {
                 match c {
                     b'x' => out.push(0),
                     b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
-                        let n = num(&a).ok_or_else(|| {
-                            mlua::Error::RuntimeError(format!(
-                                "bad argument #{} to 'pack' (number expected)",
-                                arg + 1
-                            ))
-                        })?;
+                        let n = num(&a).ok_or_else(|| pack_number_error(&args, arg))?;
                         arg += 1;
                         let v = n as i64 as u64;
                         let bytes = v.to_le_bytes();
@@ -610,12 +698,7 @@ fn struct_lib(lua: &Lua) -> mlua::Result<Table> {
                         }
                     }
                     b'f' | b'd' => {
-                        let n = num(&a).ok_or_else(|| {
-                            mlua::Error::RuntimeError(format!(
-                                "bad argument #{} to 'pack' (number expected)",
-                                arg + 1
-                            ))
-                        })?;
+                        let n = num(&a).ok_or_else(|| pack_number_error(&args, arg))?;
                         arg += 1;
                         let bytes = if c == b'f' {
                             (n as f32).to_le_bytes().to_vec()

@@ -40,11 +40,13 @@ struct Script {
     shebang: bool,
     /// `flags=no-writes`: the script may only read, as under EVAL_RO.
     no_writes: bool,
+    /// The shebang's flags, as [`functions::FLAG_NAMES`] bits (0 without a shebang).
+    flags: u8,
 }
 
 /// A `#!lua [flags=f1,f2]` first line, as Redis 7 reads it: (length of the line before its
-/// newline, no-writes), or Redis's error.
-fn parse_shebang(body: &[u8]) -> Result<(usize, bool), Vec<u8>> {
+/// newline, the flags as [`functions::FLAG_NAMES`] bits), or Redis's error.
+fn parse_shebang(body: &[u8]) -> Result<(usize, u8), Vec<u8>> {
     let Some(end) = body.iter().position(|&b| b == b'\n') else {
         return Err(b"ERR Invalid script shebang".to_vec());
     };
@@ -56,7 +58,7 @@ fn parse_shebang(body: &[u8]) -> Result<(usize, bool), Vec<u8>> {
         e.extend_from_slice(engine);
         return Err(e);
     }
-    let mut no_writes = false;
+    let mut bits = 0u8;
     for part in parts {
         let Some(flags) = part.strip_prefix(b"flags=") else {
             let mut e = b"ERR Unknown lua shebang option: ".to_vec();
@@ -64,10 +66,10 @@ fn parse_shebang(body: &[u8]) -> Result<(usize, bool), Vec<u8>> {
             return Err(e);
         };
         for flag in flags.split(|&b| b == b',').filter(|f| !f.is_empty()) {
-            match flag {
-                b"no-writes" => no_writes = true,
-                b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
-                other => {
+            match functions::FLAG_NAMES.iter().find(|(name, _)| name.as_bytes() == flag) {
+                Some((_, bit)) => bits |= bit,
+                None => {
+                    let other = flag;
                     let mut e = b"ERR Unexpected flag in script shebang: ".to_vec();
                     e.extend_from_slice(other);
                     return Err(e);
@@ -75,7 +77,7 @@ fn parse_shebang(body: &[u8]) -> Result<(usize, bool), Vec<u8>> {
             }
         }
     }
-    Ok((end, no_writes))
+    Ok((end, bits))
 }
 
 /// The hook runs every this many VM instructions (Redis's figure).
@@ -100,6 +102,8 @@ struct Run {
     slot: usize,
     now: i64,
     read_only: bool,
+    /// Declared `allow-oom`: its deny-oom commands run over maxmemory too.
+    allow_oom: bool,
     start: Instant,
     threshold_ms: u64,
 }
@@ -117,6 +121,8 @@ thread_local! {
     pub(crate) static READ: Cell<bool> = const { Cell::new(false) };
     /// When the busy script's loop turn last read every connection.
     static LAST_SWEEP: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Scripts run since the last collection step.
+    static GC_COUNT: Cell<u32> = const { Cell::new(0) };
     /// The protocol replies to `redis.call` are converted from (`redis.setresp`).
     static LUA_RESP3: Cell<bool> = const { Cell::new(false) };
 }
@@ -149,6 +155,32 @@ pub struct Scripting {
     bytes: usize,
 }
 
+impl Scripting {
+    /// For a cached script (by SHA1 in any case): its shebang's flags; None when it is not
+    /// cached or has no shebang (Redis then goes by the command's own flags).
+    fn declared_flags(&self, sha: &[u8]) -> Option<u8> {
+        let sha: [u8; 40] = sha.to_ascii_lowercase().try_into().ok()?;
+        self.scripts.get(&sha).filter(|s| s.shebang).map(|s| s.flags)
+    }
+}
+
+impl Server {
+    /// The flags a script command (EVAL, EVALSHA, FCALL and their _RO forms) declared, as
+    /// [`functions::FLAG_NAMES`] bits: the EVAL body's shebang, the cached EVALSHA script's,
+    /// the function's. None for any other command, a script without a shebang, an unknown
+    /// script or function, or a bad shebang (the command itself then answers the error).
+    /// Redis decides CLIENT PAUSE WRITE and the OOM refusal from these before the script runs.
+    pub(crate) fn declared_script_flags(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> Option<u8> {
+        let arg = args.get(1).copied()?;
+        match spec.name {
+            "eval" | "eval_ro" if arg.starts_with(b"#!") => parse_shebang(arg).ok().map(|(_, f)| f),
+            "evalsha" | "evalsha_ro" => self.scripting.as_ref()?.declared_flags(arg),
+            "fcall" | "fcall_ro" => self.function_flags(arg),
+            _ => None,
+        }
+    }
+}
+
 fn sha1_hex(body: &[u8]) -> [u8; 40] {
     let mut out = [0u8; 40];
     out.copy_from_slice(sha1_smol::Sha1::from(body).digest().to_string().as_bytes());
@@ -160,6 +192,7 @@ fn sha1_hex(body: &[u8]) -> [u8; 40] {
 const PRELUDE: &str = r#"
 local raw_call, getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next =
     __goblin_call, debug.getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next
+local raw_call_packed = __goblin_call_packed
 local tbl_concat, str_sub, str_find, str_gsub = table.concat, string.sub, string.find, string.gsub
 local raw_log, raw_setresp, raw_sha1hex, raw_known = __goblin_log, __goblin_setresp, __goblin_sha1hex, __goblin_known
 local redis = {}
@@ -172,6 +205,12 @@ local function fail(msg) return true, {err = 'ERR ' .. msg} end
 inner.call = raw_call
 inner.register_function = __goblin_register
 redis.pcall = function(...)
+  local n = select('#', ...)
+  -- Thousands of arguments go packed (see PACK_ABOVE in mod.rs).
+  if n > 1000 then
+    local _, v = raw_call_packed({...}, n)
+    return v
+  end
   local _, v = raw_call(...)
   return v
 end
@@ -261,6 +300,13 @@ local handler = function(err)
   if type(err) == 'userdata' then
     -- An error raised by the VM's Rust side (the timeout hook's SCRIPT KILL).
     err = str_gsub(tostring(err), '^runtime error: ', '')
+    -- A Rust library function's error (cjson, cmsgpack, struct, bit) carries mlua's stack
+    -- traceback: keep the message, placed at the script's line as luaL_error places it.
+    local cut = str_find(err, '\nstack traceback:', 1, true)
+    if cut then
+      err = str_sub(err, 1, cut - 1)
+      if i then err = str_gsub(i.source, '^@', '') .. ':' .. i.currentline .. ': ' .. err end
+    end
   end
   if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if i then
@@ -315,6 +361,15 @@ local function readonly(real, is_globals, switchable)
     __metatable = false,
   }
   if is_globals then
+    -- getmetatable(_G) shows the metatable, itself read-only (as Redis 7.0's): changing
+    -- its __index is refused like any global.
+    local view = setmetatable({}, {
+      __index = mt,
+      __newindex = function() error('Attempt to modify a readonly table', 2) end,
+      __metatable = false,
+    })
+    protected[view] = true
+    mt.__metatable = view
     mt.__index = function(_, k)
       local v
       if switchable and load_env then v = load_env[k] else v = real[k] end
@@ -402,12 +457,38 @@ trampolines! {
     tr_register_function => "register_function",
 }
 
+/// Scripts between two garbage collection steps, and the step's size in KiB (Redis's values).
+const GC_PERIOD: u32 = 50;
+
+/// Above this many arguments, `redis.call`/`redis.pcall` pass them to Rust packed in a table.
+const PACK_ABOVE: std::ffi::c_int = 1000;
+
 /// The body of every trampoline. No Rust value with a destructor lives in this frame, so the
 /// `lua_error` longjmp out of it is sound.
 unsafe fn trampoline(l: *mut mlua::lua_State, key: *const std::ffi::c_char) -> std::ffi::c_int {
     use mlua::ffi;
     unsafe {
         let n = ffi::lua_gettop(l);
+        if n > PACK_ABOVE && std::ffi::CStr::from_ptr(key).to_bytes() == b"goblin.call" {
+            // Too many arguments for a Rust callback's stack (Lua 5.1 allows a C function
+            // 8000 slots, and mlua needs some of them): hand them over as one table and its
+            // length instead, as `redis.call('lpush', k, unpack(t))` with thousands of
+            // elements works in Redis. (A C function may push a few values past its arguments:
+            // Lua guarantees it LUA_MINSTACK free slots.)
+            ffi::lua_createtable(l, n, 0);
+            ffi::lua_insert(l, 1);
+            for i in (1..=n).rev() {
+                ffi::lua_rawseti_(l, 1, i);
+            }
+            ffi::lua_pushinteger(l, n as ffi::lua_Integer);
+            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, c"goblin.call_packed".as_ptr());
+            ffi::lua_insert(l, 1);
+            ffi::lua_call(l, 2, 2);
+            if ffi::lua_toboolean(l, -2) != 0 {
+                ffi::lua_error(l);
+            }
+            return 1;
+        }
         ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, key);
         ffi::lua_insert(l, 1);
         ffi::lua_call(l, n, 2);
@@ -432,6 +513,12 @@ impl Scripting {
         let g = lua.globals();
         libs::register(&lua, &g)?;
         g.set("__goblin_call", lua.create_function(redis_call)?)?;
+        let packed = lua.create_function(|lua, (t, n): (Table, i64)| {
+            let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
+            redis_call_args(lua, &args)
+        })?;
+        lua.set_named_registry_value("goblin.call_packed", packed.clone())?;
+        g.set("__goblin_call_packed", packed)?;
         g.set("__goblin_register", lua.create_function(functions::register_function)?)?;
         g.set(
             "__goblin_sha1hex",
@@ -499,6 +586,7 @@ impl Scripting {
         // Everything the prelude needed is captured in its closures: drop it from sight.
         for name in [
             "__goblin_call",
+            "__goblin_call_packed",
             "__goblin_sha1hex",
             "__goblin_log",
             "__goblin_setresp",
@@ -562,12 +650,13 @@ impl Scripting {
             return Ok(sha);
         }
         // A shebang line is left out of the compiled code, its newline kept (line numbers).
-        let (skip, shebang, no_writes) = if body.starts_with(b"#!") {
-            let (len, no_writes) = parse_shebang(body)?;
-            (len, true, no_writes)
+        let (skip, shebang, flags) = if body.starts_with(b"#!") {
+            let (len, flags) = parse_shebang(body)?;
+            (len, true, flags)
         } else {
-            (0, false, false)
+            (0, false, 0)
         };
+        let no_writes = flags & functions::NO_WRITES != 0;
         if body.get(skip) == Some(&0x1b) {
             // Never bytecode (see the prelude's loadstring); Redis's parser reads it as text.
             return Err(b"ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
@@ -575,7 +664,7 @@ impl Scripting {
         }
         match self.lua.load(&body[skip..]).set_name("@user_script").into_function() {
             Ok(f) => {
-                self.scripts.insert(sha, Script { f, shebang, no_writes });
+                self.scripts.insert(sha, Script { f, shebang, no_writes, flags });
                 self.bytes += body.len();
                 Ok(sha)
             }
@@ -706,6 +795,10 @@ thread_local! {
 /// `redis.call`/`redis.pcall`'s common part: returns (raised, value); `raised` is true when the
 /// reply is an error (`redis.call` raises the table, `redis.pcall` returns it).
 fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
+    redis_call_args(lua, &args)
+}
+
+fn redis_call_args(lua: &Lua, args: &[Value]) -> mlua::Result<(bool, Value)> {
     let Some(run) = RUN.with(Cell::get) else {
         return Ok((true, err_table(lua, b"ERR redis.call used outside of a script")?));
     };
@@ -759,7 +852,8 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
     }
     // maxmemory: a write that may grow memory is refused inside a script as outside one.
     // SAFETY: see `Run` below: reads of the server's settings while nothing else uses it.
-    if spec.flags.has(Flags::DENYOOM) && unsafe { (*run.server).over_memory_limit() } {
+    // A script that declared `allow-oom` is exempt, as in Redis.
+    if spec.flags.has(Flags::DENYOOM) && !run.allow_oom && unsafe { (*run.server).over_memory_limit() } {
         return refused(
             lua,
             &run,
@@ -836,7 +930,18 @@ fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
         };
         server.stats.cmds.record(spec, name, &out, started.elapsed());
     }
-    let frame = match resp::decode_frame(&out) {
+    // A RESP3 attribute (`|`, a map of metadata ahead of the reply, only DEBUG PROTOCOL
+    // attrib sends one) is not shown to scripts, as in Redis 7.0: the reply after it is.
+    let mut body: &[u8] = &out;
+    while body.first() == Some(&b'|') {
+        let mut as_map = body.to_vec();
+        as_map[0] = b'%';
+        match resp::decode_frame(&as_map) {
+            Ok(Some((_, used))) => body = &body[used..],
+            _ => break,
+        }
+    }
+    let frame = match resp::decode_frame(body) {
         Ok(Some((f, _))) => f,
         _ => return Ok((true, err_table(lua, b"ERR internal error: unreadable reply")?)),
     };
@@ -968,12 +1073,15 @@ fn lua_to_reply(out: &mut Vec<u8>, proto: Proto, v: &Value, depth: usize) -> mlu
                 _ => {}
             }
             if let Value::String(s) = t.raw_get::<Value>("big_number")? {
+                // CR and LF become spaces, as Redis does: the text goes on one RESP3 line.
+                let s: Vec<u8> =
+                    s.as_bytes().iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
                 if proto.is_resp3() {
                     out.push(b'(');
-                    out.extend_from_slice(&s.as_bytes());
+                    out.extend_from_slice(&s);
                     out.extend_from_slice(b"\r\n");
                 } else {
-                    reply::bulk(out, &s.as_bytes());
+                    reply::bulk(out, &s);
                 }
                 return Ok(());
             }
@@ -1091,7 +1199,8 @@ impl Server {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             );
         }
-        self.run_script(c, slot, &sha, keys, argv, ro || no_writes, now);
+        let allow_oom = sc.scripts.get(&sha).is_some_and(|s| s.flags & functions::ALLOW_OOM != 0);
+        self.run_script(c, slot, &sha, keys, argv, ro || no_writes, allow_oom, now);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1103,13 +1212,14 @@ impl Server {
         keys: &[&[u8]],
         argv: &[&[u8]],
         ro: bool,
+        allow_oom: bool,
         now: i64,
     ) {
         // The VM is taken out of the server while the script runs (the callbacks reach the
         // server through `Run`, and nothing may reach the VM through the server meanwhile).
         let Some(sc) = self.scripting.take() else { return };
         let sha_text = std::str::from_utf8(sha).unwrap_or_default().to_string();
-        self.run_vm(&sc, c, slot, ro, now, &sha_text, |sc| {
+        self.run_vm(&sc, c, slot, ro, allow_oom, now, &sha_text, |sc| {
             let lua = &sc.lua;
             let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
                 let t = lua.create_table_with_capacity(items.len(), 0)?;
@@ -1140,6 +1250,7 @@ impl Server {
         c: &mut Conn,
         slot: usize,
         ro: bool,
+        allow_oom: bool,
         now: i64,
         name: &str,
         invoke: impl FnOnce(&Scripting) -> mlua::Result<(bool, Value)>,
@@ -1152,6 +1263,7 @@ impl Server {
                 slot,
                 now,
                 read_only: ro,
+                allow_oom,
                 start: Instant::now(),
                 threshold_ms,
             }))
@@ -1164,6 +1276,16 @@ impl Server {
         LAST_SWEEP.with(|x| x.set(None));
         let ran = invoke(sc);
         RUN.with(|r| r.set(None));
+        // Every 50 runs, a garbage collection step of 50 KiB, as Redis does after scripts:
+        // the garbage of many small scripts (argument tables, reply strings) would otherwise
+        // wait for Lua's own pace and inflate used_memory_lua.
+        if GC_COUNT.with(|n| {
+            let due = n.get() >= GC_PERIOD;
+            n.set(if due { 0 } else { n.get() + 1 });
+            due
+        }) {
+            let _ = sc.lua.gc_step_kbytes(GC_PERIOD as std::ffi::c_int);
+        }
         let was_busy = BUSY_NOW.with(|x| x.replace(false));
         KILL.with(|x| x.set(false));
         if was_busy {
@@ -1299,7 +1421,13 @@ impl Server {
     /// While a script is busy: the command other clients sent. Only SCRIPT KILL and
     /// SHUTDOWN NOSAVE act; everything else gets `-BUSY`. Nothing here commits a batch (the
     /// script's writes are pending).
-    pub(crate) fn call_while_busy(&mut self, conn: &mut Conn, spec: &'static CommandSpec, args: &[&[u8]]) {
+    pub(crate) fn call_while_busy(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+    ) {
         // SCRIPT KILL, FUNCTION KILL (each stops only its own kind) and FUNCTION STATS.
         if self.function_while_busy(conn, spec, args) {
             return;
@@ -1308,11 +1436,34 @@ impl Server {
             tracing::warn!("SHUTDOWN NOSAVE while a script is busy: exiting without committing its writes");
             self.exit_now();
         }
+        // Redis 7.0's allow-busy commands: the transaction ones (a MULTI opened now fails at
+        // EXEC if a command is refused meanwhile), and the connection ones. None of them
+        // writes, so the script's pending batch is not touched.
+        match spec.name {
+            "multi" | "discard" | "watch" | "unwatch" => {
+                let now = self.clock_ms;
+                return self.transaction_command(conn, slot, spec, args, now);
+            }
+            "reset" | "hello" | "auth" | "quit" => {
+                let now = self.clock_ms;
+                self.stats.server_commands += 1;
+                return crate::commands::run(self, conn, slot, spec, args, now);
+            }
+            _ => {}
+        }
+        let busy = if functions::function_running() { functions::BUSY_FUNCTION } else { BUSY };
+        if spec.name == "exec" {
+            // A refused EXEC ends the transaction (queued or not), as Redis's execCommandAbort.
+            conn.multi = None;
+            self.watches.unwatch_all(conn);
+            let mut e = b"EXECABORT Transaction discarded because of: ".to_vec();
+            e.extend_from_slice(busy);
+            return reply::error(&mut conn.out, &e);
+        }
         // As any refused command, a BUSY inside MULTI fails the transaction at EXEC.
         if let Some(m) = &mut conn.multi {
             m.dirty = true;
         }
-        let busy = if functions::function_running() { functions::BUSY_FUNCTION } else { BUSY };
         reply::error(&mut conn.out, busy);
     }
 }

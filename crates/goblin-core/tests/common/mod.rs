@@ -269,6 +269,11 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts redis-server with `extra` arguments after the defaults (no persistence).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let mut last_err = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -283,6 +288,7 @@ impl RedisServer {
                     "--appendonly",
                     "no",
                 ])
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
