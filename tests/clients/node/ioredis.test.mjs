@@ -201,3 +201,20 @@ test('unix socket connection', async () => {
 
 test('scripting is out of scope', { skip: 'goblin-core has no EVAL/FUNCTION (out of scope)' }, () => {});
 test('pub/sub is out of scope', { skip: 'goblin-core has no SUBSCRIBE/PUBLISH (out of scope)' }, () => {});
+
+test('streams: a consumer group worker blocks, is woken by XADD, acks', async () => {
+  await io.xgroup('CREATE', 'orders', 'workers', '$', 'MKSTREAM');
+  const worker = new Redis({ host: server.host, port: server.port });
+  const read = worker.xreadgroup('GROUP', 'workers', 'w1', 'COUNT', 10, 'BLOCK', 5000, 'STREAMS', 'orders', '>');
+  await waitBlocked(1);
+  const id = await io.xadd('orders', '*', 'sku', 'A-1', 'qty', '2');
+  const got = await read;
+  // ioredis turns both RESP2 and RESP3 stream replies into [[key, [[id, [f, v, ...]]]]].
+  const entries = Array.isArray(got) ? got[0][1] : got.orders;
+  assert.deepEqual(entries, [[id, ['sku', 'A-1', 'qty', '2']]]);
+  assert.equal(await io.xack('orders', 'workers', id), 1);
+  const pending = await io.xpending('orders', 'workers');
+  assert.equal(pending[0], 0);
+  assert.equal(await io.xlen('orders'), 1);
+  worker.disconnect();
+});
