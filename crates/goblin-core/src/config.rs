@@ -32,6 +32,29 @@ pub struct Config {
     #[arg(long, value_parser = parse_octal)]
     pub unixsocketperm: Option<u32>,
 
+    /// Path of a shared-memory ring rendezvous socket to listen on as well: each client that
+    /// connects gets its own pair of rings in a memfd (see crates/ring and ARCHITECTURE.md).
+    #[arg(long)]
+    pub ring: Option<PathBuf>,
+
+    /// Bytes in each of a ring client's two rings (a power of two, 4096 to 1 GiB).
+    #[arg(long = "ring-size", default_value = "1048576", value_parser = parse_ring_size)]
+    pub ring_size: u64,
+
+    /// Permissions of the ring rendezvous socket file, in octal (default 600: the owner only).
+    #[arg(long = "ring-perm", default_value = "600", value_parser = parse_octal)]
+    pub ring_perm: u32,
+
+    /// Trust every ring connection: it starts authenticated as the default user even when that
+    /// user needs a password (the socket's file mode is then the only gate).
+    #[arg(long = "no-auth-ring")]
+    pub no_auth_ring: bool,
+
+    /// After the last ring activity, keep polling the rings without sleeping for this many
+    /// microseconds (0 = sleep at once), so a ping-pong client never waits for a wake-up.
+    #[arg(long = "ring-spin-us", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub ring_spin_us: u32,
+
     /// Maximum number of connected clients; further connections get an error and are closed.
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxclients: u32,
@@ -229,6 +252,11 @@ pub struct Config {
     /// Be a read-only replica of the goblin-core upstream listening on this Unix socket.
     #[arg(long = "replica-uds", value_name = "PATH")]
     pub replica_uds: Option<PathBuf>,
+
+    /// Be a read-only replica of the goblin-core upstream whose `--ring` socket is PATH: the
+    /// firehose runs over a shared-memory ring pair (same host only).
+    #[arg(long = "replica-ring", value_name = "PATH")]
+    pub replica_ring: Option<PathBuf>,
 }
 
 /// Parsed `--save` rules: (seconds, changes) pairs.
@@ -297,6 +325,11 @@ impl DebugCommand {
 impl Config {
     /// Checks what the parser cannot: combinations and features this build does not have
     /// yet. The message names the flag; `main` exits with status 2 (a usage error, as clap).
+    /// One of `--replica-tcp`, `--replica-uds`, `--replica-ring` is given.
+    pub fn is_replica(&self) -> bool {
+        self.replica_tcp.is_some() || self.replica_uds.is_some() || self.replica_ring.is_some()
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if crate::notify::parse_flags(self.notify_keyspace_events.as_bytes()).is_none() {
             return Err(format!(
@@ -319,15 +352,18 @@ impl Config {
         if self.tls_port != 0 && (self.tls_cert_file.is_none() || self.tls_key_file.is_none()) {
             return Err("--tls-port needs --tls-cert-file and --tls-key-file".into());
         }
-        if self.replica_tcp.is_some() && self.replica_uds.is_some() {
-            return Err("--replica-tcp and --replica-uds: a replica has exactly one upstream".into());
+        let upstreams = [self.replica_tcp.is_some(), self.replica_uds.is_some(), self.replica_ring.is_some()];
+        if upstreams.iter().filter(|&&u| u).count() > 1 {
+            return Err(
+                "--replica-tcp, --replica-uds and --replica-ring: a replica has exactly one upstream".into(),
+            );
         }
         if let Some(v) = &self.replica_tcp {
             if v[1].parse::<u16>().ok().filter(|&p| p > 0).is_none() {
                 return Err(format!("--replica-tcp: invalid port '{}'", v[1]));
             }
         }
-        if self.replica_tcp.is_none() && self.replica_uds.is_none() {
+        if !self.is_replica() {
             if self.replica_auth_user.is_some() || self.replica_auth_password_file.is_some() {
                 return Err(
                     "--replica-auth-user/--replica-auth-password-file need --replica-tcp or --replica-uds"
@@ -380,6 +416,15 @@ impl Config {
             lfu_log_factor: self.lfu_log_factor,
             lfu_decay_time: self.lfu_decay_time,
         }
+    }
+}
+
+fn parse_ring_size(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if goblin_ring::shm::valid_ring_size(n) {
+        Ok(n)
+    } else {
+        Err(format!("'{s}' is not a power of two between 4096 and 1073741824"))
     }
 }
 

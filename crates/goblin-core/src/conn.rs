@@ -14,6 +14,9 @@ pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
     Tls(Box<crate::transport::tls::TlsStream>),
+    /// A `--ring` client: reads and writes go to its shared-memory rings; the mio source is
+    /// its rendezvous socket (doorbells and EOF). See [`crate::transport::ring`].
+    Ring(Box<goblin_ring::Endpoint>),
 }
 
 impl Stream {
@@ -41,6 +44,7 @@ impl Read for Stream {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
             Stream::Tls(s) => s.read(buf),
+            Stream::Ring(r) => r.try_read(buf),
         }
     }
 }
@@ -51,6 +55,7 @@ impl Write for Stream {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
             Stream::Tls(s) => s.write(buf),
+            Stream::Ring(r) => r.try_write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -64,6 +69,7 @@ impl std::os::fd::AsRawFd for Stream {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(s) => s.tcp.as_raw_fd(),
+            Stream::Ring(r) => r.sock_fd(),
         }
     }
 }
@@ -74,6 +80,7 @@ impl Source for Stream {
             Stream::Tcp(s) => s.register(r, t, i),
             Stream::Unix(s) => s.register(r, t, i),
             Stream::Tls(s) => s.tcp.register(r, t, i),
+            Stream::Ring(e) => mio::unix::SourceFd(&e.sock_fd()).register(r, t, i),
         }
     }
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
@@ -81,6 +88,7 @@ impl Source for Stream {
             Stream::Tcp(s) => s.reregister(r, t, i),
             Stream::Unix(s) => s.reregister(r, t, i),
             Stream::Tls(s) => s.tcp.reregister(r, t, i),
+            Stream::Ring(e) => mio::unix::SourceFd(&e.sock_fd()).reregister(r, t, i),
         }
     }
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
@@ -88,6 +96,7 @@ impl Source for Stream {
             Stream::Tcp(s) => s.deregister(r),
             Stream::Unix(s) => s.deregister(r),
             Stream::Tls(s) => s.tcp.deregister(r),
+            Stream::Ring(e) => mio::unix::SourceFd(&e.sock_fd()).deregister(r),
         }
     }
 }

@@ -183,12 +183,13 @@ fn main() {
 /// `--replica-*`: the upstream and the credentials (the password file is read now).
 fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica::Settings>, String> {
     use replication::replica::{Settings, Source};
-    let source = match (&cfg.replica_tcp, &cfg.replica_uds) {
-        (Some(v), _) => {
+    let source = match (&cfg.replica_tcp, &cfg.replica_uds, &cfg.replica_ring) {
+        (Some(v), _, _) => {
             Source::Tcp { host: v[0].clone(), port: v[1].parse().map_err(|_| "--replica-tcp: bad port")? }
         }
-        (None, Some(p)) => Source::Unix(p.clone()),
-        (None, None) => return Ok(None),
+        (None, Some(p), _) => Source::Unix(p.clone()),
+        (None, None, Some(p)) => Source::Ring(p.clone()),
+        (None, None, None) => return Ok(None),
     };
     let auth = match &cfg.replica_auth_password_file {
         Some(path) => {
@@ -219,7 +220,7 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
                 None
             }
         }
-        Source::Unix(_) => None,
+        Source::Unix(_) | Source::Ring(_) => None,
     };
     Ok(Some(Settings { source, auth, tls }))
 }
@@ -297,7 +298,7 @@ fn recover(cfg: &config::Config) -> Recovered {
                 }
                 None => Start::Earliest,
             };
-            if cfg.replica_tcp.is_some() || cfg.replica_uds.is_some() {
+            if cfg.is_replica() {
                 let broker = meta.as_ref().map_or(-1, |m| m.kafka_acked_offset);
                 let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
                 return Recovered {

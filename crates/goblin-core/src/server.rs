@@ -89,6 +89,8 @@ enum Listener {
     Unix(UnixListener),
     /// `--tls-port`: accepted sockets are wrapped in a rustls server session.
     Tls(TcpListener),
+    /// `--ring`: the shared-memory rings' rendezvous socket (see transport/ring.rs).
+    Ring(UnixListener),
 }
 
 /// Counters INFO reports that the engine does not keep.
@@ -161,6 +163,8 @@ pub struct Server {
     pub(crate) in_exec: bool,
     /// The Unix socket path we created, removed at shutdown.
     unix_path: Option<PathBuf>,
+    /// `--ring` connections and their polling state (see transport/ring.rs).
+    pub(crate) rings: crate::transport::ring::Rings,
     /// Connection slab: slot -> connection. A connection being served is taken out of its slot
     /// for the duration (so handlers can hold it and the server at once); the slot stays
     /// reserved meanwhile because slots are only reused after `close`.
@@ -338,6 +342,7 @@ impl Server {
             upstream_again: false,
             in_exec: false,
             unix_path: None,
+            rings: Default::default(),
             conns: Vec::new(),
             free_slots: Vec::new(),
             nclients: 0,
@@ -403,7 +408,7 @@ impl Server {
             .iter()
             .map(|l| match l {
                 Listener::Tcp(l) | Listener::Tls(l) => l.as_raw_fd(),
-                Listener::Unix(l) => l.as_raw_fd(),
+                Listener::Unix(l) | Listener::Ring(l) => l.as_raw_fd(),
             })
             .collect()
     }
@@ -455,6 +460,10 @@ impl Server {
             listeners.push(Listener::Unix(l));
             unix_path = Some(path.clone());
         }
+        if let Some(path) = &cfg.ring {
+            listeners.push(Listener::Ring(crate::transport::ring::bind(path, cfg.ring_perm)?));
+            self.rings.path = Some(path.clone());
+        }
         if listeners.is_empty() {
             warn!("no listener configured (--port 0 and no --unixsocket)");
         }
@@ -464,7 +473,9 @@ impl Server {
                 Listener::Tcp(l) | Listener::Tls(l) => {
                     self.poll.registry().register(l, t, Interest::READABLE)?
                 }
-                Listener::Unix(l) => self.poll.registry().register(l, t, Interest::READABLE)?,
+                Listener::Unix(l) | Listener::Ring(l) => {
+                    self.poll.registry().register(l, t, Interest::READABLE)?
+                }
             }
         }
         self.listeners = listeners;
@@ -663,7 +674,7 @@ impl Server {
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         while !self.shutdown {
-            let timeout = self.poll_timeout();
+            let timeout = self.ring_timeout(self.poll_timeout());
             if let Err(e) = self.wait_for_events(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -707,6 +718,7 @@ impl Server {
                     _ => {}
                 }
             }
+            self.ring_turn();
             self.after_events();
         }
         self.close_all();
@@ -769,6 +781,8 @@ impl Server {
                 other => self.deferred_tokens.push(other),
             }
         }
+        // Ring clients raise no events: read them too (they get -BUSY like the others).
+        self.ring_clients_turn();
         self.flush_writes();
     }
 
@@ -854,6 +868,7 @@ impl Server {
     }
 
     fn accept(&mut self, li: usize) {
+        let ring = matches!(self.listeners[li], Listener::Ring(_));
         loop {
             let accepted = match &self.listeners[li] {
                 Listener::Tcp(l) => l.accept().map(|(s, peer)| {
@@ -878,6 +893,14 @@ impl Server {
                     let tls = crate::transport::tls::TlsStream::new(s, session.into());
                     Ok((Stream::Tls(Box::new(tls)), peer.to_string(), laddr, fd, false))
                 }),
+                // The segment is created and passed here; a failure drops this client only.
+                Listener::Ring(l) => match l.accept() {
+                    Ok((s, _)) => self.ring_accept(s).map_err(|e| {
+                        warn!("ring client refused: {e}");
+                        io::ErrorKind::Interrupted.into()
+                    }),
+                    Err(e) => Err(e),
+                },
             };
             let (mut stream, addr, laddr, fd, unix) = match accepted {
                 Ok(a) => a,
@@ -919,8 +942,11 @@ impl Server {
             let mut conn = Box::new(Conn::new(id, stream, addr, laddr, fd, unix, parser));
             // Every connection starts as the default user (Redis's clientSetDefaultAuth).
             conn.user = self.users.get(self.users.default_index()).name.clone();
-            conn.authenticated = self.users.default_is_open();
+            conn.authenticated = self.users.default_is_open() || (ring && self.cfg.no_auth_ring);
             self.conns[slot] = Some(conn);
+            if ring {
+                self.rings.slots.push(slot);
+            }
             self.nclients += 1;
             debug!("accepted client id={id}");
         }
@@ -933,7 +959,7 @@ impl Server {
     /// Linux raises a new edge for every arrival after that read, so nothing is lost. The one
     /// exception is a peer close queued behind the data (no further arrival will come), so when
     /// the event reports the read side closed (`drain`) we read on until EOF or WouldBlock.
-    fn handle_read(&mut self, slot: usize, drain: bool) {
+    pub(crate) fn handle_read(&mut self, slot: usize, drain: bool) {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { return };
         conn.last_active = self.turn_start;
         // The close edge comes once: remember it for the reads continued on later turns.
@@ -1368,6 +1394,9 @@ impl Server {
             info!("firehose subscriber id={} addr={} detached", conn.id, conn.addr);
         }
         conn.stream.close_notify();
+        if matches!(conn.stream, Stream::Ring(_)) {
+            self.ring_closed(slot);
+        }
         let _ = self.poll.registry().deregister(&mut conn.stream);
         debug!("closed client id={}", conn.id);
         self.nclients -= 1;
@@ -1391,6 +1420,9 @@ impl Server {
             if let Err(e) = std::fs::remove_file(&p) {
                 warn!("could not remove unix socket {}: {e}", p.display());
             }
+        }
+        if let Some(p) = self.rings.path.take() {
+            let _ = std::fs::remove_file(&p);
         }
         for slot in 0..self.conns.len() {
             if let Some(conn) = self.conns[slot].take() {

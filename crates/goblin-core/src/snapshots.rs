@@ -608,7 +608,7 @@ impl Server {
     /// GOBLIN.LOAD path: replaces the dataset with a snapshot, at once (clients see the old
     /// state or the new one), adopting its lineage and offset.
     pub(crate) fn goblin_load(&mut self, c: &mut Conn, path: &[u8]) {
-        if self.cfg.kafka.is_some() || self.cfg.replica_tcp.is_some() || self.cfg.replica_uds.is_some() {
+        if self.cfg.kafka.is_some() || self.cfg.is_replica() {
             return reply::error(
                 &mut c.out,
                 b"ERR GOBLIN.LOAD is refused on a server with a Kafka journal or an upstream: restart it with --load so the durable boundary is validated",

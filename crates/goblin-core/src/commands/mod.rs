@@ -86,6 +86,10 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "goblin.dumpworld" if matches!(c.stream, crate::conn::Stream::Tls(_)) => {
             reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on a TLS connection")
         }
+        // Nor a ring's shared memory (the child would write the doorbell socket).
+        "goblin.dumpworld" if matches!(c.stream, crate::conn::Stream::Ring(_)) => {
+            reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on a ring connection")
+        }
         "goblin.dumpworld" => s.dumpworld(c, slot),
         "goblin.load" => s.goblin_load(c, args[1]),
         "shutdown" => shutdown(s, c, args),

@@ -64,8 +64,13 @@ const READS_PER_TURN: usize = 4;
 /// Where the upstream is.
 #[derive(Clone, Debug)]
 pub enum Source {
-    Tcp { host: String, port: u16 },
+    Tcp {
+        host: String,
+        port: u16,
+    },
     Unix(PathBuf),
+    /// `--replica-ring`: the upstream's `--ring` rendezvous socket (transport/ring.rs).
+    Ring(PathBuf),
 }
 
 impl Source {
@@ -73,6 +78,7 @@ impl Source {
         match self {
             Source::Tcp { host, port } => format!("tcp {host}:{port}"),
             Source::Unix(p) => format!("uds {}", p.display()),
+            Source::Ring(p) => format!("ring {}", p.display()),
         }
     }
 }
@@ -226,7 +232,7 @@ fn write_all_until(stream: &mut Stream, mut bytes: &[u8], deadline: Instant) -> 
                 if left.is_zero() {
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out writing to the upstream"));
                 }
-                wait_fd(stream.as_raw_fd(), true, left)?;
+                wait_stream(stream, true, left)?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -254,7 +260,7 @@ fn read_some(stream: &mut Stream, buf: &mut Vec<u8>, deadline: Instant) -> io::R
                         "timed out waiting for the upstream",
                     ));
                 }
-                wait_fd(stream.as_raw_fd(), false, left)?;
+                wait_stream(stream, false, left)?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -323,7 +329,34 @@ fn open(settings: &Settings) -> io::Result<Stream> {
             s.set_nonblocking(true)?;
             Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
         }
+        Source::Ring(path) => {
+            let s = std::os::unix::net::UnixStream::connect(path)?;
+            // The segment's descriptor comes at once from a live server; bound the wait anyway.
+            s.set_read_timeout(Some(CONNECT_TIMEOUT))?;
+            Ok(Stream::Ring(Box::new(goblin_ring::Endpoint::connect(s)?)))
+        }
     }
+}
+
+/// Waits until `stream` may be readable (or writable), at most `timeout`. A ring stream is
+/// armed first (its peer rings the socket on its next publish or free), so that a byte in
+/// the ring is not waited for in vain (see crates/ring/src/ring.rs).
+fn wait_stream(stream: &mut Stream, write: bool, timeout: Duration) -> io::Result<bool> {
+    if let Stream::Ring(e) = stream {
+        // A write that returned WouldBlock armed its wait already.
+        if !write && !e.arm_read()? {
+            return Ok(true);
+        }
+        let r = wait_fd(e.sock_fd(), false, timeout);
+        e.drain_doorbell();
+        if write {
+            e.disarm_write();
+        } else {
+            e.disarm_read();
+        }
+        return r;
+    }
+    wait_fd(stream.as_raw_fd(), write, timeout)
 }
 
 /// One attempt: connect (250 ms bound), AUTH if configured, GOBLIN.FIREHOSE, read the hello.
@@ -403,7 +436,7 @@ fn buffer_until_stopped(stream: &mut Stream, queue: &mut MmapQueue, stop: &Atomi
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_fd(stream.as_raw_fd(), false, Duration::from_millis(20)).map_err(|e| e.to_string())?;
+                wait_stream(stream, false, Duration::from_millis(20)).map_err(|e| e.to_string())?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(format!("reading the upstream during the handoff: {e}")),
@@ -674,6 +707,15 @@ impl Server {
         Ok(())
     }
 
+    /// The live upstream link when it runs over a ring (`--replica-ring`): the loop polls it
+    /// like its own ring clients (transport/ring.rs).
+    pub(crate) fn upstream_ring(&mut self) -> Option<&mut goblin_ring::Endpoint> {
+        match self.replica.as_mut()?.link.as_mut()?.stream {
+            Stream::Ring(ref mut e) => Some(e),
+            _ => None,
+        }
+    }
+
     /// From the cron: a live link silent for longer than LINK_TIMEOUT is dropped.
     pub(crate) fn replica_cron(&mut self) {
         let Some(r) = &self.replica else { return };
@@ -870,7 +912,7 @@ impl Server {
                 let live = r.is_live();
                 let (host, port) = match &r.settings.source {
                     Source::Tcp { host, port } => (host.clone(), *port),
-                    Source::Unix(p) => (p.display().to_string(), 0),
+                    Source::Unix(p) | Source::Ring(p) => (p.display().to_string(), 0),
                 };
                 f("role", &"slave");
                 f("goblin_ready", &(live as u8));
@@ -881,6 +923,7 @@ impl Server {
                     &match r.settings.source {
                         Source::Tcp { .. } => "tcp",
                         Source::Unix(_) => "uds",
+                        Source::Ring(_) => "ring",
                     },
                 );
                 f("master_link_status", &if live { "up" } else { "down" });
@@ -941,6 +984,7 @@ impl Server {
                 let (host, port, transport) = match &r.settings.source {
                     Source::Tcp { host, port } => (host.clone(), *port as i64, "tcp"),
                     Source::Unix(p) => (p.display().to_string(), 0, "uds"),
+                    Source::Ring(p) => (p.display().to_string(), 0, "ring"),
                 };
                 // Redis's link states: connect, connecting, sync, connected.
                 let state = match r.state {
