@@ -12,6 +12,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/goblin-target}"
 # Formatting first: an unformatted tree fails before anything is built.
 cargo fmt --all -- --check
 cargo build --workspace --bins
+# The ring crate's static library: the C example test links against it.
+cargo build -p goblin-ring --lib
 cargo test --workspace --no-fail-fast "$@"
 
 if [ -x crates/kaka/tests/clients.sh ] || [ -f crates/kaka/tests/clients.sh ]; then

@@ -226,7 +226,11 @@ fn c_example_runs_against_the_server() {
     // The test binary is in <target>/<profile>/deps; the library one level up.
     let exe = std::env::current_exe().unwrap();
     let lib = exe.parent().unwrap().parent().unwrap().join("libgoblin_ring.a");
-    assert!(lib.exists(), "{} is built with goblin-core's dependencies", lib.display());
+    assert!(
+        lib.exists(),
+        "{} is missing: `cargo build -p goblin-ring --lib` builds it (scripts/test.sh does)",
+        lib.display()
+    );
     let bin = temp_path("ping");
     let out = Command::new("cc")
         .arg("-O2")
