@@ -404,3 +404,32 @@ fn debug_loadaof_rebuilds_every_type_from_its_canonical_commands() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn scripts_read_streams_but_may_not_block() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    for port in [g.port, r.port] {
+        let mut c = Conn::open(port, 2);
+        c.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        c.call(&["XADD", "s", "1-0", "f", "v"]);
+        let read = c.call(&["EVAL", "return redis.pcall('xread','COUNT','1','STREAMS','s','0')", "1", "s"]);
+        assert!(format!("{read:?}").contains("[49, 45, 48]"), "{port}: {read:?}");
+        for (cmd, name) in [
+            ("return redis.pcall('xread','BLOCK',0,'STREAMS','s','$')", "xread"),
+            ("return redis.pcall('xreadgroup','group','g','c','BLOCK',0,'STREAMS','s','>')", "xreadgroup"),
+        ] {
+            match c.call(&["EVAL", cmd, "1", "s"]) {
+                Frame::Error(e) => {
+                    let want = format!("ERR {name} command is not allowed with BLOCK option from scripts");
+                    assert!(
+                        String::from_utf8_lossy(&e).starts_with(&want),
+                        "{port}: {}",
+                        String::from_utf8_lossy(&e)
+                    );
+                }
+                other => panic!("{port}: {other:?}"),
+            }
+        }
+    }
+}

@@ -780,7 +780,9 @@ fn denied_in_scripts(spec: &CommandSpec) -> bool {
     if DENY_SCRIPTS_DISABLED.with(Cell::get) && !spec.flags.has(Flags::BLOCKING) {
         return false;
     }
-    spec.flags.has(Flags::NOSCRIPT | Flags::BLOCKING)
+    // XREAD and XREADGROUP are allowed (as in Redis): their handlers refuse BLOCK in a script.
+    spec.flags.has(Flags::NOSCRIPT)
+        || (spec.flags.has(Flags::BLOCKING) && !matches!(spec.name, "xread" | "xreadgroup"))
         || matches!(
             spec.name,
             "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script" | "function"
