@@ -11,12 +11,10 @@
 
 mod common;
 
-use common::{RedisServer, Server};
+use common::{RedisServer, RespConn as Conn, RespConn as Peer, Server};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use resp::Frame;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// How two replies are compared.
@@ -30,45 +28,6 @@ enum Cmp {
     UnorderedPairs,
     /// Only the reply's type and, for arrays, its length (random picks).
     Shape,
-}
-
-/// A raw connection in RESP2 or RESP3: sends a command, reads one reply frame.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    /// Connects and, for `proto` 3, switches the connection to RESP3 with HELLO.
-    fn open(port: u16, proto: u8) -> Conn {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        let mut c = Conn { stream, buf: Vec::new() };
-        if proto == 3 {
-            match c.call(&[b"HELLO".to_vec(), b"3".to_vec()]) {
-                Frame::Map(_) => {}
-                other => panic!("HELLO 3 answered {other:?}"),
-            }
-        }
-        c
-    }
-
-    fn call(&mut self, args: &[Vec<u8>]) -> Frame {
-        let mut req = Vec::new();
-        resp::reply::bulk_array(&mut req, args);
-        self.stream.write_all(&req).unwrap();
-        loop {
-            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
-                self.buf.drain(..used);
-                return f;
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).expect("reply");
-            assert!(n > 0, "server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
 }
 
 fn normalize(f: Frame, cmp: Cmp) -> Frame {
@@ -845,46 +804,6 @@ enum Step<'a> {
     SlowlogArgs(usize),
 }
 
-/// A connection of a session: raw frames, any protocol.
-struct Peer {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Peer {
-    fn open(port: u16) -> Peer {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Peer { stream, buf: Vec::new() }
-    }
-
-    fn send(&mut self, args: &[&str]) {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut req = Vec::new();
-        resp::reply::bulk_array(&mut req, &args);
-        self.stream.write_all(&req).unwrap();
-    }
-
-    fn read(&mut self) -> Frame {
-        loop {
-            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
-                self.buf.drain(..used);
-                return f;
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).expect("a reply within 10 s");
-            assert!(n > 0, "server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> Frame {
-        self.send(args);
-        self.read()
-    }
-}
-
 fn shape(f: &Frame) -> Frame {
     match f {
         Frame::Bulk(Some(_)) => Frame::Bulk(Some(b"?".to_vec())),
@@ -902,7 +821,7 @@ fn shape(f: &Frame) -> Frame {
 
 /// Runs `steps` on a server at `port` and returns the transcript: one line per frame read.
 fn run_session(port: u16, conns: usize, steps: &[Step]) -> Vec<String> {
-    let mut peers: Vec<Peer> = (0..conns).map(|_| Peer::open(port)).collect();
+    let mut peers: Vec<Peer> = (0..conns).map(|_| Peer::open(port, 2)).collect();
     let mut out = Vec::new();
     for (n, step) in steps.iter().enumerate() {
         match *step {
@@ -1425,7 +1344,7 @@ fn compat_client_info_buffers() {
     let redis = RedisServer::start();
     let goblin = Server::start(&[]);
     let fields = |port: u16| -> Vec<String> {
-        let mut p = Peer::open(port);
+        let mut p = Peer::open(port, 2);
         let Frame::Bulk(Some(line)) = p.call(&["CLIENT", "INFO"]) else { panic!("CLIENT INFO") };
         let line = String::from_utf8(line).unwrap();
         line.split_whitespace()

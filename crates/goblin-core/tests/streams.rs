@@ -4,55 +4,11 @@
 
 mod common;
 
-use common::{RedisServer, Server};
+use common::{RedisServer, RespConn as Conn, Server};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use resp::Frame;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    fn open(port: u16, proto: u8) -> Conn {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        let mut c = Conn { stream, buf: Vec::new() };
-        if proto == 3 {
-            assert!(matches!(c.call(&["HELLO", "3"]), Frame::Map(_)));
-        }
-        c
-    }
-
-    fn send(&mut self, args: &[&str]) {
-        let mut req = Vec::new();
-        resp::reply::bulk_array(&mut req, args);
-        self.stream.write_all(&req).unwrap();
-    }
-
-    fn read(&mut self) -> Frame {
-        loop {
-            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
-                self.buf.drain(..used);
-                return f;
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).expect("reply");
-            assert!(n > 0, "server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> Frame {
-        self.send(args);
-        self.read()
-    }
-}
 
 /// A random stream command over a few keys and small IDs, so that commands collide, trim,
 /// delete what exists and hit every error path.

@@ -9,52 +9,10 @@
 
 mod common;
 
-use common::{RedisServer, Server};
+use common::{RedisServer, RespConn as Conn, Server};
 use resp::Frame;
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
-
-struct Conn {
-    s: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    fn new(s: TcpStream, resp3: bool) -> Conn {
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut c = Conn { s, buf: Vec::new() };
-        if resp3 {
-            assert!(matches!(c.call(&["HELLO", "3"]), Frame::Map(_)));
-        }
-        c
-    }
-
-    fn send(&mut self, args: &[&str]) {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut req = Vec::new();
-        resp::reply::bulk_array(&mut req, &args);
-        self.s.write_all(&req).unwrap();
-    }
-
-    fn read(&mut self) -> Frame {
-        loop {
-            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
-                self.buf.drain(..used);
-                return f;
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.s.read(&mut chunk).expect("a reply before the deadline");
-            assert!(n > 0, "connection closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> Frame {
-        self.send(args);
-        self.read()
-    }
-}
 
 /// Zeroes the integer after each field named in `names`, in RESP3 maps and RESP2 flat arrays.
 fn zero_fields(f: Frame, names: &[&str]) -> Frame {
@@ -215,8 +173,8 @@ const SESSION: &str = "
 fn run_session(resp3: bool) {
     let r = RedisServer::start();
     let g = Server::start(&[]);
-    let mut rc = Conn::new(r.raw(), resp3);
-    let mut gc = Conn::new(g.raw(), resp3);
+    let mut rc = Conn::over(r.raw(), if resp3 { 3 } else { 2 });
+    let mut gc = Conn::over(g.raw(), if resp3 { 3 } else { 2 });
     let mut compared = 0;
     for line in SESSION.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let args: Vec<&str> = line.split(' ').collect();
@@ -245,8 +203,8 @@ fn blocked_readers_wake_as_on_redis() {
     let r = RedisServer::start();
     let g = Server::start(&[]);
     let run = |raw: &dyn Fn() -> TcpStream| -> Vec<Frame> {
-        let mut admin = Conn::new(raw(), false);
-        let mut reader = Conn::new(raw(), false);
+        let mut admin = Conn::over(raw(), 2);
+        let mut reader = Conn::over(raw(), 2);
         let mut got = Vec::new();
         got.push(admin.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]));
         reader.send(&["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);

@@ -368,3 +368,56 @@ pub fn read_to_close(s: &mut TcpStream) -> (Vec<u8>, bool) {
 pub fn send(s: &mut TcpStream, bytes: &[u8]) {
     s.write_all(bytes).expect("write");
 }
+
+/// A raw RESP connection for comparing replies frame for frame: sends each command as an array
+/// of bulk strings and reads one decoded frame at a time, in either protocol (`open` with
+/// `proto` 3 sends `HELLO 3` first).
+pub struct RespConn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RespConn {
+    pub fn open(port: u16, proto: u8) -> RespConn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        RespConn::over(stream, proto)
+    }
+
+    /// Wraps a connected stream (e.g. `Server::raw`).
+    pub fn over(stream: TcpStream, proto: u8) -> RespConn {
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut c = RespConn { stream, buf: Vec::new() };
+        if proto == 3 {
+            match c.call(&["HELLO", "3"]) {
+                resp::Frame::Map(_) => {}
+                other => panic!("HELLO 3 answered {other:?}"),
+            }
+        }
+        c
+    }
+
+    pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, args);
+        self.stream.write_all(&req).unwrap();
+    }
+
+    pub fn read(&mut self) -> resp::Frame {
+        loop {
+            if let Some((f, used)) = resp::decode_frame(&self.buf).unwrap() {
+                self.buf.drain(..used);
+                return f;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("a reply before the read deadline");
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A]) -> resp::Frame {
+        self.send(args);
+        self.read()
+    }
+}
