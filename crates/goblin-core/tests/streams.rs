@@ -389,3 +389,24 @@ fn scripts_read_streams_but_may_not_block() {
         }
     }
 }
+
+#[test]
+fn command_introspection_of_stream_commands_matches_redis() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let (mut gc, mut rc) = (Conn::open(g.port, 2), Conn::open(r.port, 2));
+    for cmd in [
+        &["COMMAND", "GETKEYSANDFLAGS", "XREAD", "COUNT", "2", "STREAMS", "a", "b", "0", "0"][..],
+        &["COMMAND", "GETKEYSANDFLAGS", "XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", "0"],
+        &["COMMAND", "GETKEYS", "XREAD", "STREAMS", "a"],
+        &["COMMAND", "GETKEYS", "XADD", "s", "*", "f", "v"],
+    ] {
+        assert_eq!(gc.call(cmd), rc.call(cmd), "{cmd:?}");
+    }
+    // The @stream category exists (Redis lists XGROUP and XINFO by subcommand; we list the
+    // containers, as for every container command).
+    let cat = format!("{:?}", gc.call(&["ACL", "CAT", "stream"]));
+    for name in ["xadd", "xreadgroup", "xautoclaim"] {
+        assert!(cat.contains(&format!("{:?}", name.as_bytes())), "{name}: {cat}");
+    }
+}

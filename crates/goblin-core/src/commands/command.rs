@@ -114,6 +114,7 @@ pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
         "bitmap" => v.push("@bitmap"),
         "hyperloglog" => v.push("@hyperloglog"),
         "geo" => v.push("@geo"),
+        "stream" => v.push("@stream"),
         // The PUBSUB container itself is only @slow in Redis; its members are @pubsub.
         "pubsub" if s.flags.has(Flags::PUBSUB) => v.push("@pubsub"),
         _ => {}
@@ -392,6 +393,8 @@ fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
         "getdel" | "lpop" | "rpop" | "blpop" | "brpop" | "spop" | "zpopmin" | "zpopmax" | "bzpopmin"
         | "bzpopmax" | "lmpop" | "blmpop" | "zmpop" | "bzmpop" => RW_ACCESS_DELETE,
         "exists" | "touch" | "object" | "watch" | "memory" => RO,
+        // Redis 7.0's key spec for XREADGROUP's streams (it writes only the group's state).
+        "xreadgroup" => RO_ACCESS,
         "pfcount" => RW_ACCESS,
         "del" | "unlink" => RM_DELETE,
         _ => return None,
@@ -455,6 +458,16 @@ fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<usize>>, (
             keys
         }
         "memory" if argc >= 3 && cmd[1].eq_ignore_ascii_case(b"usage") => vec![2],
+        // The first half of what follows the STREAMS keyword (Redis's key spec: keyword
+        // search, then a range of half the remaining arguments).
+        "xread" | "xreadgroup" => {
+            let at = (1..argc).find(|&i| cmd[i].eq_ignore_ascii_case(b"streams")).ok_or(())?;
+            let rest = argc - at - 1;
+            if rest == 0 || rest % 2 != 0 {
+                return Err(());
+            }
+            (at + 1..at + 1 + rest / 2).collect()
+        }
         _ => {
             if s.first_key <= 0 {
                 return Ok(None);
