@@ -463,7 +463,7 @@ fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<usize>>, (
         "xread" | "xreadgroup" => {
             let at = (1..argc).find(|&i| cmd[i].eq_ignore_ascii_case(b"streams")).ok_or(())?;
             let rest = argc - at - 1;
-            if rest == 0 || rest % 2 != 0 {
+            if rest == 0 || !rest.is_multiple_of(2) {
                 return Err(());
             }
             (at + 1..at + 1 + rest / 2).collect()

@@ -968,7 +968,9 @@ mod tests {
         StreamId::new(ms, seq)
     }
 
-    fn all(s: &Stream) -> Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
+    type OwnedFields = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn all(s: &Stream) -> Vec<PlainEntry> {
         match s.to_plain() {
             Plain::Stream(p) => p.entries,
             _ => unreachable!(),
@@ -1047,7 +1049,7 @@ mod tests {
         #[test]
         fn agrees_with_a_model(ops in prop::collection::vec(op(), 1..120), cap in 1usize..6) {
             let mut s = Stream::new();
-            let mut model: BTreeMap<StreamId, Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+            let mut model: BTreeMap<StreamId, OwnedFields> = BTreeMap::new();
             let mut ids = Vec::new();
             for op in ops {
                 match op {
