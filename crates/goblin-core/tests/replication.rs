@@ -392,7 +392,11 @@ fn a_stopped_subscriber_is_cut_off_when_its_queue_fills_and_others_go_on() {
         let _: () = redis::cmd("SET").arg(format!("k{}", i % 100)).arg(&value).query(&mut pc).unwrap();
     }
     let m = wait_for(&primary, "the stopped subscriber cut off", |m| m["connected_slaves"] == "1");
-    assert_eq!(m["firehose_full_disconnections"], "1");
+    // At least the stopped one. On a loaded machine (the suite runs its tests in parallel on
+    // two cores) the healthy replica may fall 64 KiB behind too, be cut off and reconnect from
+    // its offset: it must still converge below, which is the property ("others go on").
+    let cut: u64 = m["firehose_full_disconnections"].parse().unwrap();
+    assert!(cut >= 1, "{m:?}");
     converge(&primary, &[&healthy]);
     stopped.signal(libc::SIGCONT);
     // It finds its link gone; without Kafka, the primary being ahead is a gap it cannot fill.
