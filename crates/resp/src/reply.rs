@@ -210,6 +210,15 @@ pub fn finish_deferred_len(out: &mut Vec<u8>, marker: usize, n: usize) {
     finish_deferred(out, marker, header);
 }
 
+/// Completes a header begun with [`deferred_array_len`] as `n` key/value entries that RESP3
+/// sends as a map (`%n`) and RESP2 as an array of `n` two-element arrays (XREAD's reply: the
+/// caller writes an array header of 2 before each entry in RESP2 only).
+pub fn finish_deferred_keyed_len(out: &mut Vec<u8>, marker: usize, proto: Proto, n: usize) {
+    let mut header_bytes = Vec::with_capacity(24);
+    header(&mut header_bytes, if proto.is_resp3() { b'%' } else { b'*' }, n);
+    finish_deferred(out, marker, header_bytes);
+}
+
 /// Completes a header begun with [`deferred_array_len`] as a set of `n` members (see
 /// [`set_len`]).
 pub fn finish_deferred_set_len(out: &mut Vec<u8>, marker: usize, proto: Proto, n: usize) {

@@ -269,20 +269,18 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     let key = args[1];
     let now = c.now;
-    let created = match stream_mut(c, key) {
-        Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) if t.nomkstream => return reply::null_bulk(out, c.proto),
-        Ok(None) => true,
-        Ok(Some(_)) => false,
-    };
+    let proto = c.proto;
+    // One lookup: a new stream is built aside and inserted once the entry is in it.
     let mut fresh = Stream::new();
-    let s: &mut Stream = if created {
-        &mut fresh
-    } else {
-        match stream_mut(c, key) {
-            Ok(Some(s)) => s,
-            _ => unreachable!("looked up above"),
+    let mut created = false;
+    let s: &mut Stream = match stream_mut(c, key) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) if t.nomkstream => return reply::null_bulk(out, proto),
+        Ok(None) => {
+            created = true;
+            &mut fresh
         }
+        Ok(Some(s)) => s,
     };
     let last = s.last_id();
     if last == StreamId::MAX {
@@ -780,12 +778,7 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
         }
     }
     if let Some(m) = marker {
-        if proto.is_resp3() {
-            finish_deferred_map_len(out, m, served);
-        } else {
-            reply::finish_deferred_len(out, m, served);
-        }
-        return;
+        return reply::finish_deferred_keyed_len(out, m, proto, served);
     }
     match r.block {
         Some(deadline) if !c.replaying => {
@@ -810,16 +803,6 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             c.block_on_with(r.keys.iter().map(|k| k.to_vec()).collect(), deadline, Some(parked));
         }
         _ => reply::null_array(out, proto),
-    }
-}
-
-fn finish_deferred_map_len(out: &mut Vec<u8>, marker: usize, n: usize) {
-    // The deferred header was written as an array; a RESP3 map has the same shape with `%`.
-    reply::finish_deferred_len(out, marker, n);
-    if let Some(b) = out.get_mut(marker) {
-        if *b == b'*' {
-            *b = b'%';
-        }
     }
 }
 

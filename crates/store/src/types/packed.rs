@@ -107,7 +107,7 @@ fn varint_len(mut v: u64) -> usize {
 }
 
 #[inline]
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -116,7 +116,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 #[inline]
-fn get_varint(buf: &[u8], mut at: usize) -> (u64, usize) {
+pub(crate) fn get_varint(buf: &[u8], mut at: usize) -> (u64, usize) {
     let mut v = 0u64;
     let mut shift = 0;
     loop {

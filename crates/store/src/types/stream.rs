@@ -32,6 +32,7 @@
 //! set of its own pending IDs. Both sides are changed only through [`ConsumerGroup`]'s methods,
 //! which keep them in agreement.
 
+use super::packed::put_varint;
 use crate::alloc::size_class;
 use crate::limits;
 use crate::value::Plain;
@@ -127,29 +128,13 @@ const DELETED: u8 = 0x01;
 const SAME_FIELDS: u8 = 0x02;
 const CONSEC: u8 = 0x04;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a varint the block encoder wrote (trusted bytes: blocks are built only here, and
-/// [`Stream::from_raw`] validates untrusted ones before they become blocks).
+/// Reads a varint the block encoder wrote, advancing `at` (trusted bytes: blocks are built
+/// only here, and loaders validate untrusted input before it becomes blocks).
 #[inline]
 fn get_varint(b: &[u8], at: &mut usize) -> u64 {
-    let mut v = 0u64;
-    let mut shift = 0;
-    loop {
-        let x = b[*at];
-        *at += 1;
-        v |= ((x & 0x7f) as u64) << shift;
-        if x < 0x80 {
-            return v;
-        }
-        shift += 7;
-    }
+    let (v, next) = super::packed::get_varint(b, *at);
+    *at = next;
+    v
 }
 
 #[inline]
