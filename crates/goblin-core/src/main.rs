@@ -309,7 +309,9 @@ fn recover(cfg: &config::Config) -> Recovered {
                     replica_kafka: Some((target, from, broker, position)),
                 };
             }
-            let j = journal::kafka::Journal::connect(target).unwrap_or_else(|e| die(e));
+            let j =
+                journal::kafka::Journal::connect(target, cfg.kafka_ack_mode == config::KafkaAckMode::Broker)
+                    .unwrap_or_else(|e| die(e));
             let adopt = meta.is_none();
             let mut j = j;
             // Other producers' records below the snapshot's consumer position are in it.

@@ -262,7 +262,7 @@ pub struct ReplayStats {
 impl Journal {
     /// Connects, checks (or creates) the topic, and builds the producer. Errors name the
     /// topic and the reason; startup turns them into a non-zero exit before listening.
-    pub fn connect(target: KafkaTarget) -> Result<Journal, String> {
+    pub fn connect(target: KafkaTarget, replies_wait_for_acks: bool) -> Result<Journal, String> {
         check_topic(&target)?;
         let acks = Rc::new(Acks::default());
         acks.logical.set(-1);
@@ -271,10 +271,16 @@ impl Journal {
         c.set("enable.idempotence", "true")
             .set("acks", "all")
             .set("max.in.flight.requests.per.connection", "1")
-            .set("allow.auto.create.topics", "false")
-            // No lingering: with one request in flight, records queue up behind it and go out
-            // together anyway, and a lone write (broker ack mode) is not delayed.
-            .set("linger.ms", "0");
+            .set("allow.auto.create.topics", "false");
+        // Lingering, unless the user set it. In broker ack mode replies wait for the broker, so
+        // a record must not: no lingering (with one request in flight, records queue up behind
+        // it and go out together anyway). In queued mode nobody waits for the acknowledgement,
+        // and librdkafka's default 5 ms batches records per wake-up of its broker thread: at
+        // -P 1 and -P 16 it halves the process's CPU per journaled write against 0 ms
+        // (docs/BENCHMARKS.md, "The Kafka journal").
+        if !target.props.iter().any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms") {
+            c.set("linger.ms", if replies_wait_for_acks { "0" } else { "5" });
+        }
         let producer: BaseProducer<Context> = c
             .create_with_context(Context(ServerThreadOnly(Reports(acks.clone()))))
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
