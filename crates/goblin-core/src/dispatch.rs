@@ -341,10 +341,13 @@ impl Server {
                     use crate::scripting::functions::{ALLOW_OOM, NO_WRITES};
                     flags & (NO_WRITES | ALLOW_OOM) == 0
                 }
-                // FUNCTION LOAD and RESTORE are deny-oom subcommands in Redis.
+                // Container commands whose deny-oom subcommands Redis flags one by one.
                 None if spec.name == "function" => args
                     .get(1)
                     .is_some_and(|s| s.eq_ignore_ascii_case(b"load") || s.eq_ignore_ascii_case(b"restore")),
+                None if spec.name == "xgroup" => args.get(1).is_some_and(|s| {
+                    s.eq_ignore_ascii_case(b"create") || s.eq_ignore_ascii_case(b"createconsumer")
+                }),
                 None => denyoom(spec),
             },
         }

@@ -78,6 +78,18 @@ fn noeviction_refuses_denyoom_writes_with_redis_error() {
         common::read_reply(&mut raw),
         b"-EXECABORT Transaction discarded because of previous errors.\r\n".to_vec()
     );
+    // Container commands: XGROUP CREATE and CREATECONSUMER are deny-oom, DESTROY is not.
+    let xgroup =
+        |con: &mut redis::Connection, sub: &str, extra: &[&str]| -> redis::RedisResult<redis::Value> {
+            redis::cmd("XGROUP").arg(sub).arg("k0").arg("g").arg(extra).query(con)
+        };
+    let oom = xgroup(&mut con, "CREATE", &["$", "MKSTREAM"]).unwrap_err();
+    assert_eq!(oom.code(), Some("OOM"), "{oom}");
+    let oom = xgroup(&mut con, "CREATECONSUMER", &["c"]).unwrap_err();
+    assert_eq!(oom.code(), Some("OOM"), "{oom}");
+    // k0 is a string: DESTROY runs and gets the type error, not OOM.
+    let wrong = xgroup(&mut con, "DESTROY", &[]).unwrap_err();
+    assert_eq!(wrong.code(), Some("WRONGTYPE"), "{wrong}");
     // Freeing memory lets writes in again.
     let keys: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
     let _: i64 = redis::cmd("DEL").arg(&keys).query(&mut con).unwrap();
