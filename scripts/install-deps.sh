@@ -48,3 +48,7 @@ if [ ! -f "$clients/node/node_modules/.package-lock.json" ] ||
   [ "$clients/node/package-lock.json" -nt "$clients/node/node_modules/.package-lock.json" ]; then
   (cd "$clients/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The SBE interop test (crates/goblin-core/tests/sbe.rs, java_codec_interoperates) generates a
+# Java codec with sbe-tool: fetch its jar (uk.co.real-logic:sbe-all, pinned in gen-sbe.sh) into
+# ~/.m2 now, so the test runs offline.
+"$(dirname "$0")/gen-sbe.sh" jar >/dev/null

@@ -55,6 +55,19 @@ pub struct Config {
     #[arg(long = "ring-spin-us", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub ring_spin_us: u32,
 
+    /// Port of the SBE binary-write listener on every --bind address (0: none). Its peers are
+    /// trusted: connections start authenticated as the default user (see docs/SBE.md).
+    #[arg(long = "sbe-port", default_value_t = 0)]
+    pub sbe_port: u16,
+
+    /// Path of a Unix socket for SBE binary writes (trusted like --sbe-port).
+    #[arg(long = "sbe-unixsocket", value_name = "PATH")]
+    pub sbe_unixsocket: Option<PathBuf>,
+
+    /// Permissions of the SBE Unix socket file, in octal (default 700: the owner only).
+    #[arg(long = "sbe-unixsocket-perm", default_value = "700", value_parser = parse_octal)]
+    pub sbe_unixsocket_perm: u32,
+
     /// Maximum number of connected clients; further connections get an error and are closed.
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxclients: u32,

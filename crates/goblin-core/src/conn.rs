@@ -213,6 +213,9 @@ pub struct Conn {
     pub tracking: Option<Box<crate::tracking::ConnTracking>>,
     /// A command held by CLIENT PAUSE (see [`crate::pause`]); later input waits behind it.
     pub paused: Option<Vec<Vec<u8>>>,
+    /// `Some` for a connection of the SBE listener: its input is SBE frames and its replies
+    /// Acks/Errors (see [`crate::transport::sbe`]).
+    pub sbe: Option<Box<crate::transport::sbe::SbeConn>>,
 }
 
 impl Conn {
@@ -268,6 +271,7 @@ impl Conn {
             monitor: false,
             tracking: None,
             paused: None,
+            sbe: None,
         }
     }
 

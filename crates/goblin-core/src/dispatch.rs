@@ -22,6 +22,9 @@ impl Server {
     /// to `conn.out` in order. Returns how many bytes were consumed: the rest is a partial
     /// request, or input that waits because the client got parked or is closing.
     pub(crate) fn process_input(&mut self, conn: &mut Conn, slot: usize, buf: &[u8]) -> usize {
+        if conn.sbe.is_some() {
+            return self.process_sbe(conn, slot, buf);
+        }
         // The parser is taken out of the connection while its arguments are in use: inline
         // requests' arguments live inside it, and the handler needs the connection mutably.
         let Some(mut parser) = conn.parser.take() else { return 0 };

@@ -105,7 +105,12 @@ impl Server {
             if conn.id == id {
                 if let Some(cmd) = conn.paused.take() {
                     let argv: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-                    self.call(&mut conn, slot, &argv);
+                    if conn.sbe.is_some() {
+                        // Its Ack was owed since the pause held it.
+                        self.sbe_resume_paused(&mut conn, slot, &argv);
+                    } else {
+                        self.call(&mut conn, slot, &argv);
+                    }
                 }
                 if !conn.pending.is_empty() {
                     self.resume.push(slot);

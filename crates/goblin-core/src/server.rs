@@ -91,6 +91,9 @@ enum Listener {
     Tls(TcpListener),
     /// `--ring`: the shared-memory rings' rendezvous socket (see transport/ring.rs).
     Ring(UnixListener),
+    /// `--sbe-port` and `--sbe-unixsocket`: SBE binary writes (see transport/sbe.rs).
+    Sbe(TcpListener),
+    SbeUnix(UnixListener),
 }
 
 /// Counters INFO reports that the engine does not keep.
@@ -165,6 +168,10 @@ pub struct Server {
     unix_path: Option<PathBuf>,
     /// `--ring` connections and their polling state (see transport/ring.rs).
     pub(crate) rings: crate::transport::ring::Rings,
+    /// The `--sbe-unixsocket` path we created, removed at shutdown.
+    sbe_unix_path: Option<PathBuf>,
+    /// The SBE decoder's reusable buffers (see transport/sbe.rs).
+    pub(crate) sbe_scratch: crate::transport::sbe::Scratch,
     /// Connection slab: slot -> connection. A connection being served is taken out of its slot
     /// for the duration (so handlers can hold it and the server at once); the slot stays
     /// reserved meanwhile because slots are only reused after `close`.
@@ -343,6 +350,8 @@ impl Server {
             in_exec: false,
             unix_path: None,
             rings: Default::default(),
+            sbe_unix_path: None,
+            sbe_scratch: Default::default(),
             conns: Vec::new(),
             free_slots: Vec::new(),
             nclients: 0,
@@ -407,8 +416,8 @@ impl Server {
         self.listeners
             .iter()
             .map(|l| match l {
-                Listener::Tcp(l) | Listener::Tls(l) => l.as_raw_fd(),
-                Listener::Unix(l) | Listener::Ring(l) => l.as_raw_fd(),
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) => l.as_raw_fd(),
+                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => l.as_raw_fd(),
             })
             .collect()
     }
@@ -418,8 +427,8 @@ impl Server {
     pub fn open_listeners(&mut self) -> io::Result<()> {
         let cfg = &self.cfg;
         let mut listeners = Vec::new();
-        // The plaintext port, then the TLS port, each on every --bind address.
-        for (port, tls) in [(cfg.port, false), (cfg.tls_port, true)] {
+        // The plaintext port, the TLS port and the SBE port, each on every --bind address.
+        for (port, kind) in [(cfg.port, 0), (cfg.tls_port, 1), (cfg.sbe_port, 2)] {
             if port == 0 {
                 continue;
             }
@@ -434,9 +443,12 @@ impl Server {
                 let addr = SocketAddr::new(ip, port);
                 let l = TcpListener::bind(addr)
                     .map_err(|e| io::Error::new(e.kind(), format!("could not listen on {addr}: {e}")))?;
-                if tls {
+                if kind == 1 {
                     info!("listening for TLS on {addr}");
                     listeners.push(Listener::Tls(l));
+                } else if kind == 2 {
+                    info!("listening for SBE binary writes on {addr}");
+                    listeners.push(Listener::Sbe(l));
                 } else {
                     info!("listening on {addr}");
                     listeners.push(Listener::Tcp(l));
@@ -464,16 +476,32 @@ impl Server {
             listeners.push(Listener::Ring(crate::transport::ring::bind(path, cfg.ring_perm)?));
             self.rings.path = Some(path.clone());
         }
+        if let Some(path) = &cfg.sbe_unixsocket {
+            if std::fs::symlink_metadata(path).is_ok() {
+                let _ = std::fs::remove_file(path);
+            }
+            let l = UnixListener::bind(path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("could not listen on SBE unix socket {}: {e}", path.display()),
+                )
+            })?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(cfg.sbe_unixsocket_perm))?;
+            info!("listening for SBE binary writes on unix socket {}", path.display());
+            listeners.push(Listener::SbeUnix(l));
+            self.sbe_unix_path = Some(path.clone());
+        }
         if listeners.is_empty() {
             warn!("no listener configured (--port 0 and no --unixsocket)");
         }
         for (i, l) in listeners.iter_mut().enumerate() {
             let t = Token(LISTENER_BASE + i);
             match l {
-                Listener::Tcp(l) | Listener::Tls(l) => {
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) => {
                     self.poll.registry().register(l, t, Interest::READABLE)?
                 }
-                Listener::Unix(l) | Listener::Ring(l) => {
+                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => {
                     self.poll.registry().register(l, t, Interest::READABLE)?
                 }
             }
@@ -869,16 +897,18 @@ impl Server {
 
     fn accept(&mut self, li: usize) {
         let ring = matches!(self.listeners[li], Listener::Ring(_));
+        let sbe = matches!(self.listeners[li], Listener::Sbe(_) | Listener::SbeUnix(_));
         loop {
             let accepted = match &self.listeners[li] {
-                Listener::Tcp(l) => l.accept().map(|(s, peer)| {
+                Listener::Tcp(l) | Listener::Sbe(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
                     let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     let fd = s.as_raw_fd();
                     (Stream::Tcp(s), peer.to_string(), laddr, fd, false)
                 }),
-                Listener::Unix(l) => l.accept().map(|(s, _)| {
-                    let path = self.unix_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+                Listener::Unix(l) | Listener::SbeUnix(l) => l.accept().map(|(s, _)| {
+                    let path = if sbe { &self.sbe_unix_path } else { &self.unix_path };
+                    let path = path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
                     let fd = s.as_raw_fd();
                     (Stream::Unix(s), format!("{path}:0"), format!("{path}:0"), fd, true)
                 }),
@@ -917,7 +947,14 @@ impl Server {
             self.stats.total_connections_received += 1;
             if self.nclients >= self.cfg.maxclients as usize {
                 // Best effort: the socket is fresh, so this small write fits its buffer.
-                let _ = stream.write(b"-ERR max number of clients reached\r\n");
+                if sbe {
+                    let mut e = Vec::new();
+                    let code = goblin_sbe::error_code::ErrorCode::COMMAND_ERROR;
+                    crate::transport::sbe::write_error(&mut e, 0, code, b"ERR max number of clients reached");
+                    let _ = stream.write(&e);
+                } else {
+                    let _ = stream.write(b"-ERR max number of clients reached\r\n");
+                }
                 self.stats.rejected_connections += 1;
                 debug!("rejected {addr}: max number of clients reached");
                 continue;
@@ -943,6 +980,11 @@ impl Server {
             // Every connection starts as the default user (Redis's clientSetDefaultAuth).
             conn.user = self.users.get(self.users.default_index()).name.clone();
             conn.authenticated = self.users.default_is_open() || (ring && self.cfg.no_auth_ring);
+            if sbe {
+                // SBE has no AUTH message: the listener trusts its peers (docs/SBE.md).
+                conn.authenticated = true;
+                conn.sbe = Some(Box::default());
+            }
             self.conns[slot] = Some(conn);
             if ring {
                 self.rings.slots.push(slot);
@@ -1422,6 +1464,9 @@ impl Server {
             }
         }
         if let Some(p) = self.rings.path.take() {
+            let _ = std::fs::remove_file(&p);
+        }
+        if let Some(p) = self.sbe_unix_path.take() {
             let _ = std::fs::remove_file(&p);
         }
         for slot in 0..self.conns.len() {
