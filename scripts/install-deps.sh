@@ -10,6 +10,8 @@ command -v cc >/dev/null || missing+=(gcc)  # the ring's C example (crates/gobli
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || missing+=(zlib1g-dev)
+# rdma-core's libibverbs: `cargo build --features rdma` (the RDMA ring's verbs fabric) links it.
+dpkg -s libibverbs-dev >/dev/null 2>&1 || missing+=(libibverbs-dev)
 command -v openssl >/dev/null || missing+=(openssl)  # test certificates (crates/goblin-core/tests/auth_tls.rs)
 command -v ip >/dev/null || missing+=(iproute2)  # network namespaces (crates/goblin-core/tests/replication.rs)
 command -v tmux >/dev/null || missing+=(tmux)  # redis-cli interactive test (tests/clients)

@@ -3,7 +3,7 @@
 # then the broker's external-client checks (kcat, confluent-kafka, kafka-python), the Redis
 # clients (tests/clients) and the durable system end to end (benchmarks/e2e/run.py).
 #
-# Needs: redis-server, redis-cli, kcat, cmake, pkg-config, python3 with confluent-kafka and
+# Needs: redis-server, redis-cli, kcat, cmake, pkg-config, libibverbs-dev, python3 with confluent-kafka and
 # kafka-python. `scripts/install-deps.sh` installs them on Debian.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,3 +30,10 @@ GOBLIN_CORE_BIN="$CARGO_TARGET_DIR/debug/goblin-core" bash tests/clients/run.sh
 # It exits non-zero when any checkpoint fails; its evidence goes to benchmarks/out/e2e/<timestamp>/.
 python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug"
 python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug" --broker kafka4
+
+# The RDMA ring's verbs fabric (cargo feature `rdma`): it compiles and links against libibverbs,
+# and with no verbs device on the host reports the missing device clearly. No test can post a
+# real RDMA write without a device (docs/ARCHITECTURE.md "RDMA ring"). Last, because it rebuilds
+# debug/goblin-core with the feature: everything above runs the default build.
+cargo test -p goblin-rdma --features rdma
+cargo test -p goblin-core --features rdma --test rdma

@@ -67,6 +67,27 @@ pub struct Config {
     /// Permissions of the SBE Unix socket file, in octal (default 700: the owner only).
     #[arg(long = "sbe-unixsocket-perm", default_value = "700", value_parser = parse_octal)]
     pub sbe_unixsocket_perm: u32,
+    /// TCP port of the RDMA ring listener (0 = none): each connection's handshake runs on it,
+    /// then RESP travels over one-sided RDMA writes into per-connection rings (crates/rdma-ring,
+    /// ARCHITECTURE.md "RDMA ring"). Listens on every --bind address.
+    #[arg(long = "rdma-port", default_value_t = 0)]
+    pub rdma_port: u16,
+
+    /// What carries the RDMA listener's writes: `verbs` (an RDMA NIC through libibverbs; needs
+    /// cargo feature `rdma` and a device) or `shm` (the same protocol over shared memory, for
+    /// hosts without an RDMA NIC and for tests: clients on this host only).
+    #[arg(long = "rdma-fabric", value_enum, default_value_t = RdmaFabric::Verbs)]
+    pub rdma_fabric: RdmaFabric,
+
+    /// Bytes in the server's receive ring of each RDMA connection (a power of two, 4096 to
+    /// 1 GiB). The client chooses its own.
+    #[arg(long = "rdma-ring-size", default_value = "1048576", value_parser = parse_ring_size)]
+    pub rdma_ring_size: u64,
+
+    /// Trust every RDMA connection: it starts authenticated as the default user even when that
+    /// user needs a password (otherwise AUTH as on sockets).
+    #[arg(long = "no-auth-rdma")]
+    pub no_auth_rdma: bool,
 
     /// Maximum number of connected clients; further connections get an error and are closed.
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
@@ -270,6 +291,28 @@ pub struct Config {
     /// firehose runs over a shared-memory ring pair (same host only).
     #[arg(long = "replica-ring", value_name = "PATH")]
     pub replica_ring: Option<PathBuf>,
+
+    /// Be a read-only replica of the goblin-core upstream whose `--rdma-port` is at HOST PORT,
+    /// with a receive ring of SIZE bytes (a power of two, 4096 to 1 GiB): the firehose runs
+    /// over the RDMA ring, on the fabric the upstream names.
+    #[arg(long = "replica-rdma", num_args = 3, value_names = ["HOST", "PORT", "SIZE"])]
+    pub replica_rdma: Option<Vec<String>>,
+}
+
+/// `--rdma-fabric`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdmaFabric {
+    Verbs,
+    Shm,
+}
+
+impl RdmaFabric {
+    pub fn kind(self) -> goblin_rdma::FabricKind {
+        match self {
+            RdmaFabric::Verbs => goblin_rdma::FabricKind::Verbs,
+            RdmaFabric::Shm => goblin_rdma::FabricKind::Shm,
+        }
+    }
 }
 
 /// Parsed `--save` rules: (seconds, changes) pairs.
@@ -340,7 +383,10 @@ impl Config {
     /// yet. The message names the flag; `main` exits with status 2 (a usage error, as clap).
     /// One of `--replica-tcp`, `--replica-uds`, `--replica-ring` is given.
     pub fn is_replica(&self) -> bool {
-        self.replica_tcp.is_some() || self.replica_uds.is_some() || self.replica_ring.is_some()
+        self.replica_tcp.is_some()
+            || self.replica_uds.is_some()
+            || self.replica_ring.is_some()
+            || self.replica_rdma.is_some()
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -365,11 +411,33 @@ impl Config {
         if self.tls_port != 0 && (self.tls_cert_file.is_none() || self.tls_key_file.is_none()) {
             return Err("--tls-port needs --tls-cert-file and --tls-key-file".into());
         }
-        let upstreams = [self.replica_tcp.is_some(), self.replica_uds.is_some(), self.replica_ring.is_some()];
+        let upstreams = [
+            self.replica_tcp.is_some(),
+            self.replica_uds.is_some(),
+            self.replica_ring.is_some(),
+            self.replica_rdma.is_some(),
+        ];
         if upstreams.iter().filter(|&&u| u).count() > 1 {
-            return Err(
-                "--replica-tcp, --replica-uds and --replica-ring: a replica has exactly one upstream".into(),
-            );
+            return Err("--replica-tcp, --replica-uds, --replica-ring and --replica-rdma: a replica has \
+                 exactly one upstream"
+                .into());
+        }
+        if self.rdma_port != 0 && self.rdma_fabric == RdmaFabric::Verbs && !cfg!(feature = "rdma") {
+            return Err("--rdma-port: this goblin-core was built without RDMA verbs support (cargo \
+                 feature `rdma`); `--rdma-fabric shm` runs the same ring over shared memory, for \
+                 clients on this host"
+                .into());
+        }
+        if let Some(v) = &self.replica_rdma {
+            if v[1].parse::<u16>().ok().filter(|&p| p > 0).is_none() {
+                return Err(format!("--replica-rdma: invalid port '{}'", v[1]));
+            }
+            if parse_bytes(&v[2]).ok().filter(|&n| goblin_rdma::valid_ring_size(n)).is_none() {
+                return Err(format!(
+                    "--replica-rdma: invalid ring size '{}' (a power of two between 4096 and 1073741824)",
+                    v[2]
+                ));
+            }
         }
         if let Some(v) = &self.replica_tcp {
             if v[1].parse::<u16>().ok().filter(|&p| p > 0).is_none() {

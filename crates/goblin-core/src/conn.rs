@@ -17,6 +17,10 @@ pub enum Stream {
     /// A `--ring` client: reads and writes go to its shared-memory rings; the mio source is
     /// its rendezvous socket (doorbells and EOF). See [`crate::transport::ring`].
     Ring(Box<goblin_ring::Endpoint>),
+    /// An `--rdma-port` client (or a `--replica-rdma` link): reads and writes go to RDMA
+    /// rings; the mio sources are its TCP socket (liveness, shm doorbells) and the fabric's
+    /// wake-up descriptor if it has one. See [`crate::transport::rdma`].
+    Rdma(Box<goblin_rdma::Endpoint>),
 }
 
 impl Stream {
@@ -28,6 +32,19 @@ impl Stream {
             Stream::Tls(s) => s.flush_buffered(),
             _ => Ok(false),
         }
+    }
+
+    /// The stream as one the loop polls (rings and RDMA), else None.
+    pub(crate) fn polled(&mut self) -> Option<&mut dyn crate::transport::Polled> {
+        match self {
+            Stream::Ring(e) => Some(&mut **e),
+            Stream::Rdma(e) => Some(&mut **e),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_polled(&self) -> bool {
+        matches!(self, Stream::Ring(_) | Stream::Rdma(_))
     }
 
     /// Before dropping the stream: a TLS close_notify, best effort (plain sockets: nothing).
@@ -45,6 +62,7 @@ impl Read for Stream {
             Stream::Unix(s) => s.read(buf),
             Stream::Tls(s) => s.read(buf),
             Stream::Ring(r) => r.try_read(buf),
+            Stream::Rdma(r) => r.try_read(buf),
         }
     }
 }
@@ -56,6 +74,7 @@ impl Write for Stream {
             Stream::Unix(s) => s.write(buf),
             Stream::Tls(s) => s.write(buf),
             Stream::Ring(r) => r.try_write(buf),
+            Stream::Rdma(r) => r.try_write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -70,6 +89,7 @@ impl std::os::fd::AsRawFd for Stream {
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(s) => s.tcp.as_raw_fd(),
             Stream::Ring(r) => r.sock_fd(),
+            Stream::Rdma(r) => r.sock_fd(),
         }
     }
 }
@@ -81,6 +101,14 @@ impl Source for Stream {
             Stream::Unix(s) => s.register(r, t, i),
             Stream::Tls(s) => s.tcp.register(r, t, i),
             Stream::Ring(e) => mio::unix::SourceFd(&e.sock_fd()).register(r, t, i),
+            Stream::Rdma(e) => {
+                mio::unix::SourceFd(&e.sock_fd()).register(r, t, i)?;
+                // The same token: a wake-up is handled as the connection's readable event.
+                match e.wake_fd() {
+                    Some(fd) => mio::unix::SourceFd(&fd).register(r, t, Interest::READABLE),
+                    None => Ok(()),
+                }
+            }
         }
     }
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
@@ -89,6 +117,8 @@ impl Source for Stream {
             Stream::Unix(s) => s.reregister(r, t, i),
             Stream::Tls(s) => s.tcp.reregister(r, t, i),
             Stream::Ring(e) => mio::unix::SourceFd(&e.sock_fd()).reregister(r, t, i),
+            // The wake-up descriptor keeps its READABLE registration.
+            Stream::Rdma(e) => mio::unix::SourceFd(&e.sock_fd()).reregister(r, t, i),
         }
     }
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
@@ -97,6 +127,12 @@ impl Source for Stream {
             Stream::Unix(s) => s.deregister(r),
             Stream::Tls(s) => s.tcp.deregister(r),
             Stream::Ring(e) => mio::unix::SourceFd(&e.sock_fd()).deregister(r),
+            Stream::Rdma(e) => {
+                if let Some(fd) = e.wake_fd() {
+                    let _ = mio::unix::SourceFd(&fd).deregister(r);
+                }
+                mio::unix::SourceFd(&e.sock_fd()).deregister(r)
+            }
         }
     }
 }

@@ -183,13 +183,18 @@ fn main() {
 /// `--replica-*`: the upstream and the credentials (the password file is read now).
 fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica::Settings>, String> {
     use replication::replica::{Settings, Source};
-    let source = match (&cfg.replica_tcp, &cfg.replica_uds, &cfg.replica_ring) {
-        (Some(v), _, _) => {
+    let source = match (&cfg.replica_tcp, &cfg.replica_uds, &cfg.replica_ring, &cfg.replica_rdma) {
+        (Some(v), _, _, _) => {
             Source::Tcp { host: v[0].clone(), port: v[1].parse().map_err(|_| "--replica-tcp: bad port")? }
         }
-        (None, Some(p), _) => Source::Unix(p.clone()),
-        (None, None, Some(p)) => Source::Ring(p.clone()),
-        (None, None, None) => return Ok(None),
+        (None, Some(p), _, _) => Source::Unix(p.clone()),
+        (None, None, Some(p), _) => Source::Ring(p.clone()),
+        (None, None, None, Some(v)) => Source::Rdma {
+            host: v[0].clone(),
+            port: v[1].parse().map_err(|_| "--replica-rdma: bad port")?,
+            ring: config::parse_bytes(&v[2]).map_err(|_| "--replica-rdma: bad ring size")?,
+        },
+        (None, None, None, None) => return Ok(None),
     };
     let auth = match &cfg.replica_auth_password_file {
         Some(path) => {
@@ -220,7 +225,7 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
                 None
             }
         }
-        Source::Unix(_) | Source::Ring(_) => None,
+        Source::Unix(_) | Source::Ring(_) | Source::Rdma { .. } => None,
     };
     Ok(Some(Settings { source, auth, tls }))
 }

@@ -94,6 +94,8 @@ enum Listener {
     /// `--sbe-port` and `--sbe-unixsocket`: SBE binary writes (see transport/sbe.rs).
     Sbe(TcpListener),
     SbeUnix(UnixListener),
+    /// `--rdma-port`: the RDMA rings' handshake and liveness sockets (transport/rdma.rs).
+    Rdma(TcpListener),
 }
 
 /// Counters INFO reports that the engine does not keep.
@@ -416,7 +418,7 @@ impl Server {
         self.listeners
             .iter()
             .map(|l| match l {
-                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) => l.as_raw_fd(),
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => l.as_raw_fd(),
                 Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => l.as_raw_fd(),
             })
             .collect()
@@ -492,13 +494,18 @@ impl Server {
             listeners.push(Listener::SbeUnix(l));
             self.sbe_unix_path = Some(path.clone());
         }
+        if cfg.rdma_port != 0 {
+            for l in crate::transport::rdma::bind(cfg)? {
+                listeners.push(Listener::Rdma(l));
+            }
+        }
         if listeners.is_empty() {
             warn!("no listener configured (--port 0 and no --unixsocket)");
         }
         for (i, l) in listeners.iter_mut().enumerate() {
             let t = Token(LISTENER_BASE + i);
             match l {
-                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) => {
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => {
                     self.poll.registry().register(l, t, Interest::READABLE)?
                 }
                 Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => {
@@ -898,6 +905,7 @@ impl Server {
     fn accept(&mut self, li: usize) {
         let ring = matches!(self.listeners[li], Listener::Ring(_));
         let sbe = matches!(self.listeners[li], Listener::Sbe(_) | Listener::SbeUnix(_));
+        let rdma = matches!(self.listeners[li], Listener::Rdma(_));
         loop {
             let accepted = match &self.listeners[li] {
                 Listener::Tcp(l) | Listener::Sbe(l) => l.accept().map(|(s, peer)| {
@@ -931,11 +939,28 @@ impl Server {
                     }),
                     Err(e) => Err(e),
                 },
+                // The region is created and the hello sent here; a failure drops this client.
+                Listener::Rdma(l) => match l.accept() {
+                    Ok((s, peer)) => self.rdma_accept(s, peer).map_err(|e| {
+                        if e.kind() == io::ErrorKind::ConnectionRefused {
+                            // At --maxclients (the client got the error line): counted below.
+                            return e;
+                        }
+                        warn!("RDMA client refused: {e}");
+                        io::ErrorKind::Interrupted.into()
+                    }),
+                    Err(e) => Err(e),
+                },
             };
             let (mut stream, addr, laddr, fd, unix) = match accepted {
                 Ok(a) => a,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if rdma && e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.stats.total_connections_received += 1;
+                    self.stats.rejected_connections += 1;
+                    continue;
+                }
                 Err(e) => {
                     // EMFILE and friends: leave the rest in the backlog. The listener is
                     // edge-triggered, so no new event may come for them: the cron retries.
@@ -979,14 +1004,16 @@ impl Server {
             let mut conn = Box::new(Conn::new(id, stream, addr, laddr, fd, unix, parser));
             // Every connection starts as the default user (Redis's clientSetDefaultAuth).
             conn.user = self.users.get(self.users.default_index()).name.clone();
-            conn.authenticated = self.users.default_is_open() || (ring && self.cfg.no_auth_ring);
+            conn.authenticated = self.users.default_is_open()
+                || (ring && self.cfg.no_auth_ring)
+                || (rdma && self.cfg.no_auth_rdma);
             if sbe {
                 // SBE has no AUTH message: the listener trusts its peers (docs/SBE.md).
                 conn.authenticated = true;
                 conn.sbe = Some(Box::default());
             }
             self.conns[slot] = Some(conn);
-            if ring {
+            if ring || rdma {
                 self.rings.slots.push(slot);
             }
             self.nclients += 1;
@@ -1436,7 +1463,7 @@ impl Server {
             info!("firehose subscriber id={} addr={} detached", conn.id, conn.addr);
         }
         conn.stream.close_notify();
-        if matches!(conn.stream, Stream::Ring(_)) {
+        if conn.stream.is_polled() {
             self.ring_closed(slot);
         }
         let _ = self.poll.registry().deregister(&mut conn.stream);

@@ -90,6 +90,10 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "goblin.dumpworld" if matches!(c.stream, crate::conn::Stream::Ring(_)) => {
             reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on a ring connection")
         }
+        // Nor RDMA rings (the child would share the parent's queue pair or mapping).
+        "goblin.dumpworld" if matches!(c.stream, crate::conn::Stream::Rdma(_)) => {
+            reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on an RDMA connection")
+        }
         "goblin.dumpworld" => s.dumpworld(c, slot),
         "goblin.load" => s.goblin_load(c, args[1]),
         "shutdown" => shutdown(s, c, args),

@@ -71,6 +71,12 @@ pub enum Source {
     Unix(PathBuf),
     /// `--replica-ring`: the upstream's `--ring` rendezvous socket (transport/ring.rs).
     Ring(PathBuf),
+    /// `--replica-rdma`: the upstream's `--rdma-port`, and our receive ring's size.
+    Rdma {
+        host: String,
+        port: u16,
+        ring: u64,
+    },
 }
 
 impl Source {
@@ -79,6 +85,7 @@ impl Source {
             Source::Tcp { host, port } => format!("tcp {host}:{port}"),
             Source::Unix(p) => format!("uds {}", p.display()),
             Source::Ring(p) => format!("ring {}", p.display()),
+            Source::Rdma { host, port, ring } => format!("rdma {host}:{port} (ring {ring})"),
         }
     }
 }
@@ -220,6 +227,20 @@ fn wait_fd(fd: RawFd, write: bool, timeout: Duration) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Waits until one of `fds` is readable, at most `timeout`.
+fn wait_fds(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: a valid array of pollfds.
+    let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
 fn write_all_until(stream: &mut Stream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
     while !bytes.is_empty() {
         match stream.write(bytes) {
@@ -335,6 +356,23 @@ fn open(settings: &Settings) -> io::Result<Stream> {
             s.set_read_timeout(Some(CONNECT_TIMEOUT))?;
             Ok(Stream::Ring(Box::new(goblin_ring::Endpoint::connect(s)?)))
         }
+        Source::Rdma { host, port, ring } => {
+            use std::net::ToSocketAddrs;
+            let addrs: Vec<_> = (host.as_str(), *port).to_socket_addrs()?.collect();
+            let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address"));
+            for a in addrs {
+                match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                    Ok(s) => {
+                        keepalive(&s)?;
+                        // The upstream's hello comes at once from a live server; bound the wait.
+                        let ep = goblin_rdma::Endpoint::connect(s, *ring, CONNECT_TIMEOUT)?;
+                        return Ok(Stream::Rdma(Box::new(ep)));
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
     }
 }
 
@@ -342,12 +380,15 @@ fn open(settings: &Settings) -> io::Result<Stream> {
 /// armed first (its peer rings the socket on its next publish or free), so that a byte in
 /// the ring is not waited for in vain (see crates/ring/src/ring.rs).
 fn wait_stream(stream: &mut Stream, write: bool, timeout: Duration) -> io::Result<bool> {
-    if let Stream::Ring(e) = stream {
+    if let Some(e) = stream.polled() {
         // A write that returned WouldBlock armed its wait already.
         if !write && !e.arm_read()? {
             return Ok(true);
         }
-        let r = wait_fd(e.sock_fd(), false, timeout);
+        let r = match e.wake_fd() {
+            None => wait_fd(e.sock_fd(), false, timeout),
+            Some(w) => wait_fds(&[e.sock_fd(), w], timeout),
+        };
         e.drain_doorbell();
         if write {
             e.disarm_write();
@@ -709,11 +750,8 @@ impl Server {
 
     /// The live upstream link when it runs over a ring (`--replica-ring`): the loop polls it
     /// like its own ring clients (transport/ring.rs).
-    pub(crate) fn upstream_ring(&mut self) -> Option<&mut goblin_ring::Endpoint> {
-        match self.replica.as_mut()?.link.as_mut()?.stream {
-            Stream::Ring(ref mut e) => Some(e),
-            _ => None,
-        }
+    pub(crate) fn upstream_polled(&mut self) -> Option<&mut dyn crate::transport::Polled> {
+        self.replica.as_mut()?.link.as_mut()?.stream.polled()
     }
 
     /// From the cron: a live link silent for longer than LINK_TIMEOUT is dropped.
@@ -913,6 +951,7 @@ impl Server {
                 let (host, port) = match &r.settings.source {
                     Source::Tcp { host, port } => (host.clone(), *port),
                     Source::Unix(p) | Source::Ring(p) => (p.display().to_string(), 0),
+                    Source::Rdma { host, port, .. } => (host.clone(), *port),
                 };
                 f("role", &"slave");
                 f("goblin_ready", &(live as u8));
@@ -924,6 +963,7 @@ impl Server {
                         Source::Tcp { .. } => "tcp",
                         Source::Unix(_) => "uds",
                         Source::Ring(_) => "ring",
+                        Source::Rdma { .. } => "rdma",
                     },
                 );
                 f("master_link_status", &if live { "up" } else { "down" });
@@ -985,6 +1025,7 @@ impl Server {
                     Source::Tcp { host, port } => (host.clone(), *port as i64, "tcp"),
                     Source::Unix(p) => (p.display().to_string(), 0, "uds"),
                     Source::Ring(p) => (p.display().to_string(), 0, "ring"),
+                    Source::Rdma { host, port, .. } => (host.clone(), *port as i64, "rdma"),
                 };
                 // Redis's link states: connect, connecting, sync, connected.
                 let state = match r.state {

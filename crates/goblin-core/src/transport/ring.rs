@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 pub(crate) struct Rings {
     /// The rendezvous socket we created (removed at shutdown).
     pub path: Option<PathBuf>,
-    /// Slots of ring connections, polled every turn.
+    /// Slots of polled connections (ring and RDMA clients), polled every turn.
     pub slots: Vec<usize>,
     /// When a ring last had input.
     last_activity: Option<Instant>,
@@ -79,7 +79,7 @@ impl Server {
     pub(crate) fn ring_turn(&mut self) {
         let armed = std::mem::take(&mut self.rings.armed);
         let no_clients = self.rings.slots.is_empty();
-        let upstream = match self.upstream_ring() {
+        let upstream = match self.upstream_polled() {
             Some(e) => {
                 if armed {
                     e.disarm_read();
@@ -96,8 +96,8 @@ impl Server {
         if armed {
             // Awake again: no doorbells while the loop polls anyway.
             for &slot in &self.rings.slots {
-                if let Some(Some(c)) = self.conns.get(slot) {
-                    if let Stream::Ring(e) = &c.stream {
+                if let Some(Some(c)) = self.conns.get_mut(slot) {
+                    if let Some(e) = c.stream.polled() {
                         e.disarm_read();
                     }
                 }
@@ -121,8 +121,8 @@ impl Server {
         while i < self.rings.slots.len() {
             let slot = self.rings.slots[i];
             i += 1;
-            let ready = match self.conns.get(slot) {
-                Some(Some(c)) => wants_read(c) && matches!(&c.stream, Stream::Ring(e) if e.has_input()),
+            let ready = match self.conns.get_mut(slot) {
+                Some(Some(c)) => wants_read(c) && c.stream.polled().is_some_and(|e| e.has_input()),
                 _ => false,
             };
             if ready {
@@ -137,7 +137,7 @@ impl Server {
     /// last ring input; otherwise the rings are armed (each client will ring its doorbell on
     /// its next publish) and re-checked, and `timeout` stands unless input raced in.
     pub(crate) fn ring_timeout(&mut self, timeout: Duration) -> Duration {
-        let upstream = self.upstream_ring().is_some();
+        let upstream = self.upstream_polled().is_some();
         if timeout.is_zero() || (self.rings.slots.is_empty() && !upstream) || self.input_paused {
             return timeout;
         }
@@ -146,7 +146,7 @@ impl Server {
             return Duration::ZERO;
         }
         let mut ready = false;
-        if let Some(e) = self.upstream_ring() {
+        if let Some(e) = self.upstream_polled() {
             e.drain_doorbell();
             if !matches!(e.arm_read(), Ok(true)) {
                 ready = true;
@@ -155,7 +155,7 @@ impl Server {
         for &slot in &self.rings.slots {
             if let Some(Some(c)) = self.conns.get_mut(slot) {
                 let wants = wants_read(c);
-                if let Stream::Ring(e) = &mut c.stream {
+                if let Some(e) = c.stream.polled() {
                     // Doorbells rung since the last sleep: drop them (an EOF is remembered,
                     // and its event still comes).
                     e.drain_doorbell();
@@ -174,7 +174,7 @@ impl Server {
         }
     }
 
-    /// A ring connection is closing: stop polling it (its memory goes with the stream).
+    /// A ring or RDMA connection is closing: stop polling it (its memory goes with the stream).
     pub(crate) fn ring_closed(&mut self, slot: usize) {
         self.rings.slots.retain(|&s| s != slot);
     }
