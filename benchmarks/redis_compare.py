@@ -177,6 +177,11 @@ def run_tests(name, servers, pipelines, args, results):
                       f" p99 {r['p99']:.3f} cpu/M {r['cpu_per_m']:.2f}s | ratio {g['rps']/r['rps']:.2f}"
                       + "".join(f" | {n} cpu/M {agg[n]['cpu_per_m']:.2f}s" for n in agg if n not in ("goblin", "redis")),
                       flush=True)
+                # Each round's own ratios (the medians above may come from different rounds).
+                for i, (gr, rr) in enumerate(zip(runs["goblin"], runs["redis"]), 1):
+                    print(f"{row:10} -P {p:<3} round {i}: goblin {gr[row]['rps']:>11,.0f}/s"
+                          f" redis {rr[row]['rps']:>11,.0f}/s ratio {gr[row]['rps'] / rr[row]['rps']:.2f}"
+                          f" CPU ratio {gr[row]['cpu_per_m'] / rr[row]['cpu_per_m']:.2f}", flush=True)
     return results
 
 

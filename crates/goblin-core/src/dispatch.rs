@@ -212,6 +212,7 @@ impl Server {
         self.monitor_before(conn, spec, args);
         // ---- commandstats (stats.rs): one clock read each side, then classify the reply ----
         let started = std::time::Instant::now();
+        self.cmd_started = Some(started);
         if transactional {
             self.transaction_command(conn, slot, spec, args, now);
         } else {
@@ -220,6 +221,7 @@ impl Server {
                 self.tracking_after_script(conn, slot, spec, args);
             }
         }
+        self.cmd_started = None;
         let took = started.elapsed();
         let reply = conn.out.get(mark..).unwrap_or_default();
         self.stats.cmds.record(spec, conn.last_cmd, reply, took);
@@ -497,7 +499,9 @@ impl Server {
                     conn.last_cmd = spec.name;
                     // commandstats: each queued command counts on its own, as in Redis.
                     let (mark, started) = (conn.out.len(), std::time::Instant::now());
+                    self.cmd_started = Some(started);
                     self.execute(conn, slot, spec, &argv, now, true);
+                    self.cmd_started = None;
                     let took = started.elapsed();
                     let reply = conn.out.get(mark..).unwrap_or_default();
                     self.stats.cmds.record(spec, conn.last_cmd, reply, took);

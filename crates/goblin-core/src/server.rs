@@ -252,6 +252,11 @@ pub struct Server {
     turn_start: Instant,
     /// Whether the next wait spins for up to `--busy-poll-us` first; see `wait_for_events`.
     busy_poll: bool,
+    /// When the command now running started (the commandstats clock read): a script takes it
+    /// as its own start for busy detection instead of reading the clock again. Set just
+    /// before a command runs and cleared after it, so a stale value is never seen (a path
+    /// that does not set it leaves None, and the script reads the clock).
+    pub(crate) cmd_started: Option<Instant>,
 }
 
 /// Write end of the signal pipe, for the async-signal-safe handler.
@@ -395,6 +400,7 @@ impl Server {
             used_memory: Default::default(),
             turn_start: now,
             busy_poll: false,
+            cmd_started: None,
         })
     }
 

@@ -126,6 +126,40 @@ const SCRIPTS: &[(&str, &[&str], &[&str])] = &[
     ("local ok, e = pcall(redis.call, 'nosuch') return e", &[], &[]),
     ("local ok, e = pcall(redis.call, 'nosuch') return ok", &[], &[]),
     ("local r = {pcall(function() error({err='X y'}) end)} return r[2]", &[], &[]),
+    // redis.call/redis.pcall read their arguments off the Lua stack and push the reply back
+    // (scripting/call.rs): thousands of arguments, numbers of every shape, errors with lines.
+    (
+        "local t = {} for i = 1, 5000 do t[i] = i end redis.call('del', 'big') \
+         redis.call('rpush', 'big', unpack(t)) return {redis.call('llen', 'big'), redis.call('lindex', 'big', -1)}",
+        &[],
+        &[],
+    ),
+    (
+        "local t = {} for i = 1, 7990 do t[i] = 'e' .. i end redis.call('del', 'big2') \
+         return {redis.pcall('rpush', 'big2', unpack(t)), redis.pcall('lindex', 'big2', 7989)}",
+        &[],
+        &[],
+    ),
+    (
+        "local z, out = 0, {} \
+         for _, v in ipairs({-z, 0.1, 1e21, 2^63, -2^63, 1e-7, 123.456, -5, 2^53 + 1, 1/0, -1/0}) do \
+           redis.call('set', 'num', v) out[#out + 1] = redis.call('get', 'num') end return out",
+        &[],
+        &[],
+    ),
+    ("return redis.call('set', KEYS[1], ARGV[1], 'px', 100000)", &["k2"], &["\u{0}bin\r\n"]),
+    ("return redis.call('get', KEYS[1])", &["k2"], &[]),
+    ("return redis.call('zrange', 'z', 0, -1, 'withscores')", &[], &[]),
+    ("redis.setresp(3) return redis.call('zrange', 'z', 0, -1, 'withscores')", &[], &[]),
+    ("return {pcall(redis.call, 'incr', 'str')}", &[], &[]),
+    ("return {redis.pcall('incr', 'str'), redis.pcall('nosuch'), redis.pcall()}", &[], &[]),
+    ("\nredis.call('incr', 'str')", &[], &[]),
+    ("\n\nreturn redis.call('set', 'x', {})", &[], &[]),
+    ("KEYS[1] = 'changed' KEYS[5] = 'more' ARGV.x = 1 return {KEYS[1], #KEYS, #ARGV}", &["a"], &["b"]),
+    ("return {KEYS[1], #KEYS, ARGV.x, #ARGV}", &["a"], &["b"]),
+    ("return redis.call('echo', 'x', 'y')", &[], &[]),
+    ("return redis.call('GET', 'k1')", &[], &[]),
+    ("return redis.call('time')[3]", &[], &[]),
     // script errors
     ("error('plain')", &[], &[]),
     ("error({err='TBL err'})", &[], &[]),

@@ -219,8 +219,25 @@ const SUBCOMMANDS: &[&str] = &[
     "function|help",
 ];
 
+/// The longest `cmd|sub` in [`SUBCOMMANDS`].
+const LONGEST_SUBCOMMAND: usize = {
+    let (mut i, mut max) = (0, 0);
+    while i < SUBCOMMANDS.len() {
+        if SUBCOMMANDS[i].len() > max {
+            max = SUBCOMMANDS[i].len();
+        }
+        i += 1;
+    }
+    max
+};
+
 /// `cmd|sub` for a known subcommand (case-insensitive), else None.
 pub(crate) fn subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
+    // Every server command's first argument comes here (EVALSHA's sha, EVAL's script): a
+    // long one is no subcommand, without a walk over the whole list.
+    if cmd.len() + 1 + sub.len() > LONGEST_SUBCOMMAND {
+        return None;
+    }
     SUBCOMMANDS.iter().copied().find(|full| {
         full.len() == cmd.len() + 1 + sub.len()
             && full.starts_with(cmd)

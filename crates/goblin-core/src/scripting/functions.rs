@@ -563,7 +563,7 @@ impl Server {
                 Some((args[1].to_vec(), args.iter().map(|a| a.to_vec()).collect(), Instant::now()))
         });
         let name = String::from_utf8_lossy(args[1]).into_owned();
-        self.run_vm(&fv.vm, c, slot, ro || no_writes, flags & ALLOW_OOM != 0, now, &name, |sc| {
+        self.run_vm(&fv.vm, c, slot, ro || no_writes, flags & ALLOW_OOM != 0, now, name.as_bytes(), |sc| {
             let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
                 let t = sc.lua.create_table_with_capacity(items.len(), 0)?;
                 for (i, a) in items.iter().enumerate() {

@@ -21,14 +21,15 @@
 //! loop turn (`Server::busy_turn`) in which other clients are read and answered: `-BUSY` to
 //! everything except `SCRIPT KILL` (stops a script that has not written) and `SHUTDOWN NOSAVE`.
 
+mod call;
 pub mod functions;
 pub mod libs;
 
 use crate::conn::Conn;
 use crate::server::Server;
-use engine::{errors, util, CommandSpec, Flags, Handler, Outcome};
-use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
-use resp::{reply, Frame, Proto};
+use engine::{errors, util, CommandSpec, Flags};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState};
+use resp::{reply, Proto};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -144,13 +145,17 @@ pub struct Scripting {
     globals: Table,
     /// `xpcall(f, handler)`: runs a script and turns any error into Redis's error table.
     runner: Function,
+    /// `call::runner(f, globals, handler)`: sets KEYS and ARGV, then does what `runner` does.
+    eval_runner: Function,
+    /// The error handler both runners use.
+    handler: Function,
     /// The same for a function: `f(keys, args)`.
     fcall_runner: Function,
     /// `set_loading(true|false)`: the globals become the load-time API (FUNCTION LOAD), or
     /// the full ones again.
     set_loading: Function,
     /// sha1 (40 lowercase hex digits) -> compiled script.
-    scripts: HashMap<[u8; 40], Script>,
+    scripts: HashMap<[u8; 40], Script, std::hash::BuildHasherDefault<ShaHasher>>,
     /// Script bodies' bytes, for INFO's used_memory_scripts.
     bytes: usize,
 }
@@ -181,6 +186,31 @@ impl Server {
     }
 }
 
+/// The script cache's hasher. Its keys are SHA1 digests of script bodies (only EVAL and
+/// SCRIPT LOAD insert, and they insert the digest they computed), so no client can choose keys
+/// that collide, and 8 of the 40 hex digits are as good as any hash: no SipHash over 40 bytes
+/// on every EVALSHA.
+#[derive(Default)]
+struct ShaHasher(u64);
+
+impl std::hash::Hasher for ShaHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // The array's bytes (a length prefix, if any, comes through `write_usize`).
+        let mut head = [0u8; 8];
+        let n = bytes.len().min(8);
+        head[..n].copy_from_slice(&bytes[..n]);
+        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(head);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = self.0.rotate_left(5) ^ n as u64;
+    }
+    fn finish(&self) -> u64 {
+        // Hex digits use few bits per byte: spread them over the whole word (hashbrown takes
+        // its control bits from the top).
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
 fn sha1_hex(body: &[u8]) -> [u8; 40] {
     let mut out = [0u8; 40];
     out.copy_from_slice(sha1_smol::Sha1::from(body).digest().to_string().as_bytes());
@@ -190,30 +220,19 @@ fn sha1_hex(body: &[u8]) -> [u8; 40] {
 /// Lua code run once at VM creation, in the real globals (chunk name `=goblin`, which the
 /// error handler skips when it looks for the script's line).
 const PRELUDE: &str = r#"
-local raw_call, getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next =
-    __goblin_call, debug.getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next
-local raw_call_packed = __goblin_call_packed
+local getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next =
+    debug.getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next
 local tbl_concat, str_sub, str_find, str_gsub = table.concat, string.sub, string.find, string.gsub
 local raw_log, raw_setresp, raw_sha1hex, raw_known = __goblin_log, __goblin_setresp, __goblin_sha1hex, __goblin_known
 local redis = {}
 -- The functions below return (failed, value); the C trampolines installed as redis.<name>
 -- raise `value` when `failed` (a C frame keeps the script's frame for the error's line).
+-- redis.call and redis.pcall are C functions of their own (scripting/call.rs).
 local inner = {}
 
 local function fail(msg) return true, {err = 'ERR ' .. msg} end
 
-inner.call = raw_call
 inner.register_function = __goblin_register
-redis.pcall = function(...)
-  local n = select('#', ...)
-  -- Thousands of arguments go packed (see PACK_ABOVE in mod.rs).
-  if n > 1000 then
-    local _, v = raw_call_packed({...}, n)
-    return v
-  end
-  local _, v = raw_call(...)
-  return v
-end
 
 -- Redis's error normalisation: "-CODE msg" keeps its code, anything else gets ERR.
 local function error_table(s)
@@ -317,6 +336,8 @@ local handler = function(err)
 end
 local xpcall = xpcall
 __goblin_runner = function(f) return xpcall(f, handler) end
+-- EVAL's runner is a C function (call.rs) that calls the script under this same handler.
+__goblin_handler = handler
 -- A function (FCALL) gets its keys and arguments as parameters, not as globals.
 __goblin_fcall_runner = function(f, keys, args) return xpcall(function() return f(keys, args) end, handler) end
 
@@ -347,12 +368,19 @@ os = {clock = os.clock}
 /// Run after the trampolines are installed: read-only proxies for the globals and every
 /// library table, and a `rawset` that refuses them.
 const PROTECT: &str = r#"
-local error, tostring, setmetatable, rawset, pairs = error, tostring, setmetatable, rawset, pairs
+local error, tostring, setmetatable, rawset, rawget, pairs = error, tostring, setmetatable, rawset, rawget, pairs
 local getmetatable = getmetatable
 local protected = setmetatable({}, {__mode = 'k'})
 -- While a function library loads (FUNCTION LOAD), the globals are this table instead: only
 -- `redis` with register_function, log and the version (Redis 7.0's load-time API).
 local load_env = nil
+-- A read of a global that does not exist: Redis's error, at the script's line.
+local function miss(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+-- The switchable globals proxy's metatable (its __index is the real globals or the load-time
+-- API) and the real globals table.
+local globals_mt, real_globals = nil, nil
 local function readonly(real, is_globals, switchable)
   local proxy = {}
   local mt = {
@@ -361,23 +389,33 @@ local function readonly(real, is_globals, switchable)
     __metatable = false,
   }
   if is_globals then
-    -- getmetatable(_G) shows the metatable, itself read-only (as Redis 7.0's): changing
-    -- its __index is refused like any global.
+    -- A global read is a lookup through the proxy's __index TABLE into `real` (no Lua call
+    -- per read: scripts read `redis` and KEYS on every run); only a miss reaches `real`'s own
+    -- metatable, which raises. `real` is never visible to scripts.
+    setmetatable(real, {__index = miss})
+    if switchable then globals_mt, real_globals = mt, real end
+    -- getmetatable(_G) shows a read-only view of the metatable (as Redis 7.0's): changing
+    -- its __index is refused like any global. Its __index is shown as a function that reads
+    -- as a global read does (never `real` itself, which would let a script write to it).
+    local shown = {
+      __index = function(_, k)
+        local v
+        if switchable and load_env then v = rawget(load_env, k) else v = rawget(real, k) end
+        if v == nil then
+          error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+        end
+        return v
+      end,
+      __newindex = mt.__newindex,
+    }
     local view = setmetatable({}, {
-      __index = mt,
+      __index = shown,
       __newindex = function() error('Attempt to modify a readonly table', 2) end,
       __metatable = false,
     })
     protected[view] = true
     mt.__metatable = view
-    mt.__index = function(_, k)
-      local v
-      if switchable and load_env then v = load_env[k] else v = real[k] end
-      if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
-      return v
-    end
+    shown.__metatable = view
   end
   setmetatable(proxy, mt)
   protected[proxy] = true
@@ -424,8 +462,11 @@ do
   for _, k in pairs({'log', 'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING', 'REDIS_VERSION', 'REDIS_VERSION_NUM'}) do
     api[k] = real_redis[k]
   end
-  local env = {redis = readonly(api, true)}
-  __goblin_set_loading = function(on) if on then load_env = env else load_env = nil end end
+  local env = setmetatable({redis = readonly(api, true)}, {__index = miss})
+  __goblin_set_loading = function(on)
+    if on then load_env = env else load_env = nil end
+    globals_mt.__index = load_env or real_globals
+  end
 end
 "#;
 
@@ -446,7 +487,6 @@ macro_rules! trampolines {
 }
 
 trampolines! {
-    tr_call => "call",
     tr_error_reply => "error_reply",
     tr_status_reply => "status_reply",
     tr_sha1hex => "sha1hex",
@@ -460,35 +500,12 @@ trampolines! {
 /// Scripts between two garbage collection steps, and the step's size in KiB (Redis's values).
 const GC_PERIOD: u32 = 50;
 
-/// Above this many arguments, `redis.call`/`redis.pcall` pass them to Rust packed in a table.
-const PACK_ABOVE: std::ffi::c_int = 1000;
-
 /// The body of every trampoline. No Rust value with a destructor lives in this frame, so the
 /// `lua_error` longjmp out of it is sound.
 unsafe fn trampoline(l: *mut mlua::lua_State, key: *const std::ffi::c_char) -> std::ffi::c_int {
     use mlua::ffi;
     unsafe {
         let n = ffi::lua_gettop(l);
-        if n > PACK_ABOVE && std::ffi::CStr::from_ptr(key).to_bytes() == b"goblin.call" {
-            // Too many arguments for a Rust callback's stack (Lua 5.1 allows a C function
-            // 8000 slots, and mlua needs some of them): hand them over as one table and its
-            // length instead, as `redis.call('lpush', k, unpack(t))` with thousands of
-            // elements works in Redis. (A C function may push a few values past its arguments:
-            // Lua guarantees it LUA_MINSTACK free slots.)
-            ffi::lua_createtable(l, n, 0);
-            ffi::lua_insert(l, 1);
-            for i in (1..=n).rev() {
-                ffi::lua_rawseti_(l, 1, i);
-            }
-            ffi::lua_pushinteger(l, n as ffi::lua_Integer);
-            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, c"goblin.call_packed".as_ptr());
-            ffi::lua_insert(l, 1);
-            ffi::lua_call(l, 2, 2);
-            if ffi::lua_toboolean(l, -2) != 0 {
-                ffi::lua_error(l);
-            }
-            return 1;
-        }
         ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, key);
         ffi::lua_insert(l, 1);
         ffi::lua_call(l, n, 2);
@@ -512,13 +529,6 @@ impl Scripting {
         let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
         let g = lua.globals();
         libs::register(&lua, &g)?;
-        g.set("__goblin_call", lua.create_function(redis_call)?)?;
-        let packed = lua.create_function(|lua, (t, n): (Table, i64)| {
-            let args: Vec<Value> = (1..=n).map(|i| t.raw_get(i)).collect::<mlua::Result<_>>()?;
-            redis_call_args(lua, &args)
-        })?;
-        lua.set_named_registry_value("goblin.call_packed", packed.clone())?;
-        g.set("__goblin_call_packed", packed)?;
         g.set("__goblin_register", lua.create_function(functions::register_function)?)?;
         g.set(
             "__goblin_sha1hex",
@@ -578,15 +588,22 @@ impl Scripting {
                 redis.set(name, c)?;
             }
         }
+        // SAFETY: call.rs's functions are well-behaved C functions (see its invariant).
+        unsafe {
+            redis.set("call", lua.create_c_function(call::redis_call)?)?;
+            redis.set("pcall", lua.create_c_function(call::redis_pcall)?)?;
+        }
         lua.load(PROTECT).set_name("=goblin").exec()?;
         let runner: Function = g.get("__goblin_runner")?;
+        // SAFETY: as above.
+        let eval_runner = unsafe { lua.create_c_function(call::runner)? };
+        let handler: Function = g.get("__goblin_handler")?;
         let fcall_runner: Function = g.get("__goblin_fcall_runner")?;
         let set_loading: Function = g.get("__goblin_set_loading")?;
         let proxy: Table = g.get("__goblin_proxy")?;
         // Everything the prelude needed is captured in its closures: drop it from sight.
         for name in [
-            "__goblin_call",
-            "__goblin_call_packed",
+            "__goblin_handler",
             "__goblin_sha1hex",
             "__goblin_log",
             "__goblin_setresp",
@@ -621,9 +638,11 @@ impl Scripting {
             lua,
             globals: g,
             runner,
+            eval_runner,
+            handler,
             fcall_runner,
             set_loading,
-            scripts: HashMap::new(),
+            scripts: HashMap::default(),
             bytes: 0,
         })
     }
@@ -740,39 +759,6 @@ fn err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
-/// An error table for an error INFO errorstats has counted already (a command's error reply,
-/// or a refusal counted as a rejected call): if it becomes the script's own error reply, that
-/// reply is not counted a second time (Redis's `ignore_error_stats_update`).
-fn counted_err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
-    let t = lua.create_table()?;
-    t.raw_set("err", lua.create_string(msg)?)?;
-    t.raw_set("ignore_error_stats_update", true)?;
-    Ok(Value::Table(t))
-}
-
-/// A command refused inside a script: counted as Redis counts it (the error in errorstats,
-/// a rejected call for a known command or subcommand), and returned as a counted error.
-fn refused(
-    lua: &Lua,
-    run: &Run,
-    spec: Option<&'static CommandSpec>,
-    argv: &[&[u8]],
-    msg: &[u8],
-) -> mlua::Result<(bool, Value)> {
-    // SAFETY: see `Run`: the script's caller does not touch the server while it runs, and
-    // the hook is not running now.
-    let server = unsafe { &mut *run.server };
-    let name = spec.map(|spec| match spec.handler {
-        Handler::Server => {
-            argv.get(1).and_then(|sub| crate::commands::subcommand_name(spec.name, sub)).unwrap_or(spec.name)
-        }
-        Handler::Data(_) => spec.name,
-    });
-    let prefix = msg.split(|&b| b == b' ').next().unwrap_or(b"ERR");
-    server.stats.cmds.rejected_as(spec, name, std::str::from_utf8(prefix).unwrap_or("ERR"));
-    Ok((true, counted_err_table(lua, msg)?))
-}
-
 /// Commands scripts may not call although their flags allow it (their subcommands are
 /// `noscript` in Redis).
 fn denied_in_scripts(spec: &CommandSpec) -> bool {
@@ -792,230 +778,6 @@ fn denied_in_scripts(spec: &CommandSpec) -> bool {
 thread_local! {
     /// DEBUG SET-DISABLE-DENY-SCRIPTS (the server thread is the only one running scripts).
     pub static DENY_SCRIPTS_DISABLED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// `redis.call`/`redis.pcall`'s common part: returns (raised, value); `raised` is true when the
-/// reply is an error (`redis.call` raises the table, `redis.pcall` returns it).
-fn redis_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(bool, Value)> {
-    redis_call_args(lua, &args)
-}
-
-fn redis_call_args(lua: &Lua, args: &[Value]) -> mlua::Result<(bool, Value)> {
-    let Some(run) = RUN.with(Cell::get) else {
-        return Ok((true, err_table(lua, b"ERR redis.call used outside of a script")?));
-    };
-    if args.is_empty() {
-        return Ok((
-            true,
-            err_table(lua, b"ERR Please specify at least one argument for this redis lib call")?,
-        ));
-    }
-    let mut owned: Vec<Vec<u8>> = Vec::with_capacity(args.len());
-    for a in args.iter() {
-        match a {
-            Value::String(s) => owned.push(s.as_bytes().to_vec()),
-            // Redis 7 writes a number argument as the shortest decimal that reads back the
-            // same (not Lua's "%.14g", which would turn 9007199254740991 into 9.007199254741e+15).
-            Value::Integer(i) => owned.push(i.to_string().into_bytes()),
-            Value::Number(n) => owned.push(lua_number_string(*n).into_bytes()),
-            _ => {
-                return Ok((
-                    true,
-                    err_table(lua, b"ERR Lua redis lib command arguments must be strings or integers")?,
-                ))
-            }
-        }
-    }
-    let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-    let Some(spec) = engine::lookup(argv[0]) else {
-        return refused(lua, &run, None, &argv, b"ERR Unknown Redis command called from script");
-    };
-    if !spec.arity_ok(argv.len()) {
-        return refused(
-            lua,
-            &run,
-            Some(spec),
-            &argv,
-            b"ERR Wrong number of args calling Redis command from script",
-        );
-    }
-    if denied_in_scripts(spec) {
-        return refused(lua, &run, Some(spec), &argv, b"ERR This Redis command is not allowed from script");
-    }
-    // Like Redis, a read-only script also refuses the reads that may write (PFCOUNT).
-    if run.read_only && (spec.is_write() || spec.flags.has(Flags::MAY_REPLICATE)) {
-        return refused(
-            lua,
-            &run,
-            Some(spec),
-            &argv,
-            b"ERR Write commands are not allowed from read-only scripts.",
-        );
-    }
-    // maxmemory: a write that may grow memory is refused inside a script as outside one.
-    // SAFETY: see `Run` below: reads of the server's settings while nothing else uses it.
-    // A script that declared `allow-oom` is exempt, as in Redis.
-    if spec.flags.has(Flags::DENYOOM) && !run.allow_oom && unsafe { (*run.server).over_memory_limit() } {
-        return refused(
-            lua,
-            &run,
-            Some(spec),
-            &argv,
-            b"OOM command not allowed when used memory > 'maxmemory'.",
-        );
-    }
-    if spec.is_write() {
-        // SAFETY: see `Run` below: only a read of the server's role while nothing else uses it.
-        if unsafe { (*run.server).replica.is_some() } {
-            // A replica's data changes only through its upstream (as Redis's read-only replica).
-            return refused(
-                lua,
-                &run,
-                Some(spec),
-                &argv,
-                b"READONLY You can't write against a read only replica.",
-            );
-        }
-        WROTE.with(|w| w.set(true));
-    } else if spec.flags.has(Flags::READONLY) {
-        READ.with(|r| r.set(true));
-    }
-    let proto = if LUA_RESP3.with(Cell::get) { Proto::Resp3 } else { Proto::Resp2 };
-    let mut out = Vec::new();
-    // MONITOR shows a script's commands as the script's (`[0 lua]`), after its EVAL line.
-    // SAFETY: as below; nothing else uses the server while the script runs.
-    unsafe { (*run.server).feed_monitors_from_script(spec, &argv) };
-    // INFO commandstats counts a script's commands as Redis does (each its own call).
-    let started = Instant::now();
-    // SAFETY: see `Run`: the script's caller does not touch the server or the connection
-    // while the script runs, and the hook is not running now.
-    let (server, conn) = unsafe { (&mut *run.server, &mut *run.conn) };
-    match spec.handler {
-        Handler::Data(_) => {
-            // Handlers that Redis makes deterministic for scripts see it (engine::Ctx::script).
-            server.engine.script = true;
-            let outcome = server.run_engine(spec, &argv, run.now, &mut out, proto, false);
-            server.engine.script = false;
-            if let Outcome::Blocked(_) = outcome {
-                reply::null_array(&mut out, proto);
-            }
-        }
-        // PUBLISH goes out as the caller's: a message to a channel the caller subscribed
-        // reaches it in its own protocol, ahead of the script's reply.
-        Handler::Server if matches!(spec.name, "publish" | "spublish") => {
-            server.stats.server_commands += 1;
-            let n = server.publish(conn, run.slot, spec.name == "spublish", argv[1], argv[2]);
-            reply::integer(&mut out, n as i64);
-        }
-        Handler::Server => {
-            // Server commands a script may call (TIME, INFO, PUBLISH, ...) reply into the
-            // script's buffer, in the script's protocol.
-            server.stats.server_commands += 1;
-            let saved_out = std::mem::take(&mut conn.out);
-            let saved_proto = std::mem::replace(&mut conn.proto, proto);
-            let saved_cmd = conn.last_cmd;
-            crate::commands::run(server, conn, run.slot, spec, &argv, run.now);
-            out = std::mem::replace(&mut conn.out, saved_out);
-            conn.proto = saved_proto;
-            conn.last_cmd = saved_cmd;
-        }
-    }
-    {
-        // SAFETY: as above; the command has returned and nothing else holds the server.
-        let server = unsafe { &mut *run.server };
-        let name = match spec.handler {
-            Handler::Server => argv
-                .get(1)
-                .and_then(|sub| crate::commands::subcommand_name(spec.name, sub))
-                .unwrap_or(spec.name),
-            Handler::Data(_) => spec.name,
-        };
-        server.stats.cmds.record(spec, name, &out, started.elapsed());
-    }
-    // A RESP3 attribute (`|`, a map of metadata ahead of the reply, only DEBUG PROTOCOL
-    // attrib sends one) is not shown to scripts, as in Redis 7.0: the reply after it is.
-    let mut body: &[u8] = &out;
-    while body.first() == Some(&b'|') {
-        let mut as_map = body.to_vec();
-        as_map[0] = b'%';
-        match resp::decode_frame(&as_map) {
-            Ok(Some((_, used))) => body = &body[used..],
-            _ => break,
-        }
-    }
-    let frame = match resp::decode_frame(body) {
-        Ok(Some((f, _))) => f,
-        _ => return Ok((true, err_table(lua, b"ERR internal error: unreadable reply")?)),
-    };
-    if let Frame::Error(e) = &frame {
-        return Ok((true, counted_err_table(lua, e)?));
-    }
-    Ok((false, frame_to_lua(lua, frame)?))
-}
-
-/// A command's reply as the Lua value Redis gives a script (RESP2 or RESP3 rules).
-fn frame_to_lua(lua: &Lua, f: Frame) -> mlua::Result<Value> {
-    Ok(match f {
-        Frame::Simple(s) => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(&s)?)?;
-            Value::Table(t)
-        }
-        Frame::Error(e) => err_table(lua, &e)?,
-        Frame::Integer(i) => Value::Number(i as f64),
-        Frame::Bulk(Some(b)) => Value::String(lua.create_string(&b)?),
-        Frame::Bulk(None) | Frame::Array(None) => Value::Boolean(false),
-        Frame::Array(Some(items)) | Frame::Push(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.into_iter().enumerate() {
-                t.raw_set(i + 1, frame_to_lua(lua, item)?)?;
-            }
-            Value::Table(t)
-        }
-        Frame::Null => Value::Nil,
-        Frame::Boolean(b) => Value::Boolean(b),
-        Frame::Double(text) => {
-            let t = lua.create_table()?;
-            let n: f64 = match text.as_slice() {
-                b"inf" => f64::INFINITY,
-                b"-inf" => f64::NEG_INFINITY,
-                other => std::str::from_utf8(other).ok().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN),
-            };
-            t.raw_set("double", n)?;
-            Value::Table(t)
-        }
-        Frame::BigNumber(text) => {
-            let t = lua.create_table()?;
-            t.raw_set("big_number", lua.create_string(&text)?)?;
-            Value::Table(t)
-        }
-        Frame::Verbatim(format, text) => {
-            let inner = lua.create_table()?;
-            inner.raw_set("format", lua.create_string(format)?)?;
-            inner.raw_set("string", lua.create_string(&text)?)?;
-            let t = lua.create_table()?;
-            t.raw_set("verbatim_string", inner)?;
-            Value::Table(t)
-        }
-        Frame::Map(pairs) => {
-            let inner = lua.create_table()?;
-            for (k, v) in pairs {
-                inner.raw_set(frame_to_lua(lua, k)?, frame_to_lua(lua, v)?)?;
-            }
-            let t = lua.create_table()?;
-            t.raw_set("map", inner)?;
-            Value::Table(t)
-        }
-        Frame::Set(items) => {
-            let inner = lua.create_table()?;
-            for k in items {
-                inner.raw_set(frame_to_lua(lua, k)?, true)?;
-            }
-            let t = lua.create_table()?;
-            t.raw_set("set", inner)?;
-            Value::Table(t)
-        }
-    })
 }
 
 /// `%.17g`, as Redis prints a double reply.
@@ -1182,9 +944,6 @@ impl Server {
             for (d, s) in sha.iter_mut().zip(given) {
                 *d = s.to_ascii_lowercase();
             }
-            if !sc.scripts.contains_key(&sha) {
-                return reply::error(&mut c.out, NOSCRIPT);
-            }
             sha
         } else {
             match sc.load(args[1]) {
@@ -1192,16 +951,19 @@ impl Server {
                 Err(msg) => return reply::error(&mut c.out, &msg),
             }
         };
+        // The one lookup of the script (EVAL's `load` found or inserted it just now).
+        let Some(&Script { shebang, no_writes, flags, .. }) = sc.scripts.get(&sha) else {
+            return reply::error(&mut c.out, NOSCRIPT);
+        };
         let keys = &args[3..3 + numkeys as usize];
         let argv = &args[3 + numkeys as usize..];
-        let (shebang, no_writes) = sc.scripts.get(&sha).map(|s| (s.shebang, s.no_writes)).unwrap_or_default();
         if ro && shebang && !no_writes {
             return reply::error(
                 &mut c.out,
                 b"ERR Can not execute a script with write flag using *_ro command.",
             );
         }
-        let allow_oom = sc.scripts.get(&sha).is_some_and(|s| s.flags & functions::ALLOW_OOM != 0);
+        let allow_oom = flags & functions::ALLOW_OOM != 0;
         self.run_script(c, slot, &sha, keys, argv, ro || no_writes, allow_oom, now);
     }
 
@@ -1220,24 +982,15 @@ impl Server {
         // The VM is taken out of the server while the script runs (the callbacks reach the
         // server through `Run`, and nothing may reach the VM through the server meanwhile).
         let Some(sc) = self.scripting.take() else { return };
-        let sha_text = std::str::from_utf8(sha).unwrap_or_default().to_string();
-        self.run_vm(&sc, c, slot, ro, allow_oom, now, &sha_text, |sc| {
-            let lua = &sc.lua;
-            let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
-                let t = lua.create_table_with_capacity(items.len(), 0)?;
-                for (i, a) in items.iter().enumerate() {
-                    t.raw_set(i + 1, lua.create_string(a)?)?;
-                }
-                Ok(t)
+        self.run_vm(&sc, c, slot, ro, allow_oom, now, sha, |sc| {
+            let Some(script) = sc.scripts.get(sha) else {
+                return Err(mlua::Error::RuntimeError("no script".into()));
             };
-            sc.globals.raw_set("KEYS", mk(keys)?)?;
-            sc.globals.raw_set("ARGV", mk(argv)?)?;
-            let f = sc
-                .scripts
-                .get(sha)
-                .map(|s| s.f.clone())
-                .ok_or_else(|| mlua::Error::RuntimeError("no script".into()))?;
-            sc.runner.call::<(bool, Value)>(f)
+            // KEYS and ARGV are built on the Lua stack by the C runner (call.rs), straight
+            // from the command's arguments.
+            call::with_script_args(keys, argv, || {
+                sc.eval_runner.call::<(bool, Value)>((&script.f, &sc.globals, &sc.handler))
+            })
         });
         self.scripting = Some(sc);
     }
@@ -1254,10 +1007,12 @@ impl Server {
         ro: bool,
         allow_oom: bool,
         now: i64,
-        name: &str,
+        name: &[u8],
         invoke: impl FnOnce(&Scripting) -> mlua::Result<(bool, Value)>,
     ) {
         let threshold_ms = self.cfg.busy_reply_threshold;
+        // The command's own start (see `Server::cmd_started`): one clock read fewer per script.
+        let start = self.cmd_started.take().unwrap_or_else(Instant::now);
         RUN.with(|r| {
             r.set(Some(Run {
                 server: self as *mut Server,
@@ -1266,7 +1021,7 @@ impl Server {
                 now,
                 read_only: ro,
                 allow_oom,
-                start: Instant::now(),
+                start,
                 threshold_ms,
             }))
         });
@@ -1278,11 +1033,13 @@ impl Server {
         LAST_SWEEP.with(|x| x.set(None));
         let ran = invoke(sc);
         RUN.with(|r| r.set(None));
-        // Every 50 runs, a garbage collection step of 50 KiB, as Redis does after scripts:
-        // the garbage of many small scripts (argument tables, reply strings) would otherwise
-        // wait for Lua's own pace and inflate used_memory_lua.
+        // A panic `redis.call` caught (it may not unwind through Lua's C frames) goes on now.
+        call::resume_panic();
+        // After every 50th run, a garbage collection step of 50 KiB, as Redis 7.0 does after
+        // scripts: the garbage of many small scripts (argument tables, reply strings) would
+        // otherwise wait for Lua's own pace and inflate used_memory_lua.
         if GC_COUNT.with(|n| {
-            let due = n.get() >= GC_PERIOD;
+            let due = n.get() + 1 >= GC_PERIOD;
             n.set(if due { 0 } else { n.get() + 1 });
             due
         }) {
@@ -1293,7 +1050,8 @@ impl Server {
         if was_busy {
             tracing::warn!("slow script finished");
         }
-        let sha_text = name;
+        // Only an error reply names the script (made text then, not on every run).
+        let sha_text = || String::from_utf8_lossy(name);
         match ran {
             Ok((true, v)) => {
                 // A returned error that errorstats counted already (`return redis.pcall(..)`).
@@ -1324,11 +1082,11 @@ impl Server {
                             Value::Number(n) => n as i64,
                             _ => 0,
                         };
-                        text.extend_from_slice(format!(" script: {sha_text}, on ").as_bytes());
+                        text.extend_from_slice(format!(" script: {}, on ", sha_text()).as_bytes());
                         text.extend_from_slice(&src.as_bytes());
                         text.extend_from_slice(format!(":{line}.").as_bytes());
                     }
-                    _ => text.extend_from_slice(format!(" script: {sha_text}.").as_bytes()),
+                    _ => text.extend_from_slice(format!(" script: {}.", sha_text()).as_bytes()),
                 }
                 reply::error(&mut c.out, &text);
             }
@@ -1340,9 +1098,9 @@ impl Server {
                     .flatten()
                     .map(|s| s.to_string_lossy())
                     .unwrap_or_default();
-                reply::error(&mut c.out, format!("ERR {s} script: {sha_text}.").as_bytes());
+                reply::error(&mut c.out, format!("ERR {s} script: {}.", sha_text()).as_bytes());
             }
-            Err(e) => reply::error(&mut c.out, format!("ERR {e} script: {sha_text}.").as_bytes()),
+            Err(e) => reply::error(&mut c.out, format!("ERR {e} script: {}.", sha_text()).as_bytes()),
         }
     }
 
@@ -1467,36 +1225,5 @@ impl Server {
             m.dirty = true;
         }
         reply::error(&mut conn.out, busy);
-    }
-}
-
-/// A Lua number given to redis.call, as Redis 7 writes it: the shortest decimal that reads back
-/// as the same double (9007199254740991 stays 9007199254740991, 0.1 stays 0.1), in plain
-/// notation between 1e-6 and 1e21 and with an exponent outside it (1e+21, 1e-07).
-fn lua_number_string(n: f64) -> String {
-    if !n.is_finite() {
-        return if n.is_nan() {
-            "nan".into()
-        } else if n > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        };
-    }
-    let a = n.abs();
-    if a == 0.0 || (1e-6..1e21).contains(&a) {
-        return format!("{n}");
-    }
-    // Shortest digits in exponent form, written the C way: 1e+21, 1.5e-07.
-    let e = format!("{n:e}");
-    match e.split_once('e') {
-        Some((mantissa, exp)) => {
-            let (sign, digits) = match exp.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', exp),
-            };
-            format!("{mantissa}e{sign}{digits:0>2}")
-        }
-        None => e,
     }
 }
