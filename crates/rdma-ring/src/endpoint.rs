@@ -328,27 +328,9 @@ impl Endpoint {
             return false;
         }
         self.fabric.drain_wake();
-        let mut buf = [0u8; 256];
-        loop {
-            let r = unsafe {
-                libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
-            };
-            if r > 0 {
-                continue;
-            }
-            if r == 0 {
-                self.eof = true;
-                return true;
-            }
-            match io::Error::last_os_error().kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return false,
-                _ => {
-                    self.eof = true;
-                    return true;
-                }
-            }
-        }
+        let eof = goblin_ring::shm::drain_socket(self.sock.as_raw_fd());
+        self.eof |= eof;
+        eof
     }
 
     /// Before sleeping on the socket (and [`Endpoint::wake_fd`]): asks for a wake-up on the

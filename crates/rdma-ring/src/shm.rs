@@ -148,22 +148,9 @@ impl ShmFabric {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "invalid RDMA ring size"));
         }
         let len = CTL + rx;
-        unsafe {
-            let fd = libc::memfd_create(c"goblin-rdma".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
-            if fd < 0 {
-                return Err(last_err("memfd_create"));
-            }
-            let fd = OwnedFd::from_raw_fd(fd);
-            if libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) != 0 {
-                return Err(last_err("ftruncate"));
-            }
-            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-            if libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) != 0 {
-                return Err(last_err("sealing the memfd"));
-            }
-            let own = Mapping::new(fd.as_raw_fd(), len)?;
-            Ok(ShmFabric { own, fd, rx, tail: 0, peer: None, adversary: None })
-        }
+        let fd = goblin_ring::shm::sealed_memfd(c"goblin-rdma", len)?;
+        let own = Mapping::new(fd.as_raw_fd(), len)?;
+        Ok(ShmFabric { own, fd, rx, tail: 0, peer: None, adversary: None })
     }
 
     /// Tests only: makes this side's writes land as weakly as RDMA allows (module docs).

@@ -179,27 +179,9 @@ mod endpoint {
 
         /// Reads and discards doorbell bytes; returns true (and remembers it) at the peer's EOF.
         pub fn drain_doorbell(&mut self) -> bool {
-            let mut buf = [0u8; 256];
-            loop {
-                let r = unsafe {
-                    libc::recv(self.sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
-                };
-                if r > 0 {
-                    continue;
-                }
-                if r == 0 {
-                    self.eof = true;
-                    return true;
-                }
-                match io::Error::last_os_error().kind() {
-                    io::ErrorKind::Interrupted => continue,
-                    io::ErrorKind::WouldBlock => return false,
-                    _ => {
-                        self.eof = true;
-                        return true;
-                    }
-                }
-            }
+            let eof = crate::shm::drain_socket(self.sock.as_raw_fd());
+            self.eof |= eof;
+            eof
         }
 
         /// Before sleeping on the socket: asks for a doorbell on the next publish. True: still

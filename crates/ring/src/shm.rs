@@ -69,6 +69,47 @@ unsafe fn map(fd: RawFd, len: usize) -> io::Result<*mut u8> {
     Ok(p.cast())
 }
 
+/// Creates a sealed memfd of `len` bytes (named `name` in /proc): it cannot shrink or grow,
+/// so a peer that maps it can never fault on a truncated file. Shared with goblin-rdma's
+/// shared-memory fabric.
+pub fn sealed_memfd(name: &std::ffi::CStr, len: usize) -> io::Result<OwnedFd> {
+    unsafe {
+        let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
+        if fd < 0 {
+            return Err(last_err("memfd_create"));
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        if libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) != 0 {
+            return Err(last_err("ftruncate"));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        if libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) != 0 {
+            return Err(last_err("F_ADD_SEALS"));
+        }
+        Ok(fd)
+    }
+}
+
+/// Reads and discards whatever the socket holds without blocking (doorbell bytes). True at
+/// the peer's EOF or a socket error (the connection is over), false once it would block.
+pub fn drain_socket(sock: RawFd) -> bool {
+    let mut buf = [0u8; 256];
+    loop {
+        let r = unsafe { libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if r > 0 {
+            continue;
+        }
+        if r == 0 {
+            return true;
+        }
+        match io::Error::last_os_error().kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return false,
+            _ => return true,
+        }
+    }
+}
+
 impl Segment {
     /// Creates, sizes, seals and maps a new segment with two rings of `ring` bytes each.
     pub fn create(ring: u64) -> io::Result<(Segment, OwnedFd)> {
@@ -76,19 +117,8 @@ impl Segment {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring size must be a power of two"));
         }
         let len = total_len(ring);
+        let fd = sealed_memfd(c"goblin-ring", len)?;
         unsafe {
-            let fd = libc::memfd_create(c"goblin-ring".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
-            if fd < 0 {
-                return Err(last_err("memfd_create"));
-            }
-            let fd = OwnedFd::from_raw_fd(fd);
-            if libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) != 0 {
-                return Err(last_err("ftruncate"));
-            }
-            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-            if libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) != 0 {
-                return Err(last_err("F_ADD_SEALS"));
-            }
             let base = map(fd.as_raw_fd(), len)?;
             let seg = Segment { base, len, ring: ring as usize };
             // The file is zero-filled: the control blocks start in their initial state.
