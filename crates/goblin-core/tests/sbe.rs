@@ -490,11 +490,29 @@ fn unix_socket_and_flags() {
 fn client_pause_holds_the_ack() {
     let (a, port) = sbe_server(&[]);
     let mut s = connect(port);
-    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(400).arg("WRITE").query(&mut a.conn()).unwrap();
-    let started = Instant::now();
-    let r = call(&mut s, 8, &Cmd::SetW { key: v("p"), rem: false, members: vec![v("1")] });
-    assert!(started.elapsed() >= Duration::from_millis(300), "answered during the pause");
+    let mut resp = a.conn();
+    // A pause far longer than the test: only CLIENT UNPAUSE can end it.
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(600_000).arg("WRITE").query(&mut resp).unwrap();
+    s.write_all(&framed(&Cmd::SetW { key: v("p"), rem: false, members: vec![v("1")] }.sbe(8))).unwrap();
+    // Held: over 100 ms of reads the write never runs, and no Ack waits on the socket.
+    for _ in 0..5 {
+        let n: i64 = redis::cmd("SCARD").arg("p").query(&mut resp).unwrap();
+        assert_eq!(n, 0, "the write ran during the pause");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let early = s.read(&mut byte);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "answered during the pause: {early:?}"
+    );
+    s.set_nonblocking(false).unwrap();
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut resp).unwrap();
+    let r = read_reply(&mut s);
     assert!(matches!(r, Reply::Ack { corr: 8, kind: ResultKind::INT, int: 1, offset: 1, .. }), "{r:?}");
+    let n: i64 = redis::cmd("SCARD").arg("p").query(&mut resp).unwrap();
+    assert_eq!(n, 1);
 }
 
 /// Broker ack mode: the Ack waits for Kafka like a RESP reply. With the broker down no Ack
