@@ -98,6 +98,23 @@ enum Listener {
     Rdma(TcpListener),
 }
 
+/// Binds a Unix-socket listener at `path` (`what` names it in the error) and sets the file's
+/// mode. A stale socket file from an earlier run would make bind fail: it is removed first, as
+/// Redis does.
+fn bind_unix(path: &std::path::Path, perm: Option<u32>, what: &str) -> io::Result<UnixListener> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        let _ = std::fs::remove_file(path);
+    }
+    let l = UnixListener::bind(path).map_err(|e| {
+        io::Error::new(e.kind(), format!("could not listen on {what} {}: {e}", path.display()))
+    })?;
+    if let Some(mode) = perm {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(l)
+}
+
 /// Counters INFO reports that the engine does not keep.
 #[derive(Default)]
 pub struct ServerStats {
@@ -435,8 +452,18 @@ impl Server {
     pub fn open_listeners(&mut self) -> io::Result<()> {
         let cfg = &self.cfg;
         let mut listeners = Vec::new();
-        // The plaintext port, the TLS port and the SBE port, each on every --bind address.
-        for (port, kind) in [(cfg.port, 0), (cfg.tls_port, 1), (cfg.sbe_port, 2)] {
+        // The TCP ports, each on every --bind address: (port, listener kind, what the log says
+        // it listens for).
+        if cfg.rdma_port != 0 {
+            crate::transport::rdma::check_fabric(cfg)?;
+        }
+        let tcp: [(u16, fn(TcpListener) -> Listener, &str); 4] = [
+            (cfg.port, Listener::Tcp, ""),
+            (cfg.tls_port, Listener::Tls, " for TLS"),
+            (cfg.sbe_port, Listener::Sbe, " for SBE binary writes"),
+            (cfg.rdma_port, Listener::Rdma, " for RDMA ring clients"),
+        ];
+        for (port, kind, what) in tcp {
             if port == 0 {
                 continue;
             }
@@ -449,61 +476,29 @@ impl Server {
                     })?,
                 };
                 let addr = SocketAddr::new(ip, port);
-                let l = TcpListener::bind(addr)
-                    .map_err(|e| io::Error::new(e.kind(), format!("could not listen on {addr}: {e}")))?;
-                if kind == 1 {
-                    info!("listening for TLS on {addr}");
-                    listeners.push(Listener::Tls(l));
-                } else if kind == 2 {
-                    info!("listening for SBE binary writes on {addr}");
-                    listeners.push(Listener::Sbe(l));
-                } else {
-                    info!("listening on {addr}");
-                    listeners.push(Listener::Tcp(l));
-                }
+                let l = TcpListener::bind(addr).map_err(|e| {
+                    io::Error::new(e.kind(), format!("could not listen{what} on {addr}: {e}"))
+                })?;
+                info!("listening{what} on {addr}");
+                listeners.push(kind(l));
             }
         }
         let mut unix_path = None;
         if let Some(path) = &cfg.unixsocket {
-            // A stale socket file from an earlier run would make bind fail; Redis removes it too.
-            if std::fs::symlink_metadata(path).is_ok() {
-                let _ = std::fs::remove_file(path);
-            }
-            let l = UnixListener::bind(path).map_err(|e| {
-                io::Error::new(e.kind(), format!("could not listen on unix socket {}: {e}", path.display()))
-            })?;
-            if let Some(mode) = cfg.unixsocketperm {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-            }
+            listeners.push(Listener::Unix(bind_unix(path, cfg.unixsocketperm, "unix socket")?));
             info!("listening on unix socket {}", path.display());
-            listeners.push(Listener::Unix(l));
             unix_path = Some(path.clone());
         }
         if let Some(path) = &cfg.ring {
-            listeners.push(Listener::Ring(crate::transport::ring::bind(path, cfg.ring_perm)?));
+            listeners.push(Listener::Ring(bind_unix(path, Some(cfg.ring_perm), "ring socket")?));
+            info!("listening for ring clients on {}", path.display());
             self.rings.path = Some(path.clone());
         }
         if let Some(path) = &cfg.sbe_unixsocket {
-            if std::fs::symlink_metadata(path).is_ok() {
-                let _ = std::fs::remove_file(path);
-            }
-            let l = UnixListener::bind(path).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("could not listen on SBE unix socket {}: {e}", path.display()),
-                )
-            })?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(cfg.sbe_unixsocket_perm))?;
+            let perm = Some(cfg.sbe_unixsocket_perm);
+            listeners.push(Listener::SbeUnix(bind_unix(path, perm, "SBE unix socket")?));
             info!("listening for SBE binary writes on unix socket {}", path.display());
-            listeners.push(Listener::SbeUnix(l));
             self.sbe_unix_path = Some(path.clone());
-        }
-        if cfg.rdma_port != 0 {
-            for l in crate::transport::rdma::bind(cfg)? {
-                listeners.push(Listener::Rdma(l));
-            }
         }
         if listeners.is_empty() {
             warn!("no listener configured (--port 0 and no --unixsocket)");

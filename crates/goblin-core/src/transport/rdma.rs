@@ -11,40 +11,27 @@
 //! descriptor, registered with the connection's token (verbs).
 //!
 //! Which fabric: `verbs` needs cargo feature `rdma` (`Config::validate` refuses the flag
-//! otherwise) and a verbs device, checked before listening ([`bind`] fails naming the missing
-//! device); `shm` is explicit, for hosts without an RDMA NIC and for the tests.
+//! otherwise) and a verbs device, checked before listening ([`check_fabric`] fails naming the
+//! missing device); `shm` is explicit, for hosts without an RDMA NIC and for the tests.
 
 use crate::config::Config;
 use crate::conn::Stream;
 use crate::server::Server;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd};
 
-/// Checks the fabric, then binds the port on every `--bind` address.
-pub(crate) fn bind(cfg: &Config) -> io::Result<Vec<mio::net::TcpListener>> {
+/// Checks that the `--rdma-fabric` can serve (before any listener opens): the error names
+/// the missing feature or device.
+pub(crate) fn check_fabric(cfg: &Config) -> io::Result<()> {
     goblin_rdma::fabric::check(cfg.rdma_fabric.kind())
         .map_err(|e| io::Error::new(e.kind(), format!("--rdma-port: {e}")))?;
-    let mut v = Vec::new();
-    for b in &cfg.bind {
-        let ip: IpAddr = match b.as_str() {
-            "*" => IpAddr::from([0, 0, 0, 0]),
-            "::*" => IpAddr::from([0u16; 8]),
-            s => s.parse().map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("invalid bind address '{s}'"))
-            })?,
-        };
-        let addr = SocketAddr::new(ip, cfg.rdma_port);
-        let l = mio::net::TcpListener::bind(addr)
-            .map_err(|e| io::Error::new(e.kind(), format!("could not listen for RDMA on {addr}: {e}")))?;
-        tracing::info!(
-            "listening for RDMA ring clients on {addr} (fabric {}, ring {} bytes)",
-            cfg.rdma_fabric.kind().name(),
-            cfg.rdma_ring_size
-        );
-        v.push(l);
-    }
-    Ok(v)
+    tracing::info!(
+        "RDMA ring clients: fabric {}, ring {} bytes",
+        cfg.rdma_fabric.kind().name(),
+        cfg.rdma_ring_size
+    );
+    Ok(())
 }
 
 impl Server {

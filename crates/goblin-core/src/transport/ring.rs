@@ -22,7 +22,7 @@ use crate::conn::{Conn, Stream};
 use crate::server::Server;
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Ring connections and the spin window.
@@ -36,21 +36,6 @@ pub(crate) struct Rings {
     last_activity: Option<Instant>,
     /// The rings' wake-me bits are set (the loop armed them before sleeping).
     armed: bool,
-}
-
-/// Binds the rendezvous socket (a stale file from an earlier run is removed, as for
-/// `--unixsocket`) and sets its mode.
-pub(crate) fn bind(path: &Path, perm: u32) -> io::Result<mio::net::UnixListener> {
-    if std::fs::symlink_metadata(path).is_ok() {
-        let _ = std::fs::remove_file(path);
-    }
-    let l = mio::net::UnixListener::bind(path).map_err(|e| {
-        io::Error::new(e.kind(), format!("could not listen on ring socket {}: {e}", path.display()))
-    })?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
-    tracing::info!("listening for ring clients on {}", path.display());
-    Ok(l)
 }
 
 /// Whether `ring_turn` should read this connection now (the same conditions under which
