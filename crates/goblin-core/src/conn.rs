@@ -255,6 +255,16 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Whether the rest of this connection's input must wait (parked on a blocking command,
+    /// held by CLIENT PAUSE, dumping, or closing): request decoders stop before the next one.
+    pub(crate) fn input_waits(&self) -> bool {
+        self.parked.is_some()
+            || self.paused.is_some()
+            || self.dumping
+            || self.close_after_reply
+            || self.close_now
+    }
+
     pub fn new(
         id: u64,
         stream: Stream,

@@ -31,12 +31,7 @@ impl Server {
         let mut pos = 0;
         let mut since_clock = 0u32;
         while pos < buf.len() {
-            if conn.parked.is_some()
-                || conn.paused.is_some()
-                || conn.dumping
-                || conn.close_after_reply
-                || conn.close_now
-            {
+            if conn.input_waits() {
                 break;
             }
             match parser.next(&buf[pos..]) {
