@@ -272,14 +272,18 @@ impl Journal {
             .set("acks", "all")
             .set("max.in.flight.requests.per.connection", "1")
             .set("allow.auto.create.topics", "false");
-        // Lingering, unless the user set it. In broker ack mode replies wait for the broker, so
-        // a record must not: no lingering (with one request in flight, records queue up behind
-        // it and go out together anyway). In queued mode nobody waits for the acknowledgement,
-        // and librdkafka's default 5 ms batches records per wake-up of its broker thread: at
-        // -P 1 and -P 16 it halves the process's CPU per journaled write against 0 ms
-        // (docs/BENCHMARKS.md, "The Kafka journal").
+        // Lingering, unless the user set it. In queued mode nobody waits for the
+        // acknowledgement, and librdkafka's default 5 ms batches records per wake-up of its
+        // broker thread: at -P 1 and -P 16 it halves the process's CPU per journaled write
+        // against 0 ms. In broker ack mode replies wait for the broker, so the linger is short,
+        // but not zero: with one request in flight, records that arrive meanwhile are due at
+        // once, and librdkafka's broker thread then polls its socket with a zero timeout until
+        // the response (a busy loop that took half a core at -P 16, from the server, the
+        // clients and the broker). 0.5 ms keeps it asleep through most of a request's flight
+        // and still sends the records behind it as one request: against 0 ms, 1.2-1.5x the
+        // throughput at 50 clients and a third of the p99 at -P 1 (docs/BENCHMARKS.md).
         if !target.props.iter().any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms") {
-            c.set("linger.ms", if replies_wait_for_acks { "0" } else { "5" });
+            c.set("linger.ms", if replies_wait_for_acks { "0.5" } else { "5" });
         }
         let producer: BaseProducer<Context> = c
             .create_with_context(Context(ServerThreadOnly(Reports(acks.clone()))))
@@ -902,6 +906,17 @@ impl Consumer {
             .set("auto.offset.reset", "error")
             // The queue is drained in bounded runs; when it is full, fetch again soon after.
             .set("fetch.queue.backoff.ms", "10");
+        // Fetch lazily: the records this consumer reads are nearly all the primary's own
+        // (skipped), and every fetch answered at once is a wake-up of librdkafka's thread and
+        // of the server thread per produced batch, competing with the write path for the
+        // CPU. The broker answers when 1 MiB waits or after 100 ms, so another producer's
+        // write is applied within about 100 ms; queued mode's -P 16 throughput rises by about
+        // 15% (docs/BENCHMARKS.md, "The Kafka journal"). A user's own values win.
+        for (k, v) in [("fetch.min.bytes", "1048576"), ("fetch.wait.max.ms", "100")] {
+            if !target.props.iter().any(|(p, _)| p == k) {
+                c.set(k, v);
+            }
+        }
         let consumer: BaseConsumer =
             c.create().map_err(|e| format!("--kafka: cannot create the consumer: {e}"))?;
         // The wake-up is enabled before the assignment: enabled after the first fetch landed,
