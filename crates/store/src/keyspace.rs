@@ -87,6 +87,12 @@ impl Keyspace {
         self.table.reserve_empty(n);
     }
 
+    /// Bulk-load mode (the startup replay, with no client waiting): the table finishes each
+    /// resize at once instead of spreading it over later calls (see `ChainTable::set_bulk`).
+    pub fn set_bulk_load(&mut self, on: bool) {
+        self.table.set_bulk(on);
+    }
+
     /// Number of keys, including expired keys not yet removed.
     pub fn len(&self) -> usize {
         self.table.len()

@@ -584,6 +584,21 @@ pub fn replay(
     engine: &mut Engine,
     start: Start,
     consumer_position: i64,
+    adopt_lineage: bool,
+) -> Result<ReplayStats, String> {
+    // Nothing else runs on the server thread until the replay returns: the keyspace may
+    // resize in one go.
+    engine.ks.set_bulk_load(true);
+    let r = replay_topic(target, engine, start, consumer_position, adopt_lineage);
+    engine.ks.set_bulk_load(false);
+    r
+}
+
+fn replay_topic(
+    target: &KafkaTarget,
+    engine: &mut Engine,
+    start: Start,
+    consumer_position: i64,
     mut adopt_lineage: bool,
 ) -> Result<ReplayStats, String> {
     let mut c = base_config(target);
@@ -651,7 +666,9 @@ pub fn replay(
     let mut now = crate::server::now_ms();
     let mut held = Held::default();
     while stats.last_broker_offset < high - 1 {
-        let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
+        // A zero-timeout poll first: with a timeout librdkafka reads the clock per call.
+        let Some(msg) = consumer.poll(Duration::ZERO).or_else(|| consumer.poll(Duration::from_millis(200)))
+        else {
             if idle_since.get_or_insert_with(Instant::now).elapsed() > CONNECT_TIMEOUT {
                 return Err(format!(
                     "--kafka: replay of topic {} stalled at broker offset {} (target {})",
@@ -708,15 +725,12 @@ pub fn replay(
         lineage_seen = true;
         let logical = headers
             .offset
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
+            .and_then(decimal_u64)
             .ok_or_else(|| at("missing or malformed goblin-replication-offset header".into()))?;
         // Records written before the header existed count as stamped -1.
         let through = match headers.applied_through {
             None => -1,
-            Some(v) => std::str::from_utf8(v)
-                .ok()
-                .and_then(|v| v.parse::<i64>().ok())
-                .ok_or_else(|| at("malformed goblin-applied-through header".into()))?,
+            Some(v) => decimal_i64(v).ok_or_else(|| at("malformed goblin-applied-through header".into()))?,
         };
         let value = msg.payload().unwrap_or_default();
         // Records with an offset replay without judging time; the clock matters only for a
@@ -782,6 +796,36 @@ pub fn replay(
         engine.repl.offset
     );
     Ok(stats)
+}
+
+/// A header's decimal digits as a u64 (no sign, no spaces, no overflow), without a UTF-8
+/// check and `str::parse` per record.
+fn decimal_u64(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 20 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// As `decimal_u64`, with an optional leading '-', within i64.
+fn decimal_i64(v: &[u8]) -> Option<i64> {
+    match v.split_first() {
+        Some((b'-', digits)) => {
+            let n = decimal_u64(digits)?;
+            if n <= i64::MAX as u64 + 1 {
+                Some((n as i64).wrapping_neg())
+            } else {
+                None
+            }
+        }
+        _ => i64::try_from(decimal_u64(v)?).ok(),
+    }
 }
 
 /// "topic T, partition P, offset O: what": how every record error names its record.
@@ -1032,6 +1076,30 @@ mod tests {
             v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
         }
         v
+    }
+
+    proptest::proptest! {
+        /// The header parsers agree with `str::parse` on every string of digits and signs
+        /// (what `str::parse` also accepts, a leading '+', is refused: goblin never writes it).
+        #[test]
+        fn decimal_headers_parse_as_str_parse(v in "[-+]?[0-9]{0,21}|[0-9a-f -]{0,6}") {
+            let plus = v.starts_with('+');
+            let u = v.parse::<u64>().ok().filter(|_| !plus);
+            let i = v.parse::<i64>().ok().filter(|_| !plus);
+            proptest::prop_assert_eq!(decimal_u64(v.as_bytes()), u);
+            proptest::prop_assert_eq!(decimal_i64(v.as_bytes()), i);
+        }
+    }
+
+    #[test]
+    fn decimal_headers_at_the_limits() {
+        assert_eq!(decimal_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(decimal_u64(b"18446744073709551616"), None);
+        assert_eq!(decimal_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(decimal_i64(b"-9223372036854775809"), None);
+        assert_eq!(decimal_i64(b"9223372036854775808"), None);
+        assert_eq!(decimal_i64(b"-1"), Some(-1));
+        assert_eq!((decimal_u64(b""), decimal_i64(b"-")), (None, None));
     }
 
     /// Held external records are applied through a stamp, in broker order, or dropped as

@@ -144,6 +144,11 @@ pub struct ChainTable<E: ChainEntry> {
     /// While a forked child shares the table's pages (a snapshot in progress), resizing would
     /// copy them all: no rehash steps, and growth only once chains average four entries.
     avoid_resize: bool,
+    /// A bulk load with nobody waiting (the startup replay): a resize completes in the call
+    /// that starts it, instead of a chain per call. The incremental rehash exists for the
+    /// latency of the commands around it; during a load it only costs, since every lookup
+    /// meanwhile probes both arrays and every insert moves a chain.
+    bulk: bool,
     _entries: PhantomData<E>,
 }
 
@@ -168,6 +173,7 @@ impl<E: ChainEntry> ChainTable<E> {
             rehash_idx: 0,
             len: 0,
             avoid_resize: false,
+            bulk: false,
             hasher: KeyHasher::global(),
             _entries: PhantomData,
         }
@@ -340,6 +346,24 @@ impl<E: ChainEntry> ChainTable<E> {
         }
     }
 
+    /// Bulk-load mode (see the `bulk` field). Turning it on finishes a resize under way.
+    pub fn set_bulk(&mut self, on: bool) {
+        self.bulk = on;
+        if on {
+            self.finish_resize();
+        }
+    }
+
+    /// Completes the resize in progress, if any, at once.
+    fn finish_resize(&mut self) {
+        if self.avoid_resize {
+            return;
+        }
+        while self.pending.is_some() || self.is_rehashing() {
+            self.rehash_step(usize::MAX / EMPTY_VISITS_PER_STEP.max(ZERO_PER_STEP));
+        }
+    }
+
     /// Set while a forked child shares the table's pages: see the `avoid_resize` field.
     pub fn set_avoid_resize(&mut self, avoid: bool) {
         self.avoid_resize = avoid;
@@ -366,6 +390,9 @@ impl<E: ChainEntry> ChainTable<E> {
         if self.len + 1 > self.t[0].len() {
             // Usually a doubling; more when inserts outran a long shrink.
             self.start_resize((self.len + 1).next_power_of_two().max(self.t[0].len() * 2));
+            if self.bulk {
+                self.finish_resize();
+            }
         }
     }
 
@@ -701,6 +728,40 @@ mod tests {
             assert!(rem(&mut t, k));
         }
         assert_eq!(t.bucket_count(), 0);
+    }
+
+    #[test]
+    fn bulk_mode_finishes_each_resize_in_the_call_that_starts_it() {
+        let mut t = ChainTable::<U32Entry>::new();
+        for k in 0..40_000 {
+            ins(&mut t, k);
+        }
+        // Turning bulk mode on in the middle of a resize finishes it.
+        ins(&mut t, 40_000);
+        assert!(t.is_resizing());
+        t.set_bulk(true);
+        assert!(!t.is_resizing());
+        // Past 2^16 and 2^17 entries: both growths (one through the pending, zeroing phase
+        // above ZERO_AT_ONCE_MAX) complete at once, and every key stays findable.
+        for k in 40_001..150_000 {
+            ins(&mut t, k);
+            assert!(!t.is_resizing(), "resize left in progress at {k}");
+        }
+        assert_eq!(t.bucket_count(), 1 << 18);
+        for k in 0..150_000u32 {
+            assert!(t.get(&k.to_le_bytes()).is_some());
+        }
+        // Off again: the next growth is incremental.
+        t.set_bulk(false);
+        let mut k = 150_000u32;
+        while t.len() < (1 << 18) {
+            ins(&mut t, k);
+            k += 1;
+        }
+        ins(&mut t, k);
+        assert!(t.is_resizing());
+        while t.rehash_step(1000) {}
+        assert_eq!(t.len(), k as usize + 1);
     }
 
     #[test]
