@@ -29,6 +29,7 @@
 //! on the server thread, so the acknowledged offsets and the consumer position are plain
 //! fields of the server thread's state.
 
+use super::reader;
 use super::target::KafkaTarget;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
@@ -523,34 +524,6 @@ fn header<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>, name: &str) -> Optio
     m.headers()?.iter().find(|h| h.key == name).and_then(|h| h.value)
 }
 
-/// The goblin headers a replay reads, found in one pass over the record's headers (three
-/// `header` lookups walked them three times, a measurable share of a replay).
-#[derive(Default)]
-struct GoblinHeaders<'a> {
-    id: Option<&'a [u8]>,
-    offset: Option<&'a [u8]>,
-    applied_through: Option<&'a [u8]>,
-}
-
-fn goblin_headers<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>) -> GoblinHeaders<'a> {
-    let mut g = GoblinHeaders::default();
-    if let Some(hs) = m.headers() {
-        for h in hs.iter() {
-            let slot = match h.key {
-                HEADER_ID => &mut g.id,
-                HEADER_OFFSET => &mut g.offset,
-                HEADER_APPLIED_THROUGH => &mut g.applied_through,
-                _ => continue,
-            };
-            // The first occurrence wins, as `header` finds it.
-            if slot.is_none() {
-                *slot = h.value;
-            }
-        }
-    }
-    g
-}
-
 /// Where a replay starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
@@ -661,119 +634,87 @@ fn replay_topic(
     let mut last_log = Instant::now();
     // Since when no record came (None while records flow: no clock read per record).
     let mut idle_since: Option<Instant> = None;
-    // The lineage as header text, to compare without parsing each record's header.
-    let mut lineage_text = engine.repl.replid.to_string();
     let mut now = crate::server::now_ms();
     let mut held = Held::default();
-    while stats.last_broker_offset < high - 1 {
-        // A zero-timeout poll first: with a timeout librdkafka reads the clock per call.
-        let Some(msg) = consumer.poll(Duration::ZERO).or_else(|| consumer.poll(Duration::from_millis(200)))
-        else {
-            if idle_since.get_or_insert_with(Instant::now).elapsed() > CONNECT_TIMEOUT {
-                return Err(format!(
-                    "--kafka: replay of topic {} stalled at broker offset {} (target {})",
-                    target.topic,
-                    stats.last_broker_offset,
-                    high - 1
-                ));
-            }
-            continue;
-        };
-        idle_since = None;
-        let msg = msg.map_err(|e| format!("--kafka: reading topic {}: {e}", target.topic))?;
-        let broker = msg.offset();
-        stats.last_broker_offset = broker;
-        stats.consumed += 1;
-        let at = |what: String| at_offset(&target.topic, msg.partition(), broker, what);
-        let headers = goblin_headers(&msg);
-        let Some(id_text) = headers.id else {
-            // Another producer's write.
-            if broker < consumer_position {
-                stats.duplicates += 1;
-                stats.external_duplicates += 1;
-                continue;
-            }
-            let value = external_value(&msg).map_err(at)?;
-            held.records.push_back((broker, record_time(&msg), value.to_vec()));
-            held.bytes += value.len();
-            continue;
-        };
-        let id = if id_text == lineage_text.as_bytes() {
-            engine.repl.replid
-        } else {
-            std::str::from_utf8(id_text)
-                .ok()
-                .and_then(ReplId::parse)
-                .ok_or_else(|| at("malformed goblin-replication-id header".into()))?
-        };
-        if id != engine.repl.replid {
-            if adopt_lineage && engine.repl.offset == 0 && engine.pending().is_empty() {
-                // No snapshot: the topic's first lineage is the one this primary continues.
-                engine.set_replication(Replication { replid: id, offset: 0 });
-                lineage_text = id.to_string();
-                adopt_lineage = false;
-            } else if !lineage_seen {
-                stats.older_lineage += 1;
-                continue;
-            } else {
-                return Err(at(format!(
-                    "a record of lineage {id} after records of lineage {}: two primaries write this topic",
-                    engine.repl.replid
-                )));
-            }
-        }
-        lineage_seen = true;
-        let logical = headers
-            .offset
-            .and_then(decimal_u64)
-            .ok_or_else(|| at("missing or malformed goblin-replication-offset header".into()))?;
-        // Records written before the header existed count as stamped -1.
-        let through = match headers.applied_through {
-            None => -1,
-            Some(v) => decimal_i64(v).ok_or_else(|| at("malformed goblin-applied-through header".into()))?,
-        };
-        let value = msg.payload().unwrap_or_default();
-        // Records with an offset replay without judging time; the clock matters only for a
-        // record without one, so it is read every 256 records rather than per record.
-        let clock_turn = stats.consumed % 256 == 0;
-        if clock_turn {
-            now = crate::server::now_ms();
-        }
-        if logical < engine.next_offset() {
-            // In the snapshot already, and so is every external record applied before it.
-            let n = held.drop_through(through);
-            stats.duplicates += n;
-            stats.external_duplicates += n;
-        } else if !held.records.is_empty() {
-            held.apply_through(through, engine, &target.topic, &mut stats)?;
-        }
-        match engine.apply_record(value, Some(logical), now) {
-            Ok(Applied::Applied) => stats.applied += 1,
-            Ok(Applied::Duplicate) => stats.duplicates += 1,
-            Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
-            Err(e) => return Err(at(e.to_string())),
-        }
-        // Replayed records commit in bounded runs; nothing consumes them before the listeners
-        // open, so the batches are simply released.
-        if engine.pending().len() >= 1024 {
-            if let Some(b) = engine.commit(engine::Origin::Replay) {
-                engine.recycle(b);
-            }
-        }
-        if clock_turn && last_log.elapsed() >= Duration::from_secs(1) {
-            last_log = Instant::now();
-            let secs = started.elapsed().as_secs_f64().max(1e-9);
-            info!(
-                "replay: broker offset {broker} of {} ({:.0} records/s), logical offset {}; {} records of other \
-                 producers held ({} bytes)",
-                high - 1,
-                stats.consumed as f64 / secs,
-                engine.next_offset() - 1,
-                held.records.len(),
-                held.bytes
-            );
-        }
+    // SAFETY: the consumer is valid here; the handle is destroyed below, after the reader
+    // thread that uses it has been joined.
+    let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
+    if queue.is_null() {
+        return Err("--kafka: the replay consumer has no queue".to_string());
     }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let (out, records) = std::sync::mpsc::sync_channel(reader::BATCHES_AHEAD);
+        let (applied, back) = std::sync::mpsc::channel();
+        let q = reader::Queue(queue);
+        let stop = &stop;
+        std::thread::Builder::new()
+            .name("goblin-replay".into())
+            .spawn_scoped(s, move || reader::run(q, out, back, stop))
+            .map_err(|e| format!("--kafka: cannot start the replay reader: {e}"))?;
+        // Dropping `records` (on every return) lets a reader blocked on a full channel go.
+        let r = (|| -> Result<(), String> {
+            while stats.last_broker_offset < high - 1 {
+                let batch = match records.recv_timeout(Duration::from_millis(200)) {
+                    Ok(b) => b,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if idle_since.get_or_insert_with(Instant::now).elapsed() > CONNECT_TIMEOUT {
+                            return Err(format!(
+                                "--kafka: replay of topic {} stalled at broker offset {} (target {})",
+                                target.topic,
+                                stats.last_broker_offset,
+                                high - 1
+                            ));
+                        }
+                        continue;
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        return Err(format!("--kafka: the replay reader of topic {} stopped", target.topic))
+                    }
+                };
+                idle_since = None;
+                for rec in &batch.0 {
+                    replay_record(
+                        rec,
+                        target,
+                        engine,
+                        consumer_position,
+                        &mut adopt_lineage,
+                        &mut lineage_seen,
+                        &mut held,
+                        &mut stats,
+                        &mut now,
+                    )?;
+                    if stats.consumed % 256 == 0 && last_log.elapsed() >= Duration::from_secs(1) {
+                        last_log = Instant::now();
+                        let secs = started.elapsed().as_secs_f64().max(1e-9);
+                        info!(
+                            "replay: broker offset {} of {} ({:.0} records/s), logical offset {}; {} records of \
+                             other producers held ({} bytes)",
+                            rec.broker,
+                            high - 1,
+                            stats.consumed as f64 / secs,
+                            engine.next_offset() - 1,
+                            held.records.len(),
+                            held.bytes
+                        );
+                    }
+                    if stats.last_broker_offset >= high - 1 {
+                        break;
+                    }
+                }
+                // The messages are destroyed on the reader thread.
+                let _ = applied.send(batch);
+            }
+            Ok(())
+        })();
+        drop(records);
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        r
+    });
+    // SAFETY: the reader thread is joined (the scope ended); the handle is released once.
+    unsafe { rdkafka::bindings::rd_kafka_queue_destroy(queue) };
+    result?;
     // Other producers' records after the last own record: the primary applied them after it.
     held.apply_through(i64::MAX, engine, &target.topic, &mut stats)?;
     if let Some(b) = engine.commit(engine::Origin::Replay) {
@@ -800,7 +741,7 @@ fn replay_topic(
 
 /// A header's decimal digits as a u64 (no sign, no spaces, no overflow), without a UTF-8
 /// check and `str::parse` per record.
-fn decimal_u64(v: &[u8]) -> Option<u64> {
+pub(super) fn decimal_u64(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 20 {
         return None;
     }
@@ -814,7 +755,7 @@ fn decimal_u64(v: &[u8]) -> Option<u64> {
 }
 
 /// As `decimal_u64`, with an optional leading '-', within i64.
-fn decimal_i64(v: &[u8]) -> Option<i64> {
+pub(super) fn decimal_i64(v: &[u8]) -> Option<i64> {
     match v.split_first() {
         Some((b'-', digits)) => {
             let n = decimal_u64(digits)?;
@@ -836,9 +777,96 @@ fn at_offset(topic: &str, partition: i32, offset: i64, what: String) -> String {
 /// The value of another producer's record. A tombstone (null value) is refused here, as an
 /// empty value is by `apply_record`: a record holds exactly one command.
 fn external_value<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>) -> Result<&'a [u8], String> {
-    m.payload().ok_or_else(|| {
-        "malformed record: a tombstone (null value); a record holds exactly one RESP2 command".to_string()
-    })
+    m.payload().ok_or_else(|| TOMBSTONE.to_string())
+}
+
+const TOMBSTONE: &str =
+    "malformed record: a tombstone (null value); a record holds exactly one RESP2 command";
+
+/// One record of the replay, in broker order (see `replay`).
+#[allow(clippy::too_many_arguments)]
+fn replay_record(
+    rec: &reader::Record,
+    target: &KafkaTarget,
+    engine: &mut Engine,
+    consumer_position: i64,
+    adopt_lineage: &mut bool,
+    lineage_seen: &mut bool,
+    held: &mut Held,
+    stats: &mut ReplayStats,
+    now: &mut i64,
+) -> Result<(), String> {
+    if let Some(e) = &rec.error {
+        return Err(format!("--kafka: reading topic {}: {e}", target.topic));
+    }
+    let broker = rec.broker;
+    stats.last_broker_offset = broker;
+    stats.consumed += 1;
+    let at = |what: String| at_offset(&target.topic, rec.partition, broker, what);
+    let Some(id) = rec.id else {
+        // Another producer's write.
+        if broker < consumer_position {
+            stats.duplicates += 1;
+            stats.external_duplicates += 1;
+            return Ok(());
+        }
+        let value = rec.value().ok_or_else(|| at(TOMBSTONE.to_string()))?;
+        held.records.push_back((broker, rec.timestamp.unwrap_or_else(crate::server::now_ms), value.to_vec()));
+        held.bytes += value.len();
+        return Ok(());
+    };
+    let id = id.ok_or_else(|| at("malformed goblin-replication-id header".into()))?;
+    if id != engine.repl.replid {
+        if *adopt_lineage && engine.repl.offset == 0 && engine.pending().is_empty() {
+            // No snapshot: the topic's first lineage is the one this primary continues.
+            engine.set_replication(Replication { replid: id, offset: 0 });
+            *adopt_lineage = false;
+        } else if !*lineage_seen {
+            stats.older_lineage += 1;
+            return Ok(());
+        } else {
+            return Err(at(format!(
+                "a record of lineage {id} after records of lineage {}: two primaries write this topic",
+                engine.repl.replid
+            )));
+        }
+    }
+    *lineage_seen = true;
+    let logical =
+        rec.offset.ok_or_else(|| at("missing or malformed goblin-replication-offset header".into()))?;
+    // Records written before the header existed count as stamped -1.
+    let through = match rec.applied_through {
+        None => -1,
+        Some(v) => v.ok_or_else(|| at("malformed goblin-applied-through header".into()))?,
+    };
+    let value = rec.value().unwrap_or_default();
+    // Records with an offset replay without judging time; the clock matters only for a record
+    // without one, so it is read every 256 records rather than per record.
+    if stats.consumed % 256 == 0 {
+        *now = crate::server::now_ms();
+    }
+    if logical < engine.next_offset() {
+        // In the snapshot already, and so is every external record applied before it.
+        let n = held.drop_through(through);
+        stats.duplicates += n;
+        stats.external_duplicates += n;
+    } else if !held.records.is_empty() {
+        held.apply_through(through, engine, &target.topic, stats)?;
+    }
+    match engine.apply_record(value, Some(logical), *now) {
+        Ok(Applied::Applied) => stats.applied += 1,
+        Ok(Applied::Duplicate) => stats.duplicates += 1,
+        Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
+        Err(e) => return Err(at(e.to_string())),
+    }
+    // Replayed records commit in bounded runs; nothing consumes them before the listeners
+    // open, so the batches are simply released.
+    if engine.pending().len() >= 1024 {
+        if let Some(b) = engine.commit(engine::Origin::Replay) {
+            engine.recycle(b);
+        }
+    }
+    Ok(())
 }
 
 /// The time another producer's record runs at: its Kafka timestamp, which every reader of the

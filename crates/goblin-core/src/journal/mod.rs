@@ -5,10 +5,14 @@
 //!   goblin-core owns refused by name.
 //! - [`kafka`] (cargo feature `kafka`, on by default): the producer behind the batch sink, the
 //!   startup topic checks, and the startup replay.
+//! - [`reader`]: the startup replay's reader thread, which takes records from librdkafka and
+//!   decodes their headers off the server thread.
 //! - [`kafka::Consumer`]: the running primary's consumer of its own topic, which applies other
 //!   producers' writes (DESIGN.md decision 3) and stops the server on a record it cannot apply
 //!   or on a second primary's record.
 
 #[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(feature = "kafka")]
+mod reader;
 pub mod target;

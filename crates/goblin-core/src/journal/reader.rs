@@ -1,0 +1,173 @@
+//! The startup replay's reader thread: takes records from the replay consumer's queue in
+//! batches and decodes, off the server thread, what the replay needs of each (the goblin
+//! headers, the value, the timestamp), so that the server thread only applies.
+//!
+//! Why a thread: the replay is bound by the server thread, and a third of its time went to
+//! librdkafka's per-message calls (queue pops, header parsing with an allocation per header,
+//! clock reads) rather than to applying. librdkafka's own fetch thread uses about a quarter of
+//! the other core, so the reader fits beside it.
+//!
+//! Ownership: each `Record` owns its librdkafka message (the value points into it) until the
+//! `Batch` holding it drops. The server thread sends applied batches back, so the messages are
+//! also destroyed on the reader thread. librdkafka allows a message to be destroyed on any
+//! thread.
+//!
+//! The decoding is exactly what the replay did inline; the replay still decides, in the same
+//! order, what a missing or malformed header means (an older lineage's record is discarded
+//! before its other headers are judged).
+
+use super::kafka::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET};
+use engine::ReplId;
+use rdkafka::bindings as rd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+
+/// Records per batch (one queue lock in librdkafka, one channel message here).
+const BATCH: usize = 1024;
+/// Batches in flight between the threads: bounds the memory the reader runs ahead with.
+pub const BATCHES_AHEAD: usize = 8;
+/// How long the reader waits on an empty queue before it looks at the stop flag again.
+const IDLE_WAIT_MS: i32 = 10;
+
+/// One record, decoded.
+pub struct Record {
+    msg: *mut rd::rd_kafka_message_t,
+    pub broker: i64,
+    pub partition: i32,
+    /// A consumer error in place of a record.
+    pub error: Option<String>,
+    /// `goblin-replication-id`: None if absent (another producer's record); Some(None) if it
+    /// is not a lineage name.
+    pub id: Option<Option<ReplId>>,
+    /// `goblin-replication-offset`: None if absent or malformed.
+    pub offset: Option<u64>,
+    /// `goblin-applied-through`: None if absent; Some(None) if malformed.
+    pub applied_through: Option<Option<i64>>,
+    /// The record's timestamp in ms, if it has one.
+    pub timestamp: Option<i64>,
+}
+
+impl Record {
+    /// The value; None for a null value (a tombstone).
+    pub fn value(&self) -> Option<&[u8]> {
+        // SAFETY: `msg` is a live message owned by this record (see the module documentation);
+        // its payload, when not null, is `len` readable bytes that live as long as it.
+        unsafe {
+            let m = &*self.msg;
+            if m.payload.is_null() {
+                None
+            } else {
+                Some(std::slice::from_raw_parts(m.payload as *const u8, m.len))
+            }
+        }
+    }
+}
+
+/// Records in broker order; destroys their messages when dropped.
+pub struct Batch(pub Vec<Record>);
+
+// SAFETY: a batch owns its messages outright (nothing else refers to them), and librdkafka
+// messages may be used and destroyed on any thread.
+unsafe impl Send for Batch {}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        for r in self.0.drain(..) {
+            // SAFETY: each message is owned by exactly one record and destroyed once, here.
+            unsafe { rd::rd_kafka_message_destroy(r.msg) };
+        }
+    }
+}
+
+/// The consumer's queue handle, moved to the reader thread.
+pub struct Queue(pub *mut rd::rd_kafka_queue_t);
+// SAFETY: librdkafka queues are thread-safe; the handle outlives the reader (the caller joins
+// the thread before it destroys the handle).
+unsafe impl Send for Queue {}
+
+/// The reader thread's loop: batches go to `out` until `stop` is set or the server thread
+/// hangs up; batches coming back on `applied` are dropped here (their messages destroyed).
+pub fn run(queue: Queue, out: SyncSender<Batch>, applied: Receiver<Batch>, stop: &AtomicBool) {
+    let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); BATCH];
+    while !stop.load(Ordering::Acquire) {
+        while let Ok(b) = applied.try_recv() {
+            drop(b);
+        }
+        // SAFETY: `buf` has room for BATCH pointers; librdkafka fills the first n and hands
+        // over their ownership.
+        let n = unsafe { rd::rd_kafka_consume_batch_queue(queue.0, IDLE_WAIT_MS, buf.as_mut_ptr(), BATCH) };
+        if n <= 0 {
+            // 0: nothing yet; -1: the queue is unusable, which the replay notices as a stall.
+            continue;
+        }
+        let batch = Batch(buf[..n as usize].iter().map(|&m| decode(m)).collect());
+        if out.send(batch).is_err() {
+            return;
+        }
+    }
+}
+
+fn decode(msg: *mut rd::rd_kafka_message_t) -> Record {
+    let mut r = Record {
+        msg,
+        broker: -1,
+        partition: 0,
+        error: None,
+        id: None,
+        offset: None,
+        applied_through: None,
+        timestamp: None,
+    };
+    // SAFETY: `msg` is a live message from librdkafka, owned by `r` from here on.
+    unsafe {
+        let m = &*msg;
+        r.broker = m.offset;
+        r.partition = m.partition;
+        if m.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            let text = rd::rd_kafka_message_errstr(msg);
+            r.error = Some(if text.is_null() {
+                format!("{:?}", m.err)
+            } else {
+                std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned()
+            });
+            return r;
+        }
+        let mut ts_type = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        let ts = rd::rd_kafka_message_timestamp(msg, &mut ts_type);
+        if ts_type != rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE && ts >= 0 {
+            r.timestamp = Some(ts);
+        }
+        let mut hdrs: *mut rd::rd_kafka_headers_t = std::ptr::null_mut();
+        if rd::rd_kafka_message_headers(msg, &mut hdrs) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            return r;
+        }
+        let (mut id, mut offset, mut through) = (None, None, None);
+        let mut idx = 0;
+        loop {
+            let mut name: *const std::os::raw::c_char = std::ptr::null();
+            let mut value: *const std::os::raw::c_void = std::ptr::null();
+            let mut size = 0usize;
+            if rd::rd_kafka_header_get_all(hdrs, idx, &mut name, &mut value, &mut size)
+                != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+            {
+                break;
+            }
+            idx += 1;
+            let slot: &mut Option<&[u8]> = match std::ffi::CStr::from_ptr(name).to_bytes() {
+                n if n == HEADER_ID.as_bytes() => &mut id,
+                n if n == HEADER_OFFSET.as_bytes() => &mut offset,
+                n if n == HEADER_APPLIED_THROUGH.as_bytes() => &mut through,
+                _ => continue,
+            };
+            // The first occurrence with a value wins (a null value counts as absent).
+            if slot.is_none() && !value.is_null() {
+                *slot = Some(std::slice::from_raw_parts(value as *const u8, size));
+            }
+        }
+        r.id = id.map(|v| std::str::from_utf8(v).ok().and_then(ReplId::parse));
+        r.offset = offset.and_then(super::kafka::decimal_u64);
+        r.applied_through = through.map(super::kafka::decimal_i64);
+    }
+    r
+}
