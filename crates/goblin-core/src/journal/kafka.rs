@@ -685,7 +685,7 @@ fn replay_topic(
                         &mut stats,
                         &mut now,
                     )?;
-                    if stats.consumed % 256 == 0 && last_log.elapsed() >= Duration::from_secs(1) {
+                    if stats.consumed.is_multiple_of(256) && last_log.elapsed() >= Duration::from_secs(1) {
                         last_log = Instant::now();
                         let secs = started.elapsed().as_secs_f64().max(1e-9);
                         info!(
@@ -842,7 +842,7 @@ fn replay_record(
     let value = rec.value().unwrap_or_default();
     // Records with an offset replay without judging time; the clock matters only for a record
     // without one, so it is read every 256 records rather than per record.
-    if stats.consumed % 256 == 0 {
+    if stats.consumed.is_multiple_of(256) {
         *now = crate::server::now_ms();
     }
     if logical < engine.next_offset() {
