@@ -573,7 +573,7 @@ impl Server {
         #[cfg(feature = "kafka")]
         {
             let Some(j) = &mut self.journal else { return };
-            let drained = match j.consumer.drain(&mut self.engine, CONSUME_BATCH) {
+            let drained = match j.consumer.drain(&mut self.engine, CONSUME_BATCH, &j.journal.acks) {
                 Ok(d) => d,
                 Err(e) => self.consumer_failed(&e),
             };

@@ -105,6 +105,40 @@ pub struct Acks {
     pub pending_bytes: Cell<u64>,
     /// A permanent delivery failure: the server must stop.
     pub failed: std::cell::RefCell<Option<String>>,
+    /// The broker offsets of this process's acknowledged records, as runs of consecutive
+    /// offsets (first, last), oldest first: the runtime consumer skips a record inside a run
+    /// without parsing its headers. Runs it has passed are dropped; a record it reaches
+    /// before its report is judged by its headers, as before.
+    pub own: std::cell::RefCell<VecDeque<(i64, i64)>>,
+}
+
+/// Runs of own offsets kept at most (other producers interleaving with ours split them);
+/// past it the oldest are forgotten, which only costs header parsing.
+const OWN_RUNS_MAX: usize = 65536;
+
+impl Acks {
+    /// Whether the record at `broker` is one of ours, by the delivery reports so far; drops the
+    /// runs below it (the consumer reads in broker order).
+    pub fn is_own(&self, broker: i64) -> bool {
+        let mut own = self.own.borrow_mut();
+        while own.front().is_some_and(|&(_, last)| last < broker) {
+            own.pop_front();
+        }
+        own.front().is_some_and(|&(first, _)| first <= broker)
+    }
+
+    fn record_own(&self, broker: i64) {
+        let mut own = self.own.borrow_mut();
+        match own.back_mut() {
+            Some(run) if run.1 + 1 == broker => run.1 = broker,
+            _ => {
+                if own.len() == OWN_RUNS_MAX {
+                    own.pop_front();
+                }
+                own.push_back((broker, broker));
+            }
+        }
+    }
 }
 
 struct Reports(Rc<Acks>);
@@ -137,6 +171,7 @@ impl ProducerContext for Context {
             Ok(m) => {
                 acks.logical.set(acks.logical.get().max(logical as i64));
                 acks.broker.set(acks.broker.get().max(m.offset()));
+                acks.record_own(m.offset());
             }
             Err((e, m)) => {
                 let msg = format!(
@@ -240,6 +275,32 @@ pub struct Journal {
     /// are durable already (they are in the topic); the acknowledged logical offset passes
     /// over them once the own record before them is acknowledged.
     external_after: VecDeque<(u64, u64)>,
+    /// The lineage whose `goblin-replication-id` text is cached, and the text.
+    replid_text: (Option<ReplId>, String),
+}
+
+/// `v` in decimal, written into `buf` (an i64 takes at most 20 bytes with its sign).
+fn decimal_text(buf: &mut [u8; 20], v: i64) -> &[u8] {
+    signed_decimal_text(buf, v < 0, v.unsigned_abs())
+}
+
+/// `n`, preceded by '-' if `negative`, in decimal, written into `buf`.
+fn signed_decimal_text(buf: &mut [u8; 20], negative: bool, mut n: u64) -> &[u8] {
+    debug_assert!(!negative || n <= 1 << 63);
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if negative {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
 }
 
 /// Counters of the startup replay (INFO kafka).
@@ -303,6 +364,7 @@ impl Journal {
             applied_through: -1,
             last_produced: 0,
             external_after: VecDeque::new(),
+            replid_text: (None, String::new()),
         })
     }
 
@@ -318,17 +380,24 @@ impl Journal {
 
     /// The journal sink: one record per mutation of a committed batch, in order.
     pub fn on_batch(&mut self, batch: &Batch) -> Result<(), String> {
-        let replid = batch.replid.to_string();
-        let applied_through = self.applied_through.to_string();
+        // The lineage's header text changes only with the lineage: formatted once, not per
+        // batch (a batch is often one command); the numbers go through stack buffers.
+        if self.replid_text.0 != Some(batch.replid) {
+            self.replid_text = (Some(batch.replid), batch.replid.to_string());
+        }
+        let replid = self.replid_text.1.as_bytes();
+        let mut through_buf = [0u8; 20];
+        let applied_through = decimal_text(&mut through_buf, self.applied_through);
         for m in batch.iter() {
             let args: Vec<&[u8]> = m.args().collect();
             let key = engine::compaction_key(&args);
-            let offset = m.offset.to_string();
+            let mut offset_buf = [0u8; 20];
+            let offset = signed_decimal_text(&mut offset_buf, false, m.offset);
             let headers = OwnedHeaders::new_with_capacity(4)
                 .insert(Header { key: HEADER_VERSION, value: Some(RECORD_VERSION) })
-                .insert(Header { key: HEADER_ID, value: Some(replid.as_str()) })
-                .insert(Header { key: HEADER_OFFSET, value: Some(offset.as_str()) })
-                .insert(Header { key: HEADER_APPLIED_THROUGH, value: Some(applied_through.as_str()) });
+                .insert(Header { key: HEADER_ID, value: Some(replid) })
+                .insert(Header { key: HEADER_OFFSET, value: Some(offset) })
+                .insert(Header { key: HEADER_APPLIED_THROUGH, value: Some(applied_through) });
             let mut record = BaseRecord::with_opaque_to(&self.target.topic, m.offset as usize)
                 .payload(m.bytes)
                 .partition(0)
@@ -1028,7 +1097,7 @@ impl Consumer {
     /// applied, another goblin lineage (two primaries share the topic), or a consumer error
     /// that means lost history; the caller stops the server. Records applied before the error
     /// are still pending: the caller must not commit them.
-    pub fn drain(&mut self, engine: &mut Engine, max: usize) -> Result<Drained, String> {
+    pub fn drain(&mut self, engine: &mut Engine, max: usize, acks: &Acks) -> Result<Drained, String> {
         self.wakeup.drain();
         if engine.repl.replid != self.lineage {
             self.lineage = engine.repl.replid;
@@ -1066,7 +1135,10 @@ impl Consumer {
             let offset = msg.offset();
             let at = |what: String| at_offset(&self.topic, msg.partition(), offset, what);
             self.stats.consumed += 1;
-            match header(&msg, HEADER_ID) {
+            // Ours by its delivery report (applied when written), else judged by its headers.
+            let own = acks.is_own(offset);
+            match if own { None } else { header(&msg, HEADER_ID) } {
+                _ if own => self.stats.own_skipped += 1,
                 Some(id) if id == self.lineage_text.as_bytes() => self.stats.own_skipped += 1,
                 Some(id) => {
                     return Err(at(format!(
@@ -1117,6 +1189,35 @@ mod tests {
             proptest::prop_assert_eq!(decimal_u64(v.as_bytes()), u);
             proptest::prop_assert_eq!(decimal_i64(v.as_bytes()), i);
         }
+    }
+
+    /// Own offsets from delivery reports form runs; another producer's records between them
+    /// split a run, and the consumer's reads (in broker order) drop the runs it has passed.
+    #[test]
+    fn own_offsets_are_kept_as_runs_until_the_consumer_passes_them() {
+        let acks = Acks::default();
+        for o in [3, 4, 5, 8, 9, 12] {
+            acks.record_own(o);
+        }
+        assert_eq!(acks.own.borrow().iter().copied().collect::<Vec<_>>(), vec![(3, 5), (8, 9), (12, 12)]);
+        let seen: Vec<bool> = (0..13).map(|o| acks.is_own(o)).collect();
+        let want: Vec<bool> = (0..13).map(|o| [3, 4, 5, 8, 9, 12].contains(&o)).collect();
+        assert_eq!(seen, want);
+        // Passed runs are gone; the run the consumer is in grows with the next report.
+        assert_eq!(acks.own.borrow().len(), 1);
+        acks.record_own(13);
+        assert!(acks.is_own(13) && !acks.is_own(14));
+        assert!(acks.own.borrow().is_empty());
+    }
+
+    #[test]
+    fn decimal_text_round_trips() {
+        for v in [0, 1, -1, 9, 10, -10, 123_456_789, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut buf = [0u8; 20];
+            assert_eq!(decimal_text(&mut buf, v), v.to_string().as_bytes());
+            assert_eq!(decimal_i64(decimal_text(&mut [0u8; 20], v)), Some(v));
+        }
+        assert_eq!(signed_decimal_text(&mut [0u8; 20], false, u64::MAX), u64::MAX.to_string().as_bytes());
     }
 
     #[test]
