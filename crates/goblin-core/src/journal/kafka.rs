@@ -1050,17 +1050,12 @@ impl Consumer {
             .set("auto.offset.reset", "error")
             // The queue is drained in bounded runs; when it is full, fetch again soon after.
             .set("fetch.queue.backoff.ms", "10");
-        // Fetch lazily: the records this consumer reads are nearly all the primary's own
-        // (skipped), and every fetch answered at once is a wake-up of librdkafka's thread and
-        // of the server thread per produced batch, competing with the write path for the
-        // CPU. The broker answers when 1 MiB waits or after 100 ms, so another producer's
-        // write is applied within about 100 ms; queued mode's -P 16 throughput rises by about
-        // 15% (docs/BENCHMARKS.md, "The Kafka journal"). A user's own values win.
-        for (k, v) in [("fetch.min.bytes", "1048576"), ("fetch.wait.max.ms", "100")] {
-            if !target.props.iter().any(|(p, _)| p == k) {
-                c.set(k, v);
-            }
-        }
+        // librdkafka's fetch defaults: the broker answers as soon as there is a record. A lazy
+        // fetch (fetch.min.bytes 1 MiB, 100 ms) was tried and dropped: with
+        // max.partition.fetch.bytes also 1 MiB, a fetch can rarely reach its minimum and waits
+        // out the 100 ms, so under load the consumer fell hundreds of thousands of records
+        // behind; its apparent gain in throughput was work deferred, and a snapshot's consumer
+        // position then lags by as much, which a restart re-reads.
         let consumer: BaseConsumer =
             c.create().map_err(|e| format!("--kafka: cannot create the consumer: {e}"))?;
         // The wake-up is enabled before the assignment: enabled after the first fetch landed,
