@@ -37,7 +37,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::cell::Cell;
@@ -111,6 +111,9 @@ pub struct Acks {
     /// before its report is judged by its headers, as before.
     pub own: std::cell::RefCell<VecDeque<(i64, i64)>>,
 }
+
+/// Records the runtime consumer takes per run at most (the server passes its own bound).
+const CONSUME_RUN: usize = 256;
 
 /// Runs of own offsets kept at most (other producers interleaving with ours split them);
 /// past it the oldest are forgotten, which only costs header parsing.
@@ -592,10 +595,6 @@ fn check_topic(t: &KafkaTarget) -> Result<(), String> {
     Ok(())
 }
 
-fn header<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>, name: &str) -> Option<&'a [u8]> {
-    m.headers()?.iter().find(|h| h.key == name).and_then(|h| h.value)
-}
-
 /// Where a replay starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
@@ -846,12 +845,8 @@ fn at_offset(topic: &str, partition: i32, offset: i64, what: String) -> String {
     format!("topic {topic}, partition {partition}, offset {offset}: {what}")
 }
 
-/// The value of another producer's record. A tombstone (null value) is refused here, as an
-/// empty value is by `apply_record`: a record holds exactly one command.
-fn external_value<'a>(m: &'a rdkafka::message::BorrowedMessage<'_>) -> Result<&'a [u8], String> {
-    m.payload().ok_or_else(|| TOMBSTONE.to_string())
-}
-
+/// Another producer's record with a null value (a tombstone) is refused, as an empty value is
+/// by `apply_record`: a record holds exactly one command.
 const TOMBSTONE: &str =
     "malformed record: a tombstone (null value); a record holds exactly one RESP2 command";
 
@@ -941,13 +936,6 @@ fn replay_record(
     Ok(())
 }
 
-/// The time another producer's record runs at: its Kafka timestamp, which every reader of the
-/// record sees alike, so the runtime primary and a later replay judge expiries and turn
-/// relative TTLs into the same absolute deadlines. The local clock only if it has none.
-fn record_time(m: &rdkafka::message::BorrowedMessage<'_>) -> i64 {
-    m.timestamp().to_millis().unwrap_or_else(crate::server::now_ms)
-}
-
 /// Other producers' records read by the replay and not applied yet: (broker offset, time,
 /// value), in broker order.
 #[derive(Default)]
@@ -1026,7 +1014,8 @@ pub struct Consumer {
     topic: String,
     /// Declared before `consumer`: the queue handle is released while the consumer exists.
     wakeup: Wakeup,
-    consumer: BaseConsumer,
+    /// Owns the queue `wakeup` reads from: kept alive, read only through that queue.
+    _consumer: BaseConsumer,
     /// The lineage this primary writes, as header text (refreshed if the lineage changes).
     lineage: ReplId,
     lineage_text: String,
@@ -1076,7 +1065,7 @@ impl Consumer {
         Ok(Consumer {
             topic: target.topic.clone(),
             wakeup,
-            consumer,
+            _consumer: consumer,
             lineage,
             lineage_text: lineage.to_string(),
             position,
@@ -1096,58 +1085,81 @@ impl Consumer {
     /// that means lost history; the caller stops the server. Records applied before the error
     /// are still pending: the caller must not commit them.
     pub fn drain(&mut self, engine: &mut Engine, max: usize, acks: &Acks) -> Result<Drained, String> {
+        use rdkafka::bindings::rd_kafka_resp_err_t as Err_;
         self.wakeup.drain();
         if engine.repl.replid != self.lineage {
             self.lineage = engine.repl.replid;
             self.lineage_text = self.lineage.to_string();
         }
+        // One queue lock for the whole run (`rd_kafka_consume_batch_queue`), not a poll, a
+        // queue lock and clock reads per record; the guard destroys the messages on every way
+        // out.
+        let want = max.min(CONSUME_RUN);
+        let mut buf = [std::ptr::null_mut(); CONSUME_RUN];
+        // SAFETY: the queue handle is valid while the consumer exists; `buf` has room for
+        // `want` pointers, and librdkafka hands over the first n messages.
+        let n = unsafe {
+            rdkafka::bindings::rd_kafka_consume_batch_queue(self.wakeup.queue, 0, buf.as_mut_ptr(), want)
+        };
+        let msgs = reader::Messages(buf[..n.max(0) as usize].to_vec());
         let mut applied = false;
-        for _ in 0..max {
-            let Some(r) = self.consumer.poll(Duration::ZERO) else {
-                if self.wakeup.queued() == 0 {
-                    return Ok(Drained { applied, more: false });
-                }
-                continue;
-            };
-            let msg = match r {
-                Ok(m) => m,
-                Err(e) => {
-                    let code = e.rdkafka_error_code();
-                    // The position is gone (retention removed records not yet read): history
-                    // was lost. A missing topic also stops the producer (delivery failures).
-                    let lost = matches!(
-                        code,
-                        Some(RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset)
-                    ) || matches!(e, KafkaError::MessageConsumptionFatal(_));
-                    if lost {
-                        return Err(format!(
-                            "topic {}, partition 0, offset {}: cannot consume: {e}",
-                            self.topic, self.position
-                        ));
+        for &m in &msgs.0 {
+            // SAFETY: a live message owned by `msgs`.
+            let (err, offset, partition) = unsafe { ((*m).err, (*m).offset, (*m).partition) };
+            if err != Err_::RD_KAFKA_RESP_ERR_NO_ERROR {
+                let code = RDKafkaErrorCode::from(err);
+                // SAFETY: as above; the error string lives as long as the message.
+                let text = unsafe {
+                    let t = rdkafka::bindings::rd_kafka_message_errstr(m);
+                    if t.is_null() {
+                        String::new()
+                    } else {
+                        std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned()
                     }
-                    // Broker or leader changes: librdkafka reconnects by itself.
-                    warn!("Kafka consumer of topic {}: {e}", self.topic);
-                    continue;
+                };
+                // The position is gone (retention removed records not yet read): history was
+                // lost. A missing topic also stops the producer (delivery failures).
+                let lost = matches!(
+                    err,
+                    Err_::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
+                        | Err_::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
+                        | Err_::RD_KAFKA_RESP_ERR__FATAL
+                );
+                if lost {
+                    return Err(format!(
+                        "topic {}, partition 0, offset {}: cannot consume: {code:?}: {text}",
+                        self.topic, self.position
+                    ));
                 }
-            };
-            let offset = msg.offset();
-            let at = |what: String| at_offset(&self.topic, msg.partition(), offset, what);
+                // Broker or leader changes: librdkafka reconnects by itself.
+                warn!("Kafka consumer of topic {}: {code:?}: {text}", self.topic);
+                continue;
+            }
+            let at = |what: String| at_offset(&self.topic, partition, offset, what);
             self.stats.consumed += 1;
             // Ours by its delivery report (applied when written), else judged by its headers.
-            let own = acks.is_own(offset);
-            match if own { None } else { header(&msg, HEADER_ID) } {
-                _ if own => self.stats.own_skipped += 1,
-                Some(id) if id == self.lineage_text.as_bytes() => self.stats.own_skipped += 1,
-                Some(id) => {
+            if acks.is_own(offset) {
+                self.stats.own_skipped += 1;
+                self.position = offset + 1;
+                continue;
+            }
+            let rec = reader::decode(m);
+            match rec.id {
+                Some(Some(id)) if id == self.lineage => self.stats.own_skipped += 1,
+                Some(Some(id)) => {
                     return Err(at(format!(
-                        "a record of lineage {} while this primary writes lineage {}: two primaries share the topic",
-                        String::from_utf8_lossy(id),
+                        "a record of lineage {id} while this primary writes lineage {}: two primaries share the topic",
                         self.lineage_text
                     )))
                 }
+                Some(None) => return Err(at("malformed goblin-replication-id header".into())),
                 None => {
-                    let value = external_value(&msg).map_err(at)?;
-                    match engine.apply_record(value, None, record_time(&msg)) {
+                    let value = rec.value().ok_or_else(|| at(TOMBSTONE.to_string()))?;
+                    // Its Kafka timestamp, which every reader of the record sees alike, so the
+                    // runtime primary and a later replay judge expiries and turn relative TTLs
+                    // into the same deadlines; the local clock only if it has none.
+                    let time = rec.timestamp.unwrap_or_else(crate::server::now_ms);
+                    match engine.apply_record(value, None, time) {
                         Ok(Applied::Applied) => {
                             self.stats.external_applied += 1;
                             applied = true;

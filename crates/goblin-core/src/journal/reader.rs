@@ -79,6 +79,18 @@ impl Drop for Batch {
     }
 }
 
+/// Messages taken from librdkafka, destroyed when this drops (the runtime consumer's run).
+pub struct Messages(pub Vec<*mut rd::rd_kafka_message_t>);
+
+impl Drop for Messages {
+    fn drop(&mut self) {
+        for &m in &self.0 {
+            // SAFETY: each message was handed over by librdkafka once and is destroyed once.
+            unsafe { rd::rd_kafka_message_destroy(m) };
+        }
+    }
+}
+
 /// The consumer's queue handle, moved to the reader thread.
 pub struct Queue(pub *mut rd::rd_kafka_queue_t);
 // SAFETY: librdkafka queues are thread-safe; the handle outlives the reader (the caller joins
@@ -107,7 +119,9 @@ pub fn run(queue: Queue, out: SyncSender<Batch>, applied: Receiver<Batch>, stop:
     }
 }
 
-fn decode(msg: *mut rd::rd_kafka_message_t) -> Record {
+/// Decodes one message. The record does not own it: whoever holds the message (a `Batch`, a
+/// `Messages`) destroys it, after the record's last use.
+pub fn decode(msg: *mut rd::rd_kafka_message_t) -> Record {
     let mut r = Record {
         msg,
         broker: -1,
