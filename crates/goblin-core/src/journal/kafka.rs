@@ -707,17 +707,11 @@ fn replay_topic(
     let mut idle_since: Option<Instant> = None;
     let mut now = crate::server::now_ms();
     let mut held = Held::default();
-    // SAFETY: the consumer is valid here; the handle is destroyed below, after the reader
-    // thread that uses it has been joined.
-    let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
-    if queue.is_null() {
-        return Err("--kafka: the replay consumer has no queue".to_string());
-    }
+    let q = reader::Queue::of(&consumer).ok_or("--kafka: the replay consumer has no queue")?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         let (out, records) = std::sync::mpsc::sync_channel(reader::BATCHES_AHEAD);
         let (applied, back) = std::sync::mpsc::channel();
-        let q = reader::Queue(queue);
         let stop = &stop;
         std::thread::Builder::new()
             .name("goblin-replay".into())
@@ -783,8 +777,7 @@ fn replay_topic(
         stop.store(true, std::sync::atomic::Ordering::Release);
         r
     });
-    // SAFETY: the reader thread is joined (the scope ended); the handle is released once.
-    unsafe { rdkafka::bindings::rd_kafka_queue_destroy(queue) };
+    // The reader thread has ended (the scope joined it) and released the queue with it.
     result?;
     // Other producers' records after the last own record: the primary applied them after it.
     held.apply_through(i64::MAX, engine, &target.topic, &mut stats)?;

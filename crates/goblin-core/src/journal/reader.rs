@@ -91,10 +91,28 @@ impl Drop for Messages {
     }
 }
 
-/// The consumer's queue handle, moved to the reader thread.
-pub struct Queue(pub *mut rd::rd_kafka_queue_t);
-// SAFETY: librdkafka queues are thread-safe; the handle outlives the reader (the caller joins
-// the thread before it destroys the handle).
+/// The consumer's queue handle, owned by the reader thread and released when it ends.
+pub struct Queue(*mut rd::rd_kafka_queue_t);
+
+impl Queue {
+    /// Takes the consumer's queue; None if it has none. The consumer must outlive the
+    /// `Queue` (the replay joins the reader thread before the consumer goes).
+    pub fn of(consumer: &rdkafka::consumer::BaseConsumer) -> Option<Queue> {
+        use rdkafka::consumer::Consumer as _;
+        // SAFETY: the client pointer is valid while the consumer exists.
+        let q = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
+        (!q.is_null()).then_some(Queue(q))
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // SAFETY: the handle is ours and released once, while its consumer still exists.
+        unsafe { rd::rd_kafka_queue_destroy(self.0) };
+    }
+}
+
+// SAFETY: librdkafka queues are thread-safe, and the handle has one owner.
 unsafe impl Send for Queue {}
 
 /// The reader thread's loop: batches go to `out` until `stop` is set or the server thread
