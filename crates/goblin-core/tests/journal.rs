@@ -836,26 +836,6 @@ fn external_writers(k: &dyn Broker) {
     assert!(applied < EXTERNAL as u64 - reads, "the snapshot held some of them: {m:?}");
 }
 
-/// Runs a future to completion on this thread (rdkafka's admin calls complete on its own
-/// thread).
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
-}
-
 /// History lost under the running primary's consumer (records it had not read yet were
 /// removed, as retention would) is fatal: the consumer's next fetch is out of range, and the
 /// primary stops with the fail-stop status, naming topic, partition and offset, instead of
@@ -864,8 +844,6 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// SIGCONT its consumer reads the first fetch's records and then finds its position gone.
 #[test]
 fn history_removed_under_the_runtime_consumer_stops_the_primary() {
-    use rdkafka::admin::{AdminClient, AdminOptions};
-    use rdkafka::client::DefaultClientContext;
     let k = Kaka::start();
     let topic = "lost-history";
     let mut s = Server::start(&["--kafka", &k.uri(topic), "--save", ""]);
@@ -883,12 +861,7 @@ fn history_removed_under_the_runtime_consumer_stops_the_primary() {
     let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
     let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
     common::brokers::produce_commands(&k.addr, topic, &cmds);
-    let admin: AdminClient<DefaultClientContext> =
-        rdkafka::ClientConfig::new().set("bootstrap.servers", &k.addr).create().unwrap();
-    let mut upto = rdkafka::TopicPartitionList::new();
-    upto.add_partition_offset(topic, 0, rdkafka::Offset::Offset(29_000)).unwrap();
-    let res = block_on(admin.delete_records(&upto, &AdminOptions::new())).expect("DeleteRecords");
-    assert_eq!(res.find_partition(topic, 0).unwrap().error(), Ok(()), "{res:?}");
+    k.delete_records(topic, 29_000);
     s.signal(libc::SIGCONT);
     let status = s
         .wait_exit(Duration::from_secs(60))

@@ -64,6 +64,39 @@ impl Kaka {
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
+
+    /// Removes the records of partition 0 of `topic` below `before` (Kafka's DeleteRecords,
+    /// what retention does), panicking if the broker refuses.
+    pub fn delete_records(&self, topic: &str, before: i64) {
+        use rdkafka::admin::{AdminClient, AdminOptions};
+        use rdkafka::client::DefaultClientContext;
+        let admin: AdminClient<DefaultClientContext> =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", &self.addr).create().unwrap();
+        let mut upto = rdkafka::TopicPartitionList::new();
+        upto.add_partition_offset(topic, 0, rdkafka::Offset::Offset(before)).unwrap();
+        let res = block_on(admin.delete_records(&upto, &AdminOptions::new())).expect("DeleteRecords");
+        assert_eq!(res.find_partition(topic, 0).unwrap().error(), Ok(()), "{res:?}");
+    }
+}
+
+/// Runs a future to completion on this thread (rdkafka's admin calls complete on its own
+/// thread).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
 }
 
 impl Drop for Kaka {
