@@ -563,6 +563,17 @@ impl Server {
         }
     }
 
+    /// The end of a loop turn, before the server may sleep: broker ack mode asks for the
+    /// group of records handed to librdkafka this turn to be sent now.
+    fn journal_end_turn(&mut self) {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &mut self.journal {
+            if let Err(e) = j.journal.end_turn() {
+                self.journal_failed(&e);
+            }
+        }
+    }
+
     /// Runs the journal consumer once (when its wake-up pipe fires, when the last run left
     /// records, and from the cron as a backstop): at most [`CONSUME_BATCH`] records, between
     /// client commands. Other producers' writes commit as one batch of origin External (every
@@ -675,6 +686,9 @@ impl Server {
             f("kafka_acknowledged_broker_offset", j.journal.acks.broker.get().to_string());
             f("kafka_pending_records", j.journal.pending().to_string());
             f("kafka_pending_bytes", j.journal.pending_bytes().to_string());
+            f("kafka_oldest_pending_age_ms", j.journal.oldest_pending_age().as_millis().to_string());
+            // Replication payloads (firehose frames) held back until Kafka acknowledges them.
+            f("kafka_retained_batch_bytes", self.firehose.retained_bytes().to_string());
             f("kafka_held_clients", self.held.len().to_string());
             f("kafka_input_paused", (self.input_paused as u8).to_string());
             f("kafka_records_produced", j.journal.produced.to_string());
@@ -756,6 +770,7 @@ impl Server {
             }
             self.ring_turn();
             self.after_events();
+            self.journal_end_turn();
         }
         self.close_all();
         Ok(())

@@ -403,6 +403,61 @@ fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
     drop(k);
 }
 
+/// INFO kafka while a write waits for the broker (broker ack mode, the broker away): the
+/// pending record, its age, and the replication payload held back for it are reported, and
+/// all three return to zero once the broker is back and acknowledges it.
+#[test]
+fn info_reports_the_age_and_retained_bytes_of_unacknowledged_writes() {
+    use std::io::{Read, Write};
+    let (dir, port) = (temp_path("kaka-info"), common::free_port());
+    let mut k = Kaka::start_in(&dir, port);
+    let uri = k.uri("journal-info");
+    let s = Server::start(&["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    wait_acked(&mut con);
+    let idle = info(&mut con, "kafka");
+    assert_eq!(
+        (
+            &*idle["kafka_pending_records"],
+            &*idle["kafka_oldest_pending_age_ms"],
+            &*idle["kafka_retained_batch_bytes"]
+        ),
+        ("0", "0", "0"),
+        "{idle:?}"
+    );
+    let _ = k.child.kill();
+    let _ = k.child.wait();
+    let mut writer = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    writer.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n").unwrap();
+    let waited = Instant::now();
+    std::thread::sleep(Duration::from_millis(400));
+    let down = info(&mut con, "kafka");
+    let age: u128 = down["kafka_oldest_pending_age_ms"].parse().unwrap();
+    assert_eq!(down["kafka_pending_records"], "1", "{down:?}");
+    assert!(age >= 300 && age <= waited.elapsed().as_millis() + 50, "age {age} ms: {down:?}");
+    let retained: u64 = down["kafka_retained_batch_bytes"].parse().unwrap();
+    assert!(retained > 0, "the write's replication frame waits for the broker: {down:?}");
+    k = Kaka::start_in(&dir, port);
+    writer.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut b = [0u8; 5];
+    writer.read_exact(&mut b).expect("the write is acknowledged once the broker is back");
+    assert_eq!(&b, b"+OK\r\n");
+    wait_acked(&mut con);
+    let after = info(&mut con, "kafka");
+    assert_eq!(
+        (
+            &*after["kafka_pending_records"],
+            &*after["kafka_oldest_pending_age_ms"],
+            &*after["kafka_retained_batch_bytes"]
+        ),
+        ("0", "0", "0"),
+        "{after:?}"
+    );
+    drop(s);
+    drop(k);
+}
+
 /// A snapshot without Kafka cursors (saved by a server running without --kafka) falls back to
 /// the first record at or after the file's creation time minus --kafka-time-buffer.
 #[test]

@@ -29,6 +29,7 @@
 //! on the server thread, so the acknowledged offsets and the consumer position are plain
 //! fields of the server thread's state.
 
+use super::producer::{Delivery, ProduceError, Producer};
 use super::reader;
 use super::target::KafkaTarget;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
@@ -36,22 +37,21 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Message, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::ffi::CStr;
 use std::future::Future;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-pub const HEADER_VERSION: &str = "goblin-replication-version";
-pub const HEADER_ID: &str = "goblin-replication-id";
-pub const HEADER_OFFSET: &str = "goblin-replication-offset";
-pub const HEADER_APPLIED_THROUGH: &str = "goblin-applied-through";
+/// The record headers' names (NUL-terminated, as librdkafka takes them).
+pub const HEADER_VERSION: &CStr = c"goblin-replication-version";
+pub const HEADER_ID: &CStr = c"goblin-replication-id";
+pub const HEADER_OFFSET: &CStr = c"goblin-replication-offset";
+pub const HEADER_APPLIED_THROUGH: &CStr = c"goblin-applied-through";
 /// The record contract's version, in `goblin-replication-version`.
 pub const RECORD_VERSION: &str = "1";
 /// How long startup waits for the brokers before it gives up with an error.
@@ -144,48 +144,40 @@ impl Acks {
     }
 }
 
-struct Reports(Rc<Acks>);
-
-// SAFETY-free note: librdkafka calls `delivery` only from `poll`, which the server thread
-// alone calls, so the `Rc`/`Cell` state is never touched by another thread. The trait still
-// requires Send + Sync of the context type, which the wrapper below asserts.
-struct ServerThreadOnly<T>(T);
-// SAFETY: see above: every access happens on the server thread, inside `BaseProducer::poll`.
-unsafe impl<T> Send for ServerThreadOnly<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for ServerThreadOnly<T> {}
-
-pub struct Context(ServerThreadOnly<Reports>);
-
-impl ClientContext for Context {}
-
-impl ProducerContext for Context {
-    type DeliveryOpaque = usize;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, logical: usize) {
-        let acks = &(self.0).0 .0;
-        acks.pending.set(acks.pending.get().saturating_sub(1));
-        let len = match result {
-            Ok(m) => m.payload_len(),
-            Err((_, m)) => m.payload_len(),
-        };
-        acks.pending_bytes.set(acks.pending_bytes.get().saturating_sub(len as u64));
-        match result {
-            Ok(m) => {
-                acks.logical.set(acks.logical.get().max(logical as i64));
-                acks.broker.set(acks.broker.get().max(m.offset()));
-                acks.record_own(m.offset());
-            }
-            Err((e, m)) => {
-                let msg = format!(
-                    "Kafka refused the record of logical offset {logical} (topic {}, partition {}): {e}",
-                    m.topic(),
-                    m.partition()
-                );
-                acks.failed.borrow_mut().get_or_insert(msg);
-            }
+/// The server thread's bookkeeping for one delivery report.
+fn delivered(acks: &Acks, handed: &mut u64, topic: &str, d: Delivery) {
+    *handed = handed.saturating_sub(1);
+    acks.pending.set(acks.pending.get().saturating_sub(1));
+    acks.pending_bytes.set(acks.pending_bytes.get().saturating_sub(d.len as u64));
+    match d.error {
+        None => {
+            acks.logical.set(acks.logical.get().max(d.logical as i64));
+            acks.broker.set(acks.broker.get().max(d.offset));
+            acks.record_own(d.offset);
+        }
+        Some(e) => {
+            let msg = format!(
+                "Kafka refused the record of logical offset {} (topic {topic}, partition 0): {e}",
+                d.logical
+            );
+            acks.failed.borrow_mut().get_or_insert(msg);
         }
     }
+}
+
+/// Serves the producer's events (up to `max`, waiting up to `wait` for the first): delivery
+/// reports update `acks`; a fatal producer error is returned, naming topic and partition.
+fn serve_reports(
+    producer: &Producer,
+    acks: &Acks,
+    handed: &mut u64,
+    topic: &str,
+    max: usize,
+    wait: Duration,
+) -> Result<usize, String> {
+    producer
+        .serve(max, wait, |d| delivered(acks, handed, topic, d))
+        .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
 }
 
 /// librdkafka writes a byte to this pipe whenever a queue (the producer's main queue, where
@@ -195,7 +187,7 @@ impl ProducerContext for Context {
 /// non-empty edge: drain the queue, then wait.
 struct Wakeup {
     read: std::os::fd::OwnedFd,
-    _write: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
     queue: *mut rdkafka::bindings::rd_kafka_queue_t,
 }
 
@@ -223,7 +215,7 @@ impl Wakeup {
                 1,
             )
         };
-        Ok(Wakeup { read, _write: write, queue })
+        Ok(Wakeup { read, write, queue })
     }
 
     fn fd(&self) -> std::os::fd::RawFd {
@@ -264,14 +256,14 @@ pub struct Journal {
     /// Declared before `producer`: fields drop in order, so the queue handle is released
     /// while the producer still exists.
     wakeup: Wakeup,
-    producer: BaseProducer<Context>,
-    pub acks: Rc<Acks>,
-    /// Records produced since startup.
+    producer: Producer,
+    pub acks: Acks,
+    /// Records journaled since startup.
     pub produced: u64,
     /// The `goblin-applied-through` value of the next records: the consumer position minus one
     /// (see the module documentation). The server sets it after each consumed run.
     pub applied_through: i64,
-    /// The logical offset of the last record produced.
+    /// The logical offset of the last record journaled.
     last_produced: u64,
     /// Batches of other producers' records committed while own records were still
     /// unacknowledged: (the own logical offset before them, their last logical offset). They
@@ -280,7 +272,73 @@ pub struct Journal {
     external_after: VecDeque<(u64, u64)>,
     /// The lineage whose `goblin-replication-id` text is cached, and the text.
     replid_text: (Option<ReplId>, String),
+    /// Broker ack mode: goblin-core forms the produce groups (see `producer`). Records
+    /// committed while a group is with the broker are staged here and handed over as the next
+    /// group once every record of the last one is reported.
+    groups: bool,
+    staged: Staged,
+    /// Records handed to librdkafka and not yet reported.
+    handed: u64,
+    /// (last logical offset, commit time) of each journaled batch not yet acknowledged, oldest
+    /// first: INFO's oldest pending age.
+    unacked_since: VecDeque<(u64, Instant)>,
 }
+
+/// Records waiting for the next group (broker ack mode): values and keys in one buffer.
+#[derive(Default)]
+struct Staged {
+    bytes: Vec<u8>,
+    records: Vec<StagedRecord>,
+}
+
+struct StagedRecord {
+    logical: u64,
+    applied_through: i64,
+    /// The value is `bytes[start..start + value_len]`, the key (if any) follows it.
+    start: usize,
+    value_len: usize,
+    key_len: Option<usize>,
+    /// When its batch was committed (the record's Kafka timestamp), ms since the epoch.
+    timestamp_ms: i64,
+}
+
+impl Staged {
+    fn push(
+        &mut self,
+        logical: u64,
+        applied_through: i64,
+        value: &[u8],
+        key: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        if let Some(k) = key {
+            self.bytes.extend_from_slice(k);
+        }
+        self.records.push(StagedRecord {
+            logical,
+            applied_through,
+            start,
+            value_len: value.len(),
+            key_len: key.map(<[u8]>::len),
+            timestamp_ms,
+        });
+    }
+
+    fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+    }
+}
+
+/// How long broker ack mode lets librdkafka linger at most when a group's send was asked for
+/// and somehow did not happen (a backstop: groups go out when asked, see `producer`).
+const BROKER_MODE_LINGER_MS: &str = "10";
 
 /// `v` in decimal, written into `buf` (an i64 takes at most 20 bytes with its sign).
 fn decimal_text(buf: &mut [u8; 20], v: i64) -> &[u8] {
@@ -329,7 +387,7 @@ impl Journal {
     /// topic and the reason; startup turns them into a non-zero exit before listening.
     pub fn connect(target: KafkaTarget, replies_wait_for_acks: bool) -> Result<Journal, String> {
         check_topic(&target)?;
-        let acks = Rc::new(Acks::default());
+        let acks = Acks::default();
         acks.logical.set(-1);
         acks.broker.set(-1);
         let mut c = base_config(&target);
@@ -340,27 +398,25 @@ impl Journal {
         // Lingering, unless the user set it. In queued mode nobody waits for the
         // acknowledgement, and librdkafka's default 5 ms batches records per wake-up of its
         // broker thread: at -P 1 and -P 16 it halves the process's CPU per journaled write
-        // against 0 ms. In broker ack mode replies wait for the broker, so the linger is short,
-        // but not zero: with one request in flight, records that arrive meanwhile are due at
-        // once, and librdkafka's broker thread then polls its socket with a zero timeout until
-        // the response (a busy loop that took half a core at -P 16, from the server, the
-        // clients and the broker). With 0.5 ms it sleeps instead; its poll() timeout is in
-        // whole milliseconds, so a group goes out a millisecond after its first record at
-        // most, or as soon as a record arrives after 0.5 ms. Against 0 ms: 1.2-1.5x the
-        // throughput at 50 clients and a third of the p99 at -P 1 (docs/BENCHMARKS.md). Holding
-        // records in goblin-core until the end of the loop turn, with no linger, was measured
-        // and dropped (better -P 1 throughput, three times the p99, a third less at -P 16).
+        // against 0 ms. In broker ack mode goblin-core forms the groups and asks for each to go
+        // out at once (see `producer`); the linger there is only a backstop.
         if !target.props.iter().any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms") {
-            c.set("linger.ms", if replies_wait_for_acks { "0.5" } else { "5" });
+            c.set("linger.ms", if replies_wait_for_acks { BROKER_MODE_LINGER_MS } else { "5" });
         }
-        let producer: BaseProducer<Context> = c
-            .create_with_context(Context(ServerThreadOnly(Reports(acks.clone()))))
+        let mut producer = Producer::new(&c, &target.topic)
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
         // SAFETY: the client pointer is valid for the producer's life; the returned queue
         // handle is released in `Wakeup::drop`, before the producer goes.
-        let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.client().native_ptr()) };
+        let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.native()) };
         let wakeup =
             Wakeup::new(queue).map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
+        if replies_wait_for_acks {
+            let fd = wakeup
+                .write
+                .try_clone()
+                .map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
+            producer.start_trigger(fd).map_err(|e| format!("--kafka: cannot start the send trigger: {e}"))?;
+        }
         Ok(Journal {
             target,
             wakeup,
@@ -371,10 +427,15 @@ impl Journal {
             last_produced: 0,
             external_after: VecDeque::new(),
             replid_text: (None, String::new()),
+            groups: replies_wait_for_acks,
+            staged: Staged::default(),
+            handed: 0,
+            unacked_since: VecDeque::new(),
         })
     }
 
-    /// The descriptor that becomes readable when delivery reports wait (see `Wakeup`).
+    /// The descriptor that becomes readable when delivery reports wait (see `Wakeup`), or
+    /// when the send trigger is free again for a staged group.
     pub fn wakeup_fd(&self) -> std::os::fd::RawFd {
         self.wakeup.fd()
     }
@@ -384,53 +445,100 @@ impl Journal {
         self.wakeup.drain()
     }
 
-    /// The journal sink: one record per mutation of a committed batch, in order.
+    /// The journal sink: one record per mutation of a committed batch, in order. In broker ack
+    /// mode the records are staged for the next group (`end_turn`).
     pub fn on_batch(&mut self, batch: &Batch) -> Result<(), String> {
         // The lineage's header text changes only with the lineage: formatted once, not per
         // batch (a batch is often one command); the numbers go through stack buffers.
         if self.replid_text.0 != Some(batch.replid) {
             self.replid_text = (Some(batch.replid), batch.replid.to_string());
         }
-        let replid = self.replid_text.1.as_bytes();
-        let mut through_buf = [0u8; 20];
-        let applied_through = decimal_text(&mut through_buf, self.applied_through);
+        let timestamp_ms = if self.groups { now_ms() } else { 0 };
         for m in batch.iter() {
             let args: Vec<&[u8]> = m.args().collect();
             let key = engine::compaction_key(&args);
-            let mut offset_buf = [0u8; 20];
-            let offset = signed_decimal_text(&mut offset_buf, false, m.offset);
-            let headers = OwnedHeaders::new_with_capacity(4)
-                .insert(Header { key: HEADER_VERSION, value: Some(RECORD_VERSION) })
-                .insert(Header { key: HEADER_ID, value: Some(replid) })
-                .insert(Header { key: HEADER_OFFSET, value: Some(offset) })
-                .insert(Header { key: HEADER_APPLIED_THROUGH, value: Some(applied_through) });
-            let mut record = BaseRecord::with_opaque_to(&self.target.topic, m.offset as usize)
-                .payload(m.bytes)
-                .partition(0)
-                .headers(headers);
-            if let Some(k) = &key {
-                record = record.key(k.as_slice());
-            }
-            loop {
-                match self.producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                        // The local queue is full: let librdkafka deliver some, then retry.
-                        record = r;
-                        self.producer.poll(Duration::from_millis(10));
-                    }
-                    Err((e, _)) => {
-                        return Err(format!(
-                            "cannot journal logical offset {} to topic {}: {e}",
-                            m.offset, self.target.topic
-                        ))
-                    }
-                }
+            if self.groups {
+                self.staged.push(m.offset, self.applied_through, m.bytes, key.as_deref(), timestamp_ms);
+            } else {
+                self.produce_record(m.offset, self.applied_through, m.bytes, key.as_deref(), 0)?;
             }
             self.acks.pending.set(self.acks.pending.get() + 1);
             self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
             self.produced += 1;
             self.last_produced = m.offset;
+        }
+        self.unacked_since.push_back((batch.last_offset(), Instant::now()));
+        Ok(())
+    }
+
+    /// Hands one record to librdkafka, serving delivery reports while its queue is full.
+    fn produce_record(
+        &mut self,
+        logical: u64,
+        applied_through: i64,
+        value: &[u8],
+        key: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<(), String> {
+        let mut offset_buf = [0u8; 20];
+        let offset = signed_decimal_text(&mut offset_buf, false, logical);
+        let mut through_buf = [0u8; 20];
+        let through = decimal_text(&mut through_buf, applied_through);
+        let headers = [
+            (HEADER_VERSION, RECORD_VERSION.as_bytes()),
+            (HEADER_ID, self.replid_text.1.as_bytes()),
+            (HEADER_OFFSET, offset),
+            (HEADER_APPLIED_THROUGH, through),
+        ];
+        loop {
+            match self.producer.produce(value, key, logical, &headers, timestamp_ms) {
+                Ok(()) => break,
+                Err(ProduceError::QueueFull) => {
+                    // The local queue is full: let librdkafka deliver some, then retry.
+                    let topic = &self.target.topic;
+                    serve_reports(
+                        &self.producer,
+                        &self.acks,
+                        &mut self.handed,
+                        topic,
+                        POLL_EVENTS_MAX,
+                        Duration::from_millis(10),
+                    )?;
+                }
+                Err(ProduceError::Other(e)) => {
+                    return Err(format!(
+                        "cannot journal logical offset {logical} to topic {}: {e}",
+                        self.target.topic
+                    ))
+                }
+            }
+        }
+        self.handed += 1;
+        Ok(())
+    }
+
+    /// Hands every staged record to librdkafka, in order.
+    fn hand_staged(&mut self) -> Result<(), String> {
+        let mut staged = std::mem::take(&mut self.staged);
+        let result = staged.records.iter().try_for_each(|r| {
+            let value = &staged.bytes[r.start..r.start + r.value_len];
+            let key = r.key_len.map(|n| &staged.bytes[r.start + r.value_len..r.start + r.value_len + n]);
+            self.produce_record(r.logical, r.applied_through, value, key, r.timestamp_ms)
+        });
+        staged.clear();
+        self.staged = staged;
+        result
+    }
+
+    /// The end of a loop turn. In broker ack mode: once the last group is fully reported and
+    /// the send trigger is free (when it is not, it wakes the server through the pipe as soon
+    /// as it is), the staged records go to librdkafka as the next group, and its send is asked
+    /// for at once. Waiting for the end of the turn makes the group as large as the turn's
+    /// commands allow; the replies released by the last group's reports went out before.
+    pub fn end_turn(&mut self) -> Result<(), String> {
+        if self.groups && self.handed == 0 && !self.staged.is_empty() && !self.producer.trigger_busy() {
+            self.hand_staged()?;
+            self.producer.fire();
         }
         Ok(())
     }
@@ -469,24 +577,22 @@ impl Journal {
         self.applied_through = position - 1;
     }
 
-    /// Serves delivery reports (server thread only). Err: a record was refused for good.
+    /// Serves delivery reports (server thread only). Err: a record was refused for good, or
+    /// the producer failed fatally.
     pub fn poll(&mut self) -> Result<(), String> {
-        // `BaseProducer::poll(ZERO)` serves one event, and the wake-up byte comes only on the
-        // queue's empty -> non-empty edge: serve until the queue is empty, or the reports
-        // left behind would wait for the cron, one event per tick.
-        for _ in 0..POLL_EVENTS_MAX {
-            self.producer.poll(Duration::ZERO);
-            if self.wakeup.queued() == 0 {
-                break;
-            }
+        let topic = &self.target.topic;
+        serve_reports(&self.producer, &self.acks, &mut self.handed, topic, POLL_EVENTS_MAX, Duration::ZERO)?;
+        if let Some(e) = self.acks.failed.borrow().as_ref() {
+            return Err(e.clone());
         }
         if !self.external_after.is_empty() {
             self.advance_over_external();
         }
-        match self.acks.failed.borrow().as_ref() {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
+        let acked = self.acks.logical.get();
+        while self.unacked_since.front().is_some_and(|&(last, _)| last as i64 <= acked) {
+            self.unacked_since.pop_front();
         }
+        Ok(())
     }
 
     /// Records not yet acknowledged.
@@ -499,13 +605,43 @@ impl Journal {
         self.acks.pending_bytes.get()
     }
 
+    /// How long the oldest unacknowledged record has waited (zero when none waits).
+    pub fn oldest_pending_age(&self) -> Duration {
+        match self.unacked_since.front() {
+            Some(&(last, since)) if self.acks.pending.get() > 0 && last as i64 > self.acks.logical.get() => {
+                since.elapsed()
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
     /// At shutdown: waits (at most `bound`) until every record is acknowledged.
     pub fn flush(&mut self, bound: Duration) -> Result<(), String> {
-        self.producer
-            .flush(bound)
-            .map_err(|e| format!("records still unacknowledged after {bound:?}: {e}"))?;
+        let deadline = Instant::now() + bound;
+        // Staged records follow the group in flight into librdkafka, which keeps their order.
+        self.hand_staged()?;
+        while self.handed > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("{} records still unacknowledged after {bound:?}", self.handed));
+            }
+            self.producer.flush_for(left.min(Duration::from_millis(10)));
+            let topic = &self.target.topic;
+            serve_reports(
+                &self.producer,
+                &self.acks,
+                &mut self.handed,
+                topic,
+                POLL_EVENTS_MAX,
+                Duration::ZERO,
+            )?;
+        }
         self.poll()
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Startup check of the topic: it exists (or is created with one partition and the delete

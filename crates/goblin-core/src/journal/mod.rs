@@ -5,6 +5,7 @@
 //!   goblin-core owns refused by name.
 //! - [`kafka`] (cargo feature `kafka`, on by default): the producer behind the batch sink, the
 //!   startup topic checks, and the startup replay.
+//! - [`producer`]: the librdkafka producer in event mode, and broker ack mode's send trigger.
 //! - [`reader`]: the startup replay's reader thread, which takes records from librdkafka and
 //!   decodes their headers off the server thread.
 //! - [`kafka::Consumer`]: the running primary's consumer of its own topic, which applies other
@@ -13,6 +14,8 @@
 
 #[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(feature = "kafka")]
+mod producer;
 #[cfg(feature = "kafka")]
 mod reader;
 pub mod target;

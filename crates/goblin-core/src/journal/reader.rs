@@ -187,9 +187,9 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t) -> Record {
             }
             idx += 1;
             let slot: &mut Option<&[u8]> = match std::ffi::CStr::from_ptr(name).to_bytes() {
-                n if n == HEADER_ID.as_bytes() => &mut id,
-                n if n == HEADER_OFFSET.as_bytes() => &mut offset,
-                n if n == HEADER_APPLIED_THROUGH.as_bytes() => &mut through,
+                n if n == HEADER_ID.to_bytes() => &mut id,
+                n if n == HEADER_OFFSET.to_bytes() => &mut offset,
+                n if n == HEADER_APPLIED_THROUGH.to_bytes() => &mut through,
                 _ => continue,
             };
             // The first occurrence with a value wins (a null value counts as absent).
