@@ -427,6 +427,8 @@ impl Server {
         if let Some(j) = &journal {
             let fd = j.journal.wakeup_fd();
             self.poll.registry().register(&mut mio::unix::SourceFd(&fd), JOURNAL, Interest::READABLE)?;
+            let fd = j.journal.timer_fd();
+            self.poll.registry().register(&mut mio::unix::SourceFd(&fd), JOURNAL, Interest::READABLE)?;
             let fd = j.consumer.wakeup_fd();
             self.poll.registry().register(&mut mio::unix::SourceFd(&fd), CONSUMER, Interest::READABLE)?;
             // Drain first, then wait: records may have arrived before the registration.
@@ -556,7 +558,14 @@ impl Server {
             }
             let acked = j.journal.acks.logical.get();
             if !self.held.is_empty() {
+                let before = self.held.len();
                 self.release_held(acked);
+                let released = before - self.held.len();
+                if released > 0 {
+                    if let Some(j) = &mut self.journal {
+                        j.journal.released(released);
+                    }
+                }
             }
             self.firehose_release(acked);
             self.update_input_pause();

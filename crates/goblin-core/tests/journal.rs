@@ -458,6 +458,42 @@ fn info_reports_the_age_and_retained_bytes_of_unacknowledged_writes() {
     drop(k);
 }
 
+/// Broker ack mode forms its produce groups itself and waits briefly for the writes of the
+/// clients the last group released: clients that go quiet after their write must not hold the
+/// others' writes back for good. Ten clients write once together, nine go quiet, and the tenth
+/// goes on writing one INCR at a time, each acknowledged in turn.
+#[test]
+fn broker_mode_groups_do_not_wait_for_clients_that_went_quiet() {
+    use std::io::{Read, Write};
+    let k = Kaka::start();
+    let uri = k.uri("journal-groups");
+    let s = Server::start(&["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""]);
+    let mut clients: Vec<TcpStream> =
+        (0..10).map(|_| TcpStream::connect(("127.0.0.1", s.port)).unwrap()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let key = format!("q{i}");
+        c.write_all(format!("*2\r\n$4\r\nINCR\r\n${}\r\n{key}\r\n", key.len()).as_bytes()).unwrap();
+    }
+    for c in &mut clients {
+        let mut b = [0u8; 4];
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b":1\r\n");
+    }
+    let active = &mut clients[0];
+    for n in 2..=200u32 {
+        active.write_all(b"*2\r\n$4\r\nINCR\r\n$2\r\nq0\r\n").unwrap();
+        let want = format!(":{n}\r\n");
+        let mut b = vec![0u8; want.len()];
+        active.read_exact(&mut b).expect("each write is acknowledged while the others stay quiet");
+        assert_eq!(b, want.as_bytes());
+    }
+    let mut con = s.conn();
+    wait_acked(&mut con);
+    let m = info(&mut con, "kafka");
+    assert_eq!(m["kafka_records_produced"], "209", "{m:?}");
+}
+
 /// A snapshot without Kafka cursors (saved by a server running without --kafka) falls back to
 /// the first record at or after the file's creation time minus --kafka-time-buffer.
 #[test]

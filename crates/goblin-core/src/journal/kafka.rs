@@ -282,6 +282,15 @@ pub struct Journal {
     /// (last logical offset, commit time) of each journaled batch not yet acknowledged, oldest
     /// first: INFO's oldest pending age.
     unacked_since: VecDeque<(u64, Instant)>,
+    /// Broker ack mode: how many clients the last group's reports released. Each is likely to
+    /// send its next write at once, so the next group waits (at most `GROUP_GAP` after the
+    /// last staged record) until that many records are staged.
+    expect: usize,
+    /// When the last record was staged.
+    last_staged: Option<Instant>,
+    /// A timer (timerfd) that wakes the loop when the wait for the next group runs out; it
+    /// shares the journal's token.
+    timer: Timer,
 }
 
 /// Records waiting for the next group (broker ack mode): values and keys in one buffer.
@@ -431,6 +440,9 @@ impl Journal {
             staged: Staged::default(),
             handed: 0,
             unacked_since: VecDeque::new(),
+            expect: 0,
+            last_staged: None,
+            timer: Timer::new().map_err(|e| format!("--kafka: cannot create a timer: {e}"))?,
         })
     }
 
@@ -440,9 +452,11 @@ impl Journal {
         self.wakeup.fd()
     }
 
-    /// Empties the wake-up pipe (before polling: a report arriving after this writes again).
+    /// Empties the wake-up pipe (before polling: a report arriving after this writes again),
+    /// and clears the wait timer.
     pub fn drain_wakeup(&self) {
-        self.wakeup.drain()
+        self.wakeup.drain();
+        self.timer.clear();
     }
 
     /// The journal sink: one record per mutation of a committed batch, in order. In broker ack
@@ -454,6 +468,9 @@ impl Journal {
             self.replid_text = (Some(batch.replid), batch.replid.to_string());
         }
         let timestamp_ms = if self.groups { now_ms() } else { 0 };
+        if self.groups {
+            self.last_staged = Some(Instant::now());
+        }
         for m in batch.iter() {
             let args: Vec<&[u8]> = m.args().collect();
             let key = engine::compaction_key(&args);
@@ -530,17 +547,46 @@ impl Journal {
         result
     }
 
-    /// The end of a loop turn. In broker ack mode: once the last group is fully reported and
-    /// the send trigger is free (when it is not, it wakes the server through the pipe as soon
-    /// as it is), the staged records go to librdkafka as the next group, and its send is asked
-    /// for at once. Waiting for the end of the turn makes the group as large as the turn's
-    /// commands allow; the replies released by the last group's reports went out before.
+    /// The end of a loop turn. In broker ack mode, the staged records go to librdkafka as the
+    /// next group, and its send is asked for at once, when
+    /// - the last group is fully reported (one request in flight),
+    /// - the send trigger is free (when it is not, it wakes the server through the pipe as
+    ///   soon as it is), and
+    /// - the group is complete: as many records as the last group's reports released clients
+    ///   (each such client usually sends its next write right away), or no record for
+    ///   `GROUP_GAP`. Without this wait, the first of the released clients' writes would leave
+    ///   as a group of its own, the rest would form the next, and groups would alternate
+    ///   between small and large.
     pub fn end_turn(&mut self) -> Result<(), String> {
-        if self.groups && self.handed == 0 && !self.staged.is_empty() && !self.producer.trigger_busy() {
-            self.hand_staged()?;
-            self.producer.fire();
+        if !self.groups || self.handed > 0 || self.staged.is_empty() {
+            return Ok(());
         }
+        if self.staged.records.len() < self.expect {
+            if let Some(last) = self.last_staged {
+                let left = (last + GROUP_GAP).saturating_duration_since(Instant::now());
+                if !left.is_zero() {
+                    self.timer.arm(left);
+                    return Ok(());
+                }
+            }
+        }
+        if self.producer.trigger_busy() {
+            return Ok(());
+        }
+        self.expect = 0;
+        self.hand_staged()?;
+        self.producer.fire();
         Ok(())
+    }
+
+    /// Broker ack mode: `n` clients' replies were just released by delivery reports.
+    pub fn released(&mut self, n: usize) {
+        self.expect = n;
+    }
+
+    /// The wait timer's descriptor (registered under the journal's token).
+    pub fn timer_fd(&self) -> std::os::fd::RawFd {
+        self.timer.fd()
     }
 
     /// A batch of other producers' records was committed at logical offsets through `last`.
@@ -637,6 +683,54 @@ impl Journal {
             )?;
         }
         self.poll()
+    }
+}
+
+/// Broker ack mode: how long the next group waits for another record before it leaves
+/// incomplete (see `Journal::end_turn`). Released clients' writes arrive microseconds apart;
+/// this bounds what a client that went quiet costs the others.
+const GROUP_GAP: Duration = Duration::from_micros(100);
+
+/// A one-shot monotonic timer whose descriptor becomes readable when it expires (timerfd:
+/// microsecond precision, where the poll timeout has milliseconds).
+struct Timer(std::os::fd::OwnedFd);
+
+impl Timer {
+    fn new() -> std::io::Result<Timer> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscall; the descriptor is ours on success.
+        let fd =
+            unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor, owned from here.
+        Ok(Timer(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.0.as_raw_fd()
+    }
+
+    /// Expires once, `after` from now (re-arming replaces the previous expiry).
+    fn arm(&self, after: Duration) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos().max(1) as libc::c_long,
+            },
+        };
+        // SAFETY: valid descriptor and spec; a failure only leaves the cron as the backstop.
+        unsafe { libc::timerfd_settime(self.fd(), 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Consumes an expiry (so the descriptor is no longer readable).
+    fn clear(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: non-blocking read into our buffer.
+        unsafe { libc::read(self.fd(), buf.as_mut_ptr().cast(), buf.len()) };
     }
 }
 
