@@ -95,7 +95,7 @@ impl Server {
             // Other producers' records are in the topic already: never journaled again.
             if batch.origin == Origin::External {
                 j.journal.external_committed(last);
-            } else if let Err(e) = j.journal.on_batch(&batch) {
+            } else if let Err(e) = j.journal.on_batch(&batch, self.turn_start, self.clock_ms) {
                 self.journal_failed(&e);
             }
         }

@@ -266,7 +266,7 @@ pub struct Server {
     pub(crate) used_memory: crate::commands::info::UsedMemory,
     /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
     /// seconds, is stamped from it instead of reading the clock per read).
-    turn_start: Instant,
+    pub(crate) turn_start: Instant,
     /// Whether the next wait spins for up to `--busy-poll-us` first; see `wait_for_events`.
     busy_poll: bool,
     /// When the command now running started (the commandstats clock read): a script takes it

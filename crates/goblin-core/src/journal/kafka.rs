@@ -460,17 +460,16 @@ impl Journal {
     }
 
     /// The journal sink: one record per mutation of a committed batch, in order. In broker ack
-    /// mode the records are staged for the next group (`end_turn`).
-    pub fn on_batch(&mut self, batch: &Batch) -> Result<(), String> {
+    /// mode the records are staged for the next group (`end_turn`). `now` and `now_ms` are the
+    /// server's clocks for this loop turn (reading the clock per batch costs more than it
+    /// tells: the oldest pending age and a staged record's timestamp need no finer grain).
+    pub fn on_batch(&mut self, batch: &Batch, now: Instant, now_ms: i64) -> Result<(), String> {
         // The lineage's header text changes only with the lineage: formatted once, not per
         // batch (a batch is often one command); the numbers go through stack buffers.
         if self.replid_text.0 != Some(batch.replid) {
             self.replid_text = (Some(batch.replid), batch.replid.to_string());
         }
-        let timestamp_ms = if self.groups { now_ms() } else { 0 };
-        if self.groups {
-            self.last_staged = Some(Instant::now());
-        }
+        let timestamp_ms = if self.groups { now_ms } else { 0 };
         for m in batch.iter() {
             let args: Vec<&[u8]> = m.args().collect();
             let key = engine::compaction_key(&args);
@@ -484,7 +483,10 @@ impl Journal {
             self.produced += 1;
             self.last_produced = m.offset;
         }
-        self.unacked_since.push_back((batch.last_offset(), Instant::now()));
+        self.unacked_since.push_back((batch.last_offset(), now));
+        if self.groups {
+            self.last_staged = Some(Instant::now());
+        }
         Ok(())
     }
 
@@ -732,10 +734,6 @@ impl Timer {
         // SAFETY: non-blocking read into our buffer.
         unsafe { libc::read(self.fd(), buf.as_mut_ptr().cast(), buf.len()) };
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Startup check of the topic: it exists (or is created with one partition and the delete
