@@ -338,6 +338,48 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
     }
 }
 
+/// SIGTERM during a pipelined write flood, in each ack mode: the server flushes what it holds
+/// (in queued mode, records lingering in librdkafka; in broker mode, the group in flight and
+/// the records staged behind it) before it exits 0, so after a restart every acknowledged
+/// write is there exactly once. In queued mode this is what tells a graceful stop from a crash.
+#[test]
+fn sigterm_flushes_every_acknowledged_write_in_both_ack_modes() {
+    let k = Kaka::start();
+    for mode in ["queued", "broker"] {
+        let uri = k.uri(&format!("journal-sigterm-{mode}"));
+        let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", mode, "--save", ""];
+        let mut s = Server::start(&args);
+        let port = s.port;
+        let progress = Arc::new(AtomicU64::new(0));
+        let writers = std::thread::spawn({
+            let progress = progress.clone();
+            move || flood(port, &[0, 0, 0, 0], progress, None)
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while progress.load(Ordering::Relaxed) < 2000 {
+            assert!(Instant::now() < deadline, "{mode}: the flood made no progress");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let st = s.stop();
+        assert!(st.success(), "{mode}: exit status {st:?}\n{}", s.log());
+        let results = writers.join().unwrap();
+        assert!(s.log().contains("Kafka journal flushed"), "{mode}: {}", s.log());
+        let r = Server::start(&args);
+        let mut con = r.conn();
+        for (c, f) in results.iter().enumerate() {
+            let items: Vec<u64> =
+                redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
+            assert_eq!(items, (1..=items.len() as u64).collect::<Vec<_>>(), "{mode}, client {c}");
+            assert!(
+                items.len() as u64 >= f.acked,
+                "{mode}, client {c}: {} < acknowledged {}",
+                items.len(),
+                f.acked
+            );
+        }
+    }
+}
+
 /// The broker goes away at runtime and comes back: in broker ack mode the writers' replies
 /// wait, unacknowledged bytes pass the watermark and input pauses (another client's PING gets
 /// no answer meanwhile), and when the broker returns everything is acknowledged, in order,
