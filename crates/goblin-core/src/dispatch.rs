@@ -17,6 +17,15 @@ pub(crate) const CLOCK_EVERY: u32 = 64;
 /// Redis's refusal of a command that may grow memory while used memory is above maxmemory.
 pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
 
+/// The size of `args` as a RESP2 array of bulk strings (the request, and the mutation a plain
+/// write becomes).
+fn resp2_len(args: &[&[u8]]) -> usize {
+    fn digits(n: usize) -> usize {
+        n.checked_ilog10().map_or(1, |d| d as usize + 1)
+    }
+    3 + digits(args.len()) + args.iter().map(|a| 5 + digits(a.len()) + a.len()).sum::<usize>()
+}
+
 impl Server {
     /// Executes every complete request at the front of `buf` for `conn`, appending the replies
     /// to `conn.out` in order. Returns how many bytes were consumed: the rest is a partial
@@ -174,6 +183,25 @@ impl Server {
                 return self.refuse(conn, spec, OOM);
             }
         }
+        // The Kafka journal holds one mutation per record: a write whose request alone would not
+        // fit in one is refused before it runs (run, it could not be journaled, and the server
+        // would have to stop). Inside MULTI it fails the transaction, as an OOM does.
+        if let Some(limit) = self.journal_record_limit() {
+            if spec.flags.has(engine::Flags::WRITE) {
+                let mut size = resp2_len(args) + args.get(1).map_or(0, |k| k.len());
+                // APPEND and SETRANGE journal the whole new value (`SET key value KEEPTTL`).
+                if matches!(spec.name, "append" | "setrange") && args.len() >= 3 {
+                    size += self.string_len(args[1]);
+                }
+                if size > limit {
+                    let msg = format!(
+                        "ERR the write takes {size} bytes, more than the Kafka journal's record size limit \
+                         ({limit} bytes: the topic's max.message.bytes, less the record's headers)"
+                    );
+                    return self.refuse(conn, spec, msg.as_bytes());
+                }
+            }
+        }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
             if matches!(spec.name, "shutdown" | "save" | "goblin.firehose") {
@@ -260,6 +288,16 @@ impl Server {
     /// A command refused before it runs (Redis's rejectCommand): inside MULTI the transaction
     /// is flagged to fail at EXEC; a refused EXEC ends the transaction at once, answering
     /// `EXECABORT Transaction discarded because of: <reason>`.
+    /// The length of the string at `key` (0 when missing or not a string), through STRLEN.
+    fn string_len(&mut self, key: &[u8]) -> usize {
+        let mut out = Vec::new();
+        self.engine.run(&[b"STRLEN", key], self.clock_ms, &mut out);
+        out.strip_prefix(b":")
+            .and_then(|r| std::str::from_utf8(r).ok())
+            .and_then(|r| r.trim_end().parse().ok())
+            .unwrap_or(0)
+    }
+
     fn refuse(&mut self, conn: &mut Conn, spec: &'static CommandSpec, msg: &[u8]) {
         if spec.name == "exec" {
             conn.multi = None;

@@ -621,6 +621,15 @@ impl Server {
         std::process::exit(FAIL_STOP_EXIT_CODE);
     }
 
+    /// The largest write request the Kafka journal can hold in one record (None: no journal).
+    pub(crate) fn journal_record_limit(&self) -> Option<usize> {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            return Some(j.journal.record_limit);
+        }
+        None
+    }
+
     /// The first broker offset of the topic the server thread has not processed yet (-1: no
     /// journal). Snapshots save it (DESIGN.md decision 3).
     /// On a replica: how far its state reflects other producers' records (see

@@ -380,6 +380,45 @@ fn sigterm_flushes_every_acknowledged_write_in_both_ack_modes() {
     }
 }
 
+/// A write too large for one record of the topic is refused before it runs, with an error that
+/// names the limit: the server goes on, nothing is stored, and inside MULTI the transaction
+/// fails at EXEC. A large write that fits is journaled and recovered as usual.
+#[test]
+fn writes_larger_than_a_record_are_refused_before_they_run() {
+    let k = Kaka::start();
+    let uri = k.uri("journal-big");
+    let args = ["--kafka", uri.as_str(), "--save", ""];
+    let s = Server::start(&args);
+    let mut con = s.conn();
+    let big = vec![b'x'; 1_500_000];
+    let err = redis::cmd("SET").arg("big").arg(&big).query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("record size limit"), "{err}");
+    let err = redis::cmd("HSET").arg("h").arg("f").arg(&big).query::<i64>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("record size limit"), "{err}");
+    let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+    assert!(redis::cmd("SET").arg("big").arg(&big).query::<()>(&mut con).is_err());
+    let err = redis::cmd("EXEC").query::<redis::Value>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("Transaction discarded"), "{err}");
+    let fits = vec![b'y'; 200_000];
+    let _: () = redis::cmd("SET").arg("fits").arg(&fits).query(&mut con).unwrap();
+    // APPEND journals the whole new value: growing a string past the limit is refused too.
+    let _: () = redis::cmd("SET").arg("s").arg(vec![b's'; 900_000]).query(&mut con).unwrap();
+    let err = redis::cmd("APPEND").arg("s").arg(&fits).query::<i64>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("record size limit"), "{err}");
+    let len: i64 = redis::cmd("STRLEN").arg("s").query(&mut con).unwrap();
+    assert_eq!(len, 900_000);
+    let n: i64 = redis::cmd("EXISTS").arg("big").arg("h").query(&mut con).unwrap();
+    assert_eq!(n, 0);
+    wait_acked(&mut con);
+    drop(s);
+    let r = Server::start(&args);
+    let mut con = r.conn();
+    let got: Vec<u8> = redis::cmd("GET").arg("fits").query(&mut con).unwrap();
+    assert_eq!(got, fits);
+    let n: i64 = redis::cmd("EXISTS").arg("big").arg("h").query(&mut con).unwrap();
+    assert_eq!(n, 0);
+}
+
 /// The broker goes away at runtime and comes back: in broker ack mode the writers' replies
 /// wait, unacknowledged bytes pass the watermark and input pauses (another client's PING gets
 /// no answer meanwhile), and when the broker returns everything is acknowledged, in order,

@@ -24,10 +24,11 @@
 //! applies them where the primary did: before an own record stamped b, every held record at
 //! or below b.
 //!
-//! Threads: librdkafka's own threads do the network work. Delivery reports run inside
-//! `BaseProducer::poll`, and consumed records are taken from the consumer's queue, both only
-//! on the server thread, so the acknowledged offsets and the consumer position are plain
-//! fields of the server thread's state.
+//! Threads: librdkafka's own threads do the network work. Delivery reports are events that the
+//! server thread serves (`producer`), and consumed records are taken from the consumer's
+//! queue on the server thread too, so the acknowledged offsets and the consumer position are
+//! plain fields of the server thread's state. In broker ack mode one more thread,
+//! `journal-trigger`, only asks librdkafka to send each group (see `producer`).
 
 use super::producer::{Delivery, ProduceError, Producer};
 use super::reader;
@@ -282,6 +283,9 @@ pub struct Journal {
     /// (last logical offset, commit time) of each journaled batch not yet acknowledged, oldest
     /// first: INFO's oldest pending age.
     unacked_since: VecDeque<(u64, Instant)>,
+    /// The largest write request (RESP2 bytes, key included once more) this journal can hold
+    /// in one record; the server refuses larger writes before running them.
+    pub record_limit: usize,
     /// Broker ack mode: how many clients the last group's reports released. Each is likely to
     /// send its next write at once, so the next group waits (at most `GROUP_GAP` after the
     /// last staged record) until that many records are staged.
@@ -395,7 +399,7 @@ impl Journal {
     /// Connects, checks (or creates) the topic, and builds the producer. Errors name the
     /// topic and the reason; startup turns them into a non-zero exit before listening.
     pub fn connect(target: KafkaTarget, replies_wait_for_acks: bool) -> Result<Journal, String> {
-        check_topic(&target)?;
+        let topic_max = check_topic(&target)?;
         let acks = Acks::default();
         acks.logical.set(-1);
         acks.broker.set(-1);
@@ -412,6 +416,17 @@ impl Journal {
         if !target.props.iter().any(|(k, _)| k == "linger.ms" || k == "queue.buffering.max.ms") {
             c.set("linger.ms", if replies_wait_for_acks { BROKER_MODE_LINGER_MS } else { "5" });
         }
+        // The largest record this journal can write: the topic's limit, and librdkafka's own
+        // (a user's message.max.bytes, else its default), less room for the record's headers,
+        // key and batch framing. Writes larger than that are refused before they run
+        // (`Journal::record_limit`).
+        let producer_max = target
+            .props
+            .iter()
+            .find(|(k, _)| k == "message.max.bytes")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(LIBRDKAFKA_MESSAGE_MAX_BYTES);
+        let record_limit = topic_max.unwrap_or(usize::MAX).min(producer_max).saturating_sub(RECORD_OVERHEAD);
         let mut producer = Producer::new(&c, &target.topic)
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
         // SAFETY: the client pointer is valid for the producer's life; the returned queue
@@ -440,6 +455,7 @@ impl Journal {
             staged: Staged::default(),
             handed: 0,
             unacked_since: VecDeque::new(),
+            record_limit,
             expect: 0,
             last_staged: None,
             timer: Timer::new().map_err(|e| format!("--kafka: cannot create a timer: {e}"))?,
@@ -473,6 +489,18 @@ impl Journal {
         for m in batch.iter() {
             let args: Vec<&[u8]> = m.args().collect();
             let key = engine::compaction_key(&args);
+            let size = m.bytes.len() + key.as_ref().map_or(0, Vec::len);
+            if size > self.record_limit {
+                // Written already (the request was smaller: a derived write, such as APPEND's
+                // whole new value); it cannot be journaled, so the server must stop.
+                return Err(format!(
+                    "the mutation at logical offset {} takes {size} bytes, more than a record of topic {} \
+                     holds ({} bytes with its headers: max.message.bytes)",
+                    m.offset,
+                    self.target.topic,
+                    self.record_limit + RECORD_OVERHEAD
+                ));
+            }
             if self.groups {
                 self.staged.push(m.offset, self.applied_through, m.bytes, key.as_deref(), timestamp_ms);
             } else {
@@ -688,6 +716,14 @@ impl Journal {
     }
 }
 
+/// librdkafka's default `message.max.bytes` (a single record larger than that is refused by
+/// the client itself).
+const LIBRDKAFKA_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
+/// Room left in a record for what is not the mutation: the record batch's framing (61 bytes),
+/// the record's own varints, the four headers (about 150 bytes) and slack.
+const RECORD_OVERHEAD: usize = 1024;
+
 /// Broker ack mode: how long the next group waits for another record before it leaves
 /// incomplete (see `Journal::end_turn`). Released clients' writes arrive microseconds apart;
 /// this bounds what a client that went quiet costs the others.
@@ -737,8 +773,9 @@ impl Timer {
 }
 
 /// Startup check of the topic: it exists (or is created with one partition and the delete
-/// policy), has exactly one partition, and is not compacted.
-fn check_topic(t: &KafkaTarget) -> Result<(), String> {
+/// policy), has exactly one partition, and is not compacted. Returns its `max.message.bytes`
+/// when the broker reports it.
+fn check_topic(t: &KafkaTarget) -> Result<Option<usize>, String> {
     let mut c = base_config(t);
     c.set("allow.auto.create.topics", "false");
     let admin: AdminClient<DefaultClientContext> =
@@ -806,6 +843,7 @@ fn check_topic(t: &KafkaTarget) -> Result<(), String> {
     }
     let res = block_on(admin.describe_configs([&ResourceSpecifier::Topic(&t.topic)], &opts))
         .map_err(|e| format!("--kafka: cannot read the configuration of topic {}: {e}", t.topic))?;
+    let mut max_message_bytes = None;
     for r in res {
         let resource =
             r.map_err(|e| format!("--kafka: cannot read the configuration of topic {}: {e}", t.topic))?;
@@ -819,8 +857,9 @@ fn check_topic(t: &KafkaTarget) -> Result<(), String> {
                 ));
             }
         }
+        max_message_bytes = resource.get("max.message.bytes").and_then(|e| e.value.as_deref()?.parse().ok());
     }
-    Ok(())
+    Ok(max_message_bytes)
 }
 
 /// Where a replay starts.
