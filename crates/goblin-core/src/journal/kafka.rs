@@ -166,21 +166,6 @@ fn delivered(acks: &Acks, handed: &mut u64, topic: &str, d: Delivery) {
     }
 }
 
-/// Serves the producer's events (up to `max`, waiting up to `wait` for the first): delivery
-/// reports update `acks`; a fatal producer error is returned, naming topic and partition.
-fn serve_reports(
-    producer: &Producer,
-    acks: &Acks,
-    handed: &mut u64,
-    topic: &str,
-    max: usize,
-    wait: Duration,
-) -> Result<usize, String> {
-    producer
-        .serve(max, wait, |d| delivered(acks, handed, topic, d))
-        .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
-}
-
 /// librdkafka writes a byte to this pipe whenever a queue (the producer's main queue, where
 /// delivery reports arrive; the consumer's queue, where fetched records arrive) becomes
 /// non-empty: the server registers the read end in its poll set, so a report or a record
@@ -531,26 +516,18 @@ impl Journal {
         let offset = signed_decimal_text(&mut offset_buf, false, logical);
         let mut through_buf = [0u8; 20];
         let through = decimal_text(&mut through_buf, applied_through);
-        let headers = [
-            (HEADER_VERSION, RECORD_VERSION.as_bytes()),
-            (HEADER_ID, self.replid_text.1.as_bytes()),
-            (HEADER_OFFSET, offset),
-            (HEADER_APPLIED_THROUGH, through),
-        ];
         loop {
+            let headers = [
+                (HEADER_VERSION, RECORD_VERSION.as_bytes()),
+                (HEADER_ID, self.replid_text.1.as_bytes()),
+                (HEADER_OFFSET, offset),
+                (HEADER_APPLIED_THROUGH, through),
+            ];
             match self.producer.produce(value, key, logical, &headers, timestamp_ms) {
                 Ok(()) => break,
                 Err(ProduceError::QueueFull) => {
                     // The local queue is full: let librdkafka deliver some, then retry.
-                    let topic = &self.target.topic;
-                    serve_reports(
-                        &self.producer,
-                        &self.acks,
-                        &mut self.handed,
-                        topic,
-                        POLL_EVENTS_MAX,
-                        Duration::from_millis(10),
-                    )?;
+                    self.serve_reports(Duration::from_millis(10))?;
                 }
                 Err(ProduceError::Other(e)) => {
                     return Err(format!(
@@ -562,6 +539,15 @@ impl Journal {
         }
         self.handed += 1;
         Ok(())
+    }
+
+    /// Serves the producer's events (waiting up to `wait` for the first): delivery reports
+    /// update `acks`; a fatal producer error is returned, naming topic and partition.
+    fn serve_reports(&mut self, wait: Duration) -> Result<usize, String> {
+        let (acks, handed, topic) = (&self.acks, &mut self.handed, &self.target.topic);
+        self.producer
+            .serve(POLL_EVENTS_MAX, wait, |d| delivered(acks, handed, topic, d))
+            .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
     }
 
     /// Hands every staged record to librdkafka, in order.
@@ -656,8 +642,7 @@ impl Journal {
     /// Serves delivery reports (server thread only). Err: a record was refused for good, or
     /// the producer failed fatally.
     pub fn poll(&mut self) -> Result<(), String> {
-        let topic = &self.target.topic;
-        serve_reports(&self.producer, &self.acks, &mut self.handed, topic, POLL_EVENTS_MAX, Duration::ZERO)?;
+        self.serve_reports(Duration::ZERO)?;
         if let Some(e) = self.acks.failed.borrow().as_ref() {
             return Err(e.clone());
         }
@@ -702,15 +687,7 @@ impl Journal {
                 return Err(format!("{} records still unacknowledged after {bound:?}", self.handed));
             }
             self.producer.flush_for(left.min(Duration::from_millis(10)));
-            let topic = &self.target.topic;
-            serve_reports(
-                &self.producer,
-                &self.acks,
-                &mut self.handed,
-                topic,
-                POLL_EVENTS_MAX,
-                Duration::ZERO,
-            )?;
+            self.serve_reports(Duration::ZERO)?;
         }
         self.poll()
     }
