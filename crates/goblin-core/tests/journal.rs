@@ -266,6 +266,24 @@ fn flood(port: u16, start: &[u64], progress: Arc<AtomicU64>, until: Option<Insta
     handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
+/// The flood's lists on a recovered server: each client's list is exactly 1..n (nothing lost
+/// inside it, nothing applied twice), with n at least what the client saw acknowledged.
+/// Returns the lengths.
+fn assert_flood_lists(con: &mut redis::Connection, acked: &[u64], what: &str) -> Vec<u64> {
+    acked
+        .iter()
+        .enumerate()
+        .map(|(c, &acked)| {
+            let items: Vec<u64> =
+                redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(con).unwrap();
+            let n = items.len() as u64;
+            assert_eq!(items, (1..=n).collect::<Vec<_>>(), "{what}, client {c}: a write lost or duplicated");
+            assert!(n >= acked, "{what}, client {c}: {n} < acknowledged {acked}");
+            n
+        })
+        .collect()
+}
+
 /// The seed's durability promise in broker ack mode: SIGKILL during a pipelined write flood,
 /// restart from the same command line, and every acknowledged write is there exactly once
 /// (each client's list is exactly 1..n, with n at least what it saw acknowledged).
@@ -289,18 +307,7 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
         {
             let mut con = s.conn();
             // What the recovered server holds: each list exactly 1..n, n >= acknowledged.
-            for (c, acked) in start.iter_mut().enumerate() {
-                let items: Vec<u64> =
-                    redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
-                let want: Vec<u64> = (1..=items.len() as u64).collect();
-                assert_eq!(items, want, "round {round}, client {c}: a write lost or duplicated");
-                assert!(
-                    items.len() as u64 >= *acked,
-                    "round {round}, client {c}: {} < acknowledged {acked}",
-                    items.len()
-                );
-                *acked = items.len() as u64;
-            }
+            start = assert_flood_lists(&mut con, &start, &format!("round {round}"));
             assert_eq!(info(&mut con, "kafka")["kafka_ack_mode"], "broker");
         }
         let port = s.port;
@@ -329,13 +336,7 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
     }
     // A last restart checks the third round.
     let s = Server::start(&args);
-    let mut con = s.conn();
-    for (c, acked) in start.iter().enumerate() {
-        let items: Vec<u64> =
-            redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
-        assert_eq!(items, (1..=items.len() as u64).collect::<Vec<_>>(), "client {c}");
-        assert!(items.len() as u64 >= *acked, "client {c}: {} < acknowledged {acked}", items.len());
-    }
+    assert_flood_lists(&mut s.conn(), &start, "after the last round");
 }
 
 /// SIGTERM during a pipelined write flood, in each ack mode: the server flushes what it holds
@@ -365,18 +366,8 @@ fn sigterm_flushes_every_acknowledged_write_in_both_ack_modes() {
         let results = writers.join().unwrap();
         assert!(s.log().contains("Kafka journal flushed"), "{mode}: {}", s.log());
         let r = Server::start(&args);
-        let mut con = r.conn();
-        for (c, f) in results.iter().enumerate() {
-            let items: Vec<u64> =
-                redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
-            assert_eq!(items, (1..=items.len() as u64).collect::<Vec<_>>(), "{mode}, client {c}");
-            assert!(
-                items.len() as u64 >= f.acked,
-                "{mode}, client {c}: {} < acknowledged {}",
-                items.len(),
-                f.acked
-            );
-        }
+        let acked: Vec<u64> = results.iter().map(|f| f.acked).collect();
+        assert_flood_lists(&mut r.conn(), &acked, mode);
     }
 }
 
