@@ -398,6 +398,20 @@ fn writes_larger_than_a_record_are_refused_before_they_run() {
     assert!(err.to_string().contains("record size limit"), "{err}");
     let len: i64 = redis::cmd("STRLEN").arg("s").query(&mut con).unwrap();
     assert_eq!(len, 900_000);
+    // So do SETRANGE, SETBIT and BITFIELD: one command would make a 1.2 MB string.
+    for cmd in [
+        vec!["SETRANGE", "g", "1200000", "x"],
+        vec!["SETBIT", "g", "9600000", "1"],
+        vec!["BITFIELD", "g", "SET", "u8", "#1200000", "1"],
+    ] {
+        let err = redis::cmd(cmd[0]).arg(&cmd[1..]).query::<redis::Value>(&mut con).unwrap_err();
+        assert!(err.to_string().contains("record size limit"), "{cmd:?}: {err}");
+    }
+    // Out of Redis's range, the command's own error still comes first.
+    let err = redis::cmd("SETBIT").arg("g").arg("4294967296").arg("1").query::<i64>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("bit offset is not an integer or out of range"), "{err}");
+    let n: i64 = redis::cmd("EXISTS").arg("g").query(&mut con).unwrap();
+    assert_eq!(n, 0);
     let n: i64 = redis::cmd("EXISTS").arg("big").arg("h").query(&mut con).unwrap();
     assert_eq!(n, 0);
     wait_acked(&mut con);
