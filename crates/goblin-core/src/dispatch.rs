@@ -14,6 +14,10 @@ const STACK_ARGS: usize = 16;
 /// Inside one batch of pipelined requests, the clock ([`Server::clock_ms`]) is read again
 /// after this many commands, so a long batch does not run late commands at a stale time.
 pub(crate) const CLOCK_EVERY: u32 = 64;
+/// A script's write too large for one record of the Kafka journal (the refusal outside scripts
+/// also names the sizes).
+pub(crate) const JOURNAL_RECORD_TOO_LARGE: &[u8] =
+    b"ERR the write is larger than the Kafka journal's record size limit (the topic's max.message.bytes, less the record's headers)";
 /// Redis's refusal of a command that may grow memory while used memory is above maxmemory.
 pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
 
@@ -318,7 +322,7 @@ impl Server {
     /// commands that journal a whole string (`SET key value KEEPTTL`: APPEND, SETRANGE, SETBIT,
     /// BITFIELD, BITOP), the string they will leave. The collection commands journal one
     /// mutation per element, so their request bounds them.
-    fn journaled_size(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> usize {
+    pub(crate) fn journaled_size(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> usize {
         let request = resp2_len(args) + args.get(1).map_or(0, |k| k.len());
         let num =
             |a: &[u8]| std::str::from_utf8(a).ok().and_then(|t| t.parse::<u64>().ok()).unwrap_or(0) as usize;

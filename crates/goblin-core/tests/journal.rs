@@ -412,6 +412,16 @@ fn writes_larger_than_a_record_are_refused_before_they_run() {
     assert!(err.to_string().contains("bit offset is not an integer or out of range"), "{err}");
     let n: i64 = redis::cmd("EXISTS").arg("g").query(&mut con).unwrap();
     assert_eq!(n, 0);
+    // A script's write is held to the same limit: redis.call raises the error.
+    let err = redis::cmd("EVAL")
+        .arg("return redis.call('SET', KEYS[1], string.rep('x', 1500000))")
+        .arg(1)
+        .arg("g")
+        .query::<redis::Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("record size limit"), "{err}");
+    let n: i64 = redis::cmd("EXISTS").arg("g").query(&mut con).unwrap();
+    assert_eq!(n, 0);
     let n: i64 = redis::cmd("EXISTS").arg("big").arg("h").query(&mut con).unwrap();
     assert_eq!(n, 0);
     wait_acked(&mut con);
