@@ -275,8 +275,10 @@ pub struct Journal {
     /// send its next write at once, so the next group waits (at most `GROUP_GAP` after the
     /// last staged record) until that many records are staged.
     expect: usize,
-    /// When the last record was staged.
+    /// When the last staged record was first seen staged (at the end of its loop turn: one
+    /// clock read per turn, not per write), and how many records were staged then.
     last_staged: Option<Instant>,
+    staged_seen: usize,
     /// A timer (timerfd) that wakes the loop when the wait for the next group runs out; it
     /// shares the journal's token.
     timer: Timer,
@@ -443,6 +445,7 @@ impl Journal {
             record_limit,
             expect: 0,
             last_staged: None,
+            staged_seen: 0,
             timer: Timer::new().map_err(|e| format!("--kafka: cannot create a timer: {e}"))?,
         })
     }
@@ -497,9 +500,6 @@ impl Journal {
             self.last_produced = m.offset;
         }
         self.unacked_since.push_back((batch.last_offset(), now));
-        if self.groups {
-            self.last_staged = Some(Instant::now());
-        }
         Ok(())
     }
 
@@ -560,6 +560,7 @@ impl Journal {
         });
         staged.clear();
         self.staged = staged;
+        self.staged_seen = 0;
         result
     }
 
@@ -574,7 +575,14 @@ impl Journal {
     ///   as a group of its own, the rest would form the next, and groups would alternate
     ///   between small and large.
     pub fn end_turn(&mut self) -> Result<(), String> {
-        if !self.groups || self.handed > 0 || self.staged.is_empty() {
+        if !self.groups || self.staged.is_empty() {
+            return Ok(());
+        }
+        if self.staged.records.len() != self.staged_seen {
+            self.staged_seen = self.staged.records.len();
+            self.last_staged = Some(Instant::now());
+        }
+        if self.handed > 0 {
             return Ok(());
         }
         if self.staged.records.len() < self.expect {
