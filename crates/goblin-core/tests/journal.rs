@@ -371,6 +371,27 @@ fn sigterm_flushes_every_acknowledged_write_in_both_ack_modes() {
     }
 }
 
+/// A record Kafka never acknowledges (the broker gone for longer than the user's
+/// `message.timeout.ms`) is a permanent delivery failure: the server stops with exit 70 and a
+/// message naming topic, partition and error, rather than serve writes the log lacks.
+#[test]
+fn a_permanent_delivery_failure_stops_the_server() {
+    let mut k = Kaka::start();
+    let uri = format!("{}?message.timeout.ms=1500", k.uri("journal-timeout"));
+    let mut s = Server::start(&["--kafka", uri.as_str(), "--save", ""]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    wait_acked(&mut con);
+    let _ = k.child.kill();
+    let _ = k.child.wait();
+    // queued ack mode answers at once; the record then waits for a broker that never comes.
+    let _: () = redis::cmd("SET").arg("b").arg("2").query(&mut con).unwrap();
+    let st = s.wait_exit(Duration::from_secs(60)).expect("the server stops");
+    let log = s.log();
+    assert_eq!(st.code(), Some(70), "{log}");
+    assert!(log.contains("topic journal-timeout, partition 0") && log.contains("timed out"), "{log}");
+}
+
 /// A write too large for one record of the topic is refused before it runs, with an error that
 /// names the limit: the server goes on, nothing is stored, and inside MULTI the transaction
 /// fails at EXEC. A large write that fits is journaled and recovered as usual.

@@ -230,8 +230,10 @@ impl Producer {
                                 logical: r._private as usize as u64,
                                 offset: r.offset,
                                 len: r.len,
+                                // From the code: `rd_kafka_message_errstr` would return the
+                                // payload, which a delivery report's message holds as its value.
                                 error: (r.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
-                                    .then(|| text(rd::rd_kafka_message_errstr(m))),
+                                    .then(|| text(rd::rd_kafka_err2str(r.err))),
                             });
                         }
                         None
