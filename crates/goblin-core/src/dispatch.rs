@@ -216,20 +216,14 @@ impl Server {
                 return self.refuse(conn, spec, OOM);
             }
         }
-        // The Kafka journal holds one mutation per record: a write whose mutation would not fit
-        // in one is refused before it runs (run, it could not be journaled, and the server
-        // would have to stop). Inside MULTI it fails the transaction, as an OOM does.
-        if let Some(limit) = self.journal_record_limit() {
-            if spec.flags.has(engine::Flags::WRITE) {
-                let size = self.journaled_size(spec, args);
-                if size > limit {
-                    let msg = format!(
-                        "ERR the write takes {size} bytes, more than the Kafka journal's record size limit \
-                         ({limit} bytes: the topic's max.message.bytes, less the record's headers)"
-                    );
-                    return self.refuse(conn, spec, msg.as_bytes());
-                }
-            }
+        // The Kafka journal holds one mutation per record (see `journal_oversized`). Inside
+        // MULTI a refusal fails the transaction, as an OOM does.
+        if let Some((size, limit)) = self.journal_oversized(spec, args) {
+            let msg = format!(
+                "ERR the write takes {size} bytes, more than the Kafka journal's record size limit \
+                 ({limit} bytes: the topic's max.message.bytes, less the record's headers)"
+            );
+            return self.refuse(conn, spec, msg.as_bytes());
         }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
@@ -314,44 +308,51 @@ impl Server {
         }
     }
 
-    /// A command refused before it runs (Redis's rejectCommand): inside MULTI the transaction
-    /// is flagged to fail at EXEC; a refused EXEC ends the transaction at once, answering
-    /// `EXECABORT Transaction discarded because of: <reason>`.
+    /// With a Kafka journal, a write whose mutation would not fit in one record of the topic:
+    /// (its estimated size, the limit). Checked before the write runs, for a client's command
+    /// and for a script's `redis.call` alike: run, it could not be journaled, and the server
+    /// would have to stop.
+    pub(crate) fn journal_oversized(&self, spec: &CommandSpec, args: &[&[u8]]) -> Option<(usize, usize)> {
+        let limit = self.journal_record_limit()?;
+        if !spec.is_write() {
+            return None;
+        }
+        let size = self.journaled_size(spec, args);
+        (size > limit).then_some((size, limit))
+    }
+
     /// An upper estimate of the largest record a write will journal: its request (the
     /// mutation of a plain write, with the key once more for the record's key), or, for the
     /// commands that journal a whole string (`SET key value KEEPTTL`: APPEND, SETRANGE, SETBIT,
     /// BITFIELD, BITOP), the string they will leave. The collection commands journal one
     /// mutation per element, so their request bounds them.
-    pub(crate) fn journaled_size(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> usize {
+    fn journaled_size(&self, spec: &CommandSpec, args: &[&[u8]]) -> usize {
         let request = resp2_len(args) + args.get(1).map_or(0, |k| k.len());
         let num =
             |a: &[u8]| std::str::from_utf8(a).ok().and_then(|t| t.parse::<u64>().ok()).unwrap_or(0) as usize;
+        let string_len = |key: &[u8]| match self.engine.ks.get(key) {
+            Some(store::ValueRef::Str(s)) => s.len(),
+            _ => 0,
+        };
         let grown = match spec.name {
-            "append" if args.len() == 3 => self.string_len(args[1]) + args[2].len(),
+            "append" if args.len() == 3 => string_len(args[1]) + args[2].len(),
             // Offsets past Redis's own limits are left to the command's own error.
             "setrange" if args.len() == 4 && num(args[2]) + args[3].len() <= 512 << 20 => {
-                self.string_len(args[1]).max(num(args[2]) + args[3].len())
+                string_len(args[1]).max(num(args[2]) + args[3].len())
             }
             "setbit" if args.len() == 4 && num(args[2]) < 1 << 32 => {
-                self.string_len(args[1]).max(num(args[2]) / 8 + 1)
+                string_len(args[1]).max(num(args[2]) / 8 + 1)
             }
-            "bitfield" if args.len() >= 2 => self.string_len(args[1]).max(bitfield_end(&args[2..])),
-            "bitop" if args.len() >= 4 => args[3..].iter().map(|k| self.string_len(k)).max().unwrap_or(0),
+            "bitfield" if args.len() >= 2 => string_len(args[1]).max(bitfield_end(&args[2..])),
+            "bitop" if args.len() >= 4 => args[3..].iter().map(|k| string_len(k)).max().unwrap_or(0),
             _ => 0,
         };
         request + grown
     }
 
-    /// The length of the string at `key` (0 when missing or not a string), through STRLEN.
-    fn string_len(&mut self, key: &[u8]) -> usize {
-        let mut out = Vec::new();
-        self.engine.run(&[b"STRLEN", key], self.clock_ms, &mut out);
-        out.strip_prefix(b":")
-            .and_then(|r| std::str::from_utf8(r).ok())
-            .and_then(|r| r.trim_end().parse().ok())
-            .unwrap_or(0)
-    }
-
+    /// A command refused before it runs (Redis's rejectCommand): inside MULTI the transaction
+    /// is flagged to fail at EXEC; a refused EXEC ends the transaction at once, answering
+    /// `EXECABORT Transaction discarded because of: <reason>`.
     fn refuse(&mut self, conn: &mut Conn, spec: &'static CommandSpec, msg: &[u8]) {
         if spec.name == "exec" {
             conn.multi = None;

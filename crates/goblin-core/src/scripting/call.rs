@@ -261,12 +261,9 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
             return Err(Early::Refused(Some(spec), b"READONLY You can't write against a read only replica."));
         }
         // The Kafka journal's record size limit, as for a client's command (dispatch.rs).
-        // SAFETY: see `Run`: the server is not otherwise in use while the script calls.
-        let server = unsafe { &mut *run.server };
-        if let Some(limit) = server.journal_record_limit() {
-            if server.journaled_size(spec, argv) > limit {
-                return Err(Early::Refused(Some(spec), crate::dispatch::JOURNAL_RECORD_TOO_LARGE));
-            }
+        // SAFETY: see `Run`: only reads of the server's state while nothing else uses it.
+        if unsafe { (*run.server).journal_oversized(spec, argv) }.is_some() {
+            return Err(Early::Refused(Some(spec), crate::dispatch::JOURNAL_RECORD_TOO_LARGE));
         }
         WROTE.with(|w| w.set(true));
     } else if spec.flags.has(Flags::READONLY) {
