@@ -154,8 +154,10 @@ impl Server {
         self.journal.is_some() && self.cfg.kafka_ack_mode == crate::config::KafkaAckMode::Broker
     }
 
-    /// Releases the held replies whose records Kafka has acknowledged.
-    pub(crate) fn release_held(&mut self, acked: i64) {
+    /// Releases the held replies whose records Kafka has acknowledged. Returns how many
+    /// connections got their replies (not counting the ones gone meanwhile).
+    pub(crate) fn release_held(&mut self, acked: i64) -> usize {
+        let mut released = 0;
         let mut i = 0;
         while i < self.held.len() {
             let (slot, id) = self.held[i];
@@ -163,6 +165,7 @@ impl Server {
                 Some(Some(c)) if c.id == id => {
                     if (c.held_until as i64) <= acked {
                         c.held_from = None;
+                        released += 1;
                         true
                     } else {
                         false
@@ -179,5 +182,6 @@ impl Server {
                 i += 1;
             }
         }
+        released
     }
 }

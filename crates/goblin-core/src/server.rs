@@ -558,9 +558,7 @@ impl Server {
             }
             let acked = j.journal.acks.logical.get();
             if !self.held.is_empty() {
-                let before = self.held.len();
-                self.release_held(acked);
-                let released = before - self.held.len();
+                let released = self.release_held(acked);
                 if released > 0 {
                     if let Some(j) = &mut self.journal {
                         j.journal.released(released);
