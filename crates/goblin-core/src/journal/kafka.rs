@@ -291,38 +291,37 @@ struct Staged {
     records: Vec<StagedRecord>,
 }
 
-struct StagedRecord {
+/// What a record carries besides its value and key.
+#[derive(Clone, Copy)]
+struct Stamp {
+    /// The logical offset (`goblin-replication-offset`).
     logical: u64,
+    /// `goblin-applied-through`.
     applied_through: i64,
+    /// The record's Kafka timestamp, ms since the epoch (0: librdkafka's clock when produced).
+    timestamp_ms: i64,
+}
+
+struct StagedRecord {
+    stamp: Stamp,
     /// The value is `bytes[start..start + value_len]`, the key (if any) follows it.
     start: usize,
     value_len: usize,
     key_len: Option<usize>,
-    /// When its batch was committed (the record's Kafka timestamp), ms since the epoch.
-    timestamp_ms: i64,
 }
 
 impl Staged {
-    fn push(
-        &mut self,
-        logical: u64,
-        applied_through: i64,
-        value: &[u8],
-        key: Option<&[u8]>,
-        timestamp_ms: i64,
-    ) {
+    fn push(&mut self, stamp: Stamp, value: &[u8], key: Option<&[u8]>) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(value);
         if let Some(k) = key {
             self.bytes.extend_from_slice(k);
         }
         self.records.push(StagedRecord {
-            logical,
-            applied_through,
+            stamp,
             start,
             value_len: value.len(),
             key_len: key.map(<[u8]>::len),
-            timestamp_ms,
         });
     }
 
@@ -490,9 +489,12 @@ impl Journal {
                 ));
             }
             if self.groups {
-                self.staged.push(m.offset, self.applied_through, m.bytes, key.as_deref(), timestamp_ms);
+                let stamp = Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms };
+                self.staged.push(stamp, m.bytes, key.as_deref());
             } else {
-                self.produce_record(m.offset, self.applied_through, m.bytes, key.as_deref(), 0)?;
+                let stamp =
+                    Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms: 0 };
+                self.produce_record(stamp, m.bytes, key.as_deref())?;
             }
             self.acks.pending.set(self.acks.pending.get() + 1);
             self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
@@ -504,14 +506,8 @@ impl Journal {
     }
 
     /// Hands one record to librdkafka, serving delivery reports while its queue is full.
-    fn produce_record(
-        &mut self,
-        logical: u64,
-        applied_through: i64,
-        value: &[u8],
-        key: Option<&[u8]>,
-        timestamp_ms: i64,
-    ) -> Result<(), String> {
+    fn produce_record(&mut self, stamp: Stamp, value: &[u8], key: Option<&[u8]>) -> Result<(), String> {
+        let Stamp { logical, applied_through, timestamp_ms } = stamp;
         let mut offset_buf = [0u8; 20];
         let offset = signed_decimal_text(&mut offset_buf, false, logical);
         let mut through_buf = [0u8; 20];
@@ -556,7 +552,7 @@ impl Journal {
         let result = staged.records.iter().try_for_each(|r| {
             let value = &staged.bytes[r.start..r.start + r.value_len];
             let key = r.key_len.map(|n| &staged.bytes[r.start + r.value_len..r.start + r.value_len + n]);
-            self.produce_record(r.logical, r.applied_through, value, key, r.timestamp_ms)
+            self.produce_record(r.stamp, value, key)
         });
         staged.clear();
         self.staged = staged;
