@@ -273,7 +273,7 @@ pub struct Journal {
     pub record_limit: usize,
     /// Broker ack mode: how many clients the last group's reports released. Each is likely to
     /// send its next write at once, so the next group waits (at most `GROUP_GAP` after the
-    /// last staged record) until that many records are staged.
+    /// loop turn that staged the last record) until that many records are staged.
     expect: usize,
     /// When the last staged record was first seen staged (at the end of its loop turn: one
     /// clock read per turn, not per write), and how many records were staged then.
