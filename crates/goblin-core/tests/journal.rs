@@ -195,6 +195,52 @@ fn the_topic_is_checked_at_startup() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("'acks' cannot be set"));
 }
 
+/// The codec of every batch in kaka's first segment of partition 0 of `topic` under `dir`
+/// (attribute bits 0-2: 0 none, 3 LZ4), walking the batches by their length fields up to the
+/// segment's preallocated zeros.
+fn segment_codecs(dir: &std::path::Path, topic: &str) -> Vec<u16> {
+    let log =
+        std::fs::read(dir.join("topics").join(topic).join("0").join("00000000000000000000.log")).unwrap();
+    let mut codecs = Vec::new();
+    let mut at = 0;
+    while at + 23 <= log.len() {
+        let len = u32::from_be_bytes(log[at + 8..at + 12].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        assert!(at + 12 + len <= log.len(), "the segment ends inside a batch");
+        codecs.push(u16::from_be_bytes(log[at + 21..at + 23].try_into().unwrap()) & 7);
+        at += 12 + len;
+    }
+    codecs
+}
+
+#[test]
+fn batches_are_lz4_compressed_unless_the_user_names_a_codec() {
+    let dir = temp_path("kaka-codec");
+    let k = Kaka::start_in(&dir, common::free_port());
+    for (topic, query, codec) in [("codec-default", "", 3), ("codec-none", "?compression.type=none", 0)] {
+        let mut s = Server::start(&["--kafka", &format!("{}{query}", k.uri(topic))]);
+        let mut con = s.conn();
+        let mut p = redis::pipe();
+        for i in 0..500 {
+            p.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+        }
+        let _: () = p.query(&mut con).unwrap();
+        wait_acked(&mut con);
+        let codecs = segment_codecs(&dir, topic);
+        assert!(!codecs.is_empty(), "{topic}: no batch written");
+        assert!(codecs.iter().all(|&c| c == codec), "{topic}: codecs {codecs:?}, expected {codec}");
+        // What was written compressed reads back whole: a fresh server replays it.
+        drop(con);
+        let digest: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut s.conn()).unwrap();
+        s.stop();
+        let r = Server::start(&["--kafka", &format!("{}{query}", k.uri(topic))]);
+        let replayed: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut r.conn()).unwrap();
+        assert_eq!(replayed, digest, "{topic}");
+    }
+}
+
 /// What one flooding client saw.
 struct Flood {
     /// The highest list length the server acknowledged.
