@@ -156,8 +156,11 @@ impl Producer {
         // SAFETY: a fresh header list; every add copies name and value.
         let hdrs = unsafe { rd::rd_kafka_headers_new(headers.len()) };
         for (name, v) in headers {
-            // SAFETY: as above; the name is NUL-terminated (size -1), the value is a slice.
-            unsafe { rd::rd_kafka_header_add(hdrs, name.as_ptr(), -1, v.as_ptr().cast(), v.len() as isize) };
+            // SAFETY: as above; name and value are slices with their lengths (no strlen).
+            let name_len = name.to_bytes().len() as isize;
+            unsafe {
+                rd::rd_kafka_header_add(hdrs, name.as_ptr(), name_len, v.as_ptr().cast(), v.len() as isize)
+            };
         }
         let mut vus = [vu(T::RD_KAFKA_VTYPE_END, U { i: 0 }); 8];
         let mut n = 0;
