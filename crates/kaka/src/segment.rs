@@ -34,10 +34,10 @@
 //! to the file-system journal. So the owner also writes real zeros a little ahead of the log
 //! (`ZERO_AHEAD`, inside the preallocated length): an append then lands in blocks already
 //! written, and its fdatasync flushes data alone. The conversion and the zeros' own flush are
-//! paid once per half `ZERO_AHEAD` of log, by whichever sync comes next. On this disk an
-//! fdatasync of a 2 KiB write went from p50 123-152 us (mean 175-209) into fallocated space
-//! to p50 81-82 us (mean 135-139) with the zeros ahead (docs/BENCHMARKS.md, "kaka's fdatasync
-//! into written blocks"). Closing a segment (`seal`) cuts the file back to `size` before
+//! paid once per half `ZERO_AHEAD` of log, by whichever sync comes next. On this disk a 2 KiB
+//! write's fdatasync took p50 136 us (mean 236) into fallocated space and 107 us (mean 162)
+//! into written zeros; a 64 B write's hardly differs, as 64 of them share one block
+//! (docs/BENCHMARKS.md, "kaka's fdatasync into written blocks"). Closing a segment (`seal`) cuts the file back to `size` before
 //! the next segment exists, and opening the newest segment after a crash trims the zeros like
 //! any torn tail, so invariant 4 still holds and closed segments are exactly their batches.
 
@@ -743,8 +743,8 @@ mod tests {
         let seg = Segment::create(&root, 0).unwrap();
         let roll = 64 << 20;
         let mut log = Vec::new();
-        // 700 appends of 3,000 bytes: about 2 MiB, past two refills and into a second
-        // preallocated chunk's worth of zeros.
+        // 700 appends of 3,000 bytes: about 2 MiB of log, so the zeros are refilled several
+        // times inside the first preallocated chunk.
         for i in 0..700i64 {
             let bytes = vec![(i % 251) as u8 + 1; 3000];
             let h = BatchHeader {
