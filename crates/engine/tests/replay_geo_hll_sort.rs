@@ -99,6 +99,36 @@ fn command() -> impl Strategy<Value = Cmd> {
     ]
 }
 
+/// SORT ... STORE writes its list as RPUSH mutations of bounded size: long elements (here
+/// fetched whole by a GET pattern) are split over more mutations, each of which stays near one
+/// element's size (a Kafka journal puts each mutation in one record, whose size is limited).
+#[test]
+fn sort_store_splits_long_elements_over_mutations() {
+    let long = |c: char| c.to_string().repeat(300_000);
+    let mut cmds = vec![cmd(&["RPUSH", "l", "a", "b", "c", "d"])];
+    for c in ['a', 'b', 'c', 'd'] {
+        cmds.push(cmd(&["SET", &format!("w_{c}"), &long(c)]));
+    }
+    cmds.push(cmd(&["SORT", "l", "ALPHA", "GET", "w_*", "STORE", "dst"]));
+    check_replay(&cmds, START, STEP_MS);
+    let mut a = common::engine();
+    let (_, batches) = common::run_commands(&mut a, &cmds, START, STEP_MS);
+    let sort = batches.last().unwrap();
+    let sizes: Vec<usize> = sort.iter().map(|m| m.bytes.len()).collect();
+    assert_eq!(sizes.len(), 4, "one RPUSH per long element: {sizes:?}");
+    assert!(sizes.iter().all(|&n| n < 300_100), "{sizes:?}");
+    // Short elements still share mutations.
+    let mut cmds = vec![];
+    for i in 0..1000 {
+        cmds.push(cmd(&["RPUSH", "m", &i.to_string()]));
+    }
+    cmds.push(cmd(&["SORT", "m", "STORE", "dst"]));
+    check_replay(&cmds, START, STEP_MS);
+    let mut a = common::engine();
+    let (_, batches) = common::run_commands(&mut a, &cmds, START, STEP_MS);
+    assert_eq!(batches.last().unwrap().len(), 2, "1000 short elements: two RPUSH of at most 512");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 

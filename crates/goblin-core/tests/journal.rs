@@ -491,6 +491,15 @@ fn writes_larger_than_a_record_are_refused_before_they_run() {
     assert_eq!(n, 0);
     let n: i64 = redis::cmd("EXISTS").arg("big").arg("h").query(&mut con).unwrap();
     assert_eq!(n, 0);
+    // A write whose request is small can store much more: SORT .. STORE with a GET pattern
+    // fetches whole strings. Its list is journaled over several records, each within the limit.
+    let _: i64 = redis::cmd("RPUSH").arg("l").arg(&["a", "b", "c", "d"]).query(&mut con).unwrap();
+    for c in ["a", "b", "c", "d"] {
+        let _: () = redis::cmd("SET").arg(format!("w_{c}")).arg(c.repeat(400_000)).query(&mut con).unwrap();
+    }
+    let n: i64 =
+        redis::cmd("SORT").arg(&["l", "ALPHA", "GET", "w_*", "STORE", "sorted"]).query(&mut con).unwrap();
+    assert_eq!(n, 4);
     wait_acked(&mut con);
     drop(s);
     let r = Server::start(&args);
@@ -499,6 +508,9 @@ fn writes_larger_than_a_record_are_refused_before_they_run() {
     assert_eq!(got, fits);
     let n: i64 = redis::cmd("EXISTS").arg("big").arg("h").query(&mut con).unwrap();
     assert_eq!(n, 0);
+    let sorted: Vec<Vec<u8>> = redis::cmd("LRANGE").arg("sorted").arg(0).arg(-1).query(&mut con).unwrap();
+    let want: Vec<Vec<u8>> = ["a", "b", "c", "d"].iter().map(|c| c.repeat(400_000).into_bytes()).collect();
+    assert!(sorted == want, "the stored list came back whole and in order");
 }
 
 /// The broker goes away at runtime and comes back: in broker ack mode the writers' replies

@@ -44,8 +44,12 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 const SCORE_ERR: &[u8] = b"ERR One or more scores can't be converted into double";
-/// Elements per `RPUSH` mutation when STORE writes its list.
+/// At most this many elements, and (unless one element alone is larger) this many element
+/// bytes, per `RPUSH` mutation when STORE writes its list. Each mutation becomes one record
+/// of a Kafka journal: 512 long elements (GET patterns can fetch whole strings) would pass a
+/// record's limit, which no single element does (it was written by a request that fit).
 const PUSH_CHUNK: usize = 512;
+const PUSH_CHUNK_BYTES: usize = 64 << 10;
 
 /// The argument as C string functions see it: up to the first NUL.
 fn cstr(a: &[u8]) -> &[u8] {
@@ -376,12 +380,21 @@ fn store_list(c: &mut Ctx, dst: &[u8], elems: Vec<Vec<u8>>) {
         l.push_back(e);
     }
     c.ks.insert(dst, Value::List(Box::new(l)), None);
-    for chunk in elems.chunks(PUSH_CHUNK) {
+    let mut rest = &elems[..];
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < rest.len() && n < PUSH_CHUNK && (n == 0 || bytes + rest[n].len() <= PUSH_CHUNK_BYTES) {
+            bytes += rest[n].len();
+            n += 1;
+        }
+        let (chunk, tail) = rest.split_at(n);
         let mut m: Vec<&[u8]> = Vec::with_capacity(chunk.len() + 2);
         m.push(b"RPUSH");
         m.push(dst);
         m.extend(chunk.iter().map(Vec::as_slice));
         c.emit(&m);
+        rest = tail;
     }
     c.signal_ready(dst);
 }

@@ -27,11 +27,14 @@
 //! Threads: librdkafka's own threads do the network work. Delivery reports are events that the
 //! server thread serves (`producer`), and consumed records are taken from the consumer's
 //! queue on the server thread too, so the acknowledged offsets and the consumer position are
-//! plain fields of the server thread's state. In broker ack mode one more thread,
-//! `journal-trigger`, only asks librdkafka to send each group (see `producer`).
+//! plain fields of the server thread's state. One more thread, `journal-sender`, hands
+//! the server thread's records to librdkafka, and in broker ack mode asks for each group to
+//! be sent (see `sender`).
 
-use super::producer::{Delivery, ProduceError, Producer};
+use super::producer::{Delivery, Producer};
 use super::reader;
+use super::sender::{Staged, Stamp};
+pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET};
 use super::target::KafkaTarget;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
@@ -42,19 +45,11 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::ffi::CStr;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-/// The record headers' names (NUL-terminated, as librdkafka takes them).
-pub const HEADER_VERSION: &CStr = c"goblin-replication-version";
-pub const HEADER_ID: &CStr = c"goblin-replication-id";
-pub const HEADER_OFFSET: &CStr = c"goblin-replication-offset";
-pub const HEADER_APPLIED_THROUGH: &CStr = c"goblin-applied-through";
-/// The record contract's version, in `goblin-replication-version`.
-pub const RECORD_VERSION: &str = "1";
 /// How long startup waits for the brokers before it gives up with an error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -258,12 +253,13 @@ pub struct Journal {
     external_after: VecDeque<(u64, u64)>,
     /// The lineage whose `goblin-replication-id` text is cached, and the text.
     replid_text: (Option<ReplId>, String),
-    /// Broker ack mode: goblin-core forms the produce groups (see `producer`). Records
-    /// committed while a group is with the broker are staged here and handed over as the next
-    /// group once every record of the last one is reported.
+    /// Broker ack mode: goblin-core forms the produce groups (see `sender`). Records
+    /// committed while a group is with the broker stay staged and go to the sender as the
+    /// next group once every record of the last one is reported.
     groups: bool,
+    /// Records committed and not yet handed to the sender thread (`end_turn` hands them).
     staged: Staged,
-    /// Records handed to librdkafka and not yet reported.
+    /// Records handed to the sender thread and not yet reported.
     handed: u64,
     /// (last logical offset, commit time) of each journaled batch not yet acknowledged, oldest
     /// first: INFO's oldest pending age.
@@ -284,84 +280,9 @@ pub struct Journal {
     timer: Timer,
 }
 
-/// Records waiting for the next group (broker ack mode): values and keys in one buffer.
-#[derive(Default)]
-struct Staged {
-    bytes: Vec<u8>,
-    records: Vec<StagedRecord>,
-}
-
-/// What a record carries besides its value and key.
-#[derive(Clone, Copy)]
-struct Stamp {
-    /// The logical offset (`goblin-replication-offset`).
-    logical: u64,
-    /// `goblin-applied-through`.
-    applied_through: i64,
-    /// The record's Kafka timestamp, ms since the epoch (0: librdkafka's clock when produced).
-    timestamp_ms: i64,
-}
-
-struct StagedRecord {
-    stamp: Stamp,
-    /// The value is `bytes[start..start + value_len]`, the key (if any) follows it.
-    start: usize,
-    value_len: usize,
-    key_len: Option<usize>,
-}
-
-impl Staged {
-    fn push(&mut self, stamp: Stamp, value: &[u8], key: Option<&[u8]>) {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(value);
-        if let Some(k) = key {
-            self.bytes.extend_from_slice(k);
-        }
-        self.records.push(StagedRecord {
-            stamp,
-            start,
-            value_len: value.len(),
-            key_len: key.map(<[u8]>::len),
-        });
-    }
-
-    fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
-
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.records.clear();
-    }
-}
-
 /// How long broker ack mode lets librdkafka linger at most when a group's send was asked for
 /// and somehow did not happen (a backstop: groups go out when asked, see `producer`).
 const BROKER_MODE_LINGER_MS: &str = "10";
-
-/// `v` in decimal, written into `buf` (an i64 takes at most 20 bytes with its sign).
-fn decimal_text(buf: &mut [u8; 20], v: i64) -> &[u8] {
-    signed_decimal_text(buf, v < 0, v.unsigned_abs())
-}
-
-/// `n`, preceded by '-' if `negative`, in decimal, written into `buf`.
-fn signed_decimal_text(buf: &mut [u8; 20], negative: bool, mut n: u64) -> &[u8] {
-    debug_assert!(!negative || n <= 1 << 63);
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if negative {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
-}
 
 /// Counters of the startup replay (INFO kafka).
 #[derive(Default, Clone, Copy, Debug)]
@@ -428,13 +349,11 @@ impl Journal {
         let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.native()) };
         let wakeup =
             Wakeup::new(queue).map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
-        if replies_wait_for_acks {
-            let fd = wakeup
-                .write
-                .try_clone()
-                .map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
-            producer.start_trigger(fd).map_err(|e| format!("--kafka: cannot start the send trigger: {e}"))?;
-        }
+        let fd =
+            wakeup.write.try_clone().map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
+        producer
+            .start_sender(fd, replies_wait_for_acks)
+            .map_err(|e| format!("--kafka: cannot start the sender thread: {e}"))?;
         Ok(Journal {
             target,
             wakeup,
@@ -457,8 +376,8 @@ impl Journal {
         })
     }
 
-    /// The descriptor that becomes readable when delivery reports wait (see `Wakeup`), or
-    /// when the send trigger is free again for a staged group.
+    /// The descriptor that becomes readable when delivery reports wait (see `Wakeup`), when
+    /// the sender thread is free again for a staged group, or when it failed.
     pub fn wakeup_fd(&self) -> std::os::fd::RawFd {
         self.wakeup.fd()
     }
@@ -470,8 +389,8 @@ impl Journal {
         self.timer.clear();
     }
 
-    /// The journal sink: one record per mutation of a committed batch, in order. In broker ack
-    /// mode the records are staged for the next group (`end_turn`). `now` and `now_ms` are the
+    /// The journal sink: one record per mutation of a committed batch, in order, staged for
+    /// the sender thread (`end_turn`). `now` and `now_ms` are the
     /// server's clocks for this loop turn (reading the clock per batch costs more than it
     /// tells: the oldest pending age and a staged record's timestamp need no finer grain).
     pub fn on_batch(&mut self, batch: &Batch, now: Instant, now_ms: i64) -> Result<(), String> {
@@ -496,52 +415,14 @@ impl Journal {
                     self.record_limit + RECORD_OVERHEAD
                 ));
             }
-            if self.groups {
-                let stamp = Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms };
-                self.staged.push(stamp, m.bytes, key.as_deref());
-            } else {
-                let stamp =
-                    Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms: 0 };
-                self.produce_record(stamp, m.bytes, key.as_deref())?;
-            }
+            let stamp = Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms };
+            self.staged.push(&self.replid_text.1, stamp, m.bytes, key.as_deref());
             self.acks.pending.set(self.acks.pending.get() + 1);
             self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
             self.produced += 1;
             self.last_produced = m.offset;
         }
         self.unacked_since.push_back((batch.last_offset(), now));
-        Ok(())
-    }
-
-    /// Hands one record to librdkafka, serving delivery reports while its queue is full.
-    fn produce_record(&mut self, stamp: Stamp, value: &[u8], key: Option<&[u8]>) -> Result<(), String> {
-        let Stamp { logical, applied_through, timestamp_ms } = stamp;
-        let mut offset_buf = [0u8; 20];
-        let offset = signed_decimal_text(&mut offset_buf, false, logical);
-        let mut through_buf = [0u8; 20];
-        let through = decimal_text(&mut through_buf, applied_through);
-        loop {
-            let headers = [
-                (HEADER_VERSION, RECORD_VERSION.as_bytes()),
-                (HEADER_ID, self.replid_text.1.as_bytes()),
-                (HEADER_OFFSET, offset),
-                (HEADER_APPLIED_THROUGH, through),
-            ];
-            match self.producer.produce(value, key, logical, &headers, timestamp_ms) {
-                Ok(()) => break,
-                Err(ProduceError::QueueFull) => {
-                    // The local queue is full: let librdkafka deliver some, then retry.
-                    self.serve_reports(Duration::from_millis(10))?;
-                }
-                Err(ProduceError::Other(e)) => {
-                    return Err(format!(
-                        "cannot journal logical offset {logical} to topic {}: {e}",
-                        self.target.topic
-                    ))
-                }
-            }
-        }
-        self.handed += 1;
         Ok(())
     }
 
@@ -554,42 +435,64 @@ impl Journal {
             .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
     }
 
-    /// Hands every staged record to librdkafka, in order.
+    /// Hands every staged record to librdkafka, after everything handed over before: a small
+    /// group on this thread (when the sender is idle, so that order holds), a larger one
+    /// through the sender thread. In broker ack mode the sender then asks for the group to be
+    /// sent (an empty group it is given only does that).
     fn hand_staged(&mut self) -> Result<(), String> {
-        let mut staged = std::mem::take(&mut self.staged);
-        let result = staged.records.iter().try_for_each(|r| {
-            let value = &staged.bytes[r.start..r.start + r.value_len];
-            let key = r.key_len.map(|n| &staged.bytes[r.start + r.value_len..r.start + r.value_len + n]);
-            self.produce_record(r.stamp, value, key)
-        });
-        staged.clear();
-        self.staged = staged;
+        if self.staged.is_empty() && !self.groups {
+            return Ok(());
+        }
         self.staged_seen = 0;
-        result
+        self.handed += self.staged.len() as u64;
+        if self.staged.len() < INLINE_GROUP_MAX && !self.producer.sender().is_busy() {
+            let Journal { staged, producer, acks, handed, target, .. } = self;
+            let topic = &target.topic;
+            let mut on_full = || {
+                // The local queue is full: let librdkafka deliver some, then retry.
+                producer
+                    .serve(POLL_EVENTS_MAX, Duration::from_millis(10), |d| delivered(acks, handed, topic, d))
+                    .map(|_| ())
+                    .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
+            };
+            let result = staged.produce_all(producer.inline(), topic, &mut on_full);
+            staged.clear();
+            result?;
+            if !self.groups {
+                return Ok(());
+            }
+        }
+        let sender = self.producer.sender();
+        let staged = std::mem::replace(&mut self.staged, sender.spare());
+        sender.hand(staged);
+        Ok(())
     }
 
-    /// The end of a loop turn. In broker ack mode, the staged records go to librdkafka as the
-    /// next group, and its send is asked for at once, when
+    /// The end of a loop turn: the staged records go to the sender thread. In broker ack mode
+    /// they go as the next group, which the sender asks to be sent at once, when
     /// - the last group is fully reported (one request in flight),
-    /// - the send trigger is free (when it is not, it wakes the server through the pipe as
-    ///   soon as it is), and
+    /// - the sender is free (when it is not, it wakes the server through the pipe as soon as
+    ///   it is), and
     /// - the group is complete: as many records as the last group's reports released clients
     ///   (each such client usually sends its next write right away), or no record for
     ///   `GROUP_GAP`. Without this wait, the first of the released clients' writes would leave
     ///   as a group of its own, the rest would form the next, and groups would alternate
     ///   between small and large.
     pub fn end_turn(&mut self) -> Result<(), String> {
-        if !self.groups || self.staged.is_empty() {
+        if self.staged.is_empty() {
             return Ok(());
         }
-        if self.staged.records.len() != self.staged_seen {
-            self.staged_seen = self.staged.records.len();
+        if !self.groups {
+            return self.hand_staged();
+        }
+        if self.staged.len() != self.staged_seen {
+            self.staged_seen = self.staged.len();
             self.last_staged = Some(Instant::now());
         }
         if self.handed > 0 {
             return Ok(());
         }
-        if self.staged.records.len() < self.expect {
+        if self.staged.len() < self.expect {
             if let Some(last) = self.last_staged {
                 let left = (last + GROUP_GAP).saturating_duration_since(Instant::now());
                 if !left.is_zero() {
@@ -598,13 +501,11 @@ impl Journal {
                 }
             }
         }
-        if self.producer.trigger_busy() {
+        if self.producer.sender().busy() {
             return Ok(());
         }
         self.expect = 0;
-        self.hand_staged()?;
-        self.producer.fire();
-        Ok(())
+        self.hand_staged()
     }
 
     /// Broker ack mode: `n` clients' replies were just released by delivery reports.
@@ -658,6 +559,9 @@ impl Journal {
         if let Some(e) = self.acks.failed.borrow().as_ref() {
             return Err(e.clone());
         }
+        if let Some(e) = self.producer.sender().failed() {
+            return Err(e);
+        }
         if !self.external_after.is_empty() {
             self.advance_over_external();
         }
@@ -692,7 +596,9 @@ impl Journal {
     pub fn flush(&mut self, bound: Duration) -> Result<(), String> {
         let deadline = Instant::now() + bound;
         // Staged records follow the group in flight into librdkafka, which keeps their order.
-        self.hand_staged()?;
+        if !self.staged.is_empty() {
+            self.hand_staged()?;
+        }
         while self.handed > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -700,6 +606,9 @@ impl Journal {
             }
             self.producer.flush_for(left.min(Duration::from_millis(10)));
             self.serve_reports(Duration::ZERO)?;
+            if let Some(e) = self.producer.sender().failed() {
+                return Err(e);
+            }
         }
         self.poll()
     }
@@ -712,6 +621,11 @@ const LIBRDKAFKA_MESSAGE_MAX_BYTES: usize = 1_000_000;
 /// Room left in a record for what is not the mutation: the record batch's framing (61 bytes),
 /// the record's own varints, the four headers (about 150 bytes) and slack.
 const RECORD_OVERHEAD: usize = 1024;
+
+/// Groups smaller than this are handed to librdkafka on the server thread (when the sender
+/// thread is idle): waking the sender costs both threads more than producing a few records
+/// (measured at -P 1: about 15% more CPU per write with every group through the sender).
+const INLINE_GROUP_MAX: usize = 32;
 
 /// Broker ack mode: how long the next group waits for another record before it leaves
 /// incomplete (see `Journal::end_turn`). Released clients' writes arrive microseconds apart;
@@ -1427,6 +1341,7 @@ impl Consumer {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sender::{decimal_text, signed_decimal_text};
     use super::*;
 
     fn rec(args: &[&str]) -> Vec<u8> {

@@ -5,7 +5,10 @@
 //!   goblin-core owns refused by name.
 //! - [`kafka`] (cargo feature `kafka`, on by default): the producer behind the batch sink, the
 //!   startup topic checks, and the startup replay.
-//! - [`producer`]: the librdkafka producer in event mode, and broker ack mode's send trigger.
+//! - [`producer`]: the librdkafka producer in event mode, whose delivery reports the server
+//!   thread serves.
+//! - [`sender`]: the thread that hands the server thread's records to librdkafka, and in
+//!   broker ack mode asks for each group to be sent.
 //! - [`reader`]: the startup replay's reader thread, which takes records from librdkafka and
 //!   decodes their headers off the server thread.
 //! - [`kafka::Consumer`]: the running primary's consumer of its own topic, which applies other
@@ -18,4 +21,6 @@ pub mod kafka;
 mod producer;
 #[cfg(feature = "kafka")]
 mod reader;
+#[cfg(feature = "kafka")]
+mod sender;
 pub mod target;

@@ -1,0 +1,346 @@
+//! The journal's sender thread: it hands the server thread's records to librdkafka.
+//!
+//! Handing a record to librdkafka (`rd_kafka_produceva`) copies it and its four headers into
+//! separate allocations under the partition queue's lock; at -P 16 that was about a quarter
+//! of the server thread's time, and the server thread was the bottleneck. So the server
+//! thread only copies each journaled mutation into a [`Staged`] buffer (one `memcpy`), and at
+//! the end of its loop turn passes the buffer to this thread, which builds the headers and
+//! produces the records, in order. librdkafka's producer is thread-safe; delivery reports
+//! still arrive on the main queue, which the server thread serves (`producer`), so every
+//! acknowledged offset stays a plain field of the server thread.
+//!
+//! Invariants:
+//! - Records reach librdkafka in the order the server thread staged them: buffers are taken
+//!   in the order they were handed over, and only this thread produces.
+//! - `busy` is true from the moment a buffer is handed over until this thread has produced
+//!   (and, in broker ack mode, sent) everything it was given.
+//! - A produce failure other than a full queue is kept (`failed`) and reported through the
+//!   journal's wake-up pipe; every later record is dropped unproduced, since the server stops.
+//!
+//! Broker ack mode adds the send trigger. There replies wait for the broker, and the seed
+//! allows one produce request in flight. librdkafka sends a partition's records when
+//! `linger.ms` has passed since the first of them, when a batch limit is reached, or while the
+//! application is inside `rd_kafka_flush()`. A linger makes every lone write wait for it (its
+//! broker thread sleeps in whole milliseconds: a 0.5 ms linger took a single client's write to
+//! 1.6 ms), and no linger at all makes the broker thread poll its socket in a busy loop while
+//! records wait behind the in-flight request. So goblin-core forms the groups itself
+//! (`kafka::Journal::end_turn`): it hands over a group only when the previous one is fully
+//! acknowledged, with a long linger as a backstop. This thread produces the whole group, then
+//! calls `rd_kafka_flush()`, during which librdkafka treats the linger as elapsed and sends the
+//! group as one request; flush returns once every record is reported (the server thread
+//! serves the reports). The next group is handed over only after that (else records would be
+//! sent one by one as they are produced, splitting the group); the thread writes to the
+//! journal's wake-up pipe when the server thread is waiting for it.
+
+use super::producer::{Client, ProduceError};
+use std::collections::VecDeque;
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The record headers' names (NUL-terminated, as librdkafka takes them).
+pub const HEADER_VERSION: &CStr = c"goblin-replication-version";
+pub const HEADER_ID: &CStr = c"goblin-replication-id";
+pub const HEADER_OFFSET: &CStr = c"goblin-replication-offset";
+pub const HEADER_APPLIED_THROUGH: &CStr = c"goblin-applied-through";
+/// The record contract's version, in `goblin-replication-version`.
+pub const RECORD_VERSION: &str = "1";
+
+/// How long the sender keeps librdkafka's linger lifted at most per group (broker ack mode). A
+/// group is sent at once (the wake-up reaches librdkafka's broker thread in microseconds); the
+/// bound only ends the wait for its reports when the broker is slow or away, after which
+/// librdkafka's own retries (whose records are past the linger anyway) carry on.
+const TRIGGER_WINDOW_MS: i32 = 100;
+
+/// How long the sender waits before retrying a record that found librdkafka's queue full (the
+/// server thread's serving of delivery reports frees room).
+const QUEUE_FULL_RETRY: Duration = Duration::from_micros(200);
+
+/// What a record carries besides its value and key.
+#[derive(Clone, Copy)]
+pub struct Stamp {
+    /// The logical offset (`goblin-replication-offset`).
+    pub logical: u64,
+    /// `goblin-applied-through`.
+    pub applied_through: i64,
+    /// The record's Kafka timestamp, ms since the epoch (0: librdkafka's clock when produced).
+    pub timestamp_ms: i64,
+}
+
+/// Records to produce, in order: values and keys in one buffer.
+#[derive(Default)]
+pub struct Staged {
+    bytes: Vec<u8>,
+    records: Vec<StagedRecord>,
+    /// The `goblin-replication-id` text of the records from index `.0` on (a lineage changes
+    /// rarely: one entry per run of records).
+    lineages: Vec<(usize, String)>,
+}
+
+struct StagedRecord {
+    stamp: Stamp,
+    /// The value is `bytes[start..start + value_len]`, the key (if any) follows it.
+    start: usize,
+    value_len: usize,
+    key_len: Option<usize>,
+}
+
+impl Staged {
+    pub fn push(&mut self, lineage: &str, stamp: Stamp, value: &[u8], key: Option<&[u8]>) {
+        if self.lineages.last().is_none_or(|(_, l)| l != lineage) {
+            self.lineages.push((self.records.len(), lineage.to_string()));
+        }
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        if let Some(k) = key {
+            self.bytes.extend_from_slice(k);
+        }
+        self.records.push(StagedRecord {
+            stamp,
+            start,
+            value_len: value.len(),
+            key_len: key.map(<[u8]>::len),
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+        self.lineages.clear();
+    }
+
+    /// Produces every record, in order. A record that finds librdkafka's queue full is retried
+    /// after `on_full` (which makes room, or gives up with an error). Err: the first failure.
+    pub fn produce_all(
+        &self,
+        client: &Client,
+        topic: &str,
+        on_full: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut lineage = 0;
+        for (i, r) in self.records.iter().enumerate() {
+            while self.lineages.get(lineage + 1).is_some_and(|(from, _)| *from <= i) {
+                lineage += 1;
+            }
+            let value = &self.bytes[r.start..r.start + r.value_len];
+            let key = r.key_len.map(|n| &self.bytes[r.start + r.value_len..r.start + r.value_len + n]);
+            let Stamp { logical, applied_through, timestamp_ms } = r.stamp;
+            let mut offset_buf = [0u8; 20];
+            let offset = signed_decimal_text(&mut offset_buf, false, logical);
+            let mut through_buf = [0u8; 20];
+            let through = decimal_text(&mut through_buf, applied_through);
+            let headers = [
+                (HEADER_VERSION, RECORD_VERSION.as_bytes()),
+                (HEADER_ID, self.lineages[lineage].1.as_bytes()),
+                (HEADER_OFFSET, offset),
+                (HEADER_APPLIED_THROUGH, through),
+            ];
+            loop {
+                match client.produce(value, key, logical, &headers, timestamp_ms) {
+                    Ok(()) => break,
+                    Err(ProduceError::QueueFull) => on_full()?,
+                    Err(ProduceError::Other(e)) => {
+                        return Err(format!("cannot journal logical offset {logical} to topic {topic}: {e}"))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `v` in decimal, written into `buf` (an i64 takes at most 20 bytes with its sign).
+pub fn decimal_text(buf: &mut [u8; 20], v: i64) -> &[u8] {
+    signed_decimal_text(buf, v < 0, v.unsigned_abs())
+}
+
+/// `n`, preceded by '-' if `negative`, in decimal, written into `buf`.
+pub fn signed_decimal_text(buf: &mut [u8; 20], negative: bool, mut n: u64) -> &[u8] {
+    debug_assert!(!negative || n <= 1 << 63);
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if negative {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+#[derive(Default)]
+struct Inbox {
+    /// Buffers handed over and not yet taken, oldest first.
+    groups: VecDeque<Staged>,
+    /// Emptied buffers, for the server thread to fill again (their capacity is kept).
+    spare: Vec<Staged>,
+    /// The thread waits on the condition variable (a hand-over must wake it).
+    parked: bool,
+    stop: bool,
+}
+
+struct Shared {
+    inbox: Mutex<Inbox>,
+    wake: Condvar,
+    /// See the module's invariants.
+    busy: AtomicBool,
+    /// Set by the server thread when it waits for the sender to be idle: the sender then
+    /// writes to the journal's wake-up pipe once it is.
+    waiting: AtomicBool,
+    /// Set at shutdown: a record that finds the queue full is given up.
+    stop: AtomicBool,
+    failed: Mutex<Option<String>>,
+}
+
+/// The sender thread's handle (server thread only).
+pub struct Sender {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sender {
+    /// Starts the thread. `wake` is the journal's wake-up pipe (written on a failure, and when
+    /// the server thread waits for the sender); `send_each_group`: broker ack mode.
+    pub fn start(
+        client: Client,
+        topic: String,
+        wake: OwnedFd,
+        send_each_group: bool,
+    ) -> std::io::Result<Sender> {
+        let shared = Arc::new(Shared {
+            inbox: Mutex::new(Inbox::default()),
+            wake: Condvar::new(),
+            busy: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        });
+        let s = shared.clone();
+        let ping = move || {
+            // SAFETY: a one-byte write to our own non-blocking descriptor; a full pipe already
+            // holds a wake-up.
+            unsafe { libc::write(wake.as_raw_fd(), b"s".as_ptr().cast(), 1) };
+        };
+        let thread = std::thread::Builder::new().name("journal-sender".into()).spawn(move || {
+            let mut failed = false;
+            loop {
+                let mut group = {
+                    let mut inbox = s.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                    loop {
+                        if let Some(g) = inbox.groups.pop_front() {
+                            break g;
+                        }
+                        if inbox.stop {
+                            return;
+                        }
+                        inbox.parked = true;
+                        inbox = s.wake.wait(inbox).unwrap_or_else(|e| e.into_inner());
+                        inbox.parked = false;
+                    }
+                };
+                if !failed {
+                    let mut on_full = || {
+                        if s.stop.load(Ordering::Relaxed) {
+                            return Err(format!(
+                                "cannot journal to topic {topic}: the local queue stayed full until shutdown"
+                            ));
+                        }
+                        std::thread::sleep(QUEUE_FULL_RETRY);
+                        Ok(())
+                    };
+                    match group.produce_all(&client, &topic, &mut on_full) {
+                        Ok(()) if send_each_group => client.flush(TRIGGER_WINDOW_MS),
+                        Ok(()) => {}
+                        Err(e) => {
+                            failed = true;
+                            s.failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                            ping();
+                        }
+                    }
+                }
+                group.clear();
+                let idle = {
+                    let mut inbox = s.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                    inbox.spare.push(group);
+                    let idle = inbox.groups.is_empty();
+                    if idle {
+                        s.busy.store(false, Ordering::SeqCst);
+                    }
+                    idle
+                };
+                if idle && s.waiting.swap(false, Ordering::SeqCst) {
+                    ping();
+                }
+            }
+        })?;
+        Ok(Sender { shared, thread: Some(thread) })
+    }
+
+    /// An empty buffer to stage records in (one the sender has emptied, when there is one).
+    pub fn spare(&self) -> Staged {
+        self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).spare.pop().unwrap_or_default()
+    }
+
+    /// Hands `group` over: its records are produced after every record handed over before.
+    pub fn hand(&self, group: Staged) {
+        let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.busy.store(true, Ordering::SeqCst);
+        inbox.groups.push_back(group);
+        if inbox.parked {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Whether the sender still has records to produce (or, in broker ack mode, a group whose
+    /// send it still holds open); nobody is woken when it is done.
+    pub fn is_busy(&self) -> bool {
+        self.shared.busy.load(Ordering::SeqCst)
+    }
+
+    /// As `is_busy`, but when the sender is busy, the server thread will be woken through the
+    /// journal's pipe once it is idle.
+    pub fn busy(&self) -> bool {
+        if !self.shared.busy.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.shared.waiting.store(true, Ordering::SeqCst);
+        // The sender may have gone idle between the two loads: then it may not have seen
+        // `waiting`.
+        if !self.shared.busy.load(Ordering::SeqCst) {
+            self.shared.waiting.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// The failure that stopped the sender, if one did.
+    pub fn failed(&self) -> Option<String> {
+        self.shared.failed.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
