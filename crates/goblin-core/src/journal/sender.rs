@@ -5,13 +5,16 @@
 //! of the server thread's time, and the server thread was the bottleneck. So the server
 //! thread only copies each journaled mutation into a [`Staged`] buffer (one `memcpy`), and at
 //! the end of its loop turn passes the buffer to this thread, which builds the headers and
-//! produces the records, in order. librdkafka's producer is thread-safe; delivery reports
-//! still arrive on the main queue, which the server thread serves (`producer`), so every
-//! acknowledged offset stays a plain field of the server thread.
+//! produces the records, in order. A small buffer (`kafka::INLINE_GROUP_MAX`) the server
+//! thread produces itself when this thread is idle: waking a thread costs both more than a
+//! few records do. librdkafka's producer is thread-safe; delivery reports still arrive on the
+//! main queue, which the server thread serves (`producer`), so every acknowledged offset
+//! stays a plain field of the server thread.
 //!
 //! Invariants:
 //! - Records reach librdkafka in the order the server thread staged them: buffers are taken
-//!   in the order they were handed over, and only this thread produces.
+//!   in the order they were handed over, and the server thread produces only while this
+//!   thread is idle (`busy` false).
 //! - `busy` is true from the moment a buffer is handed over until this thread has produced
 //!   (and, in broker ack mode, sent) everything it was given.
 //! - A produce failure other than a full queue is kept (`failed`) and reported through the
@@ -57,6 +60,10 @@ const TRIGGER_WINDOW_MS: i32 = 100;
 /// How long the sender waits before retrying a record that found librdkafka's queue full (the
 /// server thread's serving of delivery reports frees room).
 const QUEUE_FULL_RETRY: Duration = Duration::from_micros(200);
+
+/// Emptied buffers kept for reuse at most (the rest are freed: a burst of groups must not
+/// keep its memory).
+const SPARE_MAX: usize = 4;
 
 /// What a record carries besides its value and key.
 #[derive(Clone, Copy)]
@@ -276,7 +283,9 @@ impl Sender {
                 group.clear();
                 let idle = {
                     let mut inbox = s.inbox.lock().unwrap_or_else(|e| e.into_inner());
-                    inbox.spare.push(group);
+                    if inbox.spare.len() < SPARE_MAX {
+                        inbox.spare.push(group);
+                    }
                     let idle = inbox.groups.is_empty();
                     if idle {
                         s.busy.store(false, Ordering::SeqCst);
