@@ -133,6 +133,46 @@ fn recovers_from_the_topic_alone(k: &dyn Broker) {
     assert_eq!(state(&mut c.conn()), want);
 }
 
+/// librdkafka's local queue holds only 8 records here (`queue.buffering.max.messages`), so
+/// most records find it full: in both ack modes the records wait for room (on the sender
+/// thread for large groups, on the server thread for small ones) and none is lost, doubled
+/// or reordered. The counters' final values and the list's order show it after a replay.
+#[test]
+fn a_full_local_queue_delays_records_and_loses_none() {
+    let k = Kaka::start();
+    for mode in ["queued", "broker"] {
+        let uri = format!("{}?queue.buffering.max.messages=8", k.uri(&format!("journal-full-{mode}")));
+        let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", mode, "--save", ""];
+        let s = Server::start(&args);
+        let mut con = s.conn();
+        // Large pipelines (groups through the sender) and single commands (small groups).
+        for round in 0..4 {
+            let mut p = redis::pipe();
+            for i in 0..500 {
+                p.cmd("INCR").arg(format!("c{}", i % 7)).ignore();
+                p.cmd("RPUSH").arg("order").arg(round * 500 + i).ignore();
+            }
+            let _: () = p.query(&mut con).unwrap();
+            for _ in 0..20 {
+                let _: i64 = redis::cmd("INCR").arg("single").query(&mut con).unwrap();
+            }
+        }
+        wait_acked(&mut con);
+        let want = state(&mut con);
+        drop(s);
+        let r = Server::start(&["--kafka", uri.as_str(), "--save", ""]);
+        let mut con = r.conn();
+        assert_eq!(state(&mut con), want, "{mode}");
+        let total: i64 =
+            (0..7).map(|i| redis::cmd("GET").arg(format!("c{i}")).query::<i64>(&mut con).unwrap()).sum();
+        assert_eq!(total, 2000, "{mode}");
+        let single: i64 = redis::cmd("GET").arg("single").query(&mut con).unwrap();
+        assert_eq!(single, 80, "{mode}");
+        let order: Vec<i64> = redis::cmd("LRANGE").arg("order").arg(0).arg(-1).query(&mut con).unwrap();
+        assert_eq!(order, (0..2000).collect::<Vec<i64>>(), "{mode}");
+    }
+}
+
 #[test]
 fn a_snapshot_plus_the_topic_suffix_recovers_everything() {
     snapshot_plus_suffix(&Kaka::start());
