@@ -259,7 +259,7 @@ pub struct Journal {
     groups: bool,
     /// Records committed and not yet handed to the sender thread (`end_turn` hands them).
     staged: Staged,
-    /// Records handed to the sender thread and not yet reported.
+    /// Records handed over (to librdkafka or to the sender thread) and not yet reported.
     handed: u64,
     /// (last logical offset, commit time) of each journaled batch not yet acknowledged, oldest
     /// first: INFO's oldest pending age.
