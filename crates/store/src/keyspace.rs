@@ -93,6 +93,12 @@ impl Keyspace {
         self.table.set_bulk(on);
     }
 
+    /// A hint that `key` will be looked up soon (see `ChainTable::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, key: &[u8], chain: bool) {
+        self.table.prefetch(key, chain);
+    }
+
     /// Number of keys, including expired keys not yet removed.
     pub fn len(&self) -> usize {
         self.table.len()

@@ -622,6 +622,10 @@ const LIBRDKAFKA_MESSAGE_MAX_BYTES: usize = 1_000_000;
 /// the record's own varints, the four headers (about 150 bytes) and slack.
 const RECORD_OVERHEAD: usize = 1024;
 
+/// How many records ahead of the one it applies the replay starts loading a key's chain
+/// (and twice as many ahead, its bucket slots).
+const PREFETCH_AHEAD: usize = 8;
+
 /// Groups smaller than this are handed to librdkafka on the server thread (when the sender
 /// thread is idle): waking the sender costs both threads more than producing a few records
 /// (measured at -P 1: about 15% more CPU per write with every group through the sender).
@@ -908,7 +912,20 @@ fn replay_topic(
                     }
                 };
                 idle_since = None;
-                for rec in &batch.0 {
+                for (i, rec) in batch.0.iter().enumerate() {
+                    // The keys a few records ahead: their bucket slots, and (once those are
+                    // in cache) their chains' first entries, start loading now, so that the
+                    // lookups below find them cached (measured in docs/BENCHMARKS.md).
+                    for (ahead, chain) in [(PREFETCH_AHEAD * 2, false), (PREFETCH_AHEAD, true)] {
+                        if let Some(key) = batch
+                            .0
+                            .get(i + ahead)
+                            .and_then(|r| r.value())
+                            .and_then(engine::replay::record_key)
+                        {
+                            engine.ks.prefetch(key, chain);
+                        }
+                    }
                     replay_record(
                         rec,
                         target,
@@ -1182,6 +1199,8 @@ pub struct Consumer {
     /// The lineage this primary writes, as header text (refreshed if the lineage changes).
     lineage: ReplId,
     lineage_text: String,
+    /// The last lineage header decoded (see `reader::Lineages`).
+    lineages: reader::Lineages,
     /// The first broker offset not yet processed (what a snapshot saves).
     pub position: i64,
     pub stats: ConsumeStats,
@@ -1231,6 +1250,7 @@ impl Consumer {
             _consumer: consumer,
             lineage,
             lineage_text: lineage.to_string(),
+            lineages: reader::Lineages::default(),
             position,
             stats: ConsumeStats::default(),
         })
@@ -1306,7 +1326,7 @@ impl Consumer {
                 self.position = offset + 1;
                 continue;
             }
-            let rec = reader::decode(m);
+            let rec = reader::decode(m, &mut self.lineages);
             match rec.id {
                 Some(Some(id)) if id == self.lineage => self.stats.own_skipped += 1,
                 Some(Some(id)) => {

@@ -213,6 +213,29 @@ impl<E: ChainEntry> ChainTable<E> {
         self.hasher.hash(key)
     }
 
+    /// A hint that `key` will be looked up soon: starts loading its bucket slots into the
+    /// cache (`chain` false), or, once those are cached, the first entry of each chain
+    /// (`chain` true). A bulk loader that knows its next keys calls both, some keys apart, so
+    /// that the lookups find in cache what would otherwise be two misses each. No effect on
+    /// the table's contents; a no-op where the CPU has no prefetch instruction.
+    #[inline]
+    pub fn prefetch(&self, key: &[u8], chain: bool) {
+        if self.len == 0 {
+            return;
+        }
+        let h = self.hash(key);
+        for t in &self.t {
+            if t.is_empty() {
+                continue;
+            }
+            let slot: *const *mut u8 = &t[h as usize & (t.len() - 1)];
+            let target = if chain { t[h as usize & (t.len() - 1)] as *const u8 } else { slot.cast() };
+            if !target.is_null() {
+                prefetch_read(target);
+            }
+        }
+    }
+
     /// The entry with `key`, if any.
     pub fn get(&self, key: &[u8]) -> Option<NonNull<u8>> {
         if self.len == 0 {
@@ -633,6 +656,19 @@ impl<E: ChainEntry> Drop for ChainTable<E> {
     fn drop(&mut self) {
         self.clear();
     }
+}
+
+/// Asks the CPU to start loading the cache line at `p` (a hint: never faults, even for an
+/// address that is not mapped).
+#[inline(always)]
+fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it reads nothing the program can observe.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p.cast(), std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 #[cfg(test)]
