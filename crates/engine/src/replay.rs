@@ -75,9 +75,6 @@ impl std::fmt::Display for RecordError {
 
 impl std::error::Error for RecordError {}
 
-/// Splits a record into its arguments (borrowed from the record), or says why it is not one
-/// RESP2 command: `*<n>\r\n` then n times `$<len>\r\n<bytes>\r\n`, and nothing after. Written by
-/// hand because replay runs it once per record: no frame tree, no copies.
 /// The integer of a `<type><digits>\r\n` line at `at`, and where the next line starts: the
 /// text up to the first CRLF, as `i64::from_str` reads it (an optional sign, then digits, no
 /// overflow). Hand-written because the replay runs it twice per argument: searching with
@@ -135,6 +132,9 @@ pub fn record_key(record: &[u8]) -> Option<&[u8]> {
     None
 }
 
+/// Splits a record into its arguments (borrowed from the record), or says why it is not one
+/// RESP2 command: `*<n>\r\n` then n times `$<len>\r\n<bytes>\r\n`, and nothing after. Written by
+/// hand because replay runs it once per record: no frame tree, no copies.
 fn parse_record(record: &[u8]) -> Result<Vec<&[u8]>, RecordError> {
     let bad = |why: &str| Err(RecordError::Malformed(why.to_string()));
     match record.first() {

@@ -93,10 +93,16 @@ impl Keyspace {
         self.table.set_bulk(on);
     }
 
-    /// A hint that `key` will be looked up soon (see `ChainTable::prefetch`).
+    /// The hash of `key` in this keyspace's table (for `prefetch`).
     #[inline]
-    pub fn prefetch(&self, key: &[u8], chain: bool) {
-        self.table.prefetch(key, chain);
+    pub fn key_hash(&self, key: &[u8]) -> u64 {
+        self.table.hash(key)
+    }
+
+    /// A hint that the key hashed to `h` will be looked up soon (see `ChainTable::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, h: u64, chain: bool) {
+        self.table.prefetch(h, chain);
     }
 
     /// Number of keys, including expired keys not yet removed.

@@ -140,6 +140,20 @@ impl Acks {
     }
 }
 
+/// Serves the producer's events (waiting up to `wait` for the first): delivery reports
+/// update `acks` and `handed`; a fatal producer error is returned, naming topic and partition.
+fn serve_reports(
+    producer: &Producer,
+    acks: &Acks,
+    handed: &mut u64,
+    topic: &str,
+    wait: Duration,
+) -> Result<usize, String> {
+    producer
+        .serve(POLL_EVENTS_MAX, wait, |d| delivered(acks, handed, topic, d))
+        .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
+}
+
 /// The server thread's bookkeeping for one delivery report.
 fn delivered(acks: &Acks, handed: &mut u64, topic: &str, d: Delivery) {
     *handed = handed.saturating_sub(1);
@@ -429,33 +443,23 @@ impl Journal {
     /// Serves the producer's events (waiting up to `wait` for the first): delivery reports
     /// update `acks`; a fatal producer error is returned, naming topic and partition.
     fn serve_reports(&mut self, wait: Duration) -> Result<usize, String> {
-        let (acks, handed, topic) = (&self.acks, &mut self.handed, &self.target.topic);
-        self.producer
-            .serve(POLL_EVENTS_MAX, wait, |d| delivered(acks, handed, topic, d))
-            .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
+        serve_reports(&self.producer, &self.acks, &mut self.handed, &self.target.topic, wait)
     }
 
-    /// Hands every staged record to librdkafka, after everything handed over before: a small
-    /// group on this thread (when the sender is idle, so that order holds), a larger one
-    /// through the sender thread. In broker ack mode the sender then asks for the group to be
-    /// sent (an empty group it is given only does that).
+    /// Hands every staged record (there is at least one) to librdkafka, after everything
+    /// handed over before: a small group on this thread (when the sender is idle, so that
+    /// order holds), a larger one through the sender thread. In broker ack mode the sender
+    /// then asks for the group to be sent (an empty group it is given only does that).
     fn hand_staged(&mut self) -> Result<(), String> {
-        if self.staged.is_empty() && !self.groups {
-            return Ok(());
-        }
         self.staged_seen = 0;
         self.handed += self.staged.len() as u64;
         if self.staged.len() < INLINE_GROUP_MAX && !self.producer.sender().is_busy() {
             let Journal { staged, producer, acks, handed, target, .. } = self;
-            let topic = &target.topic;
+            // A full local queue: let librdkafka deliver some, then retry.
             let mut on_full = || {
-                // The local queue is full: let librdkafka deliver some, then retry.
-                producer
-                    .serve(POLL_EVENTS_MAX, Duration::from_millis(10), |d| delivered(acks, handed, topic, d))
-                    .map(|_| ())
-                    .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
+                serve_reports(producer, acks, handed, &target.topic, Duration::from_millis(10)).map(|_| ())
             };
-            let result = staged.produce_all(producer.inline(), topic, &mut on_full);
+            let result = staged.produce_all(producer.inline(), &target.topic, &mut on_full);
             staged.clear();
             result?;
             if !self.groups {
@@ -879,6 +883,8 @@ fn replay_topic(
     let mut last_log = Instant::now();
     // Since when no record came (None while records flow: no clock read per record).
     let mut idle_since: Option<Instant> = None;
+    // Per batch: the hash of each record's key, for the prefetch (computed once per record).
+    let mut key_hashes: Vec<Option<u64>> = Vec::new();
     let mut now = crate::server::now_ms();
     let mut held = Held::default();
     let q = reader::Queue::of(&consumer).ok_or("--kafka: the replay consumer has no queue")?;
@@ -912,18 +918,19 @@ fn replay_topic(
                     }
                 };
                 idle_since = None;
+                key_hashes.clear();
+                key_hashes.extend(
+                    batch.0.iter().map(|r| {
+                        r.value().and_then(engine::replay::record_key).map(|k| engine.ks.key_hash(k))
+                    }),
+                );
                 for (i, rec) in batch.0.iter().enumerate() {
                     // The keys a few records ahead: their bucket slots, and (once those are
                     // in cache) their chains' first entries, start loading now, so that the
                     // lookups below find them cached (measured in docs/BENCHMARKS.md).
                     for (ahead, chain) in [(PREFETCH_AHEAD * 2, false), (PREFETCH_AHEAD, true)] {
-                        if let Some(key) = batch
-                            .0
-                            .get(i + ahead)
-                            .and_then(|r| r.value())
-                            .and_then(engine::replay::record_key)
-                        {
-                            engine.ks.prefetch(key, chain);
+                        if let Some(&Some(h)) = key_hashes.get(i + ahead) {
+                            engine.ks.prefetch(h, chain);
                         }
                     }
                     replay_record(

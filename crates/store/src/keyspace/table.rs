@@ -213,23 +213,23 @@ impl<E: ChainEntry> ChainTable<E> {
         self.hasher.hash(key)
     }
 
-    /// A hint that `key` will be looked up soon: starts loading its bucket slots into the
-    /// cache (`chain` false), or, once those are cached, the first entry of each chain
-    /// (`chain` true). A bulk loader that knows its next keys calls both, some keys apart, so
-    /// that the lookups find in cache what would otherwise be two misses each. No effect on
-    /// the table's contents; a no-op where the CPU has no prefetch instruction.
+    /// A hint that a key whose hash is `h` (see `hash`) will be looked up soon: starts loading
+    /// its bucket slots into the cache (`chain` false), or, once those are cached, the first
+    /// entry of each chain (`chain` true). A bulk loader that knows its next keys calls both,
+    /// some keys apart, so that the lookups find in cache what would otherwise be two misses
+    /// each. No effect on the table's contents; a no-op where the CPU has no prefetch
+    /// instruction.
     #[inline]
-    pub fn prefetch(&self, key: &[u8], chain: bool) {
+    pub fn prefetch(&self, h: u64, chain: bool) {
         if self.len == 0 {
             return;
         }
-        let h = self.hash(key);
         for t in &self.t {
             if t.is_empty() {
                 continue;
             }
-            let slot: *const *mut u8 = &t[h as usize & (t.len() - 1)];
-            let target = if chain { t[h as usize & (t.len() - 1)] as *const u8 } else { slot.cast() };
+            let slot = &t[h as usize & (t.len() - 1)];
+            let target: *const u8 = if chain { *slot } else { (slot as *const *mut u8).cast() };
             if !target.is_null() {
                 prefetch_read(target);
             }
