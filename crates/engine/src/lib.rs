@@ -49,6 +49,6 @@ pub use command::{lookup, CommandSpec, Flags, Handler};
 pub use ctx::Ctx;
 pub use engine::{Engine, Outcome, Stats};
 pub use functions::Functions;
-pub use mutation::{compaction_key, ReplId, Replication};
+pub use mutation::{compaction_key, compaction_key_into, ReplId, Replication};
 pub use replay::{Applied, RecordError};
 pub use store::Millis;

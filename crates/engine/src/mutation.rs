@@ -71,27 +71,41 @@ impl Replication {
 /// Encoding: each part as a 4-byte big-endian length followed by its bytes; the first part is
 /// the uppercase unit kind (`SET`, `HSET`, `SADD`, `ZADD`, ...).
 pub fn compaction_key(args: &[&[u8]]) -> Option<Vec<u8>> {
-    fn framed(parts: &[&[u8]]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
+    let mut out = Vec::new();
+    compaction_key_into(args.len(), |i| args[i], &mut out).then_some(out)
+}
+
+/// [`compaction_key`] without allocating (the journal's per-write path): appends the key of
+/// the mutation whose `argc` arguments `arg` gives to `out`, and returns whether it has one
+/// (`out` is untouched when not).
+pub fn compaction_key_into<'a>(argc: usize, arg: impl Fn(usize) -> &'a [u8], out: &mut Vec<u8>) -> bool {
+    fn framed(out: &mut Vec<u8>, parts: &[&[u8]]) -> bool {
+        out.reserve(parts.iter().map(|p| p.len() + 4).sum());
         for p in parts {
             out.extend_from_slice(&(p.len() as u32).to_be_bytes());
             out.extend_from_slice(p);
         }
-        out
+        true
     }
-    let name = args.first()?.to_ascii_uppercase();
-    match (name.as_slice(), args.len()) {
+    if argc == 0 {
+        return false;
+    }
+    let name = arg(0);
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    match argc {
         // A SET with its absolute deadline fully defines the key's string state.
-        (b"SET", n) if n >= 3 => Some(framed(&[b"SET", args[1]])),
+        n if n >= 3 && is(b"SET") => framed(out, &[b"SET", arg(1)]),
         // One field / member, one mutation: the per-type emitters keep it that way.
-        (b"HSET", 4) | (b"HDEL", 3) => Some(framed(&[b"HSET", args[1], args[2]])),
-        (b"SADD", 3) | (b"SREM", 3) => Some(framed(&[b"SADD", args[1], args[2]])),
-        (b"ZADD", 4) => Some(framed(&[b"ZADD", args[1], args[3]])),
-        (b"ZREM", 3) => Some(framed(&[b"ZADD", args[1], args[2]])),
-        (b"ARSET", 4) | (b"ARDEL", 3) => Some(framed(&[b"ARSET", args[1], args[2]])),
+        4 if is(b"HSET") => framed(out, &[b"HSET", arg(1), arg(2)]),
+        3 if is(b"HDEL") => framed(out, &[b"HSET", arg(1), arg(2)]),
+        3 if is(b"SADD") || is(b"SREM") => framed(out, &[b"SADD", arg(1), arg(2)]),
+        4 if is(b"ZADD") => framed(out, &[b"ZADD", arg(1), arg(3)]),
+        3 if is(b"ZREM") => framed(out, &[b"ZADD", arg(1), arg(2)]),
+        4 if is(b"ARSET") => framed(out, &[b"ARSET", arg(1), arg(2)]),
+        3 if is(b"ARDEL") => framed(out, &[b"ARSET", arg(1), arg(2)]),
         // The insert cursor is one unit per array: its latest ARSEEK defines it.
-        (b"ARSEEK", 3) => Some(framed(&[b"ARSEEK", args[1]])),
-        _ => None,
+        3 if is(b"ARSEEK") => framed(out, &[b"ARSEEK", arg(1)]),
+        _ => false,
     }
 }
 
@@ -110,6 +124,16 @@ mod tests {
             compaction_key(&[b"SET", b"k", b"v", b"PXAT", b"1"]),
             Some(b"\0\0\0\x03SET\0\0\0\x01k".to_vec())
         );
+    }
+
+    #[test]
+    fn the_appending_form_adds_to_what_is_there() {
+        let mut out = b"prefix".to_vec();
+        assert!(compaction_key_into(3, |i| [&b"srem"[..], b"s", b"m"][i], &mut out));
+        assert_eq!(out, [&b"prefix"[..], b"\0\0\0\x04SADD\0\0\0\x01s\0\0\0\x01m"].concat());
+        assert!(!compaction_key_into(3, |i| [&b"LPUSH"[..], b"l", b"x"][i], &mut out));
+        assert!(!compaction_key_into(0, |_| &b""[..], &mut out));
+        assert_eq!(out.len(), 6 + 18);
     }
 
     #[test]

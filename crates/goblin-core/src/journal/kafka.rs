@@ -24,15 +24,17 @@
 //! applies them where the primary did: before an own record stamped b, every held record at
 //! or below b.
 //!
-//! Threads: librdkafka's own threads do the network work. Delivery reports are events that the
-//! server thread serves (`producer`), and consumed records are taken from the consumer's
-//! queue on the server thread too, so the acknowledged offsets and the consumer position are
-//! plain fields of the server thread's state. One more thread, `journal-sender`, hands
-//! the server thread's records to librdkafka, and in broker ack mode asks for each group to
-//! be sent (see `sender`).
+//! Threads: librdkafka's own threads do the network work. Delivery reports are events: in
+//! broker ack mode the server thread serves them (`producer`); in queued mode the
+//! `journal-reports` thread serves them and sums them for the server thread (`reports`).
+//! Consumed records are taken from the consumer's queue on the server thread, so the
+//! acknowledged offsets and the consumer position stay plain fields of the server thread's
+//! state. One more thread, `journal-sender`, hands the server thread's records to
+//! librdkafka, and in broker ack mode asks for each group to be sent (see `sender`).
 
-use super::producer::{Delivery, Producer};
+use super::producer::Producer;
 use super::reader;
+use super::reports::Reported;
 use super::sender::{Staged, Stamp};
 pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET};
 use super::target::KafkaTarget;
@@ -126,52 +128,70 @@ impl Acks {
         own.front().is_some_and(|&(first, _)| first <= broker)
     }
 
+    #[cfg(test)]
     fn record_own(&self, broker: i64) {
+        self.record_run((broker, broker));
+    }
+
+    /// Adds the acknowledged broker offsets `first..=last` (after every run so far).
+    fn record_run(&self, (first, last): (i64, i64)) {
         let mut own = self.own.borrow_mut();
         match own.back_mut() {
-            Some(run) if run.1 + 1 == broker => run.1 = broker,
+            Some(run) if run.1 + 1 == first => run.1 = last,
             _ => {
                 if own.len() == OWN_RUNS_MAX {
                     own.pop_front();
                 }
-                own.push_back((broker, broker));
+                own.push_back((first, last));
             }
         }
     }
 }
 
-/// Serves the producer's events (waiting up to `wait` for the first): delivery reports
-/// update `acks` and `handed`; a fatal producer error is returned, naming topic and partition.
-fn serve_reports(
+/// Takes the delivery reports into `acks` and `handed`: served on this thread in broker ack
+/// mode (waiting up to `wait` for the first), summed by the reports thread in queued mode
+/// (where a `wait` only paces a caller that waits for room in librdkafka's queue). A record
+/// refused for good is kept in `acks.failed`; a fatal producer error is returned, naming
+/// topic and partition.
+fn take_reports(
     producer: &Producer,
     acks: &Acks,
     handed: &mut u64,
     topic: &str,
     wait: Duration,
-) -> Result<usize, String> {
-    producer
-        .serve(POLL_EVENTS_MAX, wait, |d| delivered(acks, handed, topic, d))
-        .map_err(|e| format!("Kafka journal (topic {topic}, partition 0): {e}"))
-}
-
-/// The server thread's bookkeeping for one delivery report.
-fn delivered(acks: &Acks, handed: &mut u64, topic: &str, d: Delivery) {
-    *handed = handed.saturating_sub(1);
-    acks.pending.set(acks.pending.get().saturating_sub(1));
-    acks.pending_bytes.set(acks.pending_bytes.get().saturating_sub(d.len as u64));
-    match d.error {
+) -> Result<(), String> {
+    let sum = match producer.reports() {
+        Some(thread) => {
+            let sum = thread.take();
+            if sum.is_empty() && !wait.is_zero() {
+                std::thread::sleep(wait.min(Duration::from_micros(200)));
+            }
+            sum
+        }
         None => {
-            acks.logical.set(acks.logical.get().max(d.logical as i64));
-            acks.broker.set(acks.broker.get().max(d.offset));
-            acks.record_own(d.offset);
+            let mut sum = Reported::default();
+            if let Err(e) = producer.serve(POLL_EVENTS_MAX, wait, |d| sum.add(d, topic)) {
+                sum.fatal = Some(e);
+            }
+            sum
         }
-        Some(e) => {
-            let msg = format!(
-                "Kafka refused the record of logical offset {} (topic {topic}, partition 0): {e}",
-                d.logical
-            );
-            acks.failed.borrow_mut().get_or_insert(msg);
-        }
+    };
+    *handed = handed.saturating_sub(sum.records);
+    acks.pending.set(acks.pending.get().saturating_sub(sum.records));
+    acks.pending_bytes.set(acks.pending_bytes.get().saturating_sub(sum.bytes));
+    if let Some((logical, broker)) = sum.acked {
+        acks.logical.set(acks.logical.get().max(logical as i64));
+        acks.broker.set(acks.broker.get().max(broker));
+    }
+    for run in sum.own {
+        acks.record_run(run);
+    }
+    if let Some(e) = sum.refused {
+        acks.failed.borrow_mut().get_or_insert(e);
+    }
+    match sum.fatal {
+        Some(e) => Err(format!("Kafka journal (topic {topic}, partition 0): {e}")),
+        None => Ok(()),
     }
 }
 
@@ -187,29 +207,34 @@ struct Wakeup {
 }
 
 impl Wakeup {
-    /// Takes ownership of the queue handle `queue` (released on drop, or here on failure).
+    /// Takes ownership of the queue handle `queue` (released on drop, or here on failure). A
+    /// null `queue`: a pipe that only goblin-core's own threads write to.
     fn new(queue: *mut rdkafka::bindings::rd_kafka_queue_t) -> std::io::Result<Wakeup> {
         use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills two descriptors we then own.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
             let e = std::io::Error::last_os_error();
-            // SAFETY: the handle is ours and released once.
-            unsafe { rdkafka::bindings::rd_kafka_queue_destroy(queue) };
+            if !queue.is_null() {
+                // SAFETY: the handle is ours and released once.
+                unsafe { rdkafka::bindings::rd_kafka_queue_destroy(queue) };
+            }
             return Err(e);
         }
         // SAFETY: both descriptors are fresh and ours.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: librdkafka copies the one-byte payload; the write end outlives the queue's use
-        // of it (disabled in `Wakeup::drop`).
-        unsafe {
-            rdkafka::bindings::rd_kafka_queue_io_event_enable(
-                queue,
-                write.as_raw_fd(),
-                b"1".as_ptr().cast(),
-                1,
-            )
-        };
+        if !queue.is_null() {
+            // SAFETY: librdkafka copies the one-byte payload; the write end outlives the queue's
+            // use of it (disabled in `Wakeup::drop`).
+            unsafe {
+                rdkafka::bindings::rd_kafka_queue_io_event_enable(
+                    queue,
+                    write.as_raw_fd(),
+                    b"1".as_ptr().cast(),
+                    1,
+                )
+            };
+        }
         Ok(Wakeup { read, write, queue })
     }
 
@@ -235,6 +260,9 @@ impl Wakeup {
 
 impl Drop for Wakeup {
     fn drop(&mut self) {
+        if self.queue.is_null() {
+            return;
+        }
         // SAFETY: the queue handle is released once, while its client still exists (`Journal`
         // and `Consumer` declare `wakeup` before the client, and fields drop in declaration
         // order).
@@ -358,16 +386,25 @@ impl Journal {
         let record_limit = topic_max.unwrap_or(usize::MAX).min(producer_max).saturating_sub(RECORD_OVERHEAD);
         let mut producer = Producer::new(&c, &target.topic)
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
-        // SAFETY: the client pointer is valid for the producer's life; the returned queue
-        // handle is released in `Wakeup::drop`, before the producer goes.
-        let queue = unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.native()) };
-        let wakeup =
-            Wakeup::new(queue).map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
-        let fd =
-            wakeup.write.try_clone().map_err(|e| format!("--kafka: cannot set up the wake-up pipe: {e}"))?;
+        // Broker ack mode: the main queue's reports wake the server thread through the pipe.
+        // Queued: the reports thread serves them, and writes to the pipe itself (`reports`).
+        let queue = if replies_wait_for_acks {
+            // SAFETY: the client pointer is valid for the producer's life; the returned queue
+            // handle is released in `Wakeup::drop`, before the producer goes.
+            unsafe { rdkafka::bindings::rd_kafka_queue_get_main(producer.native()) }
+        } else {
+            std::ptr::null_mut()
+        };
+        let pipe_error = |e| format!("--kafka: cannot set up the wake-up pipe: {e}");
+        let wakeup = Wakeup::new(queue).map_err(pipe_error)?;
         producer
-            .start_sender(fd, replies_wait_for_acks)
+            .start_sender(wakeup.write.try_clone().map_err(pipe_error)?, replies_wait_for_acks)
             .map_err(|e| format!("--kafka: cannot start the sender thread: {e}"))?;
+        if !replies_wait_for_acks {
+            producer
+                .start_reports(wakeup.write.try_clone().map_err(pipe_error)?, POLL_EVENTS_MAX)
+                .map_err(|e| format!("--kafka: cannot start the reports thread: {e}"))?;
+        }
         Ok(Journal {
             target,
             wakeup,
@@ -415,10 +452,12 @@ impl Journal {
         }
         let timestamp_ms = if self.groups { now_ms } else { 0 };
         for m in batch.iter() {
-            let args: Vec<&[u8]> = m.args().collect();
-            let key = engine::compaction_key(&args);
-            let size = m.bytes.len() + key.as_ref().map_or(0, Vec::len);
+            let stamp = Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms };
+            let size = self.staged.push(&self.replid_text.1, stamp, m.bytes, |out| {
+                engine::compaction_key_into(m.argc(), |i| m.arg(i), out)
+            });
             if size > self.record_limit {
+                self.staged.pop();
                 // Written already (the request was smaller: a derived write, such as APPEND's
                 // whole new value); it cannot be journaled, so the server must stop.
                 return Err(format!(
@@ -429,8 +468,6 @@ impl Journal {
                     self.record_limit + RECORD_OVERHEAD
                 ));
             }
-            let stamp = Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms };
-            self.staged.push(&self.replid_text.1, stamp, m.bytes, key.as_deref());
             self.acks.pending.set(self.acks.pending.get() + 1);
             self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
             self.produced += 1;
@@ -440,10 +477,9 @@ impl Journal {
         Ok(())
     }
 
-    /// Serves the producer's events (waiting up to `wait` for the first): delivery reports
-    /// update `acks`; a fatal producer error is returned, naming topic and partition.
-    fn serve_reports(&mut self, wait: Duration) -> Result<usize, String> {
-        serve_reports(&self.producer, &self.acks, &mut self.handed, &self.target.topic, wait)
+    /// Takes the delivery reports (see the free function `take_reports`).
+    fn take_reports(&mut self, wait: Duration) -> Result<(), String> {
+        take_reports(&self.producer, &self.acks, &mut self.handed, &self.target.topic, wait)
     }
 
     /// Hands every staged record (there is at least one) to librdkafka, after everything
@@ -456,9 +492,8 @@ impl Journal {
         if self.staged.len() < INLINE_GROUP_MAX && !self.producer.sender().is_busy() {
             let Journal { staged, producer, acks, handed, target, .. } = self;
             // A full local queue: let librdkafka deliver some, then retry.
-            let mut on_full = || {
-                serve_reports(producer, acks, handed, &target.topic, Duration::from_millis(10)).map(|_| ())
-            };
+            let mut on_full =
+                || take_reports(producer, acks, handed, &target.topic, Duration::from_millis(10));
             let result = staged.produce_all(producer.inline(), &target.topic, &mut on_full);
             staged.clear();
             result?;
@@ -559,7 +594,7 @@ impl Journal {
     /// Serves delivery reports (server thread only). Err: a record was refused for good, or
     /// the producer failed fatally.
     pub fn poll(&mut self) -> Result<(), String> {
-        self.serve_reports(Duration::ZERO)?;
+        self.take_reports(Duration::ZERO)?;
         if let Some(e) = self.acks.failed.borrow().as_ref() {
             return Err(e.clone());
         }
@@ -609,7 +644,7 @@ impl Journal {
                 return Err(format!("{} records still unacknowledged after {bound:?}", self.handed));
             }
             self.producer.flush_for(left.min(Duration::from_millis(10)));
-            self.serve_reports(Duration::ZERO)?;
+            self.take_reports(Duration::ZERO)?;
             if let Some(e) = self.producer.sender().failed() {
                 return Err(e);
             }

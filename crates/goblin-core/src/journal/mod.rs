@@ -6,7 +6,8 @@
 //! - [`kafka`] (cargo feature `kafka`, on by default): the producer behind the batch sink, the
 //!   startup topic checks, and the startup replay.
 //! - [`producer`]: the librdkafka producer in event mode, whose delivery reports the server
-//!   thread serves.
+//!   thread serves in broker ack mode.
+//! - [`reports`]: delivery reports summed, and the thread that serves them in queued ack mode.
 //! - [`sender`]: the thread that hands the server thread's records to librdkafka, and in
 //!   broker ack mode asks for each group to be sent.
 //! - [`reader`]: the startup replay's reader thread, which takes records from librdkafka and
@@ -21,6 +22,8 @@ pub mod kafka;
 mod producer;
 #[cfg(feature = "kafka")]
 mod reader;
+#[cfg(feature = "kafka")]
+mod reports;
 #[cfg(feature = "kafka")]
 mod sender;
 pub mod target;

@@ -1,9 +1,10 @@
 //! The journal's librdkafka producer, driven through the C API in event mode.
 //!
 //! Delivery reports arrive as events on the producer's main queue, one event per produce
-//! response with all of its records, and the server thread takes them when the queue's
-//! wake-up pipe fires (`kafka::Wakeup`): no callback runs on any other thread, and no
-//! per-record callback runs at all.
+//! response with all of its records: no callback runs on librdkafka's threads, and no
+//! per-record callback runs at all. In broker ack mode the server thread takes them when the
+//! queue's wake-up pipe fires (`kafka::Wakeup`); in queued ack mode the `journal-reports`
+//! thread does (`reports`).
 //!
 //! Records are handed to librdkafka by the journal's sender thread through a [`Client`]
 //! (`sender`); this module's [`Producer`] keeps the client and serves its events.
@@ -14,6 +15,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
+use super::reports::Reports;
 use super::sender::Sender;
 
 /// One record's delivery report.
@@ -40,10 +42,13 @@ pub struct Producer {
     rk: *mut rd::rd_kafka_t,
     topic: String,
     /// The main queue, where delivery reports and errors arrive.
-    events: *mut rd::rd_kafka_queue_t,
+    events: Events,
     /// The thread that produces most records (started right after creation; joined in Drop,
     /// before the client is destroyed).
     sender: Option<Sender>,
+    /// Queued ack mode: the thread that serves the delivery reports (joined in Drop, before
+    /// the client is destroyed).
+    reports: Option<Reports>,
     /// The server thread's own way to produce (small groups, see `kafka::Journal::end_turn`).
     inline: Option<Client>,
 }
@@ -61,6 +66,88 @@ pub struct Client {
 
 // SAFETY: see above; a `Client` is used by one thread at a time (it is not `Sync`).
 unsafe impl Send for Client {}
+
+/// The producer's main queue, where its delivery reports and errors arrive, and the client
+/// (for a fatal error's text). Served by one thread at a time: the server thread, or in
+/// queued ack mode the reports thread; the handle is released by `Producer::drop`, after
+/// that thread is joined.
+#[derive(Clone, Copy)]
+pub struct Events {
+    rk: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+}
+
+// SAFETY: librdkafka's queue and client handles are thread-safe; see above for their life.
+unsafe impl Send for Events {}
+
+impl Events {
+    /// Makes a wait for the queue's next event return now (the reports thread's stop).
+    pub fn wake(&self) {
+        // SAFETY: the queue handle is live (see the type's comment).
+        unsafe { rd::rd_kafka_queue_yield(self.queue) };
+    }
+}
+
+/// Serves up to `max` of `events`, waiting up to `wait` for the first: delivery reports go to
+/// `delivered`, errors are logged, and a fatal error is returned. Returns the events served.
+pub fn serve_events(
+    events: Events,
+    max: usize,
+    wait: Duration,
+    mut delivered: impl FnMut(Delivery),
+) -> Result<usize, String> {
+    let mut timeout = wait.as_millis().min(i32::MAX as u128) as c_int;
+    for served in 0..max {
+        // SAFETY: the queue handle is valid until the producer drops.
+        let ev = unsafe { rd::rd_kafka_queue_poll(events.queue, timeout) };
+        if ev.is_null() {
+            return Ok(served);
+        }
+        timeout = 0;
+        // SAFETY: `ev` is a live event until destroyed below; its messages live as long.
+        let fatal = unsafe {
+            match rd::rd_kafka_event_type(ev) {
+                rd::RD_KAFKA_EVENT_DR => {
+                    loop {
+                        let m = rd::rd_kafka_event_message_next(ev);
+                        if m.is_null() {
+                            break;
+                        }
+                        let r = &*m;
+                        delivered(Delivery {
+                            logical: r._private as usize as u64,
+                            offset: r.offset,
+                            len: r.len,
+                            // From the code: `rd_kafka_message_errstr` would return the
+                            // payload, which a delivery report's message holds as its value.
+                            error: (r.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
+                                .then(|| text(rd::rd_kafka_err2str(r.err))),
+                        });
+                    }
+                    None
+                }
+                rd::RD_KAFKA_EVENT_ERROR => {
+                    let message = text(rd::rd_kafka_event_error_string(ev));
+                    if rd::rd_kafka_event_error_is_fatal(ev) != 0 {
+                        let mut buf = [0 as c_char; 512];
+                        rd::rd_kafka_fatal_error(events.rk, buf.as_mut_ptr(), buf.len());
+                        Some(format!("fatal producer error: {}", text(buf.as_ptr())))
+                    } else {
+                        tracing::warn!("Kafka journal: {message}");
+                        None
+                    }
+                }
+                _ => None,
+            }
+        };
+        // SAFETY: destroyed once; this also releases the reported messages.
+        unsafe { rd::rd_kafka_event_destroy(ev) };
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+    }
+    Ok(max)
+}
 
 /// librdkafka's own log lines are not goblin-core's: its errors that matter reach the server
 /// as error events (logged, or fatal) and as delivery reports. Without this callback
@@ -101,9 +188,16 @@ impl Producer {
         }
         std::mem::forget(native);
         // SAFETY: rk is a live producer; the handle is released in Drop, before it.
-        let events = unsafe { rd::rd_kafka_queue_get_main(rk) };
+        let events = Events { rk, queue: unsafe { rd::rd_kafka_queue_get_main(rk) } };
         let inline = Client { rk, topic: CString::new(topic).unwrap_or_default(), rkt: Default::default() };
-        Ok(Producer { rk, topic: topic.to_string(), events, sender: None, inline: Some(inline) })
+        Ok(Producer {
+            rk,
+            topic: topic.to_string(),
+            events,
+            sender: None,
+            reports: None,
+            inline: Some(inline),
+        })
     }
 
     /// Starts the sender thread (see `sender`): `wake` is the journal's wake-up pipe,
@@ -130,65 +224,27 @@ impl Producer {
         self.rk
     }
 
-    /// Serves up to `max` events, waiting up to `wait` for the first: delivery reports go to
-    /// `delivered`, errors are logged, and a fatal error is returned. Returns the events served.
+    /// Starts the reports thread (queued ack mode, see `reports`): `wake` is the journal's
+    /// wake-up pipe.
+    pub fn start_reports(&mut self, wake: OwnedFd, max: usize) -> std::io::Result<()> {
+        self.reports = Some(Reports::start(self.events, self.topic.clone(), wake, max)?);
+        Ok(())
+    }
+
+    /// The reports thread's handle, when it runs.
+    pub fn reports(&self) -> Option<&Reports> {
+        self.reports.as_ref()
+    }
+
+    /// Serves up to `max` events on this thread (when no reports thread runs), waiting up to
+    /// `wait` for the first (see `serve_events`).
     pub fn serve(
         &self,
         max: usize,
         wait: Duration,
-        mut delivered: impl FnMut(Delivery),
+        delivered: impl FnMut(Delivery),
     ) -> Result<usize, String> {
-        let mut timeout = wait.as_millis().min(i32::MAX as u128) as c_int;
-        for served in 0..max {
-            // SAFETY: the queue handle is valid until drop.
-            let ev = unsafe { rd::rd_kafka_queue_poll(self.events, timeout) };
-            if ev.is_null() {
-                return Ok(served);
-            }
-            timeout = 0;
-            // SAFETY: `ev` is a live event until destroyed below; its messages live as long.
-            let fatal = unsafe {
-                match rd::rd_kafka_event_type(ev) {
-                    rd::RD_KAFKA_EVENT_DR => {
-                        loop {
-                            let m = rd::rd_kafka_event_message_next(ev);
-                            if m.is_null() {
-                                break;
-                            }
-                            let r = &*m;
-                            delivered(Delivery {
-                                logical: r._private as usize as u64,
-                                offset: r.offset,
-                                len: r.len,
-                                // From the code: `rd_kafka_message_errstr` would return the
-                                // payload, which a delivery report's message holds as its value.
-                                error: (r.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
-                                    .then(|| text(rd::rd_kafka_err2str(r.err))),
-                            });
-                        }
-                        None
-                    }
-                    rd::RD_KAFKA_EVENT_ERROR => {
-                        let message = text(rd::rd_kafka_event_error_string(ev));
-                        if rd::rd_kafka_event_error_is_fatal(ev) != 0 {
-                            let mut buf = [0 as c_char; 512];
-                            rd::rd_kafka_fatal_error(self.rk, buf.as_mut_ptr(), buf.len());
-                            Some(format!("fatal producer error: {}", text(buf.as_ptr())))
-                        } else {
-                            tracing::warn!("Kafka journal: {message}");
-                            None
-                        }
-                    }
-                    _ => None,
-                }
-            };
-            // SAFETY: destroyed once; this also releases the reported messages.
-            unsafe { rd::rd_kafka_event_destroy(ev) };
-            if let Some(e) = fatal {
-                return Err(e);
-            }
-        }
-        Ok(max)
+        serve_events(self.events, max, wait, delivered)
     }
 
     /// Keeps librdkafka's linger lifted for up to `bound` (blocking this thread: shutdown only),
@@ -201,12 +257,13 @@ impl Producer {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        // The sender thread and the topic handles use the client: they go first.
+        // The sender and reports threads and the topic handles use the client: they go first.
         self.sender.take();
+        self.reports.take();
         self.inline.take();
         // SAFETY: each handle is released once, the client last.
         unsafe {
-            rd::rd_kafka_queue_destroy(self.events);
+            rd::rd_kafka_queue_destroy(self.events.queue);
             rd::rd_kafka_destroy(self.rk);
         }
     }

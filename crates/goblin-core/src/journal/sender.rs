@@ -7,9 +7,8 @@
 //! the end of its loop turn passes the buffer to this thread, which builds the headers and
 //! produces the records, in order. A small buffer (`kafka::INLINE_GROUP_MAX`) the server
 //! thread produces itself when this thread is idle: waking a thread costs both more than a
-//! few records do. librdkafka's producer is thread-safe; delivery reports still arrive on the
-//! main queue, which the server thread serves (`producer`), so every acknowledged offset
-//! stays a plain field of the server thread.
+//! few records do. librdkafka's producer is thread-safe; delivery reports arrive on the main
+//! queue, apart from this thread (`producer`, `reports`).
 //!
 //! Invariants:
 //! - Records reach librdkafka in the order the server thread staged them: buffers are taken
@@ -58,7 +57,7 @@ pub const RECORD_VERSION: &str = "1";
 const TRIGGER_WINDOW_MS: i32 = 100;
 
 /// How long the sender waits before retrying a record that found librdkafka's queue full (the
-/// server thread's serving of delivery reports frees room).
+/// serving of delivery reports frees room).
 const QUEUE_FULL_RETRY: Duration = Duration::from_micros(200);
 
 /// Emptied buffers kept for reuse at most (the rest are freed: a burst of groups must not
@@ -95,21 +94,33 @@ struct StagedRecord {
 }
 
 impl Staged {
-    pub fn push(&mut self, lineage: &str, stamp: Stamp, value: &[u8], key: Option<&[u8]>) {
+    /// Stages a record: `value`, then the key `key` appends (returning whether there is one).
+    /// Returns the bytes the record takes (value and key).
+    pub fn push(
+        &mut self,
+        lineage: &str,
+        stamp: Stamp,
+        value: &[u8],
+        key: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) -> usize {
         if self.lineages.last().is_none_or(|(_, l)| l != lineage) {
             self.lineages.push((self.records.len(), lineage.to_string()));
         }
         let start = self.bytes.len();
         self.bytes.extend_from_slice(value);
-        if let Some(k) = key {
-            self.bytes.extend_from_slice(k);
+        let key_len = key(&mut self.bytes).then(|| self.bytes.len() - start - value.len());
+        self.records.push(StagedRecord { stamp, start, value_len: value.len(), key_len });
+        self.bytes.len() - start
+    }
+
+    /// Takes back the last record pushed (one too large to journal: the server stops).
+    pub fn pop(&mut self) {
+        if let Some(r) = self.records.pop() {
+            self.bytes.truncate(r.start);
+            if self.lineages.last().is_some_and(|(from, _)| *from == self.records.len()) {
+                self.lineages.pop();
+            }
         }
-        self.records.push(StagedRecord {
-            stamp,
-            start,
-            value_len: value.len(),
-            key_len: key.map(<[u8]>::len),
-        });
     }
 
     pub fn len(&self) -> usize {
