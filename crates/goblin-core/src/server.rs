@@ -169,6 +169,9 @@ pub struct Server {
     /// The journal consumer's last run stopped at its bound with records left: run it again
     /// next turn without waiting (its wake-up pipe fires only on empty -> non-empty).
     consume_again: bool,
+    /// When the journal consumer wants to be steered again (its idle wait; see
+    /// `journal::kafka::Consumer::steer`).
+    consumer_wake: Option<Instant>,
     pub(crate) poll: Poll,
     listeners: Vec<Listener>,
     /// With `--replica-tcp`/`--replica-uds`: the upstream link (see replication/replica.rs).
@@ -363,6 +366,7 @@ impl Server {
             input_paused: false,
             paused_reads: Vec::new(),
             consume_again: false,
+            consumer_wake: None,
             cfg,
             poll,
             listeners: Vec::new(),
@@ -578,6 +582,12 @@ impl Server {
             if let Err(e) = j.journal.end_turn() {
                 self.journal_failed(&e);
             }
+            if let Some(j) = &mut self.journal {
+                match j.consumer.steer(&j.journal.acks) {
+                    Ok(wake) => self.consumer_wake = wake,
+                    Err(e) => self.consumer_failed(&e),
+                }
+            }
         }
     }
 
@@ -717,6 +727,7 @@ impl Server {
             f("kafka_replay_external_records_duplicate", j.replay.external_duplicates.to_string());
             let c = &j.consumer.stats;
             f("kafka_consumer_position", j.consumer.position.to_string());
+            f("kafka_consumer_fetching", (j.consumer.fetching() as u8).to_string());
             f("kafka_records_consumed", c.consumed.to_string());
             f("kafka_own_records_skipped", c.own_skipped.to_string());
             f("kafka_external_records_applied", c.external_applied.to_string());
@@ -909,6 +920,9 @@ impl Server {
         }
         if let Some(deadline) = self.pause.deadline() {
             t = t.min(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
+        }
+        if let Some(wake) = self.consumer_wake {
+            t = t.min(wake.saturating_duration_since(Instant::now()));
         }
         // Wake at least once a millisecond-granular deadline has surely passed.
         t

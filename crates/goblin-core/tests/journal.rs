@@ -990,6 +990,90 @@ fn wait_consumed_external(con: &mut redis::Connection, n: u64) -> std::collectio
     }
 }
 
+/// The primary does not read its own records back: its consumer's position passes over them
+/// by their delivery reports, and librdkafka fetches only what may be someone else's (a gap
+/// between reported own records, or anything after them once the primary is idle). Another
+/// producer's records written in the middle of a write flood, and one written while the
+/// primary is idle, are applied all the same; a consumer that was paused and resumed shuts
+/// down cleanly.
+#[test]
+fn the_primary_passes_over_its_own_records_unread() {
+    let k = Kaka::start();
+    let topic = "unread";
+    k.create_topic(topic, 1, &[]);
+    let mut s = Server::start(&["--kafka", &k.uri(topic), "--save", ""]);
+    let mut con = s.conn();
+    // A flood of pipelined writes on one connection, and meanwhile another producer's INCRs
+    // of a key of its own, in small bursts.
+    const ROUNDS: u64 = 20;
+    const PER_ROUND: u64 = 2000;
+    const EXTERNAL: u64 = 40;
+    let addr = k.addr.clone();
+    let writer = std::thread::spawn(move || {
+        use rdkafka::producer::Producer;
+        let p = other_producer(&addr);
+        for i in 0..EXTERNAL {
+            send(&p, topic, &cmd(&["INCR", "x"]));
+            if i % 4 == 3 {
+                p.flush(Duration::from_secs(30)).unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        p.flush(Duration::from_secs(30)).unwrap();
+    });
+    for r in 0..ROUNDS {
+        let mut p = redis::pipe();
+        for i in 0..PER_ROUND {
+            p.cmd("INCR").arg(format!("k{}", (r * PER_ROUND + i) % 100)).ignore();
+        }
+        let _: () = p.query(&mut con).unwrap();
+    }
+    writer.join().unwrap();
+    let m = wait_consumed_external(&mut con, EXTERNAL);
+    assert_eq!(m["kafka_external_records_applied"], EXTERNAL.to_string(), "{m:?}");
+    wait_acked(&mut con);
+    let x: u64 = redis::cmd("GET").arg("x").query(&mut con).unwrap();
+    assert_eq!(x, EXTERNAL);
+    let mut total = 0;
+    for i in 0..100 {
+        let v: u64 = redis::cmd("GET").arg(format!("k{i}")).query(&mut con).unwrap();
+        total += v;
+    }
+    assert_eq!(total, ROUNDS * PER_ROUND);
+    let m = info(&mut con, "kafka");
+    let own = ROUNDS * PER_ROUND;
+    // Every own record is passed exactly once, read back or not.
+    assert_eq!(m["kafka_own_records_skipped"], own.to_string(), "{m:?}");
+    assert_eq!(m["kafka_consumer_position"], (own + EXTERNAL).to_string(), "{m:?}");
+    // A flood of own writes alone: few of them are read back (filling each gap above read
+    // the own records fetched with it, so this is measured apart).
+    let before: u64 = m["kafka_records_consumed"].parse().unwrap();
+    for _ in 0..ROUNDS {
+        let mut p = redis::pipe();
+        for i in 0..PER_ROUND {
+            p.cmd("INCR").arg(format!("k{}", i % 100)).ignore();
+        }
+        let _: () = p.query(&mut con).unwrap();
+    }
+    wait_acked(&mut con);
+    let m = info(&mut con, "kafka");
+    let consumed = m["kafka_records_consumed"].parse::<u64>().unwrap() - before;
+    assert_eq!(m["kafka_own_records_skipped"], (2 * own).to_string(), "{m:?}");
+    assert!(consumed < own / 2, "the primary read back {consumed} of its {own} own records: {m:?}");
+    // Idle, the consumer fetches again: a record written now is applied.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut con, "kafka")["kafka_consumer_fetching"] != "1" {
+        assert!(Instant::now() < deadline, "the idle primary's consumer never fetched again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    produce(&k.addr, topic, &[cmd(&["INCR", "x"])]);
+    wait_consumed_external(&mut con, EXTERNAL + 1);
+    let x: u64 = redis::cmd("GET").arg("x").query(&mut con).unwrap();
+    assert_eq!(x, EXTERNAL + 1);
+    let status = s.stop();
+    assert!(status.success(), "{status:?}: {}", s.log());
+}
+
 /// Read-only records from other writers are counted and ignored, at startup and at runtime;
 /// their writes are applied and not journaled again.
 #[test]
