@@ -1391,7 +1391,7 @@ impl Consumer {
         };
         self.steering.check()?;
         if want != self.fetching {
-            self.steering.set(want, self.position)?;
+            self.steering.set(want, self.position);
             self.fetching = want;
             self.idle_since = None;
         }
@@ -1508,7 +1508,8 @@ impl Consumer {
 /// The thread that pauses, resumes and moves the runtime consumer's partition.
 ///
 /// librdkafka's pause and resume are synchronous: the caller waits until the consumer's
-/// broker thread has served the request, which took 0.1-1.2 ms when measured. On the server
+/// broker thread has served the request (measured: 45 us median and up to 3.7 ms at a light
+/// write load, 0.1-1.2 ms under a write flood). On the server
 /// thread that stalled every client; here only this thread waits. The server thread
 /// publishes what it wants (fetch or not, and from which position) and goes on. A decision
 /// carried out late costs nothing but time: records fetched meanwhile are filtered or judged
@@ -1569,20 +1570,16 @@ impl Steering {
         Err(w.failed.clone().unwrap_or_default())
     }
 
-    /// Publishes a decision. Err: an earlier one failed.
-    fn set(&self, fetching: bool, position: i64) -> Result<(), String> {
+    /// Publishes a decision (a failure of an earlier one is reported by `check`).
+    fn set(&self, fetching: bool, position: i64) {
         let (lock, cv) = &*self.shared;
         let mut w = lock.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = &w.failed {
-            return Err(e.clone());
-        }
         w.fetching = fetching;
         w.position = position;
         if fetching {
             w.resumes += 1;
         }
         cv.notify_one();
-        Ok(())
     }
 }
 
