@@ -452,9 +452,12 @@ impl Journal {
         if self.replid_text.0 != Some(batch.replid) {
             self.replid_text = (Some(batch.replid), batch.replid.to_string());
         }
-        let timestamp_ms = if self.groups { now_ms } else { 0 };
+        // Every record is stamped with its commit turn's time, in both ack modes: the records
+        // are staged, so the time they reach librdkafka says less, and a zero timestamp would
+        // make librdkafka read the clock once per record on the sender thread.
         for m in batch.iter() {
-            let stamp = Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms };
+            let stamp =
+                Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms: now_ms };
             let size = self.staged.push(&self.replid_text.1, stamp, m.bytes, |out| {
                 engine::compaction_key_into(m.argc(), |i| m.arg(i), out)
             });
