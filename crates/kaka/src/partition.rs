@@ -57,6 +57,16 @@ pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// Worker threads of the runtime this runs on (1 outside a multi-thread runtime).
+fn runtime_workers() -> usize {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            h.metrics().num_workers()
+        }
+        _ => 1,
+    }
+}
+
 /// Outcome of one produce to this partition.
 #[derive(Debug, Clone)]
 pub struct AppendResult {
@@ -717,6 +727,15 @@ impl Owner {
     /// anywhere) and the group is one produce, the owner syncs inline and answers at once:
     /// handing the sync to another thread and back costs two wake-ups, and on an idle VM each
     /// wake-up from idle costs about as much as the fdatasync itself.
+    ///
+    /// That inline sync runs on the async worker itself when the runtime has another worker
+    /// to steal this one's queued tasks meanwhile: `block_in_place` would first hand the
+    /// worker's core to another thread and take it back after, about three thread wake-ups
+    /// per produce. Measured under goblin-core's broker ack mode (one produce in flight,
+    /// redis-benchmark -P 1 -c 50, three alternating rounds): request to response p50 299-352
+    /// -> 261-317 us, 4.2 -> 1.1 wake-ups between kaka's threads per produce
+    /// (docs/BENCHMARKS.md). With a single worker, blocking it would stall every connection,
+    /// so there the sync still goes through `segment::blocking`.
     fn start_sync(&mut self, in_flight: &mut Option<InFlightSync>) {
         let Some(seg) = self.active() else {
             self.dirty = false;
@@ -734,8 +753,7 @@ impl Owner {
         };
         let quiet = self.unsynced.len() == 1 && SYNCS_IN_FLIGHT.load(Ordering::Acquire) == 0;
         if quiet && self.broker.fsync_interval_ms == 0 {
-            // Inline, but off the async worker (see `segment::blocking`).
-            let res = segment::blocking(sync);
+            let res = if runtime_workers() > 1 { sync() } else { segment::blocking(sync) };
             let waiting = std::mem::take(&mut self.unsynced);
             self.finish_sync(res.is_ok(), waiting, self.leo, &Ok(res));
             return;
