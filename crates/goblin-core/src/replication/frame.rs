@@ -116,8 +116,18 @@ pub fn encode_tick(out: &mut Vec<u8>, offset: u64) {
     push_int(out, offset as i64);
 }
 
+/// Bytes a batch frame's header takes at most: the array and command lines (about 30), the
+/// protocol version, the replid bulk (47) and four integers (at most 23 each).
+const FRAME_HEADER_MAX: usize = 200;
+/// Bytes a bulk string adds to its payload at most: `$`, up to 20 digits, two CRLFs.
+const BULK_OVERHEAD_MAX: usize = 25;
+
 /// Appends the frame of one committed batch.
 pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor, position: i64) {
+    // Room for the whole frame at once: a retained frame (broker ack mode) starts in an empty
+    // buffer, and growing it step by step cost a reallocation or more per batch. The header
+    // takes at most about 200 bytes; each mutation adds its length line and CRLF.
+    out.reserve(FRAME_HEADER_MAX + batch.byte_len() + batch.len() * BULK_OVERHEAD_MAX);
     out.push(b'*');
     out.extend_from_slice(itoa::Buffer::new().format(7 + batch.len()).as_bytes());
     out.extend_from_slice(b"\r\n$5\r\nBATCH\r\n");

@@ -435,8 +435,11 @@ impl Entry {
         let old_size = self.size();
         let new_size = self.value_at + value.size();
         // realloc keeps the first min(old, new) bytes: link, tag, expiry and key all lie before
-        // value_at, which is below both sizes.
-        let p = alloc::realloc(self.p, layout(old_size), new_size);
+        // value_at, which is below both sizes. A value of the same size (an INCR's integer, a
+        // same-length SET) is written in place: even an in-place realloc costs the allocator
+        // a size-class lookup, on every such write.
+        let p =
+            if new_size == old_size { self.p } else { alloc::realloc(self.p, layout(old_size), new_size) };
         if p.is_null() {
             alloc::handle_alloc_error(layout(new_size));
         }
