@@ -86,12 +86,14 @@ fn push_int(out: &mut Vec<u8>, n: i64) {
 /// allocation on the write path).
 fn push_replid(out: &mut Vec<u8>, id: ReplId) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend_from_slice(b"$40\r\n");
-    for b in id.0 {
-        out.push(HEX[(b >> 4) as usize]);
-        out.push(HEX[(b & 15) as usize]);
+    // Built on the stack and appended once: pushing 40 bytes one by one checked the
+    // buffer's capacity 40 times, on every frame.
+    let mut text = *b"$40\r\n0000000000000000000000000000000000000000\r\n";
+    for (i, b) in id.0.iter().enumerate() {
+        text[5 + 2 * i] = HEX[(b >> 4) as usize];
+        text[6 + 2 * i] = HEX[(b & 15) as usize];
     }
-    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&text);
 }
 
 fn push_bulk(out: &mut Vec<u8>, b: &[u8]) {
