@@ -751,9 +751,15 @@ impl Owner {
             }
             seg.sync()
         };
-        let quiet = self.unsynced.len() == 1 && SYNCS_IN_FLIGHT.load(Ordering::Acquire) == 0;
-        if quiet && self.broker.fsync_interval_ms == 0 {
+        // Claiming the broker-wide count (0 -> 1) makes this sync the only one running: two
+        // partitions' owners that both found the broker quiet would otherwise each block a
+        // worker on the disk at once, and on two cores that is every worker.
+        let quiet = self.broker.fsync_interval_ms == 0
+            && self.unsynced.len() == 1
+            && SYNCS_IN_FLIGHT.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        if quiet {
             let res = if runtime_workers() > 1 { sync() } else { segment::blocking(sync) };
+            SYNCS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
             let waiting = std::mem::take(&mut self.unsynced);
             self.finish_sync(res.is_ok(), waiting, self.leo, &Ok(res));
             return;
