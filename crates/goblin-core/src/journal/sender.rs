@@ -71,7 +71,8 @@ pub struct Stamp {
     pub logical: u64,
     /// `goblin-applied-through`.
     pub applied_through: i64,
-    /// The record's Kafka timestamp, ms since the epoch (0: librdkafka's clock when produced).
+    /// The record's Kafka timestamp, ms since the epoch: its commit turn's time (0 would let
+    /// librdkafka read its clock when the record is produced).
     pub timestamp_ms: i64,
 }
 
