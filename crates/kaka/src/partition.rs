@@ -57,16 +57,6 @@ pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// Worker threads of the runtime this runs on (1 outside a multi-thread runtime).
-fn runtime_workers() -> usize {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            h.metrics().num_workers()
-        }
-        _ => 1,
-    }
-}
-
 /// Outcome of one produce to this partition.
 #[derive(Debug, Clone)]
 pub struct AppendResult {
@@ -735,7 +725,7 @@ impl Owner {
     /// redis-benchmark -P 1 -c 50, three alternating rounds): request to response p50 299-352
     /// -> 261-317 us, 4.2 -> 1.1 wake-ups between kaka's threads per produce
     /// (docs/BENCHMARKS.md). With a single worker, blocking it would stall every connection,
-    /// so there the sync still goes through `segment::blocking`.
+    /// so there the sync still goes through `block_in_place` (`segment::blocking_short`).
     fn start_sync(&mut self, in_flight: &mut Option<InFlightSync>) {
         let Some(seg) = self.active() else {
             self.dirty = false;
@@ -758,7 +748,7 @@ impl Owner {
             && self.unsynced.len() == 1
             && SYNCS_IN_FLIGHT.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok();
         if quiet {
-            let res = if runtime_workers() > 1 { sync() } else { segment::blocking(sync) };
+            let res = segment::blocking_short(sync);
             SYNCS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
             let waiting = std::mem::take(&mut self.unsynced);
             self.finish_sync(res.is_ok(), waiting, self.leo, &Ok(res));

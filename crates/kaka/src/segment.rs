@@ -604,6 +604,24 @@ pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// As [`blocking`], for one short piece of disk work (a lone fdatasync): on a multi-thread
+/// runtime with more than one worker it runs on the worker itself, whose queued tasks the
+/// others steal meanwhile, sparing `block_in_place`'s hand-off of the core and back (about
+/// three thread wake-ups). With a single worker that would stall every task, so there it is
+/// [`blocking`].
+pub fn blocking_short<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            if h.metrics().num_workers() > 1 {
+                f()
+            } else {
+                tokio::task::block_in_place(f)
+            }
+        }
+        _ => f(),
+    }
+}
+
 /// The folder a path's entry lives in ("." for a bare relative name).
 fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
