@@ -14,6 +14,83 @@ const STACK_ARGS: usize = 16;
 /// Inside one batch of pipelined requests, the clock ([`Server::clock_ms`]) is read again
 /// after this many commands, so a long batch does not run late commands at a stale time.
 pub(crate) const CLOCK_EVERY: u32 = 64;
+/// How many pipelined requests of one read are looked ahead at once (see [`Lookahead`]).
+const LOOKAHEAD: usize = 16;
+/// How many requests before its own turn a request's key chain starts loading. Its bucket
+/// slot was asked for when the window was filled; a request or two later that line is in
+/// cache, so reading the chain's head from it does not stall.
+const CHAIN_AHEAD: usize = 2;
+
+/// The keys of the next pipelined requests in one read, hashed in one pass so that each
+/// request's table lookup finds its lines loaded: a lookup in a table larger than the cache
+/// costs two misses in a row (the bucket slot, then the entry it points to), a quarter of the
+/// server thread's time at `redis-benchmark -P 16` over 100,000 keys. The window asks for
+/// every bucket slot at once, and for each request's first entry `CHAIN_AHEAD` requests
+/// ahead, so the misses overlap instead of following each other.
+///
+/// Only a hint: the key taken is each request's second argument (the key of most commands;
+/// for the others a wasted prefetch), and only requests of the common multibulk shape are
+/// looked at (`RequestParser::peek`). The window is exact about which request is which: the
+/// k-th request `next` returns after a fill is the k-th one peeked, since both read the same
+/// bytes and `peek` names only requests `next` parses the same way.
+struct Lookahead {
+    hashes: [Option<u64>; LOOKAHEAD],
+    len: usize,
+    /// The window's request about to run.
+    next: usize,
+    /// Where in the buffer the window's requests end: the next fill starts there.
+    end: usize,
+}
+
+impl Lookahead {
+    fn new() -> Self {
+        Lookahead { hashes: [None; LOOKAHEAD], len: 0, next: 0, end: 0 }
+    }
+
+    /// Before the request at `buf[pos..]` runs: fills the window from there once the last
+    /// window is used up, then asks for the key chain of the request `CHAIN_AHEAD` ahead.
+    #[inline]
+    fn before_request(&mut self, parser: &resp::RequestParser, buf: &[u8], pos: usize, ks: &store::Keyspace) {
+        if self.next == self.len && pos >= self.end {
+            self.fill(parser, buf, pos, ks);
+        }
+        if self.next < self.len {
+            if let Some(&Some(h)) = self.hashes[..self.len].get(self.next + CHAIN_AHEAD) {
+                ks.prefetch(h, true);
+            }
+            self.next += 1;
+        }
+    }
+
+    fn fill(&mut self, parser: &resp::RequestParser, buf: &[u8], pos: usize, ks: &store::Keyspace) {
+        // First the requests' extents, then (only for a pipeline) their keys' hashes.
+        let mut keys: [Option<std::ops::Range<usize>>; LOOKAHEAD] = Default::default();
+        let mut at = pos;
+        self.len = 0;
+        self.next = 0;
+        while self.len < LOOKAHEAD {
+            let Some((n, key)) = parser.peek(&buf[at..]) else { break };
+            keys[self.len] = key.map(|r| at + r.start..at + r.end);
+            self.len += 1;
+            at += n;
+        }
+        if self.len < 2 {
+            // A lone request (no pipeline) gains nothing: no look ahead for the rest of
+            // this read.
+            self.len = 0;
+            self.end = buf.len();
+            return;
+        }
+        self.end = at;
+        for (h, key) in self.hashes.iter_mut().zip(keys).take(self.len) {
+            *h = key.map(|r| ks.key_hash(&buf[r]));
+            if let Some(h) = *h {
+                ks.prefetch(h, false);
+            }
+        }
+    }
+}
+
 /// A script's write too large for one record of the Kafka journal (the refusal outside scripts
 /// also names the sizes).
 pub(crate) const JOURNAL_RECORD_TOO_LARGE: &[u8] =
@@ -72,10 +149,12 @@ impl Server {
         let Some(mut parser) = conn.parser.take() else { return 0 };
         let mut pos = 0;
         let mut since_clock = 0u32;
+        let mut ahead = Lookahead::new();
         while pos < buf.len() {
             if conn.input_waits() {
                 break;
             }
+            ahead.before_request(&parser, buf, pos, &self.engine.ks);
             match parser.next(&buf[pos..]) {
                 Ok(None) => break,
                 Ok(Some(n)) => {
@@ -639,7 +718,45 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
-    use super::{bitfield_end, resp2_len};
+    use super::{bitfield_end, resp2_len, Lookahead, CHAIN_AHEAD, LOOKAHEAD};
+
+    /// The window pairs each pipelined request with its key's hash, in order, up to the first
+    /// request `peek` does not name; a lone request or a non-multibulk one turns it off.
+    #[test]
+    fn lookahead_hashes_the_keys_of_a_pipeline_in_order() {
+        let ks = store::Keyspace::new();
+        let parser = resp::RequestParser::default();
+        let mut buf = Vec::new();
+        for i in 0..20 {
+            buf.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n$4\r\nk:{i:02}\r\n$1\r\nv\r\n").as_bytes());
+        }
+        buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\nPING\r\n*1\r\n$4\r\nPI");
+        let mut ahead = Lookahead::new();
+        let mut pos = 0;
+        let frame = b"*3\r\n$3\r\nSET\r\n$4\r\nk:00\r\n$1\r\nv\r\n".len();
+        ahead.before_request(&parser, &buf, pos, &ks);
+        assert_eq!((ahead.len, ahead.next, ahead.end), (LOOKAHEAD, 1, LOOKAHEAD * frame));
+        for (i, h) in ahead.hashes.iter().enumerate() {
+            assert_eq!(*h, Some(ks.key_hash(format!("k:{i:02}").as_bytes())));
+        }
+        for _ in 1..LOOKAHEAD {
+            pos += frame;
+            ahead.before_request(&parser, &buf, pos, &ks);
+        }
+        // The second window: the four SETs left and the keyless PING, then the inline PING
+        // ends it.
+        pos += frame;
+        ahead.before_request(&parser, &buf, pos, &ks);
+        assert_eq!((ahead.len, ahead.next), (5, 1));
+        assert_eq!(ahead.hashes[3], Some(ks.key_hash(b"k:19")));
+        assert_eq!(ahead.hashes[4], None);
+        assert!(CHAIN_AHEAD < LOOKAHEAD);
+        // A lone request: no window for the rest of the buffer.
+        let lone = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nGET";
+        let mut ahead = Lookahead::new();
+        ahead.before_request(&parser, lone, 0, &ks);
+        assert_eq!((ahead.len, ahead.end), (0, lone.len()));
+    }
 
     #[test]
     fn resp2_len_is_the_encoded_size() {

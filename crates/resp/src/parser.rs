@@ -270,31 +270,23 @@ impl RequestParser {
     /// everything this accepts, with the same arguments, since it takes the same steps.
     #[inline]
     fn complete_multibulk(&mut self, buf: &[u8]) -> Option<usize> {
-        let (cr, count) = fast_header(buf, 0)?;
-        if count <= 0 || count as u64 > self.limits.max_multibulk_len {
-            return None;
-        }
-        let mut pos = cr + 2;
-        // Each bulk takes at least 6 bytes (`$0\r\n\r\n`), so a count larger than the
-        // buffer can hold fails on a missing `$` long before it matters.
-        for _ in 0..count {
-            if buf.get(pos) != Some(&b'$') {
-                return None;
+        let args = &mut self.args;
+        scan_multibulk(buf, &self.limits, |_, range| args.push(range))
+    }
+
+    /// Looks at the request at the start of `buf` without parsing it: when it is a complete
+    /// multibulk request of the common shape (the one `next` takes in a single pass), returns
+    /// its length and the range of its second argument (the key of most commands), if it has
+    /// one. `None` says nothing: an inline, incomplete or unusual request, which `next` parses
+    /// the general way. A hint for looking ahead in a pipeline; the parser's state is untouched.
+    pub fn peek(&self, buf: &[u8]) -> Option<(usize, Option<Range<usize>>)> {
+        let mut second = None;
+        let len = scan_multibulk(buf, &self.limits, |i, range| {
+            if i == 1 {
+                second = Some(range);
             }
-            let (cr, len) = fast_header(buf, pos)?;
-            // fast_header values are never negative.
-            if len as u64 > self.limits.max_bulk_len {
-                return None;
-            }
-            let start = cr + 2;
-            let end = start.checked_add(usize::try_from(len).ok()?)?;
-            if end.checked_add(2)? > buf.len() {
-                return None;
-            }
-            self.args.push(start..end);
-            pos = end + 2;
-        }
-        Some(pos)
+        })?;
+        Some((len, second))
     }
 
     fn parse_multibulk(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
@@ -391,6 +383,42 @@ impl RequestParser {
         }
         Ok(Some(lf + 1))
     }
+}
+
+/// Walks a complete multibulk request of the common shape at `buf[0]` (every header in
+/// `fast_header`'s form, within `limits`), giving each argument's index and range to `arg`.
+/// Returns the request's length, or `None` (having given some arguments, perhaps) when the
+/// request is incomplete or not of that shape.
+#[inline]
+fn scan_multibulk(buf: &[u8], limits: &Limits, mut arg: impl FnMut(usize, Range<usize>)) -> Option<usize> {
+    if buf.first() != Some(&b'*') {
+        return None;
+    }
+    let (cr, count) = fast_header(buf, 0)?;
+    if count <= 0 || count as u64 > limits.max_multibulk_len {
+        return None;
+    }
+    let mut pos = cr + 2;
+    // Each bulk takes at least 6 bytes (`$0\r\n\r\n`), so a count larger than the buffer
+    // can hold fails on a missing `$` long before it matters.
+    for i in 0..count as usize {
+        if buf.get(pos) != Some(&b'$') {
+            return None;
+        }
+        let (cr, len) = fast_header(buf, pos)?;
+        // fast_header values are never negative.
+        if len as u64 > limits.max_bulk_len {
+            return None;
+        }
+        let start = cr + 2;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        if end.checked_add(2)? > buf.len() {
+            return None;
+        }
+        arg(i, start..end);
+        pos = end + 2;
+    }
+    Some(pos)
 }
 
 /// The common header shape, parsed in one pass: a type byte at `pos`, then `0` or a digit 1-9

@@ -282,6 +282,54 @@ proptest! {
         prop_assert_eq!(decode_frame(&out).map(|r| r.map(|(_, n)| n)), Ok(Some(out.len() - 7)));
     }
 
+    /// `peek` agrees with `next`: wherever it names a request (in a stream of every request
+    /// shape, cut anywhere, or in garbage), `next` parses a request of that length whose second
+    /// argument is the range it gave. And it does name every plain multibulk request that is
+    /// whole in the buffer (it is what the server looks ahead with).
+    #[test]
+    fn peek_agrees_with_next(
+        reqs in proptest::collection::vec(request(), 1..8),
+        cut in any::<prop::sample::Index>(),
+        junk in garbage(),
+    ) {
+        let (stream, _) = encode_stream(&reqs);
+        let cut = cut.index(stream.len() + 1);
+        for limits in [Limits::default(), small_limits()] {
+            for buf in [&stream[..], &stream[..cut], &junk[..]] {
+                let mut parser = RequestParser::new(limits.clone());
+                let mut at = 0;
+                while at < buf.len() {
+                    let peeked = parser.peek(&buf[at..]);
+                    let parsed = match parser.next(&buf[at..]) {
+                        Ok(Some(n)) => n,
+                        _ => {
+                            prop_assert_eq!(peeked, None);
+                            break;
+                        }
+                    };
+                    if let Some((n, second)) = peeked {
+                        prop_assert_eq!(n, parsed);
+                        let args: Vec<&[u8]> = parser.arg_slices(&buf[at..]).collect();
+                        prop_assert_eq!(second.map(|r| &buf[at..][r]), args.get(1).copied());
+                    }
+                    at += parsed;
+                }
+            }
+        }
+        // Whole plain multibulk requests are always named, with default limits.
+        let parser = RequestParser::default();
+        let mut one = Vec::new();
+        for r in &reqs {
+            if let Req::Multibulk(a) = r {
+                one.clear();
+                encode_multibulk(&mut one, a);
+                let (n, second) = parser.peek(&one).expect("a whole multibulk request is named");
+                prop_assert_eq!(n, one.len());
+                prop_assert_eq!(second.map(|r| one[r].to_vec()), a.get(1).cloned());
+            }
+        }
+    }
+
     /// (4) Garbage never panics: the parser returns a request, an error or "incomplete", with
     /// default and tiny limits, whole and byte by byte; decode_frame likewise.
     #[test]
