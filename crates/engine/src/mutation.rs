@@ -23,16 +23,37 @@ impl ReplId {
 
     /// Parses 40 hex digits (either case).
     pub fn parse(s: &str) -> Option<ReplId> {
-        let s = s.as_bytes();
-        if s.len() != 40 {
-            return None;
-        }
+        ReplId::parse_bytes(s.as_bytes())
+    }
+
+    /// As [`ReplId::parse`], from bytes: every firehose frame and journal record carries the
+    /// id as text, so a replica parses one per frame.
+    pub fn parse_bytes(s: &[u8]) -> Option<ReplId> {
+        /// Each byte's hex value, or 0xff for a byte that is not a hex digit.
+        const NIBBLE: [u8; 256] = {
+            let mut t = [0xffu8; 256];
+            let mut i = 0;
+            while i < 10 {
+                t[b'0' as usize + i] = i as u8;
+                i += 1;
+            }
+            let mut i = 0;
+            while i < 6 {
+                t[b'a' as usize + i] = 10 + i as u8;
+                t[b'A' as usize + i] = 10 + i as u8;
+                i += 1;
+            }
+            t
+        };
+        let s: &[u8; 40] = s.try_into().ok()?;
         let mut out = [0u8; 20];
-        for (i, pair) in s.chunks(2).enumerate() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            out[i] = (hex(pair[0])? * 16 + hex(pair[1])?) as u8;
+        let mut invalid = 0u8;
+        for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+            let (hi, lo) = (NIBBLE[pair[0] as usize], NIBBLE[pair[1] as usize]);
+            invalid |= (hi | lo) & 0xf0;
+            *o = hi << 4 | (lo & 0x0f);
         }
-        Some(ReplId(out))
+        (invalid == 0).then_some(ReplId(out))
     }
 }
 
@@ -145,5 +166,18 @@ mod tests {
         assert_eq!(ReplId::parse(&text.to_uppercase()), Some(id));
         assert_eq!(ReplId::parse("xyz"), None);
         assert_eq!(ReplId::parse(&"g".repeat(40)), None);
+        assert_eq!(ReplId::parse_bytes(text.as_bytes()), Some(id));
+        assert_eq!(ReplId::parse_bytes(&text.as_bytes()[1..]), None);
+        assert_eq!(ReplId::parse_bytes(format!("{text}0").as_bytes()), None);
+        let mut odd = text.clone().into_bytes();
+        odd[17] = 0xc3;
+        assert_eq!(ReplId::parse_bytes(&odd), None);
+        for c in [b'/', b':', b'@', b'G', b'`', b'g'] {
+            let mut one = text.clone().into_bytes();
+            one[0] = c;
+            assert_eq!(ReplId::parse_bytes(&one), None, "{}", c as char);
+        }
+        assert_eq!(ReplId::parse_bytes(&[b'f'; 40]), Some(ReplId([0xff; 20])));
+        assert_eq!(ReplId::parse_bytes(&[b'A'; 40]), Some(ReplId([0xaa; 20])));
     }
 }

@@ -168,8 +168,31 @@ fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, DecodeError> {
     }
 }
 
+/// A decimal i64 as `str::parse` reads one (an optional sign, then digits, no overflow), without
+/// the UTF-8 check: a replica reads seven per frame.
 fn number(s: &[u8]) -> Result<i64, DecodeError> {
-    std::str::from_utf8(s).ok().and_then(|s| s.parse().ok()).ok_or_else(|| "a malformed number".to_string())
+    let bad = || "a malformed number".to_string();
+    let (negative, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return Err(bad());
+        }
+        let d = i64::from(d - b'0');
+        // Accumulating negatively reaches i64::MIN too.
+        n = n
+            .checked_mul(10)
+            .and_then(|n| if negative { n.checked_sub(d) } else { n.checked_add(d) })
+            .ok_or_else(bad)?;
+    }
+    Ok(n)
 }
 
 /// Cursor over one frame's elements.
@@ -234,12 +257,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
     let n = number(&head[1..])?;
     let mut r = Reader { buf, at: next };
     let kind = need!(r.bulk(16));
-    let replid = |s: &[u8]| {
-        std::str::from_utf8(s)
-            .ok()
-            .and_then(ReplId::parse)
-            .ok_or_else(|| "a malformed replication id".to_string())
-    };
+    let replid = |s: &[u8]| ReplId::parse_bytes(s).ok_or_else(|| "a malformed replication id".to_string());
     match kind {
         b"HELLO" if n == 5 => {
             let proto = need!(r.int());
@@ -352,6 +370,24 @@ mod tests {
     }
 
     proptest! {
+        /// The hand-written decimal reader accepts exactly what `str::parse::<i64>` does, with
+        /// the same value: digits around every edge (signs, i64's limits, junk bytes).
+        #[test]
+        fn number_reads_what_str_parse_reads(
+            n in any::<i64>(),
+            junk in proptest::collection::vec(prop::sample::select(b"+-0123456789 x\xc3".to_vec()), 0..22),
+            pick in 0u8..4,
+        ) {
+            let text: Vec<u8> = match pick {
+                0 => n.to_string().into_bytes(),
+                1 => format!("+{n}").into_bytes(),
+                2 => format!("{}0", n).into_bytes(),
+                _ => junk,
+            };
+            let expected = std::str::from_utf8(&text).ok().and_then(|s| s.parse::<i64>().ok());
+            prop_assert_eq!(number(&text).ok(), expected);
+        }
+
         #[test]
         fn batch_round_trip(
             first in 1u64..1 << 40,

@@ -59,6 +59,12 @@ const KAFKA_STALL: Duration = Duration::from_secs(10);
 /// Bytes read from the upstream per read call, and reads per loop turn (fairness with the
 /// clients: frames are applied between client commands, in bounded amounts).
 const READ_CHUNK: usize = 64 * 1024;
+/// Frames decoded ahead of the one applied (see `replica_io`): their keys' bucket slots are
+/// asked for together.
+const FRAME_WINDOW: usize = 16;
+/// How many frames before its own a frame's key chains start loading (its bucket slots were
+/// asked for when the window was decoded).
+const CHAIN_AHEAD: usize = 2;
 const READS_PER_TURN: usize = 4;
 
 /// Where the upstream is.
@@ -818,32 +824,82 @@ impl Server {
                 r.last_io = Some(Instant::now());
             }
         }
-        // Apply every whole frame, in order.
+        // Apply every whole frame, in order, a window of them at a time: the window is decoded
+        // first, its mutations' keys hashed and their bucket slots prefetched, and each frame's
+        // chain heads are prefetched two frames before it is applied (as the dispatcher does
+        // for a client's pipeline): a replica's lookups were a third of its time, each two
+        // cache misses in a row.
         let mut at = 0;
         let mut failed = None;
-        while at < buf.len() {
-            match frame::decode(&buf[at..]) {
-                Ok(None) => break,
-                Ok(Some((Frame::Batch(b), n))) => {
-                    if let Err(e) = self.apply_frame(&b) {
-                        failed = Some(e);
-                        break;
+        {
+            let mut window = Vec::with_capacity(FRAME_WINDOW);
+            let mut hashes: Vec<u64> = Vec::new();
+            let mut spans: Vec<std::ops::Range<usize>> = Vec::with_capacity(FRAME_WINDOW);
+            'apply: while at < buf.len() {
+                window.clear();
+                hashes.clear();
+                spans.clear();
+                let mut scan = at;
+                while window.len() < FRAME_WINDOW && scan < buf.len() {
+                    let decoded = frame::decode(&buf[scan..]);
+                    let from = hashes.len();
+                    let next = match &decoded {
+                        Ok(Some((Frame::Batch(b), n))) => {
+                            let ks = &self.engine.ks;
+                            hashes.extend(
+                                b.muts
+                                    .iter()
+                                    .filter_map(|m| engine::replay::record_key(m))
+                                    .map(|k| ks.key_hash(k)),
+                            );
+                            Some(*n)
+                        }
+                        Ok(Some((Frame::Tick { .. }, n))) => Some(*n),
+                        _ => None,
+                    };
+                    spans.push(from..hashes.len());
+                    window.push(decoded);
+                    match next {
+                        Some(n) => scan += n,
+                        None => break, // handled in turn; nothing after it is looked at
                     }
-                    at += n;
                 }
-                Ok(Some((Frame::Tick { offset }, n))) => {
-                    if let Some(r) = &mut self.replica {
-                        r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(offset));
+                if window.len() > 1 {
+                    for &h in &hashes {
+                        self.engine.ks.prefetch(h, false);
                     }
-                    at += n;
                 }
-                Ok(Some((Frame::Hello { .. }, _))) => {
-                    failed = Some("the upstream sent a second hello".to_string());
-                    break;
-                }
-                Err(e) => {
-                    failed = Some(format!("a bad frame from the upstream: {e}"));
-                    break;
+                for i in 0..window.len() {
+                    if let Some(ahead) = spans.get(i + CHAIN_AHEAD) {
+                        for &h in &hashes[ahead.clone()] {
+                            self.engine.ks.prefetch(h, true);
+                        }
+                    }
+                    let decoded = std::mem::replace(&mut window[i], Ok(None));
+                    match decoded {
+                        Ok(None) => break 'apply,
+                        Ok(Some((Frame::Batch(b), n))) => {
+                            if let Err(e) = self.apply_frame(&b) {
+                                failed = Some(e);
+                                break 'apply;
+                            }
+                            at += n;
+                        }
+                        Ok(Some((Frame::Tick { offset }, n))) => {
+                            if let Some(r) = &mut self.replica {
+                                r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(offset));
+                            }
+                            at += n;
+                        }
+                        Ok(Some((Frame::Hello { .. }, _))) => {
+                            failed = Some("the upstream sent a second hello".to_string());
+                            break 'apply;
+                        }
+                        Err(e) => {
+                            failed = Some(format!("a bad frame from the upstream: {e}"));
+                            break 'apply;
+                        }
+                    }
                 }
             }
         }
