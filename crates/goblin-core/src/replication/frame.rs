@@ -202,7 +202,34 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// The common header line at the cursor, read in one pass: `kind`, 1 to 18 digits, CRLF.
+    /// Returns its value and the offset after it; `None` for any other shape (a sign, a longer
+    /// number, an incomplete or bad line), which the general path (`line`, `number`) then
+    /// reads, with the same result wherever this one gives one.
+    #[inline]
+    fn fast_header(&self, kind: u8) -> Option<(i64, usize)> {
+        let rest = self.buf.get(self.at..)?;
+        if rest.first() != Some(&kind) {
+            return None;
+        }
+        let mut n: i64 = 0;
+        let mut i = 1;
+        while let Some(&d) = rest.get(i) {
+            if !d.is_ascii_digit() || i > 18 {
+                break;
+            }
+            n = n * 10 + i64::from(d - b'0');
+            i += 1;
+        }
+        (i > 1 && rest.get(i) == Some(&b'\r') && rest.get(i + 1) == Some(&b'\n'))
+            .then_some((n, self.at + i + 2))
+    }
+
     fn int(&mut self) -> Result<Option<i64>, DecodeError> {
+        if let Some((n, next)) = self.fast_header(b':') {
+            self.at = next;
+            return Ok(Some(n));
+        }
         let Some((l, next)) = line(self.buf, self.at)? else { return Ok(None) };
         if l.first() != Some(&b':') {
             return Err("an integer was expected".into());
@@ -212,11 +239,16 @@ impl<'a> Reader<'a> {
     }
 
     fn bulk(&mut self, max: usize) -> Result<Option<&'a [u8]>, DecodeError> {
-        let Some((l, next)) = line(self.buf, self.at)? else { return Ok(None) };
-        if l.first() != Some(&b'$') {
-            return Err("a bulk string was expected".into());
-        }
-        let len = number(&l[1..])?;
+        let (len, next) = match self.fast_header(b'$') {
+            Some(header) => header,
+            None => {
+                let Some((l, next)) = line(self.buf, self.at)? else { return Ok(None) };
+                if l.first() != Some(&b'$') {
+                    return Err("a bulk string was expected".into());
+                }
+                (number(&l[1..])?, next)
+            }
+        };
         if len < 0 || len as u64 > max as u64 {
             return Err(format!("a bulk string of {len} bytes"));
         }
@@ -247,15 +279,27 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             }
         };
     }
-    let Some((head, next)) = line(buf, 0)? else { return Ok(None) };
-    if head.first() == Some(&b'-') {
-        return Err(format!("the upstream answered an error: {}", String::from_utf8_lossy(&head[1..])));
-    }
-    if head.first() != Some(&b'*') {
-        return Err("a frame does not start with an array header".into());
-    }
-    let n = number(&head[1..])?;
-    let mut r = Reader { buf, at: next };
+    let mut r = Reader { buf, at: 0 };
+    let n = match r.fast_header(b'*') {
+        Some((n, next)) => {
+            r.at = next;
+            n
+        }
+        None => {
+            let Some((head, next)) = line(buf, 0)? else { return Ok(None) };
+            if head.first() == Some(&b'-') {
+                return Err(format!(
+                    "the upstream answered an error: {}",
+                    String::from_utf8_lossy(&head[1..])
+                ));
+            }
+            if head.first() != Some(&b'*') {
+                return Err("a frame does not start with an array header".into());
+            }
+            r.at = next;
+            number(&head[1..])?
+        }
+    };
     let kind = need!(r.bulk(16));
     let replid = |s: &[u8]| ReplId::parse_bytes(s).ok_or_else(|| "a malformed replication id".to_string());
     match kind {
@@ -386,6 +430,53 @@ mod tests {
             };
             let expected = std::str::from_utf8(&text).ok().and_then(|s| s.parse::<i64>().ok());
             prop_assert_eq!(number(&text).ok(), expected);
+        }
+
+        /// Header numbers written the long way (a `+` sign, or zero-padded past 18 digits) go
+        /// through the general reader instead of the one-pass one; the frame decoded must be
+        /// the same.
+        #[test]
+        fn header_numbers_read_alike_either_way(
+            first in 1u64..1 << 40,
+            values in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..5),
+            style in prop::collection::vec(0u8..3, 64),
+        ) {
+            let id = ReplId::random();
+            let cmds: Vec<Vec<Vec<u8>>> =
+                values.iter().map(|v| vec![b"SET".to_vec(), b"k".to_vec(), v.clone()]).collect();
+            let batch = batch_of(id, first, &cmds);
+            let mut out = Vec::new();
+            encode_batch(&mut out, &batch, Cursor { logical: 5, broker: 9 }, 3);
+            // Rewrite every header line (array, bulk length, integer), copying bulk bodies.
+            let (mut long, mut at, mut k) = (Vec::new(), 0, 0);
+            let mut bulk = None;
+            while at < out.len() {
+                if let Some(len) = bulk.take() {
+                    long.extend_from_slice(&out[at..at + len + 2]);
+                    at += len + 2;
+                    continue;
+                }
+                let end = at + out[at..].iter().position(|&b| b == b'\n').unwrap() + 1;
+                let (kind, digits) = (out[at], &out[at + 1..end - 2]);
+                let digits = std::str::from_utf8(digits).unwrap();
+                long.push(kind);
+                match style[k % style.len()] {
+                    0 => long.extend_from_slice(digits.as_bytes()),
+                    1 if !digits.starts_with('-') => long.extend_from_slice(format!("+{digits}").as_bytes()),
+                    _ if !digits.starts_with('-') => long.extend_from_slice(format!("{digits:0>20}").as_bytes()),
+                    _ => long.extend_from_slice(digits.as_bytes()),
+                }
+                long.extend_from_slice(b"\r\n");
+                if kind == b'$' {
+                    bulk = Some(digits.parse::<usize>().unwrap());
+                }
+                at = end;
+                k += 1;
+            }
+            let (a, used_a) = decode(&out).unwrap().unwrap();
+            let (b, used_b) = decode(&long).unwrap().unwrap();
+            prop_assert_eq!(a, b);
+            prop_assert_eq!((used_a, used_b), (out.len(), long.len()));
         }
 
         #[test]
