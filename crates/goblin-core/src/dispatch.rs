@@ -16,6 +16,9 @@ const STACK_ARGS: usize = 16;
 pub(crate) const CLOCK_EVERY: u32 = 64;
 /// How many pipelined requests of one read are looked ahead at once (see [`Lookahead`]).
 const LOOKAHEAD: usize = 16;
+/// Requests with more arguments than this are not looked at (nor is anything after them in the
+/// window): a fill's work stays a few hundred header bytes, whatever a client sends.
+const LOOKAHEAD_MAX_ARGS: u64 = 32;
 /// How many requests before its own turn a request's key chain starts loading. Its bucket
 /// slot was asked for when the window was filled; a request or two later that line is in
 /// cache, so reading the chain's head from it does not stall.
@@ -52,6 +55,14 @@ impl Lookahead {
     #[inline]
     fn before_request(&mut self, parser: &resp::RequestParser, buf: &[u8], pos: usize, ks: &store::Keyspace) {
         if self.next == self.len && pos >= self.end {
+            if parser.in_request() {
+                // A request arriving over several reads (the parser keeps its progress): peeking
+                // at it would walk it from its start on every read. The window opens after it.
+                self.len = 0;
+                self.next = 0;
+                self.end = pos;
+                return;
+            }
             self.fill(parser, buf, pos, ks);
         }
         if self.next < self.len {
@@ -69,7 +80,7 @@ impl Lookahead {
         self.len = 0;
         self.next = 0;
         while self.len < LOOKAHEAD {
-            let Some((n, key)) = parser.peek(&buf[at..]) else { break };
+            let Some((n, key)) = parser.peek(&buf[at..], LOOKAHEAD_MAX_ARGS) else { break };
             keys[self.len] = key.map(|r| at + r.start..at + r.end);
             self.len += 1;
             at += n;
@@ -718,7 +729,7 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
-    use super::{bitfield_end, resp2_len, Lookahead, CHAIN_AHEAD, LOOKAHEAD};
+    use super::{bitfield_end, resp2_len, Lookahead, CHAIN_AHEAD, LOOKAHEAD, LOOKAHEAD_MAX_ARGS};
 
     /// The window pairs each pipelined request with its key's hash, in order, up to the first
     /// request `peek` does not name; a lone request or a non-multibulk one turns it off.
@@ -756,6 +767,33 @@ mod tests {
         let mut ahead = Lookahead::new();
         ahead.before_request(&parser, lone, 0, &ks);
         assert_eq!((ahead.len, ahead.end), (0, lone.len()));
+        // Requests of more arguments than LOOKAHEAD_MAX_ARGS are not walked.
+        let mut wide = Vec::new();
+        for _ in 0..3 {
+            let args: Vec<Vec<u8>> = (0..=LOOKAHEAD_MAX_ARGS).map(|i| format!("a{i}").into_bytes()).collect();
+            resp::reply::bulk_array(&mut wide, &args);
+        }
+        let mut ahead = Lookahead::new();
+        ahead.before_request(&parser, &wide, 0, &ks);
+        assert_eq!(ahead.len, 0);
+        // A request the parser is in the middle of (it arrives over several reads) is not
+        // peeked at; the window opens after it.
+        let mut parser = resp::RequestParser::default();
+        let partial = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nva";
+        assert_eq!(parser.next(partial), Ok(None));
+        assert!(parser.in_request());
+        let mut whole = partial.to_vec();
+        whole.extend_from_slice(b"lue\r\n");
+        let first = whole.len();
+        for _ in 0..3 {
+            whole.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+        }
+        let mut ahead = Lookahead::new();
+        ahead.before_request(&parser, &whole, 0, &ks);
+        assert_eq!((ahead.len, ahead.end), (0, 0));
+        assert_eq!(parser.next(&whole), Ok(Some(first)));
+        ahead.before_request(&parser, &whole, first, &ks);
+        assert_eq!((ahead.len, ahead.next), (3, 1));
     }
 
     #[test]

@@ -210,6 +210,12 @@ impl RequestParser {
         })
     }
 
+    /// True between a call that found a request incomplete and the one that completes it:
+    /// the parser holds progress into the request at the start of the buffer.
+    pub fn in_request(&self) -> bool {
+        self.stage != Stage::Start
+    }
+
     /// Forgets any partly parsed request (for a caller that discards its buffer mid-request).
     pub fn reset(&mut self) {
         self.stage = Stage::Start;
@@ -271,21 +277,24 @@ impl RequestParser {
     #[inline]
     fn complete_multibulk(&mut self, buf: &[u8]) -> Option<usize> {
         let args = &mut self.args;
-        scan_multibulk(buf, &self.limits, |_, range| args.push(range))
+        scan_multibulk(buf, &self.limits, self.limits.max_multibulk_len, |_, range| args.push(range))
     }
 
     /// Looks at the request at the start of `buf` without parsing it: when it is a complete
     /// multibulk request of the common shape (the one `next` takes in a single pass), returns
     /// its length and the range of its second argument (the key of most commands), if it has
     /// one. `None` says nothing: an inline, incomplete or unusual request, which `next` parses
-    /// the general way. A hint for looking ahead in a pipeline; the parser's state is untouched.
-    pub fn peek(&self, buf: &[u8]) -> Option<(usize, Option<Range<usize>>)> {
+    /// the general way, and also a request of more than `max_args` arguments, so that a
+    /// look-ahead's work stays bounded whatever arrives. A hint for looking ahead in a
+    /// pipeline; the parser's state is untouched.
+    pub fn peek(&self, buf: &[u8], max_args: u64) -> Option<(usize, Option<Range<usize>>)> {
         let mut second = None;
-        let len = scan_multibulk(buf, &self.limits, |i, range| {
-            if i == 1 {
-                second = Some(range);
-            }
-        })?;
+        let len =
+            scan_multibulk(buf, &self.limits, max_args.min(self.limits.max_multibulk_len), |i, range| {
+                if i == 1 {
+                    second = Some(range);
+                }
+            })?;
         Some((len, second))
     }
 
@@ -386,16 +395,21 @@ impl RequestParser {
 }
 
 /// Walks a complete multibulk request of the common shape at `buf[0]` (every header in
-/// `fast_header`'s form, within `limits`), giving each argument's index and range to `arg`.
-/// Returns the request's length, or `None` (having given some arguments, perhaps) when the
-/// request is incomplete or not of that shape.
+/// `fast_header`'s form, at most `max_count` arguments, each within `limits`), giving each
+/// argument's index and range to `arg`. Returns the request's length, or `None` (having given
+/// some arguments, perhaps) when the request is incomplete or not of that shape.
 #[inline]
-fn scan_multibulk(buf: &[u8], limits: &Limits, mut arg: impl FnMut(usize, Range<usize>)) -> Option<usize> {
+fn scan_multibulk(
+    buf: &[u8],
+    limits: &Limits,
+    max_count: u64,
+    mut arg: impl FnMut(usize, Range<usize>),
+) -> Option<usize> {
     if buf.first() != Some(&b'*') {
         return None;
     }
     let (cr, count) = fast_header(buf, 0)?;
-    if count <= 0 || count as u64 > limits.max_multibulk_len {
+    if count <= 0 || count as u64 > max_count {
         return None;
     }
     let mut pos = cr + 2;

@@ -299,7 +299,7 @@ proptest! {
                 let mut parser = RequestParser::new(limits.clone());
                 let mut at = 0;
                 while at < buf.len() {
-                    let peeked = parser.peek(&buf[at..]);
+                    let peeked = parser.peek(&buf[at..], u64::MAX);
                     let parsed = match parser.next(&buf[at..]) {
                         Ok(Some(n)) => n,
                         _ => {
@@ -323,7 +323,10 @@ proptest! {
             if let Req::Multibulk(a) = r {
                 one.clear();
                 encode_multibulk(&mut one, a);
-                let (n, second) = parser.peek(&one).expect("a whole multibulk request is named");
+                let (n, second) = parser.peek(&one, a.len() as u64).expect("a whole multibulk request is named");
+                if a.len() > 1 {
+                    prop_assert_eq!(parser.peek(&one, a.len() as u64 - 1), None);
+                }
                 prop_assert_eq!(n, one.len());
                 prop_assert_eq!(second.map(|r| one[r].to_vec()), a.get(1).cloned());
             }
