@@ -429,7 +429,9 @@ impl Keyspace {
 
     /// True if `key` exists and its deadline is at or before `now`.
     pub fn is_expired(&self, key: &[u8], now: Millis) -> bool {
-        matches!(self.expire_at(key), Some(t) if t <= now)
+        // No key has a deadline (`volatile` is exact): no lookup. A write looks its key up
+        // for this check and again to change it, so a keyspace without TTLs saves one.
+        self.volatile > 0 && matches!(self.expire_at(key), Some(t) if t <= now)
     }
 
     /// Active expiry: appends up to `max` keys whose deadline has passed to `out`, examining at
