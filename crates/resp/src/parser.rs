@@ -440,9 +440,10 @@ fn scan_multibulk(
 /// Returns the CR's offset and the value. Whenever this returns `Some`, the general path
 /// (`find_line` + `string2ll`) would have found the same line and value, since digits are
 /// neither CR nor NUL; anything else (signs, long numbers, incomplete lines, errors) is left
-/// to the general path.
+/// to the general path. Public for other readers of RESP-shaped headers (goblin-core's
+/// firehose frames).
 #[inline]
-fn fast_header(buf: &[u8], pos: usize) -> Option<(usize, i64)> {
+pub fn fast_header(buf: &[u8], pos: usize) -> Option<(usize, i64)> {
     let digits_start = pos + 1;
     let first = *buf.get(digits_start)?;
     if !first.is_ascii_digit() {

@@ -150,7 +150,7 @@ pub struct Lineages {
 impl Lineages {
     fn parse(&mut self, v: &[u8]) -> Option<ReplId> {
         if self.text != v {
-            self.parsed = std::str::from_utf8(v).ok().and_then(ReplId::parse);
+            self.parsed = ReplId::parse_bytes(v);
             self.text.clear();
             self.text.extend_from_slice(v);
         }

@@ -168,31 +168,8 @@ fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, DecodeError> {
     }
 }
 
-/// A decimal i64 as `str::parse` reads one (an optional sign, then digits, no overflow), without
-/// the UTF-8 check: a replica reads seven per frame.
 fn number(s: &[u8]) -> Result<i64, DecodeError> {
-    let bad = || "a malformed number".to_string();
-    let (negative, digits) = match s.first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() {
-        return Err(bad());
-    }
-    let mut n: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return Err(bad());
-        }
-        let d = i64::from(d - b'0');
-        // Accumulating negatively reaches i64::MIN too.
-        n = n
-            .checked_mul(10)
-            .and_then(|n| if negative { n.checked_sub(d) } else { n.checked_add(d) })
-            .ok_or_else(bad)?;
-    }
-    Ok(n)
+    std::str::from_utf8(s).ok().and_then(|s| s.parse().ok()).ok_or_else(|| "a malformed number".to_string())
 }
 
 /// Cursor over one frame's elements.
@@ -202,27 +179,19 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// The common header line at the cursor, read in one pass: `kind`, 1 to 18 digits, CRLF.
-    /// Returns its value and the offset after it; `None` for any other shape (a sign, a longer
-    /// number, an incomplete or bad line), which the general path (`line`, `number`) then
-    /// reads, with the same result wherever this one gives one.
+    /// The common header line at the cursor, read in one pass (`resp::fast_header`: `kind`,
+    /// a canonical number of at most 18 digits, CRLF). Returns its value and the offset after
+    /// it; `None` for any other shape (a sign, a longer number, an incomplete or bad line),
+    /// which the general path (`line`, `number`) then reads, with the same result wherever
+    /// this one gives one.
     #[inline]
     fn fast_header(&self, kind: u8) -> Option<(i64, usize)> {
-        let rest = self.buf.get(self.at..)?;
-        if rest.first() != Some(&kind) {
+        if self.buf.get(self.at) != Some(&kind) {
             return None;
         }
-        let mut n: i64 = 0;
-        let mut i = 1;
-        while let Some(&d) = rest.get(i) {
-            if !d.is_ascii_digit() || i > 18 {
-                break;
-            }
-            n = n * 10 + i64::from(d - b'0');
-            i += 1;
-        }
-        (i > 1 && rest.get(i) == Some(&b'\r') && rest.get(i + 1) == Some(&b'\n'))
-            .then_some((n, self.at + i + 2))
+        // resp::fast_header checked that the byte after the CR is there.
+        let (cr, n) = resp::fast_header(self.buf, self.at)?;
+        (self.buf[cr + 1] == b'\n').then_some((n, cr + 2))
     }
 
     fn int(&mut self) -> Result<Option<i64>, DecodeError> {
@@ -414,24 +383,6 @@ mod tests {
     }
 
     proptest! {
-        /// The hand-written decimal reader accepts exactly what `str::parse::<i64>` does, with
-        /// the same value: digits around every edge (signs, i64's limits, junk bytes).
-        #[test]
-        fn number_reads_what_str_parse_reads(
-            n in any::<i64>(),
-            junk in proptest::collection::vec(prop::sample::select(b"+-0123456789 x\xc3".to_vec()), 0..22),
-            pick in 0u8..4,
-        ) {
-            let text: Vec<u8> = match pick {
-                0 => n.to_string().into_bytes(),
-                1 => format!("+{n}").into_bytes(),
-                2 => format!("{}0", n).into_bytes(),
-                _ => junk,
-            };
-            let expected = std::str::from_utf8(&text).ok().and_then(|s| s.parse::<i64>().ok());
-            prop_assert_eq!(number(&text).ok(), expected);
-        }
-
         /// Header numbers written the long way (a `+` sign, or zero-padded past 18 digits) go
         /// through the general reader instead of the one-pass one; the frame decoded must be
         /// the same.
