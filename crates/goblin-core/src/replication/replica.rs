@@ -59,8 +59,8 @@ const KAFKA_STALL: Duration = Duration::from_secs(10);
 /// Bytes read from the upstream per read call, and reads per loop turn (fairness with the
 /// clients: frames are applied between client commands, in bounded amounts).
 const READ_CHUNK: usize = 64 * 1024;
-/// Frames decoded ahead of the one applied (see `apply_upstream_bytes`): their keys' bucket slots are
-/// asked for together.
+/// Frames decoded ahead of the one applied (see `apply_upstream_bytes`): their keys' bucket
+/// slots are asked for together.
 const FRAME_WINDOW: usize = 16;
 /// How many frames before its own a frame's key chains start loading (its bucket slots were
 /// asked for when the window was decoded).
