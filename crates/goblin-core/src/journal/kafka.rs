@@ -25,8 +25,8 @@
 //! or below b.
 //!
 //! Threads: librdkafka's own threads do the network work. Delivery reports are events: in
-//! broker ack mode the server thread serves them (`producer`); in queued mode the
-//! `journal-reports` thread serves them and sums them for the server thread (`reports`).
+//! broker ack mode the server thread serves them (`producer`); in queued mode the sender
+//! thread serves them and sums them for the server thread (`reports`).
 //! Consumed records are taken from the consumer's queue on the server thread, so the
 //! acknowledged offsets and the consumer position stay plain fields of the server thread's
 //! state. One more thread, `journal-sender`, hands the server thread's records to
@@ -151,7 +151,7 @@ impl Acks {
 }
 
 /// Takes the delivery reports into `acks` and `handed`: served on this thread in broker ack
-/// mode (waiting up to `wait` for the first), summed by the reports thread in queued mode
+/// mode (waiting up to `wait` for the first), summed by the sender thread in queued mode
 /// (where a `wait` only paces a caller that waits for room in librdkafka's queue). A record
 /// refused for good is kept in `acks.failed`; a fatal producer error is returned, naming
 /// topic and partition.
@@ -389,7 +389,7 @@ impl Journal {
         let mut producer = Producer::new(&c, &target.topic)
             .map_err(|e| format!("--kafka: cannot create the producer: {e}"))?;
         // Broker ack mode: the main queue's reports wake the server thread through the pipe.
-        // Queued: the reports thread serves them, and writes to the pipe itself (`reports`).
+        // Queued: the sender thread serves them, and writes to the pipe itself (`reports`).
         let queue = if replies_wait_for_acks {
             // SAFETY: the client pointer is valid for the producer's life; the returned queue
             // handle is released in `Wakeup::drop`, before the producer goes.
@@ -400,13 +400,12 @@ impl Journal {
         let pipe_error = |e| format!("--kafka: cannot set up the wake-up pipe: {e}");
         let wakeup = Wakeup::new(queue).map_err(pipe_error)?;
         producer
-            .start_sender(wakeup.write.try_clone().map_err(pipe_error)?, replies_wait_for_acks)
+            .start_sender(
+                wakeup.write.try_clone().map_err(pipe_error)?,
+                replies_wait_for_acks,
+                POLL_EVENTS_MAX,
+            )
             .map_err(|e| format!("--kafka: cannot start the sender thread: {e}"))?;
-        if !replies_wait_for_acks {
-            producer
-                .start_reports(wakeup.write.try_clone().map_err(pipe_error)?, POLL_EVENTS_MAX)
-                .map_err(|e| format!("--kafka: cannot start the reports thread: {e}"))?;
-        }
         Ok(Journal {
             target,
             wakeup,

@@ -3,8 +3,8 @@
 //! Delivery reports arrive as events on the producer's main queue, one event per produce
 //! response with all of its records: no callback runs on librdkafka's threads, and no
 //! per-record callback runs at all. In broker ack mode the server thread takes them when the
-//! queue's wake-up pipe fires (`kafka::Wakeup`); in queued ack mode the `journal-reports`
-//! thread does (`reports`).
+//! queue's wake-up pipe fires (`kafka::Wakeup`); in queued ack mode the sender thread does
+//! (`reports`).
 //!
 //! Records are handed to librdkafka by the journal's sender thread through a [`Client`]
 //! (`sender`); this module's [`Producer`] keeps the client and serves its events.
@@ -16,7 +16,8 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use super::reports::Reports;
-use super::sender::Sender;
+use super::sender::{Mode, Sender};
+use std::sync::Arc;
 
 /// One record's delivery report.
 pub struct Delivery {
@@ -43,12 +44,12 @@ pub struct Producer {
     topic: String,
     /// The main queue, where delivery reports and errors arrive.
     events: Events,
-    /// The thread that produces most records (started right after creation; joined in Drop,
-    /// before the client is destroyed).
+    /// The thread that produces most records, and in queued ack mode serves the delivery
+    /// reports (started right after creation; joined in Drop, before the client is
+    /// destroyed).
     sender: Option<Sender>,
-    /// Queued ack mode: the thread that serves the delivery reports (joined in Drop, before
-    /// the client is destroyed).
-    reports: Option<Reports>,
+    /// Queued ack mode: the reports the sender thread served, summed.
+    reports: Option<Arc<Reports>>,
     /// The server thread's own way to produce (small groups, see `kafka::Journal::end_turn`).
     inline: Option<Client>,
 }
@@ -69,7 +70,7 @@ unsafe impl Send for Client {}
 
 /// The producer's main queue, where its delivery reports and errors arrive, and the client
 /// (for a fatal error's text). Served by one thread at a time: the server thread, or in
-/// queued ack mode the reports thread; the handle is released by `Producer::drop`, after
+/// queued ack mode the sender thread; the handle is released by `Producer::drop`, after
 /// that thread is joined.
 #[derive(Clone, Copy)]
 pub struct Events {
@@ -78,10 +79,14 @@ pub struct Events {
 }
 
 // SAFETY: librdkafka's queue and client handles are thread-safe; see above for their life.
+// Shared (queued ack mode, `reports::Reports`), the queue is still served by the sender thread
+// alone; the server thread only interrupts its wait (`wake`).
 unsafe impl Send for Events {}
+unsafe impl Sync for Events {}
 
 impl Events {
-    /// Makes a wait for the queue's next event return now (the reports thread's stop).
+    /// Makes a wait for the queue's next event return now, or the next wait to start if none
+    /// is under way (the sender thread's wake-up in queued ack mode).
     pub fn wake(&self) {
         // SAFETY: the queue handle is live (see the type's comment).
         unsafe { rd::rd_kafka_queue_yield(self.queue) };
@@ -200,12 +205,26 @@ impl Producer {
         })
     }
 
-    /// Starts the sender thread (see `sender`): `wake` is the journal's wake-up pipe,
-    /// `send_each_group` is broker ack mode.
-    pub fn start_sender(&mut self, wake: OwnedFd, send_each_group: bool) -> std::io::Result<()> {
+    /// Starts the sender thread (see `sender`): `wake` is the journal's wake-up pipe. In broker
+    /// ack mode (`send_each_group`) the thread asks for each group to be sent; in queued ack
+    /// mode it serves the delivery reports, up to `max_events` per sum.
+    pub fn start_sender(
+        &mut self,
+        wake: OwnedFd,
+        send_each_group: bool,
+        max_events: usize,
+    ) -> std::io::Result<()> {
         let topic = CString::new(self.topic.as_str()).map_err(std::io::Error::other)?;
         let client = Client { rk: self.rk, topic, rkt: Default::default() };
-        self.sender = Some(Sender::start(client, self.topic.clone(), wake, send_each_group)?);
+        let mode = if send_each_group {
+            Mode::SendEachGroup
+        } else {
+            let reports =
+                Arc::new(Reports::new(self.events, self.topic.clone(), wake.try_clone()?, max_events));
+            self.reports = Some(reports.clone());
+            Mode::ServeReports(reports)
+        };
+        self.sender = Some(Sender::start(client, self.topic.clone(), wake, mode)?);
         Ok(())
     }
 
@@ -224,19 +243,12 @@ impl Producer {
         self.rk
     }
 
-    /// Starts the reports thread (queued ack mode, see `reports`): `wake` is the journal's
-    /// wake-up pipe.
-    pub fn start_reports(&mut self, wake: OwnedFd, max: usize) -> std::io::Result<()> {
-        self.reports = Some(Reports::start(self.events, self.topic.clone(), wake, max)?);
-        Ok(())
-    }
-
-    /// The reports thread's handle, when it runs.
+    /// Queued ack mode: the reports the sender thread served.
     pub fn reports(&self) -> Option<&Reports> {
-        self.reports.as_ref()
+        self.reports.as_deref()
     }
 
-    /// Serves up to `max` events on this thread (when no reports thread runs), waiting up to
+    /// Serves up to `max` events on this thread (broker ack mode), waiting up to
     /// `wait` for the first (see `serve_events`).
     pub fn serve(
         &self,
@@ -257,7 +269,7 @@ impl Producer {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        // The sender and reports threads and the topic handles use the client: they go first.
+        // The sender thread and the topic handles use the client: they go first.
         self.sender.take();
         self.reports.take();
         self.inline.take();

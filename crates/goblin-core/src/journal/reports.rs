@@ -1,15 +1,18 @@
 //! Delivery reports, summed: what the server thread learns from them, and (in queued ack
-//! mode) the thread that serves them.
+//! mode) where the sender thread leaves them for it.
 //!
 //! A delivery report event carries every record of one produce response. Serving it means
 //! walking its records and destroying it, which frees each record and its four headers, most
 //! of them allocated on the sender thread. In queued ack mode nothing waits for the reports
-//! but the bookkeeping, so a `journal-reports` thread serves them and sums them into one
-//! [`Reported`], which the server thread takes when the thread wakes it through the
-//! journal's pipe (one wake-up per produce response, not per record). That took the reports'
-//! walk and their cross-thread frees off the server thread (docs/BENCHMARKS.md). In broker ack
-//! mode replies wait for the reports, and a second hop before the server thread would add to
-//! every write's latency, so there the server thread serves them itself (`producer`).
+//! but the bookkeeping, so the sender thread serves them, between the groups it produces and
+//! while it has none, and sums them into one [`Reported`], which the server thread takes when
+//! woken through the journal's pipe (one wake-up per produce response, not per record). That
+//! keeps the reports' walk off the server thread, and the records are freed on the thread that
+//! allocated them, where the allocator recycles them in its thread cache instead of passing
+//! them back to their arena (a `journal-reports` thread of its own served them before:
+//! docs/BENCHMARKS.md). In broker ack mode replies wait for the reports, and a hop before the
+//! server thread would add to every write's latency, so there the server thread serves them
+//! itself (`producer`).
 //!
 //! Invariants:
 //! - Records of one partition are reported in the order they were produced (idempotent
@@ -20,8 +23,7 @@
 
 use super::producer::{serve_events, Delivery, Events};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Delivery reports summed (see the module's invariants).
@@ -99,61 +101,53 @@ fn push_run(runs: &mut Vec<(i64, i64)>, run: (i64, i64)) {
     }
 }
 
-/// How long the thread waits for an event before it looks at its stop flag again (stopping
-/// also wakes it at once: `rd_kafka_queue_yield`).
-const POLL_WAIT: Duration = Duration::from_millis(100);
-
-struct Shared {
-    sum: Mutex<Reported>,
-    stop: AtomicBool,
-}
-
-/// The `journal-reports` thread's handle (server thread only).
+/// Queued ack mode: the delivery reports the sender thread served, summed for the server
+/// thread (see the module's invariants). Shared by the two threads.
 pub struct Reports {
-    shared: Arc<Shared>,
+    sum: Mutex<Reported>,
     events: Events,
-    thread: Option<std::thread::JoinHandle<()>>,
+    topic: String,
+    /// The journal's wake-up pipe, written after every sum added.
+    wake: OwnedFd,
+    /// At most this many events served per sum.
+    max: usize,
 }
 
 impl Reports {
-    /// Starts serving `events` (the producer's main queue); `wake` is the journal's wake-up
-    /// pipe, written after every sum it adds; `max` bounds the events served per sum.
-    pub fn start(events: Events, topic: String, wake: OwnedFd, max: usize) -> std::io::Result<Reports> {
-        let shared = Arc::new(Shared { sum: Mutex::new(Reported::default()), stop: AtomicBool::new(false) });
-        let s = shared.clone();
-        let thread = std::thread::Builder::new().name("journal-reports".into()).spawn(move || {
-            while !s.stop.load(Ordering::Relaxed) {
-                let mut sum = Reported::default();
-                match serve_events(events, max, POLL_WAIT, |d| sum.add(d, &topic)) {
-                    Ok(0) => continue,
-                    Ok(_) => {}
-                    Err(e) => sum.fatal = Some(e),
-                }
-                if sum.is_empty() {
-                    continue;
-                }
-                s.sum.lock().unwrap_or_else(|e| e.into_inner()).merge(sum);
-                // SAFETY: a one-byte write to our own non-blocking descriptor; a full pipe
-                // already holds a wake-up.
-                unsafe { libc::write(wake.as_raw_fd(), b"r".as_ptr().cast(), 1) };
+    /// `events` is the producer's main queue, `wake` the journal's wake-up pipe.
+    pub fn new(events: Events, topic: String, wake: OwnedFd, max: usize) -> Reports {
+        Reports { sum: Mutex::new(Reported::default()), events, topic, wake, max }
+    }
+
+    /// Serves the events waiting (up to the bound), waiting up to `wait` for the first or until
+    /// [`Reports::interrupt`]; adds their sum and wakes the server thread. Returns the events
+    /// served.
+    pub fn serve(&self, wait: Duration) -> usize {
+        let mut sum = Reported::default();
+        let served = match serve_events(self.events, self.max, wait, |d| sum.add(d, &self.topic)) {
+            Ok(n) => n,
+            Err(e) => {
+                sum.fatal = Some(e);
+                1 // at least the fatal error's event
             }
-        })?;
-        Ok(Reports { shared, events, thread: Some(thread) })
+        };
+        if !sum.is_empty() {
+            self.sum.lock().unwrap_or_else(|e| e.into_inner()).merge(sum);
+            // SAFETY: a one-byte write to our own non-blocking descriptor; a full pipe already
+            // holds a wake-up.
+            unsafe { libc::write(self.wake.as_raw_fd(), b"r".as_ptr().cast(), 1) };
+        }
+        served
+    }
+
+    /// Makes a `serve` that waits (now, or the next one to start) return at once.
+    pub fn interrupt(&self) {
+        self.events.wake();
     }
 
     /// Everything reported since the last call.
     pub fn take(&self) -> Reported {
-        std::mem::take(&mut *self.shared.sum.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-impl Drop for Reports {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        self.events.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        std::mem::take(&mut *self.sum.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 

@@ -35,6 +35,7 @@
 //! journal's wake-up pipe when the server thread is waiting for it.
 
 use super::producer::{Client, ProduceError};
+use super::reports::Reports;
 use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -63,6 +64,23 @@ const QUEUE_FULL_RETRY: Duration = Duration::from_micros(200);
 /// Emptied buffers kept for reuse at most (the rest are freed: a burst of groups must not
 /// keep its memory).
 const SPARE_MAX: usize = 4;
+
+/// How long the sender waits at most in queued ack mode for a delivery report while it has no
+/// records to produce (a hand-over or a stop interrupts the wait at once).
+const IDLE_REPORTS_WAIT: Duration = Duration::from_millis(100);
+
+/// How long the sender waits at most for a delivery report when librdkafka's queue is full in
+/// queued ack mode (each report served frees room).
+const QUEUE_FULL_REPORTS_WAIT: Duration = Duration::from_millis(1);
+
+/// What the sender does besides producing.
+pub enum Mode {
+    /// Broker ack mode: ask librdkafka to send each group at once (see the module's comment).
+    SendEachGroup,
+    /// Queued ack mode: serve the producer's delivery reports (`reports`), after each group
+    /// and while there is none to produce.
+    ServeReports(Arc<Reports>),
+}
 
 /// What a record carries besides its value and key.
 #[derive(Clone, Copy)]
@@ -224,6 +242,18 @@ struct Shared {
     /// Set at shutdown: a record that finds the queue full is given up.
     stop: AtomicBool,
     failed: Mutex<Option<String>>,
+    /// Queued ack mode: where the thread waits when idle (`hand` and `drop` interrupt it).
+    reports: Option<Arc<Reports>>,
+}
+
+impl Shared {
+    /// Wakes the thread parked for want of records.
+    fn unpark(&self) {
+        match &self.reports {
+            Some(reports) => reports.interrupt(),
+            None => self.wake.notify_one(),
+        }
+    }
 }
 
 /// The sender thread's handle (server thread only).
@@ -234,13 +264,8 @@ pub struct Sender {
 
 impl Sender {
     /// Starts the thread. `wake` is the journal's wake-up pipe (written on a failure, and when
-    /// the server thread waits for the sender); `send_each_group`: broker ack mode.
-    pub fn start(
-        client: Client,
-        topic: String,
-        wake: OwnedFd,
-        send_each_group: bool,
-    ) -> std::io::Result<Sender> {
+    /// the server thread waits for the sender).
+    pub fn start(client: Client, topic: String, wake: OwnedFd, mode: Mode) -> std::io::Result<Sender> {
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Inbox::default()),
             wake: Condvar::new(),
@@ -248,6 +273,10 @@ impl Sender {
             waiting: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
+            reports: match &mode {
+                Mode::ServeReports(r) => Some(r.clone()),
+                Mode::SendEachGroup => None,
+            },
         });
         let s = shared.clone();
         let ping = move || {
@@ -268,7 +297,17 @@ impl Sender {
                             return;
                         }
                         inbox.parked = true;
-                        inbox = s.wake.wait(inbox).unwrap_or_else(|e| e.into_inner());
+                        inbox = match &mode {
+                            Mode::ServeReports(reports) => {
+                                // Wait for a report, or for `hand` or `drop` to interrupt the
+                                // wait (an interruption that comes before the wait starts
+                                // still ends it: librdkafka keeps the request on the queue).
+                                drop(inbox);
+                                reports.serve(IDLE_REPORTS_WAIT);
+                                s.inbox.lock().unwrap_or_else(|e| e.into_inner())
+                            }
+                            Mode::SendEachGroup => s.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
+                        };
                         inbox.parked = false;
                     }
                 };
@@ -279,12 +318,21 @@ impl Sender {
                                 "cannot journal to topic {topic}: the local queue stayed full until shutdown"
                             ));
                         }
-                        std::thread::sleep(QUEUE_FULL_RETRY);
+                        match &mode {
+                            Mode::ServeReports(reports) => {
+                                reports.serve(QUEUE_FULL_REPORTS_WAIT);
+                            }
+                            Mode::SendEachGroup => std::thread::sleep(QUEUE_FULL_RETRY),
+                        }
                         Ok(())
                     };
                     match group.produce_all(&client, &topic, &mut on_full) {
-                        Ok(()) if send_each_group => client.flush(TRIGGER_WINDOW_MS),
-                        Ok(()) => {}
+                        Ok(()) => match &mode {
+                            Mode::SendEachGroup => client.flush(TRIGGER_WINDOW_MS),
+                            Mode::ServeReports(reports) => {
+                                reports.serve(Duration::ZERO);
+                            }
+                        },
                         Err(e) => {
                             failed = true;
                             s.failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
@@ -323,7 +371,7 @@ impl Sender {
         self.shared.busy.store(true, Ordering::SeqCst);
         inbox.groups.push_back(group);
         if inbox.parked {
-            self.shared.wake.notify_one();
+            self.shared.unpark();
         }
     }
 
@@ -359,7 +407,7 @@ impl Drop for Sender {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
-        self.shared.wake.notify_one();
+        self.shared.unpark();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
