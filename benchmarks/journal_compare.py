@@ -13,6 +13,12 @@ Each configuration runs --rounds times, alternating; medians are reported. The t
 benchmarks/out/journal.md (copied into docs/BENCHMARKS.md by hand); the latency
 distributions are plotted into docs/img/journal-latency.png.
 
+A second table splits the CPU time each request cost among the processes and threads that
+did the work (from /proc/PID/task/*/schedstat, and redis-benchmark's own rusage): the
+server's main thread, the server's other threads (the journal's: its sender, librdkafka's),
+the broker, and the client. On a machine whose cores the client shares, as here, throughput
+follows the sum: it is where a journal's cost shows.
+
 Usage:
   cargo build --release --bin goblin-core --bin kaka
   python3 benchmarks/journal_compare.py [--requests 200000] [--rounds 3]
@@ -21,6 +27,7 @@ Usage:
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,12 +60,53 @@ class Proc:
             self.proc.wait()
 
 
-def bench(port, test, pipeline, requests):
-    """redis-benchmark's full report: (ops/s, p50 ms, p99 ms, [(percentile, ms), ...])."""
+def cpu_ns(pid):
+    """CPU time run so far by each thread of process `pid`: {(is the main thread, name): ns}."""
+    out = {}
+    if pid is None:
+        return out
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        key = (int(tid) == pid, name)
+        out[key] = out.get(key, 0) + ns
+    return out
+
+
+def cpu_delta(before, after):
+    """Per-thread CPU ns between two `cpu_ns` snapshots: (main thread, every other thread)."""
+    main = other = 0
+    for key, ns in after.items():
+        d = ns - before.get(key, 0)
+        if key[0]:
+            main += d
+        else:
+            other += d
+    return main, other
+
+
+def bench(port, test, pipeline, requests, server_pid=None, broker_pid=None):
+    """redis-benchmark's full report: (ops/s, p50 ms, p99 ms, [(percentile, ms), ...], CPU us per
+    request as (server main thread, server's other threads, broker, client))."""
+    s0, b0 = cpu_ns(server_pid), cpu_ns(broker_pid)
+    # The client's CPU: the children reaped meanwhile are redis-benchmark alone (servers are
+    # reaped when stopped, after this).
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-t", test, "-n", str(requests), "-c", "50", "-P", str(pipeline),
          "-r", "100000"],
         capture_output=True, text=True, check=True).stdout
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s1, b1 = cpu_ns(server_pid), cpu_ns(broker_pid)
+    main, other = cpu_delta(s0, s1)
+    broker = sum(cpu_delta(b0, b1))
+    client_s = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+    cpu = (main / 1e3 / requests, other / 1e3 / requests, broker / 1e3 / requests, client_s * 1e6 / requests)
     # Progress lines end in carriage returns; the report follows the last one.
     out = out.split("\r")[-1]
     # The percentile table only (the report prints a second, cumulative one after it).
@@ -68,7 +116,7 @@ def bench(port, test, pipeline, requests):
     rps = float(re.search(r"throughput summary: ([\d.]+) requests per second", out).group(1))
     summary = re.search(r"avg\s+min\s+p50\s+p95\s+p99\s+max\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)",
                         out)
-    return rps, float(summary.group(3)), float(summary.group(5)), dist
+    return rps, float(summary.group(3)), float(summary.group(5)), dist, cpu
 
 
 def plot(results, path):
@@ -111,9 +159,12 @@ def main():
     # acknowledges from the page cache), unless --no-kafka4.
     k4dir = os.path.join(work, "kafka4")
     k4 = None
+    k4_pid = None
     if not args.no_kafka4:
         k4 = subprocess.run(["bash", os.path.join(ROOT, "scripts", "kafka4.sh"), "start", k4dir],
                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        with open(os.path.join(k4dir, "kafka.pid")) as f:
+            k4_pid = int(f.read().strip())
     configs = {
         "goblin, no journal": lambda port, n: [target("goblin-core"), "--port", str(port), "--save", ""],
         "goblin, queued": lambda port, n: [target("goblin-core"), "--port", str(port), "--save", "", "--kafka",
@@ -142,7 +193,11 @@ def main():
                     n += 1
                     port = free_port()
                     s = Proc(argv(port, n), port, os.path.join(work, f"s{n}.log"))
-                    results.setdefault((name, test, p), []).append(bench(port, test, p, args.requests))
+                    broker_pid = None
+                    if "queued" in name or "broker" in name:
+                        broker_pid = k4_pid if "Kafka 4" in name else kaka.proc.pid
+                    results.setdefault((name, test, p), []).append(
+                        bench(port, test, p, args.requests, s.proc.pid, broker_pid))
                     if name == "goblin, broker" and test == "set" and p == 16:
                         replay_topic = f"bench-broker-{n}"
                     s.stop()
@@ -176,6 +231,14 @@ def main():
         p99 = statistics.median(r[2] for r in runs)
         base = statistics.median(r[0] for r in results[("goblin, no journal", test, p)])
         lines.append(f"| {name} | {test.upper()} | {p} | {ops:,.0f} | {p50:.3f} | {p99:.3f} | {ops / base:.2f} |")
+    lines += ["", "CPU time per request, microseconds (median of the rounds): the server's main thread, its "
+              "other threads (the journal's sender and librdkafka's threads; none without a journal), the "
+              "broker (kaka, or the Kafka 4 JVM), the client (redis-benchmark), and their sum.", "",
+              "| configuration | test | -P | server main thread | other server threads | broker | client | sum |",
+              "|---|---|---|---|---|---|---|---|"]
+    for (name, test, p), runs in results.items():
+        c = [statistics.median(r[4][i] for r in runs) for i in range(4)]
+        lines.append(f"| {name} | {test.upper()} | {p} | " + " | ".join(f"{x:.2f}" for x in c) + f" | {sum(c):.2f} |")
     lines += ["", f"Startup replay from kaka: {replay}"]
     lines += ["", "Latency distributions (SET, the last round): docs/img/journal-latency.png"]
     plot(results, os.path.join(ROOT, "docs", "img", "journal-latency.png"))
