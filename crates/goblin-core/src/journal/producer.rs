@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use super::reports::Reports;
-use super::sender::{Mode, Sender};
+use super::sender::Sender;
 use std::sync::Arc;
 
 /// One record's delivery report.
@@ -216,15 +216,11 @@ impl Producer {
     ) -> std::io::Result<()> {
         let topic = CString::new(self.topic.as_str()).map_err(std::io::Error::other)?;
         let client = Client { rk: self.rk, topic, rkt: Default::default() };
-        let mode = if send_each_group {
-            Mode::SendEachGroup
-        } else {
-            let reports =
-                Arc::new(Reports::new(self.events, self.topic.clone(), wake.try_clone()?, max_events));
-            self.reports = Some(reports.clone());
-            Mode::ServeReports(reports)
-        };
-        self.sender = Some(Sender::start(client, self.topic.clone(), wake, mode)?);
+        if !send_each_group {
+            let reports = Reports::new(self.events, self.topic.clone(), wake.try_clone()?, max_events);
+            self.reports = Some(Arc::new(reports));
+        }
+        self.sender = Some(Sender::start(client, self.topic.clone(), wake, self.reports.clone())?);
         Ok(())
     }
 

@@ -7,8 +7,10 @@
 //! the end of its loop turn passes the buffer to this thread, which builds the headers and
 //! produces the records, in order. A small buffer (`kafka::INLINE_GROUP_MAX`) the server
 //! thread produces itself when this thread is idle: waking a thread costs both more than a
-//! few records do. librdkafka's producer is thread-safe; delivery reports arrive on the main
-//! queue, apart from this thread (`producer`, `reports`).
+//! few records do. librdkafka's producer is thread-safe; its delivery reports arrive on its
+//! main queue, which in queued ack mode this thread serves too, between groups and while it
+//! has none: the reports free the records this thread allocated (`reports`). In broker ack
+//! mode the server thread serves them (`producer`).
 //!
 //! Invariants:
 //! - Records reach librdkafka in the order the server thread staged them: buffers are taken
@@ -72,15 +74,6 @@ const IDLE_REPORTS_WAIT: Duration = Duration::from_millis(100);
 /// How long the sender waits at most for a delivery report when librdkafka's queue is full in
 /// queued ack mode (each report served frees room).
 const QUEUE_FULL_REPORTS_WAIT: Duration = Duration::from_millis(1);
-
-/// What the sender does besides producing.
-pub enum Mode {
-    /// Broker ack mode: ask librdkafka to send each group at once (see the module's comment).
-    SendEachGroup,
-    /// Queued ack mode: serve the producer's delivery reports (`reports`), after each group
-    /// and while there is none to produce.
-    ServeReports(Arc<Reports>),
-}
 
 /// What a record carries besides its value and key.
 #[derive(Clone, Copy)]
@@ -242,7 +235,9 @@ struct Shared {
     /// Set at shutdown: a record that finds the queue full is given up.
     stop: AtomicBool,
     failed: Mutex<Option<String>>,
-    /// Queued ack mode: where the thread waits when idle (`hand` and `drop` interrupt it).
+    /// Queued ack mode: the delivery reports this thread serves, after each group and while it
+    /// has none (waiting on librdkafka's queue then: `hand` and `drop` interrupt the wait).
+    /// None: broker ack mode, where it asks for each group to be sent instead.
     reports: Option<Arc<Reports>>,
 }
 
@@ -264,8 +259,14 @@ pub struct Sender {
 
 impl Sender {
     /// Starts the thread. `wake` is the journal's wake-up pipe (written on a failure, and when
-    /// the server thread waits for the sender).
-    pub fn start(client: Client, topic: String, wake: OwnedFd, mode: Mode) -> std::io::Result<Sender> {
+    /// the server thread waits for the sender); `reports`: queued ack mode's delivery reports,
+    /// which the thread serves (None: broker ack mode).
+    pub fn start(
+        client: Client,
+        topic: String,
+        wake: OwnedFd,
+        reports: Option<Arc<Reports>>,
+    ) -> std::io::Result<Sender> {
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Inbox::default()),
             wake: Condvar::new(),
@@ -273,10 +274,7 @@ impl Sender {
             waiting: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
-            reports: match &mode {
-                Mode::ServeReports(r) => Some(r.clone()),
-                Mode::SendEachGroup => None,
-            },
+            reports,
         });
         let s = shared.clone();
         let ping = move || {
@@ -297,8 +295,8 @@ impl Sender {
                             return;
                         }
                         inbox.parked = true;
-                        inbox = match &mode {
-                            Mode::ServeReports(reports) => {
+                        inbox = match &s.reports {
+                            Some(reports) => {
                                 // Wait for a report, or for `hand` or `drop` to interrupt the
                                 // wait (an interruption that comes before the wait starts
                                 // still ends it: librdkafka keeps the request on the queue).
@@ -306,7 +304,7 @@ impl Sender {
                                 reports.serve(IDLE_REPORTS_WAIT);
                                 s.inbox.lock().unwrap_or_else(|e| e.into_inner())
                             }
-                            Mode::SendEachGroup => s.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
+                            None => s.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
                         };
                         inbox.parked = false;
                     }
@@ -318,20 +316,20 @@ impl Sender {
                                 "cannot journal to topic {topic}: the local queue stayed full until shutdown"
                             ));
                         }
-                        match &mode {
-                            Mode::ServeReports(reports) => {
+                        match &s.reports {
+                            Some(reports) => {
                                 reports.serve(QUEUE_FULL_REPORTS_WAIT);
                             }
-                            Mode::SendEachGroup => std::thread::sleep(QUEUE_FULL_RETRY),
+                            None => std::thread::sleep(QUEUE_FULL_RETRY),
                         }
                         Ok(())
                     };
                     match group.produce_all(&client, &topic, &mut on_full) {
-                        Ok(()) => match &mode {
-                            Mode::SendEachGroup => client.flush(TRIGGER_WINDOW_MS),
-                            Mode::ServeReports(reports) => {
+                        Ok(()) => match &s.reports {
+                            Some(reports) => {
                                 reports.serve(Duration::ZERO);
                             }
+                            None => client.flush(TRIGGER_WINDOW_MS),
                         },
                         Err(e) => {
                             failed = true;
