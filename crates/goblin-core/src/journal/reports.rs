@@ -120,24 +120,18 @@ impl Reports {
     }
 
     /// Serves the events waiting (up to the bound), waiting up to `wait` for the first or until
-    /// [`Reports::interrupt`]; adds their sum and wakes the server thread. Returns the events
-    /// served.
-    pub fn serve(&self, wait: Duration) -> usize {
+    /// [`Reports::interrupt`]; adds their sum and wakes the server thread.
+    pub fn serve(&self, wait: Duration) {
         let mut sum = Reported::default();
-        let served = match serve_events(self.events, self.max, wait, |d| sum.add(d, &self.topic)) {
-            Ok(n) => n,
-            Err(e) => {
-                sum.fatal = Some(e);
-                1 // at least the fatal error's event
-            }
-        };
+        if let Err(e) = serve_events(self.events, self.max, wait, |d| sum.add(d, &self.topic)) {
+            sum.fatal = Some(e);
+        }
         if !sum.is_empty() {
             self.sum.lock().unwrap_or_else(|e| e.into_inner()).merge(sum);
             // SAFETY: a one-byte write to our own non-blocking descriptor; a full pipe already
             // holds a wake-up.
             unsafe { libc::write(self.wake.as_raw_fd(), b"r".as_ptr().cast(), 1) };
         }
-        served
     }
 
     /// Makes a `serve` that waits (now, or the next one to start) return at once.

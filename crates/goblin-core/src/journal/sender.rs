@@ -317,18 +317,14 @@ impl Sender {
                             ));
                         }
                         match &s.reports {
-                            Some(reports) => {
-                                reports.serve(QUEUE_FULL_REPORTS_WAIT);
-                            }
+                            Some(reports) => reports.serve(QUEUE_FULL_REPORTS_WAIT),
                             None => std::thread::sleep(QUEUE_FULL_RETRY),
                         }
                         Ok(())
                     };
                     match group.produce_all(&client, &topic, &mut on_full) {
                         Ok(()) => match &s.reports {
-                            Some(reports) => {
-                                reports.serve(Duration::ZERO);
-                            }
+                            Some(reports) => reports.serve(Duration::ZERO),
                             None => client.flush(TRIGGER_WINDOW_MS),
                         },
                         Err(e) => {
