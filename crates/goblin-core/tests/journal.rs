@@ -1263,3 +1263,82 @@ fn history_removed_under_the_runtime_consumer_stops_the_primary() {
     assert!(log.contains("cannot consume"), "{log}");
     assert!(log.contains(&format!("topic {topic}, partition 0, offset ")), "{log}");
 }
+
+/// Another application writes the topic in Kafka transactions: every transaction leaves a
+/// control record (a marker) that no consumer receives, and an aborted one leaves records a
+/// read-committed consumer skips. The replay ends at the partition's end even when the
+/// last offsets below the watermark are markers (it used to wait for a record at the
+/// watermark's offset and stall); the runtime consumer applies committed transactions and
+/// skips aborted ones; and a restart from the topic alone finds the same data.
+#[test]
+fn transactions_of_other_writers_replay_and_apply() {
+    transactions_of_other_writers(&Kaka::start());
+}
+
+#[test]
+fn kafka4_transactions_of_other_writers_replay_and_apply() {
+    transactions_of_other_writers(&Kafka4::start());
+}
+
+fn transactions_of_other_writers(k: &dyn Broker) {
+    use rdkafka::producer::Producer;
+    let topic = "journal-txn";
+    let t = Duration::from_secs(30);
+    let p: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", k.addr())
+        .set("transactional.id", "journal-txn-writer")
+        .create()
+        .expect("create a transactional producer");
+    p.init_transactions(t).expect("init transactions");
+    let txn = |records: &[Rec], commit: bool| {
+        p.begin_transaction().unwrap();
+        for r in records {
+            send(&p, topic, r);
+        }
+        if commit {
+            p.commit_transaction(t).unwrap();
+        } else {
+            p.flush(t).unwrap();
+            p.abort_transaction(t).unwrap();
+        }
+    };
+    // Before any goblin-core: a committed transaction, then an aborted one. The topic ends in
+    // the abort's marker.
+    txn(&[cmd(&["SET", "t1", "a"]), cmd(&["RPUSH", "l", "1"])], true);
+    txn(&[cmd(&["SET", "aborted", "x"]), cmd(&["RPUSH", "l", "no"])], false);
+    let uri = k.uri(topic);
+    let args = ["--kafka", uri.as_str(), "--save", ""];
+    let mut a = Server::start(&args);
+    let mut con = a.conn();
+    let get = |con: &mut redis::Connection, key: &str| -> Option<String> {
+        redis::cmd("GET").arg(key).query(con).unwrap()
+    };
+    let list = |con: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("LRANGE").arg("l").arg(0).arg(-1).query(con).unwrap()
+    };
+    assert_eq!(get(&mut con, "t1").as_deref(), Some("a"));
+    assert_eq!(get(&mut con, "aborted"), None);
+    assert_eq!(list(&mut con), ["1"]);
+    // At runtime: own writes, then a committed and an aborted transaction of the other writer.
+    let _: () = redis::cmd("RPUSH").arg("l").arg("own").query(&mut con).unwrap();
+    txn(&[cmd(&["SET", "t2", "b"]), cmd(&["RPUSH", "l", "2"])], true);
+    txn(&[cmd(&["SET", "aborted", "y"])], false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&mut con, "t2").is_none() {
+        assert!(Instant::now() < deadline, "the committed transaction was not applied: {}", a.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("SET").arg("after").arg("1").query(&mut con).unwrap();
+    wait_acked(&mut con);
+    assert_eq!(list(&mut con), ["1", "own", "2"]);
+    assert_eq!(get(&mut con, "aborted"), None);
+    let want = state(&mut con);
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    // A restart from the topic alone: the same data, past every marker.
+    let b = Server::start(&args);
+    let mut con = b.conn();
+    assert_eq!(state(&mut con), want);
+    assert_eq!(list(&mut con), ["1", "own", "2"]);
+    assert_eq!(get(&mut con, "aborted"), None);
+}

@@ -866,7 +866,10 @@ fn replay_topic(
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false")
+        // The end of the partition is an event: the replay ends there even when the last
+        // offsets below the watermark are transaction markers, which no consumer receives
+        // (DESIGN.md decision 4: broker offsets have holes).
+        .set("enable.partition.eof", "true")
         .set("allow.auto.create.topics", "false")
         // librdkafka stops fetching once its local queue holds queued.min.messages and then
         // waits up to fetch.queue.backoff.ms (1 s by default) before fetching again: a replay,
@@ -928,6 +931,10 @@ fn replay_topic(
     let mut held = Held::default();
     let q = reader::Queue::of(&consumer).ok_or("--kafka: the replay consumer has no queue")?;
     let stop = std::sync::atomic::AtomicBool::new(false);
+    // Where the consumer reported the partition's end, if it did before the last record below
+    // the watermark arrived: below the watermark only when the tail is an open transaction,
+    // which a read-committed consumer cannot pass yet (the runtime consumer picks it up).
+    let mut end: Option<i64> = None;
     let result = std::thread::scope(|s| {
         let (out, records) = std::sync::mpsc::sync_channel(reader::BATCHES_AHEAD);
         let (applied, back) = std::sync::mpsc::channel();
@@ -938,7 +945,7 @@ fn replay_topic(
             .map_err(|e| format!("--kafka: cannot start the replay reader: {e}"))?;
         // Dropping `records` (on every return) lets a reader blocked on a full channel go.
         let r = (|| -> Result<(), String> {
-            while stats.last_broker_offset < high - 1 {
+            while stats.last_broker_offset < high - 1 && end.is_none() {
                 let batch = match records.recv_timeout(Duration::from_millis(200)) {
                     Ok(b) => b,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
@@ -964,6 +971,15 @@ fn replay_topic(
                     }),
                 );
                 for (i, rec) in batch.0.iter().enumerate() {
+                    if rec.eof {
+                        // Everything the consumer can see now has been read: the offsets
+                        // left below the watermark are markers, or an open transaction's.
+                        if rec.broker > stats.last_broker_offset {
+                            end = Some(rec.broker);
+                            break;
+                        }
+                        continue;
+                    }
                     // The keys a few records ahead: their bucket slots, and (once those are
                     // in cache) their chains' first entries, start loading now, so that the
                     // lookups below find them cached (measured in docs/BENCHMARKS.md).
@@ -1017,7 +1033,13 @@ fn replay_topic(
     if let Some(b) = engine.commit(engine::Origin::Replay) {
         engine.recycle(b);
     }
-    stats.position = high;
+    // The first offset not read: past the watermark if records that arrived since were read
+    // (the runtime consumer must not apply them twice); at the end the consumer reported, if
+    // it stopped early there.
+    stats.position = match end {
+        Some(e) => e.max(stats.last_broker_offset + 1),
+        None => high.max(stats.last_broker_offset + 1),
+    };
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     info!(
         "replayed {} records of topic {} in {secs:.2} s ({:.0}/s): {} applied ({} of other producers), {} \
@@ -1429,7 +1451,11 @@ impl Consumer {
             // SAFETY: a live message owned by `msgs`.
             let (err, offset, partition) = unsafe { ((*m).err, (*m).offset, (*m).partition) };
             if err == Err_::RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                // Everything below `offset` that a consumer will ever receive has been
+                // received (it arrives before the event): what else lies below it are
+                // transaction markers and aborted records, which the position passes over.
                 self.live = true;
+                self.position = self.position.max(offset);
                 continue;
             }
             if err != Err_::RD_KAFKA_RESP_ERR_NO_ERROR {

@@ -36,6 +36,10 @@ pub struct Record {
     pub partition: i32,
     /// A consumer error in place of a record.
     pub error: Option<String>,
+    /// The end of the partition, not a record: `broker` is then the offset the consumer
+    /// reached (the next it would read). Transaction markers and aborted records, which a
+    /// consumer never sees, may lie below it.
+    pub eof: bool,
     /// `goblin-replication-id`: None if absent (another producer's record); Some(None) if it
     /// is not a lineage name.
     pub id: Option<Option<ReplId>>,
@@ -166,6 +170,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         broker: -1,
         partition: 0,
         error: None,
+        eof: false,
         id: None,
         offset: None,
         applied_through: None,
@@ -176,6 +181,10 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         let m = &*msg;
         r.broker = m.offset;
         r.partition = m.partition;
+        if m.err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF {
+            r.eof = true;
+            return r;
+        }
         if m.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
             let text = rd::rd_kafka_message_errstr(msg);
             r.error = Some(if text.is_null() {
