@@ -250,18 +250,18 @@ pub struct Config {
 
     /// What a write's reply means with --kafka: `queued` (the records are in the local
     /// producer queue; a crash can lose them) or `broker` (Kafka acknowledged them).
-    #[arg(long = "kafka-ack-mode", value_enum, default_value_t = KafkaAckMode::Queued)]
+    #[arg(requires = "kafka", long = "kafka-ack-mode", value_enum, default_value_t = KafkaAckMode::Queued)]
     pub kafka_ack_mode: KafkaAckMode,
 
     /// For a --load snapshot without Kafka cursors (written by a server without --kafka):
     /// replay from the first record at or after the file's creation time minus this many
     /// seconds.
-    #[arg(long = "kafka-time-buffer", value_name = "SECONDS", default_value_t = 0)]
+    #[arg(requires = "kafka", long = "kafka-time-buffer", value_name = "SECONDS", default_value_t = 0)]
     pub kafka_time_buffer: u64,
 
     /// Unacknowledged journal bytes at which command input pauses (Kafka polling and output
     /// go on) until Kafka catches up: a number with an optional kb/mb/gb suffix.
-    #[arg(long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]
+    #[arg(requires = "kafka", long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]
     pub kafka_pending_bytes: u64,
 
     // ---- firehose replication (replication/) ----
@@ -397,7 +397,9 @@ impl Config {
             ));
         }
         if let Some(k) = &self.kafka {
-            crate::journal::target::parse(k)?;
+            let _target = crate::journal::target::parse(k)?;
+            #[cfg(feature = "kafka")]
+            _target.check_properties()?;
             if !cfg!(feature = "kafka") {
                 return Err(
                     "--kafka: this goblin-core was built without Kafka support (cargo feature `kafka`)"
@@ -617,9 +619,48 @@ mod tests {
         assert_eq!((c.validate(), c.replication_buffer_bytes), (Ok(()), 64 << 10));
         let c = Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?acks=1"]).unwrap();
         assert!(c.validate().unwrap_err().contains("'acks' cannot be set"));
-        let c = Config::try_parse_from(["goblin-core", "--kafka-pending-bytes", "16mb"]).unwrap();
+        let c = Config::try_parse_from([
+            "goblin-core",
+            "--kafka",
+            "kafka://h:1/t",
+            "--kafka-pending-bytes",
+            "1mb",
+        ])
+        .unwrap();
+        assert_eq!(c.kafka_pending_bytes, 1 << 20);
+        let c = Config::try_parse_from(["goblin-core"]).unwrap();
         assert_eq!(c.kafka_pending_bytes, 16 << 20);
-        assert!(Config::try_parse_from(["goblin-core", "--kafka-pending-bytes", "lots"]).is_err());
+        assert!(Config::try_parse_from([
+            "goblin-core",
+            "--kafka",
+            "kafka://h:1/t",
+            "--kafka-pending-bytes",
+            "lots"
+        ])
+        .is_err());
+        // The journal's flags without a journal: refused, not silently ignored.
+        for flag in
+            [["--kafka-ack-mode", "broker"], ["--kafka-time-buffer", "5"], ["--kafka-pending-bytes", "1kb"]]
+        {
+            let err = Config::try_parse_from(std::iter::once("goblin-core").chain(flag)).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{flag:?}");
+            assert!(err.to_string().contains("--kafka <URI>"), "{flag:?}: {err}");
+        }
+        // librdkafka judges the added properties at startup, before anything loads.
+        for (query, want) in [
+            ("no.such.prop=1", "property 'no.such.prop=1': No such configuration property"),
+            ("compression.type=gzip", "property 'compression.type=gzip'"),
+            ("linger.ms=soon", "property 'linger.ms=soon'"),
+        ] {
+            let c = Config::try_parse_from(["goblin-core", "--kafka", &format!("kafka://h:1/t?{query}")])
+                .unwrap();
+            let err = c.validate().unwrap_err();
+            assert!(err.contains(want), "{query}: {err}");
+        }
+        let c =
+            Config::try_parse_from(["goblin-core", "--kafka", "kafka://h:1/t?client.id=a%20b&linger.ms=2"])
+                .unwrap();
+        assert_eq!(c.validate(), Ok(()));
     }
 
     #[test]

@@ -46,6 +46,8 @@ fn owned(key: &str) -> Option<&'static str> {
         ("max.in.flight", "goblin-core keeps one request in flight per connection"),
         ("queuing.strategy", "goblin-core keeps records in order"),
         ("partitioner", "the journal has exactly one partition"),
+        ("transactional.id", "goblin-core's records are not transactional: each is acknowledged on its own"),
+        ("transaction.timeout.ms", "goblin-core's records are not transactional"),
         ("plugin.library.paths", "it would load code into the server"),
         ("sasl.kerberos.kinit.cmd", "it would run a command"),
         ("ssl.engine.location", "it would load code into the server"),
@@ -107,6 +109,28 @@ fn add_prop(props: &mut Vec<(String, String)>, key: &str, value: &str) -> Result
     }
     props.push((key.to_string(), value.to_string()));
     Ok(())
+}
+
+impl KafkaTarget {
+    /// Asks librdkafka whether it knows every added property and accepts its value (an
+    /// unknown name, a codec this build leaves out, a malformed number), so that a mistake is
+    /// a usage error at startup rather than a failure after the snapshot has loaded.
+    /// librdkafka checks combinations (say, a timeout below another) only when a client is
+    /// created, at startup.
+    #[cfg(feature = "kafka")]
+    pub fn check_properties(&self) -> Result<(), String> {
+        let mut c = rdkafka::ClientConfig::new();
+        for (k, v) in &self.props {
+            c.set(k, v);
+        }
+        match c.create_native_config() {
+            Ok(_) => Ok(()),
+            Err(rdkafka::error::KafkaError::ClientConfig(_, why, key, value)) => {
+                Err(format!("--kafka: property '{key}={value}': {why}"))
+            }
+            Err(e) => Err(format!("--kafka: {e}")),
+        }
+    }
 }
 
 pub fn parse(s: &str) -> Result<KafkaTarget, String> {
@@ -209,6 +233,7 @@ mod tests {
             ("kafka://h:1/t?sasl.kerberos.kinit.cmd=rm", "sasl.kerberos.kinit.cmd"),
             ("kafka://h:1/t?test.mock.num.brokers=3", "test.mock.num.brokers"),
             ("bootstrap.servers=h:1;topic=t;acks=0", "acks"),
+            ("kafka://h:1/t?transactional.id=x", "transactional.id"),
         ] {
             let err = parse(value).unwrap_err();
             assert!(err.contains(&format!("'{name}'")), "{value}: {err}");
