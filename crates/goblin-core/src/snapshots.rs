@@ -606,12 +606,28 @@ impl Server {
     }
 
     /// GOBLIN.LOAD path: replaces the dataset with a snapshot, at once (clients see the old
-    /// state or the new one), adopting its lineage and offset.
+    /// state or the new one), adopting its lineage and offset, unless that would rewind this
+    /// server's own lineage (below).
+    ///
+    /// Refused on a replicated server: with a journal or an upstream (the durable boundary is
+    /// validated only by a restart with --load), and while firehose subscribers are attached
+    /// (their replicas hold the history the load replaces, and would go on applying frames
+    /// numbered past it as if nothing had changed).
     pub(crate) fn goblin_load(&mut self, c: &mut Conn, path: &[u8]) {
         if self.cfg.kafka.is_some() || self.cfg.is_replica() {
             return reply::error(
                 &mut c.out,
                 b"ERR GOBLIN.LOAD is refused on a server with a Kafka journal or an upstream: restart it with --load so the durable boundary is validated",
+            );
+        }
+        if !self.firehose.subs.is_empty() {
+            return reply::error(
+                &mut c.out,
+                format!(
+                    "ERR GOBLIN.LOAD is refused while {} firehose subscriber(s) are attached: their replicas would diverge; detach them or restart with --load",
+                    self.firehose.subs.len()
+                )
+                .as_bytes(),
             );
         }
         use std::os::unix::ffi::OsStrExt;
@@ -638,14 +654,32 @@ impl Server {
                 let cfg = self.engine.evict;
                 self.engine.set_evict_config(cfg);
                 self.engine.ks.stamp_access(now_ms());
-                self.engine.set_replication(loaded.repl);
+                // A snapshot of this server's own lineage from before its current offset: this
+                // server has already numbered other mutations past it, which a replica
+                // detached now may hold. Continuing the lineage would give new mutations those
+                // same numbers, and such a replica would reattach as if in step. A fresh
+                // lineage makes it start over instead (its reconnect sees another lineage).
+                let current = self.engine.repl;
+                let mut repl = loaded.repl;
+                if repl.replid == current.replid && repl.offset < current.offset {
+                    repl.replid = ReplId::random();
+                    info!(
+                        "GOBLIN.LOAD {}: the snapshot is at offset {} of this server's own lineage {},                          which is already at {}: starting lineage {} from it",
+                        path.display(),
+                        loaded.repl.offset,
+                        current.replid,
+                        current.offset,
+                        repl.replid
+                    );
+                }
+                self.engine.set_replication(repl);
                 self.watches.touch_all();
-                self.snapshots.last_save_offset = loaded.repl.offset;
+                self.snapshots.last_save_offset = repl.offset;
                 info!(
                     "GOBLIN.LOAD {}: {keys} keys; lineage {} at offset {}",
                     path.display(),
-                    loaded.repl.replid,
-                    loaded.repl.offset
+                    repl.replid,
+                    repl.offset
                 );
                 drop(old);
                 reply::ok(&mut c.out);

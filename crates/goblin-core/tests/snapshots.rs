@@ -389,3 +389,50 @@ fn goblin_load_replaces_the_dataset() {
     let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut bc).unwrap();
     assert_eq!((digest(&mut bc), lineage(&mut bc)), want);
 }
+
+/// GOBLIN.LOAD may not take history away from replicas: it is refused while a firehose
+/// subscriber is attached (the dataset stays as it was), and a snapshot that would rewind the
+/// server's own lineage starts a fresh lineage instead, so that a replica that saw the later
+/// offsets cannot reattach as if in step. A snapshot of another lineage is adopted as it is.
+#[test]
+fn goblin_load_keeps_replicas_from_diverging() {
+    let dir = folder("goblinload-repl");
+    let path = dir.join("own.gcsn");
+    let a = Server::start(&["--load", path.to_str().unwrap(), "--save", ""]);
+    let mut ac = a.conn();
+    // A replica, live from the start.
+    let port = a.port.to_string();
+    let r = Server::start(&["--replica-tcp", "127.0.0.1", &port]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut r.conn(), "replication")["replica_state"] != "live" {
+        assert!(Instant::now() < deadline, "replica not live: {}", r.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fill(&mut ac, 50);
+    let _: () = redis::cmd("SAVE").query(&mut ac).unwrap();
+    let saved = (digest(&mut ac), lineage(&mut ac));
+    let _: () = redis::cmd("SET").arg("after-the-save").arg("1").query(&mut ac).unwrap();
+    let before = (digest(&mut ac), lineage(&mut ac));
+
+    // Refused while it is attached; nothing changes.
+    let err = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query::<()>(&mut ac).unwrap_err();
+    assert!(err.to_string().contains("firehose subscriber(s) are attached"), "{err}");
+    assert_eq!((digest(&mut ac), lineage(&mut ac)), before);
+    drop(r);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut ac, "replication")["connected_slaves"] != "0" {
+        assert!(Instant::now() < deadline, "the subscriber did not detach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Detached: the load goes ahead, with the snapshot's data and offset on a new lineage.
+    let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut ac).unwrap();
+    let (d, (id, offset)) = (digest(&mut ac), lineage(&mut ac));
+    assert_eq!((d.as_str(), offset), (saved.0.as_str(), saved.1 .1));
+    assert_ne!(id, saved.1 .0, "a rewound lineage must not be continued");
+
+    // Another server's snapshot: its lineage and offset are adopted as they are.
+    let b = Server::start(&["--save", ""]);
+    let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut b.conn()).unwrap();
+    assert_eq!((digest(&mut b.conn()), lineage(&mut b.conn())), saved);
+}
