@@ -1342,3 +1342,48 @@ fn transactions_of_other_writers(k: &dyn Broker) {
     assert_eq!(list(&mut con), ["1", "own", "2"]);
     assert_eq!(get(&mut con, "aborted"), None);
 }
+
+/// Two servers started from copies of one snapshot write the same lineage to one topic. Each
+/// one's consumer meets a record of its own lineage that it did not write, at an offset no
+/// delivery report can still claim, and stops (before, both kept running and skipped the
+/// other's writes as their own, and a replay then dropped one side's acknowledged writes as
+/// duplicates). A replay that meets a logical offset it has already applied stops too.
+#[test]
+fn two_servers_writing_one_lineage_are_stopped() {
+    let k = Kaka::start();
+    let topic = "journal-one-lineage";
+    let uri = k.uri(topic);
+    let snap = temp_path("one-lineage.gcsn");
+    let sp = snap.to_str().unwrap().to_string();
+    let mut a = Server::start(&["--kafka", &uri, "--load", &sp, "--save", ""]);
+    let mut con = a.conn();
+    for i in 0..20 {
+        let _: () = redis::cmd("RPUSH").arg("l").arg(format!("x{i}")).query(&mut con).unwrap();
+    }
+    wait_acked(&mut con);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    a.signal(15);
+    a.wait_exit(Duration::from_secs(30)).unwrap();
+    let copy = temp_path("one-lineage-copy.gcsn");
+    std::fs::copy(&snap, &copy).unwrap();
+    let cp = copy.to_str().unwrap().to_string();
+    let mut a = Server::start(&["--kafka", &uri, "--load", &sp, "--save", ""]);
+    let mut b = Server::start(&["--kafka", &uri, "--load", &cp, "--save", ""]);
+    let _: () = redis::cmd("RPUSH").arg("l").arg("from-a").query(&mut a.conn()).unwrap();
+    let _: () = redis::cmd("RPUSH").arg("l").arg("from-b").query(&mut b.conn()).unwrap();
+    for s in [&mut a, &mut b] {
+        let status = s.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
+            panic!("a server writing a shared lineage kept running: {}", s.log());
+        });
+        let log = s.log();
+        assert_eq!(status.code(), Some(70), "{log}");
+        assert!(log.contains("that it did not write: another server writes this lineage"), "{log}");
+        assert!(log.contains(&format!("topic {topic}, partition 0, offset ")), "{log}");
+    }
+    // The topic now holds logical offset 21 twice: a replay from the snapshot refuses it.
+    let (code, err) = run_to_exit(&["--port", "0", "--kafka", &uri, "--load", &cp, "--save", ""]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("logical offset 21 of lineage"), "{err}");
+    assert!(err.contains("appears twice"), "{err}");
+    assert!(!err.contains("listening on"), "{err}");
+}

@@ -110,6 +110,9 @@ pub struct Acks {
     /// without parsing its headers. Runs it has passed are dropped; a record it reaches
     /// before its report is judged by its headers, as before.
     pub own: std::cell::RefCell<VecDeque<(i64, i64)>>,
+    /// The last offset of the newest run forgotten past [`OWN_RUNS_MAX`]: at or below it, a
+    /// record of this lineage may be ours without `own` saying so.
+    forgotten_through: Cell<Option<i64>>,
 }
 
 /// Records the runtime consumer takes per run at most (the server passes its own bound).
@@ -130,6 +133,15 @@ impl Acks {
         own.front().is_some_and(|&(first, _)| first <= broker)
     }
 
+    /// Whether a record of this primary's lineage at `broker` that `is_own` does not know can
+    /// still be one of ours: one whose report has not arrived (beyond the last acknowledged
+    /// offset while records are pending), or one in a forgotten run. Otherwise another server
+    /// wrote it under this lineage.
+    pub fn may_be_own(&self, broker: i64) -> bool {
+        (self.pending.get() > 0 && broker > self.broker.get())
+            || self.forgotten_through.get().is_some_and(|f| broker <= f)
+    }
+
     #[cfg(test)]
     fn record_own(&self, broker: i64) {
         self.record_run((broker, broker));
@@ -142,7 +154,9 @@ impl Acks {
             Some(run) if run.1 + 1 == first => run.1 = last,
             _ => {
                 if own.len() == OWN_RUNS_MAX {
-                    own.pop_front();
+                    if let Some((_, last)) = own.pop_front() {
+                        self.forgotten_through.set(Some(last));
+                    }
                 }
                 own.push_back((first, last));
             }
@@ -344,6 +358,10 @@ pub struct ReplayStats {
     pub last_broker_offset: i64,
     /// The first broker offset the replay did not read: where the runtime consumer starts.
     pub position: i64,
+    /// The logical offset the replay started from (the snapshot's, or 0): a record of the
+    /// lineage at or below it is in the snapshot; one above it and below the next expected
+    /// offset repeats an offset this replay has applied.
+    base_offset: u64,
 }
 
 impl Journal {
@@ -905,7 +923,12 @@ fn replay_topic(
              records were removed by retention; a missing logical offset will stop the replay"
         );
     }
-    let mut stats = ReplayStats { last_broker_offset: -1, position: high, ..Default::default() };
+    let mut stats = ReplayStats {
+        last_broker_offset: -1,
+        position: high,
+        base_offset: engine.repl.offset,
+        ..Default::default()
+    };
     info!(
         "replaying topic {} from broker offset {start} through {} ({} records)",
         target.topic,
@@ -1160,6 +1183,16 @@ fn replay_record(
     if stats.consumed.is_multiple_of(256) {
         *now = crate::server::now_ms();
     }
+    if logical < engine.next_offset() && logical > stats.base_offset {
+        // Not in the snapshot: this replay applied a record with this offset already, with
+        // whatever it held. Two servers wrote the lineage; which history is the real one
+        // cannot be told, and skipping either would silently drop acknowledged writes.
+        return Err(at(format!(
+            "logical offset {logical} of lineage {id} appears twice (this replay has applied it): \
+             two servers wrote this lineage (a copy of the same snapshot, or an earlier process whose \
+             last request reached the broker after its successor started)"
+        )));
+    }
     if logical < engine.next_offset() {
         // In the snapshot already, and so is every external record applied before it.
         let n = held.drop_through(through);
@@ -1303,6 +1336,12 @@ pub struct Consumer {
     /// The first broker offset not yet processed (what a snapshot saves).
     pub position: i64,
     pub stats: ConsumeStats,
+    /// Set when a record of this lineage arrived that may be ours but is not reported yet: it
+    /// was left unprocessed (the position stays on it) and the partition paused. Until the
+    /// steering thread has carried out decision number `hold` (each one makes librdkafka drop
+    /// what it had fetched before), every delivered message is stale and ignored; the record
+    /// is then either passed over by its report or fetched again from the position.
+    hold: Option<u64>,
 }
 
 impl Consumer {
@@ -1359,6 +1398,7 @@ impl Consumer {
             lineage,
             lineage_text: lineage.to_string(),
             lineages: reader::Lineages::default(),
+            hold: None,
             position,
             stats: ConsumeStats::default(),
         })
@@ -1445,9 +1485,15 @@ impl Consumer {
         let n = unsafe {
             rdkafka::bindings::rd_kafka_consume_batch_queue(self.wakeup.queue, 0, buf.as_mut_ptr(), want)
         };
+        if self.hold.is_some_and(|h| self.steering.carried() >= h) {
+            self.hold = None;
+        }
         let msgs = reader::Messages(buf[..n.max(0) as usize].to_vec());
         let mut applied = false;
         for &m in &msgs.0 {
+            if self.hold.is_some() {
+                continue;
+            }
             // SAFETY: a live message owned by `msgs`.
             let (err, offset, partition) = unsafe { ((*m).err, (*m).offset, (*m).partition) };
             if err == Err_::RD_KAFKA_RESP_ERR__PARTITION_EOF {
@@ -1502,7 +1548,29 @@ impl Consumer {
             }
             let rec = reader::decode(m, &mut self.lineages);
             match rec.id {
-                Some(Some(id)) if id == self.lineage => self.stats.own_skipped += 1,
+                Some(Some(id)) if id == self.lineage => {
+                    if acks.may_be_own(offset) {
+                        // Probably ours, fetched before its report: left for the report to
+                        // settle (see `hold`), never passed over on a guess.
+                        if self.fetching {
+                            self.steering.set(false, self.position);
+                            self.fetching = false;
+                            self.idle_since = None;
+                        }
+                        self.hold = Some(self.steering.decisions());
+                        continue;
+                    }
+                    // Not ours by the reports, and no report can still make it ours: another
+                    // server writes this lineage. Skipped as ours, its writes would be lost
+                    // here, and a replay would drop its records or ours as duplicates.
+                    return Err(at(format!(
+                        "a record of this primary's own lineage {} (goblin-replication-offset {}) that it did \
+                         not write: another server writes this lineage (a copy of the same snapshot, or an \
+                         earlier process whose last request reached the broker after this one started)",
+                        self.lineage_text,
+                        rec.offset.map_or_else(|| "missing".to_string(), |o| o.to_string())
+                    )));
+                }
                 Some(Some(id)) => {
                     return Err(at(format!(
                         "a record of lineage {id} while this primary writes lineage {}: two primaries share the topic",
@@ -1544,6 +1612,8 @@ impl Consumer {
 /// as usual, and the position never passes a record it has not processed.
 struct Steering {
     shared: Arc<(std::sync::Mutex<Wanted>, std::sync::Condvar)>,
+    /// The number of the last decision the thread has carried out (see `Wanted::decisions`).
+    carried: Arc<std::sync::atomic::AtomicU64>,
     /// Set with `Wanted::failed` (read every loop turn without the lock).
     failed: Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -1557,6 +1627,8 @@ struct Wanted {
     /// Bumped by every decision to fetch: each one seeks, even when the last pause was never
     /// carried out (the position may have moved since).
     resumes: u64,
+    /// Bumped by every decision published; the thread reports the number it has carried out.
+    decisions: u64,
     stop: bool,
     /// What librdkafka refused, for the server thread to stop on.
     failed: Option<String>,
@@ -1575,18 +1647,20 @@ impl Steering {
         let theirs = shared.clone();
         let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let failed_theirs = failed.clone();
+        let carried = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let carried_theirs = carried.clone();
         let topic = topic.to_string();
         let thread = std::thread::Builder::new().name("journal-steer".into()).spawn(move || {
             // Declared before `consumer`: once used, the list holds a reference to librdkafka's
             // partition object, and the consumer's destruction waits for every such reference.
             let partition = partition;
             let consumer = consumer;
-            if let Err(e) = steer_loop(&theirs, &consumer, &partition, &topic) {
+            if let Err(e) = steer_loop(&theirs, &carried_theirs, &consumer, &partition, &topic) {
                 theirs.0.lock().unwrap_or_else(|e| e.into_inner()).failed = Some(e);
                 failed_theirs.store(true, std::sync::atomic::Ordering::Release);
             }
         })?;
-        Ok(Steering { shared, failed, thread: Some(thread) })
+        Ok(Steering { shared, carried, failed, thread: Some(thread) })
     }
 
     /// Err: librdkafka refused a decision.
@@ -1607,7 +1681,20 @@ impl Steering {
         if fetching {
             w.resumes += 1;
         }
+        w.decisions += 1;
         cv.notify_one();
+    }
+
+    /// The number of decisions published so far.
+    fn decisions(&self) -> u64 {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).decisions
+    }
+
+    /// The number of the last decision carried out: librdkafka has dropped every message it
+    /// fetched before that decision (a pause, a seek and a resume each start a new fetch
+    /// version, and older messages are never delivered after it).
+    fn carried(&self) -> u64 {
+        self.carried.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -1628,6 +1715,7 @@ impl Drop for Steering {
 /// told to stop (Ok) or librdkafka refuses one (Err).
 fn steer_loop(
     shared: &(std::sync::Mutex<Wanted>, std::sync::Condvar),
+    carried: &std::sync::atomic::AtomicU64,
     consumer: &BaseConsumer,
     partition: &TopicPartitionList,
     topic: &str,
@@ -1635,15 +1723,18 @@ fn steer_loop(
     let (lock, cv) = shared;
     let (mut fetching, mut resumes) = (true, 0u64);
     loop {
-        let (want, position, want_resumes) = {
+        let (want, position, want_resumes, decision) = {
             let mut w = lock.lock().unwrap_or_else(|e| e.into_inner());
             while !w.stop && w.fetching == fetching && (!w.fetching || w.resumes == resumes) {
+                // Nothing to carry out: the published decisions repeat the state in force
+                // (a pause while paused), whose version librdkafka already delivers.
+                carried.store(w.decisions, std::sync::atomic::Ordering::Release);
                 w = cv.wait(w).unwrap_or_else(|e| e.into_inner());
             }
             if w.stop {
                 return Ok(());
             }
-            (w.fetching, w.position, w.resumes)
+            (w.fetching, w.position, w.resumes, w.decisions)
         };
         let failed = |what: &str, e: rdkafka::error::KafkaError| {
             format!("topic {topic}, partition 0: cannot {what} the consumer at offset {position}: {e}")
@@ -1661,6 +1752,7 @@ fn steer_loop(
             consumer.pause(partition).map_err(|e| failed("pause", e))
         };
         result?;
+        carried.store(decision, std::sync::atomic::Ordering::Release);
         fetching = want;
         resumes = want_resumes;
     }
