@@ -942,6 +942,28 @@ fn bad_records_stop_the_startup_replay() {
     let mut cases = bad_records();
     // goblin-core never writes a read: a goblin-authored one is fatal, not ignored.
     cases.push(("goblin-read", vec![forged(&["GET", "a"], 1)], "holds the read-only command 'get'", 0));
+    // A record contract this build does not read is not applied as if it were its own.
+    let versioned = |v: Option<&str>| {
+        let mut r = forged(&["SET", "a", "1"], 1);
+        r.headers.retain(|(k, _)| *k != "goblin-replication-version");
+        if let Some(v) = v {
+            r.headers.push(("goblin-replication-version", v.to_string()));
+        }
+        vec![r]
+    };
+    cases.push((
+        "version-99",
+        versioned(Some("99")),
+        "goblin-replication-version 99: this goblin-core reads version 1",
+        0,
+    ));
+    cases.push((
+        "version-banana",
+        versioned(Some("banana")),
+        "malformed goblin-replication-version header",
+        0,
+    ));
+    cases.push(("version-missing", versioned(None), "without a goblin-replication-version header", 0));
     for (name, records, expect, offset) in cases {
         let topic = format!("startup-{name}");
         k.create_topic(&topic, 1, &[]);

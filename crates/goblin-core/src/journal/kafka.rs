@@ -38,7 +38,7 @@ use super::producer::Producer;
 use super::reader;
 use super::reports::Reported;
 use super::sender::{Staged, Stamp};
-pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET};
+pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
 use super::target::KafkaTarget;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
@@ -1111,6 +1111,20 @@ pub(super) fn decimal_i64(v: &[u8]) -> Option<i64> {
     }
 }
 
+/// The record contract's version (`goblin-replication-version`) of a goblin record: this
+/// build writes and reads version 1 alone (`sender::RECORD_VERSION`), and a record of another version may mean something else, so it
+/// stops the reader rather than being applied as if it were version 1.
+fn check_version(version: Option<Option<u64>>) -> Result<(), String> {
+    match version {
+        Some(Some(1)) => Ok(()),
+        Some(Some(v)) => {
+            Err(format!("goblin-replication-version {v}: this goblin-core reads version 1 records only"))
+        }
+        Some(None) => Err("malformed goblin-replication-version header".into()),
+        None => Err("a goblin record without a goblin-replication-version header".into()),
+    }
+}
+
 /// "topic T, partition P, offset O: what": how every record error names its record.
 fn at_offset(topic: &str, partition: i32, offset: i64, what: String) -> String {
     format!("topic {topic}, partition {partition}, offset {offset}: {what}")
@@ -1170,6 +1184,7 @@ fn replay_record(
         }
     }
     *lineage_seen = true;
+    check_version(rec.version).map_err(at)?;
     let logical =
         rec.offset.ok_or_else(|| at("missing or malformed goblin-replication-offset header".into()))?;
     // Records written before the header existed count as stamped -1.

@@ -16,7 +16,7 @@
 //! order, what a missing or malformed header means (an older lineage's record is discarded
 //! before its other headers are judged).
 
-use super::kafka::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET};
+use super::kafka::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
 use engine::ReplId;
 use rdkafka::bindings as rd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +45,8 @@ pub struct Record {
     pub id: Option<Option<ReplId>>,
     /// `goblin-replication-offset`: None if absent or malformed.
     pub offset: Option<u64>,
+    /// `goblin-replication-version`: None if absent; Some(None) if not a decimal number.
+    pub version: Option<Option<u64>>,
     /// `goblin-applied-through`: None if absent; Some(None) if malformed.
     pub applied_through: Option<Option<i64>>,
     /// The record's timestamp in ms, if it has one.
@@ -173,6 +175,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         eof: false,
         id: None,
         offset: None,
+        version: None,
         applied_through: None,
         timestamp: None,
     };
@@ -204,7 +207,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         {
             return r;
         }
-        let (mut id, mut offset, mut through) = (None, None, None);
+        let (mut id, mut offset, mut through, mut version) = (None, None, None, None);
         let mut idx = 0;
         loop {
             let mut name: *const std::os::raw::c_char = std::ptr::null();
@@ -220,6 +223,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
                 n if n == HEADER_ID.to_bytes() => &mut id,
                 n if n == HEADER_OFFSET.to_bytes() => &mut offset,
                 n if n == HEADER_APPLIED_THROUGH.to_bytes() => &mut through,
+                n if n == HEADER_VERSION.to_bytes() => &mut version,
                 _ => continue,
             };
             // The first occurrence with a value wins (a null value counts as absent).
@@ -230,6 +234,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         r.id = id.map(|v| lineages.parse(v));
         r.offset = offset.and_then(super::kafka::decimal_u64);
         r.applied_through = through.map(super::kafka::decimal_i64);
+        r.version = version.map(super::kafka::decimal_u64);
     }
     r
 }
