@@ -283,7 +283,7 @@ impl Server {
         // CLIENT PAUSE: the command waits on its connection until the pause ends; inside MULTI
         // too, before it is queued (as Redis 7.0). An EXEC waits if a queued command would.
         if self.pause.until.is_some() && self.pause_holds(spec, args) {
-            return self.hold_command(conn, slot, args);
+            return self.hold_command(conn, slot, args, false);
         }
         if self.pause.until.is_some() && spec.name == "exec" {
             let held = conn.multi.as_ref().is_some_and(|m| {
@@ -293,8 +293,12 @@ impl Server {
                 })
             });
             if held {
-                return self.hold_command(conn, slot, args);
+                return self.hold_command(conn, slot, args, false);
             }
+        }
+        // The journal's backpressure (--kafka-pending-bytes): writes wait, reads go on.
+        if self.input_paused && self.backpressure_holds(conn, spec, args) {
+            return self.hold_command(conn, slot, args, true);
         }
         // maxmemory: evict first (its own batch, before the command); refuse what may grow
         // memory when that was not enough. A replica never evicts: its upstream's DELs do.

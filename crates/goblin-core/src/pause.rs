@@ -8,6 +8,11 @@
 //! it (the engine's replica rule). A held command is kept on its connection, like a parked
 //! blocking command (its later input waits behind it), and runs when the pause ends, in the
 //! order the commands were held. Firehose subscribers are never held.
+//!
+//! The Kafka journal's backpressure (`--kafka-pending-bytes`) holds commands the same way, as
+//! a WRITE pause with no deadline: past the watermark a client's write waits on its
+//! connection (which is read no further), while reads, INFO among them, are answered; the
+//! held writes run, in order, once Kafka has caught up.
 
 use crate::conn::Conn;
 use crate::server::Server;
@@ -22,6 +27,8 @@ pub struct Pause {
     pub until: Option<(Instant, bool)>,
     /// Held connections (slot, id), in the order their commands were held.
     held: Vec<(usize, u64)>,
+    /// Connections held by the journal's backpressure, in order.
+    journal_held: Vec<(usize, u64)>,
 }
 
 impl Pause {
@@ -52,8 +59,13 @@ impl Server {
         if !matches!(self.pause.until, Some((_, false))) {
             return self.pause.holds(spec);
         }
+        self.write_pause_holds(spec, args)
+    }
+
+    /// Whether a WRITE pause holds the command (see [`Server::pause_holds`]).
+    pub(crate) fn write_pause_holds(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
         if !matches!(spec.name, "eval" | "evalsha" | "fcall" | "eval_ro" | "evalsha_ro" | "fcall_ro") {
-            return self.pause.holds(spec);
+            return spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE);
         }
         match self.declared_script_flags(spec, args) {
             Some(flags) => flags & crate::scripting::functions::NO_WRITES == 0,
@@ -61,10 +73,57 @@ impl Server {
         }
     }
 
-    /// Holds `args` on `conn` until the pause ends.
-    pub(crate) fn hold_command(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
+    /// Holds `args` on `conn` until the pause ends (CLIENT PAUSE), or until the journal has
+    /// caught up (`journal`).
+    pub(crate) fn hold_command(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], journal: bool) {
         conn.paused = Some(args.iter().map(|a| a.to_vec()).collect());
-        self.pause.held.push((slot, conn.id));
+        if journal {
+            self.pause.journal_held.push((slot, conn.id));
+        } else {
+            self.pause.held.push((slot, conn.id));
+        }
+    }
+
+    /// Whether the journal's backpressure holds the command: under it, what a WRITE pause
+    /// holds, and an EXEC whose queue holds such a command.
+    pub(crate) fn backpressure_holds(&mut self, conn: &Conn, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+        if spec.name == "exec" {
+            let queued: Vec<Vec<Vec<u8>>> = conn.multi.as_ref().map_or_else(Vec::new, |m| m.queued.clone());
+            return queued.iter().any(|q| {
+                let argv: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+                engine::lookup(&q[0]).is_some_and(|s| self.write_pause_holds(s, &argv))
+            });
+        }
+        self.write_pause_holds(spec, args)
+    }
+
+    /// The journal has caught up: the commands its backpressure held run, in order.
+    pub(crate) fn release_journal_held(&mut self) {
+        for (slot, id) in std::mem::take(&mut self.pause.journal_held) {
+            self.run_held(slot, id);
+        }
+    }
+
+    /// Runs the command held on connection (slot, id), if it is still there, then lets its
+    /// later input follow.
+    fn run_held(&mut self, slot: usize, id: u64) {
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { return };
+        if conn.id == id {
+            if let Some(cmd) = conn.paused.take() {
+                let argv: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                if conn.sbe.is_some() {
+                    // Its Ack was owed since the pause held it.
+                    self.sbe_resume_paused(&mut conn, slot, &argv);
+                } else {
+                    self.call(&mut conn, slot, &argv);
+                }
+            }
+            if !conn.pending.is_empty() {
+                self.resume.push(slot);
+            }
+        }
+        self.conns[slot] = Some(conn);
+        self.queue_write(slot);
     }
 
     /// CLIENT PAUSE timeout [WRITE|ALL].
@@ -101,23 +160,7 @@ impl Server {
         }
         self.engine.replica = self.replica.is_some();
         for (slot, id) in std::mem::take(&mut self.pause.held) {
-            let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
-            if conn.id == id {
-                if let Some(cmd) = conn.paused.take() {
-                    let argv: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-                    if conn.sbe.is_some() {
-                        // Its Ack was owed since the pause held it.
-                        self.sbe_resume_paused(&mut conn, slot, &argv);
-                    } else {
-                        self.call(&mut conn, slot, &argv);
-                    }
-                }
-                if !conn.pending.is_empty() {
-                    self.resume.push(slot);
-                }
-            }
-            self.conns[slot] = Some(conn);
-            self.queue_write(slot);
+            self.run_held(slot, id);
         }
     }
 

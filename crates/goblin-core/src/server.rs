@@ -162,9 +162,10 @@ pub struct Server {
     pub(crate) journal: Option<JournalHandle>,
     /// Connections (slot, id) with replies held for Kafka's acknowledgement.
     pub(crate) held: Vec<(usize, u64)>,
-    /// Command input is paused: unacknowledged journal bytes passed --kafka-pending-bytes.
+    /// Writes are held: unacknowledged journal bytes passed --kafka-pending-bytes (see
+    /// `pause`). A connection with a held write is read no further until then.
     pub(crate) input_paused: bool,
-    /// Connections whose reads were skipped while input was paused.
+    /// Connections whose reads were skipped while their write was held.
     paused_reads: Vec<usize>,
     /// The journal consumer's last run stopped at its bound with records left: run it again
     /// next turn without waiting (its wake-up pipe fires only on empty -> non-empty).
@@ -660,9 +661,10 @@ impl Server {
             if over != self.input_paused {
                 self.input_paused = over;
                 if over {
-                    warn!("Kafka journal: over --kafka-pending-bytes unacknowledged; pausing command input");
+                    warn!("Kafka journal: over --kafka-pending-bytes unacknowledged; holding writes");
                 } else {
-                    info!("Kafka journal: caught up; resuming command input");
+                    info!("Kafka journal: caught up; running the held writes");
+                    self.release_journal_held();
                     for slot in std::mem::take(&mut self.paused_reads) {
                         if let Some(Some(c)) = self.conns.get_mut(slot) {
                             if !c.in_read_again {
@@ -1084,8 +1086,9 @@ impl Server {
             self.conns[slot] = Some(conn);
             return;
         }
-        if self.input_paused {
-            // Backpressure: the input stays in the socket until Kafka catches up.
+        if self.input_paused && conn.paused.is_some() {
+            // Backpressure: behind a held write, the input stays in the socket until Kafka
+            // catches up.
             if !self.paused_reads.contains(&slot) {
                 self.paused_reads.push(slot);
             }

@@ -554,11 +554,12 @@ fn writes_larger_than_a_record_are_refused_before_they_run() {
 }
 
 /// The broker goes away at runtime and comes back: in broker ack mode the writers' replies
-/// wait, unacknowledged bytes pass the watermark and input pauses (another client's PING gets
-/// no answer meanwhile), and when the broker returns everything is acknowledged, in order,
+/// wait, unacknowledged bytes pass the watermark and writes are held (another client's write
+/// waits, with the read behind it on its connection, while INFO shows the backpressure and
+/// PING is answered), and when the broker returns everything is acknowledged, in order,
 /// exactly once.
 #[test]
-fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
+fn broker_down_at_runtime_holds_writes_and_loses_nothing() {
     let (dir, port) = (temp_path("kaka-restart"), common::free_port());
     let mut k = Kaka::start_in(&dir, port);
     let uri = k.uri("journal-down");
@@ -581,22 +582,30 @@ fn broker_down_at_runtime_pauses_input_and_loses_nothing() {
     let _ = k.child.wait();
     std::thread::sleep(Duration::from_millis(500));
     let during = progress.load(Ordering::Relaxed);
-    let mut ping = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    ping.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+    // Writes are held; reads, INFO among them, are answered and show the backpressure.
+    let mut other = s.conn();
+    let m = info(&mut other, "kafka");
+    assert_eq!(m["kafka_input_paused"], "1", "{m:?}");
+    let pong: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(pong, "PONG");
+    let mut set = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    set.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
     {
         use std::io::{Read, Write};
-        ping.write_all(b"PING\r\n").unwrap();
-        let mut b = [0u8; 7];
-        assert!(ping.read_exact(&mut b).is_err(), "input should be paused while the broker is away");
+        // A write, then a read behind it on the same connection: both wait for the write.
+        set.write_all(b"SET held-write 1\r\nGET held-write\r\n").unwrap();
+        let mut b = [0u8; 5];
+        assert!(set.read_exact(&mut b).is_err(), "a write must wait while the broker is away");
         assert_eq!(
             progress.load(Ordering::Relaxed),
             during,
             "no write is acknowledged while the broker is away"
         );
         k = Kaka::start_in(&dir, port);
-        ping.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        ping.read_exact(&mut b).expect("PING answered once the broker is back");
-        assert_eq!(&b, b"+PONG\r\n");
+        set.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut b = [0u8; 5 + 7];
+        set.read_exact(&mut b).expect("the held write answered once the broker is back");
+        assert_eq!(&b, b"+OK\r\n$1\r\n1\r\n");
     }
     let results = writers.join().unwrap();
     assert!(progress.load(Ordering::Relaxed) > during, "writes resumed after the outage");
