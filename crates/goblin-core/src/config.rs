@@ -279,8 +279,9 @@ pub struct Config {
     pub replica_auth_password_file: Option<PathBuf>,
 
     /// Size of each downstream's fixed output queue and of a replica's startup handoff buffer
-    /// (anonymous mappings, rounded up to a page and prefaulted).
-    #[arg(long = "replication-buffer-bytes", default_value = "1mb", value_parser = parse_bytes)]
+    /// (anonymous mappings, rounded up to a page and prefaulted). Startup maps one to check
+    /// that the size can be mapped at all.
+    #[arg(long = "replication-buffer-bytes", default_value = "1mb", value_parser = parse_replication_buffer)]
     pub replication_buffer_bytes: u64,
 
     /// Be a read-only replica of the goblin-core upstream listening on this Unix socket.
@@ -323,6 +324,19 @@ fn parse_save(s: &str) -> Result<SaveRules, String> {
     crate::snapshots::parse_save_rules(s).map(SaveRules)
 }
 
+/// `--replication-buffer-bytes`: a size (as `parse_bytes`) that the kernel maps, checked by
+/// mapping and unmapping one queue of it, so that a size it refuses stops startup (exit 2, as
+/// any bad flag) rather than failing every later GOBLIN.FIREHOSE and handoff.
+fn parse_replication_buffer(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    crate::replication::queue::MmapQueue::check_size(n).map_err(|e| {
+        format!(
+            "cannot map a {n}-byte queue (each firehose subscriber and a replica's handoff need one): {e}"
+        )
+    })?;
+    Ok(n)
+}
+
 /// Subcommands: tools that run instead of the server.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Tool {
@@ -338,6 +352,14 @@ pub enum Tool {
         /// Where to install the snapshot.
         #[arg(short = 'o', long = "output", value_name = "OUTPUT")]
         output: PathBuf,
+        /// The user to authenticate as (AUTH before GOBLIN.DUMPWORLD), as a replica's
+        /// --replica-auth-user; `default` when only --password-file is given.
+        #[arg(long = "user", value_name = "USER", requires = "password_file")]
+        user: Option<String>,
+        /// A file whose first line is the password (never given on the command line), as a
+        /// replica's --replica-auth-password-file.
+        #[arg(long = "password-file", value_name = "PATH")]
+        password_file: Option<PathBuf>,
     },
     /// Test aid: connects with TLS (client_config, server_name, connect_client), sends PING
     /// and prints the reply; exits 1 with the reason if the handshake fails.
@@ -449,7 +471,8 @@ impl Config {
         if !self.is_replica() {
             if self.replica_auth_user.is_some() || self.replica_auth_password_file.is_some() {
                 return Err(
-                    "--replica-auth-user/--replica-auth-password-file need --replica-tcp or --replica-uds"
+                    "--replica-auth-user/--replica-auth-password-file need --replica-tcp, --replica-uds, \
+                     --replica-ring or --replica-rdma"
                         .into(),
                 );
             }

@@ -65,14 +65,16 @@ fn main() {
         tracing::error!("{e}");
         std::process::exit(2);
     }
-    if let Some(config::Tool::Dumpworld { host, port, output }) = &cfg.tool {
-        std::process::exit(match dumpworld::fetch(host, *port, output) {
-            Ok(()) => 0,
-            Err(e) => {
-                tracing::error!("{e}");
-                1
-            }
-        });
+    if let Some(config::Tool::Dumpworld { host, port, output, user, password_file }) = &cfg.tool {
+        std::process::exit(
+            match dumpworld::fetch(host, *port, output, user.as_deref(), password_file.as_deref()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    1
+                }
+            },
+        );
     }
     if let Some(config::Tool::TlsPing { host, port, ca, server_name }) = &cfg.tool {
         match transport::tls::ping(host, *port, ca.as_deref(), server_name.as_deref()) {

@@ -54,6 +54,35 @@ impl MmapQueue {
         Ok(MmapQueue { ptr: ptr.cast(), cap, head: 0, len: 0 })
     }
 
+    /// Whether queues of `bytes` can be mapped at all (`--replication-buffer-bytes`, checked
+    /// at startup): maps one with `new`'s size and flags, except that it is not prefaulted
+    /// (the check must not touch that much memory), and unmaps it. Without it, a size the
+    /// kernel refuses would start fine and then fail every GOBLIN.FIREHOSE and every handoff.
+    pub fn check_size(bytes: u64) -> io::Result<()> {
+        let page = page_size();
+        let cap = usize::try_from(bytes.max(1))
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(page))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "larger than the address space"))?;
+        // SAFETY: a fresh private anonymous mapping, unmapped at once; checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                cap,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: exactly the mapping made above, once.
+        unsafe { libc::munmap(ptr, cap) };
+        Ok(())
+    }
+
     pub fn capacity(&self) -> usize {
         self.cap
     }
@@ -132,6 +161,17 @@ mod tests {
         assert!(!q.push(&[0u8; 11]), "all or nothing");
         assert!(q.push(&[1u8; 10]));
         assert_eq!(q.len(), page_size());
+    }
+
+    #[test]
+    fn check_size_refuses_what_cannot_be_mapped() {
+        assert!(MmapQueue::check_size(1 << 20).is_ok());
+        assert!(MmapQueue::check_size(u64::MAX).is_err());
+        // Far beyond any machine's memory and swap (the heuristic overcommit refuses it; a host
+        // with overcommit_memory=1 maps anything, which the check cannot help).
+        if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() != "1") {
+            assert!(MmapQueue::check_size(1 << 50).is_err());
+        }
     }
 
     proptest! {

@@ -23,6 +23,18 @@
 //!
 //! Degraded and abandoned attempts retry with backoff; nothing unverified is ever applied: a
 //! frame is applied only at the next expected offset of the same lineage (`apply_record`).
+//!
+//! Kafka failing (unreachable, its topic missing, a record that cannot be applied) never stops
+//! a replica: like an unavailable upstream, it leaves the replica read-only and not ready, and
+//! the connector retries. The connector asks Kafka first (`probe_kafka`, on its own thread), so
+//! that an unreachable Kafka costs the server thread nothing; only a Kafka that just answered
+//! is replayed on the server thread. A startup replay that could not run (the upstream
+//! unavailable too) stays pending and runs, exactly as the startup one would have, as soon as
+//! Kafka answers. A replay that fails after applying part of the topic keeps that verified
+//! prefix but no later replay is tried (`kafka_tainted`): the error does not say which other
+//! producers' records the prefix included, so a second replay from the same cursor could
+//! apply them twice. Frames from a Kafka-journaling upstream bring a fresh cursor and consumer
+//! position, which lift that restriction.
 //! The helper threads never touch the engine: the connector hands its connected socket and
 //! hello to the server thread through a channel and the waker; the handoff reader only
 //! copies bytes into the fixed buffer.
@@ -56,6 +68,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 const LINK_TIMEOUT: Duration = Duration::from_secs(10);
 /// A Kafka catch-up that gains nothing for this long is abandoned (and retried).
 const KAFKA_STALL: Duration = Duration::from_secs(10);
+/// How a stalled catch-up's error starts (a transient failure: the attempt is retried).
+#[cfg(feature = "kafka")]
+const KAFKA_STALLED: &str = "the Kafka catch-up stalled";
+/// How long asking Kafka for the topic's watermarks may take before a replay (on the
+/// connector thread, or at startup before the listeners open): an unreachable Kafka fails the
+/// attempt after this, instead of the replay's 15 s on the server thread.
+#[cfg(feature = "kafka")]
+const KAFKA_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bytes read from the upstream per read call, and reads per loop turn (fairness with the
 /// clients: frames are applied between client commands, in bounded amounts).
 const READ_CHUNK: usize = 64 * 1024;
@@ -150,6 +170,82 @@ pub struct Handshake {
     pub offset: u64,
     /// Bytes read after the hello (the first frames).
     pub leftover: Vec<u8>,
+    /// Whether Kafka answered the connector (`probe_kafka`) when the hello was ahead of the
+    /// local offset (a catch-up is then needed); None: not asked.
+    pub kafka: Option<Result<(), String>>,
+}
+
+/// What one attempt of the connector thread found.
+pub enum Attempt {
+    /// A usable hello.
+    Upstream(Handshake),
+    /// The upstream is unavailable (why), but Kafka answers: the startup replay that could not
+    /// run can run now.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    KafkaOnly { upstream: String },
+    /// Nothing usable (why).
+    Failed(String),
+}
+
+/// What the connector thread needs to know about the replica (read when it is started).
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+struct Job {
+    settings: Arc<Settings>,
+    /// The topic to ask, unless no replay may run (no --kafka, or `kafka_tainted`).
+    #[cfg(feature = "kafka")]
+    kafka: Option<crate::journal::target::KafkaTarget>,
+    /// The local logical offset: a hello ahead of it needs a Kafka catch-up.
+    local: u64,
+    /// The startup replay has not run yet (`Replica::kafka_replay_pending`).
+    replay_pending: bool,
+}
+
+/// The connector thread's work: one connection attempt and, when a replay would follow, a
+/// question to Kafka, so that the server thread never waits for an unreachable Kafka.
+fn attempt(job: &Job) -> Attempt {
+    match connect(&job.settings) {
+        #[allow(unused_mut)]
+        Ok(mut hs) => {
+            #[cfg(feature = "kafka")]
+            if let Some(t) = &job.kafka {
+                if hs.offset > job.local {
+                    hs.kafka = Some(probe_kafka(t));
+                }
+            }
+            Attempt::Upstream(hs)
+        }
+        Err(e) => {
+            #[cfg(feature = "kafka")]
+            if let (true, Some(t)) = (job.replay_pending, &job.kafka) {
+                return match probe_kafka(t) {
+                    Ok(()) => Attempt::KafkaOnly { upstream: e },
+                    Err(k) => Attempt::Failed(format!("{e}; the Kafka replay waits: {k}")),
+                };
+            }
+            Attempt::Failed(e)
+        }
+    }
+}
+
+/// Asks Kafka for the topic's watermarks, within KAFKA_PROBE_TIMEOUT: Ok when a replay can
+/// start now. The error reads as the replay's own would (unreachable brokers, a missing topic).
+#[cfg(feature = "kafka")]
+pub fn probe_kafka(t: &crate::journal::target::KafkaTarget) -> Result<(), String> {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    // As the journal's clients are configured (journal/kafka.rs, `base_config`); no group (so
+    // that closing it waits for no coordinator), no topic creation.
+    let mut c = rdkafka::ClientConfig::new();
+    c.set("bootstrap.servers", &t.brokers);
+    for (k, v) in &t.props {
+        c.set(k, v);
+    }
+    c.set("allow.auto.create.topics", "false");
+    let consumer: BaseConsumer =
+        c.create().map_err(|e| format!("--kafka: cannot create the replay consumer: {e}"))?;
+    consumer
+        .fetch_watermarks(&t.topic, 0, KAFKA_PROBE_TIMEOUT)
+        .map(|_| ())
+        .map_err(|e| format!("--kafka: cannot read the watermarks of topic {}: {e}", t.topic))
 }
 
 /// The live link.
@@ -178,7 +274,7 @@ pub struct Replica {
     /// The newest cursor an upstream sent; it becomes `cursor` once applied through.
     latest_cursor: Cursor,
     /// The result of the connector thread in flight, if any.
-    connector: Option<mpsc::Receiver<Result<Handshake, String>>>,
+    connector: Option<mpsc::Receiver<Attempt>>,
     backoff: Duration,
     /// The loaded snapshot or a replay gave this server a history: it never adopts another.
     pub has_history: bool,
@@ -191,6 +287,13 @@ pub struct Replica {
     /// record). A catch-up passes it to the replay, which treats those records as duplicates
     /// instead of applying them twice.
     pub consumer_position: i64,
+    /// With --kafka: the replay through the high watermark that a startup without its upstream
+    /// does has not run yet (Kafka did not answer, or failed). Attempts that find the upstream
+    /// unavailable run it once Kafka answers; going live makes it moot.
+    pub kafka_replay_pending: bool,
+    /// A replay failed after applying part of the topic (why): no other replay is tried until
+    /// a frame brings a fresh cursor and consumer position (see the module documentation).
+    pub kafka_tainted: Option<String>,
 }
 
 impl Replica {
@@ -212,6 +315,8 @@ impl Replica {
             #[cfg(feature = "kafka")]
             kafka: None,
             consumer_position: -1,
+            kafka_replay_pending: false,
+            kafka_tainted: None,
         }
     }
 
@@ -453,7 +558,7 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
                     ));
                 }
                 let leftover = buf[at + n..].to_vec();
-                return Ok(Handshake { stream, replid, offset, leftover });
+                return Ok(Handshake { stream, replid, offset, leftover, kafka: None });
             }
             Ok(Some((Frame::Batch(_) | Frame::Tick { .. }, _))) => {
                 return Err(format!("the upstream ({what}) sent a frame before its hello"))
@@ -504,10 +609,16 @@ impl Server {
     /// Startup, after the snapshot was loaded and before the listeners open: one attempt
     /// (with the Kafka handoff when the upstream is ahead); if the upstream is unavailable,
     /// the Kafka replay this server can do alone, then not ready with attempts in the
-    /// background.
+    /// background. Nothing here stops the process: a Kafka that cannot be read leaves the
+    /// replica not ready, with the replay retried by the connector.
     pub fn start_replica(&mut self) {
         self.engine.replica = true;
-        let settings = self.replica.as_ref().expect("a replica").settings.clone();
+        let r = self.replica.as_mut().expect("a replica");
+        #[cfg(feature = "kafka")]
+        {
+            r.kafka_replay_pending = r.kafka.is_some();
+        }
+        let settings = r.settings.clone();
         info!("replica of {}: connecting", settings.source.describe());
         let first = connect(&settings);
         if let Some(r) = &mut self.replica {
@@ -517,18 +628,58 @@ impl Server {
             Ok(hs) => self.follow(hs),
             Err(e) => {
                 warn!("{e}; opening read-only and not ready, retrying in the background");
-                let degraded = e.starts_with(VERSION_MISMATCH);
-                #[cfg(feature = "kafka")]
-                if self.replica.as_ref().is_some_and(|r| r.kafka.is_some()) {
-                    if let Err(e) = self.kafka_catch_up(None) {
-                        tracing::error!("{e}");
-                        std::process::exit(1);
-                    }
-                }
                 let r = self.replica.as_mut().expect("a replica");
-                r.last_error = e;
-                r.state = if degraded { State::Degraded } else { State::Reconnecting };
+                r.state = if e.starts_with(VERSION_MISMATCH) { State::Degraded } else { State::Reconnecting };
+                r.last_error = e.clone();
+                // Kafka is asked here, on the server thread: the listeners are not open yet.
+                self.replay_without_upstream(e, None);
                 self.schedule_attempt();
+            }
+        }
+    }
+
+    /// The upstream is unavailable (`upstream`: why): the replay through Kafka's high watermark
+    /// that a startup does alone, if it is still pending and Kafka answers (`probed`: what the
+    /// connector found; None: ask now). The replica stays not ready either way.
+    #[allow(unused_variables)]
+    fn replay_without_upstream(&mut self, upstream: String, probed: Option<Result<(), String>>) {
+        #[cfg(feature = "kafka")]
+        {
+            let r = self.replica.as_ref().expect("a replica");
+            let Some((target, _)) =
+                r.kafka.as_ref().filter(|_| r.kafka_replay_pending && r.kafka_tainted.is_none())
+            else {
+                return;
+            };
+            let probed = probed.unwrap_or_else(|| probe_kafka(target));
+            let upstream_state =
+                if upstream.starts_with(VERSION_MISMATCH) { State::Degraded } else { State::Reconnecting };
+            let outcome = match probed {
+                Ok(()) => self.kafka_catch_up(None),
+                Err(e) => Err(Refusal::Abandon(e)),
+            };
+            let offset = self.engine.repl.offset;
+            let r = self.replica.as_mut().expect("a replica");
+            match outcome {
+                Ok(()) => {
+                    info!(
+                        "replica: replayed Kafka through its high watermark (logical offset {offset}); \
+                         still not ready: {upstream}"
+                    );
+                    r.kafka_replay_pending = false;
+                    r.state = upstream_state;
+                    r.last_error = upstream;
+                }
+                Err(Refusal::Abandon(e)) => {
+                    warn!("replica: the Kafka replay waits: {e}");
+                    r.state = upstream_state;
+                    r.last_error = format!("{upstream}; the Kafka replay waits: {e}");
+                }
+                Err(Refusal::Degraded(e)) => {
+                    tracing::error!("replica degraded: {e}");
+                    r.state = State::Degraded;
+                    r.last_error = e;
+                }
             }
         }
     }
@@ -550,6 +701,7 @@ impl Server {
     /// Starts the connector thread after the current backoff (jittered), doubling it.
     fn schedule_attempt(&mut self) {
         let waker = self.waker();
+        let local = self.engine.repl.offset;
         let Some(r) = &mut self.replica else { return };
         if r.connector.is_some() {
             return;
@@ -558,12 +710,18 @@ impl Server {
         let base = if r.state == State::Degraded { BACKOFF_MAX } else { r.backoff };
         let delay = base.mul_f64(rand::thread_rng().gen_range(0.5..1.5));
         r.backoff = (r.backoff * 2).min(BACKOFF_MAX);
-        let settings = r.settings.clone();
+        let job = Job {
+            settings: r.settings.clone(),
+            #[cfg(feature = "kafka")]
+            kafka: r.kafka.as_ref().filter(|_| r.kafka_tainted.is_none()).map(|k| k.0.clone()),
+            local,
+            replay_pending: r.kafka_replay_pending && r.kafka_tainted.is_none(),
+        };
         let (tx, rx) = mpsc::channel();
         r.connector = Some(rx);
         let spawned = std::thread::Builder::new().name("replica-connect".into()).spawn(move || {
             std::thread::sleep(delay);
-            let _ = tx.send(connect(&settings));
+            let _ = tx.send(attempt(&job));
             let _ = waker.wake();
         });
         if let Err(e) = spawned {
@@ -580,14 +738,18 @@ impl Server {
             Ok(result) => result,
             Err(mpsc::TryRecvError::Empty) => return,
             Err(mpsc::TryRecvError::Disconnected) => {
-                Err("the connector thread ended without a result".into())
+                Attempt::Failed("the connector thread ended without a result".into())
             }
         };
         r.connector = None;
         r.attempts += 1;
         match result {
-            Ok(hs) => self.follow(hs),
-            Err(e) => self.attempt_failed(e),
+            Attempt::Upstream(hs) => self.follow(hs),
+            Attempt::KafkaOnly { upstream } => {
+                self.replay_without_upstream(upstream, Some(Ok(())));
+                self.schedule_attempt();
+            }
+            Attempt::Failed(e) => self.attempt_failed(e),
         }
     }
 
@@ -613,9 +775,8 @@ impl Server {
     }
 
     fn try_follow(&mut self, hs: Handshake) -> Result<(), Refusal> {
-        let Handshake { stream, replid, offset, leftover } = hs;
+        let Handshake { stream, replid, offset, leftover, kafka } = hs;
         let r = self.replica.as_mut().expect("a replica");
-        r.upstream_offset = Some(offset);
         r.last_io = Some(Instant::now());
         let local = self.engine.repl;
         if replid != local.replid {
@@ -623,6 +784,8 @@ impl Server {
                 info!("replica: adopting the upstream's lineage {replid}");
                 self.engine.set_replication(Replication { replid, offset: 0 });
             } else {
+                // Its offset counts another history: not comparable with ours (INFO shows -1).
+                r.upstream_offset = None;
                 return Err(Refusal::Degraded(format!(
                     "the upstream serves lineage {replid} at offset {offset}, this server holds lineage {} at offset {}: \
                      a different history (install a snapshot of the upstream's lineage and restart with --load)",
@@ -630,6 +793,8 @@ impl Server {
                 )));
             }
         }
+        let r = self.replica.as_mut().expect("a replica");
+        r.upstream_offset = Some(offset);
         let local = self.engine.repl.offset;
         if offset < local {
             return Err(Refusal::Degraded(format!(
@@ -637,21 +802,36 @@ impl Server {
             )));
         }
         let (stream, buffered) =
-            if offset > local { self.handoff(stream, offset, leftover)? } else { (stream, leftover) };
+            if offset > local { self.handoff(stream, offset, leftover, kafka)? } else { (stream, leftover) };
         self.go_live(stream, buffered)
     }
 
     /// Upstream ahead: Kafka catch-up to its hello offset while the firehose is buffered.
+    /// `probed`: whether Kafka answered the connector (None: ask now, as at startup).
     #[allow(unused_mut, unused_variables)]
     fn handoff(
         &mut self,
         mut stream: Stream,
         target: u64,
         leftover: Vec<u8>,
+        probed: Option<Result<(), String>>,
     ) -> Result<(Stream, Vec<u8>), Refusal> {
         let local = self.engine.repl.offset;
         #[cfg(feature = "kafka")]
-        if self.replica.as_ref().is_some_and(|r| r.kafka.is_some()) {
+        if let Some((topic, _)) = self.replica.as_ref().and_then(|r| r.kafka.as_ref()) {
+            if let Some(why) = &self.replica.as_ref().expect("a replica").kafka_tainted {
+                return Err(Refusal::Degraded(format!(
+                    "the upstream is at logical offset {target}, this server at {local}, and no Kafka \
+                     catch-up may run: {why}"
+                )));
+            }
+            // An unreachable Kafka, or a topic that does not exist yet: retried, without
+            // waiting out the replay's own timeouts on the server thread.
+            probed.unwrap_or_else(|| probe_kafka(topic)).map_err(|e| {
+                Refusal::Abandon(format!(
+                    "{e} (the upstream is at logical offset {target}, this server at {local}: a Kafka catch-up is needed)"
+                ))
+            })?;
             self.replica.as_mut().expect("a replica").state = State::Sync;
             info!("replica: the upstream is at logical offset {target}, this server at {local}: catching up through Kafka");
             let mut queue = MmapQueue::new(self.cfg.replication_buffer_bytes)
@@ -667,7 +847,7 @@ impl Server {
                 let read = reader.join().unwrap_or_else(|_| Err("the handoff reader panicked".into()));
                 (caught, read)
             });
-            caught.map_err(Refusal::Abandon)?;
+            caught?;
             read.map_err(Refusal::Abandon)?;
             let mut bytes = Vec::with_capacity(queue.len());
             queue.drain_to_vec(&mut bytes);
@@ -680,8 +860,10 @@ impl Server {
 
     /// Replays Kafka from the replica's cursor: until the local offset reaches `until`
     /// (handoff), or once through the high watermark (`None`: startup without an upstream).
+    /// Kafka being unreachable or stalling is transient (Abandon); a record that cannot be
+    /// applied is Degraded (it stays in the topic: only an operator can act on it).
     #[cfg(feature = "kafka")]
-    fn kafka_catch_up(&mut self, until: Option<u64>) -> Result<(), String> {
+    fn kafka_catch_up(&mut self, until: Option<u64>) -> Result<(), Refusal> {
         use crate::journal::kafka::{replay, Start};
         let (target, mut from) =
             self.replica.as_ref().and_then(|r| r.kafka.clone()).expect("--kafka on a replica");
@@ -690,7 +872,10 @@ impl Server {
             let before = self.engine.repl.offset;
             let adopt = !self.replica.as_ref().expect("a replica").has_history && before == 0;
             let position = self.replica.as_ref().expect("a replica").consumer_position;
-            let stats = replay(&target, &mut self.engine, from, position, adopt)?;
+            let stats = match replay(&target, &mut self.engine, from, position, adopt) {
+                Ok(stats) => stats,
+                Err(e) => return Err(self.replay_failed(e, before)),
+            };
             if stats.last_broker_offset >= 0 {
                 from = Start::Offset(stats.last_broker_offset);
                 let r = self.replica.as_mut().expect("a replica");
@@ -711,9 +896,9 @@ impl Server {
                     if now_at > before {
                         last_progress = Instant::now();
                     } else if last_progress.elapsed() > KAFKA_STALL {
-                        return Err(format!(
-                            "the Kafka catch-up stalled at logical offset {now_at} (the upstream's hello named {t})"
-                        ));
+                        return Err(Refusal::Abandon(format!(
+                            "{KAFKA_STALLED} at logical offset {now_at} (the upstream's hello named {t})"
+                        )));
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -721,11 +906,43 @@ impl Server {
         }
     }
 
-    #[cfg(not(feature = "kafka"))]
-    fn kafka_catch_up(&mut self, _until: Option<u64>) -> Result<(), String> {
-        Ok(())
+    /// A replay returned `e` after starting at committed offset `before`. What it applied
+    /// before failing is a verified prefix of the lineage (each own record at its offset,
+    /// other producers' records where the primary applied them): it is committed and kept.
+    /// But the error does not say how far the replay got among other producers' records, so
+    /// the cursor and consumer position cannot move past them; replaying again from the old
+    /// ones could apply some of them twice. Hence `kafka_tainted` once anything was applied.
+    #[cfg(feature = "kafka")]
+    fn replay_failed(&mut self, e: String, before: u64) -> Refusal {
+        // engine::RecordError::Panicked, as the replay words it: the store may hold part of a
+        // write that no mutation describes (as for a frame, `apply_frame`).
+        if e.contains("crashed its handler") {
+            self.fail_stop(&e);
+        }
+        let applied_to = self.engine.next_offset() - 1;
+        if let Some(b) = self.engine.commit(engine::Origin::Replay) {
+            self.engine.recycle(b);
+        }
+        let transient = e.starts_with("--kafka:");
+        if applied_to == before {
+            return if transient { Refusal::Abandon(e) } else { Refusal::Degraded(e) };
+        }
+        let why = format!(
+            "{e} (the replay had applied logical offsets {} to {applied_to} before this; they are kept, but \
+             replaying again could apply other producers' records twice: no Kafka replay runs until a frame \
+             from the upstream brings a fresh cursor, or a restart)",
+            before + 1
+        );
+        let r = self.replica.as_mut().expect("a replica");
+        r.has_history = true;
+        r.kafka_tainted = Some(why.clone());
+        Refusal::Degraded(why)
     }
 
+    #[cfg(not(feature = "kafka"))]
+    fn kafka_catch_up(&mut self, _until: Option<u64>) -> Result<(), Refusal> {
+        Ok(())
+    }
     /// Registers the link, applies what was buffered (skipping what Kafka already applied)
     /// and becomes the ready replica.
     fn go_live(&mut self, mut stream: Stream, buffered: Vec<u8>) -> Result<(), Refusal> {
@@ -743,6 +960,8 @@ impl Server {
         r.backoff = BACKOFF_MIN;
         r.last_error.clear();
         r.has_history = true;
+        // The upstream's history supersedes the replay a startup without it would have done.
+        r.kafka_replay_pending = false;
         info!(
             "replica: live from {} at logical offset {} of lineage {}",
             r.settings.source.describe(),
@@ -980,6 +1199,12 @@ impl Server {
             if let Some(k) = &mut r.kafka {
                 k.1 = crate::journal::kafka::Start::Offset(r.cursor.broker);
             }
+            // This state is the sender's at this frame, which reflects exactly the other
+            // producers' records below its consumer position: cursor and position are exact
+            // again, whatever a failed replay had applied (`replay_failed`).
+            if b.position >= 0 && r.kafka_tainted.take().is_some() {
+                info!("replica: a frame brought a fresh Kafka cursor; Kafka catch-ups may run again");
+            }
         }
         Ok(())
     }
@@ -1027,8 +1252,18 @@ impl Server {
                 f("master_sync_in_progress", &((r.state == State::Sync) as u8));
                 f("slave_read_repl_offset", &self.engine.repl.offset);
                 f("slave_repl_offset", &self.engine.repl.offset);
+                // upstream_repl_offset: the last offset the upstream reported in this server's
+                // lineage (hello, frames, ticks), kept while the link is down as the last known
+                // value; -1 before any hello, or when the upstream serves another lineage (its
+                // offsets count another history). replica_lag: how far behind it this server
+                // is, only while the link is up (sync or live): otherwise the upstream's
+                // offset now is unknown, and the lag is -1 (the seed's rule).
                 f("upstream_repl_offset", &r.upstream_offset.map_or(-1, |o| o as i64));
-                let lag = r.upstream_offset.map_or(-1, |u| u.saturating_sub(self.engine.repl.offset) as i64);
+                let linked = matches!(r.state, State::Live | State::Sync);
+                let lag = match r.upstream_offset {
+                    Some(u) if linked => u.saturating_sub(self.engine.repl.offset) as i64,
+                    _ => -1,
+                };
                 f("replica_lag", &lag);
                 f("replica_reconnect_attempts", &r.attempts);
                 f("replica_reconnect_successes", &r.successes);

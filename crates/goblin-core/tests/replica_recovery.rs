@@ -1,0 +1,524 @@
+//! A replica whose recovery inputs fail: Kafka unreachable, its topic not created yet, a record
+//! that cannot be applied, Kafka hanging during a handoff. The replica opens read-only and not
+//! ready and retries, never exits; it recovers exactly as a normal start once Kafka (or its
+//! upstream) is back. Also: what INFO reports about the upstream's offset while the link is
+//! down, the startup check of --replication-buffer-bytes, `dumpworld` against a server that
+//! requires a password, and flag and documentation texts naming every transport.
+
+mod common;
+
+use common::brokers::{info, other_producer, Broker, Kaka};
+use common::{free_port, temp_path, Server};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+fn sock(tag: &str) -> String {
+    temp_path(tag).to_str().unwrap().to_string()
+}
+
+/// INFO replication of a server.
+fn repl(s: &Server) -> HashMap<String, String> {
+    info(&mut s.conn(), "replication")
+}
+
+fn digest_of(con: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+}
+
+fn offset(s: &Server) -> u64 {
+    repl(s)["master_repl_offset"].parse().unwrap()
+}
+
+/// Waits until `cond` holds for the server's INFO replication, or fails with its log.
+fn wait_for(
+    s: &Server,
+    what: &str,
+    cond: impl Fn(&HashMap<String, String>) -> bool,
+) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = repl(s);
+        if cond(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A goblin-core started without the harness's wait (its listeners open late, or not ready):
+/// connections are retried until it listens (as in tests/replication.rs).
+struct Unwaited {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl Unwaited {
+    fn start(args: &[&str]) -> Unwaited {
+        let port = free_port();
+        let log = temp_path("unwaited.log");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--loglevel", "debug"])
+            .args(["--enable-debug-command", "yes"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Unwaited { child, port, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn conn(&mut self) -> redis::Connection {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("the replica exited with {st}:\n{}", self.log());
+            }
+            let url = format!("redis://127.0.0.1:{}/", self.port);
+            match redis::Client::open(url).unwrap().get_connection() {
+                Ok(c) => return c,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "the server never listened: {e}\n{}", self.log())
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (at most `secs`) until `cond` holds for its INFO replication; the process must
+    /// not exit meanwhile.
+    fn wait_for(
+        &mut self,
+        what: &str,
+        secs: u64,
+        cond: impl Fn(&HashMap<String, String>) -> bool,
+    ) -> HashMap<String, String> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut c = self.conn();
+        loop {
+            let m = info(&mut c, "replication");
+            if cond(&m) {
+                return m;
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("the replica exited with {st} waiting for {what}:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn digest(&mut self) -> String {
+        digest_of(&mut self.conn())
+    }
+
+    fn dbsize(&mut self) -> i64 {
+        redis::cmd("DBSIZE").query(&mut self.conn()).unwrap()
+    }
+}
+
+impl Drop for Unwaited {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- replica log ---\n{}", self.log());
+        }
+    }
+}
+
+/// Writes one record that is not a RESP2 command to partition 0 of `topic` (another producer's
+/// mistake) and waits until the broker has it.
+fn produce_garbage(addr: &str, topic: &str) {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let p = other_producer(addr);
+    p.send(BaseRecord::<(), [u8]>::to(topic).partition(0).payload(b"garbage".as_slice()))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    p.flush(Duration::from_secs(30)).expect("the broker took the record");
+}
+
+/// Runs the binary with `args` to its exit (killed, and the test failed, after 20 s: a server
+/// that should have refused to start would otherwise run on).
+fn run(args: &[&str]) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("goblin-core {args:?} did not exit:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Some writes of several kinds on `s`.
+fn write_some(s: &Server, n: usize) {
+    let mut c = s.conn();
+    for i in 0..n {
+        let _: () = redis::cmd("SET").arg(format!("k{}", i % 40)).arg(i).query(&mut c).unwrap();
+        let _: i64 = redis::cmd("INCR").arg("counter").query(&mut c).unwrap();
+        let _: i64 = redis::cmd("RPUSH").arg("list").arg(i).query(&mut c).unwrap();
+    }
+}
+
+/// Kafka unreachable at startup, the upstream too: the replica used to exit after 15 s. Now it
+/// listens, read-only and not ready, saying why; once Kafka is back it replays the topic in the
+/// background (the startup replay it could not do), and once its upstream is back it goes live.
+#[test]
+fn kafka_unreachable_at_startup_opens_not_ready_and_replays_when_it_returns() {
+    let kdir = temp_path("kaka-unreachable");
+    let kport = free_port();
+    let k = Kaka::start_in(&kdir, kport);
+    let uri = k.uri("rr-unreachable");
+    let snap = sock("primary.gcsn");
+    let pport = free_port().to_string();
+    let pargs = ["--port", pport.as_str(), "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"];
+    let mut primary = Server::start(&pargs);
+    write_some(&primary, 100);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    assert!(primary.stop().success());
+    drop(k);
+    let started = Instant::now();
+    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let m = replica.wait_for("listening, not ready", 30, |m| m["goblin_ready"] == "0");
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "the listeners opened late: {:?}",
+        started.elapsed()
+    );
+    assert_eq!((m["replica_state"].as_str(), m["master_link_status"].as_str()), ("reconnecting", "down"));
+    let err = &m["replica_last_error"];
+    assert!(
+        err.contains("the Kafka replay waits") && err.contains("watermarks of topic rr-unreachable"),
+        "{m:?}"
+    );
+    assert_eq!(replica.dbsize(), 0);
+    let e = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut replica.conn()).unwrap_err();
+    assert_eq!(e.code(), Some("READONLY"));
+    // Kafka comes back (same data, same port): the replay runs in the background, exactly as a
+    // startup with Kafka would have; the upstream still being down keeps it not ready.
+    let _k = Kaka::start_in(&kdir, kport);
+    let m = replica.wait_for("the replay", 40, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(m["goblin_ready"], "0");
+    assert!(!m["replica_last_error"].contains("Kafka"), "{m:?}");
+    assert_eq!(replica.digest(), want.1);
+    assert!(replica.log().contains("replayed Kafka through its high watermark"));
+    // The primary returns at that lineage and offset: live without another catch-up.
+    let primary = Server::start(&pargs);
+    let m = replica.wait_for("live", 30, |m| m["replica_state"] == "live");
+    assert_eq!((m["goblin_ready"].as_str(), m["replica_lag"].as_str()), ("1", "0"));
+    write_some(&primary, 10);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    replica.wait_for("the new writes", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+}
+
+/// The topic does not exist yet (no primary has journaled): the replica used to exit at once
+/// (UnknownPartition). Now it waits not ready; once a primary has created the topic, the
+/// replica's pending replay runs in the background (through whatever the topic holds by then),
+/// and when its upstream appears it follows it, catching up through Kafka.
+#[test]
+fn a_missing_topic_leaves_the_replica_not_ready_until_the_topic_appears() {
+    let k = Kaka::start();
+    let uri = k.uri("rr-missing");
+    let pport = free_port().to_string();
+    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let m = replica.wait_for("not ready", 30, |m| m["goblin_ready"] == "0");
+    assert!(m["replica_last_error"].contains("watermarks of topic rr-missing"), "{m:?}");
+    // Still waiting a few retries later, and still running.
+    std::thread::sleep(Duration::from_secs(2));
+    let m = replica.wait_for("still not ready", 5, |m| m["goblin_ready"] == "0");
+    assert!(m["replica_last_error"].contains("UnknownPartition"), "{m:?}");
+    // A primary elsewhere creates the topic and journals to it, then stops.
+    let snap = sock("primary.gcsn");
+    let mut first = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    write_some(&first, 50);
+    let want = (offset(&first), digest_of(&mut first.conn()));
+    assert!(first.stop().success());
+    // The replay ran (the records written before it were applied), not ready all along.
+    let m = replica.wait_for("the replay", 40, |m| !m["replica_last_error"].contains("Kafka"));
+    assert_eq!((m["goblin_ready"].as_str(), m["replica_state"].as_str()), ("0", "reconnecting"));
+    assert!(replica.log().contains("replayed Kafka through its high watermark"));
+    // The same history comes back on the replica's upstream address: followed, from wherever
+    // the replay stopped, through Kafka and the firehose.
+    let primary =
+        Server::start(&["--port", &pport, "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    assert_eq!(offset(&primary), want.0);
+    replica.wait_for("live", 30, |m| m["replica_state"] == "live");
+    assert_eq!(replica.digest(), want.1);
+    write_some(&primary, 5);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    replica.wait_for("the new writes", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+}
+
+/// A record that cannot be applied, before anything else: the replica used to exit. Now it is
+/// degraded and not ready, and keeps retrying; once an operator removes the record, the retry
+/// succeeds and the replica follows a new primary.
+#[test]
+fn a_bad_record_leaves_the_replica_degraded_and_retrying() {
+    let k = Kaka::start();
+    k.create_topic("rr-bad", 1, &["cleanup.policy=delete"]);
+    produce_garbage(&k.addr, "rr-bad");
+    let uri = k.uri("rr-bad");
+    let pport = free_port().to_string();
+    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
+    assert_eq!(m["goblin_ready"], "0");
+    assert!(m["replica_last_error"].contains("malformed record: not a RESP2 array"), "{m:?}");
+    let attempts: u64 = m["replica_reconnect_attempts"].parse().unwrap();
+    let m = replica.wait_for("two more attempts", 40, |m| {
+        m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= attempts + 2
+    });
+    assert_eq!(m["replica_state"], "degraded", "{m:?}");
+    assert!(m["replica_last_error"].contains("malformed record"), "{m:?}");
+    assert_eq!(replica.dbsize(), 0, "nothing was applied");
+    // The operator removes the record: the next retry replays the (now empty) topic.
+    k.delete_records("rr-bad", 1);
+    let m = replica.wait_for("the bad record gone", 40, |m| m["replica_state"] == "reconnecting");
+    assert!(!m["replica_last_error"].contains("malformed"), "{m:?}");
+    // A new primary on that topic: the empty replica adopts its lineage and follows it.
+    let primary = Server::start(&["--port", &pport, "--kafka", &uri, "--enable-debug-command", "yes"]);
+    write_some(&primary, 20);
+    replica.wait_for("live", 30, |m| m["replica_state"] == "live");
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    replica.wait_for("the writes", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+}
+
+/// A bad record after records the replica applied: the verified prefix is kept and served
+/// (not ready), no second replay is tried (it could apply other producers' records twice),
+/// and an upstream at exactly that offset is still followed. A primary on the same topic keeps
+/// its own rule: it exits non-zero before listening.
+#[test]
+fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_replays_no_more() {
+    let k = Kaka::start();
+    let uri = k.uri("rr-tail");
+    let snap = sock("primary.gcsn");
+    let pport = free_port().to_string();
+    let mut primary =
+        Server::start(&["--port", &pport, "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    write_some(&primary, 30);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    assert!(primary.stop().success());
+    produce_garbage(&k.addr, "rr-tail");
+    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
+    assert_eq!(m["goblin_ready"], "0");
+    let err = &m["replica_last_error"];
+    assert!(err.contains("malformed record") && err.contains("no Kafka replay runs"), "{m:?}");
+    assert_eq!(m["slave_repl_offset"], want.0.to_string(), "the verified prefix is kept");
+    assert_eq!(replica.digest(), want.1);
+    // The primary's rule differs: the same topic stops it before it listens.
+    let out = run(&["--port", "0", "--kafka", &uri, "--load", &snap]);
+    assert!(!out.status.success(), "a primary must not start on a bad record");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("malformed record"));
+    // The same history served without Kafka, at exactly the replica's offset: followed.
+    let primary =
+        Server::start(&["--port", &pport, "--load", &snap, "--save", "", "--enable-debug-command", "yes"]);
+    replica.wait_for("live", 30, |m| m["replica_state"] == "live");
+    write_some(&primary, 5);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    replica.wait_for("the new writes", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+}
+
+/// The upstream is ahead and Kafka hangs (SIGSTOP): the catch-up cannot start. The replica opens
+/// not ready, and its retries ask Kafka on the connector thread, so its clients are served
+/// promptly meanwhile; once Kafka answers, it hands off and goes live.
+#[test]
+fn a_hanging_kafka_delays_the_handoff_without_blocking_clients() {
+    let k = Kaka::start();
+    let uri = k.uri("rr-hang");
+    let snap = sock("primary.gcsn");
+    let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    write_some(&primary, 60);
+    let _: () = redis::cmd("SAVE").query(&mut primary.conn()).unwrap();
+    let old = sock("replica.gcsn");
+    std::fs::copy(&snap, &old).unwrap();
+    write_some(&primary, 100);
+    let kaka = k.child.id() as i32;
+    // SAFETY: signalling the broker process this test started.
+    unsafe { libc::kill(kaka, libc::SIGSTOP) };
+    struct Cont(i32);
+    impl Drop for Cont {
+        fn drop(&mut self) {
+            // SAFETY: as above.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let cont = Cont(kaka);
+    let mut replica = Unwaited::start(&[
+        "--load",
+        &old,
+        "--kafka",
+        &uri,
+        "--replica-tcp",
+        "127.0.0.1",
+        &primary.port.to_string(),
+    ]);
+    let m =
+        replica.wait_for("not ready", 30, |m| m["goblin_ready"] == "0" && m["replica_state"] != "connecting");
+    assert!(m["replica_last_error"].contains("a Kafka catch-up is needed"), "{m:?}");
+    assert_eq!(m["replica_lag"], "-1", "{m:?}");
+    // Several retries happen meanwhile; none holds the server thread.
+    let mut c = replica.conn();
+    let mut slowest = Duration::ZERO;
+    let until = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < until {
+        let t = Instant::now();
+        let _: String = redis::cmd("PING").query(&mut c).unwrap();
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(slowest < Duration::from_secs(2), "a client waited {slowest:?}");
+    let m = info(&mut c, "replication");
+    assert!(m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= 2, "{m:?}");
+    assert_eq!(m["goblin_ready"], "0");
+    drop(cont);
+    replica.wait_for("live", 40, |m| m["replica_state"] == "live");
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    replica.wait_for("the primary's offset", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+}
+
+/// replica_lag is -1 whenever the upstream's offset is unknown: the link down, or an upstream
+/// of another lineage. upstream_repl_offset keeps the last value known in this lineage, and is
+/// -1 for another lineage.
+#[test]
+fn replica_lag_is_unknown_while_the_link_is_down_or_of_another_lineage() {
+    let pport = free_port().to_string();
+    let primary = Server::start(&["--port", &pport]);
+    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &pport]);
+    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+    let mut pc = primary.conn();
+    for i in 0..5 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    let m = wait_for(&replica, "the writes", |m| m["slave_repl_offset"] == "5");
+    assert_eq!((m["upstream_repl_offset"].as_str(), m["replica_lag"].as_str()), ("5", "0"));
+    let mut primary = primary;
+    primary.signal(libc::SIGKILL);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    let m = wait_for(&replica, "the link down", |m| m["master_link_status"] == "down");
+    assert_eq!((m["upstream_repl_offset"].as_str(), m["replica_lag"].as_str()), ("5", "-1"), "{m:?}");
+    // A fresh primary on that address: another lineage, whose offsets mean nothing here.
+    let fresh = Server::start(&["--port", &pport]);
+    let _: () = redis::cmd("SET").arg("other").arg("1").query(&mut fresh.conn()).unwrap();
+    let m = wait_for(&replica, "another lineage", |m| m["replica_last_error"].contains("different history"));
+    assert_eq!((m["upstream_repl_offset"].as_str(), m["replica_lag"].as_str()), ("-1", "-1"), "{m:?}");
+    assert_eq!(m["goblin_ready"], "0");
+}
+
+/// A --replication-buffer-bytes the kernel cannot map used to start, then fail every
+/// GOBLIN.FIREHOSE; startup now refuses it, naming the flag, with a usage error's status.
+#[test]
+fn an_unmappable_replication_buffer_stops_startup() {
+    if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1") {
+        eprintln!("skipped: vm.overcommit_memory=1 maps any size");
+        return;
+    }
+    let out = run(&["--port", "0", "--replication-buffer-bytes", "1000000gb"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--replication-buffer-bytes") && err.contains("cannot map"), "{err}");
+    // A size that maps still starts, and serves a subscriber.
+    let primary = Server::start(&["--replication-buffer-bytes", "64kb"]);
+    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &primary.port.to_string()]);
+    wait_for(&replica, "live", |m| m["replica_state"] == "live");
+}
+
+/// `dumpworld` against a server with --auth-file: AUTH from --user and --password-file first;
+/// a wrong password or none is a clear error and installs nothing.
+#[test]
+fn dumpworld_authenticates_from_a_password_file() {
+    let acl = temp_path("users.acl");
+    std::fs::write(&acl, "user default on >defaultpw ~* &* +@all\nuser alice on >alicepw ~* &* +@all\n")
+        .unwrap();
+    let server =
+        Server::start(&["--auth-file", acl.to_str().unwrap(), "--save", "", "--enable-debug-command", "yes"]);
+    let url = format!("redis://alice:alicepw@127.0.0.1:{}/", server.port);
+    let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+    for i in 0..200 {
+        let _: () = redis::cmd("HSET").arg(format!("h{}", i % 7)).arg(i).arg(i).query(&mut con).unwrap();
+    }
+    let want = digest_of(&mut con);
+    let port = server.port.to_string();
+    let write = |tag: &str, text: &str| {
+        let p = temp_path(tag);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = write("alice.password", "alicepw\n");
+    let bad = write("bad.password", "guess\n");
+    let default = write("default.password", "defaultpw\n");
+    let dump = |out: &str, extra: &[&str]| {
+        run(&[&["dumpworld", "--host", "127.0.0.1", "--port", &port, "-o", out], extra].concat())
+    };
+    let out = sock("alice.gcsn");
+    let r = dump(&out, &["--user", "alice", "--password-file", &good]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let copy = Server::start(&["--load", &out, "--save", "", "--enable-debug-command", "yes"]);
+    assert_eq!(digest_of(&mut copy.conn()), want);
+    // --password-file alone authenticates as `default`.
+    let out2 = sock("default.gcsn");
+    let r = dump(&out2, &["--password-file", &default]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // A wrong password: refused, named, nothing installed.
+    let out3 = sock("wrong.gcsn");
+    let r = dump(&out3, &["--user", "alice", "--password-file", &bad]);
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("refused AUTH as user 'alice'") && err.contains("WRONGPASS"), "{err}");
+    assert!(!std::path::Path::new(&out3).exists());
+    // No credentials: NOAUTH, with the flags to give.
+    let r = dump(&out3, &[]);
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("NOAUTH") && err.contains("--password-file"), "{err}");
+    assert!(!std::path::Path::new(&out3).exists());
+    // A user without a password file is a usage error; so are the flags without the tool.
+    let r = dump(&out3, &["--user", "alice"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--password-file <PATH>"), "{r:?}");
+    let r = run(&["--port", "0", "--password-file", &good]);
+    assert_eq!(r.status.code(), Some(2));
+}
+
+/// The texts that list the upstream transports name all four.
+#[test]
+fn replica_texts_name_every_transport() {
+    let pw = temp_path("replica.password");
+    std::fs::write(&pw, "pw\n").unwrap();
+    let out = run(&[
+        "--port",
+        "0",
+        "--replica-auth-user",
+        "r",
+        "--replica-auth-password-file",
+        pw.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for t in ["--replica-tcp", "--replica-uds", "--replica-ring", "--replica-rdma"] {
+        assert!(err.contains(t), "{t}: {err}");
+    }
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/ARCHITECTURE.md")).unwrap();
+    let role = doc.lines().find(|l| l.contains("`slave host port")).expect("the ROLE line");
+    assert!(role.contains("tcp|uds|ring|rdma"), "{role}");
+}
