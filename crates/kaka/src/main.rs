@@ -71,14 +71,16 @@ struct Opts {
     fsync_interval_ms: u64,
     /// Bound on record bytes held in RAM (queued produces + the tail cache). The cache is
     /// evicted first; a produce that still does not fit is refused whole (retriable
-    /// NOT_ENOUGH_REPLICAS). Accepts K/M/G suffixes.
-    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    /// NOT_ENOUGH_REPLICAS). Accepts K/M/G suffixes (powers of 1024); 0 is refused.
+    #[arg(long, default_value = "256M", value_parser = parse_max_memory)]
     max_memory: usize,
     /// Delete the oldest closed segments while a partition exceeds this size (-1: no limit).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     retention_bytes: i64,
-    /// Delete closed segments whose newest record is older than this (-1: keep forever).
-    #[arg(long, default_value_t = 604_800_000, allow_negative_numbers = true)]
+    /// Delete closed segments whose newest record is older than this many ms. Off by default
+    /// (-1: no record is ever deleted for its age; retention is by size only, and only with
+    /// --retention-bytes). A topic can still opt in with its own retention.ms.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     retention_ms: i64,
     /// How often retention and compaction run.
     #[arg(long, default_value_t = 30_000)]
@@ -137,6 +139,8 @@ enum TopicsCmd {
     },
 }
 
+/// A byte count with an optional K, M or G suffix (powers of 1024). A count that does not fit
+/// in a `usize` is refused rather than wrapped.
 fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last() {
@@ -145,7 +149,24 @@ fn parse_size(s: &str) -> Result<usize, String> {
         Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
-    num.parse::<usize>().map(|n| n * mult).map_err(|_| format!("invalid size {s}"))
+    let too_large = || format!("{s} is too large: the limit is {} bytes", usize::MAX);
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{s} is not a size: expected a whole number of bytes, optionally with K, M or G"
+        ));
+    }
+    let n = num.parse::<usize>().map_err(|_| too_large())?;
+    n.checked_mul(mult).ok_or_else(too_large)
+}
+
+/// `--max-memory`: a size, and not 0 (a budget that holds no record would refuse every produce).
+fn parse_max_memory(s: &str) -> Result<usize, String> {
+    match parse_size(s)? {
+        0 => Err("a memory budget of 0 bytes can hold no record, so every produce would be refused; \
+                  give a size such as 256M"
+            .to_string()),
+        n => Ok(n),
+    }
 }
 
 fn broker_config(o: &Opts) -> config::BrokerConfig {
@@ -364,5 +385,53 @@ async fn create_topic_remote(
         Some(t) if t.error_code == 0 => Ok(()),
         Some(t) => Err(format!("error {}: {}", t.error_code, t.error_message.as_deref().unwrap_or(""))),
         None => Err("empty response".into()),
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::{parse_max_memory, parse_size};
+
+    #[test]
+    fn suffixes_are_powers_of_1024() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("3m"), Ok(3 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size(" 1g "), Ok(1 << 30));
+        assert_eq!(parse_max_memory("256M"), Ok(256 << 20));
+        assert_eq!(parse_max_memory("1"), Ok(1));
+    }
+
+    #[test]
+    fn overflow_is_refused_not_wrapped() {
+        // 2^54 K = 2^64 bytes: wrapped, it was 0.
+        let e = parse_size("18014398509481984K").unwrap_err();
+        assert!(e.contains("18014398509481984K") && e.contains("too large"), "{e}");
+        assert!(parse_max_memory("18014398509481984K").is_err());
+        assert!(parse_size("17179869184G").is_err(), "2^34 G = 2^64 bytes");
+        assert!(parse_size("99999999999999999999").unwrap_err().contains("too large"));
+        // The largest sizes that fit are accepted.
+        assert_eq!(parse_size(&usize::MAX.to_string()), Ok(usize::MAX));
+        assert_eq!(parse_size("17179869183G"), Ok(17179869183usize << 30));
+    }
+
+    #[test]
+    fn zero_budget_is_refused() {
+        for zero in ["0", "0K", "0M", "0G", "000"] {
+            let e = parse_max_memory(zero).unwrap_err();
+            assert!(e.contains("0 bytes"), "{zero}: {e}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        for bad in ["", "K", "M", "-1", "-1M", "+5", "1.5G", "12KB", "1T", "abc", "1 M", "0x10", "M5"] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains("not a size"), "{bad:?}: {e}");
+        }
     }
 }

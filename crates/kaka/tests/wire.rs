@@ -449,6 +449,101 @@ fn max_memory_refuses_whole_batch() {
     assert_eq!(batch_offsets(&recs)[0].0, 0, "evicted batches are read from the segment");
 }
 
+/// A `--max-memory` that holds nothing (0) or that overflows (2^54 K = 2^64 bytes, which
+/// used to wrap to 0 and refuse every produce) stops the broker at startup, before it touches
+/// its directory, with a message naming the flag and the value.
+#[test]
+fn bad_max_memory_is_refused_at_startup() {
+    let dir = temp_dir("badmem").join("data");
+    for (value, why) in
+        [("0", "can hold no record"), ("18014398509481984K", "too large"), ("12x", "not a size")]
+    {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kaka"))
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--listen", &format!("127.0.0.1:{}", free_port()), "--max-memory", value])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A broker that accepted the value would run until killed.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.is_some_and(|st| !st.success()), "--max-memory {value} accepted: {err}");
+        assert!(err.contains("--max-memory") && err.contains(value) && err.contains(why), "{value}: {err}");
+        assert!(!dir.exists(), "--max-memory {value}: the data directory was created");
+    }
+}
+
+/// Time retention is off unless asked for: with no --retention-ms and no retention.ms, closed
+/// segments of records stamped in 1970 stay while the retention pass runs every 20 ms, and
+/// DescribeConfigs says -1. A topic that sets retention.ms (opt-in) loses the same segments.
+#[test]
+fn time_retention_is_off_by_default_and_opt_in() {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let k = Kaka::start("noage", &["--segment-bytes", "1024", "--retention-check-interval-ms", "20"]);
+    let mut c = k.client();
+    // One ~570-byte batch per 1 KiB segment, timestamped 1970-01-01T00:00:01Z.
+    let old_batch = || {
+        let r = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1_000,
+            key: Some(Bytes::from_static(b"k")),
+            value: Some(Bytes::from(vec![7u8; 500])),
+            headers: Default::default(),
+        };
+        let mut b = bytes::BytesMut::new();
+        let opts = RecordEncodeOptions { version: 2, compression: Compression::None };
+        RecordBatchEncoder::encode(&mut b, &[r], &opts).unwrap();
+        b.freeze()
+    };
+    assert_eq!(create(&mut c, "opted", &[("retention.ms", "60000")]), 0);
+    for i in 0..8 {
+        assert_eq!(produce(&mut c, 9, "kept", 0, old_batch()), (0, i));
+        assert_eq!(produce(&mut c, 9, "opted", 0, old_batch()), (0, i));
+    }
+    // The opted-in topic shows that passes run and would delete these segments by age.
+    wait_until(10, "time retention on the opted-in topic", || list_offset(&mut c, "opted", -2).1 >= 7);
+    std::thread::sleep(Duration::from_millis(300)); // a dozen more passes
+    assert_eq!(list_offset(&mut c, "kept", -2).1, 0, "no segment deleted for its age by default");
+    let (e, hw, recs) = fetch(&mut c, "kept", 0, 10, 1 << 20);
+    assert_eq!((e, hw), (0, 8));
+    assert_eq!(batch_offsets(&recs).len(), 8, "every record still readable");
+    assert_eq!(topic_settings(&mut c, "kept")["retention.ms"], ("-1".into(), 4), "off, from the broker");
+    assert_eq!(topic_settings(&mut c, "opted")["retention.ms"], ("60000".into(), 1), "the topic's own");
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let mut res = DescribeConfigsResource::default();
+    res.resource_type = 4;
+    res.resource_name = StrBytes::from_static_str("0");
+    res.configuration_keys = Some(vec![StrBytes::from_static_str("log.retention.ms")]);
+    let mut r = DescribeConfigsRequest::default();
+    r.resources = vec![res];
+    let resp: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &r);
+    let v: Vec<String> =
+        resp.results[0].configs.iter().map(|e| e.value.as_ref().unwrap().to_string()).collect();
+    assert_eq!(v, ["-1"], "the broker's log.retention.ms");
+}
+
 #[test]
 fn compaction_keeps_latest_per_key_with_holes() {
     let k = Kaka::start("compact", &["--retention-check-interval-ms", "200"]);

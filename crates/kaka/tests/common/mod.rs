@@ -16,8 +16,8 @@ use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEnc
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// Base timestamp of test records: the wall clock when the test process started (records
-/// far in the past would be deleted by the default 7-day time retention).
+/// Base timestamp of test records: the wall clock when the test process started (so that a
+/// test that opts into time retention with retention.ms does not see them deleted).
 pub fn ts_base() -> i64 {
     static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *BASE.get_or_init(|| {
