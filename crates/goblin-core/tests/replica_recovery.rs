@@ -7,43 +7,15 @@
 
 mod common;
 
+use common::repl::{offset, sock, wait_for};
+
 use common::brokers::{info, other_producer, Broker, Kaka};
 use common::{free_port, temp_path, Server};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-fn sock(tag: &str) -> String {
-    temp_path(tag).to_str().unwrap().to_string()
-}
-
-/// INFO replication of a server.
-fn repl(s: &Server) -> HashMap<String, String> {
-    info(&mut s.conn(), "replication")
-}
-
 fn digest_of(con: &mut redis::Connection) -> String {
     redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap()
-}
-
-fn offset(s: &Server) -> u64 {
-    repl(s)["master_repl_offset"].parse().unwrap()
-}
-
-/// Waits until `cond` holds for the server's INFO replication, or fails with its log.
-fn wait_for(
-    s: &Server,
-    what: &str,
-    cond: impl Fn(&HashMap<String, String>) -> bool,
-) -> HashMap<String, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let m = repl(s);
-        if cond(&m) {
-            return m;
-        }
-        assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", s.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A goblin-core started without the harness's wait (its listeners open late, or not ready):

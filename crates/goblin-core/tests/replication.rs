@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::repl::{offset, repl, sock, wait_for};
+
 use common::brokers::{info, produce_commands, random_command, Broker, Kaka};
 use common::{temp_path, Server};
 use std::collections::HashMap;
@@ -12,38 +14,8 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-fn sock(tag: &str) -> String {
-    temp_path(tag).to_str().unwrap().to_string()
-}
-
-/// INFO replication of a server.
-fn repl(s: &Server) -> HashMap<String, String> {
-    info(&mut s.conn(), "replication")
-}
-
-/// Waits until `cond` holds for the replica's INFO replication, or fails with its log.
-fn wait_for(
-    s: &Server,
-    what: &str,
-    cond: impl Fn(&HashMap<String, String>) -> bool,
-) -> HashMap<String, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let m = repl(s);
-        if cond(&m) {
-            return m;
-        }
-        assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", s.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn digest(s: &Server) -> String {
     redis::cmd("DEBUG").arg("DIGEST").query(&mut s.conn()).unwrap()
-}
-
-fn offset(s: &Server) -> u64 {
-    repl(s)["master_repl_offset"].parse().unwrap()
 }
 
 /// Waits until every replica has applied the primary's offset, then compares digests.

@@ -492,31 +492,10 @@ fn bad_max_memory_is_refused_at_startup() {
 /// DescribeConfigs says -1. A topic that sets retention.ms (opt-in) loses the same segments.
 #[test]
 fn time_retention_is_off_by_default_and_opt_in() {
-    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
     let k = Kaka::start("noage", &["--segment-bytes", "1024", "--retention-check-interval-ms", "20"]);
     let mut c = k.client();
     // One ~570-byte batch per 1 KiB segment, timestamped 1970-01-01T00:00:01Z.
-    let old_batch = || {
-        let r = Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 1_000,
-            key: Some(Bytes::from_static(b"k")),
-            value: Some(Bytes::from(vec![7u8; 500])),
-            headers: Default::default(),
-        };
-        let mut b = bytes::BytesMut::new();
-        let opts = RecordEncodeOptions { version: 2, compression: Compression::None };
-        RecordBatchEncoder::encode(&mut b, &[r], &opts).unwrap();
-        b.freeze()
-    };
+    let old_batch = || one_record_batch(1_000, Some(b"k"), Bytes::from(vec![7u8; 500]));
     assert_eq!(create(&mut c, "opted", &[("retention.ms", "60000")]), 0);
     for i in 0..8 {
         assert_eq!(produce(&mut c, 9, "kept", 0, old_batch()), (0, i));
@@ -557,32 +536,7 @@ fn compaction_keeps_latest_per_key_with_holes() {
         0
     );
     // Keyless record refused on a compacted topic.
-    let keyless = {
-        use kafka_protocol::records::*;
-        let r = Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 1,
-            key: None,
-            value: Some(Bytes::from_static(b"v")),
-            headers: Default::default(),
-        };
-        let mut b = bytes::BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut b,
-            [&r],
-            &RecordEncodeOptions { version: 2, compression: Compression::None },
-        )
-        .unwrap();
-        b.freeze()
-    };
+    let keyless = one_record_batch(1, None, Bytes::from_static(b"v"));
     assert_eq!(produce(&mut c, 9, "cmp", 0, keyless).0, 87);
     // make_batch keys records k0.., so every batch of one record has key "k0".
     let v = vec![9u8; 300];

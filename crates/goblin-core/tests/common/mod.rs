@@ -29,6 +29,7 @@
 
 pub mod brokers;
 pub mod certs;
+pub mod repl;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

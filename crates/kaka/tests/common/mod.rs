@@ -292,6 +292,30 @@ pub fn make_batch(values: &[&[u8]], producer: Option<(i64, i16, i32)>, compressi
     buf.freeze()
 }
 
+/// One uncompressed batch of one record without a producer: `key` (None: keyless) and
+/// `value`, stamped `timestamp` (ms).
+pub fn one_record_batch(timestamp: i64, key: Option<&'static [u8]>, value: Bytes) -> Bytes {
+    let r = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp,
+        key: key.map(Bytes::from_static),
+        value: Some(value),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    let opts = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &[r], &opts).unwrap();
+    buf.freeze()
+}
+
 /// Waits until `f` is true or panics after `secs`.
 /// Length of the chain of batches at the start of a segment file (where zeros or garbage begin).
 pub fn log_end(d: &[u8]) -> usize {
