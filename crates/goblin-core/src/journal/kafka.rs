@@ -107,8 +107,8 @@ pub struct Acks {
     pub failed: std::cell::RefCell<Option<String>>,
     /// The broker offsets of this process's acknowledged records, as runs of consecutive
     /// offsets (first, last), oldest first: the runtime consumer skips a record inside a run
-    /// without parsing its headers. Runs it has passed are dropped; a record it reaches
-    /// before its report is judged by its headers, as before.
+    /// without parsing its headers. Runs it has passed are dropped; a record of our lineage it
+    /// reaches before its report waits for the report (`Consumer::hold`).
     pub own: std::cell::RefCell<VecDeque<(i64, i64)>>,
     /// The last offset of the newest run forgotten past [`OWN_RUNS_MAX`]: at or below it, a
     /// record of this lineage may be ours without `own` saying so.
@@ -1112,8 +1112,9 @@ pub(super) fn decimal_i64(v: &[u8]) -> Option<i64> {
 }
 
 /// The record contract's version (`goblin-replication-version`) of a goblin record: this
-/// build writes and reads version 1 alone (`sender::RECORD_VERSION`), and a record of another version may mean something else, so it
-/// stops the reader rather than being applied as if it were version 1.
+/// build writes and reads version 1 alone (`sender::RECORD_VERSION`). A record of another
+/// version may mean something else, so it stops the reader rather than being applied as if it
+/// were version 1.
 fn check_version(version: Option<Option<u64>>) -> Result<(), String> {
     match version {
         Some(Some(1)) => Ok(()),
@@ -1495,14 +1496,17 @@ impl Consumer {
         // out.
         let want = max.min(CONSUME_RUN);
         let mut buf = [std::ptr::null_mut(); CONSUME_RUN];
+        // Before taking messages: once the decision is seen carried out, librdkafka filters
+        // out everything fetched before it, so what this call takes is fresh. (Checked after
+        // the call, a message taken just before the decision would pass as fresh.)
+        if self.hold.is_some_and(|h| self.steering.carried() >= h) {
+            self.hold = None;
+        }
         // SAFETY: the queue handle is valid while the consumer exists; `buf` has room for
         // `want` pointers, and librdkafka hands over the first n messages.
         let n = unsafe {
             rdkafka::bindings::rd_kafka_consume_batch_queue(self.wakeup.queue, 0, buf.as_mut_ptr(), want)
         };
-        if self.hold.is_some_and(|h| self.steering.carried() >= h) {
-            self.hold = None;
-        }
         let msgs = reader::Messages(buf[..n.max(0) as usize].to_vec());
         let mut applied = false;
         for &m in &msgs.0 {
