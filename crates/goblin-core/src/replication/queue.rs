@@ -35,15 +35,33 @@ fn page_size() -> usize {
 impl MmapQueue {
     /// Maps `bytes` rounded up to a whole page (at least one), prefaulted (MAP_POPULATE).
     pub fn new(bytes: u64) -> io::Result<MmapQueue> {
+        Self::map(bytes, libc::MAP_POPULATE)
+    }
+
+    /// Whether queues of `bytes` can be mapped at all (`--replication-buffer-bytes`, checked
+    /// at startup): maps one as `new` does, except that it is not prefaulted (the check must
+    /// not touch that much memory), and unmaps it. Without it, a size the kernel refuses would
+    /// start fine and then fail every GOBLIN.FIREHOSE and every handoff.
+    pub fn check_size(bytes: u64) -> io::Result<()> {
+        Self::map(bytes, 0).map(drop)
+    }
+
+    /// A private anonymous read-write mapping of `bytes` rounded up to a whole page, with
+    /// `extra` mmap flags.
+    fn map(bytes: u64, extra: libc::c_int) -> io::Result<MmapQueue> {
         let page = page_size();
-        let cap = (bytes.max(1) as usize).div_ceil(page) * page;
-        // SAFETY: a fresh private anonymous mapping; checked for MAP_FAILED below.
+        let cap = usize::try_from(bytes.max(1))
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(page))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "larger than the address space"))?;
+        // SAFETY: a fresh private anonymous mapping; checked for MAP_FAILED below, and owned
+        // (unmapped on drop) by the queue returned.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 cap,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra,
                 -1,
                 0,
             )
@@ -52,35 +70,6 @@ impl MmapQueue {
             return Err(io::Error::last_os_error());
         }
         Ok(MmapQueue { ptr: ptr.cast(), cap, head: 0, len: 0 })
-    }
-
-    /// Whether queues of `bytes` can be mapped at all (`--replication-buffer-bytes`, checked
-    /// at startup): maps one with `new`'s size and flags, except that it is not prefaulted
-    /// (the check must not touch that much memory), and unmaps it. Without it, a size the
-    /// kernel refuses would start fine and then fail every GOBLIN.FIREHOSE and every handoff.
-    pub fn check_size(bytes: u64) -> io::Result<()> {
-        let page = page_size();
-        let cap = usize::try_from(bytes.max(1))
-            .ok()
-            .and_then(|b| b.checked_next_multiple_of(page))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "larger than the address space"))?;
-        // SAFETY: a fresh private anonymous mapping, unmapped at once; checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                cap,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: exactly the mapping made above, once.
-        unsafe { libc::munmap(ptr, cap) };
-        Ok(())
     }
 
     pub fn capacity(&self) -> usize {
@@ -141,7 +130,7 @@ impl MmapQueue {
 
 impl Drop for MmapQueue {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in `new`, once.
+        // SAFETY: unmapping exactly the mapping made in `map`, once.
         unsafe { libc::munmap(self.ptr.cast(), self.cap) };
     }
 }
