@@ -943,6 +943,7 @@ impl Server {
     fn kafka_catch_up(&mut self, _until: Option<u64>) -> Result<(), Refusal> {
         Ok(())
     }
+
     /// Registers the link, applies what was buffered (skipping what Kafka already applied)
     /// and becomes the ready replica.
     fn go_live(&mut self, mut stream: Stream, buffered: Vec<u8>) -> Result<(), Refusal> {
