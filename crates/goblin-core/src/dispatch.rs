@@ -282,22 +282,11 @@ impl Server {
         }
         // CLIENT PAUSE: the command waits on its connection until the pause ends; inside MULTI
         // too, before it is queued (as Redis 7.0). An EXEC waits if a queued command would.
-        if self.pause.until.is_some() && self.pause_holds(spec, args) {
+        if self.pause.until.is_some() && self.holds_with_queue(conn, spec, args, Server::pause_holds) {
             return self.hold_command(conn, slot, args, false);
         }
-        if self.pause.until.is_some() && spec.name == "exec" {
-            let held = conn.multi.as_ref().is_some_and(|m| {
-                m.queued.iter().any(|q| {
-                    let argv: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
-                    engine::lookup(&q[0]).is_some_and(|s| self.pause_holds(s, &argv))
-                })
-            });
-            if held {
-                return self.hold_command(conn, slot, args, false);
-            }
-        }
         // The journal's backpressure (--kafka-pending-bytes): writes wait, reads go on.
-        if self.input_paused && self.backpressure_holds(conn, spec, args) {
+        if self.input_paused && self.holds_with_queue(conn, spec, args, Server::write_pause_holds) {
             return self.hold_command(conn, slot, args, true);
         }
         // maxmemory: evict first (its own batch, before the command); refuse what may grow

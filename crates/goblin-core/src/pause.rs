@@ -84,17 +84,25 @@ impl Server {
         }
     }
 
-    /// Whether the journal's backpressure holds the command: under it, what a WRITE pause
-    /// holds, and an EXEC whose queue holds such a command.
-    pub(crate) fn backpressure_holds(&mut self, conn: &Conn, spec: &CommandSpec, args: &[&[u8]]) -> bool {
-        if spec.name == "exec" {
-            let queued: Vec<Vec<Vec<u8>>> = conn.multi.as_ref().map_or_else(Vec::new, |m| m.queued.clone());
-            return queued.iter().any(|q| {
-                let argv: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
-                engine::lookup(&q[0]).is_some_and(|s| self.write_pause_holds(s, &argv))
-            });
+    /// Whether `holds` (a pause's judgement) holds the command, or, for an EXEC, any command
+    /// its transaction queued: an EXEC waits if a queued command would.
+    pub(crate) fn holds_with_queue(
+        &mut self,
+        conn: &Conn,
+        spec: &CommandSpec,
+        args: &[&[u8]],
+        holds: fn(&mut Server, &CommandSpec, &[&[u8]]) -> bool,
+    ) -> bool {
+        if holds(self, spec, args) {
+            return true;
         }
-        self.write_pause_holds(spec, args)
+        spec.name == "exec"
+            && conn.multi.as_ref().is_some_and(|m| {
+                m.queued.iter().any(|q| {
+                    let argv: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+                    engine::lookup(&q[0]).is_some_and(|s| holds(self, s, &argv))
+                })
+            })
     }
 
     /// The journal has caught up: the commands its backpressure held run, in order.
