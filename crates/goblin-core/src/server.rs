@@ -822,9 +822,10 @@ impl Server {
     /// and the journal are left for the next real turn, and so are the events of the
     /// script's own connection (out of its slot now): it is read again next turn.
     ///
-    /// With `sweep`, every connection is read as well: the readiness edges the loop turn that
-    /// started the script had already collected (and not yet acted on) will not come again,
-    /// so the first busy turn, and one every so often, reads everyone.
+    /// With `sweep`, every connection is read and every listener accepted as well: the
+    /// readiness edges the loop turn that started the script had already collected (and not
+    /// yet acted on) will not come again, so the first busy turn, and one every so often,
+    /// reads and accepts everyone.
     pub(crate) fn busy_turn(&mut self, sweep: bool) {
         let mut events = Events::with_capacity(64);
         if self.poll.poll(&mut events, Some(Duration::ZERO)).is_err() {
@@ -836,6 +837,13 @@ impl Server {
                 if matches!(self.conns.get(slot), Some(Some(_))) {
                     self.handle_read(slot, false);
                 }
+            }
+            // Likewise a listener's edge collected by that turn: a client that connected in
+            // the same instant as the script's request would otherwise wait in the backlog
+            // until the script ends (a ring client blocks in its handshake meanwhile). An
+            // accept with nothing waiting is one EAGAIN.
+            for li in 0..self.listeners.len() {
+                self.accept(li);
             }
         }
         for ev in events.iter() {

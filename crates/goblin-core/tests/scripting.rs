@@ -709,6 +709,32 @@ fn busy_script_answers_busy_and_script_kill_stops_it() {
     assert!(status.success(), "{status:?}");
 }
 
+/// A client that connects in the same loop turn as a script's request (the listener's event
+/// was collected with the request's, before the script ran) is accepted and answered during
+/// the script, not left in the backlog until it ends. DEBUG SLEEP holds the loop so that both
+/// arrive before the next wait: the request first, then the connection.
+#[test]
+fn a_client_connecting_with_the_scripts_request_is_answered_busy() {
+    let g = Server::start(&["--busy-reply-threshold", "100", "--enable-debug-command", "yes"]);
+    let mut sleeper = g.raw();
+    let mut runner = g.raw();
+    runner.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    send(&mut sleeper, &request(&[b"DEBUG", b"SLEEP", b"0.5"]));
+    std::thread::sleep(Duration::from_millis(150));
+    send(&mut runner, &request(&[b"EVAL", b"while true do end", b"0"]));
+    std::thread::sleep(Duration::from_millis(50));
+    // The kernel completes the handshake; the server has not accepted it yet.
+    let mut late = g.raw();
+    assert_eq!(read_reply(&mut sleeper), b"+OK\r\n");
+    // raw()'s 10 s read timeout turns a client left in the backlog into a failure.
+    let r = call_str(&mut late, &["PING"]);
+    assert!(r.starts_with(b"-BUSY"), "{}", show(&r));
+    assert_eq!(call_str(&mut late, &["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = read_reply(&mut runner);
+    assert!(r.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."), "{}", show(&r));
+    assert_eq!(call_str(&mut late, &["PING"]), b"+PONG\r\n");
+}
+
 #[test]
 fn busy_threshold_is_configurable() {
     let g = Server::start(&[]);
