@@ -905,6 +905,75 @@ fn a_replica_catching_up_through_kafka_applies_other_producers_records_once() {
     assert_eq!(x, "aab");
 }
 
+/// A `queued` upstream sends each frame before Kafka holds its records. A replica keeps what
+/// it applied above the cursor the frames carry and, on reconnecting, checks it against Kafka:
+/// after a mere link loss it matches and the replica goes live again; after the upstream died
+/// with records unsent, restarted from Kafka without them and wrote other mutations at those
+/// offsets, it does not, and the replica stops following instead of skipping the new records
+/// as duplicates of its own (which would leave it silently different from then on).
+#[test]
+fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
+    let kdir = temp_path("kaka-lost");
+    let kport = common::free_port();
+    let k = Kaka::start_in(&kdir, kport);
+    let uri = k.uri("repl-lost");
+    let pport = common::free_port().to_string();
+    let pargs = [
+        "--port",
+        pport.as_str(),
+        "--kafka",
+        &uri,
+        "--kafka-ack-mode",
+        "queued",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let mut primary = Server::start(&pargs);
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri]);
+    let mut pc = primary.conn();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&replica]);
+    // A lost link: what the replica holds above the last cursor is in Kafka, as it applied it.
+    for id in subscriber_ids(&primary) {
+        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut pc).unwrap();
+    }
+    wait_for(&replica, "live again", |m| m["replica_state"] == "live" && m["master_link_status"] == "up");
+    assert!(replica.log().contains("that Kafka had not confirmed"), "{}", replica.log());
+    converge(&primary, &[&replica]);
+
+    // Kafka goes away; the primary takes writes (queued: answered) and sends their frames.
+    drop(k);
+    for i in 0..20 {
+        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("lost").query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&replica]);
+    let applied = offset(&replica);
+    primary.signal(libc::SIGKILL);
+    let _ = primary.wait_exit(Duration::from_secs(10));
+    drop(pc);
+    // Kafka returns; the primary recovers the lineage without those 20 writes, then writes
+    // others at their offsets, past the replica's.
+    let _k = Kaka::start_in(&kdir, kport);
+    let primary = Server::start(&pargs);
+    let recovered = offset(&primary);
+    assert!(recovered < applied, "recovered {recovered}, the replica applied {applied}");
+    let mut pc = primary.conn();
+    for i in 0..40 {
+        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("new").query(&mut pc).unwrap();
+    }
+    assert!(offset(&primary) > applied);
+    let m =
+        wait_for(&replica, "the divergence to be found", |m| m["replica_last_error"].contains("diverged"));
+    assert_eq!(m["replica_state"], "degraded", "{m:?}");
+    assert_eq!(m["goblin_ready"], "0", "{m:?}");
+    // Nothing of the new history was applied over the old one.
+    let b0: String = redis::cmd("GET").arg("b0").query(&mut replica.conn()).unwrap();
+    assert_eq!(b0, "lost");
+    assert_eq!(offset(&replica), applied);
+}
+
 /// An idle upstream ticks once a second, so its replica stays live however long nothing is
 /// written; an upstream that stops answering (here SIGSTOP: the connection stays open, nothing
 /// arrives) is taken for dead after the link timeout.

@@ -40,6 +40,7 @@ use super::reports::Reported;
 use super::sender::{Staged, Stamp};
 pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
 use super::target::KafkaTarget;
+use crate::replication::unconfirmed::Unconfirmed;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -858,17 +859,22 @@ pub enum Start {
 /// so they are in the snapshot); what is still held after the last record is applied at the
 /// end. Any record that cannot be applied stops the replay with an error naming topic,
 /// partition and broker offset.
+///
+/// `verify` (a replica's catch-up): own records skipped as duplicates are checked against the
+/// mutations the replica applied from frames before Kafka confirmed them; a different one is
+/// an error (`replication::unconfirmed`).
 pub fn replay(
     target: &KafkaTarget,
     engine: &mut Engine,
     start: Start,
     consumer_position: i64,
     adopt_lineage: bool,
+    verify: Option<&mut Unconfirmed>,
 ) -> Result<ReplayStats, String> {
     // Nothing else runs on the server thread until the replay returns: the keyspace may
     // resize in one go.
     engine.ks.set_bulk_load(true);
-    let r = replay_topic(target, engine, start, consumer_position, adopt_lineage);
+    let r = replay_topic(target, engine, start, consumer_position, adopt_lineage, verify);
     engine.ks.set_bulk_load(false);
     r
 }
@@ -879,6 +885,7 @@ fn replay_topic(
     start: Start,
     consumer_position: i64,
     mut adopt_lineage: bool,
+    mut verify: Option<&mut Unconfirmed>,
 ) -> Result<ReplayStats, String> {
     let mut c = base_config(target);
     c.set("group.id", "goblin-core-replay")
@@ -1021,6 +1028,7 @@ fn replay_topic(
                         &mut held,
                         &mut stats,
                         &mut now,
+                        verify.as_deref_mut(),
                     )?;
                     if stats.consumed.is_multiple_of(256) && last_log.elapsed() >= Duration::from_secs(1) {
                         last_log = Instant::now();
@@ -1148,6 +1156,7 @@ fn replay_record(
     held: &mut Held,
     stats: &mut ReplayStats,
     now: &mut i64,
+    verify: Option<&mut Unconfirmed>,
 ) -> Result<(), String> {
     if let Some(e) = &rec.error {
         return Err(format!("--kafka: reading topic {}: {e}", target.topic));
@@ -1210,6 +1219,9 @@ fn replay_record(
         )));
     }
     if logical < engine.next_offset() {
+        if let Some(v) = verify {
+            v.check(logical, value).map_err(at)?;
+        }
         // In the snapshot already, and so is every external record applied before it.
         let n = held.drop_through(through);
         stats.duplicates += n;

@@ -5,9 +5,11 @@
 //! - [`frame`]: the wire format (hello, batch frames, acknowledgements) and its decoder;
 //! - [`queue`]: the fixed, prefaulted byte queue of each subscriber and of the handoff;
 //! - [`upstream`]: GOBLIN.FIREHOSE subscribers, the batch sink that feeds them, WAIT;
-//! - [`replica`]: the upstream link, the startup handoff, the reconnect rules, INFO and ROLE.
+//! - [`replica`]: the upstream link, the startup handoff, the reconnect rules, INFO and ROLE;
+//! - [`unconfirmed`]: what a replica applied before Kafka held it, checked on its next catch-up.
 
 pub mod frame;
 pub mod queue;
 pub mod replica;
+pub mod unconfirmed;
 pub mod upstream;

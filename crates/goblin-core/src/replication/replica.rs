@@ -19,7 +19,11 @@
 //! - R == L, H == o: live at once;
 //! - R == L, H > o: with Kafka, catch up through Kafka with the suffix buffered; without, a
 //!   gap: degraded;
-//! - H < o, or R != L (unless this server is empty at offset 0, which adopts R): degraded.
+//! - H < o, or R != L (unless this server is empty at offset 0, which adopts R): degraded;
+//! - R == L, H >= o, with mutations applied from frames that Kafka had not confirmed (a
+//!   `queued` upstream sends frames first): a Kafka catch-up checks each against the record
+//!   at its offset before going live; a different record (the upstream lost them in a crash
+//!   and wrote others there) leaves the replica degraded (`unconfirmed`).
 //!
 //! Degraded and abandoned attempts retry with backoff; nothing unverified is ever applied: a
 //! frame is applied only at the next expected offset of the same lineage (`apply_record`).
@@ -294,6 +298,9 @@ pub struct Replica {
     /// A replay failed after applying part of the topic (why): no other replay is tried until
     /// a frame brings a fresh cursor and consumer position (see the module documentation).
     pub kafka_tainted: Option<String>,
+    /// With --kafka: the mutations applied from frames that the upstream's cursor did not yet
+    /// cover, checked against the topic by the next catch-up (see `unconfirmed`).
+    pub unconfirmed: super::unconfirmed::Unconfirmed,
 }
 
 impl Replica {
@@ -317,6 +324,7 @@ impl Replica {
             consumer_position: -1,
             kafka_replay_pending: false,
             kafka_tainted: None,
+            unconfirmed: Default::default(),
         }
     }
 
@@ -754,6 +762,14 @@ impl Server {
     }
 
     /// Applies the reconnect rules to a fresh handshake, and goes live or schedules a retry.
+    /// Whether this replica catches up through Kafka (`--kafka`).
+    fn kafka_configured(&self) -> bool {
+        #[cfg(feature = "kafka")]
+        return self.replica.as_ref().is_some_and(|r| r.kafka.is_some());
+        #[cfg(not(feature = "kafka"))]
+        false
+    }
+
     fn follow(&mut self, hs: Handshake) {
         match self.try_follow(hs) {
             Ok(()) => {}
@@ -801,12 +817,20 @@ impl Server {
                 "the upstream is at logical offset {offset}, behind this server's {local}"
             )));
         }
-        let (stream, buffered) =
-            if offset > local { self.handoff(stream, offset, leftover, kafka)? } else { (stream, leftover) };
+        // At the upstream's offset, mutations Kafka has not confirmed may still be another
+        // history's (an upstream that lost them in a crash and wrote others there): a
+        // catch-up checks them first.
+        let unconfirmed = !r.unconfirmed.is_empty() && self.kafka_configured();
+        let (stream, buffered) = if offset > local || unconfirmed {
+            self.handoff(stream, offset, leftover, kafka)?
+        } else {
+            (stream, leftover)
+        };
         self.go_live(stream, buffered)
     }
 
-    /// Upstream ahead: Kafka catch-up to its hello offset while the firehose is buffered.
+    /// Upstream ahead, or unconfirmed mutations to check: Kafka catch-up to its hello offset
+    /// (and past every unconfirmed mutation) while the firehose is buffered.
     /// `probed`: whether Kafka answered the connector (None: ask now, as at startup).
     #[allow(unused_mut, unused_variables)]
     fn handoff(
@@ -832,8 +856,17 @@ impl Server {
                     "{e} (the upstream is at logical offset {target}, this server at {local}: a Kafka catch-up is needed)"
                 ))
             })?;
-            self.replica.as_mut().expect("a replica").state = State::Sync;
-            info!("replica: the upstream is at logical offset {target}, this server at {local}: catching up through Kafka");
+            let r = self.replica.as_mut().expect("a replica");
+            r.state = State::Sync;
+            if target > local {
+                info!("replica: the upstream is at logical offset {target}, this server at {local}: catching up through Kafka");
+            } else {
+                info!(
+                    "replica: the upstream is at this server's logical offset {local}; checking the {} mutations \
+                     applied through it that Kafka had not confirmed",
+                    r.unconfirmed.len()
+                );
+            }
             let mut queue = MmapQueue::new(self.cfg.replication_buffer_bytes)
                 .map_err(|e| Refusal::Abandon(format!("cannot map the handoff buffer: {e}")))?;
             if !queue.push(&leftover) {
@@ -871,8 +904,15 @@ impl Server {
         loop {
             let before = self.engine.repl.offset;
             let adopt = !self.replica.as_ref().expect("a replica").has_history && before == 0;
-            let position = self.replica.as_ref().expect("a replica").consumer_position;
-            let stats = match replay(&target, &mut self.engine, from, position, adopt) {
+            let r = self.replica.as_mut().expect("a replica");
+            let position = r.consumer_position;
+            let mut window = std::mem::take(&mut r.unconfirmed);
+            let unconfirmed_before = window.len();
+            let replayed = replay(&target, &mut self.engine, from, position, adopt, Some(&mut window));
+            let r = self.replica.as_mut().expect("a replica");
+            r.unconfirmed = window;
+            let checked = r.unconfirmed.len() < unconfirmed_before;
+            let stats = match replayed {
                 Ok(stats) => stats,
                 Err(e) => return Err(self.replay_failed(e, before)),
             };
@@ -889,15 +929,18 @@ impl Server {
                 r.has_history |= stats.applied > 0;
             }
             let now_at = self.engine.repl.offset;
+            let r = self.replica.as_ref().expect("a replica");
             match until {
                 None => return Ok(()),
-                Some(t) if now_at >= t => return Ok(()),
+                Some(t) if now_at >= t && r.unconfirmed.is_empty() => return Ok(()),
                 Some(t) => {
-                    if now_at > before {
+                    if now_at > before || checked {
                         last_progress = Instant::now();
                     } else if last_progress.elapsed() > KAFKA_STALL {
                         return Err(Refusal::Abandon(format!(
-                            "{KAFKA_STALLED} at logical offset {now_at} (the upstream's hello named {t})"
+                            "{KAFKA_STALLED} at logical offset {now_at} (the upstream's hello named {t}; {} \
+                             applied mutations not found in Kafka yet)",
+                            r.unconfirmed.len()
                         )));
                     }
                     std::thread::sleep(Duration::from_millis(20));
@@ -1165,7 +1208,8 @@ impl Server {
                 b.replid, self.engine.repl.replid
             ));
         }
-        if b.last() > self.engine.repl.offset {
+        let local = self.engine.repl.offset;
+        if b.last() > local {
             let now = self.clock_ms;
             for (i, m) in b.muts.iter().enumerate() {
                 let offset = b.first + i as u64;
@@ -1179,6 +1223,15 @@ impl Server {
                 }
             }
             self.commit_batch(engine::Origin::Replay);
+            if self.kafka_configured() {
+                let r = self.replica.as_mut().expect("a replica");
+                for (i, m) in b.muts.iter().enumerate() {
+                    let offset = b.first + i as u64;
+                    if offset > local {
+                        r.unconfirmed.push(offset, m);
+                    }
+                }
+            }
             // Readers parked here (XREAD: a replica's only blocking commands are reads) are
             // woken by the upstream's writes as by local ones.
             if !self.engine.ready_keys.is_empty() {
@@ -1190,6 +1243,7 @@ impl Server {
         r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(b.last()));
         if b.cursor.logical >= 0 {
             r.latest_cursor = b.cursor;
+            r.unconfirmed.confirm_through(b.cursor.logical as u64);
         }
         if b.position >= 0 {
             r.consumer_position = b.position;
