@@ -324,7 +324,7 @@ fn recover(cfg: &config::Config) -> Recovered {
             // Other producers' records below the snapshot's consumer position are in it.
             let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
             let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt, None)
-                .unwrap_or_else(|e| die(e));
+                .unwrap_or_else(|e| die(e.to_string()));
             // Everything replayed is durable in the topic: a snapshot taken before this process
             // produces anything still records where the journal stands (the snapshot's own
             // broker offset when the replay read nothing).

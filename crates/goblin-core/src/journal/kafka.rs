@@ -343,6 +343,37 @@ pub struct Journal {
 /// and somehow did not happen (a backstop: groups go out when asked, see `producer`).
 const BROKER_MODE_LINGER_MS: &str = "10";
 
+/// Why a replay stopped. The message names the topic (and, for a record, its partition and
+/// offset); the kind says what the caller may do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayError {
+    /// Kafka could not be read (unreachable, the topic or its reader gone, a stall): another
+    /// attempt may succeed.
+    Kafka(String),
+    /// A record that cannot be applied, or a history that does not fit this server's: it stays
+    /// in the topic, and only an operator can act on it.
+    Record(String),
+    /// A write's handler crashed while applying a record: the store may hold part of a write
+    /// that no mutation describes, so the process must stop.
+    Crashed(String),
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayError::Kafka(m) | ReplayError::Record(m) | ReplayError::Crashed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// A record that `Engine::apply_record` refused, with `named` its message naming the record.
+fn record_error(e: engine::RecordError, named: String) -> ReplayError {
+    match e {
+        engine::RecordError::Panicked { .. } => ReplayError::Crashed(named),
+        _ => ReplayError::Record(named),
+    }
+}
+
 /// Counters of the startup replay (INFO kafka).
 #[derive(Default, Clone, Copy, Debug)]
 pub struct ReplayStats {
@@ -870,7 +901,7 @@ pub fn replay(
     consumer_position: i64,
     adopt_lineage: bool,
     verify: Option<&mut Unconfirmed>,
-) -> Result<ReplayStats, String> {
+) -> Result<ReplayStats, ReplayError> {
     // Nothing else runs on the server thread until the replay returns: the keyspace may
     // resize in one go.
     engine.ks.set_bulk_load(true);
@@ -886,7 +917,8 @@ fn replay_topic(
     consumer_position: i64,
     mut adopt_lineage: bool,
     mut verify: Option<&mut Unconfirmed>,
-) -> Result<ReplayStats, String> {
+) -> Result<ReplayStats, ReplayError> {
+    let kafka = ReplayError::Kafka;
     let mut c = base_config(target);
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
@@ -902,20 +934,20 @@ fn replay_topic(
         .set("queued.min.messages", "1000000")
         .set("fetch.queue.backoff.ms", "1");
     let consumer: BaseConsumer =
-        c.create().map_err(|e| format!("--kafka: cannot create the replay consumer: {e}"))?;
+        c.create().map_err(|e| kafka(format!("--kafka: cannot create the replay consumer: {e}")))?;
     let (low, high) = consumer
         .fetch_watermarks(&target.topic, 0, CONNECT_TIMEOUT)
-        .map_err(|e| format!("--kafka: cannot read the watermarks of topic {}: {e}", target.topic))?;
+        .map_err(|e| kafka(format!("--kafka: cannot read the watermarks of topic {}: {e}", target.topic)))?;
     let from = match start {
         Start::Earliest => -1,
         Start::Offset(o) => o,
         Start::Time(ms) => {
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(&target.topic, 0, Offset::Offset(ms))
-                .map_err(|e| format!("--kafka: {e}"))?;
-            let found = consumer
-                .offsets_for_times(tpl, CONNECT_TIMEOUT)
-                .map_err(|e| format!("--kafka: cannot look up the first record at or after {ms} ms: {e}"))?;
+                .map_err(|e| kafka(format!("--kafka: {e}")))?;
+            let found = consumer.offsets_for_times(tpl, CONNECT_TIMEOUT).map_err(|e| {
+                kafka(format!("--kafka: cannot look up the first record at or after {ms} ms: {e}"))
+            })?;
             match found.find_partition(&target.topic, 0).map(|p| p.offset()) {
                 Some(Offset::Offset(o)) => o,
                 // No record at or after that time: nothing to replay.
@@ -946,8 +978,9 @@ fn replay_topic(
         return Ok(stats);
     }
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&target.topic, 0, Offset::Offset(start)).map_err(|e| format!("--kafka: {e}"))?;
-    consumer.assign(&tpl).map_err(|e| format!("--kafka: cannot read topic {}: {e}", target.topic))?;
+    tpl.add_partition_offset(&target.topic, 0, Offset::Offset(start))
+        .map_err(|e| kafka(format!("--kafka: {e}")))?;
+    consumer.assign(&tpl).map_err(|e| kafka(format!("--kafka: cannot read topic {}: {e}", target.topic)))?;
     // Records of another lineage before the first of ours are older history (the inclusive
     // seek rereads a little of it): discarded.
     let mut lineage_seen = false;
@@ -959,7 +992,8 @@ fn replay_topic(
     let mut key_hashes: Vec<Option<u64>> = Vec::new();
     let mut now = crate::server::now_ms();
     let mut held = Held::default();
-    let q = reader::Queue::of(&consumer).ok_or("--kafka: the replay consumer has no queue")?;
+    let q = reader::Queue::of(&consumer)
+        .ok_or_else(|| kafka("--kafka: the replay consumer has no queue".into()))?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     // Where the consumer reported the partition's end, if it did before the last record below
     // the watermark arrived: below the watermark only when the tail is an open transaction,
@@ -972,25 +1006,28 @@ fn replay_topic(
         std::thread::Builder::new()
             .name("goblin-replay".into())
             .spawn_scoped(s, move || reader::run(q, out, back, stop))
-            .map_err(|e| format!("--kafka: cannot start the replay reader: {e}"))?;
+            .map_err(|e| kafka(format!("--kafka: cannot start the replay reader: {e}")))?;
         // Dropping `records` (on every return) lets a reader blocked on a full channel go.
-        let r = (|| -> Result<(), String> {
+        let r = (|| -> Result<(), ReplayError> {
             while stats.last_broker_offset < high - 1 && end.is_none() {
                 let batch = match records.recv_timeout(Duration::from_millis(200)) {
                     Ok(b) => b,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                         if idle_since.get_or_insert_with(Instant::now).elapsed() > CONNECT_TIMEOUT {
-                            return Err(format!(
+                            return Err(kafka(format!(
                                 "--kafka: replay of topic {} stalled at broker offset {} (target {})",
                                 target.topic,
                                 stats.last_broker_offset,
                                 high - 1
-                            ));
+                            )));
                         }
                         continue;
                     }
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                        return Err(format!("--kafka: the replay reader of topic {} stopped", target.topic))
+                        return Err(kafka(format!(
+                            "--kafka: the replay reader of topic {} stopped",
+                            target.topic
+                        )))
                     }
                 };
                 idle_since = None;
@@ -1157,14 +1194,15 @@ fn replay_record(
     stats: &mut ReplayStats,
     now: &mut i64,
     verify: Option<&mut Unconfirmed>,
-) -> Result<(), String> {
+) -> Result<(), ReplayError> {
     if let Some(e) = &rec.error {
-        return Err(format!("--kafka: reading topic {}: {e}", target.topic));
+        return Err(ReplayError::Kafka(format!("--kafka: reading topic {}: {e}", target.topic)));
     }
     let broker = rec.broker;
     stats.last_broker_offset = broker;
     stats.consumed += 1;
     let at = |what: String| at_offset(&target.topic, rec.partition, broker, what);
+    let bad = |what: String| ReplayError::Record(at(what));
     let Some(id) = rec.id else {
         // Another producer's write.
         if broker < consumer_position {
@@ -1172,12 +1210,12 @@ fn replay_record(
             stats.external_duplicates += 1;
             return Ok(());
         }
-        let value = rec.value().ok_or_else(|| at(TOMBSTONE.to_string()))?;
+        let value = rec.value().ok_or_else(|| bad(TOMBSTONE.to_string()))?;
         held.records.push_back((broker, rec.timestamp.unwrap_or_else(crate::server::now_ms), value.to_vec()));
         held.bytes += value.len();
         return Ok(());
     };
-    let id = id.ok_or_else(|| at("malformed goblin-replication-id header".into()))?;
+    let id = id.ok_or_else(|| bad("malformed goblin-replication-id header".into()))?;
     if id != engine.repl.replid {
         if *adopt_lineage && engine.repl.offset == 0 && engine.pending().is_empty() {
             // No snapshot: the topic's first lineage is the one this primary continues.
@@ -1187,20 +1225,20 @@ fn replay_record(
             stats.older_lineage += 1;
             return Ok(());
         } else {
-            return Err(at(format!(
+            return Err(bad(format!(
                 "a record of lineage {id} after records of lineage {}: two primaries write this topic",
                 engine.repl.replid
             )));
         }
     }
     *lineage_seen = true;
-    check_version(rec.version).map_err(at)?;
+    check_version(rec.version).map_err(bad)?;
     let logical =
-        rec.offset.ok_or_else(|| at("missing or malformed goblin-replication-offset header".into()))?;
+        rec.offset.ok_or_else(|| bad("missing or malformed goblin-replication-offset header".into()))?;
     // Records written before the header existed count as stamped -1.
     let through = match rec.applied_through {
         None => -1,
-        Some(v) => v.ok_or_else(|| at("malformed goblin-applied-through header".into()))?,
+        Some(v) => v.ok_or_else(|| bad("malformed goblin-applied-through header".into()))?,
     };
     let value = rec.value().unwrap_or_default();
     // Records with an offset replay without judging time; the clock matters only for a record
@@ -1212,7 +1250,7 @@ fn replay_record(
         // Not in the snapshot: this replay applied a record with this offset already, with
         // whatever it held. Two servers wrote the lineage; which history is the real one
         // cannot be told, and skipping either would silently drop acknowledged writes.
-        return Err(at(format!(
+        return Err(bad(format!(
             "logical offset {logical} of lineage {id} appears twice (this replay has applied it): \
              two servers wrote this lineage (a copy of the same snapshot, or an earlier process whose \
              last request reached the broker after its successor started)"
@@ -1220,7 +1258,7 @@ fn replay_record(
     }
     if logical < engine.next_offset() {
         if let Some(v) = verify {
-            v.check(logical, value).map_err(at)?;
+            v.check(logical, value).map_err(bad)?;
         }
         // In the snapshot already, and so is every external record applied before it.
         let n = held.drop_through(through);
@@ -1233,7 +1271,10 @@ fn replay_record(
         Ok(Applied::Applied) => stats.applied += 1,
         Ok(Applied::Duplicate) => stats.duplicates += 1,
         Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
-        Err(e) => return Err(at(e.to_string())),
+        Err(e) => {
+            let named = at(e.to_string());
+            return Err(record_error(e, named));
+        }
     }
     // Replayed records commit in bounded runs; nothing consumes them before the listeners
     // open, so the batches are simply released.
@@ -1272,7 +1313,7 @@ impl Held {
         engine: &mut Engine,
         topic: &str,
         stats: &mut ReplayStats,
-    ) -> Result<(), String> {
+    ) -> Result<(), ReplayError> {
         while self.records.front().is_some_and(|r| r.0 <= through) {
             let (broker, time, value) = self.records.pop_front().expect("front exists");
             self.bytes -= value.len();
@@ -1283,7 +1324,10 @@ impl Held {
                 }
                 Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
                 Ok(Applied::Duplicate) => stats.duplicates += 1,
-                Err(e) => return Err(at_offset(topic, 0, broker, e.to_string())),
+                Err(e) => {
+                    let named = at_offset(topic, 0, broker, e.to_string());
+                    return Err(record_error(e, named));
+                }
             }
             if engine.pending().len() >= 1024 {
                 if let Some(b) = engine.commit(engine::Origin::Replay) {
@@ -1882,6 +1926,11 @@ mod tests {
         held.records.push_back((15, 0, b"SET k v\r\n".to_vec()));
         held.bytes += 9;
         let err = held.apply_through(15, &mut e, "t", &mut stats).unwrap_err();
-        assert!(err.starts_with("topic t, partition 0, offset 15: malformed record"), "{err}");
+        let ReplayError::Record(m) = &err else { panic!("{err:?}") };
+        assert!(m.starts_with("topic t, partition 0, offset 15: malformed record"), "{err}");
+        // A write whose handler crashes is told apart: the caller must stop.
+        let named = at_offset("t", 0, 16, "x".into());
+        let crashed = record_error(engine::RecordError::Panicked { command: "SET".into() }, named.clone());
+        assert_eq!(crashed, ReplayError::Crashed(named));
     }
 }

@@ -956,17 +956,19 @@ impl Server {
     /// the cursor and consumer position cannot move past them; replaying again from the old
     /// ones could apply some of them twice. Hence `kafka_tainted` once anything was applied.
     #[cfg(feature = "kafka")]
-    fn replay_failed(&mut self, e: String, before: u64) -> Refusal {
-        // engine::RecordError::Panicked, as the replay words it: the store may hold part of a
-        // write that no mutation describes (as for a frame, `apply_frame`).
-        if e.contains("crashed its handler") {
-            self.fail_stop(&e);
+    fn replay_failed(&mut self, e: crate::journal::kafka::ReplayError, before: u64) -> Refusal {
+        use crate::journal::kafka::ReplayError;
+        // The store may hold part of a write that no mutation describes (as for a frame,
+        // `apply_frame`).
+        if let ReplayError::Crashed(m) = &e {
+            self.fail_stop(m);
         }
         let applied_to = self.engine.next_offset() - 1;
         if let Some(b) = self.engine.commit(engine::Origin::Replay) {
             self.engine.recycle(b);
         }
-        let transient = e.starts_with("--kafka:");
+        let transient = matches!(e, ReplayError::Kafka(_));
+        let e = e.to_string();
         if applied_to == before {
             return if transient { Refusal::Abandon(e) } else { Refusal::Degraded(e) };
         }
