@@ -1256,10 +1256,12 @@ fn replay_record(
              last request reached the broker after its successor started)"
         )));
     }
+    // Every own record checks (or, past them, confirms) what a replica holds unconfirmed below
+    // it: Kafka has the lineage through this offset.
+    if let Some(v) = verify {
+        v.check(logical, value).map_err(bad)?;
+    }
     if logical < engine.next_offset() {
-        if let Some(v) = verify {
-            v.check(logical, value).map_err(bad)?;
-        }
         // In the snapshot already, and so is every external record applied before it.
         let n = held.drop_through(through);
         stats.duplicates += n;

@@ -72,6 +72,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 const LINK_TIMEOUT: Duration = Duration::from_secs(10);
 /// A Kafka catch-up that gains nothing for this long is abandoned (and retried).
 const KAFKA_STALL: Duration = Duration::from_secs(10);
+/// How long a catch-up that has read the whole topic waits for Kafka to confirm the mutations
+/// left unconfirmed above the lineage's last record there before it stops checking them.
+#[cfg(feature = "kafka")]
+const UNCHECKABLE_AFTER: Duration = Duration::from_secs(1);
 /// How a stalled catch-up's error starts (a transient failure: the attempt is retried).
 #[cfg(feature = "kafka")]
 const KAFKA_STALLED: &str = "the Kafka catch-up stalled";
@@ -929,10 +933,31 @@ impl Server {
                 r.has_history |= stats.applied > 0;
             }
             let now_at = self.engine.repl.offset;
-            let r = self.replica.as_ref().expect("a replica");
+            let r = self.replica.as_mut().expect("a replica");
             match until {
                 None => return Ok(()),
                 Some(t) if now_at >= t && r.unconfirmed.is_empty() => return Ok(()),
+                Some(t) if now_at >= t => {
+                    // What is left lies above the lineage's last record in Kafka: another
+                    // producer's writes the upstream applied (no own record names them), or
+                    // the upstream's own, not acknowledged yet. A second's wait tells them
+                    // apart as far as Kafka can (see `unconfirmed`).
+                    if checked {
+                        last_progress = Instant::now();
+                    } else if last_progress.elapsed() > UNCHECKABLE_AFTER {
+                        warn!(
+                            "replica: {} mutations applied at logical offsets {}..={} have no record of this lineage \
+                             in Kafka at or after them (other producers' writes the upstream applied, or its own not \
+                             acknowledged): they cannot be checked; going on",
+                            r.unconfirmed.len(),
+                            r.unconfirmed.first().unwrap_or(0),
+                            r.unconfirmed.last().unwrap_or(0)
+                        );
+                        r.unconfirmed = Default::default();
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 Some(t) => {
                     if now_at > before || checked {
                         last_progress = Instant::now();

@@ -18,6 +18,12 @@
 //! unconfirmed mutations catches up through Kafka until they are all confirmed, even when the
 //! upstream's hello names its own offset.
 //!
+//! Kafka holds no own record for the mutations of a batch the upstream applied from another
+//! producer's record: a later own record confirms them, or a frame's cursor. When a catch-up
+//! has read the whole topic and what is left lies above the lineage's last record there
+//! (another producer's writes, or the upstream's own not acknowledged within a second),
+//! nothing in Kafka can check it: the replica goes on and says so (`kafka_catch_up`).
+//!
 //! Invariant: entries are in increasing offset order, each above every cursor seen since it
 //! was pushed. Memory is bounded by `MAX_ENTRIES` (16 bytes each); the upstream's own bound
 //! on unacknowledged records (`--kafka-pending-bytes`) keeps the window far smaller in
@@ -44,6 +50,11 @@ impl Unconfirmed {
 
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// The lowest offset waiting for confirmation.
+    pub fn first(&self) -> Option<u64> {
+        self.entries.front().map(|e| e.0)
     }
 
     /// The highest offset waiting for confirmation.
