@@ -934,10 +934,11 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
     let mut primary = Server::start(&pargs);
     let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri]);
     let mut pc = primary.conn();
-    for i in 0..50 {
-        let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut pc).unwrap();
-    }
+    // Writes of every type: each frame's mutations are the bytes of its records in Kafka.
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(0x6c6f7374);
+    random_workload(&primary, &mut rng, 20);
     converge(&primary, &[&replica]);
+    std::thread::sleep(Duration::from_millis(2500));
     // A lost link: what the replica holds above the last cursor is in Kafka, as it applied it.
     let relinked = |what: &str| {
         let before: u64 = repl(&replica)["replica_reconnect_successes"].parse().unwrap();
@@ -950,12 +951,16 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
         });
     };
     relinked("live again");
-    assert!(replica.log().contains("that Kafka had not confirmed"), "{}", replica.log());
+    let log = replica.log();
+    assert!(log.contains("that Kafka had not confirmed"), "{log}");
+    assert!(!log.contains("diverged") && !log.contains("cannot be checked"), "{log}");
     converge(&primary, &[&replica]);
-    // The last write another producer's, applied while the write before it waits for its
-    // acknowledgement: its frame's cursor cannot cover it, and no record of the lineage in
-    // Kafka ever names its offset. After the link is lost the replica checks the write, cannot
-    // check the other producer's, and goes live all the same.
+    // The last write another producer's: no record of the lineage in Kafka ever names its
+    // offset. When it was applied while the write before it still waited for its
+    // acknowledgement (2 s here), its frame's cursor does not cover it either, and after the
+    // link is lost the replica checks the write, cannot check the other producer's (it logs
+    // that), and goes live all the same. Whether the consumer applies it within those 2 s is
+    // up to the consumer, so only going live is asserted.
     let _: () = redis::cmd("SET").arg("z").arg("1").query(&mut pc).unwrap();
     produce_commands(&k.addr, "repl-lost", &[&["APPEND", "x", "e"]]);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -966,7 +971,6 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
     converge(&primary, &[&replica]);
     std::thread::sleep(Duration::from_millis(2500));
     relinked("live after the other producer's write");
-    assert!(replica.log().contains("cannot be checked"), "{}", replica.log());
     converge(&primary, &[&replica]);
 
     // Kafka goes away; the primary takes writes (queued: answered) and sends their frames.
