@@ -765,7 +765,6 @@ impl Server {
         }
     }
 
-    /// Applies the reconnect rules to a fresh handshake, and goes live or schedules a retry.
     /// Whether this replica catches up through Kafka (`--kafka`).
     fn kafka_configured(&self) -> bool {
         #[cfg(feature = "kafka")]
@@ -774,6 +773,7 @@ impl Server {
         false
     }
 
+    /// Applies the reconnect rules to a fresh handshake, and goes live or schedules a retry.
     fn follow(&mut self, hs: Handshake) {
         match self.try_follow(hs) {
             Ok(()) => {}
