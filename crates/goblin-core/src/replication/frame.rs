@@ -6,7 +6,8 @@
 //! upstream -> subscriber   *5  HELLO  :proto  $version  $replid  :offset
 //!                          *N  BATCH  :proto  $replid  :first  :acked_logical  :acked_broker
 //!                              :consumer_position  $m1 $m2 ...   (N = 7 + mutations)
-//!                          *2  TICK  :released-offset          (after a second without frames)
+//!                          *4  TICK  :released-offset  :acked_logical  :acked_broker
+//!                                                          (after a second without frames)
 //! subscriber -> upstream   GOBLIN.ACK <offset>                    (applied through offset)
 //! ```
 //!
@@ -25,7 +26,7 @@
 use engine::ReplId;
 
 /// Bumped whenever the frames change shape or meaning.
-pub const PROTOCOL_VERSION: i64 = 3;
+pub const PROTOCOL_VERSION: i64 = 4;
 
 /// The build's version: both ends of a firehose must run exactly the same one.
 pub const BUILD_VERSION: &str = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
@@ -52,9 +53,11 @@ pub enum Frame<'a> {
     },
     Batch(BatchFrame<'a>),
     /// The upstream is alive and has released through `offset` (sent when it has sent nothing
-    /// else for a second, so that a silent upstream can be told from a dead one).
+    /// else for a second, so that a silent upstream can be told from a dead one); `cursor` is
+    /// its Kafka cursor now, as a batch frame's (an idle link's last mutations get confirmed).
     Tick {
         offset: u64,
+        cursor: Cursor,
     },
 }
 
@@ -112,10 +115,12 @@ pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64) {
     push_int(out, offset as i64);
 }
 
-/// A heartbeat naming the released offset.
-pub fn encode_tick(out: &mut Vec<u8>, offset: u64) {
-    out.extend_from_slice(b"*2\r\n$4\r\nTICK\r\n");
+/// A heartbeat naming the released offset and the Kafka cursor.
+pub fn encode_tick(out: &mut Vec<u8>, offset: u64, cursor: Cursor) {
+    out.extend_from_slice(b"*4\r\n$4\r\nTICK\r\n");
     push_int(out, offset as i64);
+    push_int(out, cursor.logical);
+    push_int(out, cursor.broker);
 }
 
 /// Bytes a batch frame's header takes at most: the array and command lines (about 30), the
@@ -282,12 +287,13 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             }
             Ok(Some((Frame::Hello { proto, version, replid: id, offset: offset as u64 }, r.at)))
         }
-        b"TICK" if n == 2 => {
+        b"TICK" if n == 4 => {
             let offset = need!(r.int());
             if offset < 0 {
                 return Err("a negative offset in a tick".into());
             }
-            Ok(Some((Frame::Tick { offset: offset as u64 }, r.at)))
+            let cursor = Cursor { logical: need!(r.int()), broker: need!(r.int()) };
+            Ok(Some((Frame::Tick { offset: offset as u64, cursor }, r.at)))
         }
         b"BATCH" if (8..=1 << 24).contains(&n) => {
             let proto = need!(r.int());
@@ -359,8 +365,9 @@ mod tests {
             assert_eq!(decode(&out[..cut]), Ok(None), "prefix {cut}");
         }
         let mut tick = Vec::new();
-        encode_tick(&mut tick, 99);
-        assert_eq!(decode(&tick), Ok(Some((Frame::Tick { offset: 99 }, tick.len()))));
+        let cursor = Cursor { logical: 97, broker: 1234 };
+        encode_tick(&mut tick, 99, cursor);
+        assert_eq!(decode(&tick), Ok(Some((Frame::Tick { offset: 99, cursor }, tick.len()))));
         for cut in 0..tick.len() {
             assert_eq!(decode(&tick[..cut]), Ok(None), "prefix {cut}");
         }

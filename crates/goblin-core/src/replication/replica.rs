@@ -1206,9 +1206,16 @@ impl Server {
                         }
                         at += n;
                     }
-                    Ok(Some((Frame::Tick { offset }, n))) => {
+                    Ok(Some((Frame::Tick { offset, cursor }, n))) => {
                         if let Some(r) = &mut self.replica {
                             r.upstream_offset = Some(r.upstream_offset.unwrap_or(0).max(offset));
+                            // Kafka holds the lineage through the cursor: what an idle link
+                            // applied last needs no check on the next reconnect. (The cursor
+                            // to seek from moves with frames only, paired with their consumer
+                            // position.)
+                            if cursor.logical >= 0 {
+                                r.unconfirmed.confirm_through(cursor.logical as u64);
+                            }
                         }
                         at += n;
                     }

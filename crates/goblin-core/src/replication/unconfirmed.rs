@@ -10,8 +10,8 @@
 //!
 //! So the replica remembers, for every mutation it applied from a frame above the Kafka cursor
 //! the frames carry (the upstream's acknowledged logical offset when it sent them), the hash
-//! of that mutation's bytes, which are exactly the record value in Kafka. A frame with a newer
-//! cursor confirms, and forgets, everything at or below it. A Kafka catch-up compares each
+//! of that mutation's bytes, which are exactly the record value in Kafka. A frame or an idle
+//! link's tick with a newer cursor confirms, and forgets, everything at or below it. A Kafka catch-up compares each
 //! own-lineage record it skips as a duplicate with the hash kept for its offset: equal
 //! confirms it; different means this replica holds a history the lineage no longer has, and
 //! it stops following (degraded) rather than diverge. On reconnecting, a replica with

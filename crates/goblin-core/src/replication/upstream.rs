@@ -217,7 +217,7 @@ impl Server {
         }
         self.firehose.last_tick = Some(Instant::now());
         let mut tick = Vec::with_capacity(32);
-        frame::encode_tick(&mut tick, self.firehose_released());
+        frame::encode_tick(&mut tick, self.firehose_released(), self.kafka_cursor());
         for i in 0..self.firehose.subs.len() {
             let (slot, id) = self.firehose.subs[i];
             let Some(Some(c)) = self.conns.get_mut(slot) else { continue };
