@@ -961,7 +961,7 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
     assert!(!log.contains("diverged") && !log.contains("cannot be checked"), "{log}");
     converge(&primary, &[&replica]);
     // An idle link: the ticks carry the cursor, and a reconnect has nothing left to check.
-    std::thread::sleep(Duration::from_millis(2500));
+    wait_for(&replica, "the ticks to confirm everything", |m| m["replica_unconfirmed_mutations"] == "0");
     relinked("live after an idle link");
     assert_eq!(checks(&replica.log()), 1, "{}", replica.log());
     converge(&primary, &[&replica]);
@@ -984,6 +984,8 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
         let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("lost").query(&mut pc).unwrap();
     }
     converge(&primary, &[&replica]);
+    let unconfirmed: u64 = repl(&replica)["replica_unconfirmed_mutations"].parse().unwrap();
+    assert!(unconfirmed >= 20, "{unconfirmed}");
     let applied = offset(&replica);
     primary.signal(libc::SIGKILL);
     let _ = primary.wait_exit(Duration::from_secs(10));

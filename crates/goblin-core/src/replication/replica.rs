@@ -1357,6 +1357,9 @@ impl Server {
                 f("replica_reconnect_attempts", &r.attempts);
                 f("replica_reconnect_successes", &r.successes);
                 f("replica_last_error", &r.last_error.replace(['\r', '\n'], " "));
+                // Mutations applied from frames that Kafka has not confirmed yet (--kafka only):
+                // the next reconnect checks them against the topic.
+                f("replica_unconfirmed_mutations", &r.unconfirmed.len());
                 f("slave_priority", &100);
                 f("slave_read_only", &1);
                 f("replica_announced", &1);
