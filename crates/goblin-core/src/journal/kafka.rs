@@ -366,8 +366,9 @@ impl std::fmt::Display for ReplayError {
     }
 }
 
-/// A record that `Engine::apply_record` refused, with `named` its message naming the record.
-fn record_error(e: engine::RecordError, named: String) -> ReplayError {
+/// A record that `Engine::apply_record` refused; `at` names the record in the message.
+fn record_error(e: engine::RecordError, at: impl FnOnce(String) -> String) -> ReplayError {
+    let named = at(e.to_string());
     match e {
         engine::RecordError::Panicked { .. } => ReplayError::Crashed(named),
         _ => ReplayError::Record(named),
@@ -1273,10 +1274,7 @@ fn replay_record(
         Ok(Applied::Applied) => stats.applied += 1,
         Ok(Applied::Duplicate) => stats.duplicates += 1,
         Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
-        Err(e) => {
-            let named = at(e.to_string());
-            return Err(record_error(e, named));
-        }
+        Err(e) => return Err(record_error(e, at)),
     }
     // Replayed records commit in bounded runs; nothing consumes them before the listeners
     // open, so the batches are simply released.
@@ -1326,10 +1324,7 @@ impl Held {
                 }
                 Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
                 Ok(Applied::Duplicate) => stats.duplicates += 1,
-                Err(e) => {
-                    let named = at_offset(topic, 0, broker, e.to_string());
-                    return Err(record_error(e, named));
-                }
+                Err(e) => return Err(record_error(e, |what| at_offset(topic, 0, broker, what))),
             }
             if engine.pending().len() >= 1024 {
                 if let Some(b) = engine.commit(engine::Origin::Replay) {
@@ -1931,8 +1926,9 @@ mod tests {
         let ReplayError::Record(m) = &err else { panic!("{err:?}") };
         assert!(m.starts_with("topic t, partition 0, offset 15: malformed record"), "{err}");
         // A write whose handler crashes is told apart: the caller must stop.
-        let named = at_offset("t", 0, 16, "x".into());
-        let crashed = record_error(engine::RecordError::Panicked { command: "SET".into() }, named.clone());
+        let panicked = engine::RecordError::Panicked { command: "SET".into() };
+        let named = at_offset("t", 0, 16, panicked.to_string());
+        let crashed = record_error(panicked, |what| at_offset("t", 0, 16, what));
         assert_eq!(crashed, ReplayError::Crashed(named));
     }
 }

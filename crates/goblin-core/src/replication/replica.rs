@@ -16,7 +16,7 @@
 //! ```
 //!
 //! The rules on a hello (replid R, offset H) against local (L, o):
-//! - R == L, H == o: live at once;
+//! - R == L, H == o: live at once (unless mutations are unconfirmed: the last rule);
 //! - R == L, H > o: with Kafka, catch up through Kafka with the suffix buffered; without, a
 //!   gap: degraded;
 //! - H < o, or R != L (unless this server is empty at offset 0, which adopts R): degraded;

@@ -40,7 +40,7 @@ pub struct Unconfirmed {
     /// (logical offset, hash of the mutation's bytes), in offset order.
     entries: VecDeque<(u64, u64)>,
     /// Entries dropped at the bound: mutations no catch-up can check any more.
-    pub dropped: u64,
+    dropped: u64,
 }
 
 impl Unconfirmed {
@@ -66,6 +66,13 @@ impl Unconfirmed {
     pub fn push(&mut self, offset: u64, mutation: &[u8]) {
         debug_assert!(self.last().is_none_or(|l| l < offset));
         if self.entries.len() == MAX_ENTRIES {
+            if self.dropped == 0 {
+                tracing::warn!(
+                    "replica: more than {MAX_ENTRIES} mutations applied that Kafka has not confirmed; \
+                     the oldest are no longer kept for checking (from logical offset {})",
+                    self.entries[0].0
+                );
+            }
             self.entries.pop_front();
             self.dropped += 1;
         }
