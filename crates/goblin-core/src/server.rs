@@ -258,6 +258,9 @@ pub struct Server {
     last_expire: Instant,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
     pub(crate) shutdown: bool,
+    /// The shutdown's wait for Kafka's acknowledgements (before the final snapshot) ran out:
+    /// `close_all` does not wait a second time.
+    pub(crate) journal_given_up: bool,
     /// An accept failed (e.g. out of file descriptors): retry the listeners at the next cron.
     accept_retry: bool,
     pub(crate) limits: resp::Limits,
@@ -416,6 +419,7 @@ impl Server {
             last_cron: now,
             last_expire: now,
             shutdown: false,
+            journal_given_up: false,
             accept_retry: false,
             limits,
             clock_ms: now_ms(),
@@ -561,18 +565,71 @@ impl Server {
             if let Err(e) = j.journal.poll() {
                 self.journal_failed(&e);
             }
-            let acked = j.journal.acks.logical.get();
-            if !self.held.is_empty() {
-                let released = self.release_held(acked);
-                if released > 0 {
-                    if let Some(j) = &mut self.journal {
-                        j.journal.released(released);
-                    }
-                }
-            }
-            self.firehose_release(acked);
+            self.release_acknowledged();
             self.update_input_pause();
         }
+    }
+
+    /// Before a snapshot freezes the dataset: waits (at most `bound`, on this thread) until
+    /// Kafka has acknowledged every journal record, so that the snapshot holds no write the
+    /// topic may never get. A snapshot ahead of the topic is a hole in the lineage: the records
+    /// lost with a crash (`queued` mode, or a `broker` group in flight) are in the snapshot,
+    /// the restarted primary continues after them, and every later replay of the topic meets
+    /// the missing offsets (DESIGN.md decision 4) and stops.
+    ///
+    /// Err (the caller's reply or log line): Kafka did not acknowledge in time, or has not
+    /// acknowledged the oldest pending record for longer than `bound` already (an outage:
+    /// failing at once spares every periodic save a stall). Replies that the acknowledgements
+    /// release go out; writes held by the journal's backpressure run on the next loop turn
+    /// (`after_events`), after the snapshot's fork, never inside it.
+    pub(crate) fn settle_journal(&mut self, bound: Duration) -> Result<(), String> {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &mut self.journal {
+            let pending = j.journal.pending();
+            if pending == 0 {
+                return Ok(());
+            }
+            let waited = j.journal.oldest_pending_age();
+            let flushed = if waited > bound {
+                Err(())
+            } else {
+                let r = j.journal.flush(bound).map_err(|_| ());
+                let failed = j.journal.acks.failed.borrow().clone();
+                if let Some(e) = failed {
+                    self.journal_failed(&e);
+                }
+                r
+            };
+            self.release_acknowledged();
+            let Some(j) = &self.journal else { return Ok(()) };
+            let left = j.journal.pending();
+            if flushed.is_err() || left > 0 {
+                return Err(format!(
+                    "Kafka has not acknowledged {left} journal records (the oldest waited {} ms): a snapshot \
+                     now could hold writes the topic never gets; retry once Kafka answers",
+                    j.journal.oldest_pending_age().as_millis().max(waited.as_millis())
+                ));
+            }
+        }
+        let _ = bound;
+        Ok(())
+    }
+
+    /// Releases what the journal's acknowledged offset allows: held replies (broker ack mode)
+    /// and retained firehose frames.
+    #[cfg(feature = "kafka")]
+    fn release_acknowledged(&mut self) {
+        let Some(j) = &mut self.journal else { return };
+        let acked = j.journal.acks.logical.get();
+        if !self.held.is_empty() {
+            let released = self.release_held(acked);
+            if released > 0 {
+                if let Some(j) = &mut self.journal {
+                    j.journal.released(released);
+                }
+            }
+        }
+        self.firehose_release(acked);
     }
 
     /// The end of a loop turn, before the server may sleep: broker ack mode asks for the
@@ -1536,7 +1593,9 @@ impl Server {
         #[cfg(feature = "kafka")]
         if let Some(j) = &mut self.journal {
             let pending = j.journal.pending();
-            match j.journal.flush(Duration::from_secs(10)) {
+            // The final snapshot's wait has just run out: waiting again would double the bound.
+            let bound = if self.journal_given_up { Duration::ZERO } else { Duration::from_secs(10) };
+            match j.journal.flush(bound) {
                 Ok(()) => info!("Kafka journal flushed ({pending} records were in flight)"),
                 Err(e) => warn!("Kafka journal: {e}"),
             }

@@ -29,6 +29,13 @@ use tracing::{error, info, warn};
 /// After a failed background save, periodic saves wait this long before trying again (Redis's
 /// CONFIG_BGSAVE_RETRY_DELAY).
 const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// How long a save (and GOBLIN.DUMPWORLD) waits, on the server thread, for Kafka to
+/// acknowledge the journal's pending records before freezing the dataset
+/// (`Server::settle_journal`). Normally one round trip; the bound matters only while Kafka
+/// is slow or away, and then the save fails instead.
+const SETTLE_BOUND: Duration = Duration::from_secs(1);
+/// The same wait before the final snapshot at shutdown: the journal's own flush bound.
+const SHUTDOWN_SETTLE_BOUND: Duration = Duration::from_secs(10);
 /// A DUMPWORLD child gives up when the client has not accepted a byte for this long.
 const DUMPWORLD_STALL: Duration = Duration::from_secs(60);
 /// Progress is logged at most this often during a long load or save.
@@ -293,6 +300,11 @@ impl Server {
     /// SAVE: writes the snapshot on the server thread (every client waits, as in Redis).
     pub(crate) fn save_foreground(&mut self) -> Result<(), String> {
         let path = self.save_path()?;
+        self.settle_journal(SETTLE_BOUND).map_err(|e| {
+            error!("SAVE to {} refused: {e}", path.display());
+            self.snapshots.last_bgsave_ok = false;
+            format!("ERR {e}")
+        })?;
         let meta = self.snapshot_meta();
         let started = Instant::now();
         let ks = &self.engine.ks;
@@ -383,9 +395,14 @@ impl Server {
         if self.snapshots.bgsave_child().is_some() {
             return Err("ERR Background save already in progress".to_string());
         }
+        self.snapshots.last_bgsave_try = Some(Instant::now());
+        if let Err(e) = self.settle_journal(SETTLE_BOUND) {
+            self.snapshots.last_bgsave_ok = false;
+            error!("Can't save in background: {e}");
+            return Err(format!("ERR Can't save in background: {e}"));
+        }
         let meta = self.snapshot_meta();
         let offset = meta.logical_offset;
-        self.snapshots.last_bgsave_try = Some(Instant::now());
         let ks: *const store::Keyspace = &self.engine.ks;
         let delay = self.cfg.snapshot_block_delay_us;
         let job = move || {
@@ -523,6 +540,20 @@ impl Server {
             return Ok(());
         }
         self.kill_children();
+        // Only what Kafka holds goes into the snapshot (`settle_journal`). Without it, an
+        // explicit SHUTDOWN SAVE fails as a failed save does; the save rules' final snapshot
+        // is skipped instead: exiting loses nothing Kafka acknowledged (a restart replays the
+        // topic from the last snapshot), while a snapshot ahead of the topic would leave a
+        // hole in its history.
+        if let Err(e) = self.settle_journal(SHUTDOWN_SETTLE_BOUND) {
+            self.journal_given_up = true;
+            if force_save {
+                error!("not saving the final snapshot: {e}");
+                return Err(e);
+            }
+            warn!("not saving the final snapshot: {e}");
+            return Ok(());
+        }
         info!("saving the final snapshot before exiting");
         self.save_foreground()
     }
@@ -569,6 +600,10 @@ impl Server {
                 &mut c.out,
                 b"ERR GOBLIN.DUMPWORLD behind unacknowledged writes on this connection; retry",
             );
+        }
+        // A replica installing this image must not hold writes the topic may never get.
+        if let Err(e) = self.settle_journal(SETTLE_BOUND) {
+            return reply::error(&mut c.out, format!("ERR GOBLIN.DUMPWORLD: {e}").as_bytes());
         }
         let meta = self.snapshot_meta();
         let ks: *const store::Keyspace = &self.engine.ks;

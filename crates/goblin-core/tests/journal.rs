@@ -627,6 +627,83 @@ fn broker_down_at_runtime_holds_writes_and_loses_nothing() {
     drop(k);
 }
 
+/// A snapshot holds only what Kafka holds. Saved with records unacknowledged, it would carry
+/// writes that a crash then takes from the topic; the primary restarted from it would continue
+/// the lineage after them, and every later replay of the topic would stop at the missing
+/// offsets. So SAVE (and BGSAVE, and the final save at shutdown) first waits for Kafka's
+/// acknowledgements, and fails, or at shutdown is skipped, while Kafka is away.
+#[test]
+fn snapshots_never_hold_writes_the_topic_lacks() {
+    let (dir, port) = (temp_path("kaka-settle"), common::free_port());
+    let mut k = Kaka::start_in(&dir, port);
+    let uri = k.uri("journal-settle");
+    let path = temp_path("settle.gcsn");
+    let p = path.to_str().unwrap().to_string();
+    // Save rules that never fire during the test, but ask for a final snapshot at SIGTERM.
+    let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", "queued", "--load", &p, "--save", "3600 1"];
+    let mut a = Server::start(&args);
+    let mut con = a.conn();
+    // Writes still unacknowledged when SAVE runs: it waits for them, so right after it
+    // nothing is pending and the snapshot ends where Kafka does.
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        pipe.cmd("INCR").arg("counter").ignore();
+        pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    pipe.cmd("SAVE");
+    let saved: Vec<String> = pipe.query(&mut con).unwrap();
+    assert_eq!(saved, vec!["OK".to_string()]);
+    let m = info(&mut con, "kafka");
+    assert_eq!(m["kafka_pending_records"], "0", "{m:?}");
+
+    // Kafka away: writes are still answered (queued mode), snapshots are refused.
+    let _ = k.child.kill();
+    let _ = k.child.wait();
+    for i in 0..20 {
+        let _: () = redis::cmd("SET").arg(format!("lost{i}")).arg(i).query(&mut con).unwrap();
+    }
+    let e = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err().to_string();
+    assert!(e.contains("Kafka has not acknowledged 20 journal records"), "{e}");
+    let e = redis::cmd("BGSAVE").query::<()>(&mut con).unwrap_err().to_string();
+    assert!(e.contains("Can't save in background: Kafka has not acknowledged"), "{e}");
+    let m = info(&mut con, "persistence");
+    assert_eq!(m["rdb_last_bgsave_status"], "err", "{m:?}");
+    // The crash takes the 20 unacknowledged writes.
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    k = Kaka::start_in(&dir, port);
+    let b = Server::start(&args);
+    let mut con = b.conn();
+    let (counter, lost): (i64, i64) =
+        redis::pipe().cmd("GET").arg("counter").cmd("EXISTS").arg("lost0").query(&mut con).unwrap();
+    assert_eq!((counter, lost), (2000, 0));
+    for i in 0..40 {
+        let _: () = redis::cmd("SET").arg(format!("after{i}")).arg(i).query(&mut con).unwrap();
+    }
+    wait_acked(&mut con);
+    let want = state(&mut con);
+    // The topic has no hole: a server recovering from it alone reaches the same state.
+    let fresh = Server::start(&["--kafka", uri.as_str(), "--save", ""]);
+    assert_eq!(state(&mut fresh.conn()), want);
+    drop(fresh);
+
+    // SIGTERM while Kafka is away: the final snapshot is skipped, and the server exits.
+    let _ = k.child.kill();
+    let _ = k.child.wait();
+    for i in 0..5 {
+        let _: () = redis::cmd("SET").arg(format!("unsaved{i}")).arg(i).query(&mut con).unwrap();
+    }
+    let mut b = b;
+    b.signal(15);
+    b.wait_exit(Duration::from_secs(40)).expect("SIGTERM exits while Kafka is away");
+    assert!(b.log().contains("not saving the final snapshot"), "{}", b.log());
+    k = Kaka::start_in(&dir, port);
+    let c = Server::start(&args);
+    assert_eq!(state(&mut c.conn()), want);
+    drop(c);
+    drop(k);
+}
+
 /// INFO kafka while a write waits for the broker (broker ack mode, the broker away): the
 /// pending record, its age, and the replication payload held back for it are reported, and
 /// all three return to zero once the broker is back and acknowledges it.
