@@ -14,7 +14,14 @@ cargo fmt --all -- --check
 cargo build --workspace --bins
 # The ring crate's static library: the C example test links against it.
 cargo build -p goblin-ring --lib
-cargo test --workspace --no-fail-fast "$@"
+# A hung test must not spend the whole CI budget: the suite gets 60 minutes, a cold build of
+# the test binaries included (libtest names a test that runs for over 60 s in the log).
+status=0
+timeout --kill-after=30s 60m cargo test --workspace --no-fail-fast "$@" || status=$?
+if [ "$status" = 124 ]; then
+  echo "cargo test: stopped after 60 minutes; a test hung (see 'has been running for over 60 seconds' above)" >&2
+fi
+[ "$status" = 0 ] || exit "$status"
 
 if [ -x crates/kaka/tests/clients.sh ] || [ -f crates/kaka/tests/clients.sh ]; then
   bash crates/kaka/tests/clients.sh "$CARGO_TARGET_DIR/debug/kaka"

@@ -164,9 +164,10 @@ fn main() {
         let mut r = replication::replica::Replica::new(settings, cursor, has_history);
         #[cfg(feature = "kafka")]
         {
-            if let Some((t, s, _, position)) = replica_kafka {
+            if let Some((t, s, _, position, unconfirmed)) = replica_kafka {
                 r.kafka = Some((t, s));
                 r.consumer_position = position;
+                r.unconfirmed = replication::unconfirmed::Unconfirmed::restore(unconfirmed);
             }
         }
         server.replica = Some(r);
@@ -233,11 +234,12 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
 }
 
 /// A replica's Kafka: the topic, where its first catch-up seeks, the snapshot's broker
-/// offset and its consumer position (-1: none).
+/// offset and its consumer position (-1: none), and the mutations the snapshot holds that
+/// Kafka had not confirmed (`replication::unconfirmed`), which that catch-up checks.
 #[cfg(feature = "kafka")]
-type ReplicaKafka = (journal::target::KafkaTarget, journal::kafka::Start, i64, i64);
+type ReplicaKafka = (journal::target::KafkaTarget, journal::kafka::Start, i64, i64, Vec<(u64, u64)>);
 #[cfg(not(feature = "kafka"))]
-type ReplicaKafka = ((), (), i64, i64);
+type ReplicaKafka = ((), (), i64, i64, Vec<(u64, u64)>);
 
 /// What startup recovered: the engine, how many keys the snapshot held, and the journal.
 struct Recovered {
@@ -308,12 +310,13 @@ fn recover(cfg: &config::Config) -> Recovered {
             if cfg.is_replica() {
                 let broker = meta.as_ref().map_or(-1, |m| m.kafka_acked_offset);
                 let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
+                let unconfirmed = meta.map(|m| m.unconfirmed).unwrap_or_default();
                 return Recovered {
                     engine,
                     loaded_keys,
                     snapshot_offset,
                     journal: None,
-                    replica_kafka: Some((target, from, broker, position)),
+                    replica_kafka: Some((target, from, broker, position, unconfirmed)),
                 };
             }
             let j =

@@ -282,7 +282,28 @@ impl Server {
             kafka_consumer_position: self.journal_consumer_position(),
             // Function libraries are state: a restart from this file has them.
             functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
+            unconfirmed: self.unconfirmed_for_snapshot(),
         }
+    }
+
+    /// A replica's mutations that Kafka had not confirmed: the replica restarted from this
+    /// snapshot checks them against the topic (`replication::unconfirmed`), so that a crash of
+    /// its `queued` upstream that lost them is found after the restart too. They share the
+    /// header block with the function libraries; in the unlikely case that both do not fit,
+    /// the newest are kept (the oldest are the likeliest confirmed by the next frame).
+    fn unconfirmed_for_snapshot(&self) -> Vec<(u64, u64)> {
+        let Some(r) = self.replica.as_ref().filter(|_| self.kafka_configured()) else { return Vec::new() };
+        let libraries: usize = self.engine.functions.iter().map(|(_, code)| code.len() + 10).sum();
+        // 18 bytes per entry at most (a 10-byte gap and the hash); 64 KiB for the rest.
+        let room = snapshot::MAX_BLOCK.saturating_sub(libraries + (64 << 10)) / 18;
+        let n = r.unconfirmed.len();
+        if n > room {
+            warn!(
+                "the snapshot keeps the newest {room} of {n} mutations Kafka has not confirmed (the header \
+                 block is full): a restart from it cannot check the others"
+            );
+        }
+        r.unconfirmed.entries().skip(n.saturating_sub(room)).collect()
     }
 
     /// Mutations since the last successful save.

@@ -1011,6 +1011,67 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
     assert_eq!(offset(&replica), applied);
 }
 
+/// The same check across a restart of the replica: its snapshot saves the mutations Kafka had
+/// not confirmed, and the replica restarted from it checks them against the topic before it
+/// follows, so the lost writes it holds are found even though it never saw the crash.
+#[test]
+fn a_replica_restarted_from_its_snapshot_still_checks_what_kafka_had_not_confirmed() {
+    let kdir = temp_path("kaka-lost-snap");
+    let kport = common::free_port();
+    let k = Kaka::start_in(&kdir, kport);
+    let uri = k.uri("repl-lost-snap");
+    let pport = common::free_port().to_string();
+    let pargs = ["--port", pport.as_str(), "--kafka", &uri, "--kafka-ack-mode", "queued", "--save", ""];
+    let mut primary = Server::start(&pargs);
+    let rsnap = sock("replica-lost.gcsn");
+    let rargs = ["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--load", &rsnap, "--save", ""];
+    let mut replica = live_replica(&rargs);
+    let mut pc = primary.conn();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&replica]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut pc, "kafka")["kafka_acknowledged_offset"] != offset(&primary).to_string() {
+        assert!(Instant::now() < deadline, "Kafka did not acknowledge the first writes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Kafka goes away; the primary answers writes (queued) and sends their frames, which the
+    // replica applies and saves.
+    drop(k);
+    for i in 0..20 {
+        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("lost").query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&replica]);
+    let unconfirmed: u64 = repl(&replica)["replica_unconfirmed_mutations"].parse().unwrap();
+    assert!(unconfirmed >= 20, "{unconfirmed}");
+    let _: () = redis::cmd("SAVE").query(&mut replica.conn()).unwrap();
+    let applied = offset(&replica);
+    // Both die; the primary recovers the lineage without the 20 writes and writes others at
+    // their offsets, past the replica's.
+    replica.signal(libc::SIGKILL);
+    let _ = replica.wait_exit(Duration::from_secs(10));
+    primary.signal(libc::SIGKILL);
+    let _ = primary.wait_exit(Duration::from_secs(10));
+    drop(pc);
+    let _k = Kaka::start_in(&kdir, kport);
+    let primary = Server::start(&pargs);
+    assert!(offset(&primary) < applied, "the primary recovered the lost writes");
+    let mut pc = primary.conn();
+    for i in 0..40 {
+        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("new").query(&mut pc).unwrap();
+    }
+    assert!(offset(&primary) > applied);
+    let replica = Server::start(&rargs);
+    let m =
+        wait_for(&replica, "the divergence to be found", |m| m["replica_last_error"].contains("diverged"));
+    assert_eq!(m["replica_state"], "degraded", "{m:?}");
+    assert_eq!(m["goblin_ready"], "0", "{m:?}");
+    let b0: String = redis::cmd("GET").arg("b0").query(&mut replica.conn()).unwrap();
+    assert_eq!(b0, "lost");
+    assert_eq!(offset(&replica), applied);
+}
+
 /// An idle upstream ticks once a second, so its replica stays live however long nothing is
 /// written; an upstream that stops answering (here SIGSTOP: the connection stays open, nothing
 /// arrives) is taken for dead after the link timeout.

@@ -112,6 +112,7 @@ fn main() {
         kafka_acked_offset: -1,
         kafka_consumer_position: -1,
         functions: Vec::new(),
+        unconfirmed: Vec::new(),
     };
 
     let base = allocated();

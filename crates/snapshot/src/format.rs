@@ -8,6 +8,9 @@ pub const MAGIC: [u8; 8] = [0x89, b'G', b'C', b'S', b'N', b'\r', b'\n', 0x1A];
 /// libraries is written as version 1 (byte for byte what version-1 writers produce); one with
 /// libraries as version 2, which a version-1 reader refuses instead of silently dropping them.
 pub const FORMAT_VERSION: u32 = 2;
+/// Header additions (after the version's own fields; see FORMAT.md): a tag byte, the
+/// payload's length as a varint, the payload. Readers skip tags they do not know.
+pub const ADDITION_UNCONFIRMED: u8 = 1;
 /// Magic + version.
 pub const PRELUDE_LEN: usize = 12;
 

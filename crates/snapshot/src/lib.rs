@@ -55,6 +55,12 @@ pub struct Meta {
     /// The function libraries' code (Redis 7 functions; each names its library in its first
     /// line), in library-name order. Non-empty only in format version 2.
     pub functions: Vec<Vec<u8>>,
+    /// A replica's mutations that Kafka had not confirmed when the snapshot was taken:
+    /// (logical offset, xxh3-64 of the mutation's bytes), in increasing offset order. A
+    /// replica restarted from the file checks them against the topic, as it would have had it
+    /// kept running (see goblin-core's `replication::unconfirmed`). A header addition (see
+    /// FORMAT.md): readers that predate it skip it.
+    pub unconfirmed: Vec<(u64, u64)>,
 }
 
 /// Keys per value type, in the order of [`store::Kind`]: string, hash, set, zset, list, array,

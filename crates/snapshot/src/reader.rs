@@ -334,7 +334,8 @@ impl<R: Read> BlockReader<R> {
         // key is hashed in this process makes the load fill the table's buckets in order
         // (sequential memory access instead of one cache miss per key). A process that has
         // hashed already keeps its own secrets; the load is then merely slower.
-        if self.buf.len() - self.at >= 24 {
+        let has_secrets = self.buf.len() - self.at >= 24;
+        if has_secrets {
             let mut k = [0u64; 3];
             for (i, w) in k.iter_mut().enumerate() {
                 let at = self.at + 8 * i;
@@ -361,8 +362,29 @@ impl<R: Read> BlockReader<R> {
                 self.at = end;
             }
         }
-        // Bytes after the known fields are reserved for additions that older readers may
-        // ignore (see FORMAT.md); they are skipped.
+        // Then the additions (FORMAT.md, "Header additions"): only a writer that recorded the
+        // secrets writes any, after them (version 1) or after the libraries (version 2).
+        let mut unconfirmed = Vec::new();
+        if has_secrets {
+            if self.version < 2 {
+                self.at += 24;
+            }
+            while self.at < self.buf.len() {
+                let tag = self.buf[self.at];
+                self.at += 1;
+                let len = self.local_varint("header addition length")?;
+                let end = usize::try_from(len)
+                    .ok()
+                    .and_then(|n| self.at.checked_add(n))
+                    .filter(|&e| e <= self.buf.len())
+                    .ok_or_else(|| self.malformed("header addition overruns the block"))?;
+                if tag == ADDITION_UNCONFIRMED {
+                    unconfirmed = self.unconfirmed(end)?;
+                }
+                // Unknown tags: a later writer's additions, skipped.
+                self.at = end;
+            }
+        }
         self.at = self.buf.len();
         let meta = Meta {
             server_version,
@@ -372,8 +394,41 @@ impl<R: Read> BlockReader<R> {
             kafka_acked_offset,
             kafka_consumer_position,
             functions,
+            unconfirmed,
         };
         Ok((meta, keys))
+    }
+
+    /// The unconfirmed-mutations addition, whose payload ends at `end`: a count, then per
+    /// entry the offset's gap from the previous one (the first: from 0) and an 8-byte hash.
+    fn unconfirmed(&mut self, end: usize) -> Result<Vec<(u64, u64)>, LoadError> {
+        let n = self.local_varint("unconfirmed mutation count")?;
+        // Each entry takes at least 9 bytes: a count beyond what the payload holds is damage.
+        if n > (end.saturating_sub(self.at) / 9) as u64 {
+            return Err(self.malformed(format!("{n} unconfirmed mutations do not fit their addition")));
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        let mut prev: Option<u64> = None;
+        for _ in 0..n {
+            let gap = self.local_varint("unconfirmed mutation offset")?;
+            let offset = match prev {
+                None => gap,
+                Some(p) if gap > 0 => p
+                    .checked_add(gap)
+                    .ok_or_else(|| self.malformed("unconfirmed mutation offset overflows"))?,
+                Some(_) => return Err(self.malformed("unconfirmed mutations out of order")),
+            };
+            if self.at + 8 > end {
+                return Err(self.malformed("unconfirmed mutation hash overruns its addition"));
+            }
+            let hash = self.local_u64("unconfirmed mutation hash")?;
+            out.push((offset, hash));
+            prev = Some(offset);
+        }
+        if self.at != end {
+            return Err(self.malformed("bytes left in the unconfirmed mutations addition"));
+        }
+        Ok(out)
     }
 
     /// A varint within the current block (header and trailer fields never straddle).

@@ -61,6 +61,31 @@ pub fn write_with<W: Write>(
             h.extend_from_slice(code);
         }
     }
+    // Additions any reader may skip (FORMAT.md, "Header additions").
+    if !meta.unconfirmed.is_empty() {
+        let mut a = Vec::with_capacity(10 + meta.unconfirmed.len() * 10);
+        put_varint(&mut a, meta.unconfirmed.len() as u64);
+        // Offsets as gaps: the first from 0, each later one from its predecessor (> 0).
+        let mut prev: Option<u64> = None;
+        for &(offset, hash) in &meta.unconfirmed {
+            let gap = match prev {
+                None => offset,
+                Some(p) if offset > p => offset - p,
+                Some(p) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("unconfirmed mutations out of order: offset {offset} after {p}"),
+                    ))
+                }
+            };
+            put_varint(&mut a, gap);
+            a.extend_from_slice(&hash.to_le_bytes());
+            prev = Some(offset);
+        }
+        h.push(ADDITION_UNCONFIRMED);
+        put_varint(&mut h, a.len() as u64);
+        h.extend_from_slice(&a);
+    }
     // The header is one block: the function libraries must fit in it with the rest (the
     // server keeps their total below this; see FUNCTION LOAD).
     if h.len() > MAX_BLOCK {

@@ -20,6 +20,7 @@ fn one_key_snapshot_bytes() {
         kafka_acked_offset: -1,
         kafka_consumer_position: 5,
         functions: Vec::new(),
+        unconfirmed: Vec::new(),
     };
     let mut file = Vec::new();
     snapshot::write(&mut file, &ks, &m, &mut |_| {}).unwrap();

@@ -766,7 +766,7 @@ impl Server {
     }
 
     /// Whether this replica catches up through Kafka (`--kafka`).
-    fn kafka_configured(&self) -> bool {
+    pub(crate) fn kafka_configured(&self) -> bool {
         #[cfg(feature = "kafka")]
         return self.replica.as_ref().is_some_and(|r| r.kafka.is_some());
         #[cfg(not(feature = "kafka"))]

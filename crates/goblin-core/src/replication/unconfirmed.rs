@@ -24,6 +24,10 @@
 //! (another producer's writes, or the upstream's own not acknowledged within a second),
 //! nothing in Kafka can check it: the replica goes on and says so (`kafka_catch_up`).
 //!
+//! A replica's snapshot saves the window (`entries`, a header addition of the `.gcsn`
+//! format) and a replica restarted from it starts with it (`restore`): the check does not
+//! depend on the replica having run since it applied those mutations.
+//!
 //! Invariant: entries are in increasing offset order, each above every cursor seen since it
 //! was pushed. Memory is bounded by `MAX_ENTRIES` (16 bytes each); the upstream's own bound
 //! on unacknowledged records (`--kafka-pending-bytes`) keeps the window far smaller in
@@ -60,6 +64,18 @@ impl Unconfirmed {
     /// The highest offset waiting for confirmation.
     pub fn last(&self) -> Option<u64> {
         self.entries.back().map(|e| e.0)
+    }
+
+    /// The window as a snapshot saves it: (offset, hash), oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.entries.iter().copied()
+    }
+
+    /// The window a snapshot saved (`entries`), for the replica restarted from it: what it
+    /// applied before the snapshot and Kafka had not confirmed is still checked.
+    pub fn restore(entries: Vec<(u64, u64)>) -> Unconfirmed {
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+        Unconfirmed { entries: entries.into(), dropped: 0 }
     }
 
     /// A mutation applied from a frame at `offset` (above every earlier one).

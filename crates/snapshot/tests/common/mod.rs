@@ -32,5 +32,6 @@ pub fn meta() -> Meta {
         kafka_acked_offset: 4242,
         kafka_consumer_position: -1,
         functions: Vec::new(),
+        unconfirmed: Vec::new(),
     }
 }
