@@ -326,8 +326,26 @@ fn recover(cfg: &config::Config) -> Recovered {
             let mut j = j;
             // Other producers' records below the snapshot's consumer position are in it.
             let position = meta.as_ref().map_or(-1, |m| m.kafka_consumer_position);
-            let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt, None)
+            // A replica's snapshot (a primary rebuilt from its replica's copy) may hold
+            // mutations Kafka had not confirmed: the replay checks each against the record at
+            // its offset, and a different one stops the startup instead of being skipped as a
+            // duplicate (`replication::unconfirmed`).
+            let mut window = replication::unconfirmed::Unconfirmed::restore(
+                meta.as_ref().map(|m| m.unconfirmed.clone()).unwrap_or_default(),
+            );
+            let verify = (!window.is_empty()).then_some(&mut window);
+            let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt, verify)
                 .unwrap_or_else(|e| die(e.to_string()));
+            if let (Some(first), Some(last)) = (window.first(), window.last()) {
+                tracing::warn!(
+                    "the snapshot holds {} mutations (logical offsets {first}..={last}) that no record of its \
+                     lineage in topic {} confirms: written by a replica ahead of Kafka. Other producers' writes \
+                     its upstream applied are in the topic as theirs; if the upstream lost its own, the topic \
+                     has no records at those offsets and a replay from before them will stop there",
+                    window.len(),
+                    j.target.topic
+                );
+            }
             // Everything replayed is durable in the topic: a snapshot taken before this process
             // produces anything still records where the journal stands (the snapshot's own
             // broker offset when the replay read nothing).

@@ -10,10 +10,10 @@
 mod common;
 
 use common::brokers::{info, other_producer, random_command, Broker, Kafka4, Kaka};
-use common::{temp_path, Server};
+use common::{run_to_exit, temp_path, Server};
 use std::net::TcpStream;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -968,34 +968,6 @@ fn produce(addr: &str, topic: &str, records: &[Rec]) {
         send(&p, topic, r);
     }
     p.flush(Duration::from_secs(30)).expect("the broker acknowledged the records");
-}
-
-/// Runs goblin-core to its exit (at most 60 s): (exit code, stderr).
-fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
-    let log = temp_path("exit.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "goblin-core did not exit within 60 s: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.code(), std::fs::read_to_string(&log).unwrap_or_default())
 }
 
 /// The record contract's refusals: (name, records, what the error says, the broker offset of

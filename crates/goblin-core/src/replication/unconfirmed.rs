@@ -116,9 +116,9 @@ impl Unconfirmed {
         if let Ok(i) = found {
             if self.entries[i].1 != xxh3_64(value) {
                 return Err(format!(
-                    "logical offset {offset} in Kafka is not the mutation this replica applied from its upstream's \
+                    "logical offset {offset} in Kafka is not the mutation a replica applied from its upstream's \
                      frame there: the upstream lost writes it had already sent (queued mode, then a crash) and \
-                     wrote others at the same offsets. This replica's history has diverged from the lineage; \
+                     wrote others at the same offsets. This server's history has diverged from the lineage; \
                      restart it from a snapshot of the upstream (--load)"
                 ));
             }

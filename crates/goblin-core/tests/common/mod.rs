@@ -422,3 +422,32 @@ impl RespConn {
         self.read()
     }
 }
+
+/// Runs goblin-core with `args` until it exits by itself (a startup that must fail): its exit
+/// code and its log. Panics after 60 s.
+pub fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
+    let log = temp_path("exit.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "goblin-core did not exit within 60 s: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), std::fs::read_to_string(&log).unwrap_or_default())
+}
