@@ -9,7 +9,7 @@ mod common;
 
 use common::repl::{offset, sock, wait_for};
 
-use common::brokers::{info, other_producer, Broker, Kaka};
+use common::brokers::{info, other_producer, produce_commands, Broker, Kaka};
 use common::{free_port, temp_path, Server};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -273,11 +273,12 @@ fn a_bad_record_leaves_the_replica_degraded_and_retrying() {
 }
 
 /// A bad record after records the replica applied: the verified prefix is kept and served
-/// (not ready), no second replay is tried (it could apply other producers' records twice),
-/// and an upstream at exactly that offset is still followed. A primary on the same topic keeps
-/// its own rule: it exits non-zero before listening.
+/// (not ready), and every later attempt goes on from where the first stopped (the cursor past
+/// the applied records), meets the same record and applies nothing twice; an upstream at
+/// exactly that offset is still followed. A primary on the same topic keeps its own rule: it
+/// exits non-zero before listening.
 #[test]
-fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_replays_no_more() {
+fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_retries_from_it() {
     let k = Kaka::start();
     let uri = k.uri("rr-tail");
     let snap = sock("primary.gcsn");
@@ -285,6 +286,15 @@ fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_replays_no_more() {
     let mut primary =
         Server::start(&["--port", &pport, "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
     write_some(&primary, 30);
+    // Another producer's write the primary applies before its last own write: a replay that
+    // went on from too early a consumer position would apply the APPEND twice.
+    produce_commands(&k.addr, "rr-tail", &[&["APPEND", "ext", "a"]]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut primary.conn(), "kafka")["kafka_external_records_applied"] != "1" {
+        assert!(Instant::now() < deadline, "the other producer's write was not applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("SET").arg("last").arg("1").query(&mut primary.conn()).unwrap();
     let want = (offset(&primary), digest_of(&mut primary.conn()));
     assert!(primary.stop().success());
     produce_garbage(&k.addr, "rr-tail");
@@ -292,8 +302,25 @@ fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_replays_no_more() {
     let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
     assert_eq!(m["goblin_ready"], "0");
     let err = &m["replica_last_error"];
-    assert!(err.contains("malformed record") && err.contains("no Kafka replay runs"), "{m:?}");
+    assert!(
+        err.contains("malformed record") && err.contains("the next attempt goes on from broker offset"),
+        "{m:?}"
+    );
     assert_eq!(m["slave_repl_offset"], want.0.to_string(), "the verified prefix is kept");
+    assert_eq!(replica.digest(), want.1);
+    // The next attempt seeks past the applied records (to the last one, inclusively) and
+    // stops at the same record, with the prefix as it was.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let from_first = |log: &str| log.matches("replaying topic rr-tail from broker offset 0 ").count();
+    while replica.log().matches("replaying topic rr-tail from broker offset").count() < 2 {
+        assert!(Instant::now() < deadline, "no second replay: {}", replica.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = replica.log();
+    assert_eq!(from_first(&log), 1, "{log}");
+    let m = replica.wait_for("still degraded", 30, |m| m["replica_state"] == "degraded");
+    assert!(m["replica_last_error"].contains("malformed record"), "{m:?}");
+    assert_eq!(m["slave_repl_offset"], want.0.to_string(), "nothing applied twice");
     assert_eq!(replica.digest(), want.1);
     // The primary's rule differs: the same topic stops it before it listens.
     let out = run(&["--port", "0", "--kafka", &uri, "--load", &snap]);

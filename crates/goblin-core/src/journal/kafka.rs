@@ -366,6 +366,33 @@ impl std::fmt::Display for ReplayError {
     }
 }
 
+/// A replay that stopped: why, and where a later one may go on without applying anything
+/// twice.
+#[derive(Debug, Clone)]
+pub struct ReplayFailure {
+    pub error: ReplayError,
+    pub resume: Resume,
+}
+
+impl std::fmt::Display for ReplayFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// Where a replay that stopped partway may be taken up: seek to `from` (inclusively) with
+/// `position` as the consumer position. Everything the stopped replay applied is then a
+/// duplicate: its own records (at or below the engine's offset) and the other producers'
+/// records below `position` (applied, or in the snapshot); the other producers' records it
+/// held back and never applied lie at or after `position`, and `from` is not above them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    pub from: i64,
+    pub position: i64,
+    /// The broker offset of the last own record it processed (-1: none), a safe cursor.
+    pub own_broker: i64,
+}
+
 /// A record that `Engine::apply_record` refused; `at` names the record in the message.
 fn record_error(e: engine::RecordError, at: impl FnOnce(String) -> String) -> ReplayError {
     let named = at(e.to_string());
@@ -395,6 +422,10 @@ pub struct ReplayStats {
     /// lineage at or below it is in the snapshot; one above it and below the next expected
     /// offset repeats an offset this replay has applied.
     base_offset: u64,
+    /// The broker offset of the last own record processed (applied or a duplicate), and of
+    /// the last other producer's record applied: how far a stopped replay got (`Resume`).
+    own_broker: i64,
+    external_broker: i64,
 }
 
 impl Journal {
@@ -902,7 +933,7 @@ pub fn replay(
     consumer_position: i64,
     adopt_lineage: bool,
     verify: Option<&mut Unconfirmed>,
-) -> Result<ReplayStats, ReplayError> {
+) -> Result<ReplayStats, ReplayFailure> {
     // Nothing else runs on the server thread until the replay returns: the keyspace may
     // resize in one go.
     engine.ks.set_bulk_load(true);
@@ -918,8 +949,10 @@ fn replay_topic(
     consumer_position: i64,
     mut adopt_lineage: bool,
     mut verify: Option<&mut Unconfirmed>,
-) -> Result<ReplayStats, ReplayError> {
-    let kafka = ReplayError::Kafka;
+) -> Result<ReplayStats, ReplayFailure> {
+    // Failures before any record is read: a later replay starts where this one would have.
+    let early = Resume { from: -1, position: consumer_position, own_broker: -1 };
+    let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: early };
     let mut c = base_config(target);
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
@@ -967,8 +1000,12 @@ fn replay_topic(
         last_broker_offset: -1,
         position: high,
         base_offset: engine.repl.offset,
+        own_broker: -1,
+        external_broker: -1,
         ..Default::default()
     };
+    let early = Resume { from: start, position: consumer_position, own_broker: -1 };
+    let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: early };
     info!(
         "replaying topic {} from broker offset {start} through {} ({} records)",
         target.topic,
@@ -1007,7 +1044,8 @@ fn replay_topic(
         std::thread::Builder::new()
             .name("goblin-replay".into())
             .spawn_scoped(s, move || reader::run(q, out, back, stop))
-            .map_err(|e| kafka(format!("--kafka: cannot start the replay reader: {e}")))?;
+            .map_err(|e| ReplayError::Kafka(format!("--kafka: cannot start the replay reader: {e}")))?;
+        let kafka = ReplayError::Kafka;
         // Dropping `records` (on every return) lets a reader blocked on a full channel go.
         let r = (|| -> Result<(), ReplayError> {
             while stats.last_broker_offset < high - 1 && end.is_none() {
@@ -1096,9 +1134,16 @@ fn replay_topic(
         r
     });
     // The reader thread has ended (the scope joined it) and released the queue with it.
-    result?;
     // Other producers' records after the last own record: the primary applied them after it.
-    held.apply_through(i64::MAX, engine, &target.topic, &mut stats)?;
+    if let Err(error) = result.and_then(|()| held.apply_through(i64::MAX, engine, &target.topic, &mut stats))
+    {
+        // Applied: every own record through `own_broker`, every other producer's record below
+        // the first one still held (or through the last applied). Unread or held: the rest.
+        let done = stats.own_broker.max(stats.external_broker);
+        let position = held.records.front().map_or(done + 1, |r| r.0).max(consumer_position);
+        let from = if stats.own_broker >= 0 { stats.own_broker.min(position) } else { position.max(start) };
+        return Err(ReplayFailure { error, resume: Resume { from, position, own_broker: stats.own_broker } });
+    }
     if let Some(b) = engine.commit(engine::Origin::Replay) {
         engine.recycle(b);
     }
@@ -1276,6 +1321,7 @@ fn replay_record(
         Ok(Applied::IgnoredRead) => stats.ignored_reads += 1,
         Err(e) => return Err(record_error(e, at)),
     }
+    stats.own_broker = broker;
     // Replayed records commit in bounded runs; nothing consumes them before the listeners
     // open, so the batches are simply released.
     if engine.pending().len() >= 1024 {
@@ -1326,6 +1372,7 @@ impl Held {
                 Ok(Applied::Duplicate) => stats.duplicates += 1,
                 Err(e) => return Err(record_error(e, |what| at_offset(topic, 0, broker, what))),
             }
+            stats.external_broker = broker;
             if engine.pending().len() >= 1024 {
                 if let Some(b) = engine.commit(engine::Origin::Replay) {
                     engine.recycle(b);

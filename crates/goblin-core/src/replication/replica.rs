@@ -35,10 +35,9 @@
 //! is replayed on the server thread. A startup replay that could not run (the upstream
 //! unavailable too) stays pending and runs, exactly as the startup one would have, as soon as
 //! Kafka answers. A replay that fails after applying part of the topic keeps that verified
-//! prefix but no later replay is tried (`kafka_tainted`): the error does not say which other
-//! producers' records the prefix included, so a second replay from the same cursor could
-//! apply them twice. Frames from a Kafka-journaling upstream bring a fresh cursor and consumer
-//! position, which lift that restriction.
+//! prefix, and the next attempt goes on from where it stopped (`journal::kafka::Resume`: the
+//! cursor past its own records, the consumer position before the other producers' records it
+//! held back), so that nothing is applied twice.
 //! The helper threads never touch the engine: the connector hands its connected socket and
 //! hello to the server thread through a channel and the waker; the handoff reader only
 //! copies bytes into the fixed buffer.
@@ -199,7 +198,7 @@ pub enum Attempt {
 #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 struct Job {
     settings: Arc<Settings>,
-    /// The topic to ask, unless no replay may run (no --kafka, or `kafka_tainted`).
+    /// The topic to ask (None: no --kafka).
     #[cfg(feature = "kafka")]
     kafka: Option<crate::journal::target::KafkaTarget>,
     /// The local logical offset: a hello ahead of it needs a Kafka catch-up.
@@ -299,9 +298,6 @@ pub struct Replica {
     /// does has not run yet (Kafka did not answer, or failed). Attempts that find the upstream
     /// unavailable run it once Kafka answers; going live makes it moot.
     pub kafka_replay_pending: bool,
-    /// A replay failed after applying part of the topic (why): no other replay is tried until
-    /// a frame brings a fresh cursor and consumer position (see the module documentation).
-    pub kafka_tainted: Option<String>,
     /// With --kafka: the mutations applied from frames that the upstream's cursor did not yet
     /// cover, checked against the topic by the next catch-up (see `unconfirmed`).
     pub unconfirmed: super::unconfirmed::Unconfirmed,
@@ -327,7 +323,6 @@ impl Replica {
             kafka: None,
             consumer_position: -1,
             kafka_replay_pending: false,
-            kafka_tainted: None,
             unconfirmed: Default::default(),
         }
     }
@@ -658,9 +653,7 @@ impl Server {
         #[cfg(feature = "kafka")]
         {
             let r = self.replica.as_ref().expect("a replica");
-            let Some((target, _)) =
-                r.kafka.as_ref().filter(|_| r.kafka_replay_pending && r.kafka_tainted.is_none())
-            else {
+            let Some((target, _)) = r.kafka.as_ref().filter(|_| r.kafka_replay_pending) else {
                 return;
             };
             let probed = probed.unwrap_or_else(|| probe_kafka(target));
@@ -725,9 +718,9 @@ impl Server {
         let job = Job {
             settings: r.settings.clone(),
             #[cfg(feature = "kafka")]
-            kafka: r.kafka.as_ref().filter(|_| r.kafka_tainted.is_none()).map(|k| k.0.clone()),
+            kafka: r.kafka.as_ref().map(|k| k.0.clone()),
             local,
-            replay_pending: r.kafka_replay_pending && r.kafka_tainted.is_none(),
+            replay_pending: r.kafka_replay_pending,
         };
         let (tx, rx) = mpsc::channel();
         r.connector = Some(rx);
@@ -847,12 +840,6 @@ impl Server {
         let local = self.engine.repl.offset;
         #[cfg(feature = "kafka")]
         if let Some((topic, _)) = self.replica.as_ref().and_then(|r| r.kafka.as_ref()) {
-            if let Some(why) = &self.replica.as_ref().expect("a replica").kafka_tainted {
-                return Err(Refusal::Degraded(format!(
-                    "the upstream is at logical offset {target}, this server at {local}, and no Kafka \
-                     catch-up may run: {why}"
-                )));
-            }
             // An unreachable Kafka, or a topic that does not exist yet: retried, without
             // waiting out the replay's own timeouts on the server thread.
             probed.unwrap_or_else(|| probe_kafka(topic)).map_err(|e| {
@@ -974,39 +961,51 @@ impl Server {
         }
     }
 
-    /// A replay returned `e` after starting at committed offset `before`. What it applied
-    /// before failing is a verified prefix of the lineage (each own record at its offset,
-    /// other producers' records where the primary applied them): it is committed and kept.
-    /// But the error does not say how far the replay got among other producers' records, so
-    /// the cursor and consumer position cannot move past them; replaying again from the old
-    /// ones could apply some of them twice. Hence `kafka_tainted` once anything was applied.
+    /// A replay stopped (`f`) after starting at committed offset `before`. What it applied
+    /// is a verified prefix of the lineage (each own record at its offset, other producers'
+    /// records where the primary applied them): it is committed and kept, and the next
+    /// catch-up goes on from where this one stopped (`f.resume`): its seek and consumer
+    /// position leave every applied record a duplicate and every held-back one still to apply,
+    /// so nothing is applied twice or skipped. Kafka failing is transient (Abandon: retried
+    /// at once with backoff); a record that cannot be applied stays degraded (retried too, and
+    /// stopping at the same record, until an operator acts).
     #[cfg(feature = "kafka")]
-    fn replay_failed(&mut self, e: crate::journal::kafka::ReplayError, before: u64) -> Refusal {
-        use crate::journal::kafka::ReplayError;
+    fn replay_failed(&mut self, f: crate::journal::kafka::ReplayFailure, before: u64) -> Refusal {
+        use crate::journal::kafka::{ReplayError, Start};
         // The store may hold part of a write that no mutation describes (as for a frame,
         // `apply_frame`).
-        if let ReplayError::Crashed(m) = &e {
+        if let ReplayError::Crashed(m) = &f.error {
             self.fail_stop(m);
         }
         let applied_to = self.engine.next_offset() - 1;
         if let Some(b) = self.engine.commit(engine::Origin::Replay) {
             self.engine.recycle(b);
         }
-        let transient = matches!(e, ReplayError::Kafka(_));
-        let e = e.to_string();
+        let transient = matches!(f.error, ReplayError::Kafka(_));
+        let e = f.error.to_string();
         if applied_to == before {
             return if transient { Refusal::Abandon(e) } else { Refusal::Degraded(e) };
         }
-        let why = format!(
-            "{e} (the replay had applied logical offsets {} to {applied_to} before this; they are kept, but \
-             replaying again could apply other producers' records twice: no Kafka replay runs until a frame \
-             from the upstream brings a fresh cursor, or a restart)",
-            before + 1
-        );
+        let resume = f.resume;
         let r = self.replica.as_mut().expect("a replica");
         r.has_history = true;
-        r.kafka_tainted = Some(why.clone());
-        Refusal::Degraded(why)
+        r.kafka.as_mut().expect("kafka").1 = Start::Offset(resume.from);
+        r.consumer_position = resume.position;
+        if resume.own_broker >= 0 {
+            // Its own record's logical offset is at or below the local one: a safe cursor.
+            r.cursor = Cursor { logical: applied_to as i64, broker: resume.own_broker };
+        }
+        let why = format!(
+            "{e} (the replay had applied logical offsets {} to {applied_to} before this; they are kept, and \
+             the next attempt goes on from broker offset {})",
+            before + 1,
+            resume.from
+        );
+        if transient {
+            Refusal::Abandon(why)
+        } else {
+            Refusal::Degraded(why)
+        }
     }
 
     #[cfg(not(feature = "kafka"))]
@@ -1287,12 +1286,6 @@ impl Server {
             #[cfg(feature = "kafka")]
             if let Some(k) = &mut r.kafka {
                 k.1 = crate::journal::kafka::Start::Offset(r.cursor.broker);
-            }
-            // This state is the sender's at this frame, which reflects exactly the other
-            // producers' records below its consumer position: cursor and position are exact
-            // again, whatever a failed replay had applied (`replay_failed`).
-            if b.position >= 0 && r.kafka_tainted.take().is_some() {
-                info!("replica: a frame brought a fresh Kafka cursor; Kafka catch-ups may run again");
             }
         }
         Ok(())
