@@ -911,6 +911,17 @@ fn a_replica_catching_up_through_kafka_applies_other_producers_records_once() {
     assert_eq!(x, "aab");
 }
 
+/// kaka in a folder of its own on a fixed port (so that a test can stop it and start it again
+/// with its data), the URI of `topic` on it, and a free port for the primary (which a replica
+/// reconnects to after the primary's restart).
+fn restartable_kaka(topic: &str) -> (std::path::PathBuf, u16, Kaka, String, String) {
+    let kdir = temp_path(&format!("kaka-{topic}"));
+    let kport = common::free_port();
+    let k = Kaka::start_in(&kdir, kport);
+    let uri = k.uri(topic);
+    (kdir, kport, k, uri, common::free_port().to_string())
+}
+
 /// A `queued` upstream sends each frame before Kafka holds its records. A replica keeps what
 /// it applied above the cursor the frames carry and, on reconnecting, checks it against Kafka:
 /// after a mere link loss it matches and the replica goes live again; after the upstream died
@@ -919,11 +930,7 @@ fn a_replica_catching_up_through_kafka_applies_other_producers_records_once() {
 /// as duplicates of its own (which would leave it silently different from then on).
 #[test]
 fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
-    let kdir = temp_path("kaka-lost");
-    let kport = common::free_port();
-    let k = Kaka::start_in(&kdir, kport);
-    let uri = k.uri("repl-lost");
-    let pport = common::free_port().to_string();
+    let (kdir, kport, k, uri, pport) = restartable_kaka("repl-lost");
     let pargs = [
         "--port",
         pport.as_str(),
@@ -1016,11 +1023,7 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
 /// follows, so the lost writes it holds are found even though it never saw the crash.
 #[test]
 fn a_replica_restarted_from_its_snapshot_still_checks_what_kafka_had_not_confirmed() {
-    let kdir = temp_path("kaka-lost-snap");
-    let kport = common::free_port();
-    let k = Kaka::start_in(&kdir, kport);
-    let uri = k.uri("repl-lost-snap");
-    let pport = common::free_port().to_string();
+    let (kdir, kport, k, uri, pport) = restartable_kaka("repl-lost-snap");
     let pargs = ["--port", pport.as_str(), "--kafka", &uri, "--kafka-ack-mode", "queued", "--save", ""];
     let mut primary = Server::start(&pargs);
     let rsnap = sock("replica-lost.gcsn");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{meta, run};
+use common::{meta, reseal, run};
 use engine::Engine;
 use proptest::prelude::*;
 use snapshot::{BlockInfo, Compression, LoadError, Options};
@@ -64,16 +64,6 @@ fn sample(compression: Compression) -> (Vec<u8>, Vec<BlockInfo>) {
 
 fn load(file: &[u8]) -> Result<(), LoadError> {
     snapshot::read(file, &mut |_| {}).map(|_| ())
-}
-
-/// Recomputes a block's checksums after its payload was edited (a crafted file).
-fn reseal(file: &mut [u8], blk: &BlockInfo) {
-    let o = blk.offset as usize;
-    let end = o + 24 + blk.stored_len as usize;
-    let pc = crc32c::crc32c(&file[o + 24..end]);
-    file[o + 16..o + 20].copy_from_slice(&pc.to_le_bytes());
-    let hc = crc32c::crc32c(&file[o..o + 20]);
-    file[o + 20..o + 24].copy_from_slice(&hc.to_le_bytes());
 }
 
 #[test]

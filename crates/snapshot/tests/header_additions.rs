@@ -62,16 +62,6 @@ fn entries_out_of_order_are_not_written() {
     assert!(e.to_string().contains("out of order"), "{e}");
 }
 
-/// Recomputes the header block's checksums after its payload was edited.
-fn reseal_header(file: &mut [u8], blk: &snapshot::BlockInfo) {
-    let o = blk.offset as usize;
-    let end = o + 24 + blk.stored_len as usize;
-    let pc = crc32c::crc32c(&file[o + 24..end]);
-    file[o + 16..o + 20].copy_from_slice(&pc.to_le_bytes());
-    let hc = crc32c::crc32c(&file[o..o + 20]);
-    file[o + 20..o + 24].copy_from_slice(&hc.to_le_bytes());
-}
-
 #[test]
 fn an_unknown_addition_is_skipped_and_a_damaged_one_refused() {
     let mut meta = common::meta();
@@ -86,7 +76,7 @@ fn an_unknown_addition_is_skipped_and_a_damaged_one_refused() {
     // A later writer's addition this reader does not know: skipped, the rest loads.
     let mut unknown = file.clone();
     unknown[tag_at] = 0x7f;
-    reseal_header(&mut unknown, &blk);
+    common::reseal(&mut unknown, &blk);
     let (_, read, _) = snapshot::read(unknown.as_slice(), &mut |_| {}).unwrap();
     assert!(read.unconfirmed.is_empty());
     assert_eq!(read.replid, meta.replid);
@@ -100,7 +90,7 @@ fn an_unknown_addition_is_skipped_and_a_damaged_one_refused() {
     ] {
         let mut bad = file.clone();
         bad[at] = byte;
-        reseal_header(&mut bad, &blk);
+        common::reseal(&mut bad, &blk);
         let e = snapshot::read(bad.as_slice(), &mut |_| {}).map(|_| ()).unwrap_err().to_string();
         assert!(e.contains(what), "{what}: {e}");
     }

@@ -35,3 +35,13 @@ pub fn meta() -> Meta {
         unconfirmed: Vec::new(),
     }
 }
+
+/// Recomputes a block's checksums after its payload was edited (a crafted file).
+pub fn reseal(file: &mut [u8], blk: &snapshot::BlockInfo) {
+    let o = blk.offset as usize;
+    let end = o + 24 + blk.stored_len as usize;
+    let pc = crc32c::crc32c(&file[o + 24..end]);
+    file[o + 16..o + 20].copy_from_slice(&pc.to_le_bytes());
+    let hc = crc32c::crc32c(&file[o..o + 20]);
+    file[o + 20..o + 24].copy_from_slice(&hc.to_le_bytes());
+}
