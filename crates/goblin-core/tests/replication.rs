@@ -922,6 +922,18 @@ fn restartable_kaka(topic: &str) -> (std::path::PathBuf, u16, Kaka, String, Stri
     (kdir, kport, k, uri, common::free_port().to_string())
 }
 
+/// Kafka goes away (`k` is dropped) while the `queued` primary answers 20 SETs (`b0`..`b19` =
+/// "lost") and sends their frames: the replica applies them, and Kafka has confirmed none.
+fn writes_kafka_never_gets(k: Kaka, pc: &mut redis::Connection, primary: &Server, replica: &Server) {
+    drop(k);
+    for i in 0..20 {
+        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("lost").query(pc).unwrap();
+    }
+    converge(primary, &[replica]);
+    let unconfirmed: u64 = repl(replica)["replica_unconfirmed_mutations"].parse().unwrap();
+    assert!(unconfirmed >= 20, "{unconfirmed}");
+}
+
 /// A `queued` upstream sends each frame before Kafka holds its records. A replica keeps what
 /// it applied above the cursor the frames carry and, on reconnecting, checks it against Kafka:
 /// after a mere link loss it matches and the replica goes live again; after the upstream died
@@ -985,14 +997,7 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
     relinked("live after the other producer's write");
     converge(&primary, &[&replica]);
 
-    // Kafka goes away; the primary takes writes (queued: answered) and sends their frames.
-    drop(k);
-    for i in 0..20 {
-        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("lost").query(&mut pc).unwrap();
-    }
-    converge(&primary, &[&replica]);
-    let unconfirmed: u64 = repl(&replica)["replica_unconfirmed_mutations"].parse().unwrap();
-    assert!(unconfirmed >= 20, "{unconfirmed}");
+    writes_kafka_never_gets(k, &mut pc, &primary, &replica);
     let applied = offset(&replica);
     primary.signal(libc::SIGKILL);
     let _ = primary.wait_exit(Duration::from_secs(10));
@@ -1039,15 +1044,7 @@ fn a_replica_restarted_from_its_snapshot_still_checks_what_kafka_had_not_confirm
         assert!(Instant::now() < deadline, "Kafka did not acknowledge the first writes");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Kafka goes away; the primary answers writes (queued) and sends their frames, which the
-    // replica applies and saves.
-    drop(k);
-    for i in 0..20 {
-        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("lost").query(&mut pc).unwrap();
-    }
-    converge(&primary, &[&replica]);
-    let unconfirmed: u64 = repl(&replica)["replica_unconfirmed_mutations"].parse().unwrap();
-    assert!(unconfirmed >= 20, "{unconfirmed}");
+    writes_kafka_never_gets(k, &mut pc, &primary, &replica);
     let _: () = redis::cmd("SAVE").query(&mut replica.conn()).unwrap();
     let applied = offset(&replica);
     // Both die; the primary recovers the lineage without the 20 writes and writes others at
