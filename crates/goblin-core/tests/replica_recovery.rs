@@ -336,6 +336,37 @@ fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_retries_from_it() {
     assert_eq!(replica.digest(), want.1);
 }
 
+/// Other producers' records after the primary's last own record, one of them a write that
+/// fails (INCR of a string): the replay applies the one before it and stops there, and every
+/// later attempt stops at the same record, with nothing applied twice and nothing after it
+/// applied.
+#[test]
+fn a_failing_record_of_another_producer_stops_every_attempt_at_it() {
+    let k = Kaka::start();
+    let uri = k.uri("rr-ext");
+    let mut primary = Server::start(&["--kafka", &uri, "--save", ""]);
+    write_some(&primary, 10);
+    let _: () = redis::cmd("SET").arg("s").arg("abc").query(&mut primary.conn()).unwrap();
+    let own = offset(&primary);
+    assert!(primary.stop().success());
+    produce_commands(&k.addr, "rr-ext", &[&["APPEND", "ext", "a"], &["INCR", "s"], &["APPEND", "ext", "b"]]);
+    let mut replica =
+        Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &free_port().to_string()]);
+    let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
+    assert!(m["replica_last_error"].contains("not an integer"), "{m:?}");
+    assert_eq!(m["slave_repl_offset"], (own + 1).to_string(), "the first APPEND applied: {m:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while replica.log().matches("replaying topic rr-ext from broker offset").count() < 2 {
+        assert!(Instant::now() < deadline, "no second replay: {}", replica.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let m = replica.wait_for("still degraded", 30, |m| m["replica_state"] == "degraded");
+    assert!(m["replica_last_error"].contains("not an integer"), "{m:?}");
+    assert_eq!(m["slave_repl_offset"], (own + 1).to_string(), "{m:?}");
+    let ext: String = redis::cmd("GET").arg("ext").query(&mut replica.conn()).unwrap();
+    assert_eq!(ext, "a", "the APPEND before the failing record once, none after it");
+}
+
 /// The upstream is ahead and Kafka hangs (SIGSTOP): the catch-up cannot start. The replica opens
 /// not ready, and its retries ask Kafka on the connector thread, so its clients are served
 /// promptly meanwhile; once Kafka answers, it hands off and goes live.

@@ -1361,9 +1361,11 @@ impl Held {
         stats: &mut ReplayStats,
     ) -> Result<(), ReplayError> {
         while self.records.front().is_some_and(|r| r.0 <= through) {
-            let (broker, time, value) = self.records.pop_front().expect("front exists");
-            self.bytes -= value.len();
-            match engine.apply_record(&value, None, time) {
+            // A record that cannot be applied stays held: where a later replay goes on
+            // (`Resume`) is at or before it, never past it.
+            let (broker, time, value) = self.records.front().expect("front exists");
+            let broker = *broker;
+            match engine.apply_record(value, None, *time) {
                 Ok(Applied::Applied) => {
                     stats.applied += 1;
                     stats.external_applied += 1;
@@ -1372,6 +1374,8 @@ impl Held {
                 Ok(Applied::Duplicate) => stats.duplicates += 1,
                 Err(e) => return Err(record_error(e, |what| at_offset(topic, 0, broker, what))),
             }
+            let (_, _, value) = self.records.pop_front().expect("front exists");
+            self.bytes -= value.len();
             stats.external_broker = broker;
             if engine.pending().len() >= 1024 {
                 if let Some(b) = engine.commit(engine::Origin::Replay) {
