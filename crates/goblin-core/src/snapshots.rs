@@ -567,11 +567,12 @@ impl Server {
         // topic from the last snapshot), while a snapshot ahead of the topic would leave a
         // hole in its history.
         if let Err(e) = self.settle_journal(SHUTDOWN_SETTLE_BOUND) {
-            self.journal_given_up = true;
             if force_save {
+                // The shutdown is cancelled: the server goes on, and a later one waits again.
                 error!("not saving the final snapshot: {e}");
                 return Err(e);
             }
+            self.journal_given_up = true;
             warn!("not saving the final snapshot: {e}");
             return Ok(());
         }

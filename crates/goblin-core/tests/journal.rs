@@ -687,12 +687,18 @@ fn snapshots_never_hold_writes_the_topic_lacks() {
     assert_eq!(state(&mut fresh.conn()), want);
     drop(fresh);
 
-    // SIGTERM while Kafka is away: the final snapshot is skipped, and the server exits.
+    // Kafka away at shutdown: the save rules' final snapshot is skipped and SIGTERM exits.
     let _ = k.child.kill();
     let _ = k.child.wait();
     for i in 0..5 {
         let _: () = redis::cmd("SET").arg(format!("unsaved{i}")).arg(i).query(&mut con).unwrap();
     }
+    // An explicit SHUTDOWN SAVE fails as a failed save does, and the server goes on.
+    let e = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut con).unwrap_err().to_string();
+    assert!(e.contains("Errors trying to SHUTDOWN"), "{e}");
+    assert!(b.log().contains("not saving the final snapshot: Kafka has not acknowledged 5"), "{}", b.log());
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
     let mut b = b;
     b.signal(15);
     b.wait_exit(Duration::from_secs(40)).expect("SIGTERM exits while Kafka is away");
