@@ -934,6 +934,26 @@ fn writes_kafka_never_gets(k: Kaka, pc: &mut redis::Connection, primary: &Server
     assert!(unconfirmed >= 20, "{unconfirmed}");
 }
 
+/// The restarted primary writes 40 SETs over `b0`..`b19` ("new"), past the replica's offset.
+fn overwrite_the_lost_writes(primary: &Server, applied: u64) {
+    let mut pc = primary.conn();
+    for i in 0..40 {
+        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("new").query(&mut pc).unwrap();
+    }
+    assert!(offset(primary) > applied);
+}
+
+/// The replica found that it diverged: degraded, not ready, and nothing of the new history
+/// applied over the old one.
+fn found_diverged(replica: &Server, applied: u64) {
+    let m = wait_for(replica, "the divergence to be found", |m| m["replica_last_error"].contains("diverged"));
+    assert_eq!(m["replica_state"], "degraded", "{m:?}");
+    assert_eq!(m["goblin_ready"], "0", "{m:?}");
+    let b0: String = redis::cmd("GET").arg("b0").query(&mut replica.conn()).unwrap();
+    assert_eq!(b0, "lost");
+    assert_eq!(offset(replica), applied);
+}
+
 /// A `queued` upstream sends each frame before Kafka holds its records. A replica keeps what
 /// it applied above the cursor the frames carry and, on reconnecting, checks it against Kafka:
 /// after a mere link loss it matches and the replica goes live again; after the upstream died
@@ -1008,19 +1028,8 @@ fn a_replica_that_applied_writes_its_queued_upstream_lost_stops_following() {
     let primary = Server::start(&pargs);
     let recovered = offset(&primary);
     assert!(recovered < applied, "recovered {recovered}, the replica applied {applied}");
-    let mut pc = primary.conn();
-    for i in 0..40 {
-        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("new").query(&mut pc).unwrap();
-    }
-    assert!(offset(&primary) > applied);
-    let m =
-        wait_for(&replica, "the divergence to be found", |m| m["replica_last_error"].contains("diverged"));
-    assert_eq!(m["replica_state"], "degraded", "{m:?}");
-    assert_eq!(m["goblin_ready"], "0", "{m:?}");
-    // Nothing of the new history was applied over the old one.
-    let b0: String = redis::cmd("GET").arg("b0").query(&mut replica.conn()).unwrap();
-    assert_eq!(b0, "lost");
-    assert_eq!(offset(&replica), applied);
+    overwrite_the_lost_writes(&primary, applied);
+    found_diverged(&replica, applied);
 }
 
 /// The same check across a restart of the replica: its snapshot saves the mutations Kafka had
@@ -1057,19 +1066,9 @@ fn a_replica_restarted_from_its_snapshot_still_checks_what_kafka_had_not_confirm
     let _k = Kaka::start_in(&kdir, kport);
     let primary = Server::start(&pargs);
     assert!(offset(&primary) < applied, "the primary recovered the lost writes");
-    let mut pc = primary.conn();
-    for i in 0..40 {
-        let _: () = redis::cmd("SET").arg(format!("b{i}")).arg("new").query(&mut pc).unwrap();
-    }
-    assert!(offset(&primary) > applied);
+    overwrite_the_lost_writes(&primary, applied);
     let replica = Server::start(&rargs);
-    let m =
-        wait_for(&replica, "the divergence to be found", |m| m["replica_last_error"].contains("diverged"));
-    assert_eq!(m["replica_state"], "degraded", "{m:?}");
-    assert_eq!(m["goblin_ready"], "0", "{m:?}");
-    let b0: String = redis::cmd("GET").arg("b0").query(&mut replica.conn()).unwrap();
-    assert_eq!(b0, "lost");
-    assert_eq!(offset(&replica), applied);
+    found_diverged(&replica, applied);
     // A primary rebuilt from the replica's snapshot checks the same window in its startup
     // replay, and stops before it listens instead of continuing a history the topic lacks.
     drop(replica);
