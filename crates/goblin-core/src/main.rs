@@ -264,7 +264,8 @@ fn recover(cfg: &config::Config) -> Recovered {
         tracing::error!("{e}");
         std::process::exit(1);
     };
-    let (mut engine, loaded_keys, meta) = match &cfg.load {
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
+    let (mut engine, loaded_keys, mut meta) = match &cfg.load {
         Some(path) => snapshots::load_at_startup(path).unwrap_or_else(|e| die(e)),
         None => (engine::Engine::new(engine::Replication::new_lineage()), 0, None),
     };
@@ -331,7 +332,7 @@ fn recover(cfg: &config::Config) -> Recovered {
             // its offset, and a different one stops the startup instead of being skipped as a
             // duplicate (`replication::unconfirmed`).
             let mut window = replication::unconfirmed::Unconfirmed::restore(
-                meta.as_ref().map(|m| m.unconfirmed.clone()).unwrap_or_default(),
+                meta.as_mut().map(|m| std::mem::take(&mut m.unconfirmed)).unwrap_or_default(),
             );
             let verify = (!window.is_empty()).then_some(&mut window);
             let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt, verify)

@@ -950,9 +950,10 @@ fn replay_topic(
     mut adopt_lineage: bool,
     mut verify: Option<&mut Unconfirmed>,
 ) -> Result<ReplayStats, ReplayFailure> {
-    // Failures before any record is read: a later replay starts where this one would have.
-    let early = Resume { from: -1, position: consumer_position, own_broker: -1 };
-    let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: early };
+    // Failures before any record is read: nothing was applied, so the caller has nothing to
+    // resume (it starts again as this replay did).
+    let nothing = Resume { from: -1, position: consumer_position, own_broker: -1 };
+    let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: nothing };
     let mut c = base_config(target);
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
@@ -1004,8 +1005,6 @@ fn replay_topic(
         external_broker: -1,
         ..Default::default()
     };
-    let early = Resume { from: start, position: consumer_position, own_broker: -1 };
-    let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: early };
     info!(
         "replaying topic {} from broker offset {start} through {} ({} records)",
         target.topic,
