@@ -1,5 +1,5 @@
 //! A replica whose recovery inputs fail: Kafka unreachable, its topic not created yet, a record
-//! that cannot be applied, Kafka hanging during a handoff. The replica opens read-only and not
+//! that cannot be applied, Kafka hanging during a handoff or stalling in the middle of one. The replica opens read-only and not
 //! ready and retries, never exits; it recovers exactly as a normal start once Kafka (or its
 //! upstream) is back. Also: what INFO reports about the upstream's offset while the link is
 //! down, the startup check of --replication-buffer-bytes, `dumpworld` against a server that
@@ -329,6 +329,67 @@ fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_retries_from_it() {
     // The same history served without Kafka, at exactly the replica's offset: followed.
     let primary =
         Server::start(&["--port", &pport, "--load", &snap, "--save", "", "--enable-debug-command", "yes"]);
+    replica.wait_for("live", 30, |m| m["replica_state"] == "live");
+    write_some(&primary, 5);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    replica.wait_for("the new writes", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+}
+
+/// Kafka stops serving reads in the middle of a replica's catch-up (kaka's test hook: fetches
+/// end at broker offset 300 while a file exists), as a hung or partitioned broker would. The
+/// catch-up gives up after its stall bound, keeping the prefix it applied, and the attempt after
+/// Kafka serves again goes on from where the last one stopped, not from the topic's start:
+/// the replica ends with the primary's offset and digest, so nothing was applied twice or
+/// skipped.
+#[test]
+fn a_kafka_stall_in_the_middle_of_a_catch_up_keeps_the_prefix_and_goes_on_from_it() {
+    let hold = temp_path("kaka-hold");
+    let k = Kaka::start_with(
+        &temp_path("kaka-stall"),
+        free_port(),
+        &["--debug-hold-fetches-at", "300", "--debug-hold-file", hold.to_str().unwrap()],
+    );
+    let uri = k.uri("rr-stall");
+    let snap = sock("primary.gcsn");
+    let pport = free_port().to_string();
+    let mut primary =
+        Server::start(&["--port", &pport, "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
+    write_some(&primary, 200);
+    let want = (offset(&primary), digest_of(&mut primary.conn()));
+    assert!(primary.stop().success());
+    std::fs::write(&hold, b"").unwrap();
+    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let m = replica.wait_for("the stall", 60, |m| m["replica_last_error"].contains("stalled at broker offset"));
+    assert_eq!(m["goblin_ready"], "0", "{m:?}");
+    assert!(m["replica_last_error"].contains("the next attempt goes on from broker offset"), "{m:?}");
+    let prefix: u64 = m["slave_repl_offset"].parse().unwrap();
+    // Kafka served whole batches below the held offset: a prefix, kept.
+    assert!(prefix >= 250 && prefix < want.0, "the records Kafka served were applied and kept: {m:?}");
+    std::fs::remove_file(&hold).unwrap();
+    // The next attempt starts from the last record applied (inclusively), not from 0.
+    let replays = |log: &str| -> Vec<i64> {
+        log.match_indices("replaying topic rr-stall from broker offset ")
+            .map(|(i, pat)| {
+                let rest = &log[i + pat.len()..];
+                rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap()].parse().unwrap()
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while replays(&replica.log()).len() < 2 {
+        assert!(Instant::now() < deadline, "no second replay: {}", replica.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let from = replays(&replica.log());
+    assert_eq!(from[0], 0, "{from:?}");
+    // No other producer wrote: logical offset n is broker offset n - 1.
+    assert!(from[1..].iter().all(|&f| f == prefix as i64 - 1), "prefix {prefix}, attempts from {from:?}");
+    replica.wait_for("the whole topic", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+    assert_eq!(replica.digest(), want.1);
+    // The primary back on the same history: followed live.
+    let primary =
+        Server::start(&["--port", &pport, "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
     replica.wait_for("live", 30, |m| m["replica_state"] == "live");
     write_some(&primary, 5);
     let want = (offset(&primary), digest_of(&mut primary.conn()));

@@ -28,6 +28,8 @@ pub struct BrokerConfig {
     pub write_stall_timeout_ms: u64,
     /// Test hook: fail the Nth fdatasync (and every later one) of each partition.
     pub fail_fsync_after: Option<u64>,
+    /// Test hook: no fetch returns a record at or past this offset while the file exists.
+    pub hold_fetches: Option<(i64, std::path::PathBuf)>,
 }
 
 /// Settings of one topic; absent keys fall back to the broker's.
@@ -231,6 +233,7 @@ impl BrokerConfig {
             initial_rebalance_delay_ms: 0,
             write_stall_timeout_ms: 60_000,
             fail_fsync_after: None,
+            hold_fetches: None,
         }
     }
 }

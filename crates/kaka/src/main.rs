@@ -111,6 +111,13 @@ struct Opts {
     /// Test hook: every fdatasync after the first N of each partition fails.
     #[arg(long, hide = true)]
     debug_fail_fsync_after: Option<u64>,
+    /// Test hook: fetches return no record at or past this offset (in any partition), as
+    /// from a broker that stopped serving reads there, while --debug-hold-file exists.
+    #[arg(long, hide = true, requires = "debug_hold_file")]
+    debug_hold_fetches_at: Option<i64>,
+    /// The file whose existence turns --debug-hold-fetches-at on.
+    #[arg(long, hide = true, requires = "debug_hold_fetches_at")]
+    debug_hold_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -194,6 +201,7 @@ fn broker_config(o: &Opts) -> config::BrokerConfig {
         initial_rebalance_delay_ms: o.group_initial_rebalance_delay_ms,
         write_stall_timeout_ms: o.write_stall_timeout_ms.max(1),
         fail_fsync_after: o.debug_fail_fsync_after,
+        hold_fetches: o.debug_hold_fetches_at.zip(o.debug_hold_file.clone()),
     }
 }
 

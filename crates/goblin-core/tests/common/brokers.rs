@@ -31,9 +31,15 @@ impl Kaka {
 
     /// A broker on `dir` and `port` (a restart passes the same ones).
     pub fn start_in(dir: &std::path::Path, port: u16) -> Kaka {
+        Kaka::start_with(dir, port, &[])
+    }
+
+    /// As `start_in`, with more command-line arguments (test hooks).
+    pub fn start_with(dir: &std::path::Path, port: u16, args: &[&str]) -> Kaka {
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(kaka_bin())
             .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

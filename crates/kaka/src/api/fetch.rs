@@ -88,6 +88,8 @@ pub async fn fetch(req: &Req, mut r: FetchRequest) -> Outgoing {
             targets.push(part);
         }
     }
+    // Test hook (--debug-hold-fetches-at): reads end at the held offset while its file exists.
+    let held = req.broker.cfg.hold_fetches.as_ref().filter(|(_, file)| file.exists()).map(|(at, _)| *at);
     let parts = loop {
         let mut parts = Vec::with_capacity(targets.len());
         let mut total = 0usize;
@@ -119,6 +121,7 @@ pub async fn fetch(req: &Req, mut r: FetchRequest) -> Outgoing {
                 }
                 let limit = (p.partition_max_bytes.max(0) as usize).min(budget).max(1);
                 let upto = if read_committed { lso } else { hw };
+                let upto = held.map_or(upto, |at| upto.min(at.max(p.fetch_offset)));
                 // Kafka's rule (KIP-74): only the first batch of the whole answer may exceed
                 // max_bytes or its partition_max_bytes; once the answer holds records, every
                 // later batch must fit both.
