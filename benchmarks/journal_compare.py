@@ -9,7 +9,9 @@ redis-benchmark SET and INCR, 50 clients, at -P 1 and -P 16, against:
   - redis-server with appendonly yes, appendfsync everysec and always (Redis's own durable
     write path, the peer a user compares against).
 Then the startup replay rate: a fresh goblin-core replays the broker-mode topic from kaka.
-Each configuration runs --rounds times, alternating; medians are reported. The table goes to
+Each configuration runs --rounds times, alternating (every configuration back to back for one test
+and -P, so that the runs a goal compares are a minute apart at most); medians are reported, and
+the goals' ratios per round. The table goes to
 benchmarks/out/journal.md (copied into docs/BENCHMARKS.md by hand); the latency
 distributions are plotted into docs/img/journal-latency.png.
 
@@ -186,10 +188,13 @@ def main():
     })
     results = {}
     n = 0
+    # Every configuration runs one (test, -P) pair back to back, so that the runs a goal
+    # compares are a minute apart at most, not many: this machine's speed drifts by a third over an
+    # hour, which a ratio of medians over runs far apart carries into the comparison.
     for rnd in range(args.rounds):
-        for name, argv in configs.items():
-            for test in ("set", "incr"):
-                for p in (1, 16):
+        for test in ("set", "incr"):
+            for p in (1, 16):
+                for name, argv in configs.items():
                     n += 1
                     port = free_port()
                     s = Proc(argv(port, n), port, os.path.join(work, f"s{n}.log"))
@@ -201,7 +206,7 @@ def main():
                     if name == "goblin, broker" and test == "set" and p == 16:
                         replay_topic = f"bench-broker-{n}"
                     s.stop()
-            print(f"round {rnd + 1}: {name} done", file=sys.stderr)
+                print(f"round {rnd + 1}: {test.upper()} -P {p} done", file=sys.stderr)
     # Startup replay: the last broker-mode topic, replayed by a fresh server.
     topic = replay_topic  # the last round's broker-mode SET -P 16: one record per request
     port = free_port()
@@ -239,6 +244,22 @@ def main():
     for (name, test, p), runs in results.items():
         c = [statistics.median(r[4][i] for r in runs) for i in range(4)]
         lines.append(f"| {name} | {test.upper()} | {p} | " + " | ".join(f"{x:.2f}" for x in c) + f" | {sum(c):.2f} |")
+    # The issue's goals, from the runs of one round (a minute apart at most): the ratio per round, then
+    # the median and the range over the rounds.
+    goals = [("`queued` / no journal (goal >= 0.80)", "goblin, queued", "goblin, no journal"),
+             ("`broker` (kaka) / Redis `always` (goal >= 1.00)", "goblin, broker", "redis, always")]
+    lines += ["", "The goals, per round (each ratio from runs of the same round, a minute apart at most): median "
+              "(lowest-highest) over the rounds.", "",
+              "| goal | test | -P | ops/s ratio | p99 ratio (lower is better) |", "|---|---|---|---|---|"]
+    for label, a, b in goals:
+        for test in ("set", "incr"):
+            for p in (1, 16):
+                ra, rb = results[(a, test, p)], results[(b, test, p)]
+                ops = [x[0] / y[0] for x, y in zip(ra, rb)]
+                p99 = [x[2] / y[2] for x, y in zip(ra, rb)]
+                lines.append(f"| {label} | {test.upper()} | {p} | {statistics.median(ops):.2f} "
+                             f"({min(ops):.2f}-{max(ops):.2f}) | {statistics.median(p99):.2f} "
+                             f"({min(p99):.2f}-{max(p99):.2f}) |")
     lines += ["", f"Startup replay from kaka: {replay}"]
     lines += ["", "Latency distributions (SET, the last round): docs/img/journal-latency.png"]
     plot(results, os.path.join(ROOT, "docs", "img", "journal-latency.png"))

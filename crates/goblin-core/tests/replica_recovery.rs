@@ -360,7 +360,8 @@ fn a_kafka_stall_in_the_middle_of_a_catch_up_keeps_the_prefix_and_goes_on_from_i
     assert!(primary.stop().success());
     std::fs::write(&hold, b"").unwrap();
     let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
-    let m = replica.wait_for("the stall", 60, |m| m["replica_last_error"].contains("stalled at broker offset"));
+    let m =
+        replica.wait_for("the stall", 60, |m| m["replica_last_error"].contains("stalled at broker offset"));
     assert_eq!(m["goblin_ready"], "0", "{m:?}");
     assert!(m["replica_last_error"].contains("the next attempt goes on from broker offset"), "{m:?}");
     let prefix: u64 = m["slave_repl_offset"].parse().unwrap();
