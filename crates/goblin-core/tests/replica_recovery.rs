@@ -1,9 +1,10 @@
 //! A replica whose recovery inputs fail: Kafka unreachable, its topic not created yet, a record
-//! that cannot be applied, Kafka hanging during a handoff or stalling in the middle of one. The replica opens read-only and not
-//! ready and retries, never exits; it recovers exactly as a normal start once Kafka (or its
-//! upstream) is back. Also: what INFO reports about the upstream's offset while the link is
-//! down, the startup check of --replication-buffer-bytes, `dumpworld` against a server that
-//! requires a password, and flag and documentation texts naming every transport.
+//! that cannot be applied, Kafka hanging during a handoff or stalling in the middle of one. The
+//! replica opens read-only and not ready and retries, never exits; it recovers exactly as a
+//! normal start once Kafka (or its upstream) is back. Also: what INFO reports about the
+//! upstream's offset while the link is down, the startup check of --replication-buffer-bytes,
+//! `dumpworld` against a server that requires a password, and flag and documentation texts
+//! naming every transport.
 
 mod common;
 
