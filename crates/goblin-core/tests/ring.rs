@@ -169,7 +169,13 @@ fn ring_mappings(pid: u32) -> usize {
 fn a_killed_client_frees_its_slot_and_memory() {
     let (s, path) = start_ring(&[]);
     let mut con = s.conn();
-    let base = connected_clients(&mut con);
+    // `con` alone: the harness's readiness probe may still be closing on the server's side.
+    let base = 1;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while connected_clients(&mut con) != base {
+        assert!(Instant::now() < deadline, "other clients linger: {}", connected_clients(&mut con));
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut child = spawn_child("sleep", &path);
     // The test harness prints its own lines around the child's.
     let mut out = BufReader::new(child.stdout.take().unwrap());
