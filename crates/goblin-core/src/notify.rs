@@ -420,7 +420,7 @@ impl Server {
             for e in &events {
                 let Some(&key) = args.get(e.key) else { continue };
                 let changed = own.iter().any(|k| k.as_slice() == key);
-                if !changed && !(e.always && !errored && self.engine.ks.contains(key)) {
+                if !changed && (!e.always || errored || !self.engine.ks.contains(key)) {
                     continue;
                 }
                 let gone = !self.engine.ks.contains(key);

@@ -468,7 +468,8 @@ impl Server {
         if cfg.rdma_port != 0 {
             crate::transport::rdma::check_fabric(cfg)?;
         }
-        let tcp: [(u16, fn(TcpListener) -> Listener, &str); 4] = [
+        type Kind = fn(TcpListener) -> Listener;
+        let tcp: [(u16, Kind, &str); 4] = [
             (cfg.port, Listener::Tcp, ""),
             (cfg.tls_port, Listener::Tls, " for TLS"),
             (cfg.sbe_port, Listener::Sbe, " for SBE binary writes"),

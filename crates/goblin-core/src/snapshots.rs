@@ -115,7 +115,7 @@ impl Snapshots {
 /// Parses `--save` rules: `"3600 1 300 100"` (pairs of seconds and changes); `""` for none.
 pub fn parse_save_rules(s: &str) -> Result<Vec<(u64, u64)>, String> {
     let parts: Vec<&str> = s.split_whitespace().collect();
-    if parts.len() % 2 != 0 {
+    if !parts.len().is_multiple_of(2) {
         return Err(format!("invalid --save rules '{s}': expected pairs of <seconds> <changes>"));
     }
     parts

@@ -47,6 +47,10 @@ pub struct ConnTracking {
 /// A tracking client: (slot, client id).
 type Client = (usize, u64);
 
+/// An invalidation waiting for delivery: the client, the BCAST prefix the key matched (None in
+/// default mode), and the key (None: everything, a flush).
+type Invalidation = (Client, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// The server's tracking tables.
 pub struct Tracking {
     /// Default mode: key -> clients that read it since its last change.
@@ -57,9 +61,8 @@ pub struct Tracking {
     pub clients: usize,
     /// `tracking-table-max-keys` (0: unbounded).
     pub max_keys: usize,
-    /// Invalidations waiting for delivery: (client, key; None = everything).
-    /// (client, BCAST prefix the key matched (None in default mode), key; None = flush).
-    outbox: Vec<(Client, Option<Vec<u8>>, Option<Vec<u8>>)>,
+    /// Invalidations waiting for delivery, in order.
+    outbox: Vec<Invalidation>,
     /// The client whose command is running, out of its slot meanwhile: (slot, id), whether
     /// it tracks, and whether with NOLOOP. Set by the dispatcher around each command.
     pub current: Option<(Client, bool, bool)>,

@@ -160,7 +160,7 @@ fn latency_monitor_records_spikes_and_histograms() {
     assert_eq!(bytes(&body[0]), b"calls");
     assert_eq!(int(&body[1]), 26);
     let buckets = arr(&body[3]);
-    assert!(buckets.len() >= 2 && buckets.len() % 2 == 0);
+    assert!(buckets.len() >= 2 && buckets.len().is_multiple_of(2));
     assert_eq!(int(&buckets[buckets.len() - 1]), 26, "cumulative counts end at the call count");
     assert!(int(&buckets[0]) == 1, "the first bucket is 1 us");
 }

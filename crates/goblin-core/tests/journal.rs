@@ -943,7 +943,6 @@ fn forged(args: &[&str], offset: u64) -> Rec {
 }
 
 /// A producer that is not goblin-core, writing to partition 0.
-
 fn send(p: &rdkafka::producer::BaseProducer, topic: &str, r: &Rec) {
     use rdkafka::message::{Header, OwnedHeaders};
     use rdkafka::producer::BaseRecord;
