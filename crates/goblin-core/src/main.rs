@@ -283,9 +283,8 @@ fn recover(cfg: &config::Config) -> Recovered {
                 Some(m) if m.kafka_consumer_position >= 0 && m.kafka_acked_offset >= 0 => {
                     Start::Offset(m.kafka_acked_offset.min(m.kafka_consumer_position))
                 }
-                Some(m) if m.kafka_acked_offset >= 0 || m.kafka_consumer_position >= 0 => {
-                    Start::Offset(m.kafka_acked_offset.max(m.kafka_consumer_position))
-                }
+                Some(m) if m.kafka_acked_offset >= 0 => Start::Offset(m.kafka_acked_offset),
+                Some(m) if m.kafka_consumer_position >= 0 => Start::Position(m.kafka_consumer_position),
                 Some(_) => {
                     let path = cfg.load.as_deref().expect("a snapshot was loaded");
                     let (born, exact) = snapshot::birth_time(path)

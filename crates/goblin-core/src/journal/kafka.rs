@@ -899,8 +899,12 @@ fn check_topic(t: &KafkaTarget) -> Result<Option<usize>, String> {
 pub enum Start {
     /// The earliest retained record (no snapshot).
     Earliest,
-    /// This broker offset, inclusively (the snapshot's cursor).
+    /// This broker offset, inclusively: a record the topic must hold (the snapshot's or the
+    /// replica's last acknowledged own record, or a position below it).
     Offset(i64),
+    /// A consumer position (the first broker offset not yet read), which may be the topic's
+    /// end: a snapshot that saved a position but no acknowledged record of its own.
+    Position(i64),
     /// The first record whose timestamp is at or after this unix time in ms (a snapshot
     /// without cursors: its file's birth time minus `--kafka-time-buffer`).
     Time(i64),
@@ -963,6 +967,10 @@ fn replay_topic(
         // (DESIGN.md decision 4: broker offsets have holes).
         .set("enable.partition.eof", "true")
         .set("allow.auto.create.topics", "false")
+        // Records removed by retention under the replay (its position fell below the log
+        // start) are a hole in the history: an error, never librdkafka's default jump to the
+        // end, which the end-of-partition event would take for a finished replay.
+        .set("auto.offset.reset", "error")
         // librdkafka stops fetching once its local queue holds queued.min.messages and then
         // waits up to fetch.queue.backoff.ms (1 s by default) before fetching again: a replay,
         // which drains the queue as fast as it can, would crawl at one queue-full per second.
@@ -975,7 +983,7 @@ fn replay_topic(
         .map_err(|e| kafka(format!("--kafka: cannot read the watermarks of topic {}: {e}", target.topic)))?;
     let from = match start {
         Start::Earliest => -1,
-        Start::Offset(o) => o,
+        Start::Offset(o) | Start::Position(o) => o,
         Start::Time(ms) => {
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(&target.topic, 0, Offset::Offset(ms))
@@ -990,6 +998,32 @@ fn replay_topic(
             }
         }
     };
+    // A cursor past the end: the topic does not hold records the snapshot (or the replica)
+    // saw acknowledged. It is not the history they were journaled to (deleted and created
+    // again, or another cluster). Replaying nothing and going on would continue the lineage
+    // over the missing records, and a later restart from the same snapshot would skip
+    // whatever this primary writes below the cursor: refuse instead.
+    let past_end = match start {
+        Start::Offset(o) => o >= high,
+        Start::Position(p) => p > high,
+        Start::Earliest | Start::Time(_) => false,
+    };
+    if past_end {
+        let end = if high == 0 {
+            "it is empty".to_string()
+        } else {
+            format!("its last record is at offset {}", high - 1)
+        };
+        return Err(ReplayFailure {
+            error: ReplayError::Record(format!(
+                "--kafka: the Kafka cursor (broker offset {from}) is past the end of topic {}: {end}. \
+                 The topic does not hold the records this state saw acknowledged: it is not the history \
+                 they were written to (deleted and created again, or another cluster)",
+                target.topic
+            )),
+            resume: nothing,
+        });
+    }
     let start = if from < 0 { low } else { from.max(low) };
     if from > 0 && from < low {
         warn!(

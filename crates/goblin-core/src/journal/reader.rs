@@ -190,10 +190,25 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         }
         if m.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
             let text = rd::rd_kafka_message_errstr(msg);
-            r.error = Some(if text.is_null() {
+            let text = if text.is_null() {
                 format!("{:?}", m.err)
             } else {
                 std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned()
+            };
+            // The position fell below the log start (`auto.offset.reset` is `error`).
+            let removed = matches!(
+                m.err,
+                rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
+                    | rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
+            );
+            r.error = Some(if removed {
+                format!(
+                    "records from broker offset {} on were removed (retention, or a deletion) before they \
+                     were read: the history has a hole ({text})",
+                    m.offset
+                )
+            } else {
+                text
             });
             return r;
         }
