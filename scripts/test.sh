@@ -44,3 +44,15 @@ python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGE
 # debug/goblin-core with the feature: everything above runs the default build.
 cargo test -p goblin-rdma --features rdma
 cargo test -p goblin-core --features rdma --test rdma
+
+# The build without the Kafka client (cargo feature `kafka` off: the seed's
+# -DGOBLIN_CORE_ENABLE_KAFKA=OFF) compiles, and refuses --kafka with a message that says why.
+# (It leaves debug/goblin-core without Kafka: nothing after this uses it.)
+cargo build -p goblin-core --no-default-features --bin goblin-core
+code=0
+out=$("$CARGO_TARGET_DIR/debug/goblin-core" --port 0 --kafka kafka://127.0.0.1:1/t 2>&1) || code=$?
+if [ "$code" = 0 ] || ! grep -q "built without Kafka support" <<<"$out"; then
+  echo "the build without the kafka feature did not refuse --kafka (exit $code): $out" >&2
+  exit 1
+fi
+echo "the build without the kafka feature refuses --kafka (exit $code)"

@@ -15,6 +15,10 @@
 //! - [`numa`]: `--numa IFACE`: the server thread pinned and bound to the interface's node.
 //! - [`commands`]: the commands the server runs itself (INFO, CLIENT, CONFIG, COMMAND, HELLO ...).
 
+// Without the Kafka client (cargo feature `kafka` off) the code that serves acknowledgements
+// and Kafka catch-ups is compiled but never called.
+#![cfg_attr(not(feature = "kafka"), allow(dead_code))]
+
 mod auth;
 mod batches;
 mod blocking;

@@ -9,7 +9,7 @@
 //! means (brokers and topic, consumer groups and offsets, partition EOF, topic auto-creation,
 //! idempotence, acks, in-flight limits, ordering): setting them is refused with a message that
 //! names the property, rather than silently overridden. So are properties that load code or
-//! run commands.
+//! run commands, and TLS or SASL settings: this build speaks PLAINTEXT only.
 
 /// A parsed `--kafka` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +48,10 @@ fn owned(key: &str) -> Option<&'static str> {
         ("partitioner", "the journal has exactly one partition"),
         ("transactional.id", "goblin-core's records are not transactional: each is acknowledged on its own"),
         ("transaction.timeout.ms", "goblin-core's records are not transactional"),
+        (
+            "delivery.report.only.error",
+            "goblin-core needs a delivery report for every record: acknowledgements are built from them",
+        ),
         ("plugin.library.paths", "it would load code into the server"),
         ("sasl.kerberos.kinit.cmd", "it would run a command"),
         ("ssl.engine.location", "it would load code into the server"),
@@ -55,7 +59,11 @@ fn owned(key: &str) -> Option<&'static str> {
     if key.starts_with("test.mock.") {
         return Some("mock brokers are for librdkafka's own tests");
     }
-    OWNED.iter().find(|(k, _)| *k == key).map(|(_, why)| *why)
+    let why = OWNED.iter().find(|(k, _)| *k == key).map(|(_, why)| *why);
+    if why.is_none() && key.starts_with("sasl.") {
+        return Some("goblin-core speaks PLAINTEXT only: it is built without TLS and SASL");
+    }
+    why
 }
 
 /// Decodes `%XX` escapes (and nothing else: `+` stays a plus).
@@ -103,6 +111,12 @@ fn add_prop(props: &mut Vec<(String, String)>, key: &str, value: &str) -> Result
     }
     if let Some(why) = owned(key) {
         return Err(format!("--kafka: property '{key}' cannot be set: {why}"));
+    }
+    if key == "security.protocol" && !value.trim().eq_ignore_ascii_case("plaintext") {
+        return Err(format!(
+            "--kafka: property '{key}' cannot be '{value}': goblin-core speaks PLAINTEXT only (it is built \
+             without TLS and SASL)"
+        ));
     }
     if props.iter().any(|(k, _)| k == key) {
         return Err(format!("--kafka: property '{key}' is given twice"));
@@ -234,10 +248,28 @@ mod tests {
             ("kafka://h:1/t?test.mock.num.brokers=3", "test.mock.num.brokers"),
             ("bootstrap.servers=h:1;topic=t;acks=0", "acks"),
             ("kafka://h:1/t?transactional.id=x", "transactional.id"),
+            (
+                "kafka://h:1/t?max.in.flight.requests.per.connection=5",
+                "max.in.flight.requests.per.connection",
+            ),
+            ("kafka://h:1/t?request.required.acks=1", "request.required.acks"),
+            ("kafka://h:1/t?isolation.level=read_uncommitted", "isolation.level"),
+            ("kafka://h:1/t?enable.auto.commit=true", "enable.auto.commit"),
+            ("kafka://h:1/t?enable.gapless.guarantee=false", "enable.gapless.guarantee"),
+            ("kafka://h:1/t?queuing.strategy=lifo", "queuing.strategy"),
+            ("kafka://h:1/t?metadata.broker.list=x:1", "metadata.broker.list"),
+            ("kafka://h:1/t?partitioner=random", "partitioner"),
+            ("kafka://h:1/t?delivery.report.only.error=true", "delivery.report.only.error"),
+            ("kafka://h:1/t?sasl.mechanisms=PLAIN", "sasl.mechanisms"),
+            ("kafka://h:1/t?security.protocol=sasl_plaintext", "security.protocol"),
+            ("bootstrap.servers=h:1;topic=t;security.protocol=SSL", "security.protocol"),
         ] {
             let err = parse(value).unwrap_err();
             assert!(err.contains(&format!("'{name}'")), "{value}: {err}");
         }
+        // PLAINTEXT, the one protocol this build speaks, may be named.
+        let t = parse("kafka://h:1/t?security.protocol=PLAINTEXT").unwrap();
+        assert_eq!(t.props, vec![("security.protocol".into(), "PLAINTEXT".into())]);
         let err = parse("bootstrap.servers=h:1;topic=t;topic=u").unwrap_err();
         assert!(err.contains("'topic' is given twice"), "{err}");
         let err = parse("bootstrap.servers=h:1;bootstrap.servers=h:2;topic=t").unwrap_err();
