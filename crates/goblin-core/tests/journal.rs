@@ -1472,3 +1472,116 @@ fn two_servers_writing_one_lineage_are_stopped() {
     assert!(err.contains("appears twice"), "{err}");
     assert!(!err.contains("listening on"), "{err}");
 }
+
+/// What goblin-core puts on the topic, read back by a plain Kafka consumer: one record per
+/// mutation, its value the canonical RESP2 command, the seed's three headers (version 1, the
+/// primary's replication id, consecutive logical offsets) and `goblin-applied-through` (-1:
+/// no other producer's record applied before it), and the seed's Kafka keys: (kind, key,
+/// member or field) as 4-byte big-endian lengths and bytes, binary-safe, and no key for an
+/// ordered operation.
+#[test]
+fn own_records_carry_the_record_contract() {
+    own_records_contract(&Kaka::start());
+}
+
+#[test]
+fn kafka4_own_records_carry_the_record_contract() {
+    own_records_contract(&Kafka4::start());
+}
+
+fn own_records_contract(k: &dyn Broker) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    let topic = "journal-contract";
+    let s = Server::start(&["--kafka", &k.uri(topic), "--save", ""]);
+    let mut con = s.conn();
+    let binary: &[u8] = b"b\0\r\n\xff";
+    let writes: Vec<Vec<&[u8]>> = vec![
+        vec![b"SET", b"s", b"v"],
+        vec![b"HSET", b"h", b"f", b"1"],
+        vec![b"SADD", b"set", b"m"],
+        vec![b"ZADD", b"z", b"1.5", b"m"],
+        vec![b"RPUSH", b"l", b"a"],
+        vec![b"SET", binary, b"x"],
+    ];
+    for w in &writes {
+        let mut c = redis::cmd(std::str::from_utf8(w[0]).unwrap());
+        for a in &w[1..] {
+            c.arg(*a);
+        }
+        let _: redis::Value = c.query(&mut con).unwrap();
+    }
+    wait_acked(&mut con);
+    let replid = info(&mut con, "replication")["master_replid"].clone();
+    let frame = |parts: &[&[u8]]| -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in parts {
+            out.extend_from_slice(&(p.len() as u32).to_be_bytes());
+            out.extend_from_slice(p);
+        }
+        out
+    };
+    let want_keys: Vec<Option<Vec<u8>>> = vec![
+        Some(frame(&[b"SET", b"s"])),
+        Some(frame(&[b"HSET", b"h", b"f"])),
+        Some(frame(&[b"SADD", b"set", b"m"])),
+        Some(frame(&[b"ZADD", b"z", b"m"])),
+        None,
+        Some(frame(&[b"SET", binary])),
+    ];
+
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", k.addr())
+        .set("group.id", "contract-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning).unwrap();
+    c.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut records = Vec::new();
+    while records.len() < writes.len() {
+        assert!(Instant::now() < deadline, "read {} of {} records", records.len(), writes.len());
+        let Some(m) = c.poll(Duration::from_millis(200)) else { continue };
+        let m = m.expect("a record");
+        let headers: Vec<(String, Vec<u8>)> = m
+            .headers()
+            .map(|h| h.iter().map(|h| (h.key.to_string(), h.value.unwrap_or_default().to_vec())).collect())
+            .unwrap_or_default();
+        records.push((
+            m.offset(),
+            m.key().map(<[u8]>::to_vec),
+            m.payload().unwrap_or_default().to_vec(),
+            headers,
+        ));
+    }
+    for (i, (offset, key, value, headers)) in records.iter().enumerate() {
+        assert_eq!(*offset, i as i64, "one record per mutation, in order");
+        let mut want = format!("*{}\r\n", writes[i].len()).into_bytes();
+        for a in &writes[i] {
+            want.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            want.extend_from_slice(a);
+            want.extend_from_slice(b"\r\n");
+        }
+        assert_eq!(String::from_utf8_lossy(value), String::from_utf8_lossy(&want), "record {i}'s value");
+        assert_eq!(key, &want_keys[i], "record {i}'s key");
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "goblin-replication-version",
+                "goblin-replication-id",
+                "goblin-replication-offset",
+                "goblin-applied-through"
+            ],
+            "record {i}'s headers"
+        );
+        let text: Vec<String> = headers.iter().map(|(_, v)| String::from_utf8(v.clone()).unwrap()).collect();
+        assert_eq!(
+            text,
+            ["1".to_string(), replid.clone(), (i + 1).to_string(), "-1".to_string()],
+            "record {i}"
+        );
+    }
+}
