@@ -845,20 +845,61 @@ fn a_snapshot_without_cursors_replays_from_its_creation_time() {
     assert_eq!(m["kafka_replay_records_duplicate"], journaled.to_string(), "{m:?}");
 }
 
-/// The replay property end to end: a random workload through a journaling primary; a fresh
-/// server replaying the topic from scratch, and one from a snapshot taken midway plus the
-/// suffix, both reach the primary's digest at the primary's offset.
+/// The replay property end to end: a random workload through a journaling primary (every
+/// type, TTLs, EXEC, blocking pops: in the workload itself, and from a second client parked
+/// in them while the first one writes, so that pushes serve parked pops); a fresh server
+/// replaying the topic from scratch, and one from a snapshot taken midway plus the suffix,
+/// both reach the primary's digest at the primary's offset.
 #[test]
 fn random_workloads_replay_to_the_same_digest() {
+    random_workloads_replay(&Kaka::start());
+}
+
+#[test]
+fn kafka4_random_workloads_replay_to_the_same_digest() {
+    random_workloads_replay(&Kafka4::start());
+}
+
+fn random_workloads_replay(k: &dyn Broker) {
     use rand::SeedableRng;
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let k = Kaka::start();
     let uri = k.uri("journal-random");
     let snap = temp_path("random.gcsn");
     let sp = snap.to_str().unwrap().to_string();
     let mut a = Server::start(&["--kafka", &uri, "--load", &sp, "--save", ""]);
     let mut con = a.conn();
+    // The parked client: blocking pops over the workload's lists and sorted sets, each
+    // waiting up to 50 ms, until the workload ends.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    let popper = {
+        let (stop, served) = (stop.clone(), served.clone());
+        let mut con = a.conn();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+        std::thread::spawn(move || {
+            use rand::Rng;
+            while !stop.load(Ordering::Relaxed) {
+                let (i, j) = (rng.gen_range(0..4), rng.gen_range(0..4));
+                let mut c = match rng.gen_range(0..3) {
+                    0 => redis::cmd("BLMOVE"),
+                    1 => redis::cmd("BRPOP"),
+                    _ => redis::cmd("BZPOPMAX"),
+                };
+                match rng.gen_range(0..3) {
+                    0 => c.arg(format!("l{i}")).arg(format!("l{j}")).arg("LEFT").arg("LEFT").arg("0.05"),
+                    1 => c.arg(format!("l{i}")).arg(format!("l{j}")).arg("0.05"),
+                    _ => c.arg(format!("z{i}")).arg(format!("z{j}")).arg("0.05"),
+                };
+                // WRONGTYPE and timeouts are part of the workload.
+                if let Ok(v) = c.query::<redis::Value>(&mut con) {
+                    if v != redis::Value::Nil {
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
     for half in 0..2 {
         // Short TTLs first, so keys expire (lazily and actively) during the workload; long
         // ones after, so that nothing expires while the servers are compared.
@@ -893,6 +934,9 @@ fn random_workloads_replay_to_the_same_digest() {
             let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
         }
     }
+    stop.store(true, Ordering::Relaxed);
+    popper.join().unwrap();
+    assert!(served.load(Ordering::Relaxed) > 0, "no blocking pop was served");
     wait_acked(&mut con);
     let want = state(&mut con);
     a.signal(9);

@@ -170,12 +170,13 @@ pub fn info(con: &mut redis::Connection, section: &str) -> std::collections::Has
         .collect()
 }
 
-/// One random write (or read) over a few keys of every type, TTLs (in `ttl` ms) and cross-key
-/// commands.
+/// One random write (or read) over a few keys of every type, TTLs (in `ttl` ms), cross-key
+/// commands and blocking pops (with 10 ms timeouts: on empty keys they wait that long and
+/// answer nil).
 pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
     let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
     let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..37) {
+    let c: Vec<String> = match rng.gen_range(0..40) {
         0 => vec!["SET".into(), k(rng, "s"), v(rng)],
         1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
         2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
@@ -243,6 +244,18 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
             "0".into(),
             "COUNT".into(),
             "1".into(),
+        ],
+        36 => vec!["BLMOVE".into(), k(rng, "l"), k(rng, "l"), "RIGHT".into(), "LEFT".into(), "0.01".into()],
+        37 => vec!["BZPOPMIN".into(), k(rng, "z"), k(rng, "z"), "0.01".into()],
+        38 => vec![
+            "BLMPOP".into(),
+            "0.01".into(),
+            "2".into(),
+            k(rng, "l"),
+            k(rng, "l"),
+            "LEFT".into(),
+            "COUNT".into(),
+            "2".into(),
         ],
         _ => vec![
             "XREADGROUP".into(),
