@@ -213,10 +213,23 @@ fn snapshot_plus_suffix(k: &dyn Broker) {
 
 #[test]
 fn the_topic_is_checked_at_startup() {
-    let k = Kaka::start();
+    topic_checks(&Kaka::start());
+}
+
+#[test]
+fn kafka4_the_topic_is_checked_at_startup() {
+    topic_checks(&Kafka4::start());
+}
+
+fn topic_checks(k: &dyn Broker) {
     k.create_topic("two", 2, &[]);
     k.create_topic("compacted", 1, &["cleanup.policy=compact"]);
-    for (topic, expect) in [("two", "has 2 partitions"), ("compacted", "cleanup.policy=compact")] {
+    k.create_topic("compacted-and-deleted", 1, &["cleanup.policy=compact,delete"]);
+    for (topic, expect) in [
+        ("two", "has 2 partitions"),
+        ("compacted", "cleanup.policy=compact"),
+        ("compacted-and-deleted", "cleanup.policy=compact,delete"),
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
             .args(["--port", "0", "--kafka", &k.uri(topic)])
             .output()
@@ -799,7 +812,16 @@ fn broker_mode_groups_do_not_wait_for_clients_that_went_quiet() {
 /// the first record at or after the file's creation time minus --kafka-time-buffer.
 #[test]
 fn a_snapshot_without_cursors_replays_from_its_creation_time() {
-    let k = Kaka::start();
+    replays_from_creation_time(&Kaka::start());
+}
+
+/// The same against Apache Kafka, whose ListOffsets by timestamp the fallback relies on.
+#[test]
+fn kafka4_a_snapshot_without_cursors_replays_from_its_creation_time() {
+    replays_from_creation_time(&Kafka4::start());
+}
+
+fn replays_from_creation_time(k: &dyn Broker) {
     let uri = k.uri("journal-time");
     let first = temp_path("with-cursor.gcsn");
     let legacy = temp_path("no-cursor.gcsn");
@@ -1045,7 +1067,15 @@ fn bad_records() -> Vec<(&'static str, Vec<Rec>, &'static str, i64)> {
 /// At startup every refusal exits non-zero before listening, naming topic, partition, offset.
 #[test]
 fn bad_records_stop_the_startup_replay() {
-    let k = Kaka::start();
+    bad_records_at_startup(&Kaka::start());
+}
+
+#[test]
+fn kafka4_bad_records_stop_the_startup_replay() {
+    bad_records_at_startup(&Kafka4::start());
+}
+
+fn bad_records_at_startup(k: &dyn Broker) {
     let mut cases = bad_records();
     // goblin-core never writes a read: a goblin-authored one is fatal, not ignored.
     cases.push(("goblin-read", vec![forged(&["GET", "a"], 1)], "holds the read-only command 'get'", 0));
@@ -1074,7 +1104,7 @@ fn bad_records_stop_the_startup_replay() {
     for (name, records, expect, offset) in cases {
         let topic = format!("startup-{name}");
         k.create_topic(&topic, 1, &[]);
-        produce(&k.addr, &topic, &records);
+        produce(k.addr(), &topic, &records);
         let (code, err) = run_to_exit(&["--port", "0", "--kafka", &k.uri(&topic), "--save", ""]);
         assert_eq!(code, Some(1), "{name}: {err}");
         assert!(err.contains(expect), "{name}: {err}");
@@ -1087,13 +1117,21 @@ fn bad_records_stop_the_startup_replay() {
 /// stops the running primary with the fail-stop status, naming topic, partition, offset.
 #[test]
 fn bad_records_stop_a_running_primary() {
-    let k = Kaka::start();
+    bad_records_at_runtime(&Kaka::start());
+}
+
+#[test]
+fn kafka4_bad_records_stop_a_running_primary() {
+    bad_records_at_runtime(&Kafka4::start());
+}
+
+fn bad_records_at_runtime(k: &dyn Broker) {
     let mut cases = bad_records();
     cases.push(("other-lineage", vec![forged(&["SET", "a", "1"], 1)], "two primaries share the topic", 0));
     for (name, records, expect, offset) in cases {
         let topic = format!("runtime-{name}");
         let mut s = Server::start(&["--kafka", &k.uri(&topic), "--save", ""]);
-        produce(&k.addr, &topic, &records);
+        produce(k.addr(), &topic, &records);
         let status = s.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
             panic!("{name}: the primary kept running: {}", s.log());
         });

@@ -148,17 +148,38 @@ pub trait Broker {
     fn uri(&self, topic: &str) -> String {
         format!("kafka://{}/{topic}", self.addr())
     }
+    /// Creates a topic with `partitions` and `configs` (`name=value`).
+    fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]);
 }
 
 impl Broker for Kaka {
     fn addr(&self) -> &str {
         &self.addr
     }
+    fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
+        Kaka::create_topic(self, name, partitions, configs)
+    }
 }
 
 impl Broker for Kafka4 {
     fn addr(&self) -> &str {
         &self.addr
+    }
+    /// Through the Admin API (CreateTopics), as an operator's tool would.
+    fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        use rdkafka::client::DefaultClientContext;
+        let admin: AdminClient<DefaultClientContext> =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", &self.addr).create().unwrap();
+        let mut topic = NewTopic::new(name, partitions as i32, TopicReplication::Fixed(1));
+        for c in configs {
+            let (k, v) = c.split_once('=').expect("name=value");
+            topic = topic.set(k, v);
+        }
+        let res = block_on(admin.create_topics([&topic], &AdminOptions::new())).expect("CreateTopics");
+        for r in res {
+            r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
+        }
     }
 }
 
