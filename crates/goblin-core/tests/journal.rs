@@ -444,7 +444,15 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
 /// write is there exactly once. In queued mode this is what tells a graceful stop from a crash.
 #[test]
 fn sigterm_flushes_every_acknowledged_write_in_both_ack_modes() {
-    let k = Kaka::start();
+    sigterm_flushes(&Kaka::start());
+}
+
+#[test]
+fn kafka4_sigterm_flushes_every_acknowledged_write_in_both_ack_modes() {
+    sigterm_flushes(&Kafka4::start());
+}
+
+fn sigterm_flushes(k: &dyn Broker) {
     for mode in ["queued", "broker"] {
         let uri = k.uri(&format!("journal-sigterm-{mode}"));
         let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", mode, "--save", ""];
