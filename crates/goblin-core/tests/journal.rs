@@ -1675,3 +1675,47 @@ fn own_records_contract(k: &dyn Broker) {
         );
     }
 }
+
+/// A primary whose brokers do not answer within the startup bound (15 s) exits 1 before it
+/// listens, naming the brokers.
+#[test]
+fn unreachable_brokers_stop_the_startup() {
+    let port = common::free_port();
+    let uri = format!("kafka://127.0.0.1:{port}/journal-nobody");
+    let (code, err) = run_to_exit(&["--port", "0", "--kafka", &uri, "--save", ""]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("no answer from the brokers 127.0.0.1:{port} within 15 s")), "{err}");
+    assert!(!err.contains("listening on"), "{err}");
+}
+
+/// SIGTERM while Kafka holds back acknowledgements (kaka stopped with SIGSTOP: its
+/// connections stay open, nothing answers) and no save rule ran first: the server waits for
+/// the pending records up to its shutdown bound, says how many it could not flush, and exits;
+/// those records reach Kafka only if librdkafka sent them before the exit, so the restart
+/// finds every write acknowledged before the stop, and no write twice.
+#[test]
+fn sigterm_with_kafka_stalled_waits_its_bound_and_exits() {
+    let k = Kaka::start();
+    let uri = k.uri("journal-sigterm-stalled");
+    let args = ["--kafka", uri.as_str(), "--save", ""];
+    let mut s = Server::start(&args);
+    let mut con = s.conn();
+    for i in 0..20 {
+        let _: () = redis::cmd("RPUSH").arg("l").arg(i).query(&mut con).unwrap();
+    }
+    wait_acked(&mut con);
+    unsafe { libc::kill(k.child.id() as i32, libc::SIGSTOP) };
+    for i in 20..25 {
+        let _: () = redis::cmd("RPUSH").arg("l").arg(i).query(&mut con).unwrap();
+    }
+    s.signal(libc::SIGTERM);
+    let st = s.wait_exit(Duration::from_secs(60));
+    unsafe { libc::kill(k.child.id() as i32, libc::SIGCONT) };
+    let st = st.unwrap_or_else(|| panic!("SIGTERM did not end the server: {}", s.log()));
+    let log = s.log();
+    assert!(log.contains("records still unacknowledged after 10s"), "{log}");
+    assert!(st.success(), "{st:?}: {log}");
+    let r = Server::start(&args);
+    let l: Vec<i64> = redis::cmd("LRANGE").arg("l").arg(0).arg(-1).query(&mut r.conn()).unwrap();
+    assert!(l.len() >= 20 && l.iter().enumerate().all(|(i, v)| *v == i as i64), "{l:?}");
+}
