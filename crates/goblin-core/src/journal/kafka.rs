@@ -1923,11 +1923,20 @@ fn steer_loop(
         };
         let result = if want {
             // Paused, the server thread may have passed over own records: the consumer resumes
-            // where that thread stood, not where librdkafka last delivered.
-            consumer
-                .seek(topic, 0, Offset::Offset(position), Duration::ZERO)
-                .map_err(|e| failed("move", e))
-                .and_then(|()| consumer.resume(partition).map_err(|e| failed("resume", e)))
+            // where that thread stood, not where librdkafka last delivered. Resume first, then
+            // seek: librdkafka's resume does not wake its broker thread, which, idle while the
+            // partition was paused, would otherwise sleep out its 1 s bound before fetching;
+            // the seek wakes it (its fetch state changes), and with the partition resumed
+            // by then it fetches at once. Whatever it fetches in between, from where it last
+            // stood, carries the resume's version, which the seek makes stale: librdkafka
+            // drops it, and `drain` passes over records below the position anyway. The seek
+            // waits for librdkafka's answer, so that the decision is carried out (both ops
+            // served) when `carried` says so.
+            consumer.resume(partition).map_err(|e| failed("resume", e)).and_then(|()| {
+                consumer
+                    .seek(topic, 0, Offset::Offset(position), CONNECT_TIMEOUT)
+                    .map_err(|e| failed("move", e))
+            })
         } else {
             // Records fetched and not yet taken are dropped with the pause (librdkafka purges
             // them); the position has not passed them, so they are read again.
