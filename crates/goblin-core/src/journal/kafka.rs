@@ -1050,13 +1050,27 @@ fn replay_topic(
             resume: nothing,
         });
     }
-    let start = if from < 0 { low } else { from.max(low) };
-    if from > 0 && from < low {
-        warn!(
-            "the snapshot's broker offset {from} is below the earliest retained record {low}: \
-             records were removed by retention; a missing logical offset will stop the replay"
-        );
+    // A cursor below the earliest retained record: retention (or a deletion) removed records
+    // after it. The state holds every record below its consumer position (other producers'
+    // records below it were processed, and its own records are all below it too: a snapshot
+    // waits until they are acknowledged, and the position passes over them), or, without a
+    // position, every record through the inclusive cursor itself. Records from there on are
+    // needed; if some are gone, refuse rather than skip writes.
+    if matches!(start, Start::Offset(_) | Start::Position(_)) {
+        let needed = if consumer_position >= 0 { consumer_position } else { from + 1 };
+        if needed < low {
+            return Err(ReplayFailure {
+                error: ReplayError::Record(format!(
+                    "--kafka: topic {} no longer holds the records this state needs: they start at broker \
+                     offset {needed}, and the earliest retained record is at {low} (retention shorter than the \
+                     snapshot's age, or a deletion). Restart from a snapshot newer than the topic's retained history",
+                    target.topic
+                )),
+                resume: nothing,
+            });
+        }
     }
+    let start = if from < 0 { low } else { from.max(low) };
     let mut stats = ReplayStats {
         last_broker_offset: -1,
         position: high,
