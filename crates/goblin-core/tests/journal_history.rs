@@ -68,6 +68,26 @@ impl Drop for Starting {
     }
 }
 
+/// A kaka whose fetches return nothing at or past broker offset 300 while the returned file
+/// exists (its test hook), and `topic` on it holding 30,000 SETs of about 150 bytes each:
+/// several fetches' worth, so that the batches served below the hold end far below the topic's
+/// end.
+fn held_topic(topic: &str) -> (Kaka, std::path::PathBuf) {
+    let hold = temp_path("kaka-hold");
+    std::fs::write(&hold, b"").unwrap();
+    let k = Kaka::start_with(
+        &temp_path("kaka-held"),
+        free_port(),
+        &["--debug-hold-fetches-at", "300", "--debug-hold-file", hold.to_str().unwrap()],
+    );
+    let value = "v".repeat(100);
+    let keys: Vec<String> = (0..30_000).map(|i| format!("k{i}")).collect();
+    let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
+    let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
+    produce_commands(&k.addr, topic, &cmds);
+    (k, hold)
+}
+
 /// Retention removes records the startup replay has not read yet (kaka's test hook holds the
 /// replay at broker offset 300 while a file exists; then everything below 29,000 is
 /// deleted). The replay's next fetch is below the log start: the startup stops with an error
@@ -76,22 +96,8 @@ impl Drop for Starting {
 /// without 28,700 of the writes.
 #[test]
 fn records_removed_under_the_startup_replay_stop_it() {
-    let hold = temp_path("kaka-hold");
-    std::fs::write(&hold, b"").unwrap();
-    let k = Kaka::start_with(
-        &temp_path("kaka-removed"),
-        free_port(),
-        &["--debug-hold-fetches-at", "300", "--debug-hold-file", hold.to_str().unwrap()],
-    );
     let topic = "history-removed-under-replay";
-    // 30,000 records of about 150 bytes: several fetches' worth, so that the batches served
-    // below the held offset end far below the deletion point.
-    let value = "v".repeat(100);
-    let keys: Vec<String> = (0..30_000).map(|i| format!("k{i}")).collect();
-    let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
-    let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
-    produce_commands(&k.addr, topic, &cmds);
-
+    let (k, hold) = held_topic(topic);
     let mut s = Starting::start(&["--kafka", &k.uri(topic), "--save", ""]);
     let deadline = Instant::now() + Duration::from_secs(60);
     s.wait_log("replaying topic", deadline);
@@ -218,20 +224,8 @@ fn records_of_an_older_lineage_are_discarded() {
 /// that the replay of a small topic lasts long enough to report.
 #[test]
 fn a_long_replay_logs_its_progress() {
-    let hold = temp_path("kaka-hold");
-    std::fs::write(&hold, b"").unwrap();
-    let k = Kaka::start_with(
-        &temp_path("kaka-progress"),
-        free_port(),
-        &["--debug-hold-fetches-at", "300", "--debug-hold-file", hold.to_str().unwrap()],
-    );
     let topic = "history-progress";
-    // As above: batches far smaller than the topic, so the hold stops the replay early.
-    let value = "v".repeat(100);
-    let keys: Vec<String> = (0..30_000).map(|i| format!("k{i}")).collect();
-    let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
-    let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
-    produce_commands(&k.addr, topic, &cmds);
+    let (k, hold) = held_topic(topic);
     let mut s = Starting::start(&["--kafka", &k.uri(topic), "--save", ""]);
     let deadline = Instant::now() + Duration::from_secs(60);
     s.wait_log(
