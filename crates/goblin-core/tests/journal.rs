@@ -1719,3 +1719,66 @@ fn sigterm_with_kafka_stalled_waits_its_bound_and_exits() {
     let l: Vec<i64> = redis::cmd("LRANGE").arg("l").arg(0).arg(-1).query(&mut r.conn()).unwrap();
     assert!(l.len() >= 20 && l.iter().enumerate().all(|(i, v)| *v == i as i64), "{l:?}");
 }
+
+/// In broker ack mode a transaction's one reply waits for the acknowledgement of every record
+/// of its batch, not the first: with one record per produce request
+/// (`batch.num.messages=1`) and kaka holding the acknowledgement of every request from broker
+/// offset 1 on (its test hook), the first of EXEC's three records is acknowledged and the
+/// reply still waits, and so does the PING pipelined behind it; both come, in order, once kaka
+/// answers.
+#[test]
+fn broker_mode_releases_a_transaction_only_when_its_last_record_is_acknowledged() {
+    use std::io::{Read, Write};
+    let hold = temp_path("kaka-hold-acks");
+    std::fs::write(&hold, b"").unwrap();
+    let k = Kaka::start_with(
+        &temp_path("kaka-hold-acks-dir"),
+        common::free_port(),
+        &["--debug-hold-acks-at", "1", "--debug-hold-file", hold.to_str().unwrap()],
+    );
+    let uri = format!("{}?batch.num.messages=1", k.uri("journal-exec-acks"));
+    let s = Server::start(&["--kafka", &uri, "--kafka-ack-mode", "broker", "--save", ""]);
+    let mut watcher = s.conn();
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    let set = |k: &str| format!("*3\r\n$3\r\nSET\r\n$1\r\n{k}\r\n$1\r\n1\r\n");
+    let pipeline = format!(
+        "*1\r\n$5\r\nMULTI\r\n{}{}{}*1\r\n$4\r\nEXEC\r\n*1\r\n$4\r\nPING\r\n",
+        set("a"),
+        set("b"),
+        set("c")
+    );
+    c.write_all(pipeline.as_bytes()).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut got = Vec::new();
+    let read_some = |c: &mut TcpStream, got: &mut Vec<u8>| {
+        let mut buf = [0u8; 256];
+        match c.read(&mut buf) {
+            Ok(0) => panic!("the server closed the connection"),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    // The first record is acknowledged, the second is held.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut watcher, "kafka")["kafka_acknowledged_offset"] != "1" {
+        assert!(Instant::now() < deadline, "{:?}", info(&mut watcher, "kafka"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A second in which kaka holds the rest: the replies up to EXEC's are all there is.
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        read_some(&mut c, &mut got);
+    }
+    assert_eq!(String::from_utf8_lossy(&got), "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n");
+    assert_eq!(info(&mut watcher, "kafka")["kafka_acknowledged_offset"], "1");
+    std::fs::remove_file(&hold).unwrap();
+    let want = "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n+OK\r\n+OK\r\n+PONG\r\n";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.len() < want.len() {
+        assert!(Instant::now() < deadline, "{}", String::from_utf8_lossy(&got));
+        read_some(&mut c, &mut got);
+    }
+    assert_eq!(String::from_utf8_lossy(&got), want);
+    assert_eq!(info(&mut watcher, "kafka")["kafka_acknowledged_offset"], "3");
+}

@@ -30,6 +30,9 @@ pub struct BrokerConfig {
     pub fail_fsync_after: Option<u64>,
     /// Test hook: no fetch returns a record at or past this offset while the file exists.
     pub hold_fetches: Option<(i64, std::path::PathBuf)>,
+    /// Test hook: a produce whose batch lands at or past this offset is appended, but its
+    /// response waits while the file exists.
+    pub hold_acks: Option<(i64, std::path::PathBuf)>,
 }
 
 /// Settings of one topic; absent keys fall back to the broker's.
@@ -234,6 +237,7 @@ impl BrokerConfig {
             write_stall_timeout_ms: 60_000,
             fail_fsync_after: None,
             hold_fetches: None,
+            hold_acks: None,
         }
     }
 }

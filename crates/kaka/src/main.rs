@@ -115,8 +115,13 @@ struct Opts {
     /// from a broker that stopped serving reads there, while --debug-hold-file exists.
     #[arg(long, hide = true, requires = "debug_hold_file")]
     debug_hold_fetches_at: Option<i64>,
-    /// The file whose existence turns --debug-hold-fetches-at on.
-    #[arg(long, hide = true, requires = "debug_hold_fetches_at")]
+    /// Test hook: a produce whose batch lands at or past this offset (in any partition) is
+    /// appended, but not acknowledged while --debug-hold-file exists, as by a broker that
+    /// stopped answering there.
+    #[arg(long, hide = true, requires = "debug_hold_file")]
+    debug_hold_acks_at: Option<i64>,
+    /// The file whose existence turns --debug-hold-fetches-at and --debug-hold-acks-at on.
+    #[arg(long, hide = true)]
     debug_hold_file: Option<std::path::PathBuf>,
 }
 
@@ -202,6 +207,7 @@ fn broker_config(o: &Opts) -> config::BrokerConfig {
         write_stall_timeout_ms: o.write_stall_timeout_ms.max(1),
         fail_fsync_after: o.debug_fail_fsync_after,
         hold_fetches: o.debug_hold_fetches_at.zip(o.debug_hold_file.clone()),
+        hold_acks: o.debug_hold_acks_at.zip(o.debug_hold_file.clone()),
     }
 }
 

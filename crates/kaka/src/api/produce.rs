@@ -75,6 +75,7 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
         return Started::NoResponse;
     }
     let (cid, version) = (req.correlation_id, req.version);
+    let hold_acks = req.broker.cfg.hold_acks.clone();
     Started::Pending(Box::pin(async move {
         let mut resp = ProduceResponse::default();
         for (name, slots) in topics {
@@ -95,6 +96,13 @@ pub fn start(req: Req, r: ProduceRequest) -> Started {
                         message: Some("partition stopped".into()),
                     }),
                 };
+                // Test hook (--debug-hold-acks-at): appended, but not answered while the file
+                // exists.
+                if let Some((at, file)) = &hold_acks {
+                    while res.base_offset >= *at && file.exists() {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
                 let mut pr = PartitionProduceResponse::default();
                 pr.index = index;
                 pr.error_code = res.error;
