@@ -61,6 +61,19 @@ impl Starting {
     }
 }
 
+/// Waits (30 s at most) until `INFO kafka` shows `field` at `want` with nothing pending.
+fn wait_kafka(con: &mut redis::Connection, field: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = info(con, "kafka");
+        if m[field] == want && m["kafka_pending_records"] == "0" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{field} never {want}: {m:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl Drop for Starting {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -127,11 +140,7 @@ fn a_snapshot_whose_cursor_is_past_the_topic_end_is_refused() {
     for i in 0..10 {
         let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut con).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while info(&mut con, "kafka")["kafka_acknowledged_broker_offset"] != "9" {
-        assert!(Instant::now() < deadline, "not acknowledged: {:?}", info(&mut con, "kafka"));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_kafka(&mut con, "kafka_acknowledged_broker_offset", "9");
     let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
     a.signal(libc::SIGTERM);
     a.wait_exit(Duration::from_secs(30)).unwrap();
@@ -176,11 +185,7 @@ fn records_of_an_older_lineage_are_discarded() {
     for i in 0..5 {
         let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut con).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while info(&mut con, "kafka")["kafka_acknowledged_offset"] != "5" {
-        assert!(Instant::now() < deadline, "not acknowledged: {:?}", info(&mut con, "kafka"));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_kafka(&mut con, "kafka_acknowledged_offset", "5");
     drop(a);
     // Lineage B: a server without Kafka, its snapshot without cursors.
     let snap = temp_path("lineage-b.gcsn");
@@ -205,11 +210,7 @@ fn records_of_an_older_lineage_are_discarded() {
     assert_eq!(keys(&mut con), ["b"]);
     assert_eq!(info(&mut con, "replication")["master_replid"], lineage_b);
     let _: () = redis::cmd("SET").arg("c").arg("1").query(&mut con).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while info(&mut con, "kafka")["kafka_acknowledged_offset"] != "2" {
-        assert!(Instant::now() < deadline, "not acknowledged: {:?}", info(&mut con, "kafka"));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_kafka(&mut con, "kafka_acknowledged_offset", "2");
     drop(b);
     // Restarted from the same snapshot: A's records discarded again, B's own applied.
     let b = Server::start(&args);
@@ -263,25 +264,14 @@ fn a_snapshot_older_than_the_retained_history_is_refused() {
     for i in 0..10 {
         let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut con).unwrap();
     }
-    let settled = |con: &mut redis::Connection, key: &str, want: &str| {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let m = info(con, "kafka");
-            if m[key] == want && m["kafka_pending_records"] == "0" {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{key} never {want}: {m:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    settled(&mut con, "kafka_consumer_position", "10");
+    wait_kafka(&mut con, "kafka_consumer_position", "10");
     let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
     // Another producer's five writes, broker offsets 10-14, applied by the primary.
     let keys: Vec<String> = (0..5).map(|i| format!("x{i}")).collect();
     let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), "1"]).collect();
     let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
     produce_commands(&k.addr, topic, &cmds);
-    settled(&mut con, "kafka_external_records_applied", "5");
+    wait_kafka(&mut con, "kafka_external_records_applied", "5");
     a.signal(libc::SIGKILL);
     a.wait_exit(Duration::from_secs(10)).unwrap();
 

@@ -984,6 +984,8 @@ fn replay_topic(
     // resume (it starts again as this replay did).
     let nothing = Resume { from: -1, position: consumer_position, own_broker: -1 };
     let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: nothing };
+    // A history this state cannot continue from: an operator must act.
+    let refuse = |m: String| ReplayFailure { error: ReplayError::Record(m), resume: nothing };
     let mut c = base_config(target);
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
@@ -1040,15 +1042,12 @@ fn replay_topic(
         } else {
             format!("its last record is at offset {}", high - 1)
         };
-        return Err(ReplayFailure {
-            error: ReplayError::Record(format!(
-                "--kafka: the Kafka cursor (broker offset {from}) is past the end of topic {}: {end}. \
-                 The topic does not hold the records this state saw acknowledged: it is not the history \
-                 they were written to (deleted and created again, or another cluster)",
-                target.topic
-            )),
-            resume: nothing,
-        });
+        return Err(refuse(format!(
+            "--kafka: the Kafka cursor (broker offset {from}) is past the end of topic {}: {end}. \
+             The topic does not hold the records this state saw acknowledged: it is not the history \
+             they were written to (deleted and created again, or another cluster)",
+            target.topic
+        )));
     }
     // A cursor below the earliest retained record: retention (or a deletion) removed records
     // after it. The state holds every record below its consumer position (other producers'
@@ -1059,15 +1058,12 @@ fn replay_topic(
     if matches!(start, Start::Offset(_) | Start::Position(_)) {
         let needed = if consumer_position >= 0 { consumer_position } else { from + 1 };
         if needed < low {
-            return Err(ReplayFailure {
-                error: ReplayError::Record(format!(
-                    "--kafka: topic {} no longer holds the records this state needs: they start at broker \
-                     offset {needed}, and the earliest retained record is at {low} (retention shorter than the \
-                     snapshot's age, or a deletion). Restart from a snapshot newer than the topic's retained history",
-                    target.topic
-                )),
-                resume: nothing,
-            });
+            return Err(refuse(format!(
+                "--kafka: topic {} no longer holds the records this state needs: they start at broker \
+                 offset {needed}, and the earliest retained record is at {low} (retention shorter than the \
+                 snapshot's age, or a deletion). Restart from a snapshot newer than the topic's retained history",
+                target.topic
+            )));
         }
     }
     let start = if from < 0 { low } else { from.max(low) };

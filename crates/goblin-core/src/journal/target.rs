@@ -59,11 +59,10 @@ fn owned(key: &str) -> Option<&'static str> {
     if key.starts_with("test.mock.") {
         return Some("mock brokers are for librdkafka's own tests");
     }
-    let why = OWNED.iter().find(|(k, _)| *k == key).map(|(_, why)| *why);
-    if why.is_none() && key.starts_with("sasl.") {
-        return Some("goblin-core speaks PLAINTEXT only: it is built without TLS and SASL");
-    }
-    why
+    OWNED.iter().find(|(k, _)| *k == key).map(|(_, why)| *why).or_else(|| {
+        key.starts_with("sasl.")
+            .then_some("goblin-core speaks PLAINTEXT only: it is built without TLS and SASL")
+    })
 }
 
 /// Decodes `%XX` escapes (and nothing else: `+` stays a plus).
