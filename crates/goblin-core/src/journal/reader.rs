@@ -217,11 +217,26 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         if ts_type != rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE && ts >= 0 {
             r.timestamp = Some(ts);
         }
+        // The headers are parsed into their own allocations (a list and one per header) and
+        // detached from the message: destroyed right after decoding, on this thread, they
+        // go back to this thread's allocator cache for the next record's headers, instead of
+        // piling up with the message until its batch comes back (a burst of frees past the
+        // cache, flushed to the shared arena: 6% of the replay's samples).
         let mut hdrs: *mut rd::rd_kafka_headers_t = std::ptr::null_mut();
-        if rd::rd_kafka_message_headers(msg, &mut hdrs) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        if rd::rd_kafka_message_detach_headers(msg, &mut hdrs)
+            != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
         {
             return r;
         }
+        /// Destroys detached headers on every way out of the decoding below.
+        struct Detached(*mut rd::rd_kafka_headers_t);
+        impl Drop for Detached {
+            fn drop(&mut self) {
+                // SAFETY: detached headers are ours alone, destroyed once.
+                unsafe { rd::rd_kafka_headers_destroy(self.0) };
+            }
+        }
+        let detached = Detached(hdrs);
         let (mut id, mut offset, mut through, mut version) = (None, None, None, None);
         let mut idx = 0;
         loop {
@@ -250,6 +265,8 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         r.offset = offset.and_then(super::kafka::decimal_u64);
         r.applied_through = through.map(super::kafka::decimal_i64);
         r.version = version.map(super::kafka::decimal_u64);
+        // The slices above point into the headers: they are all parsed by now.
+        drop(detached);
     }
     r
 }
