@@ -77,6 +77,10 @@ pub struct Batch {
     args: Vec<(usize, usize)>,
     /// Mutation `i`'s arguments are `args[arg_starts[i]..arg_starts[i + 1]]`.
     arg_starts: Vec<usize>,
+    /// While set, [`Batch::push`] appends nothing: a replayed canonical record is its own
+    /// mutation, so what its execution would emit is dropped unencoded (see
+    /// `Engine::apply_record`).
+    discarding: bool,
 }
 
 impl Batch {
@@ -89,11 +93,20 @@ impl Batch {
             starts: Vec::new(),
             args: Vec::new(),
             arg_starts: Vec::new(),
+            discarding: false,
         }
+    }
+
+    /// Starts or ends dropping what [`Batch::push`] is given.
+    pub(crate) fn set_discarding(&mut self, discarding: bool) {
+        self.discarding = discarding;
     }
 
     /// Appends one mutation, encoding it as a RESP2 array of bulk strings.
     pub fn push(&mut self, args: &[&[u8]]) {
+        if self.discarding {
+            return;
+        }
         self.starts.push(self.buf.len());
         self.arg_starts.push(self.args.len());
         let buf = &mut self.buf;
@@ -108,6 +121,37 @@ impl Batch {
             buf.extend_from_slice(a);
             buf.extend_from_slice(b"\r\n");
         }
+    }
+
+    /// The length of `args`' RESP2 encoding as [`Batch::push`] writes it.
+    pub fn encoded_len(args: &[&[u8]]) -> usize {
+        fn digits(mut n: usize) -> usize {
+            let mut d = 1;
+            while n >= 10 {
+                n /= 10;
+                d += 1;
+            }
+            d
+        }
+        args.iter().fold(3 + digits(args.len()), |sum, a| sum + 5 + digits(a.len()) + a.len())
+    }
+
+    /// Appends one mutation already encoded: `encoded` is exactly what [`Batch::push`] would
+    /// write for `args`, and every argument is a slice of `encoded` (a replayed record that
+    /// parsed to `args` and is [`Batch::encoded_len`] long: every non-canonical form of a
+    /// length, a sign or leading zeros, is longer). One copy instead of an encoding.
+    pub fn push_encoded(&mut self, encoded: &[u8], args: &[&[u8]]) {
+        debug_assert_eq!(encoded.len(), Batch::encoded_len(args));
+        let base = self.buf.len();
+        self.starts.push(base);
+        self.arg_starts.push(self.args.len());
+        let origin = encoded.as_ptr() as usize;
+        for a in args {
+            let at = (a.as_ptr() as usize).wrapping_sub(origin);
+            assert!(at <= encoded.len() && a.len() <= encoded.len() - at, "an argument outside its encoding");
+            self.args.push((base + at, a.len()));
+        }
+        self.buf.extend_from_slice(encoded);
     }
 
     /// Number of mutations.
@@ -274,6 +318,37 @@ mod tests {
         let (frame, used) = resp::decode_frame(m.bytes).unwrap().unwrap();
         assert_eq!(used, m.bytes.len());
         assert!(matches!(frame, resp::Frame::Array(Some(ref v)) if v.len() == 3));
+    }
+
+    proptest::proptest! {
+        /// A mutation pushed in its encoding is the same mutation as one pushed as arguments.
+        #[test]
+        fn pushing_an_encoding_equals_pushing_its_arguments(
+            args in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 1..12),
+            before in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..5), 1..4),
+        ) {
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let before: Vec<&[u8]> = before.iter().map(Vec::as_slice).collect();
+            let mut want = Batch::new(ReplId::random());
+            want.push(&before);
+            want.push(&args);
+            let mut one = Batch::new(want.replid);
+            one.push(&args);
+            let encoded = one.bytes().to_vec();
+            proptest::prop_assert_eq!(encoded.len(), Batch::encoded_len(&args));
+            // The arguments as a parse of the encoding finds them: slices of `encoded`.
+            let parsed: Vec<&[u8]> = one.get(0).args().map(|a| {
+                let at = a.as_ptr() as usize - one.bytes().as_ptr() as usize;
+                &encoded[at..at + a.len()]
+            }).collect();
+            let mut got = Batch::new(want.replid);
+            got.push(&before);
+            got.push_encoded(&encoded, &parsed);
+            proptest::prop_assert_eq!(got.bytes(), want.bytes());
+            proptest::prop_assert_eq!(&got.starts, &want.starts);
+            proptest::prop_assert_eq!(&got.args, &want.args);
+            proptest::prop_assert_eq!(&got.arg_starts, &want.arg_starts);
+        }
     }
 
     #[test]

@@ -347,4 +347,14 @@ impl Engine {
     pub(crate) fn push_pending(&mut self, args: &[&[u8]]) {
         self.pending.push(args);
     }
+
+    /// Starts or ends dropping what commands emit (replay: a record that is its own mutation).
+    pub(crate) fn discard_emissions(&mut self, discard: bool) {
+        self.pending.set_discarding(discard);
+    }
+
+    /// Appends a mutation already in its canonical encoding (see [`Batch::push_encoded`]).
+    pub(crate) fn push_pending_encoded(&mut self, encoded: &[u8], args: &[&[u8]]) {
+        self.pending.push_encoded(encoded, args);
+    }
 }

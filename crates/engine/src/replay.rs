@@ -239,7 +239,11 @@ impl Engine {
         // The reply is only inspected for an error: one buffer serves every record.
         let mut out = std::mem::take(&mut self.replay_reply);
         out.clear();
+        // A record with an offset is its own mutation (pushed below): what the command would
+        // emit is not even encoded.
+        self.discard_emissions(offset.is_some());
         let outcome = self.execute(spec, &args, now, &mut out, resp::Proto::Resp2, false);
+        self.discard_emissions(false);
         self.replaying = was_replaying;
         let failed = out.first() == Some(&b'-');
         let error = failed.then(|| String::from_utf8_lossy(&out[1..]).trim_end().to_string());
@@ -257,7 +261,12 @@ impl Engine {
             // The record itself is the mutation (its re-emission is the same command, or, for
             // a no-op on this state, nothing): it keeps its offset and its exact bytes.
             self.truncate_pending(mark);
-            self.push_pending(&args);
+            if record.len() == crate::batch::Batch::encoded_len(&args) {
+                // Canonical (parsed whole, and no longer than the canonical encoding): copied.
+                self.push_pending_encoded(record, &args);
+            } else {
+                self.push_pending(&args);
+            }
         }
         Ok(Applied::Applied)
     }
@@ -351,6 +360,21 @@ mod tests {
         // After the commit, the next expected offset is 3.
         assert_eq!(e.apply_record(&rec(&["DEL", "a"]), Some(2), 0), Ok(Applied::Duplicate));
         assert_eq!(e.apply_record(&rec(&["DEL", "a"]), Some(3), 0), Ok(Applied::Applied));
+    }
+
+    #[test]
+    fn a_replayed_record_is_pending_in_its_canonical_encoding() {
+        let mut e = Engine::new(Replication::new_lineage());
+        // Canonical: copied as it is. Lengths with leading zeros or a sign: re-encoded.
+        let canonical = rec(&["SET", "key", "value"]);
+        e.apply_record(&canonical, Some(1), 0).unwrap();
+        e.apply_record(b"*03\r\n$3\r\nSET\r\n$+3\r\nkey\r\n$005\r\nother\r\n", Some(2), 0).unwrap();
+        let b = e.commit(Origin::Replay).unwrap();
+        assert_eq!(b.get(0).bytes, &canonical[..]);
+        assert_eq!(b.get(1).bytes, &rec(&["SET", "key", "other"])[..]);
+        let args: Vec<Vec<&[u8]>> = (0..2).map(|i| b.get(i).args().collect()).collect();
+        assert_eq!(args, vec![vec![&b"SET"[..], b"key", b"value"], vec![&b"SET"[..], b"key", b"other"]]);
+        assert_eq!(b.get(1).keys().collect::<Vec<_>>(), vec![&b"key"[..]]);
     }
 
     #[test]
