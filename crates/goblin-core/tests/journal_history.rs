@@ -9,57 +9,9 @@
 mod common;
 
 use common::brokers::{info, produce_commands, Broker, Kaka};
+use common::unwaited::Unwaited;
 use common::{free_port, run_to_exit, temp_path, Server};
 use std::time::{Duration, Instant};
-
-/// A goblin-core whose startup the test watches through its log (it may never listen).
-struct Starting {
-    child: std::process::Child,
-    log: std::path::PathBuf,
-}
-
-impl Starting {
-    fn start(args: &[&str]) -> Starting {
-        let log = temp_path("starting.log");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-            .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Starting { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until the log holds `text`; panics at `deadline` or if the server exits first.
-    fn wait_log(&mut self, text: &str, deadline: Instant) {
-        while !self.log().contains(text) {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                panic!("exited ({st}) before '{text}': {}", self.log());
-            }
-            assert!(Instant::now() < deadline, "no '{text}': {}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits for the exit (its code); panics if the server listens or is still running at
-    /// `deadline`.
-    fn wait_exit(&mut self, deadline: Instant) -> Option<i32> {
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.code();
-            }
-            let log = self.log();
-            assert!(!log.contains("listening on"), "the server listens: {log}");
-            assert!(Instant::now() < deadline, "still running: {log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
 
 /// Waits (30 s at most) until `INFO kafka` shows `field` at `want` with nothing pending.
 fn wait_kafka(con: &mut redis::Connection, field: &str, want: &str) {
@@ -71,13 +23,6 @@ fn wait_kafka(con: &mut redis::Connection, field: &str, want: &str) {
         }
         assert!(Instant::now() < deadline, "{field} never {want}: {m:?}");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-impl Drop for Starting {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -111,7 +56,7 @@ fn held_topic(topic: &str) -> (Kaka, std::path::PathBuf) {
 fn records_removed_under_the_startup_replay_stop_it() {
     let topic = "history-removed-under-replay";
     let (k, hold) = held_topic(topic);
-    let mut s = Starting::start(&["--kafka", &k.uri(topic), "--save", ""]);
+    let s = Unwaited::start(&["--kafka", &k.uri(topic), "--save", ""]);
     let deadline = Instant::now() + Duration::from_secs(60);
     s.wait_log("replaying topic", deadline);
     s.wait_log("from broker offset 0 through 30000", deadline);
@@ -227,7 +172,7 @@ fn records_of_an_older_lineage_are_discarded() {
 fn a_long_replay_logs_its_progress() {
     let topic = "history-progress";
     let (k, hold) = held_topic(topic);
-    let mut s = Starting::start(&["--kafka", &k.uri(topic), "--save", ""]);
+    let s = Unwaited::start(&["--kafka", &k.uri(topic), "--save", ""]);
     let deadline = Instant::now() + Duration::from_secs(60);
     s.wait_log(
         "replaying topic history-progress from broker offset 0 through 30000 (30000 records)",

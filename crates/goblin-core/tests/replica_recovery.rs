@@ -11,98 +11,12 @@ mod common;
 use common::repl::{offset, sock, wait_for};
 
 use common::brokers::{info, other_producer, produce_commands, Broker, Kaka};
+use common::unwaited::Unwaited;
 use common::{free_port, temp_path, Server};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 fn digest_of(con: &mut redis::Connection) -> String {
     redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap()
-}
-
-/// A goblin-core started without the harness's wait (its listeners open late, or not ready):
-/// connections are retried until it listens (as in tests/replication.rs).
-struct Unwaited {
-    child: std::process::Child,
-    port: u16,
-    log: std::path::PathBuf,
-}
-
-impl Unwaited {
-    fn start(args: &[&str]) -> Unwaited {
-        let port = free_port();
-        let log = temp_path("unwaited.log");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--loglevel", "debug"])
-            .args(["--enable-debug-command", "yes"])
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Unwaited { child, port, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn conn(&mut self) -> redis::Connection {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                panic!("the replica exited with {st}:\n{}", self.log());
-            }
-            let url = format!("redis://127.0.0.1:{}/", self.port);
-            match redis::Client::open(url).unwrap().get_connection() {
-                Ok(c) => return c,
-                Err(e) => {
-                    assert!(Instant::now() < deadline, "the server never listened: {e}\n{}", self.log())
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits (at most `secs`) until `cond` holds for its INFO replication; the process must
-    /// not exit meanwhile.
-    fn wait_for(
-        &mut self,
-        what: &str,
-        secs: u64,
-        cond: impl Fn(&HashMap<String, String>) -> bool,
-    ) -> HashMap<String, String> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        let mut c = self.conn();
-        loop {
-            let m = info(&mut c, "replication");
-            if cond(&m) {
-                return m;
-            }
-            if let Ok(Some(st)) = self.child.try_wait() {
-                panic!("the replica exited with {st} waiting for {what}:\n{}", self.log());
-            }
-            assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn digest(&mut self) -> String {
-        digest_of(&mut self.conn())
-    }
-
-    fn dbsize(&mut self) -> i64 {
-        redis::cmd("DBSIZE").query(&mut self.conn()).unwrap()
-    }
-}
-
-impl Drop for Unwaited {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- replica log ---\n{}", self.log());
-        }
-    }
 }
 
 /// Writes one record that is not a RESP2 command to partition 0 of `topic` (another producer's
@@ -166,7 +80,7 @@ fn kafka_unreachable_at_startup_opens_not_ready_and_replays_when_it_returns() {
     assert!(primary.stop().success());
     drop(k);
     let started = Instant::now();
-    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
     let m = replica.wait_for("listening, not ready", 30, |m| m["goblin_ready"] == "0");
     assert!(
         started.elapsed() < Duration::from_secs(12),
@@ -209,7 +123,7 @@ fn a_missing_topic_leaves_the_replica_not_ready_until_the_topic_appears() {
     let k = Kaka::start();
     let uri = k.uri("rr-missing");
     let pport = free_port().to_string();
-    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
     let m = replica.wait_for("not ready", 30, |m| m["goblin_ready"] == "0");
     assert!(m["replica_last_error"].contains("watermarks of topic rr-missing"), "{m:?}");
     // Still waiting a few retries later, and still running.
@@ -249,7 +163,7 @@ fn a_bad_record_leaves_the_replica_degraded_and_retrying() {
     produce_garbage(&k.addr, "rr-bad");
     let uri = k.uri("rr-bad");
     let pport = free_port().to_string();
-    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
     let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
     assert_eq!(m["goblin_ready"], "0");
     assert!(m["replica_last_error"].contains("malformed record: not a RESP2 array"), "{m:?}");
@@ -299,7 +213,7 @@ fn a_bad_record_after_a_replayed_prefix_keeps_the_prefix_and_retries_from_it() {
     let want = (offset(&primary), digest_of(&mut primary.conn()));
     assert!(primary.stop().success());
     produce_garbage(&k.addr, "rr-tail");
-    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
     let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
     assert_eq!(m["goblin_ready"], "0");
     let err = &m["replica_last_error"];
@@ -360,7 +274,7 @@ fn a_kafka_stall_in_the_middle_of_a_catch_up_keeps_the_prefix_and_goes_on_from_i
     let want = (offset(&primary), digest_of(&mut primary.conn()));
     assert!(primary.stop().success());
     std::fs::write(&hold, b"").unwrap();
-    let mut replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
+    let replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &pport]);
     let m =
         replica.wait_for("the stall", 60, |m| m["replica_last_error"].contains("stalled at broker offset"));
     assert_eq!(m["goblin_ready"], "0", "{m:?}");
@@ -414,8 +328,7 @@ fn a_failing_record_of_another_producer_stops_every_attempt_at_it() {
     let own = offset(&primary);
     assert!(primary.stop().success());
     produce_commands(&k.addr, "rr-ext", &[&["APPEND", "ext", "a"], &["INCR", "s"], &["APPEND", "ext", "b"]]);
-    let mut replica =
-        Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &free_port().to_string()]);
+    let replica = Unwaited::start(&["--kafka", &uri, "--replica-tcp", "127.0.0.1", &free_port().to_string()]);
     let m = replica.wait_for("degraded", 30, |m| m["replica_state"] == "degraded");
     assert!(m["replica_last_error"].contains("not an integer"), "{m:?}");
     assert_eq!(m["slave_repl_offset"], (own + 1).to_string(), "the first APPEND applied: {m:?}");
@@ -456,7 +369,7 @@ fn a_hanging_kafka_delays_the_handoff_without_blocking_clients() {
         }
     }
     let cont = Cont(kaka);
-    let mut replica = Unwaited::start(&[
+    let replica = Unwaited::start(&[
         "--load",
         &old,
         "--kafka",

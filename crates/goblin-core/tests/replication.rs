@@ -8,8 +8,8 @@ mod common;
 use common::repl::{offset, repl, sock, wait_for};
 
 use common::brokers::{info, produce_commands, random_command, Broker, Kaka};
+use common::unwaited::Unwaited;
 use common::{run_to_exit, temp_path, Server};
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -75,91 +75,6 @@ fn journaling_primary(topic: &str) -> (Kaka, String, String, Server) {
     let snap = sock("primary.gcsn");
     let primary = Server::start(&["--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
     (k, uri, snap, primary)
-}
-
-/// A goblin-core started without the harness's wait (its listeners may open late, or not
-/// ready, or inside a network namespace): its log can be awaited and a connection retried
-/// until it listens.
-struct Unwaited {
-    child: std::process::Child,
-    host: String,
-    port: u16,
-    log: std::path::PathBuf,
-}
-
-impl Unwaited {
-    fn start(args: &[&str]) -> Unwaited {
-        Unwaited::start_in(&[], "127.0.0.1", args)
-    }
-
-    /// Runs the binary behind `prefix` (e.g. `ip netns exec NAME`), listening on `host`.
-    fn start_in(prefix: &[&str], host: &str, args: &[&str]) -> Unwaited {
-        let port = common::free_port();
-        let log = temp_path("unwaited.log");
-        let bin = env!("CARGO_BIN_EXE_goblin-core");
-        let (program, rest) = match prefix.split_first() {
-            Some((p, rest)) => (*p, [rest, &[bin]].concat()),
-            None => (bin, Vec::new()),
-        };
-        let child = std::process::Command::new(program)
-            .args(rest)
-            .args(["--port", &port.to_string(), "--bind", host, "--loglevel", "debug"])
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Unwaited { child, host: host.to_string(), port, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn wait_log(&self, text: &str, deadline: Instant) {
-        while !self.log().contains(text) {
-            assert!(Instant::now() < deadline, "no '{text}': {}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn conn(&self, deadline: Instant) -> redis::Connection {
-        loop {
-            let url = format!("redis://{}:{}/", self.host, self.port);
-            match redis::Client::open(url).unwrap().get_connection() {
-                Ok(c) => return c,
-                Err(e) => {
-                    assert!(Instant::now() < deadline, "the server never listened: {e}\n{}", self.log())
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits until `cond` holds for its INFO replication, or fails with its log.
-    fn wait_for(
-        &self,
-        what: &str,
-        cond: impl Fn(&HashMap<String, String>) -> bool,
-    ) -> HashMap<String, String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut c = self.conn(deadline);
-        loop {
-            let m = info(&mut c, "replication");
-            if cond(&m) {
-                return m;
-            }
-            assert!(Instant::now() < deadline, "waiting for {what}: {m:?}\nlog:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Unwaited {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -592,7 +507,7 @@ impl Netns {
     /// the host can connect to it.
     fn goblin(&self, args: &[&str]) -> Unwaited {
         let s = Unwaited::start_in(&["ip", "netns", "exec", &self.name], &self.inner, args);
-        drop(s.conn(Instant::now() + Duration::from_secs(20)));
+        drop(s.conn_by(Instant::now() + Duration::from_secs(20)));
         s
     }
 }
@@ -636,19 +551,19 @@ fn a_non_loopback_upstream_is_followed_over_verified_tls() {
         ns.goblin(&args)
     };
     let r = follow(&["--replica-tls-ca-file", &p("ca.crt")]);
-    r.wait_for("live", |m| m["replica_state"] == "live");
+    r.wait_for("live", 30, |m| m["replica_state"] == "live");
     random_workload(&primary, &mut rand::thread_rng(), 5);
     let want = offset(&primary).to_string();
-    r.wait_for("the primary's offset", |m| m["slave_repl_offset"] == want);
-    let mut rc = r.conn(Instant::now() + Duration::from_secs(10));
+    r.wait_for("the primary's offset", 30, |m| m["slave_repl_offset"] == want);
+    let mut rc = r.conn_by(Instant::now() + Duration::from_secs(10));
     let d: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
     assert_eq!(d, digest(&primary));
     let wrong_ca = follow(&["--replica-tls-ca-file", &p("other-ca.crt")]);
-    let m = wrong_ca.wait_for("refused", |m| !m["replica_last_error"].is_empty());
+    let m = wrong_ca.wait_for("refused", 30, |m| !m["replica_last_error"].is_empty());
     assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
     let wrong_name =
         follow(&["--replica-tls-ca-file", &p("ca.crt"), "--replica-tls-server-name", "primary.example.net"]);
-    let m = wrong_name.wait_for("refused", |m| !m["replica_last_error"].is_empty());
+    let m = wrong_name.wait_for("refused", 30, |m| !m["replica_last_error"].is_empty());
     assert!(m["replica_last_error"].to_lowercase().contains("certificate"), "{m:?}");
     assert_eq!(m["goblin_ready"], "0");
 }
@@ -767,7 +682,7 @@ fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
     flood.join().unwrap();
     let want = (offset(&primary).to_string(), digest(&primary));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut rc = replica.conn(deadline);
+    let mut rc = replica.conn_by(deadline);
     loop {
         let m = info(&mut rc, "replication");
         if m["replica_state"] == "live" && m["slave_repl_offset"] == want.0 {
@@ -802,7 +717,7 @@ fn a_stalled_kafka_catch_up_is_abandoned() {
     let deadline = Instant::now() + Duration::from_secs(60);
     replica.wait_log("Kafka catch-up stalled", deadline);
     // The listeners open right after the abandoned startup attempt.
-    let mut rc = replica.conn(deadline);
+    let mut rc = replica.conn_by(deadline);
     let m = info(&mut rc, "replication");
     assert_eq!(m["goblin_ready"], "0", "{m:?}");
     assert_ne!(m["replica_state"], "live");

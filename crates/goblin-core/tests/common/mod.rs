@@ -22,6 +22,9 @@
 //!   127.0.0.1; it panics with a clear message if `redis-server` is not installed (the CI
 //!   setup installs Debian's package).
 //! - [`Server::cli`] runs `redis-cli` against the server and returns its output.
+//! - [`unwaited::Unwaited`] starts the binary without that wait (a replica recovering, a
+//!   startup that is to be refused, a server inside a network namespace) and awaits its log,
+//!   its exit, its INFO replication or its port, failing at once if it exits.
 //! - [`free_port`], [`temp_path`], [`send`], [`read_reply`] (exactly one RESP2 value from a raw
 //!   stream, as bytes) and [`read_to_close`] (everything until EOF, and whether EOF came) are
 //!   helpers for raw-protocol tests.
@@ -30,6 +33,7 @@
 pub mod brokers;
 pub mod certs;
 pub mod repl;
+pub mod unwaited;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
