@@ -102,7 +102,9 @@ EOF
   say "fetched $(find "$LIB" -name '*.jar' | wc -l) jars ($(du -sh "$LIB" | cut -f1)) in $(since "$t0") s"
 }
 
-# Two distinct free loopback ports, held at once while choosing them.
+# Two distinct free loopback ports, held at once while choosing them. The probe binds with
+# SO_REUSEADDR, as the broker's own listeners do: a port whose old connections linger in
+# TIME_WAIT (a broker just killed, to be restarted on its ports) counts as free.
 free_ports() {
   command -v python3 >/dev/null || die "python3 is needed to pick free ports (or pass PORT)"
   python3 - "$@" <<'PY'
@@ -111,6 +113,7 @@ want = [int(p) for p in sys.argv[1:]]
 socks = []
 for p in want + [0] * (2 - len(want)):
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", p))
     except OSError as e:

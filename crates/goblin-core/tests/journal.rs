@@ -582,10 +582,53 @@ fn writes_larger_than_a_record_are_refused_before_they_run() {
 #[test]
 fn broker_down_at_runtime_holds_writes_and_loses_nothing() {
     let (dir, port) = (temp_path("kaka-restart"), common::free_port());
-    let mut k = Kaka::start_in(&dir, port);
+    let kaka = Some(Kaka::start_in(&dir, port));
+    let uri = kaka.as_ref().unwrap().uri("journal-down");
+    broker_down(&uri, &mut KakaOutage { dir, port, kaka });
+}
+
+#[test]
+fn kafka4_broker_down_at_runtime_holds_writes_and_loses_nothing() {
+    let mut k = Kafka4::start();
     let uri = k.uri("journal-down");
-    let args =
-        ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--kafka-pending-bytes", "256", "--save", ""];
+    broker_down(&uri, &mut k);
+}
+
+/// A broker a test takes away (killed: no shutdown) and brings back with its data, on the
+/// same address.
+trait Outage {
+    fn down(&mut self);
+    fn up(&mut self);
+}
+
+struct KakaOutage {
+    dir: std::path::PathBuf,
+    port: u16,
+    kaka: Option<Kaka>,
+}
+
+impl Outage for KakaOutage {
+    fn down(&mut self) {
+        let mut k = self.kaka.take().expect("kaka is up");
+        let _ = k.child.kill();
+        let _ = k.child.wait();
+    }
+    fn up(&mut self) {
+        self.kaka = Some(Kaka::start_in(&self.dir, self.port));
+    }
+}
+
+impl Outage for Kafka4 {
+    fn down(&mut self) {
+        self.kill();
+    }
+    fn up(&mut self) {
+        self.restart();
+    }
+}
+
+fn broker_down(uri: &str, broker: &mut dyn Outage) {
+    let args = ["--kafka", uri, "--kafka-ack-mode", "broker", "--kafka-pending-bytes", "256", "--save", ""];
     let s = Server::start(&args);
     let progress = Arc::new(AtomicU64::new(0));
     let writers = std::thread::spawn({
@@ -599,8 +642,7 @@ fn broker_down_at_runtime_holds_writes_and_loses_nothing() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // The outage.
-    let _ = k.child.kill();
-    let _ = k.child.wait();
+    broker.down();
     std::thread::sleep(Duration::from_millis(500));
     let during = progress.load(Ordering::Relaxed);
     // Writes are held; reads, INFO among them, are answered and show the backpressure.
@@ -622,7 +664,7 @@ fn broker_down_at_runtime_holds_writes_and_loses_nothing() {
             during,
             "no write is acknowledged while the broker is away"
         );
-        k = Kaka::start_in(&dir, port);
+        broker.up();
         set.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let mut b = [0u8; 5 + 7];
         set.read_exact(&mut b).expect("the held write answered once the broker is back");
@@ -645,7 +687,6 @@ fn broker_down_at_runtime_holds_writes_and_loses_nothing() {
     // And the topic holds exactly that history.
     let r = Server::start(&args);
     assert_eq!(state(&mut r.conn()), want);
-    drop(k);
 }
 
 /// A snapshot holds only what Kafka holds. Saved with records unacknowledged, it would carry

@@ -135,6 +135,40 @@ impl Kafka4 {
     }
 }
 
+impl Kafka4 {
+    /// An outage: SIGKILL to the broker (no shutdown), and waits until it is gone. Its data
+    /// and ports stay for [`Kafka4::restart`].
+    pub fn kill(&mut self) {
+        let pid: i32 = std::fs::read_to_string(self.dir.join("kafka.pid"))
+            .expect("the broker's pid file")
+            .trim()
+            .parse()
+            .expect("a pid");
+        // SAFETY: kill(2) on the broker this harness started (its pid file names it).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // The script's `setsid` child is reparented and reaped by init once it dies.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::path::Path::new(&format!("/proc/{pid}/cmdline")).exists()
+            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty())
+        {
+            assert!(std::time::Instant::now() < deadline, "Apache Kafka (pid {pid}) survived SIGKILL");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the killed broker again from its data, on the same ports.
+    pub fn restart(&mut self) {
+        let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&self.dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "Apache Kafka did not restart: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let addr = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
+        assert_eq!(addr, self.addr, "Apache Kafka restarted on another address");
+    }
+}
+
 impl Drop for Kafka4 {
     fn drop(&mut self) {
         let _ = Command::new("bash").arg(kafka4_script()).arg("stop").arg(&self.dir).output();
