@@ -2,7 +2,6 @@
 //! `scripts/kafka4.sh`), INFO parsing, and a random workload over every type.
 
 use super::temp_path;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,7 +25,16 @@ pub fn kaka_bin() -> PathBuf {
 
 impl Kaka {
     pub fn start() -> Kaka {
-        Kaka::start_in(&temp_path("kaka"), super::free_port())
+        // A port picked by free_port can be taken by someone else before kaka binds it (kaka
+        // then exits): retry on another one.
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Kaka::try_start(&temp_path("kaka"), super::free_port(), &[]) {
+                Ok(k) => return k,
+                Err(e) => last = e,
+            }
+        }
+        panic!("kaka did not start: {last}");
     }
 
     /// A broker on `dir` and `port` (a restart passes the same ones).
@@ -36,8 +44,14 @@ impl Kaka {
 
     /// As `start_in`, with more command-line arguments (test hooks).
     pub fn start_with(dir: &std::path::Path, port: u16, args: &[&str]) -> Kaka {
+        Kaka::try_start(dir, port, args).unwrap_or_else(|e| panic!("kaka did not start: {e}"))
+    }
+
+    /// Starts kaka and waits until the port's listener is kaka's own: another process that
+    /// took the port first (another test's broker) must not pass for it.
+    fn try_start(dir: &std::path::Path, port: u16, args: &[&str]) -> Result<Kaka, String> {
         let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(kaka_bin())
+        let mut child = Command::new(kaka_bin())
             .args(["--dir", dir.to_str().unwrap(), "--listen", &addr])
             .args(args)
             .stdout(Stdio::null())
@@ -45,11 +59,20 @@ impl Kaka {
             .spawn()
             .expect("start kaka");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "kaka did not start");
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Err(format!("kaka exited ({st}) before listening on {addr}"));
+            }
+            if listener_inode(port).is_some_and(|inode| owns_socket(child.id(), inode)) {
+                return Ok(Kaka { addr, child });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("kaka was not listening on {addr} within 20 s"));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Kaka { addr, child }
     }
 
     /// `kaka topics create` against the running broker.
@@ -110,6 +133,31 @@ impl Drop for Kaka {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The inode of the socket listening on 127.0.0.1:`port` (or on every address), from
+/// /proc/net/tcp.
+fn listener_inode(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (ip, p) = f.get(1)?.split_once(':')?;
+        let listening = f.get(3) == Some(&"0A");
+        let ours = u16::from_str_radix(p, 16).ok()? == port && (ip == "0100007F" || ip == "00000000");
+        if listening && ours {
+            f.get(9)?.parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// Whether process `pid` holds the socket `inode` open.
+fn owns_socket(pid: u32, inode: u64) -> bool {
+    let want = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == want))
+    })
 }
 
 /// Apache Kafka 4 through `scripts/kafka4.sh`, stopped on drop.
