@@ -102,9 +102,11 @@ EOF
   say "fetched $(find "$LIB" -name '*.jar' | wc -l) jars ($(du -sh "$LIB" | cut -f1)) in $(since "$t0") s"
 }
 
-# Two distinct free loopback ports, held at once while choosing them. The probe binds with
-# SO_REUSEADDR, as the broker's own listeners do: a port whose old connections linger in
-# TIME_WAIT (a broker just killed, to be restarted on its ports) counts as free.
+# Two distinct free loopback ports, held at once while choosing them. A given port is probed
+# with SO_REUSEADDR, as the broker's own listeners bind: one whose old connections linger in
+# TIME_WAIT (a broker just killed, to be restarted on its ports) counts as free. New ports are
+# picked without it (the kernel then searches its whole range, not the half it prefers for
+# address-reusing binds, where the tests pick theirs).
 free_ports() {
   command -v python3 >/dev/null || die "python3 is needed to pick free ports (or pass PORT)"
   python3 - "$@" <<'PY'
@@ -113,7 +115,8 @@ want = [int(p) for p in sys.argv[1:]]
 socks = []
 for p in want + [0] * (2 - len(want)):
     s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if p:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", p))
     except OSError as e:
