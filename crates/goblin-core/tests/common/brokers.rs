@@ -175,11 +175,26 @@ impl Kafka4 {
         let fetch =
             Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
         assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
-        let dir = temp_path("kafka4");
-        let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&dir).output().unwrap();
-        assert!(out.status.success(), "Apache Kafka did not start: {}", String::from_utf8_lossy(&out.stderr));
-        let addr = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        Kafka4 { dir, addr }
+        // The ports the script picks stay free until the broker binds them seconds later; a
+        // test that takes one meanwhile makes the broker exit: start again, on new ports.
+        let mut last = String::new();
+        for _ in 0..3 {
+            let dir = temp_path("kafka4");
+            let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&dir).output().unwrap();
+            if out.status.success() {
+                let addr = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                return Kafka4 { dir, addr };
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+            let _ = Command::new("bash").arg(kafka4_script()).arg("stop").arg(&dir).output();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        panic!("Apache Kafka did not start: {last}");
     }
 }
 
