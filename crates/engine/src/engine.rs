@@ -353,8 +353,8 @@ impl Engine {
         self.pending.set_discarding(discard);
     }
 
-    /// Appends a mutation already in its canonical encoding (see [`Batch::push_encoded`]).
-    pub(crate) fn push_pending_encoded(&mut self, encoded: &[u8], args: &[&[u8]]) {
-        self.pending.push_encoded(encoded, args);
+    /// Appends a mutation parsed from `encoded` (see [`Batch::push_parsed`]).
+    pub(crate) fn push_pending_parsed(&mut self, encoded: &[u8], args: &[&[u8]]) {
+        self.pending.push_parsed(encoded, args);
     }
 }

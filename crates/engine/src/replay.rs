@@ -261,12 +261,7 @@ impl Engine {
             // The record itself is the mutation (its re-emission is the same command, or, for
             // a no-op on this state, nothing): it keeps its offset and its exact bytes.
             self.truncate_pending(mark);
-            if record.len() == crate::batch::Batch::encoded_len(&args) {
-                // Canonical (parsed whole, and no longer than the canonical encoding): copied.
-                self.push_pending_encoded(record, &args);
-            } else {
-                self.push_pending(&args);
-            }
+            self.push_pending_parsed(record, &args);
         }
         Ok(Applied::Applied)
     }

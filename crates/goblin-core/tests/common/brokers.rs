@@ -182,13 +182,7 @@ impl Kafka4 {
             let dir = temp_path("kafka4");
             let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&dir).output().unwrap();
             if out.status.success() {
-                let addr = String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .last()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string();
-                return Kafka4 { dir, addr };
+                return Kafka4 { dir, addr: started_on(&out) };
             }
             last = String::from_utf8_lossy(&out.stderr).into_owned();
             let _ = Command::new("bash").arg(kafka4_script()).arg("stop").arg(&dir).output();
@@ -196,9 +190,7 @@ impl Kafka4 {
         }
         panic!("Apache Kafka did not start: {last}");
     }
-}
 
-impl Kafka4 {
     /// An outage: SIGKILL to the broker (no shutdown), and waits until it is gone. Its data
     /// and ports stay for [`Kafka4::restart`].
     pub fn kill(&mut self) {
@@ -211,9 +203,7 @@ impl Kafka4 {
         unsafe { libc::kill(pid, libc::SIGKILL) };
         // The script's `setsid` child is reparented and reaped by init once it dies.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::path::Path::new(&format!("/proc/{pid}/cmdline")).exists()
-            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty())
-        {
+        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
             assert!(std::time::Instant::now() < deadline, "Apache Kafka (pid {pid}) survived SIGKILL");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -227,9 +217,13 @@ impl Kafka4 {
             "Apache Kafka did not restart: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let addr = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        assert_eq!(addr, self.addr, "Apache Kafka restarted on another address");
+        assert_eq!(started_on(&out), self.addr, "Apache Kafka restarted on another address");
     }
+}
+
+/// The address `kafka4.sh start` printed last.
+fn started_on(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string()
 }
 
 impl Drop for Kafka4 {
