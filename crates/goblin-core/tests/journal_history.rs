@@ -48,8 +48,9 @@ fn held_topic(topic: &str) -> (Kaka, std::path::PathBuf) {
 
 /// Retention removes records the startup replay has not read yet (kaka's test hook holds the
 /// replay at broker offset 300 while a file exists; then everything below 29,000 is
-/// deleted). The replay's next fetch is below the log start: the startup stops with an error
-/// naming the hole. Before, librdkafka's default reset jumped to the topic's end, whose
+/// deleted). The replay's next fetch is below the log start, which kaka serves from the oldest
+/// record kept: the replay sees its next record past the log start, and the startup stops with
+/// an error naming the hole. Before, librdkafka's default reset jumped to the topic's end, whose
 /// end-of-partition event the replay took for a finished replay, and the server listened
 /// without 28,700 of the writes.
 #[test]
@@ -69,6 +70,8 @@ fn records_removed_under_the_startup_replay_stop_it() {
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("were removed (retention, or a deletion) before they were read"), "{log}");
     assert!(log.contains("the history has a hole"), "{log}");
+    // kaka serves a deleted offset from the oldest record kept: the replay saw the jump.
+    assert!(log.contains("the earliest retained at 29000"), "{log}");
 }
 
 /// A primary's snapshot names the broker offset of its last acknowledged record. Started on a

@@ -190,7 +190,8 @@ impl Shared {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Reads record batches at `offset` for a Fetch, below `limit` (the high watermark, or the
+    /// Reads record batches at `offset` (or the log start, if `offset` was deleted) for a
+    /// Fetch, below `limit` (the high watermark, or the
     /// last stable offset for read_committed). Err is a Kafka error code. At most `max_bytes`,
     /// except that the first batch is returned whole when it alone is larger, unless `strict`
     /// (the answer already holds records: only its first batch may exceed the limits).
@@ -211,10 +212,19 @@ impl Shared {
         if self.open_error.is_some() {
             return Err(errors::KAFKA_STORAGE_ERROR);
         }
-        if offset < self.log_start() || offset > self.hw() {
+        // An offset that was deleted (retention, DeleteRecords) reads from the oldest record
+        // kept, as the seed asks, where Kafka answers OFFSET_OUT_OF_RANGE: a consumer that
+        // fell behind the retention goes on rather than resetting. A consumer that must know
+        // sees the jump (its next record's offset is past the one it asked for, and the
+        // answer's log start is past it too). Offsets that never existed are still refused.
+        // With nothing kept (everything up to the high watermark deleted) there is no oldest
+        // record to read from: refused as Kafka would, so the consumer resets its position.
+        let (hw, log_start) = (self.hw(), self.log_start());
+        if offset < 0 || offset > hw || (offset < log_start && log_start >= hw) {
             return Err(errors::OFFSET_OUT_OF_RANGE);
         }
-        let hw = limit.min(self.hw());
+        let offset = offset.max(log_start);
+        let hw = limit.min(hw);
         if offset >= hw {
             return Ok(Vec::new());
         }

@@ -426,10 +426,14 @@ fn retention_by_bytes_moves_log_start() {
     std::thread::sleep(Duration::from_millis(300));
     let start = list_offset(&mut c, "ret", -2).1;
     assert_eq!(start, 16, "log start");
-    assert_eq!(fetch(&mut c, "ret", 0, 10, 1 << 20).0, 1, "below log start: OFFSET_OUT_OF_RANGE");
-    let (e, _, recs) = fetch(&mut c, "ret", start, 10, 1 << 20);
-    assert_eq!(e, 0);
-    assert_eq!(batch_offsets(&recs)[0].0, start);
+    // A deleted offset reads from the oldest record kept (seed: no OFFSET_OUT_OF_RANGE).
+    for asked in [0, start - 1, start] {
+        let (e, _, recs) = fetch(&mut c, "ret", asked, 10, 1 << 20);
+        assert_eq!(e, 0, "fetch at {asked}");
+        assert_eq!(batch_offsets(&recs)[0].0, start, "fetch at {asked}");
+    }
+    assert_eq!(fetch(&mut c, "ret", -1, 10, 1 << 20).0, 1, "a negative offset: OFFSET_OUT_OF_RANGE");
+    assert_eq!(fetch(&mut c, "ret", 21, 10, 1 << 20).0, 1, "past the end: OFFSET_OUT_OF_RANGE");
 }
 
 #[test]
@@ -1197,7 +1201,7 @@ fn delete_offsets_and_groups() {
     assert_eq!(committed(&mut c, "keep", "t", &[0]), vec![7]);
 }
 
-/// DeleteRecords moves the log start (durably), fetches below it are OFFSET_OUT_OF_RANGE,
+/// DeleteRecords moves the log start (durably), fetches below it read from it,
 /// ListOffsets answers from it, and whole segments below it are deleted.
 #[test]
 fn delete_records_moves_the_log_start() {
@@ -1228,9 +1232,10 @@ fn delete_records_moves_the_log_start() {
     assert_eq!(delete(&mut c, "dr", 2), (0, 4), "never moves back");
     assert_eq!(list_offset(&mut c, "dr", -2).1, 4, "earliest");
     assert_eq!(list_offset(&mut c, "dr", 0).1, 4, "by timestamp: not below the log start");
-    assert_eq!(fetch(&mut c, "dr", 3, 10, 1 << 20).0, 1, "below the log start: OFFSET_OUT_OF_RANGE");
-    let (e, _, recs) = fetch(&mut c, "dr", 4, 10, 1 << 20);
-    assert_eq!((e, batch_offsets(&recs)[0].0), (0, 4));
+    for asked in [0, 3, 4] {
+        let (e, _, recs) = fetch(&mut c, "dr", asked, 10, 1 << 20);
+        assert_eq!((e, batch_offsets(&recs)[0].0), (0, 4), "below the log start: from the oldest kept");
+    }
     // The segment wholly below offset 4 is deleted by the next retention pass.
     let pdir = k.dir.join("topics/dr/0");
     let first_base = || {
@@ -1251,9 +1256,12 @@ fn delete_records_moves_the_log_start() {
     assert_eq!(list_offset(&mut c, "dr", -2).1, 4, "not the first segment's base, 3");
     assert_eq!(delete(&mut c, "dr", -1), (0, 10), "-1: up to the high watermark");
     assert_eq!(list_offset(&mut c, "dr", -2).1, 10);
+    assert_eq!(fetch(&mut c, "dr", 5, 10, 1 << 20).0, 1, "nothing kept to read from: OFFSET_OUT_OF_RANGE");
     assert_eq!(produce(&mut c, 9, "dr", 0, batch(&[b"after"])), (0, 10));
-    let (e, _, recs) = fetch(&mut c, "dr", 10, 10, 1 << 20);
-    assert_eq!((e, batch_offsets(&recs)[0].0), (0, 10));
+    for asked in [5, 10] {
+        let (e, _, recs) = fetch(&mut c, "dr", asked, 10, 1 << 20);
+        assert_eq!((e, batch_offsets(&recs)[0].0), (0, 10), "fetch at {asked}");
+    }
 }
 
 /// DescribeLogDirs reports each partition's log size (what was written, not the preallocated

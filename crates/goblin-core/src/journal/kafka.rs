@@ -1106,6 +1106,9 @@ fn replay_topic(
     // the watermark arrived: below the watermark only when the tail is an open transaction,
     // which a read-committed consumer cannot pass yet (the runtime consumer picks it up).
     let mut end: Option<i64> = None;
+    // The first offset not received yet: a record further on may mean records removed under
+    // the replay (`reader::removed_before`).
+    let mut next = start;
     let result = std::thread::scope(|s| {
         let (out, records) = std::sync::mpsc::sync_channel(reader::BATCHES_AHEAD);
         let (applied, back) = std::sync::mpsc::channel();
@@ -1147,6 +1150,7 @@ fn replay_topic(
                 );
                 for (i, rec) in batch.0.iter().enumerate() {
                     if rec.eof {
+                        next = next.max(rec.broker);
                         // Everything the consumer can see now has been read: the offsets
                         // left below the watermark are markers, or an open transaction's.
                         if rec.broker > stats.last_broker_offset {
@@ -1162,6 +1166,13 @@ fn replay_topic(
                         if let Some(&Some(h)) = key_hashes.get(i + ahead) {
                             engine.ks.prefetch(h, chain);
                         }
+                    }
+                    if rec.error.is_none() {
+                        if let Some(hole) = reader::removed_before(&consumer, &target.topic, next, rec.broker)
+                        {
+                            return Err(kafka(format!("--kafka: reading topic {}: {hole}", target.topic)));
+                        }
+                        next = rec.broker + 1;
                     }
                     replay_record(
                         rec,
@@ -1506,9 +1517,9 @@ pub struct Consumer {
     /// Pauses, resumes and moves the partition as `steer` decides. Declared before
     /// `consumer`: the thread is joined (and its references dropped) before the consumer goes.
     steering: Steering,
-    /// Read only through the queue `wakeup` holds; shared with the steering thread, and
-    /// destroyed with the last reference.
-    _consumer: Arc<BaseConsumer>,
+    /// Read through the queue `wakeup` holds (and asked for the log start it last saw);
+    /// shared with the steering thread, and destroyed with the last reference.
+    consumer: Arc<BaseConsumer>,
     /// Whether librdkafka is to fetch (the partition is not paused), as last decided.
     fetching: bool,
     /// Since when nothing of ours is pending while the partition is paused.
@@ -1582,7 +1593,7 @@ impl Consumer {
             topic: target.topic.clone(),
             wakeup,
             steering,
-            _consumer: consumer,
+            consumer,
             fetching: true,
             idle_since: None,
             live: false,
@@ -1732,6 +1743,15 @@ impl Consumer {
             // Fetched before the position passed over it (own records, by their reports).
             if offset < self.position {
                 continue;
+            }
+            // A record past the position: what lies between was never delivered. Markers, or
+            // records removed before they were read (on a broker that then serves from the
+            // oldest record kept rather than answering out of range, as kaka does).
+            if let Some(hole) = reader::removed_before(&self.consumer, &self.topic, self.position, offset) {
+                return Err(format!(
+                    "topic {}, partition {partition}, offset {}: cannot consume: {hole}",
+                    self.topic, self.position
+                ));
             }
             let at = |what: String| at_offset(&self.topic, partition, offset, what);
             // Ours by its delivery report (applied when written), else judged by its headers.

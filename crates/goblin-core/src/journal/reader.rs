@@ -144,6 +144,50 @@ pub fn run(queue: Queue, out: SyncSender<Batch>, applied: Receiver<Batch>, stop:
     }
 }
 
+/// Records removed under a consumer (retention, a deletion) before it read them, found from a
+/// jump in the offsets it receives. Kafka answers a fetch below the log start with
+/// OFFSET_OUT_OF_RANGE, which the consumer reports (`auto.offset.reset=error`); kaka serves
+/// it from the oldest record kept (its seed asks so), and the consumer just receives a later
+/// offset. A jump alone is no hole: transaction markers and aborted records, which a
+/// read-committed consumer never receives, leave jumps too. It is one when the partition's log
+/// start is past the first offset not received: `next` is that offset, `received` the record's
+/// that came instead. The log start is librdkafka's copy from the broker's last fetch answer
+/// (the one that carried the record, or a later one): no request is made.
+pub fn removed_before(
+    consumer: &rdkafka::consumer::BaseConsumer,
+    topic: &str,
+    next: i64,
+    received: i64,
+) -> Option<String> {
+    use rdkafka::consumer::Consumer as _;
+    if next < 0 || received <= next {
+        return None;
+    }
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut log_start, mut high) = (-1i64, -1i64);
+    // SAFETY: the client is valid while the consumer exists; the call only reads the
+    // partition's cached offsets into the two locals.
+    let err = unsafe {
+        rd::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            0,
+            &mut log_start,
+            &mut high,
+        )
+    };
+    if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return None;
+    }
+    (log_start > next).then(|| {
+        format!(
+            "records from broker offset {next} on were removed (retention, or a deletion) before they were \
+             read: the history has a hole (the next record received is at {received}, the earliest retained \
+             at {log_start})"
+        )
+    })
+}
+
 /// The last `goblin-replication-id` text read and what it parsed to: a topic's records
 /// carry one lineage for long runs, so most records compare 40 bytes instead of parsing 40
 /// hex digits (7% of the replay reader's time).

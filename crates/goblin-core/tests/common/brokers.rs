@@ -94,18 +94,23 @@ impl Kaka {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
-    /// Removes the records of partition 0 of `topic` below `before` (Kafka's DeleteRecords,
-    /// what retention does), panicking if the broker refuses.
+    /// Removes the records of partition 0 of `topic` below `before` (see `delete_records`).
     pub fn delete_records(&self, topic: &str, before: i64) {
-        use rdkafka::admin::{AdminClient, AdminOptions};
-        use rdkafka::client::DefaultClientContext;
-        let admin: AdminClient<DefaultClientContext> =
-            rdkafka::ClientConfig::new().set("bootstrap.servers", &self.addr).create().unwrap();
-        let mut upto = rdkafka::TopicPartitionList::new();
-        upto.add_partition_offset(topic, 0, rdkafka::Offset::Offset(before)).unwrap();
-        let res = block_on(admin.delete_records(&upto, &AdminOptions::new())).expect("DeleteRecords");
-        assert_eq!(res.find_partition(topic, 0).unwrap().error(), Ok(()), "{res:?}");
+        delete_records(&self.addr, topic, before)
     }
+}
+
+/// Removes the records of partition 0 of `topic` below `before` on the broker at `addr`
+/// (Kafka's DeleteRecords, what retention does), panicking if the broker refuses.
+fn delete_records(addr: &str, topic: &str, before: i64) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", addr).create().unwrap();
+    let mut upto = rdkafka::TopicPartitionList::new();
+    upto.add_partition_offset(topic, 0, rdkafka::Offset::Offset(before)).unwrap();
+    let res = block_on(admin.delete_records(&upto, &AdminOptions::new())).expect("DeleteRecords");
+    assert_eq!(res.find_partition(topic, 0).unwrap().error(), Ok(()), "{res:?}");
 }
 
 /// Runs a future to completion on this thread (rdkafka's admin calls complete on its own
@@ -241,6 +246,10 @@ pub trait Broker {
     }
     /// Creates a topic with `partitions` and `configs` (`name=value`).
     fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]);
+    /// Removes the records of partition 0 of `topic` below `before` (DeleteRecords).
+    fn delete_records(&self, topic: &str, before: i64) {
+        delete_records(self.addr(), topic, before)
+    }
 }
 
 impl Broker for Kaka {
