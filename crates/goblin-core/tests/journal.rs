@@ -1482,8 +1482,12 @@ fn history_removed_under_the_runtime_consumer(k: &dyn Broker, reason: &str) {
     let keys: Vec<String> = (0..30_000).map(|i| format!("k{i}")).collect();
     let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
     let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
-    common::brokers::produce_commands(k.addr(), topic, &cmds);
-    k.delete_records(topic, 29_000);
+    // Broker offsets 1-30,000. Two producers: a batch starts at 29,001, so the deletion below
+    // it leaves whole batches (as retention, which deletes whole segments, always does; see
+    // kaka's fetch).
+    common::brokers::produce_commands(k.addr(), topic, &cmds[..29_000]);
+    common::brokers::produce_commands(k.addr(), topic, &cmds[29_000..]);
+    k.delete_records(topic, 29_001);
     s.signal(libc::SIGCONT);
     let status = s
         .wait_exit(Duration::from_secs(60))

@@ -42,7 +42,10 @@ fn held_topic(topic: &str) -> (Kaka, std::path::PathBuf) {
     let keys: Vec<String> = (0..30_000).map(|i| format!("k{i}")).collect();
     let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
     let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
-    produce_commands(&k.addr, topic, &cmds);
+    // Two producers: a batch starts at 29,000, where the test deletes up to (as retention,
+    // which deletes whole segments, always leaves the log start; see kaka's fetch).
+    produce_commands(&k.addr, topic, &cmds[..29_000]);
+    produce_commands(&k.addr, topic, &cmds[29_000..]);
     (k, hold)
 }
 
@@ -55,7 +58,23 @@ fn held_topic(topic: &str) -> (Kaka, std::path::PathBuf) {
 /// without 28,700 of the writes.
 #[test]
 fn records_removed_under_the_startup_replay_stop_it() {
-    let topic = "history-removed-under-replay";
+    let log = removed_under_the_startup_replay("history-removed-under-replay", 29_000);
+    // kaka served the deleted offset from the oldest record kept: the replay saw the jump.
+    assert!(log.contains("the earliest retained at 29000"), "{log}");
+}
+
+/// The same with the log start inside a batch (a deletion, never retention): kaka answers the
+/// replay's fetch below it with OFFSET_OUT_OF_RANGE, as Apache Kafka does, and the startup
+/// stops on that.
+#[test]
+fn records_removed_inside_a_batch_under_the_startup_replay_stop_it() {
+    let log = removed_under_the_startup_replay("history-removed-inside-a-batch", 29_001);
+    assert!(!log.contains("the earliest retained at"), "{log}");
+}
+
+/// Starts a primary on a held topic, deletes the records below `before` while its replay is
+/// held at 300, and returns its log once it has exited 1 on the hole.
+fn removed_under_the_startup_replay(topic: &str, before: i64) -> String {
     let (k, hold) = held_topic(topic);
     let s = Unwaited::start(&["--kafka", &k.uri(topic), "--save", ""]);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -63,15 +82,14 @@ fn records_removed_under_the_startup_replay_stop_it() {
     s.wait_log("from broker offset 0 through 30000", deadline);
     // The replay reads what is served below the hold, then waits (its stall bound is 15 s).
     std::thread::sleep(Duration::from_millis(1500));
-    k.delete_records(topic, 29_000);
+    k.delete_records(topic, before);
     std::fs::remove_file(&hold).unwrap();
     let code = s.wait_exit(Instant::now() + Duration::from_secs(60));
     let log = s.log();
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("were removed (retention, or a deletion) before they were read"), "{log}");
     assert!(log.contains("the history has a hole"), "{log}");
-    // kaka serves a deleted offset from the oldest record kept: the replay saw the jump.
-    assert!(log.contains("the earliest retained at 29000"), "{log}");
+    log
 }
 
 /// A primary's snapshot names the broker offset of its last acknowledged record. Started on a

@@ -216,14 +216,19 @@ impl Shared {
         // kept, as the seed asks, where Kafka answers OFFSET_OUT_OF_RANGE: a consumer that
         // fell behind the retention goes on rather than resetting. A consumer that must know
         // sees the jump (its next record's offset is past the one it asked for, and the
-        // answer's log start is past it too). Offsets that never existed are still refused.
-        // With nothing kept (everything up to the high watermark deleted) there is no oldest
-        // record to read from: refused as Kafka would, so the consumer resets its position.
+        // answer's log start is past it too). Offsets that never existed are still refused,
+        // and so is a deleted one when nothing is kept (no oldest record to read from).
         let (hw, log_start) = (self.hw(), self.log_start());
         if offset < 0 || offset > hw || (offset < log_start && log_start >= hw) {
             return Err(errors::OFFSET_OUT_OF_RANGE);
         }
+        let moved = offset < log_start;
         let offset = offset.max(log_start);
+        // A batch is served whole, and a client drops only the records below the offset it
+        // asked for: a batch that starts below the log start (a DeleteRecords inside it;
+        // retention deletes whole segments, so never after it) would hand a consumer moved up
+        // to it the deleted records. Kafka's answer there.
+        let straddles = |base: i64| moved && base < log_start;
         let hw = limit.min(hw);
         if offset >= hw {
             return Ok(Vec::new());
@@ -231,7 +236,10 @@ impl Shared {
         // Cached batches are handed out as they are (shared, not copied): the response is sent
         // in pieces (see wire::Outgoing).
         if let Some(parts) = self.cache.read(offset, max_bytes, hw, strict) {
-            if !parts.is_empty() {
+            if let Some(first) = parts.first() {
+                if first.len() >= 8 && straddles(i64::from_be_bytes(first[..8].try_into().unwrap())) {
+                    return Err(errors::OFFSET_OUT_OF_RANGE);
+                }
                 return Ok(parts.into_iter().map(Piece::Mem).collect());
             }
         }
@@ -245,19 +253,22 @@ impl Shared {
             let s = seg.clone();
             let data = tokio::task::spawn_blocking(move || {
                 // None: nothing here, try the next segment; Some(None): the batch at `offset`
-                // does not fit a strict read, answer without records.
+                // does not fit a strict read, answer without records. With the piece, the
+                // base offset of its first batch.
                 let Some((pos, h)) = s.locate(offset)? else { return Ok(None) };
                 if h.base_offset >= hw {
                     return Ok(None);
                 }
                 if let Some(len) = s.stream_range(pos, max_bytes, hw, STREAM_MIN_BYTES) {
-                    return Ok(Some(Some(Piece::File(FileRange { seg: s, pos, len }))));
+                    return Ok(Some(Some((h.base_offset, Piece::File(FileRange { seg: s, pos, len })))));
                 }
                 let data = s.read_from(pos, max_bytes, hw, strict)?;
                 if data.is_empty() && strict {
                     return Ok(Some(None));
                 }
-                Ok::<_, io::Error>((!data.is_empty()).then(|| Some(Piece::Mem(Bytes::from(data)))))
+                Ok::<_, io::Error>(
+                    (!data.is_empty()).then(|| Some((h.base_offset, Piece::Mem(Bytes::from(data))))),
+                )
             })
             .await
             .map_err(|_| errors::KAFKA_STORAGE_ERROR)?
@@ -265,8 +276,10 @@ impl Shared {
                 tracing::error!(topic = %self.topic, partition = self.partition, "read failed: {e}");
                 errors::KAFKA_STORAGE_ERROR
             })?;
-            if let Some(piece) = data {
-                return Ok(piece.into_iter().collect());
+            match data {
+                Some(Some((base, _))) if straddles(base) => return Err(errors::OFFSET_OUT_OF_RANGE),
+                Some(piece) => return Ok(piece.map(|(_, p)| p).into_iter().collect()),
+                None => {}
             }
         }
         Ok(Vec::new())

@@ -191,6 +191,37 @@ fn offsets_for_times_including_past_the_end() {
     assert_eq!(ask(t0 + 100_000), Offset::End, "later than every record: the end (-1), not 0");
 }
 
+/// A consumer positioned on deleted records (here DeleteRecords; retention moves the log start
+/// the same way) reads from the oldest record kept, even with `auto.offset.reset=error`: kaka
+/// serves the offset rather than answering OFFSET_OUT_OF_RANGE (the seed's rule).
+#[test]
+fn a_deleted_offset_reads_from_the_oldest_record_kept() {
+    let k = Kaka::start("rd-oldest", &[]);
+    let p = producer(&k, &[]);
+    // One batch per record: the deletion below leaves whole batches, as retention does.
+    for i in 0..10usize {
+        let v = format!("v{i}");
+        p.send(BaseRecord::with_opaque_to("oldest", i).partition(0).payload(&v).key("k"))
+            .map_err(|(e, _)| e)
+            .unwrap();
+        flush_all(&p, 1);
+    }
+    let mut upto = TopicPartitionList::new();
+    upto.add_partition_offset("oldest", 0, Offset::Offset(6)).unwrap();
+    let res = block_on(admin(&k).delete_records(&upto, &AdminOptions::new())).expect("DeleteRecords");
+    assert_eq!(res.find_partition("oldest", 0).unwrap().error(), Ok(()), "{res:?}");
+    for from in [Offset::Offset(2), Offset::Beginning] {
+        let c = consumer(&k, "oldest-reader", &[("auto.offset.reset", "error")]);
+        let got: Vec<(i64, Option<Vec<u8>>)> =
+            read_partition(&c, "oldest", 0, from).into_iter().map(|m| (m.0, m.2)).collect();
+        let want: Vec<(i64, Option<Vec<u8>>)> =
+            (6..10).map(|i| (i, Some(format!("v{i}").into_bytes()))).collect();
+        assert_eq!(got, want, "from {from:?}");
+        let (low, high) = c.fetch_watermarks("oldest", 0, Duration::from_secs(10)).unwrap();
+        assert_eq!((low, high), (6, 10));
+    }
+}
+
 #[test]
 fn compressed_produce_reads_back() {
     let k = Kaka::start("rd-codec", &[]);

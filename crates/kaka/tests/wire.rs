@@ -1262,6 +1262,13 @@ fn delete_records_moves_the_log_start() {
         let (e, _, recs) = fetch(&mut c, "dr", asked, 10, 1 << 20);
         assert_eq!((e, batch_offsets(&recs)[0].0), (0, 10), "fetch at {asked}");
     }
+    // A deletion inside a batch (offsets 11-13): served from the log start, the batch would
+    // hand a consumer below it the deleted record 11, so that is Kafka's OFFSET_OUT_OF_RANGE.
+    assert_eq!(produce(&mut c, 9, "dr", 0, batch(&[b"a", b"b", b"c"])), (0, 11));
+    assert_eq!(delete(&mut c, "dr", 12), (0, 12));
+    assert_eq!(fetch(&mut c, "dr", 5, 10, 1 << 20).0, 1, "the log start inside a batch: OFFSET_OUT_OF_RANGE");
+    let (e, _, recs) = fetch(&mut c, "dr", 12, 10, 1 << 20);
+    assert_eq!((e, batch_offsets(&recs)[0]), (0, (11, 13)), "at the log start: the whole batch, as Kafka");
 }
 
 /// DescribeLogDirs reports each partition's log size (what was written, not the preallocated
