@@ -42,10 +42,11 @@ fn held_topic(topic: &str) -> (Kaka, std::path::PathBuf) {
     let keys: Vec<String> = (0..30_000).map(|i| format!("k{i}")).collect();
     let cmds: Vec<[&str; 3]> = keys.iter().map(|k| ["SET", k.as_str(), value.as_str()]).collect();
     let cmds: Vec<&[&str]> = cmds.iter().map(|c| &c[..]).collect();
-    // Two producers: a batch starts at 29,000, where the test deletes up to (as retention,
-    // which deletes whole segments, always leaves the log start; see kaka's fetch).
+    // The last 1,000 in one batch, 29,000-29,999: a deletion up to 29,000 leaves whole
+    // batches (as retention, which deletes whole segments, always does; see kaka's fetch), one
+    // up to 29,001 cuts a batch.
     produce_commands(&k.addr, topic, &cmds[..29_000]);
-    produce_commands(&k.addr, topic, &cmds[29_000..]);
+    common::brokers::produce_commands_in_one_batch(&k.addr, topic, &cmds[29_000..]);
     (k, hold)
 }
 

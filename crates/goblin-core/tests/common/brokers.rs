@@ -403,8 +403,22 @@ pub fn other_producer(addr: &str) -> rdkafka::producer::BaseProducer {
 /// Writes each command as one RESP2 record without goblin headers (another producer's
 /// writes), in order, and waits until the broker has them.
 pub fn produce_commands(addr: &str, topic: &str, cmds: &[&[&str]]) {
+    send_commands(other_producer(addr), topic, cmds)
+}
+
+/// As `produce_commands`, in one record batch: the producer lingers 200 ms, longer than
+/// queueing a few thousand small commands takes, and they must fit one batch (1 MB).
+pub fn produce_commands_in_one_batch(addr: &str, topic: &str, cmds: &[&[&str]]) {
+    let p = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("linger.ms", "200")
+        .create()
+        .expect("create a producer");
+    send_commands(p, topic, cmds)
+}
+
+fn send_commands(p: rdkafka::producer::BaseProducer, topic: &str, cmds: &[&[&str]]) {
     use rdkafka::producer::{BaseRecord, Producer};
-    let p = other_producer(addr);
     for c in cmds {
         let mut bytes = format!("*{}\r\n", c.len());
         for a in c.iter() {
