@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, Server};
+use common::{connected_clients, free_port, wait_connected_clients, Server};
 use goblin_rdma::Client;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -27,15 +27,6 @@ fn start_rdma(extra: &[&str]) -> (Server, u16) {
 
 fn connect(port: u16, ring: u64) -> Client {
     Client::connect(("127.0.0.1", port), ring).expect("rdma connect")
-}
-
-/// INFO's connected_clients, asked on `con`: one connection for every reading of a test, so
-/// that the close of an earlier connection (the harness's readiness probe, an earlier
-/// reading's), which the server may not have processed yet, is never counted.
-fn connected_clients(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("clients").query(con).unwrap();
-    let line = info.lines().find(|l| l.starts_with("connected_clients:")).unwrap();
-    line["connected_clients:".len()..].trim().parse().unwrap()
 }
 
 /// The child processes' body; a no-op as an ordinary test.
@@ -173,12 +164,7 @@ fn a_bad_handshake_closes_only_that_connection() {
     }
     assert_eq!(q(&mut c, &["PING"]), "+PONG\r\n");
     // `c` and the asking connection; the refused ones are gone once they read EOF.
-    let mut con = s.conn();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while connected_clients(&mut con) != 2 {
-        assert!(Instant::now() < deadline, "clients linger: {}", connected_clients(&mut con));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_connected_clients(&mut s.conn(), 2, "refused connections linger");
 }
 
 /// At --maxclients the RDMA client gets Redis's error line instead of the hello.
@@ -232,11 +218,7 @@ fn a_killed_client_frees_its_slot_and_memory() {
     let mut con = s.conn();
     // `con` alone: the harness's readiness probe may still be closing on the server's side.
     let base = 1;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while connected_clients(&mut con) != base {
-        assert!(Instant::now() < deadline, "other clients linger: {}", connected_clients(&mut con));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_connected_clients(&mut con, base, "other clients linger");
     let mut child = spawn_child("sleep", port);
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
@@ -248,11 +230,7 @@ fn a_killed_client_frees_its_slot_and_memory() {
     assert_eq!(rdma_mappings(s.pid()), 2, "the server's region and the client's");
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while connected_clients(&mut con) != base {
-        assert!(Instant::now() < deadline, "the killed client's slot was not reclaimed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_connected_clients(&mut con, base, "the killed client's slot was not reclaimed");
     assert_eq!(rdma_mappings(s.pid()), 0, "both regions are unmapped");
     let v: String = redis::cmd("GET").arg("child").query(&mut s.conn()).unwrap();
     assert_eq!(v, "1");

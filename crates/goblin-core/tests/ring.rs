@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{temp_path, Server};
+use common::{temp_path, wait_connected_clients, Server};
 use goblin_ring::Client;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -22,15 +22,6 @@ fn start_ring(extra: &[&str]) -> (Server, std::path::PathBuf) {
     let mut args = vec!["--ring", p.as_str()];
     args.extend_from_slice(extra);
     (Server::start(&args), path)
-}
-
-/// INFO's connected_clients, asked on `con`: one connection for every reading of a test, so
-/// that the close of an earlier reading's connection, which the server may not have processed
-/// yet, is never counted.
-fn connected_clients(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("clients").query(con).unwrap();
-    let line = info.lines().find(|l| l.starts_with("connected_clients:")).unwrap();
-    line["connected_clients:".len()..].trim().parse().unwrap()
 }
 
 /// Runs `mode` in a child process (this binary, the `ring_child` test).
@@ -171,11 +162,7 @@ fn a_killed_client_frees_its_slot_and_memory() {
     let mut con = s.conn();
     // `con` alone: the harness's readiness probe may still be closing on the server's side.
     let base = 1;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while connected_clients(&mut con) != base {
-        assert!(Instant::now() < deadline, "other clients linger: {}", connected_clients(&mut con));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_connected_clients(&mut con, base, "other clients linger");
     let mut child = spawn_child("sleep", &path);
     // The test harness prints its own lines around the child's.
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -184,19 +171,11 @@ fn a_killed_client_frees_its_slot_and_memory() {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before connecting");
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while connected_clients(&mut con) != base + 1 {
-        assert!(Instant::now() < deadline, "the ring client is not counted: {}", connected_clients(&mut con));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_connected_clients(&mut con, base + 1, "the ring client is not counted");
     assert_eq!(ring_mappings(s.pid()), 1);
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while connected_clients(&mut con) != base {
-        assert!(Instant::now() < deadline, "the killed client's slot was not reclaimed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_connected_clients(&mut con, base, "the killed client's slot was not reclaimed");
     assert_eq!(ring_mappings(s.pid()), 0, "the segment is unmapped");
     let v: String = redis::cmd("GET").arg("child").query(&mut s.conn()).unwrap();
     assert_eq!(v, "1");

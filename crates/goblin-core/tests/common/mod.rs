@@ -334,6 +334,29 @@ impl Drop for RedisServer {
     }
 }
 
+/// INFO's connected_clients, asked on `con`. Ask every reading of a test on one connection:
+/// the close of an earlier connection (the harness's readiness probe, an earlier reading's)
+/// may not have been processed by the server yet, and would be counted.
+pub fn connected_clients(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(con).unwrap();
+    let line = info.lines().find(|l| l.starts_with("connected_clients:")).unwrap();
+    line["connected_clients:".len()..].trim().parse().unwrap()
+}
+
+/// Waits up to 10 s until `connected_clients` asked on `con` is `n`; `what` names the wait
+/// in the failure.
+pub fn wait_connected_clients(con: &mut redis::Connection, n: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = connected_clients(con);
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {now} clients, not {n}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Reads exactly one RESP2 value from `s` and returns its raw bytes (blocking, using the
 /// stream's read timeout). Panics on timeout or EOF before a whole value arrived.
 pub fn read_reply(s: &mut impl Read) -> Vec<u8> {
