@@ -191,8 +191,8 @@ impl Shared {
     }
 
     /// Reads record batches at `offset` (or the log start, if `offset` was deleted) for a
-    /// Fetch, below `limit` (the high watermark, or the
-    /// last stable offset for read_committed). Err is a Kafka error code. At most `max_bytes`,
+    /// Fetch, below `limit` (the high watermark, or the last stable offset for
+    /// read_committed). Err is a Kafka error code. At most `max_bytes`,
     /// except that the first batch is returned whole when it alone is larger, unless `strict`
     /// (the answer already holds records: only its first batch may exceed the limits).
     ///

@@ -338,9 +338,7 @@ impl Drop for RedisServer {
 /// the close of an earlier connection (the harness's readiness probe, an earlier reading's)
 /// may not have been processed by the server yet, and would be counted.
 pub fn connected_clients(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("clients").query(con).unwrap();
-    let line = info.lines().find(|l| l.starts_with("connected_clients:")).unwrap();
-    line["connected_clients:".len()..].trim().parse().unwrap()
+    brokers::info(con, "clients")["connected_clients"].parse().unwrap()
 }
 
 /// Waits up to 10 s until `connected_clients` asked on `con` is `n`; `what` names the wait
