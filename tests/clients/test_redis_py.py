@@ -634,14 +634,6 @@ def test_error_mapping(r):
     assert r.get("str") == b"x"
 
 
-def test_pubsub_is_out_of_scope(r):
-    pytest.skip("pub/sub is out of scope for goblin-core (no SUBSCRIBE/PUBLISH)")
-
-
-def test_scripting_is_out_of_scope(r):
-    pytest.skip("scripting is out of scope for goblin-core (no EVAL/FUNCTION)")
-
-
 # --- blocking edge cases that applications hit ---------------------------------------------
 
 
@@ -735,10 +727,6 @@ def test_large_pipeline(r):
     res = pipe.execute()
     assert res[:20000] == [True] * 20000
     assert res[20000:] == [i % 50 for i in range(20000)]
-
-
-def test_redis_py_lock_needs_scripting(r):
-    pytest.skip("redis-py's Lock (r.lock) runs Lua scripts; scripting is out of scope for goblin-core")
 
 
 # --- SCAN guarantees while the collection changes ----------------------------------------------
