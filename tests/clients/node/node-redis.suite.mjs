@@ -4,10 +4,13 @@
 // Not a test file itself: `node --test` picks up the two *.test.mjs files only.
 import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import {
-  createClient, createClientPool, ErrorReply, WatchError, RESP_TYPES, digest,
+  createClient, createClientPool, defineScript, ErrorReply, WatchError, RESP_TYPES, digest,
 } from 'redis';
 import { startServer, sleep } from './server.mjs';
+
+const sha1 = (text) => createHash('sha1').update(text).digest('hex');
 
 /** Defines the node-redis tests; `resp` is undefined for node-redis's defaults, or 2. */
 export function nodeRedisSuite(resp) {
@@ -42,6 +45,26 @@ export function nodeRedisSuite(resp) {
       await sleep(10);
     }
     assert.fail(`no ${n} blocked client(s) seen`);
+  }
+
+  // Pub/sub delivery is asynchronous: poll for what a test expects, with a deadline.
+  async function waitFor(cond, what) {
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      if (await cond()) return;
+      await sleep(10);
+    }
+    assert.fail(`timed out waiting for ${what}`);
+  }
+
+  // [calls, failed_calls] of EVAL and EVALSHA from INFO commandstats.
+  async function evalStats() {
+    const info = await c.info('commandstats');
+    const stat = (cmd) => {
+      const m = new RegExp(`^cmdstat_${cmd}:calls=(\\d+),.*failed_calls=(\\d+)`, 'm').exec(info);
+      return m ? [Number(m[1]), Number(m[2])] : [0, 0];
+    };
+    return { eval: stat('eval'), evalsha: stat('evalsha') };
   }
 
   test('handshake: the connection speaks the protocol node-redis chose', async () => {
@@ -226,5 +249,280 @@ export function nodeRedisSuite(resp) {
     assert.equal(await c.delEx('cfg', { condition: 'IFNE', matchValue: 'v3' }), 0);
     assert.equal(await c.delEx('cfg', { condition: 'IFDEQ', matchValue: await digest('v3') }), 1);
     assert.equal(await c.exists('cfg'), 0);
+  });
+
+  test('pub/sub: duplicate() subscribers get messages in order; publish counts them', async () => {
+    const sub = c.duplicate();
+    await sub.connect();
+    const other = c.duplicate();
+    await other.connect();
+    const got = [];
+    const otherGot = [];
+    await sub.subscribe(['nr:news', 'nr:sport'], (message, channel) => got.push([channel, message]));
+    await other.subscribe('nr:news', (message) => otherGot.push(message));
+    assert.equal(await c.publish('nr:news', 'first'), 2);
+    assert.equal(await c.publish('nr:nobody', 'lost'), 0);
+    assert.equal(await c.publish('nr:sport', 'second'), 1);
+    // Concurrent publishes from one client arrive in the order they were sent.
+    const many = Array.from({ length: 300 }, (_, i) => `m${i}`);
+    assert.deepEqual(await Promise.all(many.map((m) => c.publish('nr:sport', m))), many.map(() => 1));
+    await waitFor(() => got.length >= 302 && otherGot.length >= 1, 'all messages');
+    assert.deepEqual(got, [['nr:news', 'first'], ['nr:sport', 'second'], ...many.map((m) => ['nr:sport', m])]);
+    assert.deepEqual(otherGot, ['first']);
+    assert.deepEqual({ ...(await c.pubSubNumSub(['nr:news', 'nr:sport', 'nr:nobody'])) },
+      { 'nr:news': 2, 'nr:sport': 1, 'nr:nobody': 0 });
+    assert.deepEqual((await c.pubSubChannels('nr:*')).sort(), ['nr:news', 'nr:sport']);
+
+    // A listener in buffer mode gets the channel and the message as Buffers.
+    const raw = [];
+    await sub.subscribe('nr:bin', (message, channel) => raw.push([channel, message]), true);
+    const blob = Buffer.from([0, 255, 13, 10, 0x2a]);
+    assert.equal(await c.publish('nr:bin', blob), 1);
+    await waitFor(() => raw.length >= 1, 'the binary message');
+    assert.ok(raw[0][0].equals(Buffer.from('nr:bin')));
+    assert.ok(raw[0][1].equals(blob));
+
+    await sub.unsubscribe('nr:news');
+    assert.equal(await c.publish('nr:news', 'only other'), 1);
+    got.length = 0;
+    assert.equal(await c.publish('nr:sport', 'marker'), 1);
+    // A connection gets its messages in order: once the marker is in, nothing else came first.
+    await waitFor(() => got.length >= 1, 'the marker');
+    assert.deepEqual(got, [['nr:sport', 'marker']]);
+    await sub.unsubscribe();
+    assert.deepEqual({ ...(await c.pubSubNumSub(['nr:news', 'nr:sport', 'nr:bin'])) },
+      { 'nr:news': 1, 'nr:sport': 0, 'nr:bin': 0 });
+    // With no subscription left it is an ordinary connection again. (String(): with RESP 2,
+    // node-redis 6.3.1 goes on decoding replies as Buffers after the last unsubscribe.)
+    assert.equal(String(await sub.set('after-sub', 'ok')), 'OK');
+    // A closed subscriber's subscriptions go with it.
+    await other.close();
+    await waitFor(async () => (await c.pubSubNumSub('nr:news'))['nr:news'] === 0, 'NUMSUB to drop to 0');
+    assert.deepEqual(await c.pubSubChannels('nr:*'), []);
+    await sub.close();
+  });
+
+  test('pub/sub: pSubscribe and sSubscribe listeners', async () => {
+    const sub = c.duplicate();
+    await sub.connect();
+    const events = [];
+    await sub.pSubscribe('u.*', (message, channel) => events.push(['u.*', channel, message]));
+    await sub.pSubscribe('u.?', (message, channel) => events.push(['u.?', channel, message]));
+    assert.equal(await c.pubSubNumPat(), 2);
+    // One delivery per matching pattern, so one subscriber counts twice.
+    assert.equal(await c.publish('u.1', 'a'), 2);
+    assert.equal(await c.publish('u.42', 'b'), 1);
+    assert.equal(await c.publish('users', 'c'), 0);
+    await sub.sSubscribe(['orders{9}', 'orders{9}:eu'], (message, channel) => events.push(['shard', channel, message]));
+    assert.deepEqual((await c.pubSubShardChannels('orders*')).sort(), ['orders{9}', 'orders{9}:eu']);
+    assert.deepEqual({ ...(await c.pubSubShardNumSub(['orders{9}', 'none'])) }, { 'orders{9}': 1, none: 0 });
+    assert.equal(await c.sPublish('orders{9}', 'o1'), 1);
+    // PUBLISH does not reach shard subscribers.
+    assert.equal(await c.publish('orders{9}', 'not sharded'), 0);
+    assert.equal(await c.sPublish('orders{9}:eu', 'o2'), 1);
+    await waitFor(() => events.length >= 5, 'five deliveries');
+    // Which of two matching patterns comes first is unspecified (a hash order in Redis).
+    assert.deepEqual(events.slice(0, 2).sort(), [['u.*', 'u.1', 'a'], ['u.?', 'u.1', 'a']]);
+    assert.deepEqual(events.slice(2), [['u.*', 'u.42', 'b'], ['shard', 'orders{9}', 'o1'], ['shard', 'orders{9}:eu', 'o2']]);
+
+    await sub.pUnsubscribe('u.?');
+    assert.equal(await c.pubSubNumPat(), 1);
+    assert.equal(await c.publish('u.1', 'd'), 1);
+    await sub.pUnsubscribe();
+    await sub.sUnsubscribe('orders{9}');
+    assert.equal(await c.sPublish('orders{9}', 'gone'), 0);
+    await sub.sUnsubscribe();
+    assert.equal(await c.pubSubNumPat(), 0);
+    assert.deepEqual(await c.pubSubShardChannels('orders*'), []);
+    // Out of subscriber mode PING is +PONG again (String(): see the test above).
+    assert.equal(String(await sub.ping()), 'PONG');
+    await sub.close();
+  });
+
+  test('pub/sub: commands on a subscribed connection (answered in RESP3, refused in RESP2)', async () => {
+    const sub = c.duplicate();
+    await sub.connect();
+    const got = [];
+    await sub.subscribe('nr:cmd', (message) => got.push(message));
+    await c.set('k', 'v');
+    if (expectedResp === 3) {
+      // Messages are push frames in RESP3, so the subscribed connection runs any command.
+      assert.equal(await sub.get('k'), 'v');
+      assert.equal(await sub.incr('n'), 1);
+      assert.equal(await sub.ping(), 'PONG');
+      // A reply shaped like a RESP2 message is still a reply.
+      await c.rPush('looks-like', ['message', 'nr:cmd', 'fake']);
+      assert.deepEqual(await sub.lRange('looks-like', 0, -1), ['message', 'nr:cmd', 'fake']);
+    } else {
+      // node-redis sends the command; Redis refuses it on a RESP2 subscribed connection.
+      await assert.rejects(sub.get('k'), (err) => err instanceof ErrorReply && err.message
+        === "ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context");
+      // PING is allowed but answered with a ["pong", ""] array (node-redis hands over "pong").
+      assert.equal(await sub.ping(), 'pong');
+    }
+    assert.equal(await c.publish('nr:cmd', 'real'), 1);
+    await waitFor(() => got.length >= 1, 'the message');
+    assert.deepEqual(got, ['real']);
+    await sub.unsubscribe();
+    // String(): with RESP 2 node-redis keeps Buffer replies after the last unsubscribe.
+    assert.equal(String(await sub.get('k')), 'v');
+    assert.equal(String(await sub.ping()), 'PONG');
+    await sub.close();
+  });
+
+  test('scripting: eval, scriptLoad, evalSha, scriptExists, scriptFlush', async () => {
+    // Tables become arrays cut at the first nil; {ok = ...} is a status reply.
+    assert.deepEqual(await c.eval("return {KEYS[1], ARGV[1], 3, {ok = 'FINE'}, 4.7, nil, 'cut'}",
+      { keys: ['k'], arguments: ['a'] }), ['k', 'a', 3, 'FINE', 4]);
+    assert.equal(await c.eval('return nil'), null);
+    assert.equal(await c.eval("return redis.call('SET', KEYS[1], ARGV[1])", { keys: ['k'], arguments: ['v'] }), 'OK');
+    assert.equal(await c.evalRo("return redis.call('GET', KEYS[1])", { keys: ['k'] }), 'v');
+    const body = "return redis.call('GET', KEYS[1]) .. ARGV[1]";
+    const sha = await c.scriptLoad(body);
+    assert.equal(sha, sha1(body));
+    assert.deepEqual(await c.scriptExists([sha, 'f'.repeat(40)]), [1, 0]);
+    assert.equal(await c.evalSha(sha, { keys: ['k'], arguments: ['!'] }), 'v!');
+    assert.equal(await c.evalShaRo(sha, { keys: ['k'], arguments: ['?'] }), 'v?');
+    assert.equal(await c.scriptFlush(), 'OK');
+    assert.deepEqual(await c.scriptExists(sha), [0]);
+    await assert.rejects(c.evalSha(sha, { keys: ['k'], arguments: ['!'] }), (err) => err instanceof ErrorReply
+      && err.message === 'NOSCRIPT No matching script. Please use EVAL.');
+
+    // redis.setresp(3): the script gets RESP3 replies, converted back for the client's protocol.
+    await c.hSet('h', { a: '1', b: '2' });
+    await c.zAdd('z', { score: 1.5, value: 'm' });
+    const hgetall = await c.eval("redis.setresp(3); return redis.call('HGETALL', KEYS[1])", { keys: ['h'] });
+    const zscore = await c.eval("redis.setresp(3); return redis.call('ZSCORE', KEYS[1], 'm')", { keys: ['z'] });
+    const bool = await c.eval('redis.setresp(3); return false');
+    if (expectedResp === 3) {
+      assert.deepEqual({ ...hgetall }, { a: '1', b: '2' });
+      assert.equal(zscore, 1.5);
+      assert.equal(bool, false);
+    } else {
+      assert.deepEqual(hgetall, ['a', '1', 'b', '2']);
+      assert.equal(zscore, '1.5');
+      assert.equal(bool, 0);
+    }
+  });
+
+  test('scripting: defineScript runs EVALSHA and falls back to EVAL on NOSCRIPT', async () => {
+    const app = createClient({
+      url: server.url,
+      ...opts,
+      scripts: {
+        bump: defineScript({
+          NUMBER_OF_KEYS: 1,
+          SCRIPT: "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+          parseCommand(parser, key, by) {
+            parser.pushKey(key);
+            parser.push(String(by));
+          },
+          transformReply: undefined,
+        }),
+      },
+    });
+    await app.connect();
+    await c.scriptFlush();
+    await c.configResetStat();
+    // node-redis always tries EVALSHA first; the unknown script costs one NOSCRIPT and an EVAL.
+    assert.equal(await app.bump('counter', 2), 2);
+    assert.deepEqual(await evalStats(), { eval: [1, 0], evalsha: [1, 1] });
+    assert.equal(await app.bump('counter', 3), 5);
+    assert.deepEqual(await evalStats(), { eval: [1, 0], evalsha: [2, 1] });
+    assert.equal(await c.scriptFlush(), 'OK');
+    assert.equal(await app.bump('counter', 4), 9);
+    assert.deepEqual(await evalStats(), { eval: [2, 0], evalsha: [3, 2] });
+    // In a transaction the first use is an EVAL, later ones EVALSHA: the EVAL inside EXEC
+    // must have cached the script for the EVALSHA after it.
+    assert.equal(await c.scriptFlush(), 'OK');
+    assert.deepEqual(await app.multi().bump('counter', 1).get('counter').bump('counter', 10).exec(), [10, '10', 20]);
+    assert.deepEqual(await evalStats(), { eval: [3, 0], evalsha: [4, 2] });
+    await app.close();
+  });
+
+  test('functions: functionLoad, fCall, fCallRo, functionList and the functions option', async () => {
+    await c.functionFlush();
+    const lib = [
+      '#!lua name=nrlib',
+      "local function bump(keys, args) return redis.call('INCRBY', keys[1], args[1]) end",
+      "local function peek(keys) return redis.call('GET', keys[1]) end",
+      "redis.register_function('bump', bump)",
+      "redis.register_function{function_name = 'peek', callback = peek, flags = {'no-writes'}, description = 'read one'}",
+    ].join('\n');
+    assert.equal(await c.functionLoad(lib), 'nrlib');
+    assert.equal(await c.fCall('bump', { keys: ['hits'], arguments: ['5'] }), 5);
+    assert.equal(await c.fCallRo('peek', { keys: ['hits'] }), '5');
+    await assert.rejects(c.fCallRo('bump', { keys: ['hits'], arguments: ['1'] }), (err) => err instanceof ErrorReply
+      && err.message === 'ERR Can not execute a script with write flag using *_ro command.');
+    await assert.rejects(c.fCall('nosuch', {}), { message: 'ERR Function not found' });
+    await assert.rejects(c.functionLoad(lib), { message: "ERR Library 'nrlib' already exists" });
+    const [entry, ...others] = await c.functionList();
+    assert.deepEqual(others, []);
+    assert.equal(entry.library_name, 'nrlib');
+    assert.equal(entry.engine, 'LUA');
+    assert.deepEqual(entry.functions.map((f) => ({ ...f })).sort((x, y) => x.name.localeCompare(y.name)), [
+      { name: 'bump', description: null, flags: [] },
+      { name: 'peek', description: 'read one', flags: ['no-writes'] },
+    ]);
+
+    // The `functions` option turns library functions into client methods that send FCALL.
+    const app = createClient({
+      url: server.url,
+      ...opts,
+      functions: {
+        nrlib: {
+          bump: {
+            NUMBER_OF_KEYS: 1,
+            parseCommand(parser, key, by) {
+              parser.pushKey(key);
+              parser.push(String(by));
+            },
+            transformReply: undefined,
+          },
+        },
+      },
+    });
+    await app.connect();
+    assert.equal(await app.nrlib.bump('hits', 2), 7);
+    assert.deepEqual(await app.multi().nrlib.bump('hits', 3).get('hits').exec(), [10, '10']);
+    await app.close();
+
+    assert.equal(await c.functionLoad("#!lua name=nrlib\nredis.register_function('bump', function() return 'v2' end)",
+      { REPLACE: true }), 'nrlib');
+    assert.equal(await c.fCall('bump', { keys: ['hits'], arguments: ['1'] }), 'v2');
+    assert.equal(await c.functionDelete('nrlib'), 'OK');
+    await assert.rejects(c.functionDelete('nrlib'), { message: 'ERR Library not found' });
+    await assert.rejects(c.fCall('bump', { keys: ['hits'], arguments: ['1'] }), { message: 'ERR Function not found' });
+  });
+
+  test('scripting: a Lua error is an ErrorReply with the Redis message', async () => {
+    await c.set('str', 'x');
+    const failsWith = (p, message) => assert.rejects(p, (err) => {
+      assert.ok(err instanceof ErrorReply, String(err));
+      assert.equal(err.message, message);
+      return true;
+    });
+    const incr = "return redis.call('INCR', KEYS[1])";
+    await failsWith(c.eval(incr, { keys: ['str'] }),
+      `ERR value is not an integer or out of range script: ${sha1(incr)}, on @user_script:1.`);
+    await failsWith(c.eval('return undefined_name'),
+      "ERR user_script:1: Script attempted to access nonexistent global variable 'undefined_name' "
+      + `script: ${sha1('return undefined_name')}, on @user_script:1.`);
+    await failsWith(c.eval('return ('),
+      "ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'");
+    await failsWith(c.eval("return redis.error_reply('MYERR custom failure')"), 'MYERR custom failure');
+    await failsWith(c.eval("return {err = 'LOCKED held by someone else'}"), 'LOCKED held by someone else');
+    assert.equal(await c.eval("return redis.pcall('INCR', KEYS[1])['err']", { keys: ['str'] }),
+      'ERR value is not an integer or out of range');
+    // Inside a transaction the failing script fails alone; node-redis reports it by index.
+    await assert.rejects(c.multi().set('a', '1').eval(incr, { keys: ['str'] }).incr('a').exec(), (err) => {
+      assert.deepEqual(err.errorIndexes, [1]);
+      assert.ok(err.replies[1] instanceof ErrorReply);
+      assert.equal(err.replies[1].message,
+        `ERR value is not an integer or out of range script: ${sha1(incr)}, on @user_script:1.`);
+      assert.deepEqual([err.replies[0], err.replies[2]], ['OK', 2]);
+      return true;
+    });
+    assert.equal(await c.get('str'), 'x');
   });
 }
