@@ -525,4 +525,33 @@ export function nodeRedisSuite(resp) {
     });
     assert.equal(await c.get('str'), 'x');
   });
+
+  // node-redis's client-side cache: CLIENT TRACKING in RESP3, invalidations as push frames.
+  if (expectedResp === 3) {
+    test('client-side cache: served locally until another connection writes the key', async () => {
+      const cached = createClient({ url: server.url, RESP: 3, clientSideCache: { ttl: 0, maxEntries: 0 } });
+      cached.on('error', (err) => { throw err; });
+      await cached.connect();
+      try {
+        assert.match(String(await cached.sendCommand(['CLIENT', 'INFO'])), /flags=t/);
+        await c.set('csc:price', '100');
+        assert.equal(await cached.get('csc:price'), '100');
+        assert.equal(await cached.get('csc:price'), '100');
+        const stats = cached.clientSideCache.stats();
+        assert.deepEqual([stats.missCount, stats.hitCount], [1, 1]);
+        // The write comes from another connection: only the server's invalidation can tell.
+        await c.set('csc:price', '101');
+        await waitFor(async () => (await cached.get('csc:price')) === '101', 'the invalidation of csc:price');
+        await c.del('csc:price');
+        await waitFor(async () => (await cached.get('csc:price')) === null, 'the invalidation of the delete');
+        // FLUSHALL invalidates every tracked key at once.
+        await c.hSet('csc:h', 'f', 'v');
+        assert.deepEqual({ ...(await cached.hGetAll('csc:h')) }, { f: 'v' });
+        await c.flushAll();
+        await waitFor(async () => Object.keys(await cached.hGetAll('csc:h')).length === 0, 'the flush');
+      } finally {
+        await cached.close();
+      }
+    });
+  }
 }
