@@ -50,6 +50,17 @@ if [ ! -f "$clients/node/node_modules/.package-lock.json" ] ||
   [ "$clients/node/package-lock.json" -nt "$clients/node/node_modules/.package-lock.json" ]; then
   (cd "$clients/node" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# tests/clients/go: go-redis at the version pinned in go.mod/go.sum, into Go's module cache
+# (~/go/pkg/mod; a no-op when it is there). Go itself comes with the machine, not from apt:
+# Debian's golang-go is older than go.mod's `go 1.26.0`.
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"  # Go's own install folder, on PATH only in login shells
+fi
+if ! command -v go >/dev/null; then
+  echo "install-deps: 'go' is not on PATH; tests/clients/go needs Go 1.26 or newer (add its bin folder, e.g. /usr/local/go/bin, to PATH)" >&2
+  exit 1
+fi
+(cd "$clients/go" && go mod download)
 # The SBE interop test (crates/goblin-core/tests/sbe.rs, java_codec_interoperates) generates a
 # Java codec with sbe-tool: fetch its jar (uk.co.real-logic:sbe-all, pinned in gen-sbe.sh) into
 # ~/.m2 now, so the test runs offline.
