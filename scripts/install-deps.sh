@@ -61,6 +61,13 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 (cd "$clients/go" && go mod download)
+# tests/clients/java: Jedis, Lettuce, JUnit and the Maven plugins pinned in its pom.xml, into
+# ~/.m2, so that run.sh's `mvn -o test` never needs the network. Offline first (a few seconds
+# when they are there: it only compiles the tests); online only to fill the cache.
+# -DskipTests still resolves Surefire and its JUnit Platform provider.
+if ! (cd "$clients/java" && mvn -o -B -q test -DskipTests) >/dev/null 2>&1; then
+  (cd "$clients/java" && mvn -B -q -ntp test -DskipTests)
+fi
 # The SBE interop test (crates/goblin-core/tests/sbe.rs, java_codec_interoperates) generates a
 # Java codec with sbe-tool: fetch its jar (uk.co.real-logic:sbe-all, pinned in gen-sbe.sh) into
 # ~/.m2 now, so the test runs offline.

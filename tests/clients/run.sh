@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
-# redis-benchmark (pytest), then ioredis and node-redis (node --test), then go-redis (go test).
-# All suites always run; the script exits non-zero if any fails, and ends with one
-# "N passed, N failed" line.
+# redis-benchmark (pytest), then ioredis and node-redis (node --test), then go-redis (go test),
+# then Jedis and Lettuce (mvn test). All suites always run; the script exits non-zero if any
+# fails, and ends with one "N passed, N failed" line.
 #
 # Needs what scripts/install-deps.sh installs (requirements.txt, node/node_modules, the Go
-# modules of go/go.mod, tmux, redis-tools). The binary is $GOBLIN_CORE_BIN, else
-# $CARGO_TARGET_DIR/debug/goblin-core.
+# modules of go/go.mod, java/pom.xml's artifacts in ~/.m2, tmux, redis-tools). The binary is
+# $GOBLIN_CORE_BIN, else $CARGO_TARGET_DIR/debug/goblin-core.
 # CLIENTS_REFERENCE=redis runs the same suite against Debian's redis-server instead.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -31,6 +31,13 @@ fi
 (cd "$here/go" && timeout 600 go test -v -count=1 -timeout 480s ./...) 2>&1 | tee "$log/go"
 go_rc=${PIPESTATUS[0]}
 
+# -o: offline, from the ~/.m2 that scripts/install-deps.sh filled; a test run never needs the
+# network. Maven 3.8 ends its output with colour resets and no newline, even with -B: sed
+# drops them, so that the closing "clients:" line below stands alone.
+echo "== client tests: mvn test (Jedis, Lettuce)"
+(cd "$here/java" && timeout 600 mvn -o -B -ntp test) 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' | tee "$log/java"
+java_rc=${PIPESTATUS[0]}
+
 # Totals from each runner's own result lines.
 count() { grep -oE "[0-9]+ $1" "$log/py" | tail -1 | grep -oE '^[0-9]+' || echo 0; }
 node_count() { grep -E "^# $1 [0-9]+$" "$log/node" | tail -1 | grep -oE '[0-9]+$' || echo 0; }
@@ -51,13 +58,22 @@ go_count() {
       print c + 0
     }' "$log/go"
 }
+# Surefire closes with "Tests run: N, Failures: F, Errors: E, Skipped: S" (its per-class lines
+# go on with ", Time elapsed: ..."); field 1..4 of that line, 0 when there is none.
+java_count() {
+  grep -E '^\[[A-Z]+\] Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$' "$log/java" |
+    tail -1 | grep -oE '[0-9]+' | sed -n "$1p" | grep . || echo 0
+}
+java_run=$(java_count 1) java_fail=$(java_count 2) java_err=$(java_count 3) java_skip=$(java_count 4)
 # A runner that failed without naming a failed test (it died early) counts as one failure.
 at_least_one() { if [ "$1" -ne 0 ] && [ "$2" -eq 0 ]; then echo 1; else echo "$2"; fi; }
 py_failed=$(at_least_one "$py_rc" $(( $(count failed) + $(count error) )))
 node_failed=$(at_least_one "$node_rc" $(( $(node_count fail) + $(node_count cancelled) )))
 go_failed=$(at_least_one "$go_rc" "$(go_count FAIL)")
-passed=$(( $(count passed) + $(node_count pass) + $(go_count PASS) ))
-failed=$(( py_failed + node_failed + go_failed ))
-skipped=$(( $(count skipped) + $(node_count skipped) + $(go_count SKIP) ))
+java_failed=$(at_least_one "$java_rc" $(( java_fail + java_err )))
+java_passed=$(( java_run - java_fail - java_err - java_skip ))
+passed=$(( $(count passed) + $(node_count pass) + $(go_count PASS) + java_passed ))
+failed=$(( py_failed + node_failed + go_failed + java_failed ))
+skipped=$(( $(count skipped) + $(node_count skipped) + $(go_count SKIP) + java_skip ))
 echo "clients: $passed passed, $failed failed, $skipped skipped"
-[ "$py_rc" -eq 0 ] && [ "$node_rc" -eq 0 ] && [ "$go_rc" -eq 0 ]
+[ "$py_rc" -eq 0 ] && [ "$node_rc" -eq 0 ] && [ "$go_rc" -eq 0 ] && [ "$java_rc" -eq 0 ]
