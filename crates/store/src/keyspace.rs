@@ -427,11 +427,13 @@ impl Keyspace {
         true
     }
 
-    /// True if `key` exists and its deadline is at or before `now`.
+    /// True if `key` exists and its deadline is before `now`. As in Redis, a key lives through
+    /// the millisecond of its deadline: with clocks read in whole milliseconds, `<=` would end
+    /// a `PX 300` key up to a millisecond before 300 ms had passed since the SET arrived.
     pub fn is_expired(&self, key: &[u8], now: Millis) -> bool {
         // No key has a deadline (`volatile` is exact): no lookup. A write looks its key up
         // for this check and again to change it, so a keyspace without TTLs saves one.
-        self.volatile > 0 && matches!(self.expire_at(key), Some(t) if t <= now)
+        self.volatile > 0 && matches!(self.expire_at(key), Some(t) if t < now)
     }
 
     /// Active expiry: appends up to `max` keys whose deadline has passed to `out`, examining at
@@ -458,7 +460,7 @@ impl Keyspace {
                 examined += 1;
                 // SAFETY: scan_step hands out live entries of an unchanged table.
                 let en = unsafe { Entry::at(e) };
-                if found < max && matches!(en.expire_at(), Some(t) if t <= now) {
+                if found < max && matches!(en.expire_at(), Some(t) if t < now) {
                     out.push(unsafe { en.key() }.to_vec());
                     found += 1;
                 }

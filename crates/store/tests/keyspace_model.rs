@@ -213,7 +213,7 @@ fn apply(ks: &mut Keyspace, model: &mut Model, op: &Op) {
             let distinct: HashSet<_> = out.iter().collect();
             assert_eq!(distinct.len(), out.len());
             for k in &out {
-                assert!(matches!(model.get(k), Some((_, Some(t))) if t <= now), "{k:?} not expired");
+                assert!(matches!(model.get(k), Some((_, Some(t))) if t < now), "{k:?} not expired");
             }
             if model.values().all(|(_, e)| e.is_none()) {
                 assert_eq!(examined, 0);
@@ -350,7 +350,11 @@ fn collect_expired_finds_every_expired_key_in_bounded_calls() {
         ks.insert(&key(i), Value::Int(1), e);
     }
     assert_eq!(ks.volatile_len(), 1000);
-    // At now = 5000, keys 0, 10, ..., 5000 have expired: 501 of them.
+    // At now = 5000, keys 0, 10, ..., 4990 have expired: 500 of them. Key 5000 lives through
+    // its deadline's millisecond, as in Redis.
+    assert!(!ks.is_expired(&key(5000), 5000));
+    assert!(ks.is_expired(&key(5000), 5001));
+    assert!(ks.is_expired(&key(4990), 5000));
     let mut found = HashSet::new();
     let mut calls = 0;
     loop {
@@ -363,12 +367,13 @@ fn collect_expired_finds_every_expired_key_in_bounded_calls() {
             found.insert(k);
         }
         calls += 1;
-        if found.len() == 501 || calls > 10_000 {
+        if found.len() == 500 || calls > 10_000 {
             break;
         }
     }
-    assert_eq!(found.len(), 501);
-    assert_eq!(ks.volatile_len(), 499);
+    assert_eq!(found.len(), 500);
+    assert!(!found.contains(&key(5000)));
+    assert_eq!(ks.volatile_len(), 500);
     // Nothing else has expired.
     let mut out = Vec::new();
     for _ in 0..1000 {

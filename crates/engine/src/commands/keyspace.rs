@@ -167,7 +167,7 @@ fn keys(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut found: Vec<Vec<u8>> = Vec::new();
     let ks = &*c.ks;
     ks.for_each(|k, _, deadline| {
-        if matches!(deadline, Some(t) if t <= now) {
+        if matches!(deadline, Some(t) if t < now) {
             return;
         }
         if all || glob_match(pattern, k, false) {
@@ -545,7 +545,11 @@ mod tests {
         run(&mut e, 1000, &["PEXPIRE", "k", "100"]);
         e.commit(crate::Origin::Command);
         assert_eq!(run(&mut e, 1099, &["EXISTS", "k"]), ":1\r\n");
-        assert_eq!(run(&mut e, 1100, &["EXISTS", "k"]), ":0\r\n");
+        // The deadline's own millisecond still has the key (Redis: expired when now > deadline).
+        assert_eq!(run(&mut e, 1100, &["EXISTS", "k"]), ":1\r\n");
+        assert_eq!(run(&mut e, 1100, &["PTTL", "k"]), ":0\r\n");
+        assert!(e.pending().to_args().is_empty());
+        assert_eq!(run(&mut e, 1101, &["EXISTS", "k"]), ":0\r\n");
         assert_eq!(e.pending().to_args(), vec![vec![b"DEL".to_vec(), b"k".to_vec()]]);
         assert_eq!(e.stats.expired_keys, 1);
     }

@@ -852,7 +852,7 @@ mod tests {
         assert_eq!(r(&mut e, &["GET", "k"]), bulk("d"));
         // Lazy expiry: SETNX on a dead key writes (after emitting its DEL).
         assert_eq!(
-            run_at(&mut e, NOW + 10, &["SETNX", "k", "e"]),
+            run_at(&mut e, NOW + 11, &["SETNX", "k", "e"]),
             (":1\r\n".into(), vec!["DEL k".into(), "SET k e".into()])
         );
     }
