@@ -77,6 +77,40 @@ import reactor.core.publisher.Flux;
  */
 @SuppressWarnings("unchecked") // Lettuce's generic varargs (ScoredValue..., StreamOffset...)
 class LettuceTest {
+  /** A pub/sub listener that queues each event as one line of text, in arrival order. */
+  static final class Recorder extends RedisPubSubAdapter<String, String> {
+    private final BlockingQueue<String> events;
+
+    Recorder(BlockingQueue<String> events) {
+      this.events = events;
+    }
+
+    @Override
+    public void subscribed(String channel, long count) {
+      events.add("subscribed " + channel + " " + count);
+    }
+
+    @Override
+    public void psubscribed(String pattern, long count) {
+      events.add("psubscribed " + pattern + " " + count);
+    }
+
+    @Override
+    public void unsubscribed(String channel, long count) {
+      events.add("unsubscribed " + channel + " " + count);
+    }
+
+    @Override
+    public void message(String channel, String message) {
+      events.add("message " + channel + " " + message);
+    }
+
+    @Override
+    public void message(String pattern, String channel, String message) {
+      events.add("pmessage " + pattern + " " + channel + " " + message);
+    }
+  }
+
   static final Duration WAIT = Duration.ofSeconds(10);
   static ClientResources resources;
   static final Map<Proto, RedisClient> clients = new EnumMap<>(Proto.class);
@@ -236,32 +270,7 @@ class LettuceTest {
     BlockingQueue<String> events = new LinkedBlockingQueue<>();
     try (StatefulRedisPubSubConnection<String, String> sub = clients.get(proto).connectPubSub();
         StatefulRedisConnection<String, String> pub = connect(proto)) {
-      sub.addListener(new RedisPubSubAdapter<>() {
-        @Override
-        public void subscribed(String channel, long count) {
-          events.add("subscribed " + channel + " " + count);
-        }
-
-        @Override
-        public void psubscribed(String pattern, long count) {
-          events.add("psubscribed " + pattern + " " + count);
-        }
-
-        @Override
-        public void unsubscribed(String channel, long count) {
-          events.add("unsubscribed " + channel + " " + count);
-        }
-
-        @Override
-        public void message(String channel, String message) {
-          events.add("message " + channel + " " + message);
-        }
-
-        @Override
-        public void message(String pattern, String channel, String message) {
-          events.add("pmessage " + pattern + " " + channel + " " + message);
-        }
-      });
+      sub.addListener(new Recorder(events));
       sub.sync().subscribe("orders", "alerts");
       assertEquals("subscribed orders 1", next(events, "subscribed orders"));
       assertEquals("subscribed alerts 2", next(events, "subscribed alerts"));
@@ -533,17 +542,7 @@ class LettuceTest {
     BlockingQueue<String> events = new LinkedBlockingQueue<>();
     try (StatefulRedisPubSubConnection<String, String> sub = clients.get(proto).connectPubSub();
         StatefulRedisConnection<String, String> pub = connect(proto)) {
-      sub.addListener(new RedisPubSubAdapter<>() {
-        @Override
-        public void subscribed(String channel, long count) {
-          events.add("subscribed " + channel + " " + count);
-        }
-
-        @Override
-        public void message(String channel, String message) {
-          events.add("message " + channel + " " + message);
-        }
-      });
+      sub.addListener(new Recorder(events));
       long id = sub.sync().clientId(); // before SUBSCRIBE: RESP2 allows no CLIENT ID after it
       sub.sync().subscribe("events");
       assertEquals("subscribed events 1", next(events, "subscribed"));
