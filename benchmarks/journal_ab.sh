@@ -14,11 +14,11 @@ rounds=4 pipeline=1 requests=200000 mode=broker
 while getopts "r:P:n:m:" o; do
   case $o in
     r) rounds=$OPTARG ;; P) pipeline=$OPTARG ;; n) requests=$OPTARG ;; m) mode=$OPTARG ;;
-    *) sed -n 2,12p "$0"; exit 2 ;;
+    *) sed -n 2,11p "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-[ $# -eq 2 ] || { sed -n 2,12p "$0"; exit 2; }
+[ $# -eq 2 ] || { sed -n 2,11p "$0"; exit 2; }
 bin="${CARGO_TARGET_DIR:-$HOME/.cache/goblin-target}/release"
 for b in goblin-core kaka; do
   [ -x "$bin/$b" ] || { echo "no $bin/$b: cargo build --release --bin goblin-core --bin kaka" >&2; exit 1; }
