@@ -52,15 +52,16 @@ if [ ! -f "$clients/node/node_modules/.package-lock.json" ] ||
 fi
 # tests/clients/go: go-redis at the version pinned in go.mod/go.sum, into Go's module cache
 # (~/go/pkg/mod; a no-op when it is there). Go itself comes with the machine, not from apt:
-# Debian's golang-go is older than go.mod's `go 1.26.0`.
+# Debian's golang-go (1.19) is older than go.mod's `go 1.26.0` and cannot fetch a newer
+# toolchain, so without Go the suite is reported skipped by tests/clients/run.sh.
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"  # Go's own install folder, on PATH only in login shells
 fi
-if ! command -v go >/dev/null; then
-  echo "install-deps: 'go' is not on PATH; tests/clients/go needs Go 1.26 or newer (add its bin folder, e.g. /usr/local/go/bin, to PATH)" >&2
-  exit 1
+if command -v go >/dev/null; then
+  (cd "$clients/go" && go mod download)
+else
+  echo "install-deps: no 'go' on PATH (Go 1.26 or newer, e.g. in /usr/local/go/bin): the go-redis client suite will be reported skipped" >&2
 fi
-(cd "$clients/go" && go mod download)
 # tests/clients/java: Jedis, Lettuce, JUnit and the Maven plugins pinned in its pom.xml, into
 # ~/.m2, so that run.sh's `mvn -o test` never needs the network. Offline first (a few seconds
 # when they are there: it only compiles the tests); online only to fill the cache.

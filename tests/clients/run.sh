@@ -28,8 +28,15 @@ echo "== client tests: go test (go-redis)"
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"  # as scripts/install-deps.sh
 fi
-(cd "$here/go" && timeout 600 go test -v -count=1 -timeout 480s ./...) 2>&1 | tee "$log/go"
-go_rc=${PIPESTATUS[0]}
+go_missing=0
+if command -v go >/dev/null; then
+  (cd "$here/go" && timeout 600 go test -v -count=1 -timeout 480s ./...) 2>&1 | tee "$log/go"
+  go_rc=${PIPESTATUS[0]}
+else
+  # Reported, not hidden: the closing line counts the suite as one skip.
+  echo "SKIPPED: the go-redis suite: no 'go' on PATH (Go 1.26 or newer)" | tee "$log/go"
+  go_rc=0 go_missing=1
+fi
 
 # -o: offline, from the ~/.m2 that scripts/install-deps.sh filled; a test run never needs the
 # network. Maven 3.8 ends its output with colour resets and no newline, even with -B: sed
@@ -74,6 +81,6 @@ java_failed=$(at_least_one "$java_rc" $(( java_fail + java_err )))
 java_passed=$(( java_run - java_fail - java_err - java_skip ))
 passed=$(( $(count passed) + $(node_count pass) + $(go_count PASS) + java_passed ))
 failed=$(( py_failed + node_failed + go_failed + java_failed ))
-skipped=$(( $(count skipped) + $(node_count skipped) + $(go_count SKIP) + java_skip ))
+skipped=$(( $(count skipped) + $(node_count skipped) + $(go_count SKIP) + go_missing + java_skip ))
 echo "clients: $passed passed, $failed failed, $skipped skipped"
 [ "$py_rc" -eq 0 ] && [ "$node_rc" -eq 0 ] && [ "$go_rc" -eq 0 ] && [ "$java_rc" -eq 0 ]

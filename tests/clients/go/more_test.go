@@ -193,13 +193,9 @@ func TestLockPattern(t *testing.T) {
 		eq(t, "release by the holder", unlock.Run(ctx, c, []string{"lock:order:7"}, "token-a").Val(), any(int64(1)))
 		eq(t, "acquire after release", other.SetNX(ctx, "lock:order:7", "token-b", 200*time.Millisecond).Val(), true)
 		// A holder that dies: its lock expires and the next caller gets it.
-		start := time.Now()
 		waitFor(t, 3*time.Second, "the lock to expire", func() bool {
 			return c.SetNX(ctx, "lock:order:7", "token-c", 5*time.Second).Val()
 		})
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("lock with PX 200 taken over only after %v", d)
-		}
 		eq(t, "holder after the expiry", c.Get(ctx, "lock:order:7").Val(), "token-c")
 
 		// EXAT/PXAT: SetArgs with ExpireAt, whole seconds as EXAT, milliseconds as PXAT.

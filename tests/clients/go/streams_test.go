@@ -45,7 +45,7 @@ func TestStreams(t *testing.T) {
 		// A blocking XREAD times out with redis.Nil ...
 		start := time.Now()
 		isNil(t, "XREAD BLOCK 200 on nothing", c.XRead(ctx, &redis.XReadArgs{Streams: []string{"s", "$"}, Block: 200 * time.Millisecond}).Err())
-		within(t, "XREAD BLOCK 200's wait", time.Since(start), 150*time.Millisecond, 3*time.Second)
+		atLeast(t, "XREAD BLOCK 200's wait", time.Since(start), 150*time.Millisecond)
 		// ... and is woken by another client's XADD.
 		type result struct {
 			val []redis.XStream
