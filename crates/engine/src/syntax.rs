@@ -84,6 +84,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("goblin.load", "0.1.0", "path"),
     ("goblin.firehose", "0.1.0", ""),
     ("wait", "3.0.0", "numreplicas:integer timeout:integer"),
+    ("waitaof", "7.2.0", "numlocal:integer numreplicas:integer timeout:integer"),
     ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),

@@ -192,8 +192,7 @@ impl Server {
         if error {
             resp::reply::error(&mut conn.out, b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else if conn.parked.as_ref().is_some_and(crate::replication::upstream::is_wait) {
-            let n = self.wait_count(conn.parked.as_ref().expect("parked"));
-            resp::reply::integer(&mut conn.out, n as i64);
+            self.wait_reply(conn.parked.as_ref().expect("parked"), &mut conn.out);
         } else {
             resp::reply::null_array(&mut conn.out, conn.proto);
         }
@@ -220,10 +219,7 @@ impl Server {
                 continue;
             }
             match conn.parked.as_ref() {
-                Some(p) if crate::replication::upstream::is_wait(p) => {
-                    let n = self.wait_count(p);
-                    resp::reply::integer(&mut conn.out, n as i64);
-                }
+                Some(p) if crate::replication::upstream::is_wait(p) => self.wait_reply(p, &mut conn.out),
                 _ => resp::reply::null_array(&mut conn.out, conn.proto),
             }
             self.unpark(&mut conn, slot);

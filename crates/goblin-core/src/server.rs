@@ -622,6 +622,10 @@ impl Server {
     fn release_acknowledged(&mut self) {
         let Some(j) = &mut self.journal else { return };
         let acked = j.journal.acks.logical.get();
+        // Parked WAITAOFs may have what they wait for.
+        if !self.waits.is_empty() {
+            self.waits_dirty = true;
+        }
         if !self.held.is_empty() {
             let released = self.release_held(acked);
             if released > 0 {

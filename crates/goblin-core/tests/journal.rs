@@ -689,6 +689,57 @@ fn broker_down(uri: &str, broker: &mut dyn Outage) {
     assert_eq!(state(&mut r.conn()), want);
 }
 
+/// WAITAOF on the journal. In `queued` ack mode a write is answered before Kafka has it;
+/// WAITAOF 1 is how the client learns it is durable: with the broker away it waits (and
+/// answers [0, 0] at its timeout), and a WAITAOF parked meanwhile is answered [1, 0] once the
+/// broker is back and has acknowledged the write. In `broker` mode the write's reply already
+/// waited, so WAITAOF 1 answers at once.
+#[test]
+fn waitaof_waits_for_kafka_to_hold_the_clients_writes() {
+    let (dir, port) = (temp_path("kaka-waitaof"), common::free_port());
+    let mut broker = KakaOutage { port, kaka: Some(Kaka::start_in(&dir, port)), dir };
+    let uri = broker.kaka.as_ref().unwrap().uri("journal-waitaof");
+    let s = Server::start(&["--kafka", uri.as_str(), "--kafka-ack-mode", "queued", "--save", ""]);
+    let mut con = s.conn();
+    let fresh = s.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut con).unwrap();
+    assert_eq!(r, [1, 0]);
+    broker.down();
+    let _: () = redis::cmd("SET").arg("b").arg("2").query(&mut con).unwrap();
+    let t0 = Instant::now();
+    let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(300).query(&mut con).unwrap();
+    assert_eq!(r, [0, 0], "the write cannot be in Kafka while the broker is away");
+    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+    // A connection that has written nothing has nothing to wait for.
+    let mut fresh = fresh;
+    let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut fresh).unwrap();
+    assert_eq!(r, [1, 0]);
+    // Parked with no timeout, answered by the acknowledgement.
+    let waiter = std::thread::spawn(move || {
+        let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut con).unwrap();
+        (r, con)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_finished(), "WAITAOF answered while the broker was away");
+    let m = info(&mut s.conn(), "clients");
+    assert_eq!(m["blocked_clients"], "1", "{m:?}");
+    broker.up();
+    let (r, mut con) = waiter.join().unwrap();
+    assert_eq!(r, [1, 0]);
+    let k = info(&mut con, "kafka");
+    let r = info(&mut con, "replication");
+    assert_eq!(k["kafka_acknowledged_offset"], r["master_repl_offset"], "{k:?}");
+    drop(s);
+    let s = Server::start(&["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""]);
+    let mut con = s.conn();
+    let b: String = redis::cmd("GET").arg("b").query(&mut con).unwrap();
+    assert_eq!(b, "2");
+    let _: () = redis::cmd("SET").arg("c").arg("3").query(&mut con).unwrap();
+    let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut con).unwrap();
+    assert_eq!(r, [1, 0]);
+}
+
 /// A snapshot holds only what Kafka holds. Saved with records unacknowledged, it would carry
 /// writes that a crash then takes from the topic; the primary restarted from it would continue
 /// the lineage after them, and every later replay of the topic would stop at the missing

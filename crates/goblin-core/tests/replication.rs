@@ -134,6 +134,11 @@ fn replicas_over_uds_tcp_and_a_chain_reach_the_primarys_digest() {
     // Asking for more than exist times out with the count reached.
     let n: i64 = redis::cmd("WAIT").arg(3).arg(200).query(&mut pc).unwrap();
     assert_eq!(n, 2);
+    // WAITAOF: without a journal no replica can recover the write after a crash, so none counts.
+    let n: Vec<i64> = redis::cmd("WAITAOF").arg(0).arg(2).arg(100).query(&mut pc).unwrap();
+    assert_eq!(n, [0, 0]);
+    let e = redis::cmd("WAITAOF").arg(0).arg(1).arg(10).query::<Vec<i64>>(&mut rc).unwrap_err();
+    assert!(e.to_string().contains("WAITAOF cannot be used with replica instances"), "{e}");
     // A script's writes on a replica are refused as a client's are.
     let e =
         redis::cmd("EVAL").arg("return redis.call('SET', 'k', 'v')").arg(0).query::<()>(&mut rc).unwrap_err();
@@ -783,6 +788,14 @@ fn in_broker_mode_frames_wait_for_kafkas_acknowledgement() {
     converge(&primary, &[&first, &second]);
     let v: String = redis::cmd("GET").arg("b").query(&mut second.conn()).unwrap();
     assert_eq!(v, "2");
+    // WAITAOF counts the replicas that applied a write Kafka holds (both recover it from the
+    // topic); a third is not there, so asking for it times out with the two.
+    let mut pc = primary.conn();
+    let _: () = redis::cmd("SET").arg("c").arg("3").query(&mut pc).unwrap();
+    let n: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(2).arg(0).query(&mut pc).unwrap();
+    assert_eq!(n, [1, 2]);
+    let n: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(3).arg(100).query(&mut pc).unwrap();
+    assert_eq!(n, [1, 2]);
 }
 
 /// Another producer's records reach a replica twice over: as the primary's frames, and in the

@@ -723,3 +723,42 @@ fn flush_and_shutdown_inside_transactions() {
     assert_eq!(read_reply(&mut raw), b"-EXECABORT Transaction discarded because of previous errors.\r\n");
     assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
 }
+
+/// WAITAOF without a journal: there is no durable log to wait for, so asking for a local
+/// acknowledgement is refused with Redis's text for a server whose AOF is off, and the
+/// replica count is 0 (nothing is recoverable on a replica either). Bad arguments get
+/// Redis's errors; inside MULTI it answers at once.
+#[test]
+fn waitaof_without_a_journal() {
+    let s = Server::start(&[]);
+    let mut raw = s.raw();
+    send(
+        &mut raw,
+        b"SET k v\r\nWAITAOF 0 0 0\r\nWAITAOF 1 0 0\r\nWAITAOF 2 0 0\r\nWAITAOF -1 0 0\r\nWAITAOF x 0 0\r\n\
+          WAITAOF 0 -1 0\r\nWAITAOF 0 x 0\r\nWAITAOF 0 0 -1\r\nWAITAOF 0 0 x\r\nWAITAOF 0 0\r\n",
+    );
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"*2\r\n:0\r\n:0\r\n");
+    assert_eq!(
+        read_reply(&mut raw),
+        &b"-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"[..]
+    );
+    assert_eq!(read_reply(&mut raw), b"-ERR value is out of range, value must between 0 and 1\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR value is out of range, value must between 0 and 1\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR value is not an integer or out of range\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR value is out of range, must be positive\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR value is not an integer or out of range\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR timeout is negative\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR timeout is not an integer or out of range\r\n");
+    assert_eq!(read_reply(&mut raw), b"-ERR wrong number of arguments for 'waitaof' command\r\n");
+    // Asking for a replica that is not there waits out the timeout, then answers what it has.
+    let t0 = std::time::Instant::now();
+    send(&mut raw, b"WAITAOF 0 1 150\r\n");
+    assert_eq!(read_reply(&mut raw), b"*2\r\n:0\r\n:0\r\n");
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(150), "{:?}", t0.elapsed());
+    // Inside a transaction it never blocks.
+    send(&mut raw, b"MULTI\r\nWAITAOF 0 1 0\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut raw), b"+OK\r\n");
+    assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut raw), b"*1\r\n*2\r\n:0\r\n:0\r\n");
+}

@@ -38,6 +38,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("goblin.dumpworld", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Streams a fork-time native snapshot as one bulk reply.", Handler::Server),
     spec("goblin.firehose", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Turns the connection into a firehose replication subscriber (goblin-core replicas only).", Handler::Server),
     spec("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Handler::Server),
+    spec("waitaof", 4, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the connection's earlier writes are in the durable log (the Kafka journal), and on replicas that can recover them.", Handler::Server),
     spec("goblin.load", 2, Flags::ADMIN | Flags::NOSCRIPT | Flags::WRITE, NO_KEYS, "server", "Replaces the dataset with a native snapshot file.", Handler::Server),
     spec("debug", -2, Flags::ADMIN | CONN, NO_KEYS, "server", "A container for debugging commands.", Handler::Server),
     spec("shutdown", -1, Flags::ADMIN | CONN, NO_KEYS, "server", "Shuts down the server.", Handler::Server),

@@ -58,6 +58,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "role" => s.role_reply(out),
         "goblin.firehose" => s.firehose_subscribe(c, slot),
         "wait" => s.wait_command(c, slot, args),
+        "waitaof" => s.waitaof_command(c, slot, args),
         "memory" => memory(s, c, args),
         "monitor" => s.monitor_command(c, slot),
         "slowlog" => s.slowlog_command(c, args),

@@ -297,10 +297,15 @@ impl Server {
     }
 }
 
-/// `WAIT numreplicas timeout` parks its client as a blocking command with no key; its
-/// `Parked::args` are `["WAIT", target offset, numreplicas]`.
+/// `WAIT numreplicas timeout` and `WAITAOF numlocal numreplicas timeout` park their client as
+/// a blocking command with no key; its `Parked::args` are `["WAIT", target offset,
+/// numreplicas]` or `["WAITAOF", target offset, numlocal, numreplicas]`.
 pub(crate) fn is_wait(p: &crate::conn::Parked) -> bool {
-    p.args.first().is_some_and(|a| a == b"WAIT")
+    p.args.first().is_some_and(|a| a == b"WAIT" || a == b"WAITAOF")
+}
+
+fn parked_number(p: &crate::conn::Parked, i: usize) -> u64 {
+    p.args.get(i).and_then(|a| std::str::from_utf8(a).ok()?.parse().ok()).unwrap_or(0)
 }
 
 impl Server {
@@ -333,10 +338,97 @@ impl Server {
         self.waits.push((slot, c.id));
     }
 
-    /// The reply a parked WAIT gets now: its count of subscribers at its target.
-    pub(crate) fn wait_count(&self, p: &crate::conn::Parked) -> usize {
-        let target = std::str::from_utf8(&p.args[1]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-        self.downstreams_at(target)
+    /// WAITAOF: Redis's wait for the append-only file, on goblin-core's durable log. "Local"
+    /// is the Kafka journal: 1 once Kafka has acknowledged this client's last write (in
+    /// `queued` ack mode this is how a client learns that what it was told OK is durable; in
+    /// `broker` mode the write's own reply already waited for it). A replica keeps no log of
+    /// its own: it recovers from a snapshot plus the same topic. So it counts once it has
+    /// applied the write and Kafka has acknowledged it, and never without a journal (as Redis
+    /// counts no replica whose AOF is off).
+    pub(crate) fn waitaof_command(&mut self, c: &mut Conn, slot: usize, args: &[&[u8]]) {
+        if self.replica.is_some() {
+            return reply::error(
+                &mut c.out,
+                b"ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.",
+            );
+        }
+        let int = |a: &[u8]| std::str::from_utf8(a).ok().and_then(|s| s.parse::<i64>().ok());
+        let Some(numlocal) = int(args[1]) else {
+            return reply::error(&mut c.out, b"ERR value is not an integer or out of range");
+        };
+        if !(0..=1).contains(&numlocal) {
+            return reply::error(&mut c.out, b"ERR value is out of range, value must between 0 and 1");
+        }
+        let Some(numreplicas) = int(args[2]) else {
+            return reply::error(&mut c.out, b"ERR value is not an integer or out of range");
+        };
+        if numreplicas < 0 {
+            return reply::error(&mut c.out, b"ERR value is out of range, must be positive");
+        }
+        let Some(timeout) = int(args[3]) else {
+            return reply::error(&mut c.out, b"ERR timeout is not an integer or out of range");
+        };
+        if timeout < 0 {
+            return reply::error(&mut c.out, b"ERR timeout is negative");
+        }
+        if numlocal > 0 && self.journal_acknowledged().is_none() {
+            return reply::error(
+                &mut c.out,
+                b"ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+            );
+        }
+        let target = c.last_write_offset;
+        let (local, replicas) = self.durable_counts(target);
+        if (local as i64 >= numlocal && replicas as i64 >= numreplicas) || c.multi.is_some() || self.in_exec {
+            return waitaof_reply(&mut c.out, local, replicas);
+        }
+        let deadline = (timeout > 0).then(|| self.clock_ms + timeout);
+        let (t, l, n) = (target.to_string(), numlocal.to_string(), numreplicas.to_string());
+        let argv: [&[u8]; 4] = [b"WAITAOF", t.as_bytes(), l.as_bytes(), n.as_bytes()];
+        self.park(c, slot, &argv, Vec::new(), deadline);
+        self.waits.push((slot, c.id));
+    }
+
+    /// The highest logical offset Kafka has acknowledged (-1 before the first), or None
+    /// without a journal.
+    pub(crate) fn journal_acknowledged(&self) -> Option<i64> {
+        #[cfg(feature = "kafka")]
+        if let Some(j) = &self.journal {
+            return Some(j.journal.acks.logical.get());
+        }
+        None
+    }
+
+    /// For WAITAOF: (1 if the journal holds `target`, how many subscribers applied it and
+    /// can recover it from the journal). Offset 0 is "no write yet": held by any journal.
+    fn durable_counts(&self, target: u64) -> (usize, usize) {
+        match self.journal_acknowledged() {
+            Some(acked) if target == 0 || acked >= target as i64 => (1, self.downstreams_at(target)),
+            _ => (0, 0),
+        }
+    }
+
+    /// Whether a parked WAIT or WAITAOF has what it asked for.
+    fn wait_satisfied(&self, p: &crate::conn::Parked) -> bool {
+        let target = parked_number(p, 1);
+        if p.args[0] == b"WAITAOF" {
+            let (local, replicas) = self.durable_counts(target);
+            local as u64 >= parked_number(p, 2) && replicas as u64 >= parked_number(p, 3)
+        } else {
+            self.downstreams_at(target) as u64 >= parked_number(p, 2)
+        }
+    }
+
+    /// Answers a parked WAIT or WAITAOF with what it has now (served, timed out or
+    /// unblocked).
+    pub(crate) fn wait_reply(&self, p: &crate::conn::Parked, out: &mut Vec<u8>) {
+        let target = parked_number(p, 1);
+        if p.args[0] == b"WAITAOF" {
+            let (local, replicas) = self.durable_counts(target);
+            waitaof_reply(out, local, replicas);
+        } else {
+            reply::integer(out, self.downstreams_at(target) as i64);
+        }
     }
 
     /// After subscribers acknowledged more: answers the WAITs that have their count.
@@ -351,14 +443,13 @@ impl Server {
             };
             let done = match &conn.parked {
                 Some(p) if conn.id == id && is_wait(p) => {
-                    let num: usize =
-                        std::str::from_utf8(&p.args[2]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-                    let have = self.wait_count(p);
-                    if have >= num {
-                        reply::integer(&mut conn.out, have as i64);
+                    let served = self.wait_satisfied(p);
+                    if served {
+                        let p = conn.parked.as_ref().expect("parked");
+                        self.wait_reply(p, &mut conn.out);
                         self.unpark(&mut conn, slot);
                     }
-                    have >= num
+                    served
                 }
                 // Answered otherwise (timeout, CLIENT UNBLOCK) or gone.
                 _ => true,
@@ -372,4 +463,11 @@ impl Server {
             }
         }
     }
+}
+
+/// WAITAOF's reply: [local, replicas].
+fn waitaof_reply(out: &mut Vec<u8>, local: usize, replicas: usize) {
+    reply::array_len(out, 2);
+    reply::integer(out, local as i64);
+    reply::integer(out, replicas as i64);
 }
