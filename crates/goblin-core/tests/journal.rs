@@ -308,6 +308,18 @@ struct Flood {
 /// `start[c]`) to its own list, 32 in flight, until `until` passes or the connection breaks.
 /// `progress` counts acknowledged appends across clients.
 fn flood(port: u16, start: &[u64], progress: Arc<AtomicU64>, until: Option<Instant>) -> Vec<Flood> {
+    flood_fenced(port, start, progress, until, false)
+}
+
+/// `flood`, and with `fence` each pipeline of 32 appends is followed by `WAITAOF 1 0 0`: an
+/// append counts as acknowledged only once that WAITAOF answered [1, 0] (Kafka holds it).
+fn flood_fenced(
+    port: u16,
+    start: &[u64],
+    progress: Arc<AtomicU64>,
+    until: Option<Instant>,
+    fence: bool,
+) -> Vec<Flood> {
     let handles: Vec<_> = start
         .iter()
         .enumerate()
@@ -334,20 +346,36 @@ fn flood(port: u16, start: &[u64], progress: Arc<AtomicU64>, until: Option<Insta
                             .as_bytes(),
                         );
                     }
+                    if fence {
+                        req.extend_from_slice(b"*4\r\n$7\r\nWAITAOF\r\n$1\r\n1\r\n$1\r\n0\r\n$1\r\n0\r\n");
+                    }
                     if s.write_all(&req).is_err() {
                         return f;
                     }
-                    // Their replies, ":<length>" each.
+                    // Their replies, ":<length>" each, then the fence's "*2 :1 :0".
+                    let lines = if fence { 35 } else { 32 };
                     let mut got = 0;
-                    while got < 32 {
+                    let mut longest = 0;
+                    while got < lines {
                         if let Some(at) = buf.windows(2).position(|w| w == b"\r\n") {
                             let line: Vec<u8> = buf.drain(..at + 2).collect();
-                            assert_eq!(line[0], b':', "{}", String::from_utf8_lossy(&line));
-                            let n: u64 =
-                                std::str::from_utf8(&line[1..line.len() - 2]).unwrap().parse().unwrap();
-                            f.acked = f.acked.max(n);
+                            let text = String::from_utf8_lossy(&line[..line.len() - 2]).into_owned();
                             got += 1;
-                            progress.fetch_add(1, Ordering::Relaxed);
+                            if got <= 32 {
+                                assert_eq!(line[0], b':', "{text}");
+                                longest = longest.max(text[1..].parse::<u64>().unwrap());
+                                if !fence {
+                                    f.acked = f.acked.max(longest);
+                                    progress.fetch_add(1, Ordering::Relaxed);
+                                }
+                            } else {
+                                let want = ["*2", ":1", ":0"][got - 33];
+                                assert_eq!(text, want, "the WAITAOF fence's reply");
+                                if got == 35 {
+                                    f.acked = f.acked.max(longest);
+                                    progress.fetch_add(32, Ordering::Relaxed);
+                                }
+                            }
                             continue;
                         }
                         let mut chunk = [0u8; 4096];
@@ -396,9 +424,23 @@ fn kafka4_broker_mode_keeps_every_acknowledged_write_across_sigkill() {
     acknowledged_writes_survive_sigkill(&Kafka4::start());
 }
 
+/// In queued ack mode a write's OK comes before Kafka has it, and SIGKILL may lose what
+/// librdkafka still held; a client that fences its pipelines with `WAITAOF 1 0 0` keeps every
+/// write the fence confirmed, exactly once.
+#[test]
+fn queued_mode_keeps_every_write_waitaof_confirmed_across_sigkill() {
+    writes_survive_sigkill(&Kaka::start(), "queued");
+}
+
 fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
-    let uri = k.uri("journal-flood");
-    let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""];
+    writes_survive_sigkill(k, "broker")
+}
+
+/// `mode` broker: a write counts once its reply came; queued: once a WAITAOF after it
+/// answered.
+fn writes_survive_sigkill(k: &dyn Broker, mode: &str) {
+    let uri = k.uri(&format!("journal-flood-{mode}"));
+    let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", mode, "--save", ""];
     let clients = 4;
     let mut start = vec![0u64; clients];
     for round in 0..3 {
@@ -407,14 +449,15 @@ fn acknowledged_writes_survive_sigkill(k: &dyn Broker) {
             let mut con = s.conn();
             // What the recovered server holds: each list exactly 1..n, n >= acknowledged.
             start = assert_flood_lists(&mut con, &start, &format!("round {round}"));
-            assert_eq!(info(&mut con, "kafka")["kafka_ack_mode"], "broker");
+            assert_eq!(info(&mut con, "kafka")["kafka_ack_mode"], mode);
         }
         let port = s.port;
         let progress = Arc::new(AtomicU64::new(0));
         let writers = std::thread::spawn({
             let start = start.clone();
             let progress = progress.clone();
-            move || flood(port, &start, progress, None)
+            let fence = mode == "queued";
+            move || flood_fenced(port, &start, progress, None, fence)
         });
         // Kill in the middle of the flood: once a few hundred appends were acknowledged (a
         // fresh topic takes a moment to produce to), a little later each round.
