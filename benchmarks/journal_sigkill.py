@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a SIGKILL of a journaling primary costs, per --kafka-ack-mode.
 
-For each mode (broker, then queued), --rounds times: --clients threads each INCR their own
+For each mode (broker, queued, then queued with a WAITAOF fence), --rounds times: --clients threads each INCR their own
 counter in pipelines of --pipeline while goblin-core journals to kaka; after --flood seconds the
 primary is SIGKILLed and restarted from the same command line (snapshot + Kafka). Each client
 knows the last value INCR answered it (acknowledged) and how many INCRs it sent; after the
@@ -9,6 +9,8 @@ restart its counter must be:
 
   broker: acknowledged <= counter <= sent       (nothing acknowledged lost, nothing doubled)
   queued: counter <= sent; acknowledged - counter (if positive) is what the crash lost.
+  queued+waitaof: each pipeline is followed by WAITAOF 1 0 0, and an INCR counts as
+          acknowledged only once that fence answered [1, 0]: as broker, nothing lost.
 
 Counters continue across rounds, so a record applied twice in any round shows as counter >
 sent. Writes the table to benchmarks/out/journal_sigkill.md.
@@ -54,23 +56,29 @@ def command(*args):
 class Client(threading.Thread):
     """INCRs its counter in pipelines until the server dies; remembers sent and acknowledged."""
 
-    def __init__(self, port, key, pipeline, sent, acked):
+    def __init__(self, port, key, pipeline, sent, acked, fence=False):
         super().__init__(daemon=True)
         self.port, self.key, self.pipeline = port, key, pipeline
-        self.sent, self.acked = sent, acked
+        self.sent, self.acked, self.fence = sent, acked, fence
 
     def run(self):
         try:
             s, f = connect(self.port)
             batch = command("INCR", self.key) * self.pipeline
+            if self.fence:
+                batch += command("WAITAOF", 1, 0, 0)
             while True:
                 s.sendall(batch)
                 self.sent += self.pipeline
+                answered = self.acked
                 for _ in range(self.pipeline):
                     line = f.readline()
                     if not line.startswith(b":"):
                         return
-                    self.acked = max(self.acked, int(line[1:-2]))
+                    answered = max(answered, int(line[1:-2]))
+                if self.fence and [f.readline() for _ in range(3)] != [b"*2\r\n", b":1\r\n", b":0\r\n"]:
+                    return
+                self.acked = answered
         except (OSError, ValueError):
             return
 
@@ -82,6 +90,9 @@ def get(port, key):
     if line.startswith(b"$-1"):
         return 0
     return int(f.readline()[:-2])
+
+
+MODES = ("broker", "queued", "queued+waitaof")
 
 
 def main():
@@ -99,17 +110,20 @@ def main():
     rows = []
     failed = False
     try:
-        for mode in ("broker", "queued"):
+        for mode in MODES:
             port = free_port()
-            argv = [target("goblin-core"), "--port", str(port), "--load", os.path.join(work, f"{mode}.gcsn"),
-                    "--kafka", f"kafka://127.0.0.1:{kport}/sigkill-{mode}", "--kafka-ack-mode", mode]
+            fence = mode == "queued+waitaof"
+            name = mode.replace("+", "-")
+            argv = [target("goblin-core"), "--port", str(port), "--load", os.path.join(work, f"{name}.gcsn"),
+                    "--kafka", f"kafka://127.0.0.1:{kport}/sigkill-{name}",
+                    "--kafka-ack-mode", mode.split("+")[0]]
             state = {f"c{i}": (0, 0) for i in range(args.clients)}  # key -> (sent, acked)
             for rnd in range(args.rounds):
                 server = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                          stderr=open(os.path.join(work, f"{mode}-{rnd}.log"), "w"))
+                                          stderr=open(os.path.join(work, f"{name}-{rnd}.log"), "w"))
                 wait_port(port, timeout=120)
                 # Recovery check for the previous round's crash.
-                clients = [Client(port, k, args.pipeline, *state[k]) for k in state]
+                clients = [Client(port, k, args.pipeline, *state[k], fence=fence) for k in state]
                 acked_before = sum(a for _, a in state.values())
                 for c in clients:
                     c.start()
@@ -121,7 +135,7 @@ def main():
                 state = {c.key: (c.sent, c.acked) for c in clients}
                 acked_round = sum(c.acked for c in clients) - acked_before
                 server = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                          stderr=open(os.path.join(work, f"{mode}-{rnd}-restart.log"), "w"))
+                                          stderr=open(os.path.join(work, f"{name}-{rnd}-restart.log"), "w"))
                 wait_port(port, timeout=120)
                 lost = doubled = 0
                 for k, (sent, acked) in state.items():
@@ -145,7 +159,7 @@ def main():
              "restart from the same command line (snapshot + kaka).", "",
              "| mode | rounds | acknowledged INCRs (total) | lost | applied twice | every round as promised |",
              "|---|---|---|---|---|---|"]
-    for mode in ("broker", "queued"):
+    for mode in MODES:
         r = [x for x in rows if x[0] == mode]
         lines.append(f"| {mode} | {len(r)} | {sum(x[2] for x in r):,} | {sum(x[3] for x in r):,} | "
                      f"{sum(x[4] for x in r)} | {'yes' if all(x[5] for x in r) else 'NO'} |")

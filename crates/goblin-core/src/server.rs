@@ -170,6 +170,9 @@ pub struct Server {
     /// The journal consumer's last run stopped at its bound with records left: run it again
     /// next turn without waiting (its wake-up pipe fires only on empty -> non-empty).
     consume_again: bool,
+    /// The highest logical offset a WAITAOF parked for this turn (0: none): the journal is
+    /// asked to send without lingering.
+    pub(crate) journal_hurry: u64,
     /// When the journal consumer wants to be steered again (its idle wait; see
     /// `journal::kafka::Consumer::steer`).
     consumer_wake: Option<Instant>,
@@ -370,6 +373,7 @@ impl Server {
             input_paused: false,
             paused_reads: Vec::new(),
             consume_again: false,
+            journal_hurry: 0,
             consumer_wake: None,
             cfg,
             poll,
@@ -644,6 +648,12 @@ impl Server {
         if let Some(j) = &mut self.journal {
             if let Err(e) = j.journal.end_turn() {
                 self.journal_failed(&e);
+            }
+            let through = std::mem::take(&mut self.journal_hurry);
+            if through > 0 {
+                if let Some(j) = &self.journal {
+                    j.journal.hurry(through);
+                }
             }
             if let Some(j) = &mut self.journal {
                 match j.consumer.steer(&j.journal.acks) {

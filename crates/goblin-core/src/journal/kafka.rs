@@ -635,6 +635,14 @@ impl Journal {
         self.hand_staged()
     }
 
+    /// Queued ack mode: a client waits for its records through logical offset `through`
+    /// (WAITAOF), so the ones handed over are sent now instead of after the linger. Broker ack mode sends every group at once.
+    pub fn hurry(&self, through: u64) {
+        if !self.groups && self.acks.logical.get() < through as i64 {
+            self.producer.sender().hurry(through);
+        }
+    }
+
     /// Broker ack mode: `n` clients' replies were just released by delivery reports.
     pub fn released(&mut self, n: usize) {
         self.expect = n;

@@ -278,6 +278,11 @@ impl Drop for Producer {
 }
 
 impl Client {
+    /// Another client of the same producer, for another thread.
+    pub fn sibling(&self) -> Client {
+        Client { rk: self.rk, topic: self.topic.clone(), rkt: Default::default() }
+    }
+
     /// The topic handle. Opened by the first record, not at creation: opening it starts a
     /// leader query whose answer retires the bootstrap connection, and if that happens before
     /// the idempotent producer has its producer id, librdkafka retries the id only after

@@ -105,6 +105,9 @@ fn push_run(runs: &mut Vec<(i64, i64)>, run: (i64, i64)) {
 /// thread (see the module's invariants). Shared by the two threads.
 pub struct Reports {
     sum: Mutex<Reported>,
+    /// The highest logical offset acknowledged in the reports served so far (-1: none), for
+    /// the sender's own use (`Sender::hurry`): the server thread learns it from `take`.
+    through: std::sync::atomic::AtomicI64,
     events: Events,
     topic: String,
     /// The journal's wake-up pipe, written after every sum added.
@@ -116,7 +119,7 @@ pub struct Reports {
 impl Reports {
     /// `events` is the producer's main queue, `wake` the journal's wake-up pipe.
     pub fn new(events: Events, topic: String, wake: OwnedFd, max: usize) -> Reports {
-        Reports { sum: Mutex::new(Reported::default()), events, topic, wake, max }
+        Reports { sum: Mutex::new(Reported::default()), through: (-1).into(), events, topic, wake, max }
     }
 
     /// Serves the events waiting (up to the bound), waiting up to `wait` for the first or until
@@ -126,12 +129,20 @@ impl Reports {
         if let Err(e) = serve_events(self.events, self.max, wait, |d| sum.add(d, &self.topic)) {
             sum.fatal = Some(e);
         }
+        if let Some((logical, _)) = sum.acked {
+            self.through.fetch_max(logical as i64, std::sync::atomic::Ordering::Relaxed);
+        }
         if !sum.is_empty() {
             self.sum.lock().unwrap_or_else(|e| e.into_inner()).merge(sum);
             // SAFETY: a one-byte write to our own non-blocking descriptor; a full pipe already
             // holds a wake-up.
             unsafe { libc::write(self.wake.as_raw_fd(), b"r".as_ptr().cast(), 1) };
         }
+    }
+
+    /// The highest logical offset acknowledged in the reports served so far (-1: none).
+    pub fn through(&self) -> i64 {
+        self.through.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Makes a `serve` that waits (now, or the next one to start) return at once.

@@ -67,6 +67,12 @@ const QUEUE_FULL_RETRY: Duration = Duration::from_micros(200);
 /// keep its memory).
 const SPARE_MAX: usize = 4;
 
+/// How long the hurry thread lifts librdkafka's linger at a time (see `hurry_thread`).
+const HURRY_WINDOW_MS: i32 = 1;
+
+/// At most this many windows per hurry (a broker that is away is left to the linger).
+const HURRY_WINDOWS_MAX: u32 = 50;
+
 /// How long the sender waits at most in queued ack mode for a delivery report while it has no
 /// records to produce (a hand-over or a stop interrupts the wait at once).
 const IDLE_REPORTS_WAIT: Duration = Duration::from_millis(100);
@@ -235,6 +241,10 @@ struct Shared {
     /// Set at shutdown: a record that finds the queue full is given up.
     stop: AtomicBool,
     failed: Mutex<Option<String>>,
+    /// Queued ack mode: the hurry thread's request, (the logical offset to hurry through,
+    /// stop), and its wake-up.
+    hurry: Mutex<(Option<u64>, bool)>,
+    hurry_wake: Condvar,
     /// Queued ack mode: the delivery reports this thread serves, after each group and while it
     /// has none (waiting on librdkafka's queue then: `hand` and `drop` interrupt the wait).
     /// None: broker ack mode, where it asks for each group to be sent instead.
@@ -255,6 +265,44 @@ impl Shared {
 pub struct Sender {
     shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Queued ack mode: the hurry thread (see `hurry`).
+    hurrier: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Queued ack mode's hurry thread. A client waiting in WAITAOF should not wait out
+/// librdkafka's linger, and only `rd_kafka_flush()` lifts it. In event mode a flush returns
+/// when every record's report has been served, or at its timeout; the sender thread serves
+/// the reports, so it cannot be the one flushing (it would hold each acknowledgement back
+/// until the window closed). This thread lifts the linger a window at a time, while the
+/// sender serves the reports as they come, until the record asked about is reported. One
+/// produce request is in flight at most, so records queued behind it go only after its
+/// response: hence windows, not one.
+fn hurry_thread(client: Client, shared: Arc<Shared>) {
+    let Some(reports) = shared.reports.clone() else { return };
+    loop {
+        let target = {
+            let mut h = shared.hurry.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if h.1 {
+                    return;
+                }
+                if let Some(t) = h.0 {
+                    break t;
+                }
+                h = shared.hurry_wake.wait(h).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let mut windows = 0;
+        while reports.through() < target as i64 && windows < HURRY_WINDOWS_MAX {
+            client.flush(HURRY_WINDOW_MS);
+            windows += 1;
+        }
+        let mut h = shared.hurry.lock().unwrap_or_else(|e| e.into_inner());
+        // A later request raised the target meanwhile: keep going for it.
+        if h.0 == Some(target) || windows >= HURRY_WINDOWS_MAX {
+            h.0 = None;
+        }
+    }
 }
 
 impl Sender {
@@ -274,8 +322,17 @@ impl Sender {
             waiting: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
+            hurry: Mutex::new((None, false)),
+            hurry_wake: Condvar::new(),
             reports,
         });
+        let hurrier = match &shared.reports {
+            Some(_) => {
+                let (client, shared) = (client.sibling(), shared.clone());
+                Some(std::thread::Builder::new().name("journal-hurry".into()).spawn(move || hurry_thread(client, shared))?)
+            }
+            None => None,
+        };
         let s = shared.clone();
         let ping = move || {
             // SAFETY: a one-byte write to our own non-blocking descriptor; a full pipe already
@@ -351,7 +408,7 @@ impl Sender {
                 }
             }
         })?;
-        Ok(Sender { shared, thread: Some(thread) })
+        Ok(Sender { shared, thread: Some(thread), hurrier })
     }
 
     /// An empty buffer to stage records in (one the sender has emptied, when there is one).
@@ -367,6 +424,15 @@ impl Sender {
         if inbox.parked {
             self.shared.unpark();
         }
+    }
+
+    /// Queued ack mode: asks for the records handed over so far (and those the server thread
+    /// produced itself), through logical offset `through`, to be sent without waiting out
+    /// librdkafka's linger.
+    pub fn hurry(&self, through: u64) {
+        let mut h = self.shared.hurry.lock().unwrap_or_else(|e| e.into_inner());
+        h.0 = Some(h.0.map_or(through, |t| t.max(through)));
+        self.shared.hurry_wake.notify_one();
     }
 
     /// Whether the sender still has records to produce (or, in broker ack mode, a group whose
@@ -403,6 +469,11 @@ impl Drop for Sender {
         self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
         self.shared.unpark();
         if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.shared.hurry.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.shared.hurry_wake.notify_one();
+        if let Some(t) = self.hurrier.take() {
             let _ = t.join();
         }
     }

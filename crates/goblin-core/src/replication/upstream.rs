@@ -387,6 +387,9 @@ impl Server {
         let argv: [&[u8]; 4] = [b"WAITAOF", t.as_bytes(), l.as_bytes(), n.as_bytes()];
         self.park(c, slot, &argv, Vec::new(), deadline);
         self.waits.push((slot, c.id));
+        if local == 0 {
+            self.journal_hurry = self.journal_hurry.max(target);
+        }
     }
 
     /// The highest logical offset Kafka has acknowledged (-1 before the first), or None
