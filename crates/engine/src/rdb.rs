@@ -13,6 +13,9 @@
 //! that are left, every structure against its own header, and a malformed payload is a
 //! [`DecodeError`], never a panic or a huge allocation.
 //!
+//! [`write_rdb_file`] writes a whole RDB file from the same value encodings (SYNC, for
+//! `redis-cli --rdb`).
+//!
 //! Arrays (Redis 8.8) have no RDB encoding in our notes, so goblin gives them its own type byte,
 //! [`TYPE_GOBLIN_ARRAY`], which Redis refuses with `Bad data format` (see docs/FORMAT.md).
 
@@ -154,58 +157,183 @@ fn put_strref(out: &mut Vec<u8>, s: StrRef<'_>) {
 /// DUMP's payload for `v`: the value, RDB version 10, and the CRC64 of both.
 pub fn dump(v: ValueRef<'_>) -> Vec<u8> {
     let mut out = Vec::new();
-    match v {
-        ValueRef::Str(s) => {
-            out.push(TYPE_STRING);
-            put_strref(&mut out, s);
-        }
-        ValueRef::List(l) => {
-            out.push(TYPE_LIST);
-            put_len(&mut out, l.len() as u64);
-            for e in l.iter() {
-                e.with_bytes(|b| put_str(&mut out, b));
-            }
-        }
-        ValueRef::Set(s) => {
-            out.push(TYPE_SET);
-            put_len(&mut out, s.len() as u64);
-            s.for_each(|m| put_str(&mut out, m));
-        }
-        ValueRef::Hash(h) => {
-            out.push(TYPE_HASH);
-            put_len(&mut out, h.len() as u64);
-            for (f, v) in h.iter() {
-                put_str(&mut out, f);
-                put_str(&mut out, v);
-            }
-        }
-        ValueRef::ZSet(z) => {
-            out.push(TYPE_ZSET_2);
-            put_len(&mut out, z.len() as u64);
-            for (m, s) in z.iter() {
-                put_str(&mut out, m);
-                out.extend_from_slice(&s.to_le_bytes());
-            }
-        }
-        ValueRef::Array(a) => {
-            out.push(TYPE_GOBLIN_ARRAY);
-            put_len(&mut out, a.count() as u64);
-            put_len(&mut out, a.cursor());
-            a.for_each_in(0, u64::MAX, false, |i, e| {
-                put_len(&mut out, i);
-                e.with_bytes(|b| put_str(&mut out, b));
-                true
-            });
-        }
-        ValueRef::Stream(s) => {
-            out.push(stream::TYPE_STREAM_LISTPACKS_2);
-            stream::put_stream(&mut out, s);
-        }
-    }
+    put_value(&mut out, v, &[]);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// A value as an RDB file and a DUMP payload hold it: its type byte, `after_type` (an RDB
+/// file's key goes there), then its encoding.
+fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>, after_type: &[u8]) {
+    let tag = |out: &mut Vec<u8>, t: u8| {
+        out.push(t);
+        out.extend_from_slice(after_type);
+    };
+    match v {
+        ValueRef::Str(s) => {
+            tag(out, TYPE_STRING);
+            put_strref(out, s);
+        }
+        ValueRef::List(l) => {
+            tag(out, TYPE_LIST);
+            put_len(out, l.len() as u64);
+            for e in l.iter() {
+                e.with_bytes(|b| put_str(out, b));
+            }
+        }
+        ValueRef::Set(s) => {
+            tag(out, TYPE_SET);
+            put_len(out, s.len() as u64);
+            s.for_each(|m| put_str(out, m));
+        }
+        ValueRef::Hash(h) => {
+            tag(out, TYPE_HASH);
+            put_len(out, h.len() as u64);
+            for (f, v) in h.iter() {
+                put_str(out, f);
+                put_str(out, v);
+            }
+        }
+        ValueRef::ZSet(z) => {
+            tag(out, TYPE_ZSET_2);
+            put_len(out, z.len() as u64);
+            for (m, s) in z.iter() {
+                put_str(out, m);
+                out.extend_from_slice(&s.to_le_bytes());
+            }
+        }
+        ValueRef::Array(a) => {
+            tag(out, TYPE_GOBLIN_ARRAY);
+            put_len(out, a.count() as u64);
+            put_len(out, a.cursor());
+            a.for_each_in(0, u64::MAX, false, |i, e| {
+                put_len(out, i);
+                e.with_bytes(|b| put_str(out, b));
+                true
+            });
+        }
+        ValueRef::Stream(s) => {
+            tag(out, stream::TYPE_STREAM_LISTPACKS_2);
+            stream::put_stream(out, s);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole RDB files (what SYNC sends `redis-cli --rdb`).
+
+const OPCODE_FUNCTION2: u8 = 245;
+const OPCODE_AUX: u8 = 250;
+const OPCODE_RESIZEDB: u8 = 251;
+const OPCODE_EXPIRETIME_MS: u8 = 252;
+const OPCODE_SELECTDB: u8 = 254;
+const OPCODE_EOF: u8 = 255;
+
+/// What goes into an RDB file besides the keyspace.
+pub struct RdbFile<'a> {
+    /// `redis-ver` in the file's header fields.
+    pub redis_version: &'a str,
+    /// `ctime`: when the dataset was frozen, seconds since the epoch.
+    pub created_unix_secs: i64,
+    /// `used-mem`.
+    pub used_memory: u64,
+    /// The function libraries' code, each with its `#!lua name=...` line.
+    pub functions: &'a [Vec<u8>],
+    /// Only the functions (`REPLCONF rdb-filter-only functions`): no keys.
+    pub functions_only: bool,
+}
+
+/// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
+/// encoding Redis loads (`TYPE_GOBLIN_ARRAY` is goblin's own). None when it can.
+pub fn rdb_file_blocker(ks: &store::Keyspace) -> Option<String> {
+    let mut arrays = 0u64;
+    let mut first = None;
+    ks.for_each(|key, v, _| {
+        if matches!(v, ValueRef::Array(_)) {
+            arrays += 1;
+            first.get_or_insert_with(|| String::from_utf8_lossy(key).into_owned());
+        }
+    });
+    first.map(|k| {
+        format!(
+            "the dataset holds {arrays} array key(s) ('{k}' among them), which an RDB file cannot carry: \
+             GOBLIN.DUMPWORLD takes a complete snapshot"
+        )
+    })
+}
+
+/// Writes `ks` as an RDB file (version 10, Redis 7.0's, so that redis-server 7.0 and later
+/// load it): header fields, the function libraries, database 0 with every key and its
+/// deadline (keys already past it too: a loading primary drops them), then EOF and the CRC64
+/// of every byte before it. `ks` must hold no array ([`rdb_file_blocker`]). Returns the bytes
+/// written.
+pub fn write_rdb_file(
+    w: &mut impl std::io::Write,
+    ks: &store::Keyspace,
+    f: &RdbFile<'_>,
+) -> std::io::Result<u64> {
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut crc = 0u64;
+    let mut written = 0u64;
+    let mut flush = |out: &mut Vec<u8>, w: &mut dyn std::io::Write| -> std::io::Result<()> {
+        crc = crc64(crc, out);
+        written += out.len() as u64;
+        w.write_all(out)?;
+        out.clear();
+        Ok(())
+    };
+    out.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());
+    let aux = |out: &mut Vec<u8>, name: &str, value: &str| {
+        out.push(OPCODE_AUX);
+        put_str(out, name.as_bytes());
+        put_str(out, value.as_bytes());
+    };
+    aux(&mut out, "redis-ver", f.redis_version);
+    aux(&mut out, "redis-bits", "64");
+    aux(&mut out, "ctime", &f.created_unix_secs.to_string());
+    aux(&mut out, "used-mem", &f.used_memory.to_string());
+    aux(&mut out, "aof-base", "0");
+    for code in f.functions {
+        out.push(OPCODE_FUNCTION2);
+        put_str(&mut out, code);
+    }
+    if !f.functions_only && !ks.is_empty() {
+        let mut with_deadline = 0u64;
+        ks.for_each(|_, _, d| with_deadline += d.is_some() as u64);
+        out.push(OPCODE_SELECTDB);
+        put_len(&mut out, 0);
+        out.push(OPCODE_RESIZEDB);
+        put_len(&mut out, ks.len() as u64);
+        put_len(&mut out, with_deadline);
+        let mut failed = None;
+        let mut key_bytes = Vec::new();
+        ks.for_each(|key, v, deadline| {
+            if failed.is_some() {
+                return;
+            }
+            if let Some(d) = deadline {
+                out.push(OPCODE_EXPIRETIME_MS);
+                out.extend_from_slice(&(d as u64).to_le_bytes());
+            }
+            key_bytes.clear();
+            put_str(&mut key_bytes, key);
+            put_value(&mut out, v, &key_bytes);
+            if out.len() >= 1 << 16 {
+                if let Err(e) = flush(&mut out, w) {
+                    failed = Some(e);
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    out.push(OPCODE_EOF);
+    flush(&mut out, w)?;
+    w.write_all(&crc.to_le_bytes())?;
+    Ok(written + 8)
 }
 
 // ---------------------------------------------------------------------------------------------

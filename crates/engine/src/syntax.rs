@@ -85,6 +85,9 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("goblin.firehose", "0.1.0", ""),
     ("wait", "3.0.0", "numreplicas:integer timeout:integer"),
     ("waitaof", "7.2.0", "numlocal:integer numreplicas:integer timeout:integer"),
+    ("replconf", "3.0.0", ""),
+    ("sync", "1.0.0", ""),
+    ("psync", "2.8.0", "replicationid:string offset:integer"),
     ("object", "2.2.3", ""),
     // generic keyspace
     ("del", "1.0.0", "key [key ...]"),

@@ -231,6 +231,10 @@ pub struct Conn {
     /// A forked child is sending this client a GOBLIN.DUMPWORLD reply over the same socket:
     /// the server neither reads nor writes the connection until the child exits.
     pub dumping: bool,
+    /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
+    pub rdb_only: bool,
+    /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
+    pub rdb_functions_only: bool,
     /// `--kafka-ack-mode broker`: output from this index on waits until Kafka acknowledged
     /// logical offset `held_until` (see `Server::hold_reply`).
     pub held_from: Option<usize>,
@@ -309,6 +313,8 @@ impl Conn {
             no_evict: false,
             no_touch: false,
             dumping: false,
+            rdb_only: false,
+            rdb_functions_only: false,
             held_from: None,
             held_until: 0,
             pubsub: None,

@@ -47,7 +47,9 @@ enum ChildKind {
     /// BGSAVE (or a periodic save) of the dataset at `offset`.
     Bgsave { offset: u64 },
     /// GOBLIN.DUMPWORLD streaming to client `id` in `slot`.
-    DumpWorld { slot: usize, id: u64 },
+    /// A reply a child writes to a client's socket: GOBLIN.DUMPWORLD's, or SYNC's RDB file
+    /// (`close`: the connection ends with it, as for `redis-cli --rdb`).
+    DumpWorld { slot: usize, id: u64, close: bool },
 }
 
 struct Child {
@@ -519,18 +521,19 @@ impl Server {
                     error!("Background saving failed: {detail}");
                 }
             }
-            ChildKind::DumpWorld { slot, id } => {
+            ChildKind::DumpWorld { slot, id, close } => {
+                let what = if close { "SYNC" } else { "GOBLIN.DUMPWORLD" };
                 if ok {
-                    info!("GOBLIN.DUMPWORLD to client id={id} done ({detail})");
+                    info!("{what} to client id={id} done ({detail})");
                 } else {
-                    warn!("GOBLIN.DUMPWORLD to client id={id} failed: {detail}");
+                    warn!("{what} to client id={id} failed: {detail}");
                 }
                 let Some(Some(conn)) = self.conns.get_mut(slot) else { return };
                 if conn.id != id {
                     return;
                 }
                 conn.dumping = false;
-                if !ok {
+                if !ok || close {
                     // The reply was cut short: the stream can no longer be framed.
                     conn.close_now = true;
                     self.queue_write(slot);
@@ -648,7 +651,7 @@ impl Server {
             let summary = send(&mut w).map_err(|e| format!("sending: {e}"))?;
             Ok(format!("{} keys, {} bytes", summary.keys, counter.0))
         };
-        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id }, job) {
+        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: false }, job) {
             Ok(pid) => {
                 info!("GOBLIN.DUMPWORLD to client id={} by pid {pid}", c.id);
                 // The child sends what was owed: the parent's copy is spent.
@@ -659,6 +662,131 @@ impl Server {
             Err(e) => {
                 reply::error(&mut c.out, format!("ERR Can't fork for GOBLIN.DUMPWORLD: {e}").as_bytes())
             }
+        }
+    }
+
+    /// REPLCONF: only what a tool fetching an RDB file sends (`redis-cli --rdb` and
+    /// `--functions-rdb`): `rdb-only` and `rdb-filter-only` shape this connection's SYNC or
+    /// PSYNC; `listening-port`, `ip-address` and `capa` are accepted and ignored.
+    pub(crate) fn replconf(&mut self, c: &mut Conn, args: &[&[u8]]) {
+        if args.len().is_multiple_of(2) {
+            return reply::error(&mut c.out, engine::errors::SYNTAX);
+        }
+        let (mut rdb_only, mut functions_only) = (c.rdb_only, c.rdb_functions_only);
+        for pair in args[1..].chunks(2) {
+            let (option, value) = (pair[0].to_ascii_lowercase(), pair[1]);
+            match option.as_slice() {
+                b"listening-port" | b"ip-address" | b"capa" => {}
+                b"rdb-only" => match value {
+                    b"0" | b"1" => rdb_only = value == b"1",
+                    _ if engine::util::parse_i64(value).is_none() => {
+                        return reply::error(&mut c.out, engine::errors::NOT_INTEGER)
+                    }
+                    _ => {
+                        return reply::error(
+                            &mut c.out,
+                            b"ERR value is out of range, value must between 0 and 1",
+                        )
+                    }
+                },
+                b"rdb-filter-only" => match value.to_ascii_lowercase().as_slice() {
+                    b"" => functions_only = false,
+                    b"functions" => functions_only = true,
+                    _ => {
+                        return reply::error(
+                            &mut c.out,
+                            format!(
+                                "ERR Unsupported rdb-filter-only option: {}",
+                                String::from_utf8_lossy(value)
+                            )
+                            .as_bytes(),
+                        )
+                    }
+                },
+                _ => {
+                    return reply::error(
+                        &mut c.out,
+                        format!("ERR Unrecognized REPLCONF option: {}", String::from_utf8_lossy(pair[0]))
+                            .as_bytes(),
+                    )
+                }
+            }
+        }
+        (c.rdb_only, c.rdb_functions_only) = (rdb_only, functions_only);
+        reply::ok(&mut c.out);
+    }
+
+    /// SYNC and PSYNC: a forked child sends the dataset as it is now, as an RDB file (one bulk
+    /// string without a trailing CRLF, as Redis sends it; PSYNC first answers `+FULLRESYNC
+    /// <replid> <offset>`), and the connection ends with it. This is what `redis-cli --rdb`
+    /// (and `--functions-rdb`) fetches; the file loads into redis-server. goblin-core's own
+    /// replicas follow GOBLIN.FIREHOSE, so a PSYNC that is not preceded by `REPLCONF rdb-only
+    /// 1` (a Redis replica's) is refused rather than answered with a snapshot and no stream.
+    /// A dataset with array keys is refused too: an RDB file cannot carry them.
+    pub(crate) fn rdb_sync(&mut self, c: &mut Conn, slot: usize, psync: bool) {
+        if self.in_exec {
+            return reply::error(&mut c.out, b"ERR Command not allowed inside a transaction");
+        }
+        if psync && !c.rdb_only {
+            return reply::error(
+                &mut c.out,
+                b"ERR goblin-core serves no Redis replication stream: its replicas follow GOBLIN.FIREHOSE \
+                  (goblin-core --replica-tcp HOST PORT); after REPLCONF rdb-only 1, PSYNC sends an RDB file",
+            );
+        }
+        if c.held_from.is_some() {
+            // The child would send replies Kafka has not acknowledged yet (broker ack mode).
+            return reply::error(
+                &mut c.out,
+                b"ERR SYNC behind unacknowledged writes on this connection; retry",
+            );
+        }
+        let functions_only = c.rdb_functions_only;
+        if !functions_only {
+            if let Some(why) = engine::rdb::rdb_file_blocker(&self.engine.ks) {
+                return reply::error(&mut c.out, format!("ERR SYNC: {why}").as_bytes());
+            }
+        }
+        let functions: Vec<Vec<u8>> = self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect();
+        let created_unix_secs = now_ms() / 1000;
+        let used_memory = crate::commands::info::allocated_bytes();
+        let fullresync =
+            psync.then(|| format!("+FULLRESYNC {} {}\r\n", self.engine.repl.replid, self.engine.repl.offset));
+        let ks: *const store::Keyspace = &self.engine.ks;
+        let fd = c.fd;
+        let owed: *const [u8] = &c.out[c.out_pos..];
+        let job = move || {
+            // SAFETY: in the child, the parent's frozen image: nothing else touches it.
+            let (ks, owed) = unsafe { (&*ks, &*owed) };
+            let file = engine::rdb::RdbFile {
+                redis_version: crate::commands::info::REDIS_VERSION,
+                created_unix_secs,
+                used_memory,
+                functions: &functions,
+                functions_only,
+            };
+            let len = engine::rdb::write_rdb_file(&mut Counter(0), ks, &file).map_err(|e| e.to_string())?;
+            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
+            let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {
+                w.write_all(owed)?;
+                if let Some(line) = &fullresync {
+                    w.write_all(line.as_bytes())?;
+                }
+                write!(w, "${len}\r\n")?;
+                engine::rdb::write_rdb_file(&mut *w, ks, &file)?;
+                w.flush()
+            };
+            send(&mut w).map_err(|e| format!("sending: {e}"))?;
+            Ok(format!("{} keys, {len} bytes", if functions_only { 0 } else { ks.len() }))
+        };
+        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: true }, job) {
+            Ok(pid) => {
+                info!("SYNC (an RDB file) to client id={} by pid {pid}", c.id);
+                c.out.clear();
+                c.out_pos = 0;
+                c.dumping = true;
+            }
+            Err(e) => reply::error(&mut c.out, format!("ERR Can't fork for SYNC: {e}").as_bytes()),
         }
     }
 

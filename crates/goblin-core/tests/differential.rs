@@ -1398,3 +1398,138 @@ fn compat_slowlog_logs_served_blocked_command() {
         ],
     );
 }
+
+/// `redis-cli --rdb` against goblin-core: SYNC sends an RDB file that redis-server 7.0.15
+/// loads with every key as goblin holds it (each type, compact and large, deadlines, a
+/// stream with a consumer group) and the function libraries; `--functions-rdb` sends the
+/// libraries alone. A Redis replica's PSYNC and a dataset with arrays (no RDB encoding) are
+/// refused with errors that say why.
+#[test]
+fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
+    let goblin = Server::start(&[]);
+    let mut gc = goblin.conn();
+    let long = "goblin".repeat(50);
+    let mut setup: Vec<Vec<String>> = {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+        vec![
+            s(&["SET", "str:int", "12345"]),
+            s(&["SET", "str:neg", "-2147483648"]),
+            s(&["SET", "str:big-int", "9223372036854775807"]),
+            s(&["SET", "str:short", "hello"]),
+            s(&["SET", "str:long", &long]),
+            s(&["SET", "str:empty", ""]),
+            s(&["SET", "str:ttl", "v", "PX", "500000"]),
+            s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
+            s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
+            s(&["SADD", "set:strs", "a", "b", "c"]),
+            s(&["HSET", "hash:small", "f", "v", "n", "5"]),
+            s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
+            s(&["ZADD", "zset:ttl", "1", "x"]),
+            s(&["PEXPIRE", "zset:ttl", "500000"]),
+        ]
+    };
+    let mut big = [
+        vec!["RPUSH", "list:big"],
+        vec!["SADD", "set:big"],
+        vec!["HSET", "hash:big"],
+        vec!["ZADD", "zset:big"],
+    ]
+    .map(|v| v.into_iter().map(String::from).collect::<Vec<String>>());
+    for i in 0..3000 {
+        big[0].push(format!("element-{i}-{}", "x".repeat(i % 50)));
+        big[1].push(format!("m{i}"));
+        big[2].extend([format!("f{i}"), format!("{}", i * 7)]);
+        big[3].extend([format!("{}", i as f64 * 0.37 - 100.0), format!("z{i}")]);
+    }
+    setup.extend(big);
+    for c in &setup {
+        let mut cmd = redis::cmd(&c[0]);
+        for a in &c[1..] {
+            cmd.arg(a);
+        }
+        let _: redis::Value = cmd.query(&mut gc).unwrap();
+    }
+    let mut keys: Vec<String> = setup.iter().map(|c| c[1].clone()).collect();
+    keys.sort();
+    keys.dedup();
+    for i in 0..5 {
+        let _: String = redis::cmd("XADD").arg("stream").arg("*").arg("n").arg(i).query(&mut gc).unwrap();
+    }
+    let _: () = redis::cmd("XGROUP").arg("CREATE").arg("stream").arg("g").arg("0").query(&mut gc).unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("c1")
+        .arg("COUNT")
+        .arg(2)
+        .arg("STREAMS")
+        .arg("stream")
+        .arg(">")
+        .query(&mut gc)
+        .unwrap();
+    let code = "#!lua name=rdblib\nredis.register_function('answer', function() return 42 end)";
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(code).query(&mut gc).unwrap();
+
+    let dir = common::temp_path("rdb-fetch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fetch = |flag: &str, file: &str| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &goblin.port.to_string(), flag])
+            .arg(dir.join(file))
+            .output()
+            .expect("redis-cli is required for this test (apt-get install redis-tools)");
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("Transfer finished with success"), "{text}");
+    };
+    fetch("--rdb", "dump.rdb");
+    let dir_s = dir.to_str().unwrap();
+    let redis = common::RedisServer::start_with(&["--dir", dir_s, "--dbfilename", "dump.rdb"]);
+    let mut rc = redis.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    assert_eq!(n, keys.len() as i64 + 1);
+    for k in &keys {
+        assert_eq!(key_state(&mut rc, k), key_state(&mut gc, k), "key {k}");
+    }
+    assert_eq!(stream_state(&mut rc, "stream"), stream_state(&mut gc, "stream"));
+    let pending: redis::Value = redis::cmd("XPENDING").arg("stream").arg("g").query(&mut rc).unwrap();
+    assert_eq!(
+        pending,
+        redis::cmd("XPENDING").arg("stream").arg("g").query::<redis::Value>(&mut gc).unwrap()
+    );
+    let v: i64 = redis::cmd("FCALL").arg("answer").arg(0).query(&mut rc).unwrap();
+    assert_eq!(v, 42);
+    drop(rc);
+    drop(redis);
+
+    fetch("--functions-rdb", "functions.rdb");
+    let redis = common::RedisServer::start_with(&["--dir", dir_s, "--dbfilename", "functions.rdb"]);
+    let mut rc = redis.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    assert_eq!(n, 0, "a functions-only file holds no keys");
+    let v: i64 = redis::cmd("FCALL").arg("answer").arg(0).query(&mut rc).unwrap();
+    assert_eq!(v, 42);
+
+    // What is refused, and why.
+    let mut raw = goblin.raw();
+    common::send(
+        &mut raw,
+        b"PSYNC ? -1\r\nREPLCONF rdb-only 2\r\nREPLCONF rdb-only x\r\nREPLCONF rdb-filter-only keys\r\nREPLCONF nope 1\r\nREPLCONF capa\r\nREPLCONF capa eof\r\n",
+    );
+    let psync = String::from_utf8(common::read_reply(&mut raw)).unwrap();
+    assert!(psync.starts_with("-ERR goblin-core serves no Redis replication stream"), "{psync}");
+    assert_eq!(common::read_reply(&mut raw), b"-ERR value is out of range, value must between 0 and 1\r\n");
+    assert_eq!(common::read_reply(&mut raw), b"-ERR value is not an integer or out of range\r\n");
+    assert_eq!(common::read_reply(&mut raw), b"-ERR Unsupported rdb-filter-only option: keys\r\n");
+    assert_eq!(common::read_reply(&mut raw), b"-ERR Unrecognized REPLCONF option: nope\r\n");
+    assert_eq!(common::read_reply(&mut raw), b"-ERR syntax error\r\n");
+    assert_eq!(common::read_reply(&mut raw), b"+OK\r\n");
+    let _: i64 = redis::cmd("ARSET").arg("arr").arg(3).arg("x").query(&mut gc).unwrap();
+    common::send(&mut raw, b"SYNC\r\n");
+    let sync = String::from_utf8(common::read_reply(&mut raw)).unwrap();
+    assert!(sync.starts_with("-ERR SYNC: the dataset holds 1 array key(s) ('arr' among them)"), "{sync}");
+    // The connection that was refused goes on.
+    common::send(&mut raw, b"PING\r\n");
+    assert_eq!(common::read_reply(&mut raw), b"+PONG\r\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -96,6 +96,14 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on an RDMA connection")
         }
         "goblin.dumpworld" => s.dumpworld(c, slot),
+        // SYNC's child writes the socket too: the same three transports are refused.
+        "sync" | "psync"
+            if !matches!(c.stream, crate::conn::Stream::Tcp(_) | crate::conn::Stream::Unix(_)) =>
+        {
+            reply::error(out, b"ERR SYNC is available on TCP and Unix socket connections only")
+        }
+        "sync" | "psync" => s.rdb_sync(c, slot, spec.name == "psync"),
+        "replconf" => s.replconf(c, args),
         "goblin.load" => s.goblin_load(c, args[1]),
         "shutdown" => shutdown(s, c, args),
         // UNWATCH can be queued inside MULTI and so run from EXEC (WATCH is refused there).

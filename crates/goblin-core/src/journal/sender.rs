@@ -329,7 +329,11 @@ impl Sender {
         let hurrier = match &shared.reports {
             Some(_) => {
                 let (client, shared) = (client.sibling(), shared.clone());
-                Some(std::thread::Builder::new().name("journal-hurry".into()).spawn(move || hurry_thread(client, shared))?)
+                Some(
+                    std::thread::Builder::new()
+                        .name("journal-hurry".into())
+                        .spawn(move || hurry_thread(client, shared))?,
+                )
             }
             None => None,
         };
