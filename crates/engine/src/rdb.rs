@@ -373,6 +373,154 @@ pub fn restore(payload: &[u8]) -> R<Value> {
     Ok(v)
 }
 
+/// What [`load_rdb_file`] found besides the keys.
+#[derive(Debug, Default)]
+pub struct LoadedRdb {
+    /// The file's RDB version.
+    pub version: u16,
+    /// `redis-ver` from its header fields, if it has one.
+    pub redis_version: Option<String>,
+    /// Keys handed to the caller.
+    pub keys: u64,
+    /// Keys left out because their deadline had passed (as a loading Redis primary does).
+    pub expired: u64,
+    /// The function libraries' code.
+    pub functions: Vec<Vec<u8>>,
+}
+
+const OPCODE_SLOT_INFO: u8 = 244;
+const OPCODE_FUNCTION_PRE_GA: u8 = 246;
+const OPCODE_MODULE_AUX: u8 = 247;
+const OPCODE_IDLE: u8 = 248;
+const OPCODE_FREQ: u8 = 249;
+const OPCODE_EXPIRETIME: u8 = 253;
+
+/// Reads a whole RDB file (versions 1 to [`MAX_RDB_VERSION`]): header fields, function
+/// libraries, and database 0's keys, each handed to `put` with its deadline (unix ms); keys
+/// whose deadline is at or before `now_ms` are counted and left out. `progress` is called with
+/// the bytes read so far every few thousand keys. Checks the trailing CRC64 (unless the file
+/// was written without one: 0). Err names the byte offset and what is wrong there: another
+/// database than 0 (goblin-core has one), module data, a value type it cannot hold (hashes
+/// with field expiration among them), a key twice, a bad checksum or a truncated file.
+pub fn load_rdb_file(
+    file: &[u8],
+    now_ms: i64,
+    put: &mut dyn FnMut(Vec<u8>, Value, Option<i64>),
+    progress: &mut dyn FnMut(usize),
+) -> Result<LoadedRdb, String> {
+    let at = |pos: usize, what: &str| format!("byte {pos}: {what}");
+    if file.len() < 9 || &file[..5] != b"REDIS" {
+        return Err("not an RDB file (it does not start with REDIS and a version)".to_string());
+    }
+    let version: u16 = std::str::from_utf8(&file[5..9])
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| "not an RDB file (no version after REDIS)".to_string())?;
+    if version == 0 || version > MAX_RDB_VERSION {
+        return Err(format!("RDB version {version} is not supported (1 to {MAX_RDB_VERSION} are)"));
+    }
+    let mut info = LoadedRdb { version, ..Default::default() };
+    let mut r = Reader { buf: file, pos: 9 };
+    let mut deadline: Option<i64> = None;
+    let mut seen = std::collections::HashSet::new();
+    let bad = |r: &Reader<'_>, _: DecodeError| at(r.pos, "malformed or truncated data");
+    loop {
+        let start = r.pos;
+        let op = r.byte().map_err(|_| at(start, "the file ends before its EOF marker"))?;
+        match op {
+            OPCODE_EOF => break,
+            OPCODE_AUX => {
+                let name = r.string().map_err(|e| bad(&r, e))?;
+                let value = r.string().map_err(|e| bad(&r, e))?;
+                if name == b"redis-ver" {
+                    info.redis_version = Some(String::from_utf8_lossy(&value).into_owned());
+                }
+            }
+            OPCODE_RESIZEDB => {
+                r.len().map_err(|e| bad(&r, e))?;
+                r.len().map_err(|e| bad(&r, e))?;
+            }
+            OPCODE_SLOT_INFO => {
+                for _ in 0..3 {
+                    r.len().map_err(|e| bad(&r, e))?;
+                }
+            }
+            OPCODE_SELECTDB => {
+                let db = r.len().map_err(|e| bad(&r, e))?;
+                if db != 0 {
+                    return Err(at(
+                        start,
+                        &format!("the file holds database {db}; goblin-core has database 0 only"),
+                    ));
+                }
+            }
+            OPCODE_EXPIRETIME => {
+                let secs = u32::from_le_bytes(r.take(4).map_err(|e| bad(&r, e))?.try_into().unwrap());
+                deadline = Some(secs as i64 * 1000);
+            }
+            OPCODE_EXPIRETIME_MS => {
+                let ms = u64::from_le_bytes(r.take(8).map_err(|e| bad(&r, e))?.try_into().unwrap());
+                deadline = Some(ms.min(i64::MAX as u64) as i64);
+            }
+            OPCODE_IDLE => {
+                r.len().map_err(|e| bad(&r, e))?;
+            }
+            OPCODE_FREQ => {
+                r.byte().map_err(|e| bad(&r, e))?;
+            }
+            OPCODE_FUNCTION2 => info.functions.push(r.string().map_err(|e| bad(&r, e))?),
+            OPCODE_FUNCTION_PRE_GA => {
+                return Err(at(
+                    start,
+                    "function libraries in Redis 7.0's pre-release format are not supported",
+                ))
+            }
+            OPCODE_MODULE_AUX => {
+                return Err(at(start, "the file holds module data, which goblin-core cannot load"))
+            }
+            ty => {
+                let key = r.string().map_err(|e| bad(&r, e))?;
+                let name = String::from_utf8_lossy(&key).into_owned();
+                let value = match ty {
+                    6 | 7 => return Err(at(start, &format!("key '{name}' holds a module value"))),
+                    22..=25 => {
+                        return Err(at(
+                            start,
+                            &format!("key '{name}' is a hash with field expiration (Redis 7.4), which goblin-core does not hold"),
+                        ))
+                    }
+                    _ => r.value(ty).map_err(|_| {
+                        at(start, &format!("key '{name}': its value (RDB type {ty}) is truncated, malformed, or of a type goblin-core does not know"))
+                    })?,
+                };
+                if !seen.insert(key.clone()) {
+                    return Err(at(start, &format!("key '{name}' appears twice")));
+                }
+                match deadline.take() {
+                    Some(d) if d <= now_ms => info.expired += 1,
+                    d => {
+                        put(key, value, d);
+                        info.keys += 1;
+                    }
+                }
+                if (info.keys + info.expired).is_multiple_of(4096) {
+                    progress(r.pos);
+                }
+            }
+        }
+    }
+    if version >= 5 {
+        let body = r.pos;
+        let crc = r.take(8).map_err(|_| at(body, "the file ends inside its checksum"))?;
+        let crc = u64::from_le_bytes(crc.try_into().unwrap());
+        if crc != 0 && crc != crc64(0, &file[..body]) {
+            return Err(at(body, "the checksum does not match the file (corrupted or truncated)"));
+        }
+    }
+    progress(r.pos);
+    Ok(info)
+}
+
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,

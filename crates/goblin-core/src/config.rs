@@ -361,6 +361,17 @@ pub enum Tool {
         #[arg(long = "password-file", value_name = "PATH")]
         password_file: Option<PathBuf>,
     },
+    /// Converts an RDB file (redis-server's dump.rdb, RDB versions 1 to 12) into a native
+    /// snapshot at OUTPUT, ready for `--load OUTPUT`: every key of database 0 with its
+    /// deadline (keys already past it are left out) and the function libraries.
+    ImportRdb {
+        /// The RDB file.
+        #[arg(value_name = "RDB")]
+        input: PathBuf,
+        /// Where to install the snapshot (atomically).
+        #[arg(short = 'o', long = "output", value_name = "OUTPUT")]
+        output: PathBuf,
+    },
     /// Test aid: connects with TLS (client_config, server_name, connect_client), sends PING
     /// and prints the reply; exits 1 with the reason if the handshake fails.
     #[command(hide = true)]

@@ -80,6 +80,15 @@ fn main() {
             },
         );
     }
+    if let Some(config::Tool::ImportRdb { input, output }) = &cfg.tool {
+        std::process::exit(match snapshots::import_rdb(input, output) {
+            Ok(()) => 0,
+            Err(e) => {
+                tracing::error!("import-rdb: {e}");
+                1
+            }
+        });
+    }
     if let Some(config::Tool::TlsPing { host, port, ca, server_name }) = &cfg.tool {
         match transport::tls::ping(host, *port, ca.as_deref(), server_name.as_deref()) {
             Ok(reply) => {

@@ -238,6 +238,85 @@ impl Write for Counter {
     }
 }
 
+/// `goblin-core import-rdb RDB -o OUTPUT`: reads a Redis RDB file (mapped, not copied) into a
+/// keyspace, logging progress every second, and installs it as a native snapshot of a new
+/// lineage at offset 0. A server started with `--load OUTPUT` then holds what redis-server
+/// held; with `--kafka` its recovery replays the topic from the snapshot's creation time (the
+/// file has no cursors), so a fresh topic is the place to start journaling it.
+pub fn import_rdb(input: &Path, output: &Path) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(input).map_err(|e| format!("cannot open {}: {e}", input.display()))?;
+    let len = file.metadata().map_err(|e| format!("{}: {e}", input.display()))?.len() as usize;
+    if len == 0 {
+        return Err(format!("{} is empty", input.display()));
+    }
+    // SAFETY: a private read-only mapping of a file we opened; it is unmapped below, after
+    // the last use of the slice. The file must not be truncated meanwhile (as for any reader).
+    let map = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0)
+    };
+    if map == libc::MAP_FAILED {
+        return Err(format!("cannot map {}: {}", input.display(), io::Error::last_os_error()));
+    }
+    // SAFETY: the mapping covers `len` bytes and lives until munmap below.
+    let bytes = unsafe { std::slice::from_raw_parts(map as *const u8, len) };
+    let started = Instant::now();
+    let mut last = Instant::now();
+    let mut ks = store::Keyspace::new();
+    ks.set_bulk_load(true);
+    let loaded = std::cell::Cell::new(0u64);
+    let result = engine::rdb::load_rdb_file(
+        bytes,
+        now_ms(),
+        &mut |key, value, deadline| {
+            ks.insert(&key, value, deadline);
+            loaded.set(loaded.get() + 1);
+        },
+        &mut |pos| {
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                let (secs, loaded) = (started.elapsed().as_secs_f64(), loaded.get());
+                info!(
+                    "import-rdb: {loaded} keys, {:.1}% of {} bytes, {:.0} keys/s",
+                    pos as f64 * 100.0 / len as f64,
+                    len,
+                    loaded as f64 / secs
+                );
+            }
+        },
+    );
+    // SAFETY: unmapping what was mapped above; `bytes` is not used after this.
+    unsafe { libc::munmap(map, len) };
+    let found = result?;
+    ks.set_bulk_load(false);
+    let mut functions = engine::functions::Functions::default();
+    functions.replace_all(found.functions).map_err(|e| format!("a function library in the file: {e}"))?;
+    let meta = snapshot::Meta {
+        server_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_unix_ms: now_ms(),
+        replid: ReplId::random().to_string(),
+        logical_offset: 0,
+        kafka_acked_offset: -1,
+        kafka_consumer_position: -1,
+        functions: functions.iter().map(|(_, code)| code.to_vec()).collect(),
+        unconfirmed: Vec::new(),
+    };
+    let summary = snapshot::save_atomic(output, |w| snapshot::write(w, &ks, &meta, &mut |_| {}))
+        .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+    info!(
+        "import-rdb: {} (RDB version {}, written by Redis {}) -> {}: {} keys ({} past their deadline left out), {} function libraries, in {:.1} s",
+        input.display(),
+        found.version,
+        found.redis_version.as_deref().unwrap_or("?"),
+        output.display(),
+        summary.keys,
+        found.expired,
+        meta.functions.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// Writes to a non-blocking socket from a forked child, waiting in poll(2) when it is full,
 /// and giving up after [`DUMPWORLD_STALL`] without progress.
 struct SocketWriter(RawFd);
