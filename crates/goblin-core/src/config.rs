@@ -13,7 +13,7 @@ pub const DEFAULT_CLIENT_OUTPUT_LIMIT: u64 = 256 * 1024 * 1024;
 #[command(
     name = "goblin-core",
     version,
-    about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2)."
+    about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2 and RESP3)."
 )]
 pub struct Config {
     /// TCP port to listen on; 0 disables TCP (as in Redis).

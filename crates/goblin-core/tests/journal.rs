@@ -745,6 +745,8 @@ fn waitaof_waits_for_kafka_to_hold_the_clients_writes() {
     let s = Server::start(&["--kafka", uri.as_str(), "--kafka-ack-mode", "queued", "--save", ""]);
     let mut con = s.conn();
     let fresh = s.conn();
+    let aof: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("appendonly").query(&mut con).unwrap();
+    assert_eq!(aof, ["appendonly", "yes"], "the journal is the append-only log");
     let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
     let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut con).unwrap();
     assert_eq!(r, [1, 0]);

@@ -314,9 +314,17 @@ enum BitOp {
     Or,
     Xor,
     Not,
+    /// Redis 8.2: the first source, less every bit set in any other.
+    Diff,
+    /// Redis 8.2: the bits set in some other source and not in the first.
+    Diff1,
+    /// Redis 8.2: the first source's bits that are also set in some other.
+    AndOr,
+    /// Redis 8.2: the bits set in exactly one source.
+    One,
 }
 
-/// BITOP AND|OR|XOR|NOT destkey key [key ...]. Missing sources are empty strings; shorter
+/// BITOP AND|OR|XOR|NOT|DIFF|DIFF1|ANDOR|ONE destkey key [key ...]. Missing sources are empty strings; shorter
 /// sources are zero-padded to the longest; the result replaces destkey whatever its type (and
 /// drops its deadline), or deletes it when every source is empty.
 fn bitop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -325,10 +333,21 @@ fn bitop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         b"or" => BitOp::Or,
         b"xor" => BitOp::Xor,
         b"not" => BitOp::Not,
+        b"diff" => BitOp::Diff,
+        b"diff1" => BitOp::Diff1,
+        b"andor" => BitOp::AndOr,
+        b"one" => BitOp::One,
         _ => return reply::error(out, errors::SYNTAX),
     };
     if op == BitOp::Not && args.len() != 4 {
         return reply::error(out, BITOP_NOT_ERR);
+    }
+    if matches!(op, BitOp::Diff | BitOp::Diff1 | BitOp::AndOr) && args.len() < 5 {
+        let name = String::from_utf8_lossy(args[1]).to_ascii_uppercase();
+        return reply::error(
+            out,
+            format!("ERR BITOP {name} must be called with at least two source keys.").as_bytes(),
+        );
     }
     let dest = args[2];
     let mut srcs: Vec<Vec<u8>> = Vec::with_capacity(args.len() - 3);
@@ -357,6 +376,17 @@ fn bitop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 BitOp::Or => it.fold(first, |a, b| a | b),
                 BitOp::Xor => it.fold(first, |a, b| a ^ b),
                 BitOp::Not => !first,
+                BitOp::Diff => first & !it.fold(0, |a, b| a | b),
+                BitOp::Diff1 => !first & it.fold(0, |a, b| a | b),
+                BitOp::AndOr => first & it.fold(0, |a, b| a | b),
+                BitOp::One => {
+                    // Bits seen in two sources or more never come back.
+                    let (once, twice) = it.fold((first, 0u8), |(once, twice), b| {
+                        let twice = twice | (once & b);
+                        ((once ^ b) & !twice, twice)
+                    });
+                    once & !twice
+                }
             }
         })
         .collect();
@@ -787,6 +817,49 @@ mod tests {
         assert_eq!(e.ks.expire_at(b"n"), Some(1_800_000_000_000));
         assert_eq!(r(&mut e, &["GET", "n"]), "$2\r\n02\r\n");
         assert_eq!(r(&mut e, &["INCR", "n"]), NOT_INT, "\"02\" is not an integer to Redis either");
+    }
+
+    /// Redis 8.2's operations, on the example of Redis's bitmap tutorial (A = 0b11011000,
+    /// B = 0b10101001, C = 0b01011010... as bytes) and on strings of unequal length.
+    #[test]
+    fn bitop_diff_diff1_andor_one() {
+        let mut e = Engine::default();
+        let a = 0b1101_1000u8;
+        let b = 0b1010_1001u8;
+        let c = 0b0101_1010u8;
+        for (k, v) in [("A", a), ("B", b), ("C", c)] {
+            e.ks.put(k.as_bytes(), store::Value::Str(vec![v]), None);
+        }
+        let get = |e: &mut Engine| e.ks.get(b"R").map(|v| v.to_plain());
+        let one = |byte: u8| Some(store::Plain::Str(vec![byte]));
+        for (op, want) in [
+            ("DIFF", a & !(b | c)),
+            ("DIFF1", !a & (b | c)),
+            ("ANDOR", a & (b | c)),
+            ("ONE", (a ^ b ^ c) & !((a & b) | (a & c) | (b & c))),
+            ("one", (a ^ b ^ c) & !((a & b) | (a & c) | (b & c))),
+        ] {
+            assert_eq!(r(&mut e, &["BITOP", op, "R", "A", "B", "C"]), int(1), "{op}");
+            assert_eq!(get(&mut e), one(want), "{op}");
+        }
+        // Exactly one source: ONE copies it; the three others need two.
+        assert_eq!(r(&mut e, &["BITOP", "ONE", "R", "A"]), int(1));
+        assert_eq!(get(&mut e), one(a));
+        for op in ["DIFF", "diff1", "AndOr"] {
+            assert_eq!(
+                r(&mut e, &["BITOP", op, "R", "A"]),
+                format!("-ERR BITOP {} must be called with at least two source keys.\r\n", op.to_uppercase())
+            );
+        }
+        // Shorter and missing sources are zero bytes.
+        e.ks.put(b"L", store::Value::Str(vec![0xff, 0x0f]), None);
+        assert_eq!(r(&mut e, &["BITOP", "DIFF1", "R", "A", "L", "nokey"]), int(2));
+        assert_eq!(e.ks.get(b"R").map(|v| v.to_plain()), Some(store::Plain::Str(vec![!a, 0x0f])));
+        assert_eq!(r(&mut e, &["BITOP", "ONE", "R", "L", "A"]), int(2));
+        assert_eq!(e.ks.get(b"R").map(|v| v.to_plain()), Some(store::Plain::Str(vec![0xff & !a, 0x0f])));
+        // A bit in two sources stays out whatever the third holds.
+        assert_eq!(r(&mut e, &["BITOP", "ONE", "R", "L", "L", "A"]), int(2));
+        assert_eq!(e.ks.get(b"R").map(|v| v.to_plain()), Some(store::Plain::Str(vec![0, 0])));
     }
 
     #[test]

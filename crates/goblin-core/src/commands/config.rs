@@ -51,7 +51,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
         ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
         ("save", String::new()),
-        ("appendonly", "no".into()),
+        // The Kafka journal is this server's append-only log (WAITAOF waits for it).
+        ("appendonly", if c.kafka.is_some() { "yes" } else { "no" }.into()),
         ("databases", "1".into()),
         ("timeout", c.idle_timeout_secs.to_string()),
         ("tcp-keepalive", "0".into()),
