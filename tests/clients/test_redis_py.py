@@ -240,6 +240,33 @@ def test_hashes(r):
         r.hincrby("h", "x", 1)
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates WAITAOF (7.2), HGETDEL (8.0), BITOP DIFF/ONE (8.2)")
+def test_newer_hash_and_bitmap_commands(r):
+    # redis-py's own methods for Redis 8's commands.
+    r.hset("h", mapping={"a": "1", "b": "2", "c": "3"})
+    assert r.hgetdel("h", "a", "zz", "a") == [b"1", None, None]
+    assert r.hgetall("h") == {b"b": b"2", b"c": b"3"}
+    assert r.hgetdel("h", "b", "c") == [b"2", b"3"]
+    assert r.exists("h") == 0
+    r.set("x", b"\xf0")
+    r.set("y", b"\x3c")
+    r.set("z", b"\x0f")
+    assert r.bitop("DIFF", "d", "x", "y") == 1
+    assert r.get("d") == b"\xc0"
+    assert r.bitop("DIFF1", "d", "x", "y", "z") == 1
+    assert r.get("d") == b"\x0f"
+    assert r.bitop("ANDOR", "d", "x", "y", "z") == 1
+    assert r.get("d") == b"\x30"
+    assert r.bitop("ONE", "d", "x", "y", "z") == 1
+    assert r.get("d") == b"\xc3"
+    with pytest.raises(ResponseError, match="BITOP DIFF must be called with at least two source keys"):
+        r.bitop("DIFF", "d", "x")
+    # WAITAOF (7.2): no journal here, so nothing local to wait for and no replica counts.
+    assert r.waitaof(0, 0, 0) == [0, 0]
+    with pytest.raises(ResponseError, match="appendonly is disabled"):
+        r.waitaof(1, 0, 0)
+
+
 # --- sets -------------------------------------------------------------------------------------
 
 

@@ -185,6 +185,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("hkeys", "2.0.0", "key"),
     ("hvals", "2.0.0", "key"),
     ("hdel", "2.0.0", "key field [field ...]"),
+    ("hgetdel", "8.0.0", "key FIELDS numfields:integer field [field ...]"),
     ("hexists", "2.0.0", "key field"),
     ("hlen", "2.0.0", "key"),
     ("hstrlen", "3.2.0", "key field"),

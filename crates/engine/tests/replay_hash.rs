@@ -44,6 +44,13 @@ fn command() -> impl Strategy<Value = Cmd> {
             c.extend(fs);
             to_cmd(c)
         }),
+        // HGETDEL, with a field named twice now and then, and a count that may not match.
+        2 => (key(), proptest::collection::vec(field(), 1..4), 0usize..8).prop_map(|(k, fs, skew)| {
+            let n = if skew == 0 { fs.len() + 1 } else { fs.len() };
+            let mut c = vec!["HGETDEL".to_string(), k, "FIELDS".into(), n.to_string()];
+            c.extend(fs);
+            to_cmd(c)
+        }),
         2 => (kf(), -5i64..5).prop_map(|((k, f), n)| to_cmd(vec!["HINCRBY".into(), k, f, n.to_string()])),
         1 => (kf(), prop_oneof![Just("0.1"), Just("-2.5"), Just("1e3"), Just("x")])
             .prop_map(|((k, f), n)| to_cmd(vec!["HINCRBYFLOAT".into(), k, f, n.to_string()])),
