@@ -56,6 +56,22 @@ fn hash_value(h: &mut Hasher, v: &Plain) {
                 h.field(v);
             }
         }
+        // The same fields, then each deadline: two hashes that differ only in when a field
+        // expires have different digests.
+        Plain::HashWithDeadlines(m, d) => {
+            h.field(b"hash");
+            h.int(m.len() as u64);
+            for (f, v) in m {
+                h.field(f);
+                h.field(v);
+            }
+            h.field(b"field-deadlines");
+            h.int(d.len() as u64);
+            for (f, t) in d {
+                h.field(f);
+                h.int(*t as u64);
+            }
+        }
         Plain::Set(s) => {
             h.field(b"set");
             h.int(s.len() as u64);

@@ -17,6 +17,8 @@ pub struct Stats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub expired_keys: u64,
+    /// Hash fields removed because their deadline passed (INFO `expired_subkeys`).
+    pub expired_fields: u64,
     /// Keys removed to get under maxmemory (INFO `evicted_keys`).
     pub evicted_keys: u64,
     pub commands_processed: u64,
@@ -255,6 +257,39 @@ impl Engine {
             self.expired_log.extend(expired.iter().cloned());
         }
         expired.len()
+    }
+
+    /// The active expiry of hash fields: up to `max_keys` of the hashes with field deadlines,
+    /// from the one after `cursor`, lose their expired fields (at most `max_fields`), each an
+    /// `HDEL` in the pending batch. Returns (fields removed, the cursor to resume from: None
+    /// once the walk wrapped). See `commands::hash_ttl::active_expire_fields`.
+    pub fn active_expire_fields(
+        &mut self,
+        now: Millis,
+        cursor: Option<&[u8]>,
+        max_keys: usize,
+        max_fields: usize,
+    ) -> (usize, Option<Vec<u8>>) {
+        if self.replaying || self.replica || !self.ks.has_field_deadline_keys() {
+            return (0, None);
+        }
+        self.ks.set_now(now);
+        let mut ctx = Ctx {
+            ks: &mut self.ks,
+            now,
+            muts: &mut self.pending,
+            stats: &mut self.stats,
+            rng: &mut self.rng,
+            replaying: false,
+            replica: false,
+            script: false,
+            ready_keys: &mut self.ready_keys,
+            block: None,
+            retrying_blocked: false,
+            proto: Proto::Resp2,
+            expired_log: None,
+        };
+        crate::commands::hash_ttl::active_expire_fields(&mut ctx, cursor, max_keys, max_fields)
     }
 }
 

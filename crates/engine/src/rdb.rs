@@ -45,6 +45,12 @@ const TYPE_HASH_LISTPACK: u8 = 16;
 const TYPE_ZSET_LISTPACK: u8 = 17;
 const TYPE_LIST_QUICKLIST_2: u8 = 18;
 const TYPE_SET_LISTPACK: u8 = 20;
+/// Redis 7.4+ (RDB 12): a hash with field deadlines, as a table ...
+const TYPE_HASH_METADATA: u8 = 24;
+/// ... and as a listpack of (field, value, deadline) triplets.
+const TYPE_HASH_LISTPACK_EX: u8 = 25;
+/// The RDB version of a payload or file that holds a hash with field deadlines.
+pub const RDB_VERSION_FIELD_DEADLINES: u16 = 12;
 /// Goblin's sparse array: `len(count) len(cursor) (len(index) string(value))*count`, indexes
 /// strictly ascending. Outside every type number Redis has used (they stop below 30) and below
 /// its file opcodes (245 and up), so a Redis RESTORE answers `Bad data format`.
@@ -158,10 +164,16 @@ fn put_strref(out: &mut Vec<u8>, s: StrRef<'_>) {
 pub fn dump(v: ValueRef<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     put_value(&mut out, v, &[]);
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let version = if has_field_deadlines(v) { RDB_VERSION_FIELD_DEADLINES } else { RDB_VERSION };
+    out.extend_from_slice(&version.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// Whether `v` is a hash with field deadlines (written as Redis 7.4's type 24, RDB 12).
+fn has_field_deadlines(v: ValueRef<'_>) -> bool {
+    matches!(v, ValueRef::Hash(h) if h.has_field_deadlines())
 }
 
 /// A value as an RDB file and a DUMP payload hold it: its type byte, `after_type` (an RDB
@@ -187,6 +199,19 @@ fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>, after_type: &[u8]) {
             tag(out, TYPE_SET);
             put_len(out, s.len() as u64);
             s.for_each(|m| put_str(out, m));
+        }
+        ValueRef::Hash(h) if h.has_field_deadlines() => {
+            // The earliest deadline, then per field its deadline relative to it plus one (0:
+            // none), the field and the value.
+            tag(out, TYPE_HASH_METADATA);
+            let min = h.field_deadlines().map(|(_, t)| t).min().unwrap_or(0);
+            out.extend_from_slice(&min.to_le_bytes());
+            put_len(out, h.len() as u64);
+            for (f, v) in h.iter() {
+                put_len(out, h.field_deadline(f).map_or(0, |t| (t - min) as u64 + 1));
+                put_str(out, f);
+                put_str(out, v);
+            }
         }
         ValueRef::Hash(h) => {
             tag(out, TYPE_HASH);
@@ -284,7 +309,16 @@ pub fn write_rdb_file(
         out.clear();
         Ok(())
     };
-    out.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());
+    // Version 12 (Redis 7.4's) only when a hash has field deadlines: 7.0 loads the rest.
+    let mut version = RDB_VERSION;
+    if !f.functions_only {
+        ks.for_each(|_, v, _| {
+            if has_field_deadlines(v) {
+                version = RDB_VERSION_FIELD_DEADLINES;
+            }
+        });
+    }
+    out.extend_from_slice(format!("REDIS{version:04}").as_bytes());
     let aux = |out: &mut Vec<u8>, name: &str, value: &str| {
         out.push(OPCODE_AUX);
         put_str(out, name.as_bytes());
@@ -483,10 +517,10 @@ pub fn load_rdb_file(
                 let name = String::from_utf8_lossy(&key).into_owned();
                 let value = match ty {
                     6 | 7 => return Err(at(start, &format!("key '{name}' holds a module value"))),
-                    22..=25 => {
+                    22 | 23 => {
                         return Err(at(
                             start,
-                            &format!("key '{name}' is a hash with field expiration (Redis 7.4), which goblin-core does not hold"),
+                            &format!("key '{name}' is a hash with field expiration in Redis 7.4's pre-release format"),
                         ))
                     }
                     _ => r.value(ty).map_err(|_| {
@@ -691,6 +725,50 @@ impl<'a> Reader<'a> {
                 }
                 nonempty(h.len(), Value::Hash(Box::new(h)))
             }
+            TYPE_HASH_METADATA => {
+                let min = i64::from_le_bytes(self.take(8)?.try_into().unwrap());
+                let n = self.len()?;
+                let mut h = Hash::new();
+                for _ in 0..n {
+                    let ttl = self.len()?;
+                    let f = self.string()?;
+                    let v = self.string()?;
+                    if !h.set(&f, &v) {
+                        return Err(BAD);
+                    }
+                    if ttl != 0 {
+                        let at = i64::try_from(ttl - 1).ok().and_then(|d| min.checked_add(d)).ok_or(BAD)?;
+                        h.set_field_deadline(&f, Some(deadline_in_range(at)?));
+                    }
+                }
+                nonempty(h.len(), Value::Hash(Box::new(h)))
+            }
+            TYPE_HASH_LISTPACK_EX => {
+                let _min = self.take(8)?;
+                let blob = self.string()?;
+                let mut h = Hash::new();
+                let mut pending: Vec<Vec<u8>> = Vec::with_capacity(2);
+                for_each_listpack(&blob, |e| {
+                    if pending.len() < 2 {
+                        pending.push(e.bytes());
+                        return Ok(());
+                    }
+                    let (f, v) = (&pending[0], &pending[1]);
+                    if !h.set(f, v) {
+                        return Err(BAD);
+                    }
+                    let at = score_text(&e.bytes()).ok().filter(|t| t.fract() == 0.0).ok_or(BAD)? as i64;
+                    if at != 0 {
+                        h.set_field_deadline(f, Some(deadline_in_range(at)?));
+                    }
+                    pending.clear();
+                    Ok(())
+                })?;
+                if !pending.is_empty() {
+                    return Err(BAD);
+                }
+                nonempty(h.len(), Value::Hash(Box::new(h)))
+            }
             TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
                 let blob = self.string()?;
                 let mut h = Hash::new();
@@ -777,6 +855,15 @@ impl<'a> Reader<'a> {
             | stream::TYPE_STREAM_LISTPACKS_3 => self.stream(ty),
             _ => Err(BAD),
         }
+    }
+}
+
+/// A field deadline as Redis bounds them (unix ms, at most 2^48 - 1).
+fn deadline_in_range(at: i64) -> R<i64> {
+    if (0..1 << 48).contains(&at) {
+        Ok(at)
+    } else {
+        Err(BAD)
     }
 }
 

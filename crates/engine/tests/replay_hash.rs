@@ -51,6 +51,51 @@ fn command() -> impl Strategy<Value = Cmd> {
             c.extend(fs);
             to_cmd(c)
         }),
+        // Field expiration: relative and absolute times (the clock advances 1 ms a command
+        // from 1,000,000, so deadlines pass and lazy expiry removes fields), conditions,
+        // HPERSIST, HGETEX, HSETEX with its conditions and KEEPTTL, and the TTL reads.
+        3 => (0usize..4, key(), 0i64..6, prop::sample::select(vec!["", "NX", "XX", "GT", "LT"]), proptest::collection::vec(field(), 1..3))
+            .prop_map(|(form, k, t, cond, fs)| {
+                let (name, time) = match form {
+                    0 => ("HPEXPIRE", t.to_string()),
+                    1 => ("HEXPIRE", (t / 3).to_string()),
+                    2 => ("HPEXPIREAT", (999_990 + t * 5).to_string()),
+                    _ => ("HEXPIREAT", (1_000 + t / 3).to_string()),
+                };
+                let mut c = vec![name.to_string(), k, time];
+                if !cond.is_empty() {
+                    c.push(cond.to_string());
+                }
+                c.extend(["FIELDS".to_string(), fs.len().to_string()]);
+                c.extend(fs);
+                to_cmd(c)
+            }),
+        1 => (key(), proptest::collection::vec(field(), 1..3)).prop_map(|(k, fs)| {
+            let mut c = vec!["HPERSIST".to_string(), k, "FIELDS".into(), fs.len().to_string()];
+            c.extend(fs);
+            to_cmd(c)
+        }),
+        1 => (key(), prop::sample::select(vec!["HTTL", "HPTTL", "HEXPIRETIME", "HPEXPIRETIME"]), field())
+            .prop_map(|(k, name, f)| to_cmd(vec![name.into(), k, "FIELDS".into(), "1".into(), f])),
+        1 => (key(), prop::sample::select(vec!["PX 3", "EX 1", "PXAT 1000010", "PERSIST", ""]), proptest::collection::vec(field(), 1..3))
+            .prop_map(|(k, opt, fs)| {
+                let mut c = vec!["HGETEX".to_string(), k];
+                c.extend(opt.split(' ').filter(|s| !s.is_empty()).map(String::from));
+                c.extend(["FIELDS".to_string(), fs.len().to_string()]);
+                c.extend(fs);
+                to_cmd(c)
+            }),
+        2 => (key(), prop::sample::select(vec!["", "FNX", "FXX"]), prop::sample::select(vec!["", "PX 4", "EX 1", "PXAT 999999", "KEEPTTL"]), proptest::collection::vec((field(), value()), 1..3))
+            .prop_map(|(k, cond, time, pairs)| {
+                let mut c = vec!["HSETEX".to_string(), k];
+                c.extend(cond.split(' ').chain(time.split(' ')).filter(|s| !s.is_empty()).map(String::from));
+                c.extend(["FIELDS".to_string(), pairs.len().to_string()]);
+                for (f, v) in pairs {
+                    c.push(f);
+                    c.push(v);
+                }
+                to_cmd(c)
+            }),
         2 => (kf(), -5i64..5).prop_map(|((k, f), n)| to_cmd(vec!["HINCRBY".into(), k, f, n.to_string()])),
         1 => (kf(), prop_oneof![Just("0.1"), Just("-2.5"), Just("1e3"), Just("x")])
             .prop_map(|((k, f), n)| to_cmd(vec!["HINCRBYFLOAT".into(), k, f, n.to_string()])),

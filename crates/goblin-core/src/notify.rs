@@ -211,7 +211,24 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
         }
         // hashes
         "hset" | "hmset" | "hsetnx" => out.push(one(HASH, "hset")),
-        "hdel" => out.push(one(HASH, "hdel")),
+        "hdel" | "hgetdel" => out.push(one(HASH, "hdel")),
+        "hexpire" | "hpexpire" | "hexpireat" | "hpexpireat" => out.push(one(HASH, "hexpire")),
+        "hpersist" => out.push(one(HASH, "hpersist")),
+        "hgetex" if args.get(2).is_some_and(|a| a.eq_ignore_ascii_case(b"PERSIST")) => {
+            out.push(one(HASH, "hpersist"))
+        }
+        "hgetex" => out.push(one(HASH, "hexpire")),
+        "hsetex" => {
+            out.push(one(HASH, "hset"));
+            // Options come before FIELDS; what follows it are fields and values.
+            let options = args.iter().skip(2).take_while(|a| !a.eq_ignore_ascii_case(b"FIELDS"));
+            if options
+                .into_iter()
+                .any(|a| ["EX", "PX", "EXAT", "PXAT"].iter().any(|t| a.eq_ignore_ascii_case(t.as_bytes())))
+            {
+                out.push(one(HASH, "hexpire"));
+            }
+        }
         "hincrby" => out.push(one(HASH, "hincrby")),
         "hincrbyfloat" => out.push(one(HASH, "hincrbyfloat")),
         // sets

@@ -259,6 +259,8 @@ pub struct Server {
     pub numa: Option<crate::numa::Placement>,
     last_cron: Instant,
     last_expire: Instant,
+    /// Where the active expiry of hash fields resumes (a key; None: from the first).
+    field_expire_cursor: Option<Vec<u8>>,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
     pub(crate) shutdown: bool,
     /// The shutdown's wait for Kafka's acknowledgements (before the final snapshot) ran out:
@@ -422,6 +424,7 @@ impl Server {
             numa: None,
             last_cron: now,
             last_expire: now,
+            field_expire_cursor: None,
             shutdown: false,
             journal_given_up: false,
             accept_retry: false,
@@ -1332,12 +1335,26 @@ impl Server {
         const KEYS_PER_ROUND: usize = 20;
         const EXAMINE_PER_ROUND: usize = 200;
         const TIME_BUDGET: Duration = Duration::from_millis(1);
-        if self.engine.ks.volatile_len() == 0 || self.last_expire.elapsed() < Duration::from_millis(1) {
+        let fields = self.engine.ks.has_field_deadline_keys();
+        if (self.engine.ks.volatile_len() == 0 && !fields)
+            || self.last_expire.elapsed() < Duration::from_millis(1)
+        {
             return;
         }
         let start = Instant::now();
         self.last_expire = start;
         let now = now_ms();
+        if fields {
+            // Hash fields first, a bounded slice of the hashes that have deadlines per cycle.
+            let cursor = self.field_expire_cursor.take();
+            let (_, next) =
+                self.engine.active_expire_fields(now, cursor.as_deref(), KEYS_PER_ROUND, EXAMINE_PER_ROUND);
+            self.field_expire_cursor = next;
+            self.commit_batch(engine::Origin::ActiveExpiry);
+            if self.engine.ks.volatile_len() == 0 {
+                return;
+            }
+        }
         loop {
             let removed = self.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND);
             self.commit_batch(engine::Origin::ActiveExpiry);

@@ -46,7 +46,11 @@ pub const CODE_ARRAY: u8 = 7;
 /// A stream (entries, metadata, consumer groups). Older readers refuse code 8 as an unknown
 /// record tag, so a file holding streams cannot be misread by them: no version change.
 pub const CODE_STREAM: u8 = 8;
-pub const MAX_CODE: u8 = CODE_STREAM;
+/// A hash some of whose fields have deadlines: as `CODE_HASH`, then the number of fields with
+/// a deadline and, for each, the field (length-prefixed) and its deadline (i64 LE, unix ms).
+/// Older readers refuse code 9 as an unknown record tag.
+pub const CODE_HASH_DEADLINES: u8 = 9;
+pub const MAX_CODE: u8 = CODE_HASH_DEADLINES;
 
 /// Appends `v` as LEB128 (7 bits a byte, low group first, high bit = more follow).
 #[inline]

@@ -616,6 +616,25 @@ impl<R: Read> BlockReader<R> {
                 };
                 v.map_err(|e| bad(self, e))?
             }
+            CODE_HASH_DEADLINES => {
+                let count = self.len("element count")?;
+                let n = self.len("value length")?;
+                let raw = self.take(n)?;
+                let mut h = Hash::from_raw(raw, count).map_err(|e| bad(self, e))?;
+                let k = self.len("field deadline count")?;
+                if k == 0 || k > h.len() {
+                    return Err(self.malformed("field deadline count out of range"));
+                }
+                for _ in 0..k {
+                    let flen = self.len("field length")?;
+                    let field = self.take(flen)?.to_vec();
+                    let at = i64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes"));
+                    if h.field_deadline(&field).is_some() || !h.set_field_deadline(&field, Some(at)) {
+                        return Err(self.malformed("a field deadline for a missing or repeated field"));
+                    }
+                }
+                Value::Hash(Box::new(h))
+            }
             CODE_STREAM => {
                 let n = self.len("value length")?;
                 let raw = self.take(n)?;

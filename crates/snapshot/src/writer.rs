@@ -304,6 +304,7 @@ impl<W: Write> BlockWriter<W> {
         let (code, count) = match v {
             ValueRef::Str(StrRef::Bytes(_)) => (CODE_STR, 1),
             ValueRef::Str(StrRef::Int(_)) => (CODE_INT, 1),
+            ValueRef::Hash(h) if h.has_field_deadlines() => (CODE_HASH_DEADLINES, h.len() as u64),
             ValueRef::Hash(h) => (CODE_HASH, h.len() as u64),
             ValueRef::Set(s) if s.ints().is_some() => (CODE_SET_INTS, s.len() as u64),
             ValueRef::Set(s) => (CODE_SET, s.len() as u64),
@@ -339,6 +340,14 @@ impl<W: Write> BlockWriter<W> {
             ValueRef::Hash(h) => {
                 self.put_varint(count, progress, keys)?;
                 self.put_raw(h.raw_len(), |f| h.for_each_raw_run(f), progress, keys)?;
+                if code == CODE_HASH_DEADLINES {
+                    self.put_varint(h.field_deadlines().count() as u64, progress, keys)?;
+                    for (f, t) in h.field_deadlines() {
+                        self.put_varint(f.len() as u64, progress, keys)?;
+                        self.put(f, progress, keys)?;
+                        self.put(&t.to_le_bytes(), progress, keys)?;
+                    }
+                }
             }
             ValueRef::Set(s) => match s.ints() {
                 Some(ints) => {

@@ -37,6 +37,10 @@ pub struct Keyspace {
     lfu_rng: u64,
     /// A forked child shares the pages: accesses are not recorded (each would copy a page).
     frozen: bool,
+    /// Keys whose hash has (or had) fields with deadlines, for the active expiry of fields
+    /// ([`Keyspace::field_deadline_keys`]). A superset: a key leaves it only when the active
+    /// cycle finds it gone, not a hash, or without deadlines ([`Keyspace::untrack_field_deadlines`]).
+    field_deadline_keys: std::collections::BTreeSet<Box<[u8]>>,
 }
 
 // SAFETY: the keyspace owns every entry and every boxed collection behind its raw pointers
@@ -69,6 +73,7 @@ impl Keyspace {
             now: 0,
             lfu_rng: 0x9E37_79B9_7F4A_7C15,
             frozen: false,
+            field_deadline_keys: Default::default(),
         }
     }
 
@@ -279,6 +284,9 @@ impl Keyspace {
 
     /// Puts an entry into the table and returns the one it replaced, keeping `volatile` exact.
     fn put_entry(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> Option<Entry> {
+        if matches!(&value, Value::Hash(h) if h.has_field_deadlines()) {
+            self.track_field_deadlines(key);
+        }
         let e = Entry::alloc(key, expire_at, Stored::from_value(value));
         if expire_at.is_some() {
             self.volatile += 1;
@@ -518,6 +526,37 @@ impl Keyspace {
         self.table.clear();
         self.volatile = 0;
         self.expire_cursor = 0;
+        self.field_deadline_keys.clear();
+    }
+
+    /// Records that the hash at `key` has fields with deadlines (after giving one a deadline
+    /// through [`Keyspace::get_mut`]; values inserted whole are recorded by the insert).
+    pub fn track_field_deadlines(&mut self, key: &[u8]) {
+        if !self.field_deadline_keys.contains(key) {
+            self.field_deadline_keys.insert(key.into());
+        }
+    }
+
+    /// Forgets `key` for the active expiry of fields (it is gone, or has no deadlines left).
+    pub fn untrack_field_deadlines(&mut self, key: &[u8]) {
+        self.field_deadline_keys.remove(key);
+    }
+
+    /// Up to `max` keys recorded by [`Keyspace::track_field_deadlines`], from the first after
+    /// `after` (None: from the start), in key order: the active cycle walks them round robin.
+    pub fn field_deadline_keys(&self, after: Option<&[u8]>, max: usize) -> Vec<Vec<u8>> {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.field_deadline_keys
+            .range::<[u8], _>((from, Bound::Unbounded))
+            .take(max)
+            .map(|k| k.to_vec())
+            .collect()
+    }
+
+    /// Whether any key is recorded for the active expiry of fields.
+    pub fn has_field_deadline_keys(&self) -> bool {
+        !self.field_deadline_keys.is_empty()
     }
 
     /// Bytes the allocator holds for `key`'s entry and value (MEMORY USAGE): the entry's jemalloc

@@ -195,6 +195,8 @@ pub enum ValueMut<'a> {
 pub enum Plain {
     Str(Vec<u8>),
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    /// A hash some of whose fields have deadlines: the fields, and (field, unix ms).
+    HashWithDeadlines(BTreeMap<Vec<u8>, Vec<u8>>, BTreeMap<Vec<u8>, i64>),
     Set(BTreeSet<Vec<u8>>),
     /// (member, score bits), sorted by member.
     ZSet(Vec<(Vec<u8>, u64)>),

@@ -166,6 +166,10 @@ fn emit_value(c: &mut Ctx, key: &[u8], deadline: Option<store::Millis>) {
             for (f, v) in h.iter() {
                 muts.push(&[b"HSET", key, f, v]);
             }
+            // Field deadlines: one HPEXPIREAT per field (they seldom share a millisecond).
+            for (f, t) in h.field_deadlines() {
+                muts.push(&[b"HPEXPIREAT", key, b.format(t).as_bytes(), b"FIELDS", b"1", f]);
+            }
         }
         ValueRef::ZSet(z) => {
             for (m, s) in z.iter() {

@@ -41,8 +41,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hscan", -3, R, K1, "hash", "Iterates over fields and values of a hash.", Handler::Data(hscan)),
 ];
 
-/// Reads the hash at `key`: Ok(None) if missing, Err after writing WRONGTYPE.
-fn read<'c>(c: &'c mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> Result<Option<&'c Hash>, ()> {
+/// Reads the hash at `key` (after its lazy field expiry): Ok(None) if missing, Err after
+/// writing WRONGTYPE.
+pub(super) fn read<'c>(c: &'c mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> Result<Option<&'c Hash>, ()> {
+    super::hash_ttl::expire_fields(c, key);
     match c.read(key) {
         None => Ok(None),
         Some(ValueRef::Hash(h)) => Ok(Some(h)),
@@ -56,7 +58,8 @@ fn read<'c>(c: &'c mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> Result<Option<&'c 
 /// The hash at `key` for writing, created empty when missing; Err after writing WRONGTYPE.
 /// A caller that creates it and then fails must remove it again (Redis never leaves an empty
 /// hash behind).
-fn write_or_create<'c>(c: &'c mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> Result<&'c mut Hash, ()> {
+pub(super) fn write_or_create<'c>(c: &'c mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> Result<&'c mut Hash, ()> {
+    super::hash_ttl::expire_fields(c, key);
     let exists = match c.write(key) {
         None => false,
         Some(ValueMut::Hash(_)) => true,
@@ -179,6 +182,7 @@ fn hvals(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// HDEL key field [field ...]
 fn hdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let key = args[1];
+    super::hash_ttl::expire_fields(c, key);
     let h = match c.write(key) {
         None => return reply::integer(out, 0),
         Some(ValueMut::Hash(h)) => h,
@@ -201,6 +205,7 @@ fn hdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 fn hgetdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let key = args[1];
     let proto = c.proto;
+    super::hash_ttl::expire_fields(c, key);
     let h = match c.write(key) {
         None => None,
         Some(ValueMut::Hash(h)) => Some(h),
@@ -283,9 +288,20 @@ fn hincrby(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(result) = current.checked_add(incr) else { return reply::error(out, errors::OVERFLOW) };
     let mut buf = itoa::Buffer::new();
     let text = buf.format(result).as_bytes();
-    h.set(field, text);
-    c.emit(&[b"HSET", key, field, text]);
+    let timed = h.field_deadline(field).is_some();
+    h.set_keep_deadline(field, text);
+    emit_value_change(c, key, field, text, timed);
     reply::integer(out, result);
+}
+
+/// The mutation of an increment: `HSET`, or for a field with a deadline (which the
+/// increment keeps) `HSETEX key KEEPTTL FIELDS 1 field value`, as a replayed `HSET` would drop it.
+fn emit_value_change(c: &mut Ctx, key: &[u8], field: &[u8], value: &[u8], timed: bool) {
+    if timed {
+        c.emit(&[b"HSETEX", key, b"KEEPTTL", b"FIELDS", b"1", field, value]);
+    } else {
+        c.emit(&[b"HSET", key, field, value]);
+    }
 }
 
 /// HINCRBYFLOAT key field increment. Redis computes in `long double` and stores the sum
@@ -309,8 +325,9 @@ fn hincrbyfloat(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::error(out, errors::INCR_NAN_INF);
     }
     let text = sum.to_human();
-    h.set(field, text.as_bytes());
-    c.emit(&[b"HSET", key, field, text.as_bytes()]);
+    let timed = h.field_deadline(field).is_some();
+    h.set_keep_deadline(field, text.as_bytes());
+    emit_value_change(c, key, field, text.as_bytes(), timed);
     reply::bulk(out, text.as_bytes());
 }
 

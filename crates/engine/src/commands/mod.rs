@@ -7,6 +7,7 @@ pub mod debug;
 pub mod dump;
 pub mod geo;
 pub mod hash;
+pub mod hash_ttl;
 pub mod hll;
 pub mod keyspace;
 pub mod lcs;
@@ -31,6 +32,7 @@ pub static TABLES: &[&[CommandSpec]] = &[
     string::COMMANDS,
     bits::COMMANDS,
     hash::COMMANDS,
+    hash_ttl::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
     list::COMMANDS,

@@ -387,6 +387,7 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "instantaneous_output_repl_kbps", "0.00");
     field!(t, "rejected_connections", "{}", s.stats.rejected_connections);
     field!(t, "expired_keys", "{}", e.expired_keys);
+    field!(t, "expired_subkeys", "{}", e.expired_fields);
     field!(t, "evicted_keys", "{}", e.evicted_keys);
     field!(t, "evicted_clients", "0");
     field!(t, "total_eviction_exceeded_time", "0");

@@ -297,7 +297,7 @@ pub fn info(con: &mut redis::Connection, section: &str) -> std::collections::Has
 pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
     let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
     let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..40) {
+    let c: Vec<String> = match rng.gen_range(0..44) {
         0 => vec!["SET".into(), k(rng, "s"), v(rng)],
         1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
         2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
@@ -378,6 +378,21 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
             "COUNT".into(),
             "2".into(),
         ],
+        // Hash-field expiration: deadlines set, kept (HINCRBYFLOAT above), dropped, and
+        // passing while the workload runs.
+        40 => {
+            let t = rng.gen_range(ttl.clone()).to_string();
+            vec!["HPEXPIRE".into(), k(rng, "h"), t, "FIELDS".into(), "2".into(), v(rng), "x".into()]
+        }
+        41 => {
+            let t = rng.gen_range(ttl.clone()).to_string();
+            vec!["HSETEX".into(), k(rng, "h"), "PX".into(), t, "FIELDS".into(), "1".into(), v(rng), v(rng)]
+        }
+        42 => vec!["HPERSIST".into(), k(rng, "h"), "FIELDS".into(), "1".into(), "x".into()],
+        43 => {
+            let t = rng.gen_range(ttl.clone()).to_string();
+            vec!["HGETEX".into(), k(rng, "h"), "PX".into(), t, "FIELDS".into(), "1".into(), v(rng)]
+        }
         _ => vec![
             "XREADGROUP".into(),
             "GROUP".into(),

@@ -9,7 +9,14 @@ use super::packed::PackedTable;
 use crate::alloc::size_class;
 use crate::Plain;
 use rand::Rng;
+use std::collections::{BTreeMap, HashMap};
 
+type Deadlines = HashMap<Box<[u8]>, i64>;
+
+/// Fields with a deadline (Redis 7.4's hash-field expiration) are kept in the table's
+/// out-of-line part ([`PackedTable::aux_mut`]), so a hash without any pays nothing, and the
+/// header stays 32 bytes. Invariant: every field named there exists in the table, and the map
+/// is never empty (it goes back to None).
 #[derive(Clone, Debug, Default)]
 pub struct Hash {
     table: PackedTable<true>,
@@ -36,14 +43,75 @@ impl Hash {
         self.table.contains(field)
     }
 
-    /// Sets `field` to `value`; returns true if the field is new.
+    /// Sets `field` to `value`, dropping any deadline it had (a field written anew, as HSET
+    /// writes it, lives until told otherwise); returns true if the field is new.
     pub fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        self.set_field_deadline(field, None);
         self.table.insert(field, value)
     }
 
-    /// Removes `field`; returns true if it existed.
+    /// Sets `field` to `value` and keeps its deadline (HINCRBY and HINCRBYFLOAT change a
+    /// field's value, not its lifetime); returns true if the field is new.
+    pub fn set_keep_deadline(&mut self, field: &[u8], value: &[u8]) -> bool {
+        self.table.insert(field, value)
+    }
+
+    /// Removes `field` (and its deadline); returns true if it existed.
     pub fn remove(&mut self, field: &[u8]) -> bool {
+        self.set_field_deadline(field, None);
         self.table.remove(field)
+    }
+
+    fn deadlines(&self) -> Option<&Deadlines> {
+        self.table.aux()?.deadlines.as_ref()
+    }
+
+    /// The deadline of `field` (unix ms), if it has one.
+    pub fn field_deadline(&self, field: &[u8]) -> Option<i64> {
+        self.deadlines()?.get(field).copied()
+    }
+
+    /// Gives an existing `field` the deadline `at`, or none (None). Returns false, changing
+    /// nothing, when the field does not exist.
+    pub fn set_field_deadline(&mut self, field: &[u8], at: Option<i64>) -> bool {
+        match at {
+            Some(t) => {
+                if !self.table.contains(field) {
+                    return false;
+                }
+                self.table.aux_mut().deadlines.get_or_insert_with(Default::default).insert(field.into(), t);
+            }
+            None => {
+                if self.deadlines().is_none() {
+                    return true;
+                }
+                let aux = self.table.aux_mut();
+                if let Some(d) = aux.deadlines.as_mut() {
+                    d.remove(field);
+                    if d.is_empty() {
+                        aux.deadlines = None;
+                    }
+                }
+                self.table.trim_aux();
+            }
+        }
+        true
+    }
+
+    /// Whether any field has a deadline.
+    pub fn has_field_deadlines(&self) -> bool {
+        self.deadlines().is_some()
+    }
+
+    /// (field, deadline) of every field that has one, in no particular order.
+    pub fn field_deadlines(&self) -> impl Iterator<Item = (&[u8], i64)> + '_ {
+        self.deadlines().into_iter().flat_map(|d| d.iter().map(|(f, &t)| (&f[..], t)))
+    }
+
+    /// The fields whose deadline is before `now` (a field lives through its deadline's
+    /// millisecond, as a key does), at most `max`.
+    pub fn expired_fields(&self, now: i64, max: usize) -> Vec<Vec<u8>> {
+        self.field_deadlines().filter(|&(_, t)| t < now).take(max).map(|(f, _)| f.to_vec()).collect()
     }
 
     /// (field, value) pairs: insertion order while small, storage order once indexed.
@@ -62,14 +130,26 @@ impl Hash {
         self.table.scan(cursor, count, f)
     }
 
-    /// Canonical dump for equality checks.
+    /// Canonical dump for equality checks (a hash with field deadlines dumps them too).
     pub fn to_plain(&self) -> Plain {
-        Plain::Hash(self.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
+        let fields = self.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        match self.deadlines() {
+            None => Plain::Hash(fields),
+            Some(d) => Plain::HashWithDeadlines(
+                fields,
+                d.iter().map(|(f, &t)| (f.to_vec(), t)).collect::<BTreeMap<_, _>>(),
+            ),
+        }
     }
 
     /// Heap bytes this value occupies (the boxed struct included), by allocator size class.
     pub fn mem_usage(&self) -> usize {
-        size_class(std::mem::size_of::<Self>()) + self.table.mem_usage()
+        let deadlines = self.deadlines().map_or(0, |d| {
+            // The map's table (a control byte and a slot per bucket) and each field's copy.
+            d.capacity() * (1 + std::mem::size_of::<(Box<[u8]>, i64)>())
+                + d.keys().map(|f| size_class(f.len().max(1))).sum::<usize>()
+        });
+        size_class(std::mem::size_of::<Self>()) + self.table.mem_usage() + deadlines
     }
 
     /// Length in bytes of the raw form: one segment (`varint(len)` then `len` bytes) per
@@ -92,11 +172,13 @@ impl Hash {
         Ok(Hash { table: PackedTable::from_raw(raw, count)? })
     }
 
+    /// OBJECT ENCODING's answer: Redis's names, `listpackex` for a small hash with field
+    /// deadlines.
     pub fn encoding(&self) -> &'static str {
-        if self.table.is_indexed() {
-            "hashtable"
-        } else {
-            "listpack"
+        match (self.table.is_indexed(), self.has_field_deadlines()) {
+            (true, _) => "hashtable",
+            (false, false) => "listpack",
+            (false, true) => "listpackex",
         }
     }
 }
@@ -169,6 +251,30 @@ mod tests {
         assert!(h.remove(&field(300)));
         assert_eq!(h.get(&field(300)), None);
         assert_eq!(h.len(), 512);
+    }
+
+    #[test]
+    fn field_deadlines_follow_their_fields() {
+        let mut h = Hash::new();
+        assert!(std::mem::size_of::<Hash>() <= 32);
+        h.set(b"a", b"1");
+        h.set(b"b", b"2");
+        assert!(!h.set_field_deadline(b"zz", Some(5)), "no deadline for a missing field");
+        assert!(h.set_field_deadline(b"a", Some(10)));
+        assert!(h.set_field_deadline(b"b", Some(20)));
+        assert_eq!(h.encoding(), "listpackex");
+        assert_eq!(h.field_deadline(b"a"), Some(10));
+        // HINCRBY keeps it; HSET drops it; HDEL takes it with the field.
+        h.set_keep_deadline(b"a", b"5");
+        assert_eq!(h.field_deadline(b"a"), Some(10));
+        assert_eq!(h.expired_fields(11, 10), vec![b"a".to_vec()]);
+        assert_eq!(h.expired_fields(10, 10), Vec::<Vec<u8>>::new(), "alive through its millisecond");
+        h.set(b"a", b"6");
+        assert_eq!(h.field_deadline(b"a"), None);
+        h.remove(b"b");
+        assert!(!h.has_field_deadlines());
+        assert_eq!(h.to_plain(), Plain::Hash([(b"a".to_vec(), b"6".to_vec())].into()));
+        assert_eq!(h.encoding(), "listpack");
     }
 
     #[test]

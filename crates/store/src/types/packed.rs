@@ -424,7 +424,22 @@ pub(crate) struct PackedTable<const PAIRS: bool> {
     /// One inline chunk while small (no allocation besides its buffer). The header is two
     /// words: small tables are most tables, and a 32-byte header fits jemalloc's 32 class.
     chunks: OneOrVec<Chunk>,
-    index: Option<Box<Index>>,
+    /// Out of line, and absent while there is nothing to keep there: the index once large,
+    /// and (hashes only) the fields' deadlines ([`Aux`]).
+    aux: Option<Box<Aux>>,
+}
+
+/// The index in `aux`, borrowing only that field (the chunks stay borrowable beside it).
+fn idx_mut(aux: &mut Option<Box<Aux>>) -> Option<&mut Index> {
+    aux.as_mut()?.index.as_mut()
+}
+
+/// What a table keeps out of line (one box, so that the header stays two words).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Aux {
+    index: Option<Index>,
+    /// A hash's field deadlines (unix ms); see `types::hash`. Never empty when Some.
+    pub(crate) deadlines: Option<std::collections::HashMap<Box<[u8]>, i64>>,
 }
 
 /// Iterator over live records in storage order.
@@ -454,12 +469,33 @@ impl<'a, const PAIRS: bool> Iterator for Iter<'a, PAIRS> {
 }
 
 impl<const PAIRS: bool> PackedTable<PAIRS> {
+    fn index_ref(&self) -> Option<&Index> {
+        self.aux.as_ref()?.index.as_ref()
+    }
+
+    /// The out-of-line part, if there is one (a hash's deadlines live there).
+    pub(crate) fn aux(&self) -> Option<&Aux> {
+        self.aux.as_deref()
+    }
+
+    /// The out-of-line part, created empty if needed; `trim_aux` drops it again when empty.
+    pub(crate) fn aux_mut(&mut self) -> &mut Aux {
+        self.aux.get_or_insert_with(Default::default)
+    }
+
+    /// Drops the out-of-line part when it holds nothing (no index, no deadlines).
+    pub(crate) fn trim_aux(&mut self) {
+        if self.aux.as_ref().is_some_and(|a| a.index.is_none() && a.deadlines.is_none()) {
+            self.aux = None;
+        }
+    }
+
     pub(crate) fn new() -> Self {
-        PackedTable { chunks: OneOrVec::default(), index: None }
+        PackedTable { chunks: OneOrVec::default(), aux: None }
     }
 
     pub(crate) fn len(&self) -> usize {
-        match &self.index {
+        match self.index_ref() {
             Some(idx) => idx.len,
             None => self.small_count(),
         }
@@ -479,7 +515,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     }
 
     pub(crate) fn is_indexed(&self) -> bool {
-        self.index.is_some()
+        self.index_ref().is_some()
     }
 
     pub(crate) fn iter(&self) -> Iter<'_, PAIRS> {
@@ -503,7 +539,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Indexed mode: (in old table?, slot position) of `key`.
     fn slot_of(&self, key: &[u8], h: u64) -> Option<(bool, usize)> {
-        let idx = self.index.as_ref()?;
+        let idx = self.index_ref()?;
         if let Some(pos) = idx.cur.find(&self.chunks, key, h) {
             return Some((false, pos));
         }
@@ -512,7 +548,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     }
 
     fn slot_value(&self, in_old: bool, pos: usize) -> u32 {
-        let idx = self.index.as_ref().expect("indexed");
+        let idx = self.index_ref().expect("indexed");
         if in_old {
             idx.old.as_ref().expect("old table").slots[pos]
         } else {
@@ -529,7 +565,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// The value stored under `key` (an empty slice for sets).
     pub(crate) fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        if self.index.is_none() {
+        if self.index_ref().is_none() {
             let r = self.small_find(key)?;
             return Some(&self.chunks[0].buf[r.val]);
         }
@@ -543,11 +579,12 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Sets `key` to `val`; returns true if `key` is new.
     pub(crate) fn insert(&mut self, key: &[u8], val: &[u8]) -> bool {
-        if self.index.is_none() && (key.len() > small_max_bytes(PAIRS) || val.len() > small_max_bytes(PAIRS))
+        if self.index_ref().is_none()
+            && (key.len() > small_max_bytes(PAIRS) || val.len() > small_max_bytes(PAIRS))
         {
             self.build_index();
         }
-        if self.index.is_none() {
+        if self.index_ref().is_none() {
             if let Some(r) = self.small_find(key) {
                 let buf = &mut self.chunks[0].buf;
                 if r.val.len() == val.len() {
@@ -577,7 +614,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                 self.chunks[c].buf[r.val].copy_from_slice(val);
             } else {
                 let b = self.append(key, val);
-                let idx = self.index.as_mut().expect("indexed");
+                let idx = idx_mut(&mut self.aux).expect("indexed");
                 if in_old {
                     idx.old.as_mut().expect("old table").slots[pos] = b;
                 } else {
@@ -589,7 +626,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             return false;
         }
         let a = self.append(key, val);
-        let idx = self.index.as_mut().expect("indexed");
+        let idx = idx_mut(&mut self.aux).expect("indexed");
         idx.cur.insert(h, a);
         idx.len += 1;
         self.maintain();
@@ -598,7 +635,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
 
     /// Removes `key`; returns true if it was present.
     pub(crate) fn remove(&mut self, key: &[u8]) -> bool {
-        if self.index.is_none() {
+        if self.index_ref().is_none() {
             let Some(r) = self.small_find(key) else { return false };
             self.chunks[0].buf.drain(r.key.start..r.end);
             if self.chunks[0].buf.is_empty() {
@@ -608,7 +645,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         }
         let h = hash_bytes(key);
         let Some((in_old, pos)) = self.slot_of(key, h) else { return false };
-        let idx = self.index.as_mut().expect("indexed");
+        let idx = idx_mut(&mut self.aux).expect("indexed");
         let t = if in_old { idx.old.as_mut().expect("old table") } else { &mut idx.cur };
         let a = t.slots[pos];
         t.slots[pos] = TOMB;
@@ -622,7 +659,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     /// Appends a record to the chunk that takes new records; returns its address.
     fn append(&mut self, key: &[u8], val: &[u8]) -> u32 {
         let need = record_size::<PAIRS>(key, val);
-        let indexed = self.index.is_some();
+        let indexed = self.index_ref().is_some();
         let full = |c: &Chunk| indexed && c.buf.len() >= CHUNK_TARGET;
         if self.chunks.last().is_none_or(full) {
             assert!(self.chunks.len() < MAX_CHUNKS, "collection exceeds the packed table's 4 GiB limit");
@@ -648,7 +685,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         let c = &mut self.chunks[ci];
         let r = decode::<PAIRS>(&c.buf, off);
         c.buf[off] |= 1;
-        let dead = &mut self.index.as_mut().expect("indexed").dead;
+        let dead = &mut idx_mut(&mut self.aux).expect("indexed").dead;
         if dead.len() <= ci {
             dead.resize(ci + 1, 0);
         }
@@ -663,7 +700,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     /// by the chunk size, and happens only after at least half the chunk died.
     fn compact(&mut self, ci: usize) {
         let is_last = ci + 1 == self.chunks.len();
-        let idx = self.index.as_mut().expect("indexed");
+        let idx = idx_mut(&mut self.aux).expect("indexed");
         let c = &mut self.chunks[ci];
         let (mut r, mut w) = (0, 0);
         while r < c.buf.len() {
@@ -722,14 +759,15 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                 at = r.end;
             }
         }
-        self.index = Some(Box::new(Index { cur: t, old: None, moved: 0, len, dead: Vec::new() }));
+        self.aux.get_or_insert_with(Default::default).index =
+            Some(Index { cur: t, old: None, moved: 0, len, dead: Vec::new() });
     }
 
     /// After each indexed write: advance a running resize, or start one when the table is
     /// too full (tombstones count) or too sparse.
     fn maintain(&mut self) {
         let chunks = &self.chunks;
-        let idx = self.index.as_mut().expect("indexed");
+        let idx = idx_mut(&mut self.aux).expect("indexed");
         if idx.old.is_some() {
             // The ratios below keep `cur` under 90% while `old` drains; should writes outpace
             // the drain anyway, rebuild at once rather than let probe runs close up.
@@ -786,7 +824,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         if len == 0 {
             return None;
         }
-        let Some(idx) = self.index.as_ref() else {
+        let Some(idx) = self.index_ref() else {
             return self.iter().nth(rng.gen_range(0..len));
         };
         // Tables stay at least a tenth full (and a resize's two tables together about an
@@ -814,7 +852,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
         count: usize,
         mut f: impl FnMut(&'a [u8], &'a [u8]),
     ) -> u64 {
-        let Some(idx) = self.index.as_ref() else {
+        let Some(idx) = self.index_ref() else {
             for (k, v) in self.iter() {
                 f(k, v);
             }
@@ -854,7 +892,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
     /// Live bytes of chunk `ci`: its bytes less the dead bytes the index counts (small tables
     /// hold no dead records).
     fn live_len(&self, ci: usize) -> usize {
-        let dead = self.index.as_ref().and_then(|i| i.dead.get(ci)).map_or(0, |&d| d as usize);
+        let dead = self.index_ref().and_then(|i| i.dead.get(ci)).map_or(0, |&d| d as usize);
         self.chunks[ci].buf.len() - dead
     }
 
@@ -876,7 +914,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                 continue;
             }
             super::with_varint(live as u64, &mut f);
-            if self.index.is_none() {
+            if self.index_ref().is_none() {
                 f(&c.buf);
                 continue;
             }
@@ -957,7 +995,7 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
                 return Err(RawError("duplicate element"));
             }
             drop(keys);
-            return Ok(PackedTable { chunks: OneOrVec::One(Chunk { buf }), index: None });
+            return Ok(PackedTable { chunks: OneOrVec::One(Chunk { buf }), aux: None });
         }
         let mut chunks = Vec::with_capacity(segments.len());
         for seg in &segments {
@@ -996,15 +1034,21 @@ impl<const PAIRS: bool> PackedTable<PAIRS> {
             }
         }
         let index = Index { cur: t, old: None, moved: 0, len: n, dead: Vec::new() };
-        Ok(PackedTable { chunks: OneOrVec::from_vec(chunks), index: Some(Box::new(index)) })
+        Ok(PackedTable {
+            chunks: OneOrVec::from_vec(chunks),
+            aux: Some(Box::new(Aux { index: Some(index), deadlines: None })),
+        })
     }
 
     /// Heap bytes owned by this table (not counting the struct itself), by size class.
     pub(crate) fn mem_usage(&self) -> usize {
         let mut n = self.chunks.heap_bytes();
         n += self.chunks.iter().map(|c| size_class(c.buf.capacity())).sum::<usize>();
-        if let Some(idx) = &self.index {
-            n += size_class(std::mem::size_of::<Index>()) + size_class(idx.dead.capacity() * 4);
+        if self.aux.is_some() {
+            n += size_class(std::mem::size_of::<Aux>());
+        }
+        if let Some(idx) = self.index_ref() {
+            n += size_class(idx.dead.capacity() * 4);
             for t in std::iter::once(&idx.cur).chain(idx.old.as_ref()) {
                 n += size_class(t.slots.len() * 4);
             }
@@ -1111,7 +1155,7 @@ mod tests {
         // Dead space was reclaimed: the arena is near the live size (5 bytes per record).
         let arena: usize = t.chunks.iter().map(|c| c.buf.len()).sum();
         assert!(arena < m.len() * 5 * 2 + CHUNK_TARGET, "arena {arena} for {} records", m.len());
-        let idx = t.index.as_ref().unwrap();
+        let idx = t.index_ref().unwrap();
         assert!(idx.cur.slots.len() <= m.len() * 10, "index shrank");
     }
 
@@ -1177,13 +1221,12 @@ mod tests {
         loop {
             t.insert(format!("m{n:07}").as_bytes(), b"");
             n += 1;
-            let idx =
-                t.index.as_ref().map(|i| (i.old.is_none(), i.cur.used * 5 >= i.cur.slots.len() * 4 - 5));
+            let idx = t.index_ref().map(|i| (i.old.is_none(), i.cur.used * 5 >= i.cur.slots.len() * 4 - 5));
             if n > 100_000 && idx == Some((true, true)) {
                 break;
             }
         }
-        let idx = t.index.as_ref().unwrap();
+        let idx = t.index_ref().unwrap();
         let mut total = 0usize;
         for (pos, &a) in idx.cur.slots.iter().enumerate() {
             if a > TOMB {
