@@ -267,6 +267,66 @@ def test_newer_hash_and_bitmap_commands(r):
         r.waitaof(1, 0, 0)
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates hash-field expiration (7.4, 8.0)")
+def test_hash_field_expiration(r):
+    r.hset("sess", mapping={"token": "t1", "user": "42", "n": "1"})
+    assert r.hexpire("sess", 100, "token", "nope") == [1, -2]
+    assert r.hexpire("sess", 50, "token", gt=True) == [0]
+    assert r.hpexpire("sess", 5000, "user", nx=True) == [1]
+    assert 99 <= r.httl("sess", "token")[0] <= 100
+    assert r.httl("sess", "n") == [-1]
+    assert 4000 < r.hpttl("sess", "user")[0] <= 5000
+    assert r.hexpiretime("sess", "token")[0] >= int(time.time()) + 99
+    assert r.hpersist("sess", "user", "n") == [1, -1]
+    # HINCRBY keeps a deadline, HSET drops it.
+    r.hexpire("sess", 100, "n")
+    assert r.hincrby("sess", "n", 2) == 3
+    assert r.httl("sess", "n")[0] > 0
+    r.hset("sess", "n", "9")
+    assert r.httl("sess", "n") == [-1]
+    # HGETEX / HSETEX (Redis 8.0)
+    assert r.hgetex("sess", "token", "user", px=300) == [b"t1", b"42"]
+    assert 0 < r.hpttl("sess", "user")[0] <= 300
+    assert r.hgetex("sess", "user", persist=True) == [b"42"]
+    assert r.hsetex("sess", mapping={"a": "1", "b": "2"}, ex=60) == 1
+    assert r.hsetex("sess", "a", "x", data_persist_option=redis.commands.core.HashDataPersistOptions.FNX) == 0
+    assert r.hsetex("sess", "a", "y", keepttl=True) == 1
+    assert 0 < r.httl("sess", "a")[0] <= 60
+    # Expired fields are gone, and a hash whose every field expired is gone too.
+    r.hset("short", mapping={"x": "1", "y": "2"})
+    assert r.hpexpire("short", 100, "x", "y") == [1, 1]
+    time.sleep(0.35)  # past both "short"'s 100 ms and "token"'s 300 ms
+    assert r.hget("sess", "token") is None
+    assert r.exists("short") == 0
+    assert r.hmget("sess", "user", "token") == [b"42", None]
+
+
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates what redis-py's cache requires (7.4)")
+def test_client_side_cache(server):
+    # redis-py 8's client-side cache (RESP3 only): reads served from the cache while the key is
+    # unchanged, invalidated by another connection's write through CLIENT TRACKING.
+    if server.resp != 3:
+        pytest.skip("redis-py's client-side cache needs RESP3")
+    from redis.cache import CacheConfig
+
+    cached = server.client(cache_config=CacheConfig())
+    other = server.client()
+    other.flushall()
+    other.set("price", "100")
+    assert cached.get("price") == b"100"
+    before = int(other.info("commandstats")["cmdstat_get"]["calls"])
+    for _ in range(20):
+        assert cached.get("price") == b"100"
+    assert int(other.info("commandstats")["cmdstat_get"]["calls"]) == before, "reads must come from the cache"
+    other.set("price", "101")
+    deadline = time.time() + 10
+    while cached.get("price") != b"101":
+        assert time.time() < deadline, "the cache was not invalidated"
+        time.sleep(0.01)
+    cached.close()
+    other.close()
+
+
 # --- sets -------------------------------------------------------------------------------------
 
 

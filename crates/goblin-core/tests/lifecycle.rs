@@ -157,7 +157,7 @@ fn redis_cli_talks_to_the_server() {
     assert_eq!(cli(&["set", "cli", "hello"]).trim(), "OK");
     assert_eq!(cli(&["get", "cli"]).trim(), "hello");
     let info = cli(&["info", "server"]);
-    assert!(info.contains("redis_version:7.2.0"), "{info}");
+    assert!(info.contains("redis_version:7.4.0"), "{info}");
     assert!(info.contains(&format!("tcp_port:{port}")), "{info}");
     // Non-interactive stdin mode reads commands line by line.
     let mut child = Command::new("redis-cli")

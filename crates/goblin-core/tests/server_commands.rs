@@ -50,7 +50,7 @@ fn info_sections_fields_and_format() {
         assert!(line.starts_with("# ") || line.contains(':'), "bad line {line:?}");
     }
     let m = info_map(&text);
-    assert_eq!(m["redis_version"], "7.2.0");
+    assert_eq!(m["redis_version"], "7.4.0");
     assert_eq!(num(&m, "process_id"), s.pid() as u64);
     assert_eq!(num(&m, "tcp_port"), s.port as u64);
     assert_eq!(m["role"], "master");
@@ -133,7 +133,7 @@ fn hello_select_auth_time_role() {
         .map(|p| (redis::from_redis_value_ref::<String>(&p[0]).unwrap(), p[1].clone()))
         .collect();
     assert_eq!(kv["server"], Value::BulkString(b"redis".to_vec()));
-    assert_eq!(kv["version"], Value::BulkString(b"7.2.0".to_vec()));
+    assert_eq!(kv["version"], Value::BulkString(b"7.4.0".to_vec()));
     assert_eq!(kv["proto"], Value::Int(2));
     assert_eq!(kv["id"], Value::Int(id));
     assert_eq!(kv["mode"], Value::BulkString(b"standalone".to_vec()));

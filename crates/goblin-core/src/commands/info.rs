@@ -5,9 +5,11 @@ use crate::conn::Conn;
 use crate::server::Server;
 use std::fmt::Write as _;
 
-/// The Redis version we announce (INFO, HELLO): clients enable features by it, and we serve
-/// the Redis 7 command surface they expect.
-pub const REDIS_VERSION: &str = "7.2.0";
+/// The Redis version we announce (INFO, HELLO): clients enable features by it (redis-py's
+/// client-side cache needs 7.4), and we serve Redis 7.4's command surface, hash-field
+/// expiration included, less clustering and Redis replication (replicas follow
+/// GOBLIN.FIREHOSE).
+pub const REDIS_VERSION: &str = "7.4.0";
 pub const GOBLIN_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Every section we have, in Redis's output order (`INFO all` / `INFO everything`).

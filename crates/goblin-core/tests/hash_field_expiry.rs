@@ -1,0 +1,231 @@
+//! Hash-field expiration through the real binary: the active cycle removes expired fields (and
+//! the key with its last one) that no client touches; deadlines survive a snapshot and a
+//! restart; a replica follows the primary's HDELs; SYNC's RDB file, `import-rdb` and
+//! DUMP/RESTORE carry them.
+
+mod common;
+
+use common::{temp_path, Server};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+fn info(con: &mut redis::Connection, section: &str) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn pttl(con: &mut redis::Connection, key: &str, fields: &[&str]) -> Vec<i64> {
+    redis::cmd("HPTTL").arg(key).arg("FIELDS").arg(fields.len()).arg(fields).query(con).unwrap()
+}
+
+fn dbsize(con: &mut redis::Connection) -> i64 {
+    redis::cmd("DBSIZE").query(con).unwrap()
+}
+
+/// Fields expire on their own: nothing reads the hashes, yet the active cycle removes the
+/// expired fields, then the key whose every field expired, and counts them.
+#[test]
+fn the_active_cycle_removes_expired_fields_nobody_reads() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    for i in 0..50 {
+        let key = format!("session:{i}");
+        let _: () =
+            redis::cmd("HSET").arg(&key).arg("token").arg("t").arg("user").arg(i).query(&mut con).unwrap();
+        let _: Vec<i64> = redis::cmd("HPEXPIRE")
+            .arg(&key)
+            .arg(100)
+            .arg("FIELDS")
+            .arg(1)
+            .arg("token")
+            .query(&mut con)
+            .unwrap();
+    }
+    let _: () = redis::cmd("HSET").arg("gone").arg("a").arg(1).query(&mut con).unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HPEXPIRE").arg("gone").arg(100).arg("FIELDS").arg(1).arg("a").query(&mut con).unwrap();
+    assert_eq!(dbsize(&mut con), 51);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dbsize(&mut con) != 50 || info(&mut con, "stats")["expired_subkeys"] != "51" {
+        assert!(Instant::now() < deadline, "{:?}", info(&mut con, "stats"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The rest of each hash is untouched, and has no deadline.
+    let v: HashMap<String, String> = redis::cmd("HGETALL").arg("session:7").query(&mut con).unwrap();
+    assert_eq!(v, HashMap::from([("user".to_string(), "7".to_string())]));
+    let e: String = redis::cmd("OBJECT").arg("ENCODING").arg("session:7").query(&mut con).unwrap();
+    assert_eq!(e, "listpack");
+}
+
+/// Deadlines are data: SAVE, restart with --load, and each field has its deadline (and a
+/// field that expired while the server was down is gone once read).
+#[test]
+fn deadlines_survive_a_snapshot_and_a_restart() {
+    let dir = temp_path("hfe-snap");
+    std::fs::create_dir_all(&dir).unwrap();
+    let snap = dir.join("s.gcsn");
+    let snap = snap.to_str().unwrap();
+    let s = Server::start(&["--load", snap]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg("long")
+        .arg(1)
+        .arg("short")
+        .arg(2)
+        .arg("plain")
+        .arg(3)
+        .query(&mut con)
+        .unwrap();
+    // A big hash too (the indexed form keeps deadlines as the small one does).
+    let mut p = redis::pipe();
+    for i in 0..1000 {
+        p.cmd("HSET").arg("big").arg(format!("f{i}")).arg(i).ignore();
+    }
+    let _: () = p.query(&mut con).unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HEXPIRE").arg("h").arg(1000).arg("FIELDS").arg(1).arg("long").query(&mut con).unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HPEXPIRE").arg("h").arg(300).arg("FIELDS").arg(1).arg("short").query(&mut con).unwrap();
+    let _: Vec<i64> = redis::cmd("HEXPIRE")
+        .arg("big")
+        .arg(500)
+        .arg("FIELDS")
+        .arg(2)
+        .arg("f1")
+        .arg("f999")
+        .query(&mut con)
+        .unwrap();
+    let at: Vec<i64> =
+        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(1).arg("long").query(&mut con).unwrap();
+    let big_at: Vec<i64> = redis::cmd("HPEXPIRETIME")
+        .arg("big")
+        .arg("FIELDS")
+        .arg(3)
+        .arg("f1")
+        .arg("f999")
+        .arg("f2")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    drop(con);
+    drop(s);
+    std::thread::sleep(Duration::from_millis(400));
+    let s = Server::start(&["--load", snap]);
+    let mut con = s.conn();
+    let again: Vec<i64> =
+        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(1).arg("long").query(&mut con).unwrap();
+    assert_eq!(again, at);
+    let again: Vec<i64> = redis::cmd("HPEXPIRETIME")
+        .arg("big")
+        .arg("FIELDS")
+        .arg(3)
+        .arg("f1")
+        .arg("f999")
+        .arg("f2")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(again, big_at);
+    assert_eq!(big_at[2], -1);
+    assert_eq!(pttl(&mut con, "h", &["short", "plain"]), [-2, -1], "expired while the server was down");
+    let v: Option<String> = redis::cmd("HGET").arg("h").arg("short").query(&mut con).unwrap();
+    assert_eq!(v, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A replica holds the deadlines the primary set, and loses a field when the primary's
+/// expiry sends its HDEL.
+#[test]
+fn a_replica_follows_field_expiry() {
+    let primary = Server::start(&[]);
+    let port = primary.port.to_string();
+    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &port]);
+    let mut rc = replica.conn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info(&mut rc, "replication")["replica_state"] != "live" {
+        assert!(Instant::now() < deadline, "the replica did not go live");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut pc = primary.conn();
+    let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut pc).unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HPEXPIRE").arg("h").arg(200).arg("FIELDS").arg(1).arg("a").query(&mut pc).unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HEXPIRE").arg("h").arg(100).arg("FIELDS").arg(1).arg("b").query(&mut pc).unwrap();
+    let want: Vec<i64> =
+        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut pc).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got: Vec<i64> = redis::cmd("HPEXPIRETIME")
+            .arg("h")
+            .arg("FIELDS")
+            .arg(2)
+            .arg("a")
+            .arg("b")
+            .query(&mut rc)
+            .unwrap();
+        if got == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica has {got:?}, the primary {want:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    loop {
+        let fields: Vec<String> = redis::cmd("HKEYS").arg("h").query(&mut rc).unwrap();
+        if fields == ["b"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica still has {fields:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SYNC sends hashes with field deadlines as Redis 7.4's type 24 in an RDB 12 file, and
+/// `import-rdb` reads them back with their deadlines.
+#[test]
+fn rdb_files_carry_field_deadlines() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("plain").arg("v").query(&mut con).unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HEXPIRE").arg("h").arg(1000).arg("FIELDS").arg(1).arg("a").query(&mut con).unwrap();
+    let want: Vec<i64> =
+        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut con).unwrap();
+    let dir = temp_path("hfe-rdb");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rdb = dir.join("dump.rdb");
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &s.port.to_string(), "--rdb"])
+        .arg(&rdb)
+        .output()
+        .expect("redis-cli is required for this test (apt-get install redis-tools)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&rdb).unwrap();
+    assert_eq!(&bytes[..9], b"REDIS0012");
+    let snap = dir.join("imported.gcsn");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .arg("import-rdb")
+        .arg(&rdb)
+        .arg("-o")
+        .arg(&snap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = Server::start(&["--load", snap.to_str().unwrap()]);
+    let mut rc = r.conn();
+    let got: Vec<i64> =
+        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut rc).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(dbsize(&mut rc), 2);
+    // DUMP / RESTORE between two servers too.
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("h").query(&mut con).unwrap();
+    let _: () = redis::cmd("RESTORE").arg("h2").arg(0).arg(payload).query(&mut rc).unwrap();
+    let got: Vec<i64> =
+        redis::cmd("HPEXPIRETIME").arg("h2").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut rc).unwrap();
+    assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
