@@ -1399,42 +1399,35 @@ fn compat_slowlog_logs_served_blocked_command() {
     );
 }
 
-/// `redis-cli --rdb` against goblin-core: SYNC sends an RDB file that redis-server 7.0.15
-/// loads with every key as goblin holds it (each type, compact and large, deadlines, a
-/// stream with a consumer group) and the function libraries; `--functions-rdb` sends the
-/// libraries alone. A Redis replica's PSYNC and a dataset with arrays (no RDB encoding) are
-/// refused with errors that say why.
-#[test]
-fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
-    let goblin = Server::start(&[]);
-    let mut gc = goblin.conn();
+/// Fills a server with every type in the encodings that matter to an RDB file (int-encoded,
+/// long and empty strings; small and large lists, sets, intsets, hashes and sorted sets with
+/// -inf; deadlines), plus a stream of `entries` with a consumer group that read `read` of
+/// them. Returns the non-stream keys, sorted.
+fn fill_rdb_sample(con: &mut redis::Connection, entries: usize, read: usize) -> Vec<String> {
     let long = "goblin".repeat(50);
-    let mut setup: Vec<Vec<String>> = {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-        vec![
-            s(&["SET", "str:int", "12345"]),
-            s(&["SET", "str:neg", "-2147483648"]),
-            s(&["SET", "str:big-int", "9223372036854775807"]),
-            s(&["SET", "str:short", "hello"]),
-            s(&["SET", "str:long", &long]),
-            s(&["SET", "str:empty", ""]),
-            s(&["SET", "str:ttl", "v", "PX", "500000"]),
-            s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
-            s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
-            s(&["SADD", "set:strs", "a", "b", "c"]),
-            s(&["HSET", "hash:small", "f", "v", "n", "5"]),
-            s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
-            s(&["ZADD", "zset:ttl", "1", "x"]),
-            s(&["PEXPIRE", "zset:ttl", "500000"]),
-        ]
-    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    let mut setup = vec![
+        s(&["SET", "str:int", "12345"]),
+        s(&["SET", "str:neg", "-2147483648"]),
+        s(&["SET", "str:big-int", "9223372036854775807"]),
+        s(&["SET", "str:short", "hello"]),
+        s(&["SET", "str:long", &long]),
+        s(&["SET", "str:empty", ""]),
+        s(&["SET", "str:ttl", "v", "PX", "500000"]),
+        s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
+        s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
+        s(&["SADD", "set:strs", "a", "b", "c"]),
+        s(&["HSET", "hash:small", "f", "v", "n", "5"]),
+        s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
+        s(&["ZADD", "zset:ttl", "1", "x"]),
+        s(&["PEXPIRE", "zset:ttl", "500000"]),
+    ];
     let mut big = [
-        vec!["RPUSH", "list:big"],
-        vec!["SADD", "set:big"],
-        vec!["HSET", "hash:big"],
-        vec!["ZADD", "zset:big"],
-    ]
-    .map(|v| v.into_iter().map(String::from).collect::<Vec<String>>());
+        s(&["RPUSH", "list:big"]),
+        s(&["SADD", "set:big"]),
+        s(&["HSET", "hash:big"]),
+        s(&["ZADD", "zset:big"]),
+    ];
     for i in 0..3000 {
         big[0].push(format!("element-{i}-{}", "x".repeat(i % 50)));
         big[1].push(format!("m{i}"));
@@ -1447,26 +1440,39 @@ fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
         for a in &c[1..] {
             cmd.arg(a);
         }
-        let _: redis::Value = cmd.query(&mut gc).unwrap();
+        let _: redis::Value = cmd.query(con).unwrap();
     }
-    let mut keys: Vec<String> = setup.iter().map(|c| c[1].clone()).collect();
-    keys.sort();
-    keys.dedup();
-    for i in 0..5 {
-        let _: String = redis::cmd("XADD").arg("stream").arg("*").arg("n").arg(i).query(&mut gc).unwrap();
+    for i in 0..entries {
+        let _: String = redis::cmd("XADD").arg("stream").arg("*").arg("n").arg(i).query(con).unwrap();
     }
-    let _: () = redis::cmd("XGROUP").arg("CREATE").arg("stream").arg("g").arg("0").query(&mut gc).unwrap();
+    let _: () = redis::cmd("XGROUP").arg("CREATE").arg("stream").arg("g").arg("0").query(con).unwrap();
     let _: redis::Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg("g")
         .arg("c1")
         .arg("COUNT")
-        .arg(2)
+        .arg(read)
         .arg("STREAMS")
         .arg("stream")
         .arg(">")
-        .query(&mut gc)
+        .query(con)
         .unwrap();
+    let mut keys: Vec<String> = setup.iter().map(|c| c[1].clone()).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// `redis-cli --rdb` against goblin-core: SYNC sends an RDB file that redis-server 7.0.15
+/// loads with every key as goblin holds it (each type, compact and large, deadlines, a
+/// stream with a consumer group) and the function libraries; `--functions-rdb` sends the
+/// libraries alone. A Redis replica's PSYNC and a dataset with arrays (no RDB encoding) are
+/// refused with errors that say why.
+#[test]
+fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
+    let goblin = Server::start(&[]);
+    let mut gc = goblin.conn();
+    let keys = fill_rdb_sample(&mut gc, 5, 2);
     let code = "#!lua name=rdblib\nredis.register_function('answer', function() return 42 end)";
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(code).query(&mut gc).unwrap();
 
@@ -1547,60 +1553,7 @@ fn import_rdb_loads_redis_servers_dump_file() {
     let dir_s = dir.to_str().unwrap().to_string();
     let redis = RedisServer::start_with(&["--dir", &dir_s, "--enable-debug-command", "yes"]);
     let mut rc = redis.conn();
-    let long = "goblin".repeat(50);
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-    let mut setup = vec![
-        s(&["SET", "str:int", "12345"]),
-        s(&["SET", "str:neg", "-2147483648"]),
-        s(&["SET", "str:big-int", "9223372036854775807"]),
-        s(&["SET", "str:short", "hello"]),
-        s(&["SET", "str:lzf", &long]),
-        s(&["SET", "str:empty", ""]),
-        s(&["SET", "str:ttl", "v", "PX", "500000"]),
-        s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
-        s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
-        s(&["SADD", "set:strs", "a", "b", "c"]),
-        s(&["HSET", "hash:small", "f", "v", "n", "5"]),
-        s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
-    ];
-    let mut big = [
-        s(&["RPUSH", "list:big"]),
-        s(&["SADD", "set:big"]),
-        s(&["HSET", "hash:big"]),
-        s(&["ZADD", "zset:big"]),
-    ];
-    for i in 0..3000 {
-        big[0].push(format!("element-{i}-{}", "x".repeat(i % 50)));
-        big[1].push(format!("m{i}"));
-        big[2].extend([format!("f{i}"), format!("{}", i * 7)]);
-        big[3].extend([format!("{}", i as f64 * 0.37 - 100.0), format!("z{i}")]);
-    }
-    setup.extend(big);
-    for c in &setup {
-        let mut cmd = redis::cmd(&c[0]);
-        for a in &c[1..] {
-            cmd.arg(a);
-        }
-        let _: redis::Value = cmd.query(&mut rc).unwrap();
-    }
-    let mut keys: Vec<String> = setup.iter().map(|c| c[1].clone()).collect();
-    keys.sort();
-    keys.dedup();
-    for i in 0..200 {
-        let _: String = redis::cmd("XADD").arg("stream").arg("*").arg("n").arg(i).query(&mut rc).unwrap();
-    }
-    let _: () = redis::cmd("XGROUP").arg("CREATE").arg("stream").arg("g").arg("0").query(&mut rc).unwrap();
-    let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("g")
-        .arg("c1")
-        .arg("COUNT")
-        .arg(7)
-        .arg("STREAMS")
-        .arg("stream")
-        .arg(">")
-        .query(&mut rc)
-        .unwrap();
+    let keys = fill_rdb_sample(&mut rc, 200, 7);
     let code = "#!lua name=importlib\nredis.register_function('answer', function() return 42 end)";
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(code).query(&mut rc).unwrap();
     // A key past its deadline that Redis still holds (active expiry off): left out.

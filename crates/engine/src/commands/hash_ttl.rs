@@ -211,6 +211,17 @@ fn emit_deadline(c: &mut Ctx, key: &[u8], at: i64, fields: &[&[u8]]) {
     c.ks.track_field_deadlines(key);
 }
 
+/// Emits `HPERSIST key FIELDS n fields...` (when there are fields).
+fn emit_persist(c: &mut Ctx, key: &[u8], fields: &[&[u8]]) {
+    if fields.is_empty() {
+        return;
+    }
+    let n = fields.len().to_string();
+    let mut m: Vec<&[u8]> = vec![b"HPERSIST", key, b"FIELDS", n.as_bytes()];
+    m.extend_from_slice(fields);
+    c.emit(&m);
+}
+
 /// Removes the key if its hash is empty (the last field went).
 fn drop_if_empty(c: &mut Ctx, key: &[u8]) {
     if matches!(c.ks.get(key), Some(store::ValueRef::Hash(h)) if h.is_empty()) {
@@ -381,12 +392,7 @@ fn hpersist(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         };
         reply::integer(out, v);
     }
-    if !persisted.is_empty() {
-        let n = persisted.len().to_string();
-        let mut m: Vec<&[u8]> = vec![b"HPERSIST", key, b"FIELDS", n.as_bytes()];
-        m.extend_from_slice(&persisted);
-        c.emit(&m);
-    }
+    emit_persist(c, key, &persisted);
 }
 
 /// HGETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST] FIELDS n field...: the
@@ -452,12 +458,7 @@ fn hgetex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if let Some(at) = deadline {
         emit_deadline(c, key, at, &set);
     }
-    if !persisted.is_empty() {
-        let n = persisted.len().to_string();
-        let mut m: Vec<&[u8]> = vec![b"HPERSIST", key, b"FIELDS", n.as_bytes()];
-        m.extend_from_slice(&persisted);
-        c.emit(&m);
-    }
+    emit_persist(c, key, &persisted);
 }
 
 /// HSETEX key [FNX | FXX] [EX s | PX ms | EXAT unix-s | PXAT unix-ms | KEEPTTL] FIELDS n
