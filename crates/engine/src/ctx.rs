@@ -39,6 +39,8 @@ pub struct Ctx<'a> {
     /// Keys removed by lazy expiry in this command, when the server asked for them (keyspace
     /// notifications' `expired` event); None otherwise, at no cost.
     pub expired_log: Option<&'a mut Vec<Vec<u8>>>,
+    /// Keys that lost hash fields to expiry in this command (`hexpired`), when asked for.
+    pub field_expiry_log: Option<&'a mut Vec<Vec<u8>>>,
 }
 
 impl<'a> Ctx<'a> {

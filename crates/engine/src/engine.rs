@@ -77,6 +77,10 @@ pub struct Engine {
     /// the server's keyspace notifications, which drains it after each command.
     pub log_expired: bool,
     pub expired_log: Vec<Vec<u8>>,
+    /// As `log_expired`, for hash fields (keyspace notifications' `hexpired`, class `h`):
+    /// the keys that lost fields to expiry, once per removal run, in `field_expiry_log`.
+    pub log_field_expiry: bool,
+    pub field_expiry_log: Vec<Vec<u8>>,
     /// The function libraries (functions.rs): state like the keyspace, changed only through
     /// [`Engine::function_command`], which emits their canonical mutations.
     pub functions: crate::functions::Functions,
@@ -107,6 +111,8 @@ impl Engine {
             replay_reply: Vec::new(),
             log_expired: false,
             expired_log: Vec::new(),
+            log_field_expiry: false,
+            field_expiry_log: Vec::new(),
             functions: Default::default(),
             evict: Default::default(),
         }
@@ -189,6 +195,7 @@ impl Engine {
             retrying_blocked,
             proto,
             expired_log: if self.log_expired { Some(&mut self.expired_log) } else { None },
+            field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
         };
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, out, args)));
         let block = ctx.block.take();
@@ -288,6 +295,7 @@ impl Engine {
             retrying_blocked: false,
             proto: Proto::Resp2,
             expired_log: None,
+            field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
         };
         crate::commands::hash_ttl::active_expire_fields(&mut ctx, cursor, max_keys, max_fields)
     }

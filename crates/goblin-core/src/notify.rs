@@ -403,6 +403,9 @@ impl Server {
         for key in &expired {
             self.notify.raise(EXPIRED, "expired", key);
         }
+        for key in std::mem::take(&mut self.engine.field_expiry_log) {
+            self.notify.raise(HASH, "hexpired", &key);
+        }
         // The keys the command's own mutations name (expiry DELs excluded, once per key).
         let mut own: Vec<Vec<u8>> = Vec::new();
         let mut stream_extra: Vec<(&'static str, Vec<u8>)> = Vec::new();
@@ -478,6 +481,13 @@ impl Server {
         for key in std::mem::take(&mut self.engine.expired_log) {
             self.notify.raise(EXPIRED, "expired", &key);
         }
+        for key in std::mem::take(&mut self.engine.field_expiry_log) {
+            self.notify.raise(HASH, "hexpired", &key);
+            // Its last field went: so did the key.
+            if !self.engine.ks.contains(&key) {
+                self.notify.raise(GENERIC, "del", &key);
+            }
+        }
     }
 
     /// Publishes the queued notifications. `current` is the connection whose command raised
@@ -507,6 +517,8 @@ impl Server {
         self.notify.flags = flags;
         self.engine.log_expired = self.notify.enabled() && flags & EXPIRED != 0;
         self.engine.expired_log.clear();
+        self.engine.log_field_expiry = self.notify.enabled() && flags & HASH != 0;
+        self.engine.field_expiry_log.clear();
     }
 }
 

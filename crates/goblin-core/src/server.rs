@@ -1351,6 +1351,10 @@ impl Server {
                 self.engine.active_expire_fields(now, cursor.as_deref(), KEYS_PER_ROUND, EXAMINE_PER_ROUND);
             self.field_expire_cursor = next;
             self.commit_batch(engine::Origin::ActiveExpiry);
+            if self.engine.log_field_expiry {
+                self.notify_active_expiry();
+                self.deliver_notifications(None);
+            }
             if self.engine.ks.volatile_len() == 0 {
                 return;
             }

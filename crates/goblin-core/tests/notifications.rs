@@ -304,3 +304,28 @@ fn stream_subsets_match_redis() {
     compare("KEm", &lines);
     compare("Et", &lines);
 }
+
+/// Hash-field expiration's events (Redis 7.4; Debian's 7.0 has none to compare with):
+/// `hexpire`, `hpersist`, and `hexpired` when the active cycle removes an expired field, then
+/// `del` when that was the hash's last.
+#[test]
+fn hash_field_expiration_events() {
+    let g = Server::start(&[]);
+    let s = session(&[
+        "HSET h a 1 b 2",
+        "HEXPIRE h 100 FIELDS 1 a",
+        "HPERSIST h FIELDS 1 a",
+        "HPEXPIRE h 50 FIELDS 1 b",
+        "SLEEP 400",
+        "HGETEX h PX 20 FIELDS 1 a",
+        "SLEEP 400",
+    ]);
+    let got = notifications(|| g.raw(), "Kgh", &s);
+    let ch = "__keyspace@0__:h".to_string();
+    let want: Vec<(String, String)> =
+        ["hset", "hexpire", "hpersist", "hexpire", "hexpired", "hexpire", "hexpired", "del"]
+            .iter()
+            .map(|e| (ch.clone(), e.to_string()))
+            .collect();
+    assert_eq!(got, want);
+}

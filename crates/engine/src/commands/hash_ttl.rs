@@ -84,6 +84,9 @@ fn remove_fields(c: &mut Ctx, key: &[u8], fields: Vec<Vec<u8>>) {
     for f in &fields {
         c.emit(&[b"HDEL", key, f]);
     }
+    if let Some(log) = c.field_expiry_log.as_mut() {
+        log.push(key.to_vec());
+    }
 }
 
 /// The active cycle's part for fields: walks up to `max_keys` of the keys recorded as having
