@@ -266,19 +266,12 @@ impl Engine {
         expired.len()
     }
 
-    /// The active expiry of hash fields: up to `max_keys` of the hashes with field deadlines,
-    /// from the one after `cursor`, lose their expired fields (at most `max_fields`), each an
-    /// `HDEL` in the pending batch. Returns (fields removed, the cursor to resume from: None
-    /// once the walk wrapped). See `commands::hash_ttl::active_expire_fields`.
-    pub fn active_expire_fields(
-        &mut self,
-        now: Millis,
-        cursor: Option<&[u8]>,
-        max_keys: usize,
-        max_fields: usize,
-    ) -> (usize, Option<Vec<u8>>) {
+    /// The active expiry of hash fields: up to `max_keys` hashes with a field due lose their
+    /// expired fields, each an `HDEL` in the pending batch. Returns the fields removed. See
+    /// `commands::hash_ttl::active_expire_fields`.
+    pub fn active_expire_fields(&mut self, now: Millis, max_keys: usize) -> usize {
         if self.replaying || self.replica || !self.ks.has_field_deadline_keys() {
-            return (0, None);
+            return 0;
         }
         self.ks.set_now(now);
         let mut ctx = Ctx {
@@ -297,7 +290,7 @@ impl Engine {
             expired_log: None,
             field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
         };
-        crate::commands::hash_ttl::active_expire_fields(&mut ctx, cursor, max_keys, max_fields)
+        crate::commands::hash_ttl::active_expire_fields(&mut ctx, max_keys)
     }
 }
 

@@ -259,8 +259,6 @@ pub struct Server {
     pub numa: Option<crate::numa::Placement>,
     last_cron: Instant,
     last_expire: Instant,
-    /// Where the active expiry of hash fields resumes (a key; None: from the first).
-    field_expire_cursor: Option<Vec<u8>>,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
     pub(crate) shutdown: bool,
     /// The shutdown's wait for Kafka's acknowledgements (before the final snapshot) ran out:
@@ -424,7 +422,6 @@ impl Server {
             numa: None,
             last_cron: now,
             last_expire: now,
-            field_expire_cursor: None,
             shutdown: false,
             journal_given_up: false,
             accept_retry: false,
@@ -1345,15 +1342,17 @@ impl Server {
         self.last_expire = start;
         let now = now_ms();
         if fields {
-            // Hash fields first, a bounded slice of the hashes that have deadlines per cycle.
-            let cursor = self.field_expire_cursor.take();
-            let (_, next) =
-                self.engine.active_expire_fields(now, cursor.as_deref(), KEYS_PER_ROUND, EXAMINE_PER_ROUND);
-            self.field_expire_cursor = next;
-            self.commit_batch(engine::Origin::ActiveExpiry);
-            if self.engine.log_field_expiry {
-                self.notify_active_expiry();
-                self.deliver_notifications(None);
+            // Hash fields first: the hashes with a field due, in rounds, within the budget.
+            loop {
+                let removed = self.engine.active_expire_fields(now, KEYS_PER_ROUND);
+                self.commit_batch(engine::Origin::ActiveExpiry);
+                if self.engine.log_field_expiry {
+                    self.notify_active_expiry();
+                    self.deliver_notifications(None);
+                }
+                if removed < KEYS_PER_ROUND / 4 || start.elapsed() >= TIME_BUDGET {
+                    break;
+                }
             }
             if self.engine.ks.volatile_len() == 0 {
                 return;

@@ -37,10 +37,21 @@ pub struct Keyspace {
     lfu_rng: u64,
     /// A forked child shares the pages: accesses are not recorded (each would copy a page).
     frozen: bool,
-    /// Keys whose hash has (or had) fields with deadlines, for the active expiry of fields
-    /// ([`Keyspace::field_deadline_keys`]). A superset: a key leaves it only when the active
-    /// cycle finds it gone, not a hash, or without deadlines ([`Keyspace::untrack_field_deadlines`]).
-    field_deadline_keys: std::collections::BTreeSet<Box<[u8]>>,
+    /// When the hashes with field deadlines next need the active cycle: one entry per key,
+    /// at (or before) its earliest field deadline ([`FieldDue`]).
+    field_due: FieldDue,
+}
+
+/// The active expiry's index of hashes with field deadlines (Redis keeps the same, as its
+/// "ebuckets"): each key at most once, at a time no later than its earliest field deadline, so
+/// that the cycle visits only hashes with a field due and a refreshed deadline (a sliding
+/// session) adds nothing. An entry may be early or stale (the field was removed, persisted or
+/// pushed later, the key deleted or replaced): the cycle that takes it finds out and files the
+/// key again at its hash's current earliest deadline, if it still has one.
+#[derive(Default)]
+struct FieldDue {
+    by_time: std::collections::BTreeSet<(i64, Box<[u8]>)>,
+    at: std::collections::HashMap<Box<[u8]>, i64>,
 }
 
 // SAFETY: the keyspace owns every entry and every boxed collection behind its raw pointers
@@ -73,7 +84,7 @@ impl Keyspace {
             now: 0,
             lfu_rng: 0x9E37_79B9_7F4A_7C15,
             frozen: false,
-            field_deadline_keys: Default::default(),
+            field_due: Default::default(),
         }
     }
 
@@ -284,8 +295,10 @@ impl Keyspace {
 
     /// Puts an entry into the table and returns the one it replaced, keeping `volatile` exact.
     fn put_entry(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> Option<Entry> {
-        if matches!(&value, Value::Hash(h) if h.has_field_deadlines()) {
-            self.track_field_deadlines(key);
+        if let Value::Hash(h) = &value {
+            if let Some(t) = h.field_deadlines().map(|(_, t)| t).min() {
+                self.track_field_deadline(key, t);
+            }
         }
         let e = Entry::alloc(key, expire_at, Stored::from_value(value));
         if expire_at.is_some() {
@@ -526,37 +539,47 @@ impl Keyspace {
         self.table.clear();
         self.volatile = 0;
         self.expire_cursor = 0;
-        self.field_deadline_keys.clear();
+        self.field_due = FieldDue::default();
     }
 
-    /// Records that the hash at `key` has fields with deadlines (after giving one a deadline
-    /// through [`Keyspace::get_mut`]; values inserted whole are recorded by the insert).
-    pub fn track_field_deadlines(&mut self, key: &[u8]) {
-        if !self.field_deadline_keys.contains(key) {
-            self.field_deadline_keys.insert(key.into());
+    /// Records that a field of the hash at `key` expires at `at` (after giving it that
+    /// deadline through [`Keyspace::get_mut`]; values inserted whole are recorded by the
+    /// insert). Keeps the earlier of `at` and what the key is filed at.
+    pub fn track_field_deadline(&mut self, key: &[u8], at: i64) {
+        let due = &mut self.field_due;
+        match due.at.get(key) {
+            Some(&filed) if filed <= at => {}
+            Some(&filed) => {
+                due.by_time.remove(&(filed, Box::from(key)));
+                due.by_time.insert((at, key.into()));
+                due.at.insert(key.into(), at);
+            }
+            None => {
+                due.by_time.insert((at, key.into()));
+                due.at.insert(key.into(), at);
+            }
         }
     }
 
-    /// Forgets `key` for the active expiry of fields (it is gone, or has no deadlines left).
-    pub fn untrack_field_deadlines(&mut self, key: &[u8]) {
-        self.field_deadline_keys.remove(key);
+    /// Takes up to `max` keys filed at a time before `now` (their hash may have a field
+    /// expired), earliest first. The caller files each again if its hash keeps deadlines.
+    pub fn take_due_field_keys(&mut self, now: Millis, max: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some((t, _)) = self.field_due.by_time.first() else { break };
+            if *t >= now {
+                break;
+            }
+            let (_, key) = self.field_due.by_time.pop_first().expect("just seen");
+            self.field_due.at.remove(&key);
+            out.push(key.into_vec());
+        }
+        out
     }
 
-    /// Up to `max` keys recorded by [`Keyspace::track_field_deadlines`], from the first after
-    /// `after` (None: from the start), in key order: the active cycle walks them round robin.
-    pub fn field_deadline_keys(&self, after: Option<&[u8]>, max: usize) -> Vec<Vec<u8>> {
-        use std::ops::Bound;
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-        self.field_deadline_keys
-            .range::<[u8], _>((from, Bound::Unbounded))
-            .take(max)
-            .map(|k| k.to_vec())
-            .collect()
-    }
-
-    /// Whether any key is recorded for the active expiry of fields.
+    /// Whether any hash may have field deadlines (every such hash is filed).
     pub fn has_field_deadline_keys(&self) -> bool {
-        !self.field_deadline_keys.is_empty()
+        !self.field_due.by_time.is_empty()
     }
 
     /// Bytes the allocator holds for `key`'s entry and value (MEMORY USAGE): the entry's jemalloc

@@ -2,9 +2,9 @@
 //! HEXPIRETIME, HPEXPIRETIME, HPERSIST; Redis 8.0: HGETEX, HSETEX), and the lazy expiry of
 //! fields that every hash command runs first.
 //!
-//! A field's deadline lives in its hash ([`Hash::field_deadline`]); the keyspace records which
-//! keys hold such hashes so that the server's active cycle can find them
-//! ([`active_expire_fields`]). A field is alive through its deadline's millisecond, as a key is.
+//! A field's deadline lives in its hash ([`Hash::field_deadline`]); the keyspace files the
+//! keys of such hashes by their earliest deadline, so that the server's active cycle visits
+//! only hashes with a field due ([`active_expire_fields`]). A field is alive through its deadline's millisecond, as a key is.
 //!
 //! Canonical mutations (each reproduces the post-state from the pre-state, whatever the clock):
 //! - a deadline set: `HPEXPIREAT key unix-ms FIELDS n field...` (never a relative time);
@@ -89,42 +89,33 @@ fn remove_fields(c: &mut Ctx, key: &[u8], fields: Vec<Vec<u8>>) {
     }
 }
 
-/// The active cycle's part for fields: walks up to `max_keys` of the keys recorded as having
-/// field deadlines, from the one after `cursor`, removing their expired fields (at most
-/// `max_fields` in all). Returns (fields removed, where to resume: None when the walk wrapped).
-pub fn active_expire_fields(
-    c: &mut Ctx,
-    cursor: Option<&[u8]>,
-    max_keys: usize,
-    max_fields: usize,
-) -> (usize, Option<Vec<u8>>) {
-    let keys = c.ks.field_deadline_keys(cursor, max_keys);
+/// The active cycle's part for fields: takes up to `max_keys` hashes whose earliest field
+/// deadline has passed (the keyspace files them by it), removes their expired fields, and
+/// files each again at its next deadline. Returns the fields removed.
+pub fn active_expire_fields(c: &mut Ctx, max_keys: usize) -> usize {
     let mut removed = 0;
-    let mut last = None;
-    for key in keys {
-        if removed >= max_fields {
-            break;
-        }
-        let due = match c.ks.get(&key) {
+    for key in c.ks.take_due_field_keys(c.now, max_keys) {
+        let (due, next) = match c.ks.get(&key) {
             Some(store::ValueRef::Hash(h)) if h.has_field_deadlines() => {
-                h.expired_fields(c.now, max_fields - removed)
+                let due = h.expired_fields(c.now, usize::MAX);
+                let next = h.field_deadlines().map(|(_, t)| t).filter(|&t| t >= c.now).min();
+                (due, next)
             }
-            // Gone, replaced, or without deadlines now: forgotten.
-            _ => {
-                c.ks.untrack_field_deadlines(&key);
-                last = Some(key);
-                continue;
-            }
+            // Gone, replaced, or without deadlines now: not filed again.
+            _ => continue,
         };
-        if !c.ks.is_expired(&key, c.now) {
-            removed += due.len();
-            remove_fields(c, &key, due);
+        if c.ks.is_expired(&key, c.now) {
+            // The key itself is past its deadline: its own expiry removes it whole.
+            c.ks.track_field_deadline(&key, c.now);
+            continue;
         }
-        last = Some(key);
+        removed += due.len();
+        remove_fields(c, &key, due);
+        if let Some(t) = next {
+            c.ks.track_field_deadline(&key, t);
+        }
     }
-    let resume =
-        if last.is_some() && c.ks.field_deadline_keys(last.as_deref(), 1).is_empty() { None } else { last };
-    (removed, resume)
+    removed
 }
 
 /// Parses a time argument as Redis's field-expiration commands do: an integer, not negative,
@@ -202,16 +193,17 @@ fn hash_mut<'c>(c: &'c mut Ctx, key: &[u8]) -> &'c mut Hash {
     }
 }
 
-/// Emits `HPEXPIREAT key at FIELDS n fields...` (when there are fields) and records the key.
+/// Emits `HPEXPIREAT key at FIELDS n fields...` (when there are fields) and files the key
+/// for the active cycle.
 fn emit_deadline(c: &mut Ctx, key: &[u8], at: i64, fields: &[&[u8]]) {
     if fields.is_empty() {
         return;
     }
+    c.ks.track_field_deadline(key, at);
     let (at, n) = (at.to_string(), fields.len().to_string());
     let mut m: Vec<&[u8]> = vec![b"HPEXPIREAT", key, at.as_bytes(), b"FIELDS", n.as_bytes()];
     m.extend_from_slice(fields);
     c.emit(&m);
-    c.ks.track_field_deadlines(key);
 }
 
 /// Emits `HPERSIST key FIELDS n fields...` (when there are fields).
@@ -578,8 +570,8 @@ fn hsetex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         m.extend_from_slice(&[b"FIELDS", n.as_bytes()]);
         m.extend_from_slice(pairs);
         c.emit(&m);
-        if at.is_some() || keepttl {
-            c.ks.track_field_deadlines(key);
+        if let Some(t) = deadline {
+            c.ks.track_field_deadline(key, t);
         }
     }
     reply::integer(out, 1);
@@ -762,7 +754,7 @@ mod tests {
         let restored = crate::rdb::restore(&payload).unwrap();
         assert_eq!(restored.as_ref().to_plain(), e.ks.get(b"h").unwrap().to_plain());
         // The active cycle removes the expired field and leaves the rest.
-        let (n, _) = e.active_expire_fields(T + 200, None, 20, 200);
+        let n = e.active_expire_fields(T + 200, 20);
         assert_eq!(n, 1);
         assert_eq!(muts(&mut e), ["HDEL h a"]);
         assert_eq!(run(&mut e, T + 200, "HPTTL h FIELDS 3 a b c"), ints(&[-2, 4800, -1]));
