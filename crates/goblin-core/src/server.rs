@@ -33,6 +33,10 @@ use tracing::{debug, info, warn};
 
 const SIGNAL: Token = Token(0);
 const WAKER: Token = Token(1);
+/// How long an idle server sleeps between active expiry cycles while expired keys or fields
+/// are left over (see `Server::poll_timeout`).
+const EXPIRE_BACKLOG_PAUSE: Duration = Duration::from_millis(3);
+
 /// The journal's wake-up pipe: delivery reports are waiting.
 const JOURNAL: Token = Token(2);
 /// A replica's live link to its upstream (see replication/replica.rs).
@@ -259,6 +263,8 @@ pub struct Server {
     pub numa: Option<crate::numa::Placement>,
     last_cron: Instant,
     last_expire: Instant,
+    /// The last active expiry cycle stopped at its time budget with more keys or fields due.
+    expire_backlog: bool,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
     pub(crate) shutdown: bool,
     /// The shutdown's wait for Kafka's acknowledgements (before the final snapshot) ran out:
@@ -422,6 +428,7 @@ impl Server {
             numa: None,
             last_cron: now,
             last_expire: now,
+            expire_backlog: false,
             shutdown: false,
             journal_given_up: false,
             accept_retry: false,
@@ -1006,6 +1013,12 @@ impl Server {
         if let Some(wake) = self.consumer_wake {
             t = t.min(wake.saturating_duration_since(Instant::now()));
         }
+        // Expiry stopped at its budget with more due: come back in a few milliseconds rather
+        // than at the next cron, so an idle server reclaims expired keys and fields at about a
+        // quarter of one core (1 ms of work, 3 ms of sleep), as Redis's slow cycle does.
+        if self.expire_backlog {
+            t = t.min(EXPIRE_BACKLOG_PAUSE);
+        }
         // Wake at least once a millisecond-granular deadline has surely passed.
         t
     }
@@ -1341,6 +1354,7 @@ impl Server {
         let start = Instant::now();
         self.last_expire = start;
         let now = now_ms();
+        self.expire_backlog = false;
         if fields {
             // Hash fields first: the hashes with a field due, in rounds, within the budget.
             loop {
@@ -1350,7 +1364,11 @@ impl Server {
                     self.notify_active_expiry();
                     self.deliver_notifications(None);
                 }
-                if removed < KEYS_PER_ROUND / 4 || start.elapsed() >= TIME_BUDGET {
+                if removed < KEYS_PER_ROUND / 4 {
+                    break;
+                }
+                if start.elapsed() >= TIME_BUDGET {
+                    self.expire_backlog = true;
                     break;
                 }
             }
@@ -1366,7 +1384,11 @@ impl Server {
                 self.deliver_notifications(None);
             }
             // Fewer than a quarter of a round expired: the rest can wait for the next cycle.
-            if removed < KEYS_PER_ROUND / 4 || start.elapsed() >= TIME_BUDGET {
+            if removed < KEYS_PER_ROUND / 4 {
+                break;
+            }
+            if start.elapsed() >= TIME_BUDGET {
+                self.expire_backlog = true;
                 break;
             }
         }
