@@ -1344,7 +1344,6 @@ impl Server {
     fn active_expire_cycle(&mut self) {
         const KEYS_PER_ROUND: usize = 20;
         const EXAMINE_PER_ROUND: usize = 200;
-        const TIME_BUDGET: Duration = Duration::from_millis(1);
         let fields = self.engine.ks.has_field_deadline_keys();
         if (self.engine.ks.volatile_len() == 0 && !fields)
             || self.last_expire.elapsed() < Duration::from_millis(1)
@@ -1356,40 +1355,36 @@ impl Server {
         let now = now_ms();
         self.expire_backlog = false;
         if fields {
-            // Hash fields first: the hashes with a field due, in rounds, within the budget.
-            loop {
-                let removed = self.engine.active_expire_fields(now, KEYS_PER_ROUND);
-                self.commit_batch(engine::Origin::ActiveExpiry);
-                if self.engine.log_field_expiry {
-                    self.notify_active_expiry();
-                    self.deliver_notifications(None);
-                }
-                if removed < KEYS_PER_ROUND / 4 {
-                    break;
-                }
-                if start.elapsed() >= TIME_BUDGET {
-                    self.expire_backlog = true;
-                    break;
-                }
-            }
+            // Hash fields first: the hashes with a field due.
+            self.expire_rounds(start, KEYS_PER_ROUND, |s| s.engine.active_expire_fields(now, KEYS_PER_ROUND));
             if self.engine.ks.volatile_len() == 0 {
                 return;
             }
         }
+        self.expire_rounds(start, KEYS_PER_ROUND, |s| {
+            s.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND)
+        });
+    }
+
+    /// Runs rounds of `round` (each returns how many keys or fields it removed, of at most
+    /// `per_round`), committing each round's batch and raising its notifications, until a
+    /// round removes fewer than a quarter of `per_round` (the rest can wait for the next
+    /// cycle) or the cycle that began at `start` used its budget (then `expire_backlog`).
+    fn expire_rounds(&mut self, start: Instant, per_round: usize, mut round: impl FnMut(&mut Self) -> usize) {
+        const TIME_BUDGET: Duration = Duration::from_millis(1);
         loop {
-            let removed = self.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND);
+            let removed = round(self);
             self.commit_batch(engine::Origin::ActiveExpiry);
-            if self.engine.log_expired {
+            if self.engine.log_expired || self.engine.log_field_expiry {
                 self.notify_active_expiry();
                 self.deliver_notifications(None);
             }
-            // Fewer than a quarter of a round expired: the rest can wait for the next cycle.
-            if removed < KEYS_PER_ROUND / 4 {
-                break;
+            if removed < per_round / 4 {
+                return;
             }
             if start.elapsed() >= TIME_BUDGET {
                 self.expire_backlog = true;
-                break;
+                return;
             }
         }
     }
