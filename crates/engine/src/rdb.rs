@@ -127,12 +127,23 @@ fn put_len(out: &mut Vec<u8>, len: u64) {
     }
 }
 
-/// A string, int-encoded when it is the canonical form of a 32-bit integer (as Redis saves
-/// such strings), raw otherwise. No compression: Redis loads raw strings of any length.
+/// A string, int-encoded when it is the canonical form of a 32-bit integer, LZF-compressed
+/// when it is longer than 20 bytes and compresses by more than 4, raw otherwise: the choices
+/// Redis makes with `rdbcompression yes`, its default.
 fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     if s.len() <= 11 {
         if let Some(v) = store::types::string::parse_canonical_i64(s) {
             put_int(out, v, s);
+            return;
+        }
+    }
+    if s.len() > 20 {
+        let c = lzf_compress(s);
+        if c.len() + 4 < s.len() {
+            out.push(0xC3);
+            put_len(out, c.len() as u64);
+            put_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
             return;
         }
     }
@@ -944,11 +955,15 @@ pub fn lzf_compress(inp: &[u8]) -> Vec<u8> {
         }
         lit.clear();
     };
-    let mut table = vec![usize::MAX; 1 << 12];
+    // A table sized to the input (64 to 4,096 slots): short strings, the common case in an RDB
+    // file, must not pay for clearing a large one.
+    let bits = (usize::BITS - inp.len().leading_zeros()).clamp(6, 12);
+    let mask = (1usize << bits) - 1;
+    let mut table = vec![usize::MAX; 1 << bits];
     let mut i = 0;
     while i < inp.len() {
         if i + 3 <= inp.len() {
-            let h = ((inp[i] as usize) << 8 ^ (inp[i + 1] as usize) << 4 ^ inp[i + 2] as usize) & 0xfff;
+            let h = ((inp[i] as usize) << 8 ^ (inp[i + 1] as usize) << 4 ^ inp[i + 2] as usize) & mask;
             let cand = table[h];
             table[h] = i;
             if cand != usize::MAX && i - cand <= 8192 && inp[cand..cand + 3] == inp[i..i + 3] {
