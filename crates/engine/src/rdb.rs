@@ -5,7 +5,9 @@
 //! ```
 //!
 //! [`dump`] writes the simplest encodings Redis 7.0 loads (string, plain list, plain set,
-//! hash, zset 2 with binary scores, and streams as listpack nodes: `rdb/stream.rs`);
+//! hash, zset 2 with binary scores, and streams as listpack nodes: `rdb/stream.rs`), with
+//! strings int-encoded or LZF-compressed where Redis would (`put_str`), and a hash with field
+//! deadlines as Redis 7.4's type 24;
 //! [`restore`] reads those and every compact encoding Redis 7.0.15's DUMP emits (int-encoded
 //! and LZF-compressed strings, quicklist 2 of listpacks, intsets, listpack hashes and sorted
 //! sets), plus the older ziplist/quicklist forms, Redis 5/6 streams and 7.2's listpack sets
