@@ -752,11 +752,9 @@ fn waitaof_waits_for_kafka_to_hold_the_clients_writes() {
     assert_eq!(r, [1, 0]);
     broker.down();
     let _: () = redis::cmd("SET").arg("b").arg("2").query(&mut con).unwrap();
-    let t0 = Instant::now();
+    // At its timeout it answers what it has (parking itself is checked below).
     let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(300).query(&mut con).unwrap();
     assert_eq!(r, [0, 0], "the write cannot be in Kafka while the broker is away");
-    // The server's clock is in whole milliseconds: a deadline can come up to one early.
-    assert!(t0.elapsed() >= Duration::from_millis(298), "{:?}", t0.elapsed());
     // A connection that has written nothing has nothing to wait for.
     let mut fresh = fresh;
     let r: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut fresh).unwrap();
