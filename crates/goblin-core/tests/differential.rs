@@ -501,6 +501,44 @@ fn key_state(c: &mut redis::Connection, key: &str) -> String {
     format!("{ty} {ttl} {value}")
 }
 
+/// Commands that build every type in the encodings that matter to DUMP payloads and RDB files
+/// (int-encoded, LZF-sized and empty strings; small and large lists, sets, intsets, hashes and
+/// sorted sets with -inf; deadlines), one key each.
+fn sample_commands() -> Vec<Vec<String>> {
+    let long = "goblin".repeat(50);
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    let mut v = vec![
+        s(&["SET", "str:int", "12345"]),
+        s(&["SET", "str:neg", "-2147483648"]),
+        s(&["SET", "str:big-int", "9223372036854775807"]),
+        s(&["SET", "str:short", "hello"]),
+        s(&["SET", "str:lzf", &long]),
+        s(&["SET", "str:empty", ""]),
+        s(&["SET", "str:ttl", "v", "PX", "500000"]),
+        s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
+        s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
+        s(&["SADD", "set:strs", "a", "b", "c"]),
+        s(&["HSET", "hash:small", "f", "v", "n", "5"]),
+        s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
+        s(&["ZADD", "zset:ttl", "1", "x"]),
+        s(&["PEXPIRE", "zset:ttl", "500000"]),
+    ];
+    let mut big = [
+        s(&["RPUSH", "list:big"]),
+        s(&["SADD", "set:big"]),
+        s(&["HSET", "hash:big"]),
+        s(&["ZADD", "zset:big"]),
+    ];
+    for i in 0..3000 {
+        big[0].push(format!("element-{i}-{}", "x".repeat(i % 50)));
+        big[1].push(format!("m{i}"));
+        big[2].extend([format!("f{i}"), format!("{}", i * 7)]);
+        big[3].extend([format!("{}", i as f64 * 0.37 - 100.0), format!("z{i}")]);
+    }
+    v.extend(big);
+    v
+}
+
 /// DUMP/RESTORE between goblin-core and redis-server 7.0, both ways: every type, in the
 /// compact encodings Redis writes (int-encoded and LZF strings, listpacks, intsets, quicklists
 /// of several nodes) and the big ones; each value is read back on the other side. Then the
@@ -511,40 +549,7 @@ fn dump_restore_moves_values_both_ways_with_redis() {
     let goblin = Server::start(&[]);
     let mut rc = redis.conn();
     let mut gc = goblin.conn();
-    let long = "goblin".repeat(50);
-    let setup: Vec<Vec<String>> = {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-        let mut v = vec![
-            s(&["SET", "str:int", "12345"]),
-            s(&["SET", "str:neg", "-2147483648"]),
-            s(&["SET", "str:big-int", "9223372036854775807"]),
-            s(&["SET", "str:short", "hello"]),
-            s(&["SET", "str:lzf", &long]),
-            s(&["SET", "str:empty", ""]),
-            s(&["SET", "str:ttl", "v", "PX", "500000"]),
-            s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
-            s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
-            s(&["SADD", "set:strs", "a", "b", "c"]),
-            s(&["HSET", "hash:small", "f", "v", "n", "5"]),
-            s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
-            s(&["ZADD", "zset:ttl", "1", "x"]),
-            s(&["PEXPIRE", "zset:ttl", "500000"]),
-        ];
-        let mut big_list = s(&["RPUSH", "list:big"]);
-        let mut big_set = s(&["SADD", "set:big"]);
-        let mut big_hash = s(&["HSET", "hash:big"]);
-        let mut big_zset = s(&["ZADD", "zset:big"]);
-        for i in 0..3000 {
-            big_list.push(format!("element-{i}-{}", "x".repeat(i % 50)));
-            big_set.push(format!("m{i}"));
-            big_hash.push(format!("f{i}"));
-            big_hash.push(format!("{}", i * 7));
-            big_zset.push(format!("{}", i as f64 * 0.37 - 100.0));
-            big_zset.push(format!("z{i}"));
-        }
-        v.extend([big_list, big_set, big_hash, big_zset]);
-        v
-    };
+    let setup = sample_commands();
     let keys: Vec<String> = {
         let mut k: Vec<String> = setup.iter().map(|c| c[1].clone()).collect();
         k.dedup();
@@ -1399,42 +1404,10 @@ fn compat_slowlog_logs_served_blocked_command() {
     );
 }
 
-/// Fills a server with every type in the encodings that matter to an RDB file (int-encoded,
-/// long and empty strings; small and large lists, sets, intsets, hashes and sorted sets with
-/// -inf; deadlines), plus a stream of `entries` with a consumer group that read `read` of
-/// them. Returns the non-stream keys, sorted.
+/// Fills a server with [`sample_commands`], plus a stream of `entries` with a consumer group
+/// that read `read` of them. Returns the non-stream keys, sorted.
 fn fill_rdb_sample(con: &mut redis::Connection, entries: usize, read: usize) -> Vec<String> {
-    let long = "goblin".repeat(50);
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-    let mut setup = vec![
-        s(&["SET", "str:int", "12345"]),
-        s(&["SET", "str:neg", "-2147483648"]),
-        s(&["SET", "str:big-int", "9223372036854775807"]),
-        s(&["SET", "str:short", "hello"]),
-        s(&["SET", "str:long", &long]),
-        s(&["SET", "str:empty", ""]),
-        s(&["SET", "str:ttl", "v", "PX", "500000"]),
-        s(&["RPUSH", "list:small", "a", "1", "-70000", "", "4611686018427387904"]),
-        s(&["SADD", "set:ints", "1", "-5", "70000", "4294967296"]),
-        s(&["SADD", "set:strs", "a", "b", "c"]),
-        s(&["HSET", "hash:small", "f", "v", "n", "5"]),
-        s(&["ZADD", "zset:small", "1.5", "a", "2", "b", "-inf", "c", "0.1", "d"]),
-        s(&["ZADD", "zset:ttl", "1", "x"]),
-        s(&["PEXPIRE", "zset:ttl", "500000"]),
-    ];
-    let mut big = [
-        s(&["RPUSH", "list:big"]),
-        s(&["SADD", "set:big"]),
-        s(&["HSET", "hash:big"]),
-        s(&["ZADD", "zset:big"]),
-    ];
-    for i in 0..3000 {
-        big[0].push(format!("element-{i}-{}", "x".repeat(i % 50)));
-        big[1].push(format!("m{i}"));
-        big[2].extend([format!("f{i}"), format!("{}", i * 7)]);
-        big[3].extend([format!("{}", i as f64 * 0.37 - 100.0), format!("z{i}")]);
-    }
-    setup.extend(big);
+    let setup = sample_commands();
     for c in &setup {
         let mut cmd = redis::cmd(&c[0]);
         for a in &c[1..] {

@@ -21,6 +21,10 @@ fn pttl(con: &mut redis::Connection, key: &str, fields: &[&str]) -> Vec<i64> {
     redis::cmd("HPTTL").arg(key).arg("FIELDS").arg(fields.len()).arg(fields).query(con).unwrap()
 }
 
+fn expiretimes(con: &mut redis::Connection, key: &str, fields: &[&str]) -> Vec<i64> {
+    redis::cmd("HPEXPIRETIME").arg(key).arg("FIELDS").arg(fields.len()).arg(fields).query(con).unwrap()
+}
+
 fn dbsize(con: &mut redis::Connection) -> i64 {
     redis::cmd("DBSIZE").query(con).unwrap()
 }
@@ -99,35 +103,17 @@ fn deadlines_survive_a_snapshot_and_a_restart() {
         .arg("f999")
         .query(&mut con)
         .unwrap();
-    let at: Vec<i64> =
-        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(1).arg("long").query(&mut con).unwrap();
-    let big_at: Vec<i64> = redis::cmd("HPEXPIRETIME")
-        .arg("big")
-        .arg("FIELDS")
-        .arg(3)
-        .arg("f1")
-        .arg("f999")
-        .arg("f2")
-        .query(&mut con)
-        .unwrap();
+    let at: Vec<i64> = expiretimes(&mut con, "h", &["long"]);
+    let big_at: Vec<i64> = expiretimes(&mut con, "big", &["f1", "f999", "f2"]);
     let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
     drop(con);
     drop(s);
     std::thread::sleep(Duration::from_millis(400));
     let s = Server::start(&["--load", snap]);
     let mut con = s.conn();
-    let again: Vec<i64> =
-        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(1).arg("long").query(&mut con).unwrap();
+    let again: Vec<i64> = expiretimes(&mut con, "h", &["long"]);
     assert_eq!(again, at);
-    let again: Vec<i64> = redis::cmd("HPEXPIRETIME")
-        .arg("big")
-        .arg("FIELDS")
-        .arg(3)
-        .arg("f1")
-        .arg("f999")
-        .arg("f2")
-        .query(&mut con)
-        .unwrap();
+    let again: Vec<i64> = expiretimes(&mut con, "big", &["f1", "f999", "f2"]);
     assert_eq!(again, big_at);
     assert_eq!(big_at[2], -1);
     assert_eq!(pttl(&mut con, "h", &["short", "plain"]), [-2, -1], "expired while the server was down");
@@ -155,18 +141,10 @@ fn a_replica_follows_field_expiry() {
         redis::cmd("HPEXPIRE").arg("h").arg(200).arg("FIELDS").arg(1).arg("a").query(&mut pc).unwrap();
     let _: Vec<i64> =
         redis::cmd("HEXPIRE").arg("h").arg(100).arg("FIELDS").arg(1).arg("b").query(&mut pc).unwrap();
-    let want: Vec<i64> =
-        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut pc).unwrap();
+    let want: Vec<i64> = expiretimes(&mut pc, "h", &["a", "b"]);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let got: Vec<i64> = redis::cmd("HPEXPIRETIME")
-            .arg("h")
-            .arg("FIELDS")
-            .arg(2)
-            .arg("a")
-            .arg("b")
-            .query(&mut rc)
-            .unwrap();
+        let got: Vec<i64> = expiretimes(&mut rc, "h", &["a", "b"]);
         if got == want {
             break;
         }
@@ -193,8 +171,7 @@ fn rdb_files_carry_field_deadlines() {
     let _: () = redis::cmd("SET").arg("plain").arg("v").query(&mut con).unwrap();
     let _: Vec<i64> =
         redis::cmd("HEXPIRE").arg("h").arg(1000).arg("FIELDS").arg(1).arg("a").query(&mut con).unwrap();
-    let want: Vec<i64> =
-        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut con).unwrap();
+    let want: Vec<i64> = expiretimes(&mut con, "h", &["a", "b"]);
     let dir = temp_path("hfe-rdb");
     std::fs::create_dir_all(&dir).unwrap();
     let rdb = dir.join("dump.rdb");
@@ -217,15 +194,13 @@ fn rdb_files_carry_field_deadlines() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r = Server::start(&["--load", snap.to_str().unwrap()]);
     let mut rc = r.conn();
-    let got: Vec<i64> =
-        redis::cmd("HPEXPIRETIME").arg("h").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut rc).unwrap();
+    let got: Vec<i64> = expiretimes(&mut rc, "h", &["a", "b"]);
     assert_eq!(got, want);
     assert_eq!(dbsize(&mut rc), 2);
     // DUMP / RESTORE between two servers too.
     let payload: Vec<u8> = redis::cmd("DUMP").arg("h").query(&mut con).unwrap();
     let _: () = redis::cmd("RESTORE").arg("h2").arg(0).arg(payload).query(&mut rc).unwrap();
-    let got: Vec<i64> =
-        redis::cmd("HPEXPIRETIME").arg("h2").arg("FIELDS").arg(2).arg("a").arg("b").query(&mut rc).unwrap();
+    let got: Vec<i64> = expiretimes(&mut rc, "h2", &["a", "b"]);
     assert_eq!(got, want);
     std::fs::remove_dir_all(&dir).unwrap();
 }

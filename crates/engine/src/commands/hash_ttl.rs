@@ -331,8 +331,8 @@ fn hpexpiretime(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// (rounded up) or milliseconds.
 fn ttl_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], seconds: bool, relative: bool) {
     let key = args[1];
-    expire_fields(c, key);
     let now = c.now;
+    // `read` expires the hash's fields first.
     let Ok(h) = read(c, out, key) else { return };
     let Some(fields) = fields_block(out, args, 3, b"ERR Number of fields must be a positive integer") else {
         return;
