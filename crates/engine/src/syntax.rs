@@ -32,6 +32,10 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     // connection / server
     ("ping", "1.0.0", "[message]"),
     ("echo", "1.0.0", "message"),
+    ("cluster", "3.0.0", "subcommand [argument ...]"),
+    ("readonly", "3.0.0", ""),
+    ("readwrite", "3.0.0", ""),
+    ("asking", "3.0.0", ""),
     ("info", "1.0.0", "[section [section ...]]"),
     ("hello", "6.0.0", "[arguments: protover:integer [AUTH username password] [SETNAME clientname]]"),
     ("auth", "1.0.0", "[username] password"),
@@ -148,6 +152,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("incrby", "1.0.0", "key increment"),
     ("decrby", "1.0.0", "key decrement"),
     ("incrbyfloat", "2.6.0", "key increment:double"),
+    ("increx", "8.8.0", "key [increment: BYFLOAT float:double | BYINT integer:integer] [LBOUND lowerbound] [UBOUND upperbound] [SATURATE] [expiration: EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | PERSIST] [ENX]"),
     // bitmaps (commands/bits.rs); the trees match what Redis 7.0 reports
     ("setbit", "2.2.0", "key offset value:integer"),
     ("getbit", "2.2.0", "key offset"),
@@ -252,6 +257,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("sunionstore", "1.0.0", "destination key [key ...]"),
     ("sdiff", "1.0.0", "key [key ...]"),
     ("sdiffstore", "1.0.0", "destination key [key ...]"),
+    ("sunioncard", "8.10.0", "numkeys key [key ...] [APPROX] [LIMIT limit]"),
+    ("sdiffcard", "8.10.0", "numkeys key [key ...] [LIMIT limit]"),
     ("sscan", "2.8.0", "key cursor [MATCH pattern] [COUNT count]"),
     // sorted sets
     (

@@ -123,6 +123,39 @@ fn command() -> impl Strategy<Value = Cmd> {
         (key(), int()).prop_map(|(k, d)| cmd(&["INCRBY", &k, &d])),
         (key(), int()).prop_map(|(k, d)| cmd(&["DECRBY", &k, &d])),
         (key(), float()).prop_map(|(k, f)| cmd(&["INCRBYFLOAT", &k, &f])),
+        // INCREX: an increment of either kind (or none), bounds, SATURATE, an expiry and ENX,
+        // in a random order (the options may come in any order).
+        (
+            key(),
+            prop_oneof![
+                Just(vec![]),
+                int().prop_map(|i| vec!["BYINT".to_string(), i]),
+                float().prop_map(|f| vec!["BYFLOAT".to_string(), f]),
+            ],
+            prop::option::of(int()),
+            prop::option::of(int()),
+            any::<bool>(),
+            prop_oneof![Just(vec![]), Just(vec!["PERSIST".to_string()]), expiry()],
+            any::<bool>(),
+            any::<u64>(),
+        )
+            .prop_map(|(k, by, lo, hi, sat, ex, enx, seed)| {
+                let mut opts: Vec<Vec<String>> = vec![by];
+                opts.extend(lo.map(|v| vec!["LBOUND".to_string(), v]));
+                opts.extend(hi.map(|v| vec!["UBOUND".to_string(), v]));
+                if sat {
+                    opts.push(vec!["SATURATE".into()]);
+                }
+                opts.push(ex);
+                if enx {
+                    opts.push(vec!["ENX".into()]);
+                }
+                let turn = (seed % opts.len() as u64) as usize;
+                opts.rotate_left(turn);
+                let mut a = vec!["INCREX".to_string(), k];
+                a.extend(opts.into_iter().flatten());
+                cmd(&a)
+            }),
         // Conditional-write commands.
         (key(), prop::option::of((prop::sample::select(vec!["IFEQ", "IFNE", "IFDEQ", "IFDNE"]), value())))
             .prop_map(|(k, c)| match c {

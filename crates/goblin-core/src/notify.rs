@@ -156,6 +156,17 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
         "setrange" => out.push(one(STRING, "setrange")),
         "incr" | "decr" | "incrby" | "decrby" => out.push(one(STRING, "incrby")),
         "incrbyfloat" => out.push(one(STRING, "incrbyfloat")),
+        // INCREX: the increment's event, then the expiry's. (ENX on a key that already has a
+        // TTL changes none, but is announced as `expire` all the same: the event is derived
+        // from the options, not from the key's state before.)
+        "increx" => {
+            out.push(one(STRING, if has_token(args, 2, &["BYFLOAT"]) { "incrbyfloat" } else { "incrby" }));
+            if has_token(args, 2, &["PERSIST"]) {
+                out.push(one(GENERIC, "persist"));
+            } else if has_token(args, 2, &["EX", "PX", "EXAT", "PXAT"]) {
+                out.push(ev(GENERIC, "expire", 1, Del));
+            }
+        }
         "append" => out.push(always(STRING, "append", 1)),
         "setbit" => out.push(always(STRING, "setbit", 1)),
         "bitfield" => out.push(one(STRING, "setbit")),

@@ -414,6 +414,14 @@ fn server_command_errors_match_redis() {
         b"HELLO 2 AUTH\r\n",
         b"HELLO 2 FOO\r\n",
         b"HELLO 2 SETNAME \"a b\"\r\n",
+        // No cluster mode: a cluster-aware client's probes get Redis's own refusal.
+        b"CLUSTER INFO\r\n",
+        b"CLUSTER SLOTS\r\n",
+        b"CLUSTER\r\n",
+        b"READONLY\r\n",
+        b"READWRITE\r\n",
+        b"ASKING\r\n",
+        b"READONLY x\r\n",
     ];
     let mut a = g.raw();
     let mut b = r.raw();

@@ -449,6 +449,34 @@ fn merge_into(max: &mut [u8], s: &[u8]) -> Result<(), ()> {
     Ok(())
 }
 
+/// A HyperLogLog that lives for one command's estimate (SUNIONCARD's APPROX): one byte per
+/// register, never stored, so it needs neither the packed layout nor the sparse stage. Same
+/// hash, registers and estimator as a stored value, so the same 0.81% standard error.
+pub(crate) struct Estimator {
+    regs: Vec<u8>,
+}
+
+impl Estimator {
+    pub(crate) fn new() -> Self {
+        Estimator { regs: vec![0; REGISTERS] }
+    }
+
+    pub(crate) fn add(&mut self, ele: &[u8]) {
+        let (index, count) = pat_len(ele);
+        if count > self.regs[index] {
+            self.regs[index] = count;
+        }
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        let mut h = [0u32; 64];
+        for &r in &self.regs {
+            h[usize::from(r)] += 1;
+        }
+        estimate(&h)
+    }
+}
+
 /// The estimate of a value (its registers, not its cache); None if corrupt.
 pub fn count_of(s: &[u8]) -> Option<u64> {
     histogram(s).ok().map(|h| estimate(&h))

@@ -201,6 +201,43 @@ impl LongDouble {
         !self.inf
     }
 
+    /// The largest finite value, LDBL_MAX: (2^64 - 1) * 2^16320.
+    pub const MAX: LongDouble = LongDouble { neg: false, mant: u64::MAX, exp: MAX_EXP, inf: false };
+
+    /// `-self`, exactly.
+    pub fn negated(self) -> LongDouble {
+        LongDouble { neg: !self.neg, ..self }
+    }
+
+    /// Orders two values as C's `<` does (infinities at the ends, -0 equal to 0). A mantissa is
+    /// always normalised (top bit set), so magnitudes compare by exponent, then mantissa.
+    pub fn compare(&self, o: &LongDouble) -> Ordering {
+        let sign = |x: &LongDouble| -> i8 {
+            if !x.inf && x.mant == 0 {
+                0
+            } else if x.neg {
+                -1
+            } else {
+                1
+            }
+        };
+        let magnitude = |a: &LongDouble, b: &LongDouble| match (a.inf, b.inf) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) => a.exp.cmp(&b.exp).then(a.mant.cmp(&b.mant)),
+        };
+        let (sa, sb) = (sign(self), sign(o));
+        if sa != sb {
+            return sa.cmp(&sb);
+        }
+        match sa {
+            0 => Ordering::Equal,
+            1 => magnitude(self, o),
+            _ => magnitude(o, self),
+        }
+    }
+
     /// Rounds `n * 2^exp` (plus a sticky fraction below it) to a 64-bit mantissa, half to even.
     /// Below 2^-16382 the x87 format has fewer mantissa bits: the last kept bit is never finer
     /// than 2^MIN_EXP (the smallest subnormal), so tiny values round on that grid, and only

@@ -9,6 +9,7 @@ pub mod geo;
 pub mod hash;
 pub mod hash_ttl;
 pub mod hll;
+pub mod increx;
 pub mod keyspace;
 pub mod lcs;
 pub mod list;
@@ -30,6 +31,7 @@ pub static TABLES: &[&[CommandSpec]] = &[
     keyspace::COMMANDS,
     dump::COMMANDS,
     string::COMMANDS,
+    increx::COMMANDS,
     bits::COMMANDS,
     hash::COMMANDS,
     hash_ttl::COMMANDS,

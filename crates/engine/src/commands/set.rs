@@ -7,10 +7,11 @@
 //! replaying the SREMs empties and deletes it the same way.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
+use crate::commands::hll::Estimator;
 use crate::commands::scan::{parse_cursor, parse_scan_opts, scan_loop, scan_reply};
 use crate::ctx::Ctx;
 use crate::errors;
-use crate::util::{glob_match, parse_card_limit, parse_i64};
+use crate::util::{eq_ic, glob_match, parse_card_limit, parse_i64};
 use resp::reply;
 use store::types::Set;
 use store::{Keyspace, Value, ValueMut, ValueRef};
@@ -39,6 +40,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("smove", 4, WF, (1, 2, 1), "set", "Moves a member from one set to another.", Handler::Data(smove)),
     spec("sinter", -2, R, KALL, "set", "Returns the intersect of multiple sets.", Handler::Data(sinter)),
     spec("sintercard", -3, R | Flags::MOVABLEKEYS, (0, 0, 0), "set", "Returns the number of members of the intersect of multiple sets.", Handler::Data(sintercard)),
+    spec("sunioncard", -3, R | Flags::MOVABLEKEYS, (0, 0, 0), "set", "Returns the number of members of the union of multiple sets.", Handler::Data(sunioncard)),
+    spec("sdiffcard", -3, R | Flags::MOVABLEKEYS, (0, 0, 0), "set", "Returns the number of members of the difference between the first set and all successive sets.", Handler::Data(sdiffcard)),
     spec("sinterstore", -3, WM, KALL, "set", "Stores the intersect of multiple sets in a key.", Handler::Data(sinterstore)),
     spec("sunion", -2, R, KALL, "set", "Returns the union of multiple sets.", Handler::Data(sunion)),
     spec("sunionstore", -3, WM, KALL, "set", "Stores the union of multiple sets in a key.", Handler::Data(sunionstore)),
@@ -453,17 +456,29 @@ fn sdiffstore(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     store_op(c, out, Op::Diff, args)
 }
 
-/// SINTERCARD numkeys key [key ...] [LIMIT limit]
-fn sintercard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+/// Argument slices: the keys of a *CARD command, and the arguments after them.
+type Args<'a> = &'a [&'a [u8]];
+
+/// The `numkeys key [key ...]` of the *CARD commands: the keys, and the arguments after them.
+fn card_keys<'a>(out: &mut Vec<u8>, args: Args<'a>) -> Option<(Args<'a>, Args<'a>)> {
     let numkeys = match parse_i64(args[1]) {
         Some(n) if n >= 1 => n as usize,
-        _ => return reply::error(out, b"ERR numkeys should be greater than 0"),
+        _ => {
+            reply::error(out, b"ERR numkeys should be greater than 0");
+            return None;
+        }
     };
     if numkeys > args.len() - 2 {
-        return reply::error(out, b"ERR Number of keys can't be greater than number of args");
+        reply::error(out, b"ERR Number of keys can't be greater than number of args");
+        return None;
     }
-    let keys = &args[2..2 + numkeys];
-    let Some(limit) = parse_card_limit(out, &args[2 + numkeys..]) else { return };
+    Some((&args[2..2 + numkeys], &args[2 + numkeys..]))
+}
+
+/// SINTERCARD numkeys key [key ...] [LIMIT limit]
+fn sintercard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let Some((keys, opts)) = card_keys(out, args) else { return };
+    let Some(limit) = parse_card_limit(out, opts) else { return };
     let Ok(present) = lookup_all(c, out, keys) else { return };
     if !present.iter().all(|&p| p) {
         return reply::integer(out, 0);
@@ -471,6 +486,94 @@ fn sintercard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut n = 0;
     intersect(c.ks, keys, (limit > 0).then_some(limit), |_| n += 1);
     reply::integer(out, n);
+}
+
+/// SUNIONCARD numkeys key [key ...] [APPROX] [LIMIT limit] (Redis 8.10). Exact: a member of
+/// the j-th set counts unless an earlier set holds it, so no union is built. APPROX feeds every
+/// member to a HyperLogLog instead (fixed memory, about 0.81% standard error). A LIMIT caps
+/// the answer and ends the count early once it is reached.
+fn sunioncard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let Some((keys, opts)) = card_keys(out, args) else { return };
+    // APPROX and LIMIT in any order, each as often as given (the last LIMIT counts), as
+    // SINTERCARD takes its LIMIT.
+    let mut approx = false;
+    let mut rest: Vec<&[u8]> = Vec::with_capacity(opts.len());
+    let mut j = 0;
+    while j < opts.len() {
+        if eq_ic(opts[j], b"approx") {
+            approx = true;
+            j += 1;
+        } else {
+            rest.push(opts[j]);
+            if eq_ic(opts[j], b"limit") && j + 1 < opts.len() {
+                rest.push(opts[j + 1]);
+                j += 1;
+            }
+            j += 1;
+        }
+    }
+    let Some(limit) = parse_card_limit(out, &rest) else { return };
+    let Ok(present) = lookup_all(c, out, keys) else { return };
+    let sets: Vec<&Set> = keys
+        .iter()
+        .zip(&present)
+        .filter(|(_, &p)| p)
+        .map(|(k, _)| set_ref(c.ks, k).expect("looked up"))
+        .collect();
+    let limit = if limit == 0 { u64::MAX } else { limit as u64 };
+    if approx {
+        let mut hll = Estimator::new();
+        let mut added = 0u64;
+        let mut reached = false;
+        for s in &sets {
+            s.for_each(|m| {
+                if reached {
+                    return;
+                }
+                hll.add(m);
+                added += 1;
+                // The estimate costs a pass over the registers: look every 4096 members.
+                if added.is_multiple_of(4096) && hll.count() >= limit {
+                    reached = true;
+                }
+            });
+        }
+        return reply::integer(out, hll.count().min(limit) as i64);
+    }
+    let mut n = 0u64;
+    for (j, s) in sets.iter().enumerate() {
+        s.for_each(|m| {
+            if n < limit && !sets[..j].iter().any(|earlier| earlier.contains(m)) {
+                n += 1;
+            }
+        });
+    }
+    reply::integer(out, n as i64);
+}
+
+/// SDIFFCARD numkeys key [key ...] [LIMIT limit] (Redis 8.10): the members of the first set
+/// that no other set holds, counted without building the difference.
+fn sdiffcard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let Some((keys, opts)) = card_keys(out, args) else { return };
+    let Some(limit) = parse_card_limit(out, opts) else { return };
+    let Ok(present) = lookup_all(c, out, keys) else { return };
+    if !present[0] {
+        return reply::integer(out, 0);
+    }
+    let others: Vec<&Set> = keys[1..]
+        .iter()
+        .zip(&present[1..])
+        .filter(|(_, &p)| p)
+        .map(|(k, _)| set_ref(c.ks, k).expect("looked up"))
+        .collect();
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    let mut n = 0usize;
+    set_ref(c.ks, keys[0]).expect("looked up").for_each(|m| {
+        if n < limit && !others.iter().any(|o| o.contains(m)) {
+            n += 1;
+        }
+    });
+    reply::integer(out, n as i64);
 }
 
 /// SSCAN key cursor [MATCH pattern] [COUNT count]
@@ -721,6 +824,56 @@ mod tests {
         assert_eq!(run(&mut e, "SINTERCARD 1 a LIMIT"), "-ERR syntax error\r\n");
         assert_eq!(run(&mut e, "SINTERCARD 1 a foo 1"), "-ERR syntax error\r\n");
         assert_eq!(run(&mut e, "SINTERCARD 2 a str"), WRONGTYPE);
+    }
+
+    #[test]
+    fn union_and_difference_cardinality() {
+        let mut e = Engine::default();
+        run(&mut e, "SADD a 1 2 3 x");
+        run(&mut e, "SADD b 3 4 x y");
+        run(&mut e, "SADD c 4 5");
+        run(&mut e, "SET str v");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a b"), ":6\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 4 a b c nokey"), ":7\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a a"), ":4\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a b LIMIT 3"), ":3\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a b LIMIT 0"), ":6\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a b LIMIT 9 limit 5"), ":5\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 1 nokey"), ":0\r\n");
+        assert_eq!(run(&mut e, "SDIFFCARD 2 a b"), ":2\r\n");
+        assert_eq!(run(&mut e, "SDIFFCARD 3 b a c"), ":1\r\n");
+        assert_eq!(run(&mut e, "SDIFFCARD 1 a LIMIT 2"), ":2\r\n");
+        assert_eq!(run(&mut e, "SDIFFCARD 2 nokey a"), ":0\r\n");
+        assert_eq!(run(&mut e, "SDIFFCARD 2 a nokey"), ":4\r\n");
+        // Small sets: the estimate is exact.
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a b APPROX"), ":6\r\n");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 a b LIMIT 2 APPROX"), ":2\r\n");
+        assert_eq!(run(&mut e, "SDIFFCARD 2 a b APPROX"), "-ERR syntax error\r\n");
+        for cmd in ["SUNIONCARD", "SDIFFCARD"] {
+            assert_eq!(run(&mut e, &format!("{cmd} 0 a")), "-ERR numkeys should be greater than 0\r\n");
+            assert_eq!(
+                run(&mut e, &format!("{cmd} 3 a b")),
+                "-ERR Number of keys can't be greater than number of args\r\n"
+            );
+            assert_eq!(run(&mut e, &format!("{cmd} 1 a LIMIT -1")), "-ERR LIMIT can't be negative\r\n");
+            assert_eq!(run(&mut e, &format!("{cmd} 1 a LIMIT")), "-ERR syntax error\r\n");
+            assert_eq!(run(&mut e, &format!("{cmd} 2 a str")), WRONGTYPE);
+            assert_eq!(run(&mut e, &format!("{cmd} 2 str a")), WRONGTYPE);
+        }
+        // A large union: APPROX within a few percent (HyperLogLog's standard error is 0.81%),
+        // exact without it.
+        let members: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
+        for chunk in members.chunks(1000) {
+            run(&mut e, &format!("SADD big1 {}", chunk.join(" ")));
+        }
+        let members: Vec<String> = (10_000..30_000).map(|i| format!("m{i}")).collect();
+        for chunk in members.chunks(1000) {
+            run(&mut e, &format!("SADD big2 {}", chunk.join(" ")));
+        }
+        assert_eq!(run(&mut e, "SUNIONCARD 2 big1 big2"), ":40000\r\n");
+        let approx: i64 = run(&mut e, "SUNIONCARD 2 big1 big2 APPROX").trim()[1..].parse().unwrap();
+        assert!((approx - 40_000).abs() < 40_000 / 20, "{approx}");
+        assert_eq!(run(&mut e, "SUNIONCARD 2 big1 big2 APPROX LIMIT 10000"), ":10000\r\n");
     }
 
     #[test]

@@ -337,6 +337,8 @@ fn movable_keys(s: &CommandSpec) -> bool {
             | "zdiff"
             | "zintercard"
             | "sintercard"
+            | "sunioncard"
+            | "sdiffcard"
             | "lmpop"
             | "blmpop"
             | "zmpop"
@@ -385,7 +387,7 @@ fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
         "set" if cmd.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) => RW_ACCESS_UPDATE,
         "set" | "mset" | "setex" | "psetex" | "restore" => OW_UPDATE,
         "msetnx" | "setnx" => OW_INSERT,
-        "getset" | "getex" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "hincrby"
+        "getset" | "getex" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "increx" | "hincrby"
         | "hincrbyfloat" | "eval" | "evalsha" | "fcall" => RW_ACCESS_UPDATE,
         "lpush" | "rpush" | "append" | "sadd" | "linsert" => RW_INSERT,
         "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" | "setrange" | "lset" => RW_UPDATE,
@@ -441,7 +443,8 @@ fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<usize>>, (
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop" | "bzmpop" => {
             counted(2)?
         }
-        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => counted(1)?,
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "sunioncard" | "sdiffcard"
+        | "lmpop" | "zmpop" => counted(1)?,
         "zunionstore" | "zinterstore" | "zdiffstore" => {
             let mut keys = vec![1];
             keys.extend(counted(2)?);
