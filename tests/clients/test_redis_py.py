@@ -267,6 +267,42 @@ def test_newer_hash_and_bitmap_commands(r):
         r.waitaof(1, 0, 0)
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates INCREX (8.8), LMOVEM and SUNIONCARD (8.10)")
+def test_redis_8_8_and_8_10_commands(r, server):
+    resp3 = server.resp == 3
+    # INCREX: a rate limiter's window (the TTL only set when the key has none) ...
+    assert r.increx("hits", ex=60, enx=True) == [1, 1]
+    assert r.increx("hits", byint=5, ex=5, enx=True) == [6, 5]
+    assert 55 <= r.ttl("hits") <= 60
+    # ... a stock level that never goes below zero, refused or saturated.
+    r.set("stock", 3)
+    assert r.increx("stock", byint=-5, lbound=0) == [3, 0]
+    assert r.increx("stock", byint=-5, lbound=0, saturate=True) == [0, -3]
+    assert r.increx("stock", persist=True) == [1, 1]
+    # BYFLOAT answers doubles in RESP3, strings in RESP2.
+    got = r.increx("price", byfloat=10.5, ubound=10, saturate=True)
+    assert got == ([10.0, 10.0] if resp3 else [b"10", b"10"])
+    with pytest.raises(ResponseError, match="LBOUND can't be greater than UBOUND"):
+        r.increx("stock", lbound=5, ubound=1)
+    # LMOVEM / BLMOVEM
+    r.rpush("jobs", "a", "b", "c", "d")
+    assert r.lmovem("jobs", "work", "LEFT", "LEFT", count=3, ordering="OBO") == [b"c", b"b", b"a"]
+    assert r.lrange("work", 0, -1) == [b"c", b"b", b"a"]
+    assert r.lmovem("jobs", "work", "LEFT", "RIGHT", count=2, mode="EXACTLY", ordering="BULK") is None
+    assert r.lmovem("jobs", "work") == [b"d"]
+    assert r.exists("jobs") == 0
+    assert r.blmovem("work", "done", 0.05, "RIGHT", "RIGHT", count=2, ordering="BULK") == [b"a", b"d"]
+    assert r.blmovem("jobs", "done", 0.05, count=1, mode="EXACTLY", ordering="OBO") is None
+    # SUNIONCARD / SDIFFCARD
+    r.sadd("s1", "a", "b", "c")
+    r.sadd("s2", "c", "d")
+    assert r.sunioncard(2, ["s1", "s2"]) == 4
+    assert r.sunioncard(2, ["s1", "s2"], limit=2) == 2
+    assert r.sunioncard(2, ["s1", "s2"], approx=True) == 4
+    assert r.sdiffcard(2, ["s1", "s2"]) == 2
+    assert r.sdiffcard(3, ["s2", "s1", "nokey"]) == 1
+
+
 @pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates hash-field expiration (7.4, 8.0)")
 def test_hash_field_expiration(r):
     r.hset("sess", mapping={"token": "t1", "user": "42", "n": "1"})

@@ -238,6 +238,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("blpop", "2.0.0", "key [key ...] timeout"),
     ("brpop", "2.0.0", "key [key ...] timeout"),
     ("blmove", "6.2.0", "source destination <wherefrom: LEFT | RIGHT> <whereto: LEFT | RIGHT> timeout"),
+    ("lmovem", "8.10.0", "source destination <wherefrom: LEFT | RIGHT> <whereto: LEFT | RIGHT> [how-many: <COUNT count | EXACTLY count> <ordering: OBO | BULK>]"),
+    ("blmovem", "8.10.0", "source destination <wherefrom: LEFT | RIGHT> <whereto: LEFT | RIGHT> timeout [how-many: <COUNT count | EXACTLY count> <ordering: OBO | BULK>]"),
     ("brpoplpush", "2.2.0", "source destination timeout"),
     ("blmpop", "7.0.0", "timeout numkeys key [key ...] <where: LEFT | RIGHT> [COUNT count]"),
     // sets

@@ -46,6 +46,18 @@ fn command() -> impl Strategy<Value = Cmd> {
         1 => (key(), elem(), -3i64..3, 0i64..3).prop_map(|(k, e, r, n)| cmd(&["LPOS", k, &e, "RANK", &r.to_string(), "COUNT", &n.to_string()])),
         2 => (key(), key(), end(), end()).prop_map(|(a, b, f, t)| cmd(&["LMOVE", a, b, f, t])),
         1 => (key(), key()).prop_map(|(a, b)| cmd(&["RPOPLPUSH", a, b])),
+        // LMOVEM/BLMOVEM with and without a how-many block (a bad one now and then).
+        2 => (key(), key(), end(), end(), proptest::option::of((prop_oneof![Just("COUNT"), Just("exactly"), Just("MOST")], -1i64..6, prop_oneof![Just("OBO"), Just("bulk"), Just("ONE")])), any::<bool>())
+            .prop_map(|(a, b, f, t, many, blocking)| {
+                let mut v = vec![if blocking { "BLMOVEM" } else { "LMOVEM" }.to_string(), a.into(), b.into(), f.into(), t.into()];
+                if blocking {
+                    v.push("0.5".into());
+                }
+                if let Some((m, n, o)) = many {
+                    v.extend([m.to_string(), n.to_string(), o.to_string()]);
+                }
+                cmd(&v)
+            }),
         1 => (key(), key(), end(), 0i64..4).prop_map(|(a, b, e, n)| cmd(&["LMPOP", "2", a, b, e, "COUNT", &n.to_string()])),
         2 => (prop_oneof![Just("BLPOP"), Just("BRPOP")], key(), key()).prop_map(|(c, a, b)| cmd(&[c, a, b, "0.5"])),
         1 => (key(), key(), end(), end()).prop_map(|(a, b, f, t)| cmd(&["BLMOVE", a, b, f, t, "0"])),

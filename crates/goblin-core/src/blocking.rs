@@ -123,10 +123,15 @@ impl Server {
                         continue;
                     }
                     // Stream readers do not consume what they read (XREAD), or consume it per
-                    // group (XREADGROUP): one that blocks again says nothing of the next.
-                    let reads_stream = conn.parked.as_ref().is_some_and(|p| {
+                    // group (XREADGROUP), and a BLMOVEM ... EXACTLY n waits for n elements
+                    // while fewer would serve the next client: one of those that blocks again
+                    // says nothing of the next, and keeps its place at the head.
+                    let keeps_turn = conn.parked.as_ref().is_some_and(|p| {
                         p.args.first().is_some_and(|n| {
-                            n.eq_ignore_ascii_case(b"xread") || n.eq_ignore_ascii_case(b"xreadgroup")
+                            n.eq_ignore_ascii_case(b"xread")
+                                || n.eq_ignore_ascii_case(b"xreadgroup")
+                                || (n.eq_ignore_ascii_case(b"blmovem")
+                                    && p.args.get(6).is_some_and(|m| m.eq_ignore_ascii_case(b"exactly")))
                         })
                     });
                     let served = self.retry_parked(&mut conn, slot);
@@ -134,7 +139,7 @@ impl Server {
                         self.unpark(&mut conn, slot);
                     }
                     self.conns[slot] = Some(conn);
-                    if !served && reads_stream {
+                    if !served && keeps_turn {
                         continue;
                     }
                     if !served {

@@ -209,7 +209,7 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
             out.push(ev(LIST, "lpush", 2, ThenDel));
             out.push(ev(LIST, "rpop", 1, ThenDel));
         }
-        "lmove" | "blmove" if argc >= 5 => {
+        "lmove" | "blmove" | "lmovem" | "blmovem" if argc >= 5 => {
             let from = if args[3].eq_ignore_ascii_case(b"LEFT") { "lpop" } else { "rpop" };
             let to = if args[4].eq_ignore_ascii_case(b"LEFT") { "lpush" } else { "rpush" };
             out.push(ev(LIST, to, 2, ThenDel));

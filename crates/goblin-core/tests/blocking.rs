@@ -207,3 +207,45 @@ fn waiter_stays_parked_when_its_key_changes_type() {
     assert_eq!(read_reply(&mut b), b":1\r\n");
     assert_eq!(read_reply(&mut a), bulk_pair("list", "b"));
 }
+
+/// BLMOVEM ... EXACTLY n waits until the source holds n elements and then takes them in one
+/// move; while it waits at the head of the key's queue, a later BLPOP takes what it cannot
+/// use, and it keeps its turn for the push that makes n.
+#[test]
+fn blmovem_exactly_waits_for_enough_and_keeps_its_turn() {
+    let s = Server::start(&[]);
+    let mut mover = s.raw();
+    send(&mut mover, b"BLMOVEM src dst LEFT RIGHT 0 EXACTLY 2 BULK\r\nECHO after\r\n");
+    wait_blocked(&s, 1);
+    let mut popper = s.raw();
+    send(&mut popper, b"BLPOP src 0\r\n");
+    wait_blocked(&s, 2);
+    let mut con = s.conn();
+    // One element: not enough for the mover, enough for the BLPOP behind it.
+    let _: i64 = redis::cmd("RPUSH").arg("src").arg("a").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut popper), bulk_pair("src", "a"));
+    wait_blocked(&s, 1);
+    send(&mut popper, b"BLPOP src 0\r\n");
+    wait_blocked(&s, 2);
+    // Two at once: the mover, first in line, takes both; the BLPOP keeps waiting.
+    let _: i64 = redis::cmd("RPUSH").arg("src").arg("b").arg("c").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut mover), b"*2\r\n$1\r\nb\r\n$1\r\nc\r\n");
+    assert_eq!(read_reply(&mut mover), b"$5\r\nafter\r\n");
+    wait_blocked(&s, 1);
+    let dst: Vec<String> = redis::cmd("LRANGE").arg("dst").arg(0).arg(-1).query(&mut con).unwrap();
+    assert_eq!(dst, ["b", "c"]);
+    let _: i64 = redis::cmd("RPUSH").arg("src").arg("d").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut popper), bulk_pair("src", "d"));
+    // COUNT waits only while the source is empty, then moves what there is.
+    send(&mut mover, b"BLMOVEM src dst RIGHT LEFT 0 COUNT 5 OBO\r\n");
+    wait_blocked(&s, 1);
+    let _: i64 = redis::cmd("RPUSH").arg("src").arg("e").query(&mut con).unwrap();
+    assert_eq!(read_reply(&mut mover), b"*1\r\n$1\r\ne\r\n");
+    // A timeout answers a null array; inside MULTI it never waits.
+    send(&mut mover, b"BLMOVEM src dst LEFT LEFT 0.05 EXACTLY 3 OBO\r\n");
+    assert_eq!(read_reply(&mut mover), b"*-1\r\n");
+    send(&mut mover, b"MULTI\r\nBLMOVEM src dst LEFT LEFT 0 EXACTLY 3 OBO\r\nEXEC\r\n");
+    assert_eq!(read_reply(&mut mover), b"+OK\r\n");
+    assert_eq!(read_reply(&mut mover), b"+QUEUED\r\n");
+    assert_eq!(read_reply(&mut mover), b"*1\r\n*-1\r\n");
+}

@@ -3,8 +3,10 @@
 //! Canonical mutations: list effects depend on order, so they are replayed as deterministic
 //! list commands on the same prior state: `LPUSH/RPUSH key e...`, `LPOP/RPOP key [n]` with the
 //! number actually popped, `LSET key <absolute index> v`, `LINSERT`, `LREM`, `LTRIM key s e`
-//! (normalized; `DEL key` when the trim empties the list), `LMOVE src dst FROM TO`. Blocking
-//! commands emit the same effects as their non-blocking forms. No-ops emit nothing.
+//! (normalized; `DEL key` when the trim empties the list), `LMOVE src dst FROM TO`, and
+//! `LMOVEM src dst FROM TO EXACTLY n OBO|BULK` with the number actually moved (as Redis
+//! propagates BLMOVEM). Blocking commands emit the same effects as their non-blocking forms.
+//! No-ops emit nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::ctx::Ctx;
@@ -149,6 +151,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         G,
         "Pops an element and pushes it to another list, or blocks.",
         Handler::Data(blmove),
+    ),
+    spec(
+        "lmovem",
+        -5,
+        WD,
+        (1, 2, 1),
+        G,
+        "Atomically moves one or more elements from one list to another, returning the moved elements.",
+        Handler::Data(lmovem),
+    ),
+    spec(
+        "blmovem",
+        -6,
+        BD,
+        (1, 2, 1),
+        G,
+        "Moves one or more elements from one list to another, or blocks until enough are available.",
+        Handler::Data(blmovem),
     ),
     spec(
         "brpoplpush",
@@ -681,6 +701,141 @@ fn rpoplpush(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     lmove_generic(c, out, args[1], args[2], End::Right, End::Left)
 }
 
+/// How many elements LMOVEM moves: one (no count given; the reply is still an array), up to
+/// `n` (COUNT), or exactly `n` or none (EXACTLY).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Many {
+    One,
+    Count(usize),
+    Exactly(usize),
+}
+
+/// LMOVEM's `[COUNT n | EXACTLY n] OBO|BULK` (both parts, or none): the count and whether the
+/// moved elements land one by one (OBO) rather than as a block in their source order (BULK).
+fn parse_many(out: &mut Vec<u8>, rest: &[&[u8]]) -> Option<(Many, bool)> {
+    if rest.is_empty() {
+        return Some((Many::One, true));
+    }
+    let exactly = match rest {
+        [m, _, _] if eq_ic(m, b"count") => false,
+        [m, _, _] if eq_ic(m, b"exactly") => true,
+        _ => {
+            reply::error(out, errors::SYNTAX);
+            return None;
+        }
+    };
+    let obo = if eq_ic(rest[2], b"obo") {
+        true
+    } else if eq_ic(rest[2], b"bulk") {
+        false
+    } else {
+        reply::error(out, errors::SYNTAX);
+        return None;
+    };
+    let n = match parse_i64(rest[1]) {
+        Some(n) if n >= 1 => n as usize,
+        _ => {
+            reply::error(out, b"ERR count should be greater than 0");
+            return None;
+        }
+    };
+    Some((if exactly { Many::Exactly(n) } else { Many::Count(n) }, obo))
+}
+
+/// The number LMOVEM moves from a list of `len` elements (0: nothing, the caller answers nil).
+fn movem_count(many: Many, len: usize) -> usize {
+    match many {
+        Many::One => len.min(1),
+        Many::Count(n) => n.min(len),
+        Many::Exactly(n) if len >= n => n,
+        Many::Exactly(_) => 0,
+    }
+}
+
+/// The body of LMOVEM and BLMOVEM, once the source is a list that can give `n` (>= 1)
+/// elements: checks the destination (WRONGTYPE moves nothing), pops `n` from `from`, pushes
+/// them at `to`, emits `LMOVEM ... EXACTLY n`, replies with the block in destination order.
+///
+/// OBO pushes each element as it is popped, so a push onto the end it came from (LEFT LEFT,
+/// RIGHT RIGHT) reverses the block; BULK pushes the block in its source order. With the same
+/// key on both sides the list is rotated in place and never stops existing (it keeps its TTL).
+fn do_movem(c: &mut Ctx, out: &mut Vec<u8>, src: &[u8], dst: &[u8], from: End, to: End, n: usize, obo: bool) {
+    if src != dst {
+        if let Look::Wrong = look(c, dst, true) {
+            return reply::error(out, errors::WRONGTYPE);
+        }
+    }
+    let l = list_mut(c, src);
+    let mut block: Vec<Vec<u8>> = (0..n)
+        .filter_map(|_| match from {
+            End::Left => l.pop_front(),
+            End::Right => l.pop_back(),
+        })
+        .collect();
+    // `block` is in pop order; turn it into the order the destination will read it in.
+    let reversed = if obo { to == End::Left } else { from == End::Right };
+    if reversed {
+        block.reverse();
+    }
+    if src != dst {
+        drop_if_empty(c, src);
+        if c.ks.get(dst).is_none() {
+            c.ks.insert(dst, Value::List(Box::new(List::new())), None);
+        }
+    }
+    let l = list_mut(c, dst);
+    match to {
+        End::Left => block.iter().rev().for_each(|v| l.push_front(v)),
+        End::Right => block.iter().for_each(|v| l.push_back(v)),
+    }
+    let mut b = itoa::Buffer::new();
+    let order: &[u8] = if obo { b"OBO" } else { b"BULK" };
+    c.emit(&[b"LMOVEM", src, dst, from.name(), to.name(), b"EXACTLY", b.format(n).as_bytes(), order]);
+    c.signal_ready(dst);
+    reply::bulk_array(out, &block);
+}
+
+/// LMOVEM source destination LEFT|RIGHT LEFT|RIGHT [COUNT n | EXACTLY n OBO|BULK] (Redis 8.10)
+fn lmovem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let (Some(from), Some(to)) = (End::parse(args[3]), End::parse(args[4])) else {
+        return reply::error(out, errors::SYNTAX);
+    };
+    let Some((many, obo)) = parse_many(out, &args[5..]) else { return };
+    let (src, dst) = (args[1], args[2]);
+    match look(c, src, true) {
+        Look::Wrong => reply::error(out, errors::WRONGTYPE),
+        Look::Missing => reply::null_array(out, c.proto),
+        Look::List(len) => match movem_count(many, len) {
+            0 => reply::null_array(out, c.proto),
+            n => do_movem(c, out, src, dst, from, to, n, obo),
+        },
+    }
+}
+
+/// BLMOVEM source destination LEFT|RIGHT LEFT|RIGHT timeout [COUNT n | EXACTLY n OBO|BULK]:
+/// LMOVEM, or waits while the source is empty (COUNT) or shorter than n (EXACTLY). A waiting
+/// EXACTLY keeps its place in the key's queue while later clients take what it cannot use.
+fn blmovem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let (Some(from), Some(to)) = (End::parse(args[3]), End::parse(args[4])) else {
+        return reply::error(out, errors::SYNTAX);
+    };
+    let deadline = match parse_timeout(args[5], c.now) {
+        Ok(d) => d,
+        Err(e) => return reply::error(out, e),
+    };
+    let Some((many, obo)) = parse_many(out, &args[6..]) else { return };
+    let (src, dst) = (args[1], args[2]);
+    match look(c, src, true) {
+        Look::Wrong if c.retrying_blocked => block(c, out, vec![src.to_vec()], deadline),
+        Look::Wrong => reply::error(out, errors::WRONGTYPE),
+        Look::Missing => block(c, out, vec![src.to_vec()], deadline),
+        Look::List(len) => match movem_count(many, len) {
+            0 => block(c, out, vec![src.to_vec()], deadline),
+            n => do_movem(c, out, src, dst, from, to, n, obo),
+        },
+    }
+}
+
 /// Parses `numkeys key [key ...] LEFT|RIGHT [COUNT count]` of LMPOP/BLMPOP.
 fn parse_mpop<'a>(out: &mut Vec<u8>, args: &'a [&'a [u8]], at: usize) -> Option<MpopArgs<'a, End>> {
     util::parse_mpop(out, args, at, End::parse)
@@ -1029,6 +1184,99 @@ mod tests {
             ("*2\r\n$1\r\nl\r\n*2\r\n$1\r\n2\r\n$1\r\n1\r\n".into(), vec!["RPOP l 2".into()])
         );
         assert_eq!(r(&mut e, &["EXISTS", "l"]), ":0\r\n");
+    }
+
+    /// Every LEFT/RIGHT pair with OBO and BULK, from [1 2 3 4 5] onto [x y], three elements.
+    #[test]
+    fn lmovem_orders() {
+        let cases = [
+            ("LEFT", "LEFT", "OBO", "3 2 1", "3 2 1 x y"),
+            ("LEFT", "LEFT", "BULK", "1 2 3", "1 2 3 x y"),
+            ("LEFT", "RIGHT", "OBO", "1 2 3", "x y 1 2 3"),
+            ("LEFT", "RIGHT", "BULK", "1 2 3", "x y 1 2 3"),
+            ("RIGHT", "LEFT", "OBO", "3 4 5", "3 4 5 x y"),
+            ("RIGHT", "LEFT", "BULK", "3 4 5", "3 4 5 x y"),
+            ("RIGHT", "RIGHT", "OBO", "5 4 3", "x y 5 4 3"),
+            ("RIGHT", "RIGHT", "BULK", "3 4 5", "x y 3 4 5"),
+        ];
+        let arr = |s: &str| {
+            let items: Vec<&str> = s.split(' ').collect();
+            let mut out = format!("*{}\r\n", items.len());
+            items.iter().for_each(|i| out.push_str(&format!("${}\r\n{i}\r\n", i.len())));
+            out
+        };
+        for (from, to, order, reply, dst) in cases {
+            let mut e = Engine::default();
+            r(&mut e, &["RPUSH", "s", "1", "2", "3", "4", "5"]);
+            r(&mut e, &["RPUSH", "d", "x", "y"]);
+            let (got, muts) = run(&mut e, &["LMOVEM", "s", "d", from, to, "COUNT", "3", order]);
+            assert_eq!(got, arr(reply), "{from} {to} {order}");
+            assert_eq!(muts, vec![format!("LMOVEM s d {from} {to} EXACTLY 3 {order}")]);
+            assert_eq!(r(&mut e, &["LRANGE", "d", "0", "-1"]), arr(dst), "{from} {to} {order}");
+        }
+    }
+
+    #[test]
+    fn lmovem_counts_and_errors() {
+        let mut e = Engine::default();
+        r(&mut e, &["RPUSH", "s", "a", "b", "c"]);
+        // No how-many block: one element, as an array.
+        assert_eq!(r(&mut e, &["LMOVEM", "s", "d", "LEFT", "RIGHT"]), "*1\r\n$1\r\na\r\n");
+        // EXACTLY more than there is moves nothing.
+        assert_eq!(
+            run(&mut e, &["LMOVEM", "s", "d", "LEFT", "RIGHT", "EXACTLY", "3", "BULK"]),
+            ("*-1\r\n".into(), vec![])
+        );
+        // COUNT more than there is moves everything and deletes the source.
+        assert_eq!(
+            r(&mut e, &["LMOVEM", "s", "d", "left", "right", "count", "9", "bulk"]),
+            "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(r(&mut e, &["EXISTS", "s"]), ":0\r\n");
+        assert_eq!(r(&mut e, &["LMOVEM", "s", "d", "LEFT", "RIGHT"]), "*-1\r\n");
+        assert_eq!(r(&mut e, &["LMOVEM", "s", "d", "LEFT", "RIGHT", "COUNT", "2", "OBO"]), "*-1\r\n");
+        // The same key: a rotation in place; OBO onto the end it came from reverses the block.
+        r(&mut e, &["RPUSH", "k", "a", "b", "c"]);
+        r(&mut e, &["PEXPIRE", "k", "100000"]);
+        assert_eq!(
+            r(&mut e, &["LMOVEM", "k", "k", "LEFT", "LEFT", "EXACTLY", "2", "OBO"]),
+            "*2\r\n$1\r\nb\r\n$1\r\na\r\n"
+        );
+        assert_eq!(r(&mut e, &["LRANGE", "k", "0", "-1"]), "*3\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nc\r\n");
+        assert_eq!(
+            r(&mut e, &["LMOVEM", "k", "k", "LEFT", "RIGHT", "COUNT", "3", "BULK"]),
+            "*3\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(r(&mut e, &["PTTL", "k"]), ":100000\r\n");
+        for bad in [
+            &["LMOVEM", "k", "d", "LEFT", "RIGHT", "COUNT", "2"][..],
+            &["LMOVEM", "k", "d", "LEFT", "RIGHT", "COUNT", "2", "OBO", "x"],
+            &["LMOVEM", "k", "d", "LEFT", "RIGHT", "MOST", "2", "OBO"],
+            &["LMOVEM", "k", "d", "LEFT", "RIGHT", "COUNT", "2", "ONE"],
+            &["LMOVEM", "k", "d", "UP", "RIGHT"],
+        ] {
+            assert_eq!(r(&mut e, bad), SYNTAX, "{bad:?}");
+        }
+        for n in ["0", "-1", "x"] {
+            assert_eq!(
+                r(&mut e, &["LMOVEM", "k", "d", "LEFT", "RIGHT", "EXACTLY", n, "OBO"]),
+                "-ERR count should be greater than 0\r\n"
+            );
+        }
+        assert_eq!(
+            r(&mut e, &["LMOVEM", "k", "d", "LEFT"]),
+            "-ERR wrong number of arguments for 'lmovem' command\r\n"
+        );
+        // A destination of another type: WRONGTYPE, nothing popped.
+        r(&mut e, &["SET", "str", "v"]);
+        assert_eq!(run(&mut e, &["LMOVEM", "k", "str", "LEFT", "RIGHT"]), (WT.into(), vec![]));
+        assert_eq!(r(&mut e, &["LLEN", "k"]), ":3\r\n");
+        assert_eq!(r(&mut e, &["LMOVEM", "str", "k", "LEFT", "RIGHT"]), WT);
+        assert_eq!(r(&mut e, &["BLMOVEM", "k", "d", "LEFT", "RIGHT", "-1"]), "-ERR timeout is negative\r\n");
+        assert_eq!(
+            r(&mut e, &["BLMOVEM", "k", "d", "LEFT", "RIGHT", "0", "EXACTLY", "2", "BULK"]),
+            "*2\r\n$1\r\nb\r\n$1\r\na\r\n"
+        );
     }
 
     #[test]

@@ -407,7 +407,9 @@ fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
 /// others (a destination first, sources after, or a source then a destination).
 fn role_key_flags(name: &str) -> Option<(KeyFlags, KeyFlags)> {
     Some(match name {
-        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" | "smove" => (RW_ACCESS_DELETE, RW_INSERT),
+        "lmove" | "blmove" | "lmovem" | "blmovem" | "rpoplpush" | "brpoplpush" | "smove" => {
+            (RW_ACCESS_DELETE, RW_INSERT)
+        }
         "rename" => (RW_ACCESS_DELETE, OW_UPDATE),
         "renamenx" => (RW_ACCESS_DELETE, OW_INSERT),
         "copy" | "sort" | "georadius" | "georadiusbymember" => (RO_ACCESS, OW_UPDATE),

@@ -297,7 +297,7 @@ pub fn info(con: &mut redis::Connection, section: &str) -> std::collections::Has
 pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
     let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
     let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..44) {
+    let c: Vec<String> = match rng.gen_range(0..47) {
         0 => vec!["SET".into(), k(rng, "s"), v(rng)],
         1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
         2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
@@ -393,6 +393,37 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
             let t = rng.gen_range(ttl.clone()).to_string();
             vec!["HGETEX".into(), k(rng, "h"), "PX".into(), t, "FIELDS".into(), "1".into(), v(rng)]
         }
+        // Redis 8.8's bounded counter (saturating, with an expiry only a key without one
+        // takes) and 8.10's multi-element list move.
+        44 => {
+            let t = rng.gen_range(ttl.clone()).to_string();
+            vec![
+                "INCREX".into(),
+                k(rng, "n"),
+                "BYINT".into(),
+                "7".into(),
+                "UBOUND".into(),
+                "30".into(),
+                "SATURATE".into(),
+                "PX".into(),
+                t,
+                "ENX".into(),
+            ]
+        }
+        45 => {
+            vec!["INCREX".into(), k(rng, "f"), "BYFLOAT".into(), "-0.25".into(), "LBOUND".into(), "-2".into()]
+        }
+        46 => vec![
+            "BLMOVEM".into(),
+            k(rng, "l"),
+            k(rng, "l"),
+            "RIGHT".into(),
+            "RIGHT".into(),
+            "0.01".into(),
+            "COUNT".into(),
+            "3".into(),
+            "OBO".into(),
+        ],
         _ => vec![
             "XREADGROUP".into(),
             "GROUP".into(),
