@@ -303,6 +303,35 @@ def test_redis_8_8_and_8_10_commands(r, server):
     assert r.sdiffcard(3, ["s2", "s1", "nokey"]) == 1
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XDELEX, XACKDEL and KEEPREF/DELREF/ACKED (8.2)")
+def test_stream_references_8_2(r):
+    # A job stream with two consumer groups: an entry may go once both are done with it.
+    for i in range(1, 5):
+        r.xadd("jobs", {"n": i}, id=f"{i}-0")
+    r.xgroup_create("jobs", "mail", id="0")
+    r.xgroup_create("jobs", "audit", id="0")
+    r.xreadgroup("mail", "w1", {"jobs": ">"}, count=2)
+    r.xreadgroup("audit", "w1", {"jobs": ">"}, count=2)
+    # "mail" is done with 1-0 and 2-0, "audit" still has them: acknowledged, kept.
+    assert r.xackdel("jobs", "mail", "1-0", "2-0", "3-0", ref_policy="ACKED") == [2, 2, -1]
+    assert r.xackdel("jobs", "audit", "1-0", ref_policy="ACKED") == [1]
+    assert r.xlen("jobs") == 3
+    # DELREF takes an entry out of every group's pending list.
+    assert r.xdelex("jobs", "2-0", "9-0", ref_policy="DELREF") == [1, -1]
+    assert r.xpending("jobs", "audit")["pending"] == 0
+    # ACKED trimming spares entries a group has not read yet.
+    r.xadd("jobs", {"n": 5}, id="5-0", maxlen=0, approximate=False, ref_policy="ACKED")
+    assert r.xlen("jobs") == 3
+    r.xreadgroup("mail", "w1", {"jobs": ">"})
+    r.xreadgroup("audit", "w1", {"jobs": ">"})
+    r.xack("jobs", "mail", "3-0", "4-0", "5-0")
+    r.xack("jobs", "audit", "3-0", "4-0")
+    assert r.xtrim("jobs", maxlen=0, approximate=False, ref_policy="ACKED") == 2
+    assert [e[0] for e in r.xrange("jobs")] == [b"5-0"]
+    with pytest.raises(ResponseError, match="numids"):
+        r.execute_command("XDELEX", "jobs", "IDS", "3", "1-0")
+
+
 @pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates hash-field expiration (7.4, 8.0)")
 def test_hash_field_expiration(r):
     r.hset("sess", mapping={"token": "t1", "user": "42", "n": "1"})

@@ -391,14 +391,15 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     (
         "xadd",
         "5.0.0",
-        "key [NOMKSTREAM] [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]] \
+        "key [NOMKSTREAM] [condition: KEEPREF | DELREF | ACKED] [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]] \
          <id-selector: * | id> field value [field value ...]",
     ),
     ("xrange", "5.0.0", "key start:string end:string [COUNT count]"),
     ("xrevrange", "5.0.0", "key end:string start:string [COUNT count]"),
     ("xlen", "5.0.0", "key"),
     ("xdel", "5.0.0", "key id [id ...]"),
-    ("xtrim", "5.0.0", "key <trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]>"),
+    ("xtrim", "5.0.0", "key <trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]> [condition: KEEPREF | DELREF | ACKED]"),
+    ("xdelex", "8.2.0", "key [condition: KEEPREF | DELREF | ACKED] <ids: IDS numids id [id ...]>"),
     (
         "xsetid",
         "5.0.0",
@@ -414,6 +415,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("xgroup", "5.0.0", ""),
     ("xinfo", "5.0.0", ""),
     ("xack", "5.0.0", "key group id [id ...]"),
+    ("xackdel", "8.2.0", "key group [condition: KEEPREF | DELREF | ACKED] <ids: IDS numids id [id ...]>"),
     ("xpending", "5.0.0", "key group [filters: [IDLE min-idle-time:integer] start:string end:string count:integer [consumer]]"),
     (
         "xclaim",

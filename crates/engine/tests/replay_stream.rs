@@ -38,6 +38,10 @@ fn idle() -> impl Strategy<Value = String> {
     prop_oneof![Just("0"), Just("5"), Just("30"), Just("100000"), Just("-1")].prop_map(String::from)
 }
 
+fn ref_policy() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("KEEPREF"), Just("DELREF"), Just("ACKED")]
+}
+
 fn command() -> impl Strategy<Value = Cmd> {
     prop_oneof![
         8 => (key(), prop_oneof![3 => Just("*".to_string()), 2 => id()], proptest::option::of((prop_oneof![Just("MAXLEN"), Just("MINID")], any::<bool>(), 0u64..8)), any::<bool>())
@@ -58,6 +62,23 @@ fn command() -> impl Strategy<Value = Cmd> {
             let n = if how == "MINID" { (n * 30).to_string() } else { n.to_string() };
             cmd(&["XTRIM", k, how, &n])
         }),
+        // Redis 8.2: trims that spare what groups still need (ACKED) or drop their pending
+        // entries (DELREF), approximate ones with a LIMIT, XDELEX and XACKDEL.
+        2 => (key(), prop_oneof![Just("MAXLEN"), Just("MINID")], 0u64..6, ref_policy(), proptest::option::of(1u64..3), any::<bool>())
+            .prop_map(|(k, how, n, p, limit, xadd)| {
+                let n = if how == "MINID" { (n * 30).to_string() } else { n.to_string() };
+                let mut v = vec![if xadd { "XADD" } else { "XTRIM" }.to_string(), k.to_string(), p.to_string(), how.to_string()];
+                match limit {
+                    Some(l) => v.extend(["~".to_string(), n, "LIMIT".into(), l.to_string()]),
+                    None => v.push(n),
+                }
+                if xadd {
+                    v.extend(["*".to_string(), "f".into(), "v".into()]);
+                }
+                cmd(&v)
+            }),
+        2 => (key(), ref_policy(), id(), id()).prop_map(|(k, p, a, b)| cmd(&["XDELEX", k, p, "IDS", "2", &a, &b])),
+        2 => (key(), group(), ref_policy(), id(), id()).prop_map(|(k, g, p, a, b)| cmd(&["XACKDEL", k, g, p, "IDS", "2", &a, &b])),
         1 => (key(), id(), proptest::option::of(0u64..20), proptest::option::of(id())).prop_map(|(k, i, added, maxdel)| {
             let mut v = vec!["XSETID".to_string(), k.to_string(), i];
             if let Some(a) = added { v.extend(["ENTRIESADDED".to_string(), a.to_string()]); }

@@ -318,6 +318,9 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
 fn stream_events<'m>(name: &str, m: &engine::Mutation<'m>) -> Option<(&'static str, &'m [u8])> {
     match name {
         "xadd" if m.name().eq_ignore_ascii_case(b"XTRIM") => Some(("xtrim", m.arg(1))),
+        // Redis 8.2: `xdel` once, only when entries went (an acknowledgement alone raises
+        // nothing, as XACK raises nothing).
+        "xdelex" | "xackdel" if m.name().eq_ignore_ascii_case(b"XDEL") => Some(("xdel", m.arg(1))),
         "xreadgroup" | "xclaim" | "xautoclaim"
             if m.name().eq_ignore_ascii_case(b"XGROUP")
                 && m.argc() >= 3

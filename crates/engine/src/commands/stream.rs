@@ -7,7 +7,8 @@
 //! - `XADD key <id> field value ...` with the ID it assigned (never `*` or `ms-*`), then, if
 //!   its MAXLEN/MINID removed entries, `XTRIM key MAXLEN = <length left>`;
 //! - `XTRIM key MAXLEN = <length left>` for XTRIM (exact trimming of the same prefix, whatever
-//!   strategy or `~` removed it);
+//!   strategy or `~` removed it); with DELREF or ACKED, `XTRIM key MINID = <id> DELREF|ACKED`
+//!   and the XACKs of the pending entries DELREF dropped (`stream_refs.rs`);
 //! - `XDEL key <id>...` with the IDs actually deleted;
 //! - `XSETID key <id> ENTRIESADDED <n> MAXDELETEDID <id>` (all three always);
 //! - XREADGROUP: `XGROUP CREATECONSUMER key group consumer` when it creates the consumer, one
@@ -19,6 +20,7 @@
 //! Nothing is emitted for a write that changed nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
+use crate::commands::stream_refs::{trim_by_refs, trim_record, RefPolicy};
 use crate::ctx::Ctx;
 use crate::errors;
 use crate::util::{eq_ic, parse_i64};
@@ -119,6 +121,8 @@ struct TrimArgs {
     approx: bool,
     limit: Option<i64>,
     nomkstream: bool,
+    /// KEEPREF | DELREF | ACKED (Redis 8.2): what the trim does to the groups' references.
+    policy: Option<RefPolicy>,
     /// XADD: the ID argument's position, the ID and whether its sequence was given.
     id_at: usize,
     id: Option<(StreamId, bool)>,
@@ -182,6 +186,10 @@ fn parse_trim_args(c: &Ctx, out: &mut Vec<u8>, args: &[&[u8]], xadd: bool) -> Op
             t.limit = Some(n);
             i += 2;
             continue;
+        } else if let Some(p) = RefPolicy::from_word(opt).filter(|_| t.policy.is_none()) {
+            // A second policy word is not an option: XTRIM calls it a syntax error, XADD
+            // takes it for the ID (and finds it invalid), as Redis's shared parser does.
+            t.policy = Some(p);
         } else if xadd && eq_ic(opt, b"nomkstream") {
             t.nomkstream = true;
         } else if xadd {
@@ -241,17 +249,35 @@ fn parse_xadd_id(a: &[u8]) -> Result<(StreamId, bool), &'static [u8]> {
     Ok((StreamId::parse(a, 0).ok_or(INVALID_ID)?, true))
 }
 
-/// Applies a parsed trim to `s`; returns the entries removed.
-fn apply_trim(s: &mut Stream, t: &TrimArgs) -> u64 {
-    match t.how {
-        Some(how) => s.trim(how, t.approx, t.limit.unwrap_or(0).max(0) as u64),
-        None => 0,
+/// Applies a parsed trim to `s`: the entries removed, and the trim's canonical records.
+fn apply_trim(s: &mut Stream, key: &[u8], t: &TrimArgs) -> (u64, Vec<Vec<Vec<u8>>>) {
+    let Some(how) = t.how else { return (0, Vec::new()) };
+    let limit = t.limit.unwrap_or(0).max(0) as u64;
+    match t.policy.unwrap_or_default() {
+        RefPolicy::KeepRef => {
+            let removed = s.trim(how, t.approx, limit);
+            let mut muts = Vec::new();
+            if removed > 0 {
+                let len = itoa::Buffer::new().format(s.len()).as_bytes().to_vec();
+                muts.push(vec![b"XTRIM".to_vec(), key.to_vec(), b"MAXLEN".to_vec(), b"=".to_vec(), len]);
+            }
+            (removed, muts)
+        }
+        policy => {
+            // Entry by entry; `~` changes nothing here but for its LIMIT (as in Redis).
+            let mut muts = Vec::new();
+            let (removed, last) = trim_by_refs(s, key, how, policy, limit, &mut muts);
+            muts.extend(last.map(|last| trim_record(key, policy, last)));
+            (removed, muts)
+        }
     }
 }
 
-fn emit_trim(c: &mut Ctx, key: &[u8], len: u64) {
-    let mut b = itoa::Buffer::new();
-    c.emit(&[b"XTRIM", key, b"MAXLEN", b"=", b.format(len).as_bytes()]);
+fn emit_all(c: &mut Ctx, muts: &[Vec<Vec<u8>>]) {
+    for m in muts {
+        let refs: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
+        c.emit(&refs);
+    }
 }
 
 /// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [...]
@@ -321,8 +347,7 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     let pairs: Vec<Field<'_>> = args[fields_at..].chunks_exact(2).map(|p| (p[0], p[1])).collect();
     s.append(id, &pairs);
-    let removed = apply_trim(s, &t);
-    let len = s.len();
+    let (_, trimmed) = apply_trim(s, key, &t);
     if created {
         c.ks.insert(key, Value::Stream(Box::new(fresh)), None);
     }
@@ -333,9 +358,7 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     m.extend_from_slice(&[b"XADD", key, &idb]);
     m.extend_from_slice(&args[fields_at..]);
     c.emit(&m);
-    if removed > 0 {
-        emit_trim(c, key, len);
-    }
+    emit_all(c, &trimmed);
     c.signal_ready(key);
 }
 
@@ -454,12 +477,9 @@ fn xtrim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Ok(None) => return reply::integer(out, 0),
         Ok(Some(s)) => s,
     };
-    let removed = apply_trim(s, &t);
-    let len = s.len();
+    let (removed, trimmed) = apply_trim(s, key, &t);
     reply::integer(out, removed as i64);
-    if removed > 0 {
-        emit_trim(c, key, len);
-    }
+    emit_all(c, &trimmed);
 }
 
 /// XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]

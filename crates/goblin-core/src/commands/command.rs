@@ -391,7 +391,7 @@ fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
         | "hincrbyfloat" | "eval" | "evalsha" | "fcall" => RW_ACCESS_UPDATE,
         "lpush" | "rpush" | "append" | "sadd" | "linsert" => RW_INSERT,
         "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" | "setrange" | "lset" => RW_UPDATE,
-        "ltrim" => RW_DELETE,
+        "ltrim" | "xdelex" | "xackdel" => RW_DELETE,
         "getdel" | "lpop" | "rpop" | "blpop" | "brpop" | "spop" | "zpopmin" | "zpopmax" | "bzpopmin"
         | "bzpopmax" | "lmpop" | "blmpop" | "zmpop" | "bzmpop" => RW_ACCESS_DELETE,
         "exists" | "touch" | "object" | "watch" | "memory" => RO,

@@ -340,7 +340,15 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
             v(rng),
         ],
         31 => vec!["XADD".into(), k(rng, "x"), "*".into(), "a".into(), v(rng), "b".into(), v(rng)],
-        32 => vec!["XTRIM".into(), k(rng, "x"), "MAXLEN".into(), rng.gen_range(0..6).to_string()],
+        // Trims that keep what group "g" still needs (ACKED) or drop its pending entries
+        // (DELREF), as well as plain ones.
+        32 => vec![
+            "XTRIM".into(),
+            k(rng, "x"),
+            "MAXLEN".into(),
+            rng.gen_range(0..6).to_string(),
+            ["KEEPREF", "DELREF", "ACKED"][rng.gen_range(0..3)].into(),
+        ],
         33 => vec!["XGROUP".into(), "CREATE".into(), k(rng, "x"), "g".into(), "0".into(), "MKSTREAM".into()],
         34 => {
             let c = format!("c{}", rng.gen_range(0..3));
