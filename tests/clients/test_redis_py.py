@@ -332,6 +332,27 @@ def test_stream_references_8_2(r):
         r.execute_command("XDELEX", "jobs", "IDS", "3", "1-0")
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XREADGROUP CLAIM (8.4)")
+def test_xreadgroup_claim_8_4(r):
+    # A worker that died with an entry pending: the next read with CLAIM takes it over first.
+    r.xadd("q", {"job": "a"}, id="1-0")
+    r.xgroup_create("q", "g", id="0")
+    r.xreadgroup("g", "dead", {"q": ">"})
+    r.xadd("q", {"job": "b"}, id="2-0")
+    time.sleep(0.05)
+    got = r.xreadgroup("g", "alive", {"q": ">"}, claim_min_idle_time=20)
+    entries = got[b"q"][0] if isinstance(got, dict) else got[0][1]
+    assert [(e[0], e[1]) for e in entries] == [(b"1-0", {b"job": b"a"}), (b"2-0", {b"job": b"b"})]
+    idle, delivered = entries[0][2], entries[0][3]
+    assert idle >= 20 and delivered == 1
+    assert entries[1][2:] == (0, 0)
+    pending = r.xpending_range("q", "g", "-", "+", 10)
+    assert [(p["message_id"], p["consumer"], p["times_delivered"]) for p in pending] == [
+        (b"1-0", b"alive", 2),
+        (b"2-0", b"alive", 1),
+    ]
+
+
 @pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates hash-field expiration (7.4, 8.0)")
 def test_hash_field_expiration(r):
     r.hset("sess", mapping={"token": "t1", "user": "42", "n": "1"})

@@ -39,8 +39,12 @@ pub struct Ctx<'a> {
     /// Keys removed by lazy expiry in this command, when the server asked for them (keyspace
     /// notifications' `expired` event); None otherwise, at no cost.
     pub expired_log: Option<&'a mut Vec<Vec<u8>>>,
-    /// Keys that lost hash fields to expiry in this command (`hexpired`), when asked for.
-    pub field_expiry_log: Option<&'a mut Vec<Vec<u8>>>,
+    /// Keys that lost hash fields to expiry in this command (`hexpired`), when asked for, and
+    /// whether the key went with its last field (`del`).
+    pub field_expiry_log: Option<&'a mut Vec<(Vec<u8>, bool)>>,
+    /// A replica's read of a hash with fields past their deadlines: the hash as a client sees
+    /// it, without them (the stored one keeps them until the upstream's `HDEL`s arrive).
+    pub replica_view: Option<store::types::Hash>,
 }
 
 impl<'a> Ctx<'a> {

@@ -80,7 +80,7 @@ pub struct Engine {
     /// As `log_expired`, for hash fields (keyspace notifications' `hexpired`, class `h`):
     /// the keys that lost fields to expiry, once per removal run, in `field_expiry_log`.
     pub log_field_expiry: bool,
-    pub field_expiry_log: Vec<Vec<u8>>,
+    pub field_expiry_log: Vec<(Vec<u8>, bool)>,
     /// The function libraries (functions.rs): state like the keyspace, changed only through
     /// [`Engine::function_command`], which emits their canonical mutations.
     pub functions: crate::functions::Functions,
@@ -196,6 +196,7 @@ impl Engine {
             proto,
             expired_log: if self.log_expired { Some(&mut self.expired_log) } else { None },
             field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
+            replica_view: None,
         };
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, out, args)));
         let block = ctx.block.take();
@@ -289,6 +290,7 @@ impl Engine {
             proto: Proto::Resp2,
             expired_log: None,
             field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
+            replica_view: None,
         };
         crate::commands::hash_ttl::active_expire_fields(&mut ctx, max_keys)
     }

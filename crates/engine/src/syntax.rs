@@ -409,7 +409,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     (
         "xreadgroup",
         "5.0.0",
-        "GROUP group consumer [COUNT count] [BLOCK milliseconds:integer] [NOACK] STREAMS key [key ...] \
+        "GROUP group consumer [COUNT count] [BLOCK milliseconds:integer] [NOACK] [CLAIM min-idle-time:integer] STREAMS key [key ...] \
          id [id ...]",
     ),
     ("xgroup", "5.0.0", ""),

@@ -101,11 +101,13 @@ fn command() -> impl Strategy<Value = Cmd> {
         1 => (key(), group()).prop_map(|(k, g)| cmd(&["XGROUP", "DESTROY", k, g])),
         1 => (key(), group(), consumer()).prop_map(|(k, g, c)| cmd(&["XGROUP", "CREATECONSUMER", k, g, c])),
         1 => (key(), group(), consumer()).prop_map(|(k, g, c)| cmd(&["XGROUP", "DELCONSUMER", k, g, c])),
-        6 => (group(), consumer(), proptest::option::of(1u64..4), any::<bool>(), any::<bool>(), key(), prop_oneof![3 => Just(">".to_string()), 1 => Just("0".to_string()), 1 => id()])
-            .prop_map(|(g, c, count, noack, block, k, i)| {
+        6 => (group(), consumer(), proptest::option::of(1u64..4), any::<bool>(), any::<bool>(), key(), prop_oneof![3 => Just(">".to_string()), 1 => Just("0".to_string()), 1 => id()], proptest::option::of(prop_oneof![Just("0"), Just("20"), Just("100")]))
+            .prop_map(|(g, c, count, noack, block, k, i, claim)| {
                 let mut v = vec!["XREADGROUP".to_string(), "GROUP".into(), g.into(), c.into()];
                 if let Some(n) = count { v.extend(["COUNT".to_string(), n.to_string()]); }
                 if noack { v.push("NOACK".into()); }
+                // Redis 8.4: take over entries pending (idle) at least this long first.
+                if let Some(ms) = claim { v.extend(["CLAIM".to_string(), ms.to_string()]); }
                 if block { v.extend(["BLOCK".to_string(), "10".to_string()]); }
                 v.extend(["STREAMS".to_string(), k.to_string(), i]);
                 cmd(&v)

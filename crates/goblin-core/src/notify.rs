@@ -417,8 +417,12 @@ impl Server {
         for key in &expired {
             self.notify.raise(EXPIRED, "expired", key);
         }
-        for key in std::mem::take(&mut self.engine.field_expiry_log) {
+        for (key, emptied) in std::mem::take(&mut self.engine.field_expiry_log) {
             self.notify.raise(HASH, "hexpired", &key);
+            // Its last field went: so did the key (before the command saw it).
+            if emptied {
+                self.notify.raise(GENERIC, "del", &key);
+            }
         }
         // The keys the command's own mutations name (expiry DELs excluded, once per key).
         let mut own: Vec<Vec<u8>> = Vec::new();
@@ -495,10 +499,10 @@ impl Server {
         for key in std::mem::take(&mut self.engine.expired_log) {
             self.notify.raise(EXPIRED, "expired", &key);
         }
-        for key in std::mem::take(&mut self.engine.field_expiry_log) {
+        for (key, emptied) in std::mem::take(&mut self.engine.field_expiry_log) {
             self.notify.raise(HASH, "hexpired", &key);
             // Its last field went: so did the key.
-            if !self.engine.ks.contains(&key) {
+            if emptied {
                 self.notify.raise(GENERIC, "del", &key);
             }
         }

@@ -161,6 +161,63 @@ fn a_replica_follows_field_expiry() {
     }
 }
 
+/// A replica hides fields past their deadlines before its upstream's HDELs arrive, as it
+/// hides an expired key before the upstream's DEL (here the primary's active expiry is off, so
+/// nothing arrives until the primary itself reads the hash).
+#[test]
+fn a_replica_hides_expired_fields_before_the_upstream_removes_them() {
+    let primary = Server::start(&["--enable-debug-command", "yes"]);
+    let port = primary.port.to_string();
+    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &port]);
+    let mut rc = replica.conn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info(&mut rc, "replication")["replica_state"] != "live" {
+        assert!(Instant::now() < deadline, "the replica did not go live");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut pc = primary.conn();
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0).query(&mut pc).unwrap();
+    let _: () =
+        redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).arg("c").arg(3).query(&mut pc).unwrap();
+    let _: () = redis::cmd("HSET").arg("gone").arg("x").arg(1).query(&mut pc).unwrap();
+    let _: Vec<i64> = redis::cmd("HPEXPIRE")
+        .arg("h")
+        .arg(100)
+        .arg("FIELDS")
+        .arg(2)
+        .arg("a")
+        .arg("b")
+        .query(&mut pc)
+        .unwrap();
+    let _: Vec<i64> =
+        redis::cmd("HPEXPIRE").arg("gone").arg(100).arg("FIELDS").arg(1).arg("x").query(&mut pc).unwrap();
+    let marker: i64 = redis::cmd("INCR").arg("marker").query(&mut pc).unwrap();
+    loop {
+        let got: Option<i64> = redis::cmd("GET").arg("marker").query(&mut rc).unwrap();
+        if got == Some(marker) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Past both deadlines; the primary has removed nothing yet (no reads, no active cycle).
+    std::thread::sleep(Duration::from_millis(250));
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("h").query(&mut rc).unwrap();
+    assert_eq!(fields, ["c"]);
+    let len: i64 = redis::cmd("HLEN").arg("h").query(&mut rc).unwrap();
+    assert_eq!(len, 1);
+    let a: Option<String> = redis::cmd("HGET").arg("h").arg("a").query(&mut rc).unwrap();
+    assert_eq!(a, None);
+    let all: std::collections::HashMap<String, String> =
+        redis::cmd("HGETALL").arg("gone").query(&mut rc).unwrap();
+    assert!(all.is_empty(), "{all:?}");
+    // The replica still stores them: the primary's own read expires them and the HDELs follow.
+    let stats = info(&mut rc, "stats");
+    assert_eq!(stats["expired_subkeys"], "0");
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("h").query(&mut pc).unwrap();
+    assert_eq!(fields, ["c"]);
+}
+
 /// SYNC sends hashes with field deadlines as Redis 7.4's type 24 in an RDB 12 file, and
 /// `import-rdb` reads them back with their deadlines.
 #[test]

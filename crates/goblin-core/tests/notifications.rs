@@ -373,3 +373,23 @@ fn newer_command_events() {
     .collect();
     assert_eq!(got, want);
 }
+
+/// A read that finds every field of a hash past its deadline removes them and the key:
+/// `hexpired`, then `del` (active expiry off, so the read does it).
+#[test]
+fn lazy_field_expiry_that_empties_a_hash_raises_del() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let s = session(&[
+        "DEBUG SET-ACTIVE-EXPIRE 0",
+        "HSET q x 1 y 2",
+        "HPEXPIRE q 50 FIELDS 2 x y",
+        "SLEEP 150",
+        "HGET q x",
+    ]);
+    let got = notifications(|| g.raw(), "Kgh", &s);
+    let want: Vec<(String, String)> = ["hset", "hexpire", "hexpired", "del"]
+        .iter()
+        .map(|e| ("__keyspace@0__:q".to_string(), e.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}

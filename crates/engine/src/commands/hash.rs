@@ -45,6 +45,9 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// writing WRONGTYPE.
 pub(super) fn read<'c>(c: &'c mut Ctx, out: &mut Vec<u8>, key: &[u8]) -> Result<Option<&'c Hash>, ()> {
     super::hash_ttl::expire_fields(c, key);
+    if c.replica && super::hash_ttl::fill_replica_view(c, key) {
+        return Ok(c.replica_view.as_ref());
+    }
     match c.read(key) {
         None => Ok(None),
         Some(ValueRef::Hash(h)) => Ok(Some(h)),

@@ -24,7 +24,7 @@ use crate::errors;
 use crate::util::{eq_ic, parse_i64};
 use resp::reply;
 use store::types::Hash;
-use store::ValueMut;
+use store::{ValueMut, ValueRef};
 
 const RF: u32 = Flags::READONLY | Flags::FAST;
 const WF: u32 = Flags::WRITE | Flags::FAST;
@@ -67,6 +67,39 @@ pub(crate) fn expire_fields(c: &mut Ctx, key: &[u8]) {
     remove_fields(c, key, due);
 }
 
+/// A read-only replica's read of a hash some of whose fields are past their deadlines: puts
+/// the hash as a client is to see it, without them, in `c.replica_view` (None if that leaves
+/// nothing: the key reads as missing) and returns true; false when nothing is hidden and the
+/// stored hash is the answer. The stored hash keeps the fields until the upstream's `HDEL`s
+/// arrive, as a replica keeps an expired key until the upstream's `DEL` (Redis's replicas
+/// hide both the same way). Copying is rare: only in the moments between a deadline and the
+/// upstream's expiry of it.
+pub(crate) fn fill_replica_view(c: &mut Ctx, key: &[u8]) -> bool {
+    if c.replaying || !c.ks.has_field_deadline_keys() || c.ks.is_expired(key, c.now) {
+        return false;
+    }
+    let Some(ValueRef::Hash(h)) = c.ks.get(key) else { return false };
+    if !h.has_field_deadlines() {
+        return false;
+    }
+    let due = h.expired_fields(c.now, usize::MAX);
+    if due.is_empty() {
+        return false;
+    }
+    let mut view = h.clone();
+    for f in &due {
+        view.remove(f);
+    }
+    if view.is_empty() {
+        c.stats.keyspace_misses += 1;
+        c.replica_view = None;
+    } else {
+        c.stats.keyspace_hits += 1;
+        c.replica_view = Some(view);
+    }
+    true
+}
+
 /// Removes `fields` from the hash at `key` (which holds them), emitting `HDEL`s, and the key
 /// if it is left empty. Counts them as expired fields.
 fn remove_fields(c: &mut Ctx, key: &[u8], fields: Vec<Vec<u8>>) {
@@ -77,7 +110,8 @@ fn remove_fields(c: &mut Ctx, key: &[u8], fields: Vec<Vec<u8>>) {
     for f in &fields {
         h.remove(f);
     }
-    if h.is_empty() {
+    let emptied = h.is_empty();
+    if emptied {
         c.ks.remove(key);
     }
     c.stats.expired_fields += fields.len() as u64;
@@ -85,7 +119,7 @@ fn remove_fields(c: &mut Ctx, key: &[u8], fields: Vec<Vec<u8>>) {
         c.emit(&[b"HDEL", key, f]);
     }
     if let Some(log) = c.field_expiry_log.as_mut() {
-        log.push(key.to_vec());
+        log.push((key.to_vec(), emptied));
     }
 }
 

@@ -559,6 +559,10 @@ struct ReadArgs<'a> {
     count_given: bool,
     group: Option<(&'a [u8], &'a [u8])>,
     noack: bool,
+    /// XREADGROUP CLAIM min-idle-time (Redis 8.4): with `>`, first take over pending entries
+    /// idle at least this long.
+    claim: Option<Millis>,
+    claim_arg: Option<&'a [u8]>,
     keys: &'a [&'a [u8]],
     ids: &'a [&'a [u8]],
 }
@@ -571,6 +575,8 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
         count_given: false,
         group: None,
         noack: false,
+        claim: None,
+        claim_arg: None,
         keys: &[],
         ids: &[],
     };
@@ -639,6 +645,29 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
                 return None;
             }
             r.noack = true;
+        } else if eq_ic(o, b"claim") && more > 0 {
+            if !group {
+                reply::error(
+                    out,
+                    b"ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.",
+                );
+                return None;
+            }
+            i += 1;
+            match parse_i64(args[i]) {
+                None => {
+                    reply::error(out, b"ERR min-idle-time is not an integer or out of range");
+                    return None;
+                }
+                Some(ms) if ms < 0 => {
+                    reply::error(out, b"ERR min-idle-time must be a positive integer");
+                    return None;
+                }
+                Some(ms) => {
+                    r.claim = Some(ms);
+                    r.claim_arg = Some(args[i]);
+                }
+            }
         } else {
             reply::error(out, errors::SYNTAX);
             return None;
@@ -742,6 +771,7 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
         from.push(f);
     }
     let proto = c.proto;
+    let c_now = c.now;
     let mut served = 0usize;
     let mut marker = None;
     for (i, key) in r.keys.iter().enumerate() {
@@ -749,7 +779,9 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             Look::Stream(s) => match (from[i], r.group) {
                 (From::After(_), Some(_)) => true,
                 (From::New, Some((g, _))) => {
-                    s.last_entry_id().is_some_and(|top| top > s.group(g).expect("checked").last_id)
+                    let grp = s.group(g).expect("checked");
+                    s.last_entry_id().is_some_and(|top| top > grp.last_id)
+                        || r.claim.is_some_and(|idle| !claimable(s, grp, c_now, idle, 1).is_empty())
                 }
                 (From::After(id), None) => s.last_entry_id().is_some_and(|top| top > id),
                 (From::Last, _) => !s.is_empty(),
@@ -794,7 +826,7 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                 }
                 reply::finish_deferred_len(out, m, n);
             }
-            Some((g, consumer)) => serve_group(c, out, key, g, consumer, from[i], r.count, r.noack),
+            Some((g, consumer)) => serve_group(c, out, key, g, consumer, from[i], r.count, r.noack, r.claim),
         }
     }
     if let Some(m) = marker {
@@ -812,6 +844,9 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             if r.noack {
                 parked.push(b"NOACK".to_vec());
             }
+            if let Some(a) = r.claim_arg {
+                parked.extend([b"CLAIM".to_vec(), a.to_vec()]);
+            }
             let count = if r.count_given { r.count } else { 1000 };
             parked.extend([b"COUNT".to_vec(), count.to_string().into_bytes()]);
             parked.extend([b"BLOCK".to_vec(), r.block_arg.unwrap_or(b"0").to_vec()]);
@@ -826,6 +861,30 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
     }
 }
 
+/// XREADGROUP CLAIM: the group's pending entries idle at least `min_idle` ms at `now`, longest
+/// idle first (then by ID), at most `count` (0: all), as (id, idle ms, deliveries). An entry
+/// whose data was deleted is passed over and stays pending.
+fn claimable(
+    s: &Stream,
+    g: &store::types::stream::ConsumerGroup,
+    now: Millis,
+    min_idle: Millis,
+    count: usize,
+) -> Vec<(StreamId, i64, u64)> {
+    let mut due: Vec<(Millis, StreamId, u64)> = g
+        .pel()
+        .iter()
+        .filter(|(_, p)| now.saturating_sub(p.delivery_time) >= min_idle)
+        .map(|(id, p)| (p.delivery_time, *id, p.delivery_count))
+        .collect();
+    due.sort_unstable();
+    due.into_iter()
+        .filter(|(_, id, _)| s.contains(*id))
+        .take(if count == 0 { usize::MAX } else { count })
+        .map(|(t, id, n)| (id, now.saturating_sub(t).max(0), n))
+        .collect()
+}
+
 /// Serves one stream of an XREADGROUP: new entries (`>`) or the consumer's history.
 #[allow(clippy::too_many_arguments)]
 fn serve_group(
@@ -837,6 +896,7 @@ fn serve_group(
     from: From,
     count: usize,
     noack: bool,
+    claim: Option<Millis>,
 ) {
     let now = c.now;
     let proto = c.proto;
@@ -887,16 +947,52 @@ fn serve_group(
             }
         }
         From::New | From::Last => {
+            // CLAIM: pending entries idle long enough come first, longest idle first, each as
+            // `[id, fields, idle ms, deliveries]` as they were before this read took them.
+            if let Some(min_idle) = claim {
+                let taken = claimable(s, s.group(g).expect("checked"), now, min_idle, count);
+                for (id, idle, delivered) in taken {
+                    let fields = s.get(id).expect("claimable entries exist");
+                    reply::array_len(out, 4);
+                    reply_id(out, id);
+                    reply::array_len(out, fields.len() * 2);
+                    for (f, v) in &fields {
+                        reply::bulk(out, f);
+                        reply::bulk(out, v);
+                    }
+                    reply::integer(out, idle);
+                    reply::integer(out, delivered.min(i64::MAX as u64) as i64);
+                    let grp = s.group_mut(g).expect("checked");
+                    let next = delivered.saturating_add(1);
+                    grp.set_pending(id, consumer, now, next);
+                    claims.push((id, next));
+                    n += 1;
+                }
+            }
             let start = old_last.next();
             let mut got: Vec<StreamId> = Vec::new();
-            if let Some(start) = start {
+            let room = if count == 0 { usize::MAX } else { count.saturating_sub(n) };
+            if let (Some(start), true) = (start, room > 0) {
                 s.range(start, StreamId::MAX, false, |id, fields| {
-                    reply_entry(out, id, fields);
+                    if claim.is_some() {
+                        // New entries have been idle 0 ms and delivered 0 times.
+                        reply::array_len(out, 4);
+                        reply_id(out, id);
+                        reply::array_len(out, fields.len() * 2);
+                        for (f, v) in fields {
+                            reply::bulk(out, f);
+                            reply::bulk(out, v);
+                        }
+                        reply::integer(out, 0);
+                        reply::integer(out, 0);
+                    } else {
+                        reply_entry(out, id, fields);
+                    }
                     got.push(id);
-                    count == 0 || got.len() < count
+                    got.len() < room
                 });
             }
-            n = got.len();
+            n += got.len();
             for id in got {
                 let counter = {
                     let grp = s.group(g).expect("checked");
@@ -957,6 +1053,68 @@ fn serve_group(
 mod tests {
     use crate::testing::{reply, take_muts};
     use crate::Engine;
+
+    #[test]
+    fn xreadgroup_claim_takes_idle_pending_entries_first() {
+        let mut e = Engine::default();
+        reply(&mut e, 1000, &["XADD", "s", "1-0", "f", "a"]);
+        reply(&mut e, 1000, &["XADD", "s", "2-0", "f", "b"]);
+        reply(&mut e, 1000, &["XGROUP", "CREATE", "s", "g", "0"]);
+        reply(&mut e, 1000, &["XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">"]);
+        reply(&mut e, 1500, &["XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">"]);
+        reply(&mut e, 1600, &["XADD", "s", "3-0", "f", "c"]);
+        take_muts(&mut e);
+        // At 2100, 1-0 has been idle 1100 ms and 2-0 600 ms: CLAIM 1000 takes 1-0 (as it was:
+        // idle 1100, delivered once), then the new 3-0 (0, 0).
+        let got =
+            reply(&mut e, 2100, &["XREADGROUP", "GROUP", "g", "c2", "CLAIM", "1000", "STREAMS", "s", ">"]);
+        assert_eq!(
+            got,
+            "*1\r\n*2\r\n$1\r\ns\r\n*2\r\n\
+             *4\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$1\r\na\r\n:1100\r\n:1\r\n\
+             *4\r\n$3\r\n3-0\r\n*2\r\n$1\r\nf\r\n$1\r\nc\r\n:0\r\n:0\r\n"
+        );
+        assert_eq!(
+            take_muts(&mut e),
+            [
+                "XGROUP CREATECONSUMER s g c2",
+                "XCLAIM s g c2 0 1-0 TIME 2100 RETRYCOUNT 2 FORCE JUSTID LASTID 3-0",
+                "XCLAIM s g c2 0 3-0 TIME 2100 RETRYCOUNT 1 FORCE JUSTID LASTID 3-0",
+                "XGROUP SETID s g 3-0 ENTRIESREAD 3",
+            ]
+        );
+        // COUNT bounds claimed and new entries together; nothing idle enough, nothing new: nil.
+        assert_eq!(
+            reply(&mut e, 2200, &["XREADGROUP", "GROUP", "g", "c2", "CLAIM", "5000", "STREAMS", "s", ">"]),
+            "*-1\r\n"
+        );
+        reply(&mut e, 2200, &["XADD", "s", "4-0", "f", "d"]);
+        let got = reply(
+            &mut e,
+            3000,
+            &["XREADGROUP", "GROUP", "g", "c3", "COUNT", "1", "CLAIM", "0", "STREAMS", "s", ">"],
+        );
+        assert!(got.contains("$3\r\n2-0\r\n") && !got.contains("4-0"), "{got}");
+        // A history read ignores CLAIM; XREAD refuses it.
+        let got = reply(&mut e, 3000, &["XREADGROUP", "GROUP", "g", "c1", "CLAIM", "0", "STREAMS", "s", "0"]);
+        assert!(got.starts_with("*1\r\n*2\r\n$1\r\ns\r\n*0\r\n"), "{got}");
+        for (args, err) in [
+            (
+                &["XREAD", "CLAIM", "5", "STREAMS", "s", "0"][..],
+                "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.",
+            ),
+            (
+                &["XREADGROUP", "GROUP", "g", "c", "CLAIM", "-1", "STREAMS", "s", ">"],
+                "ERR min-idle-time must be a positive integer",
+            ),
+            (
+                &["XREADGROUP", "GROUP", "g", "c", "CLAIM", "1.5", "STREAMS", "s", ">"],
+                "ERR min-idle-time is not an integer or out of range",
+            ),
+        ] {
+            assert_eq!(reply(&mut e, 3000, args), format!("-{err}\r\n"));
+        }
+    }
 
     #[test]
     fn xadd_assigns_ids_and_emits_them() {
