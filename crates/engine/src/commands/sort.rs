@@ -143,9 +143,16 @@ fn by_pattern(c: &mut Ctx, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
     key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(elem);
     key.extend_from_slice(&pattern[star + 1..key_end]);
-    match (c.read(&key)?, field) {
-        (ValueRef::Hash(h), Some((_, f))) => h.get(f).map(<[u8]>::to_vec),
-        (ValueRef::Str(s), None) => Some(s.to_vec()),
+    if let Some((_, f)) = field {
+        // As every hash read: fields past their deadline are gone first (hidden, on a replica).
+        let mut wrongtype = Vec::new();
+        return match super::hash::read(c, &mut wrongtype, &key) {
+            Ok(Some(h)) => h.get(f).map(<[u8]>::to_vec),
+            _ => None,
+        };
+    }
+    match c.read(&key)? {
+        ValueRef::Str(s) => Some(s.to_vec()),
         _ => None,
     }
 }
@@ -419,5 +426,28 @@ mod tests {
         assert_eq!(sort_strtod(b"1e"), None);
         assert_eq!(sort_strtod(b"0x10"), Some(16.0));
         assert_eq!(sort_strtod(b"abc"), None);
+    }
+
+    /// BY and GET `key->field` read a hash as every hash command does: a field past its
+    /// deadline is gone (and removed, an `HDEL`).
+    #[test]
+    fn hash_fields_past_their_deadline_are_gone() {
+        let mut e = crate::Engine::default();
+        let run = |e: &mut crate::Engine, now: i64, args: &[&str]| crate::testing::reply(e, now, args);
+        run(&mut e, 1000, &["RPUSH", "l", "a", "b"]);
+        run(&mut e, 1000, &["HSET", "w_a", "n", "2", "label", "A"]);
+        run(&mut e, 1000, &["HSET", "w_b", "n", "1", "label", "B"]);
+        run(&mut e, 1000, &["HPEXPIRE", "w_b", "100", "FIELDS", "2", "n", "label"]);
+        assert_eq!(
+            run(&mut e, 1050, &["SORT", "l", "BY", "w_*->n", "GET", "w_*->label"]),
+            "*2\r\n$1\r\nB\r\n$1\r\nA\r\n"
+        );
+        crate::testing::take_muts(&mut e);
+        // At 1200 w_b's fields are gone: b weighs 0 and has no label.
+        assert_eq!(
+            run(&mut e, 1200, &["SORT", "l", "BY", "w_*->n", "GET", "w_*->label"]),
+            "*2\r\n$-1\r\n$1\r\nA\r\n"
+        );
+        assert_eq!(crate::testing::take_muts(&mut e), ["HDEL w_b n", "HDEL w_b label"]);
     }
 }
