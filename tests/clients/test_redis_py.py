@@ -303,6 +303,48 @@ def test_redis_8_8_and_8_10_commands(r, server):
     assert r.sdiffcard(3, ["s2", "s1", "nokey"]) == 1
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates HOTKEYS (8.6)")
+def test_hotkeys_8_6(r, server):
+    from redis.commands.core import HotkeysMetricsTypes as M
+
+    # No session yet: nil, as Redis answers (redis-py's RESP2 parser cannot take a nil here).
+    if server.resp == 3:
+        assert r.hotkeys_get() is None
+    assert r.hotkeys_start([M.CPU, M.NET], count=2)
+    for _ in range(200):
+        r.get("price:hot")
+    r.set("price:cold", "x" * 20000)
+    r.get("price:warm")
+    with pytest.raises(ResponseError, match="already in progress"):
+        r.hotkeys_start([M.CPU])
+    with pytest.raises(ResponseError, match="stop tracking first"):
+        r.hotkeys_reset()
+    got = r.hotkeys_get()
+    assert len(got) == 1
+    info = {(k.decode() if isinstance(k, bytes) else k): v for k, v in got[0].items()}
+    assert info["tracking-active"] == 1
+    assert info["sample-ratio"] == 1
+    # The top 2 of 3 keys by bytes: the 20 KB value, then the 200 GETs. (By time, the order of
+    # those two depends on the machine: only the ranking's shape is checked.)
+    by_cpu = info["by-cpu-time-us"]
+    by_net = info["by-net-bytes"]
+    assert len(by_cpu) == 4 and set(by_cpu[::2]) <= {b"price:hot", b"price:cold", b"price:warm"}, by_cpu
+    assert by_net[::2] == [b"price:cold", b"price:hot"], by_net
+    assert info["net-bytes-all-commands-all-slots"] >= info["total-net-bytes"] > 20000
+    assert r.hotkeys_stop()
+    stopped = {(k.decode() if isinstance(k, bytes) else k): v for k, v in r.hotkeys_get()[0].items()}
+    assert stopped["tracking-active"] == 0
+    assert r.hotkeys_reset()
+    if server.resp == 3:
+        assert r.hotkeys_get() is None
+    with pytest.raises(ResponseError, match="METRICS parameter is required"):
+        r.execute_command("HOTKEYS", "START", "COUNT", "3")
+    with pytest.raises(ResponseError, match="COUNT must be between 1 and 64"):
+        r.hotkeys_start([M.CPU], count=65)
+    with pytest.raises(ResponseError, match="non-cluster mode"):
+        r.hotkeys_start([M.CPU], slots=[1])
+
+
 @pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XDELEX, XACKDEL and KEEPREF/DELREF/ACKED (8.2)")
 def test_stream_references_8_2(r):
     # A job stream with two consumer groups: an entry may go once both are done with it.

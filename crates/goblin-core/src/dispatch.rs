@@ -354,6 +354,10 @@ impl Server {
         let took = started.elapsed();
         let reply = conn.out.get(mark..).unwrap_or_default();
         self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+        if self.hotkeys.tracking() {
+            let keys = crate::hotkeys::command_keys(spec, args);
+            self.hotkeys.record(&keys, took, crate::hotkeys::request_bytes(args), reply.len());
+        }
         // ---- end commandstats ----
         self.after_command(conn, spec, args, took);
         // RESP3 subscription confirmations are pushes: CLIENT REPLY OFF does not silence them.
@@ -676,6 +680,10 @@ impl Server {
                     let took = started.elapsed();
                     let reply = conn.out.get(mark..).unwrap_or_default();
                     self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+                    if self.hotkeys.tracking() {
+                        let keys = crate::hotkeys::command_keys(spec, &argv);
+                        self.hotkeys.record(&keys, took, crate::hotkeys::request_bytes(&argv), reply.len());
+                    }
                     self.after_command(conn, spec, &argv, took);
                 }
                 self.in_exec = false;

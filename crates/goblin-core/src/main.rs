@@ -27,6 +27,7 @@ mod config;
 mod conn;
 mod dispatch;
 mod dumpworld;
+mod hotkeys;
 mod introspection;
 mod journal;
 mod notify;

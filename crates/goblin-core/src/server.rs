@@ -232,6 +232,8 @@ pub struct Server {
     pub(crate) pubsub: crate::pubsub::PubSub,
     /// SLOWLOG, LATENCY and MONITOR state (see [`crate::introspection`]).
     pub(crate) introspection: crate::introspection::Introspection,
+    /// HOTKEYS: the tracking session, if one ran (`hotkeys.rs`).
+    pub(crate) hotkeys: crate::hotkeys::Hotkeys,
     /// Keyspace notifications (see [`crate::notify`]).
     pub(crate) notify: crate::notify::Notifier,
     /// Client-side caching (see [`crate::tracking`]).
@@ -411,6 +413,7 @@ impl Server {
             watches: Default::default(),
             pubsub: Default::default(),
             introspection: Default::default(),
+            hotkeys: Default::default(),
             notify: Default::default(),
             tracking: Default::default(),
             pause: Default::default(),

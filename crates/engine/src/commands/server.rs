@@ -38,6 +38,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("module", -2, 0, NO_KEYS, "server", "A container for module commands.", Handler::Server),
     spec("lolwut", -1, Flags::READONLY | Flags::FAST, NO_KEYS, "server", "Displays computer art and the Redis version", Handler::Server),
     spec("latency", -2, 0, NO_KEYS, "server", "A container for latency diagnostics commands.", Handler::Server),
+    spec("hotkeys", -2, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "A container for hotkeys tracking commands.", Handler::Server),
     spec("save", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Synchronously saves the database(s) to disk.", Handler::Server),
     spec("bgsave", -1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously saves the database(s) to disk.", Handler::Server),
     spec("lastsave", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the Unix timestamp of the last successful save to disk.", Handler::Server),

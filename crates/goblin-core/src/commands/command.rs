@@ -423,7 +423,7 @@ fn role_key_flags(name: &str) -> Option<(KeyFlags, KeyFlags)> {
 
 /// The argv positions of `cmd`'s keys. Err: the arguments that say where the keys are are
 /// invalid; Ok(None): the command has no keys at all.
-fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<usize>>, ()> {
+pub(crate) fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<usize>>, ()> {
     let argc = cmd.len();
     // `numkeys` at `at`, the keys right after it.
     let counted = |at: usize| -> Result<Vec<usize>, ()> {

@@ -62,6 +62,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "memory" => memory(s, c, args),
         "monitor" => s.monitor_command(c, slot),
         "slowlog" => s.slowlog_command(c, args),
+        "hotkeys" => crate::hotkeys::command(s, c, args),
         "module" => module(c, args),
         "lolwut" => {
             // A small piece of art (a goblin's grid), then the version line clients look for.
@@ -226,6 +227,11 @@ const SUBCOMMANDS: &[&str] = &[
     "function|stats",
     "function|kill",
     "function|help",
+    "hotkeys|start",
+    "hotkeys|stop",
+    "hotkeys|get",
+    "hotkeys|reset",
+    "hotkeys|help",
 ];
 
 /// The longest `cmd|sub` in [`SUBCOMMANDS`].
