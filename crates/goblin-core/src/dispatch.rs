@@ -355,8 +355,7 @@ impl Server {
         let reply = conn.out.get(mark..).unwrap_or_default();
         self.stats.cmds.record(spec, conn.last_cmd, reply, took);
         if self.hotkeys.tracking() {
-            let keys = crate::hotkeys::command_keys(spec, args);
-            self.hotkeys.record(&keys, took, crate::hotkeys::request_bytes(args), reply.len());
+            self.hotkeys.record(spec, args, took, reply.len());
         }
         // ---- end commandstats ----
         self.after_command(conn, spec, args, took);
@@ -681,8 +680,7 @@ impl Server {
                     let reply = conn.out.get(mark..).unwrap_or_default();
                     self.stats.cmds.record(spec, conn.last_cmd, reply, took);
                     if self.hotkeys.tracking() {
-                        let keys = crate::hotkeys::command_keys(spec, &argv);
-                        self.hotkeys.record(&keys, took, crate::hotkeys::request_bytes(&argv), reply.len());
+                        self.hotkeys.record(spec, &argv, took, reply.len());
                     }
                     self.after_command(conn, spec, &argv, took);
                 }

@@ -45,10 +45,10 @@ impl Tally {
         }
     }
 
-    /// Keeps the heaviest TALLY_CAPACITY keys.
+    /// Keeps the heaviest TALLY_CAPACITY keys (a linear selection, not a sort).
     fn prune(&mut self) {
         let mut all: Vec<(Vec<u8>, u64)> = self.weights.drain().collect();
-        all.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        all.select_nth_unstable_by(TALLY_CAPACITY, |a, b| b.1.cmp(&a.1));
         all.truncate(TALLY_CAPACITY);
         self.weights.extend(all);
     }
@@ -139,17 +139,22 @@ impl Hotkeys {
     }
 
     /// After a command ran during a session: its time and bytes, to the totals and (sampled)
-    /// to its keys. `keys` are the command's keys (none: only the totals change).
-    pub fn record(&mut self, keys: &[&[u8]], took: Duration, request_bytes: usize, reply_bytes: usize) {
+    /// to its keys (a command without keys changes only the totals). The keys are looked for
+    /// only when the command is sampled.
+    pub fn record(&mut self, spec: &'static CommandSpec, args: &[&[u8]], took: Duration, reply_bytes: usize) {
         let Some(s) = self.session.as_mut().filter(|s| s.running()) else { return };
         if s.stop_at.is_some_and(|t| Instant::now() >= t) {
             return s.stop();
         }
         let ns = took.as_nanos() as u64;
-        let bytes = (request_bytes + reply_bytes) as u64;
+        let bytes = (request_bytes(args) + reply_bytes) as u64;
         s.all_ns += ns;
         s.all_bytes += bytes;
-        if keys.is_empty() || !s.sampled() {
+        if !s.sampled() {
+            return;
+        }
+        let keys = command_keys(spec, args);
+        if keys.is_empty() {
             return;
         }
         s.sampled_bytes += bytes;
