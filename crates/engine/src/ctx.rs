@@ -53,6 +53,15 @@ impl<'a> Ctx<'a> {
         self.muts.push(args);
     }
 
+    /// Appends mutations a handler collected as owned argument lists (while it held a borrow
+    /// of the keyspace that [`Ctx::emit`] would have needed).
+    pub fn emit_all(&mut self, muts: &[Vec<Vec<u8>>]) {
+        for m in muts {
+            let refs: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
+            self.muts.push(&refs);
+        }
+    }
+
     /// Lazy expiry: if `key` is past its deadline, removes it, emits `DEL key` and returns true.
     ///
     /// While replaying, every key the stream touches is live: the origin applied this mutation

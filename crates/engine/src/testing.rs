@@ -13,6 +13,13 @@ pub fn reply(e: &mut Engine, now: i64, args: &[&str]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Runs `line` (arguments separated by single spaces) at unix time `now` ms: its reply and the
+/// mutations it emitted.
+pub fn run_line(e: &mut Engine, now: i64, line: &str) -> (String, Vec<String>) {
+    let args: Vec<&str> = line.split(' ').collect();
+    (reply(e, now, &args), take_muts(e))
+}
+
 /// The mutations emitted since the last call, each as its arguments joined by spaces: commits
 /// them as one batch.
 pub fn take_muts(e: &mut Engine) -> Vec<String> {

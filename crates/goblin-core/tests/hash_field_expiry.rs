@@ -122,11 +122,8 @@ fn deadlines_survive_a_snapshot_and_a_restart() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A replica holds the deadlines the primary set, and loses a field when the primary's
-/// expiry sends its HDEL.
-#[test]
-fn a_replica_follows_field_expiry() {
-    let primary = Server::start(&[]);
+/// A replica of `primary` over TCP, once it is live, and a connection to it.
+fn live_replica(primary: &Server) -> (Server, redis::Connection) {
     let port = primary.port.to_string();
     let replica = Server::start(&["--replica-tcp", "127.0.0.1", &port]);
     let mut rc = replica.conn();
@@ -135,6 +132,16 @@ fn a_replica_follows_field_expiry() {
         assert!(Instant::now() < deadline, "the replica did not go live");
         std::thread::sleep(Duration::from_millis(20));
     }
+    (replica, rc)
+}
+
+/// A replica holds the deadlines the primary set, and loses a field when the primary's
+/// expiry sends its HDEL.
+#[test]
+fn a_replica_follows_field_expiry() {
+    let primary = Server::start(&[]);
+    let (_replica, mut rc) = live_replica(&primary);
+    let deadline = Instant::now() + Duration::from_secs(20);
     let mut pc = primary.conn();
     let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut pc).unwrap();
     let _: Vec<i64> =
@@ -167,14 +174,8 @@ fn a_replica_follows_field_expiry() {
 #[test]
 fn a_replica_hides_expired_fields_before_the_upstream_removes_them() {
     let primary = Server::start(&["--enable-debug-command", "yes"]);
-    let port = primary.port.to_string();
-    let replica = Server::start(&["--replica-tcp", "127.0.0.1", &port]);
-    let mut rc = replica.conn();
+    let (_replica, mut rc) = live_replica(&primary);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while info(&mut rc, "replication")["replica_state"] != "live" {
-        assert!(Instant::now() < deadline, "the replica did not go live");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let mut pc = primary.conn();
     let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0).query(&mut pc).unwrap();
     let _: () =

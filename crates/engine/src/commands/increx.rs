@@ -272,8 +272,7 @@ mod tests {
     const NOW: i64 = 1_700_000_000_000;
 
     fn run(e: &mut Engine, cmd: &str) -> (String, Vec<String>) {
-        let args: Vec<&str> = cmd.split(' ').collect();
-        (crate::testing::reply(e, NOW, &args), crate::testing::take_muts(e))
+        crate::testing::run_line(e, NOW, cmd)
     }
 
     fn r(e: &mut Engine, cmd: &str) -> String {

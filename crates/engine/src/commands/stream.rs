@@ -100,12 +100,25 @@ pub fn stream_mut<'a>(c: &'a mut Ctx, key: &[u8]) -> Result<Option<&'a mut Strea
 /// Replies one entry: `[id, [field, value, ...]]`.
 pub fn reply_entry(out: &mut Vec<u8>, id: StreamId, fields: &[Field<'_>]) {
     reply::array_len(out, 2);
+    reply_entry_body(out, id, fields);
+}
+
+/// The id and fields of an entry, inside an array the caller opened.
+fn reply_entry_body(out: &mut Vec<u8>, id: StreamId, fields: &[Field<'_>]) {
     reply_id(out, id);
     reply::array_len(out, fields.len() * 2);
     for (f, v) in fields {
         reply::bulk(out, f);
         reply::bulk(out, v);
     }
+}
+
+/// An entry as XREADGROUP CLAIM answers it: `[id, [field, value, ...], idle ms, deliveries]`.
+fn reply_claimed_entry(out: &mut Vec<u8>, id: StreamId, fields: &[Field<'_>], idle: i64, delivered: u64) {
+    reply::array_len(out, 4);
+    reply_entry_body(out, id, fields);
+    reply::integer(out, idle);
+    reply::integer(out, delivered.min(i64::MAX as u64) as i64);
 }
 
 pub fn reply_id(out: &mut Vec<u8>, id: StreamId) {
@@ -273,13 +286,6 @@ fn apply_trim(s: &mut Stream, key: &[u8], t: &TrimArgs) -> (u64, Vec<Vec<Vec<u8>
     }
 }
 
-fn emit_all(c: &mut Ctx, muts: &[Vec<Vec<u8>>]) {
-    for m in muts {
-        let refs: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
-        c.emit(&refs);
-    }
-}
-
 /// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [...]
 fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(t) = parse_trim_args(c, out, args, true) else { return };
@@ -358,7 +364,7 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     m.extend_from_slice(&[b"XADD", key, &idb]);
     m.extend_from_slice(&args[fields_at..]);
     c.emit(&m);
-    emit_all(c, &trimmed);
+    c.emit_all(&trimmed);
     c.signal_ready(key);
 }
 
@@ -479,7 +485,7 @@ fn xtrim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     };
     let (removed, trimmed) = apply_trim(s, key, &t);
     reply::integer(out, removed as i64);
-    emit_all(c, &trimmed);
+    c.emit_all(&trimmed);
 }
 
 /// XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]
@@ -953,15 +959,7 @@ fn serve_group(
                 let taken = claimable(s, s.group(g).expect("checked"), now, min_idle, count);
                 for (id, idle, delivered) in taken {
                     let fields = s.get(id).expect("claimable entries exist");
-                    reply::array_len(out, 4);
-                    reply_id(out, id);
-                    reply::array_len(out, fields.len() * 2);
-                    for (f, v) in &fields {
-                        reply::bulk(out, f);
-                        reply::bulk(out, v);
-                    }
-                    reply::integer(out, idle);
-                    reply::integer(out, delivered.min(i64::MAX as u64) as i64);
+                    reply_claimed_entry(out, id, &fields, idle, delivered);
                     let grp = s.group_mut(g).expect("checked");
                     let next = delivered.saturating_add(1);
                     grp.set_pending(id, consumer, now, next);
@@ -976,15 +974,7 @@ fn serve_group(
                 s.range(start, StreamId::MAX, false, |id, fields| {
                     if claim.is_some() {
                         // New entries have been idle 0 ms and delivered 0 times.
-                        reply::array_len(out, 4);
-                        reply_id(out, id);
-                        reply::array_len(out, fields.len() * 2);
-                        for (f, v) in fields {
-                            reply::bulk(out, f);
-                            reply::bulk(out, v);
-                        }
-                        reply::integer(out, 0);
-                        reply::integer(out, 0);
+                        reply_claimed_entry(out, id, fields, 0, 0);
                     } else {
                         reply_entry(out, id, fields);
                     }

@@ -55,13 +55,6 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// A mutation being collected (emitted in order once the command's borrows end).
 type Mut = Vec<Vec<u8>>;
 
-fn emit_all(c: &mut Ctx, muts: &[Mut]) {
-    for m in muts {
-        let refs: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
-        c.emit(&refs);
-    }
-}
-
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
 }
@@ -357,7 +350,7 @@ fn xack(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if !acked.is_empty() {
         let mut m: Mut = vec![b"XACK".to_vec(), key.to_vec(), group.to_vec()];
         m.extend(acked.iter().map(|id| id_bytes(*id)));
-        emit_all(c, &[m]);
+        c.emit_all(&[m]);
     }
 }
 
@@ -660,7 +653,7 @@ fn xclaim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             int_bytes(g.entries_read),
         ]);
     }
-    emit_all(c, &muts);
+    c.emit_all(&muts);
 }
 
 /// XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]
@@ -767,7 +760,7 @@ fn xautoclaim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     for id in &deleted {
         reply_id(out, *id);
     }
-    emit_all(c, &muts);
+    c.emit_all(&muts);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -73,13 +73,6 @@ impl RefPolicy {
 /// A mutation being collected, emitted once the stream's borrow ends.
 type Mut = Vec<Vec<u8>>;
 
-fn emit_all(c: &mut Ctx, muts: &[Mut]) {
-    for m in muts {
-        let refs: Vec<&[u8]> = m.iter().map(|a| a.as_slice()).collect();
-        c.emit(&refs);
-    }
-}
-
 /// Which groups still need entries: the lowest last-delivered ID among them (anything above it
 /// is unread by someone), or None without groups.
 fn lowest_last_id(s: &Stream) -> Option<StreamId> {
@@ -269,7 +262,7 @@ fn xdelex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
     }
     muts.extend(xdel_record(key, &deleted));
-    emit_all(c, &muts);
+    c.emit_all(&muts);
 }
 
 /// XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]
@@ -317,7 +310,7 @@ fn xackdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     muts.extend(others);
     muts.extend(xdel_record(key, &deleted));
-    emit_all(c, &muts);
+    c.emit_all(&muts);
 }
 
 #[cfg(test)]
@@ -327,8 +320,7 @@ mod tests {
     const NOW: i64 = 1_700_000_000_000;
 
     fn run(e: &mut Engine, cmd: &str) -> (String, Vec<String>) {
-        let args: Vec<&str> = cmd.split(' ').collect();
-        (crate::testing::reply(e, NOW, &args), crate::testing::take_muts(e))
+        crate::testing::run_line(e, NOW, cmd)
     }
 
     fn r(e: &mut Engine, cmd: &str) -> String {
