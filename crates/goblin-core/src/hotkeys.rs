@@ -146,6 +146,10 @@ impl Hotkeys {
         if s.stop_at.is_some_and(|t| Instant::now() >= t) {
             return s.stop();
         }
+        // EXEC's time is its queued commands', each recorded on its own already.
+        if spec.name == "exec" {
+            return;
+        }
         let ns = took.as_nanos() as u64;
         let bytes = (request_bytes(args) + reply_bytes) as u64;
         s.all_ns += ns;
