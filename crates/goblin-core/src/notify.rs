@@ -156,15 +156,18 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
         "setrange" => out.push(one(STRING, "setrange")),
         "incr" | "decr" | "incrby" | "decrby" => out.push(one(STRING, "incrby")),
         "incrbyfloat" => out.push(one(STRING, "incrbyfloat")),
-        // INCREX: the increment's event, then the expiry's. (ENX on a key that already has a
-        // TTL changes none, but is announced as `expire` all the same: the event is derived
-        // from the options, not from the key's state before.)
+        // INCREX: the increment's event, then the expiry's: `expire` when its record carries
+        // a deadline (not for ENX on a key that had one: see `mutation_events`), `del` when
+        // the deadline had passed, `persist` for PERSIST.
         "increx" => {
-            out.push(one(STRING, if has_token(args, 2, &["BYFLOAT"]) { "incrbyfloat" } else { "incrby" }));
+            out.push(ev(
+                STRING,
+                if has_token(args, 2, &["BYFLOAT"]) { "incrbyfloat" } else { "incrby" },
+                1,
+                Del,
+            ));
             if has_token(args, 2, &["PERSIST"]) {
                 out.push(one(GENERIC, "persist"));
-            } else if has_token(args, 2, &["EX", "PX", "EXAT", "PXAT"]) {
-                out.push(ev(GENERIC, "expire", 1, Del));
             }
         }
         "append" => out.push(always(STRING, "append", 1)),
@@ -310,11 +313,21 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
     }
 }
 
-/// Stream events that follow from the command's own mutations rather than its arguments:
-/// XADD's trim (`xtrim` after `xadd`, only when it removed entries) and the consumers that
-/// XREADGROUP, XCLAIM and XAUTOCLAIM created (`xgroup-createconsumer`, one per creation, in
-/// order). The `XGROUP SETID` and `XCLAIM` records those commands emit are their canonical
-/// form, not the user's XGROUP SETID: they raise nothing, as in Redis.
+/// Events that follow from the command's own mutations rather than its arguments: XADD's trim
+/// (`xtrim` after `xadd`, only when it removed entries), the consumers that XREADGROUP, XCLAIM
+/// and XAUTOCLAIM created (`xgroup-createconsumer`, one per creation, in order), XDELEX's and
+/// XACKDEL's deletions, and INCREX's deadline (`expire` only when its `SET` record has one).
+/// The `XGROUP SETID` and `XCLAIM` records those commands emit are their canonical form, not the
+/// user's XGROUP SETID: they raise nothing, as in Redis.
+fn mutation_events<'m>(name: &str, m: &engine::Mutation<'m>) -> Option<(u32, &'static str, &'m [u8])> {
+    if name == "increx" {
+        let deadline =
+            m.name().eq_ignore_ascii_case(b"SET") && m.argc() == 5 && m.arg(3).eq_ignore_ascii_case(b"PXAT");
+        return deadline.then(|| (GENERIC, "expire", m.arg(1)));
+    }
+    stream_events(name, m).map(|(e, k)| (STREAM, e, k))
+}
+
 fn stream_events<'m>(name: &str, m: &engine::Mutation<'m>) -> Option<(&'static str, &'m [u8])> {
     match name {
         "xadd" if m.name().eq_ignore_ascii_case(b"XTRIM") => Some(("xtrim", m.arg(1))),
@@ -426,11 +439,11 @@ impl Server {
         }
         // The keys the command's own mutations name (expiry DELs excluded, once per key).
         let mut own: Vec<Vec<u8>> = Vec::new();
-        let mut stream_extra: Vec<(&'static str, Vec<u8>)> = Vec::new();
+        let mut extra: Vec<(u32, &'static str, Vec<u8>)> = Vec::new();
         let mut expiry_dels = expired.clone();
         for m in self.engine.pending().iter().skip(before.pending_len) {
-            if let Some((event, key)) = stream_events(spec.name, &m) {
-                stream_extra.push((event, key.to_vec()));
+            if let Some((class, event, key)) = mutation_events(spec.name, &m) {
+                extra.push((class, event, key.to_vec()));
             }
             let is_del = m.name().eq_ignore_ascii_case(b"DEL") && m.argc() == 2;
             if is_del {
@@ -481,8 +494,8 @@ impl Server {
                 }
             }
             self.notify.events = events;
-            for (event, key) in &stream_extra {
-                self.notify.raise(STREAM, event, key);
+            for (class, event, key) in &extra {
+                self.notify.raise(*class, event, key);
             }
         }
         if self.notify.flags & KEY_MISS != 0 && self.engine.stats.keyspace_misses > before.misses {

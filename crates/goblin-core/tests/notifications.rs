@@ -337,7 +337,10 @@ fn newer_command_events() {
     let g = Server::start(&[]);
     let s = session(&[
         "INCREX n BYINT 2 EX 100",
+        "INCREX n PX 5 ENX",
         "INCREX n BYFLOAT 0.5 PERSIST",
+        "SET old 1",
+        "INCREX old EXAT 1",
         "INCREX n BYINT 100 UBOUND 10",
         "RPUSH src a b c",
         "LMOVEM src dst LEFT RIGHT COUNT 5 BULK",
@@ -353,8 +356,13 @@ fn newer_command_events() {
     let want: Vec<(String, String)> = [
         ("n", "incrby"),
         ("n", "expire"),
+        // ENX, and the key had a TTL: the deadline stays, and no `expire` is raised.
+        ("n", "incrby"),
         ("n", "incrbyfloat"),
         ("n", "persist"),
+        ("old", "set"),
+        // A deadline already past: the key goes, and only `del` is raised.
+        ("old", "del"),
         ("src", "rpush"),
         ("dst", "rpush"),
         ("src", "lpop"),
