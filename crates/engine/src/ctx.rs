@@ -148,7 +148,7 @@ impl<'a> Ctx<'a> {
     /// A blocking command with nothing to serve asks to be parked on `keys` until `deadline`
     /// (None: forever). It must write no reply and emit nothing when it does this.
     pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline: Option<Millis>) {
-        self.block = Some(crate::engine::BlockOn { keys, deadline, args: None });
+        self.block = Some(crate::engine::BlockOn { keys, deadline, args: None, recheck_at: None });
     }
 
     /// [`Ctx::block_on`], parking `args` instead of the command as given (see
@@ -159,6 +159,18 @@ impl<'a> Ctx<'a> {
         deadline: Option<Millis>,
         args: Option<Vec<Vec<u8>>>,
     ) {
-        self.block = Some(crate::engine::BlockOn { keys, deadline, args });
+        self.block = Some(crate::engine::BlockOn { keys, deadline, args, recheck_at: None });
+    }
+
+    /// [`Ctx::block_on_with`], asking also to be retried at `recheck_at` (see
+    /// [`crate::engine::BlockOn::recheck_at`]).
+    pub fn block_on_until(
+        &mut self,
+        keys: Vec<Vec<u8>>,
+        deadline: Option<Millis>,
+        args: Option<Vec<Vec<u8>>>,
+        recheck_at: Option<Millis>,
+    ) {
+        self.block = Some(crate::engine::BlockOn { keys, deadline, args, recheck_at });
     }
 }

@@ -33,6 +33,9 @@ pub struct BlockOn {
     /// The command to park instead of the one given, when retrying the original would mean
     /// something else later (XREAD's `$` is resolved to the IDs it meant when it blocked).
     pub args: Option<Vec<Vec<u8>>>,
+    /// A time before the deadline when a retry may find something though no key was
+    /// signalled (XREADGROUP CLAIM: a pending entry turns idle enough then).
+    pub recheck_at: Option<Millis>,
 }
 
 /// What happened to a command.

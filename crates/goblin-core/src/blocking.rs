@@ -51,6 +51,7 @@ impl BlockedIndex {
         args: &[&[u8]],
         mut keys: Vec<Vec<u8>>,
         deadline: Option<Millis>,
+        recheck_at: Option<Millis>,
     ) {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -60,10 +61,11 @@ impl BlockedIndex {
         for k in &keys {
             self.by_key.entry(k.clone()).or_default().push_back((slot, conn.id));
         }
-        if let Some(d) = deadline {
-            self.by_deadline.insert((d, seq, slot, conn.id));
+        let p = Parked { args: args.iter().map(|a| a.to_vec()).collect(), keys, deadline, recheck_at, seq };
+        if let Some(t) = p.wake_at() {
+            self.by_deadline.insert((t, seq, slot, conn.id));
         }
-        conn.parked = Some(Parked { args: args.iter().map(|a| a.to_vec()).collect(), keys, deadline, seq });
+        conn.parked = Some(p);
     }
 
     /// Drops every index entry of `conn` (its `parked` is left to the caller).
@@ -77,8 +79,8 @@ impl BlockedIndex {
                 }
             }
         }
-        if let Some(d) = p.deadline {
-            self.by_deadline.remove(&(d, p.seq, slot, conn.id));
+        if let Some(t) = p.wake_at() {
+            self.by_deadline.remove(&(t, p.seq, slot, conn.id));
         }
     }
 }
@@ -93,7 +95,20 @@ impl Server {
         keys: Vec<Vec<u8>>,
         deadline: Option<Millis>,
     ) {
-        self.blocked.park(conn, slot, args, keys, deadline);
+        self.blocked.park(conn, slot, args, keys, deadline, None);
+    }
+
+    /// [`Server::park`], to be retried at `recheck_at` as well (XREADGROUP CLAIM).
+    pub(crate) fn park_until(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        args: &[&[u8]],
+        keys: Vec<Vec<u8>>,
+        deadline: Option<Millis>,
+        recheck_at: Option<Millis>,
+    ) {
+        self.blocked.park(conn, slot, args, keys, deadline, recheck_at);
     }
 
     /// Unparks `conn` after its command got its reply; its buffered input runs this turn. The
@@ -181,6 +196,21 @@ impl Server {
             self.hold_reply(conn, slot, mark, last);
         }
         self.deliver_invalidations(Some((conn, slot)));
+        let mut p = p;
+        if let Outcome::Blocked(on) = &outcome {
+            // Still waiting: the deadline stays the first park's, the recheck is the retry's
+            // (the index entry moves with it). One that has come already would spin: dropped.
+            let recheck = on.recheck_at.filter(|&r| r > now_ms());
+            if recheck != p.recheck_at {
+                if let Some(t) = p.wake_at() {
+                    self.blocked.by_deadline.remove(&(t, p.seq, slot, conn.id));
+                }
+                p.recheck_at = recheck;
+                if let Some(t) = p.wake_at() {
+                    self.blocked.by_deadline.insert((t, p.seq, slot, conn.id));
+                }
+            }
+        }
         conn.parked = Some(p);
         matches!(outcome, Outcome::Done)
     }
@@ -210,7 +240,7 @@ impl Server {
     /// Answers a null array (`*-1`, `_` in RESP3, as Redis does for every blocking type) to
     /// clients whose deadline has passed.
     pub(crate) fn expire_blocked(&mut self, now: Millis) {
-        while let Some(&(d, _, slot, id)) = self.blocked.by_deadline.first() {
+        while let Some(&(d, seq, slot, id)) = self.blocked.by_deadline.first() {
             if d > now {
                 break;
             }
@@ -221,6 +251,32 @@ impl Server {
             if conn.id != id || conn.parked.is_none() {
                 self.blocked.by_deadline.pop_first();
                 self.conns[slot] = Some(conn);
+                continue;
+            }
+            // A recheck before the deadline (XREADGROUP CLAIM): run the command again; if it
+            // still finds nothing it stays parked, indexed at its next recheck or deadline.
+            let recheck = conn.parked.as_ref().is_some_and(|p| {
+                p.recheck_at.is_some_and(|r| r <= now) && p.deadline.is_none_or(|d| d > now)
+            });
+            if recheck {
+                if self.retry_parked(&mut conn, slot) {
+                    self.unpark(&mut conn, slot);
+                    self.conns[slot] = Some(conn);
+                    self.queue_write(slot);
+                } else {
+                    // Not served: the retry moved the index entry past `now` (or dropped a
+                    // recheck that would spin); make sure this one is gone either way.
+                    self.blocked.by_deadline.remove(&(d, seq, slot, id));
+                    if let Some(p) = conn.parked.as_mut() {
+                        if p.recheck_at.is_some_and(|r| r <= now) {
+                            p.recheck_at = None;
+                            if let Some(t) = p.wake_at() {
+                                self.blocked.by_deadline.insert((t, p.seq, slot, id));
+                            }
+                        }
+                    }
+                    self.conns[slot] = Some(conn);
+                }
                 continue;
             }
             match conn.parked.as_ref() {

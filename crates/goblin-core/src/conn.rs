@@ -155,8 +155,21 @@ pub struct Parked {
     /// The keys waited on (each once) and the absolute deadline (None: forever).
     pub keys: Vec<Vec<u8>>,
     pub deadline: Option<store::Millis>,
+    /// When to retry the command though no key was signalled (XREADGROUP CLAIM), if before
+    /// the deadline.
+    pub recheck_at: Option<store::Millis>,
     /// Arrival order, which also orders the deadline index.
     pub seq: u64,
+}
+
+impl Parked {
+    /// Its time in the deadline index: the recheck or the deadline, whichever comes first.
+    pub fn wake_at(&self) -> Option<store::Millis> {
+        match (self.deadline, self.recheck_at) {
+            (Some(d), Some(r)) => Some(d.min(r)),
+            (d, r) => d.or(r),
+        }
+    }
 }
 
 /// MULTI state: the commands queued so far, and whether one of them was refused while queuing

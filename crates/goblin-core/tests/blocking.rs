@@ -249,3 +249,36 @@ fn blmovem_exactly_waits_for_enough_and_keeps_its_turn() {
     assert_eq!(read_reply(&mut mover), b"+QUEUED\r\n");
     assert_eq!(read_reply(&mut mover), b"*1\r\n*-1\r\n");
 }
+
+/// XREADGROUP ... BLOCK ... CLAIM: a reader parked with nothing to read is served when a
+/// pending entry of its group has been idle long enough, though no write signalled the key
+/// (the reply is the claimed entry, not the timeout's nil).
+#[test]
+fn blocked_claim_read_takes_an_entry_that_turns_idle() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let _: String = redis::cmd("XADD").arg("q").arg("1-0").arg("job").arg("a").query(&mut con).unwrap();
+    let _: () = redis::cmd("XGROUP").arg("CREATE").arg("q").arg("g").arg("0").query(&mut con).unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("dead")
+        .arg("STREAMS")
+        .arg("q")
+        .arg(">")
+        .query(&mut con)
+        .unwrap();
+    // Parked: 1-0 has been pending for far less than 300 ms, and nothing new is coming.
+    let mut reader = s.raw();
+    send(&mut reader, b"XREADGROUP GROUP g alive BLOCK 60000 CLAIM 300 STREAMS q >\r\n");
+    let reply = read_reply(&mut reader);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with("*1\r\n*2\r\n$1\r\nq\r\n*1\r\n*4\r\n$3\r\n1-0\r\n"), "{text}");
+    let pending: Vec<(String, String, i64, i64)> =
+        redis::cmd("XPENDING").arg("q").arg("g").arg("-").arg("+").arg(10).query(&mut con).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!((pending[0].1.as_str(), pending[0].3), ("alive", 2));
+    // Nothing pending for long enough and nothing new: it waits out its own deadline.
+    send(&mut reader, b"XREADGROUP GROUP g other BLOCK 200 CLAIM 60000 STREAMS q >\r\n");
+    assert_eq!(read_reply(&mut reader), b"*-1\r\n");
+}

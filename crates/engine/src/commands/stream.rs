@@ -861,7 +861,28 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             for (a, res) in r.ids.iter().zip(&resolved) {
                 parked.push(res.map_or_else(|| a.to_vec(), |id| id.to_bytes()));
             }
-            c.block_on_with(r.keys.iter().map(|k| k.to_vec()).collect(), deadline, Some(parked));
+            // CLAIM: no key is signalled when a pending entry turns idle enough; ask to be
+            // retried when the first one does.
+            let recheck = match (r.claim, r.group) {
+                (Some(min_idle), Some((g, _))) => r
+                    .keys
+                    .iter()
+                    .zip(&from)
+                    .filter(|(_, f)| matches!(f, From::New))
+                    .filter_map(|(k, _)| match look(c, k) {
+                        Look::Stream(s) => s.group(g).and_then(|grp| {
+                            grp.pel()
+                                .iter()
+                                .filter(|(id, _)| s.contains(**id))
+                                .map(|(_, p)| p.delivery_time.saturating_add(min_idle))
+                                .min()
+                        }),
+                        _ => None,
+                    })
+                    .min(),
+                _ => None,
+            };
+            c.block_on_until(r.keys.iter().map(|k| k.to_vec()).collect(), deadline, Some(parked), recheck);
         }
         _ => reply::null_array(out, proto),
     }

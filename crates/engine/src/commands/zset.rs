@@ -2096,6 +2096,7 @@ mod tests {
                 keys: vec![b"a".to_vec(), b"b".to_vec()],
                 deadline: Some(2_500),
                 args: None,
+                recheck_at: None,
             })
         );
         assert!(out.is_empty());
