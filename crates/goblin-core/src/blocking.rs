@@ -1,8 +1,9 @@
 //! Clients parked by blocking commands (BLPOP, BZPOPMIN ...), indexed by key and by deadline.
 //!
 //! Invariants: a parked connection (`conn.parked` is `Some`) appears once in the queue of each
-//! key it waits on, in arrival order, and once in the deadline index if it has a deadline; an
-//! unparked or closed connection appears nowhere. Entries carry the client id as well as the
+//! key it waits on, in arrival order, and once in the deadline index, at its wake time, if it
+//! has a deadline or a recheck (`Parked::wake_at`); an unparked or closed connection appears
+//! nowhere. Entries carry the client id as well as the
 //! slot, so a stale entry can never be mistaken for a later connection in the same slot.
 
 use crate::conn::{Conn, Parked};
@@ -15,7 +16,8 @@ use store::Millis;
 pub struct BlockedIndex {
     /// key -> waiting clients (slot, client id), oldest first.
     by_key: HashMap<Vec<u8>, VecDeque<(usize, u64)>>,
-    /// (deadline, arrival seq, slot, client id), earliest first.
+    /// (wake time, arrival seq, slot, client id), earliest first. The wake time is the
+    /// deadline, or an earlier recheck (`Parked::wake_at`).
     by_deadline: BTreeSet<(Millis, u64, usize, u64)>,
     next_seq: u64,
 }
@@ -238,7 +240,7 @@ impl Server {
     }
 
     /// Answers a null array (`*-1`, `_` in RESP3, as Redis does for every blocking type) to
-    /// clients whose deadline has passed.
+    /// clients whose deadline has passed, and retries those whose recheck came first.
     pub(crate) fn expire_blocked(&mut self, now: Millis) {
         while let Some(&(d, seq, slot, id)) = self.blocked.by_deadline.first() {
             if d > now {
