@@ -156,20 +156,15 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
         "setrange" => out.push(one(STRING, "setrange")),
         "incr" | "decr" | "incrby" | "decrby" => out.push(one(STRING, "incrby")),
         "incrbyfloat" => out.push(one(STRING, "incrbyfloat")),
-        // INCREX: the increment's event, then the expiry's: `expire` when its record carries
-        // a deadline (not for ENX on a key that had one: see `mutation_events`), `del` when
-        // the deadline had passed, `persist` for PERSIST.
-        "increx" => {
-            out.push(ev(
-                STRING,
-                if has_token(args, 2, &["BYFLOAT"]) { "incrbyfloat" } else { "incrby" },
-                1,
-                Del,
-            ));
-            if has_token(args, 2, &["PERSIST"]) {
-                out.push(one(GENERIC, "persist"));
-            }
-        }
+        // INCREX: the increment's event, then the expiry's, from its record (see
+        // `mutation_events`): `expire` when it carries a deadline (not for ENX on a key that
+        // had one), `persist` when it removed a TTL; only `del` when the deadline had passed.
+        "increx" => out.push(ev(
+            STRING,
+            if has_token(args, 2, &["BYFLOAT"]) { "incrbyfloat" } else { "incrby" },
+            1,
+            Del,
+        )),
         "append" => out.push(always(STRING, "append", 1)),
         "setbit" => out.push(always(STRING, "setbit", 1)),
         "bitfield" => out.push(one(STRING, "setbit")),
@@ -321,9 +316,14 @@ fn command_events(name: &str, args: &[&[u8]], out: &mut Vec<Event>) {
 /// user's XGROUP SETID: they raise nothing, as in Redis.
 fn mutation_events<'m>(name: &str, m: &engine::Mutation<'m>) -> Option<(u32, &'static str, &'m [u8])> {
     if name == "increx" {
-        let deadline =
-            m.name().eq_ignore_ascii_case(b"SET") && m.argc() == 5 && m.arg(3).eq_ignore_ascii_case(b"PXAT");
-        return deadline.then(|| (GENERIC, "expire", m.arg(1)));
+        if !m.name().eq_ignore_ascii_case(b"SET") {
+            return None;
+        }
+        if m.argc() == 5 && m.arg(3).eq_ignore_ascii_case(b"PXAT") {
+            return Some((GENERIC, "expire", m.arg(1)));
+        }
+        // A plain SET: PERSIST took a TTL away (on a key without one it is `KEEPTTL`).
+        return (m.argc() == 3).then(|| (GENERIC, "persist", m.arg(1)));
     }
     stream_events(name, m).map(|(e, k)| (STREAM, e, k))
 }

@@ -339,6 +339,7 @@ fn newer_command_events() {
         "INCREX n BYINT 2 EX 100",
         "INCREX n PX 5 ENX",
         "INCREX n BYFLOAT 0.5 PERSIST",
+        "INCREX n BYFLOAT 1 PERSIST",
         "SET old 1",
         "INCREX old EXAT 1",
         "INCREX n BYINT 100 UBOUND 10",
@@ -360,6 +361,8 @@ fn newer_command_events() {
         ("n", "incrby"),
         ("n", "incrbyfloat"),
         ("n", "persist"),
+        // PERSIST on a key without a TTL removed nothing: no `persist`.
+        ("n", "incrbyfloat"),
         ("old", "set"),
         // A deadline already past: the key goes, and only `del` is raised.
         ("old", "del"),

@@ -14,8 +14,9 @@
 //! wording, and the float overflow text of the applied increment is unconfirmed.
 //!
 //! Canonical mutation, as Redis replicates it: `SET key <result> KEEPTTL` (no expiry option,
-//! or ENX on a key that has a TTL), `SET key <result> PXAT <deadline>`, `SET key <result>`
-//! (PERSIST), `DEL key` (a deadline in the past); nothing for a refused increment.
+//! ENX on a key that has a TTL, or PERSIST on one that has none), `SET key <result> PXAT
+//! <deadline>`, `SET key <result>` (PERSIST removing a TTL), `DEL key` (a deadline in the
+//! past); nothing for a refused increment.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::commands::long_double::LongDouble;
@@ -242,7 +243,9 @@ fn run(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], o: &Opts) -> Result<(), Vec<u
 fn store(c: &mut Ctx, key: &[u8], existed: bool, v: Value, text: &[u8], o: &Opts, at: Option<Millis>) {
     let current = if existed { c.ks.expire_at(key) } else { None };
     let ttl = match (o.expiry, at) {
-        (Some(Expiry::Persist), _) => SetTtl::Persistent,
+        // A key without a TTL keeps none: KEEPTTL says so, and tells the record's readers
+        // (keyspace events) that PERSIST removed nothing.
+        (Some(Expiry::Persist), _) if current.is_some() => SetTtl::Persistent,
         (Some(Expiry::At(..)), Some(_)) if o.enx && current.is_some() => SetTtl::Keep,
         (Some(Expiry::At(..)), Some(at)) => SetTtl::At(at),
         _ => SetTtl::Keep,
@@ -383,6 +386,8 @@ mod tests {
         assert_eq!(r(&mut e, "PTTL k"), ":100000\r\n");
         assert_eq!(run(&mut e, "INCREX k PERSIST"), (pair(5, 1), vec!["SET k 5".into()]));
         assert_eq!(r(&mut e, "TTL k"), ":-1\r\n");
+        // PERSIST on a key without a TTL: nothing to remove, KEEPTTL says so.
+        assert_eq!(run(&mut e, "INCREX k PERSIST").1, vec!["SET k 6 KEEPTTL".to_string()]);
         assert_eq!(run(&mut e, "INCREX k PXAT 1").1, vec!["DEL k".to_string()]);
         assert_eq!(r(&mut e, "EXISTS k"), ":0\r\n");
         // ENX on a key without a TTL applies the expiry.
