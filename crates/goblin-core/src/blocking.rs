@@ -88,20 +88,9 @@ impl BlockedIndex {
 }
 
 impl Server {
-    /// Parks `conn`: its remaining pipelined input waits until the command is served or times out.
+    /// Parks `conn`: its remaining pipelined input waits until the command is served or times
+    /// out; with a `recheck_at`, it is also retried then (XREADGROUP CLAIM).
     pub(crate) fn park(
-        &mut self,
-        conn: &mut Conn,
-        slot: usize,
-        args: &[&[u8]],
-        keys: Vec<Vec<u8>>,
-        deadline: Option<Millis>,
-    ) {
-        self.blocked.park(conn, slot, args, keys, deadline, None);
-    }
-
-    /// [`Server::park`], to be retried at `recheck_at` as well (XREADGROUP CLAIM).
-    pub(crate) fn park_until(
         &mut self,
         conn: &mut Conn,
         slot: usize,

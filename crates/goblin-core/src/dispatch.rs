@@ -572,9 +572,9 @@ impl Server {
                         match &on.args {
                             Some(parked) => {
                                 let parked: Vec<&[u8]> = parked.iter().map(|a| a.as_slice()).collect();
-                                self.park_until(conn, slot, &parked, on.keys, on.deadline, on.recheck_at)
+                                self.park(conn, slot, &parked, on.keys, on.deadline, on.recheck_at)
                             }
-                            None => self.park_until(conn, slot, args, on.keys, on.deadline, on.recheck_at),
+                            None => self.park(conn, slot, args, on.keys, on.deadline, on.recheck_at),
                         }
                     }
                 }
