@@ -148,29 +148,12 @@ impl<'a> Ctx<'a> {
     /// A blocking command with nothing to serve asks to be parked on `keys` until `deadline`
     /// (None: forever). It must write no reply and emit nothing when it does this.
     pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline: Option<Millis>) {
-        self.block = Some(crate::engine::BlockOn { keys, deadline, args: None, recheck_at: None });
+        self.block = Some(crate::engine::BlockOn { keys, deadline, ..Default::default() });
     }
 
-    /// [`Ctx::block_on`], parking `args` instead of the command as given (see
-    /// [`crate::engine::BlockOn::args`]).
-    pub fn block_on_with(
-        &mut self,
-        keys: Vec<Vec<u8>>,
-        deadline: Option<Millis>,
-        args: Option<Vec<Vec<u8>>>,
-    ) {
-        self.block = Some(crate::engine::BlockOn { keys, deadline, args, recheck_at: None });
-    }
-
-    /// [`Ctx::block_on_with`], asking also to be retried at `recheck_at` (see
-    /// [`crate::engine::BlockOn::recheck_at`]).
-    pub fn block_on_until(
-        &mut self,
-        keys: Vec<Vec<u8>>,
-        deadline: Option<Millis>,
-        args: Option<Vec<Vec<u8>>>,
-        recheck_at: Option<Millis>,
-    ) {
-        self.block = Some(crate::engine::BlockOn { keys, deadline, args, recheck_at });
+    /// [`Ctx::block_on`] with the rest of [`crate::engine::BlockOn`] said: the command to
+    /// park instead, a recheck time, whether a retry keeps its turn.
+    pub fn block_with(&mut self, on: crate::engine::BlockOn) {
+        self.block = Some(on);
     }
 }

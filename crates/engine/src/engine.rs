@@ -25,7 +25,7 @@ pub struct Stats {
 }
 
 /// Where a blocking command waits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BlockOn {
     pub keys: Vec<Vec<u8>>,
     /// Absolute deadline; None waits forever.
@@ -36,6 +36,11 @@ pub struct BlockOn {
     /// A time before the deadline when a retry may find something though no key was
     /// signalled (XREADGROUP CLAIM: a pending entry turns idle enough then).
     pub recheck_at: Option<Millis>,
+    /// A retry that blocks again says nothing of the clients waiting behind it on the same
+    /// key, which are retried too (stream readers, who do not consume what they read or
+    /// consume it per group; BLMOVEM ... EXACTLY n, which leaves fewer than n to others).
+    /// Otherwise such a retry ends that key's round: the later waiters would block too.
+    pub keeps_turn: bool,
 }
 
 /// What happened to a command.

@@ -8,7 +8,7 @@
 
 use crate::conn::{Conn, Parked};
 use crate::server::{now_ms, Server};
-use engine::Outcome;
+use engine::{BlockOn, Outcome};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use store::Millis;
 
@@ -46,24 +46,24 @@ impl BlockedIndex {
         self.by_deadline.len()
     }
 
-    fn park(
-        &mut self,
-        conn: &mut Conn,
-        slot: usize,
-        args: &[&[u8]],
-        mut keys: Vec<Vec<u8>>,
-        deadline: Option<Millis>,
-        recheck_at: Option<Millis>,
-    ) {
+    fn park(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], on: BlockOn) {
         let seq = self.next_seq;
         self.next_seq += 1;
         // A command naming the same key twice waits once on it.
+        let mut keys = on.keys;
         keys.sort();
         keys.dedup();
         for k in &keys {
             self.by_key.entry(k.clone()).or_default().push_back((slot, conn.id));
         }
-        let p = Parked { args: args.iter().map(|a| a.to_vec()).collect(), keys, deadline, recheck_at, seq };
+        let p = Parked {
+            args: args.iter().map(|a| a.to_vec()).collect(),
+            keys,
+            deadline: on.deadline,
+            recheck_at: on.recheck_at,
+            keeps_turn: on.keeps_turn,
+            seq,
+        };
         if let Some(t) = p.wake_at() {
             self.by_deadline.insert((t, seq, slot, conn.id));
         }
@@ -90,16 +90,9 @@ impl BlockedIndex {
 impl Server {
     /// Parks `conn`: its remaining pipelined input waits until the command is served or times
     /// out; with a `recheck_at`, it is also retried then (XREADGROUP CLAIM).
-    pub(crate) fn park(
-        &mut self,
-        conn: &mut Conn,
-        slot: usize,
-        args: &[&[u8]],
-        keys: Vec<Vec<u8>>,
-        deadline: Option<Millis>,
-        recheck_at: Option<Millis>,
-    ) {
-        self.blocked.park(conn, slot, args, keys, deadline, recheck_at);
+    /// `on.args` is not looked at: the caller passes the command to park as `args`.
+    pub(crate) fn park(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]], on: BlockOn) {
+        self.blocked.park(conn, slot, args, on);
     }
 
     /// Unparks `conn` after its command got its reply; its buffered input runs this turn. The
@@ -114,8 +107,8 @@ impl Server {
 
     /// Retries, in arrival order, the clients parked on keys the last command signalled ready.
     /// A retry that is served unparks its client; one that blocks again keeps its place (and
-    /// ends that key's round). Retries can signal further keys (BLMOVE pushes), so this runs
-    /// until no key is left.
+    /// ends that key's round, unless it keeps its turn: `Parked::keeps_turn`). Retries can
+    /// signal further keys (BLMOVE pushes), so this runs until no key is left.
     pub(crate) fn serve_ready_keys(&mut self) {
         while !self.engine.ready_keys.is_empty() {
             let keys = std::mem::take(&mut self.engine.ready_keys);
@@ -128,18 +121,7 @@ impl Server {
                         self.conns[slot] = Some(conn);
                         continue;
                     }
-                    // Stream readers do not consume what they read (XREAD), or consume it per
-                    // group (XREADGROUP), and a BLMOVEM ... EXACTLY n waits for n elements
-                    // while fewer would serve the next client: one of those that blocks again
-                    // says nothing of the next, and keeps its place at the head.
-                    let keeps_turn = conn.parked.as_ref().is_some_and(|p| {
-                        p.args.first().is_some_and(|n| {
-                            n.eq_ignore_ascii_case(b"xread")
-                                || n.eq_ignore_ascii_case(b"xreadgroup")
-                                || (n.eq_ignore_ascii_case(b"blmovem")
-                                    && p.args.get(6).is_some_and(|m| m.eq_ignore_ascii_case(b"exactly")))
-                        })
-                    });
+                    let keeps_turn = conn.parked.as_ref().is_some_and(|p| p.keeps_turn);
                     let served = self.retry_parked(&mut conn, slot);
                     if served {
                         self.unpark(&mut conn, slot);
@@ -149,9 +131,9 @@ impl Server {
                         continue;
                     }
                     if !served {
-                        // A retry blocks again only when this key has nothing left to give
-                        // (served waiters got an element or a WRONGTYPE error), so the later
-                        // waiters would block too: stop here rather than retry all of them.
+                        // This key has nothing left to give (served waiters got an element or
+                        // a WRONGTYPE error), so the later waiters would block too: stop here
+                        // rather than retry all of them.
                         break;
                     }
                     self.queue_write(slot);

@@ -158,6 +158,8 @@ pub struct Parked {
     /// When to retry the command though no key was signalled (XREADGROUP CLAIM), if before
     /// the deadline.
     pub recheck_at: Option<store::Millis>,
+    /// A retry that blocks again lets the next waiter on the key try (`BlockOn::keeps_turn`).
+    pub keeps_turn: bool,
     /// Arrival order, which also orders the deadline index.
     pub seq: u64,
 }

@@ -565,16 +565,16 @@ impl Server {
                 if conn.tracking.is_some() {
                     self.tracking_after_read(conn, slot, spec, args);
                 }
-                if let Outcome::Blocked(on) = outcome {
+                if let Outcome::Blocked(mut on) = outcome {
                     if in_exec {
                         reply::null_array(&mut conn.out, conn.proto);
                     } else {
-                        match &on.args {
+                        match on.args.take() {
                             Some(parked) => {
                                 let parked: Vec<&[u8]> = parked.iter().map(|a| a.as_slice()).collect();
-                                self.park(conn, slot, &parked, on.keys, on.deadline, on.recheck_at)
+                                self.park(conn, slot, &parked, on)
                             }
-                            None => self.park(conn, slot, args, on.keys, on.deadline, on.recheck_at),
+                            None => self.park(conn, slot, args, on),
                         }
                     }
                 }

@@ -825,12 +825,16 @@ fn blmovem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     };
     let Some((many, obo)) = parse_many(out, &args[6..]) else { return };
     let (src, dst) = (args[1], args[2]);
+    // An EXACTLY waiter leaves what it cannot use yet to the clients behind it.
+    let exactly = matches!(many, Many::Exactly(_));
     match look(c, src, true) {
-        Look::Wrong if c.retrying_blocked => block(c, out, vec![src.to_vec()], deadline),
+        Look::Wrong if c.retrying_blocked => {
+            block_keeping_turn(c, out, vec![src.to_vec()], deadline, exactly)
+        }
         Look::Wrong => reply::error(out, errors::WRONGTYPE),
-        Look::Missing => block(c, out, vec![src.to_vec()], deadline),
+        Look::Missing => block_keeping_turn(c, out, vec![src.to_vec()], deadline, exactly),
         Look::List(len) => match movem_count(many, len) {
-            0 => block(c, out, vec![src.to_vec()], deadline),
+            0 => block_keeping_turn(c, out, vec![src.to_vec()], deadline, exactly),
             n => do_movem(c, out, src, dst, from, to, n, obo),
         },
     }
@@ -877,10 +881,22 @@ fn lmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Parks the client unless this is a replay (a replica never waits: it answers as a timeout
 /// would, which the origin never journals).
 fn block(c: &mut Ctx, out: &mut Vec<u8>, keys: Vec<Vec<u8>>, deadline: Option<Millis>) {
+    block_keeping_turn(c, out, keys, deadline, false)
+}
+
+/// [`block`]; with `keeps_turn`, a retry that blocks again lets the next waiter try (see
+/// `BlockOn::keeps_turn`).
+fn block_keeping_turn(
+    c: &mut Ctx,
+    out: &mut Vec<u8>,
+    keys: Vec<Vec<u8>>,
+    deadline: Option<Millis>,
+    keeps_turn: bool,
+) {
     if c.replaying {
         return reply::null_array(out, c.proto);
     }
-    c.block_on(keys, deadline);
+    c.block_with(crate::engine::BlockOn { keys, deadline, keeps_turn, ..Default::default() });
 }
 
 fn bpop_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], end: End) {

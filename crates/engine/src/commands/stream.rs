@@ -882,7 +882,13 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                     .min(),
                 _ => None,
             };
-            c.block_on_until(r.keys.iter().map(|k| k.to_vec()).collect(), deadline, Some(parked), recheck);
+            c.block_with(crate::engine::BlockOn {
+                keys: r.keys.iter().map(|k| k.to_vec()).collect(),
+                deadline,
+                args: Some(parked),
+                recheck_at: recheck,
+                keeps_turn: true,
+            });
         }
         _ => reply::null_array(out, proto),
     }

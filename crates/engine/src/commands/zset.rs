@@ -2095,8 +2095,7 @@ mod tests {
             Outcome::Blocked(crate::engine::BlockOn {
                 keys: vec![b"a".to_vec(), b"b".to_vec()],
                 deadline: Some(2_500),
-                args: None,
-                recheck_at: None,
+                ..Default::default()
             })
         );
         assert!(out.is_empty());

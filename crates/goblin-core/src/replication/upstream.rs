@@ -334,7 +334,7 @@ impl Server {
         let t = target.to_string();
         let n = num.to_string();
         let argv: [&[u8]; 3] = [b"WAIT", t.as_bytes(), n.as_bytes()];
-        self.park(c, slot, &argv, Vec::new(), deadline, None);
+        self.park(c, slot, &argv, engine::BlockOn { deadline, ..Default::default() });
         self.waits.push((slot, c.id));
     }
 
@@ -385,7 +385,7 @@ impl Server {
         let deadline = (timeout > 0).then(|| self.clock_ms + timeout);
         let (t, l, n) = (target.to_string(), numlocal.to_string(), numreplicas.to_string());
         let argv: [&[u8]; 4] = [b"WAITAOF", t.as_bytes(), l.as_bytes(), n.as_bytes()];
-        self.park(c, slot, &argv, Vec::new(), deadline, None);
+        self.park(c, slot, &argv, engine::BlockOn { deadline, ..Default::default() });
         self.waits.push((slot, c.id));
         if local == 0 {
             self.journal_hurry = self.journal_hurry.max(target);
