@@ -787,7 +787,7 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                 (From::New, Some((g, _))) => {
                     let grp = s.group(g).expect("checked");
                     s.last_entry_id().is_some_and(|top| top > grp.last_id)
-                        || r.claim.is_some_and(|idle| !claimable(s, grp, c_now, idle, 1).is_empty())
+                        || r.claim.is_some_and(|idle| idle_enough(s, grp, c_now, idle).next().is_some())
                 }
                 (From::After(id), None) => s.last_entry_id().is_some_and(|top| top > id),
                 (From::Last, _) => !s.is_empty(),
@@ -904,18 +904,26 @@ fn claimable(
     min_idle: Millis,
     count: usize,
 ) -> Vec<(StreamId, i64, u64)> {
-    let mut due: Vec<(Millis, StreamId, u64)> = g
-        .pel()
-        .iter()
-        .filter(|(_, p)| now.saturating_sub(p.delivery_time) >= min_idle)
-        .map(|(id, p)| (p.delivery_time, *id, p.delivery_count))
-        .collect();
+    let mut due: Vec<(Millis, StreamId, u64)> = idle_enough(s, g, now, min_idle).collect();
     due.sort_unstable();
     due.into_iter()
-        .filter(|(_, id, _)| s.contains(*id))
         .take(if count == 0 { usize::MAX } else { count })
         .map(|(t, id, n)| (id, now.saturating_sub(t).max(0), n))
         .collect()
+}
+
+/// The group's pending entries idle at least `min_idle` ms at `now` whose data is still in the
+/// stream, as (delivery time, id, deliveries), in ID order.
+fn idle_enough<'a>(
+    s: &'a Stream,
+    g: &'a store::types::stream::ConsumerGroup,
+    now: Millis,
+    min_idle: Millis,
+) -> impl Iterator<Item = (Millis, StreamId, u64)> + 'a {
+    g.pel()
+        .iter()
+        .filter(move |(id, p)| now.saturating_sub(p.delivery_time) >= min_idle && s.contains(**id))
+        .map(|(id, p)| (p.delivery_time, *id, p.delivery_count))
 }
 
 /// Serves one stream of an XREADGROUP: new entries (`>`) or the consumer's history.

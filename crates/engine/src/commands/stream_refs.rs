@@ -245,9 +245,11 @@ fn xdelex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Ok(Some(s)) = stream_mut(c, key) else { unreachable!("looked up above") };
     let mut muts: Vec<Mut> = Vec::new();
     let mut deleted = Vec::new();
+    // Deleting and acknowledging move no group's last-delivered ID.
+    let lowest = lowest_last_id(s);
     reply::array_len(out, ids.len());
     for id in ids {
-        if policy == RefPolicy::Acked && referenced(s, lowest_last_id(s), id) {
+        if policy == RefPolicy::Acked && referenced(s, lowest, id) {
             reply::integer(out, 2);
             continue;
         }
@@ -282,6 +284,7 @@ fn xackdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut acked = Vec::new();
     let mut others: Vec<Mut> = Vec::new();
     let mut deleted = Vec::new();
+    let lowest = lowest_last_id(s);
     reply::array_len(out, ids.len());
     for id in ids {
         if !s.group_mut(group).expect("looked up above").ack(id) {
@@ -290,7 +293,7 @@ fn xackdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         acked.push(id);
         match policy {
-            RefPolicy::Acked if referenced(s, lowest_last_id(s), id) => {
+            RefPolicy::Acked if referenced(s, lowest, id) => {
                 reply::integer(out, 2);
                 continue;
             }
