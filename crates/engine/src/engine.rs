@@ -188,24 +188,7 @@ impl Engine {
             panic!("{} is a server command; the server dispatches it", spec.name);
         };
         let mark = out.len();
-        self.ks.set_now(now);
-        let mut ctx = Ctx {
-            ks: &mut self.ks,
-            now,
-            muts: &mut self.pending,
-            stats: &mut self.stats,
-            rng: &mut self.rng,
-            replaying: self.replaying,
-            replica: self.replica,
-            script: self.script,
-            ready_keys: &mut self.ready_keys,
-            block: None,
-            retrying_blocked,
-            proto,
-            expired_log: if self.log_expired { Some(&mut self.expired_log) } else { None },
-            field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
-            replica_view: None,
-        };
+        let mut ctx = self.ctx(now, proto, retrying_blocked);
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, out, args)));
         let block = ctx.block.take();
         self.stats.commands_processed += 1;
@@ -275,6 +258,28 @@ impl Engine {
         expired.len()
     }
 
+    /// A command context over this engine at `now` (which the keyspace's clock takes too).
+    fn ctx(&mut self, now: Millis, proto: Proto, retrying_blocked: bool) -> Ctx<'_> {
+        self.ks.set_now(now);
+        Ctx {
+            ks: &mut self.ks,
+            now,
+            muts: &mut self.pending,
+            stats: &mut self.stats,
+            rng: &mut self.rng,
+            replaying: self.replaying,
+            replica: self.replica,
+            script: self.script,
+            ready_keys: &mut self.ready_keys,
+            block: None,
+            retrying_blocked,
+            proto,
+            expired_log: if self.log_expired { Some(&mut self.expired_log) } else { None },
+            field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
+            replica_view: None,
+        }
+    }
+
     /// The active expiry of hash fields: up to `max_keys` hashes with a field due lose their
     /// expired fields, each an `HDEL` in the pending batch. Returns the fields removed. See
     /// `commands::hash_ttl::active_expire_fields`.
@@ -282,24 +287,11 @@ impl Engine {
         if self.replaying || self.replica || !self.ks.has_field_deadline_keys() {
             return 0;
         }
-        self.ks.set_now(now);
-        let mut ctx = Ctx {
-            ks: &mut self.ks,
-            now,
-            muts: &mut self.pending,
-            stats: &mut self.stats,
-            rng: &mut self.rng,
-            replaying: false,
-            replica: false,
-            script: false,
-            ready_keys: &mut self.ready_keys,
-            block: None,
-            retrying_blocked: false,
-            proto: Proto::Resp2,
-            expired_log: None,
-            field_expiry_log: if self.log_field_expiry { Some(&mut self.field_expiry_log) } else { None },
-            replica_view: None,
-        };
+        // The server's own work, not a client's command: no script, no key-expiry log
+        // (replaying and replica were ruled out above).
+        let mut ctx = self.ctx(now, Proto::Resp2, false);
+        ctx.script = false;
+        ctx.expired_log = None;
         crate::commands::hash_ttl::active_expire_fields(&mut ctx, max_keys)
     }
 }
