@@ -141,6 +141,22 @@ fn hash_value(h: &mut Hasher, v: &Plain) {
                     h.field(c);
                 }
             }
+            // IDMP settings and iids, only for a stream that has them (a stream without keeps
+            // the digest it always had); the lifetime counts are statistics and stay out.
+            if let Some((duration, maxsize, producers)) = &st.idmp {
+                h.field(b"idmp");
+                h.int(*duration);
+                h.int(*maxsize);
+                h.int(producers.len() as u64);
+                for (pid, iids) in producers {
+                    h.field(pid);
+                    h.int(iids.len() as u64);
+                    for (iid, i) in iids {
+                        h.field(iid);
+                        id(h, i);
+                    }
+                }
+            }
         }
     }
 }

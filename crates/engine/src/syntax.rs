@@ -392,14 +392,16 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     (
         "xadd",
         "5.0.0",
-        "key [NOMKSTREAM] [condition: KEEPREF | DELREF | ACKED] [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]] \
-         <id-selector: * | id> field value [field value ...]",
+        "key [NOMKSTREAM] [condition: KEEPREF | DELREF | ACKED] [idmp: IDMPAUTO pid:string | IDMP pid:string iid:string] \
+         [trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]] <id-selector: * | id> field value [field value ...]",
     ),
     ("xrange", "5.0.0", "key start:string end:string [COUNT count]"),
     ("xrevrange", "5.0.0", "key end:string start:string [COUNT count]"),
     ("xlen", "5.0.0", "key"),
     ("xdel", "5.0.0", "key id [id ...]"),
     ("xtrim", "5.0.0", "key <trim: <strategy: MAXLEN | MINID> [operator: = | ~] threshold [LIMIT count]> [condition: KEEPREF | DELREF | ACKED]"),
+    ("xcfgset", "8.6.0", "key [IDMP-DURATION duration:integer] [IDMP-MAXSIZE maxsize:integer]"),
+    ("xidmprecord", "8.8.0", "key pid:string iid:string stream-id:string"),
     ("xdelex", "8.2.0", "key [condition: KEEPREF | DELREF | ACKED] <ids: IDS numids id [id ...]>"),
     (
         "xsetid",

@@ -1,5 +1,5 @@
 //! Replay property for streams: any sequence of stream commands (XADD with `*` and explicit
-//! IDs and trimming, XDEL, XTRIM, XSETID, every XGROUP subcommand, XREADGROUP new and history
+//! IDs and trimming, XADD IDMP/IDMPAUTO and XCFGSET, XDEL, XTRIM, XSETID, every XGROUP subcommand, XREADGROUP new and history
 //! reads with NOACK, XACK, XCLAIM with all its options, XAUTOCLAIM, and the reads) under a
 //! clock that moves leaves the same store, digest included, on the origin and on an engine
 //! that replays only the emitted canonical mutations.
@@ -57,6 +57,25 @@ fn command() -> impl Strategy<Value = Cmd> {
                 v.extend(["f".to_string(), "v".to_string()]);
                 cmd(&v)
             }),
+        // Redis 8.6: idempotent production (retries answer the first entry) and its settings.
+        3 => (key(), prop_oneof![Just("p1"), Just("p2")], prop_oneof![Just("i1"), Just("i2"), Just("i3")], any::<bool>(), proptest::option::of(0u64..4), prop_oneof![Just("v"), Just("w")])
+            .prop_map(|(k, pid, iid, auto, maxlen, val)| {
+                let mut v = vec!["XADD".to_string(), k.to_string()];
+                if auto {
+                    v.extend(["IDMPAUTO".to_string(), pid.into()]);
+                } else {
+                    v.extend(["IDMP".to_string(), pid.into(), iid.into()]);
+                }
+                if let Some(n) = maxlen { v.extend(["MAXLEN".to_string(), n.to_string()]); }
+                v.extend(["*".to_string(), "f".into(), val.into()]);
+                cmd(&v)
+            }),
+        1 => (key(), proptest::option::of(1u64..3), proptest::option::of(1u64..4)).prop_map(|(k, d, m)| {
+            let mut v = vec!["XCFGSET".to_string(), k.to_string()];
+            if let Some(d) = d { v.extend(["IDMP-DURATION".to_string(), d.to_string()]); }
+            if let Some(m) = m { v.extend(["IDMP-MAXSIZE".to_string(), m.to_string()]); }
+            cmd(&v)
+        }),
         2 => (key(), id(), id()).prop_map(|(k, a, b)| cmd(&["XDEL", k, &a, &b])),
         1 => (key(), prop_oneof![Just("MAXLEN"), Just("MINID")], 0u64..6).prop_map(|(k, how, n)| {
             let n = if how == "MINID" { (n * 30).to_string() } else { n.to_string() };

@@ -90,6 +90,25 @@ pub(crate) fn encode(s: &Stream, out: &mut dyn FnMut(&[u8])) {
             e.v(p.delivery_count);
         }
     }
+    // The IDMP section, only for a stream that has the state: a stream without it encodes as
+    // it always did, so older readers load every snapshot that does not use IDMP.
+    if let Some(state) = s.idmp() {
+        e.v(state.duration());
+        e.v(state.maxsize());
+        e.v(state.added);
+        e.v(state.duplicates);
+        e.v(state.pids_tracked() as u64);
+        state.for_each(|pid, a, b| {
+            e.bytes(pid);
+            e.v((a.len() + b.len()) as u64);
+            let mut prev: Option<StreamId> = None;
+            for (iid, id) in a.iter().chain(b) {
+                e.bytes(iid);
+                e.id_after(prev, *id);
+                prev = Some(*id);
+            }
+        });
+    }
 }
 
 /// The encoded value's length in bytes.
@@ -265,7 +284,36 @@ pub(crate) fn decode(raw: &[u8]) -> Result<Stream, String> {
         }
     }
     if c.at != raw.len() {
+        s.set_idmp(Some(idmp(&mut c)?));
+    }
+    if c.at != raw.len() {
         return Err("stream: unexpected bytes after the value".into());
     }
     Ok(s)
+}
+
+/// The optional IDMP section (see `encode`), checked by `Idmp::from_parts`.
+fn idmp(c: &mut Cur<'_>) -> Result<store::types::stream::Idmp, String> {
+    let duration = c.varint("IDMP duration")?;
+    let maxsize = c.varint("IDMP maxsize")?;
+    let added = c.varint("IDMP iids added")?;
+    let duplicates = c.varint("IDMP duplicates")?;
+    // A producer takes at least 4 bytes (pid, count, one iid and its ID); an iid at least 3.
+    let np = c.count("IDMP producer count", 4)?;
+    let mut producers = Vec::with_capacity(np);
+    for _ in 0..np {
+        let pid = c.bytes("IDMP producer")?;
+        let n = c.count("IDMP iid count", 3)?;
+        let mut iids = Vec::with_capacity(n);
+        let mut prev = None;
+        for _ in 0..n {
+            let iid = c.bytes("IDMP iid")?;
+            let id = c.id_after(prev, "IDMP entry ID")?;
+            prev = Some(id);
+            iids.push((iid, id));
+        }
+        producers.push((pid, iids));
+    }
+    store::types::stream::Idmp::from_parts(duration, maxsize, added, duplicates, producers)
+        .map_err(|e| format!("stream: {e}"))
 }

@@ -105,6 +105,31 @@ fn streams_with_groups_round_trip() {
     assert_eq!(*tp.last().unwrap(), 3);
 }
 
+/// A stream's IDMP state (settings, iids per producer, lifetime counts) comes back whole, and
+/// damaged sections are refused.
+#[test]
+fn idmp_state_round_trips() {
+    let mut s = sample_stream();
+    let (state, created) = s.idmp_or_init(30, 2);
+    assert!(created);
+    state.record(b"p1", b"a", id(1000, 1)).unwrap();
+    state.record(b"p1", b"b", id(1002, 0)).unwrap();
+    state.record(b"p1", b"c", id(1050, 2)).unwrap(); // evicts "a"
+    state.record(b"", b"\x00\xff", id(1001, 2)).unwrap();
+    state.duplicates = 9;
+    let mut ks = Keyspace::new();
+    ks.insert(b"s", Value::Stream(Box::new(s)), None);
+    for opts in [Options::default(), Options { block_size: 7, compression: Compression::Lz4 }] {
+        let ks2 = round_trip(&ks, &opts);
+        let ValueRef::Stream(s2) = ks2.get(b"s").unwrap() else { panic!("not a stream") };
+        let st = s2.idmp().expect("IDMP state kept");
+        assert_eq!((st.duration(), st.maxsize(), st.pids_tracked(), st.iids_tracked()), (30, 2, 2, 3));
+        assert_eq!((st.added, st.duplicates), (4, 9));
+        assert_eq!(st.lookup(b"p1", b"c", 1050), Some(id(1050, 2)));
+        assert_eq!(st.lookup(b"p1", b"a", 1050), None);
+    }
+}
+
 /// The value bytes of `docs/FORMAT.md`'s stream example.
 #[test]
 fn stream_encoding_matches_the_doc() {
@@ -227,8 +252,19 @@ fn crafted_stream_values_are_refused() {
     assert!(malformed(&cons).contains("out of order"));
     // Entries read below -1 (zigzag 3 = -2).
     assert!(malformed(&[0u8, 0, 0, 0, 0, 0, 1, 1, b'g', 0, 0, 3, 0, 0]).contains("negative"));
-    // A byte after the value's end.
-    assert!(malformed(&[0u8, 0, 0, 0, 0, 0, 0, 0]).contains("unexpected bytes"));
+    // Bytes after the groups are the IDMP section: settings 30 s and 2, 1 added, 0 duplicates,
+    // producer "p" with iid "a" of entry 5-0.
+    let idmp = |d: u8, n: u8, tail: &[u8]| {
+        let mut v = vec![0u8, 0, 0, 0, 0, 0, 0, d, 2, 1, 0, 1, 1, b'p', n];
+        v.extend([1, b'a', 5, 0]);
+        v.extend(tail);
+        v
+    };
+    assert!(load(&file_with_stream_value(&idmp(30, 1, &[]))).is_ok());
+    assert!(malformed(&idmp(0, 1, &[])).contains("out of range"));
+    assert!(malformed(&idmp(30, 0, &[])).contains("empty"));
+    assert!(malformed(&idmp(30, 1, &[0])).contains("unexpected bytes"));
+    assert!(malformed(&[0u8, 0, 0, 0, 0, 0, 0, 0]).contains("IDMP"));
 }
 
 /// A stream built from a recipe: entries (ms step, seq, fields), deletions, and groups with

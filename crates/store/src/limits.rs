@@ -22,6 +22,12 @@ pub static STREAM_NODE_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(100);
 /// ... and at most about this many bytes (0: no bound).
 pub static STREAM_NODE_MAX_BYTES: AtomicUsize = AtomicUsize::new(4096);
 
+/// The IDMP settings a stream takes when it first uses idempotent production (Redis 8.6's
+/// `stream-idmp-duration`, seconds, and `stream-idmp-maxsize`, iids per producer); XCFGSET
+/// sets a stream's own.
+pub static STREAM_IDMP_DURATION: AtomicUsize = AtomicUsize::new(100);
+pub static STREAM_IDMP_MAXSIZE: AtomicUsize = AtomicUsize::new(100);
+
 /// The largest intset any setting allows (and a snapshot may hold): Redis caps intsets so
 /// that a lookup's binary search stays cheap.
 pub const INTSET_HARD_MAX: usize = 1 << 30;
@@ -47,6 +53,8 @@ pub fn by_name(name: &str) -> Option<&'static AtomicUsize> {
         "zset-max-listpack-value" | "zset-max-ziplist-value" => &ZSET_MAX_LISTPACK_VALUE,
         "stream-node-max-entries" => &STREAM_NODE_MAX_ENTRIES,
         "stream-node-max-bytes" => &STREAM_NODE_MAX_BYTES,
+        "stream-idmp-duration" => &STREAM_IDMP_DURATION,
+        "stream-idmp-maxsize" => &STREAM_IDMP_MAXSIZE,
         _ => return None,
     })
 }
@@ -66,4 +74,6 @@ pub const NAMES: &[&str] = &[
     "zset-max-ziplist-value",
     "stream-node-max-entries",
     "stream-node-max-bytes",
+    "stream-idmp-duration",
+    "stream-idmp-maxsize",
 ];

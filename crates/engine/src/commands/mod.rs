@@ -20,6 +20,7 @@ pub mod set;
 pub mod sort;
 pub mod stream;
 pub mod stream_group;
+pub mod stream_idmp;
 pub mod stream_refs;
 pub mod string;
 pub mod zset;
@@ -48,4 +49,5 @@ pub static TABLES: &[&[CommandSpec]] = &[
     stream::COMMANDS,
     stream_group::COMMANDS,
     stream_refs::COMMANDS,
+    stream_idmp::COMMANDS,
 ];

@@ -20,6 +20,7 @@
 //! Nothing is emitted for a write that changed nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
+use crate::commands::stream_idmp::{self, IdmpArg};
 use crate::commands::stream_refs::{trim_by_refs, trim_record, RefPolicy};
 use crate::ctx::Ctx;
 use crate::errors;
@@ -127,9 +128,9 @@ pub fn reply_id(out: &mut Vec<u8>, id: StreamId) {
     reply::bulk(out, &b);
 }
 
-/// Trimming options shared by XADD and XTRIM.
+/// Trimming options shared by XADD and XTRIM (and XADD's IDMP option).
 #[derive(Default)]
-struct TrimArgs {
+struct TrimArgs<'a> {
     how: Option<Trim>,
     approx: bool,
     limit: Option<i64>,
@@ -139,11 +140,13 @@ struct TrimArgs {
     /// XADD: the ID argument's position, the ID and whether its sequence was given.
     id_at: usize,
     id: Option<(StreamId, bool)>,
+    /// XADD's `IDMP pid iid` or `IDMPAUTO pid` (Redis 8.6; `stream_idmp.rs`).
+    idmp: Option<IdmpArg<'a>>,
 }
 
 /// Parses `[MAXLEN|MINID [=|~] threshold [LIMIT n]] [NOMKSTREAM]` from args[2..] and, for
 /// XADD, the ID that ends them. Replies the error and returns None on bad input.
-fn parse_trim_args(c: &Ctx, out: &mut Vec<u8>, args: &[&[u8]], xadd: bool) -> Option<TrimArgs> {
+fn parse_trim_args<'a>(c: &Ctx, out: &mut Vec<u8>, args: &[&'a [u8]], xadd: bool) -> Option<TrimArgs<'a>> {
     let mut t = TrimArgs::default();
     let mut i = 2;
     while i < args.len() {
@@ -205,6 +208,18 @@ fn parse_trim_args(c: &Ctx, out: &mut Vec<u8>, args: &[&[u8]], xadd: bool) -> Op
             t.policy = Some(p);
         } else if xadd && eq_ic(opt, b"nomkstream") {
             t.nomkstream = true;
+        } else if xadd && stream_idmp::option_arity(opt).is_some_and(|n| more >= n) {
+            match stream_idmp::parse_option(args, i, t.idmp.is_some()) {
+                Ok((arg, next)) => {
+                    t.idmp = Some(arg);
+                    i = next;
+                    continue;
+                }
+                Err(e) => {
+                    reply::error(out, e);
+                    return None;
+                }
+            }
         } else if xadd {
             let (id, seq_given) = match parse_xadd_id(opt) {
                 Ok(v) => v,
@@ -225,6 +240,10 @@ fn parse_trim_args(c: &Ctx, out: &mut Vec<u8>, args: &[&[u8]], xadd: bool) -> Op
     if xadd && t.id_at == 0 {
         // Options ran to the end with no ID: too few arguments for an entry.
         t.id_at = args.len();
+    }
+    if t.idmp.is_some() && t.id.is_some() {
+        reply::error(out, stream_idmp::ONLY_AUTO_IDS);
+        return None;
     }
     if t.limit.is_some_and(|l| l > 0) && t.how.is_none() {
         reply::error(out, b"ERR syntax error, LIMIT cannot be used without specifying a trimming strategy");
@@ -286,7 +305,8 @@ fn apply_trim(s: &mut Stream, key: &[u8], t: &TrimArgs) -> (u64, Vec<Vec<Vec<u8>
     }
 }
 
-/// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [...]
+/// XADD key [NOMKSTREAM] [KEEPREF|DELREF|ACKED] [IDMPAUTO pid | IDMP pid iid]
+///      [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [...]
 fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Some(t) = parse_trim_args(c, out, args, true) else { return };
     let fields_at = t.id_at + 1;
@@ -314,6 +334,17 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         Ok(Some(s)) => s,
     };
+    let pairs: Vec<Field<'_>> = args[fields_at..].chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    let auto = matches!(t.idmp, Some(IdmpArg::Auto(_))).then(|| stream_idmp::auto_iid(&pairs));
+    let idmp: Option<(&[u8], &[u8])> = t.idmp.map(|a| match a {
+        IdmpArg::Given(pid, iid) => (pid, iid),
+        IdmpArg::Auto(pid) => (pid, auto.as_ref().map_or(&[][..], |a| &a[..])),
+    });
+    if let Some((pid, iid)) = idmp {
+        if let Some(original) = stream_idmp::duplicate_of(s, pid, iid, now) {
+            return reply_id(out, original);
+        }
+    }
     let last = s.last_id();
     if last == StreamId::MAX {
         return reply::error(
@@ -351,7 +382,6 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             b"ERR The ID specified in XADD is equal or smaller than the target stream top item",
         );
     }
-    let pairs: Vec<Field<'_>> = args[fields_at..].chunks_exact(2).map(|p| (p[0], p[1])).collect();
     s.append(id, &pairs);
     let (_, trimmed) = apply_trim(s, key, &t);
     if created {
@@ -364,6 +394,9 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     m.extend_from_slice(&[b"XADD", key, &idb]);
     m.extend_from_slice(&args[fields_at..]);
     c.emit(&m);
+    if let Some((pid, iid)) = idmp {
+        stream_idmp::record_added(c, key, pid, iid, id);
+    }
     c.emit_all(&trimmed);
     c.signal_ready(key);
 }

@@ -846,7 +846,8 @@ fn xinfo_stream(out: &mut Vec<u8>, proto: Proto, s: &Stream, args: &[&[u8]]) {
             count = if n < 0 { 10 } else { n };
         }
     }
-    reply::map_len(out, proto, if full { 9 } else { 10 });
+    let idmp_fields = if s.idmp().is_some() { 6 } else { 0 };
+    reply::map_len(out, proto, if full { 9 } else { 10 } + idmp_fields);
     reply::bulk(out, b"length");
     reply::integer(out, s.len() as i64);
     // Blocks stand in for Redis's radix-tree keys; a radix tree of n keys has about 2n nodes
@@ -864,6 +865,9 @@ fn xinfo_stream(out: &mut Vec<u8>, proto: Proto, s: &Stream, args: &[&[u8]]) {
     reply::integer(out, s.entries_added() as i64);
     reply::bulk(out, b"recorded-first-entry-id");
     reply_id(out, s.first_id().unwrap_or(StreamId::MIN));
+    if let Some(state) = s.idmp() {
+        crate::commands::stream_idmp::info_fields(out, state);
+    }
     let limit = |n: usize| count == 0 || (n as i64) < count;
     if !full {
         reply::bulk(out, b"groups");

@@ -220,6 +220,12 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "slowlog-log-slower-than" => int(-1, MAX).map(Change::SlowlogSlowerThan),
             "slowlog-max-len" => int(0, MAX).map(|n| Change::SlowlogMaxLen(n as u64)),
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
+            "stream-idmp-duration" | "stream-idmp-maxsize" => {
+                use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
+                let hi = if *canon == "stream-idmp-duration" { MAX_DURATION } else { MAX_MAXSIZE };
+                let hi = hi as i64;
+                int(1, hi).map(|n| Change::Limit(store::limits::by_name(canon).expect("named"), n as usize))
+            }
             name if store::limits::by_name(name).is_some() => int(0, store::limits::INTSET_HARD_MAX as i64)
                 .map(|n| Change::Limit(store::limits::by_name(name).expect("checked"), n as usize)),
             name if INERT.contains(&name) => {

@@ -7,6 +7,7 @@ pub mod list;
 pub(crate) mod packed;
 pub mod set;
 pub mod stream;
+pub mod stream_idmp;
 pub mod string;
 pub mod zset;
 

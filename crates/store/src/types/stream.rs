@@ -33,6 +33,7 @@
 //! which keep them in agreement.
 
 use super::packed::put_varint;
+pub use super::stream_idmp::{Idmp, PlainIdmp};
 use crate::alloc::size_class;
 use crate::limits;
 use crate::value::Plain;
@@ -306,6 +307,8 @@ pub struct Stream {
     /// Boxed so that a stream without groups (the common case) pays 8 bytes for them, not 24.
     #[allow(clippy::box_collection)]
     groups: Option<Box<BTreeMap<Vec<u8>, ConsumerGroup>>>,
+    /// Idempotent production (XADD IDMP/IDMPAUTO, XCFGSET): none until first used.
+    idmp: Option<Box<Idmp>>,
 }
 
 impl Stream {
@@ -669,7 +672,28 @@ impl Stream {
         hit
     }
 
-    /// Heap bytes: the boxed struct, the block map and buffers, and the groups.
+    /// The idempotent-production state, once IDMP, IDMPAUTO or XCFGSET has used it.
+    pub fn idmp(&self) -> Option<&Idmp> {
+        self.idmp.as_deref()
+    }
+
+    pub fn idmp_mut(&mut self) -> Option<&mut Idmp> {
+        self.idmp.as_deref_mut()
+    }
+
+    /// The idempotent-production state, created with these settings if missing; true when
+    /// it was created.
+    pub fn idmp_or_init(&mut self, duration: u64, maxsize: u64) -> (&mut Idmp, bool) {
+        let created = self.idmp.is_none();
+        (self.idmp.get_or_insert_with(|| Box::new(Idmp::new(duration, maxsize))), created)
+    }
+
+    /// Installs state as loaded (snapshot).
+    pub fn set_idmp(&mut self, idmp: Option<Idmp>) {
+        self.idmp = idmp.map(Box::new);
+    }
+
+    /// Heap bytes: the boxed struct, the block map and buffers, the groups, the IDMP state.
     pub fn mem_usage(&self) -> usize {
         let blocks = self.blocks.len();
         // BTreeMap leaves hold up to 11 (key, block) pairs of 16 + 48 bytes and run about
@@ -682,6 +706,7 @@ impl Stream {
                 size_class(std::mem::size_of::<BTreeMap<Vec<u8>, ConsumerGroup>>())
                     + g.iter().map(|(n, g)| size_class(n.len()) + 64 + g.mem_usage()).sum::<usize>()
             })
+            + self.idmp.as_ref().map_or(0, |i| i.mem_usage())
     }
 
     pub fn encoding(&self) -> &'static str {
@@ -716,6 +741,7 @@ impl Stream {
             max_deleted_id: self.max_deleted_id,
             entries_added: self.entries_added,
             groups,
+            idmp: self.idmp.as_ref().map(|i| i.plain()),
         }))
     }
 
@@ -788,6 +814,8 @@ pub struct PlainStream {
     pub max_deleted_id: StreamId,
     pub entries_added: u64,
     pub groups: Vec<PlainGroup>,
+    /// IDMP settings and iids (see [`Idmp::plain`]), when the stream has the state.
+    pub idmp: Option<PlainIdmp>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
