@@ -374,6 +374,31 @@ def test_stream_references_8_2(r):
         r.execute_command("XDELEX", "jobs", "IDS", "3", "1-0")
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XADD IDMP/IDMPAUTO and XCFGSET (8.6)")
+def test_stream_idempotent_production_8_6(r):
+    # A payment producer retries after a lost reply: the retry answers the first entry.
+    first = r.xadd("payments", {"amount": "100"}, idmp=("gw-1", b"pay-17"))
+    assert r.xadd("payments", {"amount": "100"}, idmp=("gw-1", b"pay-17")) == first
+    # Another producer may reuse the iid; IDMPAUTO keys the pairs, in any order.
+    other = r.xadd("payments", {"amount": "100"}, idmp=("gw-2", b"pay-17"))
+    auto = r.xadd("payments", {"a": "1", "b": "2"}, idmpauto="gw-3")
+    assert r.xadd("payments", {"b": "2", "a": "1"}, idmpauto="gw-3") == auto
+    assert len({first, other, auto}) == 3 and r.xlen("payments") == 3
+    info = r.xinfo_stream("payments")
+    assert (info["idmp-duration"], info["idmp-maxsize"]) == (100, 100)
+    assert (info["pids-tracked"], info["iids-tracked"], info["iids-added"], info["iids-duplicates"]) == (3, 3, 3, 2)
+    # A new window forgets the pairs (the entries stay).
+    assert r.xcfgset("payments", idmp_duration=5, idmp_maxsize=10)
+    assert r.xadd("payments", {"amount": "100"}, idmp=("gw-1", b"pay-17")) != first
+    assert r.xlen("payments") == 4
+    with pytest.raises(ResponseError, match="only with auto-generated IDs"):
+        r.execute_command("XADD", "payments", "IDMP", "gw-1", "x", "1-1", "f", "v")
+    with pytest.raises(ResponseError, match="no such key"):
+        r.xcfgset("missing", idmp_maxsize=10)
+    with pytest.raises(ResponseError, match="IDMP-MAXSIZE must be between 1 and 10000"):
+        r.execute_command("XCFGSET", "payments", "IDMP-MAXSIZE", "10001")
+
+
 @pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XREADGROUP CLAIM (8.4)")
 def test_xreadgroup_claim_8_4(r):
     # A worker that died with an entry pending: the next read with CLAIM takes it over first.

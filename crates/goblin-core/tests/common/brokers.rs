@@ -297,7 +297,7 @@ pub fn info(con: &mut redis::Connection, section: &str) -> std::collections::Has
 pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
     let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
     let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..47) {
+    let c: Vec<String> = match rng.gen_range(0..49) {
         0 => vec!["SET".into(), k(rng, "s"), v(rng)],
         1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
         2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
@@ -432,6 +432,17 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
             "3".into(),
             "OBO".into(),
         ],
+        // Idempotent production: retries of a few (producer, iid) pairs answer the first
+        // entry; XCFGSET changes the window and forgets the pairs.
+        47 => {
+            let pid = format!("p{}", rng.gen_range(0..2));
+            if rng.gen_bool(0.5) {
+                vec!["XADD".into(), k(rng, "x"), "IDMP".into(), pid, v(rng), "*".into(), "a".into(), v(rng)]
+            } else {
+                vec!["XADD".into(), k(rng, "x"), "IDMPAUTO".into(), pid, "*".into(), "a".into(), v(rng)]
+            }
+        }
+        48 => vec!["XCFGSET".into(), k(rng, "x"), "IDMP-MAXSIZE".into(), rng.gen_range(1..4).to_string()],
         _ => vec![
             "XREADGROUP".into(),
             "GROUP".into(),
