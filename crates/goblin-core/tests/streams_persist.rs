@@ -1,6 +1,6 @@
 //! Streams through the real binary's persistence: SAVE then `--load` in a new process, and
 //! DEBUG RELOAD, keep every stream's entries, its last ID, max deleted ID and entries-added
-//! counter, empty streams and deadlines (`DEBUG DIGEST` covers all of them). Consumer groups
+//! counter, empty streams, deadlines and IDMP pairs (`DEBUG DIGEST` covers all of them). Consumer groups
 //! have no client commands in this build; the snapshot crate's tests cover them.
 
 mod common;
@@ -123,4 +123,53 @@ fn debug_reload_keeps_streams_and_copies_of_them() {
     assert_eq!(again, copied);
     let id: String = q(&mut con, &["XADD", "s:renamed", "900-*", "f", "v"]);
     assert_eq!(id, "900-10", "the copy carries the last ID");
+}
+
+/// Redis 8.6's idempotent production outlives a restart: a retry after `--load` in a new
+/// process still answers the entry its pair first added, and the settings and counts come back.
+#[test]
+fn idempotent_pairs_survive_save_and_load() {
+    let dir = temp_path("streams-idmp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap();
+    let mut a = Server::start(&["--load", p, "--save", ""]);
+    let mut con = a.conn();
+    let first: String = q(&mut con, &["XADD", "pay", "IDMP", "gw", "tx-1", "*", "amount", "5"]);
+    let auto: String = q(&mut con, &["XADD", "pay", "IDMPAUTO", "gw2", "*", "a", "1", "b", "2"]);
+    let _: () = q(&mut con, &["XCFGSET", "pay", "IDMP-DURATION", "600"]);
+    // The change forgot both pairs: record them again, and one duplicate.
+    let first2: String = q(&mut con, &["XADD", "pay", "IDMP", "gw", "tx-1", "*", "amount", "5"]);
+    assert_ne!(first2, first);
+    let auto2: String = q(&mut con, &["XADD", "pay", "IDMPAUTO", "gw2", "*", "b", "2", "a", "1"]);
+    assert_ne!(auto2, auto);
+    let dup: String = q(&mut con, &["XADD", "pay", "IDMP", "gw", "tx-1", "*", "amount", "6"]);
+    assert_eq!(dup, first2);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let want_digest = digest(&mut con);
+    let info = |con: &mut redis::Connection| -> Vec<i64> {
+        let v: std::collections::HashMap<String, redis::Value> = q(con, &["XINFO", "STREAM", "pay"]);
+        ["idmp-duration", "idmp-maxsize", "pids-tracked", "iids-tracked", "iids-added", "iids-duplicates"]
+            .iter()
+            .map(|f| match v.get(*f) {
+                Some(redis::Value::Int(n)) => *n,
+                other => panic!("{f}: {other:?}"),
+            })
+            .collect()
+    };
+    let want_info = info(&mut con);
+    assert_eq!(want_info, vec![600, 100, 2, 2, 4, 1]);
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+
+    let b = Server::start(&["--load", p, "--save", ""]);
+    let mut con = b.conn();
+    assert_eq!(digest(&mut con), want_digest);
+    assert_eq!(info(&mut con), want_info);
+    let again: String = q(&mut con, &["XADD", "pay", "IDMP", "gw", "tx-1", "*", "amount", "7"]);
+    assert_eq!(again, first2);
+    let again: String = q(&mut con, &["XADD", "pay", "IDMPAUTO", "gw2", "*", "a", "1", "b", "2"]);
+    assert_eq!(again, auto2);
+    let len: i64 = q(&mut con, &["XLEN", "pay"]);
+    assert_eq!(len, 4);
 }
