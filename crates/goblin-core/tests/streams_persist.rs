@@ -1,7 +1,8 @@
 //! Streams through the real binary's persistence: SAVE then `--load` in a new process, and
 //! DEBUG RELOAD, keep every stream's entries, its last ID, max deleted ID and entries-added
-//! counter, empty streams, deadlines and IDMP pairs (`DEBUG DIGEST` covers all of them). Consumer groups
-//! have no client commands in this build; the snapshot crate's tests cover them.
+//! counter, empty streams, deadlines and IDMP pairs (`DEBUG DIGEST` covers all of them).
+//! Consumer groups have no client commands in this build; the snapshot crate's tests cover
+//! them.
 
 mod common;
 
