@@ -1588,3 +1588,116 @@ fn import_rdb_loads_redis_servers_dump_file() {
     drop(goblin);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Where a stream's entries are cut into nodes decides what an approximate trim (`~`) removes,
+/// and clients such as BullMQ size their event streams by it. goblin-core cuts its blocks where
+/// redis-server 7.0.15 closes its listpack nodes (100 entries or 4096 bytes of listpack, field
+/// names counted when an entry's differ from the node's first), so random appends (same and
+/// other fields, integer-looking values, values of every size class, XDELs) leave the same node
+/// count (`radix-tree-keys`) and every exact, approximate and LIMITed trim after them removes
+/// the same number of entries.
+#[test]
+fn approximate_trims_remove_what_redis_removes() {
+    let redis = RedisServer::start();
+    let goblin = Server::start(&[]);
+    let mut conns = [redis.conn(), goblin.conn()];
+    let mut both = |args: &[String]| -> Vec<String> {
+        conns
+            .iter_mut()
+            .map(|c| {
+                let mut cmd = redis::cmd(&args[0]);
+                for a in &args[1..] {
+                    cmd.arg(a);
+                }
+                format!("{:?}", cmd.query::<redis::Value>(c))
+            })
+            .collect()
+    };
+    let nodes = |both: &mut dyn FnMut(&[String]) -> Vec<String>| -> Vec<String> {
+        both(&["XINFO".into(), "STREAM".into(), "s".into()])
+            .into_iter()
+            .map(|info| {
+                let at = info.find("radix-tree-keys").expect("radix-tree-keys");
+                info[at..].split(',').take(2).collect::<String>()
+            })
+            .collect()
+    };
+    let mut rng = StdRng::seed_from_u64(7);
+    for case in 0..60 {
+        both(&["DEL".into(), "s".into()]);
+        let (mut ms, mut seq) = (1_700_000_000_000u64, 0u64);
+        let n = rng.gen_range(1..350);
+        let kind = case % 5;
+        for i in 0..n {
+            match rng.gen_range(0..6) {
+                0 => ms += rng.gen_range(1..5000),
+                1 => ms += 1_000_000_000,
+                _ => seq += rng.gen_range(1..300),
+            }
+            let v = match kind {
+                0 => vec!["event".to_string(), "completed".into(), "jobId".into(), i.to_string()],
+                1 if rng.gen_bool(0.2) => vec!["x".to_string(), i.to_string()],
+                1 => vec![
+                    "event".to_string(),
+                    "done".into(),
+                    "jobId".into(),
+                    i.to_string(),
+                    "rv".into(),
+                    "null".into(),
+                ],
+                2 => {
+                    let picks = [
+                        "0",
+                        "127",
+                        "128",
+                        "4095",
+                        "-4097",
+                        "2147483648",
+                        "007",
+                        "-0",
+                        "12345678901234567890",
+                    ];
+                    vec!["n".to_string(), picks[rng.gen_range(0..picks.len())].to_string()]
+                }
+                3 => {
+                    vec!["v".to_string(), "y".repeat([10, 63, 64, 100, 500, 4095, 5000][rng.gen_range(0..7)])]
+                }
+                _ => vec![
+                    "a".to_string(),
+                    rng.gen_range(-1_000_000i64..1_000_000).to_string(),
+                    "b".into(),
+                    "z".into(),
+                ],
+            };
+            let mut cmd = vec!["XADD".to_string(), "s".into(), format!("{ms}-{seq}")];
+            cmd.extend(v);
+            let r = both(&cmd);
+            assert_eq!(r[0], r[1], "case {case}: {cmd:?}");
+            if rng.gen_bool(0.03) {
+                let r = both(&["XDEL".into(), "s".into(), format!("{ms}-{seq}")]);
+                assert_eq!(r[0], r[1]);
+            }
+        }
+        let got = nodes(&mut both);
+        assert_eq!(got[0], got[1], "case {case} (kind {kind}, {n} entries): nodes");
+        let bound = rng.gen_range(0..=n).to_string();
+        let trim: Vec<String> = match rng.gen_range(0..3) {
+            0 => vec!["MAXLEN".into(), "~".into(), bound],
+            1 => vec!["MAXLEN".into(), bound],
+            _ => vec!["MAXLEN".into(), "~".into(), bound, "LIMIT".into(), rng.gen_range(1..300).to_string()],
+        };
+        let mut cmd = vec!["XTRIM".to_string(), "s".into()];
+        cmd.extend(trim);
+        let r = both(&cmd);
+        assert_eq!(r[0], r[1], "case {case}: {cmd:?}");
+        // Appends after an exact trim go into the node it left its tombstones in.
+        for _ in 0..rng.gen_range(0..150) {
+            ms += 1;
+            both(&["XADD".into(), "s".into(), format!("{ms}-0"), "event".into(), "completed".into()]);
+        }
+        let r = both(&["XTRIM".into(), "s".into(), "MAXLEN".into(), "~".into(), "10".into()]);
+        assert_eq!(r[0], r[1], "case {case}: the second trim");
+        let got = nodes(&mut both);
+        assert_eq!(got[0], got[1], "case {case}: nodes after the trims");
+    }
+}

@@ -25,7 +25,8 @@
 //! Invariants: IDs strictly increase across the whole stream (block keys too); a block holds
 //! at least one live entry (one emptied by deletes or trims is dropped); `len` counts live
 //! entries; `last_id` is at least every ID ever encoded; `Block::last` is the last ID the
-//! block encodes (live or deleted).
+//! block encodes (live or deleted); `Block::lp_fixed` is the size Redis's listpack node for the
+//! block's encoded entries would have, but for its live and deleted counters.
 //!
 //! Consumer groups keep what is pending, not the stream: a group's PEL maps each delivered,
 //! unacknowledged ID to its consumer, delivery time and count, and each consumer keeps the
@@ -165,6 +166,81 @@ struct Block {
     live: u32,
     /// The last ID encoded.
     last: StreamId,
+    /// The bytes Redis's listpack for these entries would take, but for its two counters
+    /// (live and deleted entries, whose sizes change as they count): see [`lp`]. Redis starts a
+    /// new node by this size, so blocks split where its nodes do and `~` trims match its.
+    lp_fixed: u32,
+}
+
+/// The byte size of Redis's stream listpacks (`listpack.c`, `t_stream.c`), which decides
+/// where Redis closes a stream node: an element is its encoding plus a back-length.
+mod lp {
+    /// The back-length's size for an element of `l` bytes.
+    fn backlen(l: u32) -> u32 {
+        match l {
+            0..=127 => 1,
+            128..=16382 => 2,
+            16383..=2_097_150 => 3,
+            2_097_151..=268_435_454 => 4,
+            _ => 5,
+        }
+    }
+
+    /// An integer element.
+    pub fn int(v: i64) -> u32 {
+        let enc = match v {
+            0..=127 => 1,
+            -4096..=4095 => 2,
+            -32_768..=32_767 => 3,
+            -8_388_608..=8_388_607 => 4,
+            -2_147_483_648..=2_147_483_647 => 5,
+            _ => 9,
+        };
+        enc + backlen(enc)
+    }
+
+    /// A string element: one that reads as an integer is stored as one
+    /// (`lpStringToInt64`: at most 20 bytes, no leading zero or plus, not "-0").
+    pub fn string(s: &[u8]) -> u32 {
+        if let Some(v) = as_int(s) {
+            return int(v);
+        }
+        let n = s.len() as u32;
+        let enc = match n {
+            0..=63 => 1 + n,
+            64..=4095 => 2 + n,
+            _ => 5 + n,
+        };
+        enc + backlen(enc)
+    }
+
+    fn as_int(s: &[u8]) -> Option<i64> {
+        if s.is_empty() || s.len() > 20 {
+            return None;
+        }
+        if s == b"0" {
+            return Some(0);
+        }
+        let (neg, digits) = match s.split_first() {
+            Some((b'-', rest)) => (true, rest),
+            _ => (false, s),
+        };
+        if !matches!(digits.first(), Some(b'1'..=b'9')) || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let mut v: i128 = 0;
+        for d in digits {
+            v = v * 10 + (d - b'0') as i128;
+            if v > i64::MAX as i128 + 1 {
+                return None;
+            }
+        }
+        let v = if neg { -v } else { v };
+        i64::try_from(v).ok()
+    }
+
+    /// An empty listpack: its header and end byte.
+    pub const EMPTY: u32 = 7;
 }
 
 /// One decoded entry: its ID, header byte and where it starts.
@@ -182,9 +258,20 @@ impl Block {
             put_bytes(&mut data, f);
         }
         let entries_at = data.len() as u32;
-        let mut b = Block { data, entries_at, count: 0, live: 0, last: id };
-        b.push(id, id, fields);
+        // Redis's master entry: count, deleted (both counted apart), the field count, the
+        // field names, a zero terminator.
+        let lp_fixed = lp::EMPTY
+            + lp::int(fields.len() as i64)
+            + fields.iter().map(|(f, _)| lp::string(f)).sum::<u32>()
+            + lp::int(0);
+        let mut b = Block { data, entries_at, count: 0, live: 0, last: id, lp_fixed };
+        b.push(id, id, id, fields);
         b
+    }
+
+    /// The size of Redis's listpack for this block, counters included.
+    fn lp_bytes(&self) -> u32 {
+        self.lp_fixed + lp::int(self.live as i64) + lp::int((self.count - self.live) as i64)
     }
 
     fn master(&self) -> impl Iterator<Item = &[u8]> {
@@ -193,8 +280,9 @@ impl Block {
         (0..n).map(move |_| get_bytes(&self.data, &mut at))
     }
 
-    /// Appends an entry; `prev` is the ID it is delta-encoded against.
-    fn push(&mut self, prev: StreamId, id: StreamId, fields: &[Field<'_>]) {
+    /// Appends an entry; `prev` is the ID it is delta-encoded against, `key` the block's first
+    /// (Redis's master) ID.
+    fn push(&mut self, key: StreamId, prev: StreamId, id: StreamId, fields: &[Field<'_>]) {
         let same = {
             let mut m = self.master();
             fields.iter().all(|(f, _)| m.next() == Some(*f)) && m.next().is_none()
@@ -219,6 +307,15 @@ impl Block {
         self.count += 1;
         self.live += 1;
         self.last = id;
+        // Redis's entry: flags, ms and seq differences from the master ID, [field count], the
+        // fields (names too unless the master's), and the count of its elements.
+        let n = fields.len() as i64;
+        self.lp_fixed += lp::int(if same { 2 } else { 0 })
+            + lp::int(id.ms.wrapping_sub(key.ms) as i64)
+            + lp::int(id.seq.wrapping_sub(key.seq) as i64)
+            + if same { 0 } else { lp::int(n) }
+            + fields.iter().map(|(f, v)| if same { 0 } else { lp::string(f) } + lp::string(v)).sum::<u32>()
+            + lp::int(n + 3 + if same { 0 } else { n + 1 });
     }
 
     /// Walks the block's entries in order (deleted ones included), giving each one's decoded
@@ -405,15 +502,19 @@ impl Stream {
         max_bytes: usize,
     ) {
         debug_assert!(id > self.last_id || (self.entries_added == 0 && self.blocks.is_empty()));
-        let size: usize = 8 + fields.iter().map(|(f, v)| f.len() + v.len() + 4).sum::<usize>();
+        // Redis's rule (`streamAppendItem`): a new node once the last holds `max_entries`
+        // entries (deleted ones included), or once its listpack's bytes plus the new entry's
+        // raw field and value bytes reach `max_bytes`.
+        let raw: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
         match self.blocks.last_entry() {
             Some(mut e)
                 if (max_entries == 0 || (e.get().count as usize) < max_entries)
-                    && (max_bytes == 0 || e.get().data.len() + size <= max_bytes) =>
+                    && (max_bytes == 0 || (e.get().lp_bytes() as usize) + raw < max_bytes) =>
             {
+                let key = *e.key();
                 let b = e.get_mut();
                 let prev = b.last;
-                b.push(prev, id, fields);
+                b.push(key, prev, id, fields);
             }
             last => {
                 if let Some(mut e) = last {
@@ -538,11 +639,11 @@ impl Stream {
     /// Removes entries from the front as XTRIM does; returns how many. With `approx` only
     /// whole blocks go (so fewer may be removed than the bound allows), and at most `limit`
     /// entries (0: no limit); exact trimming ignores `limit`. Whole blocks are judged first
-    /// (as Redis judges whole nodes), so an approximate trim removes the same entries here
-    /// as on a Redis whose node size matches `stream-node-max-entries`.
+    /// (as Redis judges whole nodes), and blocks split where Redis's nodes do (`lp`), so an
+    /// approximate trim removes the same entries here as on Redis.
     pub fn trim(&mut self, how: Trim, approx: bool, limit: u64) -> u64 {
         let mut removed = 0u64;
-        while let Some(e) = self.blocks.first_entry() {
+        while let Some(mut e) = self.blocks.first_entry() {
             let b = e.get();
             let live = b.live as u64;
             if approx && limit > 0 && removed + live > limit {
@@ -561,37 +662,37 @@ impl Stream {
             if approx {
                 break;
             }
-            // Part of this block goes: re-encode what stays.
+            // Part of this block goes: its first entries become tombstones, as Redis marks
+            // them deleted inside the node (which keeps its size for later appends).
             let key = *e.key();
-            let mut keep: Vec<(StreamId, Vec<Field<'_>>)> = Vec::new();
-            let mut buf = Vec::new();
             let mut len = self.len;
-            let mut dropped = 0u64;
-            b.walk(key, Some(&mut buf), |d, fields| {
+            let mut marks: Vec<usize> = Vec::new();
+            b.walk(key, None, |d, _| {
                 if d.header & DELETED != 0 {
                     return true;
                 }
                 let go = match how {
-                    Trim::MaxLen(m) => len > m && keep.is_empty(),
-                    Trim::MinId(min) => d.id < min && keep.is_empty(),
+                    Trim::MaxLen(m) => len > m,
+                    Trim::MinId(min) => d.id < min,
                 };
                 if go {
                     len -= 1;
-                    dropped += 1;
-                } else {
-                    keep.push((d.id, fields.to_vec()));
+                    marks.push(d.at);
                 }
-                true
+                go
             });
-            if dropped > 0 {
-                let nb = rebuild(&keep);
-                e.remove();
-                if let Some((k, nb)) = nb {
-                    self.blocks.insert(k, nb);
-                }
-                self.len -= dropped;
-                removed += dropped;
+            let dropped = marks.len() as u64;
+            let b = e.get_mut();
+            for at in marks {
+                b.data[at] |= DELETED;
             }
+            b.live -= dropped as u32;
+            if b.live == 0 {
+                // A MINID bound inside the block's deleted tail: nothing live stays.
+                e.remove();
+            }
+            self.len -= dropped;
+            removed += dropped;
             break;
         }
         removed
@@ -788,18 +889,6 @@ impl Stream {
         g.insert(name.to_vec(), group);
         true
     }
-}
-
-/// Encodes live entries into one block keyed by the first one's ID (None when there are none).
-fn rebuild(entries: &[(StreamId, Vec<Field<'_>>)]) -> Option<(StreamId, Block)> {
-    let ((first, f0), rest) = entries.split_first()?;
-    let mut b = Block::new(*first, f0);
-    for (id, fields) in rest {
-        let prev = b.last;
-        b.push(prev, *id, fields);
-    }
-    b.data.shrink_to_fit();
-    Some((*first, b))
 }
 
 /// An entry of a [`PlainStream`]: its ID and field-value pairs.
