@@ -4,8 +4,9 @@
 //! blocked XREADGROUP readers woken by XADD, by XGROUP DESTROY, and by their timeout.
 //!
 //! Only clock readings differ between the two servers (idle times, delivery and seen times)
-//! and the radix-tree sizes Redis reports for its own layout: those are masked, everything
-//! else compares exactly.
+//! and the radix-tree sizes Redis reports for its own layout: those are masked, and the fields
+//! Redis 7.2 added to XINFO (`inactive`, `active-time`) are dropped; everything else compares
+//! exactly.
 
 mod common;
 
@@ -43,6 +44,36 @@ fn zero_fields(f: Frame, names: &[&str]) -> Frame {
                 };
                 zero_next = named(&it);
                 out.push(it);
+            }
+            Frame::Array(Some(out))
+        }
+        other => other,
+    }
+}
+
+/// Drops each field named in `names` with its value, in RESP3 maps and RESP2 flat arrays: the
+/// fields Redis 7.2 added (`inactive`, `active-time`), which goblin-core (announcing 7.4)
+/// reports and redis-server 7.0 does not.
+fn drop_fields(f: Frame, names: &[&str]) -> Frame {
+    let named =
+        |k: &Frame| matches!(k, Frame::Bulk(Some(n)) if names.iter().any(|x| x.as_bytes() == n.as_slice()));
+    match f {
+        Frame::Map(pairs) => Frame::Map(
+            pairs.into_iter().filter(|(k, _)| !named(k)).map(|(k, v)| (k, drop_fields(v, names))).collect(),
+        ),
+        Frame::Array(Some(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            let mut skip_next = false;
+            for it in items {
+                if skip_next {
+                    skip_next = false;
+                    continue;
+                }
+                if named(&it) {
+                    skip_next = true;
+                    continue;
+                }
+                out.push(drop_fields(it, names));
             }
             Frame::Array(Some(out))
         }
@@ -89,10 +120,11 @@ fn mask(args: &[&str], f: Frame) -> Frame {
             )),
             other => other,
         },
-        ("XINFO", "CONSUMERS") => zero_fields(f, &["idle"]),
-        ("XINFO", "STREAM") => {
-            pel_times(zero_fields(f, &["seen-time", "radix-tree-nodes", "radix-tree-keys"]))
-        }
+        ("XINFO", "CONSUMERS") => drop_fields(zero_fields(f, &["idle"]), &["inactive"]),
+        ("XINFO", "STREAM") => pel_times(drop_fields(
+            zero_fields(f, &["seen-time", "radix-tree-nodes", "radix-tree-keys"]),
+            &["active-time"],
+        )),
         _ => f,
     }
 }

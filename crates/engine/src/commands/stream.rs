@@ -1051,6 +1051,12 @@ fn serve_group(
                 });
             }
             n += got.len();
+            if n > 0 {
+                // Redis 7.2's active time: when the consumer last got entries.
+                if let Some(cons) = s.group_mut(g).and_then(|grp| grp.consumer_mut(consumer)) {
+                    cons.active_time = now;
+                }
+            }
             for id in got {
                 let counter = {
                     let grp = s.group(g).expect("checked");

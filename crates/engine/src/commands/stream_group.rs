@@ -797,13 +797,19 @@ fn xinfo(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             let Some(g) = s.group(args[3]) else { return no_group_for_key(out, key, args[3]) };
             reply::array_len(out, g.consumers().len());
             for cons in g.consumers().values() {
-                reply::map_len(out, proto, 3);
+                // Redis 7.2 added `inactive`: since the consumer last got or claimed entries
+                // (-1 if it never did).
+                reply::map_len(out, proto, 4);
                 reply::bulk(out, b"name");
                 reply::bulk(out, cons.name());
                 reply::bulk(out, b"pending");
                 reply::integer(out, cons.pending().len() as i64);
                 reply::bulk(out, b"idle");
                 reply::integer(out, now.saturating_sub(cons.seen_time).max(0));
+                reply::bulk(out, b"inactive");
+                let inactive =
+                    if cons.active_time < 0 { -1 } else { now.saturating_sub(cons.active_time).max(0) };
+                reply::integer(out, inactive);
             }
         }
         "groups" => {
@@ -922,11 +928,13 @@ fn xinfo_stream(out: &mut Vec<u8>, proto: Proto, s: &Stream, args: &[&[u8]]) {
         reply::bulk(out, b"consumers");
         reply::array_len(out, g.consumers().len());
         for cons in g.consumers().values() {
-            reply::map_len(out, proto, 4);
+            reply::map_len(out, proto, 5);
             reply::bulk(out, b"name");
             reply::bulk(out, cons.name());
             reply::bulk(out, b"seen-time");
             reply::integer(out, cons.seen_time);
+            reply::bulk(out, b"active-time");
+            reply::integer(out, cons.active_time);
             reply::bulk(out, b"pel-count");
             reply::integer(out, cons.pending().len() as i64);
             reply::bulk(out, b"pending");
@@ -993,6 +1001,26 @@ mod tests {
         assert_eq!(
             reply(&mut e, 0, &["XGROUP", "SETID", "s", "nog", "0"]),
             "-NOGROUP No such consumer group 'nog' for key name 's'\r\n"
+        );
+    }
+
+    #[test]
+    fn xinfo_consumers_reports_inactive_since_the_last_delivery() {
+        let mut e = setup();
+        reply(&mut e, 0, &["XGROUP", "CREATE", "s", "g", "0"]);
+        reply(&mut e, 1000, &["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">"]);
+        reply(&mut e, 1200, &["XGROUP", "CREATECONSUMER", "s", "g", "d"]);
+        // c got an entry at 1000 and was last seen then; d never got one (-1).
+        assert_eq!(
+            reply(&mut e, 1500, &["XINFO", "CONSUMERS", "s", "g"]),
+            "*2\r\n*8\r\n$4\r\nname\r\n$1\r\nc\r\n$7\r\npending\r\n:1\r\n$4\r\nidle\r\n:500\r\n$8\r\ninactive\r\n:500\r\n\
+             *8\r\n$4\r\nname\r\n$1\r\nd\r\n$7\r\npending\r\n:0\r\n$4\r\nidle\r\n:300\r\n$8\r\ninactive\r\n:-1\r\n"
+        );
+        let full = reply(&mut e, 1500, &["XINFO", "STREAM", "s", "FULL"]);
+        assert!(
+            full.contains("$11\r\nactive-time\r\n:1000\r\n")
+                && full.contains("$11\r\nactive-time\r\n:-1\r\n"),
+            "{full}"
         );
     }
 
