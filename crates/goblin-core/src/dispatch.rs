@@ -672,6 +672,9 @@ impl Server {
                     };
                     conn.last_cmd = spec.name;
                     // commandstats: each queued command counts on its own, as in Redis.
+                    // A queued script shows in MONITOR before the commands it runs, as outside
+                    // a transaction (the others show after running, in `after_command`).
+                    self.monitor_before(conn, spec, &argv);
                     let (mark, started) = (conn.out.len(), std::time::Instant::now());
                     self.cmd_started = Some(started);
                     self.execute(conn, slot, spec, &argv, now, true);

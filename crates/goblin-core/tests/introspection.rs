@@ -212,6 +212,21 @@ fn monitor_streams_executed_commands() {
     assert!(monitor_line(&mut m).contains("\"EVAL\""));
     let inner = monitor_line(&mut m);
     assert!(inner.contains(" [0 lua] \"SET\" \"sk\" \"sv\""), "{inner}");
+    // Inside a transaction too (ioredis's tests watch for the EVALSHA line to tell whether it
+    // fell back to EVAL).
+    redis::pipe()
+        .atomic()
+        .cmd("EVAL")
+        .arg("return redis.call('GET', KEYS[1])")
+        .arg(1)
+        .arg("sk")
+        .query::<Value>(&mut c)
+        .unwrap();
+    assert!(monitor_line(&mut m).ends_with("\"MULTI\"\r\n"));
+    let eval = monitor_line(&mut m);
+    assert!(eval.contains("\"EVAL\" \"return redis.call('GET', KEYS[1])\" \"1\" \"sk\""), "{eval}");
+    assert!(monitor_line(&mut m).contains(" [0 lua] \"GET\" \"sk\""));
+    assert!(monitor_line(&mut m).ends_with("\"EXEC\"\r\n"));
     // A closed monitor is dropped; the server goes on.
     drop(m);
     std::thread::sleep(Duration::from_millis(50));
