@@ -56,6 +56,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::bulk_int(out, micros % 1_000_000);
         }
         "role" => s.role_reply(out),
+        "replicaof" | "slaveof" => replicaof(s.replica.is_some(), out, args),
         "goblin.firehose" => s.firehose_subscribe(c, slot),
         "wait" => s.wait_command(c, slot, args),
         "waitaof" => s.waitaof_command(c, slot, args),
@@ -311,6 +312,30 @@ fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool 
     }
 }
 
+/// REPLICAOF host port | NO ONE (and SLAVEOF). A goblin-core server's role is set at startup:
+/// a replica follows the upstream its `--replica-*` flag names through GOBLIN.FIREHOSE (Redis's
+/// replication protocol is not spoken), so NO ONE on a primary is the no-op Redis makes of it,
+/// and every other form is refused with the way to get it.
+fn replicaof(is_replica: bool, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let no_one = args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one");
+    if no_one && !is_replica {
+        return reply::ok(out);
+    }
+    if no_one {
+        return reply::error(
+            out,
+            b"ERR this replica follows the upstream of its --replica-* flag; restart it without one to serve writes",
+        );
+    }
+    if util::parse_i64(args[2]).is_none_or(|p| !(0..=65535).contains(&p)) {
+        return reply::error(out, b"ERR Invalid master port");
+    }
+    reply::error(
+        out,
+        b"ERR goblin-core replicates from goblin-core only, set at startup: run a replica with --replica-tcp HOST PORT",
+    )
+}
+
 /// AUTH [username] password. The one-argument form is the default user's password, refused
 /// as a configuration mistake when the default user has none (Redis's wording).
 fn auth(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
@@ -329,9 +354,9 @@ fn auth(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
-/// ACL WHOAMI | USERS: the part of ACL this server has (every user has full access, so the
-/// rest of ACL has nothing to report or change). Other subcommands get Redis's
-/// unknown-subcommand error.
+/// ACL: users, passwords and what Redis's ACL reports about them. Every user has full access,
+/// so permission rules other than the full-access ones are refused, the log stays empty and
+/// DRYRUN allows every command. Other subcommands get Redis's unknown-subcommand error.
 fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let out = &mut c.out;
     let sub = args[1].to_ascii_lowercase();
@@ -477,6 +502,26 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             text.truncate(bits.div_ceil(4));
             reply::bulk(out, text.as_bytes());
         }
+        // ACL DRYRUN user command [arg ...]: every user may run every command here, so a
+        // command that exists and has the right number of arguments is always allowed.
+        b"dryrun" => {
+            if !sub_arity_ok(out, args, -4) {
+                return;
+            }
+            if s.users.find(args[2]).is_none() {
+                let msg = format!("ERR User '{}' not found", String::from_utf8_lossy(args[2]));
+                return reply::error(out, msg.as_bytes());
+            }
+            let Some(spec) = engine::lookup(args[3]) else {
+                let msg = format!("ERR Command '{}' not found", String::from_utf8_lossy(args[3]));
+                return reply::error(out, msg.as_bytes());
+            };
+            if !spec.arity_ok(args.len() - 3) {
+                let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
+                return reply::error(out, msg.as_bytes());
+            }
+            reply::ok(out)
+        }
         // Nothing is ever denied by permissions here, so the log stays empty.
         b"log" => match args.get(2).map(|a| a.to_ascii_lowercase()) {
             Some(r) if r == b"reset" => reply::ok(out),
@@ -491,6 +536,8 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 "    when no category is specified.",
                 "DELUSER <username> [<username> ...]",
                 "    Delete a list of users.",
+                "DRYRUN <username> <command> [<arg> ...]",
+                "    Returns whether the user can execute the given command without executing the command.",
                 "GETUSER <username>",
                 "    Get the user's details.",
                 "GENPASS [<bits>]",
