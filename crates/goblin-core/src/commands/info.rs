@@ -268,22 +268,73 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
     field!(t, "clients_in_timeout_table", "{}", s.blocked.timeouts_len());
 }
 
+/// The memory figures INFO's `memory` section and MEMORY STATS report, read once.
+pub(crate) struct MemoryFigures {
+    /// Allocated by the allocator (Redis's `used_memory`).
+    pub used: u64,
+    pub active: u64,
+    pub resident: u64,
+    pub rss: u64,
+    pub peak: u64,
+    /// In use when the server became ready.
+    pub startup: u64,
+    /// The connections' input and output buffers (their capacity).
+    pub clients_normal: u64,
+    /// Firehose subscribers' queues (Redis's replica buffers; outside the allocator).
+    pub clients_replicas: u64,
+    pub lua: u64,
+    pub scripts: u64,
+    pub cached_scripts: usize,
+    /// Startup memory, client buffers and script cache: Redis's `used_memory_overhead` for
+    /// what this server has.
+    pub overhead: u64,
+    /// The rest of `used`.
+    pub dataset: u64,
+}
+
+impl MemoryFigures {
+    pub(crate) fn read(s: &Server) -> MemoryFigures {
+        let used = allocated_bytes();
+        let (active, resident) = allocator_active_resident();
+        let clients_normal =
+            s.conns.iter().flatten().map(|c| (c.pending.capacity() + c.out.capacity()) as u64).sum();
+        let (lua, scripts, cached_scripts) =
+            s.scripting.as_ref().map(|sc| (sc.vm_bytes(), sc.body_bytes(), sc.cached())).unwrap_or_default();
+        let startup = s.stats.startup_memory;
+        let overhead = startup + clients_normal + scripts as u64;
+        MemoryFigures {
+            used,
+            active,
+            resident,
+            rss: rss_bytes(),
+            peak: s.stats.peak_memory.max(used),
+            startup,
+            clients_normal,
+            clients_replicas: s.firehose_queue_bytes() as u64,
+            lua: lua as u64,
+            scripts: scripts as u64,
+            cached_scripts,
+            overhead,
+            dataset: used.saturating_sub(overhead),
+        }
+    }
+
+    /// `a / b`, 0 when `b` is.
+    pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+        if b > 0 {
+            a as f64 / b as f64
+        } else {
+            0.0
+        }
+    }
+}
+
 fn memory(s: &Server, t: &mut String) {
-    let used = allocated_bytes();
-    let (active, resident) = allocator_active_resident();
-    let rss = rss_bytes();
-    let peak = s.stats.peak_memory.max(used);
-    // Client buffers: what the connections hold for input and output (capacity: what the
-    // allocator gave them).
-    let clients_normal: u64 =
-        s.conns.iter().flatten().map(|c| (c.pending.capacity() + c.out.capacity()) as u64).sum();
-    let (lua, scripts, cached) =
-        s.scripting.as_ref().map(|sc| (sc.vm_bytes(), sc.body_bytes(), sc.cached())).unwrap_or_default();
-    // Overhead as Redis counts it, for what this server has: the memory in use when it became
-    // ready, the client buffers and the script cache. The dataset is the rest.
-    let startup = s.stats.startup_memory;
-    let overhead = startup + clients_normal + scripts as u64;
-    let dataset = used.saturating_sub(overhead);
+    let m = MemoryFigures::read(s);
+    let MemoryFigures {
+        used, active, resident, rss, peak, startup, clients_normal, overhead, dataset, ..
+    } = m;
+    let (lua, scripts, cached) = (m.lua, m.scripts, m.cached_scripts);
     let total_mem = total_system_memory();
     t.push_str("# Memory\r\n");
     field!(t, "used_memory", "{used}");
@@ -332,12 +383,12 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_scripts_human", "{}", human_bytes(scripts_total));
     // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
     // used_memory), prefaulted, so all of it is resident; Redis's name for replica buffers.
-    field!(t, "mem_clients_slaves", "{}", s.firehose_queue_bytes());
+    field!(t, "mem_clients_slaves", "{}", m.clients_replicas);
     let ev = &s.engine.evict;
     field!(t, "maxmemory", "{}", ev.maxmemory);
     field!(t, "maxmemory_human", "{}", human_bytes(ev.maxmemory));
     field!(t, "maxmemory_policy", "{}", ev.policy.name());
-    let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    let ratio = MemoryFigures::ratio;
     field!(t, "allocator_frag_ratio", "{:.2}", ratio(active, used));
     field!(t, "allocator_frag_bytes", "{}", active as i64 - used as i64);
     field!(t, "allocator_rss_ratio", "{:.2}", ratio(resident, active));
@@ -348,7 +399,7 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "mem_fragmentation_bytes", "{}", rss as i64 - used as i64);
     field!(t, "mem_not_counted_for_evict", "0");
     field!(t, "mem_replication_backlog", "0");
-    field!(t, "mem_total_replication_buffers", "{}", s.firehose_queue_bytes());
+    field!(t, "mem_total_replication_buffers", "{}", m.clients_replicas);
     field!(t, "mem_clients_normal", "{clients_normal}");
     field!(t, "mem_cluster_links", "0");
     field!(t, "mem_aof_buffer", "0");

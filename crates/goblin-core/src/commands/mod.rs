@@ -312,6 +312,60 @@ fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool 
     }
 }
 
+/// MEMORY STATS: Redis 7.0's fields in its order, from the figures INFO's `memory` section
+/// reports (`info::MemoryFigures`). What this server has no counterpart for (a replication
+/// backlog, cluster links, an AOF buffer) is 0; ratios are doubles, as in Redis.
+fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
+    let m = info::MemoryFigures::read(s);
+    let ratio = info::MemoryFigures::ratio;
+    let keys = s.engine.ks.len() as u64;
+    let net = m.used.saturating_sub(m.startup);
+    let int = |out: &mut Vec<u8>, k: &str, v: i64| {
+        reply::bulk(out, k.as_bytes());
+        reply::integer(out, v);
+    };
+    let dbl = |out: &mut Vec<u8>, k: &str, v: f64| {
+        reply::bulk(out, k.as_bytes());
+        reply::double(out, proto, engine::util::format_f64(v).as_bytes());
+    };
+    let has_db = keys > 0;
+    reply::map_len(out, proto, 27 + has_db as usize);
+    int(out, "peak.allocated", m.peak as i64);
+    int(out, "total.allocated", m.used as i64);
+    int(out, "startup.allocated", m.startup as i64);
+    int(out, "replication.backlog", 0);
+    int(out, "clients.slaves", m.clients_replicas as i64);
+    int(out, "clients.normal", m.clients_normal as i64);
+    int(out, "cluster.links", 0);
+    int(out, "aof.buffer", 0);
+    int(out, "lua.caches", m.scripts as i64);
+    int(out, "functions.caches", s.engine.functions.code_bytes() as i64);
+    if has_db {
+        reply::bulk(out, b"db.0");
+        reply::map_len(out, proto, 2);
+        int(out, "overhead.hashtable.main", s.engine.ks.table_overhead() as i64);
+        // Deadlines live in the keys' own entries: no second table.
+        int(out, "overhead.hashtable.expires", 0);
+    }
+    int(out, "overhead.total", m.overhead as i64);
+    int(out, "keys.count", keys as i64);
+    int(out, "keys.bytes-per-key", if keys > 0 { (net / keys) as i64 } else { 0 });
+    int(out, "dataset.bytes", m.dataset as i64);
+    dbl(out, "dataset.percentage", ratio(m.dataset, net) * 100.0);
+    dbl(out, "peak.percentage", ratio(m.used, m.peak) * 100.0);
+    int(out, "allocator.allocated", m.used as i64);
+    int(out, "allocator.active", m.active as i64);
+    int(out, "allocator.resident", m.resident as i64);
+    dbl(out, "allocator-fragmentation.ratio", ratio(m.active, m.used));
+    int(out, "allocator-fragmentation.bytes", m.active as i64 - m.used as i64);
+    dbl(out, "allocator-rss.ratio", ratio(m.resident, m.active));
+    int(out, "allocator-rss.bytes", m.resident as i64 - m.active as i64);
+    dbl(out, "rss-overhead.ratio", ratio(m.rss, m.resident));
+    int(out, "rss-overhead.bytes", m.rss as i64 - m.resident as i64);
+    dbl(out, "fragmentation", ratio(m.rss, m.used));
+    int(out, "fragmentation.bytes", m.rss as i64 - m.used as i64);
+}
+
 /// REPLICAOF host port | NO ONE (and SLAVEOF). A goblin-core server's role is set at startup:
 /// a replica follows the upstream its `--replica-*` flag names through GOBLIN.FIREHOSE (Redis's
 /// replication protocol is not spoken), so NO ONE on a primary is the no-op Redis makes of it,
@@ -710,25 +764,7 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !sub_arity_ok(out, args, 2) {
                 return;
             }
-            let allocated = info::allocated_bytes();
-            let keys = s.engine.ks.len() as i64;
-            let fields: [(&str, i64); 6] = [
-                ("peak.allocated", s.stats.peak_memory.max(allocated) as i64),
-                ("total.allocated", allocated as i64),
-                (
-                    "clients.normal",
-                    s.conns.iter().flatten().map(|c| c.out.capacity() + c.pending.capacity()).sum::<usize>()
-                        as i64,
-                ),
-                ("keys.count", keys),
-                ("keys.bytes-per-key", if keys > 0 { allocated as i64 / keys } else { 0 }),
-                ("dataset.bytes", allocated as i64),
-            ];
-            reply::map_len(out, c.proto, fields.len());
-            for (k, v) in fields {
-                reply::bulk(out, k.as_bytes());
-                reply::integer(out, v);
-            }
+            memory_stats(s, c.proto, out);
         }
         b"doctor" => {
             if sub_arity_ok(out, args, 2) {
