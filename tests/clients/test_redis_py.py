@@ -399,6 +399,26 @@ def test_stream_idempotent_production_8_6(r):
         r.execute_command("XCFGSET", "payments", "IDMP-MAXSIZE", "10001")
 
 
+@pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XREAD MAXCOUNT and MAXSIZE (8.10)")
+def test_xread_caps_on_the_whole_reply_8_10(r):
+    for i in range(3):
+        r.xadd("s1", {"f": i})
+        r.xadd("s2", {"f": i})
+
+    def total(res):
+        return sum(len(v[0]) for v in res.values()) if isinstance(res, dict) else sum(len(e) for _, e in res)
+
+    # COUNT is per stream; MAXCOUNT caps the reply, filled in the order the streams are named.
+    assert total(r.xread(streams={"s1": 0, "s2": 0}, count=3, max_count=4)) == 4
+    assert total(r.xread(streams={"s1": 0}, max_size=1)) == 1  # one entry always goes
+    r.xgroup_create("s1", "g", id="0")
+    r.xgroup_create("s2", "g", id="0")
+    assert total(r.xreadgroup("g", "c", streams={"s1": ">", "s2": ">"}, max_count=4)) == 4
+    assert r.xpending("s2", "g")["pending"] == 1
+    with pytest.raises(ResponseError, match="MAXCOUNT must be greater than or equal to COUNT"):
+        r.execute_command("XREAD", "COUNT", "5", "MAXCOUNT", "3", "STREAMS", "s1", "0")
+
+
 @pytest.mark.skipif(REFERENCE, reason="Debian's redis-server 7.0 predates XREADGROUP CLAIM (8.4)")
 def test_xreadgroup_claim_8_4(r):
     # A worker that died with an entry pending: the next read with CLAIM takes it over first.

@@ -410,11 +410,12 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
         "5.0.0",
         "key last-id [ENTRIESADDED entries-added:integer] [MAXDELETEDID max-deleted-id]",
     ),
-    ("xread", "5.0.0", "[COUNT count] [BLOCK milliseconds:integer] STREAMS key [key ...] id [id ...]"),
+    ("xread", "5.0.0", "[COUNT count] [MAXCOUNT maxcount:integer] [MAXSIZE maxsize:integer] [BLOCK milliseconds:integer] STREAMS key [key ...] id [id ...]"),
     (
         "xreadgroup",
         "5.0.0",
-        "GROUP group consumer [COUNT count] [BLOCK milliseconds:integer] [NOACK] [CLAIM min-idle-time:integer] STREAMS key [key ...] \
+        "GROUP group consumer [COUNT count] [MAXCOUNT maxcount:integer] [MAXSIZE maxsize:integer] [BLOCK milliseconds:integer] [NOACK] \
+         [CLAIM min-idle-time:integer] STREAMS key [key ...] \
          id [id ...]",
     ),
     ("xgroup", "5.0.0", ""),

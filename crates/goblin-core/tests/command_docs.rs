@@ -192,7 +192,8 @@ fn argument_structure_matches_redis_server() {
     // filters are modelled as one block; psubscribe: Redis 7.0 wraps each pattern in a
     // one-member block (7.2 lists a plain repeated pattern, as goblin-core does); cluster:
     // without a cluster mode CLUSTER is one command that refuses every call, not a container
-    // of subcommands; xadd, xtrim: Redis 8.2's KEEPREF/DELREF/ACKED; xreadgroup: 8.4's CLAIM.
+    // of subcommands; xadd, xtrim: Redis 8.2's KEEPREF/DELREF/ACKED (and XADD's 8.6 IDMP);
+    // xreadgroup: 8.4's CLAIM; xread, xreadgroup: 8.10's MAXCOUNT and MAXSIZE.
     const DIFFERS: &[&str] = &[
         "set",
         "zrank",
@@ -204,6 +205,7 @@ fn argument_structure_matches_redis_server() {
         "xadd",
         "xtrim",
         "xreadgroup",
+        "xread",
     ];
     let s = Server::start(&[]);
     let r = RedisServer::start();

@@ -602,8 +602,45 @@ struct ReadArgs<'a> {
     /// idle at least this long.
     claim: Option<Millis>,
     claim_arg: Option<&'a [u8]>,
+    /// MAXCOUNT and MAXSIZE (Redis 8.10): caps on the whole reply, across its streams.
+    max_count: Option<usize>,
+    max_size: Option<usize>,
     keys: &'a [&'a [u8]],
     ids: &'a [&'a [u8]],
+}
+
+/// What is left of a read's MAXCOUNT and MAXSIZE as its streams are served in order: entries,
+/// and reply bytes counted from where the reply began. The byte cap applies only once an
+/// entry has been sent, so one entry larger than MAXSIZE still goes out (Redis's rule).
+struct Budget {
+    entries: Option<usize>,
+    max_size: Option<usize>,
+    start: usize,
+    sent: usize,
+}
+
+impl Budget {
+    /// Whether another entry may go into `out`.
+    fn open(&self, out: &[u8]) -> bool {
+        self.entries.is_none_or(|e| e > 0)
+            && (self.sent == 0 || self.max_size.is_none_or(|m| out.len() - self.start < m))
+    }
+
+    fn took(&mut self) {
+        self.sent += 1;
+        if let Some(e) = self.entries.as_mut() {
+            *e -= 1;
+        }
+    }
+
+    /// COUNT for one stream (0: no bound) within what is left.
+    fn count(&self, count: usize) -> usize {
+        match (count, self.entries) {
+            (0, Some(e)) => e,
+            (c, Some(e)) => c.min(e),
+            (c, None) => c,
+        }
+    }
 }
 
 fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool) -> Option<ReadArgs<'a>> {
@@ -616,6 +653,8 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
         noack: false,
         claim: None,
         claim_arg: None,
+        max_count: None,
+        max_size: None,
         keys: &[],
         ids: &[],
     };
@@ -652,6 +691,22 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
             };
             r.count = n.max(0) as usize;
             r.count_given = true;
+        } else if (eq_ic(o, b"maxcount") || eq_ic(o, b"maxsize")) && more > 0 {
+            i += 1;
+            let Some(n) = parse_i64(args[i]) else {
+                reply::error(out, errors::NOT_INTEGER);
+                return None;
+            };
+            let name = if eq_ic(o, b"maxcount") { "MAXCOUNT" } else { "MAXSIZE" };
+            if n <= 0 {
+                reply::error(out, format!("ERR {name} must be a positive integer").as_bytes());
+                return None;
+            }
+            if name == "MAXCOUNT" {
+                r.max_count = Some(n as usize);
+            } else {
+                r.max_size = Some(n as usize);
+            }
         } else if eq_ic(o, b"streams") && more > 0 {
             streams_at = i + 1;
             let n = args.len() - streams_at;
@@ -721,6 +776,10 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
         reply::error(out, b"ERR Missing GROUP option for XREADGROUP");
         return None;
     }
+    if r.max_count.is_some_and(|m| r.count_given && r.count > m) {
+        reply::error(out, b"ERR MAXCOUNT must be greater than or equal to COUNT");
+        return None;
+    }
     Some(r)
 }
 
@@ -735,13 +794,14 @@ enum From {
     Last,
 }
 
-/// XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]
+/// XREAD [COUNT count] [MAXCOUNT count] [MAXSIZE bytes] [BLOCK milliseconds] STREAMS key
+/// [key ...] id [id ...]
 fn xread(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     read_generic(c, out, args, false)
 }
 
-/// XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key
-/// [key ...] id [id ...]
+/// XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT count] [MAXSIZE bytes] [BLOCK
+/// milliseconds] [NOACK] [CLAIM min-idle-time] STREAMS key [key ...] id [id ...]
 fn xreadgroup(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     read_generic(c, out, args, true)
 }
@@ -813,7 +873,11 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
     let c_now = c.now;
     let mut served = 0usize;
     let mut marker = None;
+    let mut budget = Budget { entries: r.max_count, max_size: r.max_size, start: out.len(), sent: 0 };
     for (i, key) in r.keys.iter().enumerate() {
+        if !budget.open(out) {
+            break;
+        }
         let has = match look(c, key) {
             Look::Stream(s) => match (from[i], r.group) {
                 (From::After(_), Some(_)) => true,
@@ -849,15 +913,18 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                         if let Some(id) = s.last_entry_id() {
                             let fields = s.get(id).unwrap_or_default();
                             reply_entry(out, id, &fields);
+                            budget.took();
                             n = 1;
                         }
                     }
                     From::After(after) => {
                         if let Some(start) = after.next() {
+                            let count = budget.count(r.count);
                             s.range(start, StreamId::MAX, false, |id, fields| {
                                 reply_entry(out, id, fields);
+                                budget.took();
                                 n += 1;
-                                r.count == 0 || n < r.count
+                                (count == 0 || n < count) && budget.open(out)
                             });
                         }
                     }
@@ -865,7 +932,9 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
                 }
                 reply::finish_deferred_len(out, m, n);
             }
-            Some((g, consumer)) => serve_group(c, out, key, g, consumer, from[i], r.count, r.noack, r.claim),
+            Some((g, consumer)) => {
+                serve_group(c, out, key, g, consumer, from[i], r.count, r.noack, r.claim, &mut budget)
+            }
         }
     }
     if let Some(m) = marker {
@@ -886,7 +955,13 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             if let Some(a) = r.claim_arg {
                 parked.extend([b"CLAIM".to_vec(), a.to_vec()]);
             }
-            let count = if r.count_given { r.count } else { 1000 };
+            if let Some(m) = r.max_count {
+                parked.extend([b"MAXCOUNT".to_vec(), m.to_string().into_bytes()]);
+            }
+            if let Some(m) = r.max_size {
+                parked.extend([b"MAXSIZE".to_vec(), m.to_string().into_bytes()]);
+            }
+            let count = if r.count_given { r.count } else { r.max_count.unwrap_or(1000).min(1000) };
             parked.extend([b"COUNT".to_vec(), count.to_string().into_bytes()]);
             parked.extend([b"BLOCK".to_vec(), r.block_arg.unwrap_or(b"0").to_vec()]);
             parked.push(b"STREAMS".to_vec());
@@ -971,7 +1046,9 @@ fn serve_group(
     count: usize,
     noack: bool,
     claim: Option<Millis>,
+    budget: &mut Budget,
 ) {
+    let count = budget.count(count);
     let now = c.now;
     let proto = c.proto;
     let Ok(Some(s)) = stream_mut(c, key) else { unreachable!("checked by the caller") };
@@ -998,6 +1075,10 @@ fn serve_group(
                 _ => Vec::new(),
             };
             for id in ids {
+                if !budget.open(out) {
+                    break;
+                }
+                budget.took();
                 let s = match stream_mut(c, key) {
                     Ok(Some(s)) => s,
                     _ => unreachable!(),
@@ -1026,6 +1107,10 @@ fn serve_group(
             if let Some(min_idle) = claim {
                 let taken = claimable(s, s.group(g).expect("checked"), now, min_idle, count);
                 for (id, idle, delivered) in taken {
+                    if !budget.open(out) {
+                        break;
+                    }
+                    budget.took();
                     let fields = s.get(id).expect("claimable entries exist");
                     reply_claimed_entry(out, id, &fields, idle, delivered);
                     let grp = s.group_mut(g).expect("checked");
@@ -1038,7 +1123,7 @@ fn serve_group(
             let start = old_last.next();
             let mut got: Vec<StreamId> = Vec::new();
             let room = if count == 0 { usize::MAX } else { count.saturating_sub(n) };
-            if let (Some(start), true) = (start, room > 0) {
+            if let (Some(start), true) = (start, room > 0 && budget.open(out)) {
                 s.range(start, StreamId::MAX, false, |id, fields| {
                     if claim.is_some() {
                         // New entries have been idle 0 ms and delivered 0 times.
@@ -1047,7 +1132,8 @@ fn serve_group(
                         reply_entry(out, id, fields);
                     }
                     got.push(id);
-                    got.len() < room
+                    budget.took();
+                    got.len() < room && budget.open(out)
                 });
             }
             n += got.len();
@@ -1117,6 +1203,51 @@ fn serve_group(
 mod tests {
     use crate::testing::{reply, take_muts};
     use crate::Engine;
+
+    #[test]
+    fn maxcount_and_maxsize_cap_the_whole_reply() {
+        let mut e = Engine::default();
+        for k in ["a", "b"] {
+            for i in 1..=3 {
+                reply(&mut e, 0, &["XADD", k, &format!("{i}-0"), "f", &"x".repeat(i * 10)]);
+            }
+        }
+        let ids = |r: &str| r.matches("-0\r\n").count();
+        // COUNT per stream, MAXCOUNT over both, filled in the order the streams are named.
+        let r = reply(&mut e, 0, &["XREAD", "COUNT", "3", "MAXCOUNT", "4", "STREAMS", "a", "b", "0", "0"]);
+        assert_eq!(ids(&r), 4);
+        assert!(r.starts_with("*2\r\n") && r.contains("$1\r\nb\r\n*1\r\n"), "{r}");
+        let r = reply(&mut e, 0, &["XREAD", "MAXCOUNT", "2", "STREAMS", "a", "b", "0", "0"]);
+        assert!(r.starts_with("*1\r\n") && ids(&r) == 2, "{r}");
+        // MAXSIZE: one entry always goes; then entries while the reply is under the cap.
+        let r = reply(&mut e, 0, &["XREAD", "MAXSIZE", "1", "STREAMS", "a", "b", "0", "0"]);
+        assert_eq!(ids(&r), 1);
+        let r = reply(&mut e, 0, &["XREAD", "MAXSIZE", "100", "STREAMS", "a", "0"]);
+        assert_eq!(ids(&r), 2, "{r}");
+        // XREADGROUP delivers (and makes pending) only what the caps let through.
+        reply(&mut e, 0, &["XGROUP", "CREATE", "a", "g", "0"]);
+        reply(&mut e, 0, &["XGROUP", "CREATE", "b", "g", "0"]);
+        take_muts(&mut e);
+        let r = reply(
+            &mut e,
+            5,
+            &["XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", "4", "STREAMS", "a", "b", ">", ">"],
+        );
+        assert_eq!(ids(&r), 4);
+        assert_eq!(reply(&mut e, 5, &["XPENDING", "b", "g"]).split("\r\n").nth(1), Some(":1"));
+        assert_eq!(take_muts(&mut e).iter().filter(|m| m.starts_with("XCLAIM")).count(), 4);
+        for (args, err) in [
+            (&["XREAD", "MAXCOUNT", "0", "STREAMS", "a", "0"][..], "ERR MAXCOUNT must be a positive integer"),
+            (&["XREAD", "MAXSIZE", "-1", "STREAMS", "a", "0"], "ERR MAXSIZE must be a positive integer"),
+            (&["XREAD", "MAXSIZE", "x", "STREAMS", "a", "0"], "ERR value is not an integer or out of range"),
+            (
+                &["XREAD", "COUNT", "5", "MAXCOUNT", "3", "STREAMS", "a", "0"],
+                "ERR MAXCOUNT must be greater than or equal to COUNT",
+            ),
+        ] {
+            assert_eq!(reply(&mut e, 5, args), format!("-{err}\r\n"), "{args:?}");
+        }
+    }
 
     #[test]
     fn xreadgroup_claim_takes_idle_pending_entries_first() {
