@@ -20,7 +20,7 @@ use crate::errors;
 use crate::util::{eq_ic, parse_i64};
 use resp::reply;
 use store::types::stream::Field;
-use store::types::stream_idmp::{Idmp, MAX_DURATION, MAX_MAXSIZE};
+use store::types::stream_idmp::{Idmp, Refused, MAX_DURATION, MAX_MAXSIZE};
 use store::{Stream, StreamId};
 
 const K1: (i32, i32, i32) = (1, 1, 1);
@@ -227,9 +227,17 @@ fn xidmprecord(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     match state.record(pid, iid, id) {
         Ok(false) => return reply::ok(out),
         Ok(true) => {}
-        Err(_) => {
+        Err(refused) => {
             state.drop_if_empty(pid);
-            return reply::error(out, b"ERR The IDMP pair already maps to a different stream ID");
+            return reply::error(
+                out,
+                match refused {
+                    Refused::Conflict(_) => b"ERR The IDMP pair already maps to a different stream ID",
+                    Refused::OutOfOrder => {
+                        b"ERR The stream ID is not above the last one recorded for this producer"
+                    }
+                },
+            );
         }
     }
     if created {
@@ -437,6 +445,12 @@ mod tests {
             "-ERR The stream ID does not refer to an existing entry\r\n"
         );
         assert_eq!(reply(&mut e, 1000, &["XIDMPRECORD", "nope", "p", "j", "7-0"]), "-ERR no such key\r\n");
+        // A producer's pairs stay in entry order (snapshots rely on it).
+        assert_eq!(reply(&mut e, 1000, &["XIDMPRECORD", "s", "p", "k", "6-0"]), "+OK\r\n");
+        assert_eq!(
+            reply(&mut e, 1000, &["XIDMPRECORD", "s", "p", "j", "5-0"]),
+            "-ERR The stream ID is not above the last one recorded for this producer\r\n"
+        );
         // The recorded pair deduplicates a client's XADD (the entry's ms, 5, is within 100 s of
         // the clock at 1000 ms).
         assert_eq!(bulk(&reply(&mut e, 1000, &["XADD", "s", "IDMP", "p", "i", "*", "f", "w"])), "5-0");

@@ -44,7 +44,13 @@ impl Producer {
 
 /// Why [`Idmp::record`] refused an iid.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Conflict(pub StreamId);
+pub enum Refused {
+    /// The pair maps to this other entry, which has not expired as of the new one.
+    Conflict(StreamId),
+    /// The entry is not above the producer's newest recorded one (a producer's pairs are kept
+    /// in entry order, which XADD's rising IDs always give).
+    OutOfOrder,
+}
 
 #[derive(Clone, Debug)]
 pub struct Idmp {
@@ -106,8 +112,9 @@ impl Idmp {
     /// Records that `iid` of `pid` added entry `id`: drops the producer's iids expired as of
     /// `id.ms`, then appends and evicts the oldest beyond `maxsize`. `Ok(false)` when the pair
     /// already maps to `id` (nothing changes); `Err` when it maps to another entry that has
-    /// not expired as of `id.ms` (nothing changes).
-    pub fn record(&mut self, pid: &[u8], iid: &[u8], id: StreamId) -> Result<bool, Conflict> {
+    /// not expired as of `id.ms`, or `id` is not above the producer's newest (nothing changes
+    /// but the expired pairs dropped).
+    pub fn record(&mut self, pid: &[u8], iid: &[u8], id: StreamId) -> Result<bool, Refused> {
         let window = self.duration.saturating_mul(1000);
         let cutoff = id.ms.checked_sub(window);
         let p = self.producers.entry(pid.into()).or_default();
@@ -120,7 +127,10 @@ impl Idmp {
         }
         self.tracked -= (before - p.order.len()) as u64;
         if let Some(&have) = p.index.get(iid) {
-            return if have == id { Ok(false) } else { Err(Conflict(have)) };
+            return if have == id { Ok(false) } else { Err(Refused::Conflict(have)) };
+        }
+        if p.order.back().is_some_and(|(_, last)| *last >= id) {
+            return Err(Refused::OutOfOrder);
         }
         p.order.push_back((iid.into(), id));
         p.index.insert(iid.into(), id);
@@ -237,7 +247,8 @@ mod tests {
         let mut s = Idmp::new(100, 100);
         assert_eq!(s.record(b"p", b"a", id(1_000_000, 0)), Ok(true));
         assert_eq!(s.record(b"p", b"a", id(1_000_000, 0)), Ok(false));
-        assert_eq!(s.record(b"p", b"a", id(1_000_001, 0)), Err(Conflict(id(1_000_000, 0))));
+        assert_eq!(s.record(b"p", b"a", id(1_000_001, 0)), Err(Refused::Conflict(id(1_000_000, 0))));
+        assert_eq!(s.record(b"p", b"b", id(999_999, 0)), Err(Refused::OutOfOrder));
         assert_eq!(s.lookup(b"p", b"a", 1_000_000 + 99_999), Some(id(1_000_000, 0)));
         assert_eq!(s.lookup(b"p", b"a", 1_000_000 + 100_000), None);
         assert_eq!(s.lookup(b"q", b"a", 1_000_000), None);
