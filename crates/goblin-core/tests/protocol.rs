@@ -160,8 +160,19 @@ fn large_values_round_trip() {
 
 #[test]
 fn client_that_never_reads_is_disconnected_at_the_output_limit() {
-    let s = Server::start(&["--client-output-limit", "1048576"]);
+    // The limit set at runtime, in Redis's form (`--client-output-limit` sets it at startup:
+    // tests/pubsub.rs).
+    let s = Server::start(&[]);
     let mut con = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("normal 1mb 0 0 pubsub 1mb 0 0")
+        .query(&mut con)
+        .unwrap();
+    let got: Vec<String> =
+        redis::cmd("CONFIG").arg("GET").arg("client-output-buffer-limit").query(&mut con).unwrap();
+    assert_eq!(got[1], "normal 1048576 0 0 replica 0 0 0 pubsub 1048576 0 0");
     let val = "v".repeat(64 * 1024);
     let _: () = redis::cmd("SET").arg("big").arg(&val).query(&mut con).unwrap();
     // Ask for ~64 MiB of replies and never read them.

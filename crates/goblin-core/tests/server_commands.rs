@@ -295,6 +295,26 @@ fn config_get_set() {
         redis::cmd("CONFIG").arg("GET").arg("save").arg("appendonly").query(&mut con).unwrap();
     assert_eq!(save["save"], "");
     assert_eq!(save["appendonly"], "no");
+    // client-output-buffer-limit: Redis's errors for malformed values; what goblin-core cannot
+    // keep (soft limits, two hard limits, a replica limit) is refused, naming why.
+    for (val, why) in [
+        ("normal 1mb 0", "Wrong number of arguments in buffer limit configuration."),
+        ("master 0 0 0", "Invalid client class specified in buffer limit configuration."),
+        ("normal x 0 0", "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
+        ("normal 0 0 -1", "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
+        ("pubsub 32mb 8mb 60", "no soft output limits"),
+        ("normal 1mb 0 0 pubsub 2mb 0 0", "share one hard limit"),
+        ("replica 256mb 0 0", "fixed queues"),
+    ] {
+        let err = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("client-output-buffer-limit")
+            .arg(val)
+            .query::<()>(&mut con)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("argument 'client-output-buffer-limit'") && err.contains(why), "{val}: {err}");
+    }
     let _: () = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("50").query(&mut con).unwrap();
     let got: HashMap<String, String> =
         redis::cmd("CONFIG").arg("GET").arg("maxclients").query(&mut con).unwrap();

@@ -58,9 +58,11 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),
         ("client-query-buffer-limit", (1u64 << 30).to_string()),
+        // One hard limit serves normal and pub/sub clients alike; firehose subscribers (the
+        // replicas) have fixed queues of their own.
         (
             "client-output-buffer-limit",
-            format!("normal {} 0 0 replica 0 0 0 pubsub 0 0 0", c.client_output_limit),
+            format!("normal {0} 0 0 replica 0 0 0 pubsub {0} 0 0", c.client_output_limit),
         ),
         ("loglevel", c.loglevel.clone()),
         ("hz", c.hz.to_string()),
@@ -163,6 +165,48 @@ fn int_in(val: &[u8], lo: i64, hi: i64) -> Result<i64, String> {
     }
 }
 
+/// `client-output-buffer-limit`'s value, Redis's `<class> <hard> <soft> <soft seconds>` groups
+/// with Redis's errors for malformed ones, as the one hard limit goblin-core keeps for normal
+/// and pub/sub clients (`--client-output-limit`). What it cannot keep is refused rather than
+/// dropped: soft limits, two different hard limits for the two classes, a replica limit.
+fn output_limit(val: &[u8]) -> Result<Option<u64>, String> {
+    let text = String::from_utf8_lossy(val);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut hard_limit: Option<u64> = None;
+    for g in words.chunks(4) {
+        let class = g[0].to_ascii_lowercase();
+        if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
+            return Err("Invalid client class specified in buffer limit configuration.".into());
+        }
+        let (hard, soft, secs) =
+            match (crate::config::parse_bytes(g[1]), crate::config::parse_bytes(g[2]), g[3].parse::<i64>()) {
+                (Ok(h), Ok(s), Ok(t)) if t >= 0 => (h, s, t),
+                _ => {
+                    return Err(
+                        "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()
+                    )
+                }
+            };
+        if soft != 0 || secs != 0 {
+            return Err("goblin-core has no soft output limits (set soft and soft_seconds to 0)".into());
+        }
+        if class == "replica" || class == "slave" {
+            if hard != 0 {
+                return Err("replicas (firehose subscribers) have fixed queues, not an output limit".into());
+            }
+            continue;
+        }
+        if hard_limit.is_some_and(|h| h != hard) {
+            return Err("normal and pubsub clients share one hard limit here: give both the same".into());
+        }
+        hard_limit = Some(hard);
+    }
+    Ok(hard_limit)
+}
+
 fn set_failed(out: &mut Vec<u8>, name: &[u8], why: &str) {
     let mut msg = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
     msg.extend_from_slice(name);
@@ -188,6 +232,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         Timeout(u64),
         Hz(u32),
         Evict(engine::evict::EvictConfig),
+        OutputLimit(u64),
         Nothing,
     }
     // Eviction settings accumulate over the pairs (two of them may be set at once).
@@ -238,6 +283,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "notify-keyspace-events" => crate::notify::parse_flags(val)
                 .map(Change::NotifyFlags)
                 .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()),
+            "client-output-buffer-limit" => {
+                output_limit(val).map(|l| l.map_or(Change::Nothing, Change::OutputLimit))
+            }
             "maxmemory" => crate::config::parse_bytes(&String::from_utf8_lossy(val))
                 .map(|n| {
                     evict.maxmemory = n;
@@ -309,6 +357,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             }
             Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
             Change::Hz(n) => s.cfg.hz = n,
+            Change::OutputLimit(n) => s.cfg.client_output_limit = n,
             Change::Evict(cfg) => {
                 s.engine.set_evict_config(cfg);
                 // A limit below what is used now evicts at once, as Redis does, not only
