@@ -44,6 +44,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("select", "1.0.0", "index"),
     ("time", "2.6.0", ""),
     ("role", "2.8.12", ""),
+    ("bgrewriteaof", "1.0.0", ""),
     ("replicaof", "5.0.0", "<args: host port:integer | NO ONE>"),
     ("slaveof", "1.0.0", "<args: host port:integer | NO ONE>"),
     ("shutdown", "1.0.0", "[save-selector: NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"),

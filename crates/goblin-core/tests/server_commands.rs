@@ -159,6 +159,9 @@ fn hello_select_auth_time_role() {
     let refused = String::from_utf8(read_reply(&mut raw)).unwrap();
     assert!(refused.starts_with("-ERR ") && refused.contains("--replica-tcp"), "{refused}");
     assert_eq!(read_reply(&mut raw), b"-ERR Invalid master port\r\n");
+    send(&mut raw, b"BGREWRITEAOF\r\n");
+    let aof = String::from_utf8(read_reply(&mut raw)).unwrap();
+    assert!(aof.starts_with("-ERR goblin-core keeps no append-only file"), "{aof}");
     // ACL DRYRUN: every user may run every command; unknown users, commands and arities are
     // Redis's errors.
     send(&mut raw, b"ACL DRYRUN default set k v\r\nACL DRYRUN nobody get k\r\nACL DRYRUN default nosuch\r\nACL DRYRUN default get\r\n");

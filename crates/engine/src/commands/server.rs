@@ -43,6 +43,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("hotkeys", -2, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "A container for hotkeys tracking commands.", Handler::Server),
     spec("save", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Synchronously saves the database(s) to disk.", Handler::Server),
     spec("bgsave", -1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously saves the database(s) to disk.", Handler::Server),
+    spec("bgrewriteaof", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously rewrites the append-only file to disk.", Handler::Server),
     spec("lastsave", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the Unix timestamp of the last successful save to disk.", Handler::Server),
     spec("goblin.dumpworld", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Streams a fork-time native snapshot as one bulk reply.", Handler::Server),
     spec("goblin.firehose", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Turns the connection into a firehose replication subscriber (goblin-core replicas only).", Handler::Server),

@@ -57,6 +57,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         }
         "role" => s.role_reply(out),
         "replicaof" | "slaveof" => replicaof(s.replica.is_some(), out, args),
+        // There is no append-only file to rewrite: the durable history is the Kafka journal.
+        "bgrewriteaof" => reply::error(
+            out,
+            b"ERR goblin-core keeps no append-only file: its write history is the Kafka journal (--kafka), and SAVE/BGSAVE write snapshots",
+        ),
         "goblin.firehose" => s.firehose_subscribe(c, slot),
         "wait" => s.wait_command(c, slot, args),
         "waitaof" => s.waitaof_command(c, slot, args),
