@@ -169,14 +169,14 @@ struct Block {
     /// The bytes Redis's listpack for these entries would take, but for its two counters
     /// (live and deleted entries, whose sizes change as they count): see [`lp`]. Redis starts a
     /// new node by this size, so blocks split where its nodes do and `~` trims match its.
-    lp_fixed: u32,
+    lp_fixed: u64,
 }
 
 /// The byte size of Redis's stream listpacks (`listpack.c`, `t_stream.c`), which decides
 /// where Redis closes a stream node: an element is its encoding plus a back-length.
 mod lp {
     /// The back-length's size for an element of `l` bytes.
-    fn backlen(l: u32) -> u32 {
+    fn backlen(l: u64) -> u64 {
         match l {
             0..=127 => 1,
             128..=16382 => 2,
@@ -187,7 +187,7 @@ mod lp {
     }
 
     /// An integer element.
-    pub fn int(v: i64) -> u32 {
+    pub fn int(v: i64) -> u64 {
         let enc = match v {
             0..=127 => 1,
             -4096..=4095 => 2,
@@ -201,11 +201,11 @@ mod lp {
 
     /// A string element: one that reads as an integer is stored as one
     /// (`lpStringToInt64`: at most 20 bytes, no leading zero or plus, not "-0").
-    pub fn string(s: &[u8]) -> u32 {
+    pub fn string(s: &[u8]) -> u64 {
         if let Some(v) = as_int(s) {
             return int(v);
         }
-        let n = s.len() as u32;
+        let n = s.len() as u64;
         let enc = match n {
             0..=63 => 1 + n,
             64..=4095 => 2 + n,
@@ -240,7 +240,7 @@ mod lp {
     }
 
     /// An empty listpack: its header and end byte.
-    pub const EMPTY: u32 = 7;
+    pub const EMPTY: u64 = 7;
 }
 
 /// One decoded entry: its ID, header byte and where it starts.
@@ -262,7 +262,7 @@ impl Block {
         // field names, a zero terminator.
         let lp_fixed = lp::EMPTY
             + lp::int(fields.len() as i64)
-            + fields.iter().map(|(f, _)| lp::string(f)).sum::<u32>()
+            + fields.iter().map(|(f, _)| lp::string(f)).sum::<u64>()
             + lp::int(0);
         let mut b = Block { data, entries_at, count: 0, live: 0, last: id, lp_fixed };
         b.push(id, id, id, fields);
@@ -270,7 +270,7 @@ impl Block {
     }
 
     /// The size of Redis's listpack for this block, counters included.
-    fn lp_bytes(&self) -> u32 {
+    fn lp_bytes(&self) -> u64 {
         self.lp_fixed + lp::int(self.live as i64) + lp::int((self.count - self.live) as i64)
     }
 
@@ -314,7 +314,7 @@ impl Block {
             + lp::int(id.ms.wrapping_sub(key.ms) as i64)
             + lp::int(id.seq.wrapping_sub(key.seq) as i64)
             + if same { 0 } else { lp::int(n) }
-            + fields.iter().map(|(f, v)| if same { 0 } else { lp::string(f) } + lp::string(v)).sum::<u32>()
+            + fields.iter().map(|(f, v)| if same { 0 } else { lp::string(f) } + lp::string(v)).sum::<u64>()
             + lp::int(n + 3 + if same { 0 } else { n + 1 });
     }
 
