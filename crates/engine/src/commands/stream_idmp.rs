@@ -130,8 +130,9 @@ pub fn record_added(c: &mut Ctx, key: &[u8], pid: &[u8], iid: &[u8], id: StreamI
     let (state, created) = s.idmp_or_init(duration, maxsize);
     let settings = (state.duration(), state.maxsize());
     if state.record(pid, iid, id).is_err() {
-        // The pair still maps to an entry that counts as of `id.ms` but not as of the wall
-        // clock: only when the clock stepped back. The new entry wins, as the lookup said.
+        // Not reached while IDs follow the clock: a `*` ID is at or above it, so whatever the
+        // lookup found expired has been dropped by the recording. Should that ever fail, the
+        // new entry wins, as the lookup decided.
         state.forget(pid, iid);
         let _ = state.record(pid, iid, id);
     }
