@@ -383,6 +383,7 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         );
     }
     s.append(id, &pairs);
+    let recorded = idmp.map(|(pid, iid)| stream_idmp::record_added(s, pid, iid, id));
     let (_, trimmed) = apply_trim(s, key, &t);
     if created {
         c.ks.insert(key, Value::Stream(Box::new(fresh)), None);
@@ -394,8 +395,8 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     m.extend_from_slice(&[b"XADD", key, &idb]);
     m.extend_from_slice(&args[fields_at..]);
     c.emit(&m);
-    if let Some((pid, iid)) = idmp {
-        stream_idmp::record_added(c, key, pid, iid, id);
+    if let (Some((pid, iid)), Some(created)) = (idmp, recorded) {
+        stream_idmp::emit_recorded(c, key, pid, iid, id, created);
     }
     c.emit_all(&trimmed);
     c.signal_ready(key);

@@ -122,11 +122,10 @@ pub fn duplicate_of(s: &mut Stream, pid: &[u8], iid: &[u8], now: store::Millis) 
     Some(hit)
 }
 
-/// Records (pid, iid) -> `id` after XADD added entry `id`, and emits the records that replay it
-/// (see the module docs).
-pub fn record_added(c: &mut Ctx, key: &[u8], pid: &[u8], iid: &[u8], id: StreamId) {
+/// Records (pid, iid) -> `id` after XADD added entry `id` to `s`: the settings the state was
+/// created with, if this created it (for [`emit_recorded`]).
+pub fn record_added(s: &mut Stream, pid: &[u8], iid: &[u8], id: StreamId) -> Option<(u64, u64)> {
     let (duration, maxsize) = defaults();
-    let Ok(Some(s)) = stream_mut(c, key) else { return };
     let (state, created) = s.idmp_or_init(duration, maxsize);
     let settings = (state.duration(), state.maxsize());
     if state.record(pid, iid, id).is_err() {
@@ -136,8 +135,20 @@ pub fn record_added(c: &mut Ctx, key: &[u8], pid: &[u8], iid: &[u8], id: StreamI
         state.forget(pid, iid);
         let _ = state.record(pid, iid, id);
     }
-    if created {
-        emit_cfgset(c, key, settings.0, settings.1);
+    created.then_some(settings)
+}
+
+/// Emits the records that replay [`record_added`] (see the module docs), after XADD's own.
+pub fn emit_recorded(
+    c: &mut Ctx,
+    key: &[u8],
+    pid: &[u8],
+    iid: &[u8],
+    id: StreamId,
+    created: Option<(u64, u64)>,
+) {
+    if let Some((duration, maxsize)) = created {
+        emit_cfgset(c, key, duration, maxsize);
     }
     let idb = id.to_bytes();
     c.emit(&[b"XIDMPRECORD", key, pid, iid, &idb]);

@@ -20,6 +20,7 @@
 use crate::alloc::size_class;
 use crate::types::stream::StreamId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 /// Redis's defaults and bounds for `IDMP-DURATION` (seconds) and `IDMP-MAXSIZE` (iids per
 /// producer).
@@ -30,8 +31,9 @@ pub const MAX_MAXSIZE: u64 = 10_000;
 
 #[derive(Clone, Debug, Default)]
 struct Producer {
-    order: VecDeque<(Box<[u8]>, StreamId)>,
-    index: HashMap<Box<[u8]>, StreamId>,
+    /// The iids, oldest first; each shared with `index` (one allocation per iid).
+    order: VecDeque<(Arc<[u8]>, StreamId)>,
+    index: HashMap<Arc<[u8]>, StreamId>,
 }
 
 impl Producer {
@@ -117,7 +119,11 @@ impl Idmp {
     pub fn record(&mut self, pid: &[u8], iid: &[u8], id: StreamId) -> Result<bool, Refused> {
         let window = self.duration.saturating_mul(1000);
         let cutoff = id.ms.checked_sub(window);
-        let p = self.producers.entry(pid.into()).or_default();
+        // The producer's key is allocated only when it is new.
+        if !self.producers.contains_key(pid) {
+            self.producers.insert(pid.into(), Producer::default());
+        }
+        let p = self.producers.get_mut(pid).expect("just ensured");
         let before = p.order.len();
         while let (Some((_, first)), Some(cut)) = (p.order.front(), cutoff) {
             if first.ms > cut {
@@ -132,8 +138,9 @@ impl Idmp {
         if p.order.back().is_some_and(|(_, last)| *last >= id) {
             return Err(Refused::OutOfOrder);
         }
-        p.order.push_back((iid.into(), id));
-        p.index.insert(iid.into(), id);
+        let iid: Arc<[u8]> = iid.into();
+        p.index.insert(iid.clone(), id);
+        p.order.push_back((iid, id));
         self.tracked += 1;
         while p.order.len() as u64 > self.maxsize {
             p.pop_front();
@@ -162,7 +169,7 @@ impl Idmp {
     }
 
     /// Every producer's iids, pid order, oldest first (snapshots).
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[(Box<[u8]>, StreamId)], &[(Box<[u8]>, StreamId)])) {
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[(Arc<[u8]>, StreamId)], &[(Arc<[u8]>, StreamId)])) {
         for (pid, p) in &self.producers {
             let (a, b) = p.order.as_slices();
             f(pid, a, b);
@@ -195,10 +202,11 @@ impl Idmp {
                 if p.order.back().is_some_and(|(_, last)| *last >= id) {
                     return Err("IDMP entry IDs out of order");
                 }
-                if p.index.insert(iid.into(), id).is_some() {
+                let iid: Arc<[u8]> = iid.into();
+                if p.index.insert(iid.clone(), id).is_some() {
                     return Err("IDMP iid repeated");
                 }
-                p.order.push_back((iid.into(), id));
+                p.order.push_back((iid, id));
             }
             s.tracked += p.order.len() as u64;
             if s.producers.insert(pid.into(), p).is_some() {
@@ -217,7 +225,8 @@ impl Idmp {
         (self.duration, self.maxsize, producers)
     }
 
-    /// Heap bytes: each iid is held twice (order and index) with its ID.
+    /// Heap bytes: each iid once (shared by order and index, with its reference counts), and
+    /// the two tables' slots.
     pub fn mem_usage(&self) -> usize {
         size_class(std::mem::size_of::<Idmp>())
             + self
@@ -228,7 +237,7 @@ impl Idmp {
                         + 96
                         + p.order.capacity() * 32
                         + p.index.capacity() * 40
-                        + p.order.iter().map(|(i, _)| 2 * size_class(i.len())).sum::<usize>()
+                        + p.order.iter().map(|(i, _)| size_class(16 + i.len())).sum::<usize>()
                 })
                 .sum::<usize>()
     }
