@@ -208,8 +208,10 @@ fn parse_trim_args<'a>(c: &Ctx, out: &mut Vec<u8>, args: &[&'a [u8]], xadd: bool
             t.policy = Some(p);
         } else if xadd && eq_ic(opt, b"nomkstream") {
             t.nomkstream = true;
-        } else if xadd && stream_idmp::option_arity(opt).is_some_and(|n| more >= n) {
-            match stream_idmp::parse_option(args, i, t.idmp.is_some()) {
+        } else if let Some(parsed) =
+            xadd.then(|| stream_idmp::parse_option(args, i, t.idmp.is_some())).flatten()
+        {
+            match parsed {
                 Ok((arg, next)) => {
                     t.idmp = Some(arg);
                     i = next;
@@ -383,7 +385,7 @@ fn xadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         );
     }
     s.append(id, &pairs);
-    let recorded = idmp.map(|(pid, iid)| stream_idmp::record_added(s, pid, iid, id));
+    let recorded = idmp.and_then(|(pid, iid)| stream_idmp::record_added(s, pid, iid, id));
     let (_, trimmed) = apply_trim(s, key, &t);
     if created {
         c.ks.insert(key, Value::Stream(Box::new(fresh)), None);
@@ -698,16 +700,16 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
                 reply::error(out, errors::NOT_INTEGER);
                 return None;
             };
-            let name = if eq_ic(o, b"maxcount") { "MAXCOUNT" } else { "MAXSIZE" };
+            let (name, cap) = if eq_ic(o, b"maxcount") {
+                ("MAXCOUNT", &mut r.max_count)
+            } else {
+                ("MAXSIZE", &mut r.max_size)
+            };
             if n <= 0 {
                 reply::error(out, format!("ERR {name} must be a positive integer").as_bytes());
                 return None;
             }
-            if name == "MAXCOUNT" {
-                r.max_count = Some(n as usize);
-            } else {
-                r.max_size = Some(n as usize);
-            }
+            *cap = Some(n as usize);
         } else if eq_ic(o, b"streams") && more > 0 {
             streams_at = i + 1;
             let n = args.len() - streams_at;

@@ -32,8 +32,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("xidmprecord", 5, Flags::WRITE | Flags::DENYOOM | Flags::FAST, K1, G, "An internal command for setting IDMP metadata on an existing stream message.", Handler::Data(xidmprecord)),
 ];
 
-pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
-
 /// XADD's idempotency option, as parsed.
 #[derive(Clone, Copy, Debug)]
 pub enum IdmpArg<'a> {
@@ -43,51 +41,36 @@ pub enum IdmpArg<'a> {
     Auto(&'a [u8]),
 }
 
-impl IdmpArg<'_> {
-    pub fn pid(&self) -> &[u8] {
-        match self {
-            IdmpArg::Given(p, _) | IdmpArg::Auto(p) => p,
-        }
-    }
-}
-
-/// Parses `IDMP pid iid` or `IDMPAUTO pid` at `args[i]` (a word already matched): the option
-/// and the index after it, or Redis's error.
+/// XADD's `IDMP pid iid` or `IDMPAUTO pid` at `args[i]`: None when `args[i]` is neither word
+/// or too few arguments follow it (it is then XADD's ID, as in Redis's parser); else the option
+/// and the index after it, or Redis's error. `seen`: an earlier one was given.
 pub fn parse_option<'a>(
     args: &[&'a [u8]],
     i: usize,
     seen: bool,
-) -> Result<(IdmpArg<'a>, usize), &'static [u8]> {
+) -> Option<Result<(IdmpArg<'a>, usize), &'static [u8]>> {
+    let given = eq_ic(args[i], b"idmp");
+    let takes = if given {
+        2
+    } else if eq_ic(args[i], b"idmpauto") {
+        1
+    } else {
+        return None;
+    };
+    if args.len() - 1 - i < takes {
+        return None;
+    }
     if seen {
-        return Err(b"ERR IDMP/IDMPAUTO specified multiple times");
+        return Some(Err(b"ERR IDMP/IDMPAUTO specified multiple times"));
     }
-    if eq_ic(args[i], b"idmp") {
-        let (pid, iid) = (args[i + 1], args[i + 2]);
-        if pid.is_empty() {
-            return Err(b"ERR IDMP requires a non-empty producer ID");
-        }
-        if iid.is_empty() {
-            return Err(b"ERR IDMP requires a non-empty idempotent ID");
-        }
-        Ok((IdmpArg::Given(pid, iid), i + 3))
-    } else {
-        let pid = args[i + 1];
-        if pid.is_empty() {
-            return Err(b"ERR IDMPAUTO requires a non-empty producer ID");
-        }
-        Ok((IdmpArg::Auto(pid), i + 2))
-    }
-}
-
-/// How many arguments after `args[i]` the option at `args[i]` takes, if it is one.
-pub fn option_arity(word: &[u8]) -> Option<usize> {
-    if eq_ic(word, b"idmp") {
-        Some(2)
-    } else if eq_ic(word, b"idmpauto") {
-        Some(1)
-    } else {
-        None
-    }
+    let pid = args[i + 1];
+    Some(match (given, pid.is_empty()) {
+        (true, true) => Err(b"ERR IDMP requires a non-empty producer ID"),
+        (true, false) if args[i + 2].is_empty() => Err(b"ERR IDMP requires a non-empty idempotent ID"),
+        (true, false) => Ok((IdmpArg::Given(pid, args[i + 2]), i + 3)),
+        (false, true) => Err(b"ERR IDMPAUTO requires a non-empty producer ID"),
+        (false, false) => Ok((IdmpArg::Auto(pid), i + 2)),
+    })
 }
 
 pub const ONLY_AUTO_IDS: &[u8] = b"ERR IDMP/IDMPAUTO can be used only with auto-generated IDs";
@@ -122,20 +105,17 @@ pub fn duplicate_of(s: &mut Stream, pid: &[u8], iid: &[u8], now: store::Millis) 
     Some(hit)
 }
 
-/// Records (pid, iid) -> `id` after XADD added entry `id` to `s`: the settings the state was
-/// created with, if this created it (for [`emit_recorded`]).
-pub fn record_added(s: &mut Stream, pid: &[u8], iid: &[u8], id: StreamId) -> Option<(u64, u64)> {
+/// Records (pid, iid) -> `id` after XADD added entry `id` to `s`. None if the state refused it
+/// (not while IDs follow the clock: a `*` ID is at or above it, so what the lookup found expired
+/// has expired as of the entry too; the state is then left as it was and nothing is recorded,
+/// so a replica stays alike). Else the settings the state was created with, if this created it
+/// (for [`emit_recorded`]).
+pub fn record_added(s: &mut Stream, pid: &[u8], iid: &[u8], id: StreamId) -> Option<Option<(u64, u64)>> {
     let (duration, maxsize) = defaults();
     let (state, created) = s.idmp_or_init(duration, maxsize);
     let settings = (state.duration(), state.maxsize());
-    if state.record(pid, iid, id).is_err() {
-        // Not reached while IDs follow the clock: a `*` ID is at or above it, so whatever the
-        // lookup found expired has been dropped by the recording. Should that ever fail, the
-        // new entry wins, as the lookup decided.
-        state.forget(pid, iid);
-        let _ = state.record(pid, iid, id);
-    }
-    created.then_some(settings)
+    state.record(pid, iid, id).ok()?;
+    Some(created.then_some(settings))
 }
 
 /// Emits the records that replay [`record_added`] (see the module docs), after XADD's own.
@@ -198,7 +178,7 @@ fn xcfgset(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let (d0, m0) = defaults();
     let s = match stream_mut(c, key) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) => return reply::error(out, NO_SUCH_KEY),
+        Ok(None) => return reply::error(out, errors::NO_SUCH_KEY),
         Ok(Some(s)) => s,
     };
     let (state, created) = s.idmp_or_init(d0, m0);
@@ -228,7 +208,7 @@ fn xidmprecord(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let (d0, m0) = defaults();
     let s = match stream_mut(c, key) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) => return reply::error(out, NO_SUCH_KEY),
+        Ok(None) => return reply::error(out, errors::NO_SUCH_KEY),
         Ok(Some(s)) => s,
     };
     if s.get(id).is_none() {
@@ -240,7 +220,6 @@ fn xidmprecord(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Ok(false) => return reply::ok(out),
         Ok(true) => {}
         Err(refused) => {
-            state.drop_if_empty(pid);
             return reply::error(
                 out,
                 match refused {

@@ -112,60 +112,42 @@ impl Idmp {
     }
 
     /// Records that `iid` of `pid` added entry `id`: drops the producer's iids expired as of
-    /// `id.ms`, then appends and evicts the oldest beyond `maxsize`. `Ok(false)` when the pair
-    /// already maps to `id` (nothing changes); `Err` when it maps to another entry that has
-    /// not expired as of `id.ms`, or `id` is not above the producer's newest (nothing changes
-    /// but the expired pairs dropped).
+    /// `id.ms`, then appends and evicts the oldest beyond `maxsize`. Changes nothing unless it
+    /// returns `Ok(true)`: `Ok(false)` when the pair already maps to `id`; `Err` when it maps to
+    /// another entry that has not expired as of `id.ms`, or when `id` is not above the newest
+    /// entry the producer keeps. (A refused or repeated record must not drop anything either:
+    /// the primary records nothing for it, so a replica would not drop the same.)
     pub fn record(&mut self, pid: &[u8], iid: &[u8], id: StreamId) -> Result<bool, Refused> {
-        let window = self.duration.saturating_mul(1000);
-        let cutoff = id.ms.checked_sub(window);
+        let cutoff = id.ms.checked_sub(self.duration.saturating_mul(1000));
+        let expired = |e: &StreamId| cutoff.is_some_and(|cut| e.ms <= cut);
+        if let Some(p) = self.producers.get(pid) {
+            match p.index.get(iid) {
+                Some(&have) if have == id => return Ok(false),
+                Some(&have) if !expired(&have) => return Err(Refused::Conflict(have)),
+                _ => {}
+            }
+            if p.order.back().is_some_and(|(_, last)| !expired(last) && *last >= id) {
+                return Err(Refused::OutOfOrder);
+            }
+        }
         // The producer's key is allocated only when it is new.
         if !self.producers.contains_key(pid) {
             self.producers.insert(pid.into(), Producer::default());
         }
         let p = self.producers.get_mut(pid).expect("just ensured");
         let before = p.order.len();
-        while let (Some((_, first)), Some(cut)) = (p.order.front(), cutoff) {
-            if first.ms > cut {
-                break;
-            }
+        while p.order.front().is_some_and(|(_, first)| expired(first)) {
             p.pop_front();
-        }
-        self.tracked -= (before - p.order.len()) as u64;
-        if let Some(&have) = p.index.get(iid) {
-            return if have == id { Ok(false) } else { Err(Refused::Conflict(have)) };
-        }
-        if p.order.back().is_some_and(|(_, last)| *last >= id) {
-            return Err(Refused::OutOfOrder);
         }
         let iid: Arc<[u8]> = iid.into();
         p.index.insert(iid.clone(), id);
         p.order.push_back((iid, id));
-        self.tracked += 1;
         while p.order.len() as u64 > self.maxsize {
             p.pop_front();
-            self.tracked -= 1;
         }
+        self.tracked = self.tracked + p.order.len() as u64 - before as u64;
         self.added += 1;
         Ok(true)
-    }
-
-    /// Forgets one pair wherever it sits in its producer's order.
-    pub fn forget(&mut self, pid: &[u8], iid: &[u8]) {
-        let Some(p) = self.producers.get_mut(pid) else { return };
-        if p.index.remove(iid).is_some() {
-            p.order.retain(|(i, _)| &**i != iid);
-            self.tracked -= 1;
-        }
-        self.drop_if_empty(pid);
-    }
-
-    /// Drops a producer left empty by a refused [`Idmp::record`] (it may have been created
-    /// for the attempt).
-    pub fn drop_if_empty(&mut self, pid: &[u8]) {
-        if self.producers.get(pid).is_some_and(|p| p.order.is_empty()) {
-            self.producers.remove(pid);
-        }
     }
 
     /// Every producer's iids, pid order, oldest first (snapshots).
@@ -258,12 +240,24 @@ mod tests {
         assert_eq!(s.record(b"p", b"a", id(1_000_000, 0)), Ok(false));
         assert_eq!(s.record(b"p", b"a", id(1_000_001, 0)), Err(Refused::Conflict(id(1_000_000, 0))));
         assert_eq!(s.record(b"p", b"b", id(999_999, 0)), Err(Refused::OutOfOrder));
+        // Refused and repeated records change nothing, not even the expired pairs they pass.
+        s.record(b"p", b"c", id(1_000_001, 0)).unwrap();
+        let kept = s.plain();
+        assert_eq!(s.record(b"p", b"c", id(1_000_001, 0)), Ok(false));
+        // c still counts as of 1_100_000 (a does not, and would go if c's record went ahead).
+        assert_eq!(s.record(b"p", b"c", id(1_100_000, 0)), Err(Refused::Conflict(id(1_000_001, 0))));
+        assert_eq!(s.plain(), kept);
+        assert_eq!(s.iids_tracked(), 2);
         assert_eq!(s.lookup(b"p", b"a", 1_000_000 + 99_999), Some(id(1_000_000, 0)));
         assert_eq!(s.lookup(b"p", b"a", 1_000_000 + 100_000), None);
         assert_eq!(s.lookup(b"q", b"a", 1_000_000), None);
-        // Recording under an entry past the window drops the old iid first.
+        // Recording under an entry past a's window drops a first, and records it anew.
         assert_eq!(s.record(b"p", b"a", id(1_100_000, 0)), Ok(true));
-        assert_eq!((s.iids_tracked(), s.added), (1, 2));
+        assert_eq!((s.iids_tracked(), s.added), (2, 3));
+        assert_eq!(
+            s.plain().2[0].1,
+            vec![(b"c".to_vec(), id(1_000_001, 0)), (b"a".to_vec(), id(1_100_000, 0))]
+        );
     }
 
     #[test]
