@@ -163,6 +163,7 @@ const SUBCOMMANDS: &[&str] = &[
     "acl|cat",
     "acl|genpass",
     "acl|log",
+    "acl|dryrun",
     "acl|help",
     "client|tracking",
     "client|trackinginfo",
