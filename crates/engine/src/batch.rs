@@ -14,7 +14,10 @@
 //! - `buf` is exactly the mutations' RESP2 encodings back to back (`*N\r\n$len\r\narg\r\n...`),
 //!   so a sink that forwards bytes (Kafka, firehose) copies slices and never re-encodes;
 //! - every argument's position in `buf` is recorded while encoding, so a sink that needs keys
-//!   or arguments (WATCH, the journal's compaction keys) never re-parses RESP.
+//!   or arguments (WATCH, the journal's compaction keys) never re-parses RESP;
+//! - every mutation belongs to one database (`SELECT`), 0 unless `db_runs` says otherwise: the
+//!   mutation encodings never name it (they are the Redis commands as a client would send
+//!   them), so every sink carries it beside them (a Kafka header, a firehose marker).
 
 use crate::command::CommandSpec;
 use crate::mutation::ReplId;
@@ -77,6 +80,12 @@ pub struct Batch {
     args: Vec<(usize, usize)>,
     /// Mutation `i`'s arguments are `args[arg_starts[i]..arg_starts[i + 1]]`.
     arg_starts: Vec<usize>,
+    /// The database the next pushed mutation belongs to.
+    db: u32,
+    /// `(i, db)`: mutations from index `i` on belong to `db`, up to the next run; mutations
+    /// before the first run belong to database 0. Empty (no allocation) while every mutation
+    /// is in database 0, the common case.
+    db_runs: Vec<(usize, u32)>,
     /// While set, [`Batch::push`] appends nothing: a replayed canonical record is its own
     /// mutation, so what its execution would emit is dropped unencoded (see
     /// `Engine::apply_record`).
@@ -93,8 +102,33 @@ impl Batch {
             starts: Vec::new(),
             args: Vec::new(),
             arg_starts: Vec::new(),
+            db: 0,
+            db_runs: Vec::new(),
             discarding: false,
         }
+    }
+
+    /// The database the mutations pushed from now on belong to.
+    pub fn set_db(&mut self, db: u32) {
+        self.db = db;
+    }
+
+    /// Notes the current database for the mutation about to be appended at index `len()`.
+    fn note_db(&mut self) {
+        let last = self.db_runs.last().map_or(0, |r| r.1);
+        if last != self.db {
+            self.db_runs.push((self.starts.len(), self.db));
+        }
+    }
+
+    /// The database of mutation `i`.
+    pub fn db_of(&self, i: usize) -> u32 {
+        self.db_runs.iter().rev().find(|r| r.0 <= i).map_or(0, |r| r.1)
+    }
+
+    /// Whether any mutation belongs to a database other than 0.
+    pub fn has_other_dbs(&self) -> bool {
+        !self.db_runs.is_empty()
     }
 
     /// Starts or ends dropping what [`Batch::push`] is given.
@@ -107,6 +141,7 @@ impl Batch {
         if self.discarding {
             return;
         }
+        self.note_db();
         self.starts.push(self.buf.len());
         self.arg_starts.push(self.args.len());
         let buf = &mut self.buf;
@@ -147,6 +182,7 @@ impl Batch {
         if self.discarding {
             return;
         }
+        self.note_db();
         let base = self.buf.len();
         self.starts.push(base);
         self.arg_starts.push(self.args.len());
@@ -184,6 +220,7 @@ impl Batch {
         let arg_end = self.arg_starts.get(i + 1).copied().unwrap_or(self.args.len());
         Mutation {
             offset: self.first_offset + i as u64,
+            db: self.db_of(i),
             bytes: &self.buf[self.starts[i]..end],
             batch_buf: &self.buf,
             args: &self.args[self.arg_starts[i]..arg_end],
@@ -204,6 +241,9 @@ impl Batch {
         self.args.truncate(self.arg_starts[n]);
         self.starts.truncate(n);
         self.arg_starts.truncate(n);
+        while self.db_runs.last().is_some_and(|r| r.0 >= n) {
+            self.db_runs.pop();
+        }
     }
 
     /// Empties the batch, keeping its allocations for reuse.
@@ -212,6 +252,7 @@ impl Batch {
         self.starts.clear();
         self.args.clear();
         self.arg_starts.clear();
+        self.db_runs.clear();
         self.first_offset = 0;
     }
 
@@ -231,6 +272,8 @@ impl Batch {
 pub struct Mutation<'a> {
     /// Its logical offset.
     pub offset: u64,
+    /// The database it applies to (`SELECT`).
+    pub db: u32,
     /// Its complete RESP2 encoding (what a Kafka record's value or a replayed record holds).
     pub bytes: &'a [u8],
     batch_buf: &'a [u8],

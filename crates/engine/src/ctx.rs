@@ -8,7 +8,14 @@ use store::{Keyspace, Millis, ValueMut, ValueRef};
 /// The execution context of one command. Fields are public so that handlers can borrow the
 /// keyspace and the reply buffer at the same time; the methods enforce the write path's rules.
 pub struct Ctx<'a> {
+    /// The selected database's keyspace.
     pub ks: &'a mut Keyspace,
+    /// The selected database's number.
+    pub db: u32,
+    /// Every database's keyspace but the selected one's: `dbs[db]` is an empty stand-in (see
+    /// `Engine::ks`). Only the commands that reach across databases (MOVE, COPY ... DB,
+    /// SWAPDB, FLUSHALL) touch it, through [`Ctx::db_mut`].
+    pub dbs: &'a mut [Keyspace],
     /// The command's time: fixed for the whole command (and a whole MULTI/EXEC).
     pub now: Millis,
     /// The pending batch this command's mutations join.
@@ -27,7 +34,7 @@ pub struct Ctx<'a> {
     pub script: bool,
     /// Keys that gained list or sorted-set elements in this command: blocked clients waiting on
     /// them are retried after the command.
-    pub ready_keys: &'a mut Vec<Vec<u8>>,
+    pub ready_keys: &'a mut Vec<(u32, Vec<u8>)>,
     /// Set by a blocking command that found nothing to pop: the server parks the client.
     pub block: Option<crate::engine::BlockOn>,
     /// True when a parked blocking command is being retried (it must not park twice).
@@ -140,9 +147,60 @@ impl<'a> Ctx<'a> {
 
     /// Records that `key` gained elements a blocked client may be waiting for.
     pub fn signal_ready(&mut self, key: &[u8]) {
-        if !self.ready_keys.iter().any(|k| k == key) {
-            self.ready_keys.push(key.to_vec());
+        self.signal_ready_in(self.db, key);
+    }
+
+    /// [`Ctx::signal_ready`] for a key of database `db` (MOVE, COPY ... DB).
+    pub fn signal_ready_in(&mut self, db: u32, key: &[u8]) {
+        if !self.ready_keys.iter().any(|(d, k)| *d == db && k == key) {
+            self.ready_keys.push((db, key.to_vec()));
         }
+    }
+
+    /// How many databases there are.
+    pub fn databases(&self) -> u32 {
+        self.dbs.len() as u32
+    }
+
+    /// Database `db`'s keyspace (the selected one's is `ks`).
+    pub fn db_mut(&mut self, db: u32) -> &mut Keyspace {
+        if db == self.db {
+            self.ks
+        } else {
+            &mut self.dbs[db as usize]
+        }
+    }
+
+    /// A database number argument, as Redis checks it: an integer (else `NOT_INTEGER`) naming
+    /// an existing database (else "DB index is out of range").
+    pub fn parse_db(&self, arg: &[u8]) -> Result<u32, &'static [u8]> {
+        match crate::util::parse_i64(arg) {
+            None => Err(crate::errors::NOT_INTEGER),
+            Some(n) if n < 0 || n >= self.databases() as i64 => Err(crate::errors::DB_INDEX_OUT_OF_RANGE),
+            Some(n) => Ok(n as u32),
+        }
+    }
+
+    /// Lazy expiry of `key` in another database `db` (MOVE's and COPY's destination): like
+    /// [`Ctx::expire_if_needed`], its `DEL` emitted as a mutation of database `db`.
+    pub fn expire_in(&mut self, db: u32, key: &[u8]) -> bool {
+        if db == self.db {
+            return self.expire_if_needed(key);
+        }
+        let now = self.now;
+        let ks = &mut self.dbs[db as usize];
+        if self.replaying || !ks.is_expired(key, now) {
+            return false;
+        }
+        if self.replica {
+            return true;
+        }
+        ks.delete(key);
+        self.stats.expired_keys += 1;
+        self.muts.set_db(db);
+        self.muts.push(&[b"DEL", key]);
+        self.muts.set_db(self.db);
+        true
     }
 
     /// A blocking command with nothing to serve asks to be parked on `keys` until `deadline`

@@ -58,8 +58,21 @@ pub enum Outcome {
     WritePanicked,
 }
 
+/// How many databases (`SELECT 0` .. `SELECT n-1`) an engine has unless told otherwise:
+/// Redis's default.
+pub const DEFAULT_DATABASES: u32 = 16;
+
 pub struct Engine {
+    /// The selected database's keyspace (see [`Engine::select`]). Every command, replayed
+    /// record and expiry round runs against this one; the others wait in `dbs`.
     pub ks: Keyspace,
+    /// The selected database's number.
+    db: u32,
+    /// Every database's keyspace, except that `dbs[db]` is an empty stand-in while database
+    /// `db` is selected (its keyspace is `ks`): selecting swaps two keyspaces, so the code
+    /// that works on "the keyspace" never learns about databases, and a server that uses only
+    /// database 0 never pays for them.
+    dbs: Vec<Keyspace>,
     pub repl: Replication,
     /// Mutations emitted since the last commit: the batch in progress.
     pending: Batch,
@@ -68,7 +81,7 @@ pub struct Engine {
     pub stats: Stats,
     pub rng: SmallRng,
     /// Keys signalled ready by the last commands (see [`Ctx::ready_keys`]); the server drains it.
-    pub ready_keys: Vec<Vec<u8>>,
+    pub ready_keys: Vec<(u32, Vec<u8>)>,
     /// Applying a replication stream: see [`Ctx::replaying`].
     pub replaying: bool,
     /// A read-only replica: its data changes only through the upstream's stream, so reads
@@ -107,6 +120,8 @@ impl Engine {
     pub fn new(repl: Replication) -> Self {
         Engine {
             ks: Keyspace::new(),
+            db: 0,
+            dbs: (0..DEFAULT_DATABASES).map(|_| Keyspace::new()).collect(),
             repl,
             pending: Batch::new(repl.replid),
             spare: None,
@@ -124,6 +139,172 @@ impl Engine {
             functions: Default::default(),
             evict: Default::default(),
         }
+    }
+
+    /// The selected database.
+    pub fn db(&self) -> u32 {
+        self.db
+    }
+
+    /// How many databases there are.
+    pub fn databases(&self) -> u32 {
+        self.dbs.len() as u32
+    }
+
+    /// Sets the number of databases (startup: `--databases`, after a snapshot loaded). Refused
+    /// when a database that would go holds keys.
+    pub fn resize_databases(&mut self, n: u32) -> Result<(), String> {
+        if n == 0 {
+            return Err("there must be at least one database".into());
+        }
+        if let Some((db, ks)) = self.nonempty_dbs().find(|(db, _)| *db >= n) {
+            return Err(format!(
+                "database {db} holds {} keys, and only databases 0 to {} would exist",
+                ks.len(),
+                n - 1
+            ));
+        }
+        self.select(0);
+        let mode = self.ks.access_mode();
+        self.dbs.resize_with(n as usize, Keyspace::new);
+        for ks in &mut self.dbs {
+            ks.set_access_mode(mode);
+        }
+        Ok(())
+    }
+
+    /// Makes database `db` the selected one: commands, replayed records and the mutations
+    /// they emit belong to it from now on. `db` must be below [`Engine::databases`].
+    #[inline]
+    pub fn select(&mut self, db: u32) {
+        if db != self.db {
+            self.switch_to(db);
+        }
+    }
+
+    #[cold]
+    fn switch_to(&mut self, db: u32) {
+        let now_ms = self.ks.now();
+        std::mem::swap(&mut self.ks, &mut self.dbs[self.db as usize]);
+        std::mem::swap(&mut self.ks, &mut self.dbs[db as usize]);
+        self.db = db;
+        self.ks.set_now(now_ms);
+        self.pending.set_db(db);
+    }
+
+    /// Database `db`'s keyspace, selected or not.
+    pub fn keyspace(&self, db: u32) -> &Keyspace {
+        if db == self.db {
+            &self.ks
+        } else {
+            &self.dbs[db as usize]
+        }
+    }
+
+    /// Database `db`'s keyspace, mutably, selected or not.
+    pub fn keyspace_mut(&mut self, db: u32) -> &mut Keyspace {
+        if db == self.db {
+            &mut self.ks
+        } else {
+            &mut self.dbs[db as usize]
+        }
+    }
+
+    /// Replaces every database's contents: database `n` gets the keyspace paired with `n` in
+    /// `dbs`, the others become empty (a snapshot loaded in place of the dataset). Refused,
+    /// changing nothing, when a number is not below [`Engine::databases`]. Database 0 is
+    /// selected afterwards. Returns the old keyspaces, for the caller to drop when it suits.
+    pub fn replace_databases(&mut self, dbs: Vec<(u32, Keyspace)>) -> Result<Vec<Keyspace>, String> {
+        if let Some((db, _)) = dbs.iter().find(|(db, _)| *db >= self.databases()) {
+            return Err(format!(
+                "it holds database {db}, and this server has databases 0 to {} (--databases)",
+                self.databases() - 1
+            ));
+        }
+        self.select(0);
+        let mode = self.evict.access_mode();
+        let mut fresh: Vec<Keyspace> = (0..self.databases()).map(|_| Keyspace::new()).collect();
+        for (db, ks) in dbs {
+            fresh[db as usize] = ks;
+        }
+        for ks in &mut fresh {
+            ks.set_access_mode(mode);
+        }
+        let mut fresh = fresh.into_iter();
+        let zero = fresh.next().expect("at least one database");
+        let mut old = vec![std::mem::replace(&mut self.ks, zero)];
+        for (i, ks) in fresh.enumerate() {
+            old.push(std::mem::replace(&mut self.dbs[i + 1], ks));
+        }
+        // dbs[0] is the stand-in while database 0 is selected.
+        old.push(std::mem::take(&mut self.dbs[0]));
+        Ok(old)
+    }
+
+    /// Takes every database that holds keys out of this engine (number, keyspace), leaving
+    /// them empty: a loaded engine's data, to install in another with
+    /// [`Engine::replace_databases`].
+    pub fn take_databases(&mut self) -> Vec<(u32, Keyspace)> {
+        self.select(0);
+        let mut out = Vec::new();
+        if !self.ks.is_empty() {
+            out.push((0, std::mem::take(&mut self.ks)));
+        }
+        for db in 1..self.databases() {
+            if !self.dbs[db as usize].is_empty() {
+                out.push((db, std::mem::take(&mut self.dbs[db as usize])));
+            }
+        }
+        out
+    }
+
+    /// Every database that holds keys, in number order, with its keyspace: what a snapshot
+    /// or an RDB file is written from.
+    pub fn database_refs(&self) -> Vec<(u32, &Keyspace)> {
+        self.nonempty_dbs().collect()
+    }
+
+    /// [`Keyspace::set_avoid_resize`] for every database (while a forked child reads them).
+    pub fn set_avoid_resize(&mut self, avoid: bool) {
+        for db in 0..self.databases() {
+            self.keyspace_mut(db).set_avoid_resize(avoid);
+        }
+    }
+
+    /// [`Keyspace::stamp_access`] for every database (keys loaded count as accessed now).
+    pub fn stamp_access(&mut self, now: Millis) {
+        for db in 0..self.databases() {
+            self.keyspace_mut(db).stamp_access(now);
+        }
+    }
+
+    /// Every database that holds keys, in number order, with its keyspace.
+    pub fn nonempty_dbs(&self) -> impl Iterator<Item = (u32, &Keyspace)> + '_ {
+        (0..self.databases()).map(|i| (i, self.keyspace(i))).filter(|(_, ks)| !ks.is_empty())
+    }
+
+    /// Keys in every database.
+    pub fn total_keys(&self) -> usize {
+        (0..self.databases()).map(|i| self.keyspace(i).len()).sum()
+    }
+
+    /// Runs `f` with each database selected in turn (those `want` accepts), then selects the
+    /// database that was selected before.
+    pub fn for_each_db<T>(
+        &mut self,
+        want: impl Fn(&Keyspace) -> bool,
+        mut f: impl FnMut(&mut Engine) -> T,
+    ) -> Vec<T> {
+        let was = self.db;
+        let mut out = Vec::new();
+        for db in 0..self.databases() {
+            if want(self.keyspace(db)) {
+                self.select(db);
+                out.push(f(self));
+            }
+        }
+        self.select(was);
+        out
     }
 
     /// The mutations emitted since the last commit.
@@ -148,6 +329,7 @@ impl Engine {
         }
         let mut next = self.spare.take().unwrap_or_else(|| Batch::new(self.repl.replid));
         next.replid = self.repl.replid;
+        next.set_db(self.db);
         let mut batch = std::mem::replace(&mut self.pending, next);
         batch.replid = self.repl.replid;
         batch.origin = origin;
@@ -238,11 +420,14 @@ impl Engine {
         self.execute(spec, args, now, out, proto, false)
     }
 
-    /// Active expiry: removes up to `max_keys` keys past their deadline, examining at most
-    /// `budget` entries, and emits `DEL` for each (one round: the caller commits it as one
+    /// Active expiry in the selected database: removes up to `max_keys` keys past their
+    /// deadline, examining at most `budget` entries, and emits `DEL` for each (one round: the caller commits it as one
     /// batch). Returns how many keys it removed.
     pub fn active_expire(&mut self, now: Millis, max_keys: usize, budget: usize) -> usize {
-        if self.replaying || self.replica || self.ks.volatile_len() == 0 {
+        if self.replaying || self.replica {
+            return 0;
+        }
+        if self.ks.volatile_len() == 0 {
             return 0;
         }
         let mut expired = Vec::new();
@@ -263,6 +448,8 @@ impl Engine {
         self.ks.set_now(now);
         Ctx {
             ks: &mut self.ks,
+            db: self.db,
+            dbs: &mut self.dbs,
             now,
             muts: &mut self.pending,
             stats: &mut self.stats,
@@ -284,7 +471,10 @@ impl Engine {
     /// expired fields, each an `HDEL` in the pending batch. Returns the fields removed. See
     /// `commands::hash_ttl::active_expire_fields`.
     pub fn active_expire_fields(&mut self, now: Millis, max_keys: usize) -> usize {
-        if self.replaying || self.replica || !self.ks.has_field_deadline_keys() {
+        if self.replaying || self.replica {
+            return 0;
+        }
+        if !self.ks.has_field_deadline_keys() {
             return 0;
         }
         // The server's own work, not a client's command: no script, no key-expiry log

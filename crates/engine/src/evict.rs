@@ -110,7 +110,10 @@ impl Engine {
     /// Applies eviction settings: the access fields follow the policy from now on.
     pub fn set_evict_config(&mut self, cfg: EvictConfig) {
         self.evict = cfg;
-        self.ks.set_access_mode(cfg.access_mode());
+        let mode = cfg.access_mode();
+        for db in 0..self.databases() {
+            self.keyspace_mut(db).set_access_mode(mode);
+        }
     }
 
     /// Evicts keys until about `to_free` bytes (each key's `MEMORY USAGE` figure) are gone or
@@ -121,6 +124,28 @@ impl Engine {
         if policy == Policy::NoEviction || self.replica || self.replaying {
             return false;
         }
+        // Databases in turn, the largest first, each giving what its samples find; the DELs
+        // carry their database as every mutation does.
+        let was = self.db();
+        let mut order: Vec<(usize, u32)> =
+            self.nonempty_dbs().map(|(db, ks)| (usize::MAX - ks.len(), db)).collect();
+        order.sort_unstable();
+        let mut freed = 0u64;
+        for (_, db) in order {
+            self.select(db);
+            freed += self.evict_selected(now, to_free - freed);
+            if freed >= to_free {
+                break;
+            }
+        }
+        self.select(was);
+        freed >= to_free
+    }
+
+    /// [`Engine::evict`] within the selected database: the bytes it freed, up to about
+    /// `to_free`.
+    fn evict_selected(&mut self, now: Millis, to_free: u64) -> u64 {
+        let policy = self.evict.policy;
         let mut freed = 0u64;
         let mut sample = Vec::with_capacity(self.evict.samples.min(64));
         while freed < to_free {
@@ -149,14 +174,14 @@ impl Engine {
             } else {
                 sample.iter().rev().max_by_key(|c| score(c))
             };
-            let Some((key, _, _)) = best else { return false };
+            let Some((key, _, _)) = best else { return freed };
             let key = key.clone();
             freed += self.ks.mem_usage(&key).unwrap_or(0) as u64 + 8;
             self.ks.delete(&key);
             self.stats.evicted_keys += 1;
             self.push_pending(&[b"DEL", &key]);
         }
-        true
+        freed
     }
 }
 

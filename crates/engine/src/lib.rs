@@ -47,7 +47,7 @@ pub mod util;
 pub use batch::{Batch, Mutation, Origin};
 pub use command::{lookup, CommandSpec, Flags, Handler};
 pub use ctx::Ctx;
-pub use engine::{BlockOn, Engine, Outcome, Stats};
+pub use engine::{BlockOn, Engine, Outcome, Stats, DEFAULT_DATABASES};
 pub use functions::Functions;
 pub use mutation::{compaction_key, compaction_key_into, ReplId, Replication};
 pub use replay::{Applied, RecordError};

@@ -302,14 +302,14 @@ pub fn rdb_file_blocker(ks: &store::Keyspace) -> Option<String> {
     })
 }
 
-/// Writes `ks` as an RDB file (version 10, Redis 7.0's, so that redis-server 7.0 and later
-/// load it): header fields, the function libraries, database 0 with every key and its
-/// deadline (keys already past it too: a loading primary drops them), then EOF and the CRC64
-/// of every byte before it. `ks` must hold no array ([`rdb_file_blocker`]). Returns the bytes
-/// written.
+/// Writes the databases `dbs` (number, keyspace; increasing numbers) as an RDB file (version
+/// 10, Redis 7.0's, so that redis-server 7.0 and later load it): header fields, the function
+/// libraries, each non-empty database with every key and its deadline (keys already past it
+/// too: a loading primary drops them), then EOF and the CRC64 of every byte before it. No
+/// keyspace may hold an array ([`rdb_file_blocker`]). Returns the bytes written.
 pub fn write_rdb_file(
     w: &mut impl std::io::Write,
-    ks: &store::Keyspace,
+    dbs: &[(u32, &store::Keyspace)],
     f: &RdbFile<'_>,
 ) -> std::io::Result<u64> {
     let mut out = Vec::with_capacity(1 << 16);
@@ -325,11 +325,13 @@ pub fn write_rdb_file(
     // Version 12 (Redis 7.4's) only when a hash has field deadlines: 7.0 loads the rest.
     let mut version = RDB_VERSION;
     if !f.functions_only {
-        ks.for_each(|_, v, _| {
-            if has_field_deadlines(v) {
-                version = RDB_VERSION_FIELD_DEADLINES;
-            }
-        });
+        for (_, ks) in dbs {
+            ks.for_each(|_, v, _| {
+                if has_field_deadlines(v) {
+                    version = RDB_VERSION_FIELD_DEADLINES;
+                }
+            });
+        }
     }
     out.extend_from_slice(format!("REDIS{version:04}").as_bytes());
     let aux = |out: &mut Vec<u8>, name: &str, value: &str| {
@@ -346,11 +348,14 @@ pub fn write_rdb_file(
         out.push(OPCODE_FUNCTION2);
         put_str(&mut out, code);
     }
-    if !f.functions_only && !ks.is_empty() {
+    for &(db, ks) in dbs {
+        if f.functions_only || ks.is_empty() {
+            continue;
+        }
         let mut with_deadline = 0u64;
         ks.for_each(|_, _, d| with_deadline += d.is_some() as u64);
         out.push(OPCODE_SELECTDB);
-        put_len(&mut out, 0);
+        put_len(&mut out, db as u64);
         out.push(OPCODE_RESIZEDB);
         put_len(&mut out, ks.len() as u64);
         put_len(&mut out, with_deadline);
@@ -443,16 +448,18 @@ const OPCODE_FREQ: u8 = 249;
 const OPCODE_EXPIRETIME: u8 = 253;
 
 /// Reads a whole RDB file (versions 1 to [`MAX_RDB_VERSION`]): header fields, function
-/// libraries, and database 0's keys, each handed to `put` with its deadline (unix ms); keys
-/// whose deadline is at or before `now_ms` are counted and left out. `progress` is called with
-/// the bytes read so far every few thousand keys. Checks the trailing CRC64 (unless the file
-/// was written without one: 0). Err names the byte offset and what is wrong there: another
-/// database than 0 (goblin-core has one), module data, a value type it cannot hold (hashes
-/// with field expiration among them), a key twice, a bad checksum or a truncated file.
+/// libraries, and every database's keys, each handed to `put` with its database and deadline
+/// (unix ms); keys whose deadline is at or before `now_ms` are counted and left out.
+/// `progress` is called with the bytes read so far every few thousand keys. Checks the
+/// trailing CRC64 (unless the file was written without one: 0). Err names the byte offset and
+/// what is wrong there: a database at or above `databases`, module data, a value type it
+/// cannot hold (hashes with field expiration among them), a key twice in one database, a bad
+/// checksum or a truncated file.
 pub fn load_rdb_file(
     file: &[u8],
     now_ms: i64,
-    put: &mut dyn FnMut(Vec<u8>, Value, Option<i64>),
+    databases: u32,
+    put: &mut dyn FnMut(u32, Vec<u8>, Value, Option<i64>),
     progress: &mut dyn FnMut(usize),
 ) -> Result<LoadedRdb, String> {
     let at = |pos: usize, what: &str| format!("byte {pos}: {what}");
@@ -470,6 +477,7 @@ pub fn load_rdb_file(
     let mut r = Reader { buf: file, pos: 9 };
     let mut deadline: Option<i64> = None;
     let mut seen = std::collections::HashSet::new();
+    let mut db = 0u32;
     let bad = |r: &Reader<'_>, _: DecodeError| at(r.pos, "malformed or truncated data");
     loop {
         let start = r.pos;
@@ -493,13 +501,19 @@ pub fn load_rdb_file(
                 }
             }
             OPCODE_SELECTDB => {
-                let db = r.len().map_err(|e| bad(&r, e))?;
-                if db != 0 {
+                let n = r.len().map_err(|e| bad(&r, e))?;
+                if n >= databases as u64 {
                     return Err(at(
                         start,
-                        &format!("the file holds database {db}; goblin-core has database 0 only"),
+                        &format!(
+                            "the file holds database {n}; goblin-core has databases 0 to {} (--databases)",
+                            databases - 1
+                        ),
                     ));
                 }
+                db = n as u32;
+                // Keys repeat only within a database.
+                seen.clear();
             }
             OPCODE_EXPIRETIME => {
                 let secs = u32::from_le_bytes(r.take(4).map_err(|e| bad(&r, e))?.try_into().unwrap());
@@ -546,7 +560,7 @@ pub fn load_rdb_file(
                 match deadline.take() {
                     Some(d) if d <= now_ms => info.expired += 1,
                     d => {
-                        put(key, value, d);
+                        put(db, key, value, d);
                         info.keys += 1;
                     }
                 }

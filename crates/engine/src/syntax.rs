@@ -111,6 +111,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("scan", "2.8.0", "cursor [MATCH pattern] [COUNT count] [TYPE type]"),
     ("randomkey", "1.0.0", ""),
     ("dbsize", "1.0.0", ""),
+    ("move", "1.0.0", "key db:integer"),
+    ("swapdb", "4.0.0", "index1:integer index2:integer"),
     ("flushall", "1.0.0", "[flush-type: ASYNC | SYNC]"),
     ("flushdb", "1.0.0", "[flush-type: ASYNC | SYNC]"),
     ("expire", "1.0.0", "key seconds [condition: NX | XX | GT | LT]"),

@@ -142,9 +142,9 @@ proptest! {
             run(&mut e, &args, START);
         }
         let state = dump(&e);
-        prop_assert_eq!(&state[&b"src"[..]].0, &state[&b"dst"[..]].0);
+        prop_assert_eq!(&state[&(0, b"src".to_vec())].0, &state[&(0, b"dst".to_vec())].0);
         let want_deadline = (ttl > 0).then_some(START + ttl);
-        prop_assert_eq!(state[&b"dst"[..]].1, want_deadline);
+        prop_assert_eq!(state[&(0, b"dst".to_vec())].1, want_deadline);
     }
 
     /// Every truncation and every single-bit flip of a payload is refused by the checksum (or
@@ -355,10 +355,10 @@ proptest! {
             functions_only: false,
         };
         let mut buf = Vec::new();
-        let len = rdb::write_rdb_file(&mut buf, &e.ks, &file).unwrap();
+        let len = rdb::write_rdb_file(&mut buf, &[(0, &e.ks)], &file).unwrap();
         prop_assert_eq!(len as usize, buf.len());
         let mut back = store::Keyspace::new();
-        let loaded = rdb::load_rdb_file(&buf, START, &mut |k, v, d| { back.insert(&k, v, d); }, &mut |_| {}).unwrap();
+        let loaded = rdb::load_rdb_file(&buf, START, 16, &mut |db, k, v, d| { assert_eq!(db, 0); back.insert(&k, v, d); }, &mut |_| {}).unwrap();
         prop_assert_eq!(&loaded.functions, &vec![code.clone()]);
         let mut want = contents(&e.ks);
         want.retain(|(_, _, d)| d.is_none_or(|d| d > START));
@@ -366,7 +366,7 @@ proptest! {
         prop_assert_eq!(loaded.expired as usize, contents(&e.ks).len() - loaded.keys as usize);
         for cut in cuts {
             let at = (cut * buf.len() as f64) as usize;
-            prop_assert!(rdb::load_rdb_file(&buf[..at], START, &mut |_, _, _| {}, &mut |_| {}).is_err(), "cut at {}", at);
+            prop_assert!(rdb::load_rdb_file(&buf[..at], START, 16, &mut |_, _, _, _| {}, &mut |_| {}).is_err(), "cut at {}", at);
         }
     }
 }

@@ -116,15 +116,37 @@ impl Server {
     /// take parks again; a stream group reader whose key is gone, or whose group is, gets its
     /// error (as Redis unblocks them).
     fn signal_waiters(&mut self, batch: &engine::Batch) {
-        let mut hit: Vec<Vec<u8>> = Vec::new();
+        let mut hit: Vec<(u32, Vec<u8>)> = Vec::new();
         for m in batch.iter() {
-            if m.name().eq_ignore_ascii_case(b"FLUSHALL") || m.name().eq_ignore_ascii_case(b"FLUSHDB") {
-                hit.extend(self.blocked.keys().cloned());
+            let name = m.name();
+            if name.eq_ignore_ascii_case(b"FLUSHALL") {
+                hit.extend(self.blocked.keys().map(|(db, k)| (db, k.clone())));
                 continue;
             }
+            if name.eq_ignore_ascii_case(b"FLUSHDB") {
+                hit.extend(self.blocked.keys_in(m.db).map(|k| (m.db, k.clone())));
+                continue;
+            }
+            // Both databases' contents changed places: every waiter in either looks again.
+            if name.eq_ignore_ascii_case(b"SWAPDB") && m.argc() == 3 {
+                for arg in [m.arg(1), m.arg(2)] {
+                    if let Some(db) = engine::util::parse_i64(arg) {
+                        hit.extend(self.blocked.keys_in(db as u32).map(|k| (db as u32, k.clone())));
+                    }
+                }
+                continue;
+            }
+            // MOVE key db: the key arrives in the other database.
+            if name.eq_ignore_ascii_case(b"MOVE") && m.argc() == 3 {
+                if let Some(db) = engine::util::parse_i64(m.arg(2)) {
+                    if self.blocked.waits_on(db as u32, m.arg(1)) {
+                        hit.push((db as u32, m.arg(1).to_vec()));
+                    }
+                }
+            }
             for k in m.keys() {
-                if self.blocked.waits_on(k) && !hit.iter().any(|h| h == k) {
-                    hit.push(k.to_vec());
+                if self.blocked.waits_on(m.db, k) && !hit.iter().any(|(d, h)| *d == m.db && h == k) {
+                    hit.push((m.db, k.to_vec()));
                 }
             }
         }

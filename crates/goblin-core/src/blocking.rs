@@ -14,8 +14,9 @@ use store::Millis;
 
 #[derive(Default)]
 pub struct BlockedIndex {
-    /// key -> waiting clients (slot, client id), oldest first.
-    by_key: HashMap<Vec<u8>, VecDeque<(usize, u64)>>,
+    /// Per database (index), key -> waiting clients (slot, client id), oldest first. Grown
+    /// to a database's number when a client first waits there.
+    by_db: Vec<HashMap<Vec<u8>, VecDeque<(usize, u64)>>>,
     /// (wake time, arrival seq, slot, client id), earliest first. The wake time is the
     /// deadline, or an earlier recheck (`Parked::wake_at`).
     by_deadline: BTreeSet<(Millis, u64, usize, u64)>,
@@ -27,18 +28,28 @@ impl BlockedIndex {
         self.by_deadline.first().map(|e| e.0)
     }
 
-    /// True when some client waits on `key`.
-    pub fn waits_on(&self, key: &[u8]) -> bool {
-        self.by_key.contains_key(key)
+    /// True when some client waits on `key` of database `db`.
+    pub fn waits_on(&self, db: u32, key: &[u8]) -> bool {
+        self.by_db.get(db as usize).is_some_and(|m| m.contains_key(key))
+    }
+
+    /// The clients waiting on `key` of database `db`, oldest first.
+    fn waiters(&self, db: u32, key: &[u8]) -> Option<&VecDeque<(usize, u64)>> {
+        self.by_db.get(db as usize)?.get(key)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.by_db.iter().all(HashMap::is_empty)
     }
 
-    /// Every key some client waits on.
-    pub fn keys(&self) -> impl Iterator<Item = &Vec<u8>> {
-        self.by_key.keys()
+    /// Every (database, key) some client waits on.
+    pub fn keys(&self) -> impl Iterator<Item = (u32, &Vec<u8>)> {
+        self.by_db.iter().enumerate().flat_map(|(db, m)| m.keys().map(move |k| (db as u32, k)))
+    }
+
+    /// Every key some client waits on in database `db`.
+    pub fn keys_in(&self, db: u32) -> impl Iterator<Item = &Vec<u8>> {
+        self.by_db.get(db as usize).into_iter().flat_map(|m| m.keys())
     }
 
     /// Parked clients with a deadline (INFO `clients_in_timeout_table`).
@@ -53,11 +64,16 @@ impl BlockedIndex {
         let mut keys = on.keys;
         keys.sort();
         keys.dedup();
+        let db = conn.db as usize;
+        if self.by_db.len() <= db {
+            self.by_db.resize_with(db + 1, HashMap::new);
+        }
         for k in &keys {
-            self.by_key.entry(k.clone()).or_default().push_back((slot, conn.id));
+            self.by_db[db].entry(k.clone()).or_default().push_back((slot, conn.id));
         }
         let p = Parked {
             args: args.iter().map(|a| a.to_vec()).collect(),
+            db: conn.db,
             keys,
             deadline: on.deadline,
             recheck_at: on.recheck_at,
@@ -73,11 +89,13 @@ impl BlockedIndex {
     /// Drops every index entry of `conn` (its `parked` is left to the caller).
     pub fn remove(&mut self, conn: &Conn, slot: usize) {
         let Some(p) = &conn.parked else { return };
-        for k in &p.keys {
-            if let Some(q) = self.by_key.get_mut(k) {
-                q.retain(|e| e.1 != conn.id);
-                if q.is_empty() {
-                    self.by_key.remove(k);
+        if let Some(m) = self.by_db.get_mut(p.db as usize) {
+            for k in &p.keys {
+                if let Some(q) = m.get_mut(k) {
+                    q.retain(|e| e.1 != conn.id);
+                    if q.is_empty() {
+                        m.remove(k);
+                    }
                 }
             }
         }
@@ -112,8 +130,8 @@ impl Server {
     pub(crate) fn serve_ready_keys(&mut self) {
         while !self.engine.ready_keys.is_empty() {
             let keys = std::mem::take(&mut self.engine.ready_keys);
-            for key in keys {
-                let Some(q) = self.blocked.by_key.get(&key) else { continue };
+            for (db, key) in keys {
+                let Some(q) = self.blocked.waiters(db, &key) else { continue };
                 let waiters: Vec<(usize, u64)> = q.iter().copied().collect();
                 for (slot, id) in waiters {
                     let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
@@ -152,6 +170,7 @@ impl Server {
         };
         let mark = conn.out.len();
         let started = std::time::Instant::now();
+        self.engine.select(p.db);
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
         if matches!(outcome, Outcome::Done) {
             self.stats.cmds.record_unblocked(spec, &conn.out[mark..]);

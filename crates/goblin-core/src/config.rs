@@ -89,6 +89,10 @@ pub struct Config {
     #[arg(long = "no-auth-rdma")]
     pub no_auth_rdma: bool,
 
+    /// Number of databases (SELECT 0 .. N-1), as Redis's `databases`.
+    #[arg(long, default_value_t = engine::DEFAULT_DATABASES, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub databases: u32,
+
     /// Maximum number of connected clients; further connections get an error and are closed.
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxclients: u32,

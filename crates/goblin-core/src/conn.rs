@@ -152,6 +152,8 @@ pub enum ReplyMode {
 /// waits on is signalled ready, and where it waits.
 pub struct Parked {
     pub args: Vec<Vec<u8>>,
+    /// The database the command runs in (its client cannot SELECT another while parked).
+    pub db: u32,
     /// The keys waited on (each once) and the absolute deadline (None: forever).
     pub keys: Vec<Vec<u8>>,
     pub deadline: Option<store::Millis>,
@@ -204,6 +206,9 @@ pub struct Conn {
     /// and RESET are refused with NOAUTH until then.
     pub user: std::sync::Arc<str>,
     pub authenticated: bool,
+    /// The selected database (SELECT): the engine selects it before each of this client's
+    /// commands.
+    pub db: u32,
 
     /// Unparsed input: bytes read but not yet consumed as complete requests. Usually empty:
     /// whole requests are parsed straight from the server's shared read buffer, and only a
@@ -235,7 +240,8 @@ pub struct Conn {
     pub parked: Option<Parked>,
     pub multi: Option<Multi>,
     /// Keys this client WATCHes (see [`crate::watch`]).
-    pub watching: Vec<Vec<u8>>,
+    /// (database, key) pairs this client WATCHes.
+    pub watching: Vec<(u32, Vec<u8>)>,
     pub reply_mode: ReplyMode,
     /// The reply protocol, chosen with HELLO (RESP2 until then; RESET returns to it). Every
     /// reply to this client, including late ones (a served or timed-out blocking command),
@@ -309,6 +315,7 @@ impl Conn {
             last_cmd: "NULL",
             user: crate::auth::DEFAULT_USER.into(),
             authenticated: true,
+            db: 0,
             pending: Vec::new(),
             qbuf_running: 0,
             parser: Some(Box::new(parser)),

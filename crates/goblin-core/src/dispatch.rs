@@ -158,6 +158,8 @@ impl Server {
         // The parser is taken out of the connection while its arguments are in use: inline
         // requests' arguments live inside it, and the handler needs the connection mutably.
         let Some(mut parser) = conn.parser.take() else { return 0 };
+        // The lookahead below hashes keys in the client's database's table.
+        self.engine.select(conn.db);
         let mut pos = 0;
         let mut since_clock = 0u32;
         let mut ahead = Lookahead::new();
@@ -214,6 +216,8 @@ impl Server {
         if conn.firehose.is_some() {
             return self.downstream_input(conn, args);
         }
+        // Every command runs in its client's database (one comparison when it is selected).
+        self.engine.select(conn.db);
         let Some(spec) = engine::lookup(args[0]) else {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
@@ -467,9 +471,10 @@ impl Server {
         if used > limit {
             self.engine.evict(self.clock_ms, used - limit);
             if self.notify.enabled() {
-                let keys: Vec<Vec<u8>> = self.engine.pending().iter().map(|m| m.arg(1).to_vec()).collect();
-                for key in keys {
-                    self.notify.evicted(&key);
+                let keys: Vec<(u32, Vec<u8>)> =
+                    self.engine.pending().iter().map(|m| (m.db, m.arg(1).to_vec())).collect();
+                for (db, key) in keys {
+                    self.notify.evicted(db, &key);
                 }
             }
             self.commit_batch(Origin::Eviction);
@@ -500,9 +505,10 @@ impl Server {
         let freed_enough = self.engine.evict(self.clock_ms, used - limit);
         if self.notify.enabled() {
             // Keyspace notifications: `evicted` for each key the round removed.
-            let keys: Vec<Vec<u8>> = self.engine.pending().iter().map(|m| m.arg(1).to_vec()).collect();
-            for key in keys {
-                self.notify.evicted(&key);
+            let keys: Vec<(u32, Vec<u8>)> =
+                self.engine.pending().iter().map(|m| (m.db, m.arg(1).to_vec())).collect();
+            for (db, key) in keys {
+                self.notify.evicted(db, &key);
             }
         }
         self.commit_batch(Origin::Eviction);

@@ -101,10 +101,10 @@ pub fn fetch(
     };
     let summary = snapshot::save_atomic(output, |file| {
         let mut body = (&mut r).take(len);
-        let (ks, meta, summary) = snapshot::read(Tee { inner: &mut body, copy: &mut *file }, &mut progress)
-            .map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("the snapshot received is damaged: {e}"))
-        })?;
+        let (ks, meta, summary) =
+            snapshot::read_dbs(Tee { inner: &mut body, copy: &mut *file }, &mut progress).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("the snapshot received is damaged: {e}"))
+            })?;
         if body.limit() != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

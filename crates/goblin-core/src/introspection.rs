@@ -152,9 +152,9 @@ impl Introspection {
 }
 
 /// A MONITOR line for `args`, as Redis formats it: quoted arguments with C-style escapes.
-fn monitor_line(client: &str, name: &str, args: &[&[u8]]) -> Vec<u8> {
+fn monitor_line(db: u32, client: &str, name: &str, args: &[&[u8]]) -> Vec<u8> {
     let t = unix_now();
-    let mut line = format!("+{}.{:06} [0 {}]", t.as_secs(), t.subsec_micros(), client).into_bytes();
+    let mut line = format!("+{}.{:06} [{db} {}]", t.as_secs(), t.subsec_micros(), client).into_bytes();
     for (i, a) in args.iter().enumerate() {
         line.extend_from_slice(b" \"");
         let a: &[u8] = if redacted(name, args, i) { b"(redacted)" } else { a };
@@ -217,7 +217,7 @@ impl Server {
             ins.latency_sample(event, micros / 1000);
         }
         if !ins.monitors.is_empty() && !hidden_from_monitor(spec) && !runs_script(spec) {
-            let line = monitor_line(&monitor_addr(conn), spec.name, args);
+            let line = monitor_line(conn.db, &monitor_addr(conn), spec.name, args);
             self.feed_monitors(conn.id, &line);
         }
     }
@@ -225,7 +225,7 @@ impl Server {
     /// A command a script runs: shown as the script's (`[0 lua]`) to every monitor.
     pub(crate) fn feed_monitors_from_script(&mut self, spec: &CommandSpec, args: &[&[u8]]) {
         if !self.introspection.monitors.is_empty() && !hidden_from_monitor(spec) {
-            let line = monitor_line("lua", spec.name, args);
+            let line = monitor_line(self.engine.db(), "lua", spec.name, args);
             self.feed_monitors(0, &line);
         }
     }
@@ -234,7 +234,7 @@ impl Server {
     /// lines of the commands it runs follow it, as Redis shows them.
     pub(crate) fn monitor_before(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) {
         if !self.introspection.monitors.is_empty() && runs_script(spec) {
-            let line = monitor_line(&monitor_addr(conn), spec.name, args);
+            let line = monitor_line(conn.db, &monitor_addr(conn), spec.name, args);
             self.feed_monitors(conn.id, &line);
         }
     }
@@ -520,7 +520,7 @@ mod tests {
 
     #[test]
     fn monitor_lines_quote_and_escape_like_redis() {
-        let line = monitor_line("127.0.0.1:5", "set", &[b"set", b"k\"\\", b"a\r\n\t\x07\x08\x01\xff "]);
+        let line = monitor_line(0, "127.0.0.1:5", "set", &[b"set", b"k\"\\", b"a\r\n\t\x07\x08\x01\xff "]);
         let text = String::from_utf8(line).unwrap();
         assert!(text.starts_with('+'));
         assert!(

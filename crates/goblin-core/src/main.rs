@@ -82,7 +82,7 @@ fn main() {
         );
     }
     if let Some(config::Tool::ImportRdb { input, output }) = &cfg.tool {
-        std::process::exit(match snapshots::import_rdb(input, output) {
+        std::process::exit(match snapshots::import_rdb(input, output, cfg.databases) {
             Ok(()) => 0,
             Err(e) => {
                 tracing::error!("import-rdb: {e}");
@@ -280,9 +280,14 @@ fn recover(cfg: &config::Config) -> Recovered {
     };
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let (mut engine, loaded_keys, mut meta) = match &cfg.load {
-        Some(path) => snapshots::load_at_startup(path).unwrap_or_else(|e| die(e)),
+        Some(path) => snapshots::load_at_startup(path, cfg.databases).unwrap_or_else(|e| die(e)),
         None => (engine::Engine::new(engine::Replication::new_lineage()), 0, None),
     };
+    if engine.databases() != cfg.databases {
+        if let Err(e) = engine.resize_databases(cfg.databases) {
+            die(format!("--databases {}: {e}", cfg.databases));
+        }
+    }
     let snapshot_offset = engine.repl.offset;
     #[cfg(feature = "kafka")]
     let journal = match &cfg.kafka {

@@ -1,6 +1,6 @@
 //! Keyspace notifications (`notify-keyspace-events`): pub/sub messages that say which key an
-//! executed command changed and how, on `__keyspace@0__:<key>` (message: the event) and
-//! `__keyevent@0__:<event>` (message: the key), with Redis's classes and event names.
+//! executed command changed and how, on `__keyspace@<db>__:<key>` (message: the event) and
+//! `__keyevent@<db>__:<event>` (message: the key), with Redis's classes and event names.
 //!
 //! Events are derived in one place instead of in every handler. Around each engine command
 //! ([`Server::run_engine`]) the server notes where the pending batch stood; afterwards the
@@ -350,6 +350,8 @@ fn stream_events<'m>(name: &str, m: &engine::Mutation<'m>) -> Option<(&'static s
 #[derive(Default)]
 pub struct Notifier {
     pub flags: u32,
+    /// The database the events being raised happened in (the channel's `@<db>`).
+    pub db: u32,
     /// (channel, message), in the order raised.
     pending: Vec<(Vec<u8>, Vec<u8>)>,
     events: Vec<Event>,
@@ -372,20 +374,26 @@ impl Notifier {
         if self.flags & class == 0 {
             return;
         }
+        let db = itoa::Buffer::new().format(self.db).as_bytes().to_vec();
         if self.flags & KEYSPACE != 0 {
-            let mut ch = b"__keyspace@0__:".to_vec();
+            let mut ch = b"__keyspace@".to_vec();
+            ch.extend_from_slice(&db);
+            ch.extend_from_slice(b"__:");
             ch.extend_from_slice(key);
             self.pending.push((ch, event.as_bytes().to_vec()));
         }
         if self.flags & KEYEVENT != 0 {
-            let mut ch = b"__keyevent@0__:".to_vec();
+            let mut ch = b"__keyevent@".to_vec();
+            ch.extend_from_slice(&db);
+            ch.extend_from_slice(b"__:");
             ch.extend_from_slice(event.as_bytes());
             self.pending.push((ch, key.to_vec()));
         }
     }
 
-    /// An eviction removed `key` (raised by the eviction code).
-    pub fn evicted(&mut self, key: &[u8]) {
+    /// An eviction removed `key` of database `db` (raised by the eviction code).
+    pub fn evicted(&mut self, db: u32, key: &[u8]) {
+        self.db = db;
         self.raise(EVICTED, "evicted", key);
     }
 }
@@ -426,6 +434,7 @@ impl Server {
         before: Before,
         errored: bool,
     ) {
+        self.notify.db = self.engine.db();
         let expired = std::mem::take(&mut self.engine.expired_log);
         for key in &expired {
             self.notify.raise(EXPIRED, "expired", key);
@@ -455,6 +464,30 @@ impl Server {
             own.extend(m.keys().map(<[u8]>::to_vec));
         }
         let name = spec.name;
+        // The commands that reach another database raise its event there (Redis's MOVE and
+        // COPY ... DB): `move_from` here and `move_to` there, `copy_to` there.
+        let target = match name {
+            "move" => args.get(2).and_then(|a| engine::util::parse_i64(a)),
+            "copy" => (3..args.len().saturating_sub(1))
+                .find(|&i| args[i].eq_ignore_ascii_case(b"db"))
+                .and_then(|i| engine::util::parse_i64(args[i + 1])),
+            _ => None,
+        };
+        if let Some(target) = target.filter(|&t| t != self.engine.db() as i64) {
+            if !own.is_empty() {
+                let here = self.engine.db();
+                if name == "move" {
+                    self.notify.raise(GENERIC, "move_from", args[1]);
+                    self.notify.db = target as u32;
+                    self.notify.raise(GENERIC, "move_to", args[1]);
+                } else {
+                    self.notify.db = target as u32;
+                    self.notify.raise(GENERIC, "copy_to", args[2]);
+                }
+                self.notify.db = here;
+            }
+            return;
+        }
         if !own.is_empty() || (!errored && spec.flags.has(engine::Flags::WRITE)) {
             if self.notify.flags & NEW != 0 {
                 for (i, pos) in key_positions(spec, args.len()).enumerate() {
@@ -507,8 +540,9 @@ impl Server {
         }
     }
 
-    /// Keys active expiry removed: `expired` events.
+    /// Keys active expiry removed from the selected database: `expired` events.
     pub(crate) fn notify_active_expiry(&mut self) {
+        self.notify.db = self.engine.db();
         for key in std::mem::take(&mut self.engine.expired_log) {
             self.notify.raise(EXPIRED, "expired", &key);
         }

@@ -1347,26 +1347,41 @@ impl Server {
     fn active_expire_cycle(&mut self) {
         const KEYS_PER_ROUND: usize = 20;
         const EXAMINE_PER_ROUND: usize = 200;
-        let fields = self.engine.ks.has_field_deadline_keys();
-        if (self.engine.ks.volatile_len() == 0 && !fields)
-            || self.last_expire.elapsed() < Duration::from_millis(1)
-        {
+        if self.last_expire.elapsed() < Duration::from_millis(1) {
+            return;
+        }
+        let due = |ks: &store::Keyspace| ks.volatile_len() > 0 || ks.has_field_deadline_keys();
+        if !due(&self.engine.ks) && !(0..self.engine.databases()).any(|db| due(self.engine.keyspace(db))) {
             return;
         }
         let start = Instant::now();
         self.last_expire = start;
         let now = now_ms();
         self.expire_backlog = false;
-        if fields {
-            // Hash fields first: the hashes with a field due.
-            self.expire_rounds(start, KEYS_PER_ROUND, |s| s.engine.active_expire_fields(now, KEYS_PER_ROUND));
-            if self.engine.ks.volatile_len() == 0 {
+        // Each database with deadlines in turn, in one time budget (Redis walks its databases
+        // the same way). The engine is left with whichever it selected last: every command
+        // selects its client's database first.
+        for db in 0..self.engine.databases() {
+            if !due(self.engine.keyspace(db)) {
+                continue;
+            }
+            if start.elapsed() >= Duration::from_millis(1) {
+                self.expire_backlog = true;
                 return;
             }
+            self.engine.select(db);
+            if self.engine.ks.has_field_deadline_keys() {
+                // Hash fields first: the hashes with a field due.
+                self.expire_rounds(start, KEYS_PER_ROUND, |s| {
+                    s.engine.active_expire_fields(now, KEYS_PER_ROUND)
+                });
+            }
+            if self.engine.ks.volatile_len() > 0 {
+                self.expire_rounds(start, KEYS_PER_ROUND, |s| {
+                    s.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND)
+                });
+            }
         }
-        self.expire_rounds(start, KEYS_PER_ROUND, |s| {
-            s.engine.active_expire(now, KEYS_PER_ROUND, EXAMINE_PER_ROUND)
-        });
     }
 
     /// Runs rounds of `round` (each returns how many keys or fields it removed, of at most

@@ -137,13 +137,14 @@ pub fn parse_save_rules(s: &str) -> Result<Vec<(u64, u64)>, String> {
 /// or unreadable one is an error naming the file and, for damage, the block and byte offset.
 /// Returns the engine, the number of keys loaded, and the snapshot's metadata (None when
 /// there was no file).
-pub fn load_at_startup(path: &Path) -> Result<(Engine, u64, Option<snapshot::Meta>), String> {
+pub fn load_at_startup(path: &Path, databases: u32) -> Result<(Engine, u64, Option<snapshot::Meta>), String> {
     remove_stale_temp_files(path);
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             warn!("snapshot {} does not exist: starting with an empty dataset", path.display());
-            let engine = Engine::new(Replication::new_lineage());
+            let mut engine = Engine::new(Replication::new_lineage());
+            engine.resize_databases(databases)?;
             return Ok((engine, 0, None));
         }
         Err(e) => return Err(format!("cannot open snapshot {}: {e}", path.display())),
@@ -151,7 +152,7 @@ pub fn load_at_startup(path: &Path) -> Result<(Engine, u64, Option<snapshot::Met
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let started = Instant::now();
     info!("loading snapshot {} ({size} bytes)", path.display());
-    let (engine, keys, meta) = load_file(file, path, size)?;
+    let (engine, keys, meta) = load_file(file, path, size, databases)?;
     let secs = started.elapsed().as_secs_f64();
     info!(
         "loaded {keys} keys from {} in {secs:.3} s ({:.0} keys/s); lineage {} at offset {}",
@@ -165,7 +166,12 @@ pub fn load_at_startup(path: &Path) -> Result<(Engine, u64, Option<snapshot::Met
 
 /// Reads a whole snapshot into a new engine, logging progress (keys and bytes per second) at
 /// most once a second.
-fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64, snapshot::Meta), String> {
+fn load_file(
+    file: std::fs::File,
+    path: &Path,
+    size: u64,
+    databases: u32,
+) -> Result<(Engine, u64, snapshot::Meta), String> {
     let started = Instant::now();
     let mut last_log = Instant::now();
     let mut progress = |p: &snapshot::Progress| {
@@ -183,18 +189,19 @@ fn load_file(file: std::fs::File, path: &Path, size: u64) -> Result<(Engine, u64
         }
     };
     let reader = io::BufReader::with_capacity(1 << 20, file);
-    let (ks, meta, summary) = snapshot::read(reader, &mut progress)
+    let (dbs, meta, summary) = snapshot::read_dbs(reader, &mut progress)
         .map_err(|e| format!("snapshot {} is unusable: {e}", path.display()))?;
     let replid = ReplId::parse(&meta.replid).ok_or_else(|| {
         format!("snapshot {} names lineage '{}', which is not 40 hex digits", path.display(), meta.replid)
     })?;
     let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset });
-    engine.ks = ks;
+    engine.resize_databases(databases)?;
+    engine.replace_databases(dbs).map_err(|e| format!("snapshot {} is not loadable: {e}", path.display()))?;
     engine.functions.replace_all(meta.functions.clone()).map_err(|e| {
         format!("snapshot {} holds a function library without valid metadata: {e}", path.display())
     })?;
     // Loaded keys count as accessed now (Redis's rule for keys an RDB gives no idle time).
-    engine.ks.stamp_access(now_ms());
+    engine.stamp_access(now_ms());
     Ok((engine, summary.keys, meta))
 }
 
@@ -243,7 +250,7 @@ impl Write for Counter {
 /// lineage at offset 0. A server started with `--load OUTPUT` then holds what redis-server
 /// held; with `--kafka` its recovery replays the topic from the snapshot's creation time (the
 /// file has no cursors), so a fresh topic is the place to start journaling it.
-pub fn import_rdb(input: &Path, output: &Path) -> Result<(), String> {
+pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), String> {
     use std::os::fd::AsRawFd;
     let file = std::fs::File::open(input).map_err(|e| format!("cannot open {}: {e}", input.display()))?;
     let len = file.metadata().map_err(|e| format!("{}: {e}", input.display()))?.len() as usize;
@@ -262,13 +269,19 @@ pub fn import_rdb(input: &Path, output: &Path) -> Result<(), String> {
     let bytes = unsafe { std::slice::from_raw_parts(map as *const u8, len) };
     let started = Instant::now();
     let mut last = Instant::now();
-    let mut ks = store::Keyspace::new();
-    ks.set_bulk_load(true);
+    let mut dbs: Vec<(u32, store::Keyspace)> = Vec::new();
     let loaded = std::cell::Cell::new(0u64);
     let result = engine::rdb::load_rdb_file(
         bytes,
         now_ms(),
-        &mut |key, value, deadline| {
+        databases,
+        &mut |db, key, value, deadline| {
+            if dbs.last().is_none_or(|(d, _)| *d != db) {
+                let mut ks = store::Keyspace::new();
+                ks.set_bulk_load(true);
+                dbs.push((db, ks));
+            }
+            let ks = &mut dbs.last_mut().expect("just pushed").1;
             ks.insert(&key, value, deadline);
             loaded.set(loaded.get() + 1);
         },
@@ -288,7 +301,15 @@ pub fn import_rdb(input: &Path, output: &Path) -> Result<(), String> {
     // SAFETY: unmapping what was mapped above; `bytes` is not used after this.
     unsafe { libc::munmap(map, len) };
     let found = result?;
-    ks.set_bulk_load(false);
+    // Redis writes each database once, in number order; a file that repeats one is refused.
+    dbs.sort_by_key(|(db, _)| *db);
+    if let Some(w) = dbs.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("{}: database {} appears twice", input.display(), w[0].0));
+    }
+    for (_, ks) in &mut dbs {
+        ks.set_bulk_load(false);
+    }
+    let refs: Vec<(u32, &store::Keyspace)> = dbs.iter().map(|(db, ks)| (*db, ks)).collect();
     let mut functions = engine::functions::Functions::default();
     functions.replace_all(found.functions).map_err(|e| format!("a function library in the file: {e}"))?;
     let meta = snapshot::Meta {
@@ -301,7 +322,7 @@ pub fn import_rdb(input: &Path, output: &Path) -> Result<(), String> {
         functions: functions.iter().map(|(_, code)| code.to_vec()).collect(),
         unconfirmed: Vec::new(),
     };
-    let summary = snapshot::save_atomic(output, |w| snapshot::write(w, &ks, &meta, &mut |_| {}))
+    let summary = snapshot::save_atomic(output, |w| snapshot::write_dbs(w, &refs, &meta, &mut |_| {}))
         .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
     info!(
         "import-rdb: {} (RDB version {}, written by Redis {}) -> {}: {} keys ({} past their deadline left out), {} function libraries, in {:.1} s",
@@ -409,10 +430,11 @@ impl Server {
         })?;
         let meta = self.snapshot_meta();
         let started = Instant::now();
-        let ks = &self.engine.ks;
+        let dbs = self.engine.database_refs();
         let delay = self.cfg.snapshot_block_delay_us;
-        let result =
-            snapshot::save_atomic(&path, |w| snapshot::write(w, ks, &meta, &mut |_| block_delay(delay)));
+        let result = snapshot::save_atomic(&path, |w| {
+            snapshot::write_dbs(w, &dbs, &meta, &mut |_| block_delay(delay))
+        });
         match result {
             Ok(summary) => {
                 info!(
@@ -487,7 +509,7 @@ impl Server {
         // SAFETY: fds[0] is a valid descriptor we own from here on.
         let status = unsafe { std::fs::File::from_raw_fd(fds[0]) };
         self.snapshots.children.push(Child { pid, kind, started: Instant::now(), status });
-        self.engine.ks.set_avoid_resize(true);
+        self.engine.set_avoid_resize(true);
         Ok(pid)
     }
 
@@ -505,13 +527,13 @@ impl Server {
         }
         let meta = self.snapshot_meta();
         let offset = meta.logical_offset;
-        let ks: *const store::Keyspace = &self.engine.ks;
+        let engine: *const Engine = &self.engine;
         let delay = self.cfg.snapshot_block_delay_us;
         let job = move || {
-            // SAFETY: runs only in the child, where the keyspace is the parent's frozen image
+            // SAFETY: runs only in the child, where the engine is the parent's frozen image
             // and nothing else touches it.
-            let ks = unsafe { &*ks };
-            snapshot::save_atomic(&path, |w| snapshot::write(w, ks, &meta, &mut |_| block_delay(delay)))
+            let dbs = unsafe { &*engine }.database_refs();
+            snapshot::save_atomic(&path, |w| snapshot::write_dbs(w, &dbs, &meta, &mut |_| block_delay(delay)))
                 .map(|s| format!("{} keys, {} bytes", s.keys, s.bytes))
                 .map_err(|e| format!("writing {}: {e}", path.display()))
         };
@@ -578,7 +600,7 @@ impl Server {
             self.child_finished(child.kind, ok, cow, child.started.elapsed(), &why);
         }
         if !self.snapshots.child_running() {
-            self.engine.ks.set_avoid_resize(false);
+            self.engine.set_avoid_resize(false);
         }
     }
 
@@ -710,19 +732,20 @@ impl Server {
             return reply::error(&mut c.out, format!("ERR GOBLIN.DUMPWORLD: {e}").as_bytes());
         }
         let meta = self.snapshot_meta();
-        let ks: *const store::Keyspace = &self.engine.ks;
+        let engine: *const Engine = &self.engine;
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
         let job = move || {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
-            let (ks, owed) = unsafe { (&*ks, &*owed) };
+            let (engine, owed) = unsafe { (&*engine, &*owed) };
+            let dbs = engine.database_refs();
             let mut counter = Counter(0);
-            snapshot::write(&mut counter, ks, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
+            snapshot::write_dbs(&mut counter, &dbs, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
             let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<snapshot::Summary> {
                 w.write_all(owed)?;
                 write!(w, "${}\r\n", counter.0)?;
-                let summary = snapshot::write(&mut *w, ks, &meta, &mut |_| {})?;
+                let summary = snapshot::write_dbs(&mut *w, &dbs, &meta, &mut |_| {})?;
                 w.write_all(b"\r\n")?;
                 w.flush()?;
                 Ok(summary)
@@ -822,7 +845,9 @@ impl Server {
         }
         let functions_only = c.rdb_functions_only;
         if !functions_only {
-            if let Some(why) = engine::rdb::rdb_file_blocker(&self.engine.ks) {
+            if let Some(why) =
+                self.engine.database_refs().iter().find_map(|(_, ks)| engine::rdb::rdb_file_blocker(ks))
+            {
                 return reply::error(&mut c.out, format!("ERR SYNC: {why}").as_bytes());
             }
         }
@@ -831,12 +856,13 @@ impl Server {
         let used_memory = crate::commands::info::allocated_bytes();
         let fullresync =
             psync.then(|| format!("+FULLRESYNC {} {}\r\n", self.engine.repl.replid, self.engine.repl.offset));
-        let ks: *const store::Keyspace = &self.engine.ks;
+        let engine: *const Engine = &self.engine;
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
         let job = move || {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
-            let (ks, owed) = unsafe { (&*ks, &*owed) };
+            let (engine, owed) = unsafe { (&*engine, &*owed) };
+            let dbs = engine.database_refs();
             let file = engine::rdb::RdbFile {
                 redis_version: crate::commands::info::REDIS_VERSION,
                 created_unix_secs,
@@ -844,7 +870,7 @@ impl Server {
                 functions: &functions,
                 functions_only,
             };
-            let len = engine::rdb::write_rdb_file(&mut Counter(0), ks, &file).map_err(|e| e.to_string())?;
+            let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
             let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {
                 w.write_all(owed)?;
@@ -852,11 +878,12 @@ impl Server {
                     w.write_all(line.as_bytes())?;
                 }
                 write!(w, "${len}\r\n")?;
-                engine::rdb::write_rdb_file(&mut *w, ks, &file)?;
+                engine::rdb::write_rdb_file(&mut *w, &dbs, &file)?;
                 w.flush()
             };
             send(&mut w).map_err(|e| format!("sending: {e}"))?;
-            Ok(format!("{} keys, {len} bytes", if functions_only { 0 } else { ks.len() }))
+            let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
+            Ok(format!("{} keys, {len} bytes", if functions_only { 0 } else { keys }))
         };
         match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: true }, job) {
             Ok(pid) => {
@@ -906,9 +933,13 @@ impl Server {
             }
         };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        match load_file(file, path, size) {
-            Ok((loaded, keys, _)) => {
-                let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
+        match load_file(file, path, size, self.engine.databases()) {
+            Ok((mut loaded, keys, _)) => {
+                let dbs = loaded.take_databases();
+                let old = match self.engine.replace_databases(dbs) {
+                    Ok(old) => old,
+                    Err(e) => return reply::error(&mut c.out, format!("ERR {e}").as_bytes()),
+                };
                 // Replaced in place: the generation moves on, so the Lua registry rebuilds.
                 let libs = loaded.functions.iter().map(|(_, code)| code.to_vec()).collect();
                 if let Err(e) = self.engine.functions.replace_all(libs) {
@@ -917,7 +948,7 @@ impl Server {
                 // The new keyspace tracks accesses for the policy in force.
                 let cfg = self.engine.evict;
                 self.engine.set_evict_config(cfg);
-                self.engine.ks.stamp_access(now_ms());
+                self.engine.stamp_access(now_ms());
                 // A snapshot of this server's own lineage from before its current offset: this
                 // server has already numbered other mutations past it, which a replica
                 // detached now may hold. Continuing the lineage would give new mutations those
@@ -958,20 +989,23 @@ impl Server {
     pub(crate) fn debug_reload(&mut self) -> Result<(), String> {
         let path = std::env::temp_dir().join(format!("goblin-debug-reload-{}.gcsn", std::process::id()));
         let meta = self.snapshot_meta();
-        let ks = &self.engine.ks;
-        snapshot::save_atomic(&path, |w| snapshot::write(w, ks, &meta, &mut |_| {}))
+        let dbs = self.engine.database_refs();
+        snapshot::save_atomic(&path, |w| snapshot::write_dbs(w, &dbs, &meta, &mut |_| {}))
             .map_err(|e| format!("ERR DEBUG RELOAD: save to {} failed: {e}", path.display()))?;
         let file = std::fs::File::open(&path).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let loaded = load_file(file, &path, size);
+        let loaded = load_file(file, &path, size, self.engine.databases());
         let _ = std::fs::remove_file(&path);
-        let (loaded, keys, _) = loaded.map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
-        let old = std::mem::replace(&mut self.engine.ks, loaded.ks);
+        let (mut loaded, keys, _) = loaded.map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let old = self
+            .engine
+            .replace_databases(loaded.take_databases())
+            .map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
         let libs = loaded.functions.iter().map(|(_, code)| code.to_vec()).collect();
         self.engine.functions.replace_all(libs).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
         let cfg = self.engine.evict;
         self.engine.set_evict_config(cfg);
-        self.engine.ks.stamp_access(now_ms());
+        self.engine.stamp_access(now_ms());
         self.watches.touch_all();
         info!("DEBUG RELOAD: {keys} keys saved and loaded back");
         drop(old);

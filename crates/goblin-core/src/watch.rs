@@ -17,40 +17,47 @@ use std::collections::{HashMap, HashSet};
 
 #[derive(Default)]
 pub struct Watches {
-    by_key: HashMap<Vec<u8>, Vec<u64>>,
+    /// Per database (index), key -> watching clients. Grown to a database's number when a
+    /// client first watches a key there.
+    by_db: Vec<HashMap<Vec<u8>, Vec<u64>>>,
     dirty: HashSet<u64>,
-    /// (client, key) pairs whose key did not exist when it was watched. FLUSHALL changes only
-    /// keys that exist, and a watched key that came to exist later was already touched by the
-    /// write that created it, so a flush spares exactly these watches (as Redis does).
-    absent: HashSet<(u64, Vec<u8>)>,
+    /// (client, database, key) whose key did not exist when it was watched. FLUSHALL changes
+    /// only keys that exist, and a watched key that came to exist later was already touched by
+    /// the write that created it, so a flush spares exactly these watches (as Redis does).
+    absent: HashSet<(u64, u32, Vec<u8>)>,
 }
 
 impl Watches {
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.by_db.iter().all(HashMap::is_empty)
     }
 
     fn watch(&mut self, conn: &mut Conn, key: &[u8], exists: bool) {
-        if conn.watching.iter().any(|k| k == key) {
+        let db = conn.db;
+        if conn.watching.iter().any(|(d, k)| *d == db && k == key) {
             return;
         }
         if !exists {
-            self.absent.insert((conn.id, key.to_vec()));
+            self.absent.insert((conn.id, db, key.to_vec()));
         }
-        conn.watching.push(key.to_vec());
-        self.by_key.entry(key.to_vec()).or_default().push(conn.id);
+        conn.watching.push((db, key.to_vec()));
+        if self.by_db.len() <= db as usize {
+            self.by_db.resize_with(db as usize + 1, HashMap::new);
+        }
+        self.by_db[db as usize].entry(key.to_vec()).or_default().push(conn.id);
     }
 
     /// Forgets every watch of `conn` (UNWATCH, EXEC, DISCARD, RESET, disconnect).
     pub fn unwatch_all(&mut self, conn: &mut Conn) {
-        for key in conn.watching.drain(..) {
-            self.absent.remove(&(conn.id, key.clone()));
-            if let Some(ids) = self.by_key.get_mut(&key) {
+        for (db, key) in conn.watching.drain(..) {
+            let Some(m) = self.by_db.get_mut(db as usize) else { continue };
+            if let Some(ids) = m.get_mut(&key) {
                 ids.retain(|&id| id != conn.id);
                 if ids.is_empty() {
-                    self.by_key.remove(&key);
+                    m.remove(&key);
                 }
             }
+            self.absent.remove(&(conn.id, db, key));
         }
         self.dirty.remove(&conn.id);
     }
@@ -59,42 +66,54 @@ impl Watches {
         self.dirty.contains(&conn.id)
     }
 
-    fn touch(&mut self, key: &[u8]) {
-        if let Some(ids) = self.by_key.get(key) {
+    fn touch(&mut self, db: u32, key: &[u8]) {
+        if let Some(ids) = self.by_db.get(db as usize).and_then(|m| m.get(key)) {
             self.dirty.extend(ids.iter().copied());
         }
     }
 
-    /// A `DEL` of `key`: a watcher that saw the key absent (or already past its deadline) at
-    /// WATCH time still sees it absent, so only the others are marked (Redis: deleting a stale
-    /// watched key does not fail EXEC).
-    fn touch_deleted(&mut self, key: &[u8]) {
-        if let Some(ids) = self.by_key.get(key) {
+    /// A `DEL`: only watchers that saw the key exist are affected (deleting a key that was
+    /// absent when watched, and is absent again, changes nothing they observed).
+    fn touch_deleted(&mut self, db: u32, key: &[u8]) {
+        if let Some(ids) = self.by_db.get(db as usize).and_then(|m| m.get(key)) {
             for &id in ids {
-                if !self.absent.contains(&(id, key.to_vec())) {
+                if !self.absent.contains(&(id, db, key.to_vec())) {
                     self.dirty.insert(id);
                 }
             }
         }
     }
 
-    /// Whether `conn`'s watched key `key` was absent when watched.
-    pub fn was_absent(&self, conn: &Conn, key: &[u8]) -> bool {
-        self.absent.contains(&(conn.id, key.to_vec()))
+    /// Whether `conn` watched `key` of database `db` while it did not exist.
+    pub fn was_absent(&self, conn: &Conn, db: u32, key: &[u8]) -> bool {
+        self.absent.contains(&(conn.id, db, key.to_vec()))
     }
 
     /// Every watcher's EXEC fails (an unknown or keyless mutation; GOBLIN.LOAD replacing the
     /// dataset).
     pub(crate) fn touch_all(&mut self) {
-        self.dirty.extend(self.by_key.values().flatten().copied());
+        self.dirty.extend(self.by_db.iter().flat_map(|m| m.values().flatten().copied()));
     }
 
-    /// FLUSHALL / FLUSHDB: every watched key that existed is changed.
-    fn touch_flushed(&mut self) {
-        for (key, ids) in &self.by_key {
-            for &id in ids {
-                if !self.absent.contains(&(id, key.clone())) {
-                    self.dirty.insert(id);
+    /// Every watcher of a key in database `db` (SWAPDB: its contents are another's now).
+    fn touch_db(&mut self, db: u32) {
+        if let Some(m) = self.by_db.get(db as usize) {
+            self.dirty.extend(m.values().flatten().copied());
+        }
+    }
+
+    /// FLUSHALL (`db` None) / FLUSHDB: every watched key that existed is changed.
+    fn touch_flushed(&mut self, only: Option<u32>) {
+        for (db, m) in self.by_db.iter().enumerate() {
+            let db = db as u32;
+            if only.is_some_and(|o| o != db) {
+                continue;
+            }
+            for (key, ids) in m {
+                for &id in ids {
+                    if !self.absent.contains(&(id, db, key.clone())) {
+                        self.dirty.insert(id);
+                    }
                 }
             }
         }
@@ -102,31 +121,64 @@ impl Watches {
 }
 
 impl crate::batches::BatchSink for Watches {
-    /// Marks the watchers of every key the batch's mutations name.
+    /// Marks the watchers of every key the batch's mutations name, in each mutation's database.
     fn on_batch(&mut self, batch: &engine::Batch) {
         for m in batch.iter() {
             let Some(spec) = m.spec() else {
-                // Unknown to the table: be safe and fail every watcher.
+                // Not in the table: cannot know its keys, so assume the worst.
                 self.touch_all();
                 continue;
             };
-            if spec.name == "flushall" || spec.name == "flushdb" {
-                self.touch_flushed();
-                continue;
+            match spec.name {
+                "flushall" => {
+                    self.touch_flushed(None);
+                    continue;
+                }
+                "flushdb" => {
+                    self.touch_flushed(Some(m.db));
+                    continue;
+                }
+                "swapdb" => {
+                    for i in 1..m.argc() {
+                        match engine::util::parse_i64(m.arg(i)) {
+                            Some(db) => self.touch_db(db as u32),
+                            None => self.touch_all(),
+                        }
+                    }
+                    continue;
+                }
+                "move" if m.argc() == 3 => {
+                    // The key leaves this database and appears in the other.
+                    match engine::util::parse_i64(m.arg(2)) {
+                        Some(db) => self.touch(db as u32, m.arg(1)),
+                        None => self.touch_all(),
+                    }
+                }
+                "copy" => {
+                    // COPY src dst DB n REPLACE: dst is in database n.
+                    let target = (3..m.argc().saturating_sub(1))
+                        .find(|&i| m.arg(i).eq_ignore_ascii_case(b"db"))
+                        .and_then(|i| engine::util::parse_i64(m.arg(i + 1)));
+                    if let Some(db) = target {
+                        self.touch(db as u32, m.arg(2));
+                        continue;
+                    }
+                }
+                _ => {}
             }
             if spec.first_key <= 0 {
-                // Any other keyless write: be safe and fail every watcher.
+                // A keyless mutation other than a flush: assume the worst.
                 self.touch_all();
                 continue;
             }
             if spec.name == "del" {
                 for key in m.keys() {
-                    self.touch_deleted(key);
+                    self.touch_deleted(m.db, key);
                 }
                 continue;
             }
             for key in m.keys() {
-                self.touch(key);
+                self.touch(m.db, key);
             }
         }
     }
@@ -142,6 +194,7 @@ impl Server {
             let exists = self.engine.ks.contains(key) && !self.engine.ks.is_expired(key, self.clock_ms);
             self.watches.watch(conn, key, exists);
         }
+        // (The engine has the client's database selected: `call` selects it.)
         reply::ok(&mut conn.out);
     }
 
@@ -150,10 +203,9 @@ impl Server {
     /// deadline since (it expired, even if nothing removed it yet).
     pub(crate) fn watch_failed(&self, conn: &Conn) -> bool {
         self.watches.is_dirty(conn)
-            || conn.watching.iter().any(|k| {
-                !self.watches.was_absent(conn, k)
-                    && self.engine.ks.contains(k)
-                    && self.engine.ks.is_expired(k, self.clock_ms)
+            || conn.watching.iter().any(|(db, k)| {
+                let ks = self.engine.keyspace(*db);
+                !self.watches.was_absent(conn, *db, k) && ks.contains(k) && ks.is_expired(k, self.clock_ms)
             })
     }
 
@@ -171,7 +223,10 @@ mod tests {
     fn watching(keys: &[(&[u8], u64)]) -> Watches {
         let mut w = Watches::default();
         for (k, id) in keys {
-            w.by_key.entry(k.to_vec()).or_default().push(*id);
+            if w.by_db.is_empty() {
+                w.by_db.push(HashMap::new());
+            }
+            w.by_db[0].entry(k.to_vec()).or_default().push(*id);
         }
         w
     }
@@ -202,7 +257,7 @@ mod tests {
     #[test]
     fn flush_marks_watchers_of_existing_keys_only() {
         let mut w = watching(&[(b"a", 1), (b"b", 2)]);
-        w.absent.insert((2, b"b".to_vec()));
+        w.absent.insert((2, 0, b"b".to_vec()));
         w.on_batch(&muts(&[&[b"FLUSHALL"]]));
         assert!(w.dirty.contains(&1), "a watched key that existed was flushed");
         assert!(!w.dirty.contains(&2), "a watched key that never existed is untouched");

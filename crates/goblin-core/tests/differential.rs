@@ -1517,8 +1517,9 @@ fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
 /// int-encoded and LZF strings, listpacks, intsets, quicklists; large values; deadlines; a
 /// stream with a consumer group; a function library) becomes a native snapshot that a
 /// goblin-core started with `--load` serves with every key as Redis held it, less the key
-/// whose deadline had passed. Files it cannot hold are refused with the reason: another
-/// database than 0, a truncated file, a flipped byte.
+/// whose deadline had passed; keys of other databases land in theirs. Files it cannot hold
+/// are refused with the reason: a database past `--databases`, a truncated file, a flipped
+/// byte.
 #[test]
 fn import_rdb_loads_redis_servers_dump_file() {
     let dir = common::temp_path("rdb-import");
@@ -1583,8 +1584,31 @@ fn import_rdb_loads_redis_servers_dump_file() {
     let _: () = redis::cmd("SELECT").arg(1).query(&mut rc).unwrap();
     let _: () = redis::cmd("SET").arg("elsewhere").arg("1").query(&mut rc).unwrap();
     let _: () = redis::cmd("SAVE").query(&mut rc).unwrap();
-    let (ok, log) = import(&rdb, &dir.join("db1.gcsn"));
-    assert!(!ok && log.contains("the file holds database 1; goblin-core has database 0 only"), "{log}");
+    // Other databases come along (SELECT keeps its meaning) ...
+    let db1 = dir.join("db1.gcsn");
+    let (ok, log) = import(&rdb, &db1);
+    assert!(ok, "{log}");
+    let loaded = Server::start(&["--load", db1.to_str().unwrap()]);
+    let mut lc = loaded.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut lc).unwrap();
+    assert_eq!(n, 0, "database 0 was flushed");
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut lc).unwrap();
+    let v: String = redis::cmd("GET").arg("elsewhere").query(&mut lc).unwrap();
+    assert_eq!(v, "1");
+    drop(loaded);
+    // ... unless the server would not have them.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args(["--databases", "1", "import-rdb"])
+        .arg(&rdb)
+        .arg("-o")
+        .arg(dir.join("one.gcsn"))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && log.contains("the file holds database 1; goblin-core has databases 0 to 0"),
+        "{log}"
+    );
     drop(goblin);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1092,9 +1092,12 @@ fn random_workloads_replay(k: &dyn Broker) {
             // Let every short TTL pass, then touch every key: what active expiry has not
             // removed yet goes now (each removal is a journaled DEL).
             std::thread::sleep(Duration::from_millis(1600));
-            let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-            for key in keys {
-                let _: i64 = redis::cmd("EXISTS").arg(key).query(&mut con).unwrap();
+            for db in 0..3 {
+                let _: () = redis::cmd("SELECT").arg(db).query(&mut con).unwrap();
+                let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+                for key in keys {
+                    let _: i64 = redis::cmd("EXISTS").arg(key).query(&mut con).unwrap();
+                }
             }
             wait_acked(&mut con);
             let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
@@ -1205,7 +1208,54 @@ fn bad_records() -> Vec<(&'static str, Vec<Rec>, &'static str, i64)> {
         ("wrong-arity", vec![cmd(&["SET", "a"])], "wrong number of arguments", 0),
         ("not-a-write", vec![cmd(&["CONFIG", "SET", "maxclients", "1"])], "not a keyspace write", 0),
         ("write-error", vec![cmd(&["SET", "a", "x"]), cmd(&["INCR", "a"])], "not an integer", 1),
+        ("db-malformed", vec![in_db(&["SET", "a", "1"], "two")], "malformed goblin-db header", 0),
+        (
+            "db-out-of-range",
+            vec![in_db(&["SET", "a", "1"], "16")],
+            "goblin-db 16: this server has databases 0 to 15",
+            0,
+        ),
     ]
+}
+
+/// Another producer's command for database `db` (the `goblin-db` header, as given).
+fn in_db(args: &[&str], db: &str) -> Rec {
+    let mut r = cmd(args);
+    r.headers.push(("goblin-db", db.to_string()));
+    r
+}
+
+/// Another producer's records name their database with `goblin-db` (none: database 0): the
+/// startup replay and a running primary apply each in its own, and a restart from the topic
+/// holds every database as the primary did.
+#[test]
+fn other_producers_records_land_in_their_database() {
+    let k = Kaka::start();
+    let topic = "external-databases";
+    k.create_topic(topic, 1, &[]);
+    produce(k.addr(), topic, &[in_db(&["SET", "x", "three"], "3"), cmd(&["SET", "x", "zero"])]);
+    let s = Server::start(&["--kafka", &k.uri(topic), "--save", ""]);
+    let mut con = s.conn();
+    let get = |con: &mut redis::Connection, db: u32, key: &str| -> Option<String> {
+        let _: () = redis::cmd("SELECT").arg(db).query(con).unwrap();
+        redis::cmd("GET").arg(key).query(con).unwrap()
+    };
+    assert_eq!(get(&mut con, 3, "x").as_deref(), Some("three"));
+    assert_eq!(get(&mut con, 0, "x").as_deref(), Some("zero"));
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("mine").arg("five").query(&mut con).unwrap();
+    produce(k.addr(), topic, &[in_db(&["SET", "y", "seven"], "7")]);
+    // (The runtime count: the first two were the startup replay's.)
+    wait_consumed_external(&mut con, 1);
+    assert_eq!(get(&mut con, 7, "y").as_deref(), Some("seven"));
+    assert_eq!(get(&mut con, 0, "y"), None);
+    wait_acked(&mut con);
+    let want = state(&mut con);
+    drop(s);
+    let again = Server::start(&["--kafka", &k.uri(topic), "--save", ""]);
+    let mut con = again.conn();
+    assert_eq!(state(&mut con), want);
+    assert_eq!(get(&mut con, 5, "mine").as_deref(), Some("five"));
 }
 
 /// At startup every refusal exits non-zero before listening, naming topic, partition, offset.

@@ -110,7 +110,7 @@ fn hello_select_auth_time_role() {
     let s = Server::start(&[]);
     let mut raw = s.raw();
     // HELLO 3 is served (tests/resp3.rs); versions other than 2 and 3 are not.
-    send(&mut raw, b"HELLO 4\r\nHELLO 1\r\nHELLO x\r\nSELECT 0\r\nSELECT 1\r\nSELECT x\r\nAUTH pw\r\nAUTH nobody pw\r\nAUTH default pw\r\n");
+    send(&mut raw, b"HELLO 4\r\nHELLO 1\r\nHELLO x\r\nSELECT 0\r\nSELECT 16\r\nSELECT x\r\nAUTH pw\r\nAUTH nobody pw\r\nAUTH default pw\r\n");
     assert_eq!(read_reply(&mut raw), b"-NOPROTO unsupported protocol version\r\n");
     assert_eq!(read_reply(&mut raw), b"-NOPROTO unsupported protocol version\r\n");
     assert_eq!(read_reply(&mut raw), b"-ERR Protocol version is not an integer or out of range\r\n");
@@ -290,7 +290,7 @@ fn config_get_set() {
         .unwrap();
     assert_eq!(got["maxclients"], "123");
     assert_eq!(got["port"], s.port.to_string());
-    assert_eq!(got["databases"], "1");
+    assert_eq!(got["databases"], "16");
     let pat: HashMap<String, String> = redis::cmd("CONFIG").arg("GET").arg("max*").query(&mut con).unwrap();
     assert!(pat.contains_key("maxmemory") && pat.contains_key("maxclients"));
     assert!(pat.keys().all(|k| k.starts_with("max")));

@@ -4,10 +4,18 @@
 /// The file's first 8 bytes. The high first byte and the CR LF / ^Z that follow catch a file
 /// mangled by a text-mode transfer, as PNG's signature does.
 pub const MAGIC: [u8; 8] = [0x89, b'G', b'C', b'S', b'N', b'\r', b'\n', 0x1A];
-/// The newest format version this crate reads and writes. A snapshot without function
-/// libraries is written as version 1 (byte for byte what version-1 writers produce); one with
-/// libraries as version 2, which a version-1 reader refuses instead of silently dropping them.
-pub const FORMAT_VERSION: u32 = 2;
+/// The newest format version this crate reads and writes. A snapshot is written with the
+/// lowest version that holds it: 1 (byte for byte what version-1 writers produce) when it has
+/// neither function libraries nor keys outside database 0; 2 (function libraries in the
+/// header) when it has libraries and every key is in database 0; 3 (version 2's header, plus
+/// database selectors in the data stream) when it has a key in a database above 0, with or
+/// without libraries. An older reader refuses a newer version instead of misreading it.
+pub const FORMAT_VERSION: u32 = 3;
+/// The first version whose data stream may hold database selectors.
+pub const VERSION_SELECTORS: u32 = 3;
+/// The highest database number a snapshot may hold (a sanity bound on untrusted input; a
+/// server checks its own database count when it installs the databases).
+pub const MAX_DATABASE: u32 = 1_000_000;
 /// Header additions (after the version's own fields; see FORMAT.md): a tag byte, the
 /// payload's length as a varint, the payload. Readers skip tags they do not know.
 pub const ADDITION_UNCONFIRMED: u8 = 1;
@@ -35,6 +43,10 @@ pub const DEFAULT_BLOCK_SIZE: usize = 256 << 10;
 
 /// Record tag: low 4 bits the value code, bit 4 an expiry follows, bits 5-7 zero.
 pub const TAG_EXPIRY: u8 = 0x10;
+/// Database selector (version 3): this exact tag byte, then `varint(n)`; the records after it
+/// belong to database `n` (> 0, above the previous selector's) until the next selector.
+/// Readers before version 3 refuse the tag (bit 5 set) as unknown.
+pub const TAG_SELECT_DB: u8 = 0x20;
 pub const CODE_STR: u8 = 0;
 pub const CODE_INT: u8 = 1;
 pub const CODE_HASH: u8 = 2;

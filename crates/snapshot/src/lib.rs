@@ -3,17 +3,19 @@
 //! `docs/FORMAT.md` describes the format byte for byte. In short: a 12-byte prelude (magic,
 //! version), a header block (server version, creation time, replication metadata, key count),
 //! data blocks carrying one record per key (tag, optional absolute deadline, key, value in the
-//! store's own compact encodings), and a trailer block with the counts. Every block carries a
-//! CRC-32C of its header and one of its payload, so damage is found and located to the block.
+//! store's own compact encodings; the keys of a database above 0 follow a database selector
+//! record), and a trailer block with the counts. Every block carries a CRC-32C of its header
+//! and one of its payload, so damage is found and located to the block.
 //!
 //! Both directions stream:
-//! - [`write`] encodes key by key into one bounded block buffer and flushes each block as it
-//!   fills; it never holds a second copy of the dataset. Records straddle block boundaries, so
-//!   the buffer stays bounded whatever the size of a value.
-//! - [`read`] verifies and decodes block by block into a fresh [`Keyspace`], building every
-//!   value directly in its compact encoding (`from_raw` constructors of the store, which
-//!   validate untrusted bytes fully). It never returns a partial keyspace: any error drops
-//!   what was loaded.
+//! - [`write_dbs`] (databases 0 and up; [`write`]: database 0 alone) encodes key by key into
+//!   one bounded block buffer and flushes each block as it fills; it never holds a second copy
+//!   of the dataset. Records straddle block boundaries, so the buffer stays bounded whatever
+//!   the size of a value.
+//! - [`read_dbs`] (every database; [`read`]: database 0 alone) verifies and decodes block by
+//!   block into fresh [`Keyspace`]s, building every value directly in its compact encoding
+//!   (`from_raw` constructors of the store, which validate untrusted bytes fully). It never
+//!   returns a partial keyspace: any error drops what was loaded.
 //!
 //! Nothing here panics on any input: a damaged or crafted file yields a [`LoadError`] that
 //! names the block and byte offset.
@@ -27,10 +29,10 @@ mod reader;
 mod stream;
 mod writer;
 
-pub use format::{DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAGIC, MAX_BLOCK};
+pub use format::{DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAGIC, MAX_BLOCK, MAX_DATABASE};
 pub use fs::{birth_time, is_temp_file_of, save_atomic};
-pub use reader::{blocks, read, read_meta, BlockInfo};
-pub use writer::{write, write_with};
+pub use reader::{blocks, read, read_dbs, read_meta, BlockInfo};
+pub use writer::{write, write_dbs, write_dbs_with, write_with};
 
 use std::fmt;
 use std::io;
@@ -53,7 +55,7 @@ pub struct Meta {
     /// First Kafka broker offset the server had not processed yet; -1 when unknown.
     pub kafka_consumer_position: i64,
     /// The function libraries' code (Redis 7 functions; each names its library in its first
-    /// line), in library-name order. Non-empty only in format version 2.
+    /// line), in library-name order. Non-empty only in format versions 2 and 3.
     pub functions: Vec<Vec<u8>>,
     /// A replica's mutations that Kafka had not confirmed when the snapshot was taken:
     /// (logical offset, xxh3-64 of the mutation's bytes), in increasing offset order. A
@@ -172,6 +174,9 @@ pub enum LoadError {
     CountMismatch { what: &'static str, trailer: u64, found: u64 },
     /// Bytes follow the trailer, from byte `offset` on.
     TrailingGarbage { offset: u64 },
+    /// [`read`] (database 0 only) met the selector of database `db` in block `block` at byte
+    /// `offset`: the file holds more databases, which [`read_dbs`] reads.
+    OtherDatabases { block: u64, offset: u64, db: u32 },
 }
 
 impl fmt::Display for LoadError {
@@ -199,6 +204,11 @@ impl fmt::Display for LoadError {
             LoadError::TrailingGarbage { offset } => {
                 write!(f, "unexpected bytes after the trailer, from byte {offset}")
             }
+            LoadError::OtherDatabases { block, offset, db } => write!(
+                f,
+                "block {block} at byte {offset}: the snapshot holds databases other than 0 (database {db}), \
+                 which this reader does not load"
+            ),
         }
     }
 }

@@ -34,19 +34,48 @@ pub struct BlockInfo {
     pub lz4: bool,
 }
 
-/// Reads a whole snapshot into a fresh keyspace, block by block. On any error nothing is
-/// returned but the error: a partly loaded keyspace is dropped. `r` needs no buffering (the
-/// reader asks for whole block headers and payloads). Keys past their deadline are loaded
-/// like any other; the server's expiry removes them. `progress` is called after the header
-/// and after each block.
+/// Reads a whole snapshot of database 0 into a fresh keyspace, block by block (see
+/// [`read_dbs`]). A snapshot that holds another database is refused with
+/// [`LoadError::OtherDatabases`] at the selector of its first other database (after loading
+/// database 0, then dropped): read such a file with [`read_dbs`].
 pub fn read<R: Read>(
     r: R,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(Keyspace, Meta, Summary), LoadError> {
+    let (mut dbs, meta, summary) = read_impl(r, progress, false)?;
+    debug_assert_eq!(dbs.len(), 1);
+    let (_, ks) = dbs.swap_remove(0);
+    Ok((ks, meta, summary))
+}
+
+/// Reads a whole snapshot into fresh keyspaces, block by block: every database that holds a
+/// key, as (database number, keyspace) in increasing number order, database 0 always first
+/// (empty when it holds no key). On any error nothing is returned but the error: partly loaded
+/// keyspaces are dropped. `r` needs no buffering (the reader asks for whole block headers and
+/// payloads). Keys past their deadline are loaded like any other; the server's expiry removes
+/// them. `progress` is called after the header and after each block; its key counts are
+/// totals over all databases, as are the [`Summary`]'s.
+pub fn read_dbs<R: Read>(
+    r: R,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Vec<(u32, Keyspace)>, Meta, Summary), LoadError> {
+    read_impl(r, progress, true)
+}
+
+/// Where a database selector ended: (block, block offset, payload position).
+type Place = (u64, u64, u64);
+
+fn read_impl<R: Read>(
+    r: R,
+    progress: &mut dyn FnMut(&Progress),
+    all_databases: bool,
+) -> Result<(Vec<(u32, Keyspace)>, Meta, Summary), LoadError> {
     let mut br = BlockReader::new(r);
     br.prelude()?;
     let (meta, total_keys) = br.header()?;
-    let mut ks = Keyspace::with_capacity(total_keys.min(MAX_PRESIZE_KEYS) as usize);
+    // The header's key count (a total over all databases) presizes database 0's table; the
+    // other databases' tables grow as their keys arrive.
+    let mut dbs = vec![(0u32, Keyspace::with_capacity(total_keys.min(MAX_PRESIZE_KEYS) as usize))];
     let mut p = Progress { keys: 0, total_keys, bytes: br.pos, blocks: 1 };
     progress(&p);
     let mut key = Vec::new();
@@ -54,11 +83,28 @@ pub fn read<R: Read>(
     let mut volatile = 0u64;
     let mut types = TypeCounts::default();
     let mut last_block = br.index;
+    // The last selector, while no record has followed it yet: (its database, where it ended).
+    let mut pending: Option<(u32, Place)> = None;
     while br.more_records()? {
-        let (kind, deadline) = br.record(&mut key, &mut ks)?;
-        keys += 1;
-        volatile += deadline as u64;
-        types.bump(kind);
+        // `more_records` left at least one byte of the current block to read.
+        if br.buf[br.at] == TAG_SELECT_DB {
+            if let Some((n, place)) = pending {
+                return Err(malformed_at(place, format!("no key after the selector of database {n}")));
+            }
+            let n = br.selector(dbs.last().expect("database 0").0)?;
+            if !all_databases {
+                return Err(LoadError::OtherDatabases { block: br.index, offset: br.block_off, db: n });
+            }
+            dbs.push((n, Keyspace::new()));
+            pending = Some((n, (br.index, br.block_off, br.at as u64)));
+        } else {
+            let ks = &mut dbs.last_mut().expect("database 0").1;
+            let (kind, deadline) = br.record(&mut key, ks)?;
+            pending = None;
+            keys += 1;
+            volatile += deadline as u64;
+            types.bump(kind);
+        }
         if br.index != last_block {
             last_block = br.index;
             p.keys = keys;
@@ -66,6 +112,9 @@ pub fn read<R: Read>(
             p.blocks = br.index + 1;
             progress(&p);
         }
+    }
+    if let Some((n, place)) = pending {
+        return Err(malformed_at(place, format!("no key after the selector of database {n}")));
     }
     // `more_records` stopped at the trailer block, now in `br.buf`.
     let t = br.trailer()?;
@@ -100,7 +149,11 @@ pub fn read<R: Read>(
         blocks: br.index + 1,
         raw_data_bytes: br.raw_data_bytes,
     };
-    Ok((ks, meta, summary))
+    Ok((dbs, meta, summary))
+}
+
+fn malformed_at((block, offset, pos): Place, what: String) -> LoadError {
+    LoadError::Malformed { block, offset, pos, what }
 }
 
 /// Reads only the prelude and the header block (checksums verified): for tooling, and to
@@ -551,6 +604,27 @@ impl<R: Read> BlockReader<R> {
     fn len(&mut self, what: &str) -> Result<usize, LoadError> {
         let v = self.varint()?;
         usize::try_from(v).map_err(|_| self.malformed(format!("{what} too large")))
+    }
+
+    /// Decodes a database selector (its tag is next) and checks it: a version-3 file, a
+    /// database above `prev` (so never 0) and at most [`MAX_DATABASE`]. Returns its database.
+    fn selector(&mut self, prev: u32) -> Result<u32, LoadError> {
+        self.byte()?;
+        if self.version < VERSION_SELECTORS {
+            return Err(self.malformed(format!("a database selector in a version-{} file", self.version)));
+        }
+        let n = self.varint()?;
+        if n > MAX_DATABASE as u64 {
+            return Err(self.malformed(format!("database {n} is above {MAX_DATABASE}")));
+        }
+        if n <= prev as u64 {
+            return Err(self.malformed(if n == 0 {
+                "a selector of database 0 (its keys come first, unmarked)".to_string()
+            } else {
+                format!("database {n} selected after database {prev}")
+            }));
+        }
+        Ok(n as u32)
     }
 
     /// Decodes one record into `ks`; returns its type and whether it has a deadline.

@@ -5,24 +5,18 @@ use crate::{Compression, Meta, Options, Progress, Summary, TypeCounts};
 use std::io::{self, Write};
 use store::{Keyspace, StrRef, ValueRef};
 
-/// Streams `ks` to `w` as a `.gcsn` snapshot with the default [`Options`] (see
-/// [`write_with`]).
+/// Streams `ks` to `w` as a `.gcsn` snapshot of database 0, with the default [`Options`]
+/// (see [`write_dbs_with`]).
 pub fn write<W: Write>(
     w: W,
     ks: &Keyspace,
     meta: &Meta,
     progress: &mut dyn FnMut(&Progress),
 ) -> io::Result<Summary> {
-    write_with(w, ks, meta, &Options::default(), progress)
+    write_dbs_with(w, &[(0, ks)], meta, &Options::default(), progress)
 }
 
-/// Streams `ks` to `w` as a `.gcsn` snapshot: prelude, header block, data blocks, trailer.
-///
-/// Memory: one block buffer of `opts.block_size` bytes (plus its compressed copy with LZ4),
-/// whatever the dataset's size; values are read in place from the keyspace. `w` needs no
-/// buffering (blocks go out in two writes each). `progress` is called after every block. The writer flushes `w` at the end but does not sync it (see
-/// [`crate::save_atomic`]). Keys whose deadline has passed are written like any other: the
-/// loading server's expiry removes them.
+/// Streams `ks` to `w` as a `.gcsn` snapshot of database 0 (see [`write_dbs_with`]).
 pub fn write_with<W: Write>(
     w: W,
     ks: &Keyspace,
@@ -30,11 +24,71 @@ pub fn write_with<W: Write>(
     opts: &Options,
     progress: &mut dyn FnMut(&Progress),
 ) -> io::Result<Summary> {
-    let total_keys = ks.len() as u64;
+    write_dbs_with(w, &[(0, ks)], meta, opts, progress)
+}
+
+/// Streams the databases `dbs` to `w` as a `.gcsn` snapshot with the default [`Options`]
+/// (see [`write_dbs_with`]).
+pub fn write_dbs<W: Write>(
+    w: W,
+    dbs: &[(u32, &Keyspace)],
+    meta: &Meta,
+    progress: &mut dyn FnMut(&Progress),
+) -> io::Result<Summary> {
+    write_dbs_with(w, dbs, meta, &Options::default(), progress)
+}
+
+/// Streams the databases `dbs` to `w` as a `.gcsn` snapshot: prelude, header block, data
+/// blocks, trailer.
+///
+/// `dbs` are (database number, keyspace), numbers strictly increasing and at most
+/// [`crate::MAX_DATABASE`] (`InvalidInput` otherwise, before anything is written). An empty
+/// keyspace writes nothing. Database 0's records come first, unmarked; each later database
+/// with a record is introduced by a database selector, which makes the file format version 3.
+/// A snapshot whose records are all in database 0 is byte for byte what [`write_with`]
+/// writes (version 1, or 2 with function libraries). The header's key count and the
+/// trailer's counts are totals over all databases.
+///
+/// Memory: one block buffer of `opts.block_size` bytes (plus its compressed copy with LZ4),
+/// whatever the dataset's size; values are read in place from the keyspaces. `w` needs no
+/// buffering (blocks go out in two writes each). `progress` is called after every block. The
+/// writer flushes `w` at the end but does not sync it (see [`crate::save_atomic`]). Keys
+/// whose deadline has passed are written like any other: the loading server's expiry removes
+/// them.
+pub fn write_dbs_with<W: Write>(
+    w: W,
+    dbs: &[(u32, &Keyspace)],
+    meta: &Meta,
+    opts: &Options,
+    progress: &mut dyn FnMut(&Progress),
+) -> io::Result<Summary> {
+    let mut prev: Option<u32> = None;
+    for &(n, _) in dbs {
+        if prev.is_some_and(|p| n <= p) || n > MAX_DATABASE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "database {n} out of order or out of range (numbers strictly increasing, at most \
+                     {MAX_DATABASE})"
+                ),
+            ));
+        }
+        prev = Some(n);
+    }
+    let total_keys: u64 = dbs.iter().map(|(_, ks)| ks.len() as u64).sum();
     let mut bw = BlockWriter::new(w, opts, total_keys);
     bw.w.write_all(&MAGIC)?;
-    // Version 1 unless there are function libraries (see FORMAT_VERSION).
-    let version: u32 = if meta.functions.is_empty() { 1 } else { FORMAT_VERSION };
+    // The lowest version that holds the file (see FORMAT_VERSION): 3 when a database selector
+    // will be written (a database above 0 with a record), else 2 with function libraries,
+    // else 1.
+    let selectors = dbs.iter().any(|&(n, ks)| n > 0 && has_records(ks));
+    let version: u32 = if selectors {
+        VERSION_SELECTORS
+    } else if !meta.functions.is_empty() {
+        2
+    } else {
+        1
+    };
     bw.w.write_all(&version.to_le_bytes())?;
     bw.offset = PRELUDE_LEN as u64;
 
@@ -53,7 +107,7 @@ pub fn write_with<W: Write>(
     for k in store::keyspace::hash::KeyHasher::global().secrets() {
         h.extend_from_slice(&k.to_le_bytes());
     }
-    // Version 2: the function libraries, after the hash secrets.
+    // Version 2 and later: the function libraries (perhaps none), after the hash secrets.
     if version >= 2 {
         put_varint(&mut h, meta.functions.len() as u64);
         for code in &meta.functions {
@@ -103,22 +157,32 @@ pub fn write_with<W: Write>(
     let mut keys = 0u64;
     let mut volatile = 0u64;
     let mut types = TypeCounts::default();
-    let mut result = Ok(());
-    ks.for_each(|key, v, deadline| {
-        if result.is_err() {
-            return;
-        }
-        match bw.record(key, v, deadline, &mut *progress, keys) {
-            Ok(true) => {
-                keys += 1;
-                volatile += deadline.is_some() as u64;
-                types.bump(v.kind());
+    for &(n, ks) in dbs {
+        // Database 0 is unmarked; a later one's selector goes out before its first record,
+        // so a database without a record writes nothing.
+        bw.pending_selector = (n > 0).then_some(n);
+        let mut result = Ok(());
+        ks.for_each(|key, v, deadline| {
+            if result.is_err() {
+                return;
             }
-            Ok(false) => {}
-            Err(e) => result = Err(e),
-        }
-    });
-    result?;
+            match bw.record(key, v, deadline, &mut *progress, keys) {
+                Ok(true) => {
+                    keys += 1;
+                    volatile += deadline.is_some() as u64;
+                    types.bump(v.kind());
+                }
+                Ok(false) => {}
+                Err(e) => result = Err(e),
+            }
+        });
+        result?;
+    }
+    if bw.selectors > 0 && !selectors {
+        // The prelude's version was decided by `has_records`, which the walk agrees with (the
+        // keyspaces are borrowed, so they cannot change in between): never happens.
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "a database selector in a version-1/2 file"));
+    }
     bw.flush_data(&mut *progress, keys)?;
 
     let mut t = Vec::with_capacity(64);
@@ -148,6 +212,37 @@ pub fn write_with<W: Write>(
     })
 }
 
+/// The value code and element count of a value (count 0: an empty collection, not written).
+fn code_and_count(v: ValueRef<'_>) -> (u8, u64) {
+    match v {
+        ValueRef::Str(StrRef::Bytes(_)) => (CODE_STR, 1),
+        ValueRef::Str(StrRef::Int(_)) => (CODE_INT, 1),
+        ValueRef::Hash(h) if h.has_field_deadlines() => (CODE_HASH_DEADLINES, h.len() as u64),
+        ValueRef::Hash(h) => (CODE_HASH, h.len() as u64),
+        ValueRef::Set(s) if s.ints().is_some() => (CODE_SET_INTS, s.len() as u64),
+        ValueRef::Set(s) => (CODE_SET, s.len() as u64),
+        ValueRef::ZSet(z) => (CODE_ZSET, z.len() as u64),
+        ValueRef::List(l) => (CODE_LIST, l.len() as u64),
+        ValueRef::Array(a) => (CODE_ARRAY, a.count() as u64),
+        // An empty stream is a key like any other (XADD .. MAXLEN 0, XDEL of the last entry
+        // and XGROUP CREATE .. MKSTREAM leave one): saved whatever its length.
+        ValueRef::Stream(_) => (CODE_STREAM, 1),
+    }
+}
+
+/// Whether writing `ks` writes a record: a key that is not an empty collection. Stops at the
+/// first such key (SCAN steps), so it costs a bucket or two, not a walk of the table.
+fn has_records(ks: &Keyspace) -> bool {
+    let mut found = false;
+    let mut cursor = 0;
+    loop {
+        cursor = ks.scan(cursor, 1, |_, v| found |= code_and_count(v).1 > 0);
+        if found || cursor == 0 {
+            return found;
+        }
+    }
+}
+
 struct BlockWriter<W: Write> {
     w: W,
     /// The data block being filled; never longer than `target`.
@@ -163,6 +258,10 @@ struct BlockWriter<W: Write> {
     data_blocks: u64,
     raw_data_bytes: u64,
     total_keys: u64,
+    /// A database selector to write before the next record.
+    pending_selector: Option<u32>,
+    /// Database selectors written.
+    selectors: u64,
 }
 
 impl<W: Write> BlockWriter<W> {
@@ -179,6 +278,8 @@ impl<W: Write> BlockWriter<W> {
             data_blocks: 0,
             raw_data_bytes: 0,
             total_keys,
+            pending_selector: None,
+            selectors: 0,
         }
     }
 
@@ -291,8 +392,9 @@ impl<W: Write> BlockWriter<W> {
         Ok(())
     }
 
-    /// Encodes one key. Returns false (writing nothing) for an empty collection, which the
-    /// engine never leaves in the keyspace and a reader would refuse.
+    /// Encodes one key, preceded by the pending database selector if any. Returns false
+    /// (writing nothing, selector included) for an empty collection, which the engine never
+    /// leaves in the keyspace and a reader would refuse.
     fn record(
         &mut self,
         key: &[u8],
@@ -301,22 +403,14 @@ impl<W: Write> BlockWriter<W> {
         progress: &mut dyn FnMut(&Progress),
         keys: u64,
     ) -> io::Result<bool> {
-        let (code, count) = match v {
-            ValueRef::Str(StrRef::Bytes(_)) => (CODE_STR, 1),
-            ValueRef::Str(StrRef::Int(_)) => (CODE_INT, 1),
-            ValueRef::Hash(h) if h.has_field_deadlines() => (CODE_HASH_DEADLINES, h.len() as u64),
-            ValueRef::Hash(h) => (CODE_HASH, h.len() as u64),
-            ValueRef::Set(s) if s.ints().is_some() => (CODE_SET_INTS, s.len() as u64),
-            ValueRef::Set(s) => (CODE_SET, s.len() as u64),
-            ValueRef::ZSet(z) => (CODE_ZSET, z.len() as u64),
-            ValueRef::List(l) => (CODE_LIST, l.len() as u64),
-            ValueRef::Array(a) => (CODE_ARRAY, a.count() as u64),
-            // An empty stream is a key like any other (XADD .. MAXLEN 0, XDEL of the last entry
-            // and XGROUP CREATE .. MKSTREAM leave one): saved whatever its length.
-            ValueRef::Stream(_) => (CODE_STREAM, 1),
-        };
+        let (code, count) = code_and_count(v);
         if count == 0 {
             return Ok(false);
+        }
+        if let Some(n) = self.pending_selector.take() {
+            self.put(&[TAG_SELECT_DB], progress, keys)?;
+            self.put_varint(n as u64, progress, keys)?;
+            self.selectors += 1;
         }
         let mut head = [0u8; 1 + 8 + 10];
         head[0] = code | if deadline.is_some() { TAG_EXPIRY } else { 0 };

@@ -165,9 +165,9 @@ fn prelude_errors() {
     assert!(matches!(snapshot::read_meta(&bad[..]), Err(LoadError::BadMagic { .. })));
     assert!(matches!(load(b"REDIS0011"), Err(LoadError::BadMagic { .. })));
     let mut newer = file.clone();
-    newer[8..12].copy_from_slice(&3u32.to_le_bytes());
+    newer[8..12].copy_from_slice(&4u32.to_le_bytes());
     match load(&newer) {
-        Err(LoadError::NewerVersion { found: 3, supported: 2 }) => {}
+        Err(LoadError::NewerVersion { found: 4, supported: 3 }) => {}
         other => panic!("{other:?}"),
     }
     let mut zero = file.clone();

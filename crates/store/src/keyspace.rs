@@ -180,6 +180,11 @@ impl Keyspace {
         self.now = now;
     }
 
+    /// The time last given to [`Keyspace::set_now`].
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
     /// Chooses what the access field tracks. Switching keeps the fields as they are (Redis's
     /// note: after a switch between LRU and LFU the data takes some time to adjust).
     pub fn set_access_mode(&mut self, mode: AccessMode) {

@@ -32,7 +32,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("randomkey", 1, R, (0, 0, 0), "generic", "Returns a random key name from the database.", Handler::Data(randomkey)),
     spec("dbsize", 1, RF, (0, 0, 0), "server", "Returns the number of keys in the database.", Handler::Data(dbsize)),
     spec("flushall", -1, W, (0, 0, 0), "server", "Removes all keys from all databases.", Handler::Data(flushall)),
-    spec("flushdb", -1, W, (0, 0, 0), "server", "Remove all keys from the current database.", Handler::Data(flushall)),
+    spec("flushdb", -1, W, (0, 0, 0), "server", "Remove all keys from the current database.", Handler::Data(flushdb)),
+    spec("move", 3, WF, (1, 1, 1), "generic", "Moves a key to another database.", Handler::Data(move_)),
+    spec("swapdb", 3, WF, (0, 0, 0), "server", "Swaps two Redis databases.", Handler::Data(swapdb)),
     spec("expire", -3, WF, (1, 1, 1), "generic", "Sets the expiration time of a key in seconds.", Handler::Data(expire)),
     spec("pexpire", -3, WF, (1, 1, 1), "generic", "Sets the expiration time of a key in milliseconds.", Handler::Data(expire)),
     spec("expireat", -3, WF, (1, 1, 1), "generic", "Sets the expiration time of a key to a Unix timestamp.", Handler::Data(expire)),
@@ -91,9 +93,67 @@ fn move_key(c: &mut Ctx, src: &[u8], dst: &[u8]) {
 /// a client can block on are signalled: a blocked BLPOP must keep waiting, not get WRONGTYPE,
 /// when a string lands on its key.
 fn signal_if_blockable(c: &mut Ctx, key: &[u8], kind: store::Kind) {
-    if matches!(kind, store::Kind::List | store::Kind::ZSet) {
-        c.signal_ready(key);
+    signal_if_blockable_in(c, c.db, key, kind);
+}
+
+fn signal_if_blockable_in(c: &mut Ctx, db: u32, key: &[u8], kind: store::Kind) {
+    if matches!(kind, store::Kind::List | store::Kind::ZSet | store::Kind::Stream) {
+        c.signal_ready_in(db, key);
     }
+}
+
+/// MOVE key db: the key, its value and its deadline, to database `db`, if it is not there
+/// already. Canonical as itself (its effect depends only on the two databases' contents).
+fn move_(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let key = args[1];
+    let target = match c.parse_db(args[2]) {
+        Ok(db) => db,
+        Err(e) => return reply::error(out, e),
+    };
+    if target == c.db {
+        return reply::error(out, b"ERR source and destination objects are the same");
+    }
+    if !c.exists(key) {
+        return reply::integer(out, 0);
+    }
+    if !c.expire_in(target, key) && c.db_mut(target).contains(key) {
+        return reply::integer(out, 0);
+    }
+    let Some((value, deadline)) = c.ks.take(key) else { return reply::integer(out, 0) };
+    let kind = value.kind();
+    c.db_mut(target).insert(key, value, deadline);
+    signal_if_blockable_in(c, target, key, kind);
+    c.emit(&[b"MOVE", key, itoa::Buffer::new().format(target).as_bytes()]);
+    reply::integer(out, 1);
+}
+
+/// SWAPDB index1 index2: the two databases trade contents (clients stay on their number).
+fn swapdb(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let parse = |a: &[u8], which: &'static [u8]| match crate::util::parse_i64(a) {
+        None => Err(which),
+        Some(n) if n < 0 || n >= c.databases() as i64 => Err(errors::DB_INDEX_OUT_OF_RANGE),
+        Some(n) => Ok(n as u32),
+    };
+    let (a, b) =
+        match (parse(args[1], b"ERR invalid first DB index"), parse(args[2], b"ERR invalid second DB index"))
+        {
+            (Err(e), _) | (_, Err(e)) => return reply::error(out, e),
+            (Ok(a), Ok(b)) => (a, b),
+        };
+    reply::ok(out);
+    if a == b {
+        return;
+    }
+    let cur = c.db;
+    if a == cur || b == cur {
+        let other = if a == cur { b } else { a };
+        std::mem::swap(c.ks, &mut c.dbs[other as usize]);
+    } else {
+        c.dbs.swap(a as usize, b as usize);
+    }
+    let now = c.now;
+    c.ks.set_now(now);
+    c.emit(&[b"SWAPDB", itoa::Buffer::new().format(a).as_bytes(), itoa::Buffer::new().format(b).as_bytes()]);
 }
 
 /// RENAME key newkey
@@ -126,32 +186,42 @@ fn renamenx(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 fn copy(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let (src, dst) = (args[1], args[2]);
     let mut replace = false;
+    let mut target = c.db;
     let mut i = 3;
     while i < args.len() {
         if eq_ic(args[i], b"replace") {
             replace = true;
         } else if eq_ic(args[i], b"db") && i + 1 < args.len() {
-            match parse_i64(args[i + 1]) {
-                None => return reply::error(out, errors::NOT_INTEGER),
-                Some(0) => {}
-                Some(_) => return reply::error(out, errors::DB_INDEX_OUT_OF_RANGE),
-            }
+            target = match c.parse_db(args[i + 1]) {
+                Ok(db) => db,
+                Err(e) => return reply::error(out, e),
+            };
             i += 1;
         } else {
             return reply::error(out, errors::SYNTAX);
         }
         i += 1;
     }
-    if src == dst {
+    if src == dst && target == c.db {
         return reply::error(out, b"ERR source and destination objects are the same");
     }
     let Some(value) = c.read(src).map(|v| v.to_owned_value()) else {
         return reply::integer(out, 0);
     };
+    let deadline = c.ks.expire_at(src);
+    if target != c.db {
+        if !c.expire_in(target, dst) && c.db_mut(target).contains(dst) && !replace {
+            return reply::integer(out, 0);
+        }
+        let kind = value.kind();
+        c.db_mut(target).insert(dst, value, deadline);
+        signal_if_blockable_in(c, target, dst, kind);
+        c.emit(&[b"COPY", src, dst, b"DB", itoa::Buffer::new().format(target).as_bytes(), b"REPLACE"]);
+        return reply::integer(out, 1);
+    }
     if c.exists(dst) && !replace {
         return reply::integer(out, 0);
     }
-    let deadline = c.ks.expire_at(src);
     let kind = value.kind();
     c.ks.insert(dst, value, deadline);
     signal_if_blockable(c, dst, kind);
@@ -303,7 +373,20 @@ fn flushall(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::error(out, errors::SYNTAX);
     }
     c.ks.clear();
+    for ks in c.dbs.iter_mut() {
+        ks.clear();
+    }
     c.emit(&[b"FLUSHALL"]);
+    reply::ok(out);
+}
+
+/// FLUSHDB [ASYNC|SYNC]: the selected database only.
+fn flushdb(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    if args.len() > 2 || (args.len() == 2 && !eq_ic(args[1], b"async") && !eq_ic(args[1], b"sync")) {
+        return reply::error(out, errors::SYNTAX);
+    }
+    c.ks.clear();
+    c.emit(&[b"FLUSHDB"]);
     reply::ok(out);
 }
 
@@ -572,7 +655,7 @@ mod tests {
             run(&mut e, 0, &["COPY", "b", "b"]),
             "-ERR source and destination objects are the same\r\n"
         );
-        assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "DB", "3"]), "-ERR DB index is out of range\r\n");
+        assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "DB", "16"]), "-ERR DB index is out of range\r\n");
         assert_eq!(run(&mut e, 0, &["COPY", "b", "d", "BOGUS"]), "-ERR syntax error\r\n");
     }
 
@@ -584,18 +667,18 @@ mod tests {
         assert_eq!(run(&mut e, 0, &["RPUSH", "src", "a", "b"]), ":2\r\n");
         e.ready_keys.clear();
         assert_eq!(run(&mut e, 0, &["RENAME", "src", "dst"]), "+OK\r\n");
-        assert_eq!(e.ready_keys, vec![b"dst".to_vec()]);
+        assert_eq!(e.ready_keys, vec![(0, b"dst".to_vec())]);
         e.ready_keys.clear();
         assert_eq!(run(&mut e, 0, &["RENAMENX", "dst", "dst2"]), ":1\r\n");
-        assert_eq!(e.ready_keys, vec![b"dst2".to_vec()]);
+        assert_eq!(e.ready_keys, vec![(0, b"dst2".to_vec())]);
         e.ready_keys.clear();
         assert_eq!(run(&mut e, 0, &["COPY", "dst2", "dst3"]), ":1\r\n");
-        assert_eq!(e.ready_keys, vec![b"dst3".to_vec()]);
+        assert_eq!(e.ready_keys, vec![(0, b"dst3".to_vec())]);
         e.ready_keys.clear();
         assert_eq!(run(&mut e, 0, &["ZADD", "z", "1", "m"]), ":1\r\n");
         e.ready_keys.clear();
         assert_eq!(run(&mut e, 0, &["RENAME", "z", "z2"]), "+OK\r\n");
-        assert_eq!(e.ready_keys, vec![b"z2".to_vec()]);
+        assert_eq!(e.ready_keys, vec![(0, b"z2".to_vec())]);
         e.ready_keys.clear();
         set(&mut e, "s", "v");
         assert_eq!(run(&mut e, 0, &["RENAME", "s", "dst3"]), "+OK\r\n");

@@ -1335,7 +1335,7 @@ mod tests {
         );
         // A push signals the key; the served pop replies [key, value] and emits the pop.
         r(&mut e, &["RPUSH", "m", "a", "b"]);
-        assert!(e.ready_keys.contains(&b"m".to_vec()));
+        assert!(e.ready_keys.contains(&(0, b"m".to_vec())));
         assert_eq!(
             run(&mut e, &["BLPOP", "l", "m", "0"]),
             ("*2\r\n$1\r\nm\r\n$1\r\na\r\n".into(), vec!["LPOP m".into()])

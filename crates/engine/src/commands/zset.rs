@@ -2109,7 +2109,7 @@ mod tests {
         }
         // Any add to a sorted set signals its key.
         run(&mut e, &["ZADD", "b", "7", "m", "8", "n"]);
-        assert_eq!(e.ready_keys, vec![b"b".to_vec()]);
+        assert_eq!(e.ready_keys, vec![(0, b"b".to_vec())]);
         e.ready_keys.clear();
         muts(&mut e);
         let outcome = e.execute(spec, &args, 1_100, &mut out, resp::Proto::Resp2, true);

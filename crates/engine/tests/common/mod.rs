@@ -15,12 +15,14 @@ use store::Plain;
 /// A command as a list of arguments.
 pub type Cmd = Vec<Vec<u8>>;
 
-/// The full, comparable state of an engine's keyspace.
-pub fn dump(e: &Engine) -> BTreeMap<Vec<u8>, (Plain, Option<Millis>)> {
+/// The full, comparable state of an engine's keyspaces, keyed by (database, key).
+pub fn dump(e: &Engine) -> BTreeMap<(u32, Vec<u8>), (Plain, Option<Millis>)> {
     let mut m = BTreeMap::new();
-    e.ks.for_each(|k, v, exp| {
-        m.insert(k.to_vec(), (v.to_plain(), exp));
-    });
+    for (db, ks) in e.nonempty_dbs() {
+        ks.for_each(|k, v, exp| {
+            m.insert((db, k.to_vec()), (v.to_plain(), exp));
+        });
+    }
     m
 }
 
@@ -39,6 +41,14 @@ pub fn run_commands(a: &mut Engine, cmds: &[Cmd], start: Millis, step_ms: i64) -
     for cmd in cmds {
         let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
         let mut out = Vec::new();
+        // SELECT is the server's (a connection's database): here the engine selects directly.
+        if args.len() == 2 && args[0].eq_ignore_ascii_case(b"select") {
+            let db: u32 = std::str::from_utf8(args[1]).unwrap().parse().unwrap();
+            a.select(db);
+            replies.push(b"+OK\r\n".to_vec());
+            now += step_ms;
+            continue;
+        }
         let outcome = a.run(&args, now, &mut out);
         if let Outcome::Blocked(_) = outcome {
             // A blocking command that would wait answers as its timeout would (tests have no
@@ -47,9 +57,14 @@ pub fn run_commands(a: &mut Engine, cmds: &[Cmd], start: Millis, step_ms: i64) -
         }
         replies.push(out);
         batches.extend(a.commit(Origin::Command));
-        // The active expiry cycle runs between commands, as on the server.
-        a.active_expire(now, 20, 1000);
-        batches.extend(a.commit(Origin::ActiveExpiry));
+        // The active expiry cycle runs between commands, over every database, as on the server.
+        let was = a.db();
+        for db in 0..a.databases() {
+            a.select(db);
+            a.active_expire(now, 20, 1000);
+            batches.extend(a.commit(Origin::ActiveExpiry));
+        }
+        a.select(was);
         now += step_ms;
     }
     (replies, batches)
@@ -62,6 +77,7 @@ pub fn apply_batches(b: &mut Engine, batches: &[Batch], now: Millis) -> usize {
     let mut applied = 0;
     for batch in batches {
         for m in batch.iter() {
+            b.select(m.db);
             match b.apply_record(m.bytes, Some(m.offset), now) {
                 Ok(Applied::Applied) => applied += 1,
                 Ok(Applied::Duplicate) => {}
@@ -106,12 +122,12 @@ pub fn check_replay(cmds: &[Cmd], start: Millis, step_ms: i64) -> Vec<Vec<u8>> {
         panic!("stores differ\ncommands: {cmds:#?}\nmutations: {muts:#?}\nA: {da:?}\nB: {db:?}");
     }
     assert_eq!(a.functions, b.functions, "function libraries differ");
-    let digest = engine::digest::dataset_digest(&b.ks);
-    assert_eq!(engine::digest::dataset_digest(&a.ks), digest, "equal stores have equal digests");
+    let digest = engine::digest::databases_digest(&b);
+    assert_eq!(engine::digest::databases_digest(&a), digest, "equal stores have equal digests");
     // Idempotence: the same batches again are all duplicates and change nothing.
     assert_eq!(apply_batches(&mut b, &batches, later), 0, "a second application applies nothing");
     assert_eq!(b.repl.offset, a.repl.offset);
-    assert_eq!(engine::digest::dataset_digest(&b.ks), digest);
+    assert_eq!(engine::digest::databases_digest(&b), digest);
     assert!(dump(&b) == db, "a second application changed the store");
     replies
 }

@@ -220,7 +220,7 @@ fn describe(c: &Conn, t: &mut String) {
     let redir = c.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
     let _ = writeln!(
         t,
-        "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub={} psub={} ssub={} \
+        "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
          tot-mem={tot} events={events} cmd={} user={} redir={redir} resp={} lib-name={} lib-ver={}",
         c.id,
@@ -229,6 +229,7 @@ fn describe(c: &Conn, t: &mut String) {
         c.fd,
         String::from_utf8_lossy(&c.name),
         c.flags_string(),
+        c.db,
         c.pubsub.as_ref().map_or(0, |p| p.channels.len()),
         c.pubsub.as_ref().map_or(0, |p| p.patterns.len()),
         c.pubsub.as_ref().map_or(0, |p| p.shard.len()),

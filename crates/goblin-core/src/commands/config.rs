@@ -53,7 +53,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("save", String::new()),
         // The Kafka journal is this server's append-only log (WAITAOF waits for it).
         ("appendonly", if c.kafka.is_some() { "yes" } else { "no" }.into()),
-        ("databases", "1".into()),
+        ("databases", s.engine.databases().to_string()),
         ("timeout", c.idle_timeout_secs.to_string()),
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),

@@ -58,7 +58,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     match sub.as_slice() {
         b"HELP" => return super::help(out, HELP),
         b"DIGEST" if args.len() == 2 => {
-            return reply::simple(out, engine::util::hex(&digest::dataset_digest(&s.engine.ks)).as_bytes())
+            return reply::simple(out, engine::util::hex(&digest::databases_digest(&s.engine)).as_bytes())
         }
         b"DIGEST-VALUE" => {
             reply::array_len(out, args.len() - 2);

@@ -565,9 +565,8 @@ fn errorstats(s: &Server, t: &mut String) {
 
 fn keyspace(s: &Server, t: &mut String) {
     t.push_str("# Keyspace\r\n");
-    let keys = s.engine.ks.len();
-    if keys > 0 {
-        field!(t, "db0", "keys={keys},expires={},avg_ttl=0", s.engine.ks.volatile_len());
+    for (db, ks) in s.engine.nonempty_dbs() {
+        field!(t, format_args!("db{db}"), "keys={},expires={},avg_ttl=0", ks.len(), ks.volatile_len());
     }
 }
 

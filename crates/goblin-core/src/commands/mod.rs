@@ -42,7 +42,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         }
         "reset" => reset(s, c, slot),
         "select" => match util::parse_i64(args[1]) {
-            Some(0) => reply::ok(out),
+            Some(n) if n >= 0 && n < s.engine.databases() as i64 => {
+                c.db = n as u32;
+                s.engine.select(c.db);
+                reply::ok(&mut c.out)
+            }
             Some(_) => reply::error(out, errors::DB_INDEX_OUT_OF_RANGE),
             None => reply::error(out, errors::NOT_INTEGER),
         },
@@ -704,6 +708,8 @@ fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
     c.name.clear();
     c.no_evict = false;
     c.no_touch = false;
+    c.db = 0;
+    s.engine.select(0);
     reply::simple(&mut c.out, b"RESET");
 }
 

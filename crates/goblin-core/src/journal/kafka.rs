@@ -38,7 +38,7 @@ use super::producer::Producer;
 use super::reader;
 use super::reports::Reported;
 use super::sender::{Staged, Stamp};
-pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
+pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_DB, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
 use super::target::KafkaTarget;
 use crate::replication::unconfirmed::Unconfirmed;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
@@ -539,8 +539,12 @@ impl Journal {
         // are staged, so the time they reach librdkafka says less, and a zero timestamp would
         // make librdkafka read the clock once per record on the sender thread.
         for m in batch.iter() {
-            let stamp =
-                Stamp { logical: m.offset, applied_through: self.applied_through, timestamp_ms: now_ms };
+            let stamp = Stamp {
+                logical: m.offset,
+                applied_through: self.applied_through,
+                timestamp_ms: now_ms,
+                db: m.db,
+            };
             let size = self.staged.push(&self.replid_text.1, stamp, m.bytes, |out| {
                 engine::compaction_key_into(m.argc(), |i| m.arg(i), out)
             });
@@ -1317,6 +1321,19 @@ const TOMBSTONE: &str =
 
 /// One record of the replay, in broker order (see `replay`).
 #[allow(clippy::too_many_arguments)]
+/// The database a record applies to: its `goblin-db` header, or 0 without one.
+fn record_db(rec: &reader::Record, engine: &Engine) -> Result<u32, String> {
+    match rec.db {
+        None => Ok(0),
+        Some(None) => Err("malformed goblin-db header".into()),
+        Some(Some(db)) if db < engine.databases() as u64 => Ok(db as u32),
+        Some(Some(db)) => Err(format!(
+            "goblin-db {db}: this server has databases 0 to {} (--databases)",
+            engine.databases() - 1
+        )),
+    }
+}
+
 fn replay_record(
     rec: &reader::Record,
     target: &KafkaTarget,
@@ -1345,7 +1362,13 @@ fn replay_record(
             return Ok(());
         }
         let value = rec.value().ok_or_else(|| bad(TOMBSTONE.to_string()))?;
-        held.records.push_back((broker, rec.timestamp.unwrap_or_else(crate::server::now_ms), value.to_vec()));
+        let db = record_db(rec, engine).map_err(bad)?;
+        held.records.push_back((
+            broker,
+            rec.timestamp.unwrap_or_else(crate::server::now_ms),
+            db,
+            value.to_vec(),
+        ));
         held.bytes += value.len();
         return Ok(());
     };
@@ -1403,6 +1426,7 @@ fn replay_record(
     } else if !held.records.is_empty() {
         held.apply_through(through, engine, &target.topic, stats)?;
     }
+    engine.select(record_db(rec, engine).map_err(bad)?);
     match engine.apply_record(value, Some(logical), *now) {
         Ok(Applied::Applied) => stats.applied += 1,
         Ok(Applied::Duplicate) => stats.duplicates += 1,
@@ -1421,10 +1445,10 @@ fn replay_record(
 }
 
 /// Other producers' records read by the replay and not applied yet: (broker offset, time,
-/// value), in broker order.
+/// database, value), in broker order.
 #[derive(Default)]
 struct Held {
-    records: VecDeque<(i64, i64, Vec<u8>)>,
+    records: VecDeque<(i64, i64, u32, Vec<u8>)>,
     bytes: usize,
 }
 
@@ -1433,7 +1457,7 @@ impl Held {
     fn drop_through(&mut self, through: i64) -> u64 {
         let mut n = 0;
         while self.records.front().is_some_and(|r| r.0 <= through) {
-            let (_, _, v) = self.records.pop_front().expect("front exists");
+            let (_, _, _, v) = self.records.pop_front().expect("front exists");
             self.bytes -= v.len();
             n += 1;
         }
@@ -1451,8 +1475,9 @@ impl Held {
         while self.records.front().is_some_and(|r| r.0 <= through) {
             // A record that cannot be applied stays held: where a later replay goes on
             // (`Resume`) is at or before it, never past it.
-            let (broker, time, value) = self.records.front().expect("front exists");
+            let (broker, time, db, value) = self.records.front().expect("front exists");
             let broker = *broker;
+            engine.select(*db);
             match engine.apply_record(value, None, *time) {
                 Ok(Applied::Applied) => {
                     stats.applied += 1;
@@ -1462,7 +1487,7 @@ impl Held {
                 Ok(Applied::Duplicate) => stats.duplicates += 1,
                 Err(e) => return Err(record_error(e, |what| at_offset(topic, 0, broker, what))),
             }
-            let (_, _, value) = self.records.pop_front().expect("front exists");
+            let (_, _, _, value) = self.records.pop_front().expect("front exists");
             self.bytes -= value.len();
             stats.external_broker = broker;
             if engine.pending().len() >= 1024 {
@@ -1806,6 +1831,7 @@ impl Consumer {
                     // runtime primary and a later replay judge expiries and turn relative TTLs
                     // into the same deadlines; the local clock only if it has none.
                     let time = rec.timestamp.unwrap_or_else(crate::server::now_ms);
+                    engine.select(record_db(&rec, engine).map_err(at)?);
                     match engine.apply_record(value, None, time) {
                         Ok(Applied::Applied) => {
                             self.stats.external_applied += 1;
@@ -2067,7 +2093,7 @@ mod tests {
         for (broker, v) in [(3, "a"), (7, "b"), (9, "c"), (12, "d")] {
             let r = rec(&["APPEND", "k", v]);
             held.bytes += r.len();
-            held.records.push_back((broker, 0, r));
+            held.records.push_back((broker, 0, 0, r));
         }
         let mut stats = ReplayStats::default();
         held.apply_through(8, &mut e, "t", &mut stats).unwrap();
@@ -2079,7 +2105,7 @@ mod tests {
         // The mutations took fresh offsets 1..=3.
         assert_eq!(e.next_offset(), 4);
         // A bad held record names its broker offset.
-        held.records.push_back((15, 0, b"SET k v\r\n".to_vec()));
+        held.records.push_back((15, 0, 0, b"SET k v\r\n".to_vec()));
         held.bytes += 9;
         let err = held.apply_through(15, &mut e, "t", &mut stats).unwrap_err();
         let ReplayError::Record(m) = &err else { panic!("{err:?}") };

@@ -16,7 +16,7 @@
 //! order, what a missing or malformed header means (an older lineage's record is discarded
 //! before its other headers are judged).
 
-use super::kafka::{HEADER_APPLIED_THROUGH, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
+use super::kafka::{HEADER_APPLIED_THROUGH, HEADER_DB, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
 use engine::ReplId;
 use rdkafka::bindings as rd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +51,8 @@ pub struct Record {
     pub applied_through: Option<Option<i64>>,
     /// The record's timestamp in ms, if it has one.
     pub timestamp: Option<i64>,
+    /// `goblin-db`: None if absent (database 0); Some(None) if not a decimal number.
+    pub db: Option<Option<u64>>,
 }
 
 impl Record {
@@ -222,6 +224,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         version: None,
         applied_through: None,
         timestamp: None,
+        db: None,
     };
     // SAFETY: `msg` is a live message from librdkafka, owned by `r` from here on.
     unsafe {
@@ -281,7 +284,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
             }
         }
         let detached = Detached(hdrs);
-        let (mut id, mut offset, mut through, mut version) = (None, None, None, None);
+        let (mut id, mut offset, mut through, mut version, mut db) = (None, None, None, None, None);
         let mut idx = 0;
         loop {
             let mut name: *const std::os::raw::c_char = std::ptr::null();
@@ -298,6 +301,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
                 n if n == HEADER_OFFSET.to_bytes() => &mut offset,
                 n if n == HEADER_APPLIED_THROUGH.to_bytes() => &mut through,
                 n if n == HEADER_VERSION.to_bytes() => &mut version,
+                n if n == HEADER_DB.to_bytes() => &mut db,
                 _ => continue,
             };
             // The first occurrence with a value wins (a null value counts as absent).
@@ -309,6 +313,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         r.offset = offset.and_then(super::kafka::decimal_u64);
         r.applied_through = through.map(super::kafka::decimal_i64);
         r.version = version.map(super::kafka::decimal_u64);
+        r.db = db.map(super::kafka::decimal_u64);
         // The slices above point into the headers: they are all parsed by now.
         drop(detached);
     }

@@ -50,6 +50,9 @@ pub const HEADER_VERSION: &CStr = c"goblin-replication-version";
 pub const HEADER_ID: &CStr = c"goblin-replication-id";
 pub const HEADER_OFFSET: &CStr = c"goblin-replication-offset";
 pub const HEADER_APPLIED_THROUGH: &CStr = c"goblin-applied-through";
+/// The database (SELECT) a record's command applies to, in decimal; only on records of a
+/// database other than 0 (a record without it applies to database 0, whoever wrote it).
+pub const HEADER_DB: &CStr = c"goblin-db";
 /// The record contract's version, in `goblin-replication-version`.
 pub const RECORD_VERSION: &str = "1";
 
@@ -91,6 +94,8 @@ pub struct Stamp {
     /// The record's Kafka timestamp, ms since the epoch: its commit turn's time (0 would let
     /// librdkafka read its clock when the record is produced).
     pub timestamp_ms: i64,
+    /// The database its command applies to (`goblin-db`, written when not 0).
+    pub db: u32,
 }
 
 /// Records to produce, in order: values and keys in one buffer.
@@ -170,19 +175,23 @@ impl Staged {
             }
             let value = &self.bytes[r.start..r.start + r.value_len];
             let key = r.key_len.map(|n| &self.bytes[r.start + r.value_len..r.start + r.value_len + n]);
-            let Stamp { logical, applied_through, timestamp_ms } = r.stamp;
+            let Stamp { logical, applied_through, timestamp_ms, db } = r.stamp;
             let mut offset_buf = [0u8; 20];
             let offset = signed_decimal_text(&mut offset_buf, false, logical);
             let mut through_buf = [0u8; 20];
             let through = decimal_text(&mut through_buf, applied_through);
+            let mut db_buf = [0u8; 20];
+            let db_text = signed_decimal_text(&mut db_buf, false, db as u64);
             let headers = [
                 (HEADER_VERSION, RECORD_VERSION.as_bytes()),
                 (HEADER_ID, self.lineages[lineage].1.as_bytes()),
                 (HEADER_OFFSET, offset),
                 (HEADER_APPLIED_THROUGH, through),
+                (HEADER_DB, db_text),
             ];
+            let headers = if db == 0 { &headers[..4] } else { &headers[..] };
             loop {
-                match client.produce(value, key, logical, &headers, timestamp_ms) {
+                match client.produce(value, key, logical, headers, timestamp_ms) {
                     Ok(()) => break,
                     Err(ProduceError::QueueFull) => on_full()?,
                     Err(ProduceError::Other(e)) => {

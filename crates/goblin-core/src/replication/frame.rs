@@ -5,7 +5,8 @@
 //! subscriber -> upstream   GOBLIN.FIREHOSE                        (after AUTH, if required)
 //! upstream -> subscriber   *5  HELLO  :proto  $version  $replid  :offset
 //!                          *N  BATCH  :proto  $replid  :first  :acked_logical  :acked_broker
-//!                              :consumer_position  $m1 $m2 ...   (N = 7 + mutations)
+//!                              :consumer_position  [:db] $m1 [:db] $m2 ...
+//!                                                  (N = 7 + mutations + database markers)
 //!                          *4  TICK  :released-offset  :acked_logical  :acked_broker
 //!                                                          (after a second without frames)
 //! subscriber -> upstream   GOBLIN.ACK <offset>                    (applied through offset)
@@ -14,7 +15,10 @@
 //! `HELLO`'s offset is the upstream's released logical offset: every later mutation arrives in
 //! a `BATCH`. A batch frame is one committed batch (an atomic unit: one command, one EXEC, one
 //! script); its i-th mutation (a complete canonical RESP2 command, carried as a bulk string)
-//! has logical offset `first + i`. `acked_logical`/`acked_broker` are the sender's best Kafka
+//! has logical offset `first + i`. A mutation belongs to database 0 unless an integer element
+//! `:db` precedes it: that marker says the mutations after it belong to database `db`, up to
+//! the next marker (a batch in database 0 only has none; a marker is always followed by a
+//! mutation). `acked_logical`/`acked_broker` are the sender's best Kafka
 //! cursor when it sent the frame: the record of logical offset `acked_logical` sits at broker
 //! offset `acked_broker` (-1/-1 when unknown), so a replica that has applied through
 //! `acked_logical` may later seek Kafka inclusively from `acked_broker` without skipping a
@@ -26,7 +30,7 @@
 use engine::ReplId;
 
 /// Bumped whenever the frames change shape or meaning.
-pub const PROTOCOL_VERSION: i64 = 4;
+pub const PROTOCOL_VERSION: i64 = 5;
 
 /// The build's version: both ends of a firehose must run exactly the same one.
 pub const BUILD_VERSION: &str = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
@@ -71,11 +75,19 @@ pub struct BatchFrame<'a> {
     pub position: i64,
     /// The canonical mutations, each one complete RESP2 command.
     pub muts: Vec<&'a [u8]>,
+    /// `(i, db)`: the mutations from index `i` on belong to database `db`, up to the next
+    /// entry; before the first, database 0 (as [`engine::Batch`] keeps them).
+    pub dbs: Vec<(usize, u32)>,
 }
 
 impl BatchFrame<'_> {
     pub fn last(&self) -> u64 {
         self.first + self.muts.len() as u64 - 1
+    }
+
+    /// The database of mutation `i`.
+    pub fn db_of(&self, i: usize) -> u32 {
+        self.dbs.iter().rev().find(|r| r.0 <= i).map_or(0, |r| r.1)
     }
 }
 
@@ -135,8 +147,15 @@ pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor, po
     // buffer, and growing it step by step cost a reallocation or more per batch. The header
     // takes at most about 200 bytes; each mutation adds its length line and CRLF.
     out.reserve(FRAME_HEADER_MAX + batch.byte_len() + batch.len() * BULK_OVERHEAD_MAX);
+    // One marker where the database changes (none in a batch of database 0 only).
+    let markers = if batch.has_other_dbs() {
+        let mut db = 0;
+        batch.iter().filter(|m| std::mem::replace(&mut db, m.db) != m.db).count()
+    } else {
+        0
+    };
     out.push(b'*');
-    out.extend_from_slice(itoa::Buffer::new().format(7 + batch.len()).as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(7 + batch.len() + markers).as_bytes());
     out.extend_from_slice(b"\r\n$5\r\nBATCH\r\n");
     push_int(out, PROTOCOL_VERSION);
     push_replid(out, batch.replid);
@@ -144,7 +163,12 @@ pub fn encode_batch(out: &mut Vec<u8>, batch: &engine::Batch, cursor: Cursor, po
     push_int(out, cursor.logical);
     push_int(out, cursor.broker);
     push_int(out, position);
+    let mut db = 0;
     for m in batch.iter() {
+        if m.db != db {
+            db = m.db;
+            push_int(out, db as i64);
+        }
         push_bulk(out, m.bytes);
     }
 }
@@ -311,8 +335,26 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             let broker = need!(r.int());
             let position = need!(r.int());
             let mut muts = Vec::with_capacity((n - 7) as usize);
+            let mut dbs: Vec<(usize, u32)> = Vec::new();
+            let mut marked = false;
             for _ in 7..n {
+                if r.buf.get(r.at) == Some(&b':') {
+                    if marked {
+                        return Err("two database markers in a row".into());
+                    }
+                    let db = need!(r.int());
+                    if !(0..=u32::MAX as i64).contains(&db) {
+                        return Err(format!("a database marker {db}"));
+                    }
+                    dbs.push((muts.len(), db as u32));
+                    marked = true;
+                    continue;
+                }
                 muts.push(need!(r.bulk(MAX_MUTATION)));
+                marked = false;
+            }
+            if marked || muts.is_empty() {
+                return Err("a database marker with no mutation after it".into());
             }
             let frame = BatchFrame {
                 proto,
@@ -321,6 +363,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
                 cursor: Cursor { logical, broker },
                 position,
                 muts,
+                dbs,
             };
             Ok(Some((Frame::Batch(frame), r.at)))
         }
@@ -342,6 +385,41 @@ mod tests {
             e.apply_record(&rec, Some(e.next_offset()), 0).unwrap();
         }
         e.commit(engine::Origin::Replay).unwrap()
+    }
+
+    #[test]
+    fn database_markers_carry_each_mutations_database() {
+        let id = ReplId::random();
+        let mut b = engine::Batch::new(id);
+        let dbs = [0u32, 3, 3, 0, 7, 0];
+        for (i, &db) in dbs.iter().enumerate() {
+            b.set_db(db);
+            b.push(&[b"SET", format!("k{i}").as_bytes(), b"v"]);
+        }
+        b.first_offset = 10;
+        let mut out = Vec::new();
+        encode_batch(&mut out, &b, Cursor::UNKNOWN, -1);
+        // Markers only where the database changes: 3, 0, 7, 0.
+        assert!(out.starts_with(b"*17\r\n"), "{}", String::from_utf8_lossy(&out));
+        let Some((Frame::Batch(f), n)) = decode(&out).unwrap() else { panic!("a batch") };
+        assert_eq!(n, out.len());
+        assert_eq!(f.muts.len(), dbs.len());
+        for (i, &db) in dbs.iter().enumerate() {
+            assert_eq!(f.db_of(i), db, "mutation {i}");
+            assert_eq!(f.muts[i], b.get(i).bytes);
+        }
+        // A batch in database 0 only has no marker.
+        let mut plain = engine::Batch::new(id);
+        plain.push(&[b"SET", b"k", b"v"]);
+        plain.first_offset = 1;
+        let mut out = Vec::new();
+        encode_batch(&mut out, &plain, Cursor::UNKNOWN, -1);
+        assert!(out.starts_with(b"*8\r\n"));
+        // A marker must be followed by a mutation, and one marker at a time.
+        let trailing = b"*9\r\n$5\r\nBATCH\r\n:5\r\n$40\r\n0123456789012345678901234567890123456789\r\n:1\r\n:-1\r\n:-1\r\n:-1\r\n$3\r\nabc\r\n:2\r\n";
+        assert!(decode(trailing).unwrap_err().contains("marker"));
+        let twice = b"*10\r\n$5\r\nBATCH\r\n:5\r\n$40\r\n0123456789012345678901234567890123456789\r\n:1\r\n:-1\r\n:-1\r\n:-1\r\n:2\r\n:3\r\n$3\r\nabc\r\n";
+        assert!(decode(twice).unwrap_err().contains("two database markers"));
     }
 
     #[test]

@@ -793,7 +793,7 @@ impl Server {
         r.last_io = Some(Instant::now());
         let local = self.engine.repl;
         if replid != local.replid {
-            if local.offset == 0 && !r.has_history && self.engine.ks.is_empty() {
+            if local.offset == 0 && !r.has_history && self.engine.total_keys() == 0 {
                 info!("replica: adopting the upstream's lineage {replid}");
                 self.engine.set_replication(Replication { replid, offset: 0 });
             } else {
@@ -1246,6 +1246,16 @@ impl Server {
             let now = self.clock_ms;
             for (i, m) in b.muts.iter().enumerate() {
                 let offset = b.first + i as u64;
+                let db = b.db_of(i);
+                if db >= self.engine.databases() {
+                    self.commit_batch(engine::Origin::Replay);
+                    return Err(format!(
+                        "replicated write at logical offset {offset} in database {db}: this replica has databases \
+                         0 to {} (--databases)",
+                        self.engine.databases() - 1
+                    ));
+                }
+                self.engine.select(db);
                 match self.engine.apply_record(m, Some(offset), now) {
                     Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {}
                     Err(RecordError::Panicked { command }) => self.fail_stop(&command),

@@ -1031,8 +1031,13 @@ impl Server {
         KILL.with(|x| x.set(false));
         BUSY_NOW.with(|x| x.set(false));
         LAST_SWEEP.with(|x| x.set(None));
+        // A script's SELECT holds for the rest of the script only (Redis 7): its caller
+        // keeps its database.
+        let caller_db = c.db;
         let ran = invoke(sc);
         RUN.with(|r| r.set(None));
+        c.db = caller_db;
+        self.engine.select(caller_db);
         // A panic `redis.call` caught (it may not unwind through Lua's C frames) goes on now.
         call::resume_panic();
         // After every 50th run, a garbage collection step of 50 KiB, as Redis 7.0 does after

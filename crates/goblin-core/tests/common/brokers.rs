@@ -297,7 +297,7 @@ pub fn info(con: &mut redis::Connection, section: &str) -> std::collections::Has
 pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Vec<String> {
     let k = |rng: &mut dyn rand::RngCore, p: &str| format!("{p}{}", rand::Rng::gen_range(rng, 0..4));
     let v = |rng: &mut dyn rand::RngCore| rand::Rng::gen_range(rng, 0..50).to_string();
-    let c: Vec<String> = match rng.gen_range(0..49) {
+    let c: Vec<String> = match rng.gen_range(0..55) {
         0 => vec!["SET".into(), k(rng, "s"), v(rng)],
         1 => vec!["SET".into(), k(rng, "s"), v(rng), "PX".into(), rng.gen_range(ttl.clone()).to_string()],
         2 => vec!["INCRBY".into(), k(rng, "n"), v(rng)],
@@ -443,6 +443,20 @@ pub fn random_command(rng: &mut impl rand::Rng, ttl: std::ops::Range<u64>) -> Ve
             }
         }
         48 => vec!["XCFGSET".into(), k(rng, "x"), "IDMP-MAXSIZE".into(), rng.gen_range(1..4).to_string()],
+        // Databases: the connection's (SELECT), and the commands that reach across them.
+        49 | 50 => vec!["SELECT".into(), rng.gen_range(0..3).to_string()],
+        51 => vec!["MOVE".into(), k(rng, "s"), rng.gen_range(0..3).to_string()],
+        52 => vec!["SWAPDB".into(), rng.gen_range(0..3).to_string(), rng.gen_range(0..3).to_string()],
+        53 => vec![
+            "COPY".into(),
+            k(rng, "l"),
+            k(rng, "l"),
+            "DB".into(),
+            rng.gen_range(0..3).to_string(),
+            "REPLACE".into(),
+        ],
+        54 if rng.gen_range(0..4) == 0 => vec!["FLUSHDB".into()],
+        54 => vec!["MOVE".into(), k(rng, "z"), rng.gen_range(0..3).to_string()],
         _ => vec![
             "XREADGROUP".into(),
             "GROUP".into(),
