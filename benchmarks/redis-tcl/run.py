@@ -168,9 +168,11 @@ def run_unit(kind, binary, unit, args, outdir):
                 with open(log_path, "w") as f:
                     f.write(note + "\n")
                 return finish(kind, unit, state, note, "", t0, srv, log_path)
-            cmd = ["tclsh", "tests/test_helper.tcl", "--host", "127.0.0.1", "--port", str(port),
-                   "--singledb", "--durable", "--clients", "1", "--timeout", str(args.test_timeout),
-                   "--single", f"unit/{unit}"]
+            cmd = ["tclsh", "tests/test_helper.tcl", "--host", "127.0.0.1", "--port", str(port)]
+            if not args.multidb:
+                cmd += ["--singledb"]
+            cmd += ["--durable", "--clients", "1", "--timeout", str(args.test_timeout),
+                    "--single", f"unit/{unit}"]
             if args.tags:
                 cmd += ["--tags", args.tags]
             cmd += args.runner_arg or []
@@ -241,7 +243,7 @@ def ratio(g, r):
 def write_summary(outdir, results, servers, meta):
     by = {(r["server"], r["unit"]): r for r in results}
     units = meta["units"]
-    lines = [f"# Redis {REDIS_TAG} Tcl suite, external server, --singledb", ""]
+    lines = [f"# Redis {REDIS_TAG} Tcl suite, external server", ""]
     for k, v in meta.items():
         if k != "units":
             lines.append(f"- {k}: `{v}`")
@@ -358,6 +360,9 @@ def main():
                     "that a missing command or config parameter fails the tests that depend on "
                     "it instead of ending the whole block or unit; the same copy for both "
                     "servers (a no-op for redis-server). The --suite tree is not changed")
+    ap.add_argument("--multidb", action="store_true",
+                    help="run without --singledb: the suite's clients work in database 9 and "
+                    "the tests that need several databases (MOVE, SWAPDB, SELECT) run too")
     ap.add_argument("--out", help="output folder (default benchmarks/out/redis-tcl/<timestamp>)")
     args = ap.parse_args()
 
@@ -420,7 +425,7 @@ def main():
 
     meta = {"started": stamp, "suite": args.suite, "tags": args.tags,
             "lenient setup (block setup in catch)": bool(args.lenient_setup),
-            "runner options": f"--host 127.0.0.1 --port P --singledb --durable --clients 1 "
+            "runner options": f"--host 127.0.0.1 --port P {'' if args.multidb else '--singledb '}--durable --clients 1 "
                               f"--timeout {args.test_timeout} --tags '{args.tags}' "
                               + " ".join(args.runner_arg or []),
             "unit wall-clock bound (s)": args.unit_timeout, "jobs": args.jobs, "units": units}

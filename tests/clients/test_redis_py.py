@@ -849,7 +849,7 @@ def test_config_get_and_command(r):
     assert r.config_get("maxmemory") == {"maxmemory": "0"}
     both = r.config_get("max*")
     assert both["maxclients"].isdigit() and "maxmemory-policy" in both
-    assert r.config_get("maxmemory", "databases") == {"maxmemory": "0", "databases": "16" if REFERENCE else "1"}
+    assert r.config_get("maxmemory", "databases") == {"maxmemory": "0", "databases": "16"}
     assert r.config_get("no-such-parameter") == {}
     count = r.command_count()
     assert count > 100
@@ -860,10 +860,30 @@ def test_config_get_and_command(r):
 
 def test_select_and_echo(r):
     assert r.execute_command("SELECT", 0) is True
-    if not REFERENCE:  # goblin-core has a single database
-        with pytest.raises(ResponseError):
-            r.execute_command("SELECT", 1)
+    with pytest.raises(ResponseError, match="^DB index is out of range$"):
+        r.execute_command("SELECT", 16)
     assert r.echo("hi") == b"hi"
+
+
+def test_numbered_databases(server, r):
+    """redis-py's `db=` (and a URL's /N) selects a database at connect time; each database has
+    its own keys; MOVE, SWAPDB and COPY ... DB reach across them; FLUSHDB empties one."""
+    one = server.client(db=1)
+    try:
+        url = redis.Redis.from_url(f"redis://{server.host}:{server.port}/2", **server.protocol_kw())
+        r.set("k", "zero")
+        one.set("k", "one")
+        assert r.get("k") == b"zero" and one.get("k") == b"one" and url.get("k") is None
+        assert r.move("k", 2) is True and url.get("k") == b"zero" and r.get("k") is None
+        assert one.copy("k", "copied", destination_db=2) is True and url.get("copied") == b"one"
+        assert r.swapdb(1, 2) is True
+        assert one.get("k") == b"zero" and url.get("k") == b"one"
+        assert one.flushdb() is True and one.dbsize() == 0 and url.dbsize() == 1
+        info = r.info("keyspace")
+        assert info == {"db2": {"keys": 1, "expires": 0, "avg_ttl": 0}}, info
+        url.close()
+    finally:
+        one.close()
 
 
 # --- error mapping -------------------------------------------------------------------------
