@@ -88,6 +88,13 @@ impl Server {
         let last = batch.last_offset();
         if !self.watches.is_empty() {
             self.watches.on_batch(&batch);
+            for m in batch.iter().filter(|m| m.name().eq_ignore_ascii_case(b"SWAPDB") && m.argc() == 3) {
+                if let (Some(a), Some(b)) =
+                    (engine::util::parse_i64(m.arg(1)), engine::util::parse_i64(m.arg(2)))
+                {
+                    self.watches.swapped(a as u32, b as u32, &self.engine, self.clock_ms);
+                }
+            }
         }
         self.tracking_on_batch(&batch);
         #[cfg(feature = "kafka")]

@@ -25,6 +25,9 @@ pub struct Watches {
     /// only keys that exist, and a watched key that came to exist later was already touched by
     /// the write that created it, so a flush spares exactly these watches (as Redis does).
     absent: HashSet<(u64, u32, Vec<u8>)>,
+    /// The subset of `absent` whose key was stored but past its deadline when watched (Redis's
+    /// `watchedKey.expired`): SWAPDB tells "an expired key stays expired" from "a key appears".
+    expired: HashSet<(u64, u32, Vec<u8>)>,
 }
 
 impl Watches {
@@ -32,13 +35,17 @@ impl Watches {
         self.by_db.iter().all(HashMap::is_empty)
     }
 
-    fn watch(&mut self, conn: &mut Conn, key: &[u8], exists: bool) {
+    /// `stored`: the key is in the keyspace; `live`: and not past its deadline.
+    fn watch(&mut self, conn: &mut Conn, key: &[u8], stored: bool, live: bool) {
         let db = conn.db;
         if conn.watching.iter().any(|(d, k)| *d == db && k == key) {
             return;
         }
-        if !exists {
+        if !live {
             self.absent.insert((conn.id, db, key.to_vec()));
+            if stored {
+                self.expired.insert((conn.id, db, key.to_vec()));
+            }
         }
         conn.watching.push((db, key.to_vec()));
         if self.by_db.len() <= db as usize {
@@ -57,7 +64,8 @@ impl Watches {
                     m.remove(&key);
                 }
             }
-            self.absent.remove(&(conn.id, db, key));
+            self.absent.remove(&(conn.id, db, key.clone()));
+            self.expired.remove(&(conn.id, db, key));
         }
         self.dirty.remove(&conn.id);
     }
@@ -95,10 +103,43 @@ impl Watches {
         self.dirty.extend(self.by_db.iter().flat_map(|m| m.values().flatten().copied()));
     }
 
-    /// Every watcher of a key in database `db` (SWAPDB: its contents are another's now).
-    fn touch_db(&mut self, db: u32) {
-        if let Some(m) = self.by_db.get(db as usize) {
-            self.dirty.extend(m.values().flatten().copied());
+    /// SWAPDB `a` `b`, after the swap (`engine` holds the new contents, `now` judges
+    /// deadlines): a watcher of a key in either database is touched as Redis's
+    /// `touchAllWatchedKeysInDb` decides, from the contents before (now the other database's)
+    /// and after. Nothing changes for a watcher whose key was not there and still is not, or
+    /// was past its deadline and still is, or is gone; one whose missing key is replaced by an
+    /// expired one counts as having watched an expired key from now on.
+    pub(crate) fn swapped(&mut self, a: u32, b: u32, engine: &engine::Engine, now: store::Millis) {
+        for (db, other) in [(a, b), (b, a)] {
+            let Some(m) = self.by_db.get(db as usize) else { continue };
+            let (before, after) = (engine.keyspace(other), engine.keyspace(db));
+            for (key, ids) in m {
+                let in_before = before.contains(key);
+                let in_after = after.contains(key);
+                if !in_before && !in_after {
+                    continue;
+                }
+                let after_expired = in_after && after.is_expired(key, now);
+                for &id in ids {
+                    let at = (id, db, key.clone());
+                    if self.expired.contains(&at) {
+                        if !in_after {
+                            // The expired key is gone: no logical change, and no longer expired.
+                            self.expired.remove(&at);
+                            continue;
+                        }
+                        if after_expired {
+                            continue;
+                        }
+                    } else if !in_before && after_expired {
+                        // A missing key replaced by an expired one: still missing to a reader.
+                        self.absent.insert(at.clone());
+                        self.expired.insert(at);
+                        continue;
+                    }
+                    self.dirty.insert(id);
+                }
+            }
         }
     }
 
@@ -138,15 +179,8 @@ impl crate::batches::BatchSink for Watches {
                     self.touch_flushed(Some(m.db));
                     continue;
                 }
-                "swapdb" => {
-                    for i in 1..m.argc() {
-                        match engine::util::parse_i64(m.arg(i)) {
-                            Some(db) => self.touch_db(db as u32),
-                            None => self.touch_all(),
-                        }
-                    }
-                    continue;
-                }
+                // Judged against the databases' contents: `Watches::swapped`, from the server.
+                "swapdb" => continue,
                 "move" if m.argc() == 3 => {
                     // The key leaves this database and appears in the other.
                     match engine::util::parse_i64(m.arg(2)) {
@@ -191,8 +225,9 @@ impl Server {
             return reply::error(&mut conn.out, b"ERR WATCH inside MULTI is not allowed");
         }
         for key in &args[1..] {
-            let exists = self.engine.ks.contains(key) && !self.engine.ks.is_expired(key, self.clock_ms);
-            self.watches.watch(conn, key, exists);
+            let stored = self.engine.ks.contains(key);
+            let live = stored && !self.engine.ks.is_expired(key, self.clock_ms);
+            self.watches.watch(conn, key, stored, live);
         }
         // (The engine has the client's database selected: `call` selects it.)
         reply::ok(&mut conn.out);

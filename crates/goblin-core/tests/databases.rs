@@ -329,3 +329,46 @@ fn databases_survive_a_snapshot() {
     assert_ne!(code, Some(0));
     assert!(log.contains("database 15") && log.contains("0 to 7"), "{log}");
 }
+
+/// SWAPDB and WATCH of keys past their deadline, as redis-server decides them: a stale key
+/// swapped for nothing, nothing swapped for a stale key, a stale key for another stale key
+/// leave the transaction alone; a live key swapped in fails it. Each scenario runs on both
+/// servers (active expiry off, so the stale keys stay stored) and EXEC must agree.
+#[test]
+fn swapdb_judges_stale_watched_keys_as_redis_does() {
+    // (setup per database, the database the watcher uses)
+    let scenarios: &[(&[(u32, &str)], u32)] = &[
+        (&[(1, "stale")], 1),
+        (&[(0, "stale")], 1),
+        (&[(1, "stale"), (0, "stale")], 1),
+        (&[(0, "live")], 1),
+        (&[(1, "live")], 1),
+        (&[(1, "stale"), (0, "live")], 1),
+    ];
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let r = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    for (setup, watcher_db) in scenarios {
+        let mut results = Vec::new();
+        for raw in [g.raw(), r.raw()] {
+            let mut c = raw;
+            call(&mut c, &["FLUSHALL"]);
+            call(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+            for (db, kind) in setup.iter() {
+                call(&mut c, &["SELECT", &db.to_string()]);
+                match *kind {
+                    "stale" => call(&mut c, &["SET", "x", "v", "PX", "1"]),
+                    _ => call(&mut c, &["SET", "x", "v"]),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            call(&mut c, &["SELECT", &watcher_db.to_string()]);
+            call(&mut c, &["WATCH", "x"]);
+            call(&mut c, &["SWAPDB", "0", "1"]);
+            call(&mut c, &["MULTI"]);
+            call(&mut c, &["PING"]);
+            results.push(call(&mut c, &["EXEC"]));
+            call(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+        }
+        assert_eq!(results[0], results[1], "setup {setup:?}, watcher in {watcher_db}");
+    }
+}
