@@ -288,25 +288,6 @@ impl Engine {
         (0..self.databases()).map(|i| self.keyspace(i).len()).sum()
     }
 
-    /// Runs `f` with each database selected in turn (those `want` accepts), then selects the
-    /// database that was selected before.
-    pub fn for_each_db<T>(
-        &mut self,
-        want: impl Fn(&Keyspace) -> bool,
-        mut f: impl FnMut(&mut Engine) -> T,
-    ) -> Vec<T> {
-        let was = self.db;
-        let mut out = Vec::new();
-        for db in 0..self.databases() {
-            if want(self.keyspace(db)) {
-                self.select(db);
-                out.push(f(self));
-            }
-        }
-        self.select(was);
-        out
-    }
-
     /// The mutations emitted since the last commit.
     pub fn pending(&self) -> &Batch {
         &self.pending

@@ -468,9 +468,7 @@ impl Server {
         // COPY ... DB): `move_from` here and `move_to` there, `copy_to` there.
         let target = match name {
             "move" => args.get(2).and_then(|a| engine::util::parse_i64(a)),
-            "copy" => (3..args.len().saturating_sub(1))
-                .find(|&i| args[i].eq_ignore_ascii_case(b"db"))
-                .and_then(|i| engine::util::parse_i64(args[i + 1])),
+            "copy" => engine::util::copy_destination_db(args.iter().copied()),
             _ => None,
         };
         if let Some(target) = target.filter(|&t| t != self.engine.db() as i64) {

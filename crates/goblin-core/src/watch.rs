@@ -190,9 +190,7 @@ impl crate::batches::BatchSink for Watches {
                 }
                 "copy" => {
                     // COPY src dst DB n REPLACE: dst is in database n.
-                    let target = (3..m.argc().saturating_sub(1))
-                        .find(|&i| m.arg(i).eq_ignore_ascii_case(b"db"))
-                        .and_then(|i| engine::util::parse_i64(m.arg(i + 1)));
+                    let target = engine::util::copy_destination_db(m.args());
                     if let Some(db) = target {
                         self.touch(db as u32, m.arg(2));
                         continue;
