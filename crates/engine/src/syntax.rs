@@ -106,6 +106,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("renamenx", "1.0.0", "key newkey"),
     ("copy", "6.2.0", "source destination [DB destination-db:integer] [REPLACE]"),
     ("dump", "2.6.0", "key"),
+    ("migrate", "2.6.0", "host port:integer <key_or_empty_string: key | \"\"> destination-db:integer timeout:integer [COPY] [REPLACE] [authentication: [AUTH password] | [AUTH2 username password]] [KEYS key [key ...]]"),
     ("restore", "2.6.0", "key ttl:integer serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds:integer] [FREQ frequency:integer]"),
     ("keys", "1.0.0", "pattern"),
     ("scan", "2.8.0", "cursor [MATCH pattern] [COUNT count] [TYPE type]"),
@@ -751,7 +752,8 @@ enum Node<'a> {
 
 fn is_token(w: &str) -> bool {
     // The stream commands' one-symbol tokens (`=`, `~`, `*`, `$`, `>`) are literal too.
-    matches!(w, "=" | "~" | "*" | "$" | ">")
+    // `""` is MIGRATE's empty-string token (the key argument left empty for KEYS).
+    matches!(w, "=" | "~" | "*" | "$" | ">" | "\"\"")
         || w.bytes().any(|b| b.is_ascii_uppercase())
             && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
@@ -904,6 +906,7 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
             }
             let values = &items[i + 1..j];
             let mut arg = match values.len() {
+                0 if tok == "\"\"" => Arg::new("empty_string".to_string(), ArgType::PureToken),
                 0 => Arg::new(tok.to_ascii_lowercase(), ArgType::PureToken),
                 1 => {
                     let mut a = build_item(&values[0])?;
@@ -930,7 +933,7 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
             if arg.token.is_some() {
                 return Err(format!("two tokens in a row before '{}'", arg.name));
             }
-            arg.token = Some(tok.to_string());
+            arg.token = Some(if tok == "\"\"" { String::new() } else { tok.to_string() });
             out.push(arg);
             i = j;
         } else {
@@ -960,6 +963,11 @@ fn build_alt(nodes: &[Node], label: Option<&str>) -> Result<Arg, String> {
 
 fn build_item(item: &Item) -> Result<Arg, String> {
     match item {
+        Item::Node(Node::Word("\"\"")) => {
+            let mut a = Arg::new("empty_string".to_string(), ArgType::PureToken);
+            a.token = Some(String::new());
+            Ok(a)
+        }
         Item::Node(Node::Word(w)) if is_token(w) => {
             let mut a = Arg::new(w.to_ascii_lowercase(), ArgType::PureToken);
             a.token = Some(w.to_string());

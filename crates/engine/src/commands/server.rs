@@ -34,6 +34,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("replicaof", 3, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Configures a server as replica of another, or promotes it to a master.", Handler::Server),
     spec("slaveof", 3, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", Handler::Server),
     spec("memory", -2, 0, NO_KEYS, "server", "A container for memory diagnostics commands.", Handler::Server),
+    // Moves keys to another server over the network (goblin-core/src/commands/migrate.rs).
+    spec("migrate", -6, Flags::WRITE, (3, 3, 1), "generic", "Atomically transfers a key from one Redis instance to another.", Handler::Server),
     // Introspection (goblin-core/src/introspection.rs).
     spec("monitor", 1, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", Handler::Server),
     spec("slowlog", -2, 0, NO_KEYS, "server", "A container for slow log commands.", Handler::Server),

@@ -339,6 +339,7 @@ fn movable_keys(s: &CommandSpec) -> bool {
             | "sintercard"
             | "sunioncard"
             | "sdiffcard"
+            | "migrate"
             | "lmpop"
             | "blmpop"
             | "zmpop"
@@ -463,6 +464,7 @@ pub(crate) fn key_positions(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec
             keys
         }
         "memory" if argc >= 3 && cmd[1].eq_ignore_ascii_case(b"usage") => vec![2],
+        "migrate" => super::migrate::key_positions(cmd),
         // The first half of what follows the STREAMS keyword (Redis's key spec: keyword
         // search, then a range of half the remaining arguments).
         "xread" | "xreadgroup" => {

@@ -13,6 +13,7 @@ pub mod command;
 pub mod config;
 pub mod debug;
 pub mod info;
+pub mod migrate;
 
 use crate::conn::{Conn, ReplyMode};
 use crate::pubsub::Kind;
@@ -60,6 +61,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::bulk_int(out, micros % 1_000_000);
         }
         "role" => s.role_reply(out),
+        "migrate" => migrate::migrate(s, c, args, now),
         "replicaof" | "slaveof" => replicaof(s.replica.is_some(), out, args),
         // There is no append-only file to rewrite: the durable history is the Kafka journal.
         "bgrewriteaof" => reply::error(
