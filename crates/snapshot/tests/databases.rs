@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{dump, meta, run};
+use common::{dump, meta, run, sealed_block};
 use engine::Engine;
 use proptest::prelude::*;
 use snapshot::{Compression, LoadError, Options};
@@ -318,18 +318,6 @@ fn read_refuses_a_file_with_other_databases() {
 
 // ---- Crafted files --------------------------------------------------------------------------
 
-fn block(kind: u8, index: u32, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![kind, 0, 0, 0];
-    h.extend_from_slice(&index.to_le_bytes());
-    h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    h.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-    let hc = crc32c::crc32c(&h);
-    h.extend_from_slice(&hc.to_le_bytes());
-    h.extend_from_slice(payload);
-    h
-}
-
 fn varint(mut v: u64) -> Vec<u8> {
     let mut out = Vec::new();
     while v >= 0x80 {
@@ -372,12 +360,12 @@ fn craft(version: u32, stream: &[u8], cuts: &[usize], keys: u64) -> Vec<u8> {
     if version >= 2 {
         h.push(0); // no function libraries
     }
-    f.extend(block(b'H', 0, &h));
+    f.extend(sealed_block(b'H', 0, &h));
     let mut index = 1;
     let mut at = 0;
     for &end in cuts.iter().chain([stream.len()].iter()) {
         if end > at {
-            f.extend(block(b'D', index, &stream[at..end]));
+            f.extend(sealed_block(b'D', index, &stream[at..end]));
             index += 1;
             at = end;
         }
@@ -386,7 +374,7 @@ fn craft(version: u32, stream: &[u8], cuts: &[usize], keys: u64) -> Vec<u8> {
     for x in [keys, 0, keys, 0, 0, 0, 0, 0, index as u64 - 1, stream.len() as u64] {
         t.extend(varint(x));
     }
-    f.extend(block(b'T', index, &t));
+    f.extend(sealed_block(b'T', index, &t));
     f
 }
 

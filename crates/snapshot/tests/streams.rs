@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{dump, meta};
+use common::{dump, meta, sealed_block};
 use proptest::prelude::*;
 use snapshot::{BlockInfo, Compression, LoadError, Options};
 use store::types::stream::{ConsumerGroup, Field};
@@ -155,18 +155,6 @@ fn stream_encoding_matches_the_doc() {
         "08 01 6b 27 02 05 00 01 01 66 01 76 00 00 01 01 66 01 77 09 00 09 00 03 01 01 67 05 01 \
          04 01 01 63 c8 01 01 01 05 01 00 b4 01 02"
     );
-}
-
-fn sealed_block(kind: u8, index: u32, payload: &[u8]) -> Vec<u8> {
-    let mut h = vec![kind, 0, 0, 0];
-    h.extend_from_slice(&index.to_le_bytes());
-    h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    h.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-    let hc = crc32c::crc32c(&h);
-    h.extend_from_slice(&hc.to_le_bytes());
-    h.extend_from_slice(payload);
-    h
 }
 
 /// A file whose only key `k` is a stream record with the given value bytes (checksums valid,

@@ -45,3 +45,16 @@ pub fn reseal(file: &mut [u8], blk: &snapshot::BlockInfo) {
     let hc = crc32c::crc32c(&file[o..o + 20]);
     file[o + 20..o + 24].copy_from_slice(&hc.to_le_bytes());
 }
+
+/// A block with its header (uncompressed, CRCs computed), for files crafted by hand.
+pub fn sealed_block(kind: u8, index: u32, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![kind, 0, 0, 0];
+    h.extend_from_slice(&index.to_le_bytes());
+    h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    h.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    h.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    let hc = crc32c::crc32c(&h);
+    h.extend_from_slice(&hc.to_le_bytes());
+    h.extend_from_slice(payload);
+    h
+}
