@@ -1448,6 +1448,10 @@ fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
     let keys = fill_rdb_sample(&mut gc, 5, 2);
     let code = "#!lua name=rdblib\nredis.register_function('answer', function() return 42 end)";
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(code).query(&mut gc).unwrap();
+    // A key in another database travels in its own SELECTDB section.
+    let mut other = goblin.conn();
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut other).unwrap();
+    let _: () = redis::cmd("SET").arg("in-five").arg("5").arg("EX").arg(1000).query(&mut other).unwrap();
 
     let dir = common::temp_path("rdb-fetch");
     std::fs::create_dir_all(&dir).unwrap();
@@ -1478,6 +1482,10 @@ fn redis_cli_rdb_fetches_a_file_redis_server_loads() {
     );
     let v: i64 = redis::cmd("FCALL").arg("answer").arg(0).query(&mut rc).unwrap();
     assert_eq!(v, 42);
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut rc).unwrap();
+    let v: String = redis::cmd("GET").arg("in-five").query(&mut rc).unwrap();
+    let ttl: i64 = redis::cmd("TTL").arg("in-five").query(&mut rc).unwrap();
+    assert!(v == "5" && (990..=1000).contains(&ttl), "{v} {ttl}");
     drop(rc);
     drop(redis);
 
