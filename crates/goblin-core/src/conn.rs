@@ -206,6 +206,9 @@ pub struct Conn {
     /// and RESET are refused with NOAUTH until then.
     pub user: std::sync::Arc<str>,
     pub authenticated: bool,
+    /// Its unsent replies passed `server::REPLY_BACKPRESSURE_BYTES`: its input is neither read
+    /// nor run until they drain (`Server::flush_conn`).
+    pub out_throttled: bool,
     /// The selected database (SELECT): the engine selects it before each of this client's
     /// commands.
     pub db: u32,
@@ -315,6 +318,7 @@ impl Conn {
             last_cmd: "NULL",
             user: crate::auth::DEFAULT_USER.into(),
             authenticated: true,
+            out_throttled: false,
             db: 0,
             pending: Vec::new(),
             qbuf_running: 0,

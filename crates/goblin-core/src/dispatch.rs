@@ -167,6 +167,11 @@ impl Server {
             if conn.input_waits() {
                 break;
             }
+            if conn.out_pending() > crate::server::REPLY_BACKPRESSURE_BYTES && conn.firehose.is_none() {
+                // Replies pile up unread: the rest of the input waits (see the constant).
+                conn.out_throttled = true;
+                break;
+            }
             ahead.before_request(&parser, buf, pos, &self.engine.ks);
             match parser.next(&buf[pos..]) {
                 Ok(None) => break,

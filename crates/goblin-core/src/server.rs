@@ -65,6 +65,15 @@ const READS_PER_TURN: usize = 1;
 /// Redis's `client-query-buffer-limit` default: unprocessed input a client may accumulate
 /// (while parked, or inside one huge request) before it is disconnected.
 const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+
+/// A client's unsent replies past which its input waits (left in the socket, the next request
+/// not run) until they drain to [`REPLY_RESUME_BYTES`]: a client pipelining big replies faster
+/// than it reads them is slowed down, not disconnected, and its buffer stays bounded. Redis
+/// leaves normal clients' buffers unlimited; `--client-output-limit` (a hard limit, default
+/// above this) still applies to what a client is sent without asking (pub/sub, MONITOR) and to
+/// a single reply that large.
+pub const REPLY_BACKPRESSURE_BYTES: usize = 64 * 1024 * 1024;
+const REPLY_RESUME_BYTES: usize = 16 * 1024 * 1024;
 /// An output buffer larger than this is freed once drained instead of kept for reuse (idle
 /// clients should cost little memory; reallocating after a big reply is cheap in jemalloc).
 const OUT_KEEP_CAPACITY: usize = 64 * 1024;
@@ -1182,6 +1191,12 @@ impl Server {
             self.conns[slot] = Some(conn);
             return;
         }
+        if conn.out_throttled {
+            // Its replies wait to be read: the input stays in the socket (`flush_conn`
+            // resumes it).
+            self.conns[slot] = Some(conn);
+            return;
+        }
         if self.input_paused && conn.paused.is_some() {
             // Backpressure: behind a held write, the input stays in the socket until Kafka
             // catches up.
@@ -1199,7 +1214,7 @@ impl Server {
             scratch = vec![0; READ_CHUNK];
         }
         loop {
-            if conn.close_now || conn.close_after_reply {
+            if conn.close_now || conn.close_after_reply || conn.out_throttled {
                 break;
             }
             if reads == READS_PER_TURN {
@@ -1259,7 +1274,7 @@ impl Server {
 
     /// Executes the complete requests buffered in `conn.pending` (unless parked).
     pub(crate) fn process_pending(&mut self, conn: &mut Conn, slot: usize) {
-        if conn.parked.is_some() || conn.paused.is_some() || conn.pending.is_empty() {
+        if conn.parked.is_some() || conn.paused.is_some() || conn.out_throttled || conn.pending.is_empty() {
             return;
         }
         let mut buf = std::mem::take(&mut conn.pending);
@@ -1487,7 +1502,19 @@ impl Server {
 
     /// Writes what `conn` has pending (or closes it if it asked for that), then puts it back
     /// in its slot. WRITABLE interest is registered only while output is left over.
-    fn flush_conn(&mut self, slot: usize, mut conn: Box<Conn>) {
+    fn flush_conn(&mut self, slot: usize, conn: Box<Conn>) {
+        self.flush_conn_output(slot, conn);
+        // A client whose input waited for its replies to drain (`Conn::out_throttled`) reads
+        // and runs again once they mostly have.
+        if let Some(Some(c)) = self.conns.get_mut(slot) {
+            if c.out_throttled && c.out_pending() <= REPLY_RESUME_BYTES {
+                c.out_throttled = false;
+                self.read_later(slot);
+            }
+        }
+    }
+
+    fn flush_conn_output(&mut self, slot: usize, mut conn: Box<Conn>) {
         if conn.dumping && !conn.close_now {
             // A child is writing this socket: our output waits until it is done.
             self.conns[slot] = Some(conn);

@@ -158,6 +158,56 @@ fn large_values_round_trip() {
     assert_eq!(got, val);
 }
 
+/// With the default limits a client that pipelines more replies than it reads (ioredis's
+/// auto-pipelining of 600 GETs of 1 MiB) is slowed down, not disconnected: once about 64 MiB
+/// of its replies wait unread, its input waits in the socket, and it resumes as it reads. Its
+/// buffer stays bounded meanwhile, and every reply arrives, in order.
+#[test]
+fn a_client_pipelining_more_than_it_reads_waits_instead_of_being_cut_off() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let val = "v".repeat(1024 * 1024);
+    let _: () = redis::cmd("SET").arg("big").arg(&val).query(&mut con).unwrap();
+    const N: usize = 400; // 400 MiB of replies, over the default 256 MiB hard limit
+    let mut reader = s.raw();
+    let mut writer = reader.try_clone().unwrap();
+    let sent = std::thread::spawn(move || {
+        let one = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n";
+        let batch: Vec<u8> = one.iter().copied().cycle().take(one.len() * N).collect();
+        writer.write_all(&batch).is_ok()
+    });
+    // While the client reads nothing, its unsent replies stop near the threshold.
+    std::thread::sleep(Duration::from_millis(1500));
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    let omem: u64 = clients
+        .lines()
+        .filter(|l| !l.contains("cmd=client|list"))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("omem=")))
+        .map(|v| v.parse().unwrap())
+        .max()
+        .expect("the pipelining client is listed");
+    assert!(omem <= 70 * 1024 * 1024, "{omem} bytes of replies wait: {clients}");
+    // Reading everything: N complete replies, then the connection is still usable.
+    reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut r = std::io::BufReader::with_capacity(1 << 20, reader.try_clone().unwrap());
+    for i in 0..N {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+        assert_eq!(line, format!("${}\r\n", val.len()), "reply {i}");
+        let mut body = vec![0u8; val.len() + 2];
+        std::io::Read::read_exact(&mut r, &mut body).unwrap();
+        assert!(body[..val.len()].iter().all(|&b| b == b'v'));
+    }
+    assert!(sent.join().unwrap(), "the whole pipeline was written");
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut con).unwrap();
+    assert!(info.contains("client_output_buffer_limit_disconnections:0\r\n"), "{info}");
+    let mut w = reader;
+    w.write_all(b"PING\r\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+    assert_eq!(line, "+PONG\r\n");
+}
+
 #[test]
 fn client_that_never_reads_is_disconnected_at_the_output_limit() {
     // The limit set at runtime, in Redis's form (`--client-output-limit` sets it at startup:
