@@ -238,3 +238,32 @@ fn argument_structure_matches_redis_server() {
     }
     assert!(compared > 100, "only {compared} commands compared");
 }
+
+/// COMMAND's ACL categories and command tips (`request_policy:all_shards`,
+/// `nondeterministic_output` ...: what cluster clients route by) are redis-server's for every
+/// command both servers have.
+#[test]
+fn categories_and_tips_match_redis_server() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let table =
+        |con: &mut redis::Connection| -> std::collections::HashMap<String, (Vec<String>, Vec<String>)> {
+            let all: Vec<Value> = redis::cmd("COMMAND").query(con).unwrap();
+            all.iter()
+                .map(|c| {
+                    let c = items(c);
+                    let list = |v: &Value| items(v).iter().map(text).collect::<Vec<_>>();
+                    (text(&c[0]), (list(&c[6]), list(&c[7])))
+                })
+                .collect()
+        };
+    let (ours, theirs) = (table(&mut g.conn()), table(&mut r.conn()));
+    let mut shared = 0;
+    for (name, want) in &theirs {
+        let Some(got) = ours.get(name) else { continue };
+        assert_eq!(got, want, "{name}: (categories, tips)");
+        shared += 1;
+    }
+    assert!(shared > 200, "only {shared} commands in common");
+    assert_eq!(ours["dbsize"].1, ["request_policy:all_shards", "response_policy:agg_sum"]);
+}

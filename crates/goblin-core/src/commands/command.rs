@@ -92,8 +92,19 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
-/// ACL categories, derived from the flags and the group as Redis assigns them.
+/// Redis 7.0's ACL categories and command tips for `name` (`container|sub` for a
+/// subcommand), when Redis 7.0 has the command.
+fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    let meta = super::redis_meta::META;
+    meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| (meta[i].1, meta[i].2))
+}
+
+/// ACL categories: Redis 7.0's for the commands it has, else derived from the flags and the
+/// group as Redis assigns them.
 pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
+    if let Some((cats, _)) = redis_meta(s.name) {
+        return cats.to_vec();
+    }
     let mut v = Vec::new();
     if s.flags.has(Flags::WRITE) {
         v.push("@write");
@@ -153,7 +164,11 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     for cat in cats {
         reply::simple(out, cat.as_bytes());
     }
-    reply::set_len(out, proto, 0); // tips
+    let tips = redis_meta(s.name).map_or(&[][..], |m| m.1);
+    reply::set_len(out, proto, tips.len());
+    for tip in tips {
+        reply::simple(out, tip.as_bytes());
+    }
     if s.first_key > 0 {
         reply::set_len(out, proto, 1);
         reply::map_len(out, proto, 3);

@@ -14,6 +14,7 @@ pub mod config;
 pub mod debug;
 pub mod info;
 pub mod migrate;
+mod redis_meta;
 
 use crate::conn::{Conn, ReplyMode};
 use crate::pubsub::Kind;
