@@ -271,6 +271,14 @@ impl Engine {
         }
     }
 
+    /// [`Keyspace::set_bulk_load`] for every database (a startup replay, whose records may be
+    /// in any of them).
+    pub fn set_bulk_load(&mut self, on: bool) {
+        for db in 0..self.databases() {
+            self.keyspace_mut(db).set_bulk_load(on);
+        }
+    }
+
     /// [`Keyspace::stamp_access`] for every database (keys loaded count as accessed now).
     pub fn stamp_access(&mut self, now: Millis) {
         for db in 0..self.databases() {

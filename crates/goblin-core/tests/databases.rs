@@ -115,6 +115,24 @@ fn database_commands_answer_as_redis_does() {
     assert_eq!(keyspace(&mut g2), ["db0:keys=1,expires=0", "db3:keys=2,expires=0", "db12:keys=1,expires=0"]);
     let dbs: Vec<String> = q(&mut g2, &["CONFIG", "GET", "databases"]);
     assert_eq!(dbs, ["databases", "16"]);
+    // MEMORY STATS: one `db.N` entry per database that holds keys, and the keys of all.
+    let stats = |c: &mut redis::Connection| -> (Vec<String>, i64) {
+        let v: Vec<redis::Value> = q(c, &["MEMORY", "STATS"]);
+        let mut names = Vec::new();
+        let mut count = -1;
+        for pair in v.chunks(2) {
+            let name: String = redis::from_redis_value_ref(&pair[0]).unwrap();
+            if name == "keys.count" {
+                count = redis::from_redis_value_ref(&pair[1]).unwrap();
+            }
+            if name.starts_with("db.") {
+                names.push(name);
+            }
+        }
+        (names, count)
+    };
+    assert_eq!(stats(&mut g2), stats(&mut r2));
+    assert_eq!(stats(&mut g2), (vec!["db.0".to_string(), "db.3".into(), "db.12".into()], 4));
 }
 
 /// A client blocked in one database is woken by writes to its key there, not by the same key

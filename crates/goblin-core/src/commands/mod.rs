@@ -331,7 +331,8 @@ fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool 
 fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     let m = info::MemoryFigures::read(s);
     let ratio = info::MemoryFigures::ratio;
-    let keys = s.engine.ks.len() as u64;
+    let keys = s.engine.total_keys() as u64;
+    let dbs = s.engine.database_refs();
     let net = m.used.saturating_sub(m.startup);
     let int = |out: &mut Vec<u8>, k: &str, v: i64| {
         reply::bulk(out, k.as_bytes());
@@ -341,8 +342,7 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
         reply::bulk(out, k.as_bytes());
         reply::double(out, proto, engine::util::format_f64(v).as_bytes());
     };
-    let has_db = keys > 0;
-    reply::map_len(out, proto, 27 + has_db as usize);
+    reply::map_len(out, proto, 27 + dbs.len());
     int(out, "peak.allocated", m.peak as i64);
     int(out, "total.allocated", m.used as i64);
     int(out, "startup.allocated", m.startup as i64);
@@ -353,10 +353,11 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     int(out, "aof.buffer", 0);
     int(out, "lua.caches", m.scripts as i64);
     int(out, "functions.caches", s.engine.functions.code_bytes() as i64);
-    if has_db {
-        reply::bulk(out, b"db.0");
+    // One entry per database that holds keys, as Redis lists them.
+    for (db, ks) in &dbs {
+        reply::bulk(out, format!("db.{db}").as_bytes());
         reply::map_len(out, proto, 2);
-        int(out, "overhead.hashtable.main", s.engine.ks.table_overhead() as i64);
+        int(out, "overhead.hashtable.main", ks.table_overhead() as i64);
         // Deadlines live in the keys' own entries: no second table.
         int(out, "overhead.hashtable.expires", 0);
     }

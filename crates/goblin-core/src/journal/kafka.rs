@@ -978,9 +978,9 @@ pub fn replay(
 ) -> Result<ReplayStats, ReplayFailure> {
     // Nothing else runs on the server thread until the replay returns: the keyspace may
     // resize in one go.
-    engine.ks.set_bulk_load(true);
+    engine.set_bulk_load(true);
     let r = replay_topic(target, engine, start, consumer_position, adopt_lineage, verify);
-    engine.ks.set_bulk_load(false);
+    engine.set_bulk_load(false);
     r
 }
 
