@@ -330,6 +330,14 @@ fn flood_fenced(
                 let mut f = Flood { acked: first, sent: first, cut: true };
                 let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return f };
                 s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                // Client c writes in database c: the journal carries each record's database,
+                // and recovery must put every write back where it was made.
+                let select = format!("*2\r\n$6\r\nSELECT\r\n${}\r\n{c}\r\n", c.to_string().len());
+                let mut ok = [0u8; 5];
+                if s.write_all(select.as_bytes()).is_err() || s.read_exact(&mut ok).is_err() {
+                    return f;
+                }
+                assert_eq!(&ok, b"+OK\r\n");
                 let key = format!("l{c}");
                 let mut buf = Vec::new();
                 while until.is_none_or(|u| Instant::now() < u) {
@@ -393,6 +401,14 @@ fn flood_fenced(
     handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
+/// Client `c`'s flood list `l<c>`, in its database `c`.
+fn flood_list(con: &mut redis::Connection, c: usize) -> Vec<u64> {
+    let _: () = redis::cmd("SELECT").arg(c).query(con).unwrap();
+    let items = redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(con).unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(con).unwrap();
+    items
+}
+
 /// The flood's lists on a recovered server: each client's list is exactly 1..n (nothing lost
 /// inside it, nothing applied twice), with n at least what the client saw acknowledged.
 /// Returns the lengths.
@@ -401,8 +417,7 @@ fn assert_flood_lists(con: &mut redis::Connection, acked: &[u64], what: &str) ->
         .iter()
         .enumerate()
         .map(|(c, &acked)| {
-            let items: Vec<u64> =
-                redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(con).unwrap();
+            let items = flood_list(con, c);
             let n = items.len() as u64;
             assert_eq!(items, (1..=n).collect::<Vec<_>>(), "{what}, client {c}: a write lost or duplicated");
             assert!(n >= acked, "{what}, client {c}: {n} < acknowledged {acked}");
@@ -720,8 +735,7 @@ fn broker_down(uri: &str, broker: &mut dyn Outage) {
     for (c, f) in results.iter().enumerate() {
         assert!(!f.cut, "client {c}: the connection broke");
         let acked = &f.acked;
-        let items: Vec<u64> =
-            redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(&mut con).unwrap();
+        let items = flood_list(&mut con, c);
         assert_eq!(items, (1..=items.len() as u64).collect::<Vec<_>>(), "client {c}: order or duplicates");
         assert_eq!(items.len() as u64, *acked, "client {c}: every write was acknowledged once");
     }
