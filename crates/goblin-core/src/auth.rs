@@ -10,23 +10,41 @@
 //!
 //! Rules accepted, with Redis's meaning: `on`, `off`, `>password` (add a password),
 //! `#<64 hex digits>` (add a password by its SHA-256), `nopass` (any password works),
-//! `resetpass` (forget passwords and nopass), `reset` (back to a new user: off, no passwords),
-//! and the full-access permission rules `~*`, `%RW~*`, `&*`, `allkeys`, `allchannels`,
-//! `+@all`, `allcommands`. Every user has full access: this server does not enforce partial
-//! permissions, so any other rule (`-@dangerous`, `~cache:*`, `+get` ...) is refused at startup
-//! rather than silently ignored, as are duplicate users and malformed lines.
+//! `resetpass` (forget passwords and nopass), `reset` (back to a new user: off, no passwords,
+//! no permissions), command rules (`+get`, `-set`, `+config|get`, `+@read`, `-@dangerous`,
+//! `allcommands`, `nocommands`), every key or none (`allkeys`, `~*`, `%RW~*`, `resetkeys`) and
+//! every channel or none (`allchannels`, `&*`, `resetchannels`). Key and channel patterns and
+//! selectors are not supported: such a rule is refused at startup rather than silently
+//! ignored, as are duplicate users and malformed lines. [`User::check`] enforces the rest.
 //!
 //! Without a `default` user in the file, `default` is `on nopass` (full access), as Redis
 //! creates it; `--requirepass` then gives it that password. Passwords are kept only as
 //! SHA-256 digests and compared in constant time.
 
+use engine::CommandSpec;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
 pub const DEFAULT_USER: &str = "default";
 
-/// One user. Every user has full access to keys, channels and commands.
+/// The answer to a rule outside the supported subset.
+const UNSUPPORTED: &str = "goblin-core supports on, off, >password, <password, #<sha256>, !<sha256>, nopass, \
+     resetpass, reset, command rules (+cmd, -cmd, +cmd|sub, +@category, -@category, allcommands, nocommands), \
+     every key or none (allkeys, ~*, %RW~*, resetkeys) and every channel or none (allchannels, &*, \
+     resetchannels); key and channel patterns and selectors are not supported";
+
+/// What a command rule names: every command, one command (all its subcommands), one
+/// subcommand (`container|sub`), or an ACL category.
+#[derive(Clone, Debug, PartialEq)]
+enum Target {
+    All,
+    Command(&'static str),
+    Subcommand(&'static str),
+    Category(String),
+}
+
+/// One user and what it may do.
 #[derive(Clone, Debug)]
 pub struct User {
     pub name: Arc<str>,
@@ -35,12 +53,144 @@ pub struct User {
     pub nopass: bool,
     /// SHA-256 digests of the accepted passwords.
     pub passwords: Vec<[u8; 32]>,
+    /// The command rules, in the order given (`+get`, `-@dangerous`, `allcommands` ...): the
+    /// last one that names a command decides it; none denies.
+    commands: Vec<(bool, Target)>,
+    /// Every key (`allkeys`, `~*`) or none (`resetkeys`, a new user's).
+    pub all_keys: bool,
+    /// Every pub/sub channel (`allchannels`, `&*`) or none (`resetchannels`, a new user's).
+    pub all_channels: bool,
+}
+
+/// Why a user may not run a command (the check order is Redis's: command, keys, channels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    Command,
+    Key(usize),
+    Channel(usize),
 }
 
 impl User {
-    /// A user as Redis's `reset` leaves it: off, no password, no nopass.
+    /// A user as Redis's `reset` leaves it: off, no password, no nopass, no commands, no keys,
+    /// no channels.
     fn new(name: &str) -> User {
-        User { name: name.into(), enabled: false, nopass: false, passwords: Vec::new() }
+        User {
+            name: name.into(),
+            enabled: false,
+            nopass: false,
+            passwords: Vec::new(),
+            commands: Vec::new(),
+            all_keys: false,
+            all_channels: false,
+        }
+    }
+
+    /// Whether this user may run everything (no check is needed for it).
+    pub fn full_access(&self) -> bool {
+        self.all_keys && self.all_channels && self.commands.last().is_some_and(|r| *r == (true, Target::All))
+    }
+
+    /// Whether the command `spec` (`sub`: its subcommand's full name, `container|sub`) is
+    /// allowed by the command rules.
+    fn may_run_command(&self, spec: &CommandSpec, sub: Option<&str>) -> bool {
+        let mut allowed = false;
+        let mut cats: Option<Vec<&'static str>> = None;
+        for (allow, target) in &self.commands {
+            let hit = match target {
+                Target::All => true,
+                Target::Command(name) => *name == spec.name,
+                Target::Subcommand(full) => Some(*full) == sub,
+                Target::Category(cat) => cats
+                    .get_or_insert_with(|| crate::commands::command::categories_of(spec, sub))
+                    .iter()
+                    .any(|c| c[1..] == **cat),
+            };
+            if hit {
+                allowed = *allow;
+            }
+        }
+        allowed
+    }
+
+    /// Whether the user may run `args` (a command `spec` whose arity was checked): None, or
+    /// what is denied (the argument position of the key or channel refused).
+    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Option<Denied> {
+        let sub = args.get(1).and_then(|a| crate::commands::subcommand_name(spec.name, a));
+        if !self.may_run_command(spec, sub) {
+            return Some(Denied::Command);
+        }
+        if !self.all_keys {
+            if let Ok(Some(keys)) = crate::commands::command::key_positions(spec, args) {
+                if let Some(&k) = keys.first() {
+                    return Some(Denied::Key(k));
+                }
+            }
+        }
+        if !self.all_channels {
+            let channels = match spec.name {
+                "publish" | "spublish" => 1..2,
+                "subscribe" | "ssubscribe" | "psubscribe" => 1..args.len(),
+                _ => 0..0,
+            };
+            if let Some(i) = channels.clone().next() {
+                return Some(Denied::Channel(i));
+            }
+        }
+        None
+    }
+
+    /// The command rules as ACL LIST and GETUSER print them: `+@all` or `-@all`, then the
+    /// rules after the last one naming every command.
+    pub fn commands_text(&self) -> String {
+        let from = self.commands.iter().rposition(|r| r.1 == Target::All);
+        let mut text = match from {
+            Some(i) if self.commands[i].0 => "+@all".to_string(),
+            _ => "-@all".to_string(),
+        };
+        for (allow, target) in &self.commands[from.map_or(0, |i| i + 1)..] {
+            text.push(' ');
+            text.push(if *allow { '+' } else { '-' });
+            match target {
+                Target::All => {}
+                Target::Command(n) | Target::Subcommand(n) => text.push_str(n),
+                Target::Category(c) => {
+                    text.push('@');
+                    text.push_str(c);
+                }
+            }
+        }
+        text
+    }
+
+    /// A command rule (`+name`, `-name`, `+name|sub`, `+@category`, ...), or None for a word
+    /// that is not one. Err: it names no command, subcommand or category.
+    fn command_rule(rule: &str) -> Option<Result<(bool, Target), String>> {
+        let allow = match rule.as_bytes().first() {
+            Some(b'+') => true,
+            Some(b'-') => false,
+            _ => return None,
+        };
+        let body = rule[1..].to_ascii_lowercase();
+        const UNKNOWN: &str = "Unknown command or category name in ACL";
+        if let Some(cat) = body.strip_prefix('@') {
+            if cat == "all" {
+                return Some(Ok((allow, Target::All)));
+            }
+            if !crate::commands::command::all_categories().iter().any(|c| c[1..] == *cat) {
+                return Some(Err(UNKNOWN.into()));
+            }
+            return Some(Ok((allow, Target::Category(cat.to_string()))));
+        }
+        if let Some((container, sub)) = body.split_once('|') {
+            let full = engine::lookup(container.as_bytes())
+                .and_then(|spec| crate::commands::subcommand_name(spec.name, sub.as_bytes()));
+            return Some(full.map(|f| (allow, Target::Subcommand(f))).ok_or_else(|| UNKNOWN.into()));
+        }
+        Some(
+            engine::lookup(body.as_bytes())
+                .map(|spec| (allow, Target::Command(spec.name)))
+                .ok_or_else(|| UNKNOWN.into()),
+        )
     }
 
     /// Whether the password with this digest authenticates this user (an enabled one). Every
@@ -74,8 +224,20 @@ impl User {
                 self.passwords.clear();
             }
             "reset" => *self = User::new(&self.name),
-            // Full access is what every user has: these change nothing.
-            "~*" | "%RW~*" | "&*" | "allkeys" | "allchannels" | "+@all" | "allcommands" => {}
+            "~*" | "%RW~*" | "allkeys" => self.all_keys = true,
+            "resetkeys" => self.all_keys = false,
+            "&*" | "allchannels" => self.all_channels = true,
+            "resetchannels" => self.all_channels = false,
+            "allcommands" => self.commands = vec![(true, Target::All)],
+            "nocommands" => self.commands = vec![(false, Target::All)],
+            r if Self::command_rule(r).is_some() => {
+                let rule = Self::command_rule(r).expect("checked")?;
+                if rule.1 == Target::All {
+                    // Every earlier rule is overridden.
+                    self.commands.clear();
+                }
+                self.commands.push(rule);
+            }
             r if r.starts_with('>') => {
                 self.add_password(sha256(&r.as_bytes()[1..]));
             }
@@ -97,12 +259,7 @@ impl User {
                 })?;
                 self.remove_password(&digest)?;
             }
-            _ => {
-                return Err("this rule is not supported: goblin-core gives every user full access and \
-                     accepts only on, off, >password, #<sha256>, nopass, resetpass, reset, ~*, %RW~*, &*, \
-                     allkeys, allchannels, +@all, allcommands"
-                    .into())
-            }
+            _ => return Err(UNSUPPORTED.into()),
         }
         Ok(())
     }
@@ -159,6 +316,9 @@ impl Users {
                 let mut d = User::new(DEFAULT_USER);
                 d.enabled = true;
                 d.nopass = true;
+                d.all_keys = true;
+                d.all_channels = true;
+                d.commands = vec![(true, Target::All)];
                 users.push(d);
                 users.len() - 1
             }
@@ -220,14 +380,6 @@ impl Users {
         };
         for rule in rules {
             if let Err(why) = user.apply(rule) {
-                let why = if why.starts_with("this rule is not supported") {
-                    "goblin-core gives every user full access: only on, off, >password, <password, \
-                     #<sha256>, !<sha256>, nopass, resetpass, reset and the full-access rules (~*, %RW~*, &*, \
-                     allkeys, allchannels, +@all, allcommands) are supported"
-                        .to_string()
-                } else {
-                    why
-                };
                 return Err(format!("ERR Error in ACL SETUSER modifier '{rule}': {why}"));
             }
         }
@@ -256,8 +408,7 @@ impl Users {
         self.users.iter().find(|u| u.name.as_bytes() == name)
     }
 
-    /// ACL LIST: one line per user, sorted by name, as Redis prints them. Every user has full
-    /// access here, which the permission part says.
+    /// ACL LIST: one line per user, sorted by name, as Redis prints them.
     pub fn list(&self) -> Vec<String> {
         let mut users: Vec<&User> = self.users.iter().collect();
         users.sort_unstable_by(|a, b| a.name.cmp(&b.name));
@@ -272,10 +423,30 @@ impl Users {
                     line.push_str(" #");
                     line.push_str(&hex(p));
                 }
-                line.push_str(" ~* &* +@all");
+                if u.all_keys {
+                    line.push_str(" ~*");
+                }
+                line.push_str(if u.all_channels { " &*" } else { " resetchannels" });
+                line.push(' ');
+                line.push_str(&u.commands_text());
                 line
             })
             .collect()
+    }
+
+    /// Whether the user called `name` may run everything (connections on such a user skip the
+    /// permission check; an unknown name, a user just deleted, has none).
+    pub fn full_access(&self, name: &str) -> bool {
+        self.users.iter().find(|u| &*u.name == name).is_some_and(User::full_access)
+    }
+
+    /// The permission check of a connection on user `name` for `args` (see [`User::check`]);
+    /// a user that no longer exists may do nothing.
+    pub fn check(&self, name: &str, spec: &CommandSpec, args: &[&[u8]]) -> Option<Denied> {
+        match self.users.iter().find(|u| &*u.name == name) {
+            Some(u) => u.check(spec, args),
+            None => Some(Denied::Command),
+        }
     }
 
     /// The names, sorted (ACL USERS lists them in this order in Redis).
@@ -395,8 +566,9 @@ mod tests {
     fn refusals_name_the_line_and_rule() {
         for (text, want) in [
             ("user a on >p ~cache:*\n", "line 1: rule '~cache:*'"),
-            ("\nuser a on -@dangerous\n", "line 2: rule '-@dangerous'"),
-            ("user a on +get\n", "rule '+get'"),
+            ("\nuser a on &news.*\n", "line 2: rule '&news.*'"),
+            ("user a on +nosuch\n", "rule '+nosuch': Unknown command or category name in ACL"),
+            ("user a on -@nosuch\n", "rule '-@nosuch'"),
             ("user a on #abc\n", "rule '#abc'"),
             ("user a on\nuser a off\n", "line 2: duplicate user 'a'"),
             ("usr a on\n", "line 1: expected"),

@@ -206,6 +206,9 @@ pub struct Conn {
     /// and RESET are refused with NOAUTH until then.
     pub user: std::sync::Arc<str>,
     pub authenticated: bool,
+    /// Its user lacks full access: every command is checked against the user's ACL rules
+    /// (`Server::call`). Kept current when the user changes (AUTH, RESET, ACL SETUSER).
+    pub restricted: bool,
     /// Its unsent replies passed `server::REPLY_BACKPRESSURE_BYTES`: its input is neither read
     /// nor run until they drain (`Server::flush_conn`).
     pub out_throttled: bool,
@@ -318,6 +321,7 @@ impl Conn {
             last_cmd: "NULL",
             user: crate::auth::DEFAULT_USER.into(),
             authenticated: true,
+            restricted: false,
             out_throttled: false,
             db: 0,
             pending: Vec::new(),

@@ -259,6 +259,14 @@ impl Server {
         if !conn.authenticated && !spec.flags.has(engine::Flags::NO_AUTH) && !self.users.default_is_open() {
             return self.refuse(conn, spec, crate::commands::NOAUTH);
         }
+        // ACL: a user without full access runs only what its rules allow (inside MULTI a
+        // refusal fails the transaction, as in Redis). One flag test for everyone else.
+        if conn.restricted && !spec.flags.has(engine::Flags::NO_AUTH) {
+            if let Some(denied) = self.users.check(&conn.user, spec, args) {
+                let msg = crate::commands::noperm(denied, spec, args);
+                return self.refuse(conn, spec, msg.as_bytes());
+            }
+        }
         // A script is running past busy-reply-threshold (this is its loop turn for the
         // others): BUSY, or SCRIPT KILL / SHUTDOWN NOSAVE. Nothing is committed here.
         if crate::scripting::busy() {

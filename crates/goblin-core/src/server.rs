@@ -1157,6 +1157,7 @@ impl Server {
             let mut conn = Box::new(Conn::new(id, stream, addr, laddr, fd, unix, parser));
             // Every connection starts as the default user (Redis's clientSetDefaultAuth).
             conn.user = self.users.get(self.users.default_index()).name.clone();
+            conn.restricted = !self.users.get(self.users.default_index()).full_access();
             conn.authenticated = self.users.default_is_open()
                 || (ring && self.cfg.no_auth_ring)
                 || (rdma && self.cfg.no_auth_rdma);

@@ -60,8 +60,8 @@ fn startup_error(args: &[&str]) -> String {
 fn auth_file_problems_stop_startup_naming_file_line_and_rule() {
     for (text, want) in [
         ("user alice on >pw ~cache:*\n", "line 1: rule '~cache:*'"),
-        ("# users\n\nuser alice on >pw -@dangerous\n", "line 3: rule '-@dangerous'"),
-        ("user alice on >pw +get\n", "line 1: rule '+get'"),
+        ("# users\n\nuser alice on >pw -@nosuch\n", "line 3: rule '-@nosuch'"),
+        ("user alice on >pw +nosuch\n", "line 1: rule '+nosuch': Unknown command or category name in ACL"),
         ("user alice on >pw %R~*\n", "line 1: rule '%R~*'"),
         ("user alice on >pw &news\n", "line 1: rule '&news'"),
         ("user alice on #1234\n", "line 1: rule '#1234'"),
@@ -153,7 +153,7 @@ fn auth_file_users_whoami_users_client_list_and_disabled_users() {
             "# Test users\n\
              user alice on >alicepw ~* &* +@all\n\
              user bob off >bobpw allkeys allchannels allcommands\n\
-             user carol on #{hash} %RW~*\n\
+             user carol on #{hash} %RW~* +acl|whoami\n\
              user dan on nopass\n\
              user erin on >old resetpass >new\n\
              user fay reset on >faypw\n"
@@ -212,7 +212,7 @@ fn auth_file_users_whoami_users_client_list_and_disabled_users() {
 #[test]
 fn default_user_from_the_file_password_or_off() {
     // default with a password: NOAUTH until AUTH; HELLO AUTH works for any user.
-    let file = write_file("def.acl", "user default on >defpw\nuser app on >apppw +@all ~*\n");
+    let file = write_file("def.acl", "user default on >defpw ~* &* +@all\nuser app on >apppw +@all ~*\n");
     let s = Server::start(&["--auth-file", file.to_str().unwrap()]);
     let mut c = s.raw();
     assert_eq!(cmd(&mut c, &["SET", "k", "v"]), NOAUTH);
@@ -225,7 +225,7 @@ fn default_user_from_the_file_password_or_off() {
     drop(s);
 
     // default off: nobody gets in as default, even with the right password.
-    let file = write_file("off.acl", "user default off >defpw\nuser app on >apppw\n");
+    let file = write_file("off.acl", "user default off >defpw\nuser app on >apppw +ping\n");
     let s = Server::start(&["--auth-file", file.to_str().unwrap()]);
     let mut c = s.raw();
     assert_eq!(cmd(&mut c, &["PING"]), NOAUTH);

@@ -99,6 +99,24 @@ fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static
     meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| (meta[i].1, meta[i].2))
 }
 
+/// The ACL categories of `spec`, or of its subcommand `sub` (`container|sub`) when Redis
+/// gives that its own.
+pub(crate) fn categories_of(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
+    match sub.and_then(redis_meta) {
+        Some((cats, _)) => cats.to_vec(),
+        None => acl_categories(spec),
+    }
+}
+
+/// Every ACL category some command belongs to (`@read`, `@dangerous` ...), sorted.
+pub(crate) fn all_categories() -> Vec<&'static str> {
+    let mut cats: Vec<&'static str> = engine::command::all().flat_map(acl_categories).collect();
+    cats.extend(super::redis_meta::META.iter().flat_map(|m| m.1.iter().copied()));
+    cats.sort_unstable();
+    cats.dedup();
+    cats
+}
+
 /// ACL categories: Redis 7.0's for the commands it has, else derived from the flags and the
 /// group as Redis assigns them.
 pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {

@@ -22,6 +22,23 @@ use crate::server::Server;
 use engine::{errors, util, CommandSpec};
 use resp::reply;
 
+/// The NOPERM error for what an ACL check refused, in Redis 7.0's words.
+pub(crate) fn noperm(denied: crate::auth::Denied, spec: &CommandSpec, args: &[&[u8]]) -> String {
+    use crate::auth::Denied;
+    match denied {
+        Denied::Command => {
+            let name = args.get(1).and_then(|a| subcommand_name(spec.name, a)).unwrap_or(spec.name);
+            format!("NOPERM this user has no permissions to run the '{name}' command")
+        }
+        Denied::Key(_) => {
+            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
+        }
+        Denied::Channel(_) => {
+            "NOPERM this user has no permissions to access one of the channels used as arguments".into()
+        }
+    }
+}
+
 /// Runs server command `spec` (name and arity already checked).
 pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec, args: &[&[u8]], now: i64) {
     if args.len() >= 2 {
@@ -318,6 +335,7 @@ fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool 
     match s.users.authenticate(user, password) {
         Some(i) => {
             c.user = s.users.get(i).name.clone();
+            c.restricted = !s.users.get(i).full_access();
             c.authenticated = true;
             true
         }
@@ -422,9 +440,10 @@ fn auth(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
-/// ACL: users, passwords and what Redis's ACL reports about them. Every user has full access,
-/// so permission rules other than the full-access ones are refused, the log stays empty and
-/// DRYRUN allows every command. Other subcommands get Redis's unknown-subcommand error.
+/// ACL: users, passwords, their command rules and all-or-nothing key and channel access
+/// (auth.rs), as Redis's ACL reports them; DRYRUN answers the check a command would meet.
+/// The log stays empty (refusals are not recorded). Other subcommands get Redis's
+/// unknown-subcommand error.
 fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let out = &mut c.out;
     let sub = args[1].to_ascii_lowercase();
@@ -461,7 +480,17 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 args[3..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
             let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
             match s.users.setuser(&name, &rules) {
-                Ok(()) => reply::ok(out),
+                Ok(()) => {
+                    reply::ok(out);
+                    // Connections on this user follow its new rules from their next command.
+                    let full = s.users.full_access(&name);
+                    for conn in s.conns.iter_mut().flatten().filter(|conn| *conn.user == *name) {
+                        conn.restricted = !full;
+                    }
+                    if *c.user == *name {
+                        c.restricted = !full;
+                    }
+                }
                 Err(e) => reply::error(out, e.as_bytes()),
             }
         }
@@ -509,7 +538,11 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             for p in &u.passwords {
                 reply::bulk(out, crate::auth::hex(p).as_bytes());
             }
-            for (k, v) in [(&b"commands"[..], &b"+@all"[..]), (b"keys", b"~*"), (b"channels", b"&*")] {
+            let commands = u.commands_text();
+            let keys: &[u8] = if u.all_keys { b"~*" } else { b"" };
+            let channels: &[u8] = if u.all_channels { b"&*" } else { b"" };
+            for (k, v) in [(&b"commands"[..], commands.as_bytes()), (b"keys", keys), (b"channels", channels)]
+            {
                 reply::bulk(out, k);
                 reply::bulk(out, v);
             }
@@ -576,10 +609,10 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !sub_arity_ok(out, args, -4) {
                 return;
             }
-            if s.users.find(args[2]).is_none() {
+            let Some(user) = s.users.find(args[2]) else {
                 let msg = format!("ERR User '{}' not found", String::from_utf8_lossy(args[2]));
                 return reply::error(out, msg.as_bytes());
-            }
+            };
             let Some(spec) = engine::lookup(args[3]) else {
                 let msg = format!("ERR Command '{}' not found", String::from_utf8_lossy(args[3]));
                 return reply::error(out, msg.as_bytes());
@@ -588,7 +621,30 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
                 return reply::error(out, msg.as_bytes());
             }
-            reply::ok(out)
+            let cmd = &args[3..];
+            use crate::auth::Denied;
+            match user.check(spec, cmd) {
+                None => reply::ok(out),
+                Some(Denied::Command) => {
+                    let name = cmd.get(1).and_then(|a| subcommand_name(spec.name, a)).unwrap_or(spec.name);
+                    let msg = format!("This user has no permissions to run the '{name}' command");
+                    reply::bulk(out, msg.as_bytes())
+                }
+                Some(Denied::Key(i)) => {
+                    let msg = format!(
+                        "This user has no permissions to access the '{}' key",
+                        String::from_utf8_lossy(cmd[i])
+                    );
+                    reply::bulk(out, msg.as_bytes())
+                }
+                Some(Denied::Channel(i)) => {
+                    let msg = format!(
+                        "This user has no permissions to access the '{}' channel",
+                        String::from_utf8_lossy(cmd[i])
+                    );
+                    reply::bulk(out, msg.as_bytes())
+                }
+            }
         }
         // Nothing is ever denied by permissions here, so the log stays empty.
         b"log" => match args.get(2).map(|a| a.to_ascii_lowercase()) {
@@ -702,6 +758,7 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
 /// user (unauthenticated if it needs a password), answer `+RESET`.
 fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
     c.user = s.users.get(s.users.default_index()).name.clone();
+    c.restricted = !s.users.get(s.users.default_index()).full_access();
     c.authenticated = s.users.default_is_open();
     c.multi = None;
     c.proto = resp::Proto::Resp2;

@@ -241,6 +241,33 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
     if denied_in_scripts(spec) {
         return Err(Early::Refused(Some(spec), b"ERR This Redis command is not allowed from script"));
     }
+    // ACL: the script runs as its caller's user.
+    // SAFETY: see `Run`: reads of the server and the connection while nothing else uses them.
+    let (server, conn) = unsafe { (&*run.server, &*run.conn) };
+    if conn.restricted {
+        use crate::auth::Denied;
+        match server.users.check(&conn.user, spec, argv) {
+            None => {}
+            Some(Denied::Command) => {
+                return Err(Early::Refused(
+                    Some(spec),
+                    b"ERR The user executing the script can't run this command or subcommand",
+                ))
+            }
+            Some(Denied::Key(_)) => {
+                return Err(Early::Refused(
+                    Some(spec),
+                    b"ERR The user executing the script can't access at least one of the keys mentioned in the command",
+                ))
+            }
+            Some(Denied::Channel(_)) => {
+                return Err(Early::Refused(
+                    Some(spec),
+                    b"ERR The user executing the script can't publish to the channel mentioned in the command",
+                ))
+            }
+        }
+    }
     // Like Redis, a read-only script also refuses the reads that may write (PFCOUNT).
     if run.read_only && (spec.is_write() || spec.flags.has(Flags::MAY_REPLICATE)) {
         return Err(Early::Refused(
