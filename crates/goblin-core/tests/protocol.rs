@@ -169,7 +169,7 @@ fn a_client_pipelining_more_than_it_reads_waits_instead_of_being_cut_off() {
     let val = "v".repeat(1024 * 1024);
     let _: () = redis::cmd("SET").arg("big").arg(&val).query(&mut con).unwrap();
     const N: usize = 400; // 400 MiB of replies, over the default 256 MiB hard limit
-    let mut reader = s.raw();
+    let reader = s.raw();
     let mut writer = reader.try_clone().unwrap();
     let sent = std::thread::spawn(move || {
         let one = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n";
