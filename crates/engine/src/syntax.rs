@@ -758,6 +758,24 @@ fn is_token(w: &str) -> bool {
             && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// What COMMAND DOCS shows as a token's text: the word, or nothing for `""`.
+fn token_text(tok: &str) -> String {
+    if tok == "\"\"" {
+        String::new()
+    } else {
+        tok.to_string()
+    }
+}
+
+/// A pure token's argument name: the word in lowercase (`empty_string` for `""`).
+fn token_name(tok: &str) -> String {
+    if tok == "\"\"" {
+        "empty_string".to_string()
+    } else {
+        tok.to_ascii_lowercase()
+    }
+}
+
 /// Splits a line into words and the punctuation `[ ] < > |`.
 fn lex(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -906,8 +924,7 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
             }
             let values = &items[i + 1..j];
             let mut arg = match values.len() {
-                0 if tok == "\"\"" => Arg::new("empty_string".to_string(), ArgType::PureToken),
-                0 => Arg::new(tok.to_ascii_lowercase(), ArgType::PureToken),
+                0 => Arg::new(token_name(tok), ArgType::PureToken),
                 1 => {
                     let mut a = build_item(&values[0])?;
                     // An unlabelled choice after a token is named by the token (`AGGREGATE
@@ -933,7 +950,7 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
             if arg.token.is_some() {
                 return Err(format!("two tokens in a row before '{}'", arg.name));
             }
-            arg.token = Some(if tok == "\"\"" { String::new() } else { tok.to_string() });
+            arg.token = Some(token_text(tok));
             out.push(arg);
             i = j;
         } else {
@@ -963,14 +980,9 @@ fn build_alt(nodes: &[Node], label: Option<&str>) -> Result<Arg, String> {
 
 fn build_item(item: &Item) -> Result<Arg, String> {
     match item {
-        Item::Node(Node::Word("\"\"")) => {
-            let mut a = Arg::new("empty_string".to_string(), ArgType::PureToken);
-            a.token = Some(String::new());
-            Ok(a)
-        }
         Item::Node(Node::Word(w)) if is_token(w) => {
-            let mut a = Arg::new(w.to_ascii_lowercase(), ArgType::PureToken);
-            a.token = Some(w.to_string());
+            let mut a = Arg::new(token_name(w), ArgType::PureToken);
+            a.token = Some(token_text(w));
             Ok(a)
         }
         Item::Node(Node::Word(w)) => Ok(value_arg(w)?),

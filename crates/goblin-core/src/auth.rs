@@ -127,13 +127,9 @@ impl User {
             }
         }
         if !self.all_channels {
-            let channels = match spec.name {
-                "publish" | "spublish" => 1..2,
-                "subscribe" | "ssubscribe" | "psubscribe" => 1..args.len(),
-                _ => 0..0,
-            };
-            if let Some(i) = channels.clone().next() {
-                return Some(Denied::Channel(i));
+            // The first channel argument of the commands that name channels.
+            if matches!(spec.name, "publish" | "spublish" | "subscribe" | "ssubscribe" | "psubscribe") {
+                return Some(Denied::Channel(1));
             }
         }
         None
