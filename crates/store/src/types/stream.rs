@@ -507,9 +507,13 @@ impl Stream {
         // raw field and value bytes reach `max_bytes`.
         let raw: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
         match self.blocks.last_entry() {
+            // A block encodes its entries as increasing deltas, and its last entry may be a
+            // deleted one above `id` (XSETID moved the last ID back below it): then `id`
+            // opens a block of its own.
             Some(mut e)
                 if (max_entries == 0 || (e.get().count as usize) < max_entries)
-                    && (max_bytes == 0 || (e.get().lp_bytes() as usize) + raw < max_bytes) =>
+                    && (max_bytes == 0 || (e.get().lp_bytes() as usize) + raw < max_bytes)
+                    && e.get().last < id =>
             {
                 let key = *e.key();
                 let b = e.get_mut();
