@@ -1,5 +1,6 @@
-//! Users and passwords: `--auth-file` (a subset of Redis's ACL file format) and
-//! `--requirepass`, and the credential checks AUTH and HELLO use.
+//! Users, passwords and permissions: `--auth-file` (Redis's ACL file format) and
+//! `--requirepass`, the credential checks AUTH and HELLO use, and the permission check every
+//! command of a user without full access meets.
 //!
 //! The file format, one directive per line (blank lines and lines starting with `#` are
 //! ignored):
@@ -8,14 +9,20 @@
 //! user <name> <rule> [<rule> ...]
 //! ```
 //!
-//! Rules accepted, with Redis's meaning: `on`, `off`, `>password` (add a password),
-//! `#<64 hex digits>` (add a password by its SHA-256), `nopass` (any password works),
-//! `resetpass` (forget passwords and nopass), `reset` (back to a new user: off, no passwords,
-//! no permissions), command rules (`+get`, `-set`, `+config|get`, `+@read`, `-@dangerous`,
-//! `allcommands`, `nocommands`), every key or none (`allkeys`, `~*`, `%RW~*`, `resetkeys`) and
-//! every channel or none (`allchannels`, `&*`, `resetchannels`). Key and channel patterns and
-//! selectors are not supported: such a rule is refused at startup rather than silently
-//! ignored, as are duplicate users and malformed lines. [`User::check`] enforces the rest.
+//! The rules are Redis's, with its meaning: `on`, `off`, `>password` and `<password` (add,
+//! remove), `#<sha256>` and `!<sha256>`, `nopass`, `resetpass`, `reset`, command rules (`+get`,
+//! `-set`, `+config|get`, `+@read`, `-@dangerous`, `allcommands`, `nocommands`), key patterns
+//! (`~cache:*` for reading and writing, `%R~` reading only, `%W~` writing only, `allkeys`,
+//! `resetkeys`), channel patterns (`&news.*`, `allchannels`, `resetchannels`), selectors
+//! (`(~tmp:* +@write)`: another set of command, key and channel rules, any one of which may
+//! allow a command) and `clearselectors`. Malformed lines and duplicate users are refused at
+//! startup.
+//!
+//! A command is allowed when one selector (the user's root rules, or one in parentheses)
+//! allows the command, every key it names with the access its key spec declares (a read needs
+//! an `R` pattern, an insert, update or delete a `W` one: `commands::keyspec`), and every
+//! channel it publishes or subscribes to. Otherwise the refusal reported is Redis's pick: the
+//! command if no selector allowed it, else the last key or channel some selector refused.
 //!
 //! Without a `default` user in the file, `default` is `on nopass` (full access), as Redis
 //! creates it; `--requirepass` then gives it that password. Passwords are kept only as
@@ -28,12 +35,6 @@ use std::sync::Arc;
 
 pub const DEFAULT_USER: &str = "default";
 
-/// The answer to a rule outside the supported subset.
-const UNSUPPORTED: &str = "goblin-core supports on, off, >password, <password, #<sha256>, !<sha256>, nopass, \
-     resetpass, reset, command rules (+cmd, -cmd, +cmd|sub, +@category, -@category, allcommands, nocommands), \
-     every key or none (allkeys, ~*, %RW~*, resetkeys) and every channel or none (allchannels, &*, \
-     resetchannels); key and channel patterns and selectors are not supported";
-
 /// What a command rule names: every command, one command (all its subcommands), one
 /// subcommand (`container|sub`), or an ACL category.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,52 +45,75 @@ enum Target {
     Category(String),
 }
 
-/// One user and what it may do.
-#[derive(Clone, Debug)]
-pub struct User {
-    pub name: Arc<str>,
-    pub enabled: bool,
-    /// Any password authenticates (Redis's `nopass`).
-    pub nopass: bool,
-    /// SHA-256 digests of the accepted passwords.
-    pub passwords: Vec<[u8; 32]>,
+/// A key pattern and the access it grants (`~p`: both, `%R~p`, `%W~p`).
+#[derive(Clone, Debug, PartialEq)]
+struct KeyPattern {
+    glob: String,
+    read: bool,
+    write: bool,
+}
+
+impl KeyPattern {
+    /// As ACL LIST and GETUSER print it.
+    fn text(&self) -> String {
+        match (self.read, self.write) {
+            (true, true) => format!("~{}", self.glob),
+            (true, false) => format!("%R~{}", self.glob),
+            _ => format!("%W~{}", self.glob),
+        }
+    }
+}
+
+/// One set of command, key and channel rules: a user's root rules, or one selector.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Selector {
     /// The command rules, in the order given (`+get`, `-@dangerous`, `allcommands` ...): the
     /// last one that names a command decides it; none denies.
     commands: Vec<(bool, Target)>,
-    /// Every key (`allkeys`, `~*`) or none (`resetkeys`, a new user's).
-    pub all_keys: bool,
-    /// Every pub/sub channel (`allchannels`, `&*`) or none (`resetchannels`, a new user's).
-    pub all_channels: bool,
+    /// Every key with any access (`allkeys`, `~*`); `keys` is then empty.
+    all_keys: bool,
+    keys: Vec<KeyPattern>,
+    /// Every channel (`allchannels`, `&*`); `channels` is then empty.
+    all_channels: bool,
+    channels: Vec<String>,
 }
 
 /// Why a user may not run a command (the check order is Redis's: command, keys, channels).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Ordered as Redis ranks them when no selector allows a command: a channel refusal is
+/// reported before a key refusal, a key refusal before the command's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Denied {
     Command,
     Key(usize),
     Channel(usize),
 }
 
-impl User {
-    /// A user as Redis's `reset` leaves it: off, no password, no nopass, no commands, no keys,
-    /// no channels.
-    fn new(name: &str) -> User {
-        User {
-            name: name.into(),
-            enabled: false,
-            nopass: false,
-            passwords: Vec::new(),
-            commands: Vec::new(),
-            all_keys: false,
-            all_channels: false,
+/// The channels a command publishes or subscribes to, from `args[1]` on: (how many, -1 for
+/// all the rest; whether they are patterns, matched literally against the user's). Redis's
+/// channel table; the unsubscribe commands are never refused.
+fn channel_args(name: &str) -> Option<(i64, bool)> {
+    match name {
+        "subscribe" | "ssubscribe" => Some((-1, false)),
+        "psubscribe" => Some((-1, true)),
+        "publish" | "spublish" => Some((1, false)),
+        _ => None,
+    }
+}
+
+/// Whether `channel` (a pattern when `literal`) is among `allowed`: a channel matches a
+/// glob, a pattern only the identical pattern (Redis: a PSUBSCRIBE pattern cannot be proved
+/// narrower than an allowed one).
+fn channel_allowed(allowed: &[String], channel: &[u8], literal: bool) -> bool {
+    allowed.iter().any(|p| {
+        if literal {
+            p.as_bytes() == channel
+        } else {
+            engine::util::glob_match(p.as_bytes(), channel, false)
         }
-    }
+    })
+}
 
-    /// Whether this user may run everything (no check is needed for it).
-    pub fn full_access(&self) -> bool {
-        self.all_keys && self.all_channels && self.commands.last().is_some_and(|r| *r == (true, Target::All))
-    }
-
+impl Selector {
     /// Whether the command `spec` (`sub`: its subcommand's full name, `container|sub`) is
     /// allowed by the command rules.
     fn may_run_command(&self, spec: &CommandSpec, sub: Option<&str>) -> bool {
@@ -112,32 +136,95 @@ impl User {
         allowed
     }
 
-    /// Whether the user may run `args` (a command `spec` whose arity was checked): None, or
-    /// what is denied (the argument position of the key or channel refused).
-    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Option<Denied> {
-        let sub = args.get(1).and_then(|a| crate::commands::subcommand_name(spec.name, a));
+    /// Whether a key with these key-spec flags may be used: a pattern matches that grants
+    /// every access the flags name (`access` is a read; `insert`, `update`, `delete` writes).
+    fn may_use_key(&self, key: &[u8], flags: &[&str]) -> bool {
+        if self.all_keys {
+            return true;
+        }
+        let read = flags.contains(&"access");
+        let write = flags.iter().any(|f| matches!(*f, "insert" | "update" | "delete"));
+        self.keys.iter().any(|p| {
+            (p.read || !read)
+                && (p.write || !write)
+                && engine::util::glob_match(p.glob.as_bytes(), key, false)
+        })
+    }
+
+    /// Whether every key may be read (a `%R~*` or `~*` pattern, or allkeys): SORT's BY and GET
+    /// read keys named by the data, so Redis allows them only then.
+    fn reads_every_key(&self) -> bool {
+        self.all_keys || self.keys.iter().any(|p| p.read && p.glob == "*")
+    }
+
+    /// Redis's ACLSelectorCheckCmd: the command, then each key, then each channel.
+    fn check(
+        &self,
+        spec: &CommandSpec,
+        sub: Option<&str>,
+        args: &[&[u8]],
+        keys: &KeyCache,
+    ) -> Result<(), Denied> {
         if !self.may_run_command(spec, sub) {
-            return Some(Denied::Command);
+            return Err(Denied::Command);
         }
         if !self.all_keys {
-            if let Ok(Some(keys)) = crate::commands::command::key_positions(spec, args) {
-                if let Some(&k) = keys.first() {
-                    return Some(Denied::Key(k));
+            for &(i, flags) in keys.get(spec, args) {
+                if !self.may_use_key(args[i], flags) {
+                    return Err(Denied::Key(i));
                 }
             }
         }
         if !self.all_channels {
-            // The first channel argument of the commands that name channels.
-            if matches!(spec.name, "publish" | "spublish" | "subscribe" | "ssubscribe" | "psubscribe") {
-                return Some(Denied::Channel(1));
+            if let Some((count, literal)) = channel_args(spec.name) {
+                let end = if count < 0 { args.len() } else { (1 + count as usize).min(args.len()) };
+                for (i, ch) in args.iter().enumerate().take(end).skip(1) {
+                    if !channel_allowed(&self.channels, ch, literal) {
+                        return Err(Denied::Channel(i));
+                    }
+                }
             }
         }
-        None
+        Ok(())
+    }
+
+    /// The rules as ACL LIST prints them: keys, channels, then commands.
+    fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.all_keys {
+            parts.push("~*".into());
+        } else {
+            parts.extend(self.keys.iter().map(KeyPattern::text));
+        }
+        if self.all_channels {
+            parts.push("&*".into());
+        } else {
+            parts.push("resetchannels".into());
+            parts.extend(self.channels.iter().map(|c| format!("&{c}")));
+        }
+        parts.push(self.commands_text());
+        parts.join(" ")
+    }
+
+    /// GETUSER's `keys` field.
+    fn keys_text(&self) -> String {
+        if self.all_keys {
+            return "~*".into();
+        }
+        self.keys.iter().map(KeyPattern::text).collect::<Vec<_>>().join(" ")
+    }
+
+    /// GETUSER's `channels` field.
+    fn channels_text(&self) -> String {
+        if self.all_channels {
+            return "&*".into();
+        }
+        self.channels.iter().map(|c| format!("&{c}")).collect::<Vec<_>>().join(" ")
     }
 
     /// The command rules as ACL LIST and GETUSER print them: `+@all` or `-@all`, then the
     /// rules after the last one naming every command.
-    pub fn commands_text(&self) -> String {
+    fn commands_text(&self) -> String {
         let from = self.commands.iter().rposition(|r| r.1 == Target::All);
         let mut text = match from {
             Some(i) if self.commands[i].0 => "+@all".to_string(),
@@ -156,6 +243,238 @@ impl User {
             }
         }
         text
+    }
+
+    /// Applies one command, key or channel rule (Redis's ACLSetSelector); Err: its reason.
+    fn apply(&mut self, rule: &str) -> Result<(), String> {
+        const SYNTAX: &str = "Syntax error";
+        let lower = rule.to_ascii_lowercase();
+        match lower.as_str() {
+            "allkeys" | "~*" => {
+                self.all_keys = true;
+                self.keys.clear();
+            }
+            "resetkeys" => {
+                self.all_keys = false;
+                self.keys.clear();
+            }
+            "allchannels" | "&*" => {
+                self.all_channels = true;
+                self.channels.clear();
+            }
+            "resetchannels" => {
+                self.all_channels = false;
+                self.channels.clear();
+            }
+            "allcommands" | "+@all" => self.commands = vec![(true, Target::All)],
+            "nocommands" | "-@all" => self.commands = vec![(false, Target::All)],
+            _ if rule.starts_with('~') || rule.starts_with('%') => {
+                if self.all_keys {
+                    return Err("Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns".into());
+                }
+                let (read, write, glob) = if let Some(glob) = rule.strip_prefix('~') {
+                    (true, true, glob)
+                } else {
+                    // %R~, %W~, %RW~, %WR~ (each letter once, at least one).
+                    let (perms, glob) = rule[1..].split_once('~').ok_or(SYNTAX)?;
+                    let (mut r, mut w) = (false, false);
+                    for b in perms.bytes() {
+                        match b.to_ascii_uppercase() {
+                            b'R' if !r => r = true,
+                            b'W' if !w => w = true,
+                            _ => return Err(SYNTAX.into()),
+                        }
+                    }
+                    if !r && !w {
+                        return Err(SYNTAX.into());
+                    }
+                    (r, w, glob)
+                };
+                if glob.bytes().any(|b| b.is_ascii_whitespace() || b == 0) {
+                    return Err(SYNTAX.into());
+                }
+                match self.keys.iter_mut().find(|p| p.glob == glob) {
+                    Some(p) => {
+                        p.read |= read;
+                        p.write |= write;
+                    }
+                    None => self.keys.push(KeyPattern { glob: glob.to_string(), read, write }),
+                }
+            }
+            _ if rule.starts_with('&') => {
+                if self.all_channels {
+                    return Err("Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels".into());
+                }
+                let glob = &rule[1..];
+                if glob.bytes().any(|b| b.is_ascii_whitespace() || b == 0) {
+                    return Err(SYNTAX.into());
+                }
+                if !self.channels.iter().any(|c| c == glob) {
+                    self.channels.push(glob.to_string());
+                }
+            }
+            _ => match User::command_rule(rule) {
+                Some(r) => {
+                    let r = r?;
+                    if r.1 == Target::All {
+                        // Every earlier rule is overridden.
+                        self.commands.clear();
+                    }
+                    self.commands.push(r);
+                }
+                None => return Err(SYNTAX.into()),
+            },
+        }
+        Ok(())
+    }
+
+    /// Whether this selector lets `subs` stay subscribed (what SETUSER checks before it
+    /// closes a subscriber whose channels were taken away).
+    fn keeps(&self, channels: &[String], subs: &crate::pubsub::ConnSubs) -> bool {
+        if self.all_channels {
+            return true;
+        }
+        subs.channels.iter().chain(&subs.shard).all(|c| channel_allowed(channels, c, false))
+            && subs.patterns.iter().all(|p| channel_allowed(channels, p, true))
+    }
+}
+
+/// A command's keys with their flags, found once for all of a user's selectors.
+struct KeyCache(std::cell::OnceCell<Vec<(usize, &'static [&'static str])>>);
+
+impl KeyCache {
+    fn new() -> KeyCache {
+        KeyCache(std::cell::OnceCell::new())
+    }
+
+    /// The keys; a command whose key arguments are malformed names none (it fails on its own).
+    fn get(&self, spec: &CommandSpec, args: &[&[u8]]) -> &[(usize, &'static [&'static str])] {
+        self.0.get_or_init(|| {
+            crate::commands::command::keys_with_flags(spec, args).ok().flatten().unwrap_or_default()
+        })
+    }
+}
+
+/// One user and what it may do.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: Arc<str>,
+    pub enabled: bool,
+    /// Any password authenticates (Redis's `nopass`).
+    pub nopass: bool,
+    /// SHA-256 digests of the accepted passwords.
+    pub passwords: Vec<[u8; 32]>,
+    /// `sanitize-payload` (Some(true)) or `skip-sanitize-payload` (Some(false)), shown by ACL
+    /// LIST as given. RESTORE checks every payload whole either way.
+    sanitize: Option<bool>,
+    /// The rules outside parentheses.
+    root: Selector,
+    /// The selectors, in the order added.
+    selectors: Vec<Selector>,
+}
+
+impl User {
+    /// A user as Redis creates one: off, no password, no nopass, no commands, no keys, no
+    /// channels.
+    fn new(name: &str) -> User {
+        User {
+            name: name.into(),
+            enabled: false,
+            nopass: false,
+            passwords: Vec::new(),
+            sanitize: None,
+            root: Selector::default(),
+            selectors: Vec::new(),
+        }
+    }
+
+    /// Whether this user may run everything (no check is needed for it).
+    pub fn full_access(&self) -> bool {
+        let r = &self.root;
+        r.all_keys && r.all_channels && r.commands.last().is_some_and(|c| *c == (true, Target::All))
+    }
+
+    /// Whether the user may run `args` (a command `spec` whose arity was checked): None, or
+    /// what is denied (Redis's ACLCheckAllUserCommandPerm: allowed if one selector allows it
+    /// all; else the command if no selector allowed it, or the last key or channel refused).
+    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Option<Denied> {
+        let sub = args.get(1).and_then(|a| crate::commands::subcommand_name(spec.name, a));
+        let keys = KeyCache::new();
+        let mut worst = Denied::Command;
+        for sel in std::iter::once(&self.root).chain(&self.selectors) {
+            match sel.check(spec, sub, args, &keys) {
+                Ok(()) => return None,
+                Err(d) => worst = worst.max(d),
+            }
+        }
+        Some(worst)
+    }
+
+    /// Whether some selector allows this command and every key read (SORT's BY and GET).
+    pub fn reads_every_key(&self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+        let sub = args.get(1).and_then(|a| crate::commands::subcommand_name(spec.name, a));
+        let keys = KeyCache::new();
+        std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .any(|s| s.reads_every_key() && s.check(spec, sub, args, &keys).is_ok())
+    }
+
+    /// Whether a connection of this user subscribed to `subs` may stay once the user's rules
+    /// are these (Redis closes it otherwise).
+    pub fn keeps_subscriber(&self, subs: &crate::pubsub::ConnSubs) -> bool {
+        let all: Vec<String> = std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .flat_map(|s| s.channels.iter().cloned())
+            .collect();
+        let any_all = std::iter::once(&self.root).chain(&self.selectors).any(|s| s.all_channels);
+        any_all || self.root.keeps(&all, subs)
+    }
+
+    /// ACL LIST's line for this user.
+    pub fn describe(&self) -> String {
+        let mut line = format!("user {} {}", self.name, if self.enabled { "on" } else { "off" });
+        if self.nopass {
+            line.push_str(" nopass");
+        }
+        match self.sanitize {
+            Some(true) => line.push_str(" sanitize-payload"),
+            Some(false) => line.push_str(" skip-sanitize-payload"),
+            None => {}
+        }
+        for p in &self.passwords {
+            line.push_str(" #");
+            line.push_str(&hex(p));
+        }
+        line.push(' ');
+        line.push_str(&self.root.describe());
+        for s in &self.selectors {
+            line.push_str(" (");
+            line.push_str(&s.describe());
+            line.push(')');
+        }
+        line
+    }
+
+    /// GETUSER's flags.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut f = vec![if self.enabled { "on" } else { "off" }];
+        if self.nopass {
+            f.push("nopass");
+        }
+        match self.sanitize {
+            Some(true) => f.push("sanitize-payload"),
+            Some(false) => f.push("skip-sanitize-payload"),
+            None => {}
+        }
+        f
+    }
+
+    /// GETUSER's `commands`, `keys` and `channels` of the root rules, then of each selector.
+    pub fn selector_texts(&self) -> Vec<[String; 3]> {
+        std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .map(|s| [s.commands_text(), s.keys_text(), s.channels_text()])
+            .collect()
     }
 
     /// A command rule (`+name`, `-name`, `+name|sub`, `+@category`, ...), or None for a word
@@ -206,11 +525,17 @@ impl User {
         ok
     }
 
-    /// Applies one rule; Err for a rule outside the supported subset.
+    /// Applies one rule (Redis's ACLSetUser; a selector is one rule, `(...)`, here); Err: the
+    /// reason, in Redis's words.
     fn apply(&mut self, rule: &str) -> Result<(), String> {
-        match rule {
+        if rule.is_empty() {
+            return Ok(());
+        }
+        match rule.to_ascii_lowercase().as_str() {
             "on" => self.enabled = true,
             "off" => self.enabled = false,
+            "sanitize-payload" => self.sanitize = Some(true),
+            "skip-sanitize-payload" => self.sanitize = Some(false),
             "nopass" => {
                 self.nopass = true;
                 self.passwords.clear();
@@ -219,43 +544,36 @@ impl User {
                 self.nopass = false;
                 self.passwords.clear();
             }
-            "reset" => *self = User::new(&self.name),
-            "~*" | "%RW~*" | "allkeys" => self.all_keys = true,
-            "resetkeys" => self.all_keys = false,
-            "&*" | "allchannels" => self.all_channels = true,
-            "resetchannels" => self.all_channels = false,
-            "allcommands" => self.commands = vec![(true, Target::All)],
-            "nocommands" => self.commands = vec![(false, Target::All)],
-            r if Self::command_rule(r).is_some() => {
-                let rule = Self::command_rule(r).expect("checked")?;
-                if rule.1 == Target::All {
-                    // Every earlier rule is overridden.
-                    self.commands.clear();
+            "reset" => {
+                *self = User::new(&self.name);
+                self.sanitize = Some(true);
+                self.root.commands = vec![(false, Target::All)];
+            }
+            "clearselectors" => self.selectors.clear(),
+            _ if rule.starts_with('(') && rule.ends_with(')') && rule.len() >= 2 => {
+                let mut sel = Selector::default();
+                for r in rule[1..rule.len() - 1].split_ascii_whitespace() {
+                    sel.apply(r)?;
                 }
-                self.commands.push(rule);
+                self.selectors.push(sel);
             }
-            r if r.starts_with('>') => {
-                self.add_password(sha256(&r.as_bytes()[1..]));
+            _ if rule.starts_with('>') => {
+                self.add_password(sha256(&rule.as_bytes()[1..]));
             }
-            r if r.starts_with('#') => {
-                let hex = &r[1..];
-                let digest = parse_hex32(hex).ok_or_else(|| {
-                    "a '#' rule needs a SHA-256 digest of exactly 64 hexadecimal digits".to_string()
-                })?;
+            _ if rule.starts_with('#') => {
+                let digest = parse_hex32(&rule[1..]).ok_or(HASH_FORMAT)?;
                 self.add_password(digest);
             }
             // Removing a password, by its text or its digest.
-            r if r.starts_with('<') => {
-                let digest = sha256(&r.as_bytes()[1..]);
+            _ if rule.starts_with('<') => {
+                let digest = sha256(&rule.as_bytes()[1..]);
                 self.remove_password(&digest)?;
             }
-            r if r.starts_with('!') => {
-                let digest = parse_hex32(&r[1..]).ok_or_else(|| {
-                    "a '!' rule needs a SHA-256 digest of exactly 64 hexadecimal digits".to_string()
-                })?;
+            _ if rule.starts_with('!') => {
+                let digest = parse_hex32(&rule[1..]).ok_or(HASH_FORMAT)?;
                 self.remove_password(&digest)?;
             }
-            _ => return Err(UNSUPPORTED.into()),
+            _ => self.root.apply(rule)?,
         }
         Ok(())
     }
@@ -264,7 +582,7 @@ impl User {
         let before = self.passwords.len();
         self.passwords.retain(|p| p != digest);
         if self.passwords.len() == before {
-            return Err("no such password".into());
+            return Err("The password you are trying to remove from the user does not exist".into());
         }
         Ok(())
     }
@@ -276,6 +594,34 @@ impl User {
             self.passwords.push(digest);
         }
     }
+}
+
+const HASH_FORMAT: &str =
+    "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters";
+
+/// Redis's ACLMergeSelectorArguments: a selector may be spread over several arguments
+/// (`(~a*` `+get)`); they are joined with spaces. Err: Redis's reply text when a parenthesis
+/// is left open.
+pub fn merge_selectors<'a>(rules: &[&'a str]) -> Result<Vec<std::borrow::Cow<'a, str>>, String> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (i, &r) in rules.iter().enumerate() {
+        match &mut open {
+            None if r.starts_with('(') && !r.ends_with(')') => open = Some((i, r.to_string())),
+            None => out.push(std::borrow::Cow::Borrowed(r)),
+            Some((_, sel)) => {
+                sel.push(' ');
+                sel.push_str(r);
+                if r.ends_with(')') {
+                    out.push(std::borrow::Cow::Owned(open.take().expect("open").1));
+                }
+            }
+        }
+    }
+    if let Some((i, _)) = open {
+        return Err(format!("ERR Unmatched parenthesis in acl selector starting at '{}'.", rules[i]));
+    }
+    Ok(out)
 }
 
 /// Every user the server knows (ACL SETUSER adds and changes them, ACL DELUSER removes them;
@@ -312,9 +658,9 @@ impl Users {
                 let mut d = User::new(DEFAULT_USER);
                 d.enabled = true;
                 d.nopass = true;
-                d.all_keys = true;
-                d.all_channels = true;
-                d.commands = vec![(true, Target::All)];
+                d.root.all_keys = true;
+                d.root.all_channels = true;
+                d.root.commands = vec![(true, Target::All)];
                 users.push(d);
                 users.len() - 1
             }
@@ -374,8 +720,8 @@ impl Users {
             Some(u) => u.clone(),
             None => User::new(name),
         };
-        for rule in rules {
-            if let Err(why) = user.apply(rule) {
+        for rule in merge_selectors(rules)? {
+            if let Err(why) = user.apply(&rule) {
                 return Err(format!("ERR Error in ACL SETUSER modifier '{rule}': {why}"));
             }
         }
@@ -384,6 +730,15 @@ impl Users {
             None => self.users.push(user),
         }
         Ok(())
+    }
+
+    /// What ACL SETUSER would make of `name` with `rules`, without changing anything (the
+    /// server compares it with the user's subscribers before committing).
+    pub fn preview(&self, name: &str, rules: &[&str]) -> Result<User, String> {
+        let mut copy =
+            Users { users: self.users.iter().filter(|u| &*u.name == name).cloned().collect(), default: 0 };
+        copy.setuser(name, rules)?;
+        Ok(copy.users.pop().expect("setuser leaves the user"))
     }
 
     /// ACL DELUSER: removes the named users that exist; returns how many. `default` cannot be
@@ -408,26 +763,7 @@ impl Users {
     pub fn list(&self) -> Vec<String> {
         let mut users: Vec<&User> = self.users.iter().collect();
         users.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        users
-            .iter()
-            .map(|u| {
-                let mut line = format!("user {} {}", u.name, if u.enabled { "on" } else { "off" });
-                if u.nopass {
-                    line.push_str(" nopass");
-                }
-                for p in &u.passwords {
-                    line.push_str(" #");
-                    line.push_str(&hex(p));
-                }
-                if u.all_keys {
-                    line.push_str(" ~*");
-                }
-                line.push_str(if u.all_channels { " &*" } else { " resetchannels" });
-                line.push(' ');
-                line.push_str(&u.commands_text());
-                line
-            })
-            .collect()
+        users.iter().map(|u| u.describe()).collect()
     }
 
     /// Whether the user called `name` may run everything (connections on such a user skip the
@@ -450,6 +786,165 @@ impl Users {
         let mut v: Vec<&str> = self.users.iter().map(|u| &*u.name).collect();
         v.sort_unstable();
         v
+    }
+}
+
+/// Why an entry is in the ACL log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Command,
+    Key,
+    Channel,
+    Auth,
+}
+
+impl Reason {
+    fn name(self) -> &'static str {
+        match self {
+            Reason::Command => "command",
+            Reason::Key => "key",
+            Reason::Channel => "channel",
+            Reason::Auth => "auth",
+        }
+    }
+}
+
+impl From<Denied> for Reason {
+    fn from(d: Denied) -> Reason {
+        match d {
+            Denied::Command => Reason::Command,
+            Denied::Key(_) => Reason::Key,
+            Denied::Channel(_) => Reason::Channel,
+        }
+    }
+}
+
+/// Where a refused command was: sent by the client, queued in or run by a transaction, or
+/// called by a script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    Toplevel,
+    Multi,
+    Lua,
+}
+
+/// One ACL LOG entry: a refusal, or several alike within a minute.
+#[derive(Clone, Debug)]
+pub struct LogEntry {
+    pub count: u64,
+    pub reason: Reason,
+    pub context: Context,
+    /// The command's name, the key or channel refused, or the authenticating command.
+    pub object: Vec<u8>,
+    pub username: Vec<u8>,
+    /// The last refusal's client (CLIENT INFO line, without its newline).
+    pub client_info: String,
+    pub id: u64,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// Refusals and failed authentications, newest first (Redis's ACL LOG): entries alike within
+/// 60 s among the 10 newest are counted together; at most `max_len` are kept
+/// (`acllog-max-len`). The per-reason totals are INFO's `acl_access_denied_*`.
+#[derive(Debug)]
+pub struct AclLog {
+    entries: std::collections::VecDeque<LogEntry>,
+    next_id: u64,
+    pub max_len: usize,
+    /// Refusals by reason since startup: auth, command, key, channel.
+    pub denied: [u64; 4],
+}
+
+/// Refusals this far apart or closer are counted in one entry (Redis's grouping window).
+const LOG_GROUPING_MS: i64 = 60_000;
+
+impl Default for AclLog {
+    fn default() -> Self {
+        AclLog { entries: Default::default(), next_id: 0, max_len: 128, denied: [0; 4] }
+    }
+}
+
+impl AclLog {
+    pub fn add(
+        &mut self,
+        reason: Reason,
+        context: Context,
+        object: &[u8],
+        username: &[u8],
+        client_info: String,
+        now_ms: i64,
+    ) {
+        let slot = match reason {
+            Reason::Auth => 0,
+            Reason::Command => 1,
+            Reason::Key => 2,
+            Reason::Channel => 3,
+        };
+        self.denied[slot] += 1;
+        if self.max_len == 0 {
+            self.entries.clear();
+            return;
+        }
+        let alike = self.entries.iter().take(10).position(|e| {
+            e.reason == reason
+                && e.context == context
+                && (e.updated_ms - now_ms).abs() <= LOG_GROUPING_MS
+                && e.object == object
+                && e.username == username
+        });
+        if let Some(i) = alike {
+            let mut e = self.entries.remove(i).expect("found");
+            e.count += 1;
+            e.client_info = client_info;
+            e.updated_ms = now_ms;
+            self.entries.push_front(e);
+            return;
+        }
+        self.entries.push_front(LogEntry {
+            count: 1,
+            reason,
+            context,
+            object: object.to_vec(),
+            username: username.to_vec(),
+            client_info,
+            id: self.next_id,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+        });
+        self.next_id += 1;
+        self.entries.truncate(self.max_len);
+    }
+
+    /// The newest `count` entries (all, when None).
+    pub fn entries(&self, count: Option<usize>) -> impl Iterator<Item = &LogEntry> {
+        self.entries.iter().take(count.unwrap_or(usize::MAX))
+    }
+
+    pub fn reset(&mut self) {
+        self.entries.clear();
+    }
+
+    /// `acllog-max-len` changed: the oldest entries past it go.
+    pub fn set_max_len(&mut self, n: usize) {
+        self.max_len = n;
+        self.entries.truncate(n);
+    }
+}
+
+impl Context {
+    pub fn name(self) -> &'static str {
+        match self {
+            Context::Toplevel => "toplevel",
+            Context::Multi => "multi",
+            Context::Lua => "lua",
+        }
+    }
+}
+
+impl LogEntry {
+    pub fn reason_name(&self) -> &'static str {
+        self.reason.name()
     }
 }
 
@@ -476,8 +971,11 @@ fn parse_file(text: &str) -> Result<Vec<User>, String> {
             return Err(format!("line {lineno}: duplicate user '{name}'"));
         }
         let mut user = User::new(name);
-        for rule in words {
-            user.apply(rule).map_err(|why| format!("line {lineno}: rule '{rule}': {why}"))?;
+        let words: Vec<&str> = words.collect();
+        let rules = merge_selectors(&words)
+            .map_err(|e| format!("line {lineno}: {}", e.trim_start_matches("ERR ")))?;
+        for rule in rules {
+            user.apply(&rule).map_err(|why| format!("line {lineno}: rule '{rule}': {why}"))?;
         }
         users.push(user);
     }
@@ -532,6 +1030,7 @@ mod tests {
             let mut d = User::new(DEFAULT_USER);
             d.enabled = true;
             d.nopass = true;
+            d.root.commands = vec![(true, Target::All)];
             users.push(d);
         }
         let default = users.iter().position(|u| &*u.name == DEFAULT_USER).unwrap();
@@ -561,8 +1060,9 @@ mod tests {
     #[test]
     fn refusals_name_the_line_and_rule() {
         for (text, want) in [
-            ("user a on >p ~cache:*\n", "line 1: rule '~cache:*'"),
-            ("\nuser a on &news.*\n", "line 2: rule '&news.*'"),
+            ("user a on >p ~* ~cache:*\n", "line 1: rule '~cache:*': Adding a pattern after the * pattern"),
+            ("\nuser a on %X~news.*\n", "line 2: rule '%X~news.*': Syntax error"),
+            ("user a on (+get ~a\n", "line 1: Unmatched parenthesis in acl selector starting at '(+get'"),
             ("user a on +nosuch\n", "rule '+nosuch': Unknown command or category name in ACL"),
             ("user a on -@nosuch\n", "rule '-@nosuch'"),
             ("user a on #abc\n", "rule '#abc'"),

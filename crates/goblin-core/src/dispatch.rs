@@ -263,6 +263,12 @@ impl Server {
         // refusal fails the transaction, as in Redis). One flag test for everyone else.
         if conn.restricted && !spec.flags.has(engine::Flags::NO_AUTH) {
             if let Some(denied) = self.users.check(&conn.user, spec, args) {
+                let context = if conn.multi.is_some() {
+                    crate::auth::Context::Multi
+                } else {
+                    crate::auth::Context::Toplevel
+                };
+                crate::commands::log_refusal(self, conn, spec, args, denied, context);
                 let msg = crate::commands::noperm(denied, spec, args);
                 return self.refuse(conn, spec, msg.as_bytes());
             }
@@ -579,6 +585,20 @@ impl Server {
             Handler::Server if in_exec && spec.name == "ssubscribe" => {
                 reply::error(&mut conn.out, b"ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client");
             }
+            // SORT's BY and GET patterns read keys the data names: a user without read access
+            // to every key may not use them (Redis's rule; the user's own keys were checked).
+            Handler::Data(_)
+                if conn.restricted
+                    && matches!(spec.name, "sort" | "sort_ro")
+                    && !self
+                        .users
+                        .find(conn.user.as_bytes())
+                        .is_some_and(|u| u.reads_every_key(spec, args))
+                    && crate::commands::sort_pattern_refusal(spec, args).is_some() =>
+            {
+                let err = crate::commands::sort_pattern_refusal(spec, args).expect("checked");
+                reply::error(&mut conn.out, err);
+            }
             Handler::Data(_) => {
                 let outcome = self.run_engine(spec, args, now, &mut conn.out, conn.proto, false);
                 if conn.tracking.is_some() {
@@ -689,6 +709,29 @@ impl Server {
                         errors::unknown_command(&mut conn.out, &argv);
                         continue;
                     };
+                    // The user's rules may have changed since the command was queued: they
+                    // are checked again, as in Redis (a refusal is this command's reply).
+                    if conn.restricted {
+                        if let Some(denied) = self.users.check(&conn.user, spec, &argv) {
+                            let context = crate::auth::Context::Multi;
+                            crate::commands::log_refusal(self, conn, spec, &argv, denied, context);
+                            let why = match denied {
+                                crate::auth::Denied::Command => {
+                                    "no permission to execute the command or subcommand"
+                                }
+                                crate::auth::Denied::Key(_) => "no permission to touch the specified keys",
+                                crate::auth::Denied::Channel(_) => {
+                                    "no permission to access one of the channels used as arguments"
+                                }
+                            };
+                            let msg = format!(
+                                "NOPERM ACLs rules changed between the moment the transaction was accumulated \
+                                 and the EXEC call. This command is no longer allowed for the following reason: {why}"
+                            );
+                            reply::error(&mut conn.out, msg.as_bytes());
+                            continue;
+                        }
+                    }
                     conn.last_cmd = spec.name;
                     // commandstats: each queued command counts on its own, as in Redis.
                     // A queued script shows in MONITOR before the commands it runs, as outside

@@ -221,6 +221,8 @@ pub struct Server {
     pub engine: Engine,
     /// Users and passwords (--auth-file, --requirepass, CONFIG SET requirepass).
     pub(crate) users: crate::auth::Users,
+    /// ACL refusals and failed authentications (ACL LOG, INFO `acl_access_denied_*`).
+    pub(crate) acl_log: crate::auth::AclLog,
     /// The `--tls-port` server configuration (None without a TLS listener).
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// Snapshot path, save rules, children and their outcomes (see snapshots.rs).
@@ -411,6 +413,7 @@ impl Server {
             next_client_id: 1,
             engine,
             users: crate::auth::Users::from_config(None, None).expect("no file, no password: cannot fail"),
+            acl_log: crate::auth::AclLog::default(),
             tls: None,
             snapshots,
             batch_history,

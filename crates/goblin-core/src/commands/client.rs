@@ -211,7 +211,7 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
 }
 
 /// One CLIENT LIST / CLIENT INFO line (with its trailing newline), fields in Redis's order.
-fn describe(c: &Conn, t: &mut String) {
+pub(crate) fn describe(c: &Conn, t: &mut String) {
     let age = c.created.elapsed().as_secs();
     let idle = c.last_active.elapsed().as_secs();
     let events = if c.want_write { "rw" } else { "r" };

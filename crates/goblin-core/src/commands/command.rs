@@ -2,6 +2,7 @@
 //! HELP], generated from the engine's command table in Redis 7's reply shapes (redis-cli asks
 //! for COMMAND DOCS when it starts; cluster clients read COMMAND INFO for key positions).
 
+use super::keyspec::KeySpec;
 use super::{help, sub_arity_ok};
 use crate::conn::Conn;
 use engine::command::all;
@@ -99,6 +100,13 @@ fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static
     meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| (meta[i].1, meta[i].2))
 }
 
+/// Redis 7.0's key specs for `name` (`container|sub` for a subcommand), when Redis 7.0 has
+/// the command.
+fn redis_key_specs(name: &str) -> Option<&'static [KeySpec]> {
+    let meta = super::redis_meta::META;
+    meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| meta[i].3)
+}
+
 /// The ACL categories of `spec`, or of its subcommand `sub` (`container|sub`) when Redis
 /// gives that its own.
 pub(crate) fn categories_of(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
@@ -167,7 +175,7 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     reply::bulk(out, s.name.as_bytes());
     reply::integer(out, s.arity as i64);
     let mut flags = s.flags.names();
-    if movable_keys(s) {
+    if movable_keys(s) && !flags.contains(&"movablekeys") {
         flags.push("movablekeys");
     }
     reply::set_len(out, proto, flags.len());
@@ -187,14 +195,20 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     for tip in tips {
         reply::simple(out, tip.as_bytes());
     }
-    if s.first_key > 0 {
+    if let Some(specs) = redis_key_specs(s.name) {
+        reply::set_len(out, proto, specs.len());
+        for spec in specs {
+            spec.write_info(out, proto);
+        }
+    } else if s.first_key > 0 {
+        // A command Redis 7.0 lacks: one spec from first/last/step and the generic flags.
         reply::set_len(out, proto, 1);
         reply::map_len(out, proto, 3);
         reply::bulk(out, b"flags");
         let kflags = key_flags(s);
         reply::set_len(out, proto, kflags.len());
         for f in kflags {
-            reply::simple(out, f);
+            reply::simple(out, f.as_bytes());
         }
         reply::bulk(out, b"begin_search");
         reply::map_len(out, proto, 2);
@@ -384,34 +398,71 @@ fn movable_keys(s: &CommandSpec) -> bool {
     )
 }
 
-/// The key-spec flags COMMAND INFO and GETKEYSANDFLAGS give the keys of `s`.
-fn key_flags(s: &CommandSpec) -> &'static [&'static [u8]] {
+/// The key-spec flags COMMAND INFO and GETKEYSANDFLAGS give the keys of `s` when neither
+/// Redis's key specs nor the tables below say more.
+fn key_flags(s: &CommandSpec) -> KeyFlags {
     if s.flags.has(Flags::WRITE) {
-        &[b"RW", b"update"]
+        RW_UPDATE
     } else if s.flags.has(Flags::READONLY) {
-        &[b"RO", b"access"]
+        RO_ACCESS
     } else if s.flags.has(Flags::PUBSUB) {
         // Shard channels sit in key positions for cluster routing but are not keys.
-        &[b"not_key"]
+        &["not_key"]
     } else {
         &[]
     }
 }
 
-/// One key's key-spec flags, as Redis 7.0 gives them in GETKEYSANDFLAGS.
-type KeyFlags = &'static [&'static [u8]];
-const RO: KeyFlags = &[b"RO"];
-const RO_ACCESS: KeyFlags = &[b"RO", b"access"];
-const RW_ACCESS: KeyFlags = &[b"RW", b"access"];
-const RW_UPDATE: KeyFlags = &[b"RW", b"update"];
-const RW_INSERT: KeyFlags = &[b"RW", b"insert"];
-const RW_DELETE: KeyFlags = &[b"RW", b"delete"];
-const RW_ACCESS_UPDATE: KeyFlags = &[b"RW", b"access", b"update"];
-const RW_ACCESS_DELETE: KeyFlags = &[b"RW", b"access", b"delete"];
-const RW_ACCESS_INSERT: KeyFlags = &[b"RW", b"access", b"insert"];
-const OW_UPDATE: KeyFlags = &[b"OW", b"update"];
-const OW_INSERT: KeyFlags = &[b"OW", b"insert"];
-const RM_DELETE: KeyFlags = &[b"RM", b"delete"];
+/// One key's key-spec flags (`RW`, `access`, ...), as Redis 7.0 names them.
+pub(crate) type KeyFlags = &'static [&'static str];
+const RO: KeyFlags = &["RO"];
+const RO_ACCESS: KeyFlags = &["RO", "access"];
+const RW_ACCESS: KeyFlags = &["RW", "access"];
+const RW_UPDATE: KeyFlags = &["RW", "update"];
+const RW_INSERT: KeyFlags = &["RW", "insert"];
+const RW_DELETE: KeyFlags = &["RW", "delete"];
+const RW_ACCESS_UPDATE: KeyFlags = &["RW", "access", "update"];
+const RW_ACCESS_DELETE: KeyFlags = &["RW", "access", "delete"];
+const RW_ACCESS_INSERT: KeyFlags = &["RW", "access", "insert"];
+const OW_UPDATE: KeyFlags = &["OW", "update"];
+const OW_INSERT: KeyFlags = &["OW", "insert"];
+const RM_DELETE: KeyFlags = &["RM", "delete"];
+
+/// `cmd`'s keys with each one's key-spec flags, found as Redis finds them: by Redis 7.0's key
+/// specs where they are reliable for the command (or its subcommand), else by the command's
+/// own key finder ([`key_positions`]) with the flags of the tables above. Err and Ok(None) as
+/// for [`key_positions`].
+pub(crate) fn keys_with_flags(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<(usize, KeyFlags)>>, ()> {
+    let full = cmd.get(1).and_then(|a| super::subcommand_name(s.name, a)).unwrap_or(s.name);
+    if let Some(specs) = redis_key_specs(full).filter(|specs| super::keyspec::reliable(specs)) {
+        if let Some(keys) = super::keyspec::find_keys(specs, cmd) {
+            return Ok(Some(keys));
+        }
+    }
+    let Some(positions) = key_positions(s, cmd)? else { return Ok(None) };
+    let uniform = uniform_key_flags(s.name, cmd);
+    let roles = role_key_flags(s.name);
+    Ok(Some(
+        positions
+            .into_iter()
+            .enumerate()
+            .map(|(n, i)| {
+                let f = match (uniform, roles) {
+                    (Some(f), _) => f,
+                    (None, Some((first, rest))) => {
+                        if n == 0 {
+                            first
+                        } else {
+                            rest
+                        }
+                    }
+                    (None, None) => key_flags(s),
+                };
+                (i, f)
+            })
+            .collect(),
+    ))
+}
 
 /// The flags of every key of a command whose keys all play one role, where Redis's key spec
 /// says more than the generic RW update / RO access (None: the generic [`key_flags`]).
@@ -533,35 +584,22 @@ fn getkeys(out: &mut Vec<u8>, cmd: &[&[u8]], flags: bool) {
     if !s.arity_ok(cmd.len()) {
         return reply::error(out, b"ERR Invalid number of arguments specified for command");
     }
-    let positions = match key_positions(s, cmd) {
-        Ok(Some(p)) => p,
+    let keys = match keys_with_flags(s, cmd) {
+        Ok(Some(k)) => k,
         Ok(None) => return reply::error(out, b"ERR The command has no key arguments"),
         Err(()) => return reply::error(out, b"ERR Invalid arguments specified for command"),
     };
-    let uniform = uniform_key_flags(s.name, cmd);
-    let roles = role_key_flags(s.name);
-    reply::array_len(out, positions.len());
-    for (n, &i) in positions.iter().enumerate() {
+    reply::array_len(out, keys.len());
+    for (i, f) in keys {
         if !flags {
             reply::bulk(out, cmd[i]);
             continue;
         }
-        let f = match (uniform, roles) {
-            (Some(f), _) => f,
-            (None, Some((first, rest))) => {
-                if n == 0 {
-                    first
-                } else {
-                    rest
-                }
-            }
-            (None, None) => key_flags(s),
-        };
         reply::array_len(out, 2);
         reply::bulk(out, cmd[i]);
         reply::array_len(out, f.len());
         for flag in f {
-            reply::simple(out, flag);
+            reply::simple(out, flag.as_bytes());
         }
     }
 }

@@ -83,6 +83,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
         ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
+        ("acllog-max-len", s.acl_log.max_len.to_string()),
         ("latency-monitor-threshold", s.introspection.latency_threshold_ms.to_string()),
         ("tracking-table-max-keys", s.tracking.max_keys.to_string()),
     ]
@@ -224,6 +225,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         BusyThreshold(u64),
         SlowlogSlowerThan(i64),
         SlowlogMaxLen(u64),
+        AclLogMaxLen(usize),
         LatencyThreshold(u64),
         NotifyFlags(u32),
         TrackingMaxKeys(usize),
@@ -264,6 +266,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "busy-reply-threshold" | "lua-time-limit" => int(0, MAX).map(|n| Change::BusyThreshold(n as u64)),
             "slowlog-log-slower-than" => int(-1, MAX).map(Change::SlowlogSlowerThan),
             "slowlog-max-len" => int(0, MAX).map(|n| Change::SlowlogMaxLen(n as u64)),
+            "acllog-max-len" => int(0, I32).map(|n| Change::AclLogMaxLen(n as usize)),
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
             "stream-idmp-duration" | "stream-idmp-maxsize" => {
                 use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
@@ -337,6 +340,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::BusyThreshold(n) => s.cfg.busy_reply_threshold = n,
             Change::SlowlogSlowerThan(n) => s.introspection.slowlog_slower_than = n,
             Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
+            Change::AclLogMaxLen(n) => s.acl_log.set_max_len(n),
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
             Change::NotifyFlags(flags) => s.set_notify_flags(flags),
             Change::TrackingMaxKeys(n) => {

@@ -474,6 +474,11 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "unexpected_error_replies", "0");
     field!(t, "total_error_replies", "{}", s.stats.cmds.total_error_replies);
     field!(t, "dump_payload_sanitizations", "0");
+    let [auth, cmd, key, channel] = s.acl_log.denied;
+    field!(t, "acl_access_denied_auth", "{auth}");
+    field!(t, "acl_access_denied_cmd", "{cmd}");
+    field!(t, "acl_access_denied_key", "{key}");
+    field!(t, "acl_access_denied_channel", "{channel}");
     field!(t, "total_reads_processed", "{}", s.stats.reads_processed);
     field!(t, "total_writes_processed", "{}", s.stats.writes_processed);
     field!(t, "io_threaded_reads_processed", "0");

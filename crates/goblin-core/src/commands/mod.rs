@@ -13,6 +13,7 @@ pub mod command;
 pub mod config;
 pub mod debug;
 pub mod info;
+pub(crate) mod keyspec;
 pub mod migrate;
 mod redis_meta;
 
@@ -37,6 +38,74 @@ pub(crate) fn noperm(denied: crate::auth::Denied, spec: &CommandSpec, args: &[&[
             "NOPERM this user has no permissions to access one of the channels used as arguments".into()
         }
     }
+}
+
+/// Records a refusal of `args` (run by `c`) in the ACL log.
+pub(crate) fn log_refusal(
+    s: &mut Server,
+    c: &Conn,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    denied: crate::auth::Denied,
+    context: crate::auth::Context,
+) {
+    use crate::auth::Denied;
+    let object: &[u8] = match denied {
+        Denied::Command => {
+            args.get(1).and_then(|a| subcommand_name(spec.name, a)).unwrap_or(spec.name).as_bytes()
+        }
+        Denied::Key(i) | Denied::Channel(i) => args[i],
+    };
+    log_acl(s, c, denied.into(), context, object, c.user.as_bytes());
+}
+
+/// Adds an ACL log entry for client `c` (its CLIENT INFO line goes with it).
+pub(crate) fn log_acl(
+    s: &mut Server,
+    c: &Conn,
+    reason: crate::auth::Reason,
+    context: crate::auth::Context,
+    object: &[u8],
+    username: &[u8],
+) {
+    let mut info = String::new();
+    client::describe(c, &mut info);
+    let info = info.trim_end().to_string();
+    s.acl_log.add(reason, context, object, username, info, crate::server::now_ms());
+}
+
+/// SORT's BY (with a `*` pattern) and GET read keys the data names, which a user may do only
+/// with read access to every key (Redis's rule). The error for the first such option, when
+/// the options up to it parse; None otherwise (SORT then runs and reports any syntax error).
+pub(crate) fn sort_pattern_refusal(spec: &CommandSpec, args: &[&[u8]]) -> Option<&'static [u8]> {
+    let mut j = 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let a = args[j];
+        if a.eq_ignore_ascii_case(b"asc")
+            || a.eq_ignore_ascii_case(b"desc")
+            || a.eq_ignore_ascii_case(b"alpha")
+        {
+        } else if a.eq_ignore_ascii_case(b"limit") && left >= 2 {
+            if util::parse_i64(args[j + 1]).is_none() || util::parse_i64(args[j + 2]).is_none() {
+                return None;
+            }
+            j += 2;
+        } else if spec.name == "sort" && a.eq_ignore_ascii_case(b"store") && left >= 1 {
+            j += 1;
+        } else if a.eq_ignore_ascii_case(b"by") && left >= 1 {
+            if args[j + 1].contains(&b'*') {
+                return Some(b"ERR BY option of SORT denied due to insufficient ACL permissions.");
+            }
+            j += 1;
+        } else if a.eq_ignore_ascii_case(b"get") && left >= 1 {
+            return Some(b"ERR GET option of SORT denied due to insufficient ACL permissions.");
+        } else {
+            return None;
+        }
+        j += 1;
+    }
+    None
 }
 
 /// Runs server command `spec` (name and arity already checked).
@@ -331,7 +400,9 @@ the RESP protocol version at the same time";
 
 /// Authenticates `c` as `user` if the password is right (see auth.rs); false otherwise, with
 /// the connection left as it was. Redis's ACLAuthenticateUser.
-fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool {
+/// AUTH's and HELLO's check of `user`'s `password` (`by`: the command as the client sent it,
+/// which a failure's ACL log entry names).
+fn authenticate(s: &mut Server, c: &mut Conn, by: &[u8], user: &[u8], password: &[u8]) -> bool {
     match s.users.authenticate(user, password) {
         Some(i) => {
             c.user = s.users.get(i).name.clone();
@@ -339,7 +410,12 @@ fn authenticate(s: &Server, c: &mut Conn, user: &[u8], password: &[u8]) -> bool 
             c.authenticated = true;
             true
         }
-        None => false,
+        None => {
+            let context =
+                if c.multi.is_some() { crate::auth::Context::Multi } else { crate::auth::Context::Toplevel };
+            log_acl(s, c, crate::auth::Reason::Auth, context, by, user);
+            false
+        }
     }
 }
 
@@ -433,17 +509,16 @@ fn auth(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         3 => (args[1], args[2]),
         _ => return reply::error(&mut c.out, errors::SYNTAX),
     };
-    if authenticate(s, c, user, password) {
+    if authenticate(s, c, args[0], user, password) {
         reply::ok(&mut c.out);
     } else {
         reply::error(&mut c.out, WRONGPASS);
     }
 }
 
-/// ACL: users, passwords, their command rules and all-or-nothing key and channel access
-/// (auth.rs), as Redis's ACL reports them; DRYRUN answers the check a command would meet.
-/// The log stays empty (refusals are not recorded). Other subcommands get Redis's
-/// unknown-subcommand error.
+/// ACL: users, passwords and their command, key and channel rules and selectors (auth.rs),
+/// as Redis's ACL reports them; DRYRUN answers the check a command would meet; LOG lists the
+/// refusals. Other subcommands get Redis's unknown-subcommand error.
 fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let out = &mut c.out;
     let sub = args[1].to_ascii_lowercase();
@@ -479,19 +554,29 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let rules: Vec<String> =
                 args[3..].iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
             let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
-            match s.users.setuser(&name, &rules) {
-                Ok(()) => {
-                    reply::ok(out);
-                    // Connections on this user follow its new rules from their next command.
-                    let full = s.users.full_access(&name);
-                    for conn in s.conns.iter_mut().flatten().filter(|conn| *conn.user == *name) {
-                        conn.restricted = !full;
-                    }
-                    if *c.user == *name {
-                        c.restricted = !full;
-                    }
+            // Subscribers of this user whose channels the new rules no longer allow are
+            // closed, as in Redis (this connection after its reply).
+            let user = match s.users.preview(&name, &rules) {
+                Ok(u) => u,
+                Err(e) => return reply::error(out, e.as_bytes()),
+            };
+            for conn in s.conns.iter_mut().flatten().filter(|conn| *conn.user == *name) {
+                if conn.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs)) {
+                    conn.close_now = true;
                 }
-                Err(e) => reply::error(out, e.as_bytes()),
+            }
+            if *c.user == *name && c.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs)) {
+                c.close_after_reply = true;
+            }
+            s.users.setuser(&name, &rules).expect("the preview succeeded");
+            reply::ok(out);
+            // Connections on this user follow its new rules from their next command.
+            let full = s.users.full_access(&name);
+            for conn in s.conns.iter_mut().flatten().filter(|conn| *conn.user == *name) {
+                conn.restricted = !full;
+            }
+            if *c.user == *name {
+                c.restricted = !full;
             }
         }
         b"deluser" => {
@@ -525,29 +610,31 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let Some(u) = s.users.find(args[2]) else { return reply::null_bulk(out, c.proto) };
             reply::map_len(out, c.proto, 6);
             reply::bulk(out, b"flags");
-            let mut flags: Vec<&[u8]> = vec![if u.enabled { b"on" } else { b"off" }];
-            if u.nopass {
-                flags.push(b"nopass");
-            }
+            let flags = u.flags();
             reply::array_len(out, flags.len());
             for f in flags {
-                reply::bulk(out, f);
+                reply::bulk(out, f.as_bytes());
             }
             reply::bulk(out, b"passwords");
             reply::array_len(out, u.passwords.len());
             for p in &u.passwords {
                 reply::bulk(out, crate::auth::hex(p).as_bytes());
             }
-            let commands = u.commands_text();
-            let keys: &[u8] = if u.all_keys { b"~*" } else { b"" };
-            let channels: &[u8] = if u.all_channels { b"&*" } else { b"" };
-            for (k, v) in [(&b"commands"[..], commands.as_bytes()), (b"keys", keys), (b"channels", channels)]
-            {
-                reply::bulk(out, k);
-                reply::bulk(out, v);
-            }
+            // The root rules, then each selector as a map of the same three fields.
+            let texts = u.selector_texts();
+            let fields = |out: &mut Vec<u8>, t: &[String; 3]| {
+                for (k, v) in [&b"commands"[..], b"keys", b"channels"].into_iter().zip(t) {
+                    reply::bulk(out, k);
+                    reply::bulk(out, v.as_bytes());
+                }
+            };
+            fields(out, &texts[0]);
             reply::bulk(out, b"selectors");
-            reply::array_len(out, 0);
+            reply::array_len(out, texts.len() - 1);
+            for t in &texts[1..] {
+                reply::map_len(out, c.proto, 3);
+                fields(out, t);
+            }
         }
         b"cat" => {
             if args.len() > 3 {
@@ -646,11 +733,51 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 }
             }
         }
-        // Nothing is ever denied by permissions here, so the log stays empty.
-        b"log" => match args.get(2).map(|a| a.to_ascii_lowercase()) {
-            Some(r) if r == b"reset" => reply::ok(out),
-            _ => reply::array_len(out, 0),
-        },
+        // ACL LOG [count | RESET]: Redis 7.2's fields (7.0's seven, then the entry's id and
+        // times).
+        b"log" => {
+            if args.len() > 3 {
+                return wrong_sub_arity(out, args[0], args[1]);
+            }
+            let count = match args.get(2) {
+                None => None,
+                Some(a) if a.eq_ignore_ascii_case(b"reset") => {
+                    s.acl_log.reset();
+                    return reply::ok(out);
+                }
+                Some(a) => match util::parse_i64(a) {
+                    Some(n) if n >= 0 => Some(n as usize),
+                    _ => return reply::error(out, errors::NOT_INTEGER),
+                },
+            };
+            let now = crate::server::now_ms();
+            let entries: Vec<&crate::auth::LogEntry> = s.acl_log.entries(count).collect();
+            reply::array_len(out, entries.len());
+            for e in entries {
+                reply::map_len(out, c.proto, 10);
+                reply::bulk(out, b"count");
+                reply::integer(out, e.count as i64);
+                reply::bulk(out, b"reason");
+                reply::bulk(out, e.reason_name().as_bytes());
+                reply::bulk(out, b"context");
+                reply::bulk(out, e.context.name().as_bytes());
+                reply::bulk(out, b"object");
+                reply::bulk(out, &e.object);
+                reply::bulk(out, b"username");
+                reply::bulk(out, &e.username);
+                reply::bulk(out, b"age-seconds");
+                let age = crate::scripting::libs::fmt_g((now - e.updated_ms) as f64 / 1000.0, 17);
+                reply::double(out, c.proto, age.as_bytes());
+                reply::bulk(out, b"client-info");
+                reply::bulk(out, e.client_info.as_bytes());
+                reply::bulk(out, b"entry-id");
+                reply::integer(out, e.id as i64);
+                reply::bulk(out, b"timestamp-created");
+                reply::integer(out, e.created_ms);
+                reply::bulk(out, b"timestamp-last-updated");
+                reply::integer(out, e.updated_ms);
+            }
+        }
         b"help" => help(
             out,
             &[
@@ -706,7 +833,7 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     while i < args.len() {
         let more = args.len() - i - 1;
         if args[i].eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            if !authenticate(s, c, args[i + 1], args[i + 2]) {
+            if !authenticate(s, c, args[0], args[i + 1], args[i + 2]) {
                 return reply::error(&mut c.out, WRONGPASS);
             }
             i += 3;

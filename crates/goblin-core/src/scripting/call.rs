@@ -242,11 +242,16 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
         return Err(Early::Refused(Some(spec), b"ERR This Redis command is not allowed from script"));
     }
     // ACL: the script runs as its caller's user.
-    // SAFETY: see `Run`: reads of the server and the connection while nothing else uses them.
-    let (server, conn) = unsafe { (&*run.server, &*run.conn) };
+    // SAFETY: see `Run`: reads of the server and the connection, and a refusal added to the
+    // server's ACL log, while nothing else uses them (`server` is not used past this check).
+    let (server, conn) = unsafe { (&mut *run.server, &*run.conn) };
     if conn.restricted {
         use crate::auth::Denied;
-        match server.users.check(&conn.user, spec, argv) {
+        let denied = server.users.check(&conn.user, spec, argv);
+        if let Some(d) = denied {
+            crate::commands::log_refusal(server, conn, spec, argv, d, crate::auth::Context::Lua);
+        }
+        match denied {
             None => {}
             Some(Denied::Command) => {
                 return Err(Early::Refused(
@@ -257,7 +262,7 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
             Some(Denied::Key(_)) => {
                 return Err(Early::Refused(
                     Some(spec),
-                    b"ERR The user executing the script can't access at least one of the keys mentioned in the command",
+                    b"ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
                 ))
             }
             Some(Denied::Channel(_)) => {
