@@ -316,9 +316,17 @@ impl Selector {
             _ => match User::command_rule(rule) {
                 Some(r) => {
                     let r = r?;
-                    if r.1 == Target::All {
-                        // Every earlier rule is overridden.
-                        self.commands.clear();
+                    // A rule replaces an earlier one for the same command (and, for a whole
+                    // command, those for its subcommands) or category, as Redis 7.2 keeps
+                    // them: each decides nothing the new rule does not decide again.
+                    match &r.1 {
+                        Target::All => self.commands.clear(),
+                        Target::Command(name) => self.commands.retain(|(_, t)| match t {
+                            Target::Command(n) => n != name,
+                            Target::Subcommand(full) => full.split('|').next() != Some(*name),
+                            _ => true,
+                        }),
+                        target => self.commands.retain(|(_, t)| t != target),
                     }
                     self.commands.push(r);
                 }
@@ -398,7 +406,7 @@ impl User {
     /// what is denied (Redis's ACLCheckAllUserCommandPerm: allowed if one selector allows it
     /// all; else the command if no selector allowed it, or the last key or channel refused).
     pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Option<Denied> {
-        let sub = args.get(1).and_then(|a| crate::commands::subcommand_name(spec.name, a));
+        let sub = args.get(1).and_then(|a| crate::commands::command::full_subcommand_name(spec.name, a));
         let keys = KeyCache::new();
         let mut worst = Denied::Command;
         for sel in std::iter::once(&self.root).chain(&self.selectors) {
@@ -412,7 +420,7 @@ impl User {
 
     /// Whether some selector allows this command and every key read (SORT's BY and GET).
     pub fn reads_every_key(&self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
-        let sub = args.get(1).and_then(|a| crate::commands::subcommand_name(spec.name, a));
+        let sub = args.get(1).and_then(|a| crate::commands::command::full_subcommand_name(spec.name, a));
         let keys = KeyCache::new();
         std::iter::once(&self.root)
             .chain(&self.selectors)
@@ -498,7 +506,7 @@ impl User {
         }
         if let Some((container, sub)) = body.split_once('|') {
             let full = engine::lookup(container.as_bytes())
-                .and_then(|spec| crate::commands::subcommand_name(spec.name, sub.as_bytes()));
+                .and_then(|spec| crate::commands::command::full_subcommand_name(spec.name, sub.as_bytes()));
             return Some(full.map(|f| (allow, Target::Subcommand(f))).ok_or_else(|| UNKNOWN.into()));
         }
         Some(
@@ -1035,6 +1043,29 @@ mod tests {
         }
         let default = users.iter().position(|u| &*u.name == DEFAULT_USER).unwrap();
         Ok(Users { users, default })
+    }
+
+    #[test]
+    fn command_rules_replace_earlier_ones_for_the_same_command() {
+        let mut users = Users::from_config(None, None).unwrap();
+        let text = |users: &mut Users, rules: &[&str]| {
+            users.setuser("t", &["reset"]).unwrap();
+            users.setuser("t", rules).unwrap();
+            users.find(b"t").unwrap().selector_texts()[0][0].clone()
+        };
+        assert_eq!(text(&mut users, &["+get", "+set", "-get"]), "-@all +set -get");
+        assert_eq!(text(&mut users, &["+xgroup|create", "-xgroup"]), "-@all -xgroup");
+        assert_eq!(text(&mut users, &["-xgroup", "+xgroup|create"]), "-@all -xgroup +xgroup|create");
+        assert_eq!(text(&mut users, &["+@read", "-@read", "+@all", "-keys"]), "+@all -keys");
+        // What the rules decide: the last one naming a command (or its subcommand) wins.
+        users.setuser("t", &["reset", "+@stream", "-xgroup", "+xgroup|create", "~*"]).unwrap();
+        let u = users.find(b"t").unwrap();
+        let xgroup = engine::lookup(b"xgroup").unwrap();
+        let create: &[&[u8]] = &[b"xgroup", b"create", b"s", b"g", b"$"];
+        let destroy: &[&[u8]] = &[b"xgroup", b"destroy", b"s", b"g"];
+        assert_eq!(u.check(xgroup, create), None);
+        assert_eq!(u.check(xgroup, destroy), Some(Denied::Command));
+        assert_eq!(u.check(engine::lookup(b"xlen").unwrap(), &[b"xlen", b"s"]), None);
     }
 
     #[test]

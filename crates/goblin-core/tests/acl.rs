@@ -198,6 +198,7 @@ fn key_and_channel_patterns_and_selectors_as_redis_enforces_them() {
         &["ACL", "SETUSER", "sel", "on", ">pw", "+get", "~a:*", "(+set ~b:*)", "(%R~c:*", "+@read", "-keys)"],
         &["ACL", "SETUSER", "srt", "on", ">pw", "+@all", "~s:*"],
         &["ACL", "SETUSER", "rd", "on", ">pw", "+@all", "%R~*"],
+        &["ACL", "SETUSER", "sub", "on", ">pw", "~*", "+xgroup|create", "+object|encoding", "+xlen"],
         &["RPUSH", "s:list", "3", "1", "2"],
         &["SET", "ro:1", "v"],
     ];
@@ -236,6 +237,11 @@ fn key_and_channel_patterns_and_selectors_as_redis_enforces_them() {
         ("srt", &["SORT_RO", "s:list", "GET", "#"]),
         ("rd", &["SORT", "s:list", "BY", "w_*", "GET", "#"]),
         ("rd", &["SET", "s:list", "x"]),
+        ("sub", &["XGROUP", "CREATE", "st", "g", "$", "MKSTREAM"]),
+        ("sub", &["XGROUP", "DESTROY", "st", "g"]),
+        ("sub", &["OBJECT", "ENCODING", "st"]),
+        ("sub", &["OBJECT", "FREQ", "st"]),
+        ("sub", &["XLEN", "st"]),
         ("default", &["ACL", "DRYRUN", "kp", "psubscribe", "news.*"]),
         ("default", &["ACL", "DRYRUN", "kp", "psubscribe", "news.e*"]),
         ("default", &["ACL", "DRYRUN", "kp", "subscribe", "news.x", "other"]),
@@ -268,7 +274,7 @@ fn key_and_channel_patterns_and_selectors_as_redis_enforces_them() {
         ("default", &["ACL", "SETUSER", "kp", "resetkeys", "%R~app:*"]),
         ("kp", &["EXEC"]),
     ];
-    let run = |port: u16| run_session(port, setup, &["kp", "sel", "srt", "rd"], session);
+    let run = |port: u16| run_session(port, setup, &["kp", "sel", "srt", "rd", "sub"], session);
     assert_same(&run(g.port), &run(r.port), session);
 }
 

@@ -267,3 +267,44 @@ fn categories_and_tips_match_redis_server() {
     assert!(shared > 200, "only {shared} commands in common");
     assert_eq!(ours["dbsize"].1, ["request_policy:all_shards", "response_policy:agg_sum"]);
 }
+
+/// COMMAND INFO's key specifications (flags, begin_search, find_keys, notes) are
+/// redis-server's for every command both servers have, in RESP2 and RESP3: cluster clients
+/// find keys by them, and the ACL key patterns decide by their flags. No command lists a flag
+/// twice.
+#[test]
+fn key_specs_match_redis_server() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    for suffix in ["", "?protocol=resp3"] {
+        let table = |port: u16| -> std::collections::HashMap<String, (String, Vec<String>)> {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/{suffix}")).unwrap();
+            let mut con = client.get_connection().unwrap();
+            let all: Vec<Value> = redis::cmd("COMMAND").query(&mut con).unwrap();
+            let list = |v: &Value| -> Vec<String> {
+                match v {
+                    Value::Array(a) | Value::Set(a) => a.iter().map(text).collect(),
+                    other => panic!("{other:?}"),
+                }
+            };
+            all.iter()
+                .map(|c| {
+                    let c = items(c);
+                    (text(&c[0]), (format!("{:?}", c[8]), list(&c[2])))
+                })
+                .collect()
+        };
+        let (ours, theirs) = (table(g.port), table(r.port));
+        let mut shared = 0;
+        for (name, (want, _)) in &theirs {
+            let Some((got, flags)) = ours.get(name) else { continue };
+            assert_eq!(got, want, "{name}: key specs ({suffix})");
+            let mut dedup = flags.clone();
+            dedup.sort();
+            dedup.dedup();
+            assert_eq!(dedup.len(), flags.len(), "{name}: {flags:?}");
+            shared += 1;
+        }
+        assert!(shared > 200, "only {shared} commands in common");
+    }
+}

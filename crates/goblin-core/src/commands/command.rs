@@ -100,6 +100,21 @@ fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static
     meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| (meta[i].1, meta[i].2))
 }
 
+/// The full name (`container|sub`) of `cmd`'s subcommand `sub`: one of this server's
+/// container commands, or one whose subcommands Redis 7.0 describes (`xgroup|create`,
+/// `object|encoding` ...: commands the engine runs whole).
+pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
+    if let Some(full) = super::subcommand_name(cmd, sub) {
+        return Some(full);
+    }
+    if cmd.len() + 1 + sub.len() > 40 {
+        return None;
+    }
+    let name = format!("{cmd}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase());
+    let meta = super::redis_meta::META;
+    meta.binary_search_by(|e| e.0.cmp(name.as_str())).ok().map(|i| meta[i].0)
+}
+
 /// Redis 7.0's key specs for `name` (`container|sub` for a subcommand), when Redis 7.0 has
 /// the command.
 fn redis_key_specs(name: &str) -> Option<&'static [KeySpec]> {
@@ -433,7 +448,7 @@ const RM_DELETE: KeyFlags = &["RM", "delete"];
 /// own key finder ([`key_positions`]) with the flags of the tables above. Err and Ok(None) as
 /// for [`key_positions`].
 pub(crate) fn keys_with_flags(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<(usize, KeyFlags)>>, ()> {
-    let full = cmd.get(1).and_then(|a| super::subcommand_name(s.name, a)).unwrap_or(s.name);
+    let full = cmd.get(1).and_then(|a| full_subcommand_name(s.name, a)).unwrap_or(s.name);
     if let Some(specs) = redis_key_specs(full).filter(|specs| super::keyspec::reliable(specs)) {
         if let Some(keys) = super::keyspec::find_keys(specs, cmd) {
             return Ok(Some(keys));
@@ -471,6 +486,27 @@ fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
         // SET overwrites unless GET reads the old value first (Redis's setGetKeys).
         "set" if cmd.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) => RW_ACCESS_UPDATE,
         "set" | "mset" | "setex" | "psetex" | "restore" => OW_UPDATE,
+        // BITFIELD reads only when every operation is a GET (Redis's bitfieldGetKeys).
+        "bitfield" => {
+            let mut i = 2;
+            let mut read_only = true;
+            while i < cmd.len() {
+                let left = cmd.len() - i - 1;
+                if cmd[i].eq_ignore_ascii_case(b"get") && left >= 2 {
+                    i += 3;
+                } else if cmd[i].eq_ignore_ascii_case(b"overflow") && left >= 1 {
+                    i += 2;
+                } else {
+                    read_only = false;
+                    break;
+                }
+            }
+            if read_only {
+                RO_ACCESS
+            } else {
+                RW_ACCESS_UPDATE
+            }
+        }
         "msetnx" | "setnx" => OW_INSERT,
         "getset" | "getex" | "incr" | "incrby" | "decr" | "decrby" | "incrbyfloat" | "increx" | "hincrby"
         | "hincrbyfloat" | "eval" | "evalsha" | "fcall" => RW_ACCESS_UPDATE,

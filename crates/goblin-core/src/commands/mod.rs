@@ -28,7 +28,8 @@ pub(crate) fn noperm(denied: crate::auth::Denied, spec: &CommandSpec, args: &[&[
     use crate::auth::Denied;
     match denied {
         Denied::Command => {
-            let name = args.get(1).and_then(|a| subcommand_name(spec.name, a)).unwrap_or(spec.name);
+            let name =
+                args.get(1).and_then(|a| command::full_subcommand_name(spec.name, a)).unwrap_or(spec.name);
             format!("NOPERM this user has no permissions to run the '{name}' command")
         }
         Denied::Key(_) => {
@@ -51,9 +52,11 @@ pub(crate) fn log_refusal(
 ) {
     use crate::auth::Denied;
     let object: &[u8] = match denied {
-        Denied::Command => {
-            args.get(1).and_then(|a| subcommand_name(spec.name, a)).unwrap_or(spec.name).as_bytes()
-        }
+        Denied::Command => args
+            .get(1)
+            .and_then(|a| command::full_subcommand_name(spec.name, a))
+            .unwrap_or(spec.name)
+            .as_bytes(),
         Denied::Key(i) | Denied::Channel(i) => args[i],
     };
     log_acl(s, c, denied.into(), context, object, c.user.as_bytes());
@@ -713,7 +716,10 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             match user.check(spec, cmd) {
                 None => reply::ok(out),
                 Some(Denied::Command) => {
-                    let name = cmd.get(1).and_then(|a| subcommand_name(spec.name, a)).unwrap_or(spec.name);
+                    let name = cmd
+                        .get(1)
+                        .and_then(|a| command::full_subcommand_name(spec.name, a))
+                        .unwrap_or(spec.name);
                     let msg = format!("This user has no permissions to run the '{name}' command");
                     reply::bulk(out, msg.as_bytes())
                 }
