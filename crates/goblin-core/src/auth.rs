@@ -604,6 +604,9 @@ impl User {
     }
 }
 
+/// ACL LOAD and SAVE without `--auth-file` (Redis's reply without an aclfile).
+const NO_ACL_FILE: &str = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.";
+
 const HASH_FORMAT: &str =
     "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters";
 
@@ -639,6 +642,8 @@ pub struct Users {
     users: Vec<User>,
     /// Index of `default` in `users`.
     default: usize,
+    /// `--auth-file`: what ACL LOAD reads and ACL SAVE writes.
+    file: Option<std::path::PathBuf>,
 }
 
 impl Users {
@@ -673,7 +678,7 @@ impl Users {
                 users.len() - 1
             }
         };
-        let mut users = Users { users, default };
+        let mut users = Users { users, default, file: auth_file.map(Path::to_path_buf) };
         if let Some(pw) = requirepass {
             users.set_requirepass(pw);
         }
@@ -743,8 +748,11 @@ impl Users {
     /// What ACL SETUSER would make of `name` with `rules`, without changing anything (the
     /// server compares it with the user's subscribers before committing).
     pub fn preview(&self, name: &str, rules: &[&str]) -> Result<User, String> {
-        let mut copy =
-            Users { users: self.users.iter().filter(|u| &*u.name == name).cloned().collect(), default: 0 };
+        let mut copy = Users {
+            users: self.users.iter().filter(|u| &*u.name == name).cloned().collect(),
+            default: 0,
+            file: None,
+        };
         copy.setuser(name, rules)?;
         Ok(copy.users.pop().expect("setuser leaves the user"))
     }
@@ -787,6 +795,54 @@ impl Users {
             Some(u) => u.check(spec, args),
             None => Some(Denied::Command),
         }
+    }
+
+    /// ACL LOAD: every user from `--auth-file` again, all or nothing. A file without a
+    /// `default` user leaves the current one as it is (its `--requirepass` too). Err: the reply.
+    pub fn reload(&mut self) -> Result<(), String> {
+        let Some(path) = self.file.clone() else { return Err(NO_ACL_FILE.into()) };
+        let loaded = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|text| parse_file(&text).map_err(|e| format!("{}: {e}", path.display())));
+        let mut users = match loaded {
+            Ok(users) => users,
+            Err(e) => {
+                return Err(format!(
+                    "ERR {e}. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
+                ))
+            }
+        };
+        if !users.iter().any(|u| &*u.name == DEFAULT_USER) {
+            users.push(self.users[self.default].clone());
+        }
+        self.default = users.iter().position(|u| &*u.name == DEFAULT_USER).expect("present");
+        self.users = users;
+        Ok(())
+    }
+
+    /// ACL SAVE: every user, as ACL LIST prints them, into `--auth-file` (written whole to a
+    /// temporary file beside it, synced, then renamed over it). Err: the reply.
+    pub fn save(&self) -> Result<(), String> {
+        let Some(path) = &self.file else { return Err(NO_ACL_FILE.into()) };
+        let mut text = self.list().join("\n");
+        text.push('\n');
+        let tmp = path.with_extension("goblin-acl-tmp");
+        let written = (|| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        written.map_err(|e| {
+            tracing::warn!("ACL SAVE to {}: {e}", path.display());
+            "ERR There was an error trying to save the ACLs. Please check the server logs for more information"
+                .to_string()
+        })
     }
 
     /// The names, sorted (ACL USERS lists them in this order in Redis).
@@ -1042,7 +1098,7 @@ mod tests {
             users.push(d);
         }
         let default = users.iter().position(|u| &*u.name == DEFAULT_USER).unwrap();
-        Ok(Users { users, default })
+        Ok(Users { users, default, file: None })
     }
 
     #[test]

@@ -59,11 +59,12 @@ fn startup_error(args: &[&str]) -> String {
 #[test]
 fn auth_file_problems_stop_startup_naming_file_line_and_rule() {
     for (text, want) in [
-        ("user alice on >pw ~cache:*\n", "line 1: rule '~cache:*'"),
+        ("user alice on >pw ~* ~cache:*\n", "line 1: rule '~cache:*': Adding a pattern after the * pattern"),
         ("# users\n\nuser alice on >pw -@nosuch\n", "line 3: rule '-@nosuch'"),
         ("user alice on >pw +nosuch\n", "line 1: rule '+nosuch': Unknown command or category name in ACL"),
-        ("user alice on >pw %R~*\n", "line 1: rule '%R~*'"),
-        ("user alice on >pw &news\n", "line 1: rule '&news'"),
+        ("user alice on >pw %X~*\n", "line 1: rule '%X~*': Syntax error"),
+        ("user alice on >pw &* &news\n", "line 1: rule '&news': Adding a pattern after the * pattern"),
+        ("user alice on >pw (+get ~a\n", "line 1: Unmatched parenthesis in acl selector starting at '(+get'"),
         ("user alice on #1234\n", "line 1: rule '#1234'"),
         ("user alice on >a\nuser alice on >b\n", "line 2: duplicate user 'alice'"),
         ("alice on >pw\n", "line 1: expected 'user <name> <rules...>'"),
@@ -504,4 +505,57 @@ fn tls_configuration_problems_stop_startup_naming_the_file() {
     ]);
     assert!(err.contains("needs --tls-ca-cert-file"), "{err}");
     let _ = Path::new(&cert);
+}
+
+/// ACL SAVE writes every user into `--auth-file` as ACL LIST prints them, and ACL LOAD reads
+/// the file again: users it changes follow their new rules at once, connections of users it
+/// drops are closed, a file with an error changes nothing; without `--auth-file` both answer
+/// Redis's error.
+#[test]
+fn acl_save_and_load_use_the_auth_file() {
+    let file = write_file("saveload.acl", "user alice on >pw ~app:* +@all\nuser bob on >pw ~* +get\n");
+    let s = Server::start(&["--auth-file", file.to_str().unwrap()]);
+    let mut admin = s.raw();
+    assert_eq!(
+        cmd(&mut admin, &["ACL", "SETUSER", "carol", "on", ">pw", "%R~*", "(+set ~w:*)", "+get"]),
+        "+OK\r\n"
+    );
+    assert_eq!(cmd(&mut admin, &["ACL", "SAVE"]), "+OK\r\n");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    let list = cmd(&mut admin, &["ACL", "LIST"]);
+    for line in saved.lines() {
+        assert!(list.contains(line), "{line} not in {list}");
+    }
+    assert!(
+        saved.contains("user carol on #") && saved.contains("(~w:* resetchannels -@all +set)"),
+        "{saved}"
+    );
+    let mut alice = s.raw();
+    assert_eq!(cmd(&mut alice, &["AUTH", "alice", "pw"]), "+OK\r\n");
+    assert_eq!(cmd(&mut alice, &["SET", "app:1", "v"]), "+OK\r\n");
+    let mut bob = s.raw();
+    assert_eq!(cmd(&mut bob, &["AUTH", "bob", "pw"]), "+OK\r\n");
+    // The file now narrows alice to reading and drops bob; carol's saved line is kept.
+    let carol = saved.lines().find(|l| l.starts_with("user carol")).unwrap();
+    std::fs::write(&file, format!("user alice on >pw %R~app:* +@all\n{carol}\n")).unwrap();
+    assert_eq!(cmd(&mut admin, &["ACL", "LOAD"]), "+OK\r\n");
+    assert!(cmd(&mut alice, &["SET", "app:1", "v"]).starts_with("-NOPERM"));
+    assert_eq!(cmd(&mut alice, &["GET", "app:1"]), "$1\r\nv\r\n");
+    let (_, closed) = read_to_close(&mut bob);
+    assert!(closed, "bob's connection was closed with bob");
+    let mut c = s.raw();
+    assert_eq!(cmd(&mut c, &["AUTH", "carol", "pw"]), "+OK\r\n");
+    assert_eq!(cmd(&mut c, &["SET", "w:1", "x"]), "+OK\r\n");
+    // A file with an error: nothing changes.
+    std::fs::write(&file, "user alice on >pw ~* +@all\nuser dave on %X~a\n").unwrap();
+    let err = cmd(&mut admin, &["ACL", "LOAD"]);
+    assert!(err.contains("line 2") && err.contains("no change to the previously active ACL rules"), "{err}");
+    assert!(cmd(&mut alice, &["SET", "app:1", "v"]).starts_with("-NOPERM"));
+    // Without --auth-file: Redis's answer.
+    let plain = Server::start(&[]);
+    let mut p = plain.raw();
+    for sub in ["LOAD", "SAVE"] {
+        let e = cmd(&mut p, &["ACL", sub]);
+        assert!(e.starts_with("-ERR This Redis instance is not configured to use an ACL file."), "{e}");
+    }
 }

@@ -407,7 +407,7 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
 }
 
 /// Closes another client at the end of this loop turn.
-fn kill_slot(s: &mut Server, slot: usize) {
+pub(crate) fn kill_slot(s: &mut Server, slot: usize) {
     if let Some(Some(o)) = s.conns.get_mut(slot) {
         o.close_now = true;
         s.queue_write(slot);

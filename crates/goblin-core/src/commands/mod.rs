@@ -261,6 +261,8 @@ const SUBCOMMANDS: &[&str] = &[
     "acl|log",
     "acl|dryrun",
     "acl|help",
+    "acl|load",
+    "acl|save",
     "client|tracking",
     "client|trackinginfo",
     "client|caching",
@@ -563,11 +565,9 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 Ok(u) => u,
                 Err(e) => return reply::error(out, e.as_bytes()),
             };
-            for conn in s.conns.iter_mut().flatten().filter(|conn| *conn.user == *name) {
-                if conn.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs)) {
-                    conn.close_now = true;
-                }
-            }
+            close_conns(s, |conn| {
+                *conn.user == *name && conn.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs))
+            });
             if *c.user == *name && c.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs)) {
                 c.close_after_reply = true;
             }
@@ -582,6 +582,50 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 c.restricted = !full;
             }
         }
+        b"load" => {
+            if !sub_arity_ok(out, args, 2) {
+                return;
+            }
+            if let Err(e) = s.users.reload() {
+                return reply::error(out, e.as_bytes());
+            }
+            reply::ok(out);
+            // Connections go on under their user's new rules; those whose user is gone, or
+            // whose subscriptions it no longer allows, are closed (this one after its reply).
+            let users = &s.users;
+            let verdict = |conn: &Conn| -> Option<bool> {
+                let user = users.find(conn.user.as_bytes())?;
+                if conn.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs)) {
+                    return None;
+                }
+                Some(!user.full_access())
+            };
+            let mut gone = Vec::new();
+            for (slot, conn) in s.conns.iter_mut().enumerate() {
+                let Some(conn) = conn else { continue };
+                match verdict(conn) {
+                    Some(restricted) => conn.restricted = restricted,
+                    None => gone.push(slot),
+                }
+            }
+            let mine = verdict(c);
+            for slot in gone {
+                client::kill_slot(s, slot);
+            }
+            match mine {
+                Some(restricted) => c.restricted = restricted,
+                None => c.close_after_reply = true,
+            }
+        }
+        b"save" => {
+            if !sub_arity_ok(out, args, 2) {
+                return;
+            }
+            match s.users.save() {
+                Ok(()) => reply::ok(out),
+                Err(e) => reply::error(out, e.as_bytes()),
+            }
+        }
         b"deluser" => {
             if !sub_arity_ok(out, args, -3) {
                 return;
@@ -594,11 +638,7 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                     reply::integer(out, n as i64);
                     // Connections authenticated as a removed user are closed, as in Redis (this
                     // one after its reply).
-                    for conn in s.conns.iter_mut().flatten() {
-                        if names.contains(&&*conn.user) {
-                            conn.close_now = true;
-                        }
-                    }
+                    close_conns(s, |conn| names.contains(&&*conn.user));
                     if names.contains(&&*c.user) {
                         c.close_after_reply = true;
                     }
@@ -802,8 +842,12 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 "    be used to specify a different size.",
                 "LIST",
                 "    Show users details in config file format.",
+                "LOAD",
+                "    Reload users from the ACL file.",
                 "LOG [<count> | RESET]",
                 "    Show the ACL log entries.",
+                "SAVE",
+                "    Save the current config to the ACL file.",
                 "SETUSER <username> <attribute> [<attribute> ...]",
                 "    Create or modify a user with the specified attributes.",
                 "USERS",
@@ -815,6 +859,20 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             ],
         ),
         _ => errors::unknown_subcommand(out, args[0], args[1]),
+    }
+}
+
+/// Closes the other connections `which` picks (at the end of this loop turn).
+fn close_conns(s: &mut Server, which: impl Fn(&Conn) -> bool) {
+    let slots: Vec<usize> = s
+        .conns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.as_ref().is_some_and(|c| which(c)))
+        .map(|(i, _)| i)
+        .collect();
+    for slot in slots {
+        client::kill_slot(s, slot);
     }
 }
 
