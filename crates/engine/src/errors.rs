@@ -43,12 +43,17 @@ pub fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
 pub fn unknown_subcommand(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
+    reply::error(out, &unknown_subcommand_text(cmd, sub));
+}
+
+/// The text of [`unknown_subcommand`]'s error.
+pub fn unknown_subcommand_text(cmd: &[u8], sub: &[u8]) -> Vec<u8> {
     let mut msg = b"ERR unknown subcommand '".to_vec();
     msg.extend_from_slice(truncate(sub));
     msg.extend_from_slice(b"'. Try ");
     msg.extend(cmd.iter().map(|b| b.to_ascii_uppercase()));
     msg.extend_from_slice(b" HELP.");
-    reply::error(out, &msg);
+    msg
 }
 
 fn truncate(a: &[u8]) -> &[u8] {

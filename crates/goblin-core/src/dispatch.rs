@@ -263,6 +263,15 @@ impl Server {
         // refusal fails the transaction, as in Redis). One flag test for everyone else.
         if conn.restricted && !spec.flags.has(engine::Flags::NO_AUTH) {
             if let Some(denied) = self.users.check(&conn.user, spec, args) {
+                // A subcommand that does not exist is that, not a refusal (Redis finds no
+                // command to check, and logs nothing).
+                if denied == crate::auth::Denied::Command
+                    && args.len() >= 2
+                    && crate::commands::command::is_container(spec.name)
+                    && crate::commands::command::full_subcommand_name(spec.name, args[1]).is_none()
+                {
+                    return self.refuse(conn, spec, &errors::unknown_subcommand_text(args[0], args[1]));
+                }
                 let context = if conn.multi.is_some() {
                     crate::auth::Context::Multi
                 } else {

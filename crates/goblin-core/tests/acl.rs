@@ -298,14 +298,18 @@ fn acl_log_records_what_redis_records() {
         ("u", &["GET", "y"]),
         ("u", &["EXEC"]),
         ("u", &["EVAL", "return redis.call('get', 'z')", "0"]),
+        // An unknown subcommand is not a refusal: it is not logged.
+        ("u", &["CLIENT", "NOSUCH"]),
+        ("u", &["CLIENT", "ID"]),
         ("default", &["AUTH", "u", "wrong"]),
         ("default", &["auth", "nobody", "wrong"]),
         ("default", &["HELLO", "3", "AUTH", "u", "wrong"]),
     ];
+    let mut replies = Vec::new();
     let logs: Vec<(Vec<Vec<String>>, usize, usize)> = [g.port, r.port]
         .into_iter()
         .map(|port| {
-            run_session(port, setup, &["u"], session);
+            replies.push(run_session(port, setup, &["u"], session));
             let mut c =
                 redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
             let fields = |e: &Value| -> Vec<String> {
@@ -337,8 +341,9 @@ fn acl_log_records_what_redis_records() {
             (all.iter().map(fields).collect(), two.len(), after.len())
         })
         .collect();
+    assert_same(&replies[0], &replies[1], session);
     assert_eq!(logs[0], logs[1]);
-    assert_eq!(logs[0].0.len(), 8, "{:?}", logs[0].0);
+    assert_eq!(logs[0].0.len(), 9, "{:?}", logs[0].0);
     // The two GETs of x are one entry counted twice.
     assert!(logs[0].0.iter().any(|e| e.contains(&"count=int(2)".to_string())), "{:?}", logs[0].0);
     // The client of the newest entry is the one that failed HELLO.

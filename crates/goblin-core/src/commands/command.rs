@@ -115,6 +115,15 @@ pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str
     meta.binary_search_by(|e| e.0.cmp(name.as_str())).ok().map(|i| meta[i].0)
 }
 
+/// Whether `name` is a container command (CLIENT, XGROUP, OBJECT ...: one whose first argument
+/// names a subcommand).
+pub(crate) fn is_container(name: &str) -> bool {
+    let prefix = format!("{name}|");
+    let meta = super::redis_meta::META;
+    let at = meta.partition_point(|e| e.0 < prefix.as_str());
+    meta.get(at).is_some_and(|e| e.0.starts_with(&prefix)) || super::subcommand_name(name, b"help").is_some()
+}
+
 /// Redis 7.0's key specs for `name` (`container|sub` for a subcommand), when Redis 7.0 has
 /// the command.
 fn redis_key_specs(name: &str) -> Option<&'static [KeySpec]> {
