@@ -60,9 +60,18 @@ struct Child {
     status: std::fs::File,
 }
 
+/// Where a save goes (see `Server::save_target`).
+enum SaveTarget {
+    Snapshot(PathBuf),
+    Rdb(PathBuf),
+}
+
 /// The save rules, state and counters INFO persistence reports.
 pub struct Snapshots {
     pub path: Option<PathBuf>,
+    /// `dbfilename`: where SAVE and BGSAVE write a Redis RDB file, in the working directory,
+    /// on a server without `--load` (see [`SaveTarget`]).
+    pub rdb_filename: String,
     /// `--save` rules: save after `secs` seconds if at least `changes` mutations happened.
     rules: Vec<(u64, u64)>,
     children: Vec<Child>,
@@ -90,6 +99,7 @@ impl Snapshots {
     ) -> Snapshots {
         Snapshots {
             path,
+            rdb_filename: "dump.rdb".to_string(),
             rules,
             children: Vec::new(),
             scheduled: false,
@@ -413,16 +423,75 @@ impl Server {
         self.engine.repl.offset.saturating_sub(self.snapshots.last_save_offset)
     }
 
-    /// The save path, or the error a save command answers without one.
-    fn save_path(&self) -> Result<PathBuf, String> {
-        self.snapshots.path.clone().ok_or_else(|| {
-            "ERR no snapshot path: start goblin-core with --load PATH (snapshots load from and save to it)".to_string()
-        })
+    /// Where SAVE, BGSAVE and SHUTDOWN SAVE write: the native snapshot at `--load PATH`, or,
+    /// on a server started without one, a Redis RDB file at `dbfilename` in the working
+    /// directory, as redis-server writes it (for Redis's tools and redis-server; goblin-core
+    /// reads one with `import-rdb`, not at startup, and it does not bound a journal replay).
+    fn save_target(&self) -> SaveTarget {
+        match &self.snapshots.path {
+            Some(p) => SaveTarget::Snapshot(p.clone()),
+            None => SaveTarget::Rdb(PathBuf::from(&self.snapshots.rdb_filename)),
+        }
+    }
+
+    /// What an RDB file of the dataset needs besides the keys (the functions, the header's
+    /// fields); Err: why the dataset cannot be an RDB file (array keys).
+    fn rdb_parts(&self) -> Result<(Vec<Vec<u8>>, i64, u64), String> {
+        if let Some(why) =
+            self.engine.database_refs().iter().find_map(|(_, ks)| engine::rdb::rdb_file_blocker(ks))
+        {
+            return Err(format!(
+                "{why} (a server started with --load PATH saves native snapshots, which carry every type)"
+            ));
+        }
+        let functions: Vec<Vec<u8>> = self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect();
+        Ok((functions, now_ms() / 1000, crate::commands::info::allocated_bytes()))
+    }
+
+    /// A save to an RDB file finished: the counters INFO persistence and LASTSAVE report.
+    fn rdb_saved(&mut self, offset: u64) {
+        self.snapshots.last_save_unix = now_ms() / 1000;
+        self.snapshots.last_save_offset = offset;
+        self.snapshots.saves += 1;
+    }
+
+    /// SAVE without `--load`: the RDB file, written in the foreground.
+    fn save_rdb_foreground(&mut self, path: &std::path::Path) -> Result<(), String> {
+        let (functions, created_unix_secs, used_memory) = self.rdb_parts().map_err(|e| format!("ERR {e}"))?;
+        let started = Instant::now();
+        let dbs = self.engine.database_refs();
+        let file = engine::rdb::RdbFile {
+            redis_version: crate::commands::info::REDIS_VERSION,
+            created_unix_secs,
+            used_memory,
+            functions: &functions,
+            functions_only: false,
+        };
+        match snapshot::save_atomic(path, |w| engine::rdb::write_rdb_file(w, &dbs, &file)) {
+            Ok(bytes) => {
+                let keys = self.engine.total_keys();
+                info!(
+                    "DB saved on disk: {keys} keys, {bytes} bytes (RDB, {}) in {:.3} s",
+                    path.display(),
+                    started.elapsed().as_secs_f64()
+                );
+                self.rdb_saved(self.engine.repl.offset);
+                Ok(())
+            }
+            Err(e) => {
+                error!("SAVE to {} failed: {e}", path.display());
+                self.snapshots.last_bgsave_ok = false;
+                Err(format!("ERR RDB save to {} failed: {e}", path.display()))
+            }
+        }
     }
 
     /// SAVE: writes the snapshot on the server thread (every client waits, as in Redis).
     pub(crate) fn save_foreground(&mut self) -> Result<(), String> {
-        let path = self.save_path()?;
+        let path = match self.save_target() {
+            SaveTarget::Snapshot(p) => p,
+            SaveTarget::Rdb(p) => return self.save_rdb_foreground(&p),
+        };
         self.settle_journal(SETTLE_BOUND).map_err(|e| {
             error!("SAVE to {} refused: {e}", path.display());
             self.snapshots.last_bgsave_ok = false;
@@ -515,10 +584,13 @@ impl Server {
 
     /// BGSAVE: forks a child that writes the fork-time image. Err is the reply's error text.
     pub(crate) fn start_bgsave(&mut self) -> Result<(), String> {
-        let path = self.save_path()?;
         if self.snapshots.bgsave_child().is_some() {
             return Err("ERR Background save already in progress".to_string());
         }
+        let path = match self.save_target() {
+            SaveTarget::Snapshot(p) => p,
+            SaveTarget::Rdb(p) => return self.start_rdb_bgsave(p),
+        };
         self.snapshots.last_bgsave_try = Some(Instant::now());
         if let Err(e) = self.settle_journal(SETTLE_BOUND) {
             self.snapshots.last_bgsave_ok = false;
@@ -550,17 +622,59 @@ impl Server {
         }
     }
 
+    /// BGSAVE without `--load`: a forked child writes the fork-time image as an RDB file.
+    fn start_rdb_bgsave(&mut self, path: PathBuf) -> Result<(), String> {
+        self.snapshots.last_bgsave_try = Some(Instant::now());
+        let (functions, created_unix_secs, used_memory) = self.rdb_parts().map_err(|e| {
+            self.snapshots.last_bgsave_ok = false;
+            format!("ERR {e}")
+        })?;
+        let offset = self.engine.repl.offset;
+        let engine: *const Engine = &self.engine;
+        let job = move || {
+            // SAFETY: runs only in the child, where the engine is the parent's frozen image
+            // and nothing else touches it.
+            let dbs = unsafe { &*engine }.database_refs();
+            let file = engine::rdb::RdbFile {
+                redis_version: crate::commands::info::REDIS_VERSION,
+                created_unix_secs,
+                used_memory,
+                functions: &functions,
+                functions_only: false,
+            };
+            let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
+            snapshot::save_atomic(&path, |w| engine::rdb::write_rdb_file(w, &dbs, &file))
+                .map(|bytes| format!("{keys} keys, {bytes} bytes, RDB"))
+                .map_err(|e| format!("writing {}: {e}", path.display()))
+        };
+        match self.fork_child(ChildKind::Bgsave { offset }, job) {
+            Ok(pid) => {
+                info!("Background saving started by pid {pid}");
+                Ok(())
+            }
+            Err(e) => {
+                self.snapshots.last_bgsave_ok = false;
+                error!("Can't save in background: fork: {e}");
+                Err(format!("ERR Can't save in background: fork: {e}"))
+            }
+        }
+    }
+
     /// Cron: reaps finished children, then starts a scheduled or periodic save when due.
     pub(crate) fn snapshot_cron(&mut self) {
         if self.snapshots.child_running() {
             self.reap_children();
         }
-        if self.snapshots.path.is_none() || self.snapshots.bgsave_child().is_some() {
+        if self.snapshots.bgsave_child().is_some() {
             return;
         }
         if self.snapshots.scheduled {
             self.snapshots.scheduled = false;
             let _ = self.start_bgsave();
+            return;
+        }
+        if self.snapshots.path.is_none() {
+            // Save rules need a snapshot path: without one only explicit saves write RDB files.
             return;
         }
         let changes = self.changes_since_save();
@@ -661,8 +775,13 @@ impl Server {
     /// At shutdown: saves when save rules are configured (or SHUTDOWN SAVE), unless NOSAVE.
     /// Err: the save failed, and the server must not exit (as Redis).
     pub(crate) fn save_on_shutdown(&mut self, force_save: bool, nosave: bool) -> Result<(), String> {
-        if nosave || self.snapshots.path.is_none() || (self.snapshots.rules.is_empty() && !force_save) {
+        if nosave || (self.snapshots.path.is_none() || self.snapshots.rules.is_empty()) && !force_save {
             return Ok(());
+        }
+        if self.snapshots.path.is_none() {
+            // SHUTDOWN SAVE without --load: the RDB file, as redis-server writes dump.rdb.
+            self.kill_children();
+            return self.save_foreground();
         }
         self.kill_children();
         // Only what Kafka holds goes into the snapshot (`settle_journal`). Without it, an
@@ -700,9 +819,6 @@ impl Server {
                     Some(_) => return reply::error(out, engine::errors::SYNTAX),
                 };
                 if schedule && self.snapshots.bgsave_child().is_some() {
-                    if self.snapshots.path.is_none() {
-                        return reply::error(out, self.save_path().unwrap_err().as_bytes());
-                    }
                     self.snapshots.scheduled = true;
                     return reply::simple(out, b"Background saving scheduled");
                 }

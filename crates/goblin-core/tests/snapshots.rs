@@ -315,14 +315,63 @@ fn a_damaged_snapshot_refuses_to_start_and_names_the_damage() {
     assert!(!err.contains("listening on"), "{err}");
 }
 
+/// Without `--load`, SAVE, BGSAVE (and SCHEDULE) and SHUTDOWN SAVE write a Redis RDB file at
+/// `dbfilename` in the working directory, as redis-server writes dump.rdb: redis-server loads
+/// it with the same contents, and `import-rdb` brings it back into goblin-core. A name that is
+/// a path is refused as Redis refuses it.
 #[test]
-fn save_without_a_path_is_refused() {
-    let s = Server::start(&[]);
+fn save_without_a_path_writes_a_redis_rdb_file() {
+    let dir = folder("rdb-save");
+    let s = Server::start_in(Some(&dir), &[]);
     let mut con = s.conn();
-    let err = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err();
-    assert!(err.to_string().contains("--load"), "{err}");
-    let err = redis::cmd("BGSAVE").query::<()>(&mut con).unwrap_err();
-    assert!(err.to_string().contains("--load"), "{err}");
+    fill(&mut con, 500);
+    // Array keys have no RDB form: the save is refused, saying why.
+    let e = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err().to_string();
+    assert!(e.contains("array key") && e.contains("--load"), "{e}");
+    let e = redis::cmd("BGSAVE").query::<()>(&mut con).unwrap_err().to_string();
+    assert!(e.contains("array key"), "{e}");
+    let arrays: Vec<String> = (0..10).map(|i| format!("a:{i}")).chain(["a:cursor".to_string()]).collect();
+    let _: () = redis::cmd("DEL").arg(&arrays).query(&mut con).unwrap();
+    let want = digest(&mut con);
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    assert!(dir.join("dump.rdb").exists());
+    let before = info(&mut con, "persistence");
+    assert_eq!(before["rdb_changes_since_last_save"], "0");
+    let _: () = redis::cmd("SET").arg("after").arg("1").query(&mut con).unwrap();
+    let e =
+        redis::cmd("CONFIG").arg("SET").arg("dbfilename").arg("a/b.rdb").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("dbfilename can't be a path, just a filename"), "{e}");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("dbfilename").arg("bg.rdb").query(&mut con).unwrap();
+    let started: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(started, "Background saving started");
+    let scheduled: String = redis::cmd("BGSAVE").arg("SCHEDULE").query(&mut con).unwrap();
+    assert!(scheduled.starts_with("Background saving"), "{scheduled}");
+    let done = wait_bgsave(&mut con);
+    assert_eq!(done["rdb_last_bgsave_status"], "ok");
+    let want_after = digest(&mut con);
+    // SHUTDOWN SAVE writes the file too (the dataset now has one more key).
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("dbfilename").arg("final.rdb").query(&mut con).unwrap();
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut con);
+    for (file, want) in [("dump.rdb", &want), ("bg.rdb", &want_after), ("final.rdb", &want_after)] {
+        // redis-server loads each file, and the data are the same.
+        let r = common::RedisServer::start_with(&["--dir", dir.to_str().unwrap(), "--dbfilename", file]);
+        let mut rc = r.conn();
+        let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+        assert!(n >= 500, "{file}: {n} keys");
+        drop(r);
+        // And goblin-core reads it back with import-rdb: the same digest.
+        let snap = dir.join(format!("{file}.gcsn"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+            .arg("import-rdb")
+            .arg(dir.join(file))
+            .arg("-o")
+            .arg(&snap)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let t = Server::start(&["--load", snap.to_str().unwrap(), "--save", ""]);
+        assert_eq!(&digest(&mut t.conn()), want, "{file}");
+    }
 }
 
 #[test]

@@ -81,6 +81,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("lazyfree-lazy-user-del", "no".into()),
         ("daemonize", "no".into()),
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
+        ("dbfilename", s.snapshots.rdb_filename.clone()),
         ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
         ("acllog-max-len", s.acl_log.max_len.to_string()),
@@ -222,6 +223,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         MaxClients(u32),
         MaxBulk(u64),
         RequirePass(String),
+        DbFilename(String),
         BusyThreshold(u64),
         SlowlogSlowerThan(i64),
         SlowlogMaxLen(u64),
@@ -263,6 +265,15 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "proto-max-bulk-len" => int(1024, MAX).map(|n| Change::MaxBulk(n as u64)),
             // The default user's password, as Redis applies it (see Users::set_requirepass).
             "requirepass" => Ok(Change::RequirePass(String::from_utf8_lossy(val).into_owned())),
+            // Redis's rule: a name in the working directory, not a path.
+            "dbfilename" => {
+                let name = String::from_utf8_lossy(val).into_owned();
+                if name.is_empty() || name.contains('/') {
+                    Err("dbfilename can't be a path, just a filename".to_string())
+                } else {
+                    Ok(Change::DbFilename(name))
+                }
+            }
             "busy-reply-threshold" | "lua-time-limit" => int(0, MAX).map(|n| Change::BusyThreshold(n as u64)),
             "slowlog-log-slower-than" => int(-1, MAX).map(Change::SlowlogSlowerThan),
             "slowlog-max-len" => int(0, MAX).map(|n| Change::SlowlogMaxLen(n as u64)),
@@ -333,6 +344,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::MaxClients(n) => s.cfg.maxclients = n,
             // Applies to connections accepted from now on.
             Change::MaxBulk(n) => s.limits.max_bulk_len = n,
+            Change::DbFilename(name) => s.snapshots.rdb_filename = name,
             Change::RequirePass(pw) => {
                 s.users.set_requirepass(&pw);
                 s.cfg.requirepass = Some(pw);

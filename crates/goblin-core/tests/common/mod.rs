@@ -127,11 +127,16 @@ pub struct Server {
 impl Server {
     /// Starts the binary with `args` (see the module docs for the flags added).
     pub fn start(args: &[&str]) -> Server {
+        Self::start_in(None, args)
+    }
+
+    /// Starts the binary with `args`, in working directory `cwd` (the test's own without one).
+    pub fn start_in(cwd: Option<&std::path::Path>, args: &[&str]) -> Server {
         let mut last_err = String::new();
         // A port picked by free_port can be taken by someone else before the server binds it:
         // retry with another one.
         for _ in 0..5 {
-            match Self::try_start(args) {
+            match Self::try_start(cwd, args) {
                 Ok(s) => return s,
                 Err(e) => last_err = e,
             }
@@ -139,7 +144,7 @@ impl Server {
         panic!("could not start goblin-core: {last_err}");
     }
 
-    fn try_start(args: &[&str]) -> Result<Server, String> {
+    fn try_start(cwd: Option<&std::path::Path>, args: &[&str]) -> Result<Server, String> {
         let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let port = match args.iter().position(|a| *a == "--port") {
             Some(i) => args[i + 1].parse::<u16>().expect("--port value"),
@@ -155,7 +160,11 @@ impl Server {
         let unixsocket = args.iter().position(|a| *a == "--unixsocket").map(|i| PathBuf::from(args[i + 1]));
         let log_path = temp_path("server.log");
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_goblin-core"));
+        if let Some(dir) = cwd {
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(&full)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
