@@ -107,6 +107,7 @@ impl Server {
             }
         }
         self.firehose_on_batch(&batch);
+        self.redis_replicas_on_batch(&batch);
         if !self.blocked.is_empty() {
             self.signal_waiters(&batch);
         }

@@ -258,6 +258,10 @@ pub struct Conn {
     /// A forked child is sending this client a GOBLIN.DUMPWORLD reply over the same socket:
     /// the server neither reads nor writes the connection until the child exits.
     pub dumping: bool,
+    /// A redis-server replica (it sent SYNC or PSYNC): Some(the database its stream is in,
+    /// None before the first SELECT). It gets every committed batch after its RDB file, and no
+    /// replies (see [`crate::replication::redis_replicas`]).
+    pub redis_replica: Option<Option<u32>>,
     /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
@@ -343,6 +347,7 @@ impl Conn {
             no_evict: false,
             no_touch: false,
             dumping: false,
+            redis_replica: None,
             rdb_only: false,
             rdb_functions_only: false,
             held_from: None,
@@ -365,6 +370,10 @@ impl Conn {
     /// CLIENT LIST `flags=`: N for none, else one letter per state, as Redis prints them.
     pub fn flags_string(&self) -> String {
         let mut f = String::new();
+        // A redis-server replica (Redis's `S`, first as Redis writes it).
+        if self.redis_replica.is_some() {
+            f.push('S');
+        }
         if self.parked.is_some() || self.paused.is_some() {
             f.push('b');
         }

@@ -221,6 +221,16 @@ impl Server {
         if conn.firehose.is_some() {
             return self.downstream_input(conn, args);
         }
+        // A redis-server replica sends REPLCONF ACKs (and PINGs): anything else from it is
+        // ignored, as nothing may commit a batch while its connection is being served (its
+        // stream would miss that batch).
+        if conn.redis_replica.is_some()
+            && !(args[0].eq_ignore_ascii_case(b"replconf")
+                || args[0].eq_ignore_ascii_case(b"ping")
+                || args[0].eq_ignore_ascii_case(b"quit"))
+        {
+            return;
+        }
         // Every command runs in its client's database (one comparison when it is selected).
         self.engine.select(conn.db);
         let Some(spec) = engine::lookup(args[0]) else {
@@ -323,7 +333,8 @@ impl Server {
         }
         // maxmemory: evict first (its own batch, before the command); refuse what may grow
         // memory when that was not enough. A replica never evicts: its upstream's DELs do.
-        if self.engine.evict.maxmemory > 0 && self.replica.is_none() {
+        // Nor does a redis-server replica's REPLCONF (its stream would miss the batch).
+        if self.engine.evict.maxmemory > 0 && self.replica.is_none() && conn.redis_replica.is_none() {
             let refuse = self.over_maxmemory(conn, spec, args);
             // Keys evicted now are invalidated before this command's reply, as in Redis.
             self.deliver_invalidations(Some((conn, slot)));

@@ -195,6 +195,8 @@ pub struct Server {
     pub(crate) replica: Option<crate::replication::replica::Replica>,
     /// Firehose subscribers and frames held for Kafka (see replication/upstream.rs).
     pub(crate) firehose: crate::replication::upstream::Firehose,
+    /// redis-server replicas attached with SYNC / PSYNC.
+    pub(crate) redis_replicas: crate::replication::redis_replicas::RedisReplicas,
     /// Clients parked in WAIT, and whether a subscriber acknowledged something since they
     /// were last checked.
     pub(crate) waits: Vec<(usize, u64)>,
@@ -399,6 +401,7 @@ impl Server {
             listeners: Vec::new(),
             replica: None,
             firehose: Default::default(),
+            redis_replicas: crate::replication::redis_replicas::RedisReplicas::new(),
             waits: Vec::new(),
             waits_dirty: false,
             upstream_again: false,
@@ -661,6 +664,7 @@ impl Server {
             }
         }
         self.firehose_release(acked);
+        self.redis_replicas_release(acked);
     }
 
     /// The end of a loop turn, before the server may sleep: broker ack mode asks for the
@@ -1436,6 +1440,7 @@ impl Server {
         }
         self.snapshot_cron();
         self.firehose_ticks();
+        self.redis_replicas_ping();
         self.replica_cron();
         // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();
@@ -1466,6 +1471,7 @@ impl Server {
                 || c.pubsub.is_some()
                 || c.monitor
                 || c.firehose.is_some()
+                || c.redis_replica.is_some()
                 || c.dumping;
             if !waiting && !c.close_now && c.last_active.elapsed() > limit {
                 debug!("closing idle client id={} addr={}", c.id, c.addr);

@@ -737,7 +737,12 @@ impl Server {
                 }
             }
             ChildKind::DumpWorld { slot, id, close } => {
-                let what = if close { "SYNC" } else { "GOBLIN.DUMPWORLD" };
+                let replica = self.redis_replicas.slots.contains(&(slot, id));
+                let what = match (close, replica) {
+                    (true, _) => "SYNC",
+                    (false, true) => "replica SYNC (the RDB file)",
+                    (false, false) => "GOBLIN.DUMPWORLD",
+                };
                 if ok {
                     info!("{what} to client id={id} done ({detail})");
                 } else {
@@ -753,8 +758,10 @@ impl Server {
                     conn.close_now = true;
                     self.queue_write(slot);
                 } else {
-                    // Input that arrived meanwhile is still in the socket.
+                    // Input that arrived meanwhile is still in the socket; a replica's stream
+                    // collected meanwhile goes out now.
                     self.read_later(slot);
+                    self.queue_write(slot);
                 }
             }
         }
@@ -887,6 +894,12 @@ impl Server {
     /// `--functions-rdb`): `rdb-only` and `rdb-filter-only` shape this connection's SYNC or
     /// PSYNC; `listening-port`, `ip-address` and `capa` are accepted and ignored.
     pub(crate) fn replconf(&mut self, c: &mut Conn, args: &[&[u8]]) {
+        // A replica's acknowledgement of its offset: Redis answers nothing.
+        if args.len() >= 2
+            && (args[1].eq_ignore_ascii_case(b"ack") || args[1].eq_ignore_ascii_case(b"getack"))
+        {
+            return;
+        }
         if args.len().is_multiple_of(2) {
             return reply::error(&mut c.out, engine::errors::SYNTAX);
         }
@@ -936,20 +949,24 @@ impl Server {
 
     /// SYNC and PSYNC: a forked child sends the dataset as it is now, as an RDB file (one bulk
     /// string without a trailing CRLF, as Redis sends it; PSYNC first answers `+FULLRESYNC
-    /// <replid> <offset>`), and the connection ends with it. This is what `redis-cli --rdb`
-    /// (and `--functions-rdb`) fetches; the file loads into redis-server. goblin-core's own
-    /// replicas follow GOBLIN.FIREHOSE, so a PSYNC that is not preceded by `REPLCONF rdb-only
-    /// 1` (a Redis replica's) is refused rather than answered with a snapshot and no stream.
-    /// A dataset with array keys is refused too: an RDB file cannot carry them.
+    /// <replid> <offset>`). After `REPLCONF rdb-only 1` (what `redis-cli --rdb` and
+    /// `--functions-rdb` send) the connection ends with the file; otherwise the client is a
+    /// replica, and every batch committed after the fork follows the file as Redis's
+    /// replication stream (`replication::redis_replicas`). A dataset with array keys is
+    /// refused: an RDB file cannot carry them.
     pub(crate) fn rdb_sync(&mut self, c: &mut Conn, slot: usize, psync: bool) {
         if self.in_exec {
             return reply::error(&mut c.out, b"ERR Command not allowed inside a transaction");
         }
-        if psync && !c.rdb_only {
+        if c.redis_replica.is_some() {
+            // Already a replica: a second SYNC would restart a stream in the middle of one.
+            return;
+        }
+        let stream = !c.rdb_only;
+        if stream && self.replica.is_some() {
             return reply::error(
                 &mut c.out,
-                b"ERR goblin-core serves no Redis replication stream: its replicas follow GOBLIN.FIREHOSE \
-                  (goblin-core --replica-tcp HOST PORT); after REPLCONF rdb-only 1, PSYNC sends an RDB file",
+                b"ERR a goblin-core replica serves no Redis replication stream: attach redis-server replicas to its primary",
             );
         }
         if c.held_from.is_some() {
@@ -958,6 +975,12 @@ impl Server {
                 &mut c.out,
                 b"ERR SYNC behind unacknowledged writes on this connection; retry",
             );
+        }
+        // A replica's image must not hold writes the topic may never get (as GOBLIN.DUMPWORLD).
+        if stream {
+            if let Err(e) = self.settle_journal(SETTLE_BOUND) {
+                return reply::error(&mut c.out, format!("ERR SYNC: {e}").as_bytes());
+            }
         }
         let functions_only = c.rdb_functions_only;
         if !functions_only {
@@ -1001,12 +1024,24 @@ impl Server {
             let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
             Ok(format!("{} keys, {len} bytes", if functions_only { 0 } else { keys }))
         };
-        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: true }, job) {
+        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: !stream }, job) {
             Ok(pid) => {
-                info!("SYNC (an RDB file) to client id={} by pid {pid}", c.id);
                 c.out.clear();
                 c.out_pos = 0;
                 c.dumping = true;
+                if stream {
+                    info!(
+                        "replica id={} addr={}: full resynchronization, RDB file by pid {pid}",
+                        c.id, c.addr
+                    );
+                    // From here the batches committed after the fork collect in its output
+                    // (sent once the child is done), and its own commands get no replies.
+                    c.redis_replica = Some(None);
+                    c.reply_mode = crate::conn::ReplyMode::Off;
+                    self.redis_replicas.slots.push((slot, c.id));
+                } else {
+                    info!("SYNC (an RDB file) to client id={} by pid {pid}", c.id);
+                }
             }
             Err(e) => reply::error(&mut c.out, format!("ERR Can't fork for SYNC: {e}").as_bytes()),
         }

@@ -141,7 +141,6 @@ fn live_replica(primary: &Server) -> (Server, redis::Connection) {
 fn a_replica_follows_field_expiry() {
     let primary = Server::start(&[]);
     let (_replica, mut rc) = live_replica(&primary);
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut pc = primary.conn();
     let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut pc).unwrap();
     let _: Vec<i64> =

@@ -82,6 +82,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("daemonize", "no".into()),
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
         ("dbfilename", s.snapshots.rdb_filename.clone()),
+        ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
         ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
         ("acllog-max-len", s.acl_log.max_len.to_string()),
@@ -224,6 +225,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         MaxBulk(u64),
         RequirePass(String),
         DbFilename(String),
+        ReplPing(u64),
         BusyThreshold(u64),
         SlowlogSlowerThan(i64),
         SlowlogMaxLen(u64),
@@ -278,6 +280,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "slowlog-log-slower-than" => int(-1, MAX).map(Change::SlowlogSlowerThan),
             "slowlog-max-len" => int(0, MAX).map(|n| Change::SlowlogMaxLen(n as u64)),
             "acllog-max-len" => int(0, I32).map(|n| Change::AclLogMaxLen(n as usize)),
+            // How often redis-server replicas get a PING (replication::redis_replicas).
+            "repl-ping-replica-period" => int(1, I32).map(|n| Change::ReplPing(n as u64)),
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
             "stream-idmp-duration" | "stream-idmp-maxsize" => {
                 use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
@@ -345,6 +349,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             // Applies to connections accepted from now on.
             Change::MaxBulk(n) => s.limits.max_bulk_len = n,
             Change::DbFilename(name) => s.snapshots.rdb_filename = name,
+            Change::ReplPing(n) => s.redis_replicas.ping_period_secs = n,
             Change::RequirePass(pw) => {
                 s.users.set_requirepass(&pw);
                 s.cfg.requirepass = Some(pw);

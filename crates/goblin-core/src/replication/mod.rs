@@ -6,10 +6,12 @@
 //! - [`queue`]: the fixed, prefaulted byte queue of each subscriber and of the handoff;
 //! - [`upstream`]: GOBLIN.FIREHOSE subscribers, the batch sink that feeds them, WAIT;
 //! - [`replica`]: the upstream link, the startup handoff, the reconnect rules, INFO and ROLE;
-//! - [`unconfirmed`]: what a replica applied before Kafka held it, checked on its next catch-up.
+//! - [`unconfirmed`]: what a replica applied before Kafka held it, checked on its next catch-up;
+//! - [`redis_replicas`]: Redis's own protocol (SYNC / PSYNC), for redis-server replicas.
 
 pub mod frame;
 pub mod queue;
+pub mod redis_replicas;
 pub mod replica;
 pub mod unconfirmed;
 pub mod upstream;

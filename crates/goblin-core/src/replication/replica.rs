@@ -1380,6 +1380,20 @@ impl Server {
             let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
             f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
         }
+        // redis-server replicas on Redis's own protocol (`replication::redis_replicas`), apart
+        // from the firehose subscribers above (which WAIT counts).
+        let redis_replicas = self
+            .redis_replicas
+            .slots
+            .iter()
+            .filter(|&&(slot, id)| {
+                self.conns
+                    .get(slot)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|c| c.id == id && c.redis_replica.is_some())
+            })
+            .count();
+        f("connected_redis_replicas", &redis_replicas);
         f("master_failover_state", &"no-failover");
         f("master_replid", &self.engine.repl.replid);
         f("master_replid2", &"0000000000000000000000000000000000000000");

@@ -1,0 +1,214 @@
+//! A redis-server replica of goblin-core (`--replicaof`): Redis's own replication protocol
+//! (PSYNC, an RDB file, then the stream of writes). The replica must hold exactly what the
+//! primary holds, in every database, after a first sync and after writes of every kind
+//! (transactions, scripts, expiries, blocking pops, FLUSHDB, SWAPDB); an idle link stays up
+//! on its PINGs; a second replica attaches later and gets the same.
+
+mod common;
+
+use common::{temp_path, RedisServer, Server};
+use redis::Value;
+use std::time::{Duration, Instant};
+
+fn q(c: &mut redis::Connection, args: &[&str]) -> Value {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+    text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+}
+
+/// Everything in every database, as a sorted text: each key's type, value and whether it has
+/// a deadline (the deadline itself moves with time).
+fn contents(c: &mut redis::Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    for db in 0..16 {
+        let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
+        let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+        keys.sort();
+        for k in keys {
+            let key = String::from_utf8_lossy(&k).into_owned();
+            let ty: String = redis::cmd("TYPE").arg(&k).query(c).unwrap();
+            let value = match ty.as_str() {
+                "string" => format!("{:?}", q(c, &["GET", &key])),
+                "hash" => {
+                    let mut m: Vec<(String, String)> = redis::cmd("HGETALL").arg(&k).query(c).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "list" => format!("{:?}", q(c, &["LRANGE", &key, "0", "-1"])),
+                "set" => {
+                    let mut m: Vec<String> = redis::cmd("SMEMBERS").arg(&k).query(c).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "zset" => format!("{:?}", q(c, &["ZRANGE", &key, "0", "-1", "WITHSCORES"])),
+                "stream" => format!("{:?}", q(c, &["XRANGE", &key, "-", "+"])),
+                other => panic!("type {other}"),
+            };
+            let pttl: i64 = redis::cmd("PTTL").arg(&k).query(c).unwrap();
+            out.push(format!("db{db} {key} {ty} {value} ttl={}", pttl > 0));
+        }
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+    out
+}
+
+/// Waits (up to 30 s) until the replica holds what the primary holds.
+fn wait_same(primary: &mut redis::Connection, replica: &mut redis::Connection, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (p, r) = (contents(primary), contents(replica));
+        if p == r {
+            assert!(!p.is_empty(), "{what}: nothing to compare");
+            return;
+        }
+        if Instant::now() > deadline {
+            let only_p: Vec<_> = p.iter().filter(|l| !r.contains(l)).take(5).collect();
+            let only_r: Vec<_> = r.iter().filter(|l| !p.contains(l)).take(5).collect();
+            panic!("{what}: the replica differs; primary only {only_p:?}, replica only {only_r:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn start_replica(primary_port: u16) -> (RedisServer, redis::Connection) {
+    let dir = temp_path("redis-replica");
+    std::fs::create_dir_all(&dir).unwrap();
+    let r = RedisServer::start_with(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--replicaof",
+        "127.0.0.1",
+        &primary_port.to_string(),
+        "--repl-timeout",
+        "5",
+    ]);
+    let mut c = r.conn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(&mut c, "replication", "master_link_status").as_deref() != Some("up") {
+        assert!(Instant::now() < deadline, "the replica never linked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (r, c)
+}
+
+#[test]
+fn a_redis_server_replica_follows_every_write() {
+    let g = Server::start(&["--save", ""]);
+    let mut p = g.conn();
+    // Before the replica attaches: every type, in two databases, with deadlines.
+    for i in 0..200 {
+        let i = i.to_string();
+        q(&mut p, &["SET", &format!("s:{i}"), &i]);
+        q(&mut p, &["HSET", &format!("h:{}", i.len()), &format!("f{i}"), &i]);
+        q(&mut p, &["RPUSH", "list", &i]);
+        q(&mut p, &["SADD", "set", &i]);
+        q(&mut p, &["ZADD", "zset", &i, &format!("m{i}")]);
+    }
+    q(&mut p, &["XADD", "stream", "1-1", "f", "v"]);
+    q(&mut p, &["SET", "ttl", "v", "EX", "1000"]);
+    q(&mut p, &["SELECT", "3"]);
+    q(&mut p, &["SET", "in-three", "3"]);
+    q(&mut p, &["SELECT", "0"]);
+    let (_r1, mut r1) = start_replica(g.port);
+    wait_same(&mut p, &mut r1, "after the first sync");
+
+    // Writes of every kind, after it.
+    q(&mut p, &["MULTI"]);
+    q(&mut p, &["INCR", "counter"]);
+    q(&mut p, &["LPUSH", "list", "head"]);
+    q(&mut p, &["EXEC"]);
+    q(
+        &mut p,
+        &[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'scripted'); return redis.call('hincrby', KEYS[2], 'n', 5)",
+            "2",
+            "sk",
+            "hk",
+        ],
+    );
+    q(&mut p, &["SELECT", "5"]);
+    q(&mut p, &["SET", "in-five", "5"]);
+    q(&mut p, &["MOVE", "in-five", "6"]);
+    q(&mut p, &["SELECT", "0"]);
+    q(&mut p, &["SWAPDB", "3", "4"]);
+    q(&mut p, &["DEL", "s:1", "s:2"]);
+    q(&mut p, &["EXPIRE", "s:3", "1000"]);
+    q(&mut p, &["SET", "short", "v", "PX", "50"]);
+    q(&mut p, &["ZINCRBY", "zset", "2.5", "m7"]);
+    q(&mut p, &["XADD", "stream", "2-1", "g", "w"]);
+    q(&mut p, &["SPOP", "set"]);
+    // A blocking pop served by a later push.
+    let mut waiter = g.conn();
+    let popper = std::thread::spawn(move || {
+        let v: Vec<String> = redis::cmd("BLPOP").arg("queue").arg(10).query(&mut waiter).unwrap();
+        v
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    q(&mut p, &["RPUSH", "queue", "job1", "job2"]);
+    assert_eq!(popper.join().unwrap(), ["queue", "job1"]);
+    std::thread::sleep(Duration::from_millis(200)); // "short" expires: a DEL follows
+    q(&mut p, &["SELECT", "6"]);
+    q(&mut p, &["FLUSHDB"]);
+    q(&mut p, &["SELECT", "0"]);
+    wait_same(&mut p, &mut r1, "after the writes");
+    assert_eq!(q(&mut r1, &["EXISTS", "short"]), Value::Int(0));
+
+    // An idle link outlives the replica's timeout (5 s) on the primary's PINGs.
+    q(&mut p, &["CONFIG", "SET", "repl-ping-replica-period", "1"]);
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(info_field(&mut r1, "replication", "master_link_status").as_deref(), Some("up"));
+    q(&mut p, &["SET", "after-idle", "1"]);
+
+    // A second replica, attached now, gets the same.
+    let (_r2, mut r2) = start_replica(g.port);
+    wait_same(&mut p, &mut r2, "the second replica");
+    wait_same(&mut p, &mut r1, "the first replica after idling");
+    // The replicas are read-only, and the primary still serves its clients.
+    let e = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut r1).unwrap_err();
+    assert!(e.to_string().contains("read only replica"), "{e}");
+    assert_eq!(q(&mut p, &["PING"]), Value::SimpleString("PONG".into()));
+}
+
+/// In `broker` ack mode a write reaches a redis-server replica only once Kafka holds it: with
+/// the broker down, a write the primary applied (and its client still waits on) is not on the
+/// replica; when the broker returns, the client gets its OK and the replica the write.
+#[test]
+fn in_broker_mode_a_redis_replica_gets_only_what_kafka_acknowledged() {
+    use common::brokers::{Broker, Kaka};
+    let (dir, port) = (temp_path("kaka-redis-replica"), common::free_port());
+    let mut kaka = Some(Kaka::start_in(&dir, port));
+    let uri = kaka.as_ref().unwrap().uri("redis-replica");
+    let g = Server::start(&["--kafka", &uri, "--kafka-ack-mode", "broker", "--save", ""]);
+    let mut p = g.conn();
+    q(&mut p, &["SET", "before", "1"]);
+    let (_r, mut r) = start_replica(g.port);
+    wait_same(&mut p, &mut r, "after the first sync");
+
+    let mut k = kaka.take().unwrap();
+    let _ = k.child.kill();
+    let _ = k.child.wait();
+    let mut writer = g.conn();
+    let pending = std::thread::spawn(move || q(&mut writer, &["SET", "during", "2"]));
+    // The primary applied it (its readers see it) while Kafka does not hold it yet.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while q(&mut p, &["EXISTS", "during"]) != Value::Int(1) {
+        assert!(Instant::now() < deadline, "the write never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(q(&mut r, &["EXISTS", "during"]), Value::Int(0), "the replica got an unacknowledged write");
+    assert!(!pending.is_finished(), "the client got its reply while Kafka was down");
+
+    kaka = Some(Kaka::start_in(&dir, port));
+    assert_eq!(pending.join().unwrap(), Value::Okay);
+    wait_same(&mut p, &mut r, "after the broker came back");
+    drop(kaka);
+}
