@@ -1037,6 +1037,7 @@ impl Server {
                     // From here the batches committed after the fork collect in its output
                     // (sent once the child is done), and its own commands get no replies.
                     c.redis_replica = Some(None);
+                    self.redis_replicas.full_syncs += 1;
                     c.reply_mode = crate::conn::ReplyMode::Off;
                     self.redis_replicas.slots.push((slot, c.id));
                 } else {

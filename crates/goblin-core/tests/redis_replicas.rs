@@ -118,6 +118,10 @@ fn a_redis_server_replica_follows_every_write() {
     q(&mut p, &["SELECT", "0"]);
     let (_r1, mut r1) = start_replica(g.port);
     wait_same(&mut p, &mut r1, "after the first sync");
+    // Each attach is one full resynchronization; the rest must come by the stream, on the
+    // same link (a replica that timed out and attached again would also catch up).
+    let full_syncs = |p: &mut redis::Connection| info_field(p, "stats", "sync_full").unwrap();
+    assert_eq!(full_syncs(&mut p), "1");
 
     // Writes of every kind, after it.
     q(&mut p, &["MULTI"]);
@@ -160,6 +164,7 @@ fn a_redis_server_replica_follows_every_write() {
     q(&mut p, &["SELECT", "0"]);
     wait_same(&mut p, &mut r1, "after the writes");
     assert_eq!(q(&mut r1, &["EXISTS", "short"]), Value::Int(0));
+    assert_eq!(full_syncs(&mut p), "1", "the writes came by a new full sync, not the stream");
 
     // An idle link outlives the replica's timeout (5 s) on the primary's PINGs.
     q(&mut p, &["CONFIG", "SET", "repl-ping-replica-period", "1"]);
@@ -171,6 +176,10 @@ fn a_redis_server_replica_follows_every_write() {
     let (_r2, mut r2) = start_replica(g.port);
     wait_same(&mut p, &mut r2, "the second replica");
     wait_same(&mut p, &mut r1, "the first replica after idling");
+    assert_eq!(full_syncs(&mut p), "2", "the first replica attached again");
+    assert_eq!(info_field(&mut p, "replication", "connected_redis_replicas").as_deref(), Some("2"));
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut p).unwrap();
+    assert_eq!(clients.lines().filter(|l| l.contains(" flags=S ")).count(), 2, "{clients}");
     // The replicas are read-only, and the primary still serves its clients.
     let e = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut r1).unwrap_err();
     assert!(e.to_string().contains("read only replica"), "{e}");
@@ -191,6 +200,8 @@ fn in_broker_mode_a_redis_replica_gets_only_what_kafka_acknowledged() {
     q(&mut p, &["SET", "before", "1"]);
     let (_r, mut r) = start_replica(g.port);
     wait_same(&mut p, &mut r, "after the first sync");
+    q(&mut p, &["SET", "streamed", "1"]);
+    wait_same(&mut p, &mut r, "a write after the sync");
 
     let mut k = kaka.take().unwrap();
     let _ = k.child.kill();
@@ -210,5 +221,6 @@ fn in_broker_mode_a_redis_replica_gets_only_what_kafka_acknowledged() {
     kaka = Some(Kaka::start_in(&dir, port));
     assert_eq!(pending.join().unwrap(), Value::Okay);
     wait_same(&mut p, &mut r, "after the broker came back");
+    assert_eq!(info_field(&mut p, "stats", "sync_full").as_deref(), Some("1"), "it came by a new full sync");
     drop(kaka);
 }

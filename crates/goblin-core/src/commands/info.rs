@@ -448,7 +448,7 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "client_output_buffer_limit_disconnections", "{}", s.stats.output_limit_disconnections);
     field!(t, "keyspace_hits", "{}", e.keyspace_hits);
     field!(t, "keyspace_misses", "{}", e.keyspace_misses);
-    field!(t, "sync_full", "0");
+    field!(t, "sync_full", "{}", s.redis_replicas.full_syncs);
     field!(t, "sync_partial_ok", "0");
     field!(t, "sync_partial_err", "0");
     field!(t, "expired_stale_perc", "0.00");

@@ -38,6 +38,8 @@ pub struct RedisReplicas {
     last_ping: Option<Instant>,
     /// `repl-ping-replica-period`, seconds.
     pub ping_period_secs: u64,
+    /// Full resynchronizations served (INFO `sync_full`; every attach is one).
+    pub full_syncs: u64,
 }
 
 impl RedisReplicas {
