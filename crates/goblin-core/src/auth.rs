@@ -335,16 +335,13 @@ impl Selector {
         }
         Ok(())
     }
+}
 
-    /// Whether this selector lets `subs` stay subscribed (what SETUSER checks before it
-    /// closes a subscriber whose channels were taken away).
-    fn keeps(&self, channels: &[String], subs: &crate::pubsub::ConnSubs) -> bool {
-        if self.all_channels {
-            return true;
-        }
-        subs.channels.iter().chain(&subs.shard).all(|c| channel_allowed(channels, c, false))
-            && subs.patterns.iter().all(|p| channel_allowed(channels, p, true))
-    }
+/// Whether every subscription in `subs` is among `channels` (channels by glob, patterns
+/// literally).
+fn subscriptions_allowed(channels: &[String], subs: &crate::pubsub::ConnSubs) -> bool {
+    subs.channels.iter().chain(&subs.shard).all(|c| channel_allowed(channels, c, false))
+        && subs.patterns.iter().all(|p| channel_allowed(channels, p, true))
 }
 
 /// A command's keys with their flags, found once for all of a user's selectors.
@@ -428,14 +425,15 @@ impl User {
     }
 
     /// Whether a connection of this user subscribed to `subs` may stay once the user's rules
-    /// are these (Redis closes it otherwise).
+    /// are these (Redis closes it otherwise): every channel and pattern it holds is among
+    /// the channels of all its selectors together.
     pub fn keeps_subscriber(&self, subs: &crate::pubsub::ConnSubs) -> bool {
-        let all: Vec<String> = std::iter::once(&self.root)
-            .chain(&self.selectors)
-            .flat_map(|s| s.channels.iter().cloned())
-            .collect();
-        let any_all = std::iter::once(&self.root).chain(&self.selectors).any(|s| s.all_channels);
-        any_all || self.root.keeps(&all, subs)
+        let selectors = || std::iter::once(&self.root).chain(&self.selectors);
+        if selectors().any(|s| s.all_channels) {
+            return true;
+        }
+        let all: Vec<String> = selectors().flat_map(|s| s.channels.iter().cloned()).collect();
+        subscriptions_allowed(&all, subs)
     }
 
     /// ACL LIST's line for this user.
