@@ -270,14 +270,15 @@ fn categories_and_tips_match_redis_server() {
 
 /// COMMAND INFO's key specifications (flags, begin_search, find_keys, notes) are
 /// redis-server's for every command both servers have, in RESP2 and RESP3: cluster clients
-/// find keys by them, and the ACL key patterns decide by their flags. No command lists a flag
-/// twice.
+/// find keys by them, and the ACL key patterns decide by their flags. A container lists its
+/// subcommands, each entry redis-server's. No command lists a flag twice.
 #[test]
 fn key_specs_match_redis_server() {
     let g = Server::start(&[]);
     let r = RedisServer::start();
     for suffix in ["", "?protocol=resp3"] {
-        let table = |port: u16| -> std::collections::HashMap<String, (String, Vec<String>)> {
+        type Row = (String, Vec<String>, Vec<(String, String)>);
+        let table = |port: u16| -> std::collections::HashMap<String, Row> {
             let client = redis::Client::open(format!("redis://127.0.0.1:{port}/{suffix}")).unwrap();
             let mut con = client.get_connection().unwrap();
             let all: Vec<Value> = redis::cmd("COMMAND").query(&mut con).unwrap();
@@ -287,18 +288,34 @@ fn key_specs_match_redis_server() {
                     other => panic!("{other:?}"),
                 }
             };
+            let subs = |v: &Value| -> Vec<(String, String)> {
+                match v {
+                    Value::Array(a) | Value::Set(a) => {
+                        a.iter().map(|e| (text(&items(e)[0]), format!("{e:?}"))).collect()
+                    }
+                    other => panic!("{other:?}"),
+                }
+            };
             all.iter()
                 .map(|c| {
                     let c = items(c);
-                    (text(&c[0]), (format!("{:?}", c[8]), list(&c[2])))
+                    (text(&c[0]), (format!("{:?}", c[8]), list(&c[2]), subs(&c[9])))
                 })
                 .collect()
         };
         let (ours, theirs) = (table(g.port), table(r.port));
         let mut shared = 0;
-        for (name, (want, _)) in &theirs {
-            let Some((got, flags)) = ours.get(name) else { continue };
+        let mut containers = 0;
+        for (name, (want, _, want_subs)) in &theirs {
+            let Some((got, flags, got_subs)) = ours.get(name) else { continue };
             assert_eq!(got, want, "{name}: key specs ({suffix})");
+            // A container lists its subcommands, each entry exactly Redis's.
+            assert_eq!(got_subs.is_empty(), want_subs.is_empty(), "{name}: subcommands ({suffix})");
+            for (sub, entry) in got_subs {
+                let theirs = want_subs.iter().find(|(n, _)| n == sub);
+                assert_eq!(Some(entry), theirs.map(|(_, e)| e), "{sub} ({suffix})");
+            }
+            containers += !got_subs.is_empty() as usize;
             let mut dedup = flags.clone();
             dedup.sort();
             dedup.dedup();
@@ -306,5 +323,6 @@ fn key_specs_match_redis_server() {
             shared += 1;
         }
         assert!(shared > 200, "only {shared} commands in common");
+        assert!(containers >= 10, "only {containers} containers list subcommands");
     }
 }

@@ -2,7 +2,7 @@
 //! HELP], generated from the engine's command table in Redis 7's reply shapes (redis-cli asks
 //! for COMMAND DOCS when it starts; cluster clients read COMMAND INFO for key positions).
 
-use super::keyspec::KeySpec;
+use super::keyspec::{CommandMeta, KeySpec};
 use super::{help, sub_arity_ok};
 use crate::conn::Conn;
 use engine::command::all;
@@ -93,11 +93,16 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
+/// Redis 7.0's record of `name` (`container|sub` for a subcommand), when Redis 7.0 has it.
+fn meta_of(name: &str) -> Option<&'static CommandMeta> {
+    let meta = super::redis_meta::META;
+    meta.binary_search_by(|e| e.name.cmp(name)).ok().map(|i| &meta[i])
+}
+
 /// Redis 7.0's ACL categories and command tips for `name` (`container|sub` for a
 /// subcommand), when Redis 7.0 has the command.
 fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
-    let meta = super::redis_meta::META;
-    meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| (meta[i].1, meta[i].2))
+    meta_of(name).map(|m| (m.categories, m.tips))
 }
 
 /// The full name (`container|sub`) of `cmd`'s subcommand `sub`: one of this server's
@@ -111,8 +116,7 @@ pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str
         return None;
     }
     let name = format!("{cmd}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase());
-    let meta = super::redis_meta::META;
-    meta.binary_search_by(|e| e.0.cmp(name.as_str())).ok().map(|i| meta[i].0)
+    meta_of(&name).map(|m| m.name)
 }
 
 /// Whether `name` is a container command (CLIENT, XGROUP, OBJECT ...: one whose first argument
@@ -120,15 +124,15 @@ pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str
 pub(crate) fn is_container(name: &str) -> bool {
     let prefix = format!("{name}|");
     let meta = super::redis_meta::META;
-    let at = meta.partition_point(|e| e.0 < prefix.as_str());
-    meta.get(at).is_some_and(|e| e.0.starts_with(&prefix)) || super::subcommand_name(name, b"help").is_some()
+    let at = meta.partition_point(|e| e.name < prefix.as_str());
+    meta.get(at).is_some_and(|e| e.name.starts_with(&prefix))
+        || super::subcommand_name(name, b"help").is_some()
 }
 
 /// Redis 7.0's key specs for `name` (`container|sub` for a subcommand), when Redis 7.0 has
 /// the command.
 fn redis_key_specs(name: &str) -> Option<&'static [KeySpec]> {
-    let meta = super::redis_meta::META;
-    meta.binary_search_by(|e| e.0.cmp(name)).ok().map(|i| meta[i].3)
+    meta_of(name).map(|m| m.key_specs)
 }
 
 /// The ACL categories of `spec`, or of its subcommand `sub` (`container|sub`) when Redis
@@ -143,7 +147,7 @@ pub(crate) fn categories_of(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'stat
 /// Every ACL category some command belongs to (`@read`, `@dangerous` ...), sorted.
 pub(crate) fn all_categories() -> Vec<&'static str> {
     let mut cats: Vec<&'static str> = engine::command::all().flat_map(acl_categories).collect();
-    cats.extend(super::redis_meta::META.iter().flat_map(|m| m.1.iter().copied()));
+    cats.extend(super::redis_meta::META.iter().flat_map(|m| m.categories.iter().copied()));
     cats.sort_unstable();
     cats.dedup();
     cats
@@ -214,10 +218,11 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     for cat in cats {
         reply::simple(out, cat.as_bytes());
     }
+    // Tips are bulk strings in Redis's reply (flags and categories are status strings).
     let tips = redis_meta(s.name).map_or(&[][..], |m| m.1);
     reply::set_len(out, proto, tips.len());
     for tip in tips {
-        reply::simple(out, tip.as_bytes());
+        reply::bulk(out, tip.as_bytes());
     }
     if let Some(specs) = redis_key_specs(s.name) {
         reply::set_len(out, proto, specs.len());
@@ -259,8 +264,56 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     } else {
         reply::set_len(out, proto, 0);
     }
-    // Redis 7.0 answers a command without subcommands with an empty set.
-    reply::set_len(out, proto, 0); // subcommands
+    // A container's subcommands, each an entry of its own (Redis 7.0's records of the ones
+    // this server has); a command without subcommands answers an empty set, as Redis 7.0.
+    let subs = subcommand_metas(s.name);
+    reply::set_len(out, proto, subs.len());
+    for m in subs {
+        write_meta_info(out, proto, m);
+    }
+}
+
+/// The subcommands of container `name` that this server has, as Redis 7.0 records them: the
+/// ones the server's subcommand table lists, or, for a container the engine runs whole
+/// (XGROUP, OBJECT ...), every one Redis has.
+fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
+    let prefix = format!("{name}|");
+    let meta = super::redis_meta::META;
+    let at = meta.partition_point(|e| e.name < prefix.as_str());
+    let all: Vec<&CommandMeta> = meta[at..].iter().take_while(|e| e.name.starts_with(&prefix)).collect();
+    let listed = |m: &CommandMeta| super::subcommand_name(name, m.name[prefix.len()..].as_bytes()).is_some();
+    if all.iter().any(|m| listed(m)) {
+        all.into_iter().filter(|m| listed(m)).collect()
+    } else {
+        all
+    }
+}
+
+/// One COMMAND INFO entry from Redis 7.0's record (a subcommand's), field for field.
+fn write_meta_info(out: &mut Vec<u8>, proto: Proto, m: &CommandMeta) {
+    reply::array_len(out, 10);
+    reply::bulk(out, m.name.as_bytes());
+    reply::integer(out, m.arity);
+    let set = |out: &mut Vec<u8>, items: &[&str]| {
+        reply::set_len(out, proto, items.len());
+        for i in items {
+            reply::simple(out, i.as_bytes());
+        }
+    };
+    set(out, m.flags);
+    reply::integer(out, m.first);
+    reply::integer(out, m.last);
+    reply::integer(out, m.step);
+    set(out, m.categories);
+    reply::set_len(out, proto, m.tips.len());
+    for tip in m.tips {
+        reply::bulk(out, tip.as_bytes());
+    }
+    reply::set_len(out, proto, m.key_specs.len());
+    for spec in m.key_specs {
+        spec.write_info(out, proto);
+    }
+    reply::set_len(out, proto, 0);
 }
 
 /// Resolves a COMMAND DOCS name: a command, or `parent|sub` for a documented subcommand.

@@ -6,6 +6,24 @@
 
 use resp::{reply, Proto};
 
+/// What Redis 7.0's COMMAND says of one command or subcommand (`container|sub`): the table in
+/// `redis_meta.rs` holds one per command Redis has.
+#[derive(Debug)]
+pub struct CommandMeta {
+    pub name: &'static str,
+    pub arity: i64,
+    pub flags: &'static [&'static str],
+    /// The legacy key range: first key, last key (negative: from the end), step.
+    pub first: i64,
+    pub last: i64,
+    pub step: i64,
+    /// ACL categories (`@read` ...).
+    pub categories: &'static [&'static str],
+    /// Command tips (`nondeterministic_output`, `request_policy:all_shards` ...).
+    pub tips: &'static [&'static str],
+    pub key_specs: &'static [KeySpec],
+}
+
 /// One key specification.
 #[derive(Debug)]
 pub struct KeySpec {
