@@ -281,7 +281,7 @@ fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
     let meta = super::redis_meta::META;
     let at = meta.partition_point(|e| e.name < prefix.as_str());
     let all: Vec<&CommandMeta> = meta[at..].iter().take_while(|e| e.name.starts_with(&prefix)).collect();
-    let listed = |m: &CommandMeta| super::subcommand_name(name, m.name[prefix.len()..].as_bytes()).is_some();
+    let listed = |m: &CommandMeta| super::subcommand_name(name, &m.name.as_bytes()[prefix.len()..]).is_some();
     if all.iter().any(|m| listed(m)) {
         all.into_iter().filter(|m| listed(m)).collect()
     } else {

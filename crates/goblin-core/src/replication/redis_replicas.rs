@@ -26,14 +26,18 @@ use engine::{Batch, Origin};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+/// A committed batch held for Kafka's acknowledgement: its last offset, whether Kafka must
+/// acknowledge it (another producer's records are in the topic already), and each mutation's
+/// database and RESP2 bytes.
+type Retained = (u64, bool, Vec<(u32, Vec<u8>)>);
+
 /// The attached redis-server replicas and what waits for them.
 #[derive(Default)]
 pub struct RedisReplicas {
     /// (slot, connection id) of every replica, in the order they attached.
     pub slots: Vec<(usize, u64)>,
-    /// Broker ack mode: committed batches waiting for Kafka (or behind ones that are), as (last
-    /// offset, whether Kafka must acknowledge it, each mutation's database and RESP2 bytes).
-    retained: VecDeque<(u64, bool, Vec<(u32, Vec<u8>)>)>,
+    /// Broker ack mode: committed batches waiting for Kafka (or behind ones that are).
+    retained: VecDeque<Retained>,
     /// When the last PING went out.
     last_ping: Option<Instant>,
     /// `repl-ping-replica-period`, seconds.
