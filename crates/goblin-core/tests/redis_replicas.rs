@@ -180,6 +180,14 @@ fn a_redis_server_replica_follows_every_write() {
     assert_eq!(info_field(&mut p, "replication", "connected_redis_replicas").as_deref(), Some("2"));
     let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut p).unwrap();
     assert_eq!(clients.lines().filter(|l| l.contains(" flags=S ")).count(), 2, "{clients}");
+    let replicas: String = redis::cmd("CLIENT").arg("LIST").arg("TYPE").arg("replica").query(&mut p).unwrap();
+    assert_eq!(replicas.lines().count(), 2, "{replicas}");
+    // CLIENT KILL TYPE replica cuts both off; they attach again (two more full syncs).
+    assert_eq!(q(&mut p, &["CLIENT", "KILL", "TYPE", "replica"]), Value::Int(2));
+    q(&mut p, &["SET", "after-kill", "1"]);
+    wait_same(&mut p, &mut r1, "the first replica after CLIENT KILL");
+    wait_same(&mut p, &mut r2, "the second replica after CLIENT KILL");
+    assert_eq!(full_syncs(&mut p), "4");
     // The replicas are read-only, and the primary still serves its clients.
     let e = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut r1).unwrap_err();
     assert!(e.to_string().contains("read only replica"), "{e}");

@@ -262,12 +262,15 @@ fn unknown_type(out: &mut Vec<u8>, t: &[u8]) {
     reply::error(out, &msg);
 }
 
-/// A client type filter (CLIENT LIST / KILL TYPE). No replicas or masters exist yet; a client
-/// with a pub/sub subscription is of type pubsub (Redis's CLIENT_PUBSUB), any other is normal.
+/// A client type filter (CLIENT LIST / KILL TYPE): a replica of this server (a redis-server
+/// replica on SYNC/PSYNC, or a GOBLIN.FIREHOSE subscriber) is of type replica, a client with a
+/// pub/sub subscription of type pubsub (Redis's CLIENT_PUBSUB), any other normal. No client is
+/// of type master (a replica's upstream link is not a client connection).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ClientType {
     Normal,
     PubSub,
+    Replica,
     Never,
 }
 
@@ -275,14 +278,21 @@ fn parse_type(t: &[u8]) -> Option<ClientType> {
     match t.to_ascii_lowercase().as_slice() {
         b"normal" => Some(ClientType::Normal),
         b"pubsub" => Some(ClientType::PubSub),
-        b"master" | b"replica" | b"slave" => Some(ClientType::Never),
+        b"replica" | b"slave" => Some(ClientType::Replica),
+        b"master" => Some(ClientType::Never),
         _ => None,
     }
 }
 
 /// Whether `c` passes every type filter in `types`.
 fn type_matches(types: &[ClientType], c: &Conn) -> bool {
-    let own = if c.pubsub.is_some() { ClientType::PubSub } else { ClientType::Normal };
+    let own = if c.redis_replica.is_some() || c.firehose.is_some() {
+        ClientType::Replica
+    } else if c.pubsub.is_some() {
+        ClientType::PubSub
+    } else {
+        ClientType::Normal
+    };
     types.iter().all(|&t| t == own)
 }
 
