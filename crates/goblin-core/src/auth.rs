@@ -118,7 +118,7 @@ impl Selector {
     /// allowed by the command rules.
     fn may_run_command(&self, spec: &CommandSpec, sub: Option<&str>) -> bool {
         let mut allowed = false;
-        let mut cats: Option<Vec<&'static str>> = None;
+        let mut cats: Option<std::borrow::Cow<'static, [&'static str]>> = None;
         for (allow, target) in &self.commands {
             let hit = match target {
                 Target::All => true,

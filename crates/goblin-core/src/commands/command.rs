@@ -99,6 +99,39 @@ fn meta_of(name: &str) -> Option<&'static CommandMeta> {
     meta.binary_search_by(|e| e.name.cmp(name)).ok().map(|i| &meta[i])
 }
 
+/// Redis 7.0's record of the command `spec`, found by the spec's address: the ACL check of a
+/// restricted user's every command asks it (a category rule, the key specs), where a search
+/// of the table by name would cost a dozen string comparisons.
+fn meta_of_spec(spec: &CommandSpec) -> Option<&'static CommandMeta> {
+    /// The address of a `&'static CommandSpec`, spread over the bits (addresses are aligned).
+    #[derive(Default)]
+    struct AddrHash(u64);
+    impl std::hash::Hasher for AddrHash {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        fn write_usize(&mut self, n: usize) {
+            self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    type ByAddr =
+        std::collections::HashMap<usize, &'static CommandMeta, std::hash::BuildHasherDefault<AddrHash>>;
+    static BY_SPEC: std::sync::OnceLock<ByAddr> = std::sync::OnceLock::new();
+    BY_SPEC
+        .get_or_init(|| {
+            engine::command::all()
+                .filter_map(|s| meta_of(s.name).map(|m| (s as *const CommandSpec as usize, m)))
+                .collect()
+        })
+        .get(&(spec as *const CommandSpec as usize))
+        .copied()
+}
+
 /// Redis 7.0's ACL categories and command tips for `name` (`container|sub` for a
 /// subcommand), when Redis 7.0 has the command.
 fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
@@ -109,6 +142,11 @@ fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static
 /// container commands, or one whose subcommands Redis 7.0 describes (`xgroup|create`,
 /// `object|encoding` ...: commands the engine runs whole).
 pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
+    // Asked of every command a restricted user sends (its first argument is most often a
+    // key): one set lookup for the commands that have no subcommands.
+    if !is_container(cmd) {
+        return None;
+    }
     if let Some(full) = super::subcommand_name(cmd, sub) {
         return Some(full);
     }
@@ -122,11 +160,14 @@ pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str
 /// Whether `name` is a container command (CLIENT, XGROUP, OBJECT ...: one whose first argument
 /// names a subcommand).
 pub(crate) fn is_container(name: &str) -> bool {
-    let prefix = format!("{name}|");
-    let meta = super::redis_meta::META;
-    let at = meta.partition_point(|e| e.name < prefix.as_str());
-    meta.get(at).is_some_and(|e| e.name.starts_with(&prefix))
-        || super::subcommand_name(name, b"help").is_some()
+    static CONTAINERS: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    CONTAINERS
+        .get_or_init(|| {
+            let redis = super::redis_meta::META.iter().filter_map(|m| m.name.split_once('|').map(|(c, _)| c));
+            redis.chain(super::subcommand_containers()).collect()
+        })
+        .contains(name)
 }
 
 /// Redis 7.0's key specs for `name` (`container|sub` for a subcommand), when Redis 7.0 has
@@ -137,10 +178,18 @@ fn redis_key_specs(name: &str) -> Option<&'static [KeySpec]> {
 
 /// The ACL categories of `spec`, or of its subcommand `sub` (`container|sub`) when Redis
 /// gives that its own.
-pub(crate) fn categories_of(spec: &CommandSpec, sub: Option<&str>) -> Vec<&'static str> {
-    match sub.and_then(redis_meta) {
-        Some((cats, _)) => cats.to_vec(),
-        None => acl_categories(spec),
+pub(crate) fn categories_of(
+    spec: &CommandSpec,
+    sub: Option<&str>,
+) -> std::borrow::Cow<'static, [&'static str]> {
+    // Redis 7.0's table first (no allocation: every ACL check of a category rule asks).
+    let meta = match sub {
+        Some(full) => meta_of(full),
+        None => meta_of_spec(spec),
+    };
+    match meta.map(|m| m.categories) {
+        Some(cats) => std::borrow::Cow::Borrowed(cats),
+        None => std::borrow::Cow::Owned(acl_categories(spec)),
     }
 }
 
@@ -156,7 +205,7 @@ pub(crate) fn all_categories() -> Vec<&'static str> {
 /// ACL categories: Redis 7.0's for the commands it has, else derived from the flags and the
 /// group as Redis assigns them.
 pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
-    if let Some((cats, _)) = redis_meta(s.name) {
+    if let Some(cats) = meta_of_spec(s).map(|m| m.categories) {
         return cats.to_vec();
     }
     let mut v = Vec::new();
@@ -511,7 +560,8 @@ const RM_DELETE: KeyFlags = &["RM", "delete"];
 /// for [`key_positions`].
 pub(crate) fn keys_with_flags(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<(usize, KeyFlags)>>, ()> {
     let full = cmd.get(1).and_then(|a| full_subcommand_name(s.name, a)).unwrap_or(s.name);
-    if let Some(specs) = redis_key_specs(full).filter(|specs| super::keyspec::reliable(specs)) {
+    let specs = if full == s.name { meta_of_spec(s).map(|m| m.key_specs) } else { redis_key_specs(full) };
+    if let Some(specs) = specs.filter(|specs| super::keyspec::reliable(specs)) {
         if let Some(keys) = super::keyspec::find_keys(specs, cmd) {
             return Ok(Some(keys));
         }

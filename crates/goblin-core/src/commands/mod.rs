@@ -339,6 +339,11 @@ const SUBCOMMANDS: &[&str] = &[
     "hotkeys|help",
 ];
 
+/// The container commands of [`SUBCOMMANDS`] (one per subcommand listed).
+pub(crate) fn subcommand_containers() -> impl Iterator<Item = &'static str> {
+    SUBCOMMANDS.iter().map(|full| full.split('|').next().expect("split yields one piece"))
+}
+
 /// The longest `cmd|sub` in [`SUBCOMMANDS`].
 const LONGEST_SUBCOMMAND: usize = {
     let (mut i, mut max) = (0, 0);
