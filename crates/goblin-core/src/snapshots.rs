@@ -1038,6 +1038,9 @@ impl Server {
                     // (sent once the child is done), and its own commands get no replies.
                     c.redis_replica = Some(None);
                     self.redis_replicas.full_syncs += 1;
+                    if self.redis_replicas.slots.is_empty() {
+                        self.redis_replicas.last_ping = Some(std::time::Instant::now());
+                    }
                     c.reply_mode = crate::conn::ReplyMode::Off;
                     self.redis_replicas.slots.push((slot, c.id));
                 } else {

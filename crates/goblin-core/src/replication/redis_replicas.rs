@@ -38,8 +38,9 @@ pub struct RedisReplicas {
     pub slots: Vec<(usize, u64)>,
     /// Broker ack mode: committed batches waiting for Kafka (or behind ones that are).
     retained: VecDeque<Retained>,
-    /// When the last PING went out.
-    last_ping: Option<Instant>,
+    /// When the last PING went out (or the first replica attached: the first PING comes a
+    /// period later, as a Redis master's cron sends it).
+    pub last_ping: Option<Instant>,
     /// `repl-ping-replica-period`, seconds.
     pub ping_period_secs: u64,
     /// Full resynchronizations served (INFO `sync_full`; every attach is one).
