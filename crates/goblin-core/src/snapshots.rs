@@ -609,6 +609,15 @@ impl Server {
                 .map(|s| format!("{} keys, {} bytes", s.keys, s.bytes))
                 .map_err(|e| format!("writing {}: {e}", path.display()))
         };
+        self.fork_bgsave(offset, job)
+    }
+
+    /// Forks BGSAVE's child (the dataset at `offset`) to run `job`; Err is the reply's error.
+    fn fork_bgsave(
+        &mut self,
+        offset: u64,
+        job: impl FnOnce() -> Result<String, String>,
+    ) -> Result<(), String> {
         match self.fork_child(ChildKind::Bgsave { offset }, job) {
             Ok(pid) => {
                 info!("Background saving started by pid {pid}");
@@ -647,17 +656,7 @@ impl Server {
                 .map(|bytes| format!("{keys} keys, {bytes} bytes, RDB"))
                 .map_err(|e| format!("writing {}: {e}", path.display()))
         };
-        match self.fork_child(ChildKind::Bgsave { offset }, job) {
-            Ok(pid) => {
-                info!("Background saving started by pid {pid}");
-                Ok(())
-            }
-            Err(e) => {
-                self.snapshots.last_bgsave_ok = false;
-                error!("Can't save in background: fork: {e}");
-                Err(format!("ERR Can't save in background: fork: {e}"))
-            }
-        }
+        self.fork_bgsave(offset, job)
     }
 
     /// Cron: reaps finished children, then starts a scheduled or periodic save when due.

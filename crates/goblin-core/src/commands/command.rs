@@ -455,14 +455,24 @@ fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
 fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
     // Every command, then the subcommands (`client|list` ...), which carry their parent's
     // categories.
-    let with_subs =
-        || {
-            all().map(|s| (s.name, s)).chain(syntax::SUBCOMMANDS.iter().filter_map(|(full, ..)| {
-                engine::lookup(full.split('|').next()?.as_bytes()).map(|p| (*full, p))
-            }))
-        };
+    let with_subs = || -> Vec<(&'static str, &'static CommandSpec)> {
+        let mut v: Vec<(&'static str, &'static CommandSpec)> = all().map(|s| (s.name, s)).collect();
+        let documented = syntax::SUBCOMMANDS
+            .iter()
+            .filter_map(|(full, ..)| engine::lookup(full.split('|').next()?.as_bytes()).map(|p| (*full, p)));
+        // And every subcommand COMMAND INFO lists (Redis 7.0's records).
+        let recorded = all().flat_map(|s| subcommand_metas(s.name).into_iter().map(move |m| (m.name, s)));
+        let mut subs: Vec<(&'static str, &'static CommandSpec)> = Vec::new();
+        for (n, p) in documented.chain(recorded) {
+            if !subs.iter().any(|(m, _)| *m == n) {
+                subs.push((n, p));
+            }
+        }
+        v.extend(subs);
+        v
+    };
     let names: Vec<&'static str> = match args.len() {
-        2 => with_subs().map(|(n, _)| n).collect(),
+        2 => with_subs().into_iter().map(|(n, _)| n).collect(),
         5 if args[2].eq_ignore_ascii_case(b"FILTERBY") => {
             let val = args[4];
             match args[3].to_ascii_lowercase().as_slice() {
@@ -471,11 +481,15 @@ fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
                     let mut cat = b"@".to_vec();
                     cat.extend(val.iter().map(u8::to_ascii_lowercase));
                     with_subs()
-                        .filter(|(_, s)| acl_categories(s).iter().any(|c| c.as_bytes() == cat))
+                        .into_iter()
+                        .filter(|&(n, s)| {
+                            categories_of(s, (n != s.name).then_some(n)).iter().any(|c| c.as_bytes() == cat)
+                        })
                         .map(|(n, _)| n)
                         .collect()
                 }
                 b"pattern" => with_subs()
+                    .into_iter()
                     .filter(|(n, _)| engine::util::glob_match(val, n.as_bytes(), true))
                     .map(|(n, _)| n)
                     .collect(),

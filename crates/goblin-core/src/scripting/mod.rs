@@ -224,6 +224,7 @@ local getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, selec
     debug.getinfo, error, type, tostring, setmetatable, rawget, rawset, pairs, select, next
 local tbl_concat, str_sub, str_find, str_gsub = table.concat, string.sub, string.find, string.gsub
 local raw_log, raw_setresp, raw_sha1hex, raw_known = __goblin_log, __goblin_setresp, __goblin_sha1hex, __goblin_known
+local raw_acl_check = __goblin_acl_check
 local redis = {}
 -- The functions below return (failed, value); the C trampolines installed as redis.<name>
 -- raise `value` when `failed` (a C frame keeps the script's frame for the error's line).
@@ -299,7 +300,7 @@ inner.acl_check_cmd = function(...)
   if select('#', ...) < 1 then return fail('Please specify at least one argument for this redis lib call') end
   local known = raw_known((...))
   if not known then return fail('Invalid command passed to redis.acl_check_cmd()') end
-  return false, true
+  return false, raw_acl_check(...)
 end
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
@@ -497,6 +498,20 @@ trampolines! {
     tr_register_function => "register_function",
 }
 
+/// redis.acl_check_cmd: whether the script's caller may run `argv` (an existing command) by its
+/// user's rules, as Redis checks it (no refusal is logged).
+fn acl_allows(argv: &[Vec<u8>]) -> bool {
+    let Some(run) = RUN.with(Cell::get) else { return true };
+    let Some(spec) = argv.first().and_then(|n| engine::lookup(n)) else { return false };
+    // SAFETY: see `Run`: reads of the server and the connection while nothing else uses them.
+    let (server, conn) = unsafe { (&*run.server, &*run.conn) };
+    if !conn.restricted {
+        return true;
+    }
+    let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+    server.users.check(&conn.user, spec, &refs).is_none()
+}
+
 /// Scripts between two garbage collection steps, and the step's size in KiB (Redis's values).
 const GC_PERIOD: u32 = 50;
 
@@ -568,6 +583,18 @@ impl Scripting {
             lua.create_function(|lua, v: Value| {
                 let name = lua.coerce_string(v)?.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
                 Ok(engine::lookup(&name).is_some())
+            })?,
+        )?;
+        g.set(
+            "__goblin_acl_check",
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                let argv: Vec<Vec<u8>> = args
+                    .into_iter()
+                    .map(|v| {
+                        lua.coerce_string(v).ok().flatten().map(|s| s.as_bytes().to_vec()).unwrap_or_default()
+                    })
+                    .collect();
+                Ok(acl_allows(&argv))
             })?,
         )?;
         g.set("__goblin_killed", lua.create_function(|_, ()| Ok(KILL.with(Cell::get)))?)?;
