@@ -55,18 +55,23 @@ impl RedisReplicas {
 
 /// What a replica is sent for a batch of mutations (database, RESP2 bytes): `SELECT` where the
 /// database differs from the one the replica is in (`db`, None before the first), and
-/// `MULTI`/`EXEC` around more than one mutation.
+/// `MULTI`/`EXEC` around more than one mutation, after the first mutation's `SELECT`, as a
+/// Redis master orders them.
 pub fn encode_for_replica(out: &mut Vec<u8>, mutations: &[(u32, &[u8])], db: &mut Option<u32>) {
-    let wrap = mutations.len() > 1;
-    if wrap {
-        out.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
-    }
-    for &(m_db, bytes) in mutations {
+    let select = |out: &mut Vec<u8>, db: &mut Option<u32>, m_db: u32| {
         if *db != Some(m_db) {
             let n = m_db.to_string();
             resp::reply::bulk_array(out, &[b"SELECT".as_slice(), n.as_bytes()]);
             *db = Some(m_db);
         }
+    };
+    let wrap = mutations.len() > 1;
+    if wrap {
+        select(out, db, mutations[0].0);
+        out.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
+    }
+    for &(m_db, bytes) in mutations {
+        select(out, db, m_db);
         out.extend_from_slice(bytes);
     }
     if wrap {
@@ -186,5 +191,17 @@ mod tests {
         .concat();
         assert_eq!(out, want);
         assert_eq!(db, Some(3));
+        // A transaction in another database: its SELECT comes before MULTI.
+        out.clear();
+        encode_for_replica(&mut out, &[(5, set), (5, del)], &mut db);
+        let want = [
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n5\r\n".as_slice(),
+            b"*1\r\n$5\r\nMULTI\r\n",
+            set,
+            del,
+            b"*1\r\n$4\r\nEXEC\r\n",
+        ]
+        .concat();
+        assert_eq!(out, want);
     }
 }
