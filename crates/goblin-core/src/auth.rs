@@ -721,9 +721,18 @@ impl Users {
         self.users[i].accepts(&digest).then_some(i)
     }
 
-    /// ACL SETUSER: creates `name` if needed and applies `rules` left to right, all or
-    /// nothing. Err is the whole error reply text (Redis's wording).
+    /// ACL SETUSER in one step (the server stages, checks subscribers, then puts).
+    #[cfg(test)]
     pub fn setuser(&mut self, name: &str, rules: &[&str]) -> Result<(), String> {
+        let user = self.staged(name, rules)?;
+        self.put(user);
+        Ok(())
+    }
+
+    /// ACL SETUSER's user: `name` (created if needed) with `rules` applied left to right, all
+    /// or nothing, changing nothing yet (the server compares it with the user's subscribers,
+    /// then [`Users::put`]s it). Err is the whole error reply text (Redis's wording).
+    pub fn staged(&self, name: &str, rules: &[&str]) -> Result<User, String> {
         if !valid_name(name) {
             return Err("ERR Usernames can't contain spaces or null characters".into());
         }
@@ -736,23 +745,15 @@ impl Users {
                 return Err(format!("ERR Error in ACL SETUSER modifier '{rule}': {why}"));
             }
         }
-        match self.users.iter().position(|u| &*u.name == name) {
+        Ok(user)
+    }
+
+    /// Installs `user`, replacing the user of that name if there is one.
+    pub fn put(&mut self, user: User) {
+        match self.users.iter().position(|u| u.name == user.name) {
             Some(i) => self.users[i] = user,
             None => self.users.push(user),
         }
-        Ok(())
-    }
-
-    /// What ACL SETUSER would make of `name` with `rules`, without changing anything (the
-    /// server compares it with the user's subscribers before committing).
-    pub fn preview(&self, name: &str, rules: &[&str]) -> Result<User, String> {
-        let mut copy = Users {
-            users: self.users.iter().filter(|u| &*u.name == name).cloned().collect(),
-            default: 0,
-            file: None,
-        };
-        copy.setuser(name, rules)?;
-        Ok(copy.users.pop().expect("setuser leaves the user"))
     }
 
     /// ACL DELUSER: removes the named users that exist; returns how many. `default` cannot be
@@ -778,12 +779,6 @@ impl Users {
         let mut users: Vec<&User> = self.users.iter().collect();
         users.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         users.iter().map(|u| u.describe()).collect()
-    }
-
-    /// Whether the user called `name` may run everything (connections on such a user skip the
-    /// permission check; an unknown name, a user just deleted, has none).
-    pub fn full_access(&self, name: &str) -> bool {
-        self.users.iter().find(|u| &*u.name == name).is_some_and(User::full_access)
     }
 
     /// The permission check of a connection on user `name` for `args` (see [`User::check`]);

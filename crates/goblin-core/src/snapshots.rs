@@ -60,6 +60,26 @@ struct Child {
     status: std::fs::File,
 }
 
+/// What an RDB file holds besides the keys (`Server::rdb_parts`), owned so that a forked child
+/// can take it along.
+struct RdbParts {
+    functions: Vec<Vec<u8>>,
+    created_unix_secs: i64,
+    used_memory: u64,
+}
+
+impl RdbParts {
+    fn file(&self, functions_only: bool) -> engine::rdb::RdbFile<'_> {
+        engine::rdb::RdbFile {
+            redis_version: crate::commands::info::REDIS_VERSION,
+            created_unix_secs: self.created_unix_secs,
+            used_memory: self.used_memory,
+            functions: &self.functions,
+            functions_only,
+        }
+    }
+}
+
 /// Where a save goes (see `Server::save_target`).
 enum SaveTarget {
     Snapshot(PathBuf),
@@ -434,40 +454,37 @@ impl Server {
         }
     }
 
-    /// What an RDB file of the dataset needs besides the keys (the functions, the header's
-    /// fields); Err: why the dataset cannot be an RDB file (array keys).
-    fn rdb_parts(&self) -> Result<(Vec<Vec<u8>>, i64, u64), String> {
-        if let Some(why) =
-            self.engine.database_refs().iter().find_map(|(_, ks)| engine::rdb::rdb_file_blocker(ks))
-        {
-            return Err(format!(
-                "{why} (a server started with --load PATH saves native snapshots, which carry every type)"
-            ));
-        }
-        let functions: Vec<Vec<u8>> = self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect();
-        Ok((functions, now_ms() / 1000, crate::commands::info::allocated_bytes()))
+    /// Why the dataset cannot be an RDB file (array keys), if it cannot.
+    fn rdb_blocker(&self) -> Option<String> {
+        self.engine.database_refs().iter().find_map(|(_, ks)| engine::rdb::rdb_file_blocker(ks))
     }
 
-    /// A save to an RDB file finished: the counters INFO persistence and LASTSAVE report.
-    fn rdb_saved(&mut self, offset: u64) {
-        self.snapshots.last_save_unix = now_ms() / 1000;
-        self.snapshots.last_save_offset = offset;
-        self.snapshots.saves += 1;
+    /// What an RDB file of the dataset needs besides the keys, taken now (before a fork).
+    fn rdb_parts(&self) -> RdbParts {
+        RdbParts {
+            functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
+            created_unix_secs: now_ms() / 1000,
+            used_memory: crate::commands::info::allocated_bytes(),
+        }
+    }
+
+    /// SAVE and BGSAVE's refusal of a dataset that cannot be an RDB file.
+    fn rdb_save_blocker(&self) -> Result<(), String> {
+        match self.rdb_blocker() {
+            Some(why) => Err(format!(
+                "ERR {why} (a server started with --load PATH saves native snapshots, which carry every type)"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// SAVE without `--load`: the RDB file, written in the foreground.
     fn save_rdb_foreground(&mut self, path: &std::path::Path) -> Result<(), String> {
-        let (functions, created_unix_secs, used_memory) = self.rdb_parts().map_err(|e| format!("ERR {e}"))?;
+        self.rdb_save_blocker()?;
+        let parts = self.rdb_parts();
         let started = Instant::now();
         let dbs = self.engine.database_refs();
-        let file = engine::rdb::RdbFile {
-            redis_version: crate::commands::info::REDIS_VERSION,
-            created_unix_secs,
-            used_memory,
-            functions: &functions,
-            functions_only: false,
-        };
-        match snapshot::save_atomic(path, |w| engine::rdb::write_rdb_file(w, &dbs, &file)) {
+        match snapshot::save_atomic(path, |w| engine::rdb::write_rdb_file(w, &dbs, &parts.file(false))) {
             Ok(bytes) => {
                 let keys = self.engine.total_keys();
                 info!(
@@ -475,7 +492,9 @@ impl Server {
                     path.display(),
                     started.elapsed().as_secs_f64()
                 );
-                self.rdb_saved(self.engine.repl.offset);
+                self.snapshots.last_save_unix = now_ms() / 1000;
+                self.snapshots.last_save_offset = self.engine.repl.offset;
+                self.snapshots.saves += 1;
                 Ok(())
             }
             Err(e) => {
@@ -634,25 +653,19 @@ impl Server {
     /// BGSAVE without `--load`: a forked child writes the fork-time image as an RDB file.
     fn start_rdb_bgsave(&mut self, path: PathBuf) -> Result<(), String> {
         self.snapshots.last_bgsave_try = Some(Instant::now());
-        let (functions, created_unix_secs, used_memory) = self.rdb_parts().map_err(|e| {
+        if let Err(e) = self.rdb_save_blocker() {
             self.snapshots.last_bgsave_ok = false;
-            format!("ERR {e}")
-        })?;
+            return Err(e);
+        }
+        let parts = self.rdb_parts();
         let offset = self.engine.repl.offset;
         let engine: *const Engine = &self.engine;
         let job = move || {
             // SAFETY: runs only in the child, where the engine is the parent's frozen image
             // and nothing else touches it.
             let dbs = unsafe { &*engine }.database_refs();
-            let file = engine::rdb::RdbFile {
-                redis_version: crate::commands::info::REDIS_VERSION,
-                created_unix_secs,
-                used_memory,
-                functions: &functions,
-                functions_only: false,
-            };
             let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
-            snapshot::save_atomic(&path, |w| engine::rdb::write_rdb_file(w, &dbs, &file))
+            snapshot::save_atomic(&path, |w| engine::rdb::write_rdb_file(w, &dbs, &parts.file(false)))
                 .map(|bytes| format!("{keys} keys, {bytes} bytes, RDB"))
                 .map_err(|e| format!("writing {}: {e}", path.display()))
         };
@@ -983,15 +996,11 @@ impl Server {
         }
         let functions_only = c.rdb_functions_only;
         if !functions_only {
-            if let Some(why) =
-                self.engine.database_refs().iter().find_map(|(_, ks)| engine::rdb::rdb_file_blocker(ks))
-            {
+            if let Some(why) = self.rdb_blocker() {
                 return reply::error(&mut c.out, format!("ERR SYNC: {why}").as_bytes());
             }
         }
-        let functions: Vec<Vec<u8>> = self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect();
-        let created_unix_secs = now_ms() / 1000;
-        let used_memory = crate::commands::info::allocated_bytes();
+        let parts = self.rdb_parts();
         let fullresync =
             psync.then(|| format!("+FULLRESYNC {} {}\r\n", self.engine.repl.replid, self.engine.repl.offset));
         let engine: *const Engine = &self.engine;
@@ -1001,13 +1010,7 @@ impl Server {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
             let (engine, owed) = unsafe { (&*engine, &*owed) };
             let dbs = engine.database_refs();
-            let file = engine::rdb::RdbFile {
-                redis_version: crate::commands::info::REDIS_VERSION,
-                created_unix_secs,
-                used_memory,
-                functions: &functions,
-                functions_only,
-            };
+            let file = parts.file(functions_only);
             let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
             let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {

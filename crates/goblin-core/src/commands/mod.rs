@@ -566,7 +566,7 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
             // Subscribers of this user whose channels the new rules no longer allow are
             // closed, as in Redis (this connection after its reply).
-            let user = match s.users.preview(&name, &rules) {
+            let user = match s.users.staged(&name, &rules) {
                 Ok(u) => u,
                 Err(e) => return reply::error(out, e.as_bytes()),
             };
@@ -576,10 +576,10 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if *c.user == *name && c.pubsub.as_ref().is_some_and(|subs| !user.keeps_subscriber(subs)) {
                 c.close_after_reply = true;
             }
-            s.users.setuser(&name, &rules).expect("the preview succeeded");
-            reply::ok(out);
             // Connections on this user follow its new rules from their next command.
-            let full = s.users.full_access(&name);
+            let full = user.full_access();
+            s.users.put(user);
+            reply::ok(out);
             for conn in s.conns.iter_mut().flatten().filter(|conn| *conn.user == *name) {
                 conn.restricted = !full;
             }
