@@ -8,8 +8,10 @@ loopback TCP. After each run a sentinel write is made and the replica is polled 
 reads it; then both must hold the same number of keys (a replica that fell behind or off
 would make the primary look faster than it is). Reported per configuration, medians over
 --rounds alternating rounds: the primary's SET/s, its ratio to itself alone, the time the
-replica took after the run to reach the sentinel (its backlog), and the replica's CPU per
-replicated write.
+replica took after the run to reach the sentinel (its backlog), the replica's CPU per
+replicated write, and the latency of `SET` followed by `WAIT 1 0` from one client (--waits
+times, after the run: the replica's acknowledgement, asked for with REPLCONF GETACK), p50 and
+p99.
 
 Usage:
   cargo build --release --bin goblin-core
@@ -52,13 +54,27 @@ def cpu(port):
     return float(m["used_cpu_user"]) + float(m["used_cpu_sys"])
 
 
-def run(work, kind, with_replica, requests, rnd):
+def wait_probe(port, n):
+    """SET then WAIT 1 0, n times from one client: (p50, p99) of the pair, in microseconds."""
+    c = Resp(port)
+    lat = []
+    for i in range(n):
+        t = time.perf_counter()
+        c.cmd("SET", "bench:waited", i)
+        if c.cmd("WAIT", 1, 0) != b"1":
+            raise RuntimeError("WAIT 1 0 answered without the replica")
+        lat.append((time.perf_counter() - t) * 1e6)
+    lat.sort()
+    return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+
+
+def run(work, kind, with_replica, requests, rnd, waits):
     start = goblin_primary if kind == "goblin" else (lambda w, t: redis(w, t))
     p, pport = start(work, f"{kind}-{rnd}-{int(with_replica)}")
     r = None
     try:
         if not with_replica:
-            return bench(pport, requests), None, None
+            return bench(pport, requests), None, None, None
         r, rport = redis(work, f"replica-of-{kind}-{rnd}", replica_of=pport)
         wait_linked(rport)
         before = cpu(rport)
@@ -77,7 +93,7 @@ def run(work, kind, with_replica, requests, rnd):
         if want != got:
             raise RuntimeError(f"the replica of {kind} holds {got} keys, the primary {want}")
         per_write_us = (cpu(rport) - before) / requests * 1e6
-        return rps, drain_ms, per_write_us
+        return rps, drain_ms, per_write_us, wait_probe(pport, waits)
     finally:
         if r:
             r.stop()
@@ -88,6 +104,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=400000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--waits", type=int, default=2000)
     args = ap.parse_args()
     for b in ("redis-server", "redis-benchmark"):
         if not shutil.which(b):
@@ -98,9 +115,10 @@ def main():
     for rnd in range(args.rounds):
         for with_replica in (False, True):
             for kind in ("goblin", "redis"):
-                rps, drain, cpu_us = run(work, kind, with_replica, args.requests, rnd)
-                res.setdefault((kind, with_replica), []).append((rps, drain, cpu_us))
-                extra = f", replica caught up {drain:.0f} ms after, {cpu_us:.2f} us CPU/write" if with_replica else ""
+                rps, drain, cpu_us, waited = run(work, kind, with_replica, args.requests, rnd, args.waits)
+                res.setdefault((kind, with_replica), []).append((rps, drain, cpu_us, waited))
+                extra = (f", replica caught up {drain:.0f} ms after, {cpu_us:.2f} us CPU/write, "
+                         f"SET+WAIT p50 {waited[0]:.0f} us p99 {waited[1]:.0f} us") if with_replica else ""
                 print(f"round {rnd + 1}: {kind} primary, {'one redis replica' if with_replica else 'alone'}: "
                       f"{rps:,.0f} SET/s{extra}", flush=True)
     med = lambda xs: statistics.median(xs)  # noqa: E731
@@ -109,13 +127,14 @@ def main():
              "100,000; the replica is redis-server (`--replicaof`) in both; it held the primary's key count "
              "after every run.", "",
              "| primary | replica | primary SET/s | vs alone | replica caught up after the run, ms | "
-             "replica CPU per write, us |", "|---|---|---|---|---|---|"]
+             "replica CPU per write, us | SET + WAIT 1 0, p50 / p99 us |", "|---|---|---|---|---|---|---|"]
     for kind in ("goblin", "redis"):
         alone = med([x[0] for x in res[(kind, False)]])
-        lines.append(f"| {kind} | none | {alone:,.0f} | 1.00 | | |")
+        lines.append(f"| {kind} | none | {alone:,.0f} | 1.00 | | | |")
         w = res[(kind, True)]
         lines.append(f"| {kind} | redis-server | {med([x[0] for x in w]):,.0f} | {med([x[0] for x in w]) / alone:.2f} | "
-                     f"{med([x[1] for x in w]):.0f} | {med([x[2] for x in w]):.2f} |")
+                     f"{med([x[1] for x in w]):.0f} | {med([x[2] for x in w]):.2f} | "
+                     f"{med([x[3][0] for x in w]):.0f} / {med([x[3][1] for x in w]):.0f} |")
     g = med([x[0] for x in res[("goblin", True)]])
     r = med([x[0] for x in res[("redis", True)]])
     lines += ["", f"goblin-core / redis-server as the primary of a redis-server replica: {g / r:.2f}."]

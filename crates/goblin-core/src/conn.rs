@@ -146,6 +146,8 @@ pub enum ReplyMode {
     SkipNext,
     /// Set while the command after `CLIENT REPLY SKIP` runs: its reply is dropped.
     Skipping,
+    /// This command's reply goes out, then none: a replica's PSYNC answered `+CONTINUE`.
+    OffAfterThis,
 }
 
 /// A client parked by a blocking command (BLPOP ...): the command to retry when a key it
@@ -258,10 +260,12 @@ pub struct Conn {
     /// A forked child is sending this client a GOBLIN.DUMPWORLD reply over the same socket:
     /// the server neither reads nor writes the connection until the child exits.
     pub dumping: bool,
-    /// A redis-server replica (it sent SYNC or PSYNC): Some(the database its stream is in,
-    /// None before the first SELECT). It gets every committed batch after its RDB file, and no
-    /// replies (see [`crate::replication::redis_replicas`]).
-    pub redis_replica: Option<Option<u32>>,
+    /// A redis-server replica (it sent SYNC or PSYNC): where it is in the stream. It gets
+    /// every committed batch after its RDB file (or its continuation), and no replies (see
+    /// [`crate::replication::redis_replicas`]).
+    pub redis_replica: Option<crate::replication::redis_replicas::ReplicaLink>,
+    /// REPLCONF listening-port: the port a replica says it serves on (INFO's `slaveN`).
+    pub replconf_port: u16,
     /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
@@ -348,6 +352,7 @@ impl Conn {
             no_touch: false,
             dumping: false,
             redis_replica: None,
+            replconf_port: 0,
             rdb_only: false,
             rdb_functions_only: false,
             held_from: None,

@@ -419,10 +419,14 @@ impl Server {
             },
             Handler::Data(_) => Origin::Command,
         };
+        // Redis's commands that touch arbitrary keys: their lazy-expiry DELs go to a Redis
+        // replica without MULTI/EXEC.
+        self.redis_replicas.next_unwrapped = matches!(spec.name, "scan" | "randomkey");
         if let Some(last) = self.commit_batch(origin) {
             conn.last_write_offset = last;
             self.hold_reply(conn, slot, mark, last);
         }
+        self.redis_replicas.next_unwrapped = false;
         self.tracking.current = None;
         if let Some(t) = conn.tracking.as_mut() {
             // CLIENT CACHING applies to the one command after it (a whole MULTI/EXEC).
@@ -785,6 +789,7 @@ impl Server {
                 conn.out.truncate(mark);
                 conn.reply_mode = ReplyMode::On;
             }
+            ReplyMode::OffAfterThis => conn.reply_mode = ReplyMode::Off,
         }
     }
 

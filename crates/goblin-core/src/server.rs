@@ -1333,6 +1333,9 @@ impl Server {
         if self.waits_dirty {
             self.serve_waits();
         }
+        if self.redis_replicas.want_acks {
+            self.redis_replicas_getack();
+        }
         self.check_pause();
         // A replica's data changes only through its upstream: no expiry of its own; none
         // either while clients are paused.
@@ -1440,7 +1443,7 @@ impl Server {
         }
         self.snapshot_cron();
         self.firehose_ticks();
-        self.redis_replicas_ping();
+        self.redis_replicas_cron();
         self.replica_cron();
         // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();

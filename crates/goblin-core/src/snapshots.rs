@@ -902,14 +902,21 @@ impl Server {
         }
     }
 
-    /// REPLCONF: only what a tool fetching an RDB file sends (`redis-cli --rdb` and
-    /// `--functions-rdb`): `rdb-only` and `rdb-filter-only` shape this connection's SYNC or
-    /// PSYNC; `listening-port`, `ip-address` and `capa` are accepted and ignored.
+    /// REPLCONF: what a redis-server replica and a tool fetching an RDB file (`redis-cli
+    /// --rdb` and `--functions-rdb`) send. `rdb-only` and `rdb-filter-only` shape this
+    /// connection's SYNC or PSYNC; `listening-port` is the port INFO shows for a replica;
+    /// `ip-address` and `capa` are accepted and ignored. `ACK <offset>` is a replica's
+    /// position in the stream (`replication::redis_replicas`), answered with nothing, as Redis
+    /// answers it.
     pub(crate) fn replconf(&mut self, c: &mut Conn, args: &[&[u8]]) {
-        // A replica's acknowledgement of its offset: Redis answers nothing.
-        if args.len() >= 2
-            && (args[1].eq_ignore_ascii_case(b"ack") || args[1].eq_ignore_ascii_case(b"getack"))
-        {
+        if args.len() >= 2 && args[1].eq_ignore_ascii_case(b"ack") {
+            if args.len() >= 3 {
+                self.redis_replicas_ack(c, args[2]);
+            }
+            return;
+        }
+        // Only a master sends GETACK; a replica of nobody has nothing to say.
+        if args.len() >= 2 && args[1].eq_ignore_ascii_case(b"getack") {
             return;
         }
         if args.len().is_multiple_of(2) {
@@ -919,7 +926,11 @@ impl Server {
         for pair in args[1..].chunks(2) {
             let (option, value) = (pair[0].to_ascii_lowercase(), pair[1]);
             match option.as_slice() {
-                b"listening-port" | b"ip-address" | b"capa" => {}
+                b"listening-port" => match engine::util::parse_i64(value) {
+                    Some(port) => c.replconf_port = port.clamp(0, u16::MAX as i64) as u16,
+                    None => return reply::error(&mut c.out, engine::errors::NOT_INTEGER),
+                },
+                b"ip-address" | b"capa" => {}
                 b"rdb-only" => match value {
                     b"0" | b"1" => rdb_only = value == b"1",
                     _ if engine::util::parse_i64(value).is_none() => {
@@ -966,7 +977,7 @@ impl Server {
     /// replica, and every batch committed after the fork follows the file as Redis's
     /// replication stream (`replication::redis_replicas`). A dataset with array keys is
     /// refused: an RDB file cannot carry them.
-    pub(crate) fn rdb_sync(&mut self, c: &mut Conn, slot: usize, psync: bool) {
+    pub(crate) fn rdb_sync(&mut self, c: &mut Conn, slot: usize, psync: Option<(&[u8], &[u8])>) {
         if self.in_exec {
             return reply::error(&mut c.out, b"ERR Command not allowed inside a transaction");
         }
@@ -988,6 +999,12 @@ impl Server {
                 b"ERR SYNC behind unacknowledged writes on this connection; retry",
             );
         }
+        // A replica that lost its link continues from the backlog where it can.
+        if let Some((replid, offset)) = psync.filter(|_| stream) {
+            if self.redis_replicas_try_continue(c, slot, replid, offset) {
+                return;
+            }
+        }
         // A replica's image must not hold writes the topic may never get (as GOBLIN.DUMPWORLD).
         if stream {
             if let Err(e) = self.settle_journal(SETTLE_BOUND) {
@@ -1001,8 +1018,13 @@ impl Server {
             }
         }
         let parts = self.rdb_parts();
-        let fullresync =
-            psync.then(|| format!("+FULLRESYNC {} {}\r\n", self.engine.repl.replid, self.engine.repl.offset));
+        // A replica's stream starts at this fork; a file alone names this server's lineage.
+        let (replid, at) = if stream {
+            self.redis_replicas_stream_start()
+        } else {
+            (self.engine.repl.replid.to_string(), self.engine.repl.offset)
+        };
+        let fullresync = psync.is_some().then(|| format!("+FULLRESYNC {replid} {at}\r\n"));
         let engine: *const Engine = &self.engine;
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
@@ -1038,13 +1060,8 @@ impl Server {
                     );
                     // From here the batches committed after the fork collect in its output
                     // (sent once the child is done), and its own commands get no replies.
-                    c.redis_replica = Some(None);
                     self.redis_replicas.full_syncs += 1;
-                    if self.redis_replicas.slots.is_empty() {
-                        self.redis_replicas.last_ping = Some(std::time::Instant::now());
-                    }
-                    c.reply_mode = crate::conn::ReplyMode::Off;
-                    self.redis_replicas.slots.push((slot, c.id));
+                    self.redis_replicas_attach(c, slot, at, 0);
                 } else {
                     info!("SYNC (an RDB file) to client id={} by pid {pid}", c.id);
                 }

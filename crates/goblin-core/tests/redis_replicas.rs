@@ -23,6 +23,10 @@ fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> Option<S
     text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
 }
 
+fn info_int(c: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    info_field(c, section, field).unwrap_or_else(|| panic!("no {field}")).parse().unwrap()
+}
+
 /// Everything in every database, as a sorted text: each key's type, value and whether it has
 /// a deadline (the deadline itself moves with time).
 fn contents(c: &mut redis::Connection) -> Vec<String> {
@@ -182,12 +186,20 @@ fn a_redis_server_replica_follows_every_write() {
     assert_eq!(clients.lines().filter(|l| l.contains(" flags=S ")).count(), 2, "{clients}");
     let replicas: String = redis::cmd("CLIENT").arg("LIST").arg("TYPE").arg("replica").query(&mut p).unwrap();
     assert_eq!(replicas.lines().count(), 2, "{replicas}");
-    // CLIENT KILL TYPE replica cuts both off; they attach again (two more full syncs).
+    // WAIT counts them once they acknowledged this client's last write.
+    q(&mut p, &["SET", "waited-for", "1"]);
+    assert_eq!(q(&mut p, &["WAIT", "2", "30000"]), Value::Int(2));
+    // CLIENT KILL TYPE replica cuts both off; they continue from the backlog where they
+    // stopped, and the writes made meanwhile reach them with the rest.
     assert_eq!(q(&mut p, &["CLIENT", "KILL", "TYPE", "replica"]), Value::Int(2));
     q(&mut p, &["SET", "after-kill", "1"]);
+    q(&mut p, &["SELECT", "9"]);
+    q(&mut p, &["RPUSH", "after-kill-9", "a", "b"]);
+    q(&mut p, &["SELECT", "0"]);
     wait_same(&mut p, &mut r1, "the first replica after CLIENT KILL");
     wait_same(&mut p, &mut r2, "the second replica after CLIENT KILL");
-    assert_eq!(full_syncs(&mut p), "4");
+    assert_eq!(full_syncs(&mut p), "2", "a replica that lost its link loaded a whole file again");
+    assert_eq!(info_field(&mut p, "stats", "sync_partial_ok").as_deref(), Some("2"));
     // The replicas are read-only, and the primary still serves its clients.
     let e = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut r1).unwrap_err();
     assert!(e.to_string().contains("read only replica"), "{e}");
@@ -231,4 +243,195 @@ fn in_broker_mode_a_redis_replica_gets_only_what_kafka_acknowledged() {
     wait_same(&mut p, &mut r, "after the broker came back");
     assert_eq!(info_field(&mut p, "stats", "sync_full").as_deref(), Some("1"), "it came by a new full sync");
     drop(kaka);
+}
+
+/// The stream's byte offsets are Redis's: a replica that lost its link continues from the
+/// backlog (its offset then equals the primary's stream offset exactly, else the bytes would
+/// be misread), WAIT and INFO count it by its acknowledgements, and a replica that fell
+/// further behind than the backlog holds is resynchronized in full.
+#[test]
+fn a_replica_continues_from_the_backlog_while_it_holds_the_replicas_offset() {
+    let g = Server::start(&["--save", ""]);
+    let mut p = g.conn();
+    q(&mut p, &["SET", "before", "1"]);
+    q(&mut p, &["CONFIG", "SET", "repl-backlog-size", "16384"]);
+    assert_eq!(info_int(&mut p, "replication", "repl_backlog_active"), 0);
+    let (r, mut rc) = start_replica(g.port);
+    wait_same(&mut p, &mut rc, "after the first sync");
+    assert_eq!(info_int(&mut p, "replication", "repl_backlog_active"), 1);
+    for i in 0..50 {
+        q(&mut p, &["INCR", &format!("n:{}", i % 7)]);
+    }
+    q(&mut p, &["SELECT", "2"]);
+    q(&mut p, &["HSET", "h", "f", "v"]);
+    q(&mut p, &["SELECT", "0"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "30000"]), Value::Int(1));
+    wait_same(&mut p, &mut rc, "after the writes");
+    // The replica counts the same bytes as the primary's stream.
+    let stream_offset = info_int(&mut p, "replication", "redis_stream_offset");
+    assert!(stream_offset > 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_int(&mut rc, "replication", "master_repl_offset") != stream_offset {
+        assert!(Instant::now() < deadline, "the replica's offset never matched the stream's");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let replid = info_field(&mut p, "replication", "redis_stream_replid").unwrap();
+    assert_eq!(info_field(&mut rc, "replication", "master_replid"), Some(replid));
+    // INFO and ROLE list it at its listening port, by its logical offset.
+    let master_offset = info_int(&mut p, "replication", "master_repl_offset");
+    let line = info_field(&mut p, "replication", "slave0").unwrap();
+    let (fields, lag) = line.rsplit_once(",lag=").unwrap();
+    assert_eq!(fields, format!("ip=127.0.0.1,port={},state=online,offset={master_offset}", r.port));
+    assert!(lag.parse::<u64>().unwrap() <= 2, "{line}"); // seconds since its last ACK (one a second)
+    let role = q(&mut p, &["ROLE"]);
+    let expected_role = Value::Array(vec![
+        Value::BulkString(b"master".to_vec()),
+        Value::Int(master_offset),
+        Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"127.0.0.1".to_vec()),
+            Value::BulkString(r.port.to_string().into_bytes()),
+            Value::BulkString(master_offset.to_string().into_bytes()),
+        ])]),
+    ]);
+    assert_eq!(role, expected_role);
+
+    // Silent (stopped): WAIT does not count it, though its link is up.
+    let pid = r.pid() as i32;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    q(&mut p, &["SET", "unseen", "1"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "300"]), Value::Int(0));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_eq!(q(&mut p, &["WAIT", "1", "30000"]), Value::Int(1));
+
+    // Cut off, with writes while it reconnects: it continues.
+    assert_eq!(q(&mut p, &["CLIENT", "KILL", "TYPE", "replica"]), Value::Int(1));
+    q(&mut p, &["APPEND", "before", "+more"]);
+    wait_same(&mut p, &mut rc, "after a partial resynchronization");
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 1);
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 1);
+
+    // Stopped, cut off, and more than the backlog written meanwhile: a full resync.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert_eq!(q(&mut p, &["CLIENT", "KILL", "TYPE", "replica"]), Value::Int(1));
+    let big = "x".repeat(1000);
+    for i in 0..40 {
+        q(&mut p, &["SET", &format!("big:{i}"), &big]);
+    }
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    wait_same(&mut p, &mut rc, "after the backlog was overrun");
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 2);
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_err"), 1);
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 1);
+    let first = info_int(&mut p, "replication", "repl_backlog_first_byte_offset");
+    let histlen = info_int(&mut p, "replication", "repl_backlog_histlen");
+    let offset = info_int(&mut p, "replication", "redis_stream_offset");
+    assert_eq!((histlen, first + histlen - 1), (16384, offset));
+}
+
+/// A raw Redis replication stream: SYNC, the RDB file skipped (either a sized bulk or
+/// redis-server's diskless `$EOF:<mark>` form, after any newline keepalives), then the commands
+/// that follow, as strings.
+struct RawStream {
+    r: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl RawStream {
+    fn attach(port: u16) -> RawStream {
+        use std::io::{BufRead, Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"*1\r\n$4\r\nSYNC\r\n").unwrap();
+        let mut r = std::io::BufReader::new(s);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            if line != "\n" {
+                break;
+            }
+        }
+        let head = line.trim_end().strip_prefix('$').unwrap_or_else(|| panic!("SYNC answered {line:?}"));
+        if let Some(mark) = head.strip_prefix("EOF:") {
+            let mark = mark.as_bytes().to_vec();
+            let mut tail = Vec::new();
+            let mut b = [0u8; 1];
+            while !tail.ends_with(&mark) {
+                r.read_exact(&mut b).unwrap();
+                tail.push(b[0]);
+            }
+        } else {
+            let mut file = vec![0u8; head.parse().unwrap()];
+            r.read_exact(&mut file).unwrap();
+        }
+        RawStream { r }
+    }
+
+    /// The next command in the stream, PINGs passed over.
+    fn next(&mut self) -> Vec<String> {
+        use std::io::{BufRead, Read};
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).unwrap();
+            let n: usize =
+                line.trim_end().strip_prefix('*').unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+            let mut cmd = Vec::new();
+            for _ in 0..n {
+                line.clear();
+                self.r.read_line(&mut line).unwrap();
+                let len: usize = line.trim_end()[1..].parse().unwrap();
+                let mut arg = vec![0u8; len + 2];
+                self.r.read_exact(&mut arg).unwrap();
+                cmd.push(String::from_utf8_lossy(&arg[..len]).to_lowercase());
+            }
+            if cmd != ["ping"] {
+                return cmd;
+            }
+        }
+    }
+}
+
+/// The lazy-expiry DELs of SCAN and RANDOMKEY (commands that touch arbitrary keys) reach a
+/// replica one by one, as redis-server sends them, not as a transaction; a command's own
+/// writes still come as one. Both servers, the same steps.
+#[test]
+fn lazy_expiry_dels_of_scan_and_randomkey_are_not_a_transaction() {
+    let g = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    for (name, port) in [("goblin-core", g.port), ("redis-server", redis.port)] {
+        let mut c =
+            redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+        q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        for command in ["SCAN", "RANDOMKEY"] {
+            q(&mut c, &["FLUSHALL"]);
+            q(&mut c, &["SET", "foo1", "bar", "PX", "1"]);
+            q(&mut c, &["SET", "foo2", "bar", "PX", "1"]);
+            std::thread::sleep(Duration::from_millis(5));
+            let mut stream = RawStream::attach(port);
+            if command == "SCAN" {
+                q(&mut c, &["SCAN", "0"]);
+            } else {
+                q(&mut c, &["RANDOMKEY"]);
+            }
+            let got: Vec<Vec<String>> = (0..3).map(|_| stream.next()).collect();
+            assert_eq!(got[0][0], "select", "{name} {command}: {got:?}");
+            let mut dels: Vec<&Vec<String>> = got[1..].iter().collect();
+            dels.sort();
+            assert_eq!(
+                dels,
+                [&vec!["del".to_string(), "foo1".into()], &vec!["del".to_string(), "foo2".into()]],
+                "{name} {command}: {got:?}"
+            );
+            // A transaction of the client's own still comes whole.
+            q(&mut c, &["MULTI"]);
+            q(&mut c, &["SET", "a", "1"]);
+            q(&mut c, &["SET", "b", "2"]);
+            q(&mut c, &["EXEC"]);
+            let got: Vec<Vec<String>> = (0..4).map(|_| stream.next()).collect();
+            assert_eq!(
+                got,
+                [vec!["multi"], vec!["set", "a", "1"], vec!["set", "b", "2"], vec!["exec"]],
+                "{name}"
+            );
+        }
+    }
 }

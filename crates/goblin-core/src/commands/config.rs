@@ -83,6 +83,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
         ("dbfilename", s.snapshots.rdb_filename.clone()),
         ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
+        ("repl-backlog-size", s.redis_replicas.backlog_size.to_string()),
+        ("repl-backlog-ttl", s.redis_replicas.backlog_ttl_secs.to_string()),
         ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
         ("acllog-max-len", s.acl_log.max_len.to_string()),
@@ -226,6 +228,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         RequirePass(String),
         DbFilename(String),
         ReplPing(u64),
+        ReplBacklogSize(usize),
+        ReplBacklogTtl(u64),
         BusyThreshold(u64),
         SlowlogSlowerThan(i64),
         SlowlogMaxLen(u64),
@@ -282,6 +286,13 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "acllog-max-len" => int(0, I32).map(|n| Change::AclLogMaxLen(n as usize)),
             // How often redis-server replicas get a PING (replication::redis_replicas).
             "repl-ping-replica-period" => int(1, I32).map(|n| Change::ReplPing(n as u64)),
+            // The redis-server replicas' backlog, and how long it outlives the last of them.
+            "repl-backlog-size" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
+                Ok(n) if n >= 1 => Ok(Change::ReplBacklogSize(n as usize)),
+                Ok(_) => Err("argument must be between 1 and 9223372036854775807 inclusive".to_string()),
+                Err(_) => Err("argument must be a memory value".to_string()),
+            },
+            "repl-backlog-ttl" => int(0, I32).map(|n| Change::ReplBacklogTtl(n as u64)),
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
             "stream-idmp-duration" | "stream-idmp-maxsize" => {
                 use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
@@ -350,6 +361,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::MaxBulk(n) => s.limits.max_bulk_len = n,
             Change::DbFilename(name) => s.snapshots.rdb_filename = name,
             Change::ReplPing(n) => s.redis_replicas.ping_period_secs = n,
+            Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
+            Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
             Change::RequirePass(pw) => {
                 s.users.set_requirepass(&pw);
                 s.cfg.requirepass = Some(pw);

@@ -398,7 +398,7 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "mem_fragmentation_ratio", "{:.2}", ratio(rss, used));
     field!(t, "mem_fragmentation_bytes", "{}", rss as i64 - used as i64);
     field!(t, "mem_not_counted_for_evict", "0");
-    field!(t, "mem_replication_backlog", "0");
+    field!(t, "mem_replication_backlog", "{}", s.redis_replicas.backlog_bytes());
     field!(t, "mem_total_replication_buffers", "{}", m.clients_replicas);
     field!(t, "mem_clients_normal", "{clients_normal}");
     field!(t, "mem_cluster_links", "0");
@@ -449,8 +449,8 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "keyspace_hits", "{}", e.keyspace_hits);
     field!(t, "keyspace_misses", "{}", e.keyspace_misses);
     field!(t, "sync_full", "{}", s.redis_replicas.full_syncs);
-    field!(t, "sync_partial_ok", "0");
-    field!(t, "sync_partial_err", "0");
+    field!(t, "sync_partial_ok", "{}", s.redis_replicas.partial_ok);
+    field!(t, "sync_partial_err", "{}", s.redis_replicas.partial_err);
     field!(t, "expired_stale_perc", "0.00");
     field!(t, "expired_time_cap_reached_count", "0");
     field!(t, "expire_cycle_cpu_milliseconds", "0");
@@ -492,11 +492,15 @@ fn replication(s: &Server, t: &mut String) {
     t.push_str("# Replication\r\n");
     s.replication_info(t);
     field!(t, "second_repl_offset", "-1");
-    field!(t, "repl_backlog_active", "0");
-    // Each firehose subscriber's fixed queue plays the part of Redis's backlog.
-    field!(t, "repl_backlog_size", "{}", s.cfg.replication_buffer_bytes);
-    field!(t, "repl_backlog_first_byte_offset", "0");
-    field!(t, "repl_backlog_histlen", "0");
+    // The backlog of the stream redis-server replicas follow (`replication::redis_replicas`),
+    // in that stream's byte offsets, with its own ID; firehose subscribers have fixed queues.
+    let (active, first, histlen, replid, offset) = s.redis_replicas.backlog_info();
+    field!(t, "repl_backlog_active", "{}", active as u8);
+    field!(t, "repl_backlog_size", "{}", s.redis_replicas.backlog_size);
+    field!(t, "repl_backlog_first_byte_offset", "{first}");
+    field!(t, "repl_backlog_histlen", "{histlen}");
+    field!(t, "redis_stream_replid", "{replid}");
+    field!(t, "redis_stream_offset", "{offset}");
 }
 
 fn cpu(t: &mut String) {

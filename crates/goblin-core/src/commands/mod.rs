@@ -205,7 +205,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         {
             reply::error(out, b"ERR SYNC is available on TCP and Unix socket connections only")
         }
-        "sync" | "psync" => s.rdb_sync(c, slot, spec.name == "psync"),
+        "sync" | "psync" => s.rdb_sync(c, slot, (spec.name == "psync").then(|| (args[1], args[2]))),
         "replconf" => s.replconf(c, args),
         "goblin.load" => s.goblin_load(c, args[1]),
         "shutdown" => shutdown(s, c, args),

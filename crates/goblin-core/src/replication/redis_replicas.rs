@@ -2,62 +2,247 @@
 //! for any tool that attaches to a Redis replication stream with SYNC or PSYNC.
 //!
 //! goblin-core's replicas follow GOBLIN.FIREHOSE (see [`super::upstream`]); a redis-server
-//! replica speaks Redis's protocol instead: PING, REPLCONF, then PSYNC (or SYNC). It gets a
-//! full resynchronization every time: `+FULLRESYNC <replid> <offset>` (PSYNC only), the dataset
-//! as an RDB file written by a forked child (`Server::rdb_sync`), then every committed batch as
-//! the commands Redis's replicas apply. Those are the canonical mutations themselves (RESP2, as
-//! the journal holds them), with `SELECT` where the database changes and `MULTI` / `EXEC`
-//! around a batch of more than one, so a batch lands whole; a `PING` every
-//! `repl-ping-replica-period` seconds keeps an idle link alive. Replies to the replica's own
-//! commands (`REPLCONF ACK`) are dropped, as a Redis master drops them.
+//! replica speaks Redis's protocol instead: PING, REPLCONF, then PSYNC (or SYNC). All of them
+//! share one stream, as a Redis master's replicas do: the commands Redis's replicas apply,
+//! which are the canonical mutations themselves (RESP2, as the journal holds them), with
+//! `SELECT` where the database changes, `MULTI` / `EXEC` around a batch of more than one (so a
+//! batch lands whole), a `PING` every `repl-ping-replica-period` seconds (so an idle link is not
+//! taken for a dead one) and `REPLCONF GETACK *` when a WAIT needs fresh acknowledgements.
+//!
+//! The stream has its own identity: a replication ID drawn when the first replica attaches and
+//! an offset that counts its bytes, as Redis's `master_repl_offset` does, kept apart from this
+//! server's lineage and logical offsets (a byte offset cannot name a mutation). The last
+//! `repl-backlog-size` bytes stay in a backlog, so that a replica that lost its link can
+//! continue where it stopped (`PSYNC <replid> <offset>` answered `+CONTINUE`) instead of
+//! loading a whole RDB file again. The stream ends with the process (a restarted server draws
+//! a new ID, and its replicas resynchronize in full), and after `repl-backlog-ttl` seconds
+//! without a replica.
+//!
+//! A new replica gets `+FULLRESYNC <replid> <offset>` (PSYNC only), the dataset as an RDB file
+//! written by a forked child (`Server::rdb_sync`), then the stream from that offset. Its
+//! `REPLCONF ACK <offset>` is mapped back to the last whole batch it covers, so INFO, ROLE
+//! and WAIT speak of redis-server replicas in logical offsets, as of firehose subscribers.
 //!
 //! Invariants:
 //! - The stream starts exactly at the fork: batches committed before `rdb_sync` forks are in
 //!   the file, the ones after it wait in the connection's output (which the parent does not
-//!   send while the child owns the socket) and follow the file.
-//! - In `broker` ack mode a batch reaches replicas only once Kafka acknowledged it, in commit
+//!   send while the child owns the socket) and follow the file. The first command after a
+//!   fork carries a `SELECT`, for the new replica.
+//! - Every replica's output, from its starting offset on, is exactly the stream's bytes: the
+//!   backlog can then continue any of them at any offset it still holds.
+//! - In `broker` ack mode a batch enters the stream only once Kafka acknowledged it, in commit
 //!   order, as firehose frames do: a replica never holds a write the journal could lose. The
-//!   image is taken after the journal settled, for the same reason.
-//! - A partial resynchronization is never offered: the offsets in `+FULLRESYNC` are this
-//!   server's logical offsets, not Redis's byte offsets.
+//!   image is taken after the journal settled, for the same reason. PINGs and GETACKs queue
+//!   behind held batches.
 
+use crate::conn::Conn;
 use crate::server::Server;
-use engine::{Batch, Origin};
+use engine::{Batch, Origin, ReplId};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use tracing::info;
 
-/// A committed batch held for Kafka's acknowledgement: its last offset, whether Kafka must
-/// acknowledge it (another producer's records are in the topic already), and each mutation's
-/// database and RESP2 bytes.
-type Retained = (u64, bool, Vec<(u32, Vec<u8>)>);
+/// Redis's smallest backlog (`CONFIG SET repl-backlog-size` below it is raised to it).
+pub const MIN_BACKLOG: usize = 16 << 10;
 
-/// The attached redis-server replicas and what waits for them.
-#[derive(Default)]
+/// What waits for Kafka in broker ack mode: a committed batch (its last logical offset,
+/// whether Kafka must acknowledge it (another producer's records are in the topic already),
+/// each mutation's database and RESP2 bytes, whether it goes as a transaction), or a command
+/// of the stream's own that must not overtake it.
+enum Held {
+    Batch(u64, bool, Vec<(u32, Vec<u8>)>, bool),
+    Raw(&'static [u8]),
+}
+
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+
+/// A redis-server replica's side of the link, on its connection.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplicaLink {
+    /// Its REPLCONF listening-port (0 if it sent none): INFO's `slaveN:port`.
+    pub port: u16,
+    /// The last stream offset it acknowledged (REPLCONF ACK), and when (or when it attached).
+    pub ack: u64,
+    pub ack_at: Instant,
+    /// The last logical offset whose whole batch lies at or below `ack` (0: none known yet).
+    pub acked_logical: u64,
+}
+
+/// The last `size` bytes of the stream, in a ring.
+struct Backlog {
+    buf: Vec<u8>,
+    /// Where the oldest byte is (once the ring is full), and how many bytes it holds.
+    head: usize,
+    len: usize,
+}
+
+impl Backlog {
+    fn new(size: usize) -> Backlog {
+        Backlog { buf: vec![0; size], head: 0, len: 0 }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        let cap = self.buf.len();
+        if bytes.len() >= cap {
+            bytes = &bytes[bytes.len() - cap..];
+            self.buf.copy_from_slice(bytes);
+            (self.head, self.len) = (0, cap);
+            return;
+        }
+        let tail = (self.head + self.len) % cap;
+        let first = bytes.len().min(cap - tail);
+        self.buf[tail..tail + first].copy_from_slice(&bytes[..first]);
+        self.buf[..bytes.len() - first].copy_from_slice(&bytes[first..]);
+        let len = self.len + bytes.len();
+        if len > cap {
+            self.head = (self.head + len - cap) % cap;
+        }
+        self.len = len.min(cap);
+    }
+
+    /// The newest `n` bytes (n <= len), in order.
+    fn newest(&self, n: usize, out: &mut Vec<u8>) {
+        let cap = self.buf.len();
+        let start = (self.head + self.len - n) % cap;
+        let first = n.min(cap - start);
+        out.extend_from_slice(&self.buf[start..start + first]);
+        out.extend_from_slice(&self.buf[..n - first]);
+    }
+
+    /// A ring of another size with the newest bytes that fit.
+    fn resized(&self, size: usize) -> Backlog {
+        let mut b = Backlog::new(size);
+        let mut kept = Vec::new();
+        self.newest(self.len.min(size), &mut kept);
+        b.push(&kept);
+        b
+    }
+}
+
+/// The stream while it lives (from the first replica's attach to the backlog's expiry).
+struct Stream {
+    replid: ReplId,
+    /// Bytes ever appended (Redis's `master_repl_offset` for this stream).
+    offset: u64,
+    /// The database the stream is in (None: the next command gets a SELECT).
+    seldb: Option<u32>,
+    backlog: Backlog,
+    /// (stream offset at the end of a batch, the batch's last logical offset), oldest first,
+    /// trimmed to what some replica has yet to acknowledge: ACKs back to logical offsets.
+    marks: VecDeque<(u64, u64)>,
+    /// The last logical offset in the stream, and the newest mark trimmed (or (0, 0)).
+    last_logical: u64,
+    floor: (u64, u64),
+}
+
+/// Marks kept at most (one per batch): beyond it the oldest go, and a replica that far behind
+/// learns its logical offset a batch later.
+const MAX_MARKS: usize = 1 << 20;
+
+impl Stream {
+    /// The last logical offset whose batch ends at or below stream offset `ack`, if known.
+    fn logical_at(&self, ack: u64) -> Option<u64> {
+        if ack >= self.offset {
+            return Some(self.last_logical);
+        }
+        let n = self.marks.partition_point(|&(end, _)| end <= ack);
+        if n > 0 {
+            return Some(self.marks[n - 1].1);
+        }
+        (self.floor.0 > 0 && ack >= self.floor.0).then_some(self.floor.1)
+    }
+}
+
+/// The attached redis-server replicas, their shared stream and what waits for them.
 pub struct RedisReplicas {
     /// (slot, connection id) of every replica, in the order they attached.
     pub slots: Vec<(usize, u64)>,
-    /// Broker ack mode: committed batches waiting for Kafka (or behind ones that are).
-    retained: VecDeque<Retained>,
+    stream: Option<Stream>,
+    /// Broker ack mode: what waits for Kafka (or behind what does).
+    retained: VecDeque<Held>,
     /// When the last PING went out (or the first replica attached: the first PING comes a
     /// period later, as a Redis master's cron sends it).
     pub last_ping: Option<Instant>,
-    /// `repl-ping-replica-period`, seconds.
+    /// Since when no replica is attached (the backlog expires `backlog_ttl_secs` later).
+    idle_since: Option<Instant>,
+    /// `repl-ping-replica-period`, `repl-backlog-size` and `repl-backlog-ttl`.
     pub ping_period_secs: u64,
-    /// Full resynchronizations served (INFO `sync_full`; every attach is one).
+    pub backlog_size: usize,
+    pub backlog_ttl_secs: u64,
+    /// INFO stats: full resynchronizations served, partial ones accepted and refused (a
+    /// replica that asked to continue a stream this server no longer holds).
     pub full_syncs: u64,
+    pub partial_ok: u64,
+    pub partial_err: u64,
+    /// A WAIT is parked: ask the replicas for their offsets (once per loop turn).
+    pub want_acks: bool,
+    /// The command whose batch commits next touches arbitrary keys (SCAN, RANDOMKEY): its
+    /// lazy-expiry DELs go without MULTI/EXEC, as Redis propagates them.
+    pub next_unwrapped: bool,
 }
 
 impl RedisReplicas {
     pub fn new() -> RedisReplicas {
-        RedisReplicas { ping_period_secs: 10, ..Default::default() }
+        RedisReplicas {
+            slots: Vec::new(),
+            stream: None,
+            retained: VecDeque::new(),
+            last_ping: None,
+            idle_since: None,
+            ping_period_secs: 10,
+            backlog_size: 1 << 20,
+            backlog_ttl_secs: 3600,
+            full_syncs: 0,
+            partial_ok: 0,
+            partial_err: 0,
+            want_acks: false,
+            next_unwrapped: false,
+        }
+    }
+
+    /// INFO replication's backlog fields: (active, first byte offset, bytes held), and the
+    /// stream's ID and offset.
+    pub fn backlog_info(&self) -> (bool, u64, u64, String, u64) {
+        match &self.stream {
+            Some(s) => {
+                let len = s.backlog.len as u64;
+                (true, s.offset + 1 - len, len, s.replid.to_string(), s.offset)
+            }
+            None => (false, 0, 0, "0".repeat(40), 0),
+        }
+    }
+
+    /// CONFIG SET repl-backlog-size: the ring keeps its newest bytes that fit.
+    pub fn set_backlog_size(&mut self, size: usize) {
+        self.backlog_size = size.max(MIN_BACKLOG);
+        if let Some(s) = &mut self.stream {
+            s.backlog = s.backlog.resized(self.backlog_size);
+        }
+    }
+
+    /// Bytes the backlog holds allocated (INFO memory's `mem_replication_backlog`).
+    pub fn backlog_bytes(&self) -> usize {
+        self.stream.as_ref().map_or(0, |s| s.backlog.buf.len())
+    }
+}
+
+impl Default for RedisReplicas {
+    fn default() -> Self {
+        RedisReplicas::new()
     }
 }
 
 /// What a replica is sent for a batch of mutations (database, RESP2 bytes): `SELECT` where the
-/// database differs from the one the replica is in (`db`, None before the first), and
-/// `MULTI`/`EXEC` around more than one mutation, after the first mutation's `SELECT`, as a
-/// Redis master orders them.
-pub fn encode_for_replica(out: &mut Vec<u8>, mutations: &[(u32, &[u8])], db: &mut Option<u32>) {
+/// database differs from the one the stream is in (`db`, None when unknown), and, for a
+/// `transaction`, `MULTI`/`EXEC` around more than one mutation, after the first mutation's
+/// `SELECT`, as a Redis master orders them.
+pub fn encode_for_replica(
+    out: &mut Vec<u8>,
+    mutations: &[(u32, &[u8])],
+    db: &mut Option<u32>,
+    transaction: bool,
+) {
     let select = |out: &mut Vec<u8>, db: &mut Option<u32>, m_db: u32| {
         if *db != Some(m_db) {
             let n = m_db.to_string();
@@ -65,7 +250,7 @@ pub fn encode_for_replica(out: &mut Vec<u8>, mutations: &[(u32, &[u8])], db: &mu
             *db = Some(m_db);
         }
     };
-    let wrap = mutations.len() > 1;
+    let wrap = transaction && mutations.len() > 1;
     if wrap {
         select(out, db, mutations[0].0);
         out.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
@@ -79,36 +264,191 @@ pub fn encode_for_replica(out: &mut Vec<u8>, mutations: &[(u32, &[u8])], db: &mu
     }
 }
 
+/// What `PSYNC <replid> <offset>` can have: the backlog's bytes from `offset` on, when the
+/// stream is the one the replica followed and still holds that offset.
+fn continuation(stream: Option<&Stream>, replid: &[u8], offset: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let Some(s) = stream else { return Err("no backlog") };
+    if !replid.eq_ignore_ascii_case(s.replid.to_string().as_bytes()) {
+        return Err("replication ID mismatch");
+    }
+    let Some(offset) = std::str::from_utf8(offset).ok().and_then(|o| o.parse::<i64>().ok()) else {
+        return Err("offset is not an integer");
+    };
+    let first = (s.offset + 1 - s.backlog.len as u64) as i64;
+    if offset < first || offset > s.offset as i64 + 1 {
+        return Err("lack of backlog");
+    }
+    let mut bytes = Vec::new();
+    s.backlog.newest((s.offset as i64 + 1 - offset) as usize, &mut bytes);
+    Ok(bytes)
+}
+
 impl Server {
-    /// A committed batch: to every replica now, or, behind Kafka, when it is acknowledged.
-    pub(crate) fn redis_replicas_on_batch(&mut self, batch: &Batch) {
+    /// The stream of a redis-server replica about to start at a fork: created on the first
+    /// attach (with a new ID, as Redis creates its backlog), and told to SELECT before the
+    /// next command. Returns the (ID, offset) its `+FULLRESYNC` names.
+    pub(crate) fn redis_replicas_stream_start(&mut self) -> (String, u64) {
+        let size = self.redis_replicas.backlog_size;
+        let s = self.redis_replicas.stream.get_or_insert_with(|| Stream {
+            replid: ReplId::random(),
+            offset: 0,
+            seldb: None,
+            backlog: Backlog::new(size),
+            marks: VecDeque::new(),
+            last_logical: 0,
+            floor: (0, 0),
+        });
+        s.seldb = None;
+        // Everything applied so far is in the new replica's image, and (nothing being held)
+        // in the stream before this offset for the others.
+        if self.redis_replicas.retained.is_empty() {
+            s.last_logical = self.engine.repl.offset;
+            if self.redis_replicas.slots.is_empty() {
+                s.marks.clear();
+                s.floor = (s.offset, s.last_logical);
+            } else {
+                s.marks.push_back((s.offset, s.last_logical));
+            }
+        }
+        (s.replid.to_string(), s.offset)
+    }
+
+    /// A connection that sent SYNC or PSYNC becomes a replica from stream offset `at` (its
+    /// RDB file or its continuation covers everything before); `acked_logical` is what it is
+    /// known to have applied (0 while its RDB file is on the way).
+    pub(crate) fn redis_replicas_attach(&mut self, c: &mut Conn, slot: usize, at: u64, acked_logical: u64) {
+        c.redis_replica =
+            Some(ReplicaLink { port: c.replconf_port, ack: at, ack_at: Instant::now(), acked_logical });
+        c.reply_mode = crate::conn::ReplyMode::Off;
         if self.redis_replicas.slots.is_empty() {
+            self.redis_replicas.last_ping = Some(Instant::now());
+        }
+        self.redis_replicas.idle_since = None;
+        self.redis_replicas.slots.push((slot, c.id));
+    }
+
+    /// PSYNC with a replication ID: `+CONTINUE` and the backlog from the asked offset when the
+    /// stream still holds it (true), else false and the caller resynchronizes in full.
+    pub(crate) fn redis_replicas_try_continue(
+        &mut self,
+        c: &mut Conn,
+        slot: usize,
+        replid: &[u8],
+        offset: &[u8],
+    ) -> bool {
+        if replid == b"?" {
+            return false;
+        }
+        match continuation(self.redis_replicas.stream.as_ref(), replid, offset) {
+            Ok(bytes) => {
+                let s = self.redis_replicas.stream.as_ref().expect("continued");
+                let at = s.offset - bytes.len() as u64;
+                c.out.extend_from_slice(format!("+CONTINUE {}\r\n", s.replid).as_bytes());
+                c.out.extend_from_slice(&bytes);
+                self.redis_replicas.partial_ok += 1;
+                info!(
+                    "replica id={} addr={}: partial resynchronization accepted, {} bytes of backlog from offset {}",
+                    c.id,
+                    c.addr,
+                    bytes.len(),
+                    at + 1
+                );
+                let acked = s.logical_at(at).unwrap_or(0);
+                self.redis_replicas_attach(c, slot, at, acked);
+                // The +CONTINUE and the backlog are this command's reply.
+                c.reply_mode = crate::conn::ReplyMode::OffAfterThis;
+                true
+            }
+            Err(why) => {
+                self.redis_replicas.partial_err += 1;
+                info!(
+                    "replica id={} addr={}: partial resynchronization not accepted ({why}): full resynchronization",
+                    c.id, c.addr
+                );
+                false
+            }
+        }
+    }
+
+    /// A committed batch: into the stream now, or, behind Kafka, when it is acknowledged.
+    pub(crate) fn redis_replicas_on_batch(&mut self, batch: &Batch) {
+        if self.redis_replicas.stream.is_none() {
             return;
         }
         let held = self.acks_held() && !matches!(batch.origin, Origin::Replay | Origin::External);
+        // Redis sends an expiry round's and an eviction round's DELs one by one, and so the
+        // lazy-expiry DELs of a command that touches arbitrary keys.
+        let unwrapped = std::mem::take(&mut self.redis_replicas.next_unwrapped)
+            || matches!(batch.origin, Origin::ActiveExpiry | Origin::Eviction);
         let mutations: Vec<(u32, &[u8])> = batch.iter().map(|m| (m.db, m.bytes)).collect();
         if held || !self.redis_replicas.retained.is_empty() {
             let owned = mutations.iter().map(|&(db, b)| (db, b.to_vec())).collect();
-            self.redis_replicas.retained.push_back((batch.last_offset(), held, owned));
+            self.redis_replicas.retained.push_back(Held::Batch(batch.last_offset(), held, owned, !unwrapped));
         } else {
-            self.redis_replicas_send(&mutations);
+            self.redis_replicas_feed_batch(&mutations, batch.last_offset(), !unwrapped);
         }
     }
 
-    /// Broker mode: sends, in order, the retained batches Kafka has acknowledged.
+    /// Broker mode: feeds, in order, the retained batches Kafka has acknowledged (and the
+    /// commands queued behind them).
     pub(crate) fn redis_replicas_release(&mut self, acked: i64) {
-        while let Some(&(last, needs_ack, _)) = self.redis_replicas.retained.front() {
-            if needs_ack && (last as i64) > acked {
-                break;
+        while let Some(front) = self.redis_replicas.retained.front() {
+            if let Held::Batch(last, true, _, _) = front {
+                if (*last as i64) > acked {
+                    break;
+                }
             }
-            let (_, _, owned) = self.redis_replicas.retained.pop_front().expect("front exists");
-            let mutations: Vec<(u32, &[u8])> = owned.iter().map(|(db, b)| (*db, b.as_slice())).collect();
-            self.redis_replicas_send(&mutations);
+            match self.redis_replicas.retained.pop_front().expect("front exists") {
+                Held::Batch(last, _, owned, transaction) => {
+                    let mutations: Vec<(u32, &[u8])> =
+                        owned.iter().map(|(db, b)| (*db, b.as_slice())).collect();
+                    self.redis_replicas_feed_batch(&mutations, last, transaction);
+                }
+                Held::Raw(bytes) => self.redis_replicas_feed(bytes, None),
+            }
         }
     }
 
-    /// Appends one batch to every replica's output (each in its own database state).
-    fn redis_replicas_send(&mut self, mutations: &[(u32, &[u8])]) {
+    fn redis_replicas_feed_batch(
+        &mut self,
+        mutations: &[(u32, &[u8])],
+        last_logical: u64,
+        transaction: bool,
+    ) {
+        let Some(s) = &mut self.redis_replicas.stream else { return };
+        let mut bytes = Vec::with_capacity(mutations.iter().map(|m| m.1.len()).sum::<usize>() + 32);
+        encode_for_replica(&mut bytes, mutations, &mut s.seldb, transaction);
+        self.redis_replicas_feed(&bytes, Some(last_logical));
+    }
+
+    /// A command of the stream's own (PING, GETACK): behind held batches, or now.
+    fn redis_replicas_command(&mut self, bytes: &'static [u8]) {
+        if self.redis_replicas.retained.is_empty() {
+            self.redis_replicas_feed(bytes, None);
+        } else {
+            self.redis_replicas.retained.push_back(Held::Raw(bytes));
+        }
+    }
+
+    /// Appends bytes to the stream: to the backlog and to every replica's output.
+    fn redis_replicas_feed(&mut self, bytes: &[u8], logical: Option<u64>) {
+        let Some(s) = &mut self.redis_replicas.stream else { return };
+        s.backlog.push(bytes);
+        s.offset += bytes.len() as u64;
+        if let Some(l) = logical {
+            s.last_logical = l;
+            if self.redis_replicas.slots.is_empty() {
+                // Nobody to acknowledge it: a replica that continues learns its logical offset
+                // from the floor (or from the next batch).
+                s.marks.clear();
+                s.floor = (s.offset, l);
+            } else {
+                if s.marks.len() == MAX_MARKS {
+                    s.floor = s.marks.pop_front().expect("full");
+                }
+                s.marks.push_back((s.offset, l));
+            }
+        }
         let mut i = 0;
         while i < self.redis_replicas.slots.len() {
             let (slot, id) = self.redis_replicas.slots[i];
@@ -122,9 +462,7 @@ impl Server {
                 self.redis_replicas.slots.swap_remove(i);
                 continue;
             }
-            let mut db = c.redis_replica.expect("checked");
-            encode_for_replica(&mut c.out, mutations, &mut db);
-            c.redis_replica = Some(db);
+            c.out.extend_from_slice(bytes);
             let dumping = c.dumping;
             // A replica that does not keep up is cut off, as any client over the limit.
             if let Some(mut conn) = self.conns[slot].take() {
@@ -138,38 +476,127 @@ impl Server {
         }
     }
 
-    /// From the cron: a PING to every replica each `repl-ping-replica-period` seconds, as a
-    /// Redis master sends it, so that an idle link is not taken for a dead one.
-    pub(crate) fn redis_replicas_ping(&mut self) {
-        let period = Duration::from_secs(self.redis_replicas.ping_period_secs.max(1));
-        if self.redis_replicas.slots.is_empty()
-            || self.redis_replicas.last_ping.is_some_and(|t| t.elapsed() < period)
-        {
+    /// REPLCONF ACK <offset> from a replica: where it is, in stream and logical offsets.
+    pub(crate) fn redis_replicas_ack(&mut self, c: &mut Conn, offset: &[u8]) {
+        let Some(link) = &mut c.redis_replica else { return };
+        let Some(ack) = std::str::from_utf8(offset).ok().and_then(|o| o.parse::<u64>().ok()) else { return };
+        let rr = &mut self.redis_replicas;
+        let Some(s) = &mut rr.stream else { return };
+        link.ack = link.ack.max(ack);
+        link.ack_at = Instant::now();
+        if let Some(l) = s.logical_at(link.ack) {
+            link.acked_logical = link.acked_logical.max(l);
+        }
+        // Marks every replica has passed are done with (this one is not in its slot now).
+        let others = rr.slots.iter().filter_map(|&(slot, id)| match self.conns.get(slot) {
+            Some(Some(o)) if o.id == id => o.redis_replica.map(|l| l.ack),
+            _ => None,
+        });
+        let least = others.fold(link.ack, u64::min);
+        while s.marks.front().is_some_and(|&(end, _)| end <= least) {
+            s.floor = s.marks.pop_front().expect("front");
+        }
+        if !self.waits.is_empty() {
+            self.waits_dirty = true;
+        }
+    }
+
+    /// The replicas' links, for INFO, ROLE and WAIT: (ip:port, acked logical offset, seconds
+    /// since the last ACK, whether its RDB file is still on the way).
+    pub(crate) fn redis_replica_links(&self) -> Vec<(String, u64, u64, bool)> {
+        let mut out = Vec::new();
+        for &(slot, id) in &self.redis_replicas.slots {
+            let Some(Some(c)) = self.conns.get(slot) else { continue };
+            let Some(link) = c.redis_replica.filter(|_| c.id == id) else { continue };
+            let ip = match c.addr.rsplit_once(':') {
+                Some((ip, _)) => ip.trim_start_matches('[').trim_end_matches(']').to_string(),
+                None => c.addr.clone(),
+            };
+            out.push((
+                format!("{ip}:{}", link.port),
+                link.acked_logical,
+                link.ack_at.elapsed().as_secs(),
+                c.dumping,
+            ));
+        }
+        out
+    }
+
+    /// From the cron: a PING to the replicas each `repl-ping-replica-period` seconds, as a
+    /// Redis master sends it, so that an idle link is not taken for a dead one; and the
+    /// backlog's end `repl-backlog-ttl` seconds after the last replica left.
+    pub(crate) fn redis_replicas_cron(&mut self) {
+        let rr = &mut self.redis_replicas;
+        if rr.stream.is_none() {
             return;
         }
-        self.redis_replicas.last_ping = Some(Instant::now());
-        // A PING is a command the replica applies in its stream: it waits behind retained
-        // batches like any other.
-        let ping: &[u8] = b"*1\r\n$4\r\nPING\r\n";
-        if self.redis_replicas.retained.is_empty() {
-            for i in 0..self.redis_replicas.slots.len() {
-                let (slot, id) = self.redis_replicas.slots[i];
-                let Some(Some(c)) = self.conns.get_mut(slot) else { continue };
-                if c.id != id || c.redis_replica.is_none() {
-                    continue;
-                }
-                c.out.extend_from_slice(ping);
-                if !c.dumping {
-                    self.queue_write(slot);
-                }
+        rr.slots.retain(|&(slot, id)| {
+            matches!(self.conns.get(slot), Some(Some(c)) if c.id == id && c.redis_replica.is_some())
+        });
+        if rr.slots.is_empty() {
+            let since = *rr.idle_since.get_or_insert_with(Instant::now);
+            if rr.backlog_ttl_secs > 0 && since.elapsed() >= Duration::from_secs(rr.backlog_ttl_secs) {
+                info!("replication backlog freed after {} seconds without a replica", rr.backlog_ttl_secs);
+                rr.stream = None;
+                rr.retained.clear();
+                rr.idle_since = None;
             }
+            return;
+        }
+        let period = Duration::from_secs(rr.ping_period_secs.max(1));
+        if rr.last_ping.is_some_and(|t| t.elapsed() < period) {
+            return;
+        }
+        rr.last_ping = Some(Instant::now());
+        self.redis_replicas_command(PING);
+    }
+
+    /// End of a loop turn: a parked WAIT asked for the replicas' offsets.
+    pub(crate) fn redis_replicas_getack(&mut self) {
+        if std::mem::take(&mut self.redis_replicas.want_acks) && !self.redis_replicas.slots.is_empty() {
+            self.redis_replicas_command(GETACK);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::encode_for_replica;
+    use super::{encode_for_replica, Backlog};
+
+    /// The ring holds the newest bytes of everything pushed, whatever the sizes of the pushes
+    /// against its own, and keeps them through a resize.
+    #[test]
+    fn the_backlog_holds_the_newest_bytes() {
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for size in [1usize, 7, 64, 1000] {
+            let mut ring = Backlog::new(size);
+            let mut all = Vec::new();
+            for round in 0..300 {
+                let n = next(2 * size as u64 + 3) as usize;
+                let bytes: Vec<u8> = (0..n).map(|i| (round * 31 + i) as u8).collect();
+                ring.push(&bytes);
+                all.extend_from_slice(&bytes);
+                let held = all.len().min(size);
+                assert_eq!(ring.len, held);
+                let k = next(held as u64 + 1) as usize;
+                let mut out = Vec::new();
+                ring.newest(k, &mut out);
+                assert_eq!(out, all[all.len() - k..], "size {size}, round {round}");
+            }
+            for new_size in [1, size / 2 + 1, size * 3] {
+                let r = ring.resized(new_size);
+                let mut out = Vec::new();
+                r.newest(r.len, &mut out);
+                assert_eq!(out, all[all.len() - new_size.min(size)..]);
+            }
+        }
+    }
 
     #[test]
     fn batches_select_their_database_and_are_wrapped_in_a_transaction() {
@@ -177,10 +604,10 @@ mod tests {
         let del = b"*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n".as_slice();
         let mut out = Vec::new();
         let mut db = None;
-        encode_for_replica(&mut out, &[(0, set)], &mut db);
+        encode_for_replica(&mut out, &[(0, set)], &mut db, true);
         assert_eq!(out, [b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n".as_slice(), set].concat());
         out.clear();
-        encode_for_replica(&mut out, &[(0, set), (3, del)], &mut db);
+        encode_for_replica(&mut out, &[(0, set), (3, del)], &mut db, true);
         let want = [
             b"*1\r\n$5\r\nMULTI\r\n".as_slice(),
             set,
@@ -193,7 +620,7 @@ mod tests {
         assert_eq!(db, Some(3));
         // A transaction in another database: its SELECT comes before MULTI.
         out.clear();
-        encode_for_replica(&mut out, &[(5, set), (5, del)], &mut db);
+        encode_for_replica(&mut out, &[(5, set), (5, del)], &mut db, true);
         let want = [
             b"*2\r\n$6\r\nSELECT\r\n$1\r\n5\r\n".as_slice(),
             b"*1\r\n$5\r\nMULTI\r\n",
@@ -203,5 +630,9 @@ mod tests {
         ]
         .concat();
         assert_eq!(out, want);
+        // Not a transaction (an expiry round): one command after another.
+        out.clear();
+        encode_for_replica(&mut out, &[(5, set), (5, del)], &mut db, false);
+        assert_eq!(out, [set, del].concat());
     }
 }

@@ -1376,24 +1376,13 @@ impl Server {
     fn subscribers_info(&self, f: &mut impl FnMut(&str, &dyn std::fmt::Display)) {
         let subs = self.downstreams();
         f("connected_slaves", &subs.len());
-        for (i, (addr, offset, lag)) in subs.iter().enumerate() {
+        for (i, (addr, offset, lag, state)) in subs.iter().enumerate() {
             let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
-            f(&format!("slave{i}"), &format!("ip={ip},port={port},state=online,offset={offset},lag={lag}"));
+            f(&format!("slave{i}"), &format!("ip={ip},port={port},state={state},offset={offset},lag={lag}"));
         }
-        // redis-server replicas on Redis's own protocol (`replication::redis_replicas`), apart
-        // from the firehose subscribers above (which WAIT counts).
-        let redis_replicas = self
-            .redis_replicas
-            .slots
-            .iter()
-            .filter(|&&(slot, id)| {
-                self.conns
-                    .get(slot)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|c| c.id == id && c.redis_replica.is_some())
-            })
-            .count();
-        f("connected_redis_replicas", &redis_replicas);
+        // Of those, the redis-server replicas on Redis's own protocol
+        // (`replication::redis_replicas`): their offsets too are logical offsets.
+        f("connected_redis_replicas", &self.redis_replica_links().len());
         f("master_failover_state", &"no-failover");
         f("master_replid", &self.engine.repl.replid);
         f("master_replid2", &"0000000000000000000000000000000000000000");
@@ -1411,7 +1400,7 @@ impl Server {
                 reply::bulk(out, b"master");
                 reply::integer(out, self.engine.repl.offset as i64);
                 reply::array_len(out, subs.len());
-                for (addr, offset, _) in subs {
+                for (addr, offset, _, _) in subs {
                     let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
                     reply::array_len(out, 3);
                     reply::bulk(out, ip.as_bytes());

@@ -280,10 +280,17 @@ impl Server {
         })
     }
 
-    /// Subscribers' applied offsets, for INFO, ROLE and WAIT: (addr, offset, seconds since
-    /// their last acknowledgement).
-    pub(crate) fn downstreams(&self) -> Vec<(String, u64, u64)> {
-        self.subscribers().map(|(c, d)| (c.addr.clone(), d.acked, d.acked_at.elapsed().as_secs())).collect()
+    /// Every replica's applied offset, for INFO and ROLE: (addr, logical offset, seconds since
+    /// its last acknowledgement, state as INFO's `slaveN` line names it). Firehose subscribers
+    /// first, then redis-server replicas (`replication::redis_replicas`).
+    pub(crate) fn downstreams(&self) -> Vec<(String, u64, u64, &'static str)> {
+        let firehose = self
+            .subscribers()
+            .map(|(c, d)| (c.addr.clone(), d.acked, d.acked_at.elapsed().as_secs(), "online"));
+        let redis = self.redis_replica_links().into_iter().map(|(addr, acked, lag, loading)| {
+            (addr, acked, lag, if loading { "send_bulk" } else { "online" })
+        });
+        firehose.chain(redis).collect()
     }
 
     /// Bytes mapped for the subscribers' queues (INFO `mem_clients_slaves`).
@@ -291,8 +298,16 @@ impl Server {
         self.subscribers().map(|(_, d)| d.queue.capacity()).sum()
     }
 
-    /// How many subscribers have applied `offset` or more.
+    /// How many replicas (firehose subscribers and redis-server replicas) have applied
+    /// `offset` or more: WAIT's count.
     pub(crate) fn downstreams_at(&self, offset: u64) -> usize {
+        let redis =
+            self.redis_replica_links().into_iter().filter(|&(_, acked, _, _)| acked >= offset).count();
+        self.firehose_at(offset) + redis
+    }
+
+    /// How many firehose subscribers have applied `offset` or more.
+    pub(crate) fn firehose_at(&self, offset: u64) -> usize {
         self.subscribers().filter(|(_, d)| d.acked >= offset).count()
     }
 }
@@ -336,6 +351,8 @@ impl Server {
         let argv: [&[u8]; 3] = [b"WAIT", t.as_bytes(), n.as_bytes()];
         self.park(c, slot, &argv, engine::BlockOn { deadline, ..Default::default() });
         self.waits.push((slot, c.id));
+        // redis-server replicas report their offsets each second; asked, at once.
+        self.redis_replicas.want_acks = true;
     }
 
     /// WAITAOF: Redis's wait for the append-only file, on goblin-core's durable log. "Local"
@@ -406,7 +423,8 @@ impl Server {
     /// can recover it from the journal). Offset 0 is "no write yet": held by any journal.
     fn durable_counts(&self, target: u64) -> (usize, usize) {
         match self.journal_acknowledged() {
-            Some(acked) if target == 0 || acked >= target as i64 => (1, self.downstreams_at(target)),
+            // A redis-server replica keeps no journal of its own: not counted.
+            Some(acked) if target == 0 || acked >= target as i64 => (1, self.firehose_at(target)),
             _ => (0, 0),
         }
     }

@@ -282,6 +282,11 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
+    /// The process (to stop and continue it: a replica that is alive but silent).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn start() -> RedisServer {
         Self::start_with(&[])
     }
