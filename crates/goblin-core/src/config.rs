@@ -122,6 +122,17 @@ pub struct Config {
     #[arg(long = "timeout", default_value_t = 0)]
     pub idle_timeout_secs: u64,
 
+    /// Refuse writes (NOREPLICAS) unless at least this many replicas (firehose subscribers
+    /// and redis-server replicas) acknowledged within `--min-replicas-max-lag` seconds; 0: off.
+    /// Redis's `min-replicas-to-write` (alias `min-slaves-to-write`).
+    #[arg(long = "min-replicas-to-write", alias = "min-slaves-to-write", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    pub min_replicas_to_write: u32,
+
+    /// Seconds since a replica's last acknowledgement within which it counts for
+    /// `--min-replicas-to-write` (0: the check is off). Alias `min-slaves-max-lag`.
+    #[arg(long = "min-replicas-max-lag", alias = "min-slaves-max-lag", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=i32::MAX as u64))]
+    pub min_replicas_max_lag: u64,
+
     /// Redis's `hz` (reported by INFO and CONFIG GET; goblin-core's timers do not depend on it).
     #[arg(long = "hz", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
     pub hz: u32,

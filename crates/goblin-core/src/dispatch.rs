@@ -108,6 +108,9 @@ pub(crate) const JOURNAL_RECORD_TOO_LARGE: &[u8] =
     b"ERR the write is larger than the Kafka journal's record size limit (the topic's max.message.bytes, less the record's headers)";
 /// Redis's refusal of a command that may grow memory while used memory is above maxmemory.
 pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
+/// Redis's refusal of a write while fewer replicas than `min-replicas-to-write` acknowledged
+/// within `min-replicas-max-lag` seconds.
+pub(crate) const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
 /// The size of `args` as a RESP2 array of bulk strings (the request, and the mutation a plain
 /// write becomes).
@@ -342,6 +345,11 @@ impl Server {
                 return self.refuse(conn, spec, OOM);
             }
         }
+        // min-replicas-to-write: a write waits for no one; it is refused while too few
+        // replicas acknowledge (inside MULTI it fails the transaction, as in Redis).
+        if self.cfg.min_replicas_to_write > 0 && self.lacks_good_replicas() && self.writes(conn, spec, args) {
+            return self.refuse(conn, spec, NOREPLICAS);
+        }
         // The Kafka journal holds one mutation per record (see `journal_oversized`). Inside
         // MULTI a refusal fails the transaction, as an OOM does.
         if let Some((size, limit)) = self.journal_oversized(spec, args) {
@@ -500,6 +508,31 @@ impl Server {
             reply::error(&mut conn.out, msg);
         }
         self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+    }
+
+    /// Whether a request writes, as Redis's processCommand decides it before running it: a
+    /// write command (FUNCTION's writing subcommands included), an EXEC with a queued write, a
+    /// script that declared flags without `no-writes`. A script without flags is checked at
+    /// its first write instead (scripting/call.rs).
+    fn writes(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {
+        let write = |s: &CommandSpec, args: &[&[u8]]| match s.name {
+            "function" => args.get(1).is_some_and(|sub| {
+                [b"load".as_slice(), b"restore", b"delete", b"flush"]
+                    .iter()
+                    .any(|w| sub.eq_ignore_ascii_case(w))
+            }),
+            _ => s.flags.has(engine::Flags::WRITE),
+        };
+        match &conn.multi {
+            Some(m) if spec.name == "exec" => m.queued.iter().any(|q| {
+                let args: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+                args.first().and_then(|n| engine::lookup(n)).is_some_and(|s| write(s, &args))
+            }),
+            _ => match self.declared_script_flags(spec, args) {
+                Some(flags) => flags & crate::scripting::functions::NO_WRITES == 0,
+                None => write(spec, args),
+            },
+        }
     }
 
     /// One eviction round now, if a limit is set and exceeded (CONFIG SET maxmemory lowered the

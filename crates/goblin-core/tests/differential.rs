@@ -1155,6 +1155,54 @@ fn compat_script_flags_and_oom() {
     );
 }
 
+/// min-replicas-to-write with no replica: every way a write is refused (a command, inside
+/// MULTI, an EXEC with a write, a script at its first write or, with declared flags, before
+/// it runs, FUNCTION LOAD), what still runs (reads, read-only scripts, PUBLISH), INFO's count,
+/// the aliases, and writes again once the rule is off.
+#[test]
+fn compat_min_replicas_to_write() {
+    use Step::*;
+    const W: &str = "#!lua name=lw\nredis.register_function('w', function() return 1 end)";
+    compat_session(
+        &[],
+        2,
+        &[
+            Call(0, &["SET", "x", "1"]),
+            Call(0, &["CONFIG", "SET", "min-replicas-to-write", "1"]),
+            Call(0, &["CONFIG", "GET", "min-slaves-to-write"]),
+            Call(0, &["CONFIG", "GET", "min-replicas-max-lag"]),
+            WaitInfo(0, "min_slaves_good_slaves", "0"),
+            Call(0, &["SET", "x", "2"]),
+            Call(0, &["INCR", "n"]),
+            Call(0, &["GET", "x"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["GET", "x"]),
+            Call(0, &["SET", "x", "3"]),
+            Call(0, &["EXEC"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["GET", "x"]),
+            Call(0, &["EXEC"]),
+            Call(0, &["EVAL", "return redis.call('get','x')", "0"]),
+            Call(0, &["EVAL", "return redis.call('set','x','4')", "0"]),
+            Call(0, &["EVAL", "return redis.pcall('set','x','4')", "0"]),
+            Call(0, &["EVAL", "#!lua\nreturn redis.call('get','x')", "0"]),
+            Call(0, &["EVAL", "#!lua flags=no-writes\nreturn redis.call('get','x')", "0"]),
+            Call(0, &["FUNCTION", "LOAD", W]),
+            Call(0, &["PUBLISH", "ch", "m"]),
+            // The other connection queues a write before the rule comes back on.
+            Call(0, &["CONFIG", "SET", "min-slaves-max-lag", "0"]),
+            Call(1, &["MULTI"]),
+            Call(1, &["SET", "x", "5"]),
+            Call(0, &["CONFIG", "SET", "min-slaves-max-lag", "10"]),
+            Call(1, &["EXEC"]),
+            Call(0, &["CONFIG", "SET", "min-replicas-to-write", "0"]),
+            Call(0, &["SET", "x", "6"]),
+            Call(0, &["GET", "x"]),
+            Call(0, &["CONFIG", "SET", "min-replicas-to-write", "-1"]),
+        ],
+    );
+}
+
 /// Lua details the suite checks: a big number's CR/LF become spaces (RESP2 and RESP3);
 /// thousands of arguments from unpack reach redis.call and redis.pcall; _G's metatable is
 /// read-only; cjson's depth bounds and NaN switch work; a library's error names the script's

@@ -435,3 +435,37 @@ fn lazy_expiry_dels_of_scan_and_randomkey_are_not_a_transaction() {
         }
     }
 }
+
+/// min-replicas-to-write counts a redis-server replica by its REPLCONF ACKs (one a second):
+/// writes go through while it acknowledges, are refused (NOREPLICAS) once it has been silent
+/// for longer than the lag, and go through again when it resumes.
+#[test]
+fn min_replicas_to_write_counts_a_redis_replica_while_it_acknowledges() {
+    let g = Server::start(&["--save", "", "--min-replicas-to-write", "1", "--min-replicas-max-lag", "2"]);
+    let mut p = g.conn();
+    let set = |c: &mut redis::Connection, v: &str| redis::cmd("SET").arg("k").arg(v).query::<()>(c);
+    let e = set(&mut p, "0").unwrap_err();
+    assert_eq!(e.code(), Some("NOREPLICAS"), "{e}");
+    let (r, mut rc) = start_replica(g.port);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while set(&mut p, "1").is_err() {
+        assert!(Instant::now() < deadline, "the replica was never counted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    set(&mut p, "2").unwrap();
+    let pid = r.pid() as i32;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(4));
+    let e = set(&mut p, "3").unwrap_err();
+    assert_eq!(info_int(&mut p, "replication", "min_slaves_good_slaves"), 0);
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_eq!(e.code(), Some("NOREPLICAS"), "{e}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while set(&mut p, "4").is_err() {
+        assert!(Instant::now() < deadline, "the replica was never counted again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_same(&mut p, &mut rc, "after the refused write");
+    assert_eq!(q(&mut rc, &["GET", "k"]), Value::BulkString(b"4".to_vec()));
+}

@@ -268,6 +268,37 @@ fn a_replica_from_an_older_snapshot_hands_off_through_kafka_and_the_buffered_fir
     assert_eq!(n, pushed);
 }
 
+/// min-replicas-to-write counts a firehose subscriber while it acknowledges: an idle one too
+/// (it repeats its offset on the upstream's ticks, as a Redis replica acknowledges each
+/// second), not one that stopped.
+#[test]
+fn min_replicas_to_write_counts_live_subscribers_even_idle_ones() {
+    let p = Server::start(&["--save", ""]);
+    let pport = p.port.to_string();
+    let r = live_replica(&["--replica-tcp", "127.0.0.1", &pport]);
+    let mut c = p.conn();
+    let set = |c: &mut redis::Connection, v: &str| redis::cmd("SET").arg("k").arg(v).query::<()>(c);
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("min-replicas-to-write").arg("1").query(&mut c).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("min-replicas-max-lag").arg("2").query(&mut c).unwrap();
+    set(&mut c, "1").unwrap();
+    // Idle for twice the lag: still counted.
+    std::thread::sleep(Duration::from_secs(4));
+    set(&mut c, "2").unwrap();
+    assert_eq!(info(&mut c, "replication").get("min_slaves_good_slaves").map(String::as_str), Some("1"));
+    // Stopped: no longer counted once the lag has passed, and counted again when it goes on.
+    let pid = r.pid() as i32;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(4));
+    let e = set(&mut c, "3").unwrap_err();
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_eq!(e.code(), Some("NOREPLICAS"), "{e}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while set(&mut c, "4").is_err() {
+        assert!(Instant::now() < deadline, "the subscriber was never counted again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_stopped_subscriber_is_cut_off_when_its_queue_fills_and_others_go_on() {
     let primary = Server::start(&["--replication-buffer-bytes", "64kb", "--enable-debug-command", "yes"]);

@@ -84,6 +84,10 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("dbfilename", s.snapshots.rdb_filename.clone()),
         ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
         ("repl-backlog-size", s.redis_replicas.backlog_size.to_string()),
+        ("min-replicas-to-write", c.min_replicas_to_write.to_string()),
+        ("min-slaves-to-write", c.min_replicas_to_write.to_string()),
+        ("min-replicas-max-lag", c.min_replicas_max_lag.to_string()),
+        ("min-slaves-max-lag", c.min_replicas_max_lag.to_string()),
         ("repl-backlog-ttl", s.redis_replicas.backlog_ttl_secs.to_string()),
         ("slowlog-log-slower-than", s.introspection.slowlog_slower_than.to_string()),
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
@@ -230,6 +234,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         ReplPing(u64),
         ReplBacklogSize(usize),
         ReplBacklogTtl(u64),
+        MinReplicas(u32),
+        MinReplicasLag(u64),
         BusyThreshold(u64),
         SlowlogSlowerThan(i64),
         SlowlogMaxLen(u64),
@@ -293,6 +299,13 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 Err(_) => Err("argument must be a memory value".to_string()),
             },
             "repl-backlog-ttl" => int(0, I32).map(|n| Change::ReplBacklogTtl(n as u64)),
+            // Writes need this many replicas acknowledging within the lag (dispatch.rs).
+            "min-replicas-to-write" | "min-slaves-to-write" => {
+                int(0, I32).map(|n| Change::MinReplicas(n as u32))
+            }
+            "min-replicas-max-lag" | "min-slaves-max-lag" => {
+                int(0, I32).map(|n| Change::MinReplicasLag(n as u64))
+            }
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
             "stream-idmp-duration" | "stream-idmp-maxsize" => {
                 use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
@@ -363,6 +376,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::ReplPing(n) => s.redis_replicas.ping_period_secs = n,
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
+            Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
+            Change::MinReplicasLag(n) => s.cfg.min_replicas_max_lag = n,
             Change::RequirePass(pw) => {
                 s.users.set_requirepass(&pw);
                 s.cfg.requirepass = Some(pw);

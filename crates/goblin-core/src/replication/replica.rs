@@ -255,6 +255,9 @@ pub fn probe_kafka(t: &crate::journal::target::KafkaTarget) -> Result<(), String
         .map_err(|e| format!("--kafka: cannot read the watermarks of topic {}: {e}", t.topic))
 }
 
+/// An idle replica's GOBLIN.ACK repeats at most this often (the upstream ticks each second).
+const ACK_AGAIN_AFTER: Duration = Duration::from_millis(900);
+
 /// The live link.
 struct Link {
     stream: Stream,
@@ -263,6 +266,10 @@ struct Link {
     /// GOBLIN.ACKs not yet written.
     out: Vec<u8>,
     acked: u64,
+    /// When the last GOBLIN.ACK went out: an idle link repeats its offset once a second (on
+    /// the upstream's ticks), so the upstream sees the replica alive (INFO's lag,
+    /// `min-replicas-to-write`), as a Redis replica's REPLCONF ACK each second.
+    acked_at: Instant,
 }
 
 pub struct Replica {
@@ -1023,7 +1030,7 @@ impl Server {
             .map_err(|e| Refusal::Abandon(format!("cannot register the upstream link: {e}")))?;
         let acked = self.engine.repl.offset;
         let r = self.replica.as_mut().expect("a replica");
-        r.link = Some(Link { stream, buf: buffered, out: Vec::new(), acked });
+        r.link = Some(Link { stream, buf: buffered, out: Vec::new(), acked, acked_at: Instant::now() });
         r.state = State::Live;
         r.last_io = Some(Instant::now());
         r.successes += 1;
@@ -1121,8 +1128,9 @@ impl Server {
         let offset = self.engine.repl.offset;
         let Some(link) = self.replica.as_mut().and_then(|r| r.link.as_mut()) else { return };
         link.buf = buf;
-        if offset > link.acked {
+        if offset > link.acked || (offset == link.acked && link.acked_at.elapsed() >= ACK_AGAIN_AFTER) {
             link.acked = offset;
+            link.acked_at = Instant::now();
             frame::encode_ack(&mut link.out, offset);
         }
         while !link.out.is_empty() {
@@ -1376,6 +1384,10 @@ impl Server {
     fn subscribers_info(&self, f: &mut impl FnMut(&str, &dyn std::fmt::Display)) {
         let subs = self.downstreams();
         f("connected_slaves", &subs.len());
+        // With min-replicas-to-write on: the replicas that count now.
+        if self.cfg.min_replicas_to_write > 0 && self.cfg.min_replicas_max_lag > 0 {
+            f("min_slaves_good_slaves", &self.good_replicas(self.cfg.min_replicas_max_lag));
+        }
         for (i, (addr, offset, lag, state)) in subs.iter().enumerate() {
             let (ip, port) = addr.rsplit_once(':').unwrap_or((addr.as_str(), "0"));
             f(&format!("slave{i}"), &format!("ip={ip},port={port},state={state},offset={offset},lag={lag}"));

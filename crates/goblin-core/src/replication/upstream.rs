@@ -240,9 +240,10 @@ impl Server {
         match offset {
             Some(o) => {
                 let d = c.firehose.as_mut().expect("a subscriber");
+                // The same offset again is an idle subscriber saying it is alive.
+                d.acked_at = Instant::now();
                 if o > d.acked {
                     d.acked = o;
-                    d.acked_at = Instant::now();
                     self.waits_dirty = true;
                 }
             }
@@ -304,6 +305,25 @@ impl Server {
         let redis =
             self.redis_replica_links().into_iter().filter(|&(_, acked, _, _)| acked >= offset).count();
         self.firehose_at(offset) + redis
+    }
+
+    /// Replicas that count for `min-replicas-to-write`: firehose subscribers and redis-server
+    /// replicas done with their RDB file that acknowledged within `max_lag` seconds.
+    pub(crate) fn good_replicas(&self, max_lag: u64) -> usize {
+        let firehose = self.subscribers().filter(|(_, d)| d.acked_at.elapsed().as_secs() <= max_lag).count();
+        let redis = self
+            .redis_replica_links()
+            .into_iter()
+            .filter(|&(_, _, lag, loading)| !loading && lag <= max_lag)
+            .count();
+        firehose + redis
+    }
+
+    /// Whether a write is refused for want of replicas (NOREPLICAS): only on a primary, with
+    /// both `min-replicas-to-write` and `min-replicas-max-lag` set, as Redis checks it.
+    pub(crate) fn lacks_good_replicas(&self) -> bool {
+        let (n, lag) = (self.cfg.min_replicas_to_write, self.cfg.min_replicas_max_lag);
+        self.replica.is_none() && n > 0 && lag > 0 && self.good_replicas(lag) < n as usize
     }
 
     /// How many firehose subscribers have applied `offset` or more.

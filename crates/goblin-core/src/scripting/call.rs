@@ -297,6 +297,12 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
         if unsafe { (*run.server).journal_oversized(spec, argv) }.is_some() {
             return Err(Early::Refused(Some(spec), crate::dispatch::JOURNAL_RECORD_TOO_LARGE));
         }
+        // min-replicas-to-write: refused only before the script's first write (after it, the
+        // script must not fail halfway on the server's state), as in Redis.
+        // SAFETY: see `Run`: only reads of the server's state while nothing else uses it.
+        if !WROTE.with(|w| w.get()) && unsafe { (*run.server).lacks_good_replicas() } {
+            return Err(Early::Refused(Some(spec), crate::dispatch::NOREPLICAS));
+        }
         WROTE.with(|w| w.set(true));
     } else if spec.flags.has(Flags::READONLY) {
         READ.with(|r| r.set(true));
