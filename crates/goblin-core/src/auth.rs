@@ -36,13 +36,15 @@ use std::sync::Arc;
 pub const DEFAULT_USER: &str = "default";
 
 /// What a command rule names: every command, one command (all its subcommands), one
-/// subcommand (`container|sub`), or an ACL category.
+/// subcommand (`container|sub`), an ACL category, or a command with one first argument
+/// (`+select|0`: Redis's allowed first-args, only ever allowed, compared without case).
 #[derive(Clone, Debug, PartialEq)]
 enum Target {
     All,
     Command(&'static str),
     Subcommand(&'static str),
     Category(String),
+    FirstArg(&'static str, String),
 }
 
 /// A key pattern and the access it grants (`~p`: both, `%R~p`, `%W~p`).
@@ -113,10 +115,35 @@ fn channel_allowed(allowed: &[String], channel: &[u8], literal: bool) -> bool {
     })
 }
 
+/// `acl-pubsub-default`: whether a new user or selector starts with every channel
+/// (`allchannels`) or none (`resetchannels`, Redis 7's default).
+static PUBSUB_ALL_BY_DEFAULT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// CONFIG GET/SET acl-pubsub-default.
+pub fn pubsub_default() -> &'static str {
+    if PUBSUB_ALL_BY_DEFAULT.load(std::sync::atomic::Ordering::Relaxed) {
+        "allchannels"
+    } else {
+        "resetchannels"
+    }
+}
+
+pub fn set_pubsub_default(all: bool) {
+    PUBSUB_ALL_BY_DEFAULT.store(all, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Selector {
+    /// A new user's or selector's rules: nothing allowed, channels by `acl-pubsub-default`.
+    fn fresh() -> Selector {
+        Selector {
+            all_channels: PUBSUB_ALL_BY_DEFAULT.load(std::sync::atomic::Ordering::Relaxed),
+            ..Default::default()
+        }
+    }
+
     /// Whether the command `spec` (`sub`: its subcommand's full name, `container|sub`) is
     /// allowed by the command rules.
-    fn may_run_command(&self, spec: &CommandSpec, sub: Option<&str>) -> bool {
+    fn may_run_command(&self, spec: &CommandSpec, sub: Option<&str>, args: &[&[u8]]) -> bool {
         let mut allowed = false;
         let mut cats: Option<std::borrow::Cow<'static, [&'static str]>> = None;
         for (allow, target) in &self.commands {
@@ -124,6 +151,9 @@ impl Selector {
                 Target::All => true,
                 Target::Command(name) => *name == spec.name,
                 Target::Subcommand(full) => Some(*full) == sub,
+                Target::FirstArg(name, arg) => {
+                    *name == spec.name && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(arg.as_bytes()))
+                }
                 Target::Category(cat) => cats
                     .get_or_insert_with(|| crate::commands::command::categories_of(spec, sub))
                     .iter()
@@ -165,7 +195,7 @@ impl Selector {
         args: &[&[u8]],
         keys: &KeyCache,
     ) -> Result<(), Denied> {
-        if !self.may_run_command(spec, sub) {
+        if !self.may_run_command(spec, sub, args) {
             return Err(Denied::Command);
         }
         if !self.all_keys {
@@ -236,6 +266,11 @@ impl Selector {
             match target {
                 Target::All => {}
                 Target::Command(n) | Target::Subcommand(n) => text.push_str(n),
+                Target::FirstArg(n, a) => {
+                    text.push_str(n);
+                    text.push('|');
+                    text.push_str(a);
+                }
                 Target::Category(c) => {
                     text.push('@');
                     text.push_str(c);
@@ -322,8 +357,13 @@ impl Selector {
                     match &r.1 {
                         Target::All => self.commands.clear(),
                         Target::Command(name) => self.commands.retain(|(_, t)| match t {
-                            Target::Command(n) => n != name,
+                            Target::Command(n) | Target::FirstArg(n, _) => n != name,
                             Target::Subcommand(full) => full.split('|').next() != Some(*name),
+                            _ => true,
+                        }),
+                        // First arguments add up (the same one, in any case, once).
+                        Target::FirstArg(name, arg) => self.commands.retain(|(_, t)| match t {
+                            Target::FirstArg(n, a) => n != name || !a.eq_ignore_ascii_case(arg),
                             _ => true,
                         }),
                         target => self.commands.retain(|(_, t)| t != target),
@@ -388,7 +428,7 @@ impl User {
             nopass: false,
             passwords: Vec::new(),
             sanitize: None,
-            root: Selector::default(),
+            root: Selector::fresh(),
             selectors: Vec::new(),
         }
     }
@@ -502,10 +542,37 @@ impl User {
             }
             return Some(Ok((allow, Target::Category(cat.to_string()))));
         }
-        if let Some((container, sub)) = body.split_once('|') {
-            let full = engine::lookup(container.as_bytes())
-                .and_then(|spec| crate::commands::command::full_subcommand_name(spec.name, sub.as_bytes()));
-            return Some(full.map(|f| (allow, Target::Subcommand(f))).ok_or_else(|| UNKNOWN.into()));
+        if let Some((head, last)) = body.rsplit_once('|') {
+            use crate::commands::command::{full_subcommand_name, is_container};
+            // `-name|x` can only name a subcommand.
+            let (container, sub) = match head.split_once('|') {
+                Some((c, s)) => (c, Some(s)),
+                None => (head, None),
+            };
+            let Some(spec) = engine::lookup(container.as_bytes()) else { return Some(Err(UNKNOWN.into())) };
+            if !allow {
+                return Some(match (sub, full_subcommand_name(spec.name, last.as_bytes())) {
+                    (None, Some(full)) => Ok((false, Target::Subcommand(full))),
+                    _ => Err(UNKNOWN.into()),
+                });
+            }
+            // Redis's order: the command, a subcommand's first argument, an empty last part.
+            if let Some(sub) = sub {
+                return Some(Err(match full_subcommand_name(spec.name, sub.as_bytes()) {
+                    Some(_) => "Allowing first-arg of a subcommand is not supported".into(),
+                    None => UNKNOWN.into(),
+                }));
+            }
+            if last.is_empty() {
+                return Some(Err("Syntax error".into()));
+            }
+            if is_container(spec.name) {
+                let full = full_subcommand_name(spec.name, last.as_bytes());
+                return Some(full.map(|f| (true, Target::Subcommand(f))).ok_or_else(|| UNKNOWN.into()));
+            }
+            // A plain command with one first argument (`+select|0`), kept as written.
+            let arg = &rule[rule.len() - last.len()..];
+            return Some(Ok((true, Target::FirstArg(spec.name, arg.to_string()))));
         }
         Some(
             engine::lookup(body.as_bytes())
@@ -557,7 +624,7 @@ impl User {
             }
             "clearselectors" => self.selectors.clear(),
             _ if rule.starts_with('(') && rule.ends_with(')') && rule.len() >= 2 => {
-                let mut sel = Selector::default();
+                let mut sel = Selector::fresh();
                 for r in rule[1..rule.len() - 1].split_ascii_whitespace() {
                     sel.apply(r)?;
                 }

@@ -283,6 +283,86 @@ fn key_and_channel_patterns_and_selectors_as_redis_enforces_them() {
     assert_same(&run(g.port), &run(r.port), session);
 }
 
+/// Redis's allowed first arguments (`+select|0`: a command blocked except with one first
+/// argument, compared without case; only allowed, never denied; reset by a later rule for the
+/// whole command; not for a subcommand's argument) and `acl-pubsub-default` (the channels a new
+/// user and a new selector start with): each reply compared with redis-server 7.0.15's.
+#[test]
+fn first_argument_rules_and_the_pubsub_default_as_redis_has_them() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let setup: &[&[&str]] = &[
+        &[
+            "ACL",
+            "SETUSER",
+            "fa",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "-@all",
+            "+get",
+            "+select|0",
+            "+SELECT|1",
+            "+select|0",
+        ],
+        &[
+            "ACL",
+            "SETUSER",
+            "fb",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "-@all",
+            "+client|getname",
+            "+config|get",
+            "+select|2",
+            "+select",
+        ],
+        &["ACL", "SETUSER", "fc", "on", ">pw", "~*", "-@all", "+select|0", "-select"],
+    ];
+    let session: &[(&str, &[&str])] = &[
+        ("fa", &["SELECT", "0"]),
+        ("fa", &["SELECT", "1"]),
+        ("fa", &["SELECT", "2"]),
+        ("fa", &["GET", "k"]),
+        ("fa", &["SET", "k", "v"]),
+        ("fb", &["SELECT", "5"]),
+        ("fb", &["CLIENT", "GETNAME"]),
+        ("fb", &["CLIENT", "INFO"]),
+        ("fc", &["SELECT", "0"]),
+        ("default", &["ACL", "DRYRUN", "fa", "select", "1"]),
+        ("default", &["ACL", "DRYRUN", "fa", "select", "3"]),
+        ("default", &["ACL", "GETUSER", "fa"]),
+        ("default", &["ACL", "SETUSER", "x", "+config|get|maxmemory"]),
+        ("default", &["ACL", "SETUSER", "x", "+select|"]),
+        ("default", &["ACL", "SETUSER", "x", "+config|"]),
+        ("default", &["ACL", "SETUSER", "x", "-select|0"]),
+        ("default", &["ACL", "SETUSER", "x", "+nosuch|0"]),
+        ("default", &["ACL", "SETUSER", "x", "+select|0|1"]),
+        ("default", &["ACL", "SETUSER", "x", "+config|nosuch|1"]),
+        // New users and selectors: no channels, then every channel, by the default.
+        ("default", &["CONFIG", "GET", "acl-pubsub-default"]),
+        ("default", &["ACL", "SETUSER", "p1", "on", "(+get)"]),
+        ("default", &["CONFIG", "SET", "acl-pubsub-default", "allchannels"]),
+        ("default", &["ACL", "SETUSER", "p2", "on", "(+get)"]),
+        ("default", &["ACL", "SETUSER", "p3", "reset"]),
+        ("default", &["ACL", "GETUSER", "p1"]),
+        ("default", &["ACL", "GETUSER", "p2"]),
+        ("default", &["ACL", "GETUSER", "p3"]),
+        ("default", &["CONFIG", "SET", "acl-pubsub-default", "nope"]),
+        ("default", &["CONFIG", "SET", "acl-pubsub-default", "RESETCHANNELS"]),
+        ("default", &["CONFIG", "GET", "acl-pubsub-default"]),
+        ("default", &["ACL", "SETUSER", "p4", "on"]),
+        ("default", &["ACL", "GETUSER", "p4"]),
+        // A container's subcommand Redis keeps out of scripts.
+        ("default", &["EVAL", "return redis.call('cluster', 'reset')", "0"]),
+    ];
+    let run = |port: u16| run_session(port, setup, &["fa", "fb", "fc"], session);
+    assert_same(&run(g.port), &run(r.port), session);
+}
+
 /// ACL LOG: refusals of commands, keys and channels at top level, in a transaction and in a
 /// script, and failed AUTH and HELLO, with Redis's grouping of alike entries, COUNT and
 /// RESET; each entry's fields compared with redis-server 7.0.15's (but its age and client).

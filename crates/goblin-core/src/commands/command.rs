@@ -94,6 +94,11 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
 }
 
 /// Redis 7.0's record of `name` (`container|sub` for a subcommand), when Redis 7.0 has it.
+/// Whether `spec` is a container whose subcommand `sub` Redis 7.0 flags `flag`.
+pub(crate) fn subcommand_has_flag(spec: &CommandSpec, sub: &[u8], flag: &str) -> bool {
+    full_subcommand_name(spec.name, sub).and_then(meta_of).is_some_and(|m| m.flags.contains(&flag))
+}
+
 fn meta_of(name: &str) -> Option<&'static CommandMeta> {
     let meta = super::redis_meta::META;
     meta.binary_search_by(|e| e.name.cmp(name)).ok().map(|i| &meta[i])

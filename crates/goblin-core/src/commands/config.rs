@@ -85,6 +85,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
         ("repl-backlog-size", s.redis_replicas.backlog_size.to_string()),
         ("min-replicas-to-write", c.min_replicas_to_write.to_string()),
+        ("acl-pubsub-default", crate::auth::pubsub_default().to_string()),
         ("min-slaves-to-write", c.min_replicas_to_write.to_string()),
         ("min-replicas-max-lag", c.min_replicas_max_lag.to_string()),
         ("min-slaves-max-lag", c.min_replicas_max_lag.to_string()),
@@ -235,6 +236,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         ReplBacklogSize(usize),
         ReplBacklogTtl(u64),
         MinReplicas(u32),
+        PubsubDefault(bool),
         MinReplicasLag(u64),
         BusyThreshold(u64),
         SlowlogSlowerThan(i64),
@@ -306,6 +308,12 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "min-replicas-max-lag" | "min-slaves-max-lag" => {
                 int(0, I32).map(|n| Change::MinReplicasLag(n as u64))
             }
+            // The channels a new ACL user or selector starts with.
+            "acl-pubsub-default" => match val.to_ascii_lowercase().as_slice() {
+                b"allchannels" => Ok(Change::PubsubDefault(true)),
+                b"resetchannels" => Ok(Change::PubsubDefault(false)),
+                _ => Err("argument(s) must be one of the following: allchannels, resetchannels".to_string()),
+            },
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
             "stream-idmp-duration" | "stream-idmp-maxsize" => {
                 use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
@@ -377,6 +385,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
+            Change::PubsubDefault(all) => crate::auth::set_pubsub_default(all),
             Change::MinReplicasLag(n) => s.cfg.min_replicas_max_lag = n,
             Change::RequirePass(pw) => {
                 s.users.set_requirepass(&pw);

@@ -238,7 +238,7 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
             b"ERR Wrong number of args calling Redis command from script",
         ));
     }
-    if denied_in_scripts(spec) {
+    if denied_in_scripts(spec, argv) {
         return Err(Early::Refused(Some(spec), b"ERR This Redis command is not allowed from script"));
     }
     // ACL: the script runs as its caller's user.

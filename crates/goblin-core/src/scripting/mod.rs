@@ -788,7 +788,7 @@ fn err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
 
 /// Commands scripts may not call although their flags allow it (their subcommands are
 /// `noscript` in Redis).
-fn denied_in_scripts(spec: &CommandSpec) -> bool {
+fn denied_in_scripts(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     // DEBUG SET-DISABLE-DENY-SCRIPTS 1 lets test suites run these from scripts (as in Redis).
     if DENY_SCRIPTS_DISABLED.with(Cell::get) && !spec.flags.has(Flags::BLOCKING) {
         return false;
@@ -800,6 +800,8 @@ fn denied_in_scripts(spec: &CommandSpec) -> bool {
             spec.name,
             "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script" | "function"
         )
+        // A container whose subcommand Redis marks noscript (CLUSTER RESET, ...).
+        || argv.get(1).is_some_and(|sub| crate::commands::command::subcommand_has_flag(spec, sub, "noscript"))
 }
 
 thread_local! {
