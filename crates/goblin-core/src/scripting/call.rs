@@ -272,6 +272,16 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
                 ))
             }
         }
+        // SORT's BY and GET need read access to every key, in a script as outside one: the
+        // command's own error reply, as Redis's SORT gives it (dispatch.rs has the same).
+        if matches!(spec.name, "sort" | "sort_ro") {
+            if let Some(err) = crate::commands::sort_pattern_refusal(spec, argv) {
+                if !server.users.find(conn.user.as_bytes()).is_some_and(|u| u.reads_every_key(spec, argv)) {
+                    resp::reply::error(out, err);
+                    return Ok(());
+                }
+            }
+        }
     }
     // Like Redis, a read-only script also refuses the reads that may write (PFCOUNT).
     if run.read_only && (spec.is_write() || spec.flags.has(Flags::MAY_REPLICATE)) {
