@@ -180,6 +180,8 @@ pub struct RedisReplicas {
     /// The command whose batch commits next touches arbitrary keys (SCAN, RANDOMKEY): its
     /// lazy-expiry DELs go without MULTI/EXEC, as Redis propagates them.
     pub next_unwrapped: bool,
+    /// The encoding buffer of the last batch fed (reused).
+    scratch: Vec<u8>,
 }
 
 impl RedisReplicas {
@@ -198,6 +200,7 @@ impl RedisReplicas {
             partial_err: 0,
             want_acks: false,
             next_unwrapped: false,
+            scratch: Vec::new(),
         }
     }
 
@@ -237,9 +240,9 @@ impl Default for RedisReplicas {
 /// database differs from the one the stream is in (`db`, None when unknown), and, for a
 /// `transaction`, `MULTI`/`EXEC` around more than one mutation, after the first mutation's
 /// `SELECT`, as a Redis master orders them.
-pub fn encode_for_replica(
+pub fn encode_for_replica<'a>(
     out: &mut Vec<u8>,
-    mutations: &[(u32, &[u8])],
+    mutations: impl ExactSizeIterator<Item = (u32, &'a [u8])>,
     db: &mut Option<u32>,
     transaction: bool,
 ) {
@@ -251,12 +254,12 @@ pub fn encode_for_replica(
         }
     };
     let wrap = transaction && mutations.len() > 1;
-    if wrap {
-        select(out, db, mutations[0].0);
-        out.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
-    }
-    for &(m_db, bytes) in mutations {
+    for (i, (m_db, bytes)) in mutations.enumerate() {
+        // The first mutation's SELECT goes before MULTI.
         select(out, db, m_db);
+        if wrap && i == 0 {
+            out.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
+        }
         out.extend_from_slice(bytes);
     }
     if wrap {
@@ -380,12 +383,12 @@ impl Server {
         // lazy-expiry DELs of a command that touches arbitrary keys.
         let unwrapped = std::mem::take(&mut self.redis_replicas.next_unwrapped)
             || matches!(batch.origin, Origin::ActiveExpiry | Origin::Eviction);
-        let mutations: Vec<(u32, &[u8])> = batch.iter().map(|m| (m.db, m.bytes)).collect();
+        let mutations = batch.iter().map(|m| (m.db, m.bytes));
         if held || !self.redis_replicas.retained.is_empty() {
-            let owned = mutations.iter().map(|&(db, b)| (db, b.to_vec())).collect();
+            let owned = mutations.map(|(db, b)| (db, b.to_vec())).collect();
             self.redis_replicas.retained.push_back(Held::Batch(batch.last_offset(), held, owned, !unwrapped));
         } else {
-            self.redis_replicas_feed_batch(&mutations, batch.last_offset(), !unwrapped);
+            self.redis_replicas_feed_batch(mutations, batch.last_offset(), !unwrapped);
         }
     }
 
@@ -400,25 +403,27 @@ impl Server {
             }
             match self.redis_replicas.retained.pop_front().expect("front exists") {
                 Held::Batch(last, _, owned, transaction) => {
-                    let mutations: Vec<(u32, &[u8])> =
-                        owned.iter().map(|(db, b)| (*db, b.as_slice())).collect();
-                    self.redis_replicas_feed_batch(&mutations, last, transaction);
+                    let mutations = owned.iter().map(|(db, b)| (*db, b.as_slice()));
+                    self.redis_replicas_feed_batch(mutations, last, transaction);
                 }
                 Held::Raw(bytes) => self.redis_replicas_feed(bytes, None),
             }
         }
     }
 
-    fn redis_replicas_feed_batch(
+    fn redis_replicas_feed_batch<'a>(
         &mut self,
-        mutations: &[(u32, &[u8])],
+        mutations: impl ExactSizeIterator<Item = (u32, &'a [u8])>,
         last_logical: u64,
         transaction: bool,
     ) {
         let Some(s) = &mut self.redis_replicas.stream else { return };
-        let mut bytes = Vec::with_capacity(mutations.iter().map(|m| m.1.len()).sum::<usize>() + 32);
+        // One encoding for the backlog and every replica, in a buffer kept between batches.
+        let mut bytes = std::mem::take(&mut self.redis_replicas.scratch);
+        bytes.clear();
         encode_for_replica(&mut bytes, mutations, &mut s.seldb, transaction);
         self.redis_replicas_feed(&bytes, Some(last_logical));
+        self.redis_replicas.scratch = bytes;
     }
 
     /// A command of the stream's own (PING, GETACK): behind held batches, or now.
@@ -604,10 +609,10 @@ mod tests {
         let del = b"*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n".as_slice();
         let mut out = Vec::new();
         let mut db = None;
-        encode_for_replica(&mut out, &[(0, set)], &mut db, true);
+        encode_for_replica(&mut out, [(0, set)].into_iter(), &mut db, true);
         assert_eq!(out, [b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n".as_slice(), set].concat());
         out.clear();
-        encode_for_replica(&mut out, &[(0, set), (3, del)], &mut db, true);
+        encode_for_replica(&mut out, [(0, set), (3, del)].into_iter(), &mut db, true);
         let want = [
             b"*1\r\n$5\r\nMULTI\r\n".as_slice(),
             set,
@@ -620,7 +625,7 @@ mod tests {
         assert_eq!(db, Some(3));
         // A transaction in another database: its SELECT comes before MULTI.
         out.clear();
-        encode_for_replica(&mut out, &[(5, set), (5, del)], &mut db, true);
+        encode_for_replica(&mut out, [(5, set), (5, del)].into_iter(), &mut db, true);
         let want = [
             b"*2\r\n$6\r\nSELECT\r\n$1\r\n5\r\n".as_slice(),
             b"*1\r\n$5\r\nMULTI\r\n",
@@ -632,7 +637,7 @@ mod tests {
         assert_eq!(out, want);
         // Not a transaction (an expiry round): one command after another.
         out.clear();
-        encode_for_replica(&mut out, &[(5, set), (5, del)], &mut db, false);
+        encode_for_replica(&mut out, [(5, set), (5, del)].into_iter(), &mut db, false);
         assert_eq!(out, [set, del].concat());
     }
 }
