@@ -506,25 +506,31 @@ impl Server {
         }
     }
 
-    /// The replicas' links, for INFO, ROLE and WAIT: (ip:port, acked logical offset, seconds
-    /// since the last ACK, whether its RDB file is still on the way).
+    /// The attached replicas' connections and links (one being served is skipped).
+    pub(crate) fn redis_replica_conns(&self) -> impl Iterator<Item = (&Conn, ReplicaLink)> {
+        self.redis_replicas.slots.iter().filter_map(|&(slot, id)| match self.conns.get(slot) {
+            Some(Some(c)) if c.id == id => Some((&**c, c.redis_replica?)),
+            _ => None,
+        })
+    }
+
+    /// The replicas' links, for INFO and ROLE: (ip:port, acked logical offset, seconds since
+    /// the last ACK, whether its RDB file is still on the way).
     pub(crate) fn redis_replica_links(&self) -> Vec<(String, u64, u64, bool)> {
-        let mut out = Vec::new();
-        for &(slot, id) in &self.redis_replicas.slots {
-            let Some(Some(c)) = self.conns.get(slot) else { continue };
-            let Some(link) = c.redis_replica.filter(|_| c.id == id) else { continue };
-            let ip = match c.addr.rsplit_once(':') {
-                Some((ip, _)) => ip.trim_start_matches('[').trim_end_matches(']').to_string(),
-                None => c.addr.clone(),
-            };
-            out.push((
-                format!("{ip}:{}", link.port),
-                link.acked_logical,
-                link.ack_at.elapsed().as_secs(),
-                c.dumping,
-            ));
-        }
-        out
+        self.redis_replica_conns()
+            .map(|(c, link)| {
+                let ip = match c.addr.rsplit_once(':') {
+                    Some((ip, _)) => ip.trim_start_matches('[').trim_end_matches(']'),
+                    None => c.addr.as_str(),
+                };
+                (
+                    format!("{ip}:{}", link.port),
+                    link.acked_logical,
+                    link.ack_at.elapsed().as_secs(),
+                    c.dumping,
+                )
+            })
+            .collect()
     }
 
     /// From the cron: a PING to the replicas each `repl-ping-replica-period` seconds, as a

@@ -302,8 +302,7 @@ impl Server {
     /// How many replicas (firehose subscribers and redis-server replicas) have applied
     /// `offset` or more: WAIT's count.
     pub(crate) fn downstreams_at(&self, offset: u64) -> usize {
-        let redis =
-            self.redis_replica_links().into_iter().filter(|&(_, acked, _, _)| acked >= offset).count();
+        let redis = self.redis_replica_conns().filter(|(_, link)| link.acked_logical >= offset).count();
         self.firehose_at(offset) + redis
     }
 
@@ -312,9 +311,8 @@ impl Server {
     pub(crate) fn good_replicas(&self, max_lag: u64) -> usize {
         let firehose = self.subscribers().filter(|(_, d)| d.acked_at.elapsed().as_secs() <= max_lag).count();
         let redis = self
-            .redis_replica_links()
-            .into_iter()
-            .filter(|&(_, _, lag, loading)| !loading && lag <= max_lag)
+            .redis_replica_conns()
+            .filter(|(c, link)| !c.dumping && link.ack_at.elapsed().as_secs() <= max_lag)
             .count();
         firehose + redis
     }
