@@ -147,6 +147,12 @@ pub struct Config {
     #[arg(long, default_value = "0", value_parser = parse_bytes)]
     pub maxmemory: u64,
 
+    /// Redis's client eviction: when the normal and pub/sub clients' buffers together use
+    /// this much (bytes, or `N%` of `--maxmemory`; 0 = off; at least 128 KiB when on), the
+    /// largest are closed (not those with CLIENT NO-EVICT on) until they use less.
+    #[arg(long = "maxmemory-clients", default_value = "0", value_parser = parse_maxmemory_clients)]
+    pub maxmemory_clients: MaxmemoryClients,
+
     /// noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu,
     /// volatile-random or volatile-ttl (volatile-*: only keys with a deadline are evicted).
     #[arg(long = "maxmemory-policy", default_value = "noeviction", value_parser = parse_policy)]
@@ -511,6 +517,56 @@ impl Config {
 
 /// `16mb`, `512kb`, `1gb`, `1048576` (Redis's units: k/kb/m/mb/g/gb, powers of 1024 for the
 /// `b` forms and of 1000 for the bare letters).
+/// `maxmemory-clients`: off, a number of bytes, or a percentage of `maxmemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MaxmemoryClients {
+    #[default]
+    Off,
+    Bytes(u64),
+    Percent(u64),
+}
+
+impl MaxmemoryClients {
+    /// The limit in bytes now (Redis's getClientEvictionLimit): a percentage of an unset
+    /// maxmemory is no limit; any limit is at least 128 KiB, so a bad setting cannot cut every
+    /// client off.
+    pub fn limit(self, maxmemory: u64) -> Option<u64> {
+        let bytes = match self {
+            MaxmemoryClients::Off => return None,
+            MaxmemoryClients::Bytes(n) => n,
+            MaxmemoryClients::Percent(_) if maxmemory == 0 => return None,
+            MaxmemoryClients::Percent(p) => (maxmemory as f64 * p as f64 / 100.0) as u64,
+        };
+        Some(bytes.max(128 << 10))
+    }
+
+    /// As CONFIG GET prints it.
+    pub fn text(self) -> String {
+        match self {
+            MaxmemoryClients::Off => "0".into(),
+            MaxmemoryClients::Bytes(n) => n.to_string(),
+            MaxmemoryClients::Percent(p) => format!("{p}%"),
+        }
+    }
+}
+
+/// `maxmemory-clients`' value, with Redis's errors.
+pub(crate) fn parse_maxmemory_clients(s: &str) -> Result<MaxmemoryClients, String> {
+    if let Some(p) = s.trim().strip_suffix('%') {
+        return match p.parse::<u64>() {
+            Ok(p) if p > 100 => Err("percentage argument must be less or equal to 100".into()),
+            Ok(0) => Ok(MaxmemoryClients::Off),
+            Ok(p) => Ok(MaxmemoryClients::Percent(p)),
+            Err(_) => Err("argument must be a memory or percent value".into()),
+        };
+    }
+    match parse_bytes(s) {
+        Ok(0) => Ok(MaxmemoryClients::Off),
+        Ok(n) => Ok(MaxmemoryClients::Bytes(n)),
+        Err(_) => Err("argument must be a memory or percent value".into()),
+    }
+}
+
 pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let l = s.trim().to_ascii_lowercase();
     let split = l.find(|c: char| !c.is_ascii_digit()).unwrap_or(l.len());

@@ -367,6 +367,14 @@ impl Conn {
         }
     }
 
+    /// The memory this client holds (CLIENT LIST `tot-mem`, client eviction): its buffers,
+    /// the commands it queued in MULTI, and the connection itself.
+    pub fn memory(&self) -> usize {
+        let queued =
+            self.multi.as_ref().map_or(0, |m| m.queued.iter().flatten().map(|a| a.capacity() + 24).sum());
+        self.pending.capacity() + self.out.capacity() + queued + std::mem::size_of::<Conn>()
+    }
+
     /// Bytes of output still to be written.
     pub fn out_pending(&self) -> usize {
         self.out.len() - self.out_pos

@@ -139,6 +139,8 @@ pub struct ServerStats {
     pub net_output_bytes: u64,
     /// Clients closed for passing the output limit.
     pub output_limit_disconnections: u64,
+    /// Clients closed by client eviction (`maxmemory-clients`; INFO `evicted_clients`).
+    pub evicted_clients: u64,
     /// Waits that polled without blocking first (the busy-poll window was open).
     pub busy_poll_spins: u64,
     /// Ring of (time, total commands) samples taken each cron tick, for
@@ -201,6 +203,9 @@ pub struct Server {
     /// were last checked.
     pub(crate) waits: Vec<(usize, u64)>,
     pub(crate) waits_dirty: bool,
+    /// When client eviction last warned that it could not get under its limit (at most one
+    /// warning a minute).
+    client_eviction_warned: Option<Instant>,
     /// The upstream link's read was cut short for fairness: read again next turn.
     pub(crate) upstream_again: bool,
     /// EXEC is running its queued commands (WAIT answers at once there, as in Redis).
@@ -404,6 +409,7 @@ impl Server {
             redis_replicas: crate::replication::redis_replicas::RedisReplicas::new(),
             waits: Vec::new(),
             waits_dirty: false,
+            client_eviction_warned: None,
             upstream_again: false,
             in_exec: false,
             unix_path: None,
@@ -1336,6 +1342,9 @@ impl Server {
         if self.redis_replicas.want_acks {
             self.redis_replicas_getack();
         }
+        if self.cfg.maxmemory_clients != crate::config::MaxmemoryClients::Off {
+            self.evict_clients();
+        }
         self.check_pause();
         // A replica's data changes only through its upstream: no expiry of its own; none
         // either while clients are paused.
@@ -1456,6 +1465,51 @@ impl Server {
         let used = crate::commands::info::allocated_bytes();
         self.stats.peak_memory = self.stats.peak_memory.max(used);
         self.close_idle_clients();
+    }
+
+    /// Client eviction (`maxmemory-clients`, as Redis 7 has it): while the normal and pub/sub
+    /// clients together hold the limit or more, the largest is closed, then the next, as
+    /// Redis evicts from its largest bucket down. Never a client with CLIENT NO-EVICT on, a
+    /// replica link, or one a forked child is writing to. Once per loop turn, only when a
+    /// limit is set: one pass over the connections.
+    fn evict_clients(&mut self) {
+        let Some(limit) = self.cfg.maxmemory_clients.limit(self.engine.evict.maxmemory) else { return };
+        let mut total = 0u64;
+        let mut candidates = Vec::new();
+        for (slot, c) in self.conns.iter().enumerate() {
+            let Some(c) = c else { continue };
+            if c.firehose.is_some() || c.redis_replica.is_some() || c.dumping || c.close_now {
+                continue;
+            }
+            let mem = c.memory() as u64;
+            total += mem;
+            if !c.no_evict {
+                candidates.push((mem, slot));
+            }
+        }
+        if total < limit {
+            return;
+        }
+        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (mem, slot) in candidates {
+            if total < limit {
+                return;
+            }
+            let Some(c) = self.conns[slot].as_mut() else { continue };
+            info!("evicting client id={} addr={} tot-mem={mem}: clients hold more than maxmemory-clients ({limit} bytes)", c.id, c.addr);
+            c.close_now = true;
+            c.out = Vec::new();
+            c.out_pos = 0;
+            self.stats.evicted_clients += 1;
+            total -= mem;
+            self.queue_write(slot);
+        }
+        if total >= limit
+            && self.client_eviction_warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
+        {
+            self.client_eviction_warned = Some(Instant::now());
+            warn!("clients hold {total} bytes after evicting every evictable client (maxmemory-clients {limit})");
+        }
     }
 
     /// `timeout` (CONFIG SET timeout): closes clients idle for longer, as Redis does, except

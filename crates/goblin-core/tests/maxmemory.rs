@@ -363,3 +363,85 @@ fn replicas_follow_the_primarys_evictions_and_never_evict_themselves() {
     assert!(n(&mut pc) < 600);
     assert_eq!(n(&mut rc), n(&mut pc));
 }
+
+/// Client eviction (`maxmemory-clients`), the same steps on goblin-core and on redis-server
+/// 7.0.15: a client that pipelines reads of a 2 MB value without reading the replies grows
+/// its output past the limit and is closed, and a quiet client stays; a client with CLIENT
+/// NO-EVICT on doing the same is kept (it gets every reply), and the clients over the limit
+/// with it are evicted instead; INFO counts the evictions; CONFIG takes a percentage of
+/// maxmemory and refuses one over 100.
+#[test]
+fn clients_over_maxmemory_clients_are_evicted_largest_first() {
+    use std::io::{Read, Write};
+    let goblin = Server::start(&["--save", ""]);
+    let redis = common::RedisServer::start();
+    for (name, port) in [("goblin-core", goblin.port), ("redis-server", redis.port)] {
+        let mut admin =
+            redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("CLIENT").arg("NO-EVICT").arg("on").query(&mut admin).unwrap();
+        let big = vec![b'x'; 2 << 20];
+        let _: () = redis::cmd("SET").arg("big").arg(&big).query(&mut admin).unwrap();
+        let e = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-clients")
+            .arg("101%")
+            .query::<()>(&mut admin)
+            .unwrap_err();
+        assert!(e.to_string().contains("percentage argument must be less or equal to 100"), "{name}: {e}");
+        let _: () =
+            redis::cmd("CONFIG").arg("SET").arg("maxmemory-clients").arg("20%").query(&mut admin).unwrap();
+        let got: Vec<String> =
+            redis::cmd("CONFIG").arg("GET").arg("maxmemory-clients").query(&mut admin).unwrap();
+        assert_eq!(got[1], "20%", "{name}");
+        let _: () =
+            redis::cmd("CONFIG").arg("SET").arg("maxmemory-clients").arg("4mb").query(&mut admin).unwrap();
+        let connect = |protect: bool| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut ok = [0u8; 5];
+            s.write_all(if protect { b"CLIENT NO-EVICT on\r\n" } else { b"CLIENT NO-EVICT off\r\n" })
+                .unwrap();
+            s.read_exact(&mut ok).unwrap();
+            assert_eq!(&ok, b"+OK\r\n");
+            s
+        };
+        let evictions = |admin: &mut redis::Connection, n: u64| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while info_field(admin, "stats", "evicted_clients") < n {
+                assert!(std::time::Instant::now() < deadline, "{name}: fewer than {n} evictions");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(info_field(admin, "stats", "evicted_clients"), n, "{name}");
+        };
+        let closed = |s: &mut std::net::TcpStream| {
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
+            sink.len() < 40 * (2 << 20)
+        };
+        // 40 replies of 2 MB: far more than the socket buffers take, and than the limit.
+        let pipeline = b"GET big\r\n".repeat(40);
+        let mut quiet = connect(false);
+        let mut hog = connect(false);
+        hog.write_all(&pipeline).unwrap();
+        evictions(&mut admin, 1);
+        assert!(closed(&mut hog), "{name}: the hog got every reply");
+        quiet.write_all(b"PING\r\n").unwrap();
+        let mut pong = [0u8; 7];
+        quiet.read_exact(&mut pong).unwrap();
+        assert_eq!(&pong, b"+PONG\r\n", "{name}");
+        // Protected, the hog stays; the quiet client, evictable, goes while it is over.
+        let mut protected = connect(true);
+        protected.write_all(&pipeline).unwrap();
+        evictions(&mut admin, 2);
+        assert!(closed(&mut quiet), "{name}: the quiet client was not evicted");
+        let (mut got, want) = (0usize, 40 * ((2 << 20) + b"$2097152\r\n\r\n".len()));
+        let mut buf = vec![0u8; 1 << 20];
+        while got < want {
+            let n = protected.read(&mut buf).unwrap();
+            assert!(n > 0, "{name}: the protected client was closed after {got} bytes");
+            got += n;
+        }
+        let pong: String = redis::cmd("PING").query(&mut admin).unwrap();
+        assert_eq!(pong, "PONG", "{name}");
+    }
+}

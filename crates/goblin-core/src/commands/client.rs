@@ -216,7 +216,7 @@ pub(crate) fn describe(c: &Conn, t: &mut String) {
     let idle = c.last_active.elapsed().as_secs();
     let events = if c.want_write { "rw" } else { "r" };
     let multi = c.multi.as_ref().map(|m| m.queued.len() as i64).unwrap_or(-1);
-    let tot = c.pending.capacity() + c.out.capacity() + std::mem::size_of::<Conn>();
+    let tot = c.memory();
     let redir = c.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
     let _ = writeln!(
         t,

@@ -47,7 +47,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("maxmemory-policy", s.engine.evict.policy.name().into()),
         ("maxmemory-samples", s.engine.evict.samples.to_string()),
         // Client eviction (Redis 7): not done here; reported off.
-        ("maxmemory-clients", "0".into()),
+        ("maxmemory-clients", c.maxmemory_clients.text()),
         ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
         ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
         ("save", String::new()),
@@ -236,6 +236,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         ReplBacklogSize(usize),
         ReplBacklogTtl(u64),
         MinReplicas(u32),
+        MaxmemoryClients(crate::config::MaxmemoryClients),
         PubsubDefault(bool),
         MinReplicasLag(u64),
         BusyThreshold(u64),
@@ -308,6 +309,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             "min-replicas-max-lag" | "min-slaves-max-lag" => {
                 int(0, I32).map(|n| Change::MinReplicasLag(n as u64))
             }
+            // Client eviction's limit (Server::evict_clients).
+            "maxmemory-clients" => crate::config::parse_maxmemory_clients(&String::from_utf8_lossy(val))
+                .map(Change::MaxmemoryClients),
             // The channels a new ACL user or selector starts with.
             "acl-pubsub-default" => match val.to_ascii_lowercase().as_slice() {
                 b"allchannels" => Ok(Change::PubsubDefault(true)),
@@ -385,6 +389,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
+            Change::MaxmemoryClients(m) => s.cfg.maxmemory_clients = m,
             Change::PubsubDefault(all) => crate::auth::set_pubsub_default(all),
             Change::MinReplicasLag(n) => s.cfg.min_replicas_max_lag = n,
             Change::RequirePass(pw) => {

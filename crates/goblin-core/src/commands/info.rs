@@ -442,7 +442,7 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "expired_keys", "{}", e.expired_keys);
     field!(t, "expired_subkeys", "{}", e.expired_fields);
     field!(t, "evicted_keys", "{}", e.evicted_keys);
-    field!(t, "evicted_clients", "0");
+    field!(t, "evicted_clients", "{}", s.stats.evicted_clients);
     field!(t, "total_eviction_exceeded_time", "0");
     field!(t, "current_eviction_exceeded_time", "0");
     field!(t, "client_output_buffer_limit_disconnections", "{}", s.stats.output_limit_disconnections);
