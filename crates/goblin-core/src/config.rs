@@ -770,6 +770,23 @@ mod tests {
     }
 
     #[test]
+    fn maxmemory_clients_values() {
+        use MaxmemoryClients::*;
+        assert_eq!(parse_maxmemory_clients("0"), Ok(Off));
+        assert_eq!(parse_maxmemory_clients("0%"), Ok(Off));
+        assert_eq!(parse_maxmemory_clients("1mb"), Ok(Bytes(1 << 20)));
+        assert_eq!(parse_maxmemory_clients("25%"), Ok(Percent(25)));
+        assert!(parse_maxmemory_clients("101%").unwrap_err().contains("less or equal to 100"));
+        assert!(parse_maxmemory_clients("x%").is_err() && parse_maxmemory_clients("lots").is_err());
+        // A percentage of no maxmemory is no limit; any limit is at least 128 KiB.
+        assert_eq!(Percent(50).limit(0), None);
+        assert_eq!(Percent(50).limit(100 << 20), Some(50 << 20));
+        assert_eq!(Bytes(10).limit(0), Some(128 << 10));
+        assert_eq!(Off.limit(1 << 30), None);
+        assert_eq!((Percent(25).text(), Bytes(5).text(), Off.text()), ("25%".into(), "5".into(), "0".into()));
+    }
+
+    #[test]
     fn numa_flag() {
         let c = Config::try_parse_from(["goblin-core"]).unwrap();
         assert_eq!((c.numa, c.numa_sysfs_root), (None, PathBuf::from("/sys")));
