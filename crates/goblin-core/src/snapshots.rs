@@ -92,8 +92,9 @@ pub struct Snapshots {
     /// `dbfilename`: where SAVE and BGSAVE write a Redis RDB file, in the working directory,
     /// on a server without `--load` (see [`SaveTarget`]).
     pub rdb_filename: String,
-    /// `--save` rules: save after `secs` seconds if at least `changes` mutations happened.
-    rules: Vec<(u64, u64)>,
+    /// `--save` rules: save after `secs` seconds if at least `changes` mutations happened
+    /// (CONFIG SET save replaces them).
+    pub rules: Vec<(u64, u64)>,
     children: Vec<Child>,
     /// BGSAVE SCHEDULE asked for a save while a child ran.
     scheduled: bool,

@@ -1155,6 +1155,35 @@ fn compat_script_flags_and_oom() {
     );
 }
 
+/// CONFIG SET save: the rules as Redis checks and prints them (several settings at once, one
+/// refused changes none).
+#[test]
+fn compat_config_save_rules() {
+    use Step::*;
+    compat_session(
+        &[],
+        1,
+        &[
+            Call(0, &["CONFIG", "SET", "save", "100 10 5 1"]),
+            Call(0, &["CONFIG", "GET", "save"]),
+            Call(0, &["CONFIG", "SET", "save", "100 10  5 1"]),
+            Call(0, &["CONFIG", "SET", "save", "100 10 5 "]),
+            Call(0, &["CONFIG", "SET", "save", "1 x"]),
+            Call(0, &["CONFIG", "SET", "save", "0 1"]),
+            Call(0, &["CONFIG", "SET", "save", "1"]),
+            Call(0, &["CONFIG", "SET", "save", "1 -1"]),
+            Call(0, &["CONFIG", "SET", "save", "30 2", "maxmemory-clients", "200%"]),
+            Call(0, &["CONFIG", "GET", "save"]),
+            Call(0, &["CONFIG", "SET", "save", "3600 1 300 100", "maxmemory-clients", "10%"]),
+            Call(0, &["CONFIG", "GET", "save"]),
+            Call(0, &["CONFIG", "GET", "maxmemory-clients"]),
+            Call(0, &["CONFIG", "SET", "save", ""]),
+            Call(0, &["CONFIG", "GET", "save"]),
+            Call(0, &["CONFIG", "SET", "maxmemory-clients", "0"]),
+        ],
+    );
+}
+
 /// min-replicas-to-write with no replica: every way a write is refused (a command, inside
 /// MULTI, an EXEC with a write, a script at its first write or, with declared flags, before
 /// it runs, FUNCTION LOAD), what still runs (reads, read-only scripts, PUBLISH), INFO's count,

@@ -118,6 +118,31 @@ fn shutdown_saves_when_rules_are_set_and_not_with_empty_rules() {
     assert_eq!(digest(&mut con), want);
 }
 
+/// CONFIG SET save changes the rules of a running server: from none, a rule of one second and
+/// one change saves by itself; back to none, a write stays unsaved.
+#[test]
+fn config_set_save_rules_act_at_once() {
+    let dir = folder("config-save");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap();
+    let s = Server::start(&["--load", p, "--save", ""]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(info(&mut con, "persistence")["rdb_changes_since_last_save"], "1", "no rule, no save");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("save").arg("1 1").query(&mut con).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info(&mut con, "persistence")["rdb_changes_since_last_save"] != "0" {
+        assert!(Instant::now() < deadline, "the new rule never saved");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(path.exists());
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("save").arg("").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("b").arg("1").query(&mut con).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(info(&mut con, "persistence")["rdb_changes_since_last_save"], "1", "the rules are gone");
+}
+
 #[test]
 fn bgsave_writes_the_fork_time_image_under_a_write_load() {
     let dir = folder("bgsave");

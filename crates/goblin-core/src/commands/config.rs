@@ -50,7 +50,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("maxmemory-clients", c.maxmemory_clients.text()),
         ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
         ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
-        ("save", String::new()),
+        ("save", s.snapshots.rules.iter().map(|(secs, n)| format!("{secs} {n}")).collect::<Vec<_>>().join(" ")),
         // The Kafka journal is this server's append-only log (WAITAOF waits for it).
         ("appendonly", if c.kafka.is_some() { "yes" } else { "no" }.into()),
         ("databases", s.engine.databases().to_string()),
@@ -236,6 +236,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         ReplBacklogSize(usize),
         ReplBacklogTtl(u64),
         MinReplicas(u32),
+        SaveRules(Vec<(u64, u64)>),
         MaxmemoryClients(crate::config::MaxmemoryClients),
         PubsubDefault(bool),
         MinReplicasLag(u64),
@@ -308,6 +309,20 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             }
             "min-replicas-max-lag" | "min-slaves-max-lag" => {
                 int(0, I32).map(|n| Change::MinReplicasLag(n as u64))
+            }
+            // Snapshot rules (they act with --load): Redis's checks, seconds >= 1, changes >= 0.
+            // Split on each space as Redis splits it: an empty word reads as 0.
+            "save" if val.is_empty() => Ok(Change::SaveRules(Vec::new())),
+            "save" => {
+                let words = std::str::from_utf8(val).unwrap_or("x").split(' ');
+                let nums: Option<Vec<i64>> =
+                    words.map(|w| if w.is_empty() { Some(0) } else { w.parse::<i64>().ok() }).collect();
+                match nums {
+                    Some(n) if n.len() % 2 == 0 && n.chunks(2).all(|p| p[0] >= 1 && p[1] >= 0) => {
+                        Ok(Change::SaveRules(n.chunks(2).map(|p| (p[0] as u64, p[1] as u64)).collect()))
+                    }
+                    _ => Err("Invalid save parameters".to_string()),
+                }
             }
             // Client eviction's limit (Server::evict_clients).
             "maxmemory-clients" => crate::config::parse_maxmemory_clients(&String::from_utf8_lossy(val))
@@ -389,6 +404,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
+            Change::SaveRules(rules) => s.snapshots.rules = rules,
             Change::MaxmemoryClients(m) => s.cfg.maxmemory_clients = m,
             Change::PubsubDefault(all) => crate::auth::set_pubsub_default(all),
             Change::MinReplicasLag(n) => s.cfg.min_replicas_max_lag = n,
