@@ -50,7 +50,10 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("maxmemory-clients", c.maxmemory_clients.text()),
         ("lfu-log-factor", s.engine.evict.lfu_log_factor.to_string()),
         ("lfu-decay-time", s.engine.evict.lfu_decay_time.to_string()),
-        ("save", s.snapshots.rules.iter().map(|(secs, n)| format!("{secs} {n}")).collect::<Vec<_>>().join(" ")),
+        (
+            "save",
+            s.snapshots.rules.iter().map(|(secs, n)| format!("{secs} {n}")).collect::<Vec<_>>().join(" "),
+        ),
         // The Kafka journal is this server's append-only log (WAITAOF waits for it).
         ("appendonly", if c.kafka.is_some() { "yes" } else { "no" }.into()),
         ("databases", s.engine.databases().to_string()),
