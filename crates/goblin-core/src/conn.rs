@@ -264,8 +264,10 @@ pub struct Conn {
     /// every committed batch after its RDB file (or its continuation), and no replies (see
     /// [`crate::replication::redis_replicas`]).
     pub redis_replica: Option<crate::replication::redis_replicas::ReplicaLink>,
-    /// REPLCONF listening-port: the port a replica says it serves on (INFO's `slaveN`).
+    /// REPLCONF listening-port and ip-address: where a replica says it serves (INFO's
+    /// `slaveN`, ROLE; the address defaults to the connection's peer).
     pub replconf_port: u16,
+    pub replconf_ip: Option<Box<str>>,
     /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
@@ -353,6 +355,7 @@ impl Conn {
             dumping: false,
             redis_replica: None,
             replconf_port: 0,
+            replconf_ip: None,
             rdb_only: false,
             rdb_functions_only: false,
             held_from: None,

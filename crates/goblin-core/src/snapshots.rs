@@ -905,8 +905,8 @@ impl Server {
 
     /// REPLCONF: what a redis-server replica and a tool fetching an RDB file (`redis-cli
     /// --rdb` and `--functions-rdb`) send. `rdb-only` and `rdb-filter-only` shape this
-    /// connection's SYNC or PSYNC; `listening-port` is the port INFO shows for a replica;
-    /// `ip-address` and `capa` are accepted and ignored. `ACK <offset>` is a replica's
+    /// connection's SYNC or PSYNC; `listening-port` and `ip-address` are where INFO and ROLE
+    /// say a replica serves; `capa` is accepted and ignored. `ACK <offset>` is a replica's
     /// position in the stream (`replication::redis_replicas`), answered with nothing, as Redis
     /// answers it.
     pub(crate) fn replconf(&mut self, c: &mut Conn, args: &[&[u8]]) {
@@ -931,7 +931,8 @@ impl Server {
                     Some(port) => c.replconf_port = port.clamp(0, u16::MAX as i64) as u16,
                     None => return reply::error(&mut c.out, engine::errors::NOT_INTEGER),
                 },
-                b"ip-address" | b"capa" => {}
+                b"ip-address" => c.replconf_ip = Some(String::from_utf8_lossy(value).into()),
+                b"capa" => {}
                 b"rdb-only" => match value {
                     b"0" | b"1" => rdb_only = value == b"1",
                     _ if engine::util::parse_i64(value).is_none() => {

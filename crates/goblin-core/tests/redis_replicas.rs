@@ -82,17 +82,17 @@ fn wait_same(primary: &mut redis::Connection, replica: &mut redis::Connection, w
 }
 
 fn start_replica(primary_port: u16) -> (RedisServer, redis::Connection) {
+    start_replica_with(primary_port, &[])
+}
+
+fn start_replica_with(primary_port: u16, extra: &[&str]) -> (RedisServer, redis::Connection) {
     let dir = temp_path("redis-replica");
     std::fs::create_dir_all(&dir).unwrap();
-    let r = RedisServer::start_with(&[
-        "--dir",
-        dir.to_str().unwrap(),
-        "--replicaof",
-        "127.0.0.1",
-        &primary_port.to_string(),
-        "--repl-timeout",
-        "5",
-    ]);
+    let port = primary_port.to_string();
+    let mut args =
+        vec!["--dir", dir.to_str().unwrap(), "--replicaof", "127.0.0.1", &port, "--repl-timeout", "5"];
+    args.extend_from_slice(extra);
+    let r = RedisServer::start_with(&args);
     let mut c = r.conn();
     let deadline = Instant::now() + Duration::from_secs(30);
     while info_field(&mut c, "replication", "master_link_status").as_deref() != Some("up") {
@@ -438,7 +438,8 @@ fn lazy_expiry_dels_of_scan_and_randomkey_are_not_a_transaction() {
 
 /// min-replicas-to-write counts a redis-server replica by its REPLCONF ACKs (one a second):
 /// writes go through while it acknowledges, are refused (NOREPLICAS) once it has been silent
-/// for longer than the lag, and go through again when it resumes.
+/// for longer than the lag, and go through again when it resumes. INFO lists it at the
+/// address it announces.
 #[test]
 fn min_replicas_to_write_counts_a_redis_replica_while_it_acknowledges() {
     let g = Server::start(&["--save", "", "--min-replicas-to-write", "1", "--min-replicas-max-lag", "2"]);
@@ -446,7 +447,11 @@ fn min_replicas_to_write_counts_a_redis_replica_while_it_acknowledges() {
     let set = |c: &mut redis::Connection, v: &str| redis::cmd("SET").arg("k").arg(v).query::<()>(c);
     let e = set(&mut p, "0").unwrap_err();
     assert_eq!(e.code(), Some("NOREPLICAS"), "{e}");
-    let (r, mut rc) = start_replica(g.port);
+    // It announces another address and port: INFO shows those (REPLCONF ip-address).
+    let (r, mut rc) =
+        start_replica_with(g.port, &["--replica-announce-ip", "10.9.8.7", "--replica-announce-port", "7000"]);
+    let line = info_field(&mut p, "replication", "slave0").unwrap();
+    assert!(line.starts_with("ip=10.9.8.7,port=7000,"), "{line}");
     let deadline = Instant::now() + Duration::from_secs(10);
     while set(&mut p, "1").is_err() {
         assert!(Instant::now() < deadline, "the replica was never counted");

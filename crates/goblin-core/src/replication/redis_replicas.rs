@@ -519,9 +519,10 @@ impl Server {
     pub(crate) fn redis_replica_links(&self) -> Vec<(String, u64, u64, bool)> {
         self.redis_replica_conns()
             .map(|(c, link)| {
-                let ip = match c.addr.rsplit_once(':') {
-                    Some((ip, _)) => ip.trim_start_matches('[').trim_end_matches(']'),
-                    None => c.addr.as_str(),
+                let ip = match (&c.replconf_ip, c.addr.rsplit_once(':')) {
+                    (Some(announced), _) => announced,
+                    (None, Some((ip, _))) => ip.trim_start_matches('[').trim_end_matches(']'),
+                    (None, None) => c.addr.as_str(),
                 };
                 (
                     format!("{ip}:{}", link.port),
