@@ -474,3 +474,135 @@ fn min_replicas_to_write_counts_a_redis_replica_while_it_acknowledges() {
     wait_same(&mut p, &mut rc, "after the refused write");
     assert_eq!(q(&mut rc, &["GET", "k"]), Value::BulkString(b"4".to_vec()));
 }
+
+/// A redis-server in sentinel mode, killed on drop.
+struct Sentinel {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_sentinel(master_port: u16) -> Sentinel {
+    let dir = temp_path("sentinel");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port();
+    let conf = dir.join("sentinel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {master_port} 1\n\
+             sentinel down-after-milliseconds mymaster 2000\nsentinel failover-timeout mymaster 10000\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new("redis-server")
+        .arg(&conf)
+        .arg("--sentinel")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server is required for this test (apt-get install redis-server)");
+    let s = Sentinel { port, child };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the sentinel never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s
+}
+
+/// `SENTINEL MASTER` or one `SENTINEL REPLICAS` entry as a field map.
+fn sentinel_fields(v: &Value) -> std::collections::HashMap<String, String> {
+    let Value::Array(items) = v else { panic!("{v:?}") };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    };
+    items.chunks(2).map(|p| (text(&p[0]), text(&p[1]))).collect()
+}
+
+/// Redis Sentinel (redis-server 7.0.15 in sentinel mode) monitors a goblin-core primary: it
+/// sees a master that answers, discovers its redis-server replica from INFO's `slaveN` lines,
+/// finds the link up, and names goblin-core as the master. When goblin-core dies it promotes
+/// the replica, which holds every write (goblin-core cannot be made a replica of it
+/// afterwards: REPLICAOF is refused, and docs/ARCHITECTURE.md says so).
+#[test]
+fn sentinel_monitors_goblin_core_and_fails_over_to_its_redis_replica() {
+    let g = Server::start(&["--save", ""]);
+    let mut p = g.conn();
+    for i in 0..100 {
+        q(&mut p, &["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    let (r, mut rc) = start_replica(g.port);
+    wait_same(&mut p, &mut rc, "before the sentinel");
+    let s = start_sentinel(g.port);
+    let mut sc =
+        redis::Client::open(format!("redis://127.0.0.1:{}", s.port)).unwrap().get_connection().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let master = sentinel_fields(&q(&mut sc, &["SENTINEL", "MASTER", "mymaster"]));
+        let replicas = q(&mut sc, &["SENTINEL", "REPLICAS", "mymaster"]);
+        let Value::Array(list) = &replicas else { panic!("{replicas:?}") };
+        let replica = list.first().map(sentinel_fields);
+        let seen = master["flags"] == "master"
+            && master["role-reported"] == "master"
+            && master["num-slaves"] == "1"
+            && replica.as_ref().is_some_and(|r| r["flags"] == "slave" && r["master-link-status"] == "ok");
+        if seen {
+            assert_eq!(replica.unwrap()["port"], r.port.to_string());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sentinel never saw the master and its replica: {master:?} {replica:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let addr = q(&mut sc, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]);
+    assert_eq!(
+        addr,
+        Value::Array(vec![
+            Value::BulkString(b"127.0.0.1".to_vec()),
+            Value::BulkString(g.port.to_string().into_bytes())
+        ])
+    );
+    assert_eq!(
+        q(&mut sc, &["SENTINEL", "CKQUORUM", "mymaster"]),
+        Value::SimpleString("OK 1 usable Sentinels. Quorum and failover authorization can be reached".into())
+    );
+
+    // The primary dies: the replica is promoted, with every write.
+    q(&mut p, &["SET", "last", "1"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "30000"]), Value::Int(1));
+    g.signal(9);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let addr = q(&mut sc, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]);
+        if addr
+            == Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::BulkString(r.port.to_string().into_bytes()),
+            ])
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no failover: {addr:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Sentinel closed the promoted server's clients (CLIENT KILL TYPE normal): a new one.
+    let mut rc = r.conn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(&mut rc, "replication", "role").as_deref() != Some("master") {
+        assert!(Instant::now() < deadline, "the replica was not promoted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(q(&mut rc, &["DBSIZE"]), Value::Int(101));
+    assert_eq!(q(&mut rc, &["GET", "last"]), Value::BulkString(b"1".to_vec()));
+}

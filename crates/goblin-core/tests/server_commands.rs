@@ -296,7 +296,7 @@ fn config_get_set() {
     assert!(pat.keys().all(|k| k.starts_with("max")));
     let save: HashMap<String, String> =
         redis::cmd("CONFIG").arg("GET").arg("save").arg("appendonly").query(&mut con).unwrap();
-    assert_eq!(save["save"], "");
+    assert_eq!(save["save"], "3600 1 300 100 60 10000", "the --save rules, as Redis prints them");
     assert_eq!(save["appendonly"], "no");
     // client-output-buffer-limit: Redis's errors for malformed values; what goblin-core cannot
     // keep (soft limits, two hard limits, a replica limit) is refused, naming why.
