@@ -1760,6 +1760,50 @@ impl Server {
     }
 
     /// Shutdown: stop listening, remove the Unix socket file, drop every client.
+    /// Before exiting, as Redis 7 does (`shutdown-timeout`, skipped by SHUTDOWN NOW): the
+    /// redis-server replicas get everything in their stream and are asked to acknowledge it
+    /// (`REPLCONF GETACK *`), for up to the timeout. A replica promoted after this shutdown
+    /// (Sentinel) then holds every write, which it would not recover otherwise: it keeps no
+    /// journal. Only the replicas' connections are served meanwhile; clients get nothing more.
+    fn drain_redis_replicas(&mut self) {
+        let bound = Duration::from_secs(self.redis_replicas.shutdown_timeout_secs);
+        let Some(target) = self.redis_replicas_ask_final_acks() else { return };
+        let deadline = Instant::now() + bound;
+        let mut events = Events::with_capacity(64);
+        loop {
+            self.flush_writes();
+            let behind = self.redis_replicas_behind(target);
+            if behind == 0 {
+                info!("redis-server replicas acknowledged the whole stream (offset {target})");
+                return;
+            }
+            if Instant::now() >= deadline {
+                warn!("{behind} redis-server replicas did not acknowledge the stream's end within {bound:?}: exiting anyway");
+                return;
+            }
+            if self.poll.poll(&mut events, Some(Duration::from_millis(10))).is_err() {
+                return;
+            }
+            for ev in events.iter() {
+                let Token(t) = ev.token();
+                if t < CONN_BASE {
+                    continue;
+                }
+                let slot = t - CONN_BASE;
+                let replica = matches!(self.conns.get(slot), Some(Some(c)) if c.redis_replica.is_some());
+                if !replica {
+                    continue;
+                }
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.handle_read(slot, ev.is_read_closed() || ev.is_error());
+                }
+                if ev.is_writable() {
+                    self.queue_write(slot);
+                }
+            }
+        }
+    }
+
     fn close_all(&mut self) {
         self.kill_children();
         #[cfg(feature = "kafka")]
@@ -1772,6 +1816,10 @@ impl Server {
                 Err(e) => warn!("Kafka journal: {e}"),
             }
         }
+        // Broker mode: what Kafka acknowledged in that flush goes out (replies, replica batches).
+        #[cfg(feature = "kafka")]
+        self.release_acknowledged();
+        self.drain_redis_replicas();
         self.listeners.clear();
         if let Some(p) = self.unix_path.take() {
             if let Err(e) = std::fs::remove_file(&p) {

@@ -606,3 +606,42 @@ fn sentinel_monitors_goblin_core_and_fails_over_to_its_redis_replica() {
     assert_eq!(q(&mut rc, &["DBSIZE"]), Value::Int(101));
     assert_eq!(q(&mut rc, &["GET", "last"]), Value::BulkString(b"1".to_vec()));
 }
+
+/// An exit waits (up to `shutdown-timeout`) until the redis-server replicas acknowledged the
+/// whole stream, as Redis 7 does: a replica that is stopped while 20 MB of writes wait for it
+/// still gets every one when SIGTERM comes first, and the server exits once it has; a replica
+/// promoted after the shutdown (Sentinel) then holds every write. SHUTDOWN NOW does not wait.
+#[test]
+fn an_exit_waits_for_the_replicas_to_acknowledge_the_stream() {
+    for now in [false, true] {
+        let mut g = Server::start(&["--save", ""]);
+        let mut p = g.conn();
+        q(&mut p, &["SET", "first", "1"]);
+        let (r, mut rc) = start_replica(g.port);
+        wait_same(&mut p, &mut rc, "before the stop");
+        let pid = r.pid() as i32;
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        let value = "v".repeat(100_000);
+        for i in 0..200 {
+            q(&mut p, &["SET", &format!("big:{i}"), &value]);
+        }
+        if now {
+            let _ = redis::cmd("SHUTDOWN").arg("NOW").query::<()>(&mut p);
+            assert!(g.wait_exit(Duration::from_secs(5)).is_some(), "SHUTDOWN NOW waited for the replica");
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            std::thread::sleep(Duration::from_millis(500));
+            let keys = q(&mut rc, &["DBSIZE"]);
+            assert!(keys != Value::Int(201), "the stopped replica got everything without a wait: {keys:?}");
+            continue;
+        }
+        g.signal(libc::SIGTERM);
+        assert!(
+            g.wait_exit(Duration::from_millis(1500)).is_none(),
+            "it exited without waiting for the replica"
+        );
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        let status = g.wait_exit(Duration::from_secs(20)).expect("it never exited");
+        assert!(status.success(), "{status:?}");
+        assert_eq!(q(&mut rc, &["DBSIZE"]), Value::Int(201));
+    }
+}

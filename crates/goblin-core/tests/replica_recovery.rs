@@ -270,7 +270,19 @@ fn a_kafka_stall_in_the_middle_of_a_catch_up_keeps_the_prefix_and_goes_on_from_i
     let pport = free_port().to_string();
     let mut primary =
         Server::start(&["--port", &pport, "--kafka", &uri, "--load", &snap, "--enable-debug-command", "yes"]);
-    write_some(&primary, 200);
+    // In ten steps, each acknowledged by Kafka before the next: the topic's record batches
+    // then hold at most one step (60 records), so the hold at 300 falls inside the topic and
+    // not inside one batch that a busy machine's producer made of everything.
+    let mut c = primary.conn();
+    for step in 0..10 {
+        for i in step * 20..(step + 1) * 20 {
+            let _: () = redis::cmd("SET").arg(format!("k{}", i % 40)).arg(i).query(&mut c).unwrap();
+            let _: i64 = redis::cmd("INCR").arg("counter").query(&mut c).unwrap();
+            let _: i64 = redis::cmd("RPUSH").arg("list").arg(i).query(&mut c).unwrap();
+        }
+        let acked: Vec<i64> = redis::cmd("WAITAOF").arg(1).arg(0).arg(0).query(&mut c).unwrap();
+        assert_eq!(acked[0], 1, "Kafka acknowledged the step");
+    }
     let want = (offset(&primary), digest_of(&mut primary.conn()));
     assert!(primary.stop().success());
     std::fs::write(&hold, b"").unwrap();

@@ -87,6 +87,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("dbfilename", s.snapshots.rdb_filename.clone()),
         ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
         ("repl-backlog-size", s.redis_replicas.backlog_size.to_string()),
+        ("shutdown-timeout", s.redis_replicas.shutdown_timeout_secs.to_string()),
         ("min-replicas-to-write", c.min_replicas_to_write.to_string()),
         ("acl-pubsub-default", crate::auth::pubsub_default().to_string()),
         ("min-slaves-to-write", c.min_replicas_to_write.to_string()),
@@ -239,6 +240,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         ReplBacklogSize(usize),
         ReplBacklogTtl(u64),
         MinReplicas(u32),
+        ShutdownTimeout(u64),
         SaveRules(Vec<(u64, u64)>),
         MaxmemoryClients(crate::config::MaxmemoryClients),
         PubsubDefault(bool),
@@ -327,6 +329,8 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     _ => Err("Invalid save parameters".to_string()),
                 }
             }
+            // How long an exit waits for redis-server replicas (Server::drain_redis_replicas).
+            "shutdown-timeout" => int(0, I32).map(|n| Change::ShutdownTimeout(n as u64)),
             // Client eviction's limit (Server::evict_clients).
             "maxmemory-clients" => crate::config::parse_maxmemory_clients(&String::from_utf8_lossy(val))
                 .map(Change::MaxmemoryClients),
@@ -407,6 +411,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
+            Change::ShutdownTimeout(n) => s.redis_replicas.shutdown_timeout_secs = n,
             Change::SaveRules(rules) => s.snapshots.rules = rules,
             Change::MaxmemoryClients(m) => s.cfg.maxmemory_clients = m,
             Change::PubsubDefault(all) => crate::auth::set_pubsub_default(all),

@@ -974,13 +974,15 @@ fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
 /// owns history), so every form but ABORT stops the server; the client gets no reply, as in
 /// Redis, because the connection closes.
 fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
-    let (mut abort, mut save, mut nosave) = (false, false, false);
+    let (mut abort, mut save, mut nosave, mut now) = (false, false, false, false);
     for a in &args[1..] {
         let a = a.to_ascii_uppercase();
         match a.as_slice() {
             b"NOSAVE" => nosave = true,
             b"SAVE" => save = true,
-            b"NOW" | b"FORCE" => {}
+            // NOW: no wait for the redis-server replicas (Server::drain_redis_replicas).
+            b"NOW" => now = true,
+            b"FORCE" => {}
             b"ABORT" => abort = true,
             _ => return reply::error(&mut c.out, errors::SYNTAX),
         }
@@ -995,9 +997,13 @@ fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         return reply::error(&mut c.out, errors::SYNTAX);
     }
     tracing::info!("SHUTDOWN requested by client id={} addr={}", c.id, c.addr);
-    if let Err(e) = s.request_shutdown(save, nosave) {
-        tracing::error!("{e}");
-        reply::error(&mut c.out, b"ERR Errors trying to SHUTDOWN. Check logs.");
+    match s.request_shutdown(save, nosave) {
+        Ok(()) if now => s.redis_replicas.shutdown_timeout_secs = 0,
+        Ok(()) => {}
+        Err(e) => {
+            tracing::error!("{e}");
+            reply::error(&mut c.out, b"ERR Errors trying to SHUTDOWN. Check logs.");
+        }
     }
 }
 

@@ -177,6 +177,9 @@ pub struct RedisReplicas {
     pub partial_err: u64,
     /// A WAIT is parked: ask the replicas for their offsets (once per loop turn).
     pub want_acks: bool,
+    /// `shutdown-timeout`: how long an exit waits for the replicas to acknowledge the stream;
+    /// 0 (or SHUTDOWN NOW) does not wait.
+    pub shutdown_timeout_secs: u64,
     /// The command whose batch commits next touches arbitrary keys (SCAN, RANDOMKEY): its
     /// lazy-expiry DELs go without MULTI/EXEC, as Redis propagates them.
     pub next_unwrapped: bool,
@@ -199,6 +202,7 @@ impl RedisReplicas {
             partial_ok: 0,
             partial_err: 0,
             want_acks: false,
+            shutdown_timeout_secs: 10,
             next_unwrapped: false,
             scratch: Vec::new(),
         }
@@ -561,6 +565,25 @@ impl Server {
         }
         rr.last_ping = Some(Instant::now());
         self.redis_replicas_command(PING);
+    }
+
+    /// At exit: a GETACK to the replicas that have their RDB file, and the stream offset
+    /// they must acknowledge (None: no replica to wait for, or no wait asked).
+    pub(crate) fn redis_replicas_ask_final_acks(&mut self) -> Option<u64> {
+        if self.redis_replicas.shutdown_timeout_secs == 0
+            || self.redis_replica_conns().all(|(c, _)| c.dumping || c.close_now)
+        {
+            return None;
+        }
+        // Held batches Kafka never acknowledged stay held: the journal does not have them.
+        self.redis_replicas_feed(GETACK, None);
+        self.redis_replicas.stream.as_ref().map(|s| s.offset)
+    }
+
+    /// How many replicas (with their RDB file, still connected) acknowledged less than
+    /// `target`.
+    pub(crate) fn redis_replicas_behind(&self, target: u64) -> usize {
+        self.redis_replica_conns().filter(|(c, link)| !c.dumping && !c.close_now && link.ack < target).count()
     }
 
     /// End of a loop turn: a parked WAIT asked for the replicas' offsets.
