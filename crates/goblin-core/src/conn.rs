@@ -378,6 +378,14 @@ impl Conn {
         self.pending.capacity() + self.out.capacity() + queued + std::mem::size_of::<Conn>()
     }
 
+    /// Closes the connection at once, its unsent output dropped (a client over the output
+    /// limit, an evicted client).
+    pub fn cut_off(&mut self) {
+        self.close_now = true;
+        self.out = Vec::new();
+        self.out_pos = 0;
+    }
+
     /// Bytes of output still to be written.
     pub fn out_pending(&self) -> usize {
         self.out.len() - self.out_pos

@@ -112,6 +112,14 @@ pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxm
 /// within `min-replicas-max-lag` seconds.
 pub(crate) const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
+/// Whether a command queued in this transaction satisfies `test` (its spec and arguments).
+fn queued_any(m: &crate::conn::Multi, test: impl Fn(&CommandSpec, &[&[u8]]) -> bool) -> bool {
+    m.queued.iter().any(|q| {
+        let args: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+        args.first().and_then(|n| engine::lookup(n)).is_some_and(|s| test(s, &args))
+    })
+}
+
 /// The size of `args` as a RESP2 array of bulk strings (the request, and the mutation a plain
 /// write becomes).
 fn resp2_len(args: &[&[u8]]) -> usize {
@@ -515,19 +523,11 @@ impl Server {
     /// script that declared flags without `no-writes`. A script without flags is checked at
     /// its first write instead (scripting/call.rs).
     fn writes(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {
-        let write = |s: &CommandSpec, args: &[&[u8]]| match s.name {
-            "function" => args.get(1).is_some_and(|sub| {
-                [b"load".as_slice(), b"restore", b"delete", b"flush"]
-                    .iter()
-                    .any(|w| sub.eq_ignore_ascii_case(w))
-            }),
-            _ => s.flags.has(engine::Flags::WRITE),
+        let write = |s: &CommandSpec, args: &[&[u8]]| {
+            crate::commands::command::request_flagged(s, args, engine::Flags::WRITE, "write")
         };
         match &conn.multi {
-            Some(m) if spec.name == "exec" => m.queued.iter().any(|q| {
-                let args: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
-                args.first().and_then(|n| engine::lookup(n)).is_some_and(|s| write(s, &args))
-            }),
+            Some(m) if spec.name == "exec" => queued_any(m, write),
             _ => match self.declared_script_flags(spec, args) {
                 Some(flags) => flags & crate::scripting::functions::NO_WRITES == 0,
                 None => write(spec, args),
@@ -591,25 +591,19 @@ impl Server {
         if freed_enough {
             return false;
         }
-        let denyoom = |s: &CommandSpec| s.flags.has(engine::Flags::DENYOOM);
+        // Deny-oom as Redis flags it, subcommand by subcommand (FUNCTION LOAD, XGROUP CREATE).
+        let denyoom = |s: &CommandSpec, args: &[&[u8]]| {
+            crate::commands::command::request_flagged(s, args, engine::Flags::DENYOOM, "denyoom")
+        };
         match &conn.multi {
-            Some(m) if spec.name == "exec" => {
-                m.queued.iter().any(|q| q.first().and_then(|n| engine::lookup(n)).is_some_and(denyoom))
-            }
+            Some(m) if spec.name == "exec" => queued_any(m, denyoom),
             Some(_) => !matches!(spec.name, "discard" | "multi" | "watch" | "quit" | "reset"),
             None => match self.declared_script_flags(spec, args) {
                 Some(flags) => {
                     use crate::scripting::functions::{ALLOW_OOM, NO_WRITES};
                     flags & (NO_WRITES | ALLOW_OOM) == 0
                 }
-                // Container commands whose deny-oom subcommands Redis flags one by one.
-                None if spec.name == "function" => args
-                    .get(1)
-                    .is_some_and(|s| s.eq_ignore_ascii_case(b"load") || s.eq_ignore_ascii_case(b"restore")),
-                None if spec.name == "xgroup" => args.get(1).is_some_and(|s| {
-                    s.eq_ignore_ascii_case(b"create") || s.eq_ignore_ascii_case(b"createconsumer")
-                }),
-                None => denyoom(spec),
+                None => denyoom(spec, args),
             },
         }
     }
@@ -838,9 +832,7 @@ impl Server {
                 conn.out_pending(),
                 limit
             );
-            conn.close_now = true;
-            conn.out = Vec::new();
-            conn.out_pos = 0;
+            conn.cut_off();
             self.stats.output_limit_disconnections += 1;
         }
     }

@@ -1349,14 +1349,12 @@ impl Server {
         // A replica's data changes only through its upstream: no expiry of its own; none
         // either while clients are paused.
         if self.replica.is_none() && self.pause.until.is_none() && self.active_expire_enabled {
-            if self.introspection.latency_threshold_ms > 0 {
-                // LATENCY's `expire-cycle` event: a cycle that took the threshold or longer
-                // (its budget is 1 ms, but freeing one large key is not divided).
-                let t = Instant::now();
-                self.active_expire_cycle();
+            // LATENCY's `expire-cycle` event: a cycle that took the threshold or longer (its
+            // budget is 1 ms, but freeing one large key is not divided). Timed only when on.
+            let started = (self.introspection.latency_threshold_ms > 0).then(Instant::now);
+            self.active_expire_cycle();
+            if let Some(t) = started {
                 self.introspection.latency_sample("expire-cycle", t.elapsed().as_millis() as u64);
-            } else {
-                self.active_expire_cycle();
             }
         }
         self.update_input_pause();
@@ -1505,9 +1503,7 @@ impl Server {
             }
             let Some(c) = self.conns[slot].as_mut() else { continue };
             info!("evicting client id={} addr={} tot-mem={mem}: clients hold more than maxmemory-clients ({limit} bytes)", c.id, c.addr);
-            c.close_now = true;
-            c.out = Vec::new();
-            c.out_pos = 0;
+            c.cut_off();
             self.stats.evicted_clients += 1;
             total -= mem;
             self.queue_write(slot);
@@ -1759,7 +1755,6 @@ impl Server {
         self.free_slots.push(slot);
     }
 
-    /// Shutdown: stop listening, remove the Unix socket file, drop every client.
     /// Before exiting, as Redis 7 does (`shutdown-timeout`, skipped by SHUTDOWN NOW): the
     /// redis-server replicas get everything in their stream and are asked to acknowledge it
     /// (`REPLCONF GETACK *`), for up to the timeout. A replica promoted after this shutdown
@@ -1804,6 +1799,7 @@ impl Server {
         }
     }
 
+    /// Shutdown: stop listening, remove the Unix socket file, drop every client.
     fn close_all(&mut self) {
         self.kill_children();
         #[cfg(feature = "kafka")]

@@ -94,6 +94,13 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
 }
 
 /// Redis 7.0's record of `name` (`container|sub` for a subcommand), when Redis 7.0 has it.
+/// Whether a request carries a command flag, as Redis decides it before running the request:
+/// the command's own (`own`, an [`engine::Flags`] bit), or the one Redis 7.0 gives the
+/// subcommand it names (`name`: FUNCTION LOAD is `write` and `denyoom`, FUNCTION is neither).
+pub(crate) fn request_flagged(spec: &CommandSpec, args: &[&[u8]], own: u32, name: &str) -> bool {
+    spec.flags.has(own) || args.get(1).is_some_and(|sub| subcommand_has_flag(spec, sub, name))
+}
+
 /// Whether `spec` is a container whose subcommand `sub` Redis 7.0 flags `flag`.
 pub(crate) fn subcommand_has_flag(spec: &CommandSpec, sub: &[u8], flag: &str) -> bool {
     full_subcommand_name(spec.name, sub).and_then(meta_of).is_some_and(|m| m.flags.contains(&flag))

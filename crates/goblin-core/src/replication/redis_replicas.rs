@@ -60,8 +60,6 @@ const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 /// A redis-server replica's side of the link, on its connection.
 #[derive(Clone, Copy, Debug)]
 pub struct ReplicaLink {
-    /// Its REPLCONF listening-port (0 if it sent none): INFO's `slaveN:port`.
-    pub port: u16,
     /// The last stream offset it acknowledged (REPLCONF ACK), and when (or when it attached).
     pub ack: u64,
     pub ack_at: Instant,
@@ -324,8 +322,7 @@ impl Server {
     /// RDB file or its continuation covers everything before); `acked_logical` is what it is
     /// known to have applied (0 while its RDB file is on the way).
     pub(crate) fn redis_replicas_attach(&mut self, c: &mut Conn, slot: usize, at: u64, acked_logical: u64) {
-        c.redis_replica =
-            Some(ReplicaLink { port: c.replconf_port, ack: at, ack_at: Instant::now(), acked_logical });
+        c.redis_replica = Some(ReplicaLink { ack: at, ack_at: Instant::now(), acked_logical });
         c.reply_mode = crate::conn::ReplyMode::Off;
         if self.redis_replicas.slots.is_empty() {
             self.redis_replicas.last_ping = Some(Instant::now());
@@ -529,7 +526,7 @@ impl Server {
                     (None, None) => c.addr.as_str(),
                 };
                 (
-                    format!("{ip}:{}", link.port),
+                    format!("{ip}:{}", c.replconf_port),
                     link.acked_logical,
                     link.ack_at.elapsed().as_secs(),
                     c.dumping,
