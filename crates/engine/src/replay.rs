@@ -201,6 +201,27 @@ impl Engine {
         offset: Option<u64>,
         now: Millis,
     ) -> Result<Applied, RecordError> {
+        self.apply_record_as(record, offset, now, offset.is_some())
+    }
+
+    /// Applies one command of a Redis primary's replication stream (this server a replica of
+    /// a redis-server, `replication::redis_primary`): it runs as the primary's own client runs
+    /// on a Redis replica, with no deadline judged by the local clock (the primary sends each
+    /// expiry as its own `DEL`), and its canonical mutations join the pending batch with fresh
+    /// offsets of this server's lineage, for this server's own replicas.
+    pub fn apply_primary_command(&mut self, record: &[u8], now: Millis) -> Result<Applied, RecordError> {
+        self.apply_record_as(record, None, now, true)
+    }
+
+    /// [`Engine::apply_record`], with replay semantics (`replay`: deadlines not judged) chosen
+    /// by the caller.
+    fn apply_record_as(
+        &mut self,
+        record: &[u8],
+        offset: Option<u64>,
+        now: Millis,
+        replay: bool,
+    ) -> Result<Applied, RecordError> {
         // Ordering first: a duplicate is skipped without being interpreted.
         if let Some(got) = offset {
             let expected = self.next_offset();
@@ -234,8 +255,9 @@ impl Engine {
         let mark = self.pending().len();
         let was_replaying = self.replaying;
         // A record with an offset is canonical: replay semantics. One without is a command as
-        // its producer sent it: the semantics the primary applied it with.
-        self.replaying = offset.is_some();
+        // its producer sent it: the semantics the primary applied it with (a Redis primary's
+        // stream asks for replay semantics too: see `apply_primary_command`).
+        self.replaying = replay;
         // The reply is only inspected for an error: one buffer serves every record.
         let mut out = std::mem::take(&mut self.replay_reply);
         out.clear();

@@ -74,7 +74,7 @@ impl Server {
     /// This is the only place batches are committed.
     /// Returns the batch's last logical offset, or None when nothing was committed.
     pub(crate) fn commit_batch(&mut self, origin: Origin) -> Option<u64> {
-        if self.replica.is_some() && origin != Origin::Replay && !self.engine.pending().is_empty() {
+        if self.follows_upstream() && origin != Origin::Replay && !self.engine.pending().is_empty() {
             // A replica's only writes are its upstream's, at the upstream's offsets: a local
             // mutation would fork the lineage. Writes are refused before they run and reads
             // emit nothing there, so this is a bug; stop rather than diverge.

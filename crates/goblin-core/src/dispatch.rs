@@ -325,7 +325,7 @@ impl Server {
             return;
         }
         // A replica's data changes only through its upstream.
-        if self.replica.is_some() && spec.flags.has(engine::Flags::WRITE) {
+        if self.follows_upstream() && spec.flags.has(engine::Flags::WRITE) {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
             }
@@ -345,7 +345,7 @@ impl Server {
         // maxmemory: evict first (its own batch, before the command); refuse what may grow
         // memory when that was not enough. A replica never evicts: its upstream's DELs do.
         // Nor does a redis-server replica's REPLCONF (its stream would miss the batch).
-        if self.engine.evict.maxmemory > 0 && self.replica.is_none() && conn.redis_replica.is_none() {
+        if self.engine.evict.maxmemory > 0 && !self.follows_upstream() && conn.redis_replica.is_none() {
             let refuse = self.over_maxmemory(conn, spec, args);
             // Keys evicted now are invalidated before this command's reply, as in Redis.
             self.deliver_invalidations(Some((conn, slot)));
@@ -540,7 +540,7 @@ impl Server {
     pub(crate) fn evict_now(&mut self) {
         let limit = self.engine.evict.maxmemory;
         // Inside EXEC the transaction's batch is still open: the next command's check evicts.
-        if limit == 0 || self.replica.is_some() || !self.engine.pending().is_empty() {
+        if limit == 0 || self.follows_upstream() || !self.engine.pending().is_empty() {
             return;
         }
         let used = self.used_memory.read();
@@ -561,7 +561,7 @@ impl Server {
     /// before a write, as Redis refuses deny-oom commands from scripts then).
     pub(crate) fn over_memory_limit(&mut self) -> bool {
         let limit = self.engine.evict.maxmemory;
-        limit > 0 && self.replica.is_none() && self.used_memory.read() > limit
+        limit > 0 && !self.follows_upstream() && self.used_memory.read() > limit
     }
 
     /// Used memory (INFO's `used_memory`) against maxmemory, before a command: evicts keys by

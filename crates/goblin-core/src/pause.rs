@@ -166,7 +166,7 @@ impl Server {
         if self.pause.until.take().is_none() {
             return;
         }
-        self.engine.replica = self.replica.is_some();
+        self.engine.replica = self.follows_upstream();
         for (slot, id) in std::mem::take(&mut self.pause.held) {
             self.run_held(slot, id);
         }

@@ -324,6 +324,11 @@ impl Server {
         self.deliver(None, false, channel, msg)
     }
 
+    /// SPUBLISH's delivery without a publishing client (a Redis primary's stream).
+    pub(crate) fn spublish_detached(&mut self, channel: &[u8], msg: &[u8]) -> usize {
+        self.deliver(None, true, channel, msg)
+    }
+
     fn deliver(
         &mut self,
         mut current: Option<(&mut Conn, usize)>,

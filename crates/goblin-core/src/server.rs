@@ -43,6 +43,8 @@ const JOURNAL: Token = Token(2);
 pub(crate) const UPSTREAM: Token = Token(3);
 /// The journal consumer's wake-up pipe: records of the topic are waiting.
 const CONSUMER: Token = Token(4);
+/// A replica's link to its Redis primary (see replication/redis_primary.rs).
+pub(crate) const REDIS_PRIMARY: Token = Token(5);
 /// Records taken from the journal consumer's queue per run (one run between client commands):
 /// bounds how long other producers' writes hold up the clients.
 const CONSUME_BATCH: usize = 256;
@@ -208,6 +210,12 @@ pub struct Server {
     client_eviction_warned: Option<Instant>,
     /// The upstream link's read was cut short for fairness: read again next turn.
     pub(crate) upstream_again: bool,
+    /// The Redis primary this server follows (`REPLICAOF host port`), if any.
+    pub(crate) redis_primary: Option<crate::replication::redis_primary::RedisPrimary>,
+    /// `masteruser`, `masterauth`, `repl-timeout`.
+    pub(crate) redis_primary_settings: crate::replication::redis_primary::PrimarySettings,
+    /// The link to the Redis primary had more to read than one turn's share.
+    pub(crate) redis_primary_again: bool,
     /// EXEC is running its queued commands (WAIT answers at once there, as in Redis).
     pub(crate) in_exec: bool,
     /// The Unix socket path we created, removed at shutdown.
@@ -411,6 +419,9 @@ impl Server {
             waits_dirty: false,
             client_eviction_warned: None,
             upstream_again: false,
+            redis_primary: None,
+            redis_primary_settings: Default::default(),
+            redis_primary_again: false,
             in_exec: false,
             unix_path: None,
             rings: Default::default(),
@@ -576,6 +587,7 @@ impl Server {
     /// connector thread finished an attempt.
     fn on_wake(&mut self) {
         self.replica_on_wake();
+        self.redis_primary_on_wake();
     }
 
     /// Fail-stop: a write crashed its handler, so the store may hold part of its effect that
@@ -879,6 +891,9 @@ impl Server {
             if std::mem::take(&mut self.upstream_again) {
                 self.replica_io();
             }
+            if std::mem::take(&mut self.redis_primary_again) {
+                self.redis_primary_io();
+            }
             // Keep the allocation (handle_read may have queued entries for the next turn).
             if self.read_again.is_empty() {
                 self.read_again = again;
@@ -886,7 +901,7 @@ impl Server {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    t @ (SIGNAL | WAKER | JOURNAL | UPSTREAM | CONSUMER) => self.on_token(t),
+                    t @ (SIGNAL | WAKER | JOURNAL | UPSTREAM | CONSUMER | REDIS_PRIMARY) => self.on_token(t),
                     Token(t) if t >= CONN_BASE => {
                         let slot = t - CONN_BASE;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -915,6 +930,7 @@ impl Server {
             WAKER => self.on_wake(),
             JOURNAL => self.poll_journal(),
             UPSTREAM => self.replica_io(),
+            REDIS_PRIMARY => self.redis_primary_io(),
             CONSUMER => self.consume_journal(),
             _ => {}
         }
@@ -1023,6 +1039,7 @@ impl Server {
             || !self.resume.is_empty()
             || !self.write_queue.is_empty()
             || self.upstream_again
+            || self.redis_primary_again
             || self.consume_again
         {
             return Duration::ZERO;
@@ -1348,7 +1365,7 @@ impl Server {
         self.check_pause();
         // A replica's data changes only through its upstream: no expiry of its own; none
         // either while clients are paused.
-        if self.replica.is_none() && self.pause.until.is_none() && self.active_expire_enabled {
+        if !self.follows_upstream() && self.pause.until.is_none() && self.active_expire_enabled {
             // LATENCY's `expire-cycle` event: a cycle that took the threshold or longer (its
             // budget is 1 ms, but freeing one large key is not divided). Timed only when on.
             let started = (self.introspection.latency_threshold_ms > 0).then(Instant::now);
@@ -1460,6 +1477,7 @@ impl Server {
         self.firehose_ticks();
         self.redis_replicas_cron();
         self.replica_cron();
+        self.redis_primary_cron();
         // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();
         self.consume_journal();

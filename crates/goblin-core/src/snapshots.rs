@@ -102,7 +102,7 @@ pub struct Snapshots {
     pub last_save_unix: i64,
     /// Logical offset the last successful save (or the load) holds: changes since = offset now
     /// minus this.
-    last_save_offset: u64,
+    pub(crate) last_save_offset: u64,
     last_bgsave_ok: bool,
     last_bgsave_try: Option<Instant>,
     last_bgsave_secs: i64,
@@ -276,6 +276,58 @@ impl Write for Counter {
     }
 }
 
+/// Reads a whole RDB file (Redis's format, any version this server knows) into one keyspace
+/// per database that holds keys, in number order, logging progress every second as `what`:
+/// `import-rdb`, and a replica's full synchronization from a redis-server
+/// (`replication::redis_primary`). Keys past their deadline are left out.
+pub(crate) fn rdb_keyspaces(
+    bytes: &[u8],
+    databases: u32,
+    what: &str,
+) -> Result<(Vec<(u32, store::Keyspace)>, engine::rdb::LoadedRdb), String> {
+    let len = bytes.len();
+    let started = Instant::now();
+    let mut last = Instant::now();
+    let mut dbs: Vec<(u32, store::Keyspace)> = Vec::new();
+    let loaded = std::cell::Cell::new(0u64);
+    let found = engine::rdb::load_rdb_file(
+        bytes,
+        now_ms(),
+        databases,
+        &mut |db, key, value, deadline| {
+            if dbs.last().is_none_or(|(d, _)| *d != db) {
+                let mut ks = store::Keyspace::new();
+                ks.set_bulk_load(true);
+                dbs.push((db, ks));
+            }
+            let ks = &mut dbs.last_mut().expect("just pushed").1;
+            ks.insert(&key, value, deadline);
+            loaded.set(loaded.get() + 1);
+        },
+        &mut |pos| {
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                let (secs, loaded) = (started.elapsed().as_secs_f64(), loaded.get());
+                info!(
+                    "{what}: {loaded} keys, {:.1}% of {} bytes, {:.0} keys/s",
+                    pos as f64 * 100.0 / len as f64,
+                    len,
+                    loaded as f64 / secs
+                );
+            }
+        },
+    )?;
+    // Redis writes each database once, in number order; a file that repeats one is refused.
+    dbs.sort_by_key(|(db, _)| *db);
+    if let Some(w) = dbs.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("database {} appears twice", w[0].0));
+    }
+    for (_, ks) in &mut dbs {
+        ks.set_bulk_load(false);
+    }
+    Ok((dbs, found))
+}
+
 /// `goblin-core import-rdb RDB -o OUTPUT`: reads a Redis RDB file (mapped, not copied) into a
 /// keyspace, logging progress every second, and installs it as a native snapshot of a new
 /// lineage at offset 0. A server started with `--load OUTPUT` then holds what redis-server
@@ -299,47 +351,10 @@ pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), Str
     // SAFETY: the mapping covers `len` bytes and lives until munmap below.
     let bytes = unsafe { std::slice::from_raw_parts(map as *const u8, len) };
     let started = Instant::now();
-    let mut last = Instant::now();
-    let mut dbs: Vec<(u32, store::Keyspace)> = Vec::new();
-    let loaded = std::cell::Cell::new(0u64);
-    let result = engine::rdb::load_rdb_file(
-        bytes,
-        now_ms(),
-        databases,
-        &mut |db, key, value, deadline| {
-            if dbs.last().is_none_or(|(d, _)| *d != db) {
-                let mut ks = store::Keyspace::new();
-                ks.set_bulk_load(true);
-                dbs.push((db, ks));
-            }
-            let ks = &mut dbs.last_mut().expect("just pushed").1;
-            ks.insert(&key, value, deadline);
-            loaded.set(loaded.get() + 1);
-        },
-        &mut |pos| {
-            if last.elapsed() >= Duration::from_secs(1) {
-                last = Instant::now();
-                let (secs, loaded) = (started.elapsed().as_secs_f64(), loaded.get());
-                info!(
-                    "import-rdb: {loaded} keys, {:.1}% of {} bytes, {:.0} keys/s",
-                    pos as f64 * 100.0 / len as f64,
-                    len,
-                    loaded as f64 / secs
-                );
-            }
-        },
-    );
+    let result = rdb_keyspaces(bytes, databases, "import-rdb");
     // SAFETY: unmapping what was mapped above; `bytes` is not used after this.
     unsafe { libc::munmap(map, len) };
-    let found = result?;
-    // Redis writes each database once, in number order; a file that repeats one is refused.
-    dbs.sort_by_key(|(db, _)| *db);
-    if let Some(w) = dbs.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(format!("{}: database {} appears twice", input.display(), w[0].0));
-    }
-    for (_, ks) in &mut dbs {
-        ks.set_bulk_load(false);
-    }
+    let (dbs, found) = result.map_err(|e| format!("{}: {e}", input.display()))?;
     let refs: Vec<(u32, &store::Keyspace)> = dbs.iter().map(|(db, ks)| (*db, ks)).collect();
     let mut functions = engine::functions::Functions::default();
     functions.replace_all(found.functions).map_err(|e| format!("a function library in the file: {e}"))?;

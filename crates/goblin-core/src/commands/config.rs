@@ -72,9 +72,14 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
         ("lua-time-limit", c.busy_reply_threshold.to_string()),
         ("cluster-enabled", "no".into()),
-        // A primary with no upstream: the name with an empty value, as Redis answers.
-        ("replicaof", String::new()),
-        ("slaveof", String::new()),
+        // "host port" of the Redis primary this server follows (REPLICAOF); on a primary,
+        // the name with an empty value, as Redis answers.
+        ("replicaof", s.redis_primary_config()),
+        ("slaveof", s.redis_primary_config()),
+        // What a replica of a Redis primary logs in with, and how long its link may be silent.
+        ("masteruser", s.redis_primary_settings.masteruser.clone().unwrap_or_default()),
+        ("masterauth", s.redis_primary_settings.masterauth.clone().unwrap_or_default()),
+        ("repl-timeout", s.redis_primary_settings.repl_timeout_secs.to_string()),
         ("replica-read-only", "yes".into()),
         ("slave-read-only", "yes".into()),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
@@ -258,6 +263,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         Hz(u32),
         Evict(engine::evict::EvictConfig),
         OutputLimit(u64),
+        MasterUser(Option<String>),
+        MasterAuth(Option<String>),
+        ReplTimeout(u64),
         Nothing,
     }
     // Eviction settings accumulate over the pairs (two of them may be set at once).
@@ -308,6 +316,14 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 Err(_) => Err("argument must be a memory value".to_string()),
             },
             "repl-backlog-ttl" => int(0, I32).map(|n| Change::ReplBacklogTtl(n as u64)),
+            // A replica of a Redis primary (replication::redis_primary): its next handshake.
+            "masteruser" => {
+                Ok(Change::MasterUser((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
+            }
+            "masterauth" => {
+                Ok(Change::MasterAuth((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
+            }
+            "repl-timeout" => int(1, I32).map(|n| Change::ReplTimeout(n as u64)),
             // Writes need this many replicas acknowledging within the lag (dispatch.rs).
             "min-replicas-to-write" | "min-slaves-to-write" => {
                 int(0, I32).map(|n| Change::MinReplicas(n as u32))
@@ -410,6 +426,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::ReplPing(n) => s.redis_replicas.ping_period_secs = n,
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
+            Change::MasterUser(u) => s.redis_primary_settings.masteruser = u,
+            Change::MasterAuth(p) => s.redis_primary_settings.masterauth = p,
+            Change::ReplTimeout(n) => s.redis_primary_settings.repl_timeout_secs = n,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
             Change::ShutdownTimeout(n) => s.redis_replicas.shutdown_timeout_secs = n,
             Change::SaveRules(rules) => s.snapshots.rules = rules,

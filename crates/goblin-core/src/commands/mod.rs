@@ -152,7 +152,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         }
         "role" => s.role_reply(out),
         "migrate" => migrate::migrate(s, c, args, now),
-        "replicaof" | "slaveof" => replicaof(s.replica.is_some(), out, args),
+        "replicaof" | "slaveof" => s.replicaof_command(out, args),
         // There is no append-only file to rewrite: the durable history is the Kafka journal.
         "bgrewriteaof" => reply::error(
             out,
@@ -482,30 +482,6 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     int(out, "rss-overhead.bytes", m.rss as i64 - m.resident as i64);
     dbl(out, "fragmentation", ratio(m.rss, m.used));
     int(out, "fragmentation.bytes", m.rss as i64 - m.used as i64);
-}
-
-/// REPLICAOF host port | NO ONE (and SLAVEOF). A goblin-core server's role is set at startup:
-/// a replica follows the upstream its `--replica-*` flag names through GOBLIN.FIREHOSE (Redis's
-/// replication protocol is not spoken), so NO ONE on a primary is the no-op Redis makes of it,
-/// and every other form is refused with the way to get it.
-fn replicaof(is_replica: bool, out: &mut Vec<u8>, args: &[&[u8]]) {
-    let no_one = args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one");
-    if no_one && !is_replica {
-        return reply::ok(out);
-    }
-    if no_one {
-        return reply::error(
-            out,
-            b"ERR this replica follows the upstream of its --replica-* flag; restart it without one to serve writes",
-        );
-    }
-    if util::parse_i64(args[2]).is_none_or(|p| !(0..=65535).contains(&p)) {
-        return reply::error(out, b"ERR Invalid master port");
-    }
-    reply::error(
-        out,
-        b"ERR goblin-core replicates from goblin-core only, set at startup: run a replica with --replica-tcp HOST PORT",
-    )
 }
 
 /// AUTH [username] password. The one-argument form is the default user's password, refused

@@ -7,10 +7,13 @@
 //! - [`upstream`]: GOBLIN.FIREHOSE subscribers, the batch sink that feeds them, WAIT;
 //! - [`replica`]: the upstream link, the startup handoff, the reconnect rules, INFO and ROLE;
 //! - [`unconfirmed`]: what a replica applied before Kafka held it, checked on its next catch-up;
-//! - [`redis_replicas`]: Redis's own protocol (SYNC / PSYNC), for redis-server replicas.
+//! - [`redis_replicas`]: Redis's own protocol (SYNC / PSYNC), for redis-server replicas;
+//! - [`redis_primary`]: the same protocol from the other side: this server a replica of a
+//!   redis-server (REPLICAOF), to move a Redis deployment onto goblin-core live.
 
 pub mod frame;
 pub mod queue;
+pub mod redis_primary;
 pub mod redis_replicas;
 pub mod replica;
 pub mod unconfirmed;

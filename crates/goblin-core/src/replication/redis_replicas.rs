@@ -318,6 +318,22 @@ impl Server {
         (s.replid.to_string(), s.offset)
     }
 
+    /// The dataset was replaced (this server, a replica of a Redis primary, loaded the
+    /// primary's file): every redis-server replica is disconnected and the stream forgotten,
+    /// so that each reconnects to a full synchronization of the new dataset.
+    pub(crate) fn redis_replicas_reset(&mut self) {
+        for (slot, id) in std::mem::take(&mut self.redis_replicas.slots) {
+            if let Some(Some(c)) = self.conns.get_mut(slot) {
+                if c.id == id {
+                    c.close_now = true;
+                    self.queue_write(slot);
+                }
+            }
+        }
+        self.redis_replicas.stream = None;
+        self.redis_replicas.retained.clear();
+    }
+
     /// A connection that sent SYNC or PSYNC becomes a replica from stream offset `at` (its
     /// RDB file or its continuation covers everything before); `acked_logical` is what it is
     /// known to have applied (0 while its RDB file is on the way).

@@ -1316,6 +1316,10 @@ impl Server {
             let _ = write!(t, "{name}:{v}\r\n");
         };
         let acked = self.kafka_cursor().logical;
+        if self.redis_primary_info(&mut f) {
+            self.subscribers_info(&mut f);
+            return;
+        }
         match &self.replica {
             None => {
                 f("role", &"master");
@@ -1405,6 +1409,9 @@ impl Server {
     /// `slave host port state offset transport`.
     pub(crate) fn role_reply(&self, out: &mut Vec<u8>) {
         use resp::reply;
+        if self.redis_primary_role(out) {
+            return;
+        }
         match &self.replica {
             None => {
                 let subs = self.downstreams();

@@ -321,7 +321,7 @@ impl Server {
     /// both `min-replicas-to-write` and `min-replicas-max-lag` set, as Redis checks it.
     pub(crate) fn lacks_good_replicas(&self) -> bool {
         let (n, lag) = (self.cfg.min_replicas_to_write, self.cfg.min_replicas_max_lag);
-        self.replica.is_none() && n > 0 && lag > 0 && self.good_replicas(lag) < n as usize
+        !self.follows_upstream() && n > 0 && lag > 0 && self.good_replicas(lag) < n as usize
     }
 
     /// How many firehose subscribers have applied `offset` or more.
@@ -345,7 +345,7 @@ impl Server {
     /// WAIT: how many subscribers have applied this client's last write, waiting up to
     /// `timeout` ms (0: for ever) for `numreplicas` of them.
     pub(crate) fn wait_command(&mut self, c: &mut Conn, slot: usize, args: &[&[u8]]) {
-        if self.replica.is_some() {
+        if self.follows_upstream() {
             return reply::error(&mut c.out, b"ERR WAIT cannot be used with replica instances.");
         }
         let int = |a: &[u8]| std::str::from_utf8(a).ok().and_then(|s| s.parse::<i64>().ok());
@@ -381,7 +381,7 @@ impl Server {
     /// applied the write and Kafka has acknowledged it, and never without a journal (as Redis
     /// counts no replica whose AOF is off).
     pub(crate) fn waitaof_command(&mut self, c: &mut Conn, slot: usize, args: &[&[u8]]) {
-        if self.replica.is_some() {
+        if self.follows_upstream() {
             return reply::error(
                 &mut c.out,
                 b"ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.",

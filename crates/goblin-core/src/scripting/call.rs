@@ -298,7 +298,7 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
     }
     if spec.is_write() {
         // SAFETY: see `Run`: only a read of the server's role while nothing else uses it.
-        if unsafe { (*run.server).replica.is_some() } {
+        if unsafe { (*run.server).follows_upstream() } {
             // A replica's data changes only through its upstream (as Redis's read-only replica).
             return Err(Early::Refused(Some(spec), b"READONLY You can't write against a read only replica."));
         }

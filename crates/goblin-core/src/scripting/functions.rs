@@ -552,7 +552,7 @@ impl Server {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             );
         }
-        if !no_writes && self.replica.is_some() {
+        if !no_writes && self.follows_upstream() {
             return reply::error(&mut c.out, READONLY);
         }
         let keys = &args[3..3 + numkeys as usize];
@@ -591,7 +591,7 @@ impl Server {
         if !arity_ok {
             return crate::commands::wrong_sub_arity(&mut c.out, args[0], args[1]);
         }
-        if writes && self.replica.is_some() {
+        if writes && self.follows_upstream() {
             return reply::error(&mut c.out, READONLY);
         }
         match sub.as_slice() {

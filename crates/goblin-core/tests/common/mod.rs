@@ -32,6 +32,7 @@
 
 pub mod brokers;
 pub mod certs;
+pub mod redis_repl;
 pub mod repl;
 pub mod unwaited;
 
@@ -291,13 +292,19 @@ impl RedisServer {
         Self::start_with(&[])
     }
 
-    /// Starts redis-server with `extra` arguments after the defaults (no persistence).
+    /// Starts redis-server with `extra` arguments after the defaults (no persistence, and
+    /// a fresh working directory of its own: an RDB file a primary writes for a full sync must
+    /// not be loaded by the next redis-server started).
     pub fn start_with(extra: &[&str]) -> RedisServer {
         let mut last_err = String::new();
+        let dir = temp_path("redis-dir");
+        std::fs::create_dir_all(&dir).expect("a directory for redis-server");
         for _ in 0..5 {
             let port = free_port();
             let mut child = match Command::new("redis-server")
                 .args([
+                    "--dir",
+                    dir.to_str().expect("a UTF-8 temp path"),
                     "--port",
                     &port.to_string(),
                     "--bind",

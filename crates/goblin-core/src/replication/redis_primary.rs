@@ -1,0 +1,980 @@
+//! This server as a replica of a redis-server (`REPLICAOF host port`): Redis's own replication
+//! protocol from the replica's side, so that a Redis deployment can move onto goblin-core live
+//! (follow the Redis primary, switch the clients over, `REPLICAOF NO ONE`), and so that Sentinel
+//! can promote a goblin-core replica of a Redis primary.
+//!
+//! ```text
+//! REPLICAOF host port -> a helper thread connects: PING, [AUTH], REPLCONF listening-port,
+//!     REPLCONF capa eof capa psync2, PSYNC <replid> <offset+1> (or PSYNC ? -1 the first time)
+//!   +FULLRESYNC id off: the RDB file ($len or $EOF:<mark>) is read into memory
+//!   +CONTINUE [id]:     nothing to read
+//!   -> the socket, the file and the bytes read past it go to the server thread (waker)
+//! server thread: [full] the RDB replaces every database; a fresh lineage; this server's own
+//!     replicas are disconnected (they held the history the file replaces)
+//!   -> token REDIS_PRIMARY: commands read and applied between client commands, in bounded
+//!      amounts; MULTI ... EXEC applied whole at EXEC; REPLCONF GETACK answered; an ACK sent
+//!      every second (the primary's WAIT, min-replicas and INFO lag count on it)
+//! a lost link (closed, an error, nothing for `repl-timeout`) -> reconnect every second with
+//!   PSYNC <id> <offset+1>: +CONTINUE goes on from the same stream
+//! ```
+//!
+//! Invariants:
+//! - `offset` is the primary's stream offset of the last byte applied: a command counts once
+//!   it ran (or was queued in an open transaction), so a PSYNC continuation never replays or
+//!   skips one;
+//! - a transaction is applied only at its EXEC: a link lost inside MULTI applies none of it,
+//!   and the continuation resends it from its MULTI (the offset stays before it);
+//! - the helper thread never touches the engine; it owns only its socket until it hands it over.
+//!
+//! Commands from the stream run as the primary's own client runs on a Redis replica
+//! ([`engine::Engine::apply_primary_command`]: no deadline judged locally, the primary sends
+//! each expiry as `DEL`), and their canonical mutations commit as this server's batches, so a
+//! goblin-core server following a Redis primary feeds its own firehose subscribers and
+//! redis-server replicas like any primary. Writes from clients are refused (`READONLY`), as on
+//! a Redis replica with `replica-read-only yes`.
+
+use crate::server::Server;
+use engine::{Applied, ReplId, Replication};
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// How long connecting may take before the attempt fails (and is retried).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts after a failure or a lost link: once a second, as a Redis replica's cron retries.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// How often the applied offset is reported (`REPLCONF ACK`), as a Redis replica does.
+const ACK_EVERY: Duration = Duration::from_secs(1);
+/// Bytes read per call, and calls per loop turn (the clients get their turn between).
+const READ_CHUNK: usize = 64 * 1024;
+const READS_PER_TURN: usize = 4;
+
+/// `masteruser`, `masterauth` and `repl-timeout`, as CONFIG sets them.
+#[derive(Clone, Debug)]
+pub struct PrimarySettings {
+    pub masteruser: Option<String>,
+    pub masterauth: Option<String>,
+    pub repl_timeout_secs: u64,
+}
+
+impl Default for PrimarySettings {
+    fn default() -> Self {
+        PrimarySettings { masteruser: None, masterauth: None, repl_timeout_secs: 60 }
+    }
+}
+
+/// What a successful handshake brought.
+enum Synced {
+    /// `+FULLRESYNC id offset` and the RDB file.
+    Full { replid: String, offset: i64, rdb: Vec<u8> },
+    /// `+CONTINUE [id]`: the stream goes on from the offset asked for (under a new ID when the
+    /// primary names one: it was promoted, and its history continues ours).
+    Continue { replid: Option<String> },
+}
+
+struct Handshake {
+    stream: TcpStream,
+    synced: Synced,
+    /// Bytes of the command stream read together with the reply or the file.
+    leftover: Vec<u8>,
+}
+
+/// An attempt in flight on its helper thread.
+struct Attempt {
+    rx: mpsc::Receiver<Result<Handshake, String>>,
+    cancel: Arc<AtomicBool>,
+    /// RDB bytes announced (0 before `$len`, or with an EOF mark: unknown) and read so far.
+    total: Arc<AtomicU64>,
+    read: Arc<AtomicU64>,
+}
+
+struct Link {
+    stream: mio::net::TcpStream,
+    /// Bytes read and not applied yet (the start of an incomplete command).
+    buf: Vec<u8>,
+    /// Bytes for the primary not written yet (acknowledgements).
+    out: Vec<u8>,
+}
+
+/// The Redis primary this server follows, and the state of the link to it.
+pub struct RedisPrimary {
+    pub host: String,
+    pub port: u16,
+    link: Option<Link>,
+    attempt: Option<Attempt>,
+    /// The primary's replication ID and the stream offset applied through: what the next
+    /// PSYNC continues (None before the first full synchronization).
+    replid: Option<String>,
+    offset: i64,
+    /// The database the stream's commands run in (its last SELECT).
+    db: u32,
+    /// An open transaction's commands, applied at its EXEC; the offset before its MULTI.
+    multi: Option<(Vec<Vec<u8>>, i64)>,
+    next_attempt: Instant,
+    last_io: Instant,
+    last_ack: Instant,
+    /// Since when the link is down (INFO `master_link_down_since_seconds`).
+    down_since: Instant,
+    last_error: String,
+    full_syncs: u64,
+    partial_syncs: u64,
+    /// Commands of the stream this server could not apply (each logged).
+    rejected: u64,
+}
+
+impl RedisPrimary {
+    fn new(host: String, port: u16) -> RedisPrimary {
+        let now = Instant::now();
+        RedisPrimary {
+            host,
+            port,
+            link: None,
+            attempt: None,
+            replid: None,
+            offset: -1,
+            db: 0,
+            multi: None,
+            next_attempt: now,
+            last_io: now,
+            last_ack: now,
+            down_since: now,
+            last_error: String::new(),
+            full_syncs: 0,
+            partial_syncs: 0,
+            rejected: 0,
+        }
+    }
+
+    /// Redis's link states, as ROLE names them.
+    fn state(&self) -> &'static str {
+        match (&self.link, &self.attempt) {
+            (Some(_), _) => "connected",
+            (None, Some(a)) if a.total.load(Ordering::Relaxed) > 0 || a.read.load(Ordering::Relaxed) > 0 => {
+                "sync"
+            }
+            (None, Some(_)) => "connecting",
+            (None, None) => "connect",
+        }
+    }
+}
+
+/// Reads replies and the RDB file from the primary on the helper thread: a buffer over a
+/// blocking socket, so that whatever arrives past a reply or the file is kept.
+struct Reader {
+    s: TcpStream,
+    buf: Vec<u8>,
+    pos: usize,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Reader {
+    fn fill(&mut self) -> Result<usize, String> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err("cancelled".into());
+        }
+        if self.pos > 0 && self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+        let len = self.buf.len();
+        self.buf.resize(len + READ_CHUNK, 0);
+        loop {
+            match self.s.read(&mut self.buf[len..]) {
+                Ok(0) => {
+                    self.buf.truncate(len);
+                    return Err("the primary closed the connection".into());
+                }
+                Ok(n) => {
+                    self.buf.truncate(len + n);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.buf.truncate(len);
+                    return Err(match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                            "timeout reading from the primary".into()
+                        }
+                        _ => format!("reading from the primary: {e}"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The next line (without its CR LF), skipping the empty lines a primary sends to keep the
+    /// connection alive while it prepares the file.
+    fn line(&mut self) -> Result<String, String> {
+        loop {
+            if let Some(i) = self.buf[self.pos..].iter().position(|&b| b == b'\n') {
+                let raw = &self.buf[self.pos..self.pos + i];
+                let line = String::from_utf8_lossy(raw.strip_suffix(b"\r").unwrap_or(raw)).into_owned();
+                self.pos += i + 1;
+                if line.is_empty() {
+                    continue;
+                }
+                return Ok(line);
+            }
+            if self.buf.len() - self.pos > 64 * 1024 {
+                return Err("a reply line longer than 64 KiB from the primary".into());
+            }
+            self.fill()?;
+        }
+    }
+
+    fn command(&mut self, args: &[&str]) -> Result<String, String> {
+        let mut req = Vec::new();
+        resp::reply::bulk_array(&mut req, &args.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
+        self.s.write_all(&req).map_err(|e| format!("writing to the primary: {e}"))?;
+        self.line()
+    }
+
+    /// The RDB file after `+FULLRESYNC`: `$<len>` and that many bytes, or `$EOF:<40-byte
+    /// mark>`, the file, and the mark again (a diskless transfer). Returns the file and what
+    /// followed it.
+    fn rdb(&mut self, total: &AtomicU64, read: &AtomicU64, from: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let head = self.line()?;
+        let Some(spec) = head.strip_prefix('$') else {
+            return Err(format!(
+                "bad protocol from the primary, the first bytes of the RDB transfer: '{head}'"
+            ));
+        };
+        let mut last_log = Instant::now();
+        let mut progress = |got: usize, want: Option<usize>| {
+            read.store(got as u64, Ordering::Relaxed);
+            if last_log.elapsed() >= Duration::from_secs(1) {
+                last_log = Instant::now();
+                match want {
+                    Some(w) => info!("replica of {from}: {got} of {w} bytes of the RDB file received"),
+                    None => info!("replica of {from}: {got} bytes of the RDB file received"),
+                }
+            }
+        };
+        if let Some(mark) = spec.strip_prefix("EOF:") {
+            let mark = mark.as_bytes().to_vec();
+            if mark.len() != 40 {
+                return Err(format!("bad protocol from the primary: an EOF mark of {} bytes", mark.len()));
+            }
+            let start = self.pos;
+            let mut searched = start;
+            loop {
+                let from_at = searched.saturating_sub(mark.len()).max(start);
+                if let Some(i) = self.buf[from_at..].windows(mark.len()).position(|w| w == mark.as_slice()) {
+                    let end = from_at + i;
+                    let leftover = self.buf.split_off(end + mark.len());
+                    self.buf.truncate(end);
+                    self.buf.drain(..start);
+                    return Ok((std::mem::take(&mut self.buf), leftover));
+                }
+                searched = self.buf.len();
+                progress(self.buf.len() - start, None);
+                self.fill()?;
+            }
+        }
+        let len: usize = spec
+            .parse()
+            .map_err(|_| format!("bad protocol from the primary, the RDB transfer's length: '{spec}'"))?;
+        total.store(len as u64, Ordering::Relaxed);
+        self.buf.reserve(len.saturating_sub(self.buf.len() - self.pos));
+        while self.buf.len() - self.pos < len {
+            progress(self.buf.len() - self.pos, Some(len));
+            self.fill()?;
+        }
+        let leftover = self.buf.split_off(self.pos + len);
+        self.buf.drain(..self.pos);
+        Ok((std::mem::take(&mut self.buf), leftover))
+    }
+}
+
+/// Everything one attempt needs, copied for its thread.
+struct Plan {
+    host: String,
+    port: u16,
+    settings: PrimarySettings,
+    listening_port: u16,
+    psync: (String, i64),
+}
+
+/// The helper thread's handshake (see the module documentation).
+fn handshake(
+    plan: Plan,
+    cancel: Arc<AtomicBool>,
+    total: &AtomicU64,
+    read: &AtomicU64,
+) -> Result<Handshake, String> {
+    let from = format!("{}:{}", plan.host, plan.port);
+    let addrs: Vec<_> = (plan.host.as_str(), plan.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", plan.host))?
+        .collect();
+    let mut last = format!("cannot resolve {}", plan.host);
+    let mut stream = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = format!("connecting to {from}: {e}"),
+        }
+    }
+    let s = stream.ok_or(last)?;
+    let timeout = Duration::from_secs(plan.settings.repl_timeout_secs.max(1));
+    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    let mut r = Reader { s, buf: Vec::new(), pos: 0, cancel };
+    // A primary that wants a password answers PING with NOAUTH (or NOPERM): that still shows
+    // it is there, as Redis's replica takes it.
+    let pong = r.command(&["PING"])?;
+    if pong.starts_with('-')
+        && !(pong.starts_with("-NOAUTH")
+            || pong.starts_with("-NOPERM")
+            || pong.starts_with("-ERR operation not permitted"))
+    {
+        return Err(format!("error reply to PING from the primary: '{pong}'"));
+    }
+    if let Some(pass) = &plan.settings.masterauth {
+        let reply = match &plan.settings.masteruser {
+            Some(user) => r.command(&["AUTH", user, pass])?,
+            None => r.command(&["AUTH", pass])?,
+        };
+        if reply.starts_with('-') {
+            return Err(format!("unable to AUTH to the primary: {}", &reply[1..]));
+        }
+    }
+    // Older primaries may not know these; the replication goes on without (as in Redis).
+    let port = plan.listening_port.to_string();
+    let reply = r.command(&["REPLCONF", "listening-port", &port])?;
+    if reply.starts_with('-') {
+        warn!("replica of {from}: the primary refused REPLCONF listening-port: {reply}");
+    }
+    let reply = r.command(&["REPLCONF", "capa", "eof", "capa", "psync2"])?;
+    if reply.starts_with('-') {
+        warn!("replica of {from}: the primary refused REPLCONF capa: {reply}");
+    }
+    let offset = plan.psync.1.to_string();
+    let reply = r.command(&["PSYNC", &plan.psync.0, &offset])?;
+    let synced = if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
+        let mut it = rest.split(' ');
+        let (Some(replid), Some(off)) = (it.next(), it.next().and_then(|o| o.parse::<i64>().ok())) else {
+            return Err(format!("bad +FULLRESYNC reply from the primary: '{reply}'"));
+        };
+        let replid = replid.to_string();
+        info!("replica of {from}: full synchronization from {replid} at offset {off}");
+        let (rdb, leftover) = r.rdb(total, read, &from)?;
+        return Ok(Handshake { stream: r.s, synced: Synced::Full { replid, offset: off, rdb }, leftover });
+    } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+        let id = rest.trim();
+        Synced::Continue { replid: (!id.is_empty()).then(|| id.to_string()) }
+    } else {
+        // -NOMASTERLINK, -LOADING, or a primary that speaks no PSYNC: tried again later.
+        return Err(format!("unexpected reply to PSYNC from the primary: '{reply}'"));
+    };
+    let leftover = r.buf.split_off(r.pos);
+    Ok(Handshake { stream: r.s, synced, leftover })
+}
+
+/// The length of the first complete command in `buf` (a RESP2 array of bulk strings), None
+/// when it is incomplete, Err when the bytes are not such a command.
+fn command_len(buf: &[u8]) -> Result<Option<usize>, String> {
+    fn int_line(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, String> {
+        let Some(end) = buf[at..].iter().position(|&b| b == b'\n') else {
+            return if buf.len() - at > 32 { Err("a header line without its end".into()) } else { Ok(None) };
+        };
+        let n = buf[at + 1..at + end]
+            .strip_suffix(b"\r")
+            .and_then(|line| std::str::from_utf8(line).ok())
+            .and_then(|t| t.parse::<i64>().ok());
+        match n {
+            Some(n) => Ok(Some((n, at + end + 1))),
+            None => Err(format!("a malformed header '{}'", String::from_utf8_lossy(&buf[at..at + end]))),
+        }
+    }
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    if buf[0] != b'*' {
+        return Err(format!("bytes that are no command (starting {:?})", buf[0] as char));
+    }
+    let Some((n, mut at)) = int_line(buf, 0)? else { return Ok(None) };
+    if n < 1 {
+        return Err(format!("an array of {n} elements"));
+    }
+    for _ in 0..n {
+        if at >= buf.len() {
+            return Ok(None);
+        }
+        if buf[at] != b'$' {
+            return Err("an argument that is not a bulk string".into());
+        }
+        let Some((len, start)) = int_line(buf, at)? else { return Ok(None) };
+        if len < 0 {
+            return Err("a null argument".into());
+        }
+        at = start + len as usize + 2;
+        if at > buf.len() {
+            return Ok(None);
+        }
+        if &buf[at - 2..at] != b"\r\n" {
+            return Err("a bulk string that does not end with CR LF".into());
+        }
+    }
+    Ok(Some(at))
+}
+
+/// The arguments of a complete command (checked by [`command_len`]).
+fn command_args(cmd: &[u8]) -> Vec<&[u8]> {
+    let mut args = Vec::new();
+    let mut at = cmd.iter().position(|&b| b == b'\n').map_or(cmd.len(), |i| i + 1);
+    while at < cmd.len() {
+        let end = at + cmd[at..].iter().position(|&b| b == b'\n').unwrap_or(0);
+        let len: usize =
+            std::str::from_utf8(&cmd[at + 1..end - 1]).ok().and_then(|t| t.parse().ok()).unwrap_or(0);
+        args.push(&cmd[end + 1..end + 1 + len]);
+        at = end + 1 + len + 2;
+    }
+    args
+}
+
+impl Server {
+    /// Whether this server's data changes only through an upstream (a goblin-core one over
+    /// the firehose, or a Redis primary): client writes are refused, nothing expires or is
+    /// evicted locally.
+    pub(crate) fn follows_upstream(&self) -> bool {
+        self.replica.is_some() || self.redis_primary.is_some()
+    }
+
+    /// REPLICAOF host port | NO ONE (and SLAVEOF), on a server started without `--replica-*`
+    /// (that role is fixed at startup) and without `--kafka` (a journaling primary's history
+    /// cannot take a Redis primary's file in the middle of it).
+    pub(crate) fn replicaof_command(&mut self, out: &mut Vec<u8>, args: &[&[u8]]) {
+        use resp::reply;
+        let no_one = args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one");
+        if self.replica.is_some() {
+            let msg: &[u8] = if no_one {
+                b"ERR this replica follows the upstream of its --replica-* flag; restart it without one to serve writes"
+            } else {
+                b"ERR this replica follows the upstream of its --replica-* flag; restart it with another to change it"
+            };
+            return reply::error(out, msg);
+        }
+        if no_one {
+            if let Some(p) = self.redis_primary.take() {
+                self.redis_primary_drop(p);
+                self.engine.replica = self.pause.until.is_some();
+                info!(
+                    "REPLICAOF NO ONE: this server is a primary now, at offset {}",
+                    self.engine.repl.offset
+                );
+            }
+            return reply::ok(out);
+        }
+        // Redis's one error for a port that is not a number and for one out of range.
+        let port = std::str::from_utf8(args[2]).ok().and_then(|p| p.parse::<i64>().ok());
+        let Some(port) = port.filter(|p| (0..=65535).contains(p)) else {
+            return reply::error(out, b"ERR Invalid master port");
+        };
+        if self.cfg.kafka.is_some() {
+            return reply::error(
+                out,
+                b"ERR REPLICAOF is refused on a server with a Kafka journal: its history cannot take a Redis primary's file; import one with goblin-core import-rdb, or follow the primary without --kafka",
+            );
+        }
+        let host = String::from_utf8_lossy(args[1]).into_owned();
+        let port = port as u16;
+        if self.redis_primary.as_ref().is_some_and(|p| p.host.eq_ignore_ascii_case(&host) && p.port == port) {
+            return reply::simple(out, b"OK Already connected to specified master");
+        }
+        if let Some(p) = self.redis_primary.take() {
+            self.redis_primary_drop(p);
+        }
+        info!("REPLICAOF {host} {port}: following a Redis primary; client writes are refused");
+        self.redis_primary = Some(RedisPrimary::new(host, port));
+        self.engine.replica = true;
+        self.redis_primary_attempt();
+        reply::ok(out);
+    }
+
+    /// Forgets a primary: its link closed, its attempt cancelled (the thread ends on its own).
+    fn redis_primary_drop(&mut self, mut p: RedisPrimary) {
+        if let Some(mut link) = p.link.take() {
+            let _ = self.poll.registry().deregister(&mut link.stream);
+        }
+        if let Some(a) = p.attempt.take() {
+            a.cancel.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Starts a handshake on a helper thread.
+    fn redis_primary_attempt(&mut self) {
+        let listening_port = self.cfg.port;
+        let settings = self.redis_primary_settings.clone();
+        let waker = self.waker();
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        let psync = match &p.replid {
+            Some(id) => (id.clone(), p.offset + 1),
+            None => ("?".to_string(), -1),
+        };
+        let plan = Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync };
+        let (tx, rx) = mpsc::channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let attempt = Attempt { rx, cancel: cancel.clone(), total: total.clone(), read: read.clone() };
+        let spawned = std::thread::Builder::new().name("redis-primary".into()).spawn(move || {
+            let result = handshake(plan, cancel, &total, &read);
+            if tx.send(result).is_ok() {
+                let _ = waker.wake();
+            }
+        });
+        match spawned {
+            Ok(_) => p.attempt = Some(attempt),
+            Err(e) => {
+                p.last_error = format!("cannot start a thread: {e}");
+                p.next_attempt = Instant::now() + RETRY_EVERY;
+            }
+        }
+    }
+
+    /// After a wake-up: an attempt may have finished.
+    pub(crate) fn redis_primary_on_wake(&mut self) {
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        let Some(a) = &p.attempt else { return };
+        let result = match a.rx.try_recv() {
+            Ok(r) => r,
+            Err(mpsc::TryRecvError::Empty) => return,
+            Err(mpsc::TryRecvError::Disconnected) => Err("the connecting thread ended".into()),
+        };
+        p.attempt = None;
+        let from = format!("{}:{}", p.host, p.port);
+        let hs = match result {
+            Ok(hs) => hs,
+            Err(e) => {
+                warn!("replica of {from}: {e}; retrying");
+                p.last_error = e;
+                p.next_attempt = Instant::now() + RETRY_EVERY;
+                return;
+            }
+        };
+        match hs.synced {
+            Synced::Full { replid, offset, rdb } => {
+                if let Err(e) = self.redis_primary_load(&from, &rdb) {
+                    let p = self.redis_primary.as_mut().expect("following");
+                    warn!("replica of {from}: the primary's RDB file: {e}; retrying");
+                    p.last_error = e;
+                    p.next_attempt = Instant::now() + RETRY_EVERY;
+                    return;
+                }
+                let p = self.redis_primary.as_mut().expect("following");
+                p.replid = Some(replid);
+                p.offset = offset;
+                p.db = 0;
+                p.full_syncs += 1;
+            }
+            Synced::Continue { replid } => {
+                let p = self.redis_primary.as_mut().expect("following");
+                info!("replica of {from}: partial synchronization accepted at offset {}", p.offset + 1);
+                if replid.is_some() {
+                    p.replid = replid;
+                }
+                p.partial_syncs += 1;
+            }
+        }
+        let p = self.redis_primary.as_mut().expect("following");
+        if let Err(e) = hs.stream.set_nonblocking(true) {
+            p.last_error = format!("the connection to the primary: {e}");
+            p.next_attempt = Instant::now() + RETRY_EVERY;
+            return;
+        }
+        let mut stream = mio::net::TcpStream::from_std(hs.stream);
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            crate::server::REDIS_PRIMARY,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        ) {
+            p.last_error = format!("the connection to the primary: {e}");
+            p.next_attempt = Instant::now() + RETRY_EVERY;
+            return;
+        }
+        p.link = Some(Link { stream, buf: hs.leftover, out: Vec::new() });
+        p.last_io = Instant::now();
+        p.last_error.clear();
+        p.multi = None;
+        // A diskless primary starts the stream once the replica acknowledged the file.
+        self.redis_primary_ack();
+        self.redis_primary_apply();
+    }
+
+    /// A full synchronization: the primary's RDB file replaces every database and the
+    /// function libraries. This server starts a new lineage (the file is not a continuation
+    /// of what it numbered before), so its own replicas are disconnected: they must start over.
+    fn redis_primary_load(&mut self, from: &str, rdb: &[u8]) -> Result<(), String> {
+        let started = Instant::now();
+        let what = format!("replica of {from}: loading the RDB file");
+        let (dbs, found) = crate::snapshots::rdb_keyspaces(rdb, self.engine.databases(), &what)?;
+        let mut functions = engine::functions::Functions::default();
+        functions.replace_all(found.functions.clone()).map_err(|e| format!("a function library: {e}"))?;
+        let old = self.engine.replace_databases(dbs)?;
+        self.engine.functions.replace_all(found.functions).map_err(|e| format!("a function library: {e}"))?;
+        let cfg = self.engine.evict;
+        self.engine.set_evict_config(cfg);
+        self.engine.stamp_access(crate::server::now_ms());
+        self.watches.touch_all();
+        self.firehose_disconnect_all();
+        self.redis_replicas_reset();
+        let repl = Replication { replid: ReplId::random(), offset: 0 };
+        self.engine.set_replication(repl);
+        self.snapshots.last_save_offset = 0;
+        drop(old);
+        info!(
+            "replica of {from}: {} keys loaded from a {}-byte RDB file (version {}, Redis {}) in {:.2} s; lineage {}",
+            found.keys,
+            rdb.len(),
+            found.version,
+            found.redis_version.as_deref().unwrap_or("?"),
+            started.elapsed().as_secs_f64(),
+            repl.replid
+        );
+        Ok(())
+    }
+
+    /// Token REDIS_PRIMARY: writes what waits for the primary, reads and applies commands.
+    pub(crate) fn redis_primary_io(&mut self) {
+        self.redis_primary_flush();
+        let Some(link) = self.redis_primary.as_mut().and_then(|p| p.link.as_mut()) else { return };
+        let mut closed = None;
+        let mut again = false;
+        for i in 0..READS_PER_TURN {
+            let len = link.buf.len();
+            link.buf.resize(len + READ_CHUNK, 0);
+            match link.stream.read(&mut link.buf[len..]) {
+                Ok(0) => {
+                    link.buf.truncate(len);
+                    closed = Some("the primary closed the connection".to_string());
+                    break;
+                }
+                Ok(n) => {
+                    link.buf.truncate(len + n);
+                    if n < READ_CHUNK {
+                        break;
+                    }
+                    again = i + 1 == READS_PER_TURN;
+                }
+                Err(e) => {
+                    link.buf.truncate(len);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => break,
+                        io::ErrorKind::Interrupted => continue,
+                        _ => {
+                            closed = Some(format!("reading from the primary: {e}"));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.redis_primary.as_mut().expect("following").last_io = Instant::now();
+        self.redis_primary_apply();
+        if let Some(why) = closed {
+            return self.redis_primary_link_lost(why);
+        }
+        if again {
+            // Edge-triggered: more may be waiting; read it next turn, after the clients.
+            self.redis_primary_again = true;
+        }
+    }
+
+    /// Applies every complete command read. Commits once at the end (a transaction's
+    /// commands were applied together at its EXEC, inside this run).
+    fn redis_primary_apply(&mut self) {
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        let Some(link) = p.link.as_mut() else { return };
+        let buf = std::mem::take(&mut link.buf);
+        let mut db = p.db;
+        self.engine.select(db);
+        let mut at = 0;
+        let mut failed = None;
+        let now = crate::server::now_ms();
+        while at < buf.len() {
+            let len = match command_len(&buf[at..]) {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(format!(
+                        "the primary's stream at offset {}: {e}",
+                        self.redis_primary_offset() + 1
+                    ));
+                    break;
+                }
+            };
+            let cmd = &buf[at..at + len];
+            at += len;
+            let p = self.redis_primary.as_mut().expect("following");
+            let before = p.offset;
+            p.offset += len as i64;
+            let args = command_args(cmd);
+            let name = args[0].to_ascii_lowercase();
+            match name.as_slice() {
+                b"multi" => {
+                    if p.multi.is_none() {
+                        p.multi = Some((Vec::new(), before));
+                    }
+                }
+                b"exec" => {
+                    if let Some((cmds, _)) = p.multi.take() {
+                        for c in &cmds {
+                            self.redis_primary_run(c, &mut db, now);
+                        }
+                    }
+                }
+                b"discard" => {
+                    p.multi = None;
+                }
+                b"replconf" if args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"getack")) => {
+                    // The offset before this command, as a Redis replica answers.
+                    p.offset = before;
+                    self.redis_primary_ack();
+                    self.redis_primary.as_mut().expect("following").offset += len as i64;
+                }
+                _ if p.multi.is_some() => {
+                    p.multi.as_mut().expect("open").0.push(cmd.to_vec());
+                }
+                _ => self.redis_primary_run(cmd, &mut db, now),
+            }
+        }
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        p.db = db;
+        if let Some(link) = p.link.as_mut() {
+            let mut buf = buf;
+            buf.drain(..at);
+            link.buf = buf;
+        }
+        self.commit_batch(engine::Origin::Replay);
+        if let Some(why) = failed {
+            self.redis_primary_link_lost(why);
+        }
+    }
+
+    /// Runs one command of the stream in database `db` (which a SELECT changes).
+    fn redis_primary_run(&mut self, cmd: &[u8], db: &mut u32, now: i64) {
+        let args = command_args(cmd);
+        let name = args[0].to_ascii_lowercase();
+        match name.as_slice() {
+            b"ping" => return,
+            b"select" => {
+                match args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse::<u32>().ok()) {
+                    Some(n) if n < self.engine.databases() => {
+                        *db = n;
+                        self.engine.select(n);
+                    }
+                    _ => self.redis_primary_rejected(cmd, "ERR DB index is out of range".into()),
+                }
+                return;
+            }
+            b"publish" | b"spublish" if args.len() == 3 => {
+                if name == b"publish" {
+                    self.publish_detached(args[1], args[2]);
+                } else {
+                    self.spublish_detached(args[1], args[2]);
+                }
+                return;
+            }
+            _ => {}
+        }
+        match self.engine.apply_primary_command(cmd, now) {
+            Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {}
+            Err(engine::RecordError::Panicked { command }) => self.fail_stop(&command),
+            Err(e) => self.redis_primary_rejected(cmd, e.to_string()),
+        }
+        self.engine.select(*db);
+    }
+
+    /// A command of the stream that could not run: logged and counted (INFO
+    /// `redis_primary_rejected_commands`), as a Redis replica logs an error it would have
+    /// answered its primary; the stream goes on.
+    fn redis_primary_rejected(&mut self, cmd: &[u8], why: String) {
+        let p = self.redis_primary.as_mut().expect("following");
+        p.rejected += 1;
+        let shown: String = String::from_utf8_lossy(&cmd[..cmd.len().min(120)]).escape_debug().collect();
+        warn!("replica of {}:{}: a command from the primary failed: {why} ({shown})", p.host, p.port);
+    }
+
+    fn redis_primary_offset(&self) -> i64 {
+        self.redis_primary.as_ref().map_or(-1, |p| p.offset)
+    }
+
+    /// Queues `REPLCONF ACK <offset>` and writes it.
+    fn redis_primary_ack(&mut self) {
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        let offset = p.offset.to_string();
+        let Some(link) = p.link.as_mut() else { return };
+        resp::reply::bulk_array(&mut link.out, &[b"REPLCONF".as_slice(), b"ACK", offset.as_bytes()]);
+        p.last_ack = Instant::now();
+        self.redis_primary_flush();
+    }
+
+    fn redis_primary_flush(&mut self) {
+        let Some(link) = self.redis_primary.as_mut().and_then(|p| p.link.as_mut()) else { return };
+        while !link.out.is_empty() {
+            match link.stream.write(&link.out) {
+                Ok(n) => {
+                    link.out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The rest goes when the socket is writable again (its event).
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Once per cron: retries, acknowledgements, and the link's timeout.
+    pub(crate) fn redis_primary_cron(&mut self) {
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        if p.link.is_none() {
+            if p.attempt.is_none() && p.next_attempt <= Instant::now() {
+                self.redis_primary_attempt();
+            }
+            return;
+        }
+        let timeout = Duration::from_secs(self.redis_primary_settings.repl_timeout_secs.max(1));
+        if p.last_io.elapsed() > timeout {
+            return self.redis_primary_link_lost(format!(
+                "nothing from the primary for {} s (repl-timeout)",
+                timeout.as_secs()
+            ));
+        }
+        if p.last_ack.elapsed() >= ACK_EVERY {
+            self.redis_primary_ack();
+        }
+    }
+
+    /// The link is gone: reads go on from the data held (as `replica-serve-stale-data yes`),
+    /// an open transaction is dropped (the continuation resends it), and a new attempt
+    /// continues the stream.
+    fn redis_primary_link_lost(&mut self, why: String) {
+        let Some(p) = self.redis_primary.as_mut() else { return };
+        if let Some(mut link) = p.link.take() {
+            let _ = self.poll.registry().deregister(&mut link.stream);
+        }
+        if let Some((_, before)) = p.multi.take() {
+            p.offset = before;
+        }
+        warn!("replica of {}:{}: {why}; reconnecting", p.host, p.port);
+        p.last_error = why;
+        p.down_since = Instant::now();
+        p.next_attempt = Instant::now() + RETRY_EVERY;
+    }
+
+    /// INFO replication on a replica of a Redis primary (the fields Sentinel and Redis's tools
+    /// read), then the fields every role has.
+    pub(crate) fn redis_primary_info(&self, f: &mut dyn FnMut(&str, &dyn std::fmt::Display)) -> bool {
+        let Some(p) = &self.redis_primary else { return false };
+        let up = p.link.is_some();
+        f("role", &"slave");
+        f("goblin_ready", &(up as u8));
+        f("master_host", &p.host);
+        f("master_port", &p.port);
+        f("master_transport", &"redis");
+        f("master_link_status", &if up { "up" } else { "down" });
+        f("master_last_io_seconds_ago", &if up { p.last_io.elapsed().as_secs() as i64 } else { -1 });
+        let syncing = p
+            .attempt
+            .as_ref()
+            .filter(|a| a.read.load(Ordering::Relaxed) > 0 || a.total.load(Ordering::Relaxed) > 0);
+        f("master_sync_in_progress", &(syncing.is_some() as u8));
+        if let Some(a) = syncing {
+            // -1 while the size is unknown (a diskless transfer), as Redis reports it.
+            let total = a.total.load(Ordering::Relaxed);
+            f("master_sync_total_bytes", &if total == 0 { -1 } else { total as i64 });
+            f("master_sync_read_bytes", &a.read.load(Ordering::Relaxed));
+        }
+        f("slave_read_repl_offset", &p.offset.max(0));
+        f("slave_repl_offset", &p.offset.max(0));
+        if !up {
+            f("master_link_down_since_seconds", &p.down_since.elapsed().as_secs());
+        }
+        f("slave_priority", &100);
+        f("slave_read_only", &1);
+        f("replica_announced", &1);
+        f("redis_primary_replid", &p.replid.as_deref().unwrap_or("?"));
+        f("redis_primary_full_syncs", &p.full_syncs);
+        f("redis_primary_partial_syncs", &p.partial_syncs);
+        f("redis_primary_rejected_commands", &p.rejected);
+        f("redis_primary_last_error", &p.last_error.replace(['\r', '\n'], " "));
+        true
+    }
+
+    /// ROLE on a replica of a Redis primary: `slave host port state offset`.
+    pub(crate) fn redis_primary_role(&self, out: &mut Vec<u8>) -> bool {
+        use resp::reply;
+        let Some(p) = &self.redis_primary else { return false };
+        reply::array_len(out, 5);
+        reply::bulk(out, b"slave");
+        reply::bulk(out, p.host.as_bytes());
+        reply::integer(out, p.port as i64);
+        reply::bulk(out, p.state().as_bytes());
+        reply::integer(out, p.offset.max(0));
+        true
+    }
+
+    /// CONFIG GET's `replicaof`: "host port" while following a Redis primary.
+    pub(crate) fn redis_primary_config(&self) -> String {
+        self.redis_primary.as_ref().map(|p| format!("{} {}", p.host, p.port)).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn encode(args: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        resp::reply::bulk_array(&mut out, &args.iter().map(|a| a.as_slice()).collect::<Vec<_>>());
+        out
+    }
+
+    proptest! {
+        /// Any run of commands, cut anywhere: the complete ones are found whole, in order,
+        /// with their arguments; the cut one is reported incomplete, never as a command.
+        #[test]
+        fn commands_split_at_any_cut(
+            cmds in proptest::collection::vec(
+                proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 1..5), 1..6),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut stream = Vec::new();
+            let mut ends = Vec::new();
+            for c in &cmds {
+                stream.extend_from_slice(&encode(c));
+                ends.push(stream.len());
+            }
+            let cut = cut.index(stream.len() + 1);
+            let buf = &stream[..cut];
+            let mut at = 0;
+            let mut found = 0;
+            while let Some(n) = command_len(&buf[at..]).unwrap() {
+                let args: Vec<Vec<u8>> = command_args(&buf[at..at + n]).iter().map(|a| a.to_vec()).collect();
+                prop_assert_eq!(&args, &cmds[found]);
+                at += n;
+                prop_assert_eq!(at, ends[found]);
+                found += 1;
+            }
+            prop_assert_eq!(found, ends.iter().filter(|&&e| e <= cut).count());
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_no_command_are_refused() {
+        assert!(command_len(b"+OK\r\n").is_err());
+        assert!(command_len(b"*1\r\n:1\r\n").is_err());
+        assert!(command_len(b"*x\r\n").is_err());
+        assert!(command_len(b"*0\r\n").is_err());
+        assert!(command_len(b"*1\r\n$-1\r\n").is_err());
+        assert_eq!(command_len(b"*1\r\n$4\r\nPI").unwrap(), None);
+        assert_eq!(command_len(b"*1\r\n$4\r\nPING\r\n").unwrap(), Some(14));
+    }
+}

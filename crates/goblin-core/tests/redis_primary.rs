@@ -1,0 +1,308 @@
+//! goblin-core as a replica of a redis-server (`REPLICAOF host port`): Redis's replication
+//! protocol from the replica's side. goblin-core must hold exactly what the Redis primary
+//! holds, in every database, after the full synchronization (diskless, and from a file on
+//! disk) and after writes of every kind; refuse client writes while it follows; continue the
+//! stream after a lost link without a second full synchronization; feed its own replicas; log
+//! in with `masterauth`; become a primary with every write on `REPLICAOF NO ONE`, or when
+//! Sentinel promotes it.
+
+mod common;
+
+use common::redis_repl::{contents, info_field, info_int, q, sentinel_fields, start_sentinel, wait_same};
+use common::{RedisServer, Server};
+use redis::Value;
+use std::time::{Duration, Instant};
+
+/// Waits (up to 30 s) until `field` of INFO replication reads `want`.
+fn wait_info(c: &mut redis::Connection, field: &str, want: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = info_field(c, "replication", field);
+        if got.as_deref() == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {field} is {got:?}, never {want}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Writes of every kind a Redis primary propagates: transactions, scripts (as their
+/// effects), database moves and swaps, deadlines set and reached (the primary's DEL), random
+/// pops (as what they removed), blocking pops served, stream groups, function libraries.
+/// `waiter` is a second connection to the primary, for the blocking pop.
+fn write_everything(mut waiter: redis::Connection, p: &mut redis::Connection, round: &str) {
+    q(p, &["MULTI"]);
+    q(p, &["INCR", "counter"]);
+    q(p, &["LPUSH", "list", round]);
+    q(p, &["APPEND", "appended", round]);
+    q(p, &["EXEC"]);
+    q(
+        p,
+        &[
+            "EVAL",
+            "redis.call('set', KEYS[1], ARGV[1]); return redis.call('hincrby', KEYS[2], 'n', 5)",
+            "2",
+            "sk",
+            "hk",
+            round,
+        ],
+    );
+    q(p, &["SELECT", "5"]);
+    q(p, &["SET", &format!("in-five-{round}"), "5"]);
+    q(p, &["MOVE", &format!("in-five-{round}"), "6"]);
+    q(p, &["SELECT", "0"]);
+    q(p, &["SWAPDB", "3", "4"]);
+    q(p, &["DEL", "s:1", "s:2"]);
+    q(p, &["EXPIRE", "s:3", "1000"]);
+    q(p, &["SET", "short", "v", "PX", "50"]);
+    q(p, &["INCRBYFLOAT", "float", "1.5"]);
+    q(p, &["ZINCRBY", "zset", "2.5", "m7"]);
+    q(p, &["XADD", "stream", "*", "round", round]);
+    q(p, &["SPOP", "set"]);
+    q(p, &["SETRANGE", "s:4", "1", "xyz"]);
+    q(p, &["GETEX", "s:5", "PX", "900000"]);
+    q(p, &["SORT", "list", "ALPHA", "STORE", "sorted"]);
+    q(p, &["FUNCTION", "LOAD", "REPLACE", "#!lua name=lib\nredis.register_function('bump', function(k) return redis.call('incr', k[1]) end)"]);
+    q(p, &["FCALL", "bump", "1", "bumped"]);
+    let queue = format!("queue-{round}");
+    let popper = std::thread::spawn({
+        let queue = queue.clone();
+        move || {
+            let v: Vec<String> = redis::cmd("BLPOP").arg(&queue).arg(10).query(&mut waiter).unwrap();
+            v
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    q(p, &["RPUSH", &queue, "job1", "job2"]);
+    assert_eq!(popper.join().unwrap(), [queue.as_str(), "job1"]);
+    // "short" expires on the primary, which sends its DEL.
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(q(p, &["EXISTS", "short"]), Value::Int(0));
+    q(p, &["SELECT", "6"]);
+    q(p, &["SET", "doomed", "1"]);
+    q(p, &["FLUSHDB"]);
+    q(p, &["SELECT", "0"]);
+}
+
+fn fill(p: &mut redis::Connection) {
+    for i in 0..300 {
+        let i = i.to_string();
+        q(p, &["SET", &format!("s:{i}"), &i]);
+        q(p, &["HSET", &format!("h:{}", i.len()), &format!("f{i}"), &i]);
+        q(p, &["RPUSH", "list", &i]);
+        q(p, &["SADD", "set", &i]);
+        q(p, &["ZADD", "zset", &i, &format!("m{i}")]);
+    }
+    // Large values too (a hash and a list past the small encodings, a long string).
+    q(p, &["SET", "big", &"x".repeat(100_000)]);
+    q(p, &["XADD", "stream", "1-1", "f", "v"]);
+    q(p, &["XGROUP", "CREATE", "stream", "g", "0"]);
+    q(p, &["SET", "ttl", "v", "EX", "1000"]);
+    q(p, &["SELECT", "3"]);
+    q(p, &["SET", "in-three", "3"]);
+    q(p, &["SELECT", "0"]);
+}
+
+/// The stream group's state: XINFO GROUPS's name, consumers, pending and last ID.
+fn groups(c: &mut redis::Connection) -> Vec<String> {
+    let v = q(c, &["XINFO", "GROUPS", "stream"]);
+    let Value::Array(gs) = v else { panic!("{v:?}") };
+    gs.iter()
+        .map(|g| {
+            let Value::Array(kv) = g else { panic!("{g:?}") };
+            let text = |v: &Value| match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::Int(n) => n.to_string(),
+                other => format!("{other:?}"),
+            };
+            let mut m = Vec::new();
+            for pair in kv.chunks(2) {
+                let name = text(&pair[0]);
+                if ["name", "consumers", "pending", "last-delivered-id"].contains(&name.as_str()) {
+                    m.push(format!("{name}={}", text(&pair[1])));
+                }
+            }
+            m.join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn goblin_core_follows_a_redis_primary_through_every_kind_of_write() {
+    // Diskless (Redis 7's default), without its 5 s wait for more replicas.
+    let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let mut p = r.conn();
+    fill(&mut p);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["SET", "gone-after-sync", "1"]);
+    assert_eq!(q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]), Value::Okay);
+    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    wait_same(&mut p, &mut gc, "after the first sync");
+    assert_eq!(q(&mut gc, &["EXISTS", "gone-after-sync"]), Value::Int(0), "the file replaced the dataset");
+    assert_eq!(info_field(&mut gc, "replication", "role").as_deref(), Some("slave"));
+    assert_eq!(info_field(&mut gc, "replication", "master_port"), Some(r.port.to_string()));
+    assert_eq!(
+        q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]),
+        Value::SimpleString("OK Already connected to specified master".into())
+    );
+    assert_eq!(
+        q(&mut gc, &["CONFIG", "GET", "replicaof"]),
+        Value::Array(vec![
+            Value::BulkString(b"replicaof".to_vec()),
+            Value::BulkString(format!("127.0.0.1 {}", r.port).into_bytes())
+        ])
+    );
+    // The primary sees a replica online at the port this server listens on.
+    assert_eq!(info_int(&mut p, "replication", "connected_slaves"), 1);
+    let slave0 = info_field(&mut p, "replication", "slave0").unwrap();
+    assert!(slave0.contains(&format!("port={},state=online", g.port)), "{slave0}");
+
+    // A subscriber on the replica gets what is published on the primary.
+    let mut sub = g.conn();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe("news").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+
+    write_everything(r.conn(), &mut p, "one");
+    q(&mut p, &["XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "stream", ">"]);
+    q(&mut p, &["PUBLISH", "news", "hello"]);
+    wait_same(&mut p, &mut gc, "after the writes");
+    assert_eq!(groups(&mut gc), groups(&mut p));
+    assert_eq!(q(&mut gc, &["FUNCTION", "LIST"]), q(&mut p, &["FUNCTION", "LIST"]));
+    let msg = pubsub.get_message().unwrap();
+    assert_eq!((msg.get_channel_name(), msg.get_payload::<String>().unwrap()), ("news", "hello".into()));
+    drop(pubsub);
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_rejected_commands"), 0);
+
+    // Client writes are refused; reads are served.
+    let refused = redis::cmd("SET").arg("k").arg("v").query::<Value>(&mut gc).unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused}");
+    let refused = redis::cmd("FCALL").arg("bump").arg(1).arg("x").query::<Value>(&mut gc).unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused}");
+    // WAIT on the primary counts this replica once it acknowledged the write.
+    q(&mut p, &["SET", "waited-for", "1"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "30000"]), Value::Int(1));
+    assert_eq!(q(&mut gc, &["GET", "waited-for"]), Value::BulkString(b"1".to_vec()));
+    let role = q(&mut gc, &["ROLE"]);
+    let Value::Array(role) = role else { panic!("{role:?}") };
+    assert_eq!(role[0], Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[3], Value::BulkString(b"connected".to_vec()));
+
+    // A redis-server replica of this replica (a chain) gets the same, through this server's
+    // own stream of canonical mutations.
+    let chained = RedisServer::start_with(&["--replicaof", "127.0.0.1", &g.port.to_string()]);
+    let mut cc = chained.conn();
+    wait_info(&mut cc, "master_link_status", "up", "the chained replica");
+    q(&mut p, &["INCR", "counter"]);
+    wait_same(&mut p, &mut gc, "before the chained replica");
+    wait_same(&mut p, &mut cc, "the chained replica");
+
+    // The link is cut: the replica continues the stream where it stopped, with what was
+    // written meanwhile, and no second full synchronization.
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 1);
+    assert_eq!(q(&mut p, &["CLIENT", "KILL", "TYPE", "replica"]), Value::Int(1));
+    write_everything(r.conn(), &mut p, "two");
+    wait_info(&mut gc, "master_link_status", "up", "after CLIENT KILL");
+    wait_same(&mut p, &mut gc, "after the link was cut");
+    wait_same(&mut p, &mut cc, "the chained replica after the cut");
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 1, "the replica synchronized in full again");
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 1);
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
+
+    // REPLICAOF NO ONE: a primary with every write, serving writes of its own.
+    assert_eq!(q(&mut gc, &["REPLICAOF", "NO", "ONE"]), Value::Okay);
+    assert_eq!(info_field(&mut gc, "replication", "role").as_deref(), Some("master"));
+    let before = contents(&mut p);
+    assert_eq!(contents(&mut gc), before);
+    q(&mut gc, &["SET", "own-write", "1"]);
+    q(&mut p, &["SET", "after-promotion", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(q(&mut gc, &["EXISTS", "after-promotion"]), Value::Int(0), "still following");
+    wait_same(&mut gc, &mut cc, "the chained replica follows the promoted server");
+}
+
+/// From a file on disk (`repl-diskless-sync no`), to a primary that wants a password: without
+/// `masterauth` the link stays down and says why; with it the replica synchronizes. A
+/// primary restarted empty is followed again by a full synchronization.
+#[test]
+fn a_replica_logs_in_with_masterauth_and_loads_a_file_from_disk() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync", "no", "--requirepass", "secret"]);
+    let mut p = r.conn();
+    q(&mut p, &["AUTH", "secret"]);
+    fill(&mut p);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["REPLICAOF", "localhost", &r.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let error = info_field(&mut gc, "replication", "redis_primary_last_error").unwrap_or_default();
+        if error.contains("NOAUTH") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no authentication error: {error:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("down"));
+    q(&mut gc, &["CONFIG", "SET", "masterauth", "secret"]);
+    wait_info(&mut gc, "master_link_status", "up", "with masterauth");
+    wait_same(&mut p, &mut gc, "after a sync from disk");
+    let mut waiter = r.conn();
+    q(&mut waiter, &["AUTH", "secret"]);
+    write_everything(waiter, &mut p, "one");
+    wait_same(&mut p, &mut gc, "after the writes");
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_full_syncs"), 1);
+}
+
+/// Sentinel monitors a redis-server primary with a goblin-core replica (found from the
+/// primary's INFO, its link up), and when the primary dies promotes goblin-core, which then
+/// holds every acknowledged write and serves writes.
+#[test]
+fn sentinel_promotes_a_goblin_core_replica_of_a_redis_primary() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let mut p = r.conn();
+    for i in 0..100 {
+        q(&mut p, &["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "before the sentinel");
+    let s = start_sentinel(r.port);
+    let mut sc =
+        redis::Client::open(format!("redis://127.0.0.1:{}", s.port)).unwrap().get_connection().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let replicas = q(&mut sc, &["SENTINEL", "REPLICAS", "mymaster"]);
+        let Value::Array(list) = &replicas else { panic!("{replicas:?}") };
+        let replica = list.first().map(sentinel_fields);
+        if replica.as_ref().is_some_and(|r| r["flags"] == "slave" && r["master-link-status"] == "ok") {
+            assert_eq!(replica.unwrap()["port"], g.port.to_string());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sentinel never saw the replica: {replica:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    q(&mut p, &["SET", "last", "1"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "30000"]), Value::Int(1));
+    drop(r);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let want = Value::Array(vec![
+        Value::BulkString(b"127.0.0.1".to_vec()),
+        Value::BulkString(g.port.to_string().into_bytes()),
+    ]);
+    loop {
+        let addr = q(&mut sc, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]);
+        if addr == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no failover: {addr:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Sentinel closed the promoted server's clients (CLIENT KILL TYPE normal): a new one.
+    let mut gc = g.conn();
+    wait_info(&mut gc, "role", "master", "the promotion");
+    assert_eq!(q(&mut gc, &["DBSIZE"]), Value::Int(101));
+    assert_eq!(q(&mut gc, &["GET", "last"]), Value::BulkString(b"1".to_vec()));
+    q(&mut gc, &["SET", "after-failover", "1"]);
+}
