@@ -285,6 +285,21 @@ pub struct Config {
     #[arg(requires = "kafka", long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]
     pub kafka_pending_bytes: u64,
 
+    // ---- following a redis-server (replication/redis_primary.rs) ----
+    /// Be a read-only replica of the redis-server at HOST PORT, over Redis's replication
+    /// protocol (as `REPLICAOF HOST PORT` at runtime; redis-server's own flag).
+    #[arg(long = "replicaof", visible_alias = "slaveof", num_args = 2, value_names = ["HOST", "PORT"])]
+    pub replicaof: Option<Vec<String>>,
+
+    /// The user `--replicaof` logs in as (`masteruser`; CONFIG SET changes it).
+    #[arg(long = "masteruser", value_name = "USER", requires = "masterauth_file")]
+    pub masteruser: Option<String>,
+
+    /// A file whose first line is the password `--replicaof` logs in with (`masterauth`; read
+    /// at startup, never on the command line; CONFIG SET changes it).
+    #[arg(long = "masterauth-file", value_name = "PATH")]
+    pub masterauth_file: Option<PathBuf>,
+
     // ---- firehose replication (replication/) ----
     /// Be a read-only replica of the goblin-core upstream at HOST PORT (GOBLIN.FIREHOSE).
     #[arg(long = "replica-tcp", num_args = 2, value_names = ["HOST", "PORT"])]
@@ -500,6 +515,25 @@ impl Config {
                 return Err(format!("--replica-tcp: invalid port '{}'", v[1]));
             }
         }
+        if let Some(v) = &self.replicaof {
+            if v[1].parse::<u16>().ok().filter(|&p| p > 0).is_none() {
+                return Err(format!("--replicaof: invalid port '{}'", v[1]));
+            }
+            if self.is_replica() {
+                return Err("--replicaof follows a redis-server; --replica-* a goblin-core upstream: a \
+                     replica has exactly one upstream"
+                    .into());
+            }
+            if self.kafka.is_some() {
+                return Err("--replicaof with --kafka: a journal's history cannot take a Redis primary's \
+                     RDB file in its middle (import one with `goblin-core import-rdb` instead)"
+                    .into());
+            }
+        } else if self.masterauth_file.is_some() {
+            return Err(
+                "--masterauth-file needs --replicaof (CONFIG SET masterauth sets it at runtime)".into()
+            );
+        }
         if !self.is_replica() {
             if self.replica_auth_user.is_some() || self.replica_auth_password_file.is_some() {
                 return Err(
@@ -701,6 +735,13 @@ mod tests {
         assert_eq!(Config::try_parse_from(["goblin-core"]).unwrap().validate(), Ok(()));
         for (args, want) in [
             (vec!["--replica-tcp", "127.0.0.1", "6379", "--replica-uds", "/tmp/s"], "exactly one upstream"),
+            (vec!["--replicaof", "127.0.0.1", "6379", "--replica-uds", "/tmp/s"], "exactly one upstream"),
+            (vec!["--replicaof", "127.0.0.1", "x"], "--replicaof: invalid port 'x'"),
+            (
+                vec!["--replicaof", "127.0.0.1", "6379", "--kafka", "kafka://127.0.0.1:9092/t"],
+                "--replicaof with --kafka",
+            ),
+            (vec!["--masterauth-file", "/tmp/p"], "--masterauth-file needs --replicaof"),
             (vec!["--replica-tcp", "127.0.0.1", "0"], "invalid port '0'"),
             (vec!["--replica-tcp", "127.0.0.1", "http"], "invalid port 'http'"),
             (vec!["--replica-auth-user", "r"], "need --replica-tcp"),

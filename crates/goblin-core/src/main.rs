@@ -188,6 +188,20 @@ fn main() {
         server.start_replica();
     }
     server.open_listeners().unwrap_or_else(|e| fail(e));
+    if let Some(v) = server.cfg.replicaof.clone() {
+        // A replica of a redis-server: it serves what it holds (stale until the first sync,
+        // as Redis's `replica-serve-stale-data yes`) while the first attempt runs.
+        if let Some(path) = &server.cfg.masterauth_file {
+            let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+                tracing::error!("--masterauth-file {}: {e}", path.display());
+                std::process::exit(2);
+            });
+            server.redis_primary_settings.masterauth = Some(text.lines().next().unwrap_or("").to_string());
+        }
+        server.redis_primary_settings.masteruser = server.cfg.masteruser.clone();
+        let port = v[1].parse().expect("validated");
+        server.follow_redis_primary(v[0].clone(), port);
+    }
     server.stats.startup_memory =
         before_recovery + commands::info::allocated_bytes().saturating_sub(after_recovery);
     tracing::info!("ready to accept connections");

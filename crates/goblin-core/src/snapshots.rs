@@ -354,7 +354,7 @@ pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), Str
     let result = rdb_keyspaces(bytes, databases, "import-rdb");
     // SAFETY: unmapping what was mapped above; `bytes` is not used after this.
     unsafe { libc::munmap(map, len) };
-    let (dbs, found) = result.map_err(|e| format!("{}: {e}", input.display()))?;
+    let (dbs, found) = result?;
     let refs: Vec<(u32, &store::Keyspace)> = dbs.iter().map(|(db, ks)| (*db, ks)).collect();
     let mut functions = engine::functions::Functions::default();
     functions.replace_all(found.functions).map_err(|e| format!("a function library in the file: {e}"))?;

@@ -306,3 +306,48 @@ fn sentinel_promotes_a_goblin_core_replica_of_a_redis_primary() {
     assert_eq!(q(&mut gc, &["GET", "last"]), Value::BulkString(b"1".to_vec()));
     q(&mut gc, &["SET", "after-failover", "1"]);
 }
+
+/// `--replicaof HOST PORT` at startup (redis-server's own flag), with `--masteruser` and the
+/// password from `--masterauth-file`: the server starts as a replica, refuses writes at once,
+/// and holds the primary's data once linked.
+#[test]
+fn replicaof_at_startup_with_a_password_file() {
+    let r = RedisServer::start_with(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--user",
+        "repl",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let mut p = r.conn();
+    fill(&mut p);
+    let secret = common::temp_path("masterauth");
+    std::fs::write(&secret, "pw\n").unwrap();
+    let port = r.port.to_string();
+    let g = Server::start(&[
+        "--save",
+        "",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--masteruser",
+        "repl",
+        "--masterauth-file",
+        secret.to_str().unwrap(),
+    ]);
+    let mut gc = g.conn();
+    let refused = redis::cmd("SET").arg("k").arg("v").query::<Value>(&mut gc).unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused}");
+    wait_info(&mut gc, "master_link_status", "up", "--replicaof");
+    wait_same(&mut p, &mut gc, "after the first sync");
+    assert_eq!(
+        q(&mut gc, &["CONFIG", "GET", "masteruser"]),
+        Value::Array(vec![Value::BulkString(b"masteruser".to_vec()), Value::BulkString(b"repl".to_vec())])
+    );
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut p).unwrap();
+    assert!(clients.lines().any(|l| l.contains(" flags=S ") && l.contains(" user=repl ")), "{clients}");
+}

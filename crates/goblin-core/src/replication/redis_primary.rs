@@ -492,11 +492,17 @@ impl Server {
         if let Some(p) = self.redis_primary.take() {
             self.redis_primary_drop(p);
         }
+        self.follow_redis_primary(host, port);
+        reply::ok(out);
+    }
+
+    /// Starts following the Redis primary at `host`:`port` (REPLICAOF, or `--replicaof` at
+    /// startup): client writes are refused from now on, and the first attempt starts.
+    pub(crate) fn follow_redis_primary(&mut self, host: String, port: u16) {
         info!("REPLICAOF {host} {port}: following a Redis primary; client writes are refused");
         self.redis_primary = Some(RedisPrimary::new(host, port));
         self.engine.replica = true;
         self.redis_primary_attempt();
-        reply::ok(out);
     }
 
     /// Forgets a primary: its link closed, its attempt cancelled (the thread ends on its own).
