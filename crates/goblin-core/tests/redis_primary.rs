@@ -351,3 +351,43 @@ fn replicaof_at_startup_with_a_password_file() {
     let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut p).unwrap();
     assert!(clients.lines().any(|l| l.contains(" flags=S ") && l.contains(" user=repl ")), "{clients}");
 }
+
+/// Keyspace notifications on the replica for the primary's writes, as a Redis replica raises
+/// them; and a SELECT of a database this server lacks (`--databases 4`): the commands for it
+/// are refused and counted, never run in another database, and the stream goes on.
+#[test]
+fn notifications_and_a_database_this_server_lacks() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let mut p = r.conn();
+    q(&mut p, &["SET", "before", "1"]);
+    let g = Server::start(&["--save", "", "--databases", "4", "--notify-keyspace-events", "KEA"]);
+    let mut gc = g.conn();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    assert_eq!(q(&mut gc, &["GET", "before"]), Value::BulkString(b"1".to_vec()));
+    let mut sub = g.conn();
+    let mut events = sub.as_pubsub();
+    events.psubscribe("__keyspace@0__:*").unwrap();
+    events.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    q(&mut p, &["SELECT", "9"]);
+    q(&mut p, &["SET", "in-nine", "9"]);
+    q(&mut p, &["SET", "before", "2"]);
+    q(&mut p, &["SELECT", "0"]);
+    q(&mut p, &["SET", "after", "1"]);
+    let msg = events.get_message().unwrap();
+    assert_eq!(
+        (msg.get_channel_name(), msg.get_payload::<String>().unwrap()),
+        ("__keyspace@0__:after", "set".into())
+    );
+    assert_eq!(
+        q(&mut gc, &["GET", "before"]),
+        Value::BulkString(b"1".to_vec()),
+        "database 9's write ran in 0"
+    );
+    for db in 0..4 {
+        q(&mut gc, &["SELECT", &db.to_string()]);
+        assert_eq!(q(&mut gc, &["EXISTS", "in-nine"]), Value::Int(0));
+    }
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_rejected_commands"), 3);
+    assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("up"));
+}

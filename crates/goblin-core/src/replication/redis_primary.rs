@@ -52,6 +52,10 @@ const ACK_EVERY: Duration = Duration::from_secs(1);
 const READ_CHUNK: usize = 64 * 1024;
 const READS_PER_TURN: usize = 4;
 
+/// The stream's database after a SELECT this server cannot follow: every command is refused
+/// (and counted) until the next SELECT, rather than run in the wrong database.
+const NO_DB: u32 = u32::MAX;
+
 /// `masteruser`, `masterauth` and `repl-timeout`, as CONFIG sets them.
 #[derive(Clone, Debug)]
 pub struct PrimarySettings {
@@ -109,7 +113,8 @@ pub struct RedisPrimary {
     /// PSYNC continues (None before the first full synchronization).
     replid: Option<String>,
     offset: i64,
-    /// The database the stream's commands run in (its last SELECT).
+    /// The database the stream's commands run in (its last SELECT); [`NO_DB`] after a
+    /// SELECT of a database this server lacks (`--databases`).
     db: u32,
     /// An open transaction's commands, applied at its EXEC; the offset before its MULTI.
     multi: Option<(Vec<Vec<u8>>, i64)>,
@@ -700,7 +705,9 @@ impl Server {
         let Some(link) = p.link.as_mut() else { return };
         let buf = std::mem::take(&mut link.buf);
         let mut db = p.db;
-        self.engine.select(db);
+        if db != NO_DB {
+            self.engine.select(db);
+        }
         let mut at = 0;
         let mut failed = None;
         let now = crate::server::now_ms();
@@ -751,6 +758,7 @@ impl Server {
                 _ => self.redis_primary_run(cmd, &mut db, now),
             }
         }
+        self.deliver_notifications(None);
         let Some(p) = self.redis_primary.as_mut() else { return };
         p.db = db;
         if let Some(link) = p.link.as_mut() {
@@ -776,9 +784,15 @@ impl Server {
                         *db = n;
                         self.engine.select(n);
                     }
-                    _ => self.redis_primary_rejected(cmd, "ERR DB index is out of range".into()),
+                    _ => {
+                        *db = NO_DB;
+                        self.redis_primary_rejected(cmd, "ERR DB index is out of range (--databases)".into());
+                    }
                 }
                 return;
+            }
+            _ if *db == NO_DB => {
+                return self.redis_primary_rejected(cmd, "a command for a database this server lacks".into());
             }
             b"publish" | b"spublish" if args.len() == 3 => {
                 if name == b"publish" {
@@ -790,7 +804,14 @@ impl Server {
             }
             _ => {}
         }
-        match self.engine.apply_primary_command(cmd, now) {
+        // Keyspace notifications, as a Redis replica raises them for its primary's commands.
+        let spec = engine::lookup(args[0]);
+        let before = spec.and_then(|spec| self.notify_before(spec, &args));
+        let result = self.engine.apply_primary_command(cmd, now);
+        if let (Some(spec), Some(before)) = (spec, before) {
+            self.notify_after(spec, &args, before, result.is_err());
+        }
+        match result {
             Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {}
             Err(engine::RecordError::Panicked { command }) => self.fail_stop(&command),
             Err(e) => self.redis_primary_rejected(cmd, e.to_string()),
