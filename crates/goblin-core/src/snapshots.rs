@@ -328,9 +328,18 @@ pub(crate) fn rdb_keyspaces(
     Ok((dbs, found))
 }
 
+/// The offset a new lineage starts at when its first state is a file (an imported RDB file, a
+/// Redis primary's full synchronization): 1 when the file holds anything. Offset 0 of a lineage
+/// is the empty dataset, which an empty firehose replica adopts without a transfer; a
+/// dataset at offset 0 would let one join holding nothing, and diverge silently.
+pub(crate) fn lineage_start(dbs: &[(u32, store::Keyspace)], functions: &engine::functions::Functions) -> u64 {
+    let empty = dbs.iter().all(|(_, ks)| ks.is_empty()) && functions.iter().next().is_none();
+    u64::from(!empty)
+}
+
 /// `goblin-core import-rdb RDB -o OUTPUT`: reads a Redis RDB file (mapped, not copied) into a
 /// keyspace, logging progress every second, and installs it as a native snapshot of a new
-/// lineage at offset 0. A server started with `--load OUTPUT` then holds what redis-server
+/// lineage at offset 1 (0 when the file is empty: see [`lineage_start`]). A server started with `--load OUTPUT` then holds what redis-server
 /// held; with `--kafka` its recovery replays the topic from the snapshot's creation time (the
 /// file has no cursors), so a fresh topic is the place to start journaling it.
 pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), String> {
@@ -362,7 +371,7 @@ pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), Str
         server_version: env!("CARGO_PKG_VERSION").to_string(),
         created_unix_ms: now_ms(),
         replid: ReplId::random().to_string(),
-        logical_offset: 0,
+        logical_offset: lineage_start(&dbs, &functions),
         kafka_acked_offset: -1,
         kafka_consumer_position: -1,
         functions: functions.iter().map(|(_, code)| code.to_vec()).collect(),

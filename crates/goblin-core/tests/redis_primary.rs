@@ -153,6 +153,15 @@ fn goblin_core_follows_a_redis_primary_through_every_kind_of_write() {
             Value::BulkString(format!("127.0.0.1 {}", r.port).into_bytes())
         ])
     );
+    // A new lineage started from the file, at offset 1: an empty goblin-core firehose replica
+    // of this server cannot take it for the empty dataset (offset 0) and stays not ready,
+    // rather than serve nothing as current.
+    let fresh = Server::start(&["--save", "", "--replica-tcp", "127.0.0.1", &g.port.to_string()]);
+    let mut fc = fresh.conn();
+    wait_info(&mut fc, "replica_state", "degraded", "an empty firehose replica");
+    assert_eq!(info_field(&mut fc, "replication", "goblin_ready").as_deref(), Some("0"));
+    assert_eq!(q(&mut fc, &["DBSIZE"]), Value::Int(0));
+    drop(fresh);
     // The primary sees a replica online at the port this server listens on.
     assert_eq!(info_int(&mut p, "replication", "connected_slaves"), 1);
     let slave0 = info_field(&mut p, "replication", "slave0").unwrap();

@@ -628,6 +628,7 @@ impl Server {
         let (dbs, found) = crate::snapshots::rdb_keyspaces(rdb, self.engine.databases(), &what)?;
         let mut functions = engine::functions::Functions::default();
         functions.replace_all(found.functions.clone()).map_err(|e| format!("a function library: {e}"))?;
+        let start = crate::snapshots::lineage_start(&dbs, &functions);
         let old = self.engine.replace_databases(dbs)?;
         self.engine.functions.replace_all(found.functions).map_err(|e| format!("a function library: {e}"))?;
         let cfg = self.engine.evict;
@@ -636,9 +637,9 @@ impl Server {
         self.watches.touch_all();
         self.firehose_disconnect_all();
         self.redis_replicas_reset();
-        let repl = Replication { replid: ReplId::random(), offset: 0 };
+        let repl = Replication { replid: ReplId::random(), offset: start };
         self.engine.set_replication(repl);
-        self.snapshots.last_save_offset = 0;
+        self.snapshots.last_save_offset = start;
         drop(old);
         info!(
             "replica of {from}: {} keys loaded from a {}-byte RDB file (version {}, Redis {}) in {:.2} s; lineage {}",
