@@ -70,18 +70,22 @@ class Server:
         return redis.Redis(host=self.host, port=self.port, **kw)
 
 
-def start_server(tmpdir: str) -> Server:
+def start_server(tmpdir: str, extra_args=()) -> Server:
     binary = goblin_core_bin()
     if not os.access(binary, os.X_OK) and not REFERENCE:
         raise RuntimeError(f"goblin-core binary not found at {binary}; run cargo build -p goblin-core")
     port = free_port()
+    # redis-server in cluster mode needs its port + 10000 (the cluster bus) to be a port too.
+    while "--cluster-enabled" in extra_args and port > 55535:
+        port = free_port()
     sock = os.path.join(tmpdir, "goblin.sock")
     log_path = os.path.join(tmpdir, "goblin-core.log")
     log = open(log_path, "wb")
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock, "--loglevel", "warn"]
     if REFERENCE:
         args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock,
-                "--save", "", "--appendonly", "no", "--loglevel", "warning"]
+                "--save", "", "--appendonly", "no", "--loglevel", "warning", "--dir", tmpdir]
+    args += list(extra_args)
     proc = subprocess.Popen(
         args,
         stdout=log,

@@ -285,6 +285,11 @@ pub struct Config {
     #[arg(requires = "kafka", long = "kafka-pending-bytes", default_value = "16mb", value_parser = parse_bytes)]
     pub kafka_pending_bytes: u64,
 
+    /// `yes`: present this server as a Redis Cluster of one node owning every hash slot, for
+    /// cluster clients (cluster.rs): CLUSTER SLOTS/SHARDS/NODES, CROSSSLOT, database 0 only.
+    #[arg(long = "cluster-enabled", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub cluster_enabled: bool,
+
     // ---- following a redis-server (replication/redis_primary.rs) ----
     /// Be a read-only replica of the redis-server at HOST PORT, over Redis's replication
     /// protocol (as `REPLICAOF HOST PORT` at runtime; redis-server's own flag).
@@ -546,6 +551,15 @@ impl Config {
             return Err("--replica-auth-user needs --replica-auth-password-file (the password is never given on the command line)".into());
         }
         Ok(())
+    }
+}
+
+/// Redis's boolean settings: `yes` or `no`.
+pub fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("'{s}': argument must be 'yes' or 'no'")),
     }
 }
 

@@ -324,6 +324,10 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // Cluster mode: a request's keys hash to one slot, in database 0 (cluster.rs).
+        if let Some(msg) = self.cluster_refusal(spec, args) {
+            return self.refuse(conn, spec, msg);
+        }
         // A replica's data changes only through its upstream.
         if self.follows_upstream() && spec.flags.has(engine::Flags::WRITE) {
             if let Some(m) = &mut conn.multi {
@@ -739,6 +743,13 @@ impl Server {
                         &mut conn.out,
                         b"EXECABORT Transaction discarded because of previous errors.",
                     );
+                    return;
+                }
+                // Cluster mode: the transaction's keys together hash to one slot; otherwise
+                // it is discarded with the error, as Redis discards it.
+                if let Some(msg) = self.cluster_transaction_refusal(&multi.queued) {
+                    self.watches.unwatch_all(conn);
+                    reply::error(&mut conn.out, msg);
                     return;
                 }
                 if self.watch_failed(conn) {

@@ -22,6 +22,7 @@
 mod auth;
 mod batches;
 mod blocking;
+mod cluster;
 mod commands;
 mod config;
 mod conn;

@@ -210,6 +210,8 @@ pub struct Server {
     client_eviction_warned: Option<Instant>,
     /// The upstream link's read was cut short for fairness: read again next turn.
     pub(crate) upstream_again: bool,
+    /// Cluster mode's node identity (`--cluster-enabled yes`; cluster.rs).
+    pub(crate) cluster: crate::cluster::Cluster,
     /// The Redis primary this server follows (`REPLICAOF host port`), if any.
     pub(crate) redis_primary: Option<crate::replication::redis_primary::RedisPrimary>,
     /// `masteruser`, `masterauth`, `repl-timeout`.
@@ -419,6 +421,7 @@ impl Server {
             waits_dirty: false,
             client_eviction_warned: None,
             upstream_again: false,
+            cluster: crate::cluster::Cluster::new(),
             redis_primary: None,
             redis_primary_settings: Default::default(),
             redis_primary_again: false,

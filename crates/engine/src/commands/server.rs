@@ -13,10 +13,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("echo", 2, STALE_FAST, (0, 0, 0), "connection", "Returns the given string.", Handler::Data(echo)),
     // Redis Cluster's commands, answered as a Redis without cluster support answers them (a
     // client probing for a cluster learns there is none).
-    spec("cluster", -2, 0, (0, 0, 0), "cluster", "A container for Redis Cluster commands.", Handler::Data(no_cluster)),
-    spec("readonly", 1, CONN_FAST, (0, 0, 0), "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", Handler::Data(no_cluster)),
-    spec("readwrite", 1, CONN_FAST, (0, 0, 0), "cluster", "Enables read-write queries for a connection to a Redis Cluster replica node.", Handler::Data(no_cluster)),
-    spec("asking", 1, Flags::FAST, (0, 0, 0), "cluster", "Signals that a cluster client is following an -ASK redirect.", Handler::Data(no_cluster)),
+    spec("cluster", -2, 0, (0, 0, 0), "cluster", "A container for Redis Cluster commands.", Handler::Server),
+    spec("readonly", 1, CONN_FAST, (0, 0, 0), "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", Handler::Server),
+    spec("readwrite", 1, CONN_FAST, (0, 0, 0), "cluster", "Enables read-write queries for a connection to a Redis Cluster replica node.", Handler::Server),
+    spec("asking", 1, Flags::FAST, (0, 0, 0), "cluster", "Signals that a cluster client is following an -ASK redirect.", Handler::Server),
     // Dispatched by the server crate (goblin-core/src/commands/): they need connection or
     // server state. Arity and flags as Redis 7 reports them in COMMAND INFO.
     spec("info", -1, LOADING_STALE, NO_KEYS, "server", "Returns information and statistics about the server.", Handler::Server),
@@ -105,11 +105,6 @@ fn ping(_c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         2 => reply::bulk(out, args[1]),
         _ => crate::errors::wrong_arity(out, args[0]),
     }
-}
-
-/// CLUSTER, READONLY, READWRITE, ASKING: this server has no cluster mode.
-fn no_cluster(_c: &mut Ctx, out: &mut Vec<u8>, _args: &[&[u8]]) {
-    reply::error(out, b"ERR This instance has cluster support disabled");
 }
 
 /// ECHO message

@@ -187,7 +187,8 @@ pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
             "errorstats" => errorstats(s, &mut text),
             "latencystats" => latencystats(s, &mut text),
             "cluster" => {
-                text.push_str("# Cluster\r\ncluster_enabled:0\r\n");
+                let on = u8::from(s.cfg.cluster_enabled);
+                text.push_str(&format!("# Cluster\r\ncluster_enabled:{on}\r\n"));
             }
             "keyspace" => keyspace(s, &mut text),
             _ => {}

@@ -151,6 +151,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             reply::bulk_int(out, micros % 1_000_000);
         }
         "role" => s.role_reply(out),
+        "cluster" | "readonly" | "readwrite" | "asking" => s.cluster_command(c, args),
         "migrate" => migrate::migrate(s, c, args, now),
         "replicaof" | "slaveof" => s.replicaof_command(out, args),
         // There is no append-only file to rewrite: the durable history is the Kafka journal.
