@@ -42,18 +42,22 @@ function pingOnce(port) {
   });
 }
 
-export async function startServer() {
+// `extraArgs` go after the defaults (`--cluster-enabled yes` for the cluster clients' tests).
+export async function startServer(extraArgs = []) {
   // CLIENTS_REFERENCE=redis runs the same tests against Debian's redis-server, to tell a wrong
   // test from a goblin-core bug.
   const reference = process.env.CLIENTS_REFERENCE === 'redis';
   const bin = reference ? 'redis-server' : goblinCoreBin();
   if (!reference && !existsSync(bin)) throw new Error(`goblin-core not found at ${bin}; run cargo build -p goblin-core`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'goblin-node-'));
-  const port = await freePort();
+  let port = await freePort();
+  // redis-server in cluster mode needs its port + 10000 (the cluster bus) to be a port too.
+  while (extraArgs.includes('--cluster-enabled') && port > 55535) port = await freePort();
   const unixsocket = path.join(dir, 'goblin.sock');
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--unixsocket', unixsocket, '--loglevel', 'warning'];
-  if (reference) args.push('--save', '', '--appendonly', 'no');
+  if (reference) args.push('--save', '', '--appendonly', 'no', '--dir', dir);
   else args[args.length - 1] = 'warn';
+  args.push(...extraArgs);
   const proc = spawn(bin, args, { stdio: ['ignore', 'inherit', 'inherit'] });
   let exited = null;
   proc.on('exit', (code, signal) => { exited = { code, signal }; });
