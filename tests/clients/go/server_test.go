@@ -75,7 +75,8 @@ func pingOnce(addr string) bool {
 	return err == nil && line == "+PONG\r\n"
 }
 
-func startServer() (*server, error) {
+// startServer starts a server with `extra` arguments after the defaults.
+func startServer(extra ...string) (*server, error) {
 	bin := goblinCoreBin()
 	if reference {
 		bin = "redis-server"
@@ -86,6 +87,12 @@ func startServer() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// redis-server in cluster mode needs its port + 10000 (the cluster bus) to be a port too.
+	for len(extra) > 0 && extra[0] == "--cluster-enabled" && port > 55535 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "goblin-go-")
 	if err != nil {
 		return nil, err
@@ -95,6 +102,7 @@ func startServer() (*server, error) {
 		args = []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--loglevel", "warning",
 			"--save", "", "--appendonly", "no", "--dir", dir}
 	}
+	args = append(args, extra...)
 	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), exited: make(chan struct{}),
 		logPath: filepath.Join(dir, "server.log"), dir: dir}
 	logFile, err := os.Create(s.logPath)
