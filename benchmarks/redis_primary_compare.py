@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from replication_compare import Proc, ROOT, Resp, bench, target  # noqa: E402
 from netutil import free_port  # noqa: E402
+from redis_replica_compare import cpu, require_redis_tools  # noqa: E402
 
 HASHES_LUA = ("for i = 1, tonumber(ARGV[1]) do for j = 1, 100 do "
               "redis.call('hset', 'hash:' .. i, 'field:' .. j, 'value:' .. j) end end")
@@ -67,11 +68,6 @@ def rss_bytes(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def cpu(port):
-    m = Resp(port).info("cpu")
-    return float(m["used_cpu_user"]) + float(m["used_cpu_sys"])
 
 
 def run(work, kind, rnd, keys, hashes, requests):
@@ -124,9 +120,7 @@ def main():
     ap.add_argument("--requests", type=int, default=400000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    for b in ("redis-server", "redis-benchmark"):
-        if not shutil.which(b):
-            sys.exit(f"{b} is required (apt-get install redis-server redis-tools)")
+    require_redis_tools()
     target("goblin-core")
     work = tempfile.mkdtemp(prefix="redisprimary-")
     res = {"goblin": [], "redis": []}

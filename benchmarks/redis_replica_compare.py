@@ -49,6 +49,12 @@ def wait_linked(port, timeout=60):
     raise RuntimeError(f"the replica on {port} did not link up: {m}")
 
 
+def require_redis_tools():
+    for b in ("redis-server", "redis-benchmark"):
+        if not shutil.which(b):
+            sys.exit(f"{b} is required (apt-get install redis-server redis-tools)")
+
+
 def cpu(port):
     m = Resp(port).info("cpu")
     return float(m["used_cpu_user"]) + float(m["used_cpu_sys"])
@@ -106,9 +112,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--waits", type=int, default=2000)
     args = ap.parse_args()
-    for b in ("redis-server", "redis-benchmark"):
-        if not shutil.which(b):
-            sys.exit(f"{b} is required (apt-get install redis-server redis-tools)")
+    require_redis_tools()
     target("goblin-core")
     work = tempfile.mkdtemp(prefix="redisreplica-")
     res = {}

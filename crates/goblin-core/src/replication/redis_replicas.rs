@@ -322,14 +322,8 @@ impl Server {
     /// primary's file): every redis-server replica is disconnected and the stream forgotten,
     /// so that each reconnects to a full synchronization of the new dataset.
     pub(crate) fn redis_replicas_reset(&mut self) {
-        for (slot, id) in std::mem::take(&mut self.redis_replicas.slots) {
-            if let Some(Some(c)) = self.conns.get_mut(slot) {
-                if c.id == id {
-                    c.close_now = true;
-                    self.queue_write(slot);
-                }
-            }
-        }
+        let slots = std::mem::take(&mut self.redis_replicas.slots);
+        self.close_links(slots);
         self.redis_replicas.stream = None;
         self.redis_replicas.retained.clear();
     }

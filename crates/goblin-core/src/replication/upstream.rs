@@ -262,7 +262,15 @@ impl Server {
     /// Losing the upstream: a replica's own subscribers must not sit through what it replays
     /// next, so they are disconnected and reconnect once it is live again.
     pub(crate) fn firehose_disconnect_all(&mut self) {
-        for (slot, id) in std::mem::take(&mut self.firehose.subs) {
+        let subs = std::mem::take(&mut self.firehose.subs);
+        self.close_links(subs);
+        self.firehose.retained.clear();
+    }
+
+    /// Closes the connections (slot, id) that are still those connections: a replica link
+    /// whose stream can no longer continue.
+    pub(crate) fn close_links(&mut self, links: Vec<(usize, u64)>) {
+        for (slot, id) in links {
             if let Some(Some(c)) = self.conns.get_mut(slot) {
                 if c.id == id {
                     c.close_now = true;
@@ -270,7 +278,6 @@ impl Server {
                 }
             }
         }
-        self.firehose.retained.clear();
     }
 
     /// The subscribers' connections (those in their slots: one being served is skipped).
