@@ -133,6 +133,34 @@ impl Server {
         None
     }
 
+    /// In cluster mode, the refusal of a script's command: its keys in more than one slot, or
+    /// (unless the script may cross slots) in another slot than the script's first. The
+    /// script's slot is set by its declared keys, else by the first command with keys.
+    pub(crate) fn script_cluster_refusal(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        cross_slot_ok: bool,
+    ) -> Option<&'static [u8]> {
+        if !self.cfg.cluster_enabled {
+            return None;
+        }
+        match request_slot(spec, args) {
+            Err(()) => Some(b"ERR Script attempted to access a non local key in a cluster node"),
+            Ok(Some(s)) if !cross_slot_ok => crate::scripting::SCRIPT_SLOT.with(|slot| match slot.get() {
+                None => {
+                    slot.set(Some(s));
+                    None
+                }
+                Some(first) if first != s => {
+                    Some(&b"ERR Script attempted to access keys that do not hash to the same slot"[..])
+                }
+                Some(_) => None,
+            }),
+            _ => None,
+        }
+    }
+
     /// CLUSTER, READONLY, READWRITE, ASKING.
     pub(crate) fn cluster_command(&mut self, c: &mut Conn, args: &[&[u8]]) {
         if !self.cfg.cluster_enabled {

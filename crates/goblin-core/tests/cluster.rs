@@ -116,6 +116,22 @@ fn cluster_mode_answers_as_a_redis_cluster_of_one_node() {
         assert_eq!(q(c, &["EXEC"]), Value::Array(vec![Value::Okay, Value::Int(1)]));
     }
 
+    // Scripts: without a shebang (compatibility mode) they may reach keys of any slot; with
+    // one, only their first slot's unless they declare `allow-cross-slot-keys`; one command's
+    // keys in two slots never; `no-cluster` scripts do not run.
+    for args in [
+        &["EVAL", "redis.call('set', 'a', '1'); return redis.call('set', 'b', '2')", "0"][..],
+        &["EVAL", "return redis.call('mset', 'a', '1', 'b', '2')", "0"],
+        &["EVAL", "#!lua\nredis.call('set', 'a', '1'); return redis.call('set', 'b', '2')", "0"],
+        &["EVAL", "#!lua\nreturn redis.call('get', 'a')", "1", "{t}1"],
+        &["EVAL", "#!lua\nreturn redis.call('get', '{t}2')", "1", "{t}1"],
+        &["EVAL", "#!lua flags=allow-cross-slot-keys\nredis.call('get', 'a'); return redis.call('get', 'b')", "0"],
+        &["EVAL", "#!lua flags=no-cluster\nreturn 1", "0"],
+        &["EVAL", "return redis.call('cluster', 'keyslot', 'x')", "0"],
+    ] {
+        assert_eq!(reply(&mut gc, args), reply(&mut rc, args), "{args:?}");
+    }
+
     // CLUSTER INFO has Redis's fields; INFO and CONFIG say cluster mode is on.
     let fields = |c: &mut redis::Connection| -> Vec<String> {
         let text: String = redis::cmd("CLUSTER").arg("INFO").query(c).unwrap();

@@ -317,6 +317,11 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
     } else if spec.flags.has(Flags::READONLY) {
         READ.with(|r| r.set(true));
     }
+    // Cluster mode: its keys in one slot, and (unless it may cross slots) the script's.
+    // SAFETY: see `Run`: only reads of the server's settings while nothing else uses it.
+    if let Some(e) = unsafe { (*run.server).script_cluster_refusal(spec, argv, run.cross_slot_ok) } {
+        return Err(Early::Refused(Some(spec), e));
+    }
     let proto = if LUA_RESP3.with(Cell::get) { Proto::Resp3 } else { Proto::Resp2 };
     execute(&run, spec, argv, out, proto);
     Ok(())

@@ -37,6 +37,8 @@ pub const FLAG_NAMES: [(&str, u8); 5] = [
 ];
 pub const NO_WRITES: u8 = 1;
 pub const ALLOW_OOM: u8 = 2;
+pub const NO_CLUSTER: u8 = 8;
+pub const ALLOW_CROSS_SLOT: u8 = 16;
 
 /// The most code all libraries together may hold (they must fit in a snapshot's header block,
 /// 16 MiB, with the rest of the header).
@@ -563,16 +565,32 @@ impl Server {
                 Some((args[1].to_vec(), args.iter().map(|a| a.to_vec()).collect(), Instant::now()))
         });
         let name = String::from_utf8_lossy(args[1]).into_owned();
-        self.run_vm(&fv.vm, c, slot, ro || no_writes, flags & ALLOW_OOM != 0, now, name.as_bytes(), |sc| {
-            let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
-                let t = sc.lua.create_table_with_capacity(items.len(), 0)?;
-                for (i, a) in items.iter().enumerate() {
-                    t.raw_set(i + 1, sc.lua.create_string(a)?)?;
-                }
-                Ok(t)
-            };
-            sc.fcall_runner.call::<(bool, Value)>((f, mk(keys)?, mk(argv)?))
-        });
+        if flags & NO_CLUSTER != 0 && self.cfg.cluster_enabled {
+            self.functions = Some(fv);
+            RUNNING_FN.with(|r| *r.borrow_mut() = None);
+            return reply::error(&mut c.out, super::NO_CLUSTER_REFUSAL);
+        }
+        let cluster = (keys, flags & ALLOW_CROSS_SLOT != 0);
+        self.run_vm(
+            &fv.vm,
+            c,
+            slot,
+            ro || no_writes,
+            flags & ALLOW_OOM != 0,
+            cluster,
+            now,
+            name.as_bytes(),
+            |sc| {
+                let mk = |items: &[&[u8]]| -> mlua::Result<Table> {
+                    let t = sc.lua.create_table_with_capacity(items.len(), 0)?;
+                    for (i, a) in items.iter().enumerate() {
+                        t.raw_set(i + 1, sc.lua.create_string(a)?)?;
+                    }
+                    Ok(t)
+                };
+                sc.fcall_runner.call::<(bool, Value)>((f, mk(keys)?, mk(argv)?))
+            },
+        );
         RUNNING_FN.with(|r| *r.borrow_mut() = None);
         self.functions = Some(fv);
     }

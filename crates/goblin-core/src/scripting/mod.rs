@@ -105,9 +105,15 @@ struct Run {
     read_only: bool,
     /// Declared `allow-oom`: its deny-oom commands run over maxmemory too.
     allow_oom: bool,
+    /// Cluster mode: its commands may reach keys of other slots than its first (a script
+    /// without a shebang, or one declaring `allow-cross-slot-keys`), as Redis 7 allows.
+    cross_slot_ok: bool,
     start: Instant,
     threshold_ms: u64,
 }
+
+/// A script or function flagged `no-cluster`, in cluster mode (Redis's words).
+pub(crate) const NO_CLUSTER_REFUSAL: &[u8] = b"ERR Can not run script on cluster, 'no-cluster' flag is set.";
 
 thread_local! {
     static RUN: Cell<Option<Run>> = const { Cell::new(None) };
@@ -117,6 +123,9 @@ thread_local! {
     pub(crate) static KILL: Cell<bool> = const { Cell::new(false) };
     /// The running script called a write command (it can no longer be killed).
     pub(crate) static WROTE: Cell<bool> = const { Cell::new(false) };
+    /// Cluster mode: the slot of the running script's keys (its declared ones, then the
+    /// first its commands reach); see `Server::script_cluster_refusal`.
+    pub(crate) static SCRIPT_SLOT: Cell<Option<u16>> = const { Cell::new(None) };
     /// The running script called a read-only command (client tracking then remembers the
     /// keys the script declared, as Redis does).
     pub(crate) static READ: Cell<bool> = const { Cell::new(false) };
@@ -992,8 +1001,13 @@ impl Server {
                 b"ERR Can not execute a script with write flag using *_ro command.",
             );
         }
+        if shebang && flags & functions::NO_CLUSTER != 0 && self.cfg.cluster_enabled {
+            return reply::error(&mut c.out, NO_CLUSTER_REFUSAL);
+        }
         let allow_oom = flags & functions::ALLOW_OOM != 0;
-        self.run_script(c, slot, &sha, keys, argv, ro || no_writes, allow_oom, now);
+        // Compatibility mode (no shebang) reaches keys of any slot, as in Redis 7.
+        let cross_slot_ok = !shebang || flags & functions::ALLOW_CROSS_SLOT != 0;
+        self.run_script(c, slot, &sha, keys, argv, ro || no_writes, allow_oom, cross_slot_ok, now);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1006,12 +1020,13 @@ impl Server {
         argv: &[&[u8]],
         ro: bool,
         allow_oom: bool,
+        cross_slot_ok: bool,
         now: i64,
     ) {
         // The VM is taken out of the server while the script runs (the callbacks reach the
         // server through `Run`, and nothing may reach the VM through the server meanwhile).
         let Some(sc) = self.scripting.take() else { return };
-        self.run_vm(&sc, c, slot, ro, allow_oom, now, sha, |sc| {
+        self.run_vm(&sc, c, slot, ro, allow_oom, (keys, cross_slot_ok), now, sha, |sc| {
             let Some(script) = sc.scripts.get(sha) else {
                 return Err(mlua::Error::RuntimeError("no script".into()));
             };
@@ -1035,6 +1050,7 @@ impl Server {
         slot: usize,
         ro: bool,
         allow_oom: bool,
+        (keys, cross_slot_ok): (&[&[u8]], bool),
         now: i64,
         name: &[u8],
         invoke: impl FnOnce(&Scripting) -> mlua::Result<(bool, Value)>,
@@ -1050,11 +1066,18 @@ impl Server {
                 now,
                 read_only: ro,
                 allow_oom,
+                cross_slot_ok,
                 start,
                 threshold_ms,
             }))
         });
         LUA_RESP3.with(|x| x.set(false));
+        // The declared keys hash to one slot (dispatch refused them otherwise).
+        SCRIPT_SLOT.with(|x| {
+            x.set(
+                self.cfg.cluster_enabled.then(|| keys.first().map(|k| crate::cluster::key_slot(k))).flatten(),
+            )
+        });
         WROTE.with(|x| x.set(false));
         READ.with(|x| x.set(false));
         KILL.with(|x| x.set(false));
