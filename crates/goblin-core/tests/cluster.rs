@@ -125,7 +125,11 @@ fn cluster_mode_answers_as_a_redis_cluster_of_one_node() {
         &["EVAL", "#!lua\nredis.call('set', 'a', '1'); return redis.call('set', 'b', '2')", "0"],
         &["EVAL", "#!lua\nreturn redis.call('get', 'a')", "1", "{t}1"],
         &["EVAL", "#!lua\nreturn redis.call('get', '{t}2')", "1", "{t}1"],
-        &["EVAL", "#!lua flags=allow-cross-slot-keys\nredis.call('get', 'a'); return redis.call('get', 'b')", "0"],
+        &[
+            "EVAL",
+            "#!lua flags=allow-cross-slot-keys\nredis.call('get', 'a'); return redis.call('get', 'b')",
+            "0",
+        ],
         &["EVAL", "#!lua flags=no-cluster\nreturn 1", "0"],
         &["EVAL", "return redis.call('cluster', 'keyslot', 'x')", "0"],
     ] {

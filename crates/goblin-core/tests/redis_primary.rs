@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::brokers::Broker;
 use common::redis_repl::{contents, info_field, info_int, q, sentinel_fields, start_sentinel, wait_same};
 use common::{RedisServer, Server};
 use redis::Value;
@@ -399,4 +400,33 @@ fn notifications_and_a_database_this_server_lacks() {
     }
     assert_eq!(info_int(&mut gc, "replication", "redis_primary_rejected_commands"), 3);
     assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("up"));
+}
+
+/// REPLICAOF on a server whose history is a Kafka journal is refused (the file would replace
+/// the dataset in the middle of the journal's history), and so is `--replicaof` with `--kafka`
+/// at startup; a `--replica-*` server keeps its upstream. Nothing changes on the refused server.
+#[test]
+fn replicaof_is_refused_where_it_would_break_a_history() {
+    let r = RedisServer::start();
+    let port = r.port.to_string();
+    let k = common::brokers::Kaka::start();
+    let uri = k.uri("replicaof-refused");
+    let g = Server::start(&["--save", "", "--kafka", &uri]);
+    let mut gc = g.conn();
+    q(&mut gc, &["SET", "mine", "1"]);
+    let e = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(&port).query::<Value>(&mut gc).unwrap_err();
+    assert!(e.to_string().contains("Kafka journal"), "{e}");
+    assert_eq!(info_field(&mut gc, "replication", "role").as_deref(), Some("master"));
+    assert_eq!(q(&mut gc, &["SET", "mine", "2"]), Value::Okay);
+    let (code, log) =
+        common::run_to_exit(&["--save", "", "--kafka", &uri, "--replicaof", "127.0.0.1", &port]);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("--replicaof with --kafka"), "{log}");
+
+    let fh = Server::start(&["--save", "", "--replica-tcp", "127.0.0.1", &g.port.to_string()]);
+    let mut fc = fh.conn();
+    let e = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(&port).query::<Value>(&mut fc).unwrap_err();
+    assert!(e.to_string().contains("--replica-*"), "{e}");
+    let e = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query::<Value>(&mut fc).unwrap_err();
+    assert!(e.to_string().contains("--replica-*"), "{e}");
 }
