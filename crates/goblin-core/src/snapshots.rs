@@ -1271,7 +1271,8 @@ impl Server {
             let _ = write!(t, "{name}:{v}\r\n");
         };
         f("loading", "0".into());
-        f("async_loading", "0".into());
+        // A replica of a Redis primary decoding its file while it serves the old data.
+        f("async_loading", u8::from(self.redis_primary_decoding()).to_string());
         f("current_cow_peak", "0".into());
         f("current_cow_size", "0".into());
         f("current_cow_size_age", "0".into());

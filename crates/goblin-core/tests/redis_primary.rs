@@ -430,3 +430,30 @@ fn replicaof_is_refused_where_it_would_break_a_history() {
     let e = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query::<Value>(&mut fc).unwrap_err();
     assert!(e.to_string().contains("--replica-*"), "{e}");
 }
+
+/// The primary's file is decoded off the server thread: while INFO says `async_loading:1` the
+/// replica answers reads from the data it held before; then the file's data replaces it.
+#[test]
+fn the_old_data_is_served_while_the_file_loads() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0", "--enable-debug-command", "local"]);
+    let mut p = r.conn();
+    q(&mut p, &["DEBUG", "POPULATE", "1000000", "key", "100"]);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["SET", "held-before", "1"]);
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while info_field(&mut gc, "persistence", "async_loading").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "the file's decoding was never seen");
+        assert_ne!(
+            info_field(&mut gc, "replication", "master_link_status").as_deref(),
+            Some("up"),
+            "synchronized already"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(q(&mut gc, &["GET", "held-before"]), Value::BulkString(b"1".to_vec()));
+    wait_info(&mut gc, "master_link_status", "up", "after the load");
+    assert_eq!(q(&mut gc, &["DBSIZE"]), Value::Int(1_000_000));
+    assert_eq!(info_field(&mut gc, "persistence", "async_loading").as_deref(), Some("0"));
+}

@@ -9,8 +9,10 @@
 //!   +FULLRESYNC id off: the RDB file ($len or $EOF:<mark>) is read into memory
 //!   +CONTINUE [id]:     nothing to read
 //!   -> the socket, the file and the bytes read past it go to the server thread (waker)
-//! server thread: [full] the RDB replaces every database; a fresh lineage; this server's own
-//!     replicas are disconnected (they held the history the file replaces)
+//!   [full] the helper thread decodes the file into keyspaces (the server thread serves what
+//!     it holds meanwhile)
+//! server thread: [full] the keyspaces replace every database; a fresh lineage; this server's
+//!     own replicas are disconnected (they held the history the file replaces)
 //!   -> token REDIS_PRIMARY: commands read and applied between client commands, in bounded
 //!      amounts; MULTI ... EXEC applied whole at EXEC; REPLCONF GETACK answered; an ACK sent
 //!      every second (the primary's WAIT, min-replicas and INFO lag count on it)
@@ -72,8 +74,15 @@ impl Default for PrimarySettings {
 
 /// What a successful handshake brought.
 enum Synced {
-    /// `+FULLRESYNC id offset` and the RDB file.
-    Full { replid: String, offset: i64, rdb: Vec<u8> },
+    /// `+FULLRESYNC id offset` and the RDB file, decoded (by the helper thread) into one
+    /// keyspace per database that holds keys; `bytes` is the file's size.
+    Full {
+        replid: String,
+        offset: i64,
+        bytes: usize,
+        dbs: Vec<(u32, store::Keyspace)>,
+        found: engine::rdb::LoadedRdb,
+    },
     /// `+CONTINUE [id]`: the stream goes on from the offset asked for (under a new ID when the
     /// primary names one: it was promoted, and its history continues ours).
     Continue { replid: Option<String> },
@@ -93,6 +102,8 @@ struct Attempt {
     /// RDB bytes announced (0 before `$len`, or with an EOF mark: unknown) and read so far.
     total: Arc<AtomicU64>,
     read: Arc<AtomicU64>,
+    /// The file is whole and being decoded (INFO persistence `async_loading`).
+    decoding: Arc<AtomicBool>,
 }
 
 struct Link {
@@ -301,6 +312,8 @@ struct Plan {
     settings: PrimarySettings,
     listening_port: u16,
     psync: (String, i64),
+    /// `--databases`: a file with keys in a database past it is refused.
+    databases: u32,
 }
 
 /// The helper thread's handshake (see the module documentation).
@@ -309,6 +322,7 @@ fn handshake(
     cancel: Arc<AtomicBool>,
     total: &AtomicU64,
     read: &AtomicU64,
+    decoding: &AtomicBool,
 ) -> Result<Handshake, String> {
     let from = format!("{}:{}", plan.host, plan.port);
     let addrs: Vec<_> = (plan.host.as_str(), plan.port)
@@ -371,7 +385,14 @@ fn handshake(
         let replid = replid.to_string();
         info!("replica of {from}: full synchronization from {replid} at offset {off}");
         let (rdb, leftover) = r.rdb(total, read, &from)?;
-        return Ok(Handshake { stream: r.s, synced: Synced::Full { replid, offset: off, rdb }, leftover });
+        // Decoded here, off the server thread, which goes on serving what it holds meanwhile
+        // (as `replica-serve-stale-data yes`); it only installs the result.
+        let what = format!("replica of {from}: loading the RDB file");
+        decoding.store(true, Ordering::Relaxed);
+        let (dbs, found) = crate::snapshots::rdb_keyspaces(&rdb, plan.databases, &what)
+            .map_err(|e| format!("the primary's RDB file: {e}"))?;
+        let synced = Synced::Full { replid, offset: off, bytes: rdb.len(), dbs, found };
+        return Ok(Handshake { stream: r.s, synced, leftover });
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let id = rest.trim();
         Synced::Continue { replid: (!id.is_empty()).then(|| id.to_string()) }
@@ -523,6 +544,7 @@ impl Server {
     /// Starts a handshake on a helper thread.
     fn redis_primary_attempt(&mut self) {
         let listening_port = self.cfg.port;
+        let databases = self.engine.databases();
         let settings = self.redis_primary_settings.clone();
         let waker = self.waker();
         let Some(p) = self.redis_primary.as_mut() else { return };
@@ -530,13 +552,20 @@ impl Server {
             Some(id) => (id.clone(), p.offset + 1),
             None => ("?".to_string(), -1),
         };
-        let plan = Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync };
+        let plan = Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync, databases };
         let (tx, rx) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let attempt = Attempt { rx, cancel: cancel.clone(), total: total.clone(), read: read.clone() };
+        let decoding = Arc::new(AtomicBool::new(false));
+        let attempt = Attempt {
+            rx,
+            cancel: cancel.clone(),
+            total: total.clone(),
+            read: read.clone(),
+            decoding: decoding.clone(),
+        };
         let spawned = std::thread::Builder::new().name("redis-primary".into()).spawn(move || {
-            let result = handshake(plan, cancel, &total, &read);
+            let result = handshake(plan, cancel, &total, &read, &decoding);
             if tx.send(result).is_ok() {
                 let _ = waker.wake();
             }
@@ -571,8 +600,8 @@ impl Server {
             }
         };
         match hs.synced {
-            Synced::Full { replid, offset, rdb } => {
-                if let Err(e) = self.redis_primary_load(&from, &rdb) {
+            Synced::Full { replid, offset, bytes, dbs, found } => {
+                if let Err(e) = self.redis_primary_load(&from, bytes, dbs, found) {
                     let p = self.redis_primary.as_mut().expect("following");
                     warn!("replica of {from}: the primary's RDB file: {e}; retrying");
                     p.last_error = e;
@@ -622,10 +651,14 @@ impl Server {
     /// A full synchronization: the primary's RDB file replaces every database and the
     /// function libraries. This server starts a new lineage (the file is not a continuation
     /// of what it numbered before), so its own replicas are disconnected: they must start over.
-    fn redis_primary_load(&mut self, from: &str, rdb: &[u8]) -> Result<(), String> {
+    fn redis_primary_load(
+        &mut self,
+        from: &str,
+        bytes: usize,
+        dbs: Vec<(u32, store::Keyspace)>,
+        found: engine::rdb::LoadedRdb,
+    ) -> Result<(), String> {
         let started = Instant::now();
-        let what = format!("replica of {from}: loading the RDB file");
-        let (dbs, found) = crate::snapshots::rdb_keyspaces(rdb, self.engine.databases(), &what)?;
         let mut functions = engine::functions::Functions::default();
         functions.replace_all(found.functions.clone()).map_err(|e| format!("a function library: {e}"))?;
         let start = crate::snapshots::lineage_start(&dbs, &functions);
@@ -642,9 +675,9 @@ impl Server {
         self.snapshots.last_save_offset = start;
         drop(old);
         info!(
-            "replica of {from}: {} keys loaded from a {}-byte RDB file (version {}, Redis {}) in {:.2} s; lineage {}",
+            "replica of {from}: {} keys from a {}-byte RDB file (version {}, Redis {}) installed in {:.2} s; lineage {}",
             found.keys,
-            rdb.len(),
+            bytes,
             found.version,
             found.redis_version.as_deref().unwrap_or("?"),
             started.elapsed().as_secs_f64(),
@@ -828,6 +861,12 @@ impl Server {
         p.rejected += 1;
         let shown: String = String::from_utf8_lossy(&cmd[..cmd.len().min(120)]).escape_debug().collect();
         warn!("replica of {}:{}: a command from the primary failed: {why} ({shown})", p.host, p.port);
+    }
+
+    /// A full synchronization's file is being decoded (the old data is served meanwhile).
+    pub(crate) fn redis_primary_decoding(&self) -> bool {
+        let attempt = self.redis_primary.as_ref().and_then(|p| p.attempt.as_ref());
+        attempt.is_some_and(|a| a.decoding.load(Ordering::Relaxed))
     }
 
     fn redis_primary_offset(&self) -> i64 {
