@@ -460,6 +460,7 @@ pub fn load_rdb_file(
     now_ms: i64,
     databases: u32,
     put: &mut dyn FnMut(u32, Vec<u8>, Value, Option<i64>),
+    sizes: &mut dyn FnMut(u32, u64),
     progress: &mut dyn FnMut(usize),
 ) -> Result<LoadedRdb, String> {
     let at = |pos: usize, what: &str| format!("byte {pos}: {what}");
@@ -492,8 +493,11 @@ pub fn load_rdb_file(
                 }
             }
             OPCODE_RESIZEDB => {
+                // The database's key count, as the writer saw it (a hint for presizing: the
+                // caller bounds it, it is untrusted); then how many have deadlines.
+                let keys = r.len().map_err(|e| bad(&r, e))?;
                 r.len().map_err(|e| bad(&r, e))?;
-                r.len().map_err(|e| bad(&r, e))?;
+                sizes(db, keys);
             }
             OPCODE_SLOT_INFO => {
                 for _ in 0..3 {

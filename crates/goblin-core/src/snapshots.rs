@@ -290,6 +290,9 @@ pub(crate) fn rdb_keyspaces(
     let mut last = Instant::now();
     let mut dbs: Vec<(u32, store::Keyspace)> = Vec::new();
     let loaded = std::cell::Cell::new(0u64);
+    // The file's key count for the database about to load (RESIZEDB), bounded by what the
+    // file could hold (a key takes at least 3 bytes): its table is presized, not regrown.
+    let hint = std::cell::Cell::new(None::<(u32, usize)>);
     let found = engine::rdb::load_rdb_file(
         bytes,
         now_ms(),
@@ -297,6 +300,9 @@ pub(crate) fn rdb_keyspaces(
         &mut |db, key, value, deadline| {
             if dbs.last().is_none_or(|(d, _)| *d != db) {
                 let mut ks = store::Keyspace::new();
+                if let Some((_, n)) = hint.get().filter(|(d, _)| *d == db) {
+                    ks.reserve_empty(n);
+                }
                 ks.set_bulk_load(true);
                 dbs.push((db, ks));
             }
@@ -304,6 +310,7 @@ pub(crate) fn rdb_keyspaces(
             ks.insert(&key, value, deadline);
             loaded.set(loaded.get() + 1);
         },
+        &mut |db, n| hint.set(Some((db, (n as usize).min(len / 3)))),
         &mut |pos| {
             if last.elapsed() >= Duration::from_secs(1) {
                 last = Instant::now();
