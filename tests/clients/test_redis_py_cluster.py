@@ -2,7 +2,7 @@
 RedisCluster discovers the one node that owns every slot and runs single-slot commands,
 commands it splits across slots itself (MSET/MGET nonatomic, DEL of many keys), hash-tagged
 transactions in its pipeline, and scripts; the server refuses what crosses slots; `redis-cli -c`
-works against it. With CLIENTS_REFERENCE=redis the same tests run against a redis-server in
+works against it, and `redis-cli --cluster check` finds every slot covered. With CLIENTS_REFERENCE=redis the same tests run against a redis-server in
 cluster mode that owns every slot.
 """
 
@@ -102,3 +102,9 @@ def test_redis_cli_follows_the_cluster(cluster_server):
     assert cli("SET", "cli:key", "v") == "OK"
     assert cli("GET", "cli:key") == "v"
     assert cli("CLUSTER", "KEYSLOT", "cli:key") == str(redis.cluster.key_slot(b"cli:key"))
+    # redis-cli's cluster manager agrees with the topology.
+    check = subprocess.run(["redis-cli", "--cluster", "check", f"127.0.0.1:{cluster_server.port}"],
+                           capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "[OK] All nodes agree about slots configuration." in check.stdout, check.stdout
+    assert "[OK] All 16384 slots covered." in check.stdout, check.stdout
