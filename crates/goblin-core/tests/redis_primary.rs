@@ -457,3 +457,41 @@ fn the_old_data_is_served_while_the_file_loads() {
     assert_eq!(q(&mut gc, &["DBSIZE"]), Value::Int(1_000_000));
     assert_eq!(info_field(&mut gc, "persistence", "async_loading").as_deref(), Some("0"));
 }
+
+/// A primary that hangs (SIGSTOP: its kernel still takes the replica's acknowledgements) is
+/// dropped after `repl-timeout` seconds without a byte from it; when it resumes, the replica
+/// continues the stream (PSYNC +CONTINUE) with what was written before the hang.
+#[test]
+fn a_silent_primary_times_out_and_its_stream_is_continued() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"]);
+    let mut p = r.conn();
+    q(&mut p, &["SET", "k", "1"]);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["CONFIG", "SET", "repl-timeout", "3"]);
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    q(&mut p, &["SET", "k", "2"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "10000"]), Value::Int(1));
+    let pid = r.pid() as i32;
+    // SAFETY: signals to the redis-server this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(&mut gc, "replication", "master_link_status").as_deref() != Some("down") {
+        if Instant::now() > deadline {
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            panic!("the link to a silent primary never timed out");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let error = info_field(&mut gc, "replication", "redis_primary_last_error").unwrap_or_default();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(error.contains("repl-timeout"), "{error}");
+    wait_info(&mut gc, "master_link_status", "up", "after the primary resumed");
+    q(&mut p, &["SET", "k", "3"]);
+    assert_eq!(q(&mut p, &["WAIT", "1", "10000"]), Value::Int(1));
+    assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"3".to_vec()));
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 1);
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
+}

@@ -408,8 +408,9 @@ fn min_replicas_to_write_counts_a_redis_replica_while_it_acknowledges() {
 /// Redis Sentinel (redis-server 7.0.15 in sentinel mode) monitors a goblin-core primary: it
 /// sees a master that answers, discovers its redis-server replica from INFO's `slaveN` lines,
 /// finds the link up, and names goblin-core as the master. When goblin-core dies it promotes
-/// the replica, which holds every write (the other direction, Sentinel promoting a goblin-core
-/// replica of a Redis primary: tests/redis_primary.rs).
+/// the replica, which holds every write; when goblin-core comes back, Sentinel makes it a
+/// replica of the promoted server (Sentinel promoting a goblin-core replica of a Redis
+/// primary: tests/redis_primary.rs).
 #[test]
 fn sentinel_monitors_goblin_core_and_fails_over_to_its_redis_replica() {
     let g = Server::start(&["--save", ""]);
@@ -482,6 +483,25 @@ fn sentinel_monitors_goblin_core_and_fails_over_to_its_redis_replica() {
     }
     assert_eq!(q(&mut rc, &["DBSIZE"]), Value::Int(101));
     assert_eq!(q(&mut rc, &["GET", "last"]), Value::BulkString(b"1".to_vec()));
+
+    // The old primary comes back on its port: Sentinel makes it a replica of the promoted one
+    // (REPLICAOF, Redis's protocol: tests/redis_primary.rs), and it gets every write made
+    // meanwhile. The failover went both ways.
+    q(&mut rc, &["SET", "after-failover", "1"]);
+    let back = Server::start(&["--save", "", "--port", &g.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    // A new connection each time: Sentinel closes the clients when it reconfigures a server.
+    let replica_of_promoted = || {
+        let text: String = redis::cmd("INFO").arg("replication").query(&mut back.conn()).unwrap_or_default();
+        text.contains("master_link_status:up") && text.contains(&format!("master_port:{}\r\n", r.port))
+    };
+    while !replica_of_promoted() {
+        assert!(Instant::now() < deadline, "Sentinel never made the old primary a replica");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut bc = back.conn();
+    wait_same(&mut rc, &mut bc, "the old primary, now a replica of the promoted one");
+    assert_eq!(q(&mut bc, &["GET", "after-failover"]), Value::BulkString(b"1".to_vec()));
 }
 
 /// An exit waits (up to `shutdown-timeout`) until the redis-server replicas acknowledged the

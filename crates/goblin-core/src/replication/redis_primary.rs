@@ -692,6 +692,7 @@ impl Server {
         let Some(link) = self.redis_primary.as_mut().and_then(|p| p.link.as_mut()) else { return };
         let mut closed = None;
         let mut again = false;
+        let mut got = false;
         for i in 0..READS_PER_TURN {
             let len = link.buf.len();
             link.buf.resize(len + READ_CHUNK, 0);
@@ -702,6 +703,7 @@ impl Server {
                     break;
                 }
                 Ok(n) => {
+                    got = true;
                     link.buf.truncate(len + n);
                     if n < READ_CHUNK {
                         break;
@@ -721,7 +723,11 @@ impl Server {
                 }
             }
         }
-        self.redis_primary.as_mut().expect("following").last_io = Instant::now();
+        // Only bytes from the primary count as its sign of life: an event that brought none
+        // (the socket turning writable) says nothing about a primary that may be hung.
+        if got {
+            self.redis_primary.as_mut().expect("following").last_io = Instant::now();
+        }
         self.redis_primary_apply();
         if let Some(why) = closed {
             return self.redis_primary_link_lost(why);
