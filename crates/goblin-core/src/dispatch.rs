@@ -324,6 +324,10 @@ impl Server {
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }
+        // A replica of a Redis primary whose link is down, with replica-serve-stale-data no.
+        if let Some(msg) = self.stale_refusal(spec, args) {
+            return self.refuse(conn, spec, msg);
+        }
         // Cluster mode: a request's keys hash to one slot, in database 0 (cluster.rs).
         if let Some(msg) = self.cluster_refusal(spec, args) {
             return self.refuse(conn, spec, msg);

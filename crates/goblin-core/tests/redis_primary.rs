@@ -495,3 +495,33 @@ fn a_silent_primary_times_out_and_its_stream_is_continued() {
     assert_eq!(info_int(&mut p, "stats", "sync_full"), 1);
     assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
 }
+
+/// `replica-serve-stale-data no`: while the link to the primary is down, the replica refuses
+/// reads with Redis's MASTERDOWN (commands flagged stale, INFO among them, still run); with
+/// `yes`, the default, it serves what it holds.
+#[test]
+fn replica_serve_stale_data_no_refuses_reads_while_the_link_is_down() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let mut p = r.conn();
+    q(&mut p, &["SET", "k", "1"]);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["CONFIG", "SET", "replica-serve-stale-data", "no"]);
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"1".to_vec()));
+    drop(r);
+    wait_info(&mut gc, "master_link_status", "down", "the primary gone");
+    let e = redis::cmd("GET").arg("k").query::<Value>(&mut gc).unwrap_err();
+    assert_eq!(e.code(), Some("MASTERDOWN"), "{e}");
+    assert_eq!(e.detail(), Some("Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+    q(&mut gc, &["CONFIG", "SET", "slave-serve-stale-data", "yes"]);
+    assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"1".to_vec()));
+    assert_eq!(
+        q(&mut gc, &["CONFIG", "GET", "replica-serve-stale-data"]),
+        Value::Array(vec![
+            Value::BulkString(b"replica-serve-stale-data".to_vec()),
+            Value::BulkString(b"yes".to_vec())
+        ])
+    );
+}

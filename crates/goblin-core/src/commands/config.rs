@@ -81,6 +81,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("masterauth", s.redis_primary_settings.masterauth.clone().unwrap_or_default()),
         ("repl-timeout", s.redis_primary_settings.repl_timeout_secs.to_string()),
         ("replica-read-only", "yes".into()),
+        ("replica-serve-stale-data", yes_no(s.redis_primary_settings.serve_stale)),
+        ("slave-serve-stale-data", yes_no(s.redis_primary_settings.serve_stale)),
         ("slave-read-only", "yes".into()),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
         ("tls-port", c.tls_port.to_string()),
@@ -105,6 +107,10 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("latency-monitor-threshold", s.introspection.latency_threshold_ms.to_string()),
         ("tracking-table-max-keys", s.tracking.max_keys.to_string()),
     ]
+}
+
+fn yes_no(on: bool) -> String {
+    if on { "yes" } else { "no" }.to_string()
 }
 
 pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
@@ -266,6 +272,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
         MasterUser(Option<String>),
         MasterAuth(Option<String>),
         ReplTimeout(u64),
+        ServeStale(bool),
         Nothing,
     }
     // Eviction settings accumulate over the pairs (two of them may be set at once).
@@ -324,6 +331,11 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 Ok(Change::MasterAuth((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
             }
             "repl-timeout" => int(1, I32).map(|n| Change::ReplTimeout(n as u64)),
+            "replica-serve-stale-data" | "slave-serve-stale-data" => {
+                crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                    .map(Change::ServeStale)
+                    .map_err(|_| "argument must be 'yes' or 'no'".to_string())
+            }
             // Writes need this many replicas acknowledging within the lag (dispatch.rs).
             "min-replicas-to-write" | "min-slaves-to-write" => {
                 int(0, I32).map(|n| Change::MinReplicas(n as u32))
@@ -429,6 +441,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             Change::MasterUser(u) => s.redis_primary_settings.masteruser = u,
             Change::MasterAuth(p) => s.redis_primary_settings.masterauth = p,
             Change::ReplTimeout(n) => s.redis_primary_settings.repl_timeout_secs = n,
+            Change::ServeStale(on) => s.redis_primary_settings.serve_stale = on,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
             Change::ShutdownTimeout(n) => s.redis_replicas.shutdown_timeout_secs = n,
             Change::SaveRules(rules) => s.snapshots.rules = rules,

@@ -64,11 +64,14 @@ pub struct PrimarySettings {
     pub masteruser: Option<String>,
     pub masterauth: Option<String>,
     pub repl_timeout_secs: u64,
+    /// `replica-serve-stale-data`: while the link is down, serve what is held (yes), or
+    /// refuse all but the commands flagged stale with MASTERDOWN (no).
+    pub serve_stale: bool,
 }
 
 impl Default for PrimarySettings {
     fn default() -> Self {
-        PrimarySettings { masteruser: None, masterauth: None, repl_timeout_secs: 60 }
+        PrimarySettings { masteruser: None, masterauth: None, repl_timeout_secs: 60, serve_stale: true }
     }
 }
 
@@ -867,6 +870,24 @@ impl Server {
         p.rejected += 1;
         let shown: String = String::from_utf8_lossy(&cmd[..cmd.len().min(120)]).escape_debug().collect();
         warn!("replica of {}:{}: a command from the primary failed: {why} ({shown})", p.host, p.port);
+    }
+
+    /// `replica-serve-stale-data no` while the link to the Redis primary is down: the
+    /// refusal for a command that is not flagged stale (Redis's MASTERDOWN).
+    pub(crate) fn stale_refusal(
+        &self,
+        spec: &'static engine::CommandSpec,
+        args: &[&[u8]],
+    ) -> Option<&'static [u8]> {
+        let down = self.redis_primary.as_ref().is_some_and(|p| p.link.is_none());
+        if !down || self.redis_primary_settings.serve_stale {
+            return None;
+        }
+        // A container's subcommand by its own flags (CONFIG SET is stale, as in Redis).
+        let stale = crate::commands::command::request_flagged(spec, args, engine::Flags::STALE, "stale");
+        (!stale).then_some(
+            &b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."[..],
+        )
     }
 
     /// A full synchronization's file is being decoded (the old data is served meanwhile).
