@@ -201,7 +201,7 @@ fn main() {
         }
         server.redis_primary_settings.masteruser = server.cfg.masteruser.clone();
         let port = v[1].parse().expect("validated");
-        server.follow_redis_primary(v[0].clone(), port);
+        server.follow_redis_primary(v[0].clone(), port, None);
     }
     server.stats.startup_memory =
         before_recovery + commands::info::allocated_bytes().saturating_sub(after_recovery);

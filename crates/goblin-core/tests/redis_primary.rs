@@ -525,3 +525,38 @@ fn replica_serve_stale_data_no_refuses_reads_while_the_link_is_down() {
         ])
     );
 }
+
+/// A failover between redis-servers, as Sentinel runs it: the primary's redis-server replica
+/// is promoted (REPLICAOF NO ONE) and goblin-core is pointed at it (REPLICAOF). goblin-core
+/// continues the same replication from the promoted server's backlog (PSYNC2: `+CONTINUE`),
+/// without a second full synchronization, and follows its writes.
+#[test]
+fn after_a_failover_the_promoted_server_continues_the_stream() {
+    // No PING into the stream during the test: both replicas must stop at the same offset.
+    let a =
+        RedisServer::start_with(&["--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "3600"]);
+    let mut ac = a.conn();
+    fill(&mut ac);
+    let b = RedisServer::start_with(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let mut bc = b.conn();
+    wait_info(&mut bc, "master_link_status", "up", "the redis-server replica");
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &a.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "goblin-core");
+    write_everything(a.conn(), &mut ac, "before");
+    assert_eq!(q(&mut ac, &["WAIT", "2", "30000"]), Value::Int(2));
+    wait_same(&mut ac, &mut gc, "before the failover");
+    // The failover: b promoted, goblin-core pointed at it, a gone.
+    q(&mut bc, &["REPLICAOF", "NO", "ONE"]);
+    drop(a);
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "following the promoted server");
+    write_everything(b.conn(), &mut bc, "after");
+    wait_same(&mut bc, &mut gc, "after the failover");
+    assert_eq!(info_int(&mut bc, "stats", "sync_full"), 0, "the promoted server sent a file");
+    assert_eq!(info_int(&mut bc, "stats", "sync_partial_ok"), 1);
+    // Counted since REPLICAOF named this primary.
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_full_syncs"), 0);
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
+}

@@ -138,6 +138,7 @@ pub struct RedisPrimary {
     /// Since when the link is down (INFO `master_link_down_since_seconds`).
     down_since: Instant,
     last_error: String,
+    /// Synchronizations since REPLICAOF named this primary (INFO `redis_primary_*_syncs`).
     full_syncs: u64,
     partial_syncs: u64,
     /// Commands of the stream this server could not apply (each logged).
@@ -518,18 +519,35 @@ impl Server {
         if self.redis_primary.as_ref().is_some_and(|p| p.host.eq_ignore_ascii_case(&host) && p.port == port) {
             return reply::simple(out, b"OK Already connected to specified master");
         }
-        if let Some(p) = self.redis_primary.take() {
+        // Another primary of the same replication (a Sentinel failover): the stream it serves
+        // continues the one followed so far (PSYNC2: the promoted replica still answers to
+        // the old ID), so the next PSYNC asks to continue it, as Redis's cached master does.
+        let cached = self.redis_primary.take().map(|p| {
+            let offset = p.multi.as_ref().map_or(p.offset, |(_, before)| *before);
+            let cached = p.replid.clone().map(|id| (id, offset, p.db));
             self.redis_primary_drop(p);
-        }
-        self.follow_redis_primary(host, port);
+            cached
+        });
+        self.follow_redis_primary(host, port, cached.flatten());
         reply::ok(out);
     }
 
     /// Starts following the Redis primary at `host`:`port` (REPLICAOF, or `--replicaof` at
     /// startup): client writes are refused from now on, and the first attempt starts.
-    pub(crate) fn follow_redis_primary(&mut self, host: String, port: u16) {
+    /// `cached`: the replication ID, offset and database followed until now, from another
+    /// primary of the same replication.
+    pub(crate) fn follow_redis_primary(
+        &mut self,
+        host: String,
+        port: u16,
+        cached: Option<(String, i64, u32)>,
+    ) {
         info!("REPLICAOF {host} {port}: following a Redis primary; client writes are refused");
-        self.redis_primary = Some(RedisPrimary::new(host, port));
+        let mut p = RedisPrimary::new(host, port);
+        if let Some((replid, offset, db)) = cached {
+            (p.replid, p.offset, p.db) = (Some(replid), offset, db);
+        }
+        self.redis_primary = Some(p);
         self.engine.replica = true;
         self.redis_primary_attempt();
     }
