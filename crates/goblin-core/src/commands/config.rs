@@ -71,7 +71,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("hz", c.hz.to_string()),
         ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
         ("lua-time-limit", c.busy_reply_threshold.to_string()),
-        ("cluster-enabled", if c.cluster_enabled { "yes" } else { "no" }.into()),
+        ("cluster-enabled", yes_no(c.cluster_enabled)),
         // "host port" of the Redis primary this server follows (REPLICAOF); on a primary,
         // the name with an empty value, as Redis answers.
         ("replicaof", s.redis_primary_config()),

@@ -786,37 +786,31 @@ impl Server {
             };
             let cmd = &buf[at..at + len];
             at += len;
+            let args = command_args(cmd);
+            let is = |name: &[u8]| args[0].eq_ignore_ascii_case(name);
+            let getack = is(b"replconf") && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"getack"));
+            if getack {
+                // Answered with the offset before this command, as a Redis replica answers.
+                self.redis_primary_ack();
+            }
             let p = self.redis_primary.as_mut().expect("following");
             let before = p.offset;
             p.offset += len as i64;
-            let args = command_args(cmd);
-            let name = args[0].to_ascii_lowercase();
-            match name.as_slice() {
-                b"multi" => {
-                    if p.multi.is_none() {
-                        p.multi = Some((Vec::new(), before));
-                    }
+            if getack {
+                continue;
+            }
+            if is(b"multi") {
+                p.multi.get_or_insert_with(|| (Vec::new(), before));
+            } else if is(b"exec") {
+                for queued in p.multi.take().map(|(cmds, _)| cmds).unwrap_or_default() {
+                    self.redis_primary_run(&queued, &command_args(&queued), &mut db, now);
                 }
-                b"exec" => {
-                    if let Some((cmds, _)) = p.multi.take() {
-                        for c in &cmds {
-                            self.redis_primary_run(c, &mut db, now);
-                        }
-                    }
-                }
-                b"discard" => {
-                    p.multi = None;
-                }
-                b"replconf" if args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"getack")) => {
-                    // The offset before this command, as a Redis replica answers.
-                    p.offset = before;
-                    self.redis_primary_ack();
-                    self.redis_primary.as_mut().expect("following").offset += len as i64;
-                }
-                _ if p.multi.is_some() => {
-                    p.multi.as_mut().expect("open").0.push(cmd.to_vec());
-                }
-                _ => self.redis_primary_run(cmd, &mut db, now),
+            } else if is(b"discard") {
+                p.multi = None;
+            } else if let Some((queued, _)) = &mut p.multi {
+                queued.push(cmd.to_vec());
+            } else {
+                self.redis_primary_run(cmd, &args, &mut db, now);
             }
         }
         self.deliver_notifications(None);
@@ -833,44 +827,45 @@ impl Server {
         }
     }
 
-    /// Runs one command of the stream in database `db` (which a SELECT changes).
-    fn redis_primary_run(&mut self, cmd: &[u8], db: &mut u32, now: i64) {
-        let args = command_args(cmd);
-        let name = args[0].to_ascii_lowercase();
-        match name.as_slice() {
-            b"ping" => return,
-            b"select" => {
-                match args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse::<u32>().ok()) {
-                    Some(n) if n < self.engine.databases() => {
-                        *db = n;
-                        self.engine.select(n);
-                    }
-                    _ => {
-                        *db = NO_DB;
-                        self.redis_primary_rejected(cmd, "ERR DB index is out of range (--databases)".into());
-                    }
-                }
-                return;
-            }
-            _ if *db == NO_DB => {
-                return self.redis_primary_rejected(cmd, "a command for a database this server lacks".into());
-            }
-            b"publish" | b"spublish" if args.len() == 3 => {
-                if name == b"publish" {
-                    self.publish_detached(args[1], args[2]);
-                } else {
-                    self.spublish_detached(args[1], args[2]);
-                }
-                return;
-            }
-            _ => {}
+    /// Runs one command of the stream (`args`: its arguments) in database `db`, which a
+    /// SELECT changes.
+    fn redis_primary_run(&mut self, cmd: &[u8], args: &[&[u8]], db: &mut u32, now: i64) {
+        let name = args[0];
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"ping") {
+            return;
         }
-        // Keyspace notifications, as a Redis replica raises them for its primary's commands.
-        let spec = engine::lookup(args[0]);
-        let before = spec.and_then(|spec| self.notify_before(spec, &args));
+        if is(b"select") {
+            match args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse::<u32>().ok()) {
+                Some(n) if n < self.engine.databases() => {
+                    *db = n;
+                    self.engine.select(n);
+                }
+                _ => {
+                    *db = NO_DB;
+                    self.redis_primary_rejected(cmd, "ERR DB index is out of range (--databases)".into());
+                }
+            }
+            return;
+        }
+        if *db == NO_DB {
+            return self.redis_primary_rejected(cmd, "a command for a database this server lacks".into());
+        }
+        if (is(b"publish") || is(b"spublish")) && args.len() == 3 {
+            if is(b"publish") {
+                self.publish_detached(args[1], args[2]);
+            } else {
+                self.spublish_detached(args[1], args[2]);
+            }
+            return;
+        }
+        // Keyspace notifications, as a Redis replica raises them for its primary's commands
+        // (the command is looked up for them only when they are on).
+        let notify = self.notify.enabled().then(|| engine::lookup(name)).flatten();
+        let before = notify.and_then(|spec| self.notify_before(spec, args));
         let result = self.engine.apply_primary_command(cmd, now);
-        if let (Some(spec), Some(before)) = (spec, before) {
-            self.notify_after(spec, &args, before, result.is_err());
+        if let (Some(spec), Some(before)) = (notify, before) {
+            self.notify_after(spec, args, before, result.is_err());
         }
         match result {
             Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {}

@@ -547,6 +547,10 @@ impl Server {
             Some(e) => (e.f.clone(), e.flags),
             None => return reply::error(&mut c.out, b"ERR Function not found"),
         };
+        // Redis checks `no-cluster` first among the flags.
+        if flags & NO_CLUSTER != 0 && self.cfg.cluster_enabled {
+            return reply::error(&mut c.out, super::NO_CLUSTER_REFUSAL);
+        }
         let no_writes = flags & NO_WRITES != 0;
         if ro && !no_writes {
             return reply::error(
@@ -565,11 +569,6 @@ impl Server {
                 Some((args[1].to_vec(), args.iter().map(|a| a.to_vec()).collect(), Instant::now()))
         });
         let name = String::from_utf8_lossy(args[1]).into_owned();
-        if flags & NO_CLUSTER != 0 && self.cfg.cluster_enabled {
-            self.functions = Some(fv);
-            RUNNING_FN.with(|r| *r.borrow_mut() = None);
-            return reply::error(&mut c.out, super::NO_CLUSTER_REFUSAL);
-        }
         let cluster = (keys, flags & ALLOW_CROSS_SLOT != 0);
         self.run_vm(
             &fv.vm,

@@ -995,14 +995,15 @@ impl Server {
         };
         let keys = &args[3..3 + numkeys as usize];
         let argv = &args[3 + numkeys as usize..];
+        // Redis checks `no-cluster` first among a shebang's flags.
+        if shebang && flags & functions::NO_CLUSTER != 0 && self.cfg.cluster_enabled {
+            return reply::error(&mut c.out, NO_CLUSTER_REFUSAL);
+        }
         if ro && shebang && !no_writes {
             return reply::error(
                 &mut c.out,
                 b"ERR Can not execute a script with write flag using *_ro command.",
             );
-        }
-        if shebang && flags & functions::NO_CLUSTER != 0 && self.cfg.cluster_enabled {
-            return reply::error(&mut c.out, NO_CLUSTER_REFUSAL);
         }
         let allow_oom = flags & functions::ALLOW_OOM != 0;
         // Compatibility mode (no shebang) reaches keys of any slot, as in Redis 7.
