@@ -27,6 +27,19 @@ fn wait_info(c: &mut redis::Connection, field: &str, want: &str, what: &str) {
     }
 }
 
+/// A goblin-core server (`--save ""` and `args`, then CONFIG SET of each of `config`) made a
+/// replica of the redis-server on `primary` by REPLICAOF, once its link is up.
+fn follower(primary: u16, args: &[&str], config: &[(&str, &str)]) -> (Server, redis::Connection) {
+    let g = Server::start(&[&["--save", ""][..], args].concat());
+    let mut gc = g.conn();
+    for (name, value) in config {
+        q(&mut gc, &["CONFIG", "SET", name, value]);
+    }
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &primary.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    (g, gc)
+}
+
 /// Writes of every kind a Redis primary propagates: transactions, scripts (as their
 /// effects), database moves and swaps, deadlines set and reached (the primary's DEL), random
 /// pops (as what they removed), blocking pops served, stream groups, function libraries.
@@ -274,10 +287,7 @@ fn sentinel_promotes_a_goblin_core_replica_of_a_redis_primary() {
     for i in 0..100 {
         q(&mut p, &["SET", &format!("k{i}"), &i.to_string()]);
     }
-    let g = Server::start(&["--save", ""]);
-    let mut gc = g.conn();
-    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
-    wait_info(&mut gc, "master_link_status", "up", "before the sentinel");
+    let (g, _) = follower(r.port, &[], &[]);
     let s = start_sentinel(r.port);
     let mut sc =
         redis::Client::open(format!("redis://127.0.0.1:{}", s.port)).unwrap().get_connection().unwrap();
@@ -370,10 +380,7 @@ fn notifications_and_a_database_this_server_lacks() {
     let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let mut p = r.conn();
     q(&mut p, &["SET", "before", "1"]);
-    let g = Server::start(&["--save", "", "--databases", "4", "--notify-keyspace-events", "KEA"]);
-    let mut gc = g.conn();
-    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
-    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    let (g, mut gc) = follower(r.port, &["--databases", "4", "--notify-keyspace-events", "KEA"], &[]);
     assert_eq!(q(&mut gc, &["GET", "before"]), Value::BulkString(b"1".to_vec()));
     let mut sub = g.conn();
     let mut events = sub.as_pubsub();
@@ -466,11 +473,7 @@ fn a_silent_primary_times_out_and_its_stream_is_continued() {
     let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"]);
     let mut p = r.conn();
     q(&mut p, &["SET", "k", "1"]);
-    let g = Server::start(&["--save", ""]);
-    let mut gc = g.conn();
-    q(&mut gc, &["CONFIG", "SET", "repl-timeout", "3"]);
-    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
-    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    let (_g, mut gc) = follower(r.port, &[], &[("repl-timeout", "3")]);
     q(&mut p, &["SET", "k", "2"]);
     assert_eq!(q(&mut p, &["WAIT", "1", "10000"]), Value::Int(1));
     let pid = r.pid() as i32;
@@ -504,11 +507,7 @@ fn replica_serve_stale_data_no_refuses_reads_while_the_link_is_down() {
     let r = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let mut p = r.conn();
     q(&mut p, &["SET", "k", "1"]);
-    let g = Server::start(&["--save", ""]);
-    let mut gc = g.conn();
-    q(&mut gc, &["CONFIG", "SET", "replica-serve-stale-data", "no"]);
-    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
-    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    let (_g, mut gc) = follower(r.port, &[], &[("replica-serve-stale-data", "no")]);
     assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"1".to_vec()));
     drop(r);
     wait_info(&mut gc, "master_link_status", "down", "the primary gone");
@@ -540,10 +539,7 @@ fn after_a_failover_the_promoted_server_continues_the_stream() {
     let b = RedisServer::start_with(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
     let mut bc = b.conn();
     wait_info(&mut bc, "master_link_status", "up", "the redis-server replica");
-    let g = Server::start(&["--save", ""]);
-    let mut gc = g.conn();
-    q(&mut gc, &["REPLICAOF", "127.0.0.1", &a.port.to_string()]);
-    wait_info(&mut gc, "master_link_status", "up", "goblin-core");
+    let (_g, mut gc) = follower(a.port, &[], &[]);
     write_everything(a.conn(), &mut ac, "before");
     assert_eq!(q(&mut ac, &["WAIT", "2", "30000"]), Value::Int(2));
     wait_same(&mut ac, &mut gc, "before the failover");
