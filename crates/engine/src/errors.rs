@@ -4,6 +4,10 @@ use resp::reply;
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
+/// An integer argument that is negated inside (a count from the tail): Redis 7.2+ refuses
+/// i64::MIN, whose negation overflows.
+pub const NOT_NEGATABLE: &[u8] =
+    b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 pub const SYNTAX: &[u8] = b"ERR syntax error";
 pub const OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";

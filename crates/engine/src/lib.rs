@@ -32,6 +32,7 @@ pub mod command;
 pub mod commands;
 pub mod ctx;
 pub mod digest;
+pub mod dtoa;
 mod engine;
 pub mod errors;
 pub mod evict;

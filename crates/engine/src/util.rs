@@ -222,42 +222,11 @@ pub(crate) fn parse_card_limit(out: &mut Vec<u8>, opts: &[&[u8]]) -> Option<usiz
     Some(limit)
 }
 
-/// Formats a double as Redis 7.0 does in replies (ZSCORE, ZRANGE WITHSCORES ...): C's `%.17g`
-/// (17 significant digits, so `0.1` prints as `0.10000000000000001`; always round-trips),
-/// `inf`/`-inf`, and `-0` for negative zero. Checked against redis-server 7.0.15.
+/// Formats a double as Redis 8 does in replies (ZSCORE, ZRANGE WITHSCORES ...): the shortest
+/// digits Grisu2 finds (`0.1`, not 7.0's `0.10000000000000001`), `inf`/`-inf`, `-0`, and plain
+/// integers within +-2^62 (see [`crate::dtoa`]). Checked against redis-server 8.2.3.
 pub fn format_f64(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v.is_nan() {
-        return "nan".into();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
-    }
-    // Integers below 1e17 have at most 17 digits: %.17g prints them exactly, without a point.
-    if v.fract() == 0.0 && v.abs() < 1e17 {
-        return itoa::Buffer::new().format(v as i64).to_string();
-    }
-    // The exponent %g decides with is the one of the value rounded to 17 digits.
-    let sci = format!("{v:.16e}");
-    let epos = sci.find('e').unwrap_or(sci.len());
-    let exp: i32 = sci[epos + 1..].parse().unwrap_or(0);
-    fn trim(s: &str) -> &str {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.')
-        } else {
-            s
-        }
-    }
-    if !(-4..17).contains(&exp) {
-        let mant = trim(&sci[..epos]);
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mant}e{sign}{:02}", exp.unsigned_abs())
-    } else {
-        let fixed = format!("{v:.prec$}", prec = (16 - exp) as usize);
-        trim(&fixed).to_string()
-    }
+    crate::dtoa::double_text(v)
 }
 
 /// ASCII case-insensitive equality, for option names.
@@ -411,23 +380,18 @@ mod tests {
         assert_eq!(format_f64(10.5), "10.5");
         assert_eq!(format_f64(f64::INFINITY), "inf");
         assert_eq!(format_f64(1e20), "1e+20");
-        // Redis 7.0 prints %.17g, not the shortest form.
-        assert_eq!(format_f64(1.5e-7), "1.4999999999999999e-07");
+        // Redis 8 prints Grisu2's shortest digits, not 7.0's %.17g.
+        assert_eq!(format_f64(1.5e-7), "1.5e-7");
         assert_eq!(format_f64(0.1 + 0.2), "0.30000000000000004");
-        assert_eq!(format_f64(0.1), "0.10000000000000001");
+        assert_eq!(format_f64(0.1), "0.1");
         assert_eq!(format_f64(-0.0), "-0");
         assert_eq!(format_f64(f64::NEG_INFINITY), "-inf");
         assert_eq!(format_f64(1e16), "10000000000000000");
-        assert_eq!(format_f64(-99999999999999984.0), "-99999999999999984");
+        assert_eq!(format_f64(1e17), "100000000000000000");
         assert_eq!(format_f64(-7.0), "-7");
-        assert_eq!(format_f64(1e17), "1e+17");
-        assert_eq!(format_f64(123456789012345678.0), "1.2345678901234568e+17");
         assert_eq!(format_f64(0.0001), "0.0001");
-        assert_eq!(format_f64(0.00001), "1.0000000000000001e-05");
         assert_eq!(format_f64(12345678.9), "12345678.9");
-        assert_eq!(format_f64(-1.5), "-1.5");
-        assert_eq!(format_f64(1e300), "1.0000000000000001e+300");
-        assert_eq!(format_f64(5e-324), "4.9406564584124654e-324");
+        assert_eq!(format_f64(5e-324), "5e-324");
     }
 
     #[test]

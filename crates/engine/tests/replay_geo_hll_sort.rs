@@ -634,7 +634,7 @@ fn sorted_items(reply: &[u8]) -> String {
 /// Runs `steps` random commands on an engine and on redis-server, in `proto`, comparing each
 /// reply; ends by comparing every key's final value.
 fn differential(proto: Proto, seed: u64, steps: usize) {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start8();
     if proto == Proto::Resp3 {
         let hello = redis.ask(&[b"HELLO".to_vec(), b"3".to_vec()]);
         assert_eq!(hello[0], b'%', "HELLO 3 answers a map");
@@ -733,7 +733,7 @@ fn replies_match_redis_resp3() {
 /// the same additions are identical.
 #[test]
 fn hll_values_move_between_servers() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start8();
     let mut e = engine::Engine::default();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
     let run = |e: &mut engine::Engine, args: &[Vec<u8>]| {
@@ -799,7 +799,7 @@ fn alpha_by_unique_weights() {
         &["SORT", "l"],
     ];
     for proto in [Proto::Resp2, Proto::Resp3] {
-        let mut redis = RedisServer::start();
+        let mut redis = RedisServer::start8();
         if proto == Proto::Resp3 {
             redis.ask(&[b"HELLO".to_vec(), b"3".to_vec()]);
         }
@@ -821,7 +821,7 @@ fn alpha_by_unique_weights() {
 /// bytes.
 #[test]
 fn corrupt_hll_values_match_redis() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start8();
     let mut e = engine::Engine::default();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(99);
     let compare = |redis: &mut RedisServer, e: &mut engine::Engine, args: Vec<Vec<u8>>| {

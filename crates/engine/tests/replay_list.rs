@@ -100,7 +100,7 @@ fn big_list_replays() {
 fn replies_match_redis() {
     use common::RedisServer;
     use rand::{Rng, SeedableRng};
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start8();
     let mut ask = |args: &[Vec<u8>]| redis.ask(args);
     ask(&[b"FLUSHALL".to_vec()]);
     let seed = std::env::var("GOBLIN_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42);

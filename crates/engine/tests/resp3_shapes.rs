@@ -67,11 +67,11 @@ fn resp3_shapes_and_their_resp2_fallbacks() {
         assert_eq!(run(&mut e, Proto::Resp3, cmd), three, "RESP3 {cmd}");
     }
     // Writes whose replies change shape; each runs once per protocol on fresh keys.
-    assert_eq!(run(&mut e, Proto::Resp3, "ZINCRBY z3 0.1 a"), ",0.10000000000000001\r\n");
-    assert_eq!(run(&mut e, Proto::Resp3, "ZADD z3 INCR 1 a"), ",1.1000000000000001\r\n");
+    assert_eq!(run(&mut e, Proto::Resp3, "ZINCRBY z3 0.1 a"), ",0.1\r\n");
+    assert_eq!(run(&mut e, Proto::Resp3, "ZADD z3 INCR 1 a"), ",1.1\r\n");
     assert_eq!(run(&mut e, Proto::Resp3, "ZADD z3 -inf b"), ":1\r\n");
     assert_eq!(run(&mut e, Proto::Resp3, "ZPOPMIN z3"), "*2\r\n$1\r\nb\r\n,-inf\r\n");
-    assert_eq!(run(&mut e, Proto::Resp3, "ZPOPMIN z3 1"), "*1\r\n*2\r\n$1\r\na\r\n,1.1000000000000001\r\n");
+    assert_eq!(run(&mut e, Proto::Resp3, "ZPOPMIN z3 1"), "*1\r\n*2\r\n$1\r\na\r\n,1.1\r\n");
     assert_eq!(run(&mut e, Proto::Resp3, "SPOP s 5"), "~1\r\n$1\r\nm\r\n");
     assert_eq!(run(&mut e, Proto::Resp3, "SPOP s 5"), "~0\r\n");
     assert_eq!(run(&mut e, Proto::Resp3, "ZADD z4 2 m"), ":1\r\n");

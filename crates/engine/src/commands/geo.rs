@@ -245,22 +245,10 @@ fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Replies and arguments.
 
-/// `%.17Lf` of a double with trailing zeros trimmed (Redis's human long double), as a double
-/// reply (RESP3) or bulk string (RESP2).
+/// A coordinate as Redis 8 replies it (GEOPOS, WITHCOORD): a double reply (RESP3) or bulk
+/// string (RESP2) of Grisu2's shortest digits (7.0 printed `%.17Lf`, trimmed).
 fn human(out: &mut Vec<u8>, proto: Proto, v: f64) {
-    let mut s = format!("{v:.17}");
-    if s.contains('.') {
-        while s.ends_with('0') {
-            s.pop();
-        }
-        if s.ends_with('.') {
-            s.pop();
-        }
-    }
-    if s == "-0" {
-        s = "0".into();
-    }
-    reply::double(out, proto, s.as_bytes());
+    reply::double(out, proto, crate::util::format_f64(v).as_bytes());
 }
 
 /// A distance with four decimals (Redis's `fixedpoint_d2string(.., 4)`: round half to even

@@ -492,8 +492,10 @@ fn linsert(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// LREM key count element
 fn lrem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let key = args[1];
-    let Some(count) = parse_i64(args[2]) else {
-        return reply::error(out, errors::NOT_INTEGER);
+    let count = match parse_i64(args[2]) {
+        None => return reply::error(out, errors::NOT_INTEGER),
+        Some(i64::MIN) => return reply::error(out, errors::NOT_NEGATABLE),
+        Some(n) => n,
     };
     match look(c, key, true) {
         Look::Wrong => return reply::error(out, errors::WRONGTYPE),
@@ -547,6 +549,7 @@ fn lpos(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             j += 1;
             match parse_i64(args[j]) {
                 None => return reply::error(out, errors::NOT_INTEGER),
+                Some(i64::MIN) => return reply::error(out, errors::NOT_NEGATABLE),
                 Some(0) => {
                     return reply::error(
                         out,
@@ -583,20 +586,12 @@ fn lpos(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Look::List(_) => {}
     }
     let l = list_ref(c, args[1]);
-    let mut want = match count {
+    let want = match count {
         None => 1,
         Some(0) => usize::MAX,
         Some(n) => n,
     };
     let mut skip = rank.unsigned_abs() - 1;
-    if rank == i64::MIN {
-        // Redis negates the rank in a C long: i64::MIN stays negative, so every match from
-        // the tail qualifies and a COUNT limit never triggers.
-        skip = 0;
-        if count.is_some() {
-            want = usize::MAX;
-        }
-    }
     let limit = if maxlen == 0 { usize::MAX } else { maxlen };
     let mut found: Vec<usize> = Vec::new();
     let mut visit = |pos: usize, hit: bool| -> bool {
@@ -1120,11 +1115,11 @@ mod tests {
         assert_eq!(r(&mut e, &["LPOS", "l", "a", "RANK", "2", "MAXLEN", "3"]), "$-1\r\n");
         assert_eq!(r(&mut e, &["LPOS", "l", "a", "RANK", "2", "MAXLEN", "4"]), ":3\r\n");
         assert_eq!(r(&mut e, &["LPOS", "l", "c", "RANK", "-2", "MAXLEN", "2"]), "$-1\r\n");
-        assert_eq!(r(&mut e, &["LPOS", "l", "a", "RANK", "-9223372036854775808"]), ":6\r\n");
-        assert_eq!(
-            r(&mut e, &["LPOS", "l", "a", "RANK", "-9223372036854775808", "COUNT", "1"]),
-            "*3\r\n:6\r\n:3\r\n:0\r\n"
-        );
+        // Redis 7.2+ refuses a rank it cannot negate.
+        let range =
+            "-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n";
+        assert_eq!(r(&mut e, &["LPOS", "l", "a", "RANK", "-9223372036854775808"]), range);
+        assert_eq!(r(&mut e, &["LREM", "l", "-9223372036854775808", "a"]), range);
         assert_eq!(
             r(&mut e, &["LPOS", "l", "a", "RANK", "0"]),
             "-ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list\r\n"

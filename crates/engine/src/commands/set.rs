@@ -24,8 +24,7 @@ const WMF: u32 = Flags::WRITE | Flags::DENYOOM | Flags::FAST;
 const K1: (i32, i32, i32) = (1, 1, 1);
 const KALL: (i32, i32, i32) = (1, -1, 1);
 
-const RANGE_ERR: &[u8] =
-    b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+const RANGE_ERR: &[u8] = errors::NOT_NEGATABLE;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[

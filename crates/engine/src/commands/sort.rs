@@ -29,7 +29,7 @@
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::ctx::Ctx;
 use crate::errors;
-use crate::util::{eq_ic, parse_i64, parse_long_double};
+use crate::util::{eq_ic, parse_i64};
 use resp::reply;
 use std::cmp::Ordering;
 use store::types::List;
@@ -60,32 +60,31 @@ fn is_word(a: &[u8], w: &[u8]) -> bool {
     eq_ic(cstr(a), w)
 }
 
-/// C's `strtod` as SORT uses it: leading white space skipped, the text up to the first NUL
-/// must be consumed whole; NaN and results out of range (overflow to infinity, underflow to
-/// zero or a subnormal) are refused. An empty text is 0, as `strtod` leaves it.
+/// A number as SORT reads it in Redis 8 (up to the first NUL): the empty text is 0; otherwise
+/// [`decimal_f64`]. (Redis 7.0's strtod also took leading white space and hexadecimal, and
+/// refused overflow and underflow.)
 pub(crate) fn sort_strtod(a: &[u8]) -> Option<f64> {
     let s = cstr(a);
-    let start = s.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'));
-    let Some(start) = start else { return Some(0.0) };
-    let t = &s[start..];
-    let (neg, body) = match t[0] {
+    if s.is_empty() {
+        return Some(0.0);
+    }
+    decimal_f64(s)
+}
+
+/// Redis 8's strict double syntax (SORT's weights, ZCOUNT's and ZRANGE's score bounds): an
+/// optional sign, then `inf` or `infinity` in any case, or decimal digits with an optional
+/// point and fraction (one digit at least) and an optional exponent with digits; the whole
+/// text, no white space, no hexadecimal, no NaN. A magnitude too large is +-inf and one too
+/// small 0 (or a subnormal), as Redis 8 takes them.
+pub(crate) fn decimal_f64(t: &[u8]) -> Option<f64> {
+    let (neg, body) = match t.first()? {
         b'-' => (true, &t[1..]),
         b'+' => (false, &t[1..]),
         _ => (false, t),
     };
     let v = if eq_ic(body, b"inf") || eq_ic(body, b"infinity") {
         f64::INFINITY
-    } else if body.len() >= 2 && body[0] == b'0' && (body[1] | 0x20) == b'x' {
-        // Hexadecimal floats: the long-double parser knows their syntax; a magnitude that does
-        // not fit a double is out of range.
-        let v = parse_long_double(body)?;
-        if v.is_infinite() {
-            return None;
-        }
-        v
     } else {
-        // Decimal: digits, an optional point and fraction (one digit at least), an optional
-        // exponent with digits.
         let mut i = 0;
         let digits = |i: &mut usize| {
             let from = *i;
@@ -114,14 +113,7 @@ pub(crate) fn sort_strtod(a: &[u8]) -> Option<f64> {
         if i != body.len() {
             return None;
         }
-        let text = std::str::from_utf8(body).ok()?;
-        let v: f64 = text.parse().ok()?;
-        let mantissa = body.split(|b| (b | 0x20) == b'e').next().unwrap_or(body);
-        let nonzero = mantissa.iter().any(|b| (b'1'..=b'9').contains(b));
-        if v.is_infinite() || (nonzero && v.abs() < f64::MIN_POSITIVE) {
-            return None;
-        }
-        v
+        std::str::from_utf8(body).ok()?.parse::<f64>().ok()?
     };
     Some(if neg { -v } else { v })
 }
@@ -413,18 +405,21 @@ mod tests {
     #[test]
     fn strtod_rules() {
         assert_eq!(sort_strtod(b""), Some(0.0));
-        assert_eq!(sort_strtod(b"  5"), Some(5.0));
+        // Redis 8: no white space or hexadecimal; overflow and underflow are taken.
+        assert_eq!(sort_strtod(b"  5"), None);
         assert_eq!(sort_strtod(b"5 "), None);
         assert_eq!(sort_strtod(b"1.5e3"), Some(1500.0));
         assert_eq!(sort_strtod(b"-inf"), Some(f64::NEG_INFINITY));
         assert_eq!(sort_strtod(b"nan"), None);
-        assert_eq!(sort_strtod(b"1e400"), None);
-        assert_eq!(sort_strtod(b"1e-400"), None);
+        assert_eq!(sort_strtod(b"1e400"), Some(f64::INFINITY));
+        assert_eq!(sort_strtod(b"1e-400"), Some(0.0));
         assert_eq!(sort_strtod(b"0e-400"), Some(0.0));
         assert_eq!(sort_strtod(b"7\0junk"), Some(7.0));
         assert_eq!(sort_strtod(b"."), None);
         assert_eq!(sort_strtod(b"1e"), None);
-        assert_eq!(sort_strtod(b"0x10"), Some(16.0));
+        assert_eq!(sort_strtod(b"0x10"), None);
+        assert_eq!(sort_strtod(b"-Infinity"), Some(f64::NEG_INFINITY));
+        assert_eq!(sort_strtod(b"+.5"), Some(0.5));
         assert_eq!(sort_strtod(b"abc"), None);
     }
 

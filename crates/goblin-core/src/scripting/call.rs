@@ -215,10 +215,10 @@ unsafe fn call_inner(l: *mut ffi::lua_State) -> bool {
     }
 }
 
-/// A Lua number as `redis.call` passes it: C's `%.17g`, as Redis 7.0 writes it (0.1 is
-/// 0.10000000000000001, 2^63 is 9.2233720368547758e+18; Lua's own "%.14g" would lose digits).
+/// A Lua number as `redis.call` passes it in Redis 8: an integer within +-2^62 as one, anything
+/// else as Grisu2's shortest digits (0.1 is 0.1; Lua's own "%.14g" would lose digits).
 fn write_number(out: &mut Vec<u8>, n: f64) {
-    out.extend_from_slice(super::libs::fmt_g(n, 17).as_bytes());
+    engine::dtoa::push_number(out, n);
 }
 
 /// Everything `redis.call` checks before the command, then the command, replying into `out`.

@@ -818,12 +818,9 @@ thread_local! {
     pub static DENY_SCRIPTS_DISABLED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// `%.17g`, as Redis prints a double reply.
+/// A double reply's text, as Redis 8 writes it (`engine::dtoa`).
 fn fmt_double(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    libs::fmt_g(d, 17)
+    engine::dtoa::double_text(d)
 }
 
 /// A script's return value as the reply Redis sends the client, in the client's protocol.

