@@ -483,6 +483,70 @@ fn differential(proto: u8) {
     assert_eq!(differences, 0, "replies that differ (listed above)");
 }
 
+/// Doubles in replies, as Redis 8 prints them (Grisu2's digits; `engine::dtoa`): scores of
+/// random doubles of every magnitude, coordinates, a script's double reply and the numbers a
+/// script passes to commands, compared byte for byte with redis-server 8.2 in both protocols.
+#[test]
+fn double_replies_match_redis8() {
+    let redis = RedisServer::start8();
+    let goblin = Server::start(&[]);
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut values: Vec<f64> =
+        vec![0.1, 1.0 / 3.0, 1e21, 2f64.powi(63), -2f64.powi(63), 1e-7, 123.456, 5e-324];
+    while values.len() < 3000 {
+        let v = match values.len() % 4 {
+            0 => f64::from_bits(rng.gen()),
+            1 => rng.gen_range(-180.0..180.0),
+            2 => rng.gen_range(-1.0..1.0) * 10f64.powi(rng.gen_range(-30..30)),
+            _ => (rng.gen::<u64>() >> rng.gen_range(0..64)) as f64,
+        };
+        if v.is_finite() {
+            values.push(v);
+        }
+    }
+    for proto in [2u8, 3] {
+        let mut rc = Conn::open(redis.port, proto);
+        let mut gc = Conn::open(goblin.port, proto);
+        let mut both = |args: Vec<Vec<u8>>| {
+            let (r, g) = (rc.call(&args), gc.call(&args));
+            assert_eq!(text(&g), text(&r), "RESP{proto} `{}`", show(&args));
+        };
+        let b = |s: &str| s.as_bytes().to_vec();
+        both(vec![b("FLUSHALL")]);
+        for (i, v) in values.iter().enumerate() {
+            // `{:e}` round-trips exactly, in a form both servers parse.
+            both(vec![b("ZADD"), b("z"), b(&format!("{v:e}")), b(&format!("m{i}"))]);
+            both(vec![b("ZSCORE"), b("z"), b(&format!("m{i}"))]);
+            both(vec![b("EVAL"), b("return {double=tonumber(ARGV[1])}"), b("0"), b(&format!("{v:e}"))]);
+            both(vec![
+                b("EVAL"),
+                b("redis.call('SET', 'n', tonumber(ARGV[1])) return redis.call('GET', 'n')"),
+                b("0"),
+                b(&format!("{v:e}")),
+            ]);
+        }
+        both(vec![b("ZRANGE"), b("z"), b("0"), b("-1"), b("WITHSCORES")]);
+        both(vec![b("ZINCRBY"), b("z"), b("0.1"), b("m1")]);
+        for i in 0..200 {
+            let (lon, lat) = (rng.gen_range(-180.0..180.0f64), rng.gen_range(-85.0..85.0f64));
+            both(vec![b("GEOADD"), b("g"), b(&format!("{lon}")), b(&format!("{lat}")), b(&format!("p{i}"))]);
+            both(vec![b("GEOPOS"), b("g"), b(&format!("p{i}"))]);
+        }
+        both(vec![
+            b("GEOSEARCH"),
+            b("g"),
+            b("FROMLONLAT"),
+            b("0"),
+            b("0"),
+            b("BYRADIUS"),
+            b("3000"),
+            b("km"),
+            b("WITHCOORD"),
+            b("ASC"),
+        ]);
+    }
+}
+
 /// Every read that shows a key's whole state, as comparable text: type, value in a canonical
 /// order (sets and hashes sorted), and whether it has a deadline.
 fn key_state(c: &mut redis::Connection, key: &str) -> String {

@@ -484,7 +484,7 @@ fn watch_expiry_rules_and_subscribe_under_reply_off() {
 #[test]
 fn georadius_family_matches_redis() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let steps: &[&[&str]] = &[
         &["GEOADD", "Sicily", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"],
         &["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHDIST", "ASC"],

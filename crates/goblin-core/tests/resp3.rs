@@ -201,7 +201,9 @@ fn resp3_replies_match_redis() {
         (&["SADD", "st", "only"], Exact),
         (&["SPOP", "st", "1"], Exact),
         // Sorted sets: doubles, pairs, the flat ZPOPMIN without a count.
-        (&["ZADD", "z", "1", "a", "2.5", "b", "-inf", "c", "0.1", "d"], Exact),
+        // (Scores exact in binary: the digits of others differ between 7.0 and 8, compared with
+        // redis-server 8.2 in differential.rs, `double_replies_match_redis8`.)
+        (&["ZADD", "z", "1", "a", "2.5", "b", "-inf", "c", "0.125", "d"], Exact),
         (&["ZSCORE", "z", "a"], Exact),
         (&["ZSCORE", "z", "b"], Exact),
         (&["ZSCORE", "z", "c"], Exact),
@@ -209,8 +211,8 @@ fn resp3_replies_match_redis() {
         (&["ZSCORE", "z", "zz"], Exact),
         (&["ZMSCORE", "z", "a", "zz", "c"], Exact),
         (&["ZMSCORE", "nokey", "a"], Exact),
-        (&["ZINCRBY", "z", "0.1", "a"], Exact),
-        (&["ZINCRBY", "z", "1e300", "b"], Exact),
+        (&["ZINCRBY", "z", "0.25", "a"], Exact),
+        (&["ZINCRBY", "z", "1e3", "b"], Exact),
         (&["ZADD", "z", "INCR", "1", "a"], Exact),
         (&["ZADD", "z", "NX", "INCR", "1", "a"], Exact),
         (&["ZADD", "z", "XX", "INCR", "1", "nomember"], Exact),

@@ -70,7 +70,9 @@ const SCRIPTS: &[(&str, &[&str], &[&str])] = &[
     ("return {err='MY bad'}", &[], &[]),
     ("return {err='no-code'}", &[], &[]),
     ("return {double=3.5}", &[], &[]),
-    ("return {double=1/3}", &[], &[]),
+    // (Digits of inexact doubles differ between 7.0 and 8: differential.rs compares those
+    // with redis-server 8.2, `double_replies_match_redis8`.)
+    ("return {double=0.5}", &[], &[]),
     ("return {big_number='1234567890123456789012'}", &[], &[]),
     ("return {map={a=1}}", &[], &[]),
     ("return {set={x=true}}", &[], &[]),
@@ -142,7 +144,7 @@ const SCRIPTS: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "local z, out = 0, {} \
-         for _, v in ipairs({-z, 0.1, 1e21, 2^63, -2^63, 1e-7, 123.456, -5, 2^53 + 1, 1/0, -1/0}) do \
+         for _, v in ipairs({z, 0.5, 1e5, -5, 2^53 + 1, 1/0, -1/0}) do \
            redis.call('set', 'num', v) out[#out + 1] = redis.call('get', 'num') end return out",
         &[],
         &[],
