@@ -211,6 +211,117 @@ impl Gen {
                         cmp = Cmp::Shape }
                 _ => { let (k, f, v) = (self.key(), self.field(), self.value()); push!("HMSET", k, f, v) }
             },
+            // Redis 7.4's and 8.0's hash-field deadlines. Deadlines that stay are absolute
+            // (EXAT, PXAT, HEXPIREAT), so both servers hold the same instant; relative ones are
+            // only those that delete at once or are refused, and the remaining times (HTTL)
+            // are compared by shape.
+            "hashttl" => {
+                let fields = |g: &mut Gen, a: &mut Vec<Vec<u8>>, with_values: bool| {
+                    let n = g.rng.gen_range(1..4);
+                    // Sometimes a count that does not match, or no FIELDS at all.
+                    match g.rng.gen_range(0..20) {
+                        0 => a.push(b"FIELDS".to_vec()),
+                        1 => {}
+                        2 => { a.push(b"FIELDS".to_vec()); a.push(b"7".to_vec()); }
+                        3 => { a.push(b"FIELDS".to_vec()); a.push(b"0".to_vec()); }
+                        _ => { a.push(b"FIELDS".to_vec()); a.push(n.to_string().into_bytes()); }
+                    }
+                    for _ in 0..n {
+                        a.push(g.field());
+                        if with_values { a.push(g.value()); }
+                    }
+                };
+                let at_s = |g: &mut Gen| g.pick(&["4000000000", "4000000001", "4000000002", "1", "0", "-5", "x", "9223372036854775807"]);
+                let at_ms = |g: &mut Gen| g.pick(&["4000000000000", "4000000000123", "4000000009999", "1", "-1", "x", "9223372036854775807"]);
+                let rel = |g: &mut Gen| g.pick(&["0", "-1", "x", "", "9223372036854775807", "4611686018427387"]);
+                match self.rng.gen_range(0..16) {
+                    0 | 1 => { let (k, f, v) = (self.key(), self.field(), self.value()); push!("HSET", k, f, v);
+                               if self.rng.gen() { let (f2, v2) = (self.field(), self.value()); push!(f2, v2); } }
+                    2 | 3 => { let k = self.key(); let abs = self.rng.gen_bool(0.8);
+                               let (name, t) = match (self.rng.gen::<bool>(), abs) {
+                                   (true, true) => ("HEXPIREAT", at_s(self)),
+                                   (false, true) => ("HPEXPIREAT", at_ms(self)),
+                                   (true, false) => ("HEXPIRE", rel(self)),
+                                   (false, false) => ("HPEXPIRE", rel(self)),
+                               };
+                               push!(name, k, t);
+                               let c = self.pick(&["", "", "", "NX", "XX", "GT", "LT", "NX XX", "BOGUS"]);
+                               for w in c.split_whitespace() { push!(w); }
+                               fields(self, &mut a, false) }
+                    4 => { let k = self.key(); push!(self.pick(&["HEXPIRETIME", "HPEXPIRETIME"]), k); fields(self, &mut a, false) }
+                    5 => { let k = self.key(); push!(self.pick(&["HTTL", "HPTTL"]), k); fields(self, &mut a, false); cmp = Cmp::Shape }
+                    6 => { let k = self.key(); push!("HPERSIST", k); fields(self, &mut a, false) }
+                    7 => { let k = self.key(); push!("HGETDEL", k); fields(self, &mut a, false) }
+                    8 | 9 => { let k = self.key(); push!("HGETEX", k);
+                               match self.rng.gen_range(0..7) {
+                                   0 => push!("EXAT", at_s(self)),
+                                   1 => push!("PXAT", at_ms(self)),
+                                   2 => push!("PERSIST"),
+                                   3 => push!(self.pick(&["EX", "PX"]), rel(self)),
+                                   4 => push!("EXAT", "4000000000", "PERSIST"),
+                                   _ => {}
+                               }
+                               fields(self, &mut a, false) }
+                    10 | 11 => { let k = self.key(); push!("HSETEX", k);
+                                 if self.rng.gen_ratio(1, 3) { for w in self.pick(&["FNX", "FXX", "FNX FXX"]).split(' ') { push!(w); } }
+                                 match self.rng.gen_range(0..7) {
+                                     0 => push!("EXAT", at_s(self)),
+                                     1 => push!("PXAT", at_ms(self)),
+                                     2 => push!("KEEPTTL"),
+                                     3 => push!(self.pick(&["EX", "PX"]), rel(self)),
+                                     4 => push!("KEEPTTL", "PXAT", "4000000000000"),
+                                     _ => {}
+                                 }
+                                 fields(self, &mut a, true) }
+                    12 => { let k = self.key(); push!("HGETALL", k); cmp = Cmp::UnorderedPairs }
+                    13 => { let (k, f) = (self.key(), self.field()); push!("HGET", k, f) }
+                    14 => { let k = self.key(); push!("HLEN", k) }
+                    _ => { let (k, f, n) = (self.key(), self.field(), self.int()); push!("HINCRBY", k, f, n) }
+                }
+            }
+            // Streams with Redis 8.2's reference policies (XDELEX, XACKDEL, KEEPREF/DELREF/ACKED
+            // on XADD and XTRIM) among consumer-group reads and acknowledgements. Explicit IDs
+            // only (an ID not above the last is an error on both), no idle times compared.
+            "stream8" => {
+                let id = |g: &mut Gen| format!("{}-{}", g.rng.gen_range(1..6), g.rng.gen_range(0..4)).into_bytes();
+                let policy = |g: &mut Gen, a: &mut Vec<Vec<u8>>| {
+                    let p = g.pick(&["", "", "KEEPREF", "DELREF", "ACKED", "BOGUS"]);
+                    if !p.is_empty() { a.push(p.as_bytes().to_vec()); }
+                };
+                let ids = |g: &mut Gen, a: &mut Vec<Vec<u8>>| {
+                    let n = g.rng.gen_range(1..4);
+                    a.push(b"IDS".to_vec());
+                    a.push(if g.rng.gen_ratio(1, 12) { b"5".to_vec() } else { n.to_string().into_bytes() });
+                    for _ in 0..n { a.push(id(g)); }
+                };
+                match self.rng.gen_range(0..14) {
+                    0..=2 => { let k = self.key(); push!("XADD", k);
+                               if self.rng.gen_ratio(1, 3) { policy(self, &mut a); }
+                               if self.rng.gen_ratio(1, 4) { push!("MAXLEN", self.pick(&["=", "~"]), self.pick(&["0", "1", "2", "5"])); }
+                               let i = id(self); push!(i, "f", self.value()) }
+                    3 => { let k = self.key(); push!("XGROUP", "CREATE", k, self.pick(&["g1", "g2"]), self.pick(&["0", "$", "2-0"]));
+                           if self.rng.gen() { push!("MKSTREAM"); } }
+                    4 | 5 => { let k = self.key(); push!("XREADGROUP", "GROUP", self.pick(&["g1", "g2"]), self.pick(&["alice", "bob"]), "COUNT", self.pick(&["1", "2", "10"]));
+                               if self.rng.gen_ratio(1, 4) { push!("NOACK"); }
+                               push!("STREAMS", k, self.pick(&[">", ">", "0"])) }
+                    6 => { let k = self.key(); push!("XACK", k, self.pick(&["g1", "g2"])); let i = id(self); push!(i) }
+                    7 | 8 => { let k = self.key(); push!("XDELEX", k); policy(self, &mut a); ids(self, &mut a) }
+                    9 | 10 => { let k = self.key(); push!("XACKDEL", k, self.pick(&["g1", "g2", "nog"])); policy(self, &mut a); ids(self, &mut a) }
+                    11 => { let k = self.key(); push!("XTRIM", k, self.pick(&["MAXLEN", "MINID"]), self.pick(&["0", "1", "3-0", "2"])); policy(self, &mut a) }
+                    12 => { let k = self.key(); push!("XPENDING", k, self.pick(&["g1", "g2"])) }
+                    _ => { let k = self.key();
+                           if self.rng.gen() { push!("XRANGE", k, "-", "+") } else { push!("XREVRANGE", k, "+", "-") } }
+                }
+            }
+            // Redis 8.2's BITOP DIFF, DIFF1, ANDOR and ONE beside the classic operations.
+            "bitop" => match self.rng.gen_range(0..6) {
+                0 | 1 => { let k = self.key(); let v: Vec<u8> = (0..self.rng.gen_range(0..6)).map(|_| self.rng.gen()).collect(); push!("SET", k, v) }
+                2 => { let k = self.key(); push!("GET", k) }
+                _ => { let op = self.pick(&["DIFF", "DIFF1", "ANDOR", "ONE", "AND", "OR", "XOR", "NOT", "diff", "BOGUS"]);
+                       let d = self.key(); push!("BITOP", op, d);
+                       for _ in 0..self.rng.gen_range(1..4) { let k = self.key(); push!(k); }
+                       if self.rng.gen_ratio(1, 6) { push!("nokey"); } }
+            },
             "set" => match self.rng.gen_range(0..17) {
                 0 | 1 => { let (k, m1, m2) = (self.key(), self.field(), self.field()); push!("SADD", k, m1, m2) }
                 2 => { let (k, m) = (self.key(), self.field()); push!("SREM", k, m) }
@@ -397,6 +508,15 @@ fn families() -> Vec<&'static str> {
     }
     if has("lcs") {
         f.push("lcs");
+    }
+    if has("hexpireat") && has("hgetex") && has("hsetex") && has("hgetdel") {
+        f.push("hashttl");
+    }
+    if has("bitop") {
+        f.push("bitop");
+    }
+    if has("xdelex") && has("xackdel") {
+        f.push("stream8");
     }
     f
 }
