@@ -247,6 +247,9 @@ const SCRIPTS: &[(&str, &[&str], &[&str])] = &[
     ("return bit.tohex(255)", &[], &[]),
     ("return bit.tohex(-1, -4)", &[], &[]),
     ("return bit.tohex(0x1234abcd, 3)", &[], &[]),
+    // A count with no positive counterpart (it crashed the server once).
+    ("return bit.tohex(65535, -2147483648)", &[], &[]),
+    ("return bit.tohex(65535, 2147483647)", &[], &[]),
     ("return bit.tobit(2^32 + 5)", &[], &[]),
     ("return bit.tobit(0xffffffff)", &[], &[]),
     ("return bit.rol(0x80000001, 1)", &[], &[]),
@@ -864,4 +867,56 @@ fn many_scripts_keep_lua_memory_small() {
         .and_then(|v| v.trim().parse().ok())
         .expect("used_memory_lua in INFO");
     assert!(lua < 100 * 1024, "used_memory_lua {lua} after 10000 scripts");
+}
+
+/// Every distinct script stays cached and callable, however many there are: 12,000 EVALs of
+/// different bodies, then each one's EVALSHA, and 12,000 functions in 120 libraries, each
+/// called. (A compiled chunk held as an `mlua::Function` took a slot of mlua's auxiliary
+/// stack, and the 7,997th distinct script aborted the server.)
+#[test]
+fn twelve_thousand_distinct_scripts_and_functions_stay_callable() {
+    let s = Server::start(&[]);
+    let mut c = s.raw();
+    let n = 12_000;
+    let mut batch = Vec::new();
+    for i in 0..n {
+        batch.extend(request(&[b"EVAL", format!("return {i}").as_bytes(), b"0"]));
+    }
+    send(&mut c, &batch);
+    for i in 0..n {
+        assert_eq!(read_reply(&mut c), format!(":{i}\r\n").into_bytes(), "EVAL #{i}");
+    }
+    batch.clear();
+    for i in 0..n {
+        let sha = sha1_smol::Sha1::from(format!("return {i}")).digest().to_string();
+        batch.extend(request(&[b"EVALSHA", sha.as_bytes(), b"0"]));
+    }
+    send(&mut c, &batch);
+    for i in 0..n {
+        assert_eq!(read_reply(&mut c), format!(":{i}\r\n").into_bytes(), "EVALSHA #{i}");
+    }
+    batch.clear();
+    for lib in 0..120 {
+        let mut code = format!("#!lua name=lib{lib}\n");
+        for f in 0..100 {
+            code.push_str(&format!(
+                "redis.register_function('f{lib}_{f}', function() return {} end)\n",
+                lib * 100 + f
+            ));
+        }
+        batch.extend(request(&[b"FUNCTION", b"LOAD", code.as_bytes()]));
+    }
+    send(&mut c, &batch);
+    for lib in 0..120 {
+        let name = format!("lib{lib}");
+        assert_eq!(read_reply(&mut c), format!("${}\r\n{name}\r\n", name.len()).into_bytes());
+    }
+    batch.clear();
+    for i in 0..n {
+        batch.extend(request(&[b"FCALL", format!("f{}_{}", i / 100, i % 100).as_bytes(), b"0"]));
+    }
+    send(&mut c, &batch);
+    for i in 0..n {
+        assert_eq!(read_reply(&mut c), format!(":{i}\r\n").into_bytes(), "FCALL #{i}");
+    }
 }

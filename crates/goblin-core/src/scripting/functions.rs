@@ -182,7 +182,8 @@ pub(super) fn register_function(lua: &Lua, args: Variadic<Value>) -> mlua::Resul
 /// A function in the registry.
 struct Entry {
     lib: Vec<u8>,
-    f: Function,
+    /// In Lua's registry, not as an `mlua::Function` (see `Script::f`).
+    f: mlua::RegistryKey,
     flags: u8,
     description: Option<Vec<u8>>,
 }
@@ -213,6 +214,12 @@ impl FunctionsVm {
         self.funcs
             .get(name)
             .or_else(|| self.funcs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, e)| e))
+    }
+
+    /// Function `name` out of Lua's registry, and its flags.
+    fn callable(&self, name: &[u8]) -> Option<(Function, u8)> {
+        let e = self.lookup(name)?;
+        Some((self.vm.lua.registry_value::<Function>(&e.f).ok()?, e.flags))
     }
 
     /// Functions in the registry (INFO).
@@ -270,10 +277,9 @@ impl FunctionsVm {
         self.remove(lib);
         let names = defs.iter().map(|d| d.name.clone()).collect();
         for d in defs {
-            self.funcs.insert(
-                d.name,
-                Entry { lib: lib.to_vec(), f: d.f, flags: d.flags, description: d.description },
-            );
+            let f = self.vm.lua.create_registry_value(d.f).expect("a registry slot for a function");
+            self.funcs
+                .insert(d.name, Entry { lib: lib.to_vec(), f, flags: d.flags, description: d.description });
         }
         self.libs.insert(lib.to_vec(), names);
         self.publish_counts();
@@ -543,9 +549,8 @@ impl Server {
         if numkeys < 0 {
             return reply::error(&mut c.out, b"ERR Number of keys can't be negative");
         }
-        let (f, flags) = match self.functions_vm().lookup(args[1]) {
-            Some(e) => (e.f.clone(), e.flags),
-            None => return reply::error(&mut c.out, b"ERR Function not found"),
+        let Some((f, flags)) = self.functions_vm().callable(args[1]) else {
+            return reply::error(&mut c.out, b"ERR Function not found");
         };
         // Redis checks `no-cluster` first among the flags.
         if flags & NO_CLUSTER != 0 && self.cfg.cluster_enabled {

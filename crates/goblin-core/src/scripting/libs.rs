@@ -137,9 +137,9 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
                 _ => 8,
             };
             let upper = n < 0;
-            if upper {
-                n = -n;
-            }
+            // A negative count asks for upper case; its magnitude is capped at 8 digits
+            // (i32::MIN has no positive counterpart: 8 as well, as Redis's fixed BitOp has it).
+            n = n.checked_abs().unwrap_or(8);
             let n = n.min(8) as usize;
             let s = if upper { format!("{x:08X}") } else { format!("{x:08x}") };
             Ok(s[8 - n..].to_string())

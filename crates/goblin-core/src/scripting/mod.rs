@@ -36,7 +36,10 @@ use std::time::Instant;
 
 /// One cached script.
 struct Script {
-    f: Function,
+    /// The compiled chunk, held in Lua's registry: an `mlua::Function` kept in Rust would take
+    /// one of the few thousand slots of mlua's auxiliary stack per cached script, and the
+    /// 7,997th script would abort the server.
+    f: mlua::RegistryKey,
     /// Declared in a `#!lua` shebang line (else Redis's compatibility mode).
     shebang: bool,
     /// `flags=no-writes`: the script may only read, as under EVAL_RO.
@@ -717,7 +720,13 @@ impl Scripting {
             return Err(b"ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
                 .to_vec());
         }
-        match self.lua.load(&body[skip..]).set_name("@user_script").into_function() {
+        match self
+            .lua
+            .load(&body[skip..])
+            .set_name("@user_script")
+            .into_function()
+            .and_then(|f| self.lua.create_registry_value(f))
+        {
             Ok(f) => {
                 self.scripts.insert(sha, Script { f, shebang, no_writes, flags });
                 self.bytes += body.len();
@@ -1030,8 +1039,9 @@ impl Server {
             };
             // KEYS and ARGV are built on the Lua stack by the C runner (call.rs), straight
             // from the command's arguments.
+            let f: Function = sc.lua.registry_value(&script.f)?;
             call::with_script_args(keys, argv, || {
-                sc.eval_runner.call::<(bool, Value)>((&script.f, &sc.globals, &sc.handler))
+                sc.eval_runner.call::<(bool, Value)>((&f, &sc.globals, &sc.handler))
             })
         });
         self.scripting = Some(sc);
