@@ -389,7 +389,11 @@ fn diff_session(redis: &mut common::RedisServer, resp3: bool, session: &[Vec<Str
     let mut e = engine::Engine::default();
     for args in session {
         let raw: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-        let theirs = redis.ask(&raw);
+        let mut theirs = redis.ask(&raw);
+        // A help's last line is Redis 8's ("Print this help."; 7.0 wrote "Prints").
+        if let Some(at) = theirs.windows(17).position(|w| w == b"Prints this help.") {
+            theirs.remove(at + 5);
+        }
         let refs: Vec<&[u8]> = raw.iter().map(|a| a.as_slice()).collect();
         let mut ours = Vec::new();
         match engine::command::lookup(&refs[0].to_ascii_lowercase()) {

@@ -442,5 +442,5 @@ const PUBSUB_HELP: &[&str] = &[
     "SHARDNUMSUB [<shardchannel> ...]",
     "    Return the number of subscribers for the specified shard level channel(s)",
     "HELP",
-    "    Prints this help.",
+    "    Print this help.",
 ];

@@ -179,8 +179,16 @@ impl Gen {
                 3 => { let (k1, k2) = (self.key(), self.key()); push!("RENAME", k1, k2) }
                 4 => { let (k1, k2) = (self.key(), self.key()); push!("RENAMENX", k1, k2) }
                 5 => { let (k1, k2) = (self.key(), self.key()); push!("COPY", k1, k2); if self.rng.gen() { push!("REPLACE"); } }
-                6 => { let k = self.key(); let t = self.pick(&["100", "200", "-1", "0", "x"]); push!("EXPIRE", k, t);
+                // GT and LT compare deadlines in milliseconds: two relative EXPIREs a
+                // millisecond apart on one server and not on the other would differ, so those
+                // compare absolute ones (EXPIREAT).
+                6 => { let k = self.key();
                        let o = self.pick(&["", "", "NX", "XX", "GT", "LT", "NX XX"]);
+                       if o == "GT" || o == "LT" {
+                           push!("EXPIREAT", k, self.pick(&["4000000000", "4000000100", "1", "x"]));
+                       } else {
+                           push!("EXPIRE", k, self.pick(&["100", "200", "-1", "0", "x"]));
+                       }
                        for w in o.split_whitespace() { push!(w); } }
                 7 => { let k = self.key(); push!("TTL", k) }
                 8 => { let k = self.key(); push!("PERSIST", k) }

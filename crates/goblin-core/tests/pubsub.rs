@@ -364,7 +364,7 @@ fn session(port: u16, proto3: bool) -> Vec<String> {
 #[test]
 fn scripted_session_matches_redis_server_byte_for_byte() {
     let ours = Server::start(&[]);
-    let theirs = RedisServer::start();
+    let theirs = RedisServer::start8();
     for proto3 in [false, true] {
         let (o, t) = (session(ours.port, proto3), session(theirs.port, proto3));
         assert_eq!(o.len(), t.len());

@@ -346,7 +346,7 @@ fn open(port: u16) -> TcpStream {
 
 fn differential(resp3: bool) {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let (mut gs, mut rs) = (open(g.port), open(r.port));
     if resp3 {
         call_str(&mut gs, &["HELLO", "3"]);

@@ -22,6 +22,19 @@ pub static STREAM_NODE_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(100);
 /// ... and at most about this many bytes (0: no bound).
 pub static STREAM_NODE_MAX_BYTES: AtomicUsize = AtomicUsize::new(4096);
 
+/// `list-max-listpack-size`: a list is named `listpack` while it fits one node this size
+/// (negative: -1 to -5 for 4 to 64 KiB; positive: that many entries). Only the name OBJECT
+/// ENCODING reports depends on it: goblin-core's lists have one form.
+static LIST_MAX_LISTPACK_SIZE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-2);
+
+pub fn list_max_listpack_size() -> i64 {
+    LIST_MAX_LISTPACK_SIZE.load(Relaxed)
+}
+
+pub fn set_list_max_listpack_size(v: i64) {
+    LIST_MAX_LISTPACK_SIZE.store(v, Relaxed);
+}
+
 /// The IDMP settings a stream takes when it first uses idempotent production (Redis 8.6's
 /// `stream-idmp-duration`, seconds, and `stream-idmp-maxsize`, iids per producer); XCFGSET
 /// sets a stream's own.

@@ -667,14 +667,6 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
         let more = args.len() - i - 1;
         let o = args[i];
         if eq_ic(o, b"block") && more > 0 {
-            if c.script {
-                let name = String::from_utf8_lossy(args[0]);
-                reply::error(
-                    out,
-                    format!("ERR {name} command is not allowed with BLOCK option from scripts").as_bytes(),
-                );
-                return None;
-            }
             i += 1;
             let Some(ms) = parse_i64(args[i]) else {
                 reply::error(out, b"ERR timeout is not an integer or out of range");

@@ -110,7 +110,7 @@ fn help(out: &mut Vec<u8>, cmd: &str, lines: &[&str]) {
         reply::simple(out, l.as_bytes());
     }
     reply::simple(out, b"HELP");
-    reply::simple(out, b"    Prints this help.");
+    reply::simple(out, b"    Print this help.");
 }
 
 /// A range bound as XPENDING and XAUTOCLAIM take it: `-`, `+`, `ms[-seq]`, or `(`id for an

@@ -471,6 +471,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 let key = if name == "list-max-ziplist-size" { "list-max-listpack-size" } else { name };
                 s.inert_config.insert(key, v.clone());
                 if key == "list-max-listpack-size" {
+                    if let Ok(n) = v.parse::<i64>() {
+                        store::limits::set_list_max_listpack_size(n);
+                    }
                     s.inert_config.insert("list-max-ziplist-size", v);
                 }
             }

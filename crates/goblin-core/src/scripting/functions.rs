@@ -670,7 +670,7 @@ impl Server {
                     "    Loads the libraries of a payload: FLUSH deletes the others first, APPEND",
                     "    (the default) refuses a library that exists, REPLACE overwrites it.",
                     "HELP",
-                    "    Prints this help.",
+                    "    Print this help.",
                 ],
             ),
         }

@@ -283,7 +283,7 @@ inner.log = function(...)
   if n < 2 then return fail('redis.log() requires two arguments or more.') end
   local level = ...
   if type(level) ~= 'number' then return fail('First argument must be a number (log level).') end
-  if level < 0 or level > 3 then return fail('Invalid debug level.') end
+  if level < 0 or level > 3 then return fail('Invalid log level.') end
   local parts = {}
   for i = 2, n do
     local v = select(i, ...)
@@ -808,12 +808,13 @@ fn err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
 /// `noscript` in Redis).
 fn denied_in_scripts(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     // DEBUG SET-DISABLE-DENY-SCRIPTS 1 lets test suites run these from scripts (as in Redis).
-    if DENY_SCRIPTS_DISABLED.with(Cell::get) && !spec.flags.has(Flags::BLOCKING) {
+    if DENY_SCRIPTS_DISABLED.with(Cell::get) {
         return false;
     }
-    // XREAD and XREADGROUP are allowed (as in Redis): their handlers refuse BLOCK in a script.
-    spec.flags.has(Flags::NOSCRIPT)
-        || (spec.flags.has(Flags::BLOCKING) && !matches!(spec.name, "xread" | "xreadgroup"))
+    // Blocking commands run without blocking, as in Redis 7.2+ (a list that is empty answers
+    // nil at once; XREAD's BLOCK is ignored), although their flags still say `noscript`, as
+    // Redis 7.0's did.
+    (spec.flags.has(Flags::NOSCRIPT) && !spec.flags.has(Flags::BLOCKING))
         || matches!(
             spec.name,
             "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script" | "function"
@@ -1233,7 +1234,7 @@ impl Server {
                     "LOAD <script>",
                     "    Load a script into the scripts cache without executing it.",
                     "HELP",
-                    "    Prints this help.",
+                    "    Print this help.",
                 ],
             ),
             b"load" | b"exists" | b"flush" | b"kill" | b"help" | b"debug" => {

@@ -373,6 +373,32 @@ impl TailCache {
     }
 }
 
+/// The bytes an element takes in a Redis listpack: its encoding header and data, then the
+/// back-length that lets the listpack be walked backwards.
+fn listpack_entry_size(e: &Elem<'_>) -> usize {
+    let body = match e {
+        Elem::Int(i) => match *i {
+            0..=127 => 1,
+            -4096..=4095 => 2,
+            -32768..=32767 => 3,
+            -8388608..=8388607 => 4,
+            -2147483648..=2147483647 => 5,
+            _ => 9,
+        },
+        Elem::Bytes(b) if b.len() < 64 => 1 + b.len(),
+        Elem::Bytes(b) if b.len() < 4096 => 2 + b.len(),
+        Elem::Bytes(b) => 5 + b.len(),
+    };
+    let back = match body {
+        0..=127 => 1,
+        128..=16382 => 2,
+        16383..=2097150 => 3,
+        2097151..=268435454 => 4,
+        _ => 5,
+    };
+    body + back
+}
+
 impl List {
     pub fn new() -> Self {
         Self::default()
@@ -821,9 +847,42 @@ impl List {
         Ok(List { chunks, len: n, tail_offs: TailCache::default() })
     }
 
-    /// Redis 7.0 reports every list as `quicklist`.
+    /// Redis 7.2+'s name for the list's form: `listpack` while the whole list would fit one
+    /// listpack node under `list-max-listpack-size` (by default 8 KiB of listpack), else
+    /// `quicklist`. Judged from the elements as they are now (Redis converts back to a
+    /// listpack only below half the limit, so between half and the limit a list that grew past
+    /// it and shrank reads `quicklist` there and `listpack` here).
     pub fn encoding(&self) -> &'static str {
-        "quicklist"
+        if self.fits_one_listpack() {
+            "listpack"
+        } else {
+            "quicklist"
+        }
+    }
+
+    /// Whether the list's listpack encoding stays within `list-max-listpack-size`: a byte bound
+    /// for a negative fill (-1 to -5: 4 to 64 KiB), an entry count (and 8 KiB) for a
+    /// positive one. Stops counting at the bound.
+    fn fits_one_listpack(&self) -> bool {
+        let fill = crate::limits::list_max_listpack_size();
+        let (size_limit, count_limit) = if fill >= 0 {
+            (8192, (fill as usize).max(1))
+        } else {
+            const LEVELS: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+            (LEVELS[((-(fill as i128)) as usize - 1).min(4)], usize::MAX)
+        };
+        if self.len > count_limit {
+            return false;
+        }
+        // Header (total bytes and count) and end mark.
+        let mut bytes = 7usize;
+        for e in self.iter() {
+            bytes += listpack_entry_size(&e);
+            if bytes > size_limit {
+                return false;
+            }
+        }
+        true
     }
 
     /// Number of chunks (tests and MEMORY introspection).
