@@ -366,6 +366,69 @@ fn lazy_expiry_dels_of_scan_and_randomkey_are_not_a_transaction() {
     }
 }
 
+/// A blocked client is not woken by a key that is past its deadline when a transaction tries
+/// to wake it; the attempt deletes the key, and replicas get its DEL right after the
+/// transaction, before any later command (as redis-server 8.2 sends it; both servers).
+#[test]
+fn a_key_past_its_deadline_wakes_no_blocked_client_and_its_del_follows_the_transaction() {
+    let g = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let redis = RedisServer::start8_with(&["--enable-debug-command", "yes"]);
+    let mut streams = Vec::new();
+    for port in [g.port, redis.port] {
+        let open =
+            || redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+        let (mut c, mut blocked) = (open(), open());
+        q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        q(&mut c, &["FLUSHALL"]);
+        let mut stream = RawStream::attach(port);
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut blocked).unwrap();
+        let waiter = std::thread::spawn(move || -> Value {
+            // Unblocked by CLIENT UNBLOCK: a nil.
+            redis::cmd("BRPOP").arg("k").arg(0).query(&mut blocked).unwrap()
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_int(&mut c, "clients", "blocked_clients") != 1 {
+            assert!(Instant::now() < deadline, "the BRPOP never blocked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The key is pushed and has expired by the time EXEC tries to wake the client.
+        redis::pipe()
+            .atomic()
+            .cmd("RPUSH")
+            .arg("k")
+            .arg("hello")
+            .cmd("PEXPIRE")
+            .arg("k")
+            .arg(100)
+            .cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.2")
+            .query::<Value>(&mut c)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let list: String = redis::cmd("CLIENT").arg("LIST").arg("ID").arg(id).query(&mut c).unwrap();
+        assert!(list.contains("flags=b"), "{port}: still blocked: {list}");
+        q(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]);
+        assert_eq!(waiter.join().unwrap(), Value::Nil, "{port}");
+        // Another write, then the key is touched: it is gone already.
+        q(&mut c, &["SET", "before", "1"]);
+        let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut c).unwrap();
+        assert_eq!(exists, 0, "{port}");
+        q(&mut c, &["SET", "after", "1"]);
+        // (Redis puts its SELECT inside the MULTI, goblin-core before it: both select 0.)
+        let mut got: Vec<Vec<String>> =
+            (0..8).map(|_| stream.next()).filter(|c| c.as_slice() != ["select", "0"]).collect();
+        // The deadline's instant differs between the servers.
+        got[2][2] = "<t>".into();
+        streams.push(got);
+    }
+    assert_eq!(streams[0], streams[1], "goblin-core, then redis-server 8.2");
+    assert_eq!(
+        streams[0][3..],
+        [vec!["exec"], vec!["del", "k"], vec!["set", "before", "1"], vec!["set", "after", "1"]]
+    );
+}
+
 /// min-replicas-to-write counts a redis-server replica by its REPLCONF ACKs (one a second):
 /// writes go through while it acknowledges, are refused (NOREPLICAS) once it has been silent
 /// for longer than the lag, and go through again when it resumes. INFO lists it at the

@@ -315,11 +315,29 @@ fn blocked_group_readers_are_served_and_unblocked_as_in_redis() {
         Frame::Error(e) => assert!(e.starts_with(b"NOGROUP"), "{}", String::from_utf8_lossy(&e)),
         other => panic!("{other:?}"),
     }
-    // Deleting the key answers a group reader with Redis's UNBLOCKED error.
+    // Deleting the key answers a group reader as the command would be answered now (Redis
+    // 7.2+): NOGROUP; and a key that became another type, WRONGTYPE, even in one transaction.
     c.send(&["XREADGROUP", "GROUP", "g2", "carol", "BLOCK", "0", "STREAMS", "s", ">"]);
     wait_blocked(&mut w, 1);
     w.call(&["DEL", "s"]);
-    assert_eq!(c.read(), Frame::Error(b"UNBLOCKED the stream key no longer exists".to_vec()));
+    assert_eq!(
+        c.read(),
+        Frame::Error(
+            b"NOGROUP No such key 's' or consumer group 'g2' in XREADGROUP with GROUP option".to_vec()
+        )
+    );
+    w.call(&["XGROUP", "CREATE", "s", "g2", "$", "MKSTREAM"]);
+    c.send(&["XREADGROUP", "GROUP", "g2", "carol", "BLOCK", "0", "STREAMS", "s", ">"]);
+    wait_blocked(&mut w, 1);
+    w.call(&["MULTI"]);
+    w.call(&["DEL", "s"]);
+    w.call(&["LPUSH", "s", "x"]);
+    w.call(&["EXEC"]);
+    assert_eq!(
+        c.read(),
+        Frame::Error(b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec())
+    );
+    w.call(&["DEL", "s"]);
     // RENAME onto a waited key serves the reader from the renamed stream's group.
     w.call(&["XGROUP", "CREATE", "t", "g", "$", "MKSTREAM"]);
     a.send(&["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "t", ">"]);

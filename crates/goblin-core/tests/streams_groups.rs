@@ -203,7 +203,7 @@ const SESSION: &str = "
 ";
 
 fn run_session(resp3: bool) {
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let g = Server::start(&[]);
     let mut rc = Conn::over(r.raw(), if resp3 { 3 } else { 2 });
     let mut gc = Conn::over(g.raw(), if resp3 { 3 } else { 2 });
@@ -232,7 +232,7 @@ fn session_matches_redis_resp3() {
 /// answers null at its timeout, as on redis-server.
 #[test]
 fn blocked_readers_wake_as_on_redis() {
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let g = Server::start(&[]);
     let run = |raw: &dyn Fn() -> TcpStream| -> Vec<Frame> {
         let mut admin = Conn::over(raw(), 2);

@@ -706,9 +706,14 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
             streams_at = i + 1;
             let n = args.len() - streams_at;
             if !n.is_multiple_of(2) {
+                // Redis 8's words (7.0 said "XREAD" for both, and named only '$').
                 reply::error(
                     out,
-                    b"ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+                    if group {
+                        b"ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
+                    } else {
+                        b"ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."
+                    },
                 );
                 return None;
             }
@@ -809,26 +814,17 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
     let retrying = c.retrying_blocked;
     for (k, a) in r.keys.iter().zip(r.ids) {
         let s = match look(c, k) {
-            // A parked reader whose key became another type keeps waiting, as in Redis: only
-            // a stream entry serves it (XADD, DEL, LPUSH in one EXEC must not wake it).
-            Look::Wrong if retrying => None,
+            // A parked XREAD whose key became another type keeps waiting, as in Redis: only a
+            // stream entry serves it. A parked XREADGROUP is answered as the command would be
+            // now (Redis 7.2+ runs a woken command again): WRONGTYPE, or NOGROUP below for a
+            // deleted key or a destroyed group.
+            Look::Wrong if retrying && r.group.is_none() => None,
             Look::Wrong => return reply::error(out, errors::WRONGTYPE),
             Look::Missing => None,
             Look::Stream(s) => Some(s),
         };
         if let Some((g, _)) = r.group {
-            if retrying && s.is_none() {
-                // The key a group reader waits on was deleted or replaced by another type.
-                return reply::error(out, b"UNBLOCKED the stream key no longer exists");
-            }
             if s.and_then(|s| s.group(g)).is_none() {
-                if retrying {
-                    // A parked reader whose group was destroyed (XGROUP DESTROY wakes it).
-                    return reply::error(
-                        out,
-                        b"NOGROUP the consumer group this client was blocked on no longer exists",
-                    );
-                }
                 let msg = format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
                     String::from_utf8_lossy(k),

@@ -373,32 +373,6 @@ impl TailCache {
     }
 }
 
-/// The bytes an element takes in a Redis listpack: its encoding header and data, then the
-/// back-length that lets the listpack be walked backwards.
-fn listpack_entry_size(e: &Elem<'_>) -> usize {
-    let body = match e {
-        Elem::Int(i) => match *i {
-            0..=127 => 1,
-            -4096..=4095 => 2,
-            -32768..=32767 => 3,
-            -8388608..=8388607 => 4,
-            -2147483648..=2147483647 => 5,
-            _ => 9,
-        },
-        Elem::Bytes(b) if b.len() < 64 => 1 + b.len(),
-        Elem::Bytes(b) if b.len() < 4096 => 2 + b.len(),
-        Elem::Bytes(b) => 5 + b.len(),
-    };
-    let back = match body {
-        0..=127 => 1,
-        128..=16382 => 2,
-        16383..=2097150 => 3,
-        2097151..=268435454 => 4,
-        _ => 5,
-    };
-    body + back
-}
-
 impl List {
     pub fn new() -> Self {
         Self::default()
@@ -877,7 +851,10 @@ impl List {
         // Header (total bytes and count) and end mark.
         let mut bytes = 7usize;
         for e in self.iter() {
-            bytes += listpack_entry_size(&e);
+            bytes += match e {
+                Elem::Int(i) => super::stream::lp::int(i),
+                Elem::Bytes(b) => super::stream::lp::string(b),
+            } as usize;
             if bytes > size_limit {
                 return false;
             }

@@ -172,9 +172,10 @@ struct Block {
     lp_fixed: u64,
 }
 
-/// The byte size of Redis's stream listpacks (`listpack.c`, `t_stream.c`), which decides
-/// where Redis closes a stream node: an element is its encoding plus a back-length.
-mod lp {
+/// The byte size of Redis's listpacks (`listpack.c`), which decides where Redis closes a
+/// stream node (and what OBJECT ENCODING names a list): an element is its encoding plus a
+/// back-length.
+pub(crate) mod lp {
     /// The back-length's size for an element of `l` bytes.
     fn backlen(l: u64) -> u64 {
         match l {
