@@ -391,19 +391,25 @@ mod tests {
 
     #[test]
     fn cached_powers_are_powers_of_ten() {
-        // Each entry's exponent fits 10^k; the powers that are exact in 64 bits are exact here
-        // (the rest were rounded from exact rationals; a wrong one fails the round trip below).
         for (i, &(f, e)) in CACHED_POWERS.iter().enumerate() {
             let k = FIRST_POWER + i as i32 * POWER_STEP;
             assert!(f >> 63 == 1, "10^{k} is not normalized");
             // log2(10^k) lies within [e + 63, e + 64).
             let log2 = f64::from(k) * std::f64::consts::LOG2_10;
             assert!(log2 >= f64::from(e + 63) - 1e-9 && log2 < f64::from(e + 64) + 1e-9, "10^{k}");
-            if (0..=19).contains(&k) {
-                let v = 10u64.pow(k as u32);
-                let lz = v.leading_zeros();
-                assert_eq!(f, v << lz, "10^{k}");
-                assert_eq!(e, -(lz as i32), "10^{k}");
+            // The powers that fit 128 bits (k = 4, 12, 20, 28, 36), exactly: the top 64 bits
+            // rounded to nearest.
+            if (0..=38).contains(&k) {
+                let v = 10u128.pow(k as u32);
+                let bits = 128 - v.leading_zeros() as i32;
+                let (want, exp) = if bits <= 64 {
+                    ((v << (64 - bits)) as u64, bits - 64)
+                } else {
+                    let shift = bits - 64;
+                    let top = (v >> shift) as u64;
+                    (top + ((v >> (shift - 1)) & 1) as u64, shift)
+                };
+                assert_eq!((f, e), (want, exp), "10^{k}");
             }
         }
     }

@@ -39,6 +39,8 @@ struct Arg {
     name: String,
     kind: String,
     token: Option<String>,
+    /// Redis 7.2+'s `display_text` (the third field when present).
+    display: Option<String>,
     flags: Vec<String>,
     args: Vec<Arg>,
 }
@@ -59,6 +61,10 @@ fn args(v: &Value) -> Vec<Arg> {
                 name: text(m[0].1),
                 kind,
                 token: field(&m, "token").map(text),
+                display: field(&m, "display_text").map(|d| {
+                    assert_eq!(m[2].0, "display_text", "{m:?}");
+                    text(d)
+                }),
                 flags: field(&m, "flags").map(|f| items(f).iter().map(text).collect()).unwrap_or_default(),
                 args: field(&m, "arguments").map(args).unwrap_or_default(),
             }
@@ -227,7 +233,7 @@ fn argument_structure_matches_redis_server() {
         }
         let strip = |a: Vec<Arg>| -> Vec<Arg> {
             fn go(a: Vec<Arg>) -> Vec<Arg> {
-                a.into_iter().map(|x| Arg { name: String::new(), args: go(x.args), ..x }).collect()
+                a.into_iter().map(|x| Arg { name: String::new(), display: None, args: go(x.args), ..x }).collect()
             }
             go(a)
         };
@@ -237,6 +243,56 @@ fn argument_structure_matches_redis_server() {
         compared += 1;
     }
     assert!(compared > 100, "only {compared} commands compared");
+}
+
+/// Redis 7.2+ gives every argument but a oneof or block a `display_text` (redis-cli's hints
+/// show it): for every command whose argument tree is the same as redis-server 8.2's, the
+/// display texts are the same too.
+#[test]
+fn display_texts_match_redis8() {
+    let s = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut ours = s.conn();
+    let mut theirs = r.conn();
+    let names: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut ours).expect("COMMAND LIST");
+    fn shape(a: &[Arg]) -> Vec<(String, Option<String>, Vec<String>, Vec<(String, Option<String>, Vec<String>)>)> {
+        a.iter()
+            .map(|x| {
+                let inner = x.args.iter().map(|y| (y.kind.clone(), y.token.clone(), y.flags.clone())).collect();
+                (x.kind.clone(), x.token.clone(), x.flags.clone(), inner)
+            })
+            .collect()
+    }
+    fn displays(a: &[Arg], out: &mut Vec<(String, Option<String>)>) {
+        for x in a {
+            out.push((x.name.clone(), x.display.clone()));
+            displays(&x.args, out);
+        }
+    }
+    let (mut compared, mut shown) = (0, 0);
+    for name in names.iter().filter(|n| !n.contains('|')) {
+        let t = docs(&mut theirs, &[name]);
+        if t.is_empty() {
+            continue;
+        }
+        let o = docs(&mut ours, &[name]);
+        let (om, tm) = (pairs(&o[0].1), pairs(&t[0].1));
+        let oa = field(&om, "arguments").map(args).unwrap_or_default();
+        let ta = field(&tm, "arguments").map(args).unwrap_or_default();
+        if shape(&oa) != shape(&ta) {
+            continue;
+        }
+        let (mut od, mut td) = (Vec::new(), Vec::new());
+        displays(&oa, &mut od);
+        displays(&ta, &mut td);
+        // Block names changed between Redis versions; the texts shown must not.
+        let texts = |d: &[(String, Option<String>)]| d.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
+        assert_eq!(texts(&od), texts(&td), "{name}: {od:?}");
+        shown += od.iter().filter(|(_, d)| d.is_some()).count();
+        compared += 1;
+    }
+    assert!(compared > 150, "only {compared} commands compared");
+    assert!(shown > 500, "only {shown} display texts compared");
 }
 
 /// COMMAND's ACL categories and command tips (`request_policy:all_shards`,

@@ -430,7 +430,9 @@ fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
     for a in args {
         let is_key = a.kind == syntax::ArgType::Key;
         let flags = a.flags();
+        let display = display_text(a);
         let n = 2
+            + usize::from(display.is_some())
             + usize::from(is_key)
             + usize::from(a.token.is_some())
             + usize::from(!flags.is_empty())
@@ -440,6 +442,10 @@ fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
         reply::bulk(out, a.name.as_bytes());
         reply::bulk(out, b"type");
         reply::bulk(out, a.kind.as_str().as_bytes());
+        if let Some(d) = display {
+            reply::bulk(out, b"display_text");
+            reply::bulk(out, d.as_bytes());
+        }
         if is_key {
             // COMMAND INFO reports a single key spec covering every key position.
             reply::bulk(out, b"key_spec_index");
@@ -460,6 +466,17 @@ fn write_args(out: &mut Vec<u8>, proto: Proto, args: &[syntax::Arg]) {
             reply::bulk(out, b"arguments");
             write_args(out, proto, &a.args);
         }
+    }
+}
+
+/// The text a help line shows for an argument (Redis 7.2+ `display_text`): every argument
+/// but a oneof or block has one. The syntax lines name arguments as Redis's help shows them,
+/// so it is the name, except SORT's ALPHA, which Redis shows as `sorting`.
+fn display_text(a: &syntax::Arg) -> Option<&str> {
+    match a.kind {
+        syntax::ArgType::OneOf | syntax::ArgType::Block => None,
+        syntax::ArgType::PureToken if a.name == "alpha" => Some("sorting"),
+        _ => Some(&a.name),
     }
 }
 

@@ -858,11 +858,11 @@ fn close_conns(s: &mut Server, which: impl Fn(&Conn) -> bool) {
     }
 }
 
-/// HELLO [protover [AUTH username password] [SETNAME clientname]], in Redis 7.0's order: the
-/// version (2 or 3), then the options left to right (AUTH checks its credentials where it
-/// stands, so a bad password hides a later syntax error), then the name; only when all of
-/// them pass does the connection switch protocol. The reply is the server-info
-/// map in the protocol now in force (a flat array in RESP2).
+/// HELLO [protover [AUTH username password] [SETNAME clientname]], in Redis 7.2+'s order: the
+/// version (2 or 3), then every option's syntax (and the name's), then the credentials (the
+/// last AUTH given), then the name is taken; only when all of them pass does the connection
+/// switch protocol. The reply is the server-info map in the protocol now in force (a flat
+/// array in RESP2).
 fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let out = &mut c.out;
     let mut proto = None;
@@ -875,33 +875,36 @@ fn hello(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         };
     }
     let mut setname: Option<&[u8]> = None;
+    let mut credentials: Option<(&[u8], &[u8])> = None;
     let mut i = 2;
     while i < args.len() {
         let more = args.len() - i - 1;
         if args[i].eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            if !authenticate(s, c, args[0], args[i + 1], args[i + 2]) {
-                return reply::error(&mut c.out, WRONGPASS);
-            }
+            credentials = Some((args[i + 1], args[i + 2]));
             i += 3;
         } else if args[i].eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            if !client::valid_name(args[i + 1]) {
+                return reply::error(out, client::BAD_NAME);
+            }
             setname = Some(args[i + 1]);
             i += 2;
         } else {
             let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
             msg.extend_from_slice(args[i]);
             msg.push(b'\'');
-            return reply::error(&mut c.out, &msg);
+            return reply::error(out, &msg);
+        }
+    }
+    if let Some((user, password)) = credentials {
+        if !authenticate(s, c, args[0], user, password) {
+            return reply::error(&mut c.out, WRONGPASS);
         }
     }
     // As Redis 7: HELLO itself runs unauthenticated only to authenticate.
     if !c.authenticated && !s.users.default_is_open() {
         return reply::error(&mut c.out, HELLO_NOAUTH);
     }
-    let out = &mut c.out;
     if let Some(name) = setname {
-        if !client::valid_name(name) {
-            return reply::error(out, client::BAD_NAME);
-        }
         c.name = name.to_vec();
     }
     if let Some(p) = proto {
