@@ -413,9 +413,6 @@ impl Server {
             self.transaction_command(conn, slot, spec, args, now);
         } else {
             self.execute(conn, slot, spec, args, now, false);
-            if conn.tracking.is_some() {
-                self.tracking_after_script(conn, slot, spec, args);
-            }
         }
         self.cmd_started = None;
         let took = started.elapsed();

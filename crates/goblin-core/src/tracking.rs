@@ -174,6 +174,32 @@ fn write_invalidation(out: &mut Vec<u8>, proto: resp::Proto, keys: Option<&[Vec<
     }
 }
 
+/// Whether a connection with tracking options `t` has its next read remembered: default mode,
+/// and OPTIN/OPTOUT with CLIENT CACHING deciding.
+pub(crate) fn tracks_reads(t: &ConnTracking) -> bool {
+    if t.bcast {
+        false
+    } else if t.optin {
+        t.caching == Some(true)
+    } else {
+        !(t.optout && t.caching == Some(false))
+    }
+}
+
+/// The keys a read-only command reads: its key positions (first, last, step), as COMMAND
+/// reports them.
+pub(crate) fn read_keys<'a>(
+    spec: &engine::CommandSpec,
+    args: &'a [&'a [u8]],
+) -> impl Iterator<Item = &'a [u8]> {
+    let first = spec.first_key as usize;
+    let step = spec.key_step.max(1) as usize;
+    let last =
+        if spec.last_key < 0 { args.len() as i64 + spec.last_key as i64 } else { spec.last_key as i64 };
+    let end = if first == 0 { 0 } else { (last.min(args.len() as i64 - 1) + 1).max(0) as usize };
+    args.get(first..end.max(first)).unwrap_or_default().iter().step_by(step).copied()
+}
+
 impl Server {
     /// The commit_batch sink: every key a committed mutation names changed.
     pub(crate) fn tracking_on_batch(&mut self, batch: &Batch) {
@@ -258,57 +284,26 @@ impl Server {
         spec: &engine::CommandSpec,
         args: &[&[u8]],
     ) {
-        let Some(t) = &conn.tracking else { return };
-        if t.bcast || !spec.flags.has(engine::Flags::READONLY) {
-            return;
-        }
-        let track = if t.optin {
-            t.caching == Some(true)
-        } else if t.optout {
-            t.caching != Some(false)
-        } else {
-            true
-        };
-        if !track {
-            return;
-        }
-        let argc = args.len();
-        let (first, step) = (spec.first_key as usize, spec.key_step.max(1) as usize);
-        if first == 0 {
-            return;
-        }
-        let last = if spec.last_key < 0 { argc as i64 + spec.last_key as i64 } else { spec.last_key as i64 };
-        let mut i = first;
-        while (i as i64) <= last.min(argc as i64 - 1) {
-            self.tracking_remember((slot, conn.id), args[i]);
-            i += step;
-        }
-    }
-
-    /// After EVAL/FCALL (and their _RO forms) for a tracking connection: if the script ran a
-    /// read-only command, the keys it declared are remembered, as Redis does (a script that only
-    /// wrote tracks nothing).
-    pub(crate) fn tracking_after_script(
-        &mut self,
-        conn: &Conn,
-        slot: usize,
-        spec: &engine::CommandSpec,
-        args: &[&[u8]],
-    ) {
-        if !matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro")
-            || !crate::scripting::READ.with(|r| r.replace(false))
+        if !conn.tracking.as_ref().is_some_and(|t| tracks_reads(t))
+            || !spec.flags.has(engine::Flags::READONLY)
         {
             return;
         }
-        let Some(t) = &conn.tracking else { return };
-        let track = !t.bcast
-            && if t.optin { t.caching == Some(true) } else { !(t.optout && t.caching == Some(false)) };
-        let Some(n) = args.get(2).and_then(|a| util::parse_i64(a)).filter(|&n| n >= 0) else { return };
-        if !track {
-            return;
-        }
-        for key in args.iter().skip(3).take(n as usize) {
+        for key in read_keys(spec, args) {
             self.tracking_remember((slot, conn.id), key);
+        }
+    }
+
+    /// After a script (EVAL, FCALL and their _RO forms) of a tracking connection: the keys its
+    /// read-only commands read are remembered, each between the script's mutations it came
+    /// after and those it came before (Redis 7.2+; a script that only wrote tracks nothing).
+    pub(crate) fn tracking_script_reads(&mut self, id: u64, slot: usize, reads: Vec<(usize, Vec<u8>)>) {
+        for (at, key) in reads {
+            if at == 0 {
+                self.tracking.remember((slot, id), &key);
+            } else {
+                self.tracking.deferred.push((at, (slot, id), key));
+            }
         }
     }
 

@@ -233,7 +233,9 @@ fn argument_structure_matches_redis_server() {
         }
         let strip = |a: Vec<Arg>| -> Vec<Arg> {
             fn go(a: Vec<Arg>) -> Vec<Arg> {
-                a.into_iter().map(|x| Arg { name: String::new(), display: None, args: go(x.args), ..x }).collect()
+                a.into_iter()
+                    .map(|x| Arg { name: String::new(), display: None, args: go(x.args), ..x })
+                    .collect()
             }
             go(a)
         };
@@ -255,10 +257,13 @@ fn display_texts_match_redis8() {
     let mut ours = s.conn();
     let mut theirs = r.conn();
     let names: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut ours).expect("COMMAND LIST");
-    fn shape(a: &[Arg]) -> Vec<(String, Option<String>, Vec<String>, Vec<(String, Option<String>, Vec<String>)>)> {
+    fn shape(
+        a: &[Arg],
+    ) -> Vec<(String, Option<String>, Vec<String>, Vec<(String, Option<String>, Vec<String>)>)> {
         a.iter()
             .map(|x| {
-                let inner = x.args.iter().map(|y| (y.kind.clone(), y.token.clone(), y.flags.clone())).collect();
+                let inner =
+                    x.args.iter().map(|y| (y.kind.clone(), y.token.clone(), y.flags.clone())).collect();
                 (x.kind.clone(), x.token.clone(), x.flags.clone(), inner)
             })
             .collect()

@@ -15,7 +15,7 @@
 //! [`PANIC`] and resumed once the VM call has returned to Rust (as mlua does for its own
 //! callbacks), so it never unwinds through Lua's C frames.
 
-use super::{denied_in_scripts, Run, LUA_RESP3, READ, RUN, WROTE};
+use super::{denied_in_scripts, Run, LUA_RESP3, READ_KEYS, RUN, TRACK_READS, WROTE};
 use crate::server::Server;
 use engine::{CommandSpec, Flags, Handler, Outcome};
 use mlua::ffi;
@@ -314,8 +314,15 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
             return Err(Early::Refused(Some(spec), crate::dispatch::NOREPLICAS));
         }
         WROTE.with(|w| w.set(true));
-    } else if spec.flags.has(Flags::READONLY) {
-        READ.with(|r| r.set(true));
+    } else if spec.flags.has(Flags::READONLY) && TRACK_READS.with(Cell::get) {
+        // SAFETY: see `Run`: only a read of the pending batch's length while nothing else uses it.
+        let at = unsafe { (*run.server).engine.pending().len() };
+        READ_KEYS.with(|r| {
+            let mut r = r.borrow_mut();
+            for key in crate::tracking::read_keys(spec, argv) {
+                r.push((at, key.to_vec()));
+            }
+        });
     }
     // Cluster mode: its keys in one slot, and (unless it may cross slots) the script's.
     // SAFETY: see `Run`: only reads of the server's settings while nothing else uses it.

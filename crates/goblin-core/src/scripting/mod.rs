@@ -129,9 +129,14 @@ thread_local! {
     /// Cluster mode: the slot of the running script's keys (its declared ones, then the
     /// first its commands reach); see `Server::script_cluster_refusal`.
     pub(crate) static SCRIPT_SLOT: Cell<Option<u16>> = const { Cell::new(None) };
-    /// The running script called a read-only command (client tracking then remembers the
-    /// keys the script declared, as Redis does).
-    pub(crate) static READ: Cell<bool> = const { Cell::new(false) };
+    /// The running script's caller tracks the keys it reads (client tracking, default mode):
+    /// its read-only commands' keys are collected in `READ_KEYS`.
+    pub(crate) static TRACK_READS: Cell<bool> = const { Cell::new(false) };
+    /// The keys the running script's read-only commands read, each with the number of
+    /// mutations the batch held when it was read (see `Tracking::deferred`). As Redis 7.2+,
+    /// a script tracks the keys it read, not the keys it declared.
+    pub(crate) static READ_KEYS: std::cell::RefCell<Vec<(usize, Vec<u8>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
     /// When the busy script's loop turn last read every connection.
     static LAST_SWEEP: Cell<Option<Instant>> = const { Cell::new(None) };
     /// Scripts run since the last collection step.
@@ -1088,7 +1093,7 @@ impl Server {
             )
         });
         WROTE.with(|x| x.set(false));
-        READ.with(|x| x.set(false));
+        TRACK_READS.with(|x| x.set(c.tracking.as_ref().is_some_and(|t| crate::tracking::tracks_reads(t))));
         KILL.with(|x| x.set(false));
         BUSY_NOW.with(|x| x.set(false));
         LAST_SWEEP.with(|x| x.set(None));
@@ -1097,6 +1102,10 @@ impl Server {
         let caller_db = c.db;
         let ran = invoke(sc);
         RUN.with(|r| r.set(None));
+        if TRACK_READS.with(|x| x.replace(false)) {
+            let reads = READ_KEYS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+            self.tracking_script_reads(c.id, slot, reads);
+        }
         c.db = caller_db;
         self.engine.select(caller_db);
         // A panic `redis.call` caught (it may not unwind through Lua's C frames) goes on now.
