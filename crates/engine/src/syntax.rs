@@ -344,6 +344,8 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("pfadd", "2.8.9", "key [element [element ...]]"),
     ("pfcount", "2.8.9", "key [key ...]"),
     ("pfmerge", "2.8.9", "destkey:key sourcekey:key [sourcekey:key ...]"),
+    ("pfdebug", "2.8.9", "subcommand:string key"),
+    ("pfselftest", "2.8.9", ""),
     (
         "geoadd",
         "3.2.0",

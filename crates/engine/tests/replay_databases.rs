@@ -81,6 +81,9 @@ fn cross_database_commands_do_what_redis_does() {
         cmd(&["SWAPDB", "x", "1"]),
         cmd(&["SWAPDB", "1", "x"]),
         cmd(&["SWAPDB", "0", "16"]),
+        // Both indexes are parsed (as 32-bit integers) before the range is checked.
+        cmd(&["SWAPDB", "44", "x"]),
+        cmd(&["SWAPDB", "2147483648", "0"]),
         cmd(&["FLUSHDB"]),
         cmd(&["DBSIZE"]),
     ];
@@ -106,6 +109,8 @@ fn cross_database_commands_do_what_redis_does() {
             "-ERR invalid first DB index\r\n",
             "-ERR invalid second DB index\r\n",
             "-ERR DB index is out of range\r\n",
+            "-ERR invalid second DB index\r\n",
+            "-ERR invalid first DB index\r\n",
             "+OK\r\n",
             ":0\r\n",
         ]

@@ -1,4 +1,4 @@
-//! SORT/SORT_RO, HyperLogLog (PFADD, PFCOUNT, PFMERGE), GEO (GEOADD, GEODIST, GEOHASH, GEOPOS,
+//! SORT/SORT_RO, HyperLogLog (PFADD, PFCOUNT, PFMERGE, PFDEBUG), GEO (GEOADD, GEODIST, GEOHASH, GEOPOS,
 //! GEOSEARCH, GEOSEARCHSTORE) and LCS:
 //! - the replay property: any sequence of them, mixed with the writes they read (RPUSH, SADD,
 //!   ZADD, SET, HSET, DEL, PEXPIRE), leaves engine A exactly as replaying A's canonical
@@ -400,8 +400,13 @@ impl Gen {
                     push!(self.pick(&["h1", "h2", "h3", "nokey", "str"]));
                 }
             }
-            18 => {
+            18 if self.rng.gen_ratio(1, 2) => {
                 push!("GET", self.pick(&["h1", "h2", "h3", "hx"]))
+            }
+            // Redis's HLL debugging view (GETREG and TODENSE write the dense form).
+            18 => {
+                let sub = self.pick(&["ENCODING", "decode", "DECODE", "GETREG", "todense", "bogus"]);
+                push!("PFDEBUG", sub, self.pick(&["h1", "h2", "h3", "hx", "nokey", "str", "l"]))
             }
             19 => {
                 push!("SET", "hx", self.pick(&["HYLL", "HYLLjunkjunkjunkjunk", "hello"]))

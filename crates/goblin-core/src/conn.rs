@@ -247,9 +247,13 @@ pub struct Conn {
     pub close_now: bool,
     pub parked: Option<Parked>,
     pub multi: Option<Multi>,
-    /// Keys this client WATCHes (see [`crate::watch`]).
-    /// (database, key) pairs this client WATCHes.
+    /// (database, key) pairs this client WATCHes (see [`crate::watch`]).
     pub watching: Vec<(u32, Vec<u8>)>,
+    /// Bytes read from and written to this client, and the commands it ran: CLIENT LIST's
+    /// `tot-net-in`, `tot-net-out` and `tot-cmds` (Redis 8).
+    pub net_in: u64,
+    pub net_out: u64,
+    pub commands: u64,
     pub reply_mode: ReplyMode,
     /// The reply protocol, chosen with HELLO (RESP2 until then; RESET returns to it). Every
     /// reply to this client, including late ones (a served or timed-out blocking command),
@@ -348,6 +352,9 @@ impl Conn {
             parked: None,
             multi: None,
             watching: Vec::new(),
+            net_in: 0,
+            net_out: 0,
+            commands: 0,
             reply_mode: ReplyMode::On,
             proto: resp::Proto::Resp2,
             no_evict: false,

@@ -418,6 +418,7 @@ impl Server {
         let took = started.elapsed();
         let reply = conn.out.get(mark..).unwrap_or_default();
         self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+        conn.commands += 1;
         if self.hotkeys.tracking() {
             self.hotkeys.record(spec, args, took, reply.len());
         }
@@ -804,6 +805,7 @@ impl Server {
                     let took = started.elapsed();
                     let reply = conn.out.get(mark..).unwrap_or_default();
                     self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+                    conn.commands += 1;
                     if self.hotkeys.tracking() {
                         self.hotkeys.record(spec, &argv, took, reply.len());
                     }

@@ -137,8 +137,10 @@ impl Server {
     /// CLIENT PAUSE timeout [WRITE|ALL].
     pub(crate) fn client_pause(&mut self, conn: &mut Conn, args: &[&[u8]]) {
         let out = &mut conn.out;
-        let Some(ms) = util::parse_i64(args[2]).filter(|&n| n >= 0) else {
-            return reply::error(out, b"ERR timeout is not an integer or out of range");
+        let ms = match util::parse_i64(args[2]) {
+            Some(n) if n < 0 => return reply::error(out, b"ERR timeout is negative"),
+            Some(n) => n,
+            None => return reply::error(out, b"ERR timeout is not an integer or out of range"),
         };
         let all = match args.get(3).map(|a| a.to_ascii_lowercase()) {
             None => true,

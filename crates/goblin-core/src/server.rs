@@ -1280,6 +1280,7 @@ impl Server {
                 }
             };
             self.stats.net_input_bytes += n as u64;
+            conn.net_in += n as u64;
             self.stats.reads_processed += 1;
             self.clock_ms = now_ms();
             let short = n < scratch.len();
@@ -1627,6 +1628,7 @@ impl Server {
                 }
                 Ok(n) => {
                     conn.out_pos += n;
+                    conn.net_out += n as u64;
                     self.stats.net_output_bytes += n as u64;
                     self.stats.writes_processed += 1;
                 }
@@ -1650,6 +1652,7 @@ impl Server {
                         }
                         Ok(n) => {
                             d.queue.consume(n);
+                            conn.net_out += n as u64;
                             self.stats.net_output_bytes += n as u64;
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

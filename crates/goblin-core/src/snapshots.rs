@@ -812,7 +812,13 @@ impl Server {
     }
 
     /// Stops every child (shutdown); their temporary files are removed at the next startup.
+    /// Children that already finished are reaped first, their outcomes applied: a replica
+    /// whose RDB file went out whole is no longer `dumping`, so the exit waits for it to
+    /// acknowledge the stream (`drain_redis_replicas`).
     pub(crate) fn kill_children(&mut self) {
+        if self.snapshots.child_running() {
+            self.reap_children();
+        }
         for c in self.snapshots.children.drain(..) {
             // SAFETY: signalling and reaping our own child.
             unsafe {

@@ -545,16 +545,17 @@ impl Server {
     /// CLIENT CACHING YES|NO.
     pub(crate) fn client_caching(&mut self, conn: &mut Conn, args: &[&[u8]]) {
         let out = &mut conn.out;
-        let yes = match args[2].to_ascii_lowercase().as_slice() {
-            b"yes" => true,
-            b"no" => false,
-            _ => return reply::error(out, errors::SYNTAX),
-        };
+        // The mode first, then the argument (Redis's order).
         let Some(t) = conn.tracking.as_mut().filter(|t| t.optin || t.optout) else {
             return reply::error(
                 out,
                 b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
             );
+        };
+        let yes = match args[2].to_ascii_lowercase().as_slice() {
+            b"yes" => true,
+            b"no" => false,
+            _ => return reply::error(out, errors::SYNTAX),
         };
         if yes && !t.optin {
             return reply::error(

@@ -416,6 +416,46 @@ fn debug_reload_active_expire_and_protocol() {
     assert!(String::from_utf8(obj).unwrap().contains("encoding:listpack"));
 }
 
+/// DEBUG OBJECT of a list past one listpack node reports the quicklist Redis 8.2 builds for
+/// it (nodes, average entries, the node bound, compression, the listpacks' bytes), under the
+/// default and changed `list-max-listpack-size` and `list-compress-depth`.
+#[test]
+fn debug_object_of_a_quicklist_matches_redis8() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let r = RedisServer::start8_with(&["--enable-debug-command", "yes"]);
+    let numbers: Vec<String> = (1..=20_000).map(|i| i.to_string()).collect();
+    let words: Vec<String> = (0..3_000).map(|i| format!("word-{i}-{}", "x".repeat(i % 40))).collect();
+    let ql = |c: &mut redis::Connection, key: &str| -> String {
+        let line = String::from_utf8(bytes(&q(c, &["DEBUG", "OBJECT", key]).unwrap())).unwrap();
+        let encoding = line.split(' ').find(|f| f.starts_with("encoding:")).unwrap_or("?").to_string();
+        line.find(" ql_nodes").map_or(encoding, |i| line[i..].to_string())
+    };
+    let mut outs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        let mut got = Vec::new();
+        let push = |c: &mut redis::Connection, key: &str, items: &[String]| {
+            let _: i64 = redis::cmd("RPUSH").arg(key).arg(items).query(c).unwrap();
+        };
+        push(c, "nums", &numbers);
+        push(c, "words", &words);
+        push(c, "small", &numbers[..10]);
+        got.push(ql(c, "nums"));
+        got.push(ql(c, "words"));
+        got.push(ql(c, "small"));
+        q(c, &["CONFIG", "SET", "list-max-listpack-size", "-1", "list-compress-depth", "12"]).unwrap();
+        push(c, "nums2", &numbers[..6000]);
+        got.push(ql(c, "nums2"));
+        q(c, &["CONFIG", "SET", "list-max-listpack-size", "100", "list-compress-depth", "0"]).unwrap();
+        push(c, "words2", &words);
+        got.push(ql(c, "words2"));
+        q(c, &["CONFIG", "SET", "list-max-listpack-size", "-2"]).unwrap();
+        outs.push(got);
+    }
+    assert_eq!(outs[0], outs[1], "goblin-core, then redis-server 8.2");
+    assert!(outs[0][0].contains("ql_listpack_max:-2 ql_compressed:0"), "{:?}", outs[0]);
+    assert!(outs[0][3].contains("ql_listpack_max:-1 ql_compressed:1"), "{:?}", outs[0]);
+}
+
 /// OBJECT ENCODING of strings follows Redis: `raw` once APPEND, SETRANGE or SETBIT modified a
 /// value in place, `int`/`embstr` again after a plain SET or INCR.
 #[test]
@@ -521,4 +561,102 @@ fn debug_error_module_and_lolwut() {
     assert!(q(&mut c, &["MODULE", "LOAD", "/nowhere.so"]).is_err());
     let art = String::from_utf8(bytes(&q(&mut c, &["LOLWUT"]).unwrap())).unwrap();
     assert!(art.contains("Redis ver. "), "{art}");
+}
+
+/// CLIENT INFO has Redis 8.2's fields in its order (`watch`, `io-thread`, `tot-net-in`,
+/// `tot-net-out`, `tot-cmds` included), and after the same requests on a fresh connection
+/// the same values for those that do not depend on the process (ids, ports, memory, times).
+#[test]
+fn client_info_fields_match_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut infos = Vec::new();
+    for port in [g.port, r.port] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        for req in ["PING", "WATCH a b c", "SET x 1", "GET x", "CLIENT SETNAME me", "SELECT 3"] {
+            send(&mut s, format!("{req}\r\n").as_bytes());
+            read_reply(&mut s);
+        }
+        send(&mut s, b"CLIENT INFO\r\n");
+        let reply = String::from_utf8(read_reply(&mut s)).unwrap();
+        let line = reply.lines().nth(1).unwrap_or_default().to_string();
+        infos.push(line);
+    }
+    let fields = |line: &str| -> Vec<(String, String)> {
+        line.split(' ')
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    };
+    let (ours, theirs) = (fields(&infos[0]), fields(&infos[1]));
+    let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&ours), names(&theirs), "{} / {}", infos[0], infos[1]);
+    const COMPARED: &[&str] = &[
+        "name",
+        "flags",
+        "db",
+        "sub",
+        "psub",
+        "ssub",
+        "multi",
+        "watch",
+        "qbuf",
+        "obl",
+        "oll",
+        "events",
+        "cmd",
+        "user",
+        "redir",
+        "resp",
+        "lib-name",
+        "lib-ver",
+        "tot-net-in",
+        "tot-net-out",
+        "tot-cmds",
+    ];
+    for (k, v) in &ours {
+        if COMPARED.contains(&k.as_str()) {
+            let want = &theirs.iter().find(|(t, _)| t == k).unwrap().1;
+            assert_eq!(v, want, "{k}: {} / {}", infos[0], infos[1]);
+        }
+    }
+    let watch = ours.iter().find(|(k, _)| k == "watch").unwrap();
+    assert_eq!(watch.1, "3");
+}
+
+/// `hll-sparse-max-bytes` decides when a sparse HyperLogLog turns dense, as in redis-server
+/// 8.2 (the same bytes after the same PFADDs under each bound, PFDEBUG ENCODING alike); a
+/// memory value is taken; PFSELFTEST passes.
+#[test]
+fn hll_sparse_bound_and_selftest_like_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut outs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        let mut got = Vec::new();
+        for (i, bound) in ["0", "40", "200", "1kb", "3000"].iter().enumerate() {
+            got.push(format!("{:?}", q(c, &["CONFIG", "SET", "hll-sparse-max-bytes", bound])));
+            got.push(format!("{:?}", q(c, &["CONFIG", "GET", "hll-sparse-max-bytes"])));
+            let key = format!("h{i}");
+            for batch in 0..8 {
+                let elems: Vec<String> = (0..batch * 7 + 1).map(|e| format!("e{batch}-{e}")).collect();
+                let _: i64 = redis::cmd("PFADD").arg(&key).arg(&elems).query(c).unwrap();
+                got.push(format!("{:?}", q(c, &["PFDEBUG", "ENCODING", &key])));
+            }
+            got.push(format!("{:?}", q(c, &["GET", &key])));
+        }
+        got.push(format!(
+            "{:?}",
+            q(c, &["CONFIG", "SET", "hll-sparse-max-bytes", "x"]).map_err(|e| e.kind())
+        ));
+        outs.push(got);
+    }
+    for (i, (ours, theirs)) in outs[0].iter().zip(&outs[1]).enumerate() {
+        assert_eq!(ours, theirs, "step {i}");
+    }
+    assert!(outs[0].iter().any(|s| s.contains("sparse")) && outs[0].iter().any(|s| s.contains("dense")));
+    assert_eq!(q(&mut g.conn(), &["PFSELFTEST"]).unwrap(), Value::Okay);
 }

@@ -133,6 +133,11 @@ fn tracking_errors_match_redis() {
             "CLIENT CACHING yes",
             "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n",
         ),
+        // The mode is checked before the argument.
+        (
+            "CLIENT CACHING maybe",
+            "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n",
+        ),
         ("CLIENT GETREDIR", ":-1\r\n"),
         ("CLIENT TRACKING on OPTIN", "+OK\r\n"),
         ("CLIENT CACHING no", "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.\r\n"),
@@ -144,7 +149,11 @@ fn tracking_errors_match_redis() {
             "CLIENT TRACKING on OPTOUT",
             "-ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.\r\n",
         ),
+        ("CLIENT CACHING on", "-ERR syntax error\r\n"),
         ("CLIENT PAUSE abc", "-ERR timeout is not an integer or out of range\r\n"),
+        ("CLIENT PAUSE -1", "-ERR timeout is negative\r\n"),
+        ("CLIENT KILL MAXAGE 0", "-ERR maxage should be greater than 0\r\n"),
+        ("CLIENT KILL MAXAGE x", "-ERR maxage is not an integer or out of range\r\n"),
         ("CLIENT PAUSE 10 bogus", "-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n"),
     ];
     for (cmd, want) in cases {

@@ -35,6 +35,10 @@ pub fn set_list_max_listpack_size(v: i64) {
     LIST_MAX_LISTPACK_SIZE.store(v, Relaxed);
 }
 
+/// `hll-sparse-max-bytes`: a sparse HyperLogLog that would grow past this many bytes turns
+/// dense.
+pub static HLL_SPARSE_MAX_BYTES: AtomicUsize = AtomicUsize::new(3000);
+
 /// The IDMP settings a stream takes when it first uses idempotent production (Redis 8.6's
 /// `stream-idmp-duration`, seconds, and `stream-idmp-maxsize`, iids per producer); XCFGSET
 /// sets a stream's own.
@@ -68,6 +72,7 @@ pub fn by_name(name: &str) -> Option<&'static AtomicUsize> {
         "stream-node-max-bytes" => &STREAM_NODE_MAX_BYTES,
         "stream-idmp-duration" => &STREAM_IDMP_DURATION,
         "stream-idmp-maxsize" => &STREAM_IDMP_MAXSIZE,
+        "hll-sparse-max-bytes" => &HLL_SPARSE_MAX_BYTES,
         _ => return None,
     })
 }
@@ -89,4 +94,5 @@ pub const NAMES: &[&str] = &[
     "stream-node-max-bytes",
     "stream-idmp-duration",
     "stream-idmp-maxsize",
+    "hll-sparse-max-bytes",
 ];

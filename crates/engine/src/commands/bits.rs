@@ -223,86 +223,105 @@ fn getbit(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 // ---------------------------------------------------------------------------------------------
 // BITCOUNT / BITPOS
 
-/// BITCOUNT key [start end [BYTE|BIT]]. Redis 7.0 looks the key up first: a missing key answers
-/// 0 and a wrong type WRONGTYPE before the range is parsed.
+/// BITCOUNT key [start end [BYTE|BIT]]. As Redis 7.4+: the arguments are parsed first (start,
+/// end, then the unit), then the key is looked up (a wrong type: WRONGTYPE; missing: 0).
 fn bitcount(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    let range = match bitcount_range(args) {
+        Ok(r) => r,
+        Err(e) => return reply::error(out, e),
+    };
     let s = match c.read(args[1]) {
         None => return reply::integer(out, 0),
         Some(ValueRef::Str(s)) => s,
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    let n = s.with_bytes(|b| bitcount_of(b, args));
-    match n {
-        Ok(n) => reply::integer(out, n as i64),
-        Err(e) => reply::error(out, e),
-    }
+    reply::integer(out, s.with_bytes(|b| bitcount_of(b, range)) as i64);
 }
 
-fn bitcount_of(b: &[u8], args: &[&[u8]]) -> Result<u64, &'static [u8]> {
-    let len = b.len() as i64;
+/// BITCOUNT's range: None for the whole string, else (start, end, in bits).
+fn bitcount_range(args: &[&[u8]]) -> Result<Option<(i64, i64, bool)>, &'static [u8]> {
     match args.len() {
-        2 => Ok(if b.is_empty() { 0 } else { count_ones(b, 0, len as u64 * 8 - 1) }),
+        2 => Ok(None),
         4 | 5 => {
             let start = parse_i64(args[2]).ok_or(errors::NOT_INTEGER)?;
             let end = parse_i64(args[3]).ok_or(errors::NOT_INTEGER)?;
-            // Two negative indexes in the wrong order are empty before any clamping (clamping
-            // could otherwise make them overlap byte 0). Redis checks this before the unit.
-            if start < 0 && end < 0 && start > end {
-                return Ok(0);
-            }
             let is_bit = if args.len() == 5 { unit(args[4]).ok_or(errors::SYNTAX)? } else { false };
-            let totlen = if is_bit { len * 8 } else { len };
-            let Some((s, e)) = normalize(start, end, totlen) else { return Ok(0) };
-            let (first, last) = if is_bit { (s, e) } else { (s * 8, e * 8 + 7) };
-            Ok(count_ones(b, first as u64, last as u64))
+            Ok(Some((start, end, is_bit)))
         }
         _ => Err(errors::SYNTAX),
     }
 }
 
-/// BITPOS key bit [start [end [BYTE|BIT]]]. The bit is checked first, then the key (missing:
-/// an endless run of zeros, so 0 for a clear bit and -1 for a set one), then the range.
+fn bitcount_of(b: &[u8], range: Option<(i64, i64, bool)>) -> u64 {
+    let len = b.len() as i64;
+    let Some((start, end, is_bit)) = range else {
+        return if b.is_empty() { 0 } else { count_ones(b, 0, len as u64 * 8 - 1) };
+    };
+    // Two negative indexes in the wrong order are empty before any clamping (clamping could
+    // otherwise make them overlap byte 0).
+    if start < 0 && end < 0 && start > end {
+        return 0;
+    }
+    let totlen = if is_bit { len * 8 } else { len };
+    let Some((s, e)) = normalize(start, end, totlen) else { return 0 };
+    let (first, last) = if is_bit { (s, e) } else { (s * 8, e * 8 + 7) };
+    count_ones(b, first as u64, last as u64)
+}
+
+/// BITPOS key bit [start [end [BYTE|BIT]]]. As Redis 7.4+: the bit, then the range (start, the
+/// unit, then end), then the key (missing: an endless run of zeros, so 0 for a clear bit and
+/// -1 for a set one).
 fn bitpos(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let bit = match parse_i64(args[2]) {
         Some(v @ (0 | 1)) => v == 1,
         Some(_) => return reply::error(out, BITPOS_BIT_ERR),
         None => return reply::error(out, errors::NOT_INTEGER),
     };
+    let range = match bitpos_range(args) {
+        Ok(r) => r,
+        Err(e) => return reply::error(out, e),
+    };
     let s = match c.read(args[1]) {
         None => return reply::integer(out, if bit { -1 } else { 0 }),
         Some(ValueRef::Str(s)) => s,
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    match s.with_bytes(|b| bitpos_of(b, bit, args)) {
-        Ok(n) => reply::integer(out, n),
-        Err(e) => reply::error(out, e),
-    }
+    reply::integer(out, s.with_bytes(|b| bitpos_of(b, bit, range)));
 }
 
-fn bitpos_of(b: &[u8], bit: bool, args: &[&[u8]]) -> Result<i64, &'static [u8]> {
-    let len = b.len() as i64;
-    let (range, is_bit, end_given) = match args.len() {
-        3 => ((0, len - 1), false, false),
+/// BITPOS's range: (start, end if given, in bits); None for the whole string.
+type BitposRange = Option<(i64, Option<i64>, bool)>;
+
+fn bitpos_range(args: &[&[u8]]) -> Result<BitposRange, &'static [u8]> {
+    match args.len() {
+        3 => Ok(None),
         4..=6 => {
             let start = parse_i64(args[3]).ok_or(errors::NOT_INTEGER)?;
             // Redis reads the unit before the end.
             let is_bit = if args.len() == 6 { unit(args[5]).ok_or(errors::SYNTAX)? } else { false };
-            let end = if args.len() >= 5 { parse_i64(args[4]).ok_or(errors::NOT_INTEGER)? } else { len - 1 };
-            ((start, end), is_bit, args.len() >= 5)
+            let end =
+                if args.len() >= 5 { Some(parse_i64(args[4]).ok_or(errors::NOT_INTEGER)?) } else { None };
+            Ok(Some((start, end, is_bit)))
         }
-        _ => return Err(errors::SYNTAX),
-    };
+        _ => Err(errors::SYNTAX),
+    }
+}
+
+fn bitpos_of(b: &[u8], bit: bool, range: BitposRange) -> i64 {
+    let len = b.len() as i64;
+    let (start, end, is_bit) = range.unwrap_or((0, None, false));
+    let end_given = end.is_some();
     let totlen = if is_bit { len * 8 } else { len };
     // An empty range holds neither a 0 nor a 1.
-    let Some((s, e)) = normalize(range.0, range.1, totlen) else { return Ok(-1) };
+    let Some((s, e)) = normalize(start, end.unwrap_or(totlen - 1), totlen) else { return -1 };
     let (first, last) = if is_bit { (s as u64, e as u64) } else { (s as u64 * 8, e as u64 * 8 + 7) };
-    Ok(match find_bit(b, first, last, bit) {
+    match find_bit(b, first, last, bit) {
         Some(p) => p as i64,
         // Without an explicit end the string counts as zero-padded on the right, so the first
         // clear bit of an all-ones range is the one just past it (Redis's special case).
         None if !bit && !end_given => last as i64 + 1,
         None => -1,
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -728,8 +747,7 @@ mod tests {
             (&["BITCOUNT", "s", "1", "2", "byte"], 12),
             (&["BITCOUNT", "s", "-9", "-1", "bit"], 5),
             (&["BITCOUNT", "s", "0", "9223372036854775807"], 26),
-            // Reversed negatives answer 0 before the unit is even parsed.
-            (&["BITCOUNT", "s", "-1", "-3", "nope"], 0),
+            (&["BITCOUNT", "s", "-1", "-3", "byte"], 0),
         ] {
             assert_eq!(r(&mut e, args), int(want), "{args:?}");
         }
@@ -737,9 +755,15 @@ mod tests {
         assert_eq!(r(&mut e, &["BITCOUNT", "s", "0", "1", "bit", "x"]), SYNTAX);
         assert_eq!(r(&mut e, &["BITCOUNT", "s", "0", "1", "bits"]), SYNTAX);
         assert_eq!(r(&mut e, &["BITCOUNT", "s", "x", "1"]), NOT_INT);
-        // A missing key answers 0 before its arguments are looked at (Redis 7.0).
-        assert_eq!(r(&mut e, &["BITCOUNT", "nokey", "x", "y"]), int(0));
-        assert_eq!(r(&mut e, &["BITCOUNT", "nokey", "1"]), int(0));
+        // Redis 7.4+ (read from 8.2.3): the arguments are parsed before the key is looked up,
+        // the unit before the reversed-negatives shortcut.
+        assert_eq!(r(&mut e, &["BITCOUNT", "s", "-1", "-3", "nope"]), SYNTAX);
+        assert_eq!(r(&mut e, &["BITCOUNT", "nokey", "x", "y"]), NOT_INT);
+        assert_eq!(r(&mut e, &["BITCOUNT", "nokey", "1"]), SYNTAX);
+        assert_eq!(r(&mut e, &["BITCOUNT", "nokey", "0", "1"]), int(0));
+        r(&mut e, &["LPUSH", "l", "a"]);
+        assert_eq!(r(&mut e, &["BITCOUNT", "l", "1", "2", "nope"]), SYNTAX);
+        assert_eq!(r(&mut e, &["BITCOUNT", "l", "1", "2"]), WRONGTYPE);
         r(&mut e, &["SET", "empty", ""]);
         assert_eq!(r(&mut e, &["BITCOUNT", "empty"]), int(0));
         assert_eq!(r(&mut e, &["BITCOUNT", "empty", "0", "-1", "BIT"]), int(0));
@@ -781,7 +805,11 @@ mod tests {
         }
         assert_eq!(r(&mut e, &["BITPOS", "s", "2"]), "-ERR The bit argument must be 1 or 0.\r\n");
         assert_eq!(r(&mut e, &["BITPOS", "s", "x"]), NOT_INT);
-        assert_eq!(r(&mut e, &["BITPOS", "nokey", "1", "x"]), int(-1), "missing key before the range");
+        // Redis 7.4+ (read from 8.2.3): the range is parsed before the key is looked up.
+        assert_eq!(r(&mut e, &["BITPOS", "nokey", "1", "x"]), NOT_INT);
+        r(&mut e, &["LPUSH", "l", "a"]);
+        assert_eq!(r(&mut e, &["BITPOS", "l", "1", "1", "2", "nope"]), SYNTAX);
+        assert_eq!(r(&mut e, &["BITPOS", "l", "1", "1", "2"]), WRONGTYPE);
         assert_eq!(r(&mut e, &["BITPOS", "s", "1", "1", "2", "bit", "5"]), SYNTAX);
         // The unit is read before the end.
         assert_eq!(r(&mut e, &["BITPOS", "s", "1", "1", "x", "nope"]), SYNTAX);
@@ -969,7 +997,6 @@ mod tests {
             &["SETBIT", "l", "0", "1"][..],
             &["GETBIT", "l", "0"],
             &["BITCOUNT", "l"],
-            &["BITCOUNT", "l", "x"],
             &["BITPOS", "l", "1"],
             &["BITOP", "AND", "d", "l"],
             &["BITOP", "NOT", "d", "l"],
@@ -982,6 +1009,7 @@ mod tests {
         // Argument errors come before the type check where Redis parses first.
         assert_eq!(r(&mut e, &["SETBIT", "l", "x", "1"]), BAD_OFFSET);
         assert_eq!(r(&mut e, &["BITPOS", "l", "x"]), NOT_INT);
+        assert_eq!(r(&mut e, &["BITCOUNT", "l", "x"]), SYNTAX);
         assert!(r(&mut e, &["BITFIELD", "l", "GET", "u99", "0"]).starts_with("-ERR Invalid bitfield type"));
         assert_eq!(take_muts(&mut e), vec!["RPUSH l x"]);
         // Missing keys.

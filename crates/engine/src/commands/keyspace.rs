@@ -128,18 +128,16 @@ fn move_(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// SWAPDB index1 index2: the two databases trade contents (clients stay on their number).
+/// Both indexes are parsed before either is checked against the range, as Redis does.
 fn swapdb(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    let parse = |a: &[u8], which: &'static [u8]| match crate::util::parse_i64(a) {
-        None => Err(which),
-        Some(n) if n < 0 || n >= c.databases() as i64 => Err(errors::DB_INDEX_OUT_OF_RANGE),
-        Some(n) => Ok(n as u32),
-    };
-    let (a, b) =
-        match (parse(args[1], b"ERR invalid first DB index"), parse(args[2], b"ERR invalid second DB index"))
-        {
-            (Err(e), _) | (_, Err(e)) => return reply::error(out, e),
-            (Ok(a), Ok(b)) => (a, b),
-        };
+    let parse = |a: &[u8]| crate::util::parse_i64(a).filter(|n| i32::try_from(*n).is_ok());
+    let Some(a) = parse(args[1]) else { return reply::error(out, b"ERR invalid first DB index") };
+    let Some(b) = parse(args[2]) else { return reply::error(out, b"ERR invalid second DB index") };
+    let range = 0..c.databases() as i64;
+    if !range.contains(&a) || !range.contains(&b) {
+        return reply::error(out, errors::DB_INDEX_OUT_OF_RANGE);
+    }
+    let (a, b) = (a as u32, b as u32);
     reply::ok(out);
     if a == b {
         return;

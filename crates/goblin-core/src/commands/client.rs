@@ -221,8 +221,9 @@ pub(crate) fn describe(c: &Conn, t: &mut String) {
     let _ = writeln!(
         t,
         "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} \
-         multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
-         tot-mem={tot} events={events} cmd={} user={} redir={redir} resp={} lib-name={} lib-ver={}",
+         multi={multi} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} \
+         tot-mem={tot} events={events} cmd={} user={} redir={redir} resp={} lib-name={} lib-ver={} \
+         io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
         c.id,
         c.addr,
         c.laddr,
@@ -233,6 +234,7 @@ pub(crate) fn describe(c: &Conn, t: &mut String) {
         c.pubsub.as_ref().map_or(0, |p| p.channels.len()),
         c.pubsub.as_ref().map_or(0, |p| p.patterns.len()),
         c.pubsub.as_ref().map_or(0, |p| p.shard.len()),
+        c.watching.len(),
         c.pending.len() + c.qbuf_running,
         c.pending.capacity() - c.pending.len(),
         c.pending.capacity(),
@@ -244,6 +246,9 @@ pub(crate) fn describe(c: &Conn, t: &mut String) {
         c.proto.version(),
         String::from_utf8_lossy(&c.lib_name),
         String::from_utf8_lossy(&c.lib_ver),
+        c.net_in,
+        c.net_out,
+        c.commands,
     );
 }
 
@@ -388,9 +393,11 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
                     return reply::error(out, errors::SYNTAX);
                 }
             }
+            // Redis 7.4+'s filter (clients connected longer than this many seconds).
             b"maxage" => match util::parse_i64(val) {
-                Some(n) if n >= 0 => max_age = Some(n as u64),
-                _ => return reply::error(out, errors::NOT_INTEGER),
+                Some(n) if n > 0 => max_age = Some(n as u64),
+                Some(_) => return reply::error(out, b"ERR maxage should be greater than 0"),
+                None => return reply::error(out, b"ERR maxage is not an integer or out of range"),
             },
             _ => return reply::error(out, errors::SYNTAX),
         }

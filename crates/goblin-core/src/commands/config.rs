@@ -375,6 +375,14 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                 let hi = hi as i64;
                 int(1, hi).map(|n| Change::Limit(store::limits::by_name(canon).expect("named"), n as usize))
             }
+            // A memory value ("4kb" ...), as Redis takes it.
+            "hll-sparse-max-bytes" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
+                Ok(n) if n <= i64::MAX as u64 => {
+                    Ok(Change::Limit(&store::limits::HLL_SPARSE_MAX_BYTES, n as usize))
+                }
+                Ok(_) => Err("argument must be between 0 and 9223372036854775807 inclusive".to_string()),
+                Err(_) => Err("argument must be a memory value".to_string()),
+            },
             name if store::limits::by_name(name).is_some() => int(0, store::limits::INTSET_HARD_MAX as i64)
                 .map(|n| Change::Limit(store::limits::by_name(name).expect("checked"), n as usize)),
             name if INERT.contains(&name) => {

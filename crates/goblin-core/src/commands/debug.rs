@@ -123,9 +123,20 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             };
             let encoding = v.encoding();
             let bytes = s.engine.ks.mem_usage(args[2]).unwrap_or(0);
-            let line = format!(
+            let mut line = format!(
                 "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{bytes} lru:0 lru_seconds_idle:0"
             );
+            // A list past one node: the quicklist Redis would hold, as its DEBUG OBJECT shows.
+            if let (store::ValueRef::List(l), "quicklist") = (v, encoding) {
+                let (nodes, size) = l.quicklist_shape();
+                let depth = s.inert_config.get("list-compress-depth").map_or("0", String::as_str);
+                line.push_str(&format!(
+                    " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} ql_uncompressed_size:{size}",
+                    l.len() as f64 / nodes.max(1) as f64,
+                    store::limits::list_max_listpack_size(),
+                    u8::from(depth != "0"),
+                ));
+            }
             reply::simple(&mut c.out, line.as_bytes());
         }
         // The whole server stops, as in Redis: slow-command and latency tooling tests use it.

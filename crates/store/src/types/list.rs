@@ -373,6 +373,9 @@ impl TailCache {
     }
 }
 
+/// A listpack's fixed bytes: total length and count (6) and the end mark (1).
+const LP_OVERHEAD: usize = 7;
+
 impl List {
     pub fn new() -> Self {
         Self::default()
@@ -834,32 +837,70 @@ impl List {
         }
     }
 
-    /// Whether the list's listpack encoding stays within `list-max-listpack-size`: a byte bound
-    /// for a negative fill (-1 to -5: 4 to 64 KiB), an entry count (and 8 KiB) for a
-    /// positive one. Stops counting at the bound.
-    fn fits_one_listpack(&self) -> bool {
+    /// One listpack node's bounds under `list-max-listpack-size`: (bytes, entries). A negative
+    /// fill (-1 to -5) bounds the bytes (4 to 64 KiB), a positive one the entries (and the
+    /// bytes at 8 KiB).
+    fn node_bounds() -> (usize, usize) {
         let fill = crate::limits::list_max_listpack_size();
-        let (size_limit, count_limit) = if fill >= 0 {
+        if fill >= 0 {
             (8192, (fill as usize).max(1))
         } else {
             const LEVELS: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
             (LEVELS[((-(fill as i128)) as usize - 1).min(4)], usize::MAX)
-        };
+        }
+    }
+
+    /// An element's size in a listpack.
+    fn lp_size(e: Elem<'_>) -> usize {
+        (match e {
+            Elem::Int(i) => super::stream::lp::int(i),
+            Elem::Bytes(b) => super::stream::lp::string(b),
+        }) as usize
+    }
+
+    /// Whether the list's listpack encoding stays within one node's bounds. Stops counting at
+    /// the bound.
+    fn fits_one_listpack(&self) -> bool {
+        let (size_limit, count_limit) = Self::node_bounds();
         if self.len > count_limit {
             return false;
         }
         // Header (total bytes and count) and end mark.
-        let mut bytes = 7usize;
+        let mut bytes = LP_OVERHEAD;
         for e in self.iter() {
-            bytes += match e {
-                Elem::Int(i) => super::stream::lp::int(i),
-                Elem::Bytes(b) => super::stream::lp::string(b),
-            } as usize;
+            bytes += Self::lp_size(e);
             if bytes > size_limit {
                 return false;
             }
         }
         true
+    }
+
+    /// The quicklist Redis would build for this list, filled front to back under
+    /// `list-max-listpack-size`: (nodes, their listpacks' bytes). DEBUG OBJECT reports it.
+    pub fn quicklist_shape(&self) -> (usize, usize) {
+        let (size_limit, count_limit) = Self::node_bounds();
+        let (mut nodes, mut total) = (0usize, 0usize);
+        let (mut node_bytes, mut node_count) = (0usize, 0usize);
+        for e in self.iter() {
+            let sz = Self::lp_size(e);
+            // A node takes the element while it stays within both bounds; an element too big
+            // for any node gets one of its own.
+            if node_count == 0 || node_bytes + sz > size_limit || node_count + 1 > count_limit {
+                if node_count > 0 {
+                    total += node_bytes;
+                }
+                nodes += 1;
+                node_bytes = LP_OVERHEAD;
+                node_count = 0;
+            }
+            node_bytes += sz;
+            node_count += 1;
+        }
+        if node_count > 0 {
+            total += node_bytes;
+        }
+        (nodes, total)
     }
 
     /// Number of chunks (tests and MEMORY introspection).
