@@ -47,6 +47,11 @@ impl BlockedIndex {
         self.by_db.iter().enumerate().flat_map(|(db, m)| m.keys().map(move |k| (db as u32, k)))
     }
 
+    /// The clients (slot, id) waiting on `key` of database `db`, oldest first.
+    pub fn waiting(&self, db: u32, key: &[u8]) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.waiters(db, key).into_iter().flatten().copied()
+    }
+
     /// Every key some client waits on in database `db`.
     pub fn keys_in(&self, db: u32) -> impl Iterator<Item = &Vec<u8>> {
         self.by_db.get(db as usize).into_iter().flat_map(|m| m.keys())
@@ -127,15 +132,27 @@ impl Server {
     /// A retry that is served unparks its client; one that blocks again keeps its place (and
     /// ends that key's round, unless it keeps its turn: `Parked::keeps_turn`). Retries can
     /// signal further keys (BLMOVE pushes), so this runs until no key is left.
+    ///
+    /// As Redis 7.4+, a ready key is first checked without side effects, at the time the
+    /// waking command ran at (`clock_ms`, Redis's per-command time snapshot): one that is gone,
+    /// or was past its deadline then, retries only the waiters that a missing key answers
+    /// (XREADGROUP: NOGROUP); the others stay parked and the key stays in place until
+    /// something touches it (a SWAPDB that brings back a key already past its deadline deletes
+    /// nothing; a transaction whose key expired while it ran retries the waiters, whose retry,
+    /// at the current time, deletes the key and parks them again).
     pub(crate) fn serve_ready_keys(&mut self) {
         while !self.engine.ready_keys.is_empty() {
             let keys = std::mem::take(&mut self.engine.ready_keys);
             for (db, key) in keys {
                 let Some(q) = self.blocked.waiters(db, &key) else { continue };
                 let waiters: Vec<(usize, u64)> = q.iter().copied().collect();
+                let ks = self.engine.keyspace(db);
+                let live = ks.contains(&key) && !ks.is_expired(&key, self.clock_ms);
                 for (slot, id) in waiters {
                     let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else { continue };
-                    if conn.id != id || conn.parked.is_none() {
+                    let wakes_on_missing =
+                        conn.parked.as_ref().is_some_and(|p| p.args[0].eq_ignore_ascii_case(b"XREADGROUP"));
+                    if conn.id != id || conn.parked.is_none() || !(live || wakes_on_missing) {
                         self.conns[slot] = Some(conn);
                         continue;
                     }
@@ -183,6 +200,7 @@ impl Server {
             }
         }
         self.deliver_notifications(Some((conn, slot)));
+        self.flush_self_pushes(conn, slot);
         // A served retry is an atomic unit of its own.
         if let Some(last) = self.commit_batch(engine::Origin::BlockedRetry) {
             self.hold_reply(conn, slot, mark, last);

@@ -431,6 +431,7 @@ impl Server {
             self.apply_reply_mode(conn, mark);
         }
         self.deliver_notifications(Some((conn, slot)));
+        self.flush_self_pushes(conn, slot);
         self.check_output_limit(conn);
         // The atomic unit ends here: one command, or one whole EXEC.
         let origin = match spec.handler {
@@ -763,6 +764,7 @@ impl Server {
                 self.watches.unwatch_all(conn);
                 reply::array_len(&mut conn.out, multi.queued.len());
                 self.in_exec = true;
+                self.time_snapshot_us = Some(crate::commands::unix_micros(now));
                 for cmd in &multi.queued {
                     let argv: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
                     // Queued commands were looked up when queued; the table is static.
@@ -812,6 +814,7 @@ impl Server {
                     self.after_command(conn, spec, &argv, took);
                 }
                 self.in_exec = false;
+                self.time_snapshot_us = None;
                 conn.last_cmd = "exec";
             }
         }

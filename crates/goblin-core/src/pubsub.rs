@@ -97,6 +97,11 @@ pub struct PubSub {
     /// pattern -> its compiled glob and subscribers. PUBLISH tries every pattern (O(patterns),
     /// as Redis does).
     patterns: HashMap<Vec<u8>, PatternSubs>,
+    /// Messages for the client whose command is running, published by that command (a RESP3
+    /// subscriber publishing to itself, in a transaction or a script too): (slot, id, the
+    /// pushes). As Redis 7.2+, they follow the command's whole reply
+    /// ([`Server::flush_self_pushes`]), so a push never lands inside an EXEC's array.
+    self_pushes: Option<(usize, u64, Vec<u8>)>,
 }
 
 impl PubSub {
@@ -302,7 +307,7 @@ impl Server {
     /// PUBLISH / SPUBLISH: delivers `msg` to every subscriber of `channel` (then, for PUBLISH,
     /// to every subscriber of each matching pattern, once per pattern) and returns how many
     /// messages were delivered. `conn` (in `slot`) is the publisher, out of its slab slot: it
-    /// may be a subscriber itself (RESP3), and then gets its messages before its reply.
+    /// may be a subscriber itself (RESP3), and then gets its messages after its reply.
     ///
     /// Each receiver's output buffer grows by the message and the receiver is queued for a
     /// write at the end of the turn; one that passes `--client-output-limit` is closed there
@@ -316,6 +321,21 @@ impl Server {
         msg: &[u8],
     ) -> usize {
         self.deliver(Some((conn, slot)), shard, channel, msg)
+    }
+
+    /// After a command's reply (and its keyspace notifications): the messages it published
+    /// to its own client go out now (see `PubSub::self_pushes`).
+    pub(crate) fn flush_self_pushes(&mut self, conn: &mut Conn, slot: usize) {
+        let Some((s, id, bytes)) = self.pubsub.self_pushes.take() else { return };
+        if s == slot && id == conn.id {
+            conn.out.extend_from_slice(&bytes);
+        } else if let Some(Some(rx)) = self.conns.get_mut(s) {
+            // Not reached: every command ends here for its own client. Kept exact anyway.
+            if rx.id == id {
+                rx.out.extend_from_slice(&bytes);
+                self.queue_write(s);
+            }
+        }
     }
 
     /// PUBLISH with no current connection (keyspace notifications raised outside a client's
@@ -358,7 +378,8 @@ impl Server {
         for ((s, id), pattern) in &targets {
             if let Some((conn, slot)) = current.as_mut() {
                 if *s == *slot && *id == conn.id {
-                    write_message(&mut conn.out, conn.proto, kind(pattern), pattern.as_deref(), channel, msg);
+                    let held = self.pubsub.self_pushes.get_or_insert_with(|| (*slot, conn.id, Vec::new()));
+                    write_message(&mut held.2, conn.proto, kind(pattern), pattern.as_deref(), channel, msg);
                     delivered += 1;
                     continue;
                 }

@@ -308,6 +308,9 @@ pub struct Server {
     /// of once per command. Staleness is bounded by one batch's work, well under the 1 ms
     /// resolution of PX expiries for the batches a client at `-P 1` sends.
     pub(crate) clock_ms: i64,
+    /// While a transaction or a script runs: the time, in unix microseconds, it started at.
+    /// TIME answers it throughout, as Redis 8 freezes time for an execution unit.
+    pub(crate) time_snapshot_us: Option<i64>,
     /// used_memory for the maxmemory check (commands/info.rs).
     pub(crate) used_memory: crate::commands::info::UsedMemory,
     /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
@@ -472,6 +475,7 @@ impl Server {
             accept_retry: false,
             limits,
             clock_ms: now_ms(),
+            time_snapshot_us: None,
             used_memory: Default::default(),
             turn_start: now,
             busy_poll: false,

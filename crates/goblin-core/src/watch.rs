@@ -35,6 +35,11 @@ impl Watches {
         self.by_db.iter().all(HashMap::is_empty)
     }
 
+    /// Distinct (database, key) pairs some client watches (INFO `total_watched_keys`).
+    pub fn keys_len(&self) -> usize {
+        self.by_db.iter().map(HashMap::len).sum()
+    }
+
     /// `stored`: the key is in the keyspace; `live`: and not past its deadline.
     fn watch(&mut self, conn: &mut Conn, key: &[u8], stored: bool, live: bool) {
         let db = conn.db;

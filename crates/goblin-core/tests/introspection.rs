@@ -660,3 +660,50 @@ fn hll_sparse_bound_and_selftest_like_redis8() {
     assert!(outs[0].iter().any(|s| s.contains("sparse")) && outs[0].iter().any(|s| s.contains("dense")));
     assert_eq!(q(&mut g.conn(), &["PFSELFTEST"]).unwrap(), Value::Okay);
 }
+
+/// INFO's clients section has Redis 8.2's fields with its values for the same clients: one
+/// watching two keys, one subscribed, one blocked on two lists, one blocked in XREADGROUP (a
+/// key a missing stream also answers), one tracking.
+#[test]
+fn info_clients_counts_match_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut sections = Vec::new();
+    for port in [g.port, r.port] {
+        let open = || {
+            let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s
+        };
+        let mut admin = open();
+        let mut call = |s: &mut TcpStream, line: &str| {
+            send(s, format!("{line}\r\n").as_bytes());
+            read_reply(s)
+        };
+        call(&mut admin, "XGROUP CREATE s g $ MKSTREAM");
+        let (mut w, mut sub, mut bl, mut xr, mut tr) = (open(), open(), open(), open(), open());
+        call(&mut w, "WATCH a b");
+        call(&mut sub, "SUBSCRIBE x");
+        call(&mut tr, "CLIENT TRACKING on");
+        send(&mut bl, b"BLPOP l1 l2 0\r\n");
+        send(&mut xr, b"XREADGROUP GROUP g c BLOCK 0 STREAMS s >\r\n");
+        let fields = |text: &str| -> Vec<String> {
+            // Buffer sizes are each server's own.
+            let own = |l: &str| l.starts_with("maxclients") || l.starts_with("client_recent");
+            text.lines().filter(|l| l.contains(':') && !own(l)).map(str::to_string).collect()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let info = loop {
+            let info = String::from_utf8(call(&mut admin, "INFO clients")).unwrap();
+            if info.contains("blocked_clients:2") || std::time::Instant::now() > deadline {
+                break info;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        sections.push(fields(&info));
+        drop((w, sub, bl, xr, tr));
+    }
+    assert_eq!(sections[0], sections[1], "goblin-core, then redis-server 8.2");
+    assert!(sections[0].contains(&"total_blocking_keys:3".to_string()), "{:?}", sections[0]);
+    assert!(sections[0].contains(&"total_blocking_keys_on_nokey:1".to_string()), "{:?}", sections[0]);
+}

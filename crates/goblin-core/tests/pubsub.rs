@@ -126,12 +126,12 @@ fn resp3_pushes_allow_every_command_and_self_delivery() {
     assert_eq!(text(&call(&mut a, "PSUBSCRIBE *")), ">3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:2\r\n");
     assert_eq!(call(&mut a, "GET x"), b"_\r\n");
     assert_eq!(call(&mut a, "PING"), b"+PONG\r\n");
-    // Publishing to itself: the messages come before PUBLISH's own reply.
+    // Publishing to itself: the messages follow PUBLISH's own reply (Redis 7.2+).
     cmd(&mut a, "PUBLISH ch self");
     assert_eq!(
         text(&replies(&mut a, 3)),
-        ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\nself\r\n\
-         >4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$4\r\nself\r\n:2\r\n"
+        ":2\r\n>3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\nself\r\n\
+         >4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$4\r\nself\r\n"
     );
     // Another RESP3 client's publication arrives as pushes.
     let mut b = s.raw();
@@ -144,6 +144,50 @@ fn resp3_pushes_allow_every_command_and_self_delivery() {
         ">3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:1\r\n>3\r\n$12\r\npunsubscribe\r\n$1\r\n*\r\n:0\r\n"
     );
     assert_eq!(text(&call(&mut a, "UNSUBSCRIBE")), ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n");
+}
+
+/// A RESP3 subscriber publishing to itself inside a transaction or a script gets its messages
+/// after the whole reply (EXEC's array, the script's value), then its invalidations, byte for
+/// byte as redis-server 8.2 sends them.
+#[test]
+fn messages_to_self_follow_the_whole_reply_as_redis8() {
+    let ours = Server::start(&[]);
+    let theirs = RedisServer::start8();
+    let mut seen = Vec::new();
+    for port in [ours.port, theirs.port] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        resp3(&mut s);
+        call(&mut s, "SUBSCRIBE foo");
+        call(&mut s, "CLIENT TRACKING on");
+        call(&mut s, "GET k");
+        for line in [
+            "MULTI",
+            "PING abc",
+            "PUBLISH foo bar",
+            "SET k 2",
+            "PUBLISH foo vaz",
+            "PING def",
+            "EXEC",
+            "EVAL redis.call('publish','foo','in-script');return'bla' 0",
+            "PUBLISH foo plain",
+            "PING end",
+        ] {
+            cmd(&mut s, line);
+        }
+        let mut got = Vec::new();
+        loop {
+            let r = read_reply(&mut s);
+            let done = r.windows(3).any(|w| w == b"end");
+            got.extend_from_slice(&r);
+            if done {
+                break;
+            }
+        }
+        seen.push(text(&got));
+    }
+    assert_eq!(seen[0], seen[1], "goblin-core, then redis-server 8.2");
+    assert!(seen[0].contains("$3\r\ndef\r\n>3\r\n$7\r\nmessage"), "{}", seen[0]);
 }
 
 #[test]

@@ -429,6 +429,66 @@ fn a_key_past_its_deadline_wakes_no_blocked_client_and_its_del_follows_the_trans
     );
 }
 
+/// A SWAPDB that brings a blocked client's key back already past its deadline wakes nobody
+/// and deletes nothing: the key goes (and its DEL to the replicas) when it is next touched,
+/// after the blocked client's own later write (as redis-server 8.2 does; both servers).
+#[test]
+fn a_swapdb_bringing_back_an_expired_key_leaves_it_until_it_is_touched() {
+    let g = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let redis = RedisServer::start8_with(&["--enable-debug-command", "yes"]);
+    let mut streams = Vec::new();
+    for port in [g.port, redis.port] {
+        let open = |db: u32| {
+            redis::Client::open(format!("redis://127.0.0.1:{port}/{db}")).unwrap().get_connection().unwrap()
+        };
+        let (mut c, mut blocked) = (open(1), open(9));
+        q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        q(&mut c, &["FLUSHALL"]);
+        let mut stream = RawStream::attach(port);
+        q(&mut c, &["RPUSH", "k", "hello"]);
+        q(&mut c, &["PEXPIRE", "k", "100"]);
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut blocked).unwrap();
+        let waiter = std::thread::spawn(move || {
+            // Unblocked by CLIENT UNBLOCK: a nil.
+            let v: Value = redis::cmd("BRPOP").arg("k").arg(0).query(&mut blocked).unwrap();
+            (v, blocked)
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_int(&mut c, "clients", "blocked_clients") != 1 {
+            assert!(Instant::now() < deadline, "the BRPOP never blocked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        q(&mut c, &["SWAPDB", "1", "9"]);
+        std::thread::sleep(Duration::from_millis(50));
+        let list: String = redis::cmd("CLIENT").arg("LIST").arg("ID").arg(id).query(&mut c).unwrap();
+        assert!(list.contains("flags=b"), "{port}: still blocked: {list}");
+        q(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]);
+        let (v, mut blocked) = waiter.join().unwrap();
+        assert_eq!(v, Value::Nil, "{port}");
+        q(&mut blocked, &["SET", "somekey1", "someval1"]);
+        let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut blocked).unwrap();
+        assert_eq!(exists, 0, "{port}");
+        q(&mut c, &["SET", "somekey2", "someval2"]);
+        let mut got: Vec<Vec<String>> = (0..9).map(|_| stream.next()).collect();
+        // The deadline's instant differs between the servers.
+        got[2][2] = "<t>".into();
+        streams.push(got);
+    }
+    assert_eq!(streams[0], streams[1], "goblin-core, then redis-server 8.2");
+    assert_eq!(
+        streams[0][3..],
+        [
+            vec!["swapdb", "1", "9"],
+            vec!["select", "9"],
+            vec!["set", "somekey1", "someval1"],
+            vec!["del", "k"],
+            vec!["select", "1"],
+            vec!["set", "somekey2", "someval2"],
+        ]
+    );
+}
+
 /// min-replicas-to-write counts a redis-server replica by its REPLCONF ACKs (one a second):
 /// writes go through while it acknowledges, are refused (NOREPLICAS) once it has been silent
 /// for longer than the lag, and go through again when it resumes. INFO lists it at the

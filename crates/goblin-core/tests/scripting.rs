@@ -395,16 +395,51 @@ fn script_replies_match_redis_resp3() {
 }
 
 /// Where goblin-core deliberately differs from Redis 7.0: `os` holds `clock` (Redis 8's
-/// sandbox) and nothing else.
+/// sandbox) and nothing else; pairs and next list a read-only library's members (as over
+/// Redis 8's read-only tables) without handing out the table behind it.
 #[test]
 fn os_has_only_clock() {
     let g = Server::start(&[]);
     let mut s = g.raw();
+    let listed = "local t = {} for k, v in pairs(os) do t[#t + 1] = k .. ':' .. type(v) end return t";
+    assert_eq!(call_str(&mut s, &["EVAL", listed, "0"]), b"*1\r\n$14\r\nclock:function\r\n");
+    assert_eq!(call_str(&mut s, &["EVAL", "return next(os)", "0"]), b"$5\r\nclock\r\n");
+    let count = "local n = 0 for _ in pairs(string) do n = n + 1 end return n";
+    assert_eq!(call_str(&mut s, &["EVAL", count, "0"]), b":15\r\n", "string's 15 functions");
+    let state = "local f, t = pairs(os) return tostring(t == os)";
+    assert_eq!(call_str(&mut s, &["EVAL", state, "0"]), b"$4\r\ntrue\r\n", "the proxy, not the table");
+    let r = call_str(&mut s, &["EVAL", "local f, t = pairs(os) t.x = 1", "0"]);
+    assert!(r.starts_with(b"-ERR user_script:1: Attempt to modify a readonly table"), "{}", show(&r));
+    let plain = "local n = 0 for k in pairs({a = 1, b = 2}) do n = n + 1 end return n";
+    assert_eq!(call_str(&mut s, &["EVAL", plain, "0"]), b":2\r\n");
     assert_eq!(call_str(&mut s, &["EVAL", "return type(os.clock())", "0"]), b"$6\r\nnumber\r\n");
     assert_eq!(call_str(&mut s, &["EVAL", "return type(os.time)", "0"]), b"$3\r\nnil\r\n");
     assert_eq!(call_str(&mut s, &["EVAL", "return type(os.execute)", "0"]), b"$3\r\nnil\r\n");
     let r = call_str(&mut s, &["EVAL", "os.exit = 1", "0"]);
     assert!(r.starts_with(b"-ERR user_script:1: Attempt to modify a readonly table"), "{}", show(&r));
+}
+
+/// TIME answers one instant through a script or a transaction (Redis 8 freezes the time of
+/// an execution unit), and moves on between them.
+#[test]
+fn time_is_frozen_in_a_script_and_a_transaction() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let mut s = g.raw();
+    let spin = "local a = redis.call('TIME') local x = 0 for i = 1, 3000000 do x = x + i end \
+                local b = redis.call('TIME') return {a[1], a[2], b[1], b[2]}";
+    let r = String::from_utf8_lossy(&call_str(&mut s, &["EVAL", spin, "0"])).into_owned();
+    let parts: Vec<&str> = r.split("\r\n").collect();
+    assert_eq!((parts[2], parts[4]), (parts[6], parts[8]), "{r}");
+    for c in [&["MULTI"][..], &["TIME"], &["DEBUG", "SLEEP", "0.02"], &["TIME"]] {
+        call_str(&mut s, c);
+    }
+    let r = String::from_utf8_lossy(&call_str(&mut s, &["EXEC"])).into_owned();
+    let parts: Vec<&str> = r.split("\r\n").collect();
+    // *3, *2, $n, secs, $n, micros, +OK, *2, $n, secs, $n, micros
+    assert_eq!((parts[3], parts[5]), (parts[9], parts[11]), "{r}");
+    let before = call_str(&mut s, &["TIME"]);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_ne!(before, call_str(&mut s, &["TIME"]), "outside a unit TIME moves");
 }
 
 /// Bytecode is refused, as script and through loadstring/load (Redis's parser reads it as
@@ -786,15 +821,16 @@ fn script_writes_touch_watchers_blocked_clients_and_subscribers() {
         b":2\r\n"
     );
     assert_eq!(read_reply(&mut b), b"*2\r\n$2\r\nbl\r\n$1\r\na\r\n");
-    // PUBLISH from a script; the caller subscribed in RESP3 gets its push before the reply.
+    // PUBLISH from a script; the caller subscribed in RESP3 gets its push after the reply
+    // (Redis 7.2+).
     let mut sub = g.raw();
     call_str(&mut sub, &["HELLO", "3"]);
     call_str(&mut sub, &["SUBSCRIBE", "ch"]);
     assert_eq!(call_str(&mut other, &["EVAL", "return redis.call('publish', 'ch', 'hi')", "0"]), b":1\r\n");
     assert_eq!(read_reply(&mut sub), b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n");
     let r = call_str(&mut sub, &["EVAL", "return redis.call('publish', 'ch', 'self')", "0"]);
-    assert_eq!(r, b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\nself\r\n");
-    assert_eq!(read_reply(&mut sub), b":1\r\n");
+    assert_eq!(r, b":1\r\n");
+    assert_eq!(read_reply(&mut sub), b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\nself\r\n");
 }
 
 /// cmsgpack.unpack_limit / unpack_one and cjson.encode_keep_buffer, and numbers given to

@@ -251,12 +251,32 @@ fn server(s: &Server, t: &mut String) {
 
 fn clients(s: &Server, current: &Conn, t: &mut String) {
     let all = s.conns.iter().flatten().map(|c| &**c).chain(std::iter::once(current));
-    let (mut blocked, mut max_in, mut max_out) = (0, 0, 0);
+    let (mut blocked, mut max_in, mut max_out, mut pubsub, mut watching) = (0, 0, 0, 0, 0);
     for c in all {
         // Held by CLIENT PAUSE counts as blocked, as in Redis.
         blocked += (c.parked.is_some() || c.paused.is_some()) as usize;
         max_in = max_in.max(c.pending.len());
         max_out = max_out.max(c.out_pending());
+        pubsub += c
+            .pubsub
+            .as_ref()
+            .is_some_and(|p| !(p.channels.is_empty() && p.patterns.is_empty() && p.shard.is_empty()))
+            as usize;
+        watching += !c.watching.is_empty() as usize;
+    }
+    // Keys with a waiting client, and those of them a missing key also answers (an
+    // XREADGROUP waits there: a deleted stream wakes it with NOGROUP).
+    let (mut blocking_keys, mut on_nokey) = (0, 0);
+    for (db, key) in s.blocked.keys() {
+        blocking_keys += 1;
+        let xreadgroup = |slot: usize, id: u64| {
+            // The connection running INFO is out of its slot.
+            let conn = s.conns.get(slot).and_then(|c| c.as_deref()).or(Some(current));
+            conn.filter(|c| c.id == id)
+                .and_then(|c| c.parked.as_ref())
+                .is_some_and(|p| p.args[0].eq_ignore_ascii_case(b"XREADGROUP"))
+        };
+        on_nokey += s.blocked.waiting(db, key).any(|(slot, id)| xreadgroup(slot, id)) as usize;
     }
     t.push_str("# Clients\r\n");
     field!(t, "connected_clients", "{}", s.nclients);
@@ -266,7 +286,12 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
     field!(t, "client_recent_max_output_buffer", "{max_out}");
     field!(t, "blocked_clients", "{blocked}");
     field!(t, "tracking_clients", "{}", s.tracking.clients);
+    field!(t, "pubsub_clients", "{pubsub}");
+    field!(t, "watching_clients", "{watching}");
     field!(t, "clients_in_timeout_table", "{}", s.blocked.timeouts_len());
+    field!(t, "total_watched_keys", "{}", s.watches.keys_len());
+    field!(t, "total_blocking_keys", "{blocking_keys}");
+    field!(t, "total_blocking_keys_on_nokey", "{on_nokey}");
 }
 
 /// The memory figures INFO's `memory` section and MEMORY STATS report, read once.

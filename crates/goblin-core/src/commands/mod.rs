@@ -142,10 +142,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             None => reply::error(out, errors::NOT_INTEGER),
         },
         "time" => {
-            let micros = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros() as i64)
-                .unwrap_or(now * 1000);
+            let micros = s.time_snapshot_us.unwrap_or_else(|| unix_micros(now));
             reply::array_len(out, 2);
             reply::bulk_int(out, micros / 1_000_000);
             reply::bulk_int(out, micros % 1_000_000);
@@ -856,6 +853,14 @@ fn close_conns(s: &mut Server, which: impl Fn(&Conn) -> bool) {
     for slot in slots {
         client::kill_slot(s, slot);
     }
+}
+
+/// The wall clock in unix microseconds (`fallback_ms` if the clock is before 1970).
+pub(crate) fn unix_micros(fallback_ms: i64) -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(fallback_ms * 1000)
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]], in Redis 7.2+'s order: the

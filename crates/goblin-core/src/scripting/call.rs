@@ -341,8 +341,10 @@ fn execute(run: &Run, spec: &'static CommandSpec, argv: &[&[u8]], out: &mut Vec<
     let (server, conn): (&mut Server, _) = unsafe { (&mut *run.server, &mut *run.conn) };
     // MONITOR shows a script's commands as the script's (`[0 lua]`), after its EVAL line.
     server.feed_monitors_from_script(spec, argv);
-    // INFO commandstats counts a script's commands as Redis does (each its own call).
+    // INFO commandstats counts a script's commands as Redis does (each its own call), and so
+    // does the caller's CLIENT LIST `tot-cmds`.
     let started = Instant::now();
+    conn.commands += 1;
     match spec.handler {
         Handler::Data(_) => {
             // Handlers that Redis makes deterministic for scripts see it (engine::Ctx::script).
@@ -354,7 +356,7 @@ fn execute(run: &Run, spec: &'static CommandSpec, argv: &[&[u8]], out: &mut Vec<
             }
         }
         // PUBLISH goes out as the caller's: a message to a channel the caller subscribed
-        // reaches it in its own protocol, ahead of the script's reply.
+        // reaches it in its own protocol, after the script's reply (`flush_self_pushes`).
         Handler::Server if matches!(spec.name, "publish" | "spublish") => {
             server.stats.server_commands += 1;
             let n = server.publish(conn, run.slot, spec.name == "spublish", argv[1], argv[2]);

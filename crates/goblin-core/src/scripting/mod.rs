@@ -436,9 +436,17 @@ local function readonly(real, is_globals, switchable)
     shown.__metatable = view
   end
   setmetatable(proxy, mt)
-  protected[proxy] = true
+  -- A library's proxy remembers its table, so that pairs/next list its members.
+  protected[proxy] = is_globals and true or real
   return proxy
 end
+-- pairs and next over a read-only library table walk the table behind it (as over Redis's
+-- read-only tables), never handing the table itself to the script; any other table keeps
+-- Lua's own iteration. C functions (`proxy_next`, `proxy_pairs`), so that an argument error
+-- names the script's line as Lua's own would; they find the table in `goblin.protected`.
+__goblin_protected = protected
+_G.next = __goblin_next_c
+_G.pairs = __goblin_pairs_c
 _G.rawset = function(t, k, v)
   if protected[t] then error('Attempt to modify a readonly table', 0) end
   return rawset(t, k, v)
@@ -548,6 +556,69 @@ unsafe fn trampoline(l: *mut mlua::lua_State, key: *const std::ffi::c_char) -> s
     }
 }
 
+/// Replaces the table at stack index 1 with the library table behind it when it is one of
+/// PROTECT's read-only proxies (`goblin.protected` maps a proxy to its table).
+///
+/// SAFETY: `l` is a running Lua state with a table at index 1.
+unsafe fn unproxy(l: *mut mlua::lua_State) -> bool {
+    use mlua::ffi;
+    unsafe {
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, c"goblin.protected".as_ptr());
+        ffi::lua_pushvalue(l, 1);
+        ffi::lua_rawget(l, -2);
+        let proxy = ffi::lua_type(l, -1) == ffi::LUA_TTABLE;
+        if proxy {
+            ffi::lua_replace(l, 1);
+            ffi::lua_pop(l, 1);
+        } else {
+            ffi::lua_pop(l, 2);
+        }
+        proxy
+    }
+}
+
+/// `next(t [, k])`: Lua's, over the table behind a read-only proxy.
+///
+/// SAFETY: called by Lua as a C function, like the trampolines; it raises Lua errors
+/// (a bad argument, an invalid key) exactly where Lua's own `next` does, and holds no Rust
+/// value across them.
+unsafe extern "C-unwind" fn proxy_next(l: *mut mlua::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    unsafe {
+        ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+        ffi::lua_settop(l, 2);
+        unproxy(l);
+        if ffi::lua_next(l, 1) != 0 {
+            2
+        } else {
+            ffi::lua_pushnil(l);
+            1
+        }
+    }
+}
+
+/// `pairs(t)`: Lua's `next`, or `proxy_next` for a read-only proxy (whose iteration state
+/// stays the proxy: the table behind it never reaches the script).
+///
+/// SAFETY: as `proxy_next`.
+unsafe extern "C-unwind" fn proxy_pairs(l: *mut mlua::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    unsafe {
+        ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+        ffi::lua_settop(l, 1);
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, c"goblin.protected".as_ptr());
+        ffi::lua_pushvalue(l, 1);
+        ffi::lua_rawget(l, -2);
+        let proxy = ffi::lua_type(l, -1) == ffi::LUA_TTABLE;
+        ffi::lua_settop(l, 1);
+        let iter = if proxy { c"goblin.proxy_next" } else { c"goblin.lua_next" };
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, iter.as_ptr());
+        ffi::lua_pushvalue(l, 1);
+        ffi::lua_pushnil(l);
+        3
+    }
+}
+
 impl Scripting {
     pub fn new() -> Scripting {
         Self::build().expect("the Lua VM starts")
@@ -637,7 +708,18 @@ impl Scripting {
             redis.set("call", lua.create_c_function(call::redis_call)?)?;
             redis.set("pcall", lua.create_c_function(call::redis_pcall)?)?;
         }
+        // pairs/next over the read-only library tables (PROTECT installs them).
+        let lua_next: Function = g.get("next")?;
+        lua.set_named_registry_value("goblin.lua_next", lua_next)?;
+        // SAFETY: well-behaved C functions (see `proxy_next`).
+        let proxy_next_c = unsafe { lua.create_c_function(proxy_next)? };
+        lua.set_named_registry_value("goblin.proxy_next", proxy_next_c.clone())?;
+        g.set("__goblin_next_c", proxy_next_c)?;
+        // SAFETY: as above.
+        g.set("__goblin_pairs_c", unsafe { lua.create_c_function(proxy_pairs)? })?;
         lua.load(PROTECT).set_name("=goblin").exec()?;
+        let protected: Table = g.get("__goblin_protected")?;
+        lua.set_named_registry_value("goblin.protected", protected)?;
         let runner: Function = g.get("__goblin_runner")?;
         // SAFETY: as above.
         let eval_runner = unsafe { lua.create_c_function(call::runner)? };
@@ -661,6 +743,9 @@ impl Scripting {
             "__goblin_register_c",
             "__goblin_register",
             "__goblin_proxy",
+            "__goblin_protected",
+            "__goblin_next_c",
+            "__goblin_pairs_c",
             "__goblin_inner",
             "debug",
             "print",
@@ -1100,7 +1185,15 @@ impl Server {
         // A script's SELECT holds for the rest of the script only (Redis 7): its caller
         // keeps its database.
         let caller_db = c.db;
+        // TIME answers the script's start throughout (a script inside EXEC keeps EXEC's).
+        let own_snapshot = self.time_snapshot_us.is_none();
+        if own_snapshot {
+            self.time_snapshot_us = Some(crate::commands::unix_micros(now));
+        }
         let ran = invoke(sc);
+        if own_snapshot {
+            self.time_snapshot_us = None;
+        }
         RUN.with(|r| r.set(None));
         if TRACK_READS.with(|x| x.replace(false)) {
             let reads = READ_KEYS.with(|r| std::mem::take(&mut *r.borrow_mut()));
