@@ -382,7 +382,37 @@ fn now_ms() -> i64 {
 
 /// Runs `session` on redis-server and on a fresh engine in the given protocol and compares
 /// every reply (clock readings masked).
-fn diff_session(redis: &mut common::RedisServer, resp3: bool, session: &[Vec<String>]) {
+/// Blanks the values named `names` (maps and flat key/value arrays alike, at any depth).
+fn blank_fields(f: Frame, names: &[&str]) -> Frame {
+    let named =
+        |k: &Frame| matches!(k, Frame::Bulk(Some(n)) if names.iter().any(|x| x.as_bytes() == n.as_slice()));
+    match f {
+        Frame::Map(pairs) => Frame::Map(
+            pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = if named(&k) { Frame::Bulk(None) } else { blank_fields(v, names) };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        Frame::Array(Some(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            let mut blank_next = false;
+            for it in items {
+                let it =
+                    if std::mem::take(&mut blank_next) { Frame::Bulk(None) } else { blank_fields(it, names) };
+                blank_next = named(&it);
+                out.push(it);
+            }
+            Frame::Array(Some(out))
+        }
+        other => other,
+    }
+}
+
+/// `lag_blind`: entries-read and lag are left out of the comparison (see the random sessions).
+fn diff_session(redis: &mut common::RedisServer, resp3: bool, session: &[Vec<String>], lag_blind: bool) {
     redis.ask(&[b"FLUSHALL".to_vec()]);
     redis.ask(&[b"HELLO".to_vec(), if resp3 { b"3".to_vec() } else { b"2".to_vec() }]);
     let proto = if resp3 { resp::Proto::Resp3 } else { resp::Proto::Resp2 };
@@ -404,7 +434,10 @@ fn diff_session(redis: &mut common::RedisServer, resp3: bool, session: &[Vec<Str
             None => panic!("unknown command {args:?}"),
         }
         e.commit(engine::Origin::Command);
-        let (o, t) = (mask(args, decode(&ours)), mask(args, decode(&theirs)));
+        let (mut o, mut t) = (mask(args, decode(&ours)), mask(args, decode(&theirs)));
+        if lag_blind {
+            (o, t) = (blank_fields(o, &["entries-read", "lag"]), blank_fields(t, &["entries-read", "lag"]));
+        }
         assert!(
             o == t,
             "replies differ (resp3 {resp3}) for {args:?}\n ours:   {}\n theirs: {}",
@@ -562,16 +595,20 @@ const SESSION: &str = "
 fn replies_match_redis() {
     let mut redis = common::RedisServer::start();
     let session = lines(SESSION);
-    diff_session(&mut redis, false, &session);
-    diff_session(&mut redis, true, &session);
+    diff_session(&mut redis, false, &session, false);
+    diff_session(&mut redis, true, &session, false);
 }
 
 /// Random consumer-group sessions (explicit IDs only, idle bounds that no entry or every entry
-/// meets) compared reply for reply with redis-server. `GOBLIN_DIFF_SEED=N` picks another.
+/// meets) compared reply for reply with redis-server 8.2 (whose consumer creation goblin-core
+/// follows: XREADGROUP, XCLAIM and XAUTOCLAIM create their consumer even when they deliver
+/// nothing). A group's `entries-read` and `lag` are left out here: after deletions goblin-core
+/// still estimates them as Redis 7.0 did (the fixed session above compares them with 7.0).
+/// `GOBLIN_DIFF_SEED=N` picks another sequence.
 #[test]
 fn random_sessions_match_redis() {
     use rand::{Rng, SeedableRng};
-    let mut redis = common::RedisServer::start();
+    let mut redis = common::RedisServer::start8();
     let seed = std::env::var("GOBLIN_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     for round in 0..6 {
@@ -669,7 +706,7 @@ fn random_sessions_match_redis() {
             };
             session.push(s);
         }
-        diff_session(&mut redis, round % 2 == 1, &session);
+        diff_session(&mut redis, round % 2 == 1, &session, true);
     }
 }
 

@@ -450,7 +450,11 @@ impl Server {
         let mut own: Vec<Vec<u8>> = Vec::new();
         let mut extra: Vec<(u32, &'static str, Vec<u8>)> = Vec::new();
         let mut expiry_dels = expired.clone();
+        // HEXPIRE and its kin with a time already past delete the fields: Redis then raises
+        // `hdel` in place of `hexpire` (when any field went).
+        let mut fields_deleted = false;
         for m in self.engine.pending().iter().skip(before.pending_len) {
+            fields_deleted |= m.name().eq_ignore_ascii_case(b"HDEL");
             if let Some((class, event, key)) = mutation_events(spec.name, &m) {
                 extra.push((class, event, key.to_vec()));
             }
@@ -512,6 +516,11 @@ impl Server {
                             self.notify.raise(GENERIC, "del", key);
                             deleted.push(key);
                         }
+                    }
+                    _ if fields_deleted
+                        && matches!(name, "hexpire" | "hpexpire" | "hexpireat" | "hpexpireat") =>
+                    {
+                        self.notify.raise(e.class, "hdel", key)
                     }
                     _ => self.notify.raise(e.class, e.name, key),
                 }

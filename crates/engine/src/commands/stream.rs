@@ -884,6 +884,11 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             _ => false,
         };
         if !has {
+            // Redis creates (and marks seen) the consumer even when nothing is delivered, a
+            // read that then blocks included.
+            if let (Some((g, consumer)), Look::Stream(_)) = (r.group, look(c, key)) {
+                touch_consumer(c, key, g, consumer);
+            }
             continue;
         }
         if marker.is_none() {
@@ -990,6 +995,21 @@ fn read_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], is_group: bool) 
             });
         }
         _ => reply::null_array(out, proto),
+    }
+}
+
+/// XREADGROUP that delivers nothing from `key`: its consumer is created if new (`XGROUP
+/// CREATECONSUMER` emitted) and its seen time set.
+fn touch_consumer(c: &mut Ctx, key: &[u8], g: &[u8], consumer: &[u8]) {
+    let now = c.now;
+    let Ok(Some(s)) = stream_mut(c, key) else { return };
+    let Some(grp) = s.group_mut(g) else { return };
+    let created = grp.create_consumer(consumer, now);
+    if let Some(cons) = grp.consumer_mut(consumer) {
+        cons.seen_time = now;
+    }
+    if created {
+        c.emit(&[b"XGROUP", b"CREATECONSUMER", key, g, consumer]);
     }
 }
 

@@ -480,6 +480,23 @@ fn ack_record(key: &[u8], group: &[u8], id: StreamId) -> Mut {
     vec![b"XACK".to_vec(), key.to_vec(), group.to_vec(), id_bytes(id)]
 }
 
+/// XCLAIM and XAUTOCLAIM, claiming or not: as Redis 7.4+, the consumer is created (its
+/// creation recorded) and marked seen before anything is claimed.
+fn seen(g: &mut ConsumerGroup, key: &[u8], group: &[u8], consumer: &[u8], now: Millis, muts: &mut Vec<Mut>) {
+    if g.create_consumer(consumer, now) {
+        muts.push(vec![
+            b"XGROUP".to_vec(),
+            b"CREATECONSUMER".to_vec(),
+            key.to_vec(),
+            group.to_vec(),
+            consumer.to_vec(),
+        ]);
+    }
+    if let Some(cons) = g.consumer_mut(consumer) {
+        cons.seen_time = now;
+    }
+}
+
 /// Makes sure `consumer` exists before it claims (recording its creation) and refreshes its
 /// seen and active times.
 fn claimer(
@@ -598,6 +615,7 @@ fn xclaim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let Ok(Some(s)) = stream_mut(c, key) else { unreachable!("looked up above") };
     let mut muts: Vec<Mut> = Vec::new();
     let g = s.group_mut(group).expect("looked up above");
+    seen(g, key, group, consumer, now, &mut muts);
     let moved = lastid > g.last_id;
     if moved {
         g.last_id = lastid;
@@ -694,6 +712,7 @@ fn xautoclaim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let (now, proto) = (c.now, c.proto);
     let Ok(Some(s)) = stream_mut(c, key) else { unreachable!("looked up above") };
     let mut muts: Vec<Mut> = Vec::new();
+    seen(s.group_mut(group).expect("looked up above"), key, group, consumer, now, &mut muts);
     let mut attempts = count.saturating_mul(ATTEMPTS_FACTOR);
     let mut deleted: Vec<StreamId> = Vec::new();
     let mut claimed: Vec<StreamId> = Vec::new();
@@ -1031,14 +1050,15 @@ mod tests {
         reply(&mut e, 10, &["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
         reply(&mut e, 10, &["XDEL", "s", "1-0"]);
         take_muts(&mut e);
-        // 1-0 is gone: dropped from the PEL. 2-0 claimed by b (created), idle 5 -> time 95.
+        // b is created first (Redis 7.4+: before any claim); 1-0 is gone: dropped from the
+        // PEL. 2-0 claimed by b, idle 5 -> time 95.
         let r = reply(&mut e, 100, &["XCLAIM", "s", "g", "b", "0", "1-0", "2-0", "IDLE", "5", "JUSTID"]);
         assert_eq!(r, "*1\r\n$3\r\n2-0\r\n");
         assert_eq!(
             take_muts(&mut e),
             vec![
-                "XACK s g 1-0".to_string(),
                 "XGROUP CREATECONSUMER s g b".to_string(),
+                "XACK s g 1-0".to_string(),
                 "XCLAIM s g b 0 2-0 TIME 95 RETRYCOUNT 1 FORCE JUSTID LASTID 3-0".to_string(),
             ]
         );
@@ -1051,6 +1071,16 @@ mod tests {
         // LASTID that moves the group without a claim: a SETID record.
         assert_eq!(reply(&mut e, 100, &["XCLAIM", "s", "g", "b", "0", "9-0", "LASTID", "9-0"]), "*0\r\n");
         assert_eq!(take_muts(&mut e), vec!["XGROUP SETID s g 9-0 ENTRIESREAD 3".to_string()]);
+        // A claim of nothing still creates its consumer, and so does a read of nothing.
+        assert_eq!(reply(&mut e, 100, &["XCLAIM", "s", "g", "c", "0", "9-0"]), "*0\r\n");
+        assert_eq!(take_muts(&mut e), vec!["XGROUP CREATECONSUMER s g c".to_string()]);
+        assert_eq!(
+            reply(&mut e, 100, &["XAUTOCLAIM", "s", "g", "d", "0", "9-0"]),
+            "*3\r\n$3\r\n0-0\r\n*0\r\n*0\r\n"
+        );
+        assert_eq!(take_muts(&mut e), vec!["XGROUP CREATECONSUMER s g d".to_string()]);
+        assert_eq!(reply(&mut e, 100, &["XREADGROUP", "GROUP", "g", "r", "STREAMS", "s", ">"]), "*-1\r\n");
+        assert_eq!(take_muts(&mut e), vec!["XGROUP CREATECONSUMER s g r".to_string()]);
         assert_eq!(
             reply(&mut e, 100, &["XCLAIM", "s", "g", "b", "0", "2-0", "BOGUS"]),
             "-ERR Unrecognized XCLAIM option 'BOGUS'\r\n"
