@@ -21,6 +21,8 @@ pub const INDEX_OUT_OF_RANGE: &[u8] = b"ERR index out of range";
 pub const DB_INDEX_OUT_OF_RANGE: &[u8] = b"ERR DB index is out of range";
 pub const TIMEOUT_NOT_FLOAT: &[u8] = b"ERR timeout is not a float or out of range";
 pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
+/// A timeout whose deadline (now + timeout) would not fit a 64-bit millisecond count.
+pub const TIMEOUT_OUT_OF_RANGE: &[u8] = b"ERR timeout is out of range";
 
 /// `ERR wrong number of arguments for '<name>' command` (name as the client typed it, lowercased
 /// as Redis 7 prints it).

@@ -109,14 +109,26 @@ fn parse_hex_digits(hex: &str) -> Option<f64> {
 pub fn parse_timeout(a: &[u8], now: Millis) -> Result<Option<Millis>, &'static [u8]> {
     let secs = parse_long_double(a).ok_or(errors::TIMEOUT_NOT_FLOAT)?;
     let ms = (secs * 1000.0).ceil();
-    // Redis converts with a C cast: values outside i64 become i64::MIN, hence "negative".
-    // (2^63 as f64 is the first value past i64::MAX.)
+    // Redis 7.4+: past i64 milliseconds is out of range, below zero negative (-inf too), and
+    // so is a deadline that would not fit. (2^63 as f64 is the first value past i64::MAX.)
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if !(-TWO_63..TWO_63).contains(&ms) || ms < 0.0 {
+    if ms >= TWO_63 {
+        return Err(errors::TIMEOUT_OUT_OF_RANGE);
+    }
+    if ms < 0.0 {
         return Err(errors::TIMEOUT_NEGATIVE);
     }
-    let ms = ms as i64;
-    Ok(if ms == 0 { None } else { Some(now.saturating_add(ms)) })
+    deadline_after(ms as i64, now)
+}
+
+/// A blocking command's deadline `ms` after `now` (None: 0, wait for ever); Err when it
+/// would not fit (Redis's "timeout is out of range").
+pub fn deadline_after(ms: i64, now: Millis) -> Result<Option<Millis>, &'static [u8]> {
+    match ms {
+        0 => Ok(None),
+        _ if ms > i64::MAX - now => Err(errors::TIMEOUT_OUT_OF_RANGE),
+        _ => Ok(Some(now + ms)),
+    }
 }
 
 /// `strtold` as Redis's `string2ld` uses it: no leading space, the whole string consumed, NaN
@@ -487,8 +499,10 @@ mod tests {
             ("ZMPOP 1 z MIN COUNT -1", "-ERR count should be greater than 0\r\n"),
             ("ZMPOP 3 z MIN", "-ERR syntax error\r\n"),
             ("ZMPOP 1 z MIDDLE", "-ERR syntax error\r\n"),
-            ("BLPOP l 1e400", "-ERR timeout is negative\r\n"),
+            ("BLPOP l 1e400", "-ERR timeout is out of range\r\n"),
+            ("BLPOP l 9223372036854775", "-ERR timeout is out of range\r\n"),
             ("BLPOP l -0x1p9999", "-ERR timeout is negative\r\n"),
+            ("BLPOP l 0x7FFFFFFFFFFFFF", "-ERR timeout is out of range\r\n"),
             ("BLPOP l 0x", "-ERR timeout is not a float or out of range\r\n"),
             ("SINTERCARD 1 s LIMIT -1", "-ERR LIMIT can't be negative\r\n"),
             ("SINTERCARD 1 s LIMIT", "-ERR syntax error\r\n"),

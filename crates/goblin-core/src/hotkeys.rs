@@ -329,7 +329,8 @@ fn parse_start(opts: &[&[u8]]) -> Result<Session, String> {
         net,
         k: k as usize,
         sample_ratio: ratio as u64,
-        stop_at: (duration > 0).then(|| now + Duration::from_secs(duration as u64)),
+        // A duration past what the clock can hold never ends (as one of 0 does).
+        stop_at: (duration > 0).then(|| now.checked_add(Duration::from_secs(duration as u64))).flatten(),
         started: now,
         started_unix_ms: unix_ms,
         stopped_after: None,
@@ -409,6 +410,15 @@ mod tests {
         assert!(t.weights.len() <= 2 * TALLY_CAPACITY);
         let top = t.top(2);
         assert_eq!(top, vec![(&b"hot"[..], 1_000_000), (&b"warm"[..], 500)]);
+    }
+
+    /// A DURATION past what the clock can hold is a session without an end, not a panic.
+    #[test]
+    fn a_duration_past_the_clock_never_ends() {
+        let s = parse_start(&[b"METRICS", b"1", b"CPU", b"DURATION", b"9223372036854775807"]);
+        assert!(s.is_ok_and(|s| s.stop_at.is_none()));
+        let s = parse_start(&[b"METRICS", b"1", b"CPU", b"DURATION", b"10"]);
+        assert!(s.is_ok_and(|s| s.stop_at.is_some()));
     }
 
     #[test]

@@ -151,7 +151,12 @@ impl Server {
         if args.len() > 4 {
             return reply::error(out, errors::SYNTAX);
         }
-        let until = Instant::now() + Duration::from_millis(ms as u64);
+        // As Redis: a deadline past what the clock holds is out of range (not a panic).
+        let now = Instant::now();
+        let until = match now.checked_add(Duration::from_millis(ms as u64)) {
+            Some(t) if engine::util::deadline_after(ms, crate::server::now_ms()).is_ok() => t,
+            _ => return reply::error(out, engine::errors::TIMEOUT_OUT_OF_RANGE),
+        };
         // A second pause extends, never shortens, and ALL wins over WRITE while both last.
         let (until, all) = match self.pause.until {
             Some((t, a)) => (t.max(until), a || all),

@@ -120,6 +120,9 @@ const SCRIPTS: &[(&str, &[&str], &[&str])] = &[
     ("return redis.call('exec')", &[], &[]),
     ("return redis.call('watch', 'x')", &[], &[]),
     ("return redis.call('blpop', 'l', 0)", &[], &[]),
+    // WAIT and WAITAOF answer the counts they have, at once (Redis 7.2+).
+    ("return redis.pcall('wait', '1', '0')", &[], &[]),
+    ("return redis.pcall('waitaof', '0', '1', '0')", &[], &[]),
     ("return redis.call('subscribe', 'c')", &[], &[]),
     ("return redis.call('eval', 'return 1', '0')", &[], &[]),
     ("return redis.call('script', 'load', 'return 1')", &[], &[]),

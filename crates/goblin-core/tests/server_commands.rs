@@ -843,3 +843,38 @@ fn waitaof_without_a_journal() {
     assert_eq!(read_reply(&mut raw), b"+QUEUED\r\n");
     assert_eq!(read_reply(&mut raw), b"*1\r\n*2\r\n:0\r\n:0\r\n");
 }
+
+/// Timeouts whose deadline the clock cannot hold are refused as redis-server 8.2 refuses them
+/// ("timeout is out of range"), never a crash or a wrapped deadline: WAIT, WAITAOF, CLIENT
+/// PAUSE, XREAD BLOCK and the blocking pops; the server answers the next request.
+#[test]
+fn timeouts_past_the_clock_are_out_of_range_as_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let requests: &[&[u8]] = &[
+        b"WAIT 0 9223372036854775807\r\n",
+        b"WAIT 5 9223372036854775000\r\n",
+        b"WAITAOF 0 0 9223372036854775807\r\n",
+        b"CLIENT PAUSE 9223372036854775807\r\n",
+        b"CLIENT PAUSE 9223372036854775807 WRITE\r\n",
+        b"XREAD BLOCK 9223372036854775807 STREAMS s 0\r\n",
+        b"BLPOP l 0x7FFFFFFFFFFFFF\r\n",
+        b"BLPOP l 9223372036854775\r\n",
+        b"BZPOPMIN z inf\r\n",
+        b"BLMOVE a b LEFT RIGHT 1e300\r\n",
+        b"BLPOP l -0x1p9999\r\n",
+        b"PING\r\n",
+    ];
+    let (mut a, mut b) = (g.raw(), r.raw());
+    for req in requests {
+        send(&mut a, req);
+        send(&mut b, req);
+        let (ours, theirs) = (read_reply(&mut a), read_reply(&mut b));
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs),
+            "{}",
+            String::from_utf8_lossy(req)
+        );
+    }
+}

@@ -1295,8 +1295,9 @@ mod tests {
         let mut e = Engine::default();
         assert_eq!(r(&mut e, &["BLPOP", "l", "x"]), "-ERR timeout is not a float or out of range\r\n");
         assert_eq!(r(&mut e, &["BLPOP", "l", "-1"]), "-ERR timeout is negative\r\n");
-        assert_eq!(r(&mut e, &["BLPOP", "l", "inf"]), "-ERR timeout is negative\r\n");
-        assert_eq!(r(&mut e, &["BLPOP", "l", "1e300"]), "-ERR timeout is negative\r\n");
+        // Redis 7.4+ (read from 8.2.3); 7.0 called them negative.
+        assert_eq!(r(&mut e, &["BLPOP", "l", "inf"]), "-ERR timeout is out of range\r\n");
+        assert_eq!(r(&mut e, &["BLPOP", "l", "1e300"]), "-ERR timeout is out of range\r\n");
         assert_eq!(r(&mut e, &["BLPOP", "l", "nan"]), "-ERR timeout is not a float or out of range\r\n");
         assert_eq!(r(&mut e, &["BLPOP", "l", " 1"]), "-ERR timeout is not a float or out of range\r\n");
         assert_eq!(r(&mut e, &["BLPOP", "l", "0x"]), "-ERR timeout is not a float or out of range\r\n");

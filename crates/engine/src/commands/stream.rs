@@ -676,7 +676,13 @@ fn parse_read<'a>(c: &Ctx, out: &mut Vec<u8>, args: &'a [&'a [u8]], group: bool)
                 reply::error(out, errors::TIMEOUT_NEGATIVE);
                 return None;
             }
-            r.block = Some(if ms == 0 { None } else { Some(c.now.saturating_add(ms)) });
+            match crate::util::deadline_after(ms, c.now) {
+                Ok(deadline) => r.block = Some(deadline),
+                Err(e) => {
+                    reply::error(out, e);
+                    return None;
+                }
+            }
             r.block_arg = Some(args[i]);
         } else if eq_ic(o, b"count") && more > 0 {
             i += 1;

@@ -507,17 +507,8 @@ fn claimer(
     now: Millis,
     muts: &mut Vec<Mut>,
 ) {
-    if g.create_consumer(consumer, now) {
-        muts.push(vec![
-            b"XGROUP".to_vec(),
-            b"CREATECONSUMER".to_vec(),
-            key.to_vec(),
-            group.to_vec(),
-            consumer.to_vec(),
-        ]);
-    }
+    seen(g, key, group, consumer, now, muts);
     if let Some(cons) = g.consumer_mut(consumer) {
-        cons.seen_time = now;
         cons.active_time = now;
     }
 }

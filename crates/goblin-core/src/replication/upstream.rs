@@ -365,12 +365,18 @@ impl Server {
         if timeout < 0 {
             return reply::error(&mut c.out, b"ERR timeout is negative");
         }
+        // Parsed whole before anything else, as Redis: a deadline the clock cannot hold is
+        // out of range even when no wait is needed.
+        let deadline = match engine::util::deadline_after(timeout, self.clock_ms) {
+            Ok(d) => d,
+            Err(e) => return reply::error(&mut c.out, e),
+        };
         let target = c.last_write_offset;
         let have = self.downstreams_at(target);
-        if have as i64 >= num || c.multi.is_some() || self.in_exec {
+        // In a transaction or a script, the count it has, at once.
+        if have as i64 >= num || c.multi.is_some() || self.in_exec || crate::scripting::running() {
             return reply::integer(&mut c.out, have as i64);
         }
-        let deadline = (timeout > 0).then(|| self.clock_ms + timeout);
         let t = target.to_string();
         let n = num.to_string();
         let argv: [&[u8]; 3] = [b"WAIT", t.as_bytes(), n.as_bytes()];
@@ -413,6 +419,12 @@ impl Server {
         if timeout < 0 {
             return reply::error(&mut c.out, b"ERR timeout is negative");
         }
+        // Parsed whole before anything else, as Redis: a deadline the clock cannot hold is
+        // out of range even when no wait is needed.
+        let deadline = match engine::util::deadline_after(timeout, self.clock_ms) {
+            Ok(d) => d,
+            Err(e) => return reply::error(&mut c.out, e),
+        };
         if numlocal > 0 && self.journal_acknowledged().is_none() {
             return reply::error(
                 &mut c.out,
@@ -421,10 +433,10 @@ impl Server {
         }
         let target = c.last_write_offset;
         let (local, replicas) = self.durable_counts(target);
-        if (local as i64 >= numlocal && replicas as i64 >= numreplicas) || c.multi.is_some() || self.in_exec {
+        let unblockable = c.multi.is_some() || self.in_exec || crate::scripting::running();
+        if (local as i64 >= numlocal && replicas as i64 >= numreplicas) || unblockable {
             return waitaof_reply(&mut c.out, local, replicas);
         }
-        let deadline = (timeout > 0).then(|| self.clock_ms + timeout);
         let (t, l, n) = (target.to_string(), numlocal.to_string(), numreplicas.to_string());
         let argv: [&[u8]; 4] = [b"WAITAOF", t.as_bytes(), l.as_bytes(), n.as_bytes()];
         self.park(c, slot, &argv, engine::BlockOn { deadline, ..Default::default() });
