@@ -32,6 +32,8 @@ pub struct Ctx<'a> {
     /// The command is a Lua script's `redis.call`: Redis makes a few commands deterministic
     /// there (SORT of a set with a constant BY sorts it instead of keeping the set's order).
     pub script: bool,
+    /// CLIENT NO-TOUCH: lookups record no access (see [`crate::Engine::no_touch`]).
+    pub no_touch: bool,
     /// Keys that gained list or sorted-set elements in this command: blocked clients waiting on
     /// them are retried after the command.
     pub ready_keys: &'a mut Vec<(u32, Vec<u8>)>,
@@ -100,7 +102,12 @@ impl<'a> Ctx<'a> {
         // not touched between this lookup and that return, so the reference stays valid.
         let ks: *mut Keyspace = &mut *self.ks;
         // The lookup records the access (LRU clock / LFU counter) on the key.
-        match unsafe { &mut *ks }.get_with_expire_touch(key) {
+        let found = if self.no_touch {
+            unsafe { &*ks }.get_with_expire(key)
+        } else {
+            unsafe { &mut *ks }.get_with_expire_touch(key)
+        };
+        match found {
             Some((v, deadline)) if replaying || deadline.is_none_or(|t| t > now) => {
                 self.stats.keyspace_hits += 1;
                 return Some(v);
@@ -137,7 +144,7 @@ impl<'a> Ctx<'a> {
         if self.expire_if_needed(key) {
             return None;
         }
-        self.ks.get_mut(key)
+        self.ks.get_mut_touching(key, !self.no_touch)
     }
 
     /// True if `key` exists and is live (expiring it first if needed). No hit/miss accounting.

@@ -91,6 +91,9 @@ pub struct Engine {
     /// A Lua script is calling: see [`Ctx::script`]. Set by the server around each
     /// `redis.call` of a script.
     pub script: bool,
+    /// The running command's client is in CLIENT NO-TOUCH mode: its reads and writes record no
+    /// access on the keys (TOUCH still does). Set by the server around each command.
+    pub no_touch: bool,
     /// The reply buffer `apply_record` reuses (replies to replayed records are only checked
     /// for an error).
     pub(crate) replay_reply: Vec<u8>,
@@ -131,6 +134,7 @@ impl Engine {
             replaying: false,
             replica: false,
             script: false,
+            no_touch: false,
             replay_reply: Vec::new(),
             log_expired: false,
             expired_log: Vec::new(),
@@ -446,6 +450,7 @@ impl Engine {
             replaying: self.replaying,
             replica: self.replica,
             script: self.script,
+            no_touch: self.no_touch,
             ready_keys: &mut self.ready_keys,
             block: None,
             retrying_blocked,

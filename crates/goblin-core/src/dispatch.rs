@@ -627,6 +627,21 @@ impl Server {
         now: i64,
         in_exec: bool,
     ) {
+        // CLIENT NO-TOUCH: the command (a script's calls too) records no key access.
+        self.engine.no_touch = conn.no_touch;
+        self.execute_as_is(conn, slot, spec, args, now, in_exec);
+        self.engine.no_touch = false;
+    }
+
+    fn execute_as_is(
+        &mut self,
+        conn: &mut Conn,
+        slot: usize,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        now: i64,
+        in_exec: bool,
+    ) {
         match spec.handler {
             // PING answers `*2 pong <message>` in the RESP2 subscribed context (Redis's
             // pingCommand); the cheap field test keeps the name comparison off the hot path.

@@ -707,3 +707,33 @@ fn info_clients_counts_match_redis8() {
     assert!(sections[0].contains(&"total_blocking_keys:3".to_string()), "{:?}", sections[0]);
     assert!(sections[0].contains(&"total_blocking_keys_on_nokey:1".to_string()), "{:?}", sections[0]);
 }
+
+/// CLIENT NO-TOUCH: the client's reads and writes leave a key's access time alone (DEBUG
+/// OBJECT's `lru`, OBJECT IDLETIME), TOUCH still records one, and so does any command once
+/// the mode is off (Redis 7.2's semantics; the clock has one-second steps, hence the waits).
+#[test]
+fn no_touch_mode_leaves_access_times_alone() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = g.conn();
+    let lru = |c: &mut redis::Connection| -> u64 {
+        let line = String::from_utf8(bytes(&q(c, &["DEBUG", "OBJECT", "foo"]).unwrap())).unwrap();
+        let field = line.split(' ').find_map(|f| f.strip_prefix("lru:")).expect("an lru field");
+        field.parse().unwrap()
+    };
+    q(&mut c, &["SET", "foo", "bar"]).unwrap();
+    q(&mut c, &["CLIENT", "NO-TOUCH", "on"]).unwrap();
+    let old = lru(&mut c);
+    std::thread::sleep(Duration::from_millis(1100));
+    q(&mut c, &["GET", "foo"]).unwrap();
+    q(&mut c, &["APPEND", "foo", "x"]).unwrap();
+    q(&mut c, &["EVAL", "return redis.call('get', KEYS[1])", "1", "foo"]).unwrap();
+    assert_eq!(lru(&mut c), old, "no access recorded in no-touch mode");
+    assert!(int(&q(&mut c, &["OBJECT", "IDLETIME", "foo"]).unwrap()) >= 1);
+    q(&mut c, &["TOUCH", "foo"]).unwrap();
+    let touched = lru(&mut c);
+    assert!(touched > old, "TOUCH records its access: {touched} > {old}");
+    std::thread::sleep(Duration::from_millis(1100));
+    q(&mut c, &["CLIENT", "NO-TOUCH", "off"]).unwrap();
+    q(&mut c, &["GET", "foo"]).unwrap();
+    assert!(lru(&mut c) > touched, "a read records its access again");
+}

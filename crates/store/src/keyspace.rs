@@ -166,12 +166,20 @@ impl Keyspace {
 
     /// The value at `key` for writing; records the access.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<ValueMut<'_>> {
+        self.get_mut_touching(key, true)
+    }
+
+    /// The value at `key` for writing, recording the access only with `touch` (a client in
+    /// CLIENT NO-TOUCH mode does not).
+    pub fn get_mut_touching(&mut self, key: &[u8], touch: bool) -> Option<ValueMut<'_>> {
         self.table.rehash_step(1);
         let e = self.table.get(key)?;
         // SAFETY: `&mut self` gives exclusive access to the entry for the returned lifetime,
         // and no table operation can run (and move or free the entry) while it is borrowed.
         let en = unsafe { Entry::at(e) };
-        self.touch(en);
+        if touch {
+            self.touch(en);
+        }
         Some(unsafe { en.value_mut() })
     }
 

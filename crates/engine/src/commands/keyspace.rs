@@ -65,10 +65,13 @@ fn del(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// EXISTS leaves the keys' access times alone; TOUCH is the command that records an access.
 fn exists(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let touch = eq_ic(args[0], b"touch");
+    // TOUCH records its access even for a client in CLIENT NO-TOUCH mode (as Redis).
+    let no_touch = std::mem::replace(&mut c.no_touch, false);
     let n = args[1..]
         .iter()
         .filter(|k| if touch { c.read(k).is_some() } else { c.read_notouch(k).is_some() })
         .count();
+    c.no_touch = no_touch;
     reply::integer(out, n as i64);
 }
 

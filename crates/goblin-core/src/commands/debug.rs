@@ -123,8 +123,17 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             };
             let encoding = v.encoding();
             let bytes = s.engine.ks.mem_usage(args[2]).unwrap_or(0);
+            // Redis's LRU fields: the 24-bit clock (seconds) of the last access, and the idle
+            // seconds since (0 under an LFU policy, whose counter the field holds instead).
+            use store::keyspace::access::{self, AccessMode};
+            let now = s.clock_ms;
+            let idle_s = match s.engine.ks.access_mode() {
+                AccessMode::Lru => access::lru_idle_ms(s.engine.ks.access(args[2]).unwrap_or(0), now) / 1000,
+                AccessMode::Lfu { .. } => 0,
+            };
+            let lru = ((now / 1000) as u64).wrapping_sub(idle_s as u64) & 0xFF_FFFF;
             let mut line = format!(
-                "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{bytes} lru:0 lru_seconds_idle:0"
+                "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{bytes} lru:{lru} lru_seconds_idle:{idle_s}"
             );
             // A list past one node: the quicklist Redis would hold, as its DEBUG OBJECT shows.
             if let (store::ValueRef::List(l), "quicklist") = (v, encoding) {
