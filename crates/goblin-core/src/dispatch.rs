@@ -409,11 +409,15 @@ impl Server {
         // ---- commandstats (stats.rs): one clock read each side, then classify the reply ----
         let started = std::time::Instant::now();
         self.cmd_started = Some(started);
+        // CLIENT NO-TOUCH: the command (an EXEC's commands, a script's calls) records no key
+        // access.
+        self.engine.no_touch = conn.no_touch;
         if transactional {
             self.transaction_command(conn, slot, spec, args, now);
         } else {
             self.execute(conn, slot, spec, args, now, false);
         }
+        self.engine.no_touch = false;
         self.cmd_started = None;
         let took = started.elapsed();
         let reply = conn.out.get(mark..).unwrap_or_default();
@@ -619,21 +623,6 @@ impl Server {
     /// that finds nothing answers at once (a null: `*-1`, or `_` in RESP3), as Redis does,
     /// instead of parking. Replies are in the connection's protocol, inside EXEC too.
     fn execute(
-        &mut self,
-        conn: &mut Conn,
-        slot: usize,
-        spec: &'static CommandSpec,
-        args: &[&[u8]],
-        now: i64,
-        in_exec: bool,
-    ) {
-        // CLIENT NO-TOUCH: the command (a script's calls too) records no key access.
-        self.engine.no_touch = conn.no_touch;
-        self.execute_as_is(conn, slot, spec, args, now, in_exec);
-        self.engine.no_touch = false;
-    }
-
-    fn execute_as_is(
         &mut self,
         conn: &mut Conn,
         slot: usize,
