@@ -183,6 +183,7 @@ impl<'a> Ctx<'a> {
     pub fn parse_db(&self, arg: &[u8]) -> Result<u32, &'static [u8]> {
         match crate::util::parse_i64(arg) {
             None => Err(crate::errors::NOT_INTEGER),
+            Some(n) if i32::try_from(n).is_err() => Err(crate::errors::NOT_AN_INT),
             Some(n) if n < 0 || n >= self.databases() as i64 => Err(crate::errors::DB_INDEX_OUT_OF_RANGE),
             Some(n) => Ok(n as u32),
         }

@@ -8,6 +8,14 @@ pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
 /// i64::MIN, whose negation overflows.
 pub const NOT_NEGATABLE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+/// A repeated-picks count (SRANDMEMBER, ZRANDMEMBER, HRANDFIELD with a negative count) past
+/// [`MAX_REPEATED_PICKS`].
+pub const VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
+/// The most picks a negative count may ask SRANDMEMBER, ZRANDMEMBER or HRANDFIELD for. Redis
+/// builds any such reply, whatever its size, and a count of -2^31 exhausts the machine's memory
+/// before the client could read a byte; we refuse past 2^24 picks (about 100 MiB of reply at
+/// the least) with Redis's range error instead (a deliberate difference).
+pub const MAX_REPEATED_PICKS: u64 = 1 << 24;
 pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 pub const SYNTAX: &[u8] = b"ERR syntax error";
 pub const OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
@@ -19,6 +27,8 @@ pub const STRING_TOO_LONG: &[u8] = b"ERR string exceeds maximum allowed size (pr
 pub const OFFSET_OUT_OF_RANGE: &[u8] = b"ERR offset is out of range";
 pub const INDEX_OUT_OF_RANGE: &[u8] = b"ERR index out of range";
 pub const DB_INDEX_OUT_OF_RANGE: &[u8] = b"ERR DB index is out of range";
+/// A database index past a C int (Redis reads it with getIntFromObjectOrReply).
+pub const NOT_AN_INT: &[u8] = b"ERR value is out of range, value must between -2147483648 and 2147483647";
 pub const TIMEOUT_NOT_FLOAT: &[u8] = b"ERR timeout is not a float or out of range";
 pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
 /// A timeout whose deadline (now + timeout) would not fit a 64-bit millisecond count.

@@ -181,6 +181,12 @@ pub struct Config {
     #[arg(long = "enable-debug-command", value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
 
+    /// Whether MODULE LOAD, LOADEX and UNLOAD may run (no, yes, local), as Redis's
+    /// enable-module-command. goblin-core loads no modules: where allowed, they answer as a
+    /// failed load or an unknown module would.
+    #[arg(long = "enable-module-command", value_enum, default_value_t = DebugCommand::No)]
+    pub enable_module_command: DebugCommand,
+
     // ---- Authentication and TLS (auth.rs, transport/tls.rs). Redis's names where Redis has
     // ---- the setting. The replica-side flags are parsed and kept for the replication link.
     /// Users and passwords, in a subset of Redis's ACL file format (docs/ARCHITECTURE.md,

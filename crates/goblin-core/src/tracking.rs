@@ -431,21 +431,31 @@ impl Server {
 
     /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP].
     pub(crate) fn client_tracking(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
-        let out = &mut conn.out;
-        let on = match args[2].to_ascii_lowercase().as_slice() {
-            b"on" => true,
-            b"off" => false,
-            _ => return reply::error(out, errors::SYNTAX),
-        };
+        // As Redis: every option first (a REDIRECT's client must exist now), then ON or OFF,
+        // then the combinations, in Redis's order.
         let mut opts = ConnTracking::default();
         let mut i = 3;
         while i < args.len() {
             let a = args[i].to_ascii_lowercase();
             match a.as_slice() {
                 b"redirect" if i + 1 < args.len() => {
-                    let Some(id) = util::parse_i64(args[i + 1]).filter(|&n| n >= 0) else {
-                        return reply::error(out, errors::NOT_INTEGER);
+                    if opts.redirect != 0 {
+                        return reply::error(
+                            &mut conn.out,
+                            b"ERR A client can only redirect to a single other client",
+                        );
+                    }
+                    let Some(id) = util::parse_i64(args[i + 1]) else {
+                        return reply::error(&mut conn.out, errors::NOT_INTEGER);
                     };
+                    let exists = id > 0
+                        && (id as u64 == conn.id || self.conns.iter().flatten().any(|c| c.id == id as u64));
+                    if !exists {
+                        return reply::error(
+                            &mut conn.out,
+                            b"ERR The client ID you want redirect to does not exist",
+                        );
+                    }
                     opts.redirect = id as u64;
                     i += 1;
                 }
@@ -457,33 +467,33 @@ impl Server {
                 b"optin" => opts.optin = true,
                 b"optout" => opts.optout = true,
                 b"noloop" => opts.noloop = true,
-                _ => return reply::error(out, errors::SYNTAX),
+                _ => return reply::error(&mut conn.out, errors::SYNTAX),
             }
             i += 1;
         }
+        let on = match args[2].to_ascii_lowercase().as_slice() {
+            b"on" => true,
+            b"off" => false,
+            _ => return reply::error(&mut conn.out, errors::SYNTAX),
+        };
+        let out = &mut conn.out;
         if !on {
             self.tracking_off(conn, slot);
             return reply::ok(&mut conn.out);
         }
-        if opts.redirect != 0
-            && opts.redirect != conn.id
-            && !self.conns.iter().flatten().any(|c| c.id == opts.redirect)
-        {
-            return reply::error(out, b"ERR The client ID you want redirect to does not exist");
-        }
         if !opts.prefixes.is_empty() && !opts.bcast {
             return reply::error(out, b"ERR PREFIX option requires BCAST mode to be enabled");
         }
-        if opts.optin && opts.optout {
-            return reply::error(out, b"ERR You can't specify both OPTIN mode and OPTOUT mode");
+        if conn.tracking.as_ref().is_some_and(|cur| cur.bcast != opts.bcast) {
+            return reply::error(out, b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
         }
         if opts.bcast && (opts.optin || opts.optout) {
             return reply::error(out, b"ERR OPTIN and OPTOUT are not compatible with BCAST");
         }
+        if opts.optin && opts.optout {
+            return reply::error(out, b"ERR You can't specify both OPTIN mode and OPTOUT mode");
+        }
         if let Some(cur) = &conn.tracking {
-            if cur.bcast != opts.bcast {
-                return reply::error(out, b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
-            }
             // Only a switch from one of OPTIN/OPTOUT to the other is refused: plain tracking
             // may become OPTIN or OPTOUT, and either may become plain again (Redis 7.0).
             if (opts.optin && cur.optout) || (opts.optout && cur.optin) {

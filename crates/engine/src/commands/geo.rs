@@ -624,12 +624,12 @@ enum Order {
 /// GEOSEARCH key <FROMMEMBER member | FROMLONLAT lon lat> <BYRADIUS r unit | BYBOX w h unit>
 ///   [ASC|DESC] [COUNT n [ANY]] [WITHCOORD] [WITHDIST] [WITHHASH]
 fn geosearch(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    search_generic(c, out, args, None)
+    search_generic(c, out, args, None, None)
 }
 
 /// GEOSEARCHSTORE dst src ... [STOREDIST]
 fn geosearchstore(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
-    search_generic(c, out, args, Some(args[1]))
+    search_generic(c, out, args, Some(args[1]), None)
 }
 
 /// GEORADIUS key lon lat radius unit [opts] [STORE k] [STOREDIST k], GEORADIUSBYMEMBER key
@@ -659,15 +659,6 @@ fn georadius(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         rest.push(a);
         i += 1;
     }
-    if store.is_some()
-        && rest.iter().any(|a| is_word(a, b"withdist") || is_word(a, b"withhash") || is_word(a, b"withcoord"))
-    {
-        let msg = format!(
-            "ERR STORE option in {} is not compatible with WITHDIST, WITHHASH and WITHCOORD options",
-            String::from_utf8_lossy(&name).to_ascii_uppercase()
-        );
-        return reply::error(out, msg.as_bytes());
-    }
     let mut argv: Vec<&[u8]> = vec![args[0]];
     if let Some(dst) = store {
         argv.push(dst);
@@ -679,10 +670,20 @@ fn georadius(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if storedist {
         argv.push(b"STOREDIST");
     }
-    search_generic(c, out, &argv, store)
+    search_generic(c, out, &argv, store, Some(by_member))
 }
 
-fn search_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], store: Option<&[u8]>) {
+/// GEOSEARCH and GEOSEARCHSTORE, and the GEORADIUS family rewritten as them (`radius`: Some,
+/// and whether by member). Arguments are judged in Redis's order: the source's type, the
+/// origin and shape, each option in turn, then the combinations; a GEORADIUSBYMEMBER of a
+/// missing key reads no radius, as Redis skips it there.
+fn search_generic(
+    c: &mut Ctx,
+    out: &mut Vec<u8>,
+    args: &[&[u8]],
+    store: Option<&[u8]>,
+    radius: Option<bool>,
+) {
     let src = if store.is_some() { args[2] } else { args[1] };
     let base = if store.is_some() { 3 } else { 2 };
     // The source's type is checked first; its members are copied once the origin is known.
@@ -743,6 +744,9 @@ fn search_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], store: Option<
             (lon, lat) = (x, y);
             fromloc = true;
             i += 2;
+        } else if is_word(a, b"byradius") && i + 2 < remaining && !bybox && radius == Some(true) && !exists {
+            byradius = true;
+            i += 2;
         } else if is_word(a, b"byradius") && i + 2 < remaining && !bybox {
             let Some(r) = double_arg(out, arg(1), Some(b"need numeric radius")) else { return };
             if r < 0.0 {
@@ -772,7 +776,11 @@ fn search_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], store: Option<
     if store.is_some() && (withdist || withhash || withcoord) {
         return reply::error(
             out,
-            b"ERR GEOSEARCHSTORE is not compatible with WITHDIST, WITHHASH and WITHCOORD options",
+            if radius.is_some() {
+                &b"ERR STORE option in GEORADIUS is not compatible with WITHDIST, WITHHASH and WITHCOORD options"[..]
+            } else {
+                b"ERR GEOSEARCHSTORE is not compatible with WITHDIST, WITHHASH and WITHCOORD options"
+            },
         );
     }
     let name = String::from_utf8_lossy(cstr(args[0])).into_owned();

@@ -369,6 +369,10 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if h.is_none() || count == 0 {
         return reply::array_len(out, 0);
     }
+    // Redis builds any repeated-picks reply, and dies of huge ones: see MAX_REPEATED_PICKS.
+    if count < 0 && count.unsigned_abs() > errors::MAX_REPEATED_PICKS {
+        return reply::error(out, errors::VALUE_OUT_OF_RANGE);
+    }
     let Some(ValueRef::Hash(h)) = c.ks.get(key) else { unreachable!("read it above") };
     // WITHVALUES answers pairs: [field, value] arrays in RESP3, flat in RESP2.
     let proto = c.proto;
@@ -654,7 +658,7 @@ mod tests {
             "*2\r\n$1\r\n0\r\n*4\r\n$1\r\na\r\n$1\r\n1\r\n$2\r\nab\r\n$1\r\n3\r\n"
         );
         assert_eq!(
-            run(&mut e, "HSCAN h -1 NOVALUES"),
+            run(&mut e, "HSCAN h 0 NOVALUES"),
             "*2\r\n$1\r\n0\r\n*3\r\n$1\r\na\r\n$1\r\nb\r\n$2\r\nab\r\n"
         );
         // A big hash, scanned while it changes: every field present throughout comes back.

@@ -251,18 +251,25 @@ fn keys(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Parses a SCAN cursor the way Redis does, with C's `strtoul` over the whole argument: an
-/// optional sign then decimal digits, any number of leading zeros; a `-` negates modulo 2^64
-/// (so `-1` is the last cursor, 2^64-1), and the empty string is cursor 0 (no digits, but
-/// nothing left unparsed either). A lone sign, other characters, leading spaces, or a
-/// magnitude of 2^64 and up are invalid.
+/// Parses a SCAN cursor as Redis 8 does (`string2ull`): an argument that is a plain 64-bit
+/// integer (Redis's strict form) must not be negative; anything else goes through C's
+/// `strtoull` over the whole argument: leading white space, an optional sign, decimal digits
+/// (leading zeros allowed), nothing after them, a magnitude below 2^64; a `-` there negates
+/// modulo 2^64 (so ` -1` is the last cursor, 2^64-1). Redis 7.0's `strtoul` took `-1` and the
+/// empty string and refused leading spaces; Redis 8 turns each of those around.
 pub fn parse_cursor(a: &[u8]) -> Option<u64> {
-    let (neg, digits) = match a.first() {
-        Some(b'-') => (true, &a[1..]),
-        Some(b'+') => (false, &a[1..]),
-        _ => (false, a),
+    if let Some(n) = crate::util::parse_i64(a) {
+        return u64::try_from(n).ok();
+    }
+    // C's isspace: Rust's ASCII white space and the vertical tab.
+    let blank = a.iter().take_while(|&&b| b.is_ascii_whitespace() || b == 0x0b).count();
+    let rest = &a[blank..];
+    let (neg, digits) = match rest.first() {
+        Some(b'-') => (true, &rest[1..]),
+        Some(b'+') => (false, &rest[1..]),
+        _ => (false, rest),
     };
-    if digits.is_empty() && !a.is_empty() {
+    if digits.is_empty() {
         return None;
     }
     let mut v: u64 = 0;
@@ -506,9 +513,12 @@ fn object(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         return reply::simple(out, b"    Print this help.");
     }
-    let known = [&b"encoding"[..], b"refcount", b"idletime", b"freq"];
-    if args.len() != 3 || !known.iter().any(|k| eq_ic(sub, k)) {
+    let known = [&b"encoding"[..], b"refcount", b"idletime", b"freq", b"help"];
+    let Some(name) = known.iter().find(|k| eq_ic(sub, k)) else {
         return errors::unknown_subcommand(out, b"object", sub);
+    };
+    if args.len() != 3 || *name == b"help" {
+        return errors::wrong_arity(out, &[&b"object|"[..], name].concat());
     }
     let key = args[2];
     // Read without recording an access (Redis's LOOKUP_NOTOUCH: the answer is about the
@@ -721,27 +731,42 @@ mod tests {
     }
 
     #[test]
-    fn scan_cursor_is_read_like_strtoul() {
+    fn scan_cursor_is_read_as_redis8_reads_it() {
         let mut e = Engine::default();
-        // Cursors are read with strtoul, as redis-server 7.0.15 does: signs, wrap-around,
-        // leading zeros and the empty string are accepted; spaces, a lone sign, hex and 2^64
-        // are not. (An empty keyspace answers cursor 0 and no keys whatever the cursor.)
+        // Redis 8's string2ull: no negative plain integer, then strtoull (leading white space,
+        // a sign, wrap-around, leading zeros); checked against redis-server 8.2.3. (An empty
+        // keyspace answers cursor 0 and no keys whatever the cursor.)
         for ok in [
-            "",
-            "-1",
             "+5",
             "-0",
+            " 1",
+            " -1",
+            " +5",
+            "\t\n\x0b\x0c\r7",
             "-18446744073709551615",
+            "-9223372036854775809",
             "18446744073709551615",
             "000000000000000000000001",
         ] {
             assert_eq!(run(&mut e, 0, &["SCAN", ok]), "*2\r\n$1\r\n0\r\n*0\r\n", "{ok:?}");
         }
-        for bad in [" 1", "1 ", "-", "+", "0x1", "18446744073709551616", "-18446744073709551616", "--1"] {
+        for bad in [
+            "",
+            " ",
+            "-1",
+            "-9223372036854775808",
+            "1 ",
+            "-",
+            "+",
+            "0x1",
+            "18446744073709551616",
+            "-18446744073709551616",
+            "--1",
+        ] {
             assert_eq!(run(&mut e, 0, &["SCAN", bad]), "-ERR invalid cursor\r\n", "{bad:?}");
         }
-        assert_eq!(super::parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(super::parse_cursor(b" -1"), Some(u64::MAX));
         assert_eq!(super::parse_cursor(b"-18446744073709551615"), Some(1));
-        assert_eq!(super::parse_cursor(b""), Some(0));
+        assert_eq!(super::parse_cursor(b"-9223372036854775809"), Some(9223372036854775807));
     }
 }

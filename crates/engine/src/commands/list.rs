@@ -956,11 +956,12 @@ fn brpoplpush(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
 fn blmpop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    // Redis reads the timeout after the rest, as BZMPOP does.
+    let Some(p) = parse_mpop(out, args, 2) else { return };
     let deadline = match parse_timeout(args[1], c.now) {
         Ok(d) => d,
         Err(e) => return reply::error(out, e),
     };
-    let Some(p) = parse_mpop(out, args, 2) else { return };
     if !serve_mpop(c, out, &p) {
         block(c, out, p.keys.iter().map(|k| k.to_vec()).collect(), deadline);
     }

@@ -236,6 +236,10 @@ fn srandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if s.is_none() || count == 0 {
         return reply::array_len(out, 0);
     }
+    // Redis builds any repeated-picks reply, and dies of huge ones: see MAX_REPEATED_PICKS.
+    if count < 0 && count.unsigned_abs() > errors::MAX_REPEATED_PICKS {
+        return reply::error(out, errors::VALUE_OUT_OF_RANGE);
+    }
     let s = set_ref(c.ks, key).expect("read it above");
     if count < 0 {
         // Repetitions allowed: independent uniform picks.

@@ -479,6 +479,13 @@ fn xlen(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// XDEL key id [id ...]
 fn xdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
+    // As Redis: the key first (missing: 0, whatever the IDs), then every ID before deleting any.
+    let key = args[1];
+    let s = match stream_mut(c, key) {
+        Err(()) => return reply::error(out, errors::WRONGTYPE),
+        Ok(None) => return reply::integer(out, 0),
+        Ok(Some(s)) => s,
+    };
     let mut ids = Vec::with_capacity(args.len() - 2);
     for a in &args[2..] {
         match parse_id(a, 0, true) {
@@ -486,12 +493,6 @@ fn xdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             Err(e) => return reply::error(out, e),
         }
     }
-    let key = args[1];
-    let s = match stream_mut(c, key) {
-        Err(()) => return reply::error(out, errors::WRONGTYPE),
-        Ok(None) => return reply::integer(out, 0),
-        Ok(Some(s)) => s,
-    };
     let mut deleted: Vec<StreamId> = Vec::new();
     for id in ids {
         if s.delete(id) {

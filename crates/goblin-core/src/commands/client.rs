@@ -303,7 +303,7 @@ fn type_matches(types: &[ClientType], c: &Conn) -> bool {
 
 /// CLIENT LIST [TYPE type] [ID id ...]
 fn list(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
-    let mut ids: Option<Vec<u64>> = None;
+    let mut ids: Option<Vec<i64>> = None;
     let mut types = Vec::new();
     let out = &mut c.out;
     if args.len() == 4 && args[2].eq_ignore_ascii_case(b"TYPE") {
@@ -312,11 +312,12 @@ fn list(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             None => return unknown_type(out, args[3]),
         }
     } else if args.len() >= 4 && args[2].eq_ignore_ascii_case(b"ID") {
+        // Each ID in the order given (repeats repeat); one that no client has lists nothing.
         let mut v = Vec::new();
         for a in &args[3..] {
             match util::parse_i64(a) {
-                Some(id) if id > 0 => v.push(id as u64),
-                _ => return reply::error(out, b"ERR Invalid client ID"),
+                Some(id) => v.push(id),
+                None => return reply::error(out, b"ERR Invalid client ID"),
             }
         }
         ids = Some(v);
@@ -324,9 +325,19 @@ fn list(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         return reply::error(out, errors::SYNTAX);
     }
     let mut text = String::new();
-    for conn in all_clients(s, c) {
-        if type_matches(&types, conn) && ids.as_ref().is_none_or(|ids| ids.contains(&conn.id)) {
-            describe(conn, &mut text);
+    let clients = all_clients(s, c);
+    match &ids {
+        Some(ids) => {
+            for &id in ids {
+                if let Some(conn) = clients.iter().find(|conn| conn.id as i64 == id) {
+                    describe(conn, &mut text);
+                }
+            }
+        }
+        None => {
+            for conn in clients.iter().filter(|conn| type_matches(&types, conn)) {
+                describe(conn, &mut text);
+            }
         }
     }
     reply::verbatim(&mut c.out, c.proto, b"txt", text.as_bytes());

@@ -48,6 +48,16 @@ const HELP: &[&str] = &[
 
 const NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 
+/// Whether a protected command (DEBUG's intrusive subcommands, MODULE LOAD and UNLOAD) may
+/// run for `c` under its `enable-*-command` setting.
+pub(crate) fn protected_allowed(setting: DebugCommand, c: &Conn) -> bool {
+    match setting {
+        DebugCommand::Yes => true,
+        DebugCommand::Local => is_local(c),
+        DebugCommand::No => false,
+    }
+}
+
 fn is_local(c: &Conn) -> bool {
     c.unix || c.addr.starts_with("127.") || c.addr.starts_with("[::1]")
 }
@@ -83,12 +93,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"SET-DISABLE-DENY-SCRIPTS" => {}
         _ => return engine::errors::unknown_subcommand(out, args[0], args[1]),
     }
-    let allowed = match s.cfg.enable_debug_command {
-        DebugCommand::Yes => true,
-        DebugCommand::Local => is_local(c),
-        DebugCommand::No => false,
-    };
-    if !allowed {
+    if !protected_allowed(s.cfg.enable_debug_command, c) {
         return reply::error(&mut c.out, NOT_ALLOWED);
     }
     match sub.as_slice() {

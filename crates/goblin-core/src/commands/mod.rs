@@ -138,6 +138,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
                 s.engine.select(c.db);
                 reply::ok(&mut c.out)
             }
+            Some(n) if i32::try_from(n).is_err() => reply::error(out, errors::NOT_AN_INT),
             Some(_) => reply::error(out, errors::DB_INDEX_OUT_OF_RANGE),
             None => reply::error(out, errors::NOT_INTEGER),
         },
@@ -163,8 +164,16 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "monitor" => s.monitor_command(c, slot),
         "slowlog" => s.slowlog_command(c, args),
         "hotkeys" => crate::hotkeys::command(s, c, args),
-        "module" => module(c, args),
+        "module" => module(s, c, args),
         "lolwut" => {
+            // Redis reads VERSION's number, and versions 5 and 6 their sizes, as integers.
+            if args.len() >= 3 && args[1].eq_ignore_ascii_case(b"version") {
+                let version = util::parse_i64(args[2]);
+                let sizes = if matches!(version, Some(5 | 6)) { &args[3..] } else { &[][..] };
+                if version.is_none() || sizes.iter().any(|a| util::parse_i64(a).is_none()) {
+                    return reply::error(out, errors::NOT_INTEGER);
+                }
+            }
             // A small piece of art (a goblin's grid), then the version line clients look for.
             let mut art = String::new();
             for row in 0..6 {
@@ -699,6 +708,7 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let bits = match args.get(2).map(|a| util::parse_i64(a)) {
                 None => 256,
                 Some(Some(n)) if (1..=4096).contains(&n) => n as usize,
+                Some(None) => return reply::error(out, errors::NOT_INTEGER),
                 Some(_) => {
                     return reply::error(
                         out,
@@ -770,9 +780,10 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                     s.acl_log.reset();
                     return reply::ok(out);
                 }
+                // A negative count lists nothing, as in Redis.
                 Some(a) => match util::parse_i64(a) {
-                    Some(n) if n >= 0 => Some(n as usize),
-                    _ => return reply::error(out, errors::NOT_INTEGER),
+                    Some(n) => Some(n.max(0) as usize),
+                    None => return reply::error(out, errors::NOT_INTEGER),
                 },
             };
             let now = crate::server::now_ms();
@@ -1001,14 +1012,18 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !sub_arity_ok(out, args, -3) {
                 return;
             }
-            match args.len() {
-                3 => {}
-                5 if args[3].eq_ignore_ascii_case(b"SAMPLES") => {
-                    if util::parse_i64(args[4]).is_none() {
-                        return reply::error(out, errors::NOT_INTEGER);
-                    }
+            // SAMPLES may repeat (the last wins, as in Redis); a negative count is a syntax
+            // error. Sizes here are exact, so the count changes nothing else.
+            let mut j = 3;
+            while j < args.len() {
+                if !(args[j].eq_ignore_ascii_case(b"SAMPLES") && j + 1 < args.len()) {
+                    return reply::error(out, errors::SYNTAX);
                 }
-                _ => return reply::error(out, errors::SYNTAX),
+                match util::parse_i64(args[j + 1]) {
+                    None => return reply::error(out, errors::NOT_INTEGER),
+                    Some(n) if n < 0 => return reply::error(out, errors::SYNTAX),
+                    Some(_) => j += 2,
+                }
             }
             let key = args[2];
             let now = crate::server::now_ms();
@@ -1063,23 +1078,37 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
-/// MODULE LIST | LOAD | UNLOAD | HELP: goblin-core loads no modules.
-fn module(c: &mut Conn, args: &[&[u8]]) {
+const MODULE_NOT_ALLOWED: &[u8] = b"ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+/// MODULE LIST | LOAD | LOADEX | UNLOAD | HELP: goblin-core loads no modules. LOAD, LOADEX
+/// and UNLOAD are protected as in Redis (`--enable-module-command`, off by default).
+fn module(s: &Server, c: &mut Conn, args: &[&[u8]]) {
+    let sub = args[1].to_ascii_lowercase();
+    let arity = match sub.as_slice() {
+        b"load" | b"loadex" => -3,
+        b"unload" => 3,
+        _ => 0,
+    };
+    if arity != 0 {
+        if !sub_arity_ok(&mut c.out, args, arity) {
+            return;
+        }
+        if !debug::protected_allowed(s.cfg.enable_module_command, c) {
+            return reply::error(&mut c.out, MODULE_NOT_ALLOWED);
+        }
+    }
     let out = &mut c.out;
-    match args[1].to_ascii_lowercase().as_slice() {
+    match sub.as_slice() {
         b"list" => {
             if sub_arity_ok(out, args, 2) {
                 reply::array_len(out, 0);
             }
         }
         b"load" | b"loadex" => {
+            tracing::warn!("MODULE LOAD {}: goblin-core loads no modules", String::from_utf8_lossy(args[2]));
             reply::error(out, b"ERR Error loading the extension. Please check the server logs.")
         }
-        b"unload" => {
-            if sub_arity_ok(out, args, 3) {
-                reply::error(out, b"ERR Error unloading module: no such module with that name");
-            }
-        }
+        b"unload" => reply::error(out, b"ERR Error unloading module: no such module with that name"),
         b"help" => help(
             out,
             &[

@@ -539,6 +539,10 @@ impl Server {
 
     /// FCALL | FCALL_RO function numkeys [key ...] [arg ...]
     pub(crate) fn fcall_command(&mut self, c: &mut Conn, slot: usize, args: &[&[u8]], ro: bool, now: i64) {
+        // Redis looks the function up before it reads numkeys.
+        let Some((f, flags)) = self.functions_vm().callable(args[1]) else {
+            return reply::error(&mut c.out, b"ERR Function not found");
+        };
         let numkeys = match util::parse_i64(args[2]) {
             Some(n) => n,
             None => return reply::error(&mut c.out, b"ERR Bad number of keys provided"),
@@ -549,9 +553,6 @@ impl Server {
         if numkeys < 0 {
             return reply::error(&mut c.out, b"ERR Number of keys can't be negative");
         }
-        let Some((f, flags)) = self.functions_vm().callable(args[1]) else {
-            return reply::error(&mut c.out, b"ERR Function not found");
-        };
         // Redis checks `no-cluster` first among the flags.
         if flags & NO_CLUSTER != 0 && self.cfg.cluster_enabled {
             return reply::error(&mut c.out, super::NO_CLUSTER_REFUSAL);

@@ -1059,6 +1059,10 @@ impl Server {
         ro: bool,
         now: i64,
     ) {
+        // EVALSHA refuses a digest of the wrong length before it reads numkeys, as Redis does.
+        if by_sha && args[1].len() != 40 {
+            return reply::error(&mut c.out, NOSCRIPT);
+        }
         let numkeys = match util::parse_i64(args[2]) {
             Some(n) => n,
             None => return reply::error(&mut c.out, errors::NOT_INTEGER),
