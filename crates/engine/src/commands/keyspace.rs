@@ -251,35 +251,12 @@ fn keys(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Parses a SCAN cursor as Redis 8 does (`string2ull`): an argument that is a plain 64-bit
-/// integer (Redis's strict form) must not be negative; anything else goes through C's
-/// `strtoull` over the whole argument: leading white space, an optional sign, decimal digits
-/// (leading zeros allowed), nothing after them, a magnitude below 2^64; a `-` there negates
-/// modulo 2^64 (so ` -1` is the last cursor, 2^64-1). Redis 7.0's `strtoul` took `-1` and the
-/// empty string and refused leading spaces; Redis 8 turns each of those around.
+/// Parses a SCAN cursor as Redis 8 does (`string2ull`, see [`store::types::stream::parse_u64`]):
+/// a plain negative integer and the empty string are invalid, leading white space and a sign
+/// are taken (` -1` is the last cursor, 2^64-1). Redis 7.0's `strtoul` took `-1` and the empty
+/// string and refused leading spaces; Redis 8 turns each of those around.
 pub fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if let Some(n) = crate::util::parse_i64(a) {
-        return u64::try_from(n).ok();
-    }
-    // C's isspace: Rust's ASCII white space and the vertical tab.
-    let blank = a.iter().take_while(|&&b| b.is_ascii_whitespace() || b == 0x0b).count();
-    let rest = &a[blank..];
-    let (neg, digits) = match rest.first() {
-        Some(b'-') => (true, &rest[1..]),
-        Some(b'+') => (false, &rest[1..]),
-        _ => (false, rest),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
+    store::types::stream::parse_u64(a)
 }
 
 /// Options shared by the SCAN family: `MATCH pattern`, `COUNT n`, and (SCAN only) `TYPE t`.

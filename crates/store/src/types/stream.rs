@@ -111,17 +111,56 @@ impl fmt::Display for StreamId {
     }
 }
 
-/// An unsigned decimal number of 1-20 digits that fits 64 bits.
+/// An unsigned 64-bit number as Redis's `string2ull` reads it (stream IDs' two parts, SCAN
+/// cursors): an argument that is a plain 64-bit integer (no sign but `-`, no leading zero, no
+/// white space) must not be negative; anything else goes through C's `strtoull` over the
+/// whole argument: leading white space, an optional sign, decimal digits (leading zeros
+/// allowed), nothing after them, a magnitude below 2^64; a `-` there negates modulo 2^64.
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 {
+    if let Some(n) = plain_i64(s) {
+        return u64::try_from(n).ok();
+    }
+    // C's isspace: Rust's ASCII white space and the vertical tab.
+    let blank = s.iter().take_while(|&&b| b.is_ascii_whitespace() || b == 0x0b).count();
+    let rest = &s[blank..];
+    let (neg, digits) = match rest.first() {
+        Some(b'-') => (true, &rest[1..]),
+        Some(b'+') => (false, &rest[1..]),
+        _ => (false, rest),
+    };
+    if digits.is_empty() {
         return None;
     }
     let mut v: u64 = 0;
-    for &b in s {
-        if !b.is_ascii_digit() {
+    for &d in digits {
+        if !d.is_ascii_digit() {
             return None;
         }
-        v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// Redis's `string2ll`: an optional `-`, then `0` alone or a digit 1-9 and more digits, within
+/// i64.
+fn plain_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    match digits {
+        [b'0'] if !neg => return Some(0),
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(d - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg { v.checked_sub(d)? } else { v.checked_add(d)? };
     }
     Some(v)
 }
@@ -1089,9 +1128,16 @@ mod tests {
         assert_eq!(StreamId::parse(b"5-3", 0), Some(id(5, 3)));
         assert_eq!(StreamId::parse(b"5", 7), Some(id(5, 7)));
         assert_eq!(StreamId::parse(b"18446744073709551615-18446744073709551615", 0), Some(StreamId::MAX));
-        for bad in [&b""[..], b"-", b"5-", b"-5", b"a-1", b"1-1-1", b"18446744073709551616", b" 1", b"+1"] {
+        for bad in [&b""[..], b"-", b"5-", b"-5", b"a-1", b"1-1-1", b"18446744073709551616", b"5--1", b"1 "] {
             assert_eq!(StreamId::parse(bad, 0), None, "{}", String::from_utf8_lossy(bad));
         }
+        // Each part as Redis's string2ull reads it (checked against redis-server 8.2.3).
+        assert_eq!(StreamId::parse(b"+5-+1", 0), Some(id(5, 1)));
+        assert_eq!(StreamId::parse(b" 5- 1", 0), Some(id(5, 1)));
+        assert_eq!(StreamId::parse(b"0000000000000000000000005", 2), Some(id(5, 2)));
+        assert_eq!(parse_u64(b" -1"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"-9223372036854775808"), None);
+        assert_eq!(parse_u64(b"-9223372036854775809"), Some(9223372036854775807));
         assert_eq!(id(1, 2).to_bytes(), b"1-2");
         assert_eq!(id(1, u64::MAX).next(), Some(id(2, 0)));
         assert_eq!(StreamId::MAX.next(), None);
