@@ -38,6 +38,9 @@ LEFT_OUT = {
 }
 BLOCKING = {"blpop", "brpop", "blmove", "blmovem", "brpoplpush", "blmpop", "bzpopmin",
             "bzpopmax", "bzmpop", "xread", "xreadgroup"}
+# Commands a script or a transaction refuses or that would leave one open.
+NO_SCRIPT = {"eval", "eval_ro", "evalsha", "evalsha_ro", "fcall", "fcall_ro", "script", "function",
+             "multi", "exec", "discard", "watch", "unwatch", "client"}
 # Replies that differ between two correct servers (order, time, identity, sizes).
 NONDETERMINISTIC = {
     "randomkey", "srandmember", "spop", "time", "info", "hrandfield", "zrandmember", "scan",
@@ -89,6 +92,9 @@ def dataset(r):
     Keys within 5 s of their deadline are left out."""
     out = {}
     for k in sorted(r.execute_command("KEYS", "*")):
+        ttl = r.execute_command("PTTL", k)
+        if ttl == -2 or 0 <= ttl < 5000:
+            continue  # gone, or about to go: when exactly is the two clocks' business
         t = text(r.execute_command("TYPE", k))
         if t == "string":
             v = r.execute_command("GET", k)
@@ -104,9 +110,6 @@ def dataset(r):
             v = r.execute_command("XRANGE", k, "-", "+")
         else:
             v = None
-        ttl = r.execute_command("PTTL", k)
-        if t == "none" or 0 <= ttl < 5000:
-            continue  # gone, or about to go: when exactly is the two clocks' business
         out[k] = (t, v, ttl > 0)
     return out
 
@@ -207,8 +210,11 @@ def start(binary, port, log, extra):
     sys.exit(f"{binary} did not start")
 
 
+PROTOCOL = [2]
+
+
 def client(port, timeout=2.0):
-    r = redis.Redis(port=port, socket_timeout=timeout, protocol=2)
+    r = redis.Redis(port=port, socket_timeout=timeout, protocol=PROTOCOL[0])
     r.response_callbacks.clear()  # raw replies: the fuzzer compares them as they come
     return r
 
@@ -226,6 +232,9 @@ def crash_mode(a):
     log = open(a.log, "w")
     port = a.port
     p, r = start(a.goblin_bin, port, log, ["--enable-debug-command", "no"])
+    if a.replica:
+        replica, _ = start(a.goblin_bin, port + 1, open(a.log + ".replica", "w"),
+                           ["--replica-tcp", "127.0.0.1", str(port)])
     docs = commands(r)
     names = sorted(docs)
     gen = Generator(a.seed)
@@ -236,7 +245,17 @@ def crash_mode(a):
         name, argv = gen.command(docs, names)
         history = (history + [argv])[-4:]
         t0 = time.time()
-        kind, _ = call(r, argv)
+        how = gen.rng.random() if a.wrap else 1.0
+        if how < 0.25 and name.split("|")[0] not in NO_SCRIPT:
+            # Through a script: the reply is converted to Lua values and back.
+            kind, _ = call(r, ["EVAL", "return redis.pcall(unpack(ARGV))", "0"] + argv)
+        elif how < 0.4 and name.split("|")[0] not in NO_SCRIPT:
+            # Queued in a transaction: checked when queued, run by EXEC.
+            call(r, ["MULTI"])
+            call(r, argv)
+            kind, _ = call(r, ["EXEC"])
+        else:
+            kind, _ = call(r, argv)
         if kind == "gone":
             if p.poll() is not None:
                 found += 1
@@ -252,6 +271,21 @@ def crash_mode(a):
             setup(r)
         if i % 2000 == 1999:
             print(f"{i + 1} commands", flush=True)
+    if a.replica:
+        # The replica applied every mutation the primary emitted: the same dataset.
+        rr = client(port + 1)
+        for _ in range(100):
+            mine, theirs = r.execute_command("DEBUG", "DIGEST"), rr.execute_command("DEBUG", "DIGEST")
+            if mine == theirs:
+                break
+            time.sleep(0.1)
+        else:
+            found += 1
+            print(f"REPLICA differs: primary {text(mine)} replica {text(theirs)}", flush=True)
+        if replica.poll() is not None:
+            found += 1
+            print(f"REPLICA DIED (exit {replica.returncode}; see {a.log}.replica)", flush=True)
+        replica.terminate()
     p.terminate()
     print(f"done: {found} findings in {a.n} commands")
 
@@ -293,6 +327,8 @@ def diff_mode(a):
                 print(f"DIFF {argv[:12]}\n   goblin-core: {repr(x)[:300]}\n   redis:       {repr(y)[:300]}",
                       flush=True)
             setup(g); setup(r)  # the two datasets may have parted
+        elif name in writes and name in NONDETERMINISTIC:
+            setup(g); setup(r)  # a random pick (SPOP ...) parts the datasets by design
         elif a.check_data and name in writes:
             dg, dr = dataset(g), dataset(r)
             if dg != dr:
@@ -316,7 +352,13 @@ def main():
     ap.add_argument("--log", default="/tmp/argfuzz-goblin.log")
     ap.add_argument("--check-data", action="store_true",
                     help="diff mode: after each write whose replies agree, compare the two datasets")
+    ap.add_argument("--wrap", action="store_true",
+                    help="crash mode: run some commands through EVAL and some inside MULTI/EXEC")
+    ap.add_argument("--replica", action="store_true",
+                    help="crash mode: a goblin-core replica follows; at the end both datasets must agree")
+    ap.add_argument("--resp3", action="store_true", help="talk RESP3 (HELLO 3) to both servers")
     a = ap.parse_args()
+    PROTOCOL[0] = 3 if a.resp3 else 2
     crash_mode(a) if a.mode == "crash" else diff_mode(a)
 
 

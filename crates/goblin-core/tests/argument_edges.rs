@@ -86,6 +86,9 @@ const CASES: &[&[&str]] = &[
     &["CLIENT", "TRACKING", "on", "REDIRECT", "0"],
     &["CLIENT", "TRACKING", "maybe", "REDIRECT", "99999"],
     &["CLIENT", "TRACKING", "on", "REDIRECT", "x"],
+    // CLIENT UNBLOCK judges the reason before the ID.
+    &["CLIENT", "UNBLOCK", "01", "2"],
+    &["CLIENT", "UNBLOCK", "x", "TIMEOUT"],
     // MODULE's protected subcommands.
     &["MODULE", "UNLOAD", "foo"],
     &["MODULE", "LOAD", "/nonexistent.so"],

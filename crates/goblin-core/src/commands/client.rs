@@ -130,14 +130,15 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
                 msg.extend_from_slice(b"'. Try CLIENT HELP.");
                 return reply::error(out, &msg);
             }
-            let Some(id) = util::parse_i64(args[2]) else {
-                return reply::error(out, errors::NOT_INTEGER);
-            };
+            // The reason is judged before the ID, as in Redis.
             let error = match args.get(3) {
                 None => false,
                 Some(m) if m.eq_ignore_ascii_case(b"TIMEOUT") => false,
                 Some(m) if m.eq_ignore_ascii_case(b"ERROR") => true,
                 Some(_) => return reply::error(out, b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+            };
+            let Some(id) = util::parse_i64(args[2]) else {
+                return reply::error(out, errors::NOT_INTEGER);
             };
             let done = id > 0 && s.force_unblock(id as u64, error);
             reply::integer(&mut c.out, done as i64);
