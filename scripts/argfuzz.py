@@ -231,7 +231,8 @@ def call(r, argv):
 def crash_mode(a):
     log = open(a.log, "w")
     port = a.port
-    p, r = start(a.goblin_bin, port, log, ["--enable-debug-command", "no"])
+    extra = ["--enable-debug-command", "no"] + a.server_args.split()
+    p, r = start(a.goblin_bin, port, log, extra)
     if a.replica:
         replica, _ = start(a.goblin_bin, port + 1, open(a.log + ".replica", "w"),
                            ["--replica-tcp", "127.0.0.1", str(port)])
@@ -260,7 +261,7 @@ def crash_mode(a):
             if p.poll() is not None:
                 found += 1
                 print(f"DIED after {argv[:10]} (exit {p.returncode}; see {a.log})", flush=True)
-                p, r = start(a.goblin_bin, port, log, ["--enable-debug-command", "no"])
+                p, r = start(a.goblin_bin, port, log, extra)
                 setup(r)
                 continue
             if name.split("|")[0] not in BLOCKING:
@@ -356,6 +357,8 @@ def main():
                     help="crash mode: run some commands through EVAL and some inside MULTI/EXEC")
     ap.add_argument("--replica", action="store_true",
                     help="crash mode: a goblin-core replica follows; at the end both datasets must agree")
+    ap.add_argument("--server-args", default="",
+                    help="crash mode: more goblin-core flags (e.g. '--maxmemory 2mb --maxmemory-policy allkeys-lru')")
     ap.add_argument("--resp3", action="store_true", help="talk RESP3 (HELLO 3) to both servers")
     a = ap.parse_args()
     PROTOCOL[0] = 3 if a.resp3 else 2
