@@ -199,11 +199,18 @@ pub(crate) fn categories_of(
         Some(full) => meta_of(full),
         None => meta_of_spec(spec),
     };
+    if let Some(cats) = REDIS8_CATEGORIES.iter().find(|(n, _)| sub.is_none() && *n == spec.name) {
+        return std::borrow::Cow::Borrowed(cats.1);
+    }
     match meta.map(|m| m.categories) {
         Some(cats) => std::borrow::Cow::Borrowed(cats),
         None => std::borrow::Cow::Owned(acl_categories(spec)),
     }
 }
+
+/// Redis 8's ACL categories where they differ from Redis 7.0's records: WAIT and WAITAOF block.
+const REDIS8_CATEGORIES: &[(&str, &[&str])] =
+    &[("wait", &["@slow", "@blocking", "@connection"]), ("waitaof", &["@slow", "@blocking", "@connection"])];
 
 /// Every ACL category some command belongs to (`@read`, `@dangerous` ...), sorted.
 pub(crate) fn all_categories() -> Vec<&'static str> {
@@ -217,6 +224,9 @@ pub(crate) fn all_categories() -> Vec<&'static str> {
 /// ACL categories: Redis 7.0's for the commands it has, else derived from the flags and the
 /// group as Redis assigns them.
 pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
+    if let Some((_, cats)) = REDIS8_CATEGORIES.iter().find(|(n, _)| *n == s.name) {
+        return cats.to_vec();
+    }
     if let Some(cats) = meta_of_spec(s).map(|m| m.categories) {
         return cats.to_vec();
     }
@@ -263,17 +273,29 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     reply::array_len(out, 10);
     reply::bulk(out, s.name.as_bytes());
     reply::integer(out, s.arity as i64);
-    let mut flags = s.flags.names();
+    // Redis's own record where it has one (its flags name what the table's bits do not:
+    // allow_busy, no_multi, skip_monitor ...; a container has none and no key range), with
+    // Redis 8's changes; the table's bits otherwise.
+    let meta = meta_of_spec(s);
+    let mut flags = match meta {
+        Some(m) => m.flags.to_vec(),
+        None => s.flags.names(),
+    };
     if movable_keys(s) && !flags.contains(&"movablekeys") {
         flags.push("movablekeys");
     }
+    let flags = redis8_flags(s.name, flags);
     reply::set_len(out, proto, flags.len());
     for f in flags {
         reply::simple(out, f.as_bytes());
     }
-    reply::integer(out, s.first_key as i64);
-    reply::integer(out, s.last_key as i64);
-    reply::integer(out, s.key_step as i64);
+    let (first, last, step) = match meta {
+        Some(m) => (m.first, m.last, m.step),
+        None => (s.first_key as i64, s.last_key as i64, s.key_step as i64),
+    };
+    reply::integer(out, first);
+    reply::integer(out, last);
+    reply::integer(out, step);
     let cats = acl_categories(s);
     reply::set_len(out, proto, cats.len());
     for cat in cats {
@@ -350,18 +372,41 @@ fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
     }
 }
 
-/// One COMMAND INFO entry from Redis 7.0's record (a subcommand's), field for field.
+/// Where Redis 8 reports a command's flags otherwise than Redis 7.0's records: the blocking
+/// commands are no longer `noscript` (scripts run them without blocking), WAIT and WAITAOF are
+/// `blocking`, CLUSTER SHARDS and SLOTS answer while loading.
+fn redis8_flags(name: &str, flags: Vec<&'static str>) -> Vec<&'static str> {
+    match name {
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax" | "blmovem" => {
+            flags.into_iter().filter(|f| *f != "noscript").collect()
+        }
+        "wait" | "waitaof" => vec!["blocking"],
+        "cluster|shards" | "cluster|slots" if !flags.contains(&"loading") => {
+            let mut f = vec!["loading"];
+            f.extend(flags);
+            f
+        }
+        _ => flags,
+    }
+}
+
+/// One COMMAND INFO entry from Redis 7.0's record (a subcommand's), field for field, with
+/// Redis 8's changes (COMMAND GETKEYS takes a command without arguments since 7.2).
 fn write_meta_info(out: &mut Vec<u8>, proto: Proto, m: &CommandMeta) {
     reply::array_len(out, 10);
     reply::bulk(out, m.name.as_bytes());
-    reply::integer(out, m.arity);
+    let arity = match m.name {
+        "command|getkeys" | "command|getkeysandflags" => -3,
+        _ => m.arity,
+    };
+    reply::integer(out, arity);
     let set = |out: &mut Vec<u8>, items: &[&str]| {
         reply::set_len(out, proto, items.len());
         for i in items {
             reply::simple(out, i.as_bytes());
         }
     };
-    set(out, m.flags);
+    set(out, &redis8_flags(m.name, m.flags.to_vec()));
     reply::integer(out, m.first);
     reply::integer(out, m.last);
     reply::integer(out, m.step);
