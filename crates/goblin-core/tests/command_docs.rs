@@ -340,13 +340,12 @@ fn arity_flags_and_key_ranges_match_redis8() {
 }
 
 /// COMMAND's ACL categories and command tips (`request_policy:all_shards`,
-/// `nondeterministic_output` ...: what cluster clients route by) are redis-server 7.0's for
-/// every command both servers have, but WAIT's categories, which are 8.2's (`@blocking`).
-/// (Redis 8 changed some tips and the key specs of a few commands: those still follow 7.0.)
+/// `nondeterministic_output` ...: what cluster clients route by) are redis-server 8.2's for
+/// every command both servers have.
 #[test]
 fn categories_and_tips_match_redis_server() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let table =
         |con: &mut redis::Connection| -> std::collections::HashMap<String, (Vec<String>, Vec<String>)> {
             let all: Vec<Value> = redis::cmd("COMMAND").query(con).unwrap();
@@ -362,12 +361,7 @@ fn categories_and_tips_match_redis_server() {
     let mut shared = 0;
     for (name, want) in &theirs {
         let Some(got) = ours.get(name) else { continue };
-        if name == "wait" {
-            assert_eq!(got.0, ["@slow", "@blocking", "@connection"], "wait: Redis 8's categories");
-            assert_eq!(got.1, want.1, "wait: tips");
-        } else {
-            assert_eq!(got, want, "{name}: (categories, tips)");
-        }
+        assert_eq!(got, want, "{name}: (categories, tips)");
         shared += 1;
     }
     assert!(shared > 200, "only {shared} commands in common");
@@ -375,13 +369,13 @@ fn categories_and_tips_match_redis_server() {
 }
 
 /// COMMAND INFO's key specifications (flags, begin_search, find_keys, notes) are
-/// redis-server's for every command both servers have, in RESP2 and RESP3: cluster clients
+/// redis-server 8.2's for every command both servers have, in RESP2 and RESP3: cluster clients
 /// find keys by them, and the ACL key patterns decide by their flags. A container lists its
 /// subcommands, each entry redis-server's. No command lists a flag twice.
 #[test]
 fn key_specs_match_redis_server() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     for suffix in ["", "?protocol=resp3"] {
         type Row = (String, Vec<String>, Vec<(String, String)>);
         let table = |port: u16| -> std::collections::HashMap<String, Row> {
@@ -418,12 +412,6 @@ fn key_specs_match_redis_server() {
             // A container lists its subcommands, each entry exactly Redis's.
             assert_eq!(got_subs.is_empty(), want_subs.is_empty(), "{name}: subcommands ({suffix})");
             for (sub, entry) in got_subs {
-                // Redis 8 changed these entries' arity or flags (compared with 8.2 above).
-                if ["command|getkeys", "command|getkeysandflags", "cluster|shards", "cluster|slots"]
-                    .contains(&sub.as_str())
-                {
-                    continue;
-                }
                 let theirs = want_subs.iter().find(|(n, _)| n == sub);
                 assert_eq!(Some(entry), theirs.map(|(_, e)| e), "{sub} ({suffix})");
             }

@@ -22,8 +22,8 @@ const WDF: u32 = Flags::WRITE | Flags::DENYOOM | Flags::FAST;
 const WD: u32 = Flags::WRITE | Flags::DENYOOM;
 const R: u32 = Flags::READONLY;
 const RF: u32 = Flags::READONLY | Flags::FAST;
-const B: u32 = Flags::WRITE | Flags::NOSCRIPT | Flags::BLOCKING;
-const BD: u32 = Flags::WRITE | Flags::DENYOOM | Flags::NOSCRIPT | Flags::BLOCKING;
+const B: u32 = Flags::WRITE | Flags::BLOCKING;
+const BD: u32 = Flags::WRITE | Flags::DENYOOM | Flags::BLOCKING;
 
 const G: &str = "list";
 

@@ -27,7 +27,7 @@ const W: u32 = Flags::WRITE;
 const WF: u32 = Flags::WRITE | Flags::FAST;
 const WD: u32 = Flags::WRITE | Flags::DENYOOM;
 const WDF: u32 = Flags::WRITE | Flags::DENYOOM | Flags::FAST;
-const WB: u32 = Flags::WRITE | Flags::NOSCRIPT | Flags::BLOCKING;
+const WB: u32 = Flags::WRITE | Flags::BLOCKING;
 const MK: u32 = Flags::MOVABLEKEYS;
 
 const G: &str = "sorted_set";

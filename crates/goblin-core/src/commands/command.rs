@@ -93,15 +93,15 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
-/// Redis 7.0's record of `name` (`container|sub` for a subcommand), when Redis 7.0 has it.
+/// Redis's record of `name` (`container|sub` for a subcommand), when Redis has it.
 /// Whether a request carries a command flag, as Redis decides it before running the request:
-/// the command's own (`own`, an [`engine::Flags`] bit), or the one Redis 7.0 gives the
+/// the command's own (`own`, an [`engine::Flags`] bit), or the one Redis gives the
 /// subcommand it names (`name`: FUNCTION LOAD is `write` and `denyoom`, FUNCTION is neither).
 pub(crate) fn request_flagged(spec: &CommandSpec, args: &[&[u8]], own: u32, name: &str) -> bool {
     spec.flags.has(own) || args.get(1).is_some_and(|sub| subcommand_has_flag(spec, sub, name))
 }
 
-/// Whether `spec` is a container whose subcommand `sub` Redis 7.0 flags `flag`.
+/// Whether `spec` is a container whose subcommand `sub` Redis flags `flag`.
 pub(crate) fn subcommand_has_flag(spec: &CommandSpec, sub: &[u8], flag: &str) -> bool {
     full_subcommand_name(spec.name, sub).and_then(meta_of).is_some_and(|m| m.flags.contains(&flag))
 }
@@ -111,7 +111,7 @@ fn meta_of(name: &str) -> Option<&'static CommandMeta> {
     meta.binary_search_by(|e| e.name.cmp(name)).ok().map(|i| &meta[i])
 }
 
-/// Redis 7.0's record of the command `spec`, found by the spec's address: the ACL check of a
+/// Redis's record of the command `spec`, found by the spec's address: the ACL check of a
 /// restricted user's every command asks it (a category rule, the key specs), where a search
 /// of the table by name would cost a dozen string comparisons.
 fn meta_of_spec(spec: &CommandSpec) -> Option<&'static CommandMeta> {
@@ -144,14 +144,14 @@ fn meta_of_spec(spec: &CommandSpec) -> Option<&'static CommandMeta> {
         .copied()
 }
 
-/// Redis 7.0's ACL categories and command tips for `name` (`container|sub` for a
-/// subcommand), when Redis 7.0 has the command.
+/// Redis's ACL categories and command tips for `name` (`container|sub` for a
+/// subcommand), when Redis has the command.
 fn redis_meta(name: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
     meta_of(name).map(|m| (m.categories, m.tips))
 }
 
 /// The full name (`container|sub`) of `cmd`'s subcommand `sub`: one of this server's
-/// container commands, or one whose subcommands Redis 7.0 describes (`xgroup|create`,
+/// container commands, or one whose subcommands Redis describes (`xgroup|create`,
 /// `object|encoding` ...: commands the engine runs whole).
 pub(crate) fn full_subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
     // Asked of every command a restricted user sends (its first argument is most often a
@@ -182,7 +182,7 @@ pub(crate) fn is_container(name: &str) -> bool {
         .contains(name)
 }
 
-/// Redis 7.0's key specs for `name` (`container|sub` for a subcommand), when Redis 7.0 has
+/// Redis's key specs for `name` (`container|sub` for a subcommand), when Redis has
 /// the command.
 fn redis_key_specs(name: &str) -> Option<&'static [KeySpec]> {
     meta_of(name).map(|m| m.key_specs)
@@ -194,23 +194,16 @@ pub(crate) fn categories_of(
     spec: &CommandSpec,
     sub: Option<&str>,
 ) -> std::borrow::Cow<'static, [&'static str]> {
-    // Redis 7.0's table first (no allocation: every ACL check of a category rule asks).
+    // Redis's table first (no allocation: every ACL check of a category rule asks).
     let meta = match sub {
         Some(full) => meta_of(full),
         None => meta_of_spec(spec),
     };
-    if let Some(cats) = REDIS8_CATEGORIES.iter().find(|(n, _)| sub.is_none() && *n == spec.name) {
-        return std::borrow::Cow::Borrowed(cats.1);
-    }
     match meta.map(|m| m.categories) {
         Some(cats) => std::borrow::Cow::Borrowed(cats),
         None => std::borrow::Cow::Owned(acl_categories(spec)),
     }
 }
-
-/// Redis 8's ACL categories where they differ from Redis 7.0's records: WAIT and WAITAOF block.
-const REDIS8_CATEGORIES: &[(&str, &[&str])] =
-    &[("wait", &["@slow", "@blocking", "@connection"]), ("waitaof", &["@slow", "@blocking", "@connection"])];
 
 /// Every ACL category some command belongs to (`@read`, `@dangerous` ...), sorted.
 pub(crate) fn all_categories() -> Vec<&'static str> {
@@ -221,12 +214,9 @@ pub(crate) fn all_categories() -> Vec<&'static str> {
     cats
 }
 
-/// ACL categories: Redis 7.0's for the commands it has, else derived from the flags and the
+/// ACL categories: Redis's for the commands it has, else derived from the flags and the
 /// group as Redis assigns them.
 pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
-    if let Some((_, cats)) = REDIS8_CATEGORIES.iter().find(|(n, _)| *n == s.name) {
-        return cats.to_vec();
-    }
     if let Some(cats) = meta_of_spec(s).map(|m| m.categories) {
         return cats.to_vec();
     }
@@ -274,8 +264,8 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     reply::bulk(out, s.name.as_bytes());
     reply::integer(out, s.arity as i64);
     // Redis's own record where it has one (its flags name what the table's bits do not:
-    // allow_busy, no_multi, skip_monitor ...; a container has none and no key range), with
-    // Redis 8's changes; the table's bits otherwise.
+    // allow_busy, no_multi, skip_monitor ...; a container has none and no key range); the
+    // table's bits otherwise.
     let meta = meta_of_spec(s);
     let mut flags = match meta {
         Some(m) => m.flags.to_vec(),
@@ -284,7 +274,6 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     if movable_keys(s) && !flags.contains(&"movablekeys") {
         flags.push("movablekeys");
     }
-    let flags = redis8_flags(s.name, flags);
     reply::set_len(out, proto, flags.len());
     for f in flags {
         reply::simple(out, f.as_bytes());
@@ -313,7 +302,7 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
             spec.write_info(out, proto);
         }
     } else if s.first_key > 0 {
-        // A command Redis 7.0 lacks: one spec from first/last/step and the generic flags.
+        // A command Redis lacks: one spec from first/last/step and the generic flags.
         reply::set_len(out, proto, 1);
         reply::map_len(out, proto, 3);
         reply::bulk(out, b"flags");
@@ -347,7 +336,7 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     } else {
         reply::set_len(out, proto, 0);
     }
-    // A container's subcommands, each an entry of its own (Redis 7.0's records of the ones
+    // A container's subcommands, each an entry of its own (Redis's records of the ones
     // this server has); a command without subcommands answers an empty set, as Redis 7.0.
     let subs = subcommand_metas(s.name);
     reply::set_len(out, proto, subs.len());
@@ -356,7 +345,7 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     }
 }
 
-/// The subcommands of container `name` that this server has, as Redis 7.0 records them: the
+/// The subcommands of container `name` that this server has, as Redis records them: the
 /// ones the server's subcommand table lists, or, for a container the engine runs whole
 /// (XGROUP, OBJECT ...), every one Redis has.
 fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
@@ -372,41 +361,18 @@ fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
     }
 }
 
-/// Where Redis 8 reports a command's flags otherwise than Redis 7.0's records: the blocking
-/// commands are no longer `noscript` (scripts run them without blocking), WAIT and WAITAOF are
-/// `blocking`, CLUSTER SHARDS and SLOTS answer while loading.
-fn redis8_flags(name: &str, flags: Vec<&'static str>) -> Vec<&'static str> {
-    match name {
-        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax" | "blmovem" => {
-            flags.into_iter().filter(|f| *f != "noscript").collect()
-        }
-        "wait" | "waitaof" => vec!["blocking"],
-        "cluster|shards" | "cluster|slots" if !flags.contains(&"loading") => {
-            let mut f = vec!["loading"];
-            f.extend(flags);
-            f
-        }
-        _ => flags,
-    }
-}
-
-/// One COMMAND INFO entry from Redis 7.0's record (a subcommand's), field for field, with
-/// Redis 8's changes (COMMAND GETKEYS takes a command without arguments since 7.2).
+/// One COMMAND INFO entry from Redis's record (a subcommand's), field for field.
 fn write_meta_info(out: &mut Vec<u8>, proto: Proto, m: &CommandMeta) {
     reply::array_len(out, 10);
     reply::bulk(out, m.name.as_bytes());
-    let arity = match m.name {
-        "command|getkeys" | "command|getkeysandflags" => -3,
-        _ => m.arity,
-    };
-    reply::integer(out, arity);
+    reply::integer(out, m.arity);
     let set = |out: &mut Vec<u8>, items: &[&str]| {
         reply::set_len(out, proto, items.len());
         for i in items {
             reply::simple(out, i.as_bytes());
         }
     };
-    set(out, &redis8_flags(m.name, m.flags.to_vec()));
+    set(out, m.flags);
     reply::integer(out, m.first);
     reply::integer(out, m.last);
     reply::integer(out, m.step);
@@ -534,7 +500,7 @@ fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
         let documented = syntax::SUBCOMMANDS
             .iter()
             .filter_map(|(full, ..)| engine::lookup(full.split('|').next()?.as_bytes()).map(|p| (*full, p)));
-        // And every subcommand COMMAND INFO lists (Redis 7.0's records).
+        // And every subcommand COMMAND INFO lists (Redis's records).
         let recorded = all().flat_map(|s| subcommand_metas(s.name).into_iter().map(move |m| (m.name, s)));
         let mut subs: Vec<(&'static str, &'static CommandSpec)> = Vec::new();
         for (n, p) in documented.chain(recorded) {

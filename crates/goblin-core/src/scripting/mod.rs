@@ -901,10 +901,10 @@ fn denied_in_scripts(spec: &CommandSpec, argv: &[&[u8]]) -> bool {
     if DENY_SCRIPTS_DISABLED.with(Cell::get) {
         return false;
     }
-    // Blocking commands run without blocking, as in Redis 7.2+ (a list that is empty answers
-    // nil at once; XREAD's BLOCK is ignored; WAIT and WAITAOF answer the counts they have),
-    // although their flags still say `noscript`, as Redis 7.0's did.
-    (spec.flags.has(Flags::NOSCRIPT) && !spec.flags.has(Flags::BLOCKING) && !matches!(spec.name, "wait" | "waitaof"))
+    // Blocking commands are not `noscript` (Redis 7.2+): they run without blocking (a list that
+    // is empty answers nil at once; XREAD's BLOCK is ignored; WAIT and WAITAOF answer the
+    // counts they have).
+    spec.flags.has(Flags::NOSCRIPT)
         || matches!(
             spec.name,
             "client" | "config" | "debug" | "hello" | "auth" | "monitor" | "script" | "function"
