@@ -426,3 +426,29 @@ fn key_specs_match_redis_server() {
         assert!(containers >= 10, "only {containers} containers list subcommands");
     }
 }
+
+/// ACL CAT names the same categories as redis-server 8.2, and each category the same commands
+/// and subcommands (`client|getname` is @connection, the CLIENT container only @slow), among
+/// those both servers have.
+#[test]
+fn acl_categories_list_what_redis8_lists() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let (mut ours, mut theirs) = (g.conn(), r.conn());
+    let list = |con: &mut redis::Connection, args: &[&str]| -> std::collections::BTreeSet<String> {
+        let v: Vec<String> = redis::cmd(args[0]).arg(&args[1..]).query(con).unwrap();
+        v.into_iter().collect()
+    };
+    let (our_cmds, their_cmds) =
+        (list(&mut ours, &["COMMAND", "LIST"]), list(&mut theirs, &["COMMAND", "LIST"]));
+    let cats = list(&mut theirs, &["ACL", "CAT"]);
+    assert_eq!(list(&mut ours, &["ACL", "CAT"]), cats);
+    for cat in &cats {
+        let mine: Vec<String> =
+            list(&mut ours, &["ACL", "CAT", cat]).into_iter().filter(|c| their_cmds.contains(c)).collect();
+        let want: Vec<String> =
+            list(&mut theirs, &["ACL", "CAT", cat]).into_iter().filter(|c| our_cmds.contains(c)).collect();
+        assert_eq!(mine, want, "ACL CAT {cat}");
+    }
+    assert!(list(&mut ours, &["ACL", "CAT", "connection"]).contains("client|getname"));
+}

@@ -348,7 +348,7 @@ fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
 /// The subcommands of container `name` that this server has, as Redis records them: the
 /// ones the server's subcommand table lists, or, for a container the engine runs whole
 /// (XGROUP, OBJECT ...), every one Redis has.
-fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
+pub(crate) fn subcommand_metas(name: &str) -> Vec<&'static CommandMeta> {
     let prefix = format!("{name}|");
     let meta = super::redis_meta::META;
     let at = meta.partition_point(|e| e.name < prefix.as_str());

@@ -685,11 +685,18 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 }
                 Some(cat) => {
                     let want = format!("@{}", String::from_utf8_lossy(cat).to_ascii_lowercase());
-                    let names: Vec<&str> = specs
-                        .iter()
-                        .filter(|s| command::acl_categories(s).contains(&want.as_str()))
-                        .map(|s| s.name)
-                        .collect();
+                    // A command in the category, and each of its subcommands that is (as Redis:
+                    // `client|getname` is @connection, the CLIENT container only @slow).
+                    let mut names: Vec<&str> = Vec::new();
+                    for s in &specs {
+                        if command::acl_categories(s).contains(&want.as_str()) {
+                            names.push(s.name);
+                        }
+                        let subs = command::subcommand_metas(s.name);
+                        names.extend(
+                            subs.iter().filter(|m| m.categories.contains(&want.as_str())).map(|m| m.name),
+                        );
+                    }
                     if names.is_empty() {
                         let msg = format!("ERR Unknown category '{}'", String::from_utf8_lossy(cat));
                         return reply::error(out, msg.as_bytes());
