@@ -514,6 +514,11 @@ fn replica_serve_stale_data_no_refuses_reads_while_the_link_is_down() {
     let e = redis::cmd("GET").arg("k").query::<Value>(&mut gc).unwrap_err();
     assert_eq!(e.code(), Some("MASTERDOWN"), "{e}");
     assert_eq!(e.detail(), Some("Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+    // By Redis's flags: PING is not stale (refused), ECHO and INFO are.
+    let e = redis::cmd("PING").query::<Value>(&mut gc).unwrap_err();
+    assert_eq!(e.code(), Some("MASTERDOWN"), "{e}");
+    assert_eq!(q(&mut gc, &["ECHO", "x"]), Value::BulkString(b"x".to_vec()));
+    assert!(matches!(q(&mut gc, &["INFO", "server"]), Value::BulkString(_) | Value::VerbatimString { .. }));
     q(&mut gc, &["CONFIG", "SET", "slave-serve-stale-data", "yes"]);
     assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"1".to_vec()));
     assert_eq!(

@@ -93,7 +93,6 @@ pub fn command(c: &mut Conn, args: &[&[u8]]) {
     }
 }
 
-/// Redis's record of `name` (`container|sub` for a subcommand), when Redis has it.
 /// Whether a request carries a command flag, as Redis decides it before running the request:
 /// the command's own (`own`, an [`engine::Flags`] bit), or the one Redis gives the
 /// subcommand it names (`name`: FUNCTION LOAD is `write` and `denyoom`, FUNCTION is neither).
@@ -106,6 +105,22 @@ pub(crate) fn subcommand_has_flag(spec: &CommandSpec, sub: &[u8], flag: &str) ->
     full_subcommand_name(spec.name, sub).and_then(meta_of).is_some_and(|m| m.flags.contains(&flag))
 }
 
+/// Whether a request carries the command flag `name` as Redis itself records it (the
+/// subcommand's record for a container's subcommand, the command's otherwise); the table's
+/// bit `own` for what Redis does not have. The flags Redis's checks read where goblin-core's
+/// table keeps a bit of its own (PING is not `stale` in Redis, so a replica whose link is down
+/// with replica-serve-stale-data no refuses it).
+pub(crate) fn redis_flagged(spec: &CommandSpec, args: &[&[u8]], own: u32, name: &str) -> bool {
+    if let Some(m) = args.get(1).and_then(|sub| full_subcommand_name(spec.name, sub)).and_then(meta_of) {
+        return m.flags.contains(&name);
+    }
+    match meta_of_spec(spec) {
+        Some(m) if subcommand_metas(spec.name).is_empty() => m.flags.contains(&name),
+        _ => spec.flags.has(own),
+    }
+}
+
+/// Redis's record of `name` (`container|sub` for a subcommand), when Redis has it.
 fn meta_of(name: &str) -> Option<&'static CommandMeta> {
     let meta = super::redis_meta::META;
     meta.binary_search_by(|e| e.name.cmp(name)).ok().map(|i| &meta[i])

@@ -896,8 +896,9 @@ impl Server {
         if !down || self.redis_primary_settings.serve_stale {
             return None;
         }
-        // A container's subcommand by its own flags (CONFIG SET is stale, as in Redis).
-        let stale = crate::commands::command::request_flagged(spec, args, engine::Flags::STALE, "stale");
+        // By Redis's own records (PING is not stale; CONFIG SET is, a container's subcommand by
+        // its own flags).
+        let stale = crate::commands::command::redis_flagged(spec, args, engine::Flags::STALE, "stale");
         (!stale).then_some(
             &b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."[..],
         )
