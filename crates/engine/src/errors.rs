@@ -8,8 +8,8 @@ pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
 /// i64::MIN, whose negation overflows.
 pub const NOT_NEGATABLE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
-/// A repeated-picks count (SRANDMEMBER, ZRANDMEMBER, HRANDFIELD with a negative count) past
-/// [`MAX_REPEATED_PICKS`].
+/// A count out of a command's own range: ZRANDMEMBER/HRANDFIELD WITHSCORES/WITHVALUES past
+/// i64::MAX/2, a repeated-picks count past [`MAX_REPEATED_PICKS`].
 pub const VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
 /// The most picks a negative count may ask SRANDMEMBER, ZRANDMEMBER or HRANDFIELD for. Redis
 /// builds any such reply, whatever its size, and a count of -2^31 exhausts the machine's memory

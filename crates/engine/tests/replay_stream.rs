@@ -380,8 +380,6 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
-/// Runs `session` on redis-server and on a fresh engine in the given protocol and compares
-/// every reply (clock readings masked).
 /// Blanks the values named `names` (maps and flat key/value arrays alike, at any depth).
 fn blank_fields(f: Frame, names: &[&str]) -> Frame {
     let named =
@@ -411,7 +409,9 @@ fn blank_fields(f: Frame, names: &[&str]) -> Frame {
     }
 }
 
-/// `lag_blind`: entries-read and lag are left out of the comparison (see the random sessions).
+/// Runs `session` on redis-server and on a fresh engine in the given protocol and compares
+/// every reply (clock readings masked). `lag_blind`: entries-read and lag are left out of the
+/// comparison (see the random sessions).
 fn diff_session(redis: &mut common::RedisServer, resp3: bool, session: &[Vec<String>], lag_blind: bool) {
     redis.ask(&[b"FLUSHALL".to_vec()]);
     redis.ask(&[b"HELLO".to_vec(), if resp3 { b"3".to_vec() } else { b"2".to_vec() }]);

@@ -7,6 +7,23 @@ use common::{read_reply, send, RedisServer, Server};
 use redis::Value;
 use std::collections::HashMap;
 
+/// Sends each request, in order on one connection to each server, and requires byte-equal
+/// replies.
+fn same_replies(g: &Server, r: &RedisServer, requests: &[&[u8]]) {
+    let (mut a, mut b) = (g.raw(), r.raw());
+    for req in requests {
+        send(&mut a, req);
+        send(&mut b, req);
+        let (ours, theirs) = (read_reply(&mut a), read_reply(&mut b));
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs),
+            "request {:?}",
+            String::from_utf8_lossy(req)
+        );
+    }
+}
+
 /// INFO text -> field map (section headers and blank lines skipped).
 fn info_map(text: &str) -> HashMap<String, String> {
     text.lines()
@@ -484,19 +501,7 @@ fn server_command_errors_match_redis() {
         b"ASKING\r\n",
         b"READONLY x\r\n",
     ];
-    let mut a = g.raw();
-    let mut b = r.raw();
-    for req in requests {
-        send(&mut a, req);
-        send(&mut b, req);
-        let (ga, rb) = (read_reply(&mut a), read_reply(&mut b));
-        assert_eq!(
-            String::from_utf8_lossy(&ga),
-            String::from_utf8_lossy(&rb),
-            "request {:?}",
-            String::from_utf8_lossy(req)
-        );
-    }
+    same_replies(&g, &r, requests);
 }
 
 #[test]
@@ -865,16 +870,5 @@ fn timeouts_past_the_clock_are_out_of_range_as_redis8() {
         b"BLPOP l -0x1p9999\r\n",
         b"PING\r\n",
     ];
-    let (mut a, mut b) = (g.raw(), r.raw());
-    for req in requests {
-        send(&mut a, req);
-        send(&mut b, req);
-        let (ours, theirs) = (read_reply(&mut a), read_reply(&mut b));
-        assert_eq!(
-            String::from_utf8_lossy(&ours),
-            String::from_utf8_lossy(&theirs),
-            "{}",
-            String::from_utf8_lossy(req)
-        );
-    }
+    same_replies(&g, &r, requests);
 }

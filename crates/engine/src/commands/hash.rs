@@ -363,7 +363,7 @@ fn hrandfield(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         _ => return reply::error(out, errors::SYNTAX),
     };
     if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        return reply::error(out, b"ERR value is out of range");
+        return reply::error(out, errors::VALUE_OUT_OF_RANGE);
     }
     let Ok(h) = read(c, out, key) else { return };
     if h.is_none() || count == 0 {

@@ -1157,7 +1157,7 @@ fn zrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             Some(n) => n,
         };
     if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        return reply::error(out, b"ERR value is out of range");
+        return reply::error(out, errors::VALUE_OUT_OF_RANGE);
     }
     let len = match read_zset(c, args[1]) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
