@@ -26,6 +26,9 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Default)]
 pub struct Functions {
     libs: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The sum of the codes' lengths, kept as they change: FUNCTION LOAD bounds it on every
+    /// load, which summing the map each time made quadratic in the number of libraries.
+    code_bytes: usize,
     /// Bumped by every change; compared by readers that cache something derived.
     generation: u64,
 }
@@ -54,23 +57,30 @@ impl Functions {
 
     /// Bytes of library code (INFO).
     pub fn code_bytes(&self) -> usize {
-        self.libs.values().map(Vec::len).sum()
+        self.code_bytes
     }
 
     /// Stores `code` under `name`, replacing what was there.
     pub fn insert(&mut self, name: Vec<u8>, code: Vec<u8>) {
-        self.libs.insert(name, code);
+        self.code_bytes += code.len();
+        if let Some(old) = self.libs.insert(name, code) {
+            self.code_bytes -= old.len();
+        }
         self.generation += 1;
     }
 
     pub fn remove(&mut self, name: &[u8]) -> bool {
-        let had = self.libs.remove(name).is_some();
-        self.generation += had as u64;
-        had
+        let old = self.libs.remove(name);
+        if let Some(code) = &old {
+            self.code_bytes -= code.len();
+        }
+        self.generation += old.is_some() as u64;
+        old.is_some()
     }
 
     pub fn clear(&mut self) {
         self.libs.clear();
+        self.code_bytes = 0;
         self.generation += 1;
     }
 
@@ -82,6 +92,7 @@ impl Functions {
             let md = metadata(&code).map_err(|e| String::from_utf8_lossy(&e).into_owned())?;
             libs.insert(md.name, code);
         }
+        self.code_bytes = libs.values().map(Vec::len).sum();
         self.libs = libs;
         self.generation += 1;
         Ok(())

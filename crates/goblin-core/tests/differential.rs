@@ -675,6 +675,125 @@ fn double_replies_match_redis8() {
     }
 }
 
+/// A consumer group's read counter and lag after deletions, trims and moved positions, as Redis
+/// 8 keeps them: random short sessions of XADD (explicit IDs), XDEL, XTRIM, XSETID, XGROUP
+/// CREATE/SETID (with and without ENTRIESREAD), XREADGROUP, XACK and XAUTOCLAIM on one stream,
+/// every reply and, after every command, `XINFO GROUPS` and `XINFO STREAM` (but for the radix
+/// tree's node counts, the writer's choice) compared with redis-server 8.2's.
+#[test]
+fn stream_group_counters_match_redis8() {
+    let redis = RedisServer::start8();
+    let goblin = Server::start(&[]);
+    let mut rc = Conn::open(redis.port, 2);
+    let mut gc = Conn::open(goblin.port, 2);
+    let mut rng = StdRng::seed_from_u64(11);
+    let b = |s: &str| s.as_bytes().to_vec();
+    let stream_info = |f: Frame| match f {
+        Frame::Array(Some(items)) => {
+            let mut kept = Vec::new();
+            for pair in items.chunks(2) {
+                if !text(&pair[0]).contains("radix-tree") {
+                    kept.extend_from_slice(pair);
+                }
+            }
+            text(&Frame::Array(Some(kept)))
+        }
+        other => text(&other),
+    };
+    for session in 0..400 {
+        rc.call(&[b("FLUSHALL")]);
+        gc.call(&[b("FLUSHALL")]);
+        let (mut ids, mut ms) = (Vec::<String>::new(), 1u64);
+        let mut history = Vec::new();
+        for _ in 0..rng.gen_range(3..25) {
+            let group = if rng.gen_bool(0.5) { "g1" } else { "g2" };
+            let some_id = |rng: &mut StdRng, ids: &[String]| {
+                if ids.is_empty() || rng.gen_bool(0.2) {
+                    ["0", "$"][rng.gen_range(0..2)].to_string()
+                } else {
+                    ids[rng.gen_range(0..ids.len())].clone()
+                }
+            };
+            let args: Vec<String> = match rng.gen_range(0..100) {
+                0..=34 => {
+                    ms += rng.gen_range(0..3);
+                    let id = format!("{ms}-{}", rng.gen_range(0..3));
+                    vec!["XADD".into(), "s".into(), id, "f".into(), "v".into()]
+                }
+                35..=49 if !ids.is_empty() => {
+                    let n = rng.gen_range(1..=2.min(ids.len()));
+                    let mut a = vec!["XDEL".to_string(), "s".into()];
+                    a.extend((0..n).map(|_| ids[rng.gen_range(0..ids.len())].clone()));
+                    a
+                }
+                35..=59 => {
+                    let mut a = vec!["XGROUP", "CREATE", "s", group]
+                        .iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>();
+                    a.push(some_id(&mut rng, &ids));
+                    a.push("MKSTREAM".into());
+                    if rng.gen_bool(0.3) {
+                        a.extend(["ENTRIESREAD".to_string(), rng.gen_range(-1..7).to_string()]);
+                    }
+                    a
+                }
+                60..=74 => [
+                    "XREADGROUP",
+                    "GROUP",
+                    group,
+                    "c",
+                    "COUNT",
+                    &rng.gen_range(1..4).to_string(),
+                    "STREAMS",
+                    "s",
+                    ">",
+                ]
+                .iter()
+                .map(|x| x.to_string())
+                .collect(),
+                75..=79 => vec!["XTRIM".into(), "s".into(), "MAXLEN".into(), rng.gen_range(0..5).to_string()],
+                80..=82 if !ids.is_empty() => {
+                    vec!["XTRIM".into(), "s".into(), "MINID".into(), some_id(&mut rng, &ids)]
+                }
+                83..=88 => {
+                    let mut a =
+                        vec!["XGROUP", "SETID", "s", group].iter().map(|x| x.to_string()).collect::<Vec<_>>();
+                    a.push(some_id(&mut rng, &ids));
+                    if rng.gen_bool(0.3) {
+                        a.extend(["ENTRIESREAD".to_string(), rng.gen_range(0..7).to_string()]);
+                    }
+                    a
+                }
+                89..=92 => {
+                    let top = if rng.gen_bool(0.5) { ms + 5 } else { ms.saturating_sub(1) };
+                    vec!["XSETID".into(), "s".into(), format!("{top}-0")]
+                }
+                93..=96 => {
+                    let mut a = vec!["XACK".to_string(), "s".into(), group.into()];
+                    a.push(some_id(&mut rng, &ids).replace('$', "0"));
+                    a
+                }
+                _ => ["XAUTOCLAIM", "s", group, "d", "0", "0", "COUNT", "2"]
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect(),
+            };
+            let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+            history.push(show(&args));
+            let (r, g) = (rc.call(&args), gc.call(&args));
+            assert_eq!(text(&g), text(&r), "session {session}: `{}` after {history:#?}", show(&args));
+            if args[0] == b"XADD" && !matches!(r, Frame::Error(_)) {
+                ids.push(String::from_utf8(args[2].clone()).unwrap());
+            }
+            for q in [&["XINFO", "GROUPS", "s"][..], &["XINFO", "STREAM", "s"][..]] {
+                let (r, g) = (stream_info(rc.call(q)), stream_info(gc.call(q)));
+                assert_eq!(g, r, "session {session}: `{}` after {history:#?}", q.join(" "));
+            }
+        }
+    }
+}
+
 /// Every read that shows a key's whole state, as comparable text: type, value in a canonical
 /// order (sets and hashes sorted), and whether it has a deadline.
 fn key_state(c: &mut redis::Connection, key: &str) -> String {

@@ -676,7 +676,7 @@ fn info_clients_counts_match_redis8() {
             s
         };
         let mut admin = open();
-        let mut call = |s: &mut TcpStream, line: &str| {
+        let call = |s: &mut TcpStream, line: &str| {
             send(s, format!("{line}\r\n").as_bytes());
             read_reply(s)
         };

@@ -562,11 +562,21 @@ fn xsetid(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
     }
     let key = args[1];
+    let replaying = c.replaying;
     let s = match stream_mut(c, key) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
         Ok(None) => return reply::error(out, errors::NO_SUCH_KEY),
         Ok(Some(s)) => s,
     };
+    // Redis 8 first refuses an ID below the largest deleted one (a group's read counter
+    // would otherwise count entries that can never exist); a replayed record of an older
+    // writer may still hold one.
+    if id < s.max_deleted_id() && !replaying {
+        return reply::error(
+            out,
+            b"ERR The ID specified in XSETID is smaller than current max_deleted_entry_id",
+        );
+    }
     if !s.is_empty() && s.last_entry_id().is_some_and(|top| id < top) {
         return reply::error(
             out,
@@ -1164,7 +1174,14 @@ fn serve_group(
             for id in got {
                 let counter = {
                     let grp = s.group(g).expect("checked");
-                    if grp.entries_read != ENTRIES_READ_UNKNOWN && !s.has_tombstones_from(id) {
+                    // Redis 8 counts on only when nothing between the group's previous
+                    // position and this entry is gone: the position is not behind the first
+                    // entry (trimmed) and no deletion may lie after it.
+                    let first = s.first_id().unwrap_or(StreamId::MIN);
+                    if grp.entries_read != ENTRIES_READ_UNKNOWN
+                        && grp.last_id >= first
+                        && !s.has_tombstones_from(grp.last_id)
+                    {
                         grp.entries_read + 1
                     } else if s.entries_added() > 0 {
                         s.estimate_entries_read(id)

@@ -136,11 +136,28 @@ fn int_bytes(n: i64) -> Vec<u8> {
     itoa::Buffer::new().format(n).as_bytes().to_vec()
 }
 
+/// A group's read counter as XGROUP CREATE and SETID set it: never more than the stream has
+/// ever added (Redis 8; a larger one would make the lag negative). Not applied to a replayed
+/// record, which states the counter its writer kept: a group positioned past entries it never
+/// read (SETID beyond the last entry) then counts on past the stream's total, in Redis too,
+/// and its XREADGROUP's record must bring a replica to that same counter.
+fn clamp_entries_read(entries_read: i64, entries_added: u64) -> i64 {
+    if entries_read == ENTRIES_READ_UNKNOWN {
+        return entries_read;
+    }
+    entries_read.min(i64::try_from(entries_added).unwrap_or(i64::MAX))
+}
+
 /// The group's lag as XINFO reports it (Redis's `streamReplyWithCGLag`), None when unknown.
 fn group_lag(s: &Stream, g: &ConsumerGroup) -> Option<i64> {
     let added = s.entries_added() as i64;
-    if added == 0 {
+    if added == 0 || s.is_empty() {
         return Some(0);
+    }
+    // The group and every deletion are behind the first entry: all of it is still to read.
+    let first = s.first_id().unwrap_or(StreamId::MIN);
+    if g.last_id < first && s.max_deleted_id() < first {
+        return Some(s.len() as i64);
     }
     if g.entries_read != ENTRIES_READ_UNKNOWN && !s.has_tombstones_from(g.last_id) {
         return Some(added - g.entries_read);
@@ -213,7 +230,7 @@ fn xgroup(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
     }
     let (key, group) = (args[2], args[3]);
-    let now = c.now;
+    let (now, replaying) = (c.now, c.replaying);
     let s = match stream_mut(c, key) {
         Err(()) => return reply::error(out, errors::WRONGTYPE),
         Ok(s) => s,
@@ -239,6 +256,8 @@ fn xgroup(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 Err(e) => return reply::error(out, e),
             }
         };
+        // A new stream has added nothing: a group cannot have read more (Redis 8 clamps).
+        let entries_read = if replaying { entries_read } else { clamp_entries_read(entries_read, 0) };
         let mut fresh = Stream::new();
         fresh.create_group(group, id, entries_read);
         c.ks.insert(key, Value::Stream(Box::new(fresh)), None);
@@ -246,6 +265,8 @@ fn xgroup(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         let (idb, erb) = (id_bytes(id), int_bytes(entries_read));
         return c.emit(&[b"XGROUP", b"CREATE", key, group, &idb, b"MKSTREAM", b"ENTRIESREAD", &erb]);
     };
+    let entries_read =
+        if replaying { entries_read } else { clamp_entries_read(entries_read, s.entries_added()) };
     if s.group(group).is_none() && matches!(sub, "setid" | "createconsumer" | "delconsumer") {
         return no_group_for_key(out, key, group);
     }

@@ -763,6 +763,9 @@ impl Scripting {
         g.raw_set("_G", proxy.clone())?;
         lua.set_globals(proxy)?;
         lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), |_, _| hook())?;
+        // Building the sandbox left garbage (the prelude's chunk, the globals replaced): a
+        // new VM starts from what it keeps.
+        lua.gc_collect()?;
         Ok(Scripting {
             lua,
             globals: g,

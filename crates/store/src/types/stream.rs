@@ -742,14 +742,12 @@ impl Stream {
         removed
     }
 
-    /// Whether an XDEL tombstone may lie at or after `start` among the live entries (Redis's
-    /// `streamRangeHasTombstones(s, start, NULL)`): then a group's read counter cannot simply
-    /// be incremented past it.
+    /// Whether an XDEL tombstone may lie at or after `start` (Redis's
+    /// `streamRangeHasTombstones(s, start, NULL)`: the largest deleted ID is all it knows, even
+    /// when that entry was before the first live one): then a group's read counter cannot
+    /// simply be incremented past it.
     pub fn has_tombstones_from(&self, start: StreamId) -> bool {
         if self.len == 0 || self.max_deleted_id == StreamId::MIN {
-            return false;
-        }
-        if self.first_id().is_some_and(|f| f > self.max_deleted_id) {
             return false;
         }
         start <= self.max_deleted_id
@@ -764,6 +762,10 @@ impl Stream {
         }
         if self.len == 0 && id <= self.last_id {
             return self.entries_added as i64;
+        }
+        // Deleted entries lie between `id` and the last ID: how many were added there is lost.
+        if id != StreamId::MIN && id < self.max_deleted_id {
+            return ENTRIES_READ_UNKNOWN;
         }
         if id == self.last_id {
             return self.entries_added as i64;
