@@ -129,35 +129,6 @@ fn resp2_len(args: &[&[u8]]) -> usize {
     3 + digits(args.len()) + args.iter().map(|a| 5 + digits(a.len()) + a.len()).sum::<usize>()
 }
 
-/// The byte just past the last bit a BITFIELD's SET and INCRBY subcommands write (`type` is
-/// i<n> or u<n>; an offset `#k` counts in units of the type's width).
-fn bitfield_end(ops: &[&[u8]]) -> usize {
-    let mut end = 0;
-    let mut i = 0;
-    while i < ops.len() {
-        let op = ops[i];
-        if (op.eq_ignore_ascii_case(b"SET") || op.eq_ignore_ascii_case(b"INCRBY")) && i + 2 < ops.len() {
-            let width = std::str::from_utf8(&ops[i + 1][1.min(ops[i + 1].len())..])
-                .ok()
-                .and_then(|w| w.parse::<usize>().ok())
-                .unwrap_or(0);
-            let offset = ops[i + 2];
-            let bits = match offset.strip_prefix(b"#") {
-                Some(k) => std::str::from_utf8(k)
-                    .ok()
-                    .and_then(|k| k.parse::<usize>().ok())
-                    .map(|k| k.saturating_mul(width)),
-                None => std::str::from_utf8(offset).ok().and_then(|o| o.parse::<usize>().ok()),
-            };
-            end = end.max(bits.unwrap_or(0).saturating_add(width) / 8 + 1);
-            i += 4;
-        } else {
-            i += 1;
-        }
-    }
-    end
-}
-
 impl Server {
     /// Executes every complete request at the front of `buf` for `conn`, appending the replies
     /// to `conn.out` in order. Returns how many bytes were consumed: the rest is a partial
@@ -482,32 +453,21 @@ impl Server {
     }
 
     /// An upper estimate of the largest record a write will journal: its request (the
-    /// mutation of a plain write, with the key once more for the record's key), or, for the
-    /// commands that journal a whole string (`SET key value KEEPTTL`: APPEND, SETRANGE, SETBIT,
-    /// BITFIELD, BITOP), the string they will leave. The collection commands journal one
-    /// mutation per element, so their request bounds them.
+    /// mutation of a plain write, with the key once more for the record's key), or, for BITOP,
+    /// which journals the string it stores (`SET dest value`), the longest source. The
+    /// collection commands journal one mutation per element, and the in-place string edits
+    /// (APPEND, SETRANGE, SETBIT, BITFIELD) themselves, so their request bounds them.
     fn journaled_size(&self, spec: &CommandSpec, args: &[&[u8]]) -> usize {
         let request = resp2_len(args) + args.get(1).map_or(0, |k| k.len());
-        let num =
-            |a: &[u8]| std::str::from_utf8(a).ok().and_then(|t| t.parse::<u64>().ok()).unwrap_or(0) as usize;
         let string_len = |key: &[u8]| match self.engine.ks.get(key) {
             Some(store::ValueRef::Str(s)) => s.len(),
             _ => 0,
         };
-        let grown = match spec.name {
-            "append" if args.len() == 3 => string_len(args[1]) + args[2].len(),
-            // Offsets past Redis's own limits are left to the command's own error.
-            "setrange" if args.len() == 4 && num(args[2]) + args[3].len() <= 512 << 20 => {
-                string_len(args[1]).max(num(args[2]) + args[3].len())
-            }
-            "setbit" if args.len() == 4 && num(args[2]) < 1 << 32 => {
-                string_len(args[1]).max(num(args[2]) / 8 + 1)
-            }
-            "bitfield" if args.len() >= 2 => string_len(args[1]).max(bitfield_end(&args[2..])),
+        let result = match spec.name {
             "bitop" if args.len() >= 4 => args[3..].iter().map(|k| string_len(k)).max().unwrap_or(0),
             _ => 0,
         };
-        request + grown
+        request + result
     }
 
     /// A command refused before it runs (Redis's rejectCommand): inside MULTI the transaction
@@ -934,16 +894,5 @@ mod tests {
         let encoded = b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$12\r\nvvvvvvvvvvvv\r\n";
         assert_eq!(resp2_len(&args), encoded.len());
         assert_eq!(resp2_len(&[b""]), b"*1\r\n$0\r\n\r\n".len());
-    }
-
-    #[test]
-    fn bitfield_end_covers_the_last_bit_written() {
-        let end = |ops: &[&str]| bitfield_end(&ops.iter().map(|o| o.as_bytes()).collect::<Vec<_>>());
-        // #2 of u8: bits 16..24, so 3 bytes (the estimate rounds up past the last byte).
-        assert_eq!(end(&["SET", "u8", "#2", "1"]), 4);
-        assert_eq!(end(&["incrby", "i16", "100", "1"]), 15);
-        assert_eq!(end(&["GET", "u8", "800", "SET", "u4", "0", "1"]), 1);
-        assert_eq!(end(&["OVERFLOW", "SAT", "SET", "u8", "x", "1"]), 2);
-        assert_eq!(end(&["GET", "u8", "8000"]), 0);
     }
 }

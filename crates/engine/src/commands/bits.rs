@@ -7,9 +7,10 @@
 //! string is seen as its decimal text, as Redis sees it.
 //!
 //! Canonical mutations: every write ends in one of
-//! - `SET key <whole new value> KEEPTTL` (SETBIT, BITFIELD): the value as it is after the
-//!   command, the deadline kept, the same form APPEND and SETRANGE emit (one compaction key per
-//!   string; nothing about bit offsets or overflow rules is re-evaluated on replay);
+//! - the edit itself (`SETBIT key offset 0|1`, the BITFIELD request), as APPEND and SETRANGE
+//!   emit theirs: bit offsets and overflow rules are deterministic, so replayed on the same
+//!   bytes they leave the same bytes, and the record is as small as the request, not as large
+//!   as the string (a bitmap of hundreds of megabytes takes one SETBIT at a time);
 //! - `SET dest <value>` (BITOP with a non-empty result): Redis's `setKey` drops the old deadline
 //!   and any old type, and a plain SET does exactly that;
 //! - `DEL dest` (BITOP with an empty result on an existing key), as Redis deletes it.
@@ -19,7 +20,7 @@
 //! stores what the key already held) emits nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
-use crate::commands::string::MAX_STRING;
+use crate::commands::string::{store_modified, MAX_STRING};
 use crate::ctx::Ctx;
 use crate::errors;
 use crate::util::{eq_ic, parse_i64};
@@ -162,16 +163,6 @@ fn unit(arg: &[u8]) -> Option<bool> {
     }
 }
 
-/// Stores `new` as the string at `key` (created, or replacing a string: the deadline is kept)
-/// and emits `SET key new KEEPTTL`. The caller looked the key up for writing, so a dead key is
-/// already gone and an existing key is a string.
-fn store_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
-    c.emit(&[b"SET", key, &new, b"KEEPTTL"]);
-    c.ks.replace_value(key, Value::Str(new));
-    // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
-    c.ks.mark_raw(key);
-}
-
 // ---------------------------------------------------------------------------------------------
 // SETBIT / GETBIT
 
@@ -200,7 +191,8 @@ fn setbit(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             bytes.resize(need, 0);
         }
         set_bit(&mut bytes, offset, on);
-        store_string(c, key, bytes);
+        let value: &[u8] = if on { b"1" } else { b"0" };
+        store_modified(c, key, bytes, &[b"SETBIT", key, args[2], value]);
     }
     reply::integer(out, i64::from(old));
 }
@@ -694,7 +686,12 @@ fn bitfield_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], read_only: b
         }
     }
     if created || grown || originals.iter().any(|&(i, b)| buf[i] != b) {
-        store_string(c, key, buf);
+        // The request itself: its operations run again on the same bytes give the same
+        // bytes (a GET among them reads, a FAIL fails again), as Redis replicates it.
+        let mut mutation: Vec<&[u8]> = Vec::with_capacity(args.len());
+        mutation.push(b"BITFIELD");
+        mutation.extend_from_slice(&args[1..]);
+        store_modified(c, key, buf, &mutation);
     }
 }
 
@@ -820,12 +817,12 @@ mod tests {
     fn setbit_getbit_and_their_mutations() {
         let mut e = Engine::default();
         assert_eq!(r(&mut e, &["SETBIT", "k", "9", "1"]), int(0));
-        assert_eq!(take_muts(&mut e), vec!["SET k \0@ KEEPTTL"]);
+        assert_eq!(take_muts(&mut e), vec!["SETBIT k 9 1"]);
         assert_eq!(r(&mut e, &["SETBIT", "k", "9", "1"]), int(1));
         assert_eq!(take_muts(&mut e), Vec::<String>::new(), "no change, no mutation");
         // Growing the string is a change even when the bit stays 0.
         assert_eq!(r(&mut e, &["SETBIT", "k", "23", "0"]), int(0));
-        assert_eq!(take_muts(&mut e), vec!["SET k \0@\0 KEEPTTL"]);
+        assert_eq!(take_muts(&mut e), vec!["SETBIT k 23 0"]);
         assert_eq!(r(&mut e, &["GETBIT", "k", "9"]), int(1));
         assert_eq!(r(&mut e, &["GETBIT", "k", "4294967295"]), int(0));
         assert_eq!(r(&mut e, &["GETBIT", "nokey", "0"]), int(0));
@@ -841,7 +838,7 @@ mod tests {
         assert_eq!(r(&mut e, &["GETBIT", "n", "2"]), int(1));
         assert_eq!(r(&mut e, &["GETBIT", "n", "7"]), int(1));
         assert_eq!(r(&mut e, &["SETBIT", "n", "7", "0"]), int(1));
-        assert_eq!(take_muts(&mut e), vec!["SET n 02 KEEPTTL"]);
+        assert_eq!(take_muts(&mut e), vec!["SETBIT n 7 0"]);
         assert_eq!(e.ks.expire_at(b"n"), Some(1_800_000_000_000));
         assert_eq!(r(&mut e, &["GET", "n"]), "$2\r\n02\r\n");
         assert_eq!(r(&mut e, &["INCR", "n"]), NOT_INT, "\"02\" is not an integer to Redis either");
@@ -950,7 +947,10 @@ mod tests {
             w(&mut e, "BITFIELD n overflow sat incrby u8 0 1000 overflow wrap incrby i8 0 200"),
             "*2\r\n:255\r\n:-57\r\n"
         );
-        assert_eq!(take_muts(&mut e), vec!["SET n \u{fffd}2 KEEPTTL"]);
+        assert_eq!(
+            take_muts(&mut e),
+            vec!["BITFIELD n overflow sat incrby u8 0 1000 overflow wrap incrby i8 0 200"]
+        );
         assert_eq!(
             r(&mut e, &["BITFIELD", "n", "OVERFLOW", "x"]),
             "-ERR Invalid OVERFLOW type specified\r\n"
@@ -971,7 +971,7 @@ mod tests {
             r(&mut e, &["BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "20", "9"]),
             "*1\r\n$-1\r\n"
         );
-        assert_eq!(take_muts(&mut e), vec!["SET f \0\0\0 KEEPTTL"]);
+        assert_eq!(take_muts(&mut e), vec!["BITFIELD f OVERFLOW FAIL INCRBY u2 20 9"]);
         assert_eq!(
             r(&mut e, &["BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "20", "9"]),
             "*1\r\n$-1\r\n"

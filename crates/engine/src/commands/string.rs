@@ -2,10 +2,11 @@
 //! the integer and float counters.
 //!
 //! Canonical mutations (see `mutation.rs`): every write is emitted as a command that reproduces
-//! the key's exact post-state on its own. Relative TTLs become `PXAT`/`PEXPIREAT` deadlines;
-//! counters, APPEND and SETRANGE become `SET key <whole new value> KEEPTTL` (one compaction key
-//! per string, no arithmetic or formatting redone on replay); a write that changes nothing, or
-//! whose condition failed, emits nothing. SET's IF* conditions live in `cas.rs`.
+//! the key's exact post-state. Relative TTLs become `PXAT`/`PEXPIREAT` deadlines; counters
+//! become `SET key <new value> KEEPTTL` (no arithmetic or float formatting redone on replay);
+//! APPEND and SETRANGE are emitted as themselves, deterministic edits whose record stays as
+//! small as the request whatever the string's size; a write that changes nothing, or whose
+//! condition failed, emits nothing. SET's IF* conditions live in `cas.rs`.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
 use crate::commands::cas::Cond;
@@ -540,7 +541,7 @@ fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
     let len = new.len();
-    replace_string(c, key, new);
+    store_modified(c, key, new, &[b"APPEND", key, tail]);
     reply::integer(out, len as i64);
 }
 
@@ -550,6 +551,19 @@ fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// nothing can fail in between.)
 fn replace_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
     c.emit(&[b"SET", key, &new, b"KEEPTTL"]);
+    c.ks.replace_value(key, Value::Str(new));
+    // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
+    c.ks.mark_raw(key);
+}
+
+/// Stores the string an in-place edit (APPEND, SETRANGE, the bit commands) left, keeping the
+/// deadline, and emits `mutation`: the edit itself, which is deterministic, so that replaying
+/// it on the same prior state leaves the same bytes. Emitting the whole string instead made
+/// every such write as large as the string (a one-byte APPEND to a 10 MiB value journaled and
+/// replicated 10 MiB, and past the Kafka record limit was refused). The caller looked the key
+/// up for writing, so a dead key is already gone (its `DEL` emitted before this).
+pub(crate) fn store_modified(c: &mut Ctx, key: &[u8], new: Vec<u8>, mutation: &[&[u8]]) {
+    c.emit(mutation);
     c.ks.replace_value(key, Value::Str(new));
     // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
     c.ks.mark_raw(key);
@@ -595,7 +609,7 @@ fn setrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
     let len = new.len();
-    replace_string(c, key, new);
+    store_modified(c, key, new, &[b"SETRANGE", key, args[2], patch]);
     reply::integer(out, len as i64);
 }
 
@@ -977,18 +991,12 @@ mod tests {
     fn append_strlen_ranges() {
         let mut e = Engine::default();
         assert_eq!(r(&mut e, &["STRLEN", "k"]), ":0\r\n");
-        assert_eq!(run(&mut e, &["APPEND", "k", "Hel"]), (":3\r\n".into(), vec!["SET k Hel KEEPTTL".into()]));
+        assert_eq!(run(&mut e, &["APPEND", "k", "Hel"]), (":3\r\n".into(), vec!["APPEND k Hel".into()]));
         r(&mut e, &["PEXPIREAT", "k", "1800000000000"]);
-        assert_eq!(
-            run(&mut e, &["APPEND", "k", "lo"]),
-            (":5\r\n".into(), vec!["SET k Hello KEEPTTL".into()])
-        );
+        assert_eq!(run(&mut e, &["APPEND", "k", "lo"]), (":5\r\n".into(), vec!["APPEND k lo".into()]));
         assert_eq!(e.ks.expire_at(b"k"), Some(1_800_000_000_000), "APPEND keeps the TTL");
         assert_eq!(run(&mut e, &["APPEND", "k", ""]), (":5\r\n".into(), vec![]));
-        assert_eq!(
-            run(&mut e, &["APPEND", "empty", ""]),
-            (":0\r\n".into(), vec!["SET empty  KEEPTTL".into()])
-        );
+        assert_eq!(run(&mut e, &["APPEND", "empty", ""]), (":0\r\n".into(), vec!["APPEND empty ".into()]));
         assert_eq!(r(&mut e, &["EXISTS", "empty"]), ":1\r\n");
         assert_eq!(r(&mut e, &["STRLEN", "k"]), ":5\r\n");
         for (s, t, want) in [
@@ -1012,10 +1020,7 @@ mod tests {
         r(&mut e, &["SET", "n", "12345"]);
         assert_eq!(r(&mut e, &["GETRANGE", "n", "1", "2"]), bulk("23"));
         assert_eq!(r(&mut e, &["STRLEN", "n"]), ":5\r\n");
-        assert_eq!(
-            run(&mut e, &["APPEND", "n", "6"]),
-            (":6\r\n".into(), vec!["SET n 123456 KEEPTTL".into()])
-        );
+        assert_eq!(run(&mut e, &["APPEND", "n", "6"]), (":6\r\n".into(), vec!["APPEND n 6".into()]));
         assert_eq!(r(&mut e, &["INCR", "n"]), ":123457\r\n");
     }
 
@@ -1026,15 +1031,15 @@ mod tests {
         assert_eq!(e.ks.len(), 0, "an empty patch creates nothing");
         assert_eq!(
             run(&mut e, &["SETRANGE", "k", "1", "foo"]),
-            (":4\r\n".into(), vec!["SET k \0foo KEEPTTL".into()])
+            (":4\r\n".into(), vec!["SETRANGE k 1 foo".into()])
         );
         assert_eq!(
             run(&mut e, &["SETRANGE", "k", "0", "b"]),
-            (":4\r\n".into(), vec!["SET k bfoo KEEPTTL".into()])
+            (":4\r\n".into(), vec!["SETRANGE k 0 b".into()])
         );
         assert_eq!(
             run(&mut e, &["SETRANGE", "k", "6", "x"]),
-            (":7\r\n".into(), vec!["SET k bfoo\0\0x KEEPTTL".into()])
+            (":7\r\n".into(), vec!["SETRANGE k 6 x".into()])
         );
         assert_eq!(run(&mut e, &["SETRANGE", "k", "0", ""]), (":7\r\n".into(), vec![]));
         r(&mut e, &["SET", "n", "1234"]);
