@@ -370,6 +370,23 @@ impl Keyspace {
         }
     }
 
+    /// Edits the byte string at `key` where it is stored: its bytes grown (zero-filled) to
+    /// `new_len` if shorter, then changed by `f`; OBJECT ENCODING calls it `raw` from then on
+    /// (see [`Keyspace::mark_raw`]). The cost is the change, not the string's length
+    /// (`Entry::edit_bytes`). Returns false, changing nothing, when `key` is missing or holds
+    /// no byte string (an integer-form string, a collection): the caller then stores the
+    /// edited value whole. The key's deadline and access field stay as they are.
+    pub fn edit_string(&mut self, key: &[u8], new_len: usize, f: impl FnOnce(&mut [u8])) -> bool {
+        let Some(e) = self.table.get(key) else { return false };
+        // SAFETY: the entry is live for this read.
+        if !matches!(unsafe { Entry::at(e) }.form(), entry::Form::Bytes | entry::Form::RawBytes) {
+            return false;
+        }
+        // SAFETY: `&mut self` makes the entry ours; edit_bytes keeps the key, and the table
+        // links the returned address in place of the old one.
+        unsafe { self.table.replace_with(key, |old| Entry::at(old).edit_bytes(new_len, f)) }
+    }
+
     /// A string value was modified in place (APPEND, SETRANGE, the bit commands): from now on
     /// OBJECT ENCODING calls it `raw`, as Redis does, until a plain write stores it again. An
     /// integer is kept as its decimal bytes. Nothing for a missing key or a collection.

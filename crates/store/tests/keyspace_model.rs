@@ -78,6 +78,9 @@ enum Op {
     Collect(Millis, usize, usize),
     Rehash(usize),
     Clear,
+    /// `edit_string`: grow to at least `len` bytes, then write `patch` at `at` (within the
+    /// grown length); the lengths cross the length prefix's 128 and 16 KiB steps.
+    Edit(u32, usize, usize, Vec<u8>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -95,6 +98,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0i64..1000, 1usize..50, 1usize..200).prop_map(|(t, m, b)| Op::Collect(t, m, b)),
         1 => (1usize..100).prop_map(Op::Rehash),
         1 => Just(Op::Clear),
+        4 => (k.clone(), prop_oneof![0usize..300, 16_300usize..16_500], 0usize..400, proptest::collection::vec(any::<u8>(), 0..8))
+            .prop_map(|(k, len, at, patch)| Op::Edit(k, len, at, patch)),
     ]
 }
 
@@ -226,7 +231,38 @@ fn apply(ks: &mut Keyspace, model: &mut Model, op: &Op) {
             ks.clear();
             model.clear();
         }
+        Op::Edit(i, len, at, patch) => {
+            let k = key(*i);
+            let bytes = match model.get(&k) {
+                Some((Plain::Str(b), _)) if ks.is_raw_string(&k) || !is_canonical_int(b) => Some(b.clone()),
+                _ => None,
+            };
+            let edit = |b: &mut [u8]| {
+                let at = (*at).min(b.len());
+                let n = patch.len().min(b.len() - at);
+                b[at..at + n].copy_from_slice(&patch[..n]);
+            };
+            let done = ks.edit_string(&k, *len, edit);
+            assert_eq!(done, bytes.is_some(), "edited only a byte string");
+            if let Some(mut b) = bytes {
+                if b.len() < *len {
+                    b.resize(*len, 0);
+                }
+                edit(&mut b);
+                model.get_mut(&k).unwrap().0 = Plain::Str(b);
+                assert!(ks.is_raw_string(&k));
+            }
+            check_key(ks, model, &k);
+        }
     }
+}
+
+/// Whether the keyspace stores these bytes as an integer (canonical decimal, no sign on 0).
+fn is_canonical_int(b: &[u8]) -> bool {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|t| t.parse::<i64>().ok())
+        .is_some_and(|i| i.to_string().as_bytes() == b)
 }
 
 proptest! {

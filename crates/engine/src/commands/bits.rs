@@ -20,7 +20,7 @@
 //! stores what the key already held) emits nothing.
 
 use crate::command::{spec, CommandSpec, Flags, Handler};
-use crate::commands::string::{store_modified, MAX_STRING};
+use crate::commands::string::{edit_string, store_modified, MAX_STRING};
 use crate::ctx::Ctx;
 use crate::errors;
 use crate::util::{eq_ic, parse_i64};
@@ -177,22 +177,17 @@ fn setbit(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         _ => return reply::error(out, BIT_VALUE_ERR),
     };
     let need = (offset >> 3) as usize + 1;
-    let (mut bytes, created) = match c.write(key) {
-        None => (Vec::new(), true),
-        Some(ValueMut::Str(s)) => (s.to_vec(), false),
+    // The old bit and length, read where the string lies (no copy of a large bitmap).
+    let (old, len, created) = match c.write(key) {
+        None => (false, 0, true),
+        Some(ValueMut::Str(s)) => (s.with_bytes(|b| bit_at(b, offset)), s.len(), false),
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    let old = bit_at(&bytes, offset);
     // Redis grows the string (zero-filled) to hold the offset even when the bit keeps its
     // value; that growth is a change of its own.
-    let grown = bytes.len() < need;
-    if created || grown || old != on {
-        if grown {
-            bytes.resize(need, 0);
-        }
-        set_bit(&mut bytes, offset, on);
+    if created || len < need || old != on {
         let value: &[u8] = if on { b"1" } else { b"0" };
-        store_modified(c, key, bytes, &[b"SETBIT", key, args[2], value]);
+        edit_string(c, key, need, |b| set_bit(b, offset, on), &[b"SETBIT", key, args[2], value]);
     }
     reply::integer(out, i64::from(old));
 }

@@ -523,8 +523,8 @@ fn too_long(base: u64, add: u64) -> bool {
 /// APPEND key value
 fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let (key, tail) = (args[1], args[2]);
-    let new = match c.write(key) {
-        None => tail.to_vec(),
+    let old = match c.write(key) {
+        None => 0,
         Some(ValueMut::Str(s)) => {
             if too_long(s.len() as u64, tail.len() as u64) {
                 return reply::error(out, errors::STRING_TOO_LONG);
@@ -533,15 +533,12 @@ fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 // Nothing changes: answer the length, emit nothing.
                 return reply::integer(out, s.len() as i64);
             }
-            let mut v = Vec::with_capacity(s.len() + tail.len());
-            s.with_bytes(|b| v.extend_from_slice(b));
-            v.extend_from_slice(tail);
-            v
+            s.len()
         }
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    let len = new.len();
-    store_modified(c, key, new, &[b"APPEND", key, tail]);
+    let len = old + tail.len();
+    edit_string(c, key, len, |b| b[old..].copy_from_slice(tail), &[b"APPEND", key, tail]);
     reply::integer(out, len as i64);
 }
 
@@ -553,6 +550,36 @@ fn replace_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
     c.emit(&[b"SET", key, &new, b"KEEPTTL"]);
     c.ks.replace_value(key, Value::Str(new));
     // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
+    c.ks.mark_raw(key);
+}
+
+/// Edits the string at `key` (looked up for writing, so live or gone) in place and emits
+/// `mutation`, the edit itself (see [`store_modified`] for why): its bytes are grown
+/// (zero-filled) to `new_len` if shorter, then `edit` changes them. A byte string is edited
+/// where the store keeps it, at the cost of the change (`Keyspace::edit_string`: a SETBIT in a
+/// 100 MB bitmap writes one byte); a missing key, or a string stored as an integer, is built
+/// whole and stored. The deadline is kept; OBJECT ENCODING says `raw` from then on.
+pub(crate) fn edit_string(
+    c: &mut Ctx,
+    key: &[u8],
+    new_len: usize,
+    edit: impl FnOnce(&mut [u8]),
+    mutation: &[&[u8]],
+) {
+    c.emit(mutation);
+    let mut edit = Some(edit);
+    if c.ks.edit_string(key, new_len, |b| (edit.take().expect("called once"))(b)) {
+        return;
+    }
+    let mut v = match c.ks.get(key) {
+        Some(ValueRef::Str(s)) => s.to_vec(),
+        _ => Vec::new(),
+    };
+    if v.len() < new_len {
+        v.resize(new_len, 0);
+    }
+    (edit.take().expect("not called"))(&mut v);
+    c.ks.replace_value(key, Value::Str(v));
     c.ks.mark_raw(key);
 }
 
@@ -579,37 +606,33 @@ fn setrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::error(out, errors::OFFSET_OUT_OF_RANGE);
     }
     let offset = offset as u64;
-    let new = match c.write(key) {
+    let old = match c.write(key) {
         None => {
             if patch.is_empty() {
                 return reply::integer(out, 0); // no key is created for an empty patch
             }
-            if too_long(offset, patch.len() as u64) {
-                return reply::error(out, errors::STRING_TOO_LONG);
-            }
-            let mut v = vec![0u8; offset as usize];
-            v.extend_from_slice(patch);
-            v
+            0
         }
         Some(ValueMut::Str(s)) => {
             if patch.is_empty() {
                 return reply::integer(out, s.len() as i64);
             }
-            if too_long(offset, patch.len() as u64) {
-                return reply::error(out, errors::STRING_TOO_LONG);
-            }
-            let off = offset as usize;
-            let mut v = s.to_vec();
-            if v.len() < off + patch.len() {
-                v.resize(off + patch.len(), 0);
-            }
-            v[off..off + patch.len()].copy_from_slice(patch);
-            v
+            s.len()
         }
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    let len = new.len();
-    store_modified(c, key, new, &[b"SETRANGE", key, args[2], patch]);
+    if too_long(offset, patch.len() as u64) {
+        return reply::error(out, errors::STRING_TOO_LONG);
+    }
+    let off = offset as usize;
+    let len = old.max(off + patch.len());
+    edit_string(
+        c,
+        key,
+        len,
+        |b| b[off..off + patch.len()].copy_from_slice(patch),
+        &[b"SETRANGE", key, args[2], patch],
+    );
     reply::integer(out, len as i64);
 }
 

@@ -448,6 +448,41 @@ impl Entry {
         NonNull::new_unchecked(p)
     }
 
+    /// Edits a byte string where it lies: grows it to `new_len` bytes (zero-filled; a smaller
+    /// `new_len` keeps the length), lets `f` change them, and marks the value modified in place
+    /// ([`Form::RawBytes`]); returns the entry's (possibly new) address. Only the growth is
+    /// written: the entry is reallocated when its size changes (which the allocator may do in
+    /// place), and the bytes move within it only when their length prefix gains a byte (at 128
+    /// bytes, 16 KiB, 2 MiB and 256 MiB). So an APPEND or a SETBIT costs what it changes, not
+    /// the string's length.
+    ///
+    /// # Safety
+    /// As for [`Entry::set_value`]; the value's form is `Bytes` or `RawBytes`.
+    pub unsafe fn edit_bytes(self, new_len: usize, f: impl FnOnce(&mut [u8])) -> NonNull<u8> {
+        debug_assert!(matches!(self.form(), Form::Bytes | Form::RawBytes));
+        let (old_len, old_w) = read_varint(self.p.add(self.value_at));
+        let new_len = new_len.max(old_len);
+        let new_w = varint_len(new_len);
+        let old_size = self.value_at + old_w + old_len;
+        let new_size = self.value_at + new_w + new_len;
+        // realloc keeps the first old_size bytes: header, key and the old value all survive.
+        let p =
+            if new_size == old_size { self.p } else { alloc::realloc(self.p, layout(old_size), new_size) };
+        if p.is_null() {
+            alloc::handle_alloc_error(layout(new_size));
+        }
+        let v = p.add(self.value_at);
+        if new_w != old_w {
+            // The length prefix grew: the bytes shift up by the difference (overlapping).
+            ptr::copy(v.add(old_w), v.add(new_w), old_len);
+        }
+        write_varint(v, new_len);
+        ptr::write_bytes(v.add(new_w + old_len), 0, new_len - old_len);
+        *p.add(TAG_AT) = (*p.add(TAG_AT) & !FORM_MASK) | Form::RawBytes.tag_bits();
+        f(std::slice::from_raw_parts_mut(v.add(new_w), new_len));
+        NonNull::new_unchecked(p)
+    }
+
     /// Copies the entry into a new allocation with expiry `at` (added, changed or removed) and
     /// frees the old one; returns the new address. The value moves over untouched.
     ///
