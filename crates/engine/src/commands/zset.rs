@@ -400,11 +400,16 @@ pub(crate) fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], for
         DstForm::ByLength => many,
         DstForm::Small => false,
     };
-    let mut z = if big { ZSet::new_indexed() } else { ZSet::new() };
-    for (m, s) in items {
-        z.insert(m, *s);
-    }
-    let stored: Vec<f64> = items.iter().map(|(m, s)| z.score(m).unwrap_or(*s)).collect();
+    // Built in one pass from the ordered items (no search per member); one by one if they
+    // are not in order after all.
+    let (z, stored) = ZSet::from_sorted(items, big).unwrap_or_else(|| {
+        let mut z = if big { ZSet::new_indexed() } else { ZSet::new() };
+        for (m, s) in items {
+            z.insert(m, *s);
+        }
+        let stored = items.iter().map(|(m, s)| z.score(m).unwrap_or(*s)).collect();
+        (z, stored)
+    });
     c.ks.insert(dst, Value::ZSet(Box::new(z)), None);
     for ((m, _), s) in items.iter().zip(stored) {
         emit_zadd(c, dst, s, m);

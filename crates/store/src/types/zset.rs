@@ -142,7 +142,7 @@ fn encode_header(h: &mut [u8; 19], score: f64, member_len: usize) -> usize {
     n
 }
 
-#[cfg(test)]
+/// Appends one entry (header, then the member) to `buf`.
 fn encode_entry(buf: &mut Vec<u8>, score: f64, member: &[u8]) {
     let mut h = [0u8; 19];
     let n = encode_header(&mut h, score, member.len());
@@ -762,6 +762,53 @@ impl ZSet {
         ix.ranks.resync(&z.chunks, 0);
         z.index = Some(Box::new(ix));
         Ok(z)
+    }
+
+    /// Builds a set from `entries` already in ascending (score, member) order with distinct
+    /// members (a store command's result), and returns it with the score each entry got. It
+    /// is what inserting them one by one into [`ZSet::new_indexed`] (`indexed`) or
+    /// [`ZSet::new`] would build, the small form's -0 stored as 0 until the content passes the
+    /// listpack limits, but without a search per entry: chunks are filled in order and the
+    /// member index is built once. None, building nothing, when the entries are not strictly
+    /// ascending (or hold a NaN score): the caller inserts them one by one instead.
+    pub fn from_sorted(entries: &[(Vec<u8>, f64)], indexed: bool) -> Option<(ZSet, Vec<f64>)> {
+        let ordered = entries.iter().all(|(_, s)| !s.is_nan())
+            && entries.windows(2).all(|w| cmp_entry(w[0].1, &w[0].0, w[1].1, &w[1].0) == Ordering::Less);
+        if !ordered {
+            return None;
+        }
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let mut stored = Vec::with_capacity(entries.len());
+        let mut big = indexed;
+        let mut cur = Chunk::default();
+        for (i, (m, s)) in entries.iter().enumerate() {
+            // One by one, the set converts when it already holds the listpack limit or a
+            // member is too long for it; the small form stores -0 as 0 until then.
+            big |= i >= listpack_entries() || m.len() > listpack_value();
+            let s = if !big && *s == 0.0 { 0.0 } else { *s };
+            let elen = encoded_len(s, m);
+            if cur.n > 0 && cur.buf.len() + elen > CHUNK_BYTES {
+                chunks.push(std::mem::take(&mut cur));
+            }
+            cur.reserve(elen);
+            encode_entry(&mut cur.buf, s, m);
+            cur.n += 1;
+            stored.push(s);
+        }
+        if cur.n > 0 {
+            chunks.push(cur);
+        }
+        let mut z = ZSet { chunks: OneOrVec::from_vec(chunks), len: entries.len(), index: None };
+        if big {
+            let mut ix = Index::new(entries.len());
+            for ((m, _), s) in entries.iter().zip(&stored) {
+                ix.insert(hash_member(m), *s);
+            }
+            ix.finish_migration();
+            ix.ranks.resync(&z.chunks, 0);
+            z.index = Some(Box::new(ix));
+        }
+        Some((z, stored))
     }
 
     /// The canonical dump: (member, score bits) sorted by member.
@@ -1623,6 +1670,64 @@ mod tests {
                 }
             }
             check(&z, &model);
+        }
+    }
+
+    proptest! {
+        /// A set built in one pass from ordered entries is the one inserting them one by one
+        /// builds: the same entries and scores to the bit (-0 kept or stored as 0 alike), the
+        /// same form, and it behaves as well under later changes; entries out of order are
+        /// refused.
+        #[test]
+        fn from_sorted_equals_inserting_one_by_one(
+            raw in proptest::collection::vec((any::<u8>(), -20i32..20, any::<bool>()), 0..400),
+            indexed in any::<bool>(),
+            later in proptest::collection::vec(op(), 0..200),
+        ) {
+            let mut by_member: HashMap<Vec<u8>, f64> = HashMap::new();
+            for (m, s, neg_zero) in raw {
+                let s = if s == 0 && neg_zero { -0.0 } else { s as f64 / 2.0 };
+                by_member.insert(member(m), s);
+            }
+            let items = model_order(&by_member);
+            let (mut built, stored) = ZSet::from_sorted(&items, indexed).expect("ordered");
+            let mut one = if indexed { ZSet::new_indexed() } else { ZSet::new() };
+            for (m, s) in &items {
+                one.insert(m, *s);
+            }
+            let bits = |z: &ZSet| z.iter().map(|(m, s)| (m.to_vec(), s.to_bits())).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&built), bits(&one));
+            prop_assert_eq!(stored.iter().map(|s| s.to_bits()).collect::<Vec<_>>(),
+                items.iter().map(|(m, _)| one.score(m).unwrap().to_bits()).collect::<Vec<_>>());
+            prop_assert_eq!(built.encoding(), one.encoding());
+            check(&built, &by_member);
+            // It goes on like any other set: later adds, moves and removals.
+            let mut model = by_member;
+            for o in later {
+                match o {
+                    Op::Add(m, s) => {
+                        let m = member(m);
+                        built.insert(&m, s as f64);
+                        if model.get(&m).is_none_or(|o| *o != s as f64) { model.insert(m, s as f64); }
+                    }
+                    Op::AddF(m, s) => {
+                        let m = member(m);
+                        built.insert(&m, s);
+                        if model.get(&m).is_none_or(|o| *o != s) { model.insert(m, s); }
+                    }
+                    Op::Rem(m) => {
+                        let m = member(m);
+                        prop_assert_eq!(built.remove(&m), model.remove(&m));
+                    }
+                }
+            }
+            check(&built, &model);
+            // Out of order: refused.
+            if items.len() >= 2 {
+                let mut swapped = items.clone();
+                swapped.swap(0, 1);
+                prop_assert!(ZSet::from_sorted(&swapped, indexed).is_none());
+            }
         }
     }
 
