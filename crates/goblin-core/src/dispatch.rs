@@ -821,7 +821,7 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
-    use super::{bitfield_end, resp2_len, Lookahead, CHAIN_AHEAD, LOOKAHEAD, LOOKAHEAD_MAX_ARGS};
+    use super::{resp2_len, Lookahead, CHAIN_AHEAD, LOOKAHEAD, LOOKAHEAD_MAX_ARGS};
 
     /// The window pairs each pipelined request with its key's hash, in order, up to the first
     /// request `peek` does not name; a lone request or a non-multibulk one turns it off.

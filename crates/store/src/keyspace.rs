@@ -591,6 +591,25 @@ impl Keyspace {
         }
     }
 
+    /// When the hash at `key` is filed ([`FieldDue`]): no field of it expires before then.
+    /// None when it is not filed, which means it has no field deadline.
+    pub fn field_deadline_filed(&self, key: &[u8]) -> Option<Millis> {
+        self.field_due.at.get(key).copied()
+    }
+
+    /// Files the hash at `key` at exactly `at` (its earliest field deadline, just computed),
+    /// or not at all (None: it has none left), whatever it was filed at before.
+    pub fn refile_field_deadline(&mut self, key: &[u8], at: Option<Millis>) {
+        let due = &mut self.field_due;
+        if let Some(filed) = due.at.remove(key) {
+            due.by_time.remove(&(filed, Box::from(key)));
+        }
+        if let Some(t) = at {
+            due.by_time.insert((t, key.into()));
+            due.at.insert(key.into(), t);
+        }
+    }
+
     /// Takes up to `max` keys filed at a time before `now` (their hash may have a field
     /// expired), earliest first. The caller files each again if its hash keeps deadlines.
     pub fn take_due_field_keys(&mut self, now: Millis, max: usize) -> Vec<Vec<u8>> {

@@ -59,12 +59,25 @@ pub(crate) fn expire_fields(c: &mut Ctx, key: &[u8]) {
         return;
     }
     let now = c.now;
+    // The keyspace files each hash with deadlines no later than its earliest one: filed at or
+    // after now, no field is due, and nothing is scanned (a command on a hash with many
+    // deadlines costs the same as on one without).
+    if c.ks.field_deadline_filed(key).is_some_and(|t| t >= now) {
+        return;
+    }
     let Some(ValueMut::Hash(h)) = c.ks.get_mut(key) else { return };
     if !h.has_field_deadlines() {
         return;
     }
-    let due = h.expired_fields(now, usize::MAX);
+    let (due, next) = h.expired_fields_and_next(now);
+    if due.is_empty() {
+        // Filed early (a field since removed, persisted or pushed later): file it exactly, so
+        // that the next command skips the scan.
+        c.ks.refile_field_deadline(key, next);
+        return;
+    }
     remove_fields(c, key, due);
+    c.ks.refile_field_deadline(key, if c.ks.contains(key) { next } else { None });
 }
 
 /// A read-only replica's read of a hash some of whose fields are past their deadlines: puts
@@ -77,6 +90,9 @@ pub(crate) fn expire_fields(c: &mut Ctx, key: &[u8]) {
 pub(crate) fn fill_replica_view(c: &mut Ctx, key: &[u8]) -> bool {
     if c.replaying || !c.ks.has_field_deadline_keys() || c.ks.is_expired(key, c.now) {
         return false;
+    }
+    if c.ks.field_deadline_filed(key).is_some_and(|t| t >= c.now) {
+        return false; // no field due yet (see `expire_fields`)
     }
     let Some(ValueRef::Hash(h)) = c.ks.get(key) else { return false };
     if !h.has_field_deadlines() {
@@ -681,6 +697,31 @@ mod tests {
         assert_eq!(gone, ["HDEL h b", "HDEL h c"]);
         assert_eq!(run(&mut e, T + 5000, "EXISTS h"), ":0\r\n");
         assert_eq!(e.stats.expired_fields, 3);
+    }
+
+    /// A command skips the scan of a hash's deadlines while the keyspace files it at or after
+    /// now; one that scans (filed early, or a field due) files it at its exact next deadline.
+    #[test]
+    fn lazy_expiry_files_the_hash_at_its_next_deadline() {
+        let mut e = Engine::default();
+        run(&mut e, T, "HSET h a 1 b 2 c 3");
+        run(&mut e, T, "HPEXPIRE h 100 FIELDS 1 a");
+        run(&mut e, T, "HPEXPIRE h 300 FIELDS 1 b");
+        // Pushed later: the filing stays early (the keyspace only files earlier).
+        run(&mut e, T, "HPEXPIRE h 5000 FIELDS 1 a");
+        assert_eq!(e.ks.field_deadline_filed(b"h"), Some(T + 100));
+        // Past the early filing, nothing due: scanned once, filed exactly.
+        assert_eq!(run(&mut e, T + 200, "HGET h a"), "$1\r\n1\r\n");
+        assert_eq!(e.ks.field_deadline_filed(b"h"), Some(T + 300));
+        // b due: removed, and the hash filed at a's deadline.
+        assert_eq!(run(&mut e, T + 301, "HLEN h"), ":2\r\n");
+        assert_eq!(muts(&mut e).last().map(String::as_str), Some("HDEL h b"));
+        assert_eq!(e.ks.field_deadline_filed(b"h"), Some(T + 5000));
+        // Before it, commands find nothing due.
+        assert_eq!(run(&mut e, T + 4999, "HGET h a"), "$1\r\n1\r\n");
+        assert_eq!(run(&mut e, T + 5001, "HGET h a"), "$-1\r\n");
+        assert_eq!(e.ks.field_deadline_filed(b"h"), None, "no deadline left, not filed");
+        assert_eq!(run(&mut e, T + 5001, "HGETALL h"), "*2\r\n$1\r\nc\r\n$1\r\n3\r\n");
     }
 
     #[test]

@@ -114,6 +114,20 @@ impl Hash {
         self.field_deadlines().filter(|&(_, t)| t < now).take(max).map(|(f, _)| f.to_vec()).collect()
     }
 
+    /// [`Hash::expired_fields`] (all of them) and the earliest deadline of the fields that
+    /// stay, in one pass.
+    pub fn expired_fields_and_next(&self, now: i64) -> (Vec<Vec<u8>>, Option<i64>) {
+        let (mut due, mut next) = (Vec::new(), None::<i64>);
+        for (f, t) in self.field_deadlines() {
+            if t < now {
+                due.push(f.to_vec());
+            } else {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        (due, next)
+    }
+
     /// (field, value) pairs: insertion order while small, storage order once indexed.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         self.table.iter()
