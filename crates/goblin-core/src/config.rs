@@ -93,6 +93,12 @@ pub struct Config {
     #[arg(long, default_value_t = engine::DEFAULT_DATABASES, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub databases: u32,
 
+    /// The listen backlog of every listening socket (Redis's `tcp-backlog`): connections the
+    /// kernel completes and queues before the server accepts them. Past it, a client's SYN is
+    /// dropped and it retries a second later; the kernel caps it at net.core.somaxconn.
+    #[arg(long = "tcp-backlog", default_value_t = 511, value_parser = clap::value_parser!(i32).range(1..=65535))]
+    pub tcp_backlog: i32,
+
     /// Maximum number of connected clients; further connections get an error and are closed.
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxclients: u32,

@@ -387,6 +387,19 @@ fn install_signal_handlers(fd: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Warns, as Redis does, when the kernel caps the listen backlog below `--tcp-backlog`.
+fn check_somaxconn(backlog: i32) {
+    let Ok(text) = std::fs::read_to_string("/proc/sys/net/core/somaxconn") else { return };
+    if let Ok(max) = text.trim().parse::<i32>() {
+        if max < backlog {
+            warn!(
+                "the TCP backlog setting of {backlog} cannot be enforced because \
+                 /proc/sys/net/core/somaxconn is set to the lower value of {max}"
+            );
+        }
+    }
+}
+
 impl Server {
     /// Builds the server around a recovered engine: the poller, the signal handlers, no
     /// listener yet. Startup calls [`Server::open_listeners`] last, once recovery is over, so no
@@ -567,6 +580,24 @@ impl Server {
         }
         if listeners.is_empty() {
             warn!("no listener configured (--port 0 and no --unixsocket)");
+        }
+        // The kernel's default backlog (128, what the sockets were opened with) overflows
+        // when hundreds of clients connect at once (a pool starting, a reconnect storm): the
+        // overflowing ones wait a second for their SYN's retransmission. listen() again on a
+        // listening socket sets the new backlog.
+        if !listeners.is_empty() {
+            check_somaxconn(cfg.tcp_backlog);
+        }
+        for l in &listeners {
+            let fd = match l {
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => l.as_raw_fd(),
+                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => l.as_raw_fd(),
+            };
+            // SAFETY: `fd` is a bound, listening socket this server owns.
+            if unsafe { libc::listen(fd, cfg.tcp_backlog) } != 0 {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(e.kind(), format!("could not set the listen backlog: {e}")));
+            }
         }
         for (i, l) in listeners.iter_mut().enumerate() {
             let t = Token(LISTENER_BASE + i);

@@ -112,6 +112,46 @@ fn maxclients_rejects_with_redis_error_and_recovers() {
     }
 }
 
+/// The listen backlog `ss` reports for the socket listening on 127.0.0.1:`port` (its Send-Q).
+fn listen_backlog(port: u16) -> u32 {
+    let out =
+        Command::new("ss").args(["-ltnH", &format!("sport = :{port}")]).output().expect("ss (iproute2)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().unwrap_or_else(|| panic!("no listener on {port}: {text:?}"));
+    line.split_whitespace().nth(2).and_then(|q| q.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+}
+
+/// The listeners take Redis's `tcp-backlog` (511 by default, not the kernel's 128, which a
+/// pool of a few hundred clients connecting at once overflows: the overflowing ones waited a
+/// second for their SYN's retransmission), and CONFIG GET reports it.
+#[test]
+fn listeners_take_the_tcp_backlog() {
+    let s = Server::start(&[]);
+    assert_eq!(listen_backlog(s.port), 511);
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("tcp-backlog").query(&mut s.conn()).unwrap();
+    assert_eq!(got, ["tcp-backlog", "511"]);
+    let s = Server::start(&["--tcp-backlog", "1000"]);
+    assert_eq!(listen_backlog(s.port), 1000);
+    // Hundreds of clients connecting at once, each blocking at once: all are served.
+    let mut clients: Vec<_> = (0..600)
+        .map(|i| {
+            let mut c = s.raw();
+            send(&mut c, format!("BLPOP q{i} 0\r\n").as_bytes());
+            c
+        })
+        .collect();
+    let mut con = s.conn();
+    for i in 0..600 {
+        let _: i64 = redis::cmd("LPUSH").arg(format!("q{i}")).arg("v").query(&mut con).unwrap();
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        assert_eq!(
+            read_reply(c),
+            format!("*2\r\n${}\r\nq{i}\r\n$1\r\nv\r\n", format!("q{i}").len()).as_bytes()
+        );
+    }
+}
+
 #[test]
 fn quit_replies_ok_then_closes_after_earlier_replies() {
     let s = Server::start(&[]);

@@ -43,6 +43,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("unixsocket", c.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
         ("unixsocketperm", format!("{:o}", c.unixsocketperm.unwrap_or(0))),
         ("maxclients", c.maxclients.to_string()),
+        ("tcp-backlog", c.tcp_backlog.to_string()),
         ("maxmemory", s.engine.evict.maxmemory.to_string()),
         ("maxmemory-policy", s.engine.evict.policy.name().into()),
         ("maxmemory-samples", s.engine.evict.samples.to_string()),
