@@ -357,6 +357,14 @@ fn config_get_set() {
 fn memory_usage_and_friends() {
     let s = Server::start(&[]);
     let mut con = s.conn();
+    // MALLOC-STATS is jemalloc's own report, as Redis's is.
+    let stats: String = redis::cmd("MEMORY").arg("MALLOC-STATS").query(&mut con).unwrap();
+    assert!(stats.starts_with("___ Begin jemalloc statistics ___"), "{}", &stats[..stats.len().min(200)]);
+    assert!(
+        stats.trim_end().ends_with("--- End jemalloc statistics ---"),
+        "{}",
+        &stats[stats.len().saturating_sub(200)..]
+    );
     let none: Option<i64> = redis::cmd("MEMORY").arg("USAGE").arg("nokey").query(&mut con).unwrap();
     assert_eq!(none, None);
     let _: () = redis::cmd("SET").arg("small").arg("x").query(&mut con).unwrap();

@@ -1060,7 +1060,18 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"malloc-stats" => {
             if sub_arity_ok(out, args, 2) {
-                reply::verbatim(out, c.proto, b"txt", b"Stats not supported for the current allocator");
+                // jemalloc's own statistics report, as Redis prints it (its allocator too).
+                let mut text = Vec::new();
+                let opts = tikv_jemalloc_ctl::stats_print::Options::default();
+                match tikv_jemalloc_ctl::stats_print::stats_print(&mut text, opts) {
+                    Ok(()) => reply::verbatim(out, c.proto, b"txt", &text),
+                    Err(_) => reply::verbatim(
+                        out,
+                        c.proto,
+                        b"txt",
+                        b"Stats not supported for the current allocator",
+                    ),
+                }
             }
         }
         b"help" => help(
