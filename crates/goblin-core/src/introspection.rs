@@ -209,7 +209,14 @@ impl Server {
     ) {
         let micros = took.as_micros() as u64;
         let ins = &mut self.introspection;
-        if ins.slowlog_slower_than >= 0 && micros >= ins.slowlog_slower_than as u64 && spec.name != "exec" {
+        // A command that blocked enters the slow log when it is served (`retry_parked`), once,
+        // as Redis logs it: not also now.
+        let blocked = conn.parked.is_some();
+        if ins.slowlog_slower_than >= 0
+            && micros >= ins.slowlog_slower_than as u64
+            && spec.name != "exec"
+            && !blocked
+        {
             ins.slowlog_push(spec, args, micros, conn);
         }
         if ins.latency_threshold_ms > 0 {

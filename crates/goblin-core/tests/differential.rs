@@ -1871,6 +1871,28 @@ fn compat_slowlog_logs_served_blocked_command() {
     );
 }
 
+/// A command that blocks is not in the slow log while it waits, only once served (SLOWLOG
+/// GET while BLPOP waits, then after it is served, compared with Redis).
+#[test]
+fn compat_slowlog_skips_a_command_while_it_blocks() {
+    use Step::*;
+    compat_session(
+        &[],
+        2,
+        &[
+            Call(0, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            Call(0, &["SLOWLOG", "RESET"]),
+            Send(1, &["BLPOP", "l", "0"]),
+            // (no INFO polling here: each INFO would be logged too)
+            Sleep(300),
+            SlowlogArgs(0),
+            Call(0, &["LPUSH", "l", "foo"]),
+            Read(1),
+            SlowlogArgs(0),
+        ],
+    );
+}
+
 /// Fills a server with [`sample_commands`], plus a stream of `entries` with a consumer group
 /// that read `read` of them. Returns the non-stream keys, sorted.
 fn fill_rdb_sample(con: &mut redis::Connection, entries: usize, read: usize) -> Vec<String> {
