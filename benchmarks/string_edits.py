@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """In-place edits of large strings, goblin-core beside redis-server in one run: SETBIT into a
 100-million-bit bitmap (12.5 MB), SETRANGE into a 10 MB string, APPEND of 64 bytes onto a
-string that starts at 10 MB. redis-benchmark, 50 clients, -P 16; ops/s per server and the
+string that starts at 10 MB, BITFIELD INCRBY of a u8 counter in a 10 MB string. redis-benchmark, 50 clients, -P 16; ops/s per server and the
 ratio. Optionally a second goblin-core build (`--goblin-before`) beside them, to show what a
 change did.
 
@@ -31,6 +31,7 @@ import redis  # noqa: E402
 # a one-line script converts it (the script's cost is the same on both servers).
 SETBIT_SCRIPT = "return redis.call('SETBIT', KEYS[1], tonumber(ARGV[1]), 1)"
 SETRANGE_SCRIPT = "return redis.call('SETRANGE', KEYS[1], tonumber(ARGV[1]), 'patch')"
+BITFIELD_SCRIPT = "return redis.call('BITFIELD', KEYS[1], 'INCRBY', 'u8', '#' .. tonumber(ARGV[1]), 1)"
 CASES = [
     # (name, setup, benchmark command)
     ("SETBIT in a 12.5 MB bitmap (EVAL)", [["SETBIT", "bm", "99999999", "1"]],
@@ -39,6 +40,8 @@ CASES = [
      ["-r", "9999990", "EVAL", SETRANGE_SCRIPT, "1", "s", "__rand_int__"]),
     ("APPEND 64 B to a 10 MB string", [["SETRANGE", "a", "9999999", "x"]],
      ["APPEND", "a", "x" * 64]),
+    ("BITFIELD INCRBY u8 in a 10 MB string (EVAL)", [["SETRANGE", "c", "9999999", "x"]],
+     ["-r", "9999990", "EVAL", BITFIELD_SCRIPT, "1", "c", "__rand_int__"]),
     ("SETBIT, small bitmap (EVAL)", [["SETBIT", "bm", "999", "1"]],
      ["-r", "1000", "EVAL", SETBIT_SCRIPT, "1", "bm", "__rand_int__"]),
 ]

@@ -410,6 +410,15 @@ impl Keyspace {
         }
     }
 
+    /// Undoes [`Keyspace::edit_string`]'s marking when the edit changed nothing: a string
+    /// modified in place (`raw`) is plain bytes again, as it was. Nothing for anything else.
+    pub fn mark_bytes(&mut self, key: &[u8]) {
+        let Some(e) = self.table.get(key) else { return };
+        // SAFETY: the entry is live and ours (`&mut self`); only its form bits change, from
+        // one byte-string form to the other, which share a layout.
+        unsafe { Entry::at(e).set_form_bytes() }
+    }
+
     /// Whether `key` holds a string modified in place (see [`Keyspace::mark_raw`]).
     pub fn is_raw_string(&self, key: &[u8]) -> bool {
         // SAFETY: the entry is live for this read.

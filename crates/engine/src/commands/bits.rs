@@ -646,46 +646,72 @@ fn bitfield_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], read_only: b
     if read_only {
         return reply::error(out, BITFIELD_RO_ERR);
     }
-    let (mut buf, created) = match c.write(key) {
-        None => (Vec::new(), true),
-        Some(ValueMut::Str(s)) => (s.to_vec(), false),
+    let (old_len, created) = match c.write(key) {
+        None => (0, true),
+        Some(ValueMut::Str(s)) => (s.len(), false),
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
     // Redis makes room up to the highest bit written before running any operation (even ones
     // that then FAIL), creating the key if needed: the growth is part of the post-state.
     let need = (highest >> 3) as usize + 1;
-    let grown = buf.len() < need;
-    let old_len = buf.len();
+    let grown = old_len < need;
+    let proto = c.proto;
+    // Runs every operation over the (grown) bytes, replying as it goes; says whether a write
+    // changed a byte that existed before. The original value of every pre-existing byte a
+    // write touches is kept (each index once), so that this is exact without a copy of the
+    // whole string.
+    let run = |buf: &mut [u8], out: &mut Vec<u8>| -> bool {
+        let mut originals: Vec<(usize, u8)> = Vec::new();
+        reply::array_len(out, fields.len());
+        for f in &fields {
+            if f.op == FieldOp::Get {
+                reply::integer(out, read_field(buf, f));
+                continue;
+            }
+            let (first, last) =
+                ((f.offset >> 3) as usize, ((f.offset + u64::from(f.bits) - 1) >> 3) as usize);
+            // Bytes at or past `old_len` are growth, already counted by `grown`.
+            for (i, &b) in buf.iter().enumerate().take((last + 1).min(old_len)).skip(first) {
+                if !originals.iter().any(|&(j, _)| j == i) {
+                    originals.push((i, b));
+                }
+            }
+            match write_field(buf, f) {
+                Some(v) => reply::integer(out, v),
+                None => reply::null_bulk(out, proto),
+            }
+        }
+        originals.iter().any(|&(i, b)| buf[i] != b)
+    };
+    // The request itself is the mutation: its operations run again on the same bytes give the
+    // same bytes (a GET among them reads, a FAIL fails again), as Redis replicates it.
+    let mut mutation: Vec<&[u8]> = Vec::with_capacity(args.len());
+    mutation.push(b"BITFIELD");
+    mutation.extend_from_slice(&args[1..]);
+    // A byte string is edited where it lies (a BITFIELD in a 100 MB bitmap writes its few
+    // bytes, as SETBIT does); an absent key or an integer-form string is built whole.
+    let was_raw = c.ks.is_raw_string(key);
+    let mut changed = false;
+    let mark = out.len();
+    if !created && c.ks.edit_string(key, need, |b| changed = run(b, out)) {
+        if grown || changed {
+            c.emit(&mutation);
+        } else if !was_raw {
+            // Nothing changed: the string keeps the form it had (edit_string marked it raw).
+            c.ks.mark_bytes(key);
+        }
+        return;
+    }
+    out.truncate(mark);
+    let mut buf = match c.ks.get(key) {
+        Some(ValueRef::Str(s)) => s.to_vec(),
+        _ => Vec::new(),
+    };
     if grown {
         buf.resize(need, 0);
     }
-    // The original value of every pre-existing byte a write touches (each index once), so that
-    // "did anything change" is exact without keeping a copy of the whole string.
-    let mut originals: Vec<(usize, u8)> = Vec::new();
-    reply::array_len(out, fields.len());
-    for f in &fields {
-        if f.op == FieldOp::Get {
-            reply::integer(out, read_field(&buf, f));
-            continue;
-        }
-        let (first, last) = ((f.offset >> 3) as usize, ((f.offset + u64::from(f.bits) - 1) >> 3) as usize);
-        // Bytes at or past `old_len` are growth, already counted by `grown`.
-        for (i, &b) in buf.iter().enumerate().take((last + 1).min(old_len)).skip(first) {
-            if !originals.iter().any(|&(j, _)| j == i) {
-                originals.push((i, b));
-            }
-        }
-        match write_field(&mut buf, f) {
-            Some(v) => reply::integer(out, v),
-            None => reply::null_bulk(out, c.proto),
-        }
-    }
-    if created || grown || originals.iter().any(|&(i, b)| buf[i] != b) {
-        // The request itself: its operations run again on the same bytes give the same
-        // bytes (a GET among them reads, a FAIL fails again), as Redis replicates it.
-        let mut mutation: Vec<&[u8]> = Vec::with_capacity(args.len());
-        mutation.push(b"BITFIELD");
-        mutation.extend_from_slice(&args[1..]);
+    let changed = run(&mut buf, out);
+    if created || grown || changed {
         store_modified(c, key, buf, &mutation);
     }
 }
@@ -920,6 +946,34 @@ mod tests {
         r(&mut e, &["RPUSH", "list", "x"]);
         assert_eq!(r(&mut e, &["BITOP", "OR", "dst", "a", "list"]), WRONGTYPE);
         assert_eq!(r(&mut e, &["BITOP", "OR", "list", "a"]), int(1));
+    }
+
+    /// BITFIELD edits a byte string in place: a write that changes nothing leaves the string
+    /// as it was (no mutation, its encoding not `raw`), one that changes it emits the request
+    /// and makes it `raw`; an integer-form string is handled whole; a large string keeps every
+    /// byte the request did not write.
+    #[test]
+    fn bitfield_in_place_keeps_what_it_does_not_change() {
+        let mut e = Engine::default();
+        r(&mut e, &["SET", "s", "abc"]);
+        take_muts(&mut e);
+        assert_eq!(w(&mut e, "BITFIELD s SET u8 0 97"), "*1\r\n:97\r\n");
+        assert_eq!(take_muts(&mut e), Vec::<String>::new());
+        assert_eq!(r(&mut e, &["OBJECT", "ENCODING", "s"]), "$6\r\nembstr\r\n");
+        assert_eq!(w(&mut e, "BITFIELD s SET u8 0 98 GET u8 8"), "*2\r\n:97\r\n:98\r\n");
+        assert_eq!(take_muts(&mut e), vec!["BITFIELD s SET u8 0 98 GET u8 8"]);
+        assert_eq!(r(&mut e, &["OBJECT", "ENCODING", "s"]), "$3\r\nraw\r\n");
+        assert_eq!(r(&mut e, &["GET", "s"]), "$3\r\nbbc\r\n");
+        // An integer-form string: its decimal text, edited.
+        r(&mut e, &["SET", "n", "12"]);
+        assert_eq!(w(&mut e, "BITFIELD n INCRBY u8 8 1"), "*1\r\n:51\r\n");
+        assert_eq!(r(&mut e, &["GET", "n"]), "$2\r\n13\r\n");
+        // A large string: only the written bytes change; growth is zero-filled.
+        r(&mut e, &["SETRANGE", "big", "99999", "z"]);
+        assert_eq!(w(&mut e, "BITFIELD big INCRBY u8 #50000 7 SET u8 #100001 1"), "*2\r\n:7\r\n:0\r\n");
+        assert_eq!(r(&mut e, &["STRLEN", "big"]), ":100002\r\n");
+        assert_eq!(r(&mut e, &["GETRANGE", "big", "49999", "50001"]), "$3\r\n\0\x07\0\r\n");
+        assert_eq!(r(&mut e, &["GETRANGE", "big", "99999", "-1"]), "$3\r\nz\0\x01\r\n");
     }
 
     #[test]

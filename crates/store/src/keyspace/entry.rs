@@ -483,6 +483,17 @@ impl Entry {
         NonNull::new_unchecked(p)
     }
 
+    /// Turns a `RawBytes` value back into `Bytes` in place (same layout); anything else is
+    /// left alone.
+    ///
+    /// # Safety
+    /// The entry is live and exclusively the caller's.
+    pub unsafe fn set_form_bytes(self) {
+        if self.form() == Form::RawBytes {
+            *self.p.add(TAG_AT) = (*self.p.add(TAG_AT) & !FORM_MASK) | Form::Bytes.tag_bits();
+        }
+    }
+
     /// Copies the entry into a new allocation with expiry `at` (added, changed or removed) and
     /// frees the old one; returns the new address. The value moves over untouched.
     ///
