@@ -176,7 +176,8 @@ fn fixed_scenarios_replay() {
     assert_eq!(r[11], ":0\r\n", "an empty SORT result deletes the destination");
 }
 
-/// The canonical forms: STORE is DEL + RPUSH, PFADD is SET .. KEEPTTL, GEOADD is ZADD.
+/// The canonical forms: STORE is DEL + RPUSH, PFADD is SET .. KEEPTTL while sparse and itself
+/// once dense, PFCOUNT's cache refresh a SETRANGE of the cache, GEOADD is ZADD.
 #[test]
 fn canonical_mutations() {
     let mut e = engine::Engine::default();
@@ -206,6 +207,19 @@ fn canonical_mutations() {
     assert!(m[0].starts_with("#6 SET h HYLL") && m[0].ends_with(" KEEPTTL"), "{m:?}");
     let (_, m) = run(&["PFADD", "h", "a"]);
     assert!(m.is_empty(), "an element already counted changes nothing");
+    // Dense: a PFADD is itself (not the 12 KB value), a cache refresh its 8 bytes.
+    let mut many = vec!["PFADD".to_string(), "big".to_string()];
+    many.extend((0..3000).map(|i| format!("x{i}")));
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (_, m) = run(&many);
+    assert!(m.len() == 1 && m[0].contains(" SET big HYLL"), "promoted to dense: written whole");
+    let body = |m: &str| m.split_once(' ').map(|(_, b)| b.to_string()).unwrap_or_default();
+    let (r, m) = run(&["PFADD", "big", "y1", "y2", "y3", "y4"]);
+    assert_eq!(r, ":1\r\n");
+    assert_eq!(m.iter().map(|m| body(m)).collect::<Vec<_>>(), ["PFADD big y1 y2 y3 y4"]);
+    let (_, m) = run(&["PFCOUNT", "big"]);
+    assert_eq!(m.len(), 1);
+    assert!(body(&m[0]).starts_with("SETRANGE big 8 "), "{m:?}");
     let (r, m) = run(&["LCS", "l", "d"]);
     assert!(r.starts_with("-ERR The specified keys must contain string values"), "{r}");
     assert!(m.is_empty());

@@ -502,6 +502,7 @@ fn pfadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Some(ValueMut::Str(_)) => return reply::error(out, NOT_HLL),
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
+    let was_dense = !created && s[4] == DENSE;
     let mut updated = usize::from(created);
     let mut corrupt = false;
     for e in &args[2..] {
@@ -519,7 +520,17 @@ fn pfadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if updated > 0 && !corrupt {
         invalidate(&mut s);
     }
-    if updated > 0 {
+    if updated > 0 && was_dense && !corrupt {
+        // A dense value only raises registers, whatever the configuration: the PFADD itself,
+        // replayed on the same bytes, leaves the same bytes, and its record is the request,
+        // not the 12 KB value (as Redis replicates it). A sparse one is written whole: its
+        // form depends on `hll-sparse-max-bytes`, which a replica or a replay may not share.
+        let mut mutation: Vec<&[u8]> = Vec::with_capacity(args.len());
+        mutation.push(b"PFADD");
+        mutation.extend_from_slice(&args[1..]);
+        c.emit(&mutation);
+        c.ks.replace_value(key, Value::Str(s));
+    } else if updated > 0 {
         store_hll(c, key, s);
     }
     if corrupt {
@@ -705,16 +716,20 @@ fn pfcount(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         Ok(Some(s)) => match count_of(s) {
             None => return reply::error(out, CORRUPT),
-            Some(card) => {
-                let mut new = s.to_vec();
-                new[8..16].copy_from_slice(&card.to_le_bytes());
-                (card, new)
-            }
+            Some(card) => card,
         },
     };
-    let (card, new) = refreshed;
+    let card = refreshed;
     if !c.replica && !c.replaying {
-        store_hll(c, key, new);
+        // The cache is the header's bytes 8..16 (the count, its top bit clear: valid). Only
+        // they change, so only they are written, here and in the mutation: `SETRANGE key 8
+        // <8 bytes>`, not the whole value.
+        // Written before it is emitted, as a read's last step (see the panic policy in
+        // ARCHITECTURE); a HyperLogLog is always a byte string, so the edit happens.
+        let cache = card.to_le_bytes();
+        if c.ks.edit_string(key, HDR, |b| b[8..16].copy_from_slice(&cache)) {
+            c.emit(&[b"SETRANGE", key, b"8", &cache]);
+        }
     }
     reply::integer(out, card as i64);
 }
