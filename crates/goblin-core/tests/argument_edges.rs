@@ -81,6 +81,14 @@ const CASES: &[&[&str]] = &[
     &["GEORADIUS", "g", "1", "2", "3", "m", "STORE", "x", "WITHDIST", "COUNT", "-1"],
     &["GEORADIUS", "nokey", "1", "2", "abc", "m"],
     // CLIENT TRACKING: options (a REDIRECT's client must exist) before ON or OFF.
+    // CLIENT SETINFO's error names the attribute as the client spelled it.
+    &["CLIENT", "SETINFO", "LIB-VER", " 1"],
+    &["CLIENT", "SETINFO", "Lib-Name", "a b"],
+    // EXPIRETIME rounds to the nearest second.
+    &["SET", "et", "v", "PXAT", "1800000000999"],
+    &["EXPIRETIME", "et"],
+    &["SET", "et", "v", "PXAT", "1800000000499"],
+    &["EXPIRETIME", "et"],
     &["CLIENT", "TRACKING", "off", "REDIRECT", "99999"],
     &["CLIENT", "TRACKING", "on", "REDIRECT", "-100"],
     &["CLIENT", "TRACKING", "on", "REDIRECT", "0"],

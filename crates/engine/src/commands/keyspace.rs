@@ -452,7 +452,8 @@ fn ttl(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let n = match name.as_slice() {
         b"ttl" => (left + 500) / 1000,
         b"pttl" => left,
-        b"expiretime" => deadline / 1000,
+        // Rounded to the nearest second, as Redis rounds TTL and EXPIRETIME alike.
+        b"expiretime" => (deadline + 500) / 1000,
         _ => deadline,
     };
     reply::integer(out, n);
@@ -575,6 +576,16 @@ mod tests {
         assert_eq!(run(&mut e, 1000, &["TTL", "k"]), ":10\r\n");
         assert_eq!(run(&mut e, 1000, &["EXPIRETIME", "k"]), ":11\r\n");
         assert_eq!(run(&mut e, 1000, &["PEXPIRETIME", "k"]), ":11000\r\n");
+        // EXPIRETIME rounds to the nearest second (redis-server 7.0 and 8.2 alike).
+        for (at, secs) in [
+            ("1800000000999", ":1800000001\r\n"),
+            ("1800000000500", ":1800000001\r\n"),
+            ("1800000000499", ":1800000000\r\n"),
+        ] {
+            set(&mut e, "r", "v");
+            run(&mut e, 1000, &["PEXPIREAT", "r", at]);
+            assert_eq!(run(&mut e, 1000, &["EXPIRETIME", "r"]), secs, "{at}");
+        }
         assert_eq!(run(&mut e, 1000, &["EXPIRE", "k", "5", "NX"]), ":0\r\n");
         assert_eq!(run(&mut e, 1000, &["EXPIRE", "k", "5", "GT"]), ":0\r\n");
         assert_eq!(

@@ -70,8 +70,9 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
                 return reply::error(out, &msg);
             }
             if !valid_name(args[3]) {
+                // The attribute as the client spelled it, as Redis echoes it.
                 let mut msg = b"ERR ".to_vec();
-                msg.extend_from_slice(&attr);
+                msg.extend_from_slice(args[2]);
                 msg.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
                 return reply::error(out, &msg);
             }
