@@ -62,6 +62,16 @@ impl<'a> Ctx<'a> {
         self.muts.push(args);
     }
 
+    /// Appends the request itself as the mutation, under its canonical `name` (`args[0]` is
+    /// the client's spelling): for a deterministic write whose post-state replaying it gives
+    /// (a list push, a dense PFADD, BITFIELD).
+    pub fn emit_request(&mut self, name: &[u8], args: &[&[u8]]) {
+        let mut m: Vec<&[u8]> = Vec::with_capacity(args.len());
+        m.push(name);
+        m.extend_from_slice(&args[1..]);
+        self.muts.push(&m);
+    }
+
     /// Appends mutations a handler collected as owned argument lists (while it held a borrow
     /// of the keyspace that [`Ctx::emit`] would have needed).
     pub fn emit_all(&mut self, muts: &[Vec<Vec<u8>>]) {

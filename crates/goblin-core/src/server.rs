@@ -588,26 +588,22 @@ impl Server {
         if !listeners.is_empty() {
             check_somaxconn(cfg.tcp_backlog);
         }
-        for l in &listeners {
+        for (i, l) in listeners.iter_mut().enumerate() {
+            let t = Token(LISTENER_BASE + i);
             let fd = match l {
-                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => l.as_raw_fd(),
-                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => l.as_raw_fd(),
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => {
+                    self.poll.registry().register(l, t, Interest::READABLE)?;
+                    l.as_raw_fd()
+                }
+                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => {
+                    self.poll.registry().register(l, t, Interest::READABLE)?;
+                    l.as_raw_fd()
+                }
             };
             // SAFETY: `fd` is a bound, listening socket this server owns.
             if unsafe { libc::listen(fd, cfg.tcp_backlog) } != 0 {
                 let e = io::Error::last_os_error();
                 return Err(io::Error::new(e.kind(), format!("could not set the listen backlog: {e}")));
-            }
-        }
-        for (i, l) in listeners.iter_mut().enumerate() {
-            let t = Token(LISTENER_BASE + i);
-            match l {
-                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => {
-                    self.poll.registry().register(l, t, Interest::READABLE)?
-                }
-                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => {
-                    self.poll.registry().register(l, t, Interest::READABLE)?
-                }
             }
         }
         self.listeners = listeners;

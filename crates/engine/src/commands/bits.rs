@@ -685,9 +685,6 @@ fn bitfield_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], read_only: b
     };
     // The request itself is the mutation: its operations run again on the same bytes give the
     // same bytes (a GET among them reads, a FAIL fails again), as Redis replicates it.
-    let mut mutation: Vec<&[u8]> = Vec::with_capacity(args.len());
-    mutation.push(b"BITFIELD");
-    mutation.extend_from_slice(&args[1..]);
     // A byte string is edited where it lies (a BITFIELD in a 100 MB bitmap writes its few
     // bytes, as SETBIT does); an absent key or an integer-form string is built whole.
     let was_raw = c.ks.is_raw_string(key);
@@ -695,7 +692,7 @@ fn bitfield_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], read_only: b
     let mark = out.len();
     if !created && c.ks.edit_string(key, need, |b| changed = run(b, out)) {
         if grown || changed {
-            c.emit(&mutation);
+            c.emit_request(b"BITFIELD", args);
         } else if !was_raw {
             // Nothing changed: the string keeps the form it had (edit_string marked it raw).
             c.ks.mark_bytes(key);
@@ -712,7 +709,7 @@ fn bitfield_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], read_only: b
     }
     let changed = run(&mut buf, out);
     if created || grown || changed {
-        store_modified(c, key, buf, &mutation);
+        store_modified(c, key, buf, b"BITFIELD", args);
     }
 }
 

@@ -77,7 +77,8 @@ pub(crate) fn expire_fields(c: &mut Ctx, key: &[u8]) {
         return;
     }
     remove_fields(c, key, due);
-    c.ks.refile_field_deadline(key, if c.ks.contains(key) { next } else { None });
+    // (A hash emptied had no field left to give a `next`.)
+    c.ks.refile_field_deadline(key, next);
 }
 
 /// A read-only replica's read of a hash some of whose fields are past their deadlines: puts
@@ -146,11 +147,7 @@ pub fn active_expire_fields(c: &mut Ctx, max_keys: usize) -> usize {
     let mut removed = 0;
     for key in c.ks.take_due_field_keys(c.now, max_keys) {
         let (due, next) = match c.ks.get(&key) {
-            Some(store::ValueRef::Hash(h)) if h.has_field_deadlines() => {
-                let due = h.expired_fields(c.now, usize::MAX);
-                let next = h.field_deadlines().map(|(_, t)| t).filter(|&t| t >= c.now).min();
-                (due, next)
-            }
+            Some(store::ValueRef::Hash(h)) if h.has_field_deadlines() => h.expired_fields_and_next(c.now),
             // Gone, replaced, or without deadlines now: not filed again.
             _ => continue,
         };

@@ -525,10 +525,7 @@ fn pfadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         // replayed on the same bytes, leaves the same bytes, and its record is the request,
         // not the 12 KB value (as Redis replicates it). A sparse one is written whole: its
         // form depends on `hll-sparse-max-bytes`, which a replica or a replay may not share.
-        let mut mutation: Vec<&[u8]> = Vec::with_capacity(args.len());
-        mutation.push(b"PFADD");
-        mutation.extend_from_slice(&args[1..]);
-        c.emit(&mutation);
+        c.emit_request(b"PFADD", args);
         c.ks.replace_value(key, Value::Str(s));
     } else if updated > 0 {
         store_hll(c, key, s);
@@ -707,7 +704,7 @@ fn pfcount(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::integer(out, estimate(&h) as i64);
     }
     let key = args[1];
-    let refreshed = match read_hll(c, key) {
+    let card = match read_hll(c, key) {
         Err(e) => return reply::error(out, e),
         Ok(None) => return reply::integer(out, 0),
         Ok(Some(s)) if s[15] & 0x80 == 0 => {
@@ -719,13 +716,12 @@ fn pfcount(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             Some(card) => card,
         },
     };
-    let card = refreshed;
     if !c.replica && !c.replaying {
         // The cache is the header's bytes 8..16 (the count, its top bit clear: valid). Only
-        // they change, so only they are written, here and in the mutation: `SETRANGE key 8
-        // <8 bytes>`, not the whole value.
-        // Written before it is emitted, as a read's last step (see the panic policy in
-        // ARCHITECTURE); a HyperLogLog is always a byte string, so the edit happens.
+        // they change, so only they are written, here and in the mutation (`SETRANGE key 8
+        // <8 bytes>`, not the whole value), written before it is emitted, as a read's last
+        // step (the panic policy in ARCHITECTURE). A HyperLogLog is a byte string, so the
+        // edit always happens.
         let cache = card.to_le_bytes();
         if c.ks.edit_string(key, HDR, |b| b[8..16].copy_from_slice(&cache)) {
             c.emit(&[b"SETRANGE", key, b"8", &cache]);

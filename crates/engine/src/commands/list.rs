@@ -285,10 +285,7 @@ fn push_generic(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]], end: End, only_e
         }
     }
     let len = l.len();
-    let mut m: Vec<&[u8]> = Vec::with_capacity(args.len());
-    m.push(if end == End::Left { b"LPUSH" } else { b"RPUSH" });
-    m.extend_from_slice(&args[1..]);
-    c.emit(&m);
+    c.emit_request(if end == End::Left { b"LPUSH" } else { b"RPUSH" }, args);
     c.signal_ready(key);
     reply::integer(out, len as i64);
 }

@@ -584,14 +584,15 @@ pub(crate) fn edit_string(
 }
 
 /// Stores a string an edit built whole (BITFIELD on an absent key or an integer-form string;
-/// [`edit_string`] otherwise), keeping the deadline, and emits `mutation`: the edit itself,
-/// which is deterministic, so that replaying it on the same prior state leaves the same bytes.
+/// [`edit_string`] otherwise), keeping the deadline, and emits the request (`name`, then
+/// `args[1..]`): the edit itself, which is deterministic, so that replaying it on the same
+/// prior state leaves the same bytes.
 /// Emitting the whole string instead made every such write as large as the string (a one-byte
 /// APPEND to a 10 MiB value journaled and replicated 10 MiB, and past the Kafka record limit
 /// was refused). The caller looked the key up for writing, so a dead key is already gone (its
 /// `DEL` emitted before this).
-pub(crate) fn store_modified(c: &mut Ctx, key: &[u8], new: Vec<u8>, mutation: &[&[u8]]) {
-    c.emit(mutation);
+pub(crate) fn store_modified(c: &mut Ctx, key: &[u8], new: Vec<u8>, name: &[u8], args: &[&[u8]]) {
+    c.emit_request(name, args);
     c.ks.replace_value(key, Value::Str(new));
     // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
     c.ks.mark_raw(key);
