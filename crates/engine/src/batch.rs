@@ -23,6 +23,11 @@ use crate::command::CommandSpec;
 use crate::mutation::ReplId;
 use std::ops::Range;
 
+/// Mutations this large (their arguments' bytes) get their encoding's room reserved at once.
+const BIG_MUTATION: usize = 64 * 1024;
+/// A cleared batch keeps an encoding buffer up to this capacity.
+const BUF_KEEP: usize = 4 << 20;
+
 /// What produced a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -145,6 +150,11 @@ impl Batch {
         self.starts.push(self.buf.len());
         self.arg_starts.push(self.args.len());
         let buf = &mut self.buf;
+        if args.iter().map(|a| a.len()).sum::<usize>() >= BIG_MUTATION {
+            // One allocation of the right size for a big value, not a doubling (a 64 MiB SET
+            // would otherwise be copied once more by the reallocation).
+            buf.reserve(Batch::encoded_len(args));
+        }
         buf.push(b'*');
         buf.extend_from_slice(itoa::Buffer::new().format(args.len()).as_bytes());
         buf.extend_from_slice(b"\r\n");
@@ -246,9 +256,13 @@ impl Batch {
         }
     }
 
-    /// Empties the batch, keeping its allocations for reuse.
+    /// Empties the batch, keeping its allocations for reuse (but not an encoding buffer grown
+    /// past [`BUF_KEEP`] by a big value: that memory would stay with the batch for good).
     pub fn clear(&mut self) {
         self.buf.clear();
+        if self.buf.capacity() > BUF_KEEP {
+            self.buf = Vec::new();
+        }
         self.starts.clear();
         self.args.clear();
         self.arg_starts.clear();
@@ -342,6 +356,23 @@ impl std::fmt::Debug for Mutation<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_big_mutation_is_encoded_in_one_allocation_and_not_kept() {
+        let mut b = Batch::new(ReplId::random());
+        let big = vec![b'x'; 5 << 20];
+        b.push(&[b"SET", b"k", &big]);
+        // Reserved at its exact size: no doubling past it.
+        assert_eq!(b.buf.capacity(), b.byte_len());
+        assert_eq!(b.byte_len(), Batch::encoded_len(&[b"SET", b"k", &big]));
+        b.clear();
+        assert!(b.buf.capacity() <= BUF_KEEP, "a cleared batch keeps {} bytes", b.buf.capacity());
+        // Small mutations keep their buffer for reuse.
+        b.push(&[b"SET", b"k", b"v"]);
+        let cap = b.buf.capacity();
+        b.clear();
+        assert_eq!(b.buf.capacity(), cap);
+    }
 
     #[test]
     fn encodes_resp2_and_records_spans() {

@@ -186,6 +186,10 @@ pub struct Multi {
     pub dirty: bool,
 }
 
+/// A bulk argument of this many bytes or more is read straight into its connection's
+/// `pending` buffer, sized for it once (Redis's `PROTO_MBULK_BIG_ARG`).
+pub const BIG_ARG: usize = 32 * 1024;
+
 pub struct Conn {
     /// Client id: unique for the server's lifetime, never reused (CLIENT ID / KILL ID).
     pub id: u64,
@@ -379,6 +383,47 @@ impl Conn {
 
     /// The memory this client holds (CLIENT LIST `tot-mem`, client eviction): its buffers,
     /// the commands it queued in MULTI, and the connection itself.
+    /// While a big bulk argument (at least [`BIG_ARG`] bytes) of the request at the front of
+    /// `pending` is arriving: how many of its bytes are still missing. Only for an
+    /// authenticated RESP client: a connection that has not logged in gets no buffer sized
+    /// from what it declares.
+    pub fn big_arg_missing(&self) -> Option<usize> {
+        if self.pending.is_empty() || self.sbe.is_some() || !self.authenticated {
+            return None;
+        }
+        let (missing, len) = self.parser.as_ref()?.bulk_missing(self.pending.len())?;
+        (len >= BIG_ARG && missing > 0).then_some(missing)
+    }
+
+    /// Reads bytes of a big argument, of which `missing` are still to come, onto the end of
+    /// `pending`, which grows once to hold all of them (not a doubling per 16 KiB read, and no
+    /// copy through the shared read buffer). A socket is asked for all `missing` at once; TLS
+    /// and the rings read into initialized bytes, so a bounded window of them at a time.
+    /// Returns the bytes read (0: end of stream) and whether the read came short, which means
+    /// that the stream has nothing more for now, as for a plain read.
+    pub fn read_into_pending(&mut self, missing: usize) -> io::Result<(usize, bool)> {
+        self.pending.reserve_exact(missing);
+        if let Stream::Tcp(_) | Stream::Unix(_) = self.stream {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
+            let spare = self.pending.spare_capacity_mut();
+            debug_assert!(spare.len() >= missing);
+            // SAFETY: read(2) writes at most `missing` bytes, into spare capacity reserved
+            // just above; exactly the bytes it reports written are then counted as initialized.
+            let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), missing) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            unsafe { self.pending.set_len(self.pending.len() + n as usize) };
+            return Ok((n as usize, (n as usize) < missing));
+        }
+        let window = missing.min(BIG_ARG * 8);
+        let start = self.pending.len();
+        self.pending.resize(start + window, 0);
+        let r = self.stream.read(&mut self.pending[start..]);
+        self.pending.truncate(start + r.as_ref().map_or(0, |n| *n));
+        r.map(|n| (n, n < window))
+    }
+
     pub fn memory(&self) -> usize {
         let queued =
             self.multi.as_ref().map_or(0, |m| m.queued.iter().flatten().map(|a| a.capacity() + 24).sum());

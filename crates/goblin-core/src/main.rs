@@ -51,6 +51,17 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Starts or stops jemalloc's background purging thread (`--jemalloc-bg-thread`, CONFIG SET
+/// jemalloc-bg-thread). A failure is logged and changes nothing: purging then happens inline.
+pub(crate) fn set_jemalloc_bg_thread(on: bool) {
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(on) {
+        tracing::warn!(
+            "jemalloc: could not turn its background thread {}: {e}",
+            if on { "on" } else { "off" }
+        );
+    }
+}
+
 fn main() {
     let cfg = config::Config::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cfg.loglevel).unwrap_or_else(|e| {
@@ -70,6 +81,11 @@ fn main() {
     if let Err(e) = cfg.validate() {
         tracing::error!("{e}");
         std::process::exit(2);
+    }
+    // Before the first big allocation: jemalloc picks the purging of its arena for
+    // allocations of 8 MiB and more when it creates it (at once without the thread).
+    if cfg.jemalloc_bg_thread {
+        set_jemalloc_bg_thread(true);
     }
     if let Some(config::Tool::Dumpworld { host, port, output, user, password_file }) = &cfg.tool {
         std::process::exit(

@@ -1291,8 +1291,14 @@ impl Server {
                 break;
             }
             reads += 1;
-            let n = match conn.stream.read(&mut scratch) {
-                Ok(0) => {
+            // A big argument arriving: its bytes go straight to the connection's buffer.
+            let big = conn.big_arg_missing();
+            let read = match big {
+                Some(missing) => conn.read_into_pending(missing),
+                None => conn.stream.read(&mut scratch).map(|n| (n, n < scratch.len())),
+            };
+            let (n, short) = match read {
+                Ok((0, _)) => {
                     // Peer closed its side. Flush what it asked for, unless it was waiting parked.
                     if conn.parked.is_some() {
                         conn.close_now = true;
@@ -1301,7 +1307,7 @@ impl Server {
                     }
                     break;
                 }
-                Ok(n) => n,
+                Ok(read) => read,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -1314,8 +1320,9 @@ impl Server {
             conn.net_in += n as u64;
             self.stats.reads_processed += 1;
             self.clock_ms = now_ms();
-            let short = n < scratch.len();
-            if conn.pending.is_empty() && conn.parked.is_none() {
+            if big.is_some() {
+                self.process_pending(&mut conn, slot);
+            } else if conn.pending.is_empty() && conn.parked.is_none() {
                 // Fast path: parse straight from the shared buffer; keep only a partial tail.
                 let used = self.process_input(&mut conn, slot, &scratch[..n]);
                 if used < n {

@@ -481,6 +481,24 @@ fn string_encodings_after_in_place_writes_match_redis() {
         &["OBJECT", "ENCODING", "b"],
         &["SET", "b", "x"],
         &["OBJECT", "ENCODING", "b"],
+        // APPEND to a missing key stores its argument as SET would: int, embstr or raw.
+        &["APPEND", "new-int", "5"],
+        &["OBJECT", "ENCODING", "new-int"],
+        &["APPEND", "new-short", "hello"],
+        &["OBJECT", "ENCODING", "new-short"],
+        &["APPEND", "new-empty", ""],
+        &["OBJECT", "ENCODING", "new-empty"],
+        &["STRLEN", "new-empty"],
+        &["APPEND", "new-long", "x".repeat(100).leak()],
+        &["OBJECT", "ENCODING", "new-long"],
+        &["SETRANGE", "new-range", "0", "hi"],
+        &["OBJECT", "ENCODING", "new-range"],
+        &["SET", "n2", "40"],
+        &["SETRANGE", "n2", "1", "2"],
+        &["OBJECT", "ENCODING", "n2"],
+        &["GET", "n2"],
+        &["BITFIELD", "new-bf", "SET", "u8", "0", "65"],
+        &["OBJECT", "ENCODING", "new-bf"],
     ];
     let mut outs = Vec::new();
     for c in [&mut g.conn(), &mut r.conn()] {

@@ -335,3 +335,72 @@ fn garbage_input_never_hurts_the_server() {
     assert_eq!(pong, "PONG");
     assert!(!s.log().contains("panicked"), "{}", s.log());
 }
+
+/// Arguments of 32 KiB and more are read straight into the connection's buffer, sized once
+/// for them: over TCP and a Unix socket, sent in uneven pieces with pauses, several in one
+/// request, one followed by more arguments and by a pipelined request in the same write, and
+/// one cut off by the client closing. Every byte must arrive where it belongs.
+#[test]
+fn big_arguments_arrive_intact_in_pieces() {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let sock = common::temp_path("big-args.sock");
+    let sock_s = sock.to_str().unwrap().to_string();
+    let s = Server::start(&["--unixsocket", &sock_s]);
+    let value = |n: usize, seed: u32| -> Vec<u8> {
+        (0..n as u32).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect()
+    };
+    let (a, b, c) = (value(3 << 20, 1), value(40_000, 2), value(1 << 16, 3));
+    let bulk = |out: &mut Vec<u8>, v: &[u8]| {
+        out.extend_from_slice(format!("${}\r\n", v.len()).as_bytes());
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    };
+    let mut req = b"*5\r\n$4\r\nMSET\r\n$2\r\nka\r\n".to_vec();
+    bulk(&mut req, &a);
+    req.extend_from_slice(b"$2\r\nkb\r\n");
+    bulk(&mut req, &b);
+    req.extend_from_slice(b"*5\r\n$3\r\nSET\r\n$2\r\nkc\r\n");
+    bulk(&mut req, &c);
+    req.extend_from_slice(b"$2\r\nEX\r\n$4\r\n1000\r\n*2\r\n$3\r\nTTL\r\n$2\r\nkc\r\n");
+    let mut expect_get = Vec::new();
+    bulk(&mut expect_get, &a);
+    fn exchange(stream: &mut (impl Read + Write), req: &[u8], get_reply: &[u8]) {
+        // Uneven pieces, a pause now and then: reads stop short inside every argument.
+        let mut at = 0;
+        let mut step = 1usize;
+        while at < req.len() {
+            let end = (at + step).min(req.len());
+            stream.write_all(&req[at..end]).unwrap();
+            at = end;
+            step = (step * 7 + 13) % 300_000 + 1;
+            if step % 5 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        assert_eq!(read_reply(stream), b"+OK\r\n");
+        assert_eq!(read_reply(stream), b"+OK\r\n");
+        assert_eq!(read_reply(stream), b":1000\r\n");
+        stream.write_all(b"*2\r\n$3\r\nGET\r\n$2\r\nka\r\n").unwrap();
+        assert!(read_reply(stream) == get_reply, "GET ka after MSET differs");
+    }
+    let mut tcp = s.raw();
+    exchange(&mut tcp, &req, &expect_get);
+    let mut unix = UnixStream::connect(&sock).unwrap();
+    unix.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.cli(&["FLUSHALL"]);
+    exchange(&mut unix, &req, &expect_get);
+    let mut con = s.conn();
+    let got: Vec<Vec<u8>> = redis::cmd("MGET").arg("kb").arg("kc").query(&mut con).unwrap();
+    assert!(got[0] == b && got[1] == c, "MGET kb kc differ");
+    // A big argument the client gives up on halfway: the connection closes, nothing stored.
+    let mut cut = s.raw();
+    let mut part = b"*3\r\n$3\r\nSET\r\n$3\r\ncut\r\n$1000000\r\n".to_vec();
+    part.extend_from_slice(&a[..500_000]);
+    send(&mut cut, &part);
+    drop(cut);
+    let exists: i64 = redis::cmd("EXISTS").arg("cut").query(&mut con).unwrap();
+    assert_eq!(exists, 0);
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}

@@ -353,6 +353,41 @@ fn config_get_set() {
     assert!(err.to_string().contains("wrong number of arguments for 'config|get' command"), "{err}");
 }
 
+/// `--jemalloc-bg-thread` (Redis's `jemalloc-bg-thread`, on by default): jemalloc's own report
+/// shows its background purging thread running or not, and CONFIG SET switches it.
+#[test]
+fn jemalloc_background_thread_follows_the_setting() {
+    fn running(con: &mut redis::Connection) -> bool {
+        let stats: String = redis::cmd("MEMORY").arg("MALLOC-STATS").query(con).unwrap();
+        match (stats.contains("(background_thread: true)"), stats.contains("(background_thread: false)")) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => panic!("no background_thread state in MALLOC-STATS"),
+        }
+    }
+    let get = |con: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("CONFIG").arg("GET").arg("jemalloc-bg-thread").query(con).unwrap()
+    };
+    let on = Server::start(&[]);
+    let mut con = on.conn();
+    assert_eq!(get(&mut con), ["jemalloc-bg-thread", "yes"]);
+    assert!(running(&mut con));
+    let off = Server::start(&["--jemalloc-bg-thread", "no"]);
+    let mut con = off.conn();
+    assert_eq!(get(&mut con), ["jemalloc-bg-thread", "no"]);
+    assert!(!running(&mut con));
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("jemalloc-bg-thread").arg("yes").query(&mut con).unwrap();
+    assert_eq!(get(&mut con), ["jemalloc-bg-thread", "yes"]);
+    assert!(running(&mut con));
+    let err = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("jemalloc-bg-thread")
+        .arg("maybe")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("argument must be 'yes' or 'no'"), "{err}");
+}
+
 #[test]
 fn memory_usage_and_friends() {
     let s = Server::start(&[]);

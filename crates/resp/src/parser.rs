@@ -216,6 +216,15 @@ impl RequestParser {
         self.stage != Stage::Start
     }
 
+    /// While the current request waits for a bulk argument's payload: how many bytes beyond
+    /// `buf_len` (the length of the buffer the last [`Self::next`] call saw) that bulk still
+    /// needs, its CRLF included, and the bulk's whole length. A reader uses it to size its
+    /// buffer once for a big argument and read it in large pieces, as Redis does.
+    pub fn bulk_missing(&self, buf_len: usize) -> Option<(usize, usize)> {
+        (self.stage == Stage::BulkBody)
+            .then(|| ((self.pos + self.bulk_len + 2).saturating_sub(buf_len), self.bulk_len))
+    }
+
     /// Forgets any partly parsed request (for a caller that discards its buffer mid-request).
     pub fn reset(&mut self) {
         self.stage = Stage::Start;
@@ -688,6 +697,25 @@ mod tests {
 
     fn v(items: &[&str]) -> Vec<Vec<u8>> {
         items.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn bulk_missing_counts_down_to_the_end_of_the_current_bulk() {
+        let mut p = RequestParser::default();
+        let mut buf = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123".to_vec();
+        assert_eq!(p.next(&buf).unwrap(), None);
+        // 6 payload bytes and the CRLF are missing from the 10-byte bulk.
+        assert_eq!(p.bulk_missing(buf.len()), Some((8, 10)));
+        buf.extend_from_slice(b"456789\r");
+        assert_eq!(p.next(&buf).unwrap(), None);
+        assert_eq!(p.bulk_missing(buf.len()), Some((1, 10)));
+        buf.extend_from_slice(b"\n");
+        assert_eq!(p.next(&buf).unwrap(), Some(buf.len()));
+        assert_eq!(p.bulk_missing(buf.len()), None, "no request in progress");
+        // Waiting for a header, not a payload: nothing to size.
+        let mut p = RequestParser::default();
+        assert_eq!(p.next(b"*2\r\n$3\r\nGET\r\n$1").unwrap(), None);
+        assert_eq!(p.bulk_missing(14), None);
     }
 
     fn small_limits() -> Limits {

@@ -313,7 +313,12 @@ impl Keyspace {
                 self.track_field_deadline(key, t);
             }
         }
-        let e = Entry::alloc(key, expire_at, Stored::from_value(value));
+        self.put_stored(key, Stored::from_value(value), expire_at)
+    }
+
+    /// [`Keyspace::put_entry`] of a value already in its stored form (no field deadlines).
+    fn put_stored(&mut self, key: &[u8], value: Stored<'_>, expire_at: Option<Millis>) -> Option<Entry> {
+        let e = Entry::alloc(key, expire_at, value);
         if expire_at.is_some() {
             self.volatile += 1;
         }
@@ -354,6 +359,18 @@ impl Keyspace {
         }
     }
 
+    /// [`Keyspace::put`] of a string given as bytes: they are copied once, into the entry.
+    pub fn put_bytes(&mut self, key: &[u8], bytes: &[u8], expire_at: Option<Millis>) -> bool {
+        match self.put_stored(key, Stored::from_bytes(bytes), expire_at) {
+            // SAFETY: `old` is unlinked and ours (put_stored).
+            Some(old) => {
+                unsafe { old.free() };
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Replaces the value of an existing key and keeps its deadline; inserts a persistent key
     /// if it is missing.
     pub fn replace_value(&mut self, key: &[u8], value: Value) {
@@ -367,6 +384,19 @@ impl Keyspace {
         };
         if !replaced {
             self.put(key, value.take().expect("not consumed"), None);
+        }
+    }
+
+    /// Stores `bytes` at `key` as a string modified in place (see [`Keyspace::mark_raw`]),
+    /// copied once, into the entry; keeps the key's deadline, or creates it persistent.
+    pub fn replace_raw_bytes(&mut self, key: &[u8], bytes: &[u8]) {
+        // SAFETY: as in replace_value.
+        let replaced = unsafe {
+            self.table.replace_with(key, |old| Entry::at(old).set_value(Stored::RawBytes(bytes.into())))
+        };
+        if !replaced {
+            let old = self.put_stored(key, Stored::RawBytes(bytes.into()), None);
+            debug_assert!(old.is_none());
         }
     }
 
@@ -393,20 +423,22 @@ impl Keyspace {
     pub fn mark_raw(&mut self, key: &[u8]) {
         let Some(e) = self.table.get(key) else { return };
         // SAFETY: the entry is live; its value is read before the table changes it.
-        let (form, bytes) = unsafe {
+        let bytes = unsafe {
             let e = Entry::at(e);
-            let bytes = match e.value_ref() {
+            match e.form() {
+                entry::Form::RawBytes => return,
+                // Bytes and RawBytes share a layout: only the form bits change.
+                entry::Form::Bytes => return e.set_form_raw(),
+                _ => {}
+            }
+            match e.value_ref() {
                 crate::ValueRef::Str(s) => s.to_vec(),
                 _ => return,
-            };
-            (e.form(), bytes)
+            }
         };
-        if form == entry::Form::RawBytes {
-            return;
-        }
         // SAFETY: as in replace_value.
         unsafe {
-            self.table.replace_with(key, |old| Entry::at(old).set_value(Stored::RawBytes(bytes)));
+            self.table.replace_with(key, |old| Entry::at(old).set_value(Stored::RawBytes(bytes.into())));
         }
     }
 
@@ -425,7 +457,9 @@ impl Keyspace {
         self.table.get(key).is_some_and(|e| unsafe { Entry::at(e).form() } == entry::Form::RawBytes)
     }
 
-    /// Removes `key` and returns its value.
+    /// Removes `key` and returns its value (a string's bytes copied out of its entry:
+    /// [`Keyspace::delete`] drops it without).
+    #[must_use = "Keyspace::delete drops a value without building it"]
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
         self.take(key).map(|(v, _)| v)
     }

@@ -329,7 +329,7 @@ fn arcount(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Deletes the key if its array emptied (Redis never keeps an empty array).
 fn drop_if_empty(c: &mut Ctx, key: &[u8]) {
     if arr(c, key).is_empty() {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
 }
 

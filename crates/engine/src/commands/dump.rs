@@ -107,7 +107,7 @@ fn restore(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Err(e) => return reply::error(out, e.message()),
     };
     if exists {
-        c.ks.remove(key);
+        c.ks.delete(key);
         c.emit(&[b"DEL", key]);
     }
     let deadline = match ttl {

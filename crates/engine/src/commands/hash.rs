@@ -193,7 +193,7 @@ fn hdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     };
     let removed: Vec<&[u8]> = args[2..].iter().copied().filter(|f| h.remove(f)).collect();
     if h.is_empty() {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
     for f in &removed {
         c.emit(&[b"HDEL", key, f]);
@@ -248,7 +248,7 @@ fn hgetdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
     }
     if h.is_empty() {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
     for f in removed {
         c.emit(&[b"HDEL", key, f]);

@@ -129,7 +129,7 @@ fn remove_fields(c: &mut Ctx, key: &[u8], fields: Vec<Vec<u8>>) {
     }
     let emptied = h.is_empty();
     if emptied {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
     c.stats.expired_fields += fields.len() as u64;
     for f in &fields {
@@ -267,7 +267,7 @@ fn emit_persist(c: &mut Ctx, key: &[u8], fields: &[&[u8]]) {
 /// Removes the key if its hash is empty (the last field went).
 fn drop_if_empty(c: &mut Ctx, key: &[u8]) {
     if matches!(c.ks.get(key), Some(store::ValueRef::Hash(h)) if h.is_empty()) {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
 }
 

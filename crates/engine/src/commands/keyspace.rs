@@ -53,7 +53,7 @@ fn del(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut n = 0;
     for key in &args[1..] {
         if c.exists(key) {
-            c.ks.remove(key);
+            c.ks.delete(key);
             c.emit(&[b"DEL", key]);
             n += 1;
         }
@@ -430,7 +430,7 @@ fn expire(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::integer(out, 0);
     }
     if deadline <= c.now && !c.replaying {
-        c.ks.remove(key);
+        c.ks.delete(key);
         c.emit(&[b"DEL", key]);
     } else {
         c.ks.set_expire(key, Some(deadline));

@@ -263,7 +263,7 @@ fn list_ref<'a>(c: &'a Ctx, key: &[u8]) -> &'a List {
 /// Removes `key` if its list became empty (Redis never keeps an empty list).
 fn drop_if_empty(c: &mut Ctx, key: &[u8]) {
     if list_ref(c, key).is_empty() {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
 }
 
@@ -520,7 +520,7 @@ fn ltrim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     };
     match norm_range(s, e, len) {
         None => {
-            c.ks.remove(key);
+            c.ks.delete(key);
             c.emit(&[b"DEL", key]);
         }
         Some((s, e)) if s == 0 && e + 1 == len => {}

@@ -114,7 +114,7 @@ fn srem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let s = set_mut(c.ks, key);
     let removed: Vec<&[u8]> = args[2..].iter().copied().filter(|m| s.remove(m)).collect();
     if s.is_empty() {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
     for m in &removed {
         c.emit(&[b"SREM", key, m]);
@@ -180,7 +180,7 @@ fn spop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         // Everything goes: no need to draw.
         Some(n) if n >= s.len() => {
             let all = s.members();
-            c.ks.remove(key);
+            c.ks.delete(key);
             all
         }
         _ => {
@@ -192,7 +192,7 @@ fn spop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                 v.push(m);
             }
             if s.is_empty() {
-                c.ks.remove(key);
+                c.ks.delete(key);
             }
             v
         }
@@ -301,7 +301,7 @@ fn smove(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::integer(out, 0);
     }
     if s.is_empty() {
-        c.ks.remove(src);
+        c.ks.delete(src);
     }
     if !dst_exists {
         c.ks.insert(dst, Value::Set(Box::new(Set::new())), None);
@@ -413,7 +413,7 @@ fn store_op(c: &mut Ctx, out: &mut Vec<u8>, op: Op, args: &[&[u8]]) {
     let n = result.len();
     if n == 0 {
         if existed {
-            c.ks.remove(dst);
+            c.ks.delete(dst);
             c.emit(&[b"DEL", dst]);
         }
         return reply::integer(out, 0);

@@ -198,7 +198,7 @@ pub(crate) fn store_string(c: &mut Ctx, key: &[u8], val: &[u8], ttl: SetTtl) {
         }
         SetTtl::At(at) => Some(at),
     };
-    c.ks.put(key, Value::Str(val.to_vec()), at);
+    c.ks.put_bytes(key, val, at);
     emit_set(c, key, val, ttl);
 }
 
@@ -524,7 +524,13 @@ fn too_long(base: u64, add: u64) -> bool {
 fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let (key, tail) = (args[1], args[2]);
     let old = match c.write(key) {
-        None => 0,
+        None => {
+            // Created as SET creates a string (OBJECT ENCODING int, embstr or raw, as Redis
+            // encodes a new key's value), with the empty string too.
+            c.emit(&[b"APPEND", key, tail]);
+            c.ks.put_bytes(key, tail, None);
+            return reply::integer(out, tail.len() as i64);
+        }
         Some(ValueMut::Str(s)) => {
             if too_long(s.len() as u64, tail.len() as u64) {
                 return reply::error(out, errors::STRING_TOO_LONG);
@@ -548,9 +554,8 @@ fn append(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// nothing can fail in between.)
 fn replace_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
     c.emit(&[b"SET", key, &new, b"KEEPTTL"]);
-    c.ks.replace_value(key, Value::Str(new));
     // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
-    c.ks.mark_raw(key);
+    c.ks.replace_raw_bytes(key, &new);
 }
 
 /// Edits the string at `key` (looked up for writing, so live or gone) in place and emits
@@ -571,16 +576,14 @@ pub(crate) fn edit_string(
     if c.ks.edit_string(key, new_len, |b| (edit.take().expect("called once"))(b)) {
         return;
     }
-    let mut v = match c.ks.get(key) {
+    // A missing key, or an integer: stored as (its) bytes, then edited like any other.
+    let v = match c.ks.get(key) {
         Some(ValueRef::Str(s)) => s.to_vec(),
         _ => Vec::new(),
     };
-    if v.len() < new_len {
-        v.resize(new_len, 0);
-    }
-    (edit.take().expect("not called"))(&mut v);
-    c.ks.replace_value(key, Value::Str(v));
-    c.ks.mark_raw(key);
+    c.ks.replace_raw_bytes(key, &v);
+    let edited = c.ks.edit_string(key, new_len, |b| (edit.take().expect("not called"))(b));
+    debug_assert!(edited, "a byte string was just stored");
 }
 
 /// Stores a string an edit built whole (BITFIELD on an absent key or an integer-form string;
@@ -593,9 +596,8 @@ pub(crate) fn edit_string(
 /// `DEL` emitted before this).
 pub(crate) fn store_modified(c: &mut Ctx, key: &[u8], new: Vec<u8>, name: &[u8], args: &[&[u8]]) {
     c.emit_request(name, args);
-    c.ks.replace_value(key, Value::Str(new));
     // Modified in place, as Redis sees it: OBJECT ENCODING says `raw` from now on.
-    c.ks.mark_raw(key);
+    c.ks.replace_raw_bytes(key, &new);
 }
 
 /// SETRANGE key offset value

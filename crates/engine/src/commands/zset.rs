@@ -145,7 +145,7 @@ fn remove_members(c: &mut Ctx, key: &[u8], members: &[Vec<u8>]) {
         c.emit(&[b"ZREM", key, m]);
     }
     if empty {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
 }
 
@@ -387,7 +387,7 @@ pub(crate) enum DstForm {
 pub(crate) fn store_items(c: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)], form: DstForm) -> i64 {
     let existed = c.exists(dst);
     if existed {
-        c.ks.remove(dst);
+        c.ks.delete(dst);
         c.emit(&[b"DEL", dst]);
     }
     if items.is_empty() {
@@ -547,7 +547,7 @@ pub(crate) fn zadd_pairs(c: &mut Ctx, out: &mut Vec<u8>, key: &[u8], f: AddFlags
     };
     // A key created here and left empty (an INCR that hit NaN cannot, but stay safe).
     if empty {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
     for &(s, m) in &changes {
         emit_zadd(c, key, s, m);
@@ -595,7 +595,7 @@ fn zrem(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         c.emit(&[b"ZREM", key, m]);
     }
     if empty {
-        c.ks.remove(key);
+        c.ks.delete(key);
     }
     reply::integer(out, removed.len() as i64);
 }

@@ -73,6 +73,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
         ("lua-time-limit", c.busy_reply_threshold.to_string()),
         ("cluster-enabled", yes_no(c.cluster_enabled)),
+        ("jemalloc-bg-thread", yes_no(c.jemalloc_bg_thread)),
         // "host port" of the Redis primary this server follows (REPLICAOF); on a primary,
         // the name with an empty value, as Redis answers.
         ("replicaof", s.redis_primary_config()),
@@ -245,6 +246,7 @@ fn set_failed(out: &mut Vec<u8>, name: &[u8], why: &str) {
 fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
     enum Change {
         MaxClients(u32),
+        JemallocBgThread(bool),
         MaxBulk(u64),
         RequirePass(String),
         DbFilename(String),
@@ -391,6 +393,9 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
             // Redis accepts any non-negative value and runs at 1..=500.
+            "jemalloc-bg-thread" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::JemallocBgThread)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
             "hz" => int(0, I32).map(|n| Change::Hz(n.clamp(1, 500) as u32)),
             "tracking-table-max-keys" => int(0, MAX).map(|n| Change::TrackingMaxKeys(n as usize)),
             "notify-keyspace-events" => crate::notify::parse_flags(val)
@@ -488,6 +493,10 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             }
             Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
             Change::Hz(n) => s.cfg.hz = n,
+            Change::JemallocBgThread(on) => {
+                crate::set_jemalloc_bg_thread(on);
+                s.cfg.jemalloc_bg_thread = on;
+            }
             Change::OutputLimit(n) => s.cfg.client_output_limit = n,
             Change::Evict(cfg) => {
                 s.engine.set_evict_config(cfg);

@@ -35,6 +35,7 @@ use crate::types::{Hash, List, Set, SparseArray, Stream, ZSet};
 use crate::value::{StrRef, Value, ValueMut, ValueRef};
 use crate::Millis;
 use std::alloc::{self, Layout};
+use std::borrow::Cow;
 use std::ptr::{self, NonNull};
 
 /// The tag byte follows the 8-byte link.
@@ -98,21 +99,23 @@ impl Form {
 /// A value on its way into an entry. Collections are already raw pointers: whoever holds a
 /// `Stored` must pass it to [`Entry::alloc`] or [`Entry::set_value`], or drop it with
 /// [`Stored::drop_value`].
-pub enum Stored {
-    Bytes(Vec<u8>),
+pub enum Stored<'a> {
+    /// Bytes owned or borrowed: either way copied into the entry, so a caller holding a
+    /// request's argument lends it and saves a copy of its own (a 64 MiB SET: one copy).
+    Bytes(Cow<'a, [u8]>),
     /// Bytes kept as bytes whatever they hold (see [`Form::RawBytes`]).
-    RawBytes(Vec<u8>),
+    RawBytes(Cow<'a, [u8]>),
     Int(i64),
     Coll(Form, *mut u8),
 }
 
-impl Stored {
+impl Stored<'_> {
     /// Converts an owned value, storing canonical decimal strings as integers.
-    pub fn from_value(v: Value) -> Stored {
+    pub fn from_value(v: Value) -> Stored<'static> {
         match v {
             Value::Str(b) => match parse_canonical_i64(&b) {
                 Some(i) => Stored::Int(i),
-                None => Stored::Bytes(b),
+                None => Stored::Bytes(Cow::Owned(b)),
             },
             Value::Int(i) => Stored::Int(i),
             Value::Hash(b) => Stored::Coll(Form::Hash, Box::into_raw(b) as *mut u8),
@@ -121,6 +124,15 @@ impl Stored {
             Value::List(b) => Stored::Coll(Form::List, Box::into_raw(b) as *mut u8),
             Value::Array(b) => Stored::Coll(Form::Array, Box::into_raw(b) as *mut u8),
             Value::Stream(b) => Stored::Coll(Form::Stream, Box::into_raw(b) as *mut u8),
+        }
+    }
+
+    /// A byte string, borrowed until the entry copies it; a canonical decimal integer is
+    /// stored as one, as [`Stored::from_value`] does.
+    pub fn from_bytes(b: &[u8]) -> Stored<'_> {
+        match parse_canonical_i64(b) {
+            Some(i) => Stored::Int(i),
+            None => Stored::Bytes(Cow::Borrowed(b)),
         }
     }
 
@@ -231,7 +243,7 @@ impl Entry {
     }
 
     /// Allocates and fills a new entry (link null). Takes ownership of the value.
-    pub fn alloc(key: &[u8], expire_at: Option<Millis>, value: Stored) -> NonNull<u8> {
+    pub fn alloc(key: &[u8], expire_at: Option<Millis>, value: Stored<'_>) -> NonNull<u8> {
         let size = size_of_parts(key.len(), expire_at.is_some(), value.size());
         // SAFETY: the layout has a non-zero size (at least HEADER); every write below stays
         // within `size` bytes, as size_of_parts counts each field written.
@@ -427,7 +439,7 @@ impl Entry {
     ///
     /// # Safety
     /// The entry is live and exclusively the caller's; the old address is dead afterwards.
-    pub unsafe fn set_value(self, value: Stored) -> NonNull<u8> {
+    pub unsafe fn set_value(self, value: Stored<'_>) -> NonNull<u8> {
         let f = self.form();
         if !matches!(f, Form::Bytes | Form::RawBytes | Form::Int) {
             drop(value_from_raw(f, self.coll_ptr()));
@@ -494,6 +506,17 @@ impl Entry {
         }
     }
 
+    /// Turns a `Bytes` value into `RawBytes` in place (same layout); anything else is left
+    /// alone.
+    ///
+    /// # Safety
+    /// The entry is live and exclusively the caller's.
+    pub unsafe fn set_form_raw(self) {
+        if self.form() == Form::Bytes {
+            *self.p.add(TAG_AT) = (*self.p.add(TAG_AT) & !FORM_MASK) | Form::RawBytes.tag_bits();
+        }
+    }
+
     /// Copies the entry into a new allocation with expiry `at` (added, changed or removed) and
     /// frees the old one; returns the new address. The value moves over untouched.
     ///
@@ -529,7 +552,7 @@ impl Entry {
 
 /// Writes a value's bytes at `v`, taking ownership of it (a collection pointer moves into the
 /// entry; a byte vector is copied and freed).
-unsafe fn write_value(v: *mut u8, value: Stored) {
+unsafe fn write_value(v: *mut u8, value: Stored<'_>) {
     match value {
         Stored::Bytes(b) | Stored::RawBytes(b) => {
             let w = write_varint(v, b.len());
