@@ -597,7 +597,7 @@ fn search(z: &ZSet, s: &Search, limit: usize) -> Vec<Point> {
         let shift = 52 - u32::from(h.step) * 2;
         let min = (h.bits << shift) as f64;
         let max = ((h.bits + 1) << shift) as f64;
-        let start = z.partition_point(|sc, _| sc < min);
+        let start = z.count_below(min, false);
         for (m, sc) in z.iter_from(start) {
             if sc >= max {
                 break;

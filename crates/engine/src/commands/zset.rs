@@ -197,24 +197,11 @@ impl ScoreRange {
         let (max, maxex) = parse_score_bound(max)?;
         Some(ScoreRange { min, minex, max, maxex })
     }
-    fn above_min(&self, s: f64) -> bool {
-        if self.minex {
-            s > self.min
-        } else {
-            s >= self.min
-        }
-    }
-    fn below_max(&self, s: f64) -> bool {
-        if self.maxex {
-            s < self.max
-        } else {
-            s <= self.max
-        }
-    }
     /// The ascending rank interval of the elements inside the range.
     fn interval(&self, z: &ZSet) -> (usize, usize) {
-        let lo = z.partition_point(|s, _| !self.above_min(s));
-        let hi = z.partition_point(|s, _| self.below_max(s));
+        // Below the minimum: scores under it (at it too when it is exclusive).
+        let lo = z.count_below(self.min, self.minex);
+        let hi = z.count_below(self.max, !self.maxex);
         (lo, hi.max(lo))
     }
 }

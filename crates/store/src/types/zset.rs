@@ -158,25 +158,53 @@ fn encoded_len(score: f64, member: &[u8]) -> usize {
 /// Decodes the entry at `off`: (score, member, offset of the next entry).
 #[inline]
 fn decode_entry(buf: &[u8], off: usize) -> (f64, &[u8], usize) {
+    let (score, member_at, len) = decode_head(buf, off);
+    (score, &buf[member_at..member_at + len], member_at + len)
+}
+
+/// The entry at `off`'s score and the offset just past it: the member is skipped, not sliced
+/// (scans that judge entries by score alone).
+#[inline]
+fn decode_score(buf: &[u8], off: usize) -> (f64, usize) {
+    let (score, member_at, len) = decode_head(buf, off);
+    (score, member_at + len)
+}
+
+/// The entry at `off`'s score, its member's offset and its member's length.
+#[inline(always)]
+fn decode_head(buf: &[u8], off: usize) -> (f64, usize, usize) {
     let short = (buf[off] >> 4) as usize;
     let tag = buf[off] & 0x0F;
     let mut p = off + 1;
     let score = if tag == TAG_F64 {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&buf[p..p + 8]);
+        let b: [u8; 8] = buf[p..p + 8].try_into().expect("8 bytes");
         p += 8;
         f64::from_bits(u64::from_le_bytes(b))
     } else {
         let n = tag as usize;
-        let mut b = [0u8; 8];
-        b[..n].copy_from_slice(&buf[p..p + n]);
+        // One 8-byte load and a mask where 8 bytes remain (nearly always: a member follows),
+        // not a copy of `n` bytes.
+        let z = match buf.get(p..p + 8) {
+            Some(b) => {
+                let v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+                if n >= 8 {
+                    v
+                } else {
+                    v & ((1u64 << (8 * n)) - 1)
+                }
+            }
+            None => {
+                let mut b = [0u8; 8];
+                b[..n].copy_from_slice(&buf[p..p + n]);
+                u64::from_le_bytes(b)
+            }
+        };
         p += n;
-        let z = u64::from_le_bytes(b);
         let i = ((z >> 1) as i64) ^ -((z & 1) as i64);
         i as f64
     };
     if short != 0 {
-        return (score, &buf[p..p + short - 1], p + short - 1);
+        return (score, p, short - 1);
     }
     let mut len = 0usize;
     let mut shift = 0;
@@ -189,7 +217,7 @@ fn decode_entry(buf: &[u8], off: usize) -> (f64, &[u8], usize) {
         }
         shift += 7;
     }
-    (score, &buf[p..p + len], p + len)
+    (score, p, len)
 }
 
 /// [`decode_entry`] for untrusted bytes: None unless the entry lies within `buf`, its tag is
@@ -239,12 +267,75 @@ struct Chunk {
     buf: Vec<u8>,
     /// Number of entries in `buf`.
     n: u32,
+    /// The score of the entry at offset 0 rounded down to an f32 (exact for most scores;
+    /// meaningless while the chunk is empty), kept here so that a binary search over the
+    /// chunks reads the chunk array, not each probed chunk's bytes (a cache miss apiece). An
+    /// f32, not the f64, so that a chunk stays 32 bytes. Whatever changes the first entry
+    /// calls [`Chunk::set_first`].
+    first_floor: f32,
+}
+
+/// The largest f32 at or below `x` (an f64 that is not NaN).
+fn f32_floor(x: f64) -> f32 {
+    let r = x as f32;
+    if r as f64 > x {
+        r.next_down()
+    } else {
+        r
+    }
 }
 
 impl Chunk {
-    fn first(&self) -> (f64, &[u8]) {
-        let (s, m, _) = decode_entry(&self.buf, 0);
-        (s, m)
+    /// A chunk of the packed entries `buf` (at least one), `n` of them.
+    fn of(buf: Vec<u8>, n: u32) -> Chunk {
+        let mut c = Chunk { buf, n, first_floor: 0.0 };
+        c.set_first();
+        c
+    }
+
+    fn set_first(&mut self) {
+        if !self.buf.is_empty() {
+            self.first_floor = f32_floor(decode_score(&self.buf, 0).0);
+        }
+    }
+
+    /// How the first entry's score compares with `x`, when the cached bound decides it:
+    /// `first_floor <= first < next_up(first_floor)`. None: read the entry.
+    #[inline]
+    fn first_vs(&self, x: f64) -> Option<Ordering> {
+        let floor = self.first_floor as f64;
+        if x < floor {
+            return Some(Ordering::Greater);
+        }
+        let up = self.first_floor.next_up() as f64;
+        if x >= up && up > floor {
+            return Some(Ordering::Less);
+        }
+        None
+    }
+
+    /// Whether the chunk's first entry orders at or before (score, member).
+    #[inline]
+    fn starts_at_or_before(&self, score: f64, member: &[u8]) -> bool {
+        match self.first_vs(score) {
+            Some(o) => o == Ordering::Less,
+            None => {
+                let (s, m, _) = decode_entry(&self.buf, 0);
+                cmp_entry(s, m, score, member) != Ordering::Greater
+            }
+        }
+    }
+
+    /// Whether the chunk's first score is below `t` (at or below it when `inclusive`).
+    #[inline]
+    fn starts_below(&self, t: f64, inclusive: bool) -> bool {
+        match self.first_vs(t) {
+            Some(o) => o == Ordering::Less,
+            None => {
+                let s = decode_score(&self.buf, 0).0;
+                s < t || (inclusive && s == t)
+            }
+        }
     }
 
     /// Offsets of every entry, in order.
@@ -280,12 +371,18 @@ impl Chunk {
         self.buf[off..off + hn].copy_from_slice(&h[..hn]);
         self.buf[off + hn..off + total].copy_from_slice(member);
         self.n += 1;
+        if off == 0 {
+            self.set_first();
+        }
     }
 
     fn remove_at(&mut self, off: usize) {
         let (_, _, next) = decode_entry(&self.buf, off);
         self.buf.drain(off..next);
         self.n -= 1;
+        if off == 0 {
+            self.set_first();
+        }
     }
 }
 
@@ -729,7 +826,7 @@ impl ZSet {
             }
             let mut buf = Vec::with_capacity(seg.len());
             buf.extend_from_slice(seg);
-            chunks.push(Chunk { buf, n: n_in });
+            chunks.push(Chunk::of(buf, n_in));
             Ok(())
         })?;
         if n != count {
@@ -788,6 +885,7 @@ impl ZSet {
             let s = if !big && *s == 0.0 { 0.0 } else { *s };
             let elen = encoded_len(s, m);
             if cur.n > 0 && cur.buf.len() + elen > CHUNK_BYTES {
+                cur.set_first();
                 chunks.push(std::mem::take(&mut cur));
             }
             cur.reserve(elen);
@@ -796,6 +894,7 @@ impl ZSet {
             stored.push(s);
         }
         if cur.n > 0 {
+            cur.set_first();
             chunks.push(cur);
         }
         let mut z = ZSet { chunks: OneOrVec::from_vec(chunks), len: entries.len(), index: None };
@@ -826,10 +925,7 @@ impl ZSet {
     /// The chunk that holds, or would hold, (score, member): the last chunk whose first entry
     /// is <= it (the first chunk if none is).
     fn chunk_for(&self, score: f64, member: &[u8]) -> usize {
-        let pp = self.chunks.partition_point(|c| {
-            let (s, m) = c.first();
-            cmp_entry(s, m, score, member) != Ordering::Greater
-        });
+        let pp = self.chunks.partition_point(|c| c.starts_at_or_before(score, member));
         pp.saturating_sub(1)
     }
 
@@ -1021,9 +1117,10 @@ impl ZSet {
         let mid_i = offs.len() / 2;
         let mid = offs[mid_i];
         let right_buf = self.chunks[ci].buf[mid..].to_vec();
-        let mut right = Chunk { buf: Vec::new(), n: (offs.len() - mid_i) as u32 };
+        let mut right = Chunk { n: (offs.len() - mid_i) as u32, ..Chunk::default() };
         right.reserve(right_buf.len() + elen);
         right.buf.extend_from_slice(&right_buf);
+        right.set_first();
         {
             let left = &mut self.chunks[ci];
             left.buf.truncate(mid);
@@ -1159,7 +1256,7 @@ impl ZSet {
     /// a scan inside one chunk.
     pub fn partition_point(&self, mut below: impl FnMut(f64, &[u8]) -> bool) -> usize {
         let ci = self.chunks.partition_point(|c| {
-            let (s, m) = c.first();
+            let (s, m, _) = decode_entry(&c.buf, 0);
             below(s, m)
         });
         if ci == 0 {
@@ -1179,6 +1276,31 @@ impl ZSet {
             off = next;
         }
         before + r
+    }
+
+    /// How many entries score below `t` (at or below it when `inclusive`): the rank where a
+    /// score range starts or ends. [`ZSet::partition_point`]'s answer for that predicate, with
+    /// the chunks' cached first scores searched and members skipped rather than decoded.
+    pub fn count_below(&self, t: f64, inclusive: bool) -> usize {
+        let below = |s: f64| s < t || (inclusive && s == t);
+        let ci = self.chunks.partition_point(|c| c.starts_below(t, inclusive));
+        if ci == 0 {
+            return 0;
+        }
+        let ci = ci - 1;
+        let buf = &self.chunks[ci].buf;
+        // The chunk's first entry is below (the search above says so).
+        let mut off = decode_score(buf, 0).1;
+        let mut r = 1;
+        while off < buf.len() {
+            let (s, next) = decode_score(buf, off);
+            if !below(s) {
+                break;
+            }
+            r += 1;
+            off = next;
+        }
+        self.entries_before(ci) + r
     }
 
     /// Calls `f(member, score)` for ranks `from..to` (ascending ranks, `to` exclusive), in
@@ -1287,7 +1409,7 @@ impl ZSet {
 
     /// The position of the first entry whose score is >= `score` (numerically), if any.
     fn first_at_or_above(&self, score: f64) -> Option<Pos> {
-        let after = self.chunks.partition_point(|c| c.first().0 < score);
+        let after = self.chunks.partition_point(|c| c.starts_below(score, false));
         let mut ci = after.saturating_sub(1);
         while let Some(c) = self.chunks.get(ci) {
             let mut off = 0;
@@ -1429,8 +1551,52 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
+    /// A chunk's cached first-score bound decides a comparison only when it is sure, at the
+    /// edges too (infinities, -0, beyond f32's range, scores between two f32s).
+    #[test]
+    fn first_score_bound_decides_only_when_sure() {
+        let big = f32::MAX as f64 * 4.0;
+        let scores = [
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            -0.1,
+            1e300,
+            -1e300,
+            big,
+            -big,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            16_777_217.0,
+            1_700_000_000_123.0,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+        ];
+        for &first in &scores {
+            let mut buf = Vec::new();
+            encode_entry(&mut buf, first, b"m");
+            let c = Chunk::of(buf, 1);
+            assert!((c.first_floor as f64) <= first, "{first}");
+            for &x in scores.iter().chain(&[first, first + 1e-9, first - 1e-9]) {
+                if let Some(o) = c.first_vs(x) {
+                    assert_eq!(Some(o), first.partial_cmp(&x), "first {first} against {x}");
+                    assert_ne!(o, Ordering::Equal);
+                }
+                for inclusive in [false, true] {
+                    assert_eq!(
+                        c.starts_below(x, inclusive),
+                        first < x || (inclusive && first == x),
+                        "{first} {x}"
+                    );
+                }
+            }
+        }
+    }
+
     /// A one-member set is its header (one chunk inline) plus one small buffer; it was
-    /// ~200 bytes with a four-slot chunk vector and a 16-byte minimum buffer.
+    /// ~200 bytes with a four-slot chunk vector and a 16-byte minimum buffer. (A chunk keeps
+    /// its first score as an f32 bound, not an f64, to stay within these bounds.)
     #[test]
     fn tiny_zset_memory_is_bounded() {
         assert!(std::mem::size_of::<ZSet>() <= 48, "header grew to {}", std::mem::size_of::<ZSet>());
@@ -1478,6 +1644,20 @@ mod tests {
         for (r, (m, s)) in want.iter().enumerate() {
             assert_eq!(z.rank(m).map(|x| x.0), Some(r));
             assert!(z.score(m) == Some(*s));
+        }
+        // Score-only partitions: at every score present, just above and below it, and at the
+        // infinities, as the model counts them.
+        let mut cuts: Vec<f64> = want.iter().flat_map(|(_, s)| [*s, s - 0.25, s + 0.25]).collect();
+        cuts.extend([f64::NEG_INFINITY, f64::INFINITY]);
+        for t in cuts {
+            let below = want.iter().filter(|(_, s)| *s < t).count();
+            assert_eq!(z.count_below(t, false), below, "score < {t}");
+            assert_eq!(z.partition_point(|s, _| s < t), below, "score < {t}");
+            let at_most = want.iter().filter(|(_, s)| *s <= t).count();
+            assert_eq!(z.count_below(t, true), at_most, "score <= {t}");
+        }
+        for (ci, c) in z.chunks.iter().enumerate() {
+            assert_eq!(c.first_floor, f32_floor(decode_entry(&c.buf, 0).0), "chunk {ci}'s first score");
         }
         if let Some(ix) = &z.index {
             assert_eq!(ix.live(), z.len());
@@ -1628,7 +1808,10 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (any::<u8>(), any::<i8>()).prop_map(|(m, s)| Op::Add(m, s)),
-            1 => (any::<u8>(), prop_oneof![Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0), -1e3f64..1e3]).prop_map(|(m, s)| Op::AddF(m, s)),
+            1 => (any::<u8>(), prop_oneof![Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0), -1e3f64..1e3,
+                // Integral scores of every width the integer form takes (1 to 7 bytes).
+                (0u32..53, any::<bool>()).prop_map(|(b, neg)| { let i = (1i64 << b) + b as i64; (if neg { -i } else { i }) as f64 })])
+                .prop_map(|(m, s)| Op::AddF(m, s)),
             3 => any::<u8>().prop_map(Op::Rem),
         ]
     }
@@ -1783,7 +1966,7 @@ mod tests {
                 1 => any::<u16>().prop_map(TreeOp::Remove),
             ], 0..200),
         ) {
-            let mut chunks: Vec<Chunk> = start.iter().map(|&n| Chunk { buf: Vec::new(), n }).collect();
+            let mut chunks: Vec<Chunk> = start.iter().map(|&n| Chunk { buf: Vec::new(), n, first_floor: 0.0 }).collect();
             let mut tree = RankTree::default();
             tree.resync(&chunks, 0);
             for op in ops {
@@ -1800,7 +1983,7 @@ mod tests {
                     }
                     TreeOp::Insert(c, n) => {
                         let ci = c as usize % (chunks.len() + 1);
-                        chunks.insert(ci, Chunk { buf: Vec::new(), n: n as u32 });
+                        chunks.insert(ci, Chunk { buf: Vec::new(), n: n as u32, first_floor: 0.0 });
                         tree.resync(&chunks, ci);
                     }
                     TreeOp::Remove(c) if !chunks.is_empty() => {
