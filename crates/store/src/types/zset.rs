@@ -27,7 +27,9 @@
 //! capacities 11 * 1.5^k, load at most 4/5) whose slot holds the member's 32-bit hash and its
 //! *score* (12 bytes), not a pointer: chunk splits and merges never move anything the index
 //! refers to. A lookup hashes the member, and for each slot with the same hash binary-searches
-//! the chunks for (score, member). The table grows incrementally: a 1.5x table is allocated
+//! the chunks for (score, member). Each chunk keeps its first score beside it, rounded down to
+//! an f32 (exact for most scores; a chunk stays 32 bytes): the search compares against that
+//! bound and reads a chunk's bytes only when a score lies within one f32 step of it. The table grows incrementally: a 1.5x table is allocated
 //! and each later write moves `MIGRATE_STEP` slots of the old one (deletions there leave
 //! tombstones), so no single command pays for a whole rehash. The hash is the keyspace's keyed
 //! hash (per-process random secrets), so crafted members cannot flood one probe run.
