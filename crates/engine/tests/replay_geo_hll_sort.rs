@@ -217,6 +217,9 @@ fn canonical_mutations() {
     let (r, m) = run(&["PFADD", "big", "y1", "y2", "y3", "y4"]);
     assert_eq!(r, ":1\r\n");
     assert_eq!(m.iter().map(|m| body(m)).collect::<Vec<_>>(), ["PFADD big y1 y2 y3 y4"]);
+    let (r, m) = run(&["PFADD", "big", "y1", "y3"]);
+    assert_eq!(r, ":0\r\n", "counted already");
+    assert!(m.is_empty(), "a dense PFADD that raises no register writes nothing: {m:?}");
     let (_, m) = run(&["PFCOUNT", "big"]);
     assert_eq!(m.len(), 1);
     assert!(body(&m[0]).starts_with("SETRANGE big 8 "), "{m:?}");

@@ -498,11 +498,34 @@ fn pfadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let key = args[1];
     let (mut s, created) = match c.write(key) {
         None => (new_hll(), true),
+        Some(ValueMut::Str(StrRef::Bytes(b))) if is_hll(b) && b[4] == DENSE => {
+            // A dense value is raised where it lies: read first, written only if a register
+            // rises (a saturated counter's PFADD copies nothing, writes nothing).
+            let regs = &b[HDR..];
+            let Some(first) = args[2..].iter().position(|e| {
+                let (i, count) = pat_len(e);
+                count > dense_get(regs, i)
+            }) else {
+                return reply::integer(out, 0);
+            };
+            // Its record is the request, not the 12 KB value, as Redis replicates it: replayed
+            // on the same bytes it raises the same registers, whatever the configuration.
+            c.emit_request(b"PFADD", args);
+            let edited = c.ks.edit_string(key, DENSE_SIZE, |s| {
+                // The elements before `first` raise nothing (registers only rise).
+                for e in &args[2 + first..] {
+                    let (i, count) = pat_len(e);
+                    dense_set(&mut s[HDR..], i, count);
+                }
+                invalidate(s);
+            });
+            debug_assert!(edited, "a byte string was just read");
+            return reply::integer(out, 1);
+        }
         Some(ValueMut::Str(StrRef::Bytes(b))) if is_hll(b) => (b.to_vec(), false),
         Some(ValueMut::Str(_)) => return reply::error(out, NOT_HLL),
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
-    let was_dense = !created && s[4] == DENSE;
     let mut updated = usize::from(created);
     let mut corrupt = false;
     for e in &args[2..] {
@@ -520,14 +543,9 @@ fn pfadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if updated > 0 && !corrupt {
         invalidate(&mut s);
     }
-    if updated > 0 && was_dense && !corrupt {
-        // A dense value only raises registers, whatever the configuration: the PFADD itself,
-        // replayed on the same bytes, leaves the same bytes, and its record is the request,
-        // not the 12 KB value (as Redis replicates it). A sparse one is written whole: its
-        // form depends on `hll-sparse-max-bytes`, which a replica or a replay may not share.
-        c.emit_request(b"PFADD", args);
-        c.ks.replace_value(key, Value::Str(s));
-    } else if updated > 0 {
+    // A sparse (or new) value is written whole: its form depends on `hll-sparse-max-bytes`,
+    // which a replica or a replay may not share.
+    if updated > 0 {
         store_hll(c, key, s);
     }
     if corrupt {
