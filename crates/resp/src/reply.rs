@@ -67,6 +67,15 @@ pub fn integer(out: &mut Vec<u8>, n: i64) {
 /// `$<len>\r\n<bytes>\r\n`
 #[inline]
 pub fn bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.len() < 10 {
+        // The usual short element (LRANGE, SMEMBERS ...): its header is one digit, and the
+        // room for all of it is checked once.
+        out.reserve(bytes.len() + 6);
+        out.extend_from_slice(&[b'$', b'0' + bytes.len() as u8, b'\r', b'\n']);
+        out.extend_from_slice(bytes);
+        out.extend_from_slice(b"\r\n");
+        return;
+    }
     out.push(b'$');
     out.extend_from_slice(itoa::Buffer::new().format(bytes.len()).as_bytes());
     out.extend_from_slice(b"\r\n");
@@ -251,6 +260,19 @@ mod tests {
             out,
             b"+OK\r\n:-42\r\n$4\r\na\r\nb\r\n$-1\r\n-ERR bad  thing\r\n*1\r\n$1\r\n7\r\n".to_vec()
         );
+    }
+
+    #[test]
+    fn bulk_headers_at_every_length_around_the_one_digit_path() {
+        for n in [0usize, 1, 9, 10, 11, 99, 100, 12345] {
+            let v = vec![b'x'; n];
+            let mut out = Vec::new();
+            bulk(&mut out, &v);
+            let mut want = format!("${n}\r\n").into_bytes();
+            want.extend_from_slice(&v);
+            want.extend_from_slice(b"\r\n");
+            assert_eq!(out, want, "length {n}");
+        }
     }
 
     #[test]

@@ -732,10 +732,11 @@ impl List {
     /// Iterates the elements from position `start` (clamped) towards the tail.
     pub fn iter_from(&self, start: usize) -> Iter<'_> {
         if start >= self.len {
-            return Iter { list: self, ci: self.chunks.len(), off: 0 };
+            return Iter { list: self, ci: self.chunks.len(), rest: &[] };
         }
         let (ci, k) = self.locate(start);
-        Iter { list: self, ci, off: self.chunks[ci].offset_of(k) }
+        let c = &self.chunks[ci];
+        Iter { list: self, ci, rest: &c.data[c.offset_of(k)..c.tail as usize] }
     }
 
     pub fn iter(&self) -> Iter<'_> {
@@ -912,20 +913,27 @@ impl List {
 /// Forward iterator over a list's elements.
 pub struct Iter<'a> {
     list: &'a List,
+    /// The chunk `rest` lies in.
     ci: usize,
-    off: usize,
+    /// The entries of chunk `ci` not yet returned: the next one is at its start. Empty only
+    /// at the end (chunks are never empty), so an element costs a decode, not a lookup of its
+    /// chunk in the deque.
+    rest: &'a [u8],
 }
 
 impl<'a> Iterator for Iter<'a> {
     type Item = Elem<'a>;
+    #[inline]
     fn next(&mut self) -> Option<Elem<'a>> {
-        let c = self.list.chunks.get(self.ci)?;
-        let (e, n) = entry::decode(&c.data[self.off..]);
-        self.off += n;
-        if self.off >= c.tail as usize {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let (e, n) = entry::decode(self.rest);
+        self.rest = &self.rest[n..];
+        if self.rest.is_empty() {
             self.ci += 1;
             if let Some(nc) = self.list.chunks.get(self.ci) {
-                self.off = nc.head as usize;
+                self.rest = &nc.data[nc.head as usize..nc.tail as usize];
             }
         }
         Some(e)
