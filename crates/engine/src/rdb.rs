@@ -823,17 +823,13 @@ impl<'a> Reader<'a> {
             }
             TYPE_ZSET | TYPE_ZSET_2 => {
                 let n = self.len()?;
-                let mut z = ZSet::new();
+                let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
                 for _ in 0..n {
                     let m = self.string()?;
                     let s = if ty == TYPE_ZSET_2 { self.binary_double()? } else { self.text_double()? };
-                    // Exact bits: a -0 score stays -0 whatever form the set takes, as the
-                    // origin stored it.
-                    if z.insert_exact(&m, s).is_some() {
-                        return Err(BAD);
-                    }
+                    items.push((m, s));
                 }
-                nonempty(z.len(), Value::ZSet(Box::new(z)))
+                nonempty(items.len(), Value::ZSet(Box::new(zset_of(items)?)))
             }
             TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
                 let blob = self.string()?;
@@ -896,6 +892,36 @@ fn deadline_in_range(at: i64) -> R<i64> {
     } else {
         Err(BAD)
     }
+}
+
+/// The sorted set of an RDB's member/score pairs. Redis writes a big set from its highest
+/// score down and goblin-core from its lowest up: either way the set is built in one pass
+/// (`ZSet::from_sorted`) when its members are distinct and no score is -0 (which the one-pass
+/// build would store as 0 in the small form); otherwise member by member. Scores keep their
+/// exact bits, as the origin stored them. A member given twice is an error.
+fn zset_of(mut items: Vec<(Vec<u8>, f64)>) -> R<ZSet> {
+    use std::cmp::Ordering;
+    let cmp =
+        |a: &(Vec<u8>, f64), b: &(Vec<u8>, f64)| a.1.partial_cmp(&b.1).map(|o| o.then_with(|| a.0.cmp(&b.0)));
+    if items.windows(2).all(|w| cmp(&w[0], &w[1]) == Some(Ordering::Greater)) {
+        items.reverse();
+    }
+    if items.iter().all(|(_, s)| s.to_bits() != (-0.0f64).to_bits()) {
+        let mut seen = std::collections::HashSet::with_capacity(items.len());
+        if !items.iter().all(|(m, _)| seen.insert(m.as_slice())) {
+            return Err(BAD);
+        }
+        if let Some((z, _)) = ZSet::from_sorted(&items, false) {
+            return Ok(z);
+        }
+    }
+    let mut z = ZSet::new();
+    for (m, s) in &items {
+        if s.is_nan() || z.insert_exact(m, *s).is_some() {
+            return Err(BAD);
+        }
+    }
+    Ok(z)
 }
 
 fn nonempty(len: usize, v: Value) -> R<Value> {
@@ -1171,6 +1197,39 @@ fn intset(blob: &[u8]) -> R<Vec<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A set read in either order (Redis's descending, goblin-core's ascending) is the set
+    /// inserting its members one by one builds, scores to the bit (-0 kept); a member given
+    /// twice is refused on both paths.
+    #[test]
+    fn zset_of_builds_what_inserting_builds() {
+        let bits = |z: &ZSet| z.iter().map(|(m, s)| (m.to_vec(), s.to_bits())).collect::<Vec<_>>();
+        for n in [1usize, 5, 200, 3000] {
+            for neg_zero in [false, true] {
+                let mut items: Vec<(Vec<u8>, f64)> =
+                    (0..n).map(|i| (format!("m{i:05}").into_bytes(), (i as f64) - 2.0)).collect();
+                if neg_zero {
+                    items[0].1 = -0.0;
+                }
+                let mut one = ZSet::new();
+                for (m, s) in &items {
+                    one.insert_exact(m, *s);
+                }
+                let asc = zset_of(items.clone()).unwrap();
+                items.reverse();
+                let desc = zset_of(items.clone()).unwrap();
+                assert_eq!(bits(&asc), bits(&one), "ascending, {n}");
+                assert_eq!(bits(&desc), bits(&one), "descending, {n}");
+                assert_eq!(asc.encoding(), one.encoding());
+                if n > 1 {
+                    // The same member twice, with scores that keep the order strict.
+                    let mut dup = items.clone();
+                    dup[1].0 = dup[0].0.clone();
+                    assert!(matches!(zset_of(dup), Err(BAD)), "{n} {neg_zero}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn crc64_matches_redis_check_value() {
