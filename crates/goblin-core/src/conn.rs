@@ -381,8 +381,6 @@ impl Conn {
         }
     }
 
-    /// The memory this client holds (CLIENT LIST `tot-mem`, client eviction): its buffers,
-    /// the commands it queued in MULTI, and the connection itself.
     /// While a big bulk argument (at least [`BIG_ARG`] bytes) of the request at the front of
     /// `pending` is arriving: how many of its bytes are still missing. Only for an
     /// authenticated RESP client: a connection that has not logged in gets no buffer sized
@@ -424,6 +422,8 @@ impl Conn {
         r.map(|n| (n, n < window))
     }
 
+    /// The memory this client holds (CLIENT LIST `tot-mem`, client eviction): its buffers,
+    /// the commands it queued in MULTI, and the connection itself.
     pub fn memory(&self) -> usize {
         let queued =
             self.multi.as_ref().map_or(0, |m| m.queued.iter().flatten().map(|a| a.capacity() + 24).sum());

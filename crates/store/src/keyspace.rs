@@ -349,8 +349,14 @@ impl Keyspace {
     /// Like [`Keyspace::insert`] but drops the old value instead of returning it (no copy of an
     /// old string). Returns true if the key existed.
     pub fn put(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> bool {
-        match self.put_entry(key, value, expire_at) {
-            // SAFETY: `old` is unlinked and ours (put_entry).
+        Self::free_replaced(self.put_entry(key, value, expire_at))
+    }
+
+    /// Frees the entry a put replaced (unlinked and ours, as `put_stored` returns it); true if
+    /// there was one.
+    fn free_replaced(old: Option<Entry>) -> bool {
+        match old {
+            // SAFETY: `old` is unlinked and ours (put_stored).
             Some(old) => {
                 unsafe { old.free() };
                 true
@@ -361,14 +367,7 @@ impl Keyspace {
 
     /// [`Keyspace::put`] of a string given as bytes: they are copied once, into the entry.
     pub fn put_bytes(&mut self, key: &[u8], bytes: &[u8], expire_at: Option<Millis>) -> bool {
-        match self.put_stored(key, Stored::from_bytes(bytes), expire_at) {
-            // SAFETY: `old` is unlinked and ours (put_stored).
-            Some(old) => {
-                unsafe { old.free() };
-                true
-            }
-            None => false,
-        }
+        Self::free_replaced(self.put_stored(key, Stored::from_bytes(bytes), expire_at))
     }
 
     /// Replaces the value of an existing key and keeps its deadline; inserts a persistent key

@@ -562,8 +562,9 @@ fn replace_string(c: &mut Ctx, key: &[u8], new: Vec<u8>) {
 /// `mutation`, the edit itself (see [`store_modified`] for why): its bytes are grown
 /// (zero-filled) to `new_len` if shorter, then `edit` changes them. A byte string is edited
 /// where the store keeps it, at the cost of the change (`Keyspace::edit_string`: a SETBIT in a
-/// 100 MB bitmap writes one byte); a missing key, or a string stored as an integer, is built
-/// whole and stored. The deadline is kept; OBJECT ENCODING says `raw` from then on.
+/// 100 MB bitmap writes one byte); a missing key, or a string stored as an integer, is first
+/// stored as (its) bytes and then edited the same way. The deadline is kept; OBJECT ENCODING
+/// says `raw` from then on.
 pub(crate) fn edit_string(
     c: &mut Ctx,
     key: &[u8],
