@@ -13,12 +13,11 @@ Usage:
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netutil import find_binary, free_port, wait_port  # noqa: E402
+from netutil import SideBySide  # noqa: E402
 
 import redis  # noqa: E402
 
@@ -54,33 +53,17 @@ def main():
     ap.add_argument("--redis8", help="a redis-server 8 binary to run beside Debian's")
     args = ap.parse_args()
 
-    servers = [("goblin-core", [find_binary("goblin-core")])]
-    if args.goblin_before:
-        servers.append(("goblin-core (before)", [args.goblin_before]))
-    servers.append(("redis-server", ["redis-server", "--appendonly", "no"]))
-    if args.redis8:
-        servers.append(("redis-server 8", [args.redis8, "--appendonly", "no"]))
-    procs, ports = [], []
-    try:
-        for _, argv in servers:
-            port = free_port()
-            procs.append(subprocess.Popen([*argv, "--port", str(port), "--save", ""],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            wait_port(port)
-            ports.append(port)
-        redis_at = [n for n, _ in servers].index("redis-server")
-        print(f"| value | op | {' | '.join(n + ' ms' for n, _ in servers)} | goblin-core / redis-server |")
-        print(f"|---|---|{'---|' * len(servers)}---|")
+    with SideBySide(args.goblin_before, args.redis8) as servers:
+        names, ports = servers.names, servers.ports
+        redis_at = names.index("redis-server")
+        print(f"| value | op | {' | '.join(n + ' ms' for n in names)} | goblin-core / redis-server |")
+        print(f"|---|---|{'---|' * len(names)}---|")
         for size in SIZES:
             results = [measure(port, size, args.rounds) for port in ports]
             for op in results[0]:
                 cells = " | ".join(f"{res[op]:.1f}" for res in results)
                 ratio = results[0][op] / results[redis_at][op]
                 print(f"| {size >> 20} MiB | {op} | {cells} | {ratio:.2f} |", flush=True)
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netutil import find_binary, free_port, wait_port  # noqa: E402
+from netutil import SideBySide  # noqa: E402
 
 import redis  # noqa: E402
 
@@ -68,27 +68,15 @@ def main():
     ap.add_argument("--goblin-before", help="a second goblin-core binary to run beside the first")
     args = ap.parse_args()
 
-    servers = [("goblin-core", [find_binary("goblin-core")])]
-    if args.goblin_before:
-        servers.append(("goblin-core (before)", [args.goblin_before]))
-    servers.append(("redis-server", ["redis-server", "--appendonly", "no"]))
-    if args.redis8:
-        servers.append(("redis-server 8", [args.redis8, "--appendonly", "no"]))
-    names = [n for n, _ in servers]
-    procs, ports = [], []
-    try:
-        for _, argv in servers:
-            port = free_port()
-            procs.append(subprocess.Popen([*argv, "--port", str(port), "--save", ""],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            wait_port(port)
-            ports.append(port)
+    with SideBySide(args.goblin_before, args.redis8) as servers:
+        names, ports = servers.names, servers.ports
+        for port in ports:
             load(port, args.members)
         peers = [i for i, n in enumerate(names) if n.startswith("redis-server")]
         print(f"| command | {' | '.join(names)} | {' | '.join('goblin-core / ' + names[i] for i in peers)} |")
         print(f"|---|{'---|' * (len(names) + len(peers))}")
         for cmd in COMMANDS:
-            rates = [[] for _ in servers]
+            rates = [[] for _ in ports]
             for _ in range(args.rounds):
                 for i, port in enumerate(ports):
                     rates[i].append(bench(port, cmd, args.requests, args.members))
@@ -96,10 +84,6 @@ def main():
             cells = " | ".join(f"{m:,.0f}" for m in med)
             ratios = " | ".join(f"{med[0] / med[i]:.2f}" for i in peers)
             print(f"| {' '.join(cmd)} | {cells} | {ratios} |", flush=True)
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
 
 
 if __name__ == "__main__":

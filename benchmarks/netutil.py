@@ -50,3 +50,38 @@ def find_binary(name, profile="release"):
     flag = " --release" if profile == "release" else ""
     raise SystemExit(f"cannot find the {profile} binary '{name}'; looked in: {', '.join(tried)}. "
                      f"Build it with `cargo build{flag} --bin {name}` (or set CARGO_TARGET_DIR).")
+
+
+class SideBySide:
+    """goblin-core (release build) and Debian's redis-server, optionally an older goblin-core
+    build and a redis-server 8 beside them, each on a free loopback port with snapshots off; a
+    context manager that stops them all. `names` and `ports` are in that order."""
+
+    def __init__(self, goblin_before=None, redis8=None):
+        import subprocess
+        servers = [("goblin-core", [find_binary("goblin-core")])]
+        if goblin_before:
+            servers.append(("goblin-core (before)", [goblin_before]))
+        servers.append(("redis-server", ["redis-server", "--appendonly", "no"]))
+        if redis8:
+            servers.append(("redis-server 8", [redis8, "--appendonly", "no"]))
+        self.names = [n for n, _ in servers]
+        self.ports, self.procs = [], []
+        try:
+            for _, argv in servers:
+                port = free_port()
+                self.procs.append(subprocess.Popen([*argv, "--port", str(port), "--save", ""],
+                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                wait_port(port)
+                self.ports.append(port)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        for p in self.procs:
+            p.terminate()
+            p.wait()
