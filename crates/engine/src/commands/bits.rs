@@ -400,13 +400,32 @@ fn bitop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         );
     }
     let dest = args[2];
-    // First the sources' types and lengths (nothing changes before a WRONGTYPE), then each
-    // folded into the result where it lies, eight bytes at a time: no copy of a source.
+    // Each source folded into the result where it lies, eight bytes at a time (no copy of a
+    // source), in one pass: the result's words (and, for the ops that need them, the other
+    // sources' union and the bits seen twice) grow with zeros to the longest source so far,
+    // which is what every earlier source's zero padding folds to. A WRONGTYPE source stops
+    // the command before anything is stored.
+    let uses_others = matches!(op, BitOp::Diff | BitOp::Diff1 | BitOp::AndOr);
+    let (mut acc, mut others, mut twice) = (Vec::new(), Vec::new(), Vec::new());
     let mut maxlen = 0;
-    for &k in &args[3..] {
+    for (n, &k) in args[3..].iter().enumerate() {
+        let mut fold = |bytes: &[u8]| {
+            maxlen = maxlen.max(bytes.len());
+            let words = bytes.len().div_ceil(8);
+            if words > acc.len() {
+                acc.resize(words, 0);
+                if uses_others {
+                    others.resize(words, 0);
+                }
+                if op == BitOp::One {
+                    twice.resize(words, 0);
+                }
+            }
+            fold_source(op, n == 0, bytes, &mut acc, &mut others, &mut twice);
+        };
         match c.read(k) {
-            None => {}
-            Some(ValueRef::Str(s)) => maxlen = maxlen.max(s.len()),
+            None => fold(&[]),
+            Some(ValueRef::Str(s)) => s.with_bytes(fold),
             Some(_) => return reply::error(out, errors::WRONGTYPE),
         }
     }
@@ -417,20 +436,6 @@ fn bitop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         }
         return reply::integer(out, 0);
     }
-    // Words of the result (and, for the ops that need them, of the other sources' union and
-    // of the bits seen twice), zero-padded to a whole word past `maxlen`.
-    let words = maxlen.div_ceil(8);
-    let mut acc = vec![0u64; words];
-    let mut others =
-        vec![0u64; if matches!(op, BitOp::Diff | BitOp::Diff1 | BitOp::AndOr) { words } else { 0 }];
-    let mut twice = vec![0u64; if op == BitOp::One { words } else { 0 }];
-    for (n, &k) in args[3..].iter().enumerate() {
-        let mut fold = |bytes: &[u8]| fold_source(op, n == 0, bytes, &mut acc, &mut others, &mut twice);
-        match c.read(k) {
-            Some(ValueRef::Str(s)) => s.with_bytes(fold),
-            _ => fold(&[]),
-        }
-    }
     match op {
         BitOp::Not => acc.iter_mut().for_each(|a| *a = !*a),
         BitOp::Diff => acc.iter_mut().zip(&others).for_each(|(a, o)| *a &= !o),
@@ -439,7 +444,7 @@ fn bitop(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         BitOp::One => acc.iter_mut().zip(&twice).for_each(|(a, t)| *a &= !t),
         BitOp::And | BitOp::Or | BitOp::Xor => {}
     }
-    let mut res = vec![0u8; words * 8];
+    let mut res = vec![0u8; acc.len() * 8];
     res.chunks_exact_mut(8).zip(&acc).for_each(|(b, w)| b.copy_from_slice(&w.to_le_bytes()));
     res.truncate(maxlen);
     // Storing what destkey already holds, without a deadline, changes nothing.

@@ -277,6 +277,12 @@ struct Chunk {
     first_floor: f32,
 }
 
+/// Whether score `s` lies below `t` (at or below it when `inclusive`).
+#[inline]
+fn score_below(s: f64, t: f64, inclusive: bool) -> bool {
+    s < t || (inclusive && s == t)
+}
+
 /// The largest f32 at or below `x` (an f64 that is not NaN).
 fn f32_floor(x: f64) -> f32 {
     let r = x as f32;
@@ -333,10 +339,7 @@ impl Chunk {
     fn starts_below(&self, t: f64, inclusive: bool) -> bool {
         match self.first_vs(t) {
             Some(o) => o == Ordering::Less,
-            None => {
-                let s = decode_score(&self.buf, 0).0;
-                s < t || (inclusive && s == t)
-            }
+            None => score_below(decode_score(&self.buf, 0).0, t, inclusive),
         }
     }
 
@@ -1284,7 +1287,7 @@ impl ZSet {
     /// score range starts or ends. [`ZSet::partition_point`]'s answer for that predicate, with
     /// the chunks' cached first scores searched and members skipped rather than decoded.
     pub fn count_below(&self, t: f64, inclusive: bool) -> usize {
-        let below = |s: f64| s < t || (inclusive && s == t);
+        let below = |s: f64| score_below(s, t, inclusive);
         let ci = self.chunks.partition_point(|c| c.starts_below(t, inclusive));
         if ci == 0 {
             return 0;
