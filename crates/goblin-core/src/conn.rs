@@ -247,6 +247,8 @@ pub struct Conn {
 
     /// Flush the output, then close (QUIT, protocol error). No further input is processed.
     pub close_after_reply: bool,
+    /// `SCRIPT DEBUG YES|SYNC`: its next EVAL runs under the Lua debugger.
+    pub lua_debug: Option<crate::scripting::debugger::Mode>,
     /// Close at the end of this loop turn without flushing (CLIENT KILL, output limit).
     pub close_now: bool,
     pub parked: Option<Parked>,
@@ -352,6 +354,7 @@ impl Conn {
             in_read_again: false,
             peer_closed: false,
             close_after_reply: false,
+            lua_debug: None,
             close_now: false,
             parked: None,
             multi: None,

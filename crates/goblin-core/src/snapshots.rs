@@ -50,6 +50,17 @@ enum ChildKind {
     /// A reply a child writes to a client's socket: GOBLIN.DUMPWORLD's, or SYNC's RDB file
     /// (`close`: the connection ends with it, as for `redis-cli --rdb`).
     DumpWorld { slot: usize, id: u64, close: bool },
+    /// A Lua debugging session (`SCRIPT DEBUG YES`) with client `id`, on the child's own
+    /// copy of the dataset, which nothing reads: it does not keep tables from resizing.
+    LuaDebug { id: u64 },
+}
+
+impl ChildKind {
+    /// The parent should not resize its tables while the child runs: the child reads the
+    /// fork-time image, and every page a resize touches would be copied.
+    fn reads_image(&self) -> bool {
+        !matches!(self, ChildKind::LuaDebug { .. })
+    }
 }
 
 struct Child {
@@ -139,9 +150,14 @@ impl Snapshots {
         self.children.iter().find(|c| matches!(c.kind, ChildKind::Bgsave { .. }))
     }
 
-    /// True while any forked child shares the dataset's pages.
+    /// True while any forked child runs.
     pub fn child_running(&self) -> bool {
         !self.children.is_empty()
+    }
+
+    /// True while a forked child reads the dataset's fork-time image.
+    fn image_read(&self) -> bool {
+        self.children.iter().any(|c| c.kind.reads_image())
     }
 }
 
@@ -400,9 +416,10 @@ pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), Str
     Ok(())
 }
 
-/// Writes to a non-blocking socket from a forked child, waiting in poll(2) when it is full,
-/// and giving up after [`DUMPWORLD_STALL`] without progress.
-struct SocketWriter(RawFd);
+/// Writes to a non-blocking socket as if it blocked (a forked child's reply, the Lua
+/// debugger's output), waiting in poll(2) while it is full and giving up after `.1` without
+/// progress.
+pub(crate) struct SocketWriter(pub RawFd, pub Duration);
 
 impl Write for SocketWriter {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
@@ -418,7 +435,7 @@ impl Write for SocketWriter {
                 io::ErrorKind::WouldBlock => {
                     let mut p = libc::pollfd { fd: self.0, events: libc::POLLOUT, revents: 0 };
                     // SAFETY: one valid pollfd.
-                    let r = unsafe { libc::poll(&mut p, 1, DUMPWORLD_STALL.as_millis() as i32) };
+                    let r = unsafe { libc::poll(&mut p, 1, self.1.as_millis() as i32) };
                     if r == 0 {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading"));
                     }
@@ -628,9 +645,22 @@ impl Server {
         unsafe { libc::close(fds[1]) };
         // SAFETY: fds[0] is a valid descriptor we own from here on.
         let status = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+        let reads_image = kind.reads_image();
         self.snapshots.children.push(Child { pid, kind, started: Instant::now(), status });
-        self.engine.set_avoid_resize(true);
+        if reads_image {
+            self.engine.set_avoid_resize(true);
+        }
         Ok(pid)
+    }
+
+    /// Forks the child of a Lua debugging session with client `id` (`scripting::debugger`),
+    /// which runs `job` on its own copy of everything and exits.
+    pub(crate) fn fork_lua_debugger(
+        &mut self,
+        id: u64,
+        job: impl FnOnce() -> Result<String, String>,
+    ) -> io::Result<libc::pid_t> {
+        self.fork_child(ChildKind::LuaDebug { id }, job)
     }
 
     /// BGSAVE: forks a child that writes the fork-time image. Err is the reply's error text.
@@ -757,7 +787,7 @@ impl Server {
             let why = if line.is_empty() { describe_status(status) } else { detail.to_string() };
             self.child_finished(child.kind, ok, cow, child.started.elapsed(), &why);
         }
-        if !self.snapshots.child_running() {
+        if !self.snapshots.image_read() {
             self.engine.set_avoid_resize(false);
         }
     }
@@ -778,6 +808,13 @@ impl Server {
                     );
                 } else {
                     error!("Background saving failed: {detail}");
+                }
+            }
+            ChildKind::LuaDebug { id } => {
+                if ok {
+                    info!("Lua debugging session with client id={id} ended");
+                } else {
+                    warn!("Lua debugging session with client id={id} failed: {detail}");
                 }
             }
             ChildKind::DumpWorld { slot, id, close } => {
@@ -914,7 +951,7 @@ impl Server {
             let dbs = engine.database_refs();
             let mut counter = Counter(0);
             snapshot::write_dbs(&mut counter, &dbs, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
-            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
+            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<snapshot::Summary> {
                 w.write_all(owed)?;
                 write!(w, "${}\r\n", counter.0)?;
@@ -1073,7 +1110,7 @@ impl Server {
             let dbs = engine.database_refs();
             let file = parts.file(functions_only);
             let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
-            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd));
+            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {
                 w.write_all(owed)?;
                 if let Some(line) = &fullresync {

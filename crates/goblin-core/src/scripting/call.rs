@@ -85,7 +85,17 @@ pub(super) unsafe extern "C-unwind" fn runner(l: *mut ffi::lua_State) -> c_int {
             ffi::lua_rawset(l, 2);
         }
         ffi::lua_pushvalue(l, 1);
+        // Under the debugger, its hook replaces the VM's for this run.
+        let saved = super::debugger::active().then(|| {
+            let saved = (ffi::lua_gethook(l), ffi::lua_gethookmask(l), ffi::lua_gethookcount(l));
+            let (hook, mask, count) = super::debugger::hook_settings();
+            ffi::lua_sethook(l, Some(hook), mask, count);
+            saved
+        });
         let ok = ffi::lua_pcall(l, 0, 1, 3) == 0;
+        if let Some((hook, mask, count)) = saved {
+            ffi::lua_sethook(l, hook, mask, count);
+        }
         ffi::lua_pushboolean(l, ok as c_int);
         ffi::lua_insert(l, -2);
         2
@@ -195,7 +205,17 @@ unsafe fn call_inner(l: *mut ffi::lua_State) -> bool {
         }
         let mut out = OUT.with(Cell::take);
         out.clear();
+        let logged = super::debugger::logging();
+        if logged {
+            super::debugger::log_command(argv);
+        }
         let result = run_command(argv, &mut out);
+        if logged {
+            match result {
+                Ok(()) => super::debugger::log_reply(&out),
+                Err(Early::Plain(msg) | Early::Refused(_, msg)) => super::debugger::log_error(msg),
+            }
+        }
         if let Err(Early::Refused(spec, msg)) = result {
             refused(spec, argv, msg);
         }

@@ -22,6 +22,7 @@
 //! everything except `SCRIPT KILL` (stops a script that has not written) and `SHUTDOWN NOSAVE`.
 
 mod call;
+pub(crate) mod debugger;
 pub mod functions;
 pub mod libs;
 
@@ -320,8 +321,6 @@ inner.acl_check_cmd = function(...)
   return false, raw_acl_check(...)
 end
 redis.replicate_commands = function() return true end
-redis.breakpoint = function() return false end
-redis.debug = function() end
 redis.REDIS_VERSION = __goblin_version
 redis.REDIS_VERSION_NUM = __goblin_version_num
 
@@ -707,6 +706,9 @@ impl Scripting {
         unsafe {
             redis.set("call", lua.create_c_function(call::redis_call)?)?;
             redis.set("pcall", lua.create_c_function(call::redis_pcall)?)?;
+            // The debugger's: they act only during a session (debugger.rs).
+            redis.set("breakpoint", lua.create_c_function(debugger::redis_breakpoint)?)?;
+            redis.set("debug", lua.create_c_function(debugger::redis_debug)?)?;
         }
         // pairs/next over the read-only library tables (PROTECT installs them).
         let lua_next: Function = g.get("next")?;
@@ -1066,6 +1068,13 @@ impl Server {
         if by_sha && args[1].len() != 40 {
             return reply::error(&mut c.out, NOSCRIPT);
         }
+        // SCRIPT DEBUG YES|SYNC: this EVAL runs under the debugger (not inside MULTI).
+        if let Some(mode) = c.lua_debug.filter(|_| !self.in_exec) {
+            if by_sha {
+                return reply::error(&mut c.out, b"ERR Please use EVAL instead of EVALSHA for debugging");
+            }
+            return self.debug_eval(c, slot, args, ro, now, mode);
+        }
         let numkeys = match util::parse_i64(args[2]) {
             Some(n) => n,
             None => return reply::error(&mut c.out, errors::NOT_INTEGER),
@@ -1316,14 +1325,28 @@ impl Server {
                 reply::ok(out);
             }
             b"kill" if args.len() == 2 => reply::error(out, NOTBUSY),
-            // The Lua debugger (LDB) is not built: only turning it off succeeds.
-            b"debug" if args.len() == 3 => match args[2].to_ascii_lowercase().as_slice() {
-                b"no" => reply::ok(out),
-                b"yes" | b"sync" => {
-                    reply::error(out, b"ERR SCRIPT DEBUG (the Lua debugger) is not supported by this server")
+            // The Lua debugger (debugger.rs): the mode holds for this connection's next EVALs.
+            b"debug" if args.len() == 3 => {
+                if c.out.len() > c.out_pos {
+                    return reply::error(&mut c.out, b"ERR SCRIPT DEBUG must be called outside a pipeline");
                 }
-                _ => reply::error(out, b"ERR Use SCRIPT DEBUG YES/SYNC/NO"),
-            },
+                let mode = match args[2].to_ascii_lowercase().as_slice() {
+                    b"no" => None,
+                    b"yes" => Some(debugger::Mode::Forked),
+                    b"sync" => Some(debugger::Mode::Sync),
+                    _ => return reply::error(&mut c.out, b"ERR Use SCRIPT DEBUG YES/SYNC/NO"),
+                };
+                if mode.is_some()
+                    && !matches!(c.stream, crate::conn::Stream::Tcp(_) | crate::conn::Stream::Unix(_))
+                {
+                    return reply::error(
+                        &mut c.out,
+                        b"ERR SCRIPT DEBUG needs a plain TCP or Unix socket connection (not TLS or a shared-memory transport)",
+                    );
+                }
+                c.lua_debug = mode;
+                reply::ok(&mut c.out);
+            }
             b"help" if args.len() == 2 => crate::commands::help(
                 out,
                 &[

@@ -502,6 +502,12 @@ impl RespConn {
         self.send(args);
         self.read()
     }
+
+    /// The connection's stream, to write or read raw bytes (nothing may be left unread).
+    pub fn into_stream(self) -> TcpStream {
+        assert!(self.buf.is_empty(), "unread bytes: {:?}", String::from_utf8_lossy(&self.buf));
+        self.stream
+    }
 }
 
 /// Runs goblin-core with `args` until it exits by itself (a startup that must fail): its exit
