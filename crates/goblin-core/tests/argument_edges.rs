@@ -285,6 +285,8 @@ fn left_out(name: &[String]) -> bool {
         "config|set",
         "save",
         "bgsave",
+        // The next EVAL would become a debugging session, which ends the connection.
+        "script|debug",
         "bgrewriteaof",
         "flushall",
         "flushdb",

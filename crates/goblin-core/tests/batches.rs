@@ -233,3 +233,63 @@ fn bad_replica_flags_are_refused_at_startup() {
         assert!(!err.contains("listening on"), "no listener may open: {err}");
     }
 }
+
+/// Every key and value of database 0 (SCAN, then GET: DEBUG POPULATE makes strings only).
+fn strings(con: &mut redis::Connection) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+    keys.into_iter()
+        .map(|k| {
+            let v: Vec<u8> = redis::cmd("GET").arg(&k).query(con).unwrap();
+            (k, v)
+        })
+        .collect()
+}
+
+#[test]
+fn debug_populate_makes_redis_servers_keys_as_one_batch_of_sets() {
+    let redis = common::RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let goblin = Server::start(&["--enable-debug-command", "yes"]);
+    let calls: &[&[&[u8]]] = &[
+        &[b"200"],
+        &[b"10", b"p", b"3"],
+        &[b"10", b"q", b"20"],
+        &[b"5", b"a\0b", b"4"],
+        &[b"3", &[b'x'; 130]],
+        &[b"0"],
+        &[b"-1"],
+        &[b"x"],
+        &[b"1", b"k", b"-2"],
+        &[b"1", b"k", b"0"],
+        &[b"1", b"k", b"1", b"extra"],
+    ];
+    let mut results = Vec::new();
+    for port in [redis.port, goblin.port] {
+        let mut con =
+            redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("SET").arg("key:3").arg("existing").query(&mut con).unwrap();
+        let replies: Vec<String> = calls
+            .iter()
+            .map(|args| {
+                let r: redis::RedisResult<String> =
+                    redis::cmd("DEBUG").arg("POPULATE").arg(*args).query(&mut con);
+                match r {
+                    Ok(ok) => ok,
+                    Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
+                }
+            })
+            .collect();
+        results.push((replies, strings(&mut con)));
+    }
+    assert_eq!(results[1].0, results[0].0, "replies");
+    assert_eq!(results[1].1.len(), results[0].1.len());
+    assert!(results[1].1 == results[0].1, "the keys and values differ from redis-server's");
+    assert_eq!(results[1].1[&b"key:3"[..]], b"existing", "an existing key is left alone");
+    // The keys are written: one batch of SETs, each key that did not exist once.
+    let mut con = goblin.conn();
+    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(4).arg("fresh").arg(2).query(&mut con).unwrap();
+    let last = batches(&mut con, 1).pop().unwrap();
+    assert_eq!(
+        last.mutations,
+        (0..4).map(|i| vec!["SET".to_string(), format!("fresh:{i}"), "va".to_string()]).collect::<Vec<_>>()
+    );
+}

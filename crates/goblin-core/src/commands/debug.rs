@@ -40,6 +40,10 @@ const HELP: &[&str] = &[
     "    Accepted for test suites; they change nothing here.",
     "ERROR <string>",
     "    Return a Redis protocol error with <string> as message. Needs --enable-debug-command.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named <prefix>:<num> (prefix 'key'), each valued",
+    "    value:<num>, zero-padded or cut to <size> bytes if given; existing keys are left",
+    "    as they are. Written as ordinary SETs. Needs --enable-debug-command.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds> (decimals allowed). Needs --enable-debug-command.",
     "HELP",
@@ -82,6 +86,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"CRASH-WRITE"
         | b"CRASH-READ"
         | b"SLEEP"
+        | b"POPULATE"
         | b"RELOAD"
         | b"LOADAOF"
         | b"SET-ACTIVE-EXPIRE"
@@ -163,6 +168,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 _ => reply::error(&mut c.out, b"ERR value is not a valid float"),
             }
         }
+        b"POPULATE" if (3..=5).contains(&args.len()) => populate(s, c, args),
         b"CRASH-WRITE" | b"CRASH-READ" if args.len() == 3 => {
             let spec = if sub == b"CRASH-WRITE" {
                 &engine::commands::debug::CRASH_WRITE
@@ -172,8 +178,62 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let now = s.clock_ms;
             s.run_engine(spec, args, now, &mut c.out, c.proto, false);
         }
-        _ => super::wrong_sub_arity(&mut c.out, args[0], args[1]),
+        // DEBUG has no table of subcommands in Redis: a known one with the wrong arguments
+        // gets its syntax error.
+        _ => {
+            let mut e = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
+            e.extend_from_slice(&args[1][..args[1].len().min(128)]);
+            e.extend_from_slice(b"'. Try DEBUG HELP.");
+            reply::error(&mut c.out, &e)
+        }
     }
+}
+
+/// DEBUG POPULATE count [prefix] [size]: test data in the selected database, as Redis makes
+/// it (`key:0`, `key:1`, ... valued `value:0`, ...; a key that exists is skipped). Unlike
+/// Redis's, whose keys reach neither replicas nor the append-only file, each key is written
+/// as a `SET ... NX` through the engine, so the journal and the replicas get them like any
+/// other write.
+fn populate(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
+    // Redis gives one error for a negative number and for one that is not a number at all.
+    let positive = |arg: &[u8]| match engine::util::parse_i64(arg) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(engine::errors::NOT_FLOAT_OR_RANGE),
+    };
+    let count = match positive(args[2]) {
+        Ok(n) => n,
+        Err(e) => return reply::error(&mut c.out, e),
+    };
+    let size = match args.get(4).map(|a| positive(a)).transpose() {
+        Ok(size) => size.unwrap_or(0) as usize,
+        Err(e) => return reply::error(&mut c.out, e),
+    };
+    if size as u64 > s.cfg.proto_max_bulk_len {
+        return reply::error(&mut c.out, engine::errors::STRING_TOO_LONG);
+    }
+    if s.follows_upstream() {
+        return reply::error(&mut c.out, b"READONLY You can't write against a read only replica.");
+    }
+    // Redis formats the name as a C string into 128 bytes: the prefix ends at a NUL, and
+    // the whole name at 127 bytes.
+    let prefix = args.get(3).map_or(&b"key"[..], |p| p.split(|&b| b == 0).next().unwrap_or_default());
+    let set = engine::lookup(b"set").expect("SET is in the table");
+    let now = s.clock_ms;
+    let (mut key, mut value, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..count {
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(format!(":{i}").as_bytes());
+        key.truncate(127);
+        value.clear();
+        value.extend_from_slice(format!("value:{i}").as_bytes());
+        if size > 0 {
+            value.resize(size, 0);
+        }
+        scratch.clear();
+        s.run_engine(set, &[b"SET", &key, &value, b"NX"], now, &mut scratch, resp::Proto::Resp2, false);
+    }
+    reply::ok(&mut c.out);
 }
 
 /// DEBUG PROTOCOL <type>: one value of the RESP type named, in the connection's protocol (a
