@@ -142,6 +142,19 @@ impl Batch {
     }
 
     /// Appends one mutation, encoding it as a RESP2 array of bulk strings.
+    /// Room for `mutations` more mutations of `args_each` arguments, `bytes` of encoding in
+    /// all: a RESTORE writes a whole collection out at once, which would otherwise grow every
+    /// list here by doubling, copying it each time.
+    pub fn reserve(&mut self, mutations: usize, args_each: usize, bytes: usize) {
+        if self.discarding {
+            return;
+        }
+        self.starts.reserve(mutations);
+        self.arg_starts.reserve(mutations);
+        self.args.reserve(mutations.saturating_mul(args_each));
+        self.buf.reserve(bytes);
+    }
+
     pub fn push(&mut self, args: &[&[u8]]) {
         if self.discarding {
             return;

@@ -153,6 +153,20 @@ fn emit_value(c: &mut Ctx, key: &[u8], deadline: Option<store::Millis>) {
     }
     let Ctx { ks, muts, .. } = c;
     let Some(v) = ks.get(key) else { return };
+    // One mutation per element, each its name, the key and the element's parts (an argument's
+    // header is at most a dozen bytes): reserved at once.
+    let (n, args_each) = match &v {
+        ValueRef::Str(_) | ValueRef::Stream(_) => (0, 0),
+        ValueRef::List(l) => (l.len(), 3),
+        ValueRef::Set(s) => (s.len(), 3),
+        ValueRef::Hash(h) => (h.len(), 4),
+        ValueRef::ZSet(z) => (z.len(), 4),
+        ValueRef::Array(a) => (a.count(), 4),
+    };
+    if n > 0 {
+        let each = 16 + args_each * 12 + key.len();
+        muts.reserve(n, args_each, n.saturating_mul(each).saturating_add(ks.mem_usage(key).unwrap_or(0)));
+    }
     let mut b = itoa::Buffer::new();
     match v {
         ValueRef::Str(_) => {}

@@ -310,27 +310,9 @@ const RDB_VERSION: u16 = 10;
 const RDB_OPCODE_FUNCTION2: u8 = 245;
 const BAD_PAYLOAD: &[u8] = b"ERR DUMP payload version or checksum are wrong";
 
-/// CRC-64/Jones as Redis computes it (reflected, polynomial 0xad93d23594c935a9, initial 0, no
-/// final xor): the checksum of DUMP payloads.
+/// CRC-64/Jones as Redis computes it: the checksum of DUMP payloads (the RDB codec's).
 pub fn crc64(data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5; // 0xad93d23594c935a9, bit-reversed
-    static TABLE: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
-    let t = TABLE.get_or_init(|| {
-        let mut t = [0u64; 256];
-        for (i, e) in t.iter_mut().enumerate() {
-            let mut c = i as u64;
-            for _ in 0..8 {
-                c = if c & 1 == 1 { (c >> 1) ^ POLY } else { c >> 1 };
-            }
-            *e = c;
-        }
-        t
-    });
-    let mut crc = 0u64;
-    for &b in data {
-        crc = t[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8);
-    }
-    crc
+    engine::rdb::crc64(0, data)
 }
 
 /// RDB length encoding.
@@ -432,42 +414,10 @@ fn rdb_string(p: &[u8], at: &mut usize) -> Option<Vec<u8>> {
     }
 }
 
-/// LZF decompression (the format Redis compresses RDB strings with): exactly `len` bytes
-/// out, or None for input that is not that.
+/// LZF decompression (the format Redis compresses RDB strings with; the RDB codec's):
+/// exactly `len` bytes out, or None for input that is not that.
 fn lzf_decompress(src: &[u8], len: usize) -> Option<Vec<u8>> {
-    // The output cannot exceed what the input can describe (a back reference of 3 bytes
-    // yields at most 264): a bogus length must not size an allocation.
-    if len > src.len().saturating_mul(132) + 64 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(len);
-    let mut i = 0;
-    while i < src.len() {
-        let ctrl = src[i] as usize;
-        i += 1;
-        if ctrl < 32 {
-            let run = ctrl + 1;
-            out.extend_from_slice(src.get(i..i + run)?);
-            i += run;
-        } else {
-            let mut n = ctrl >> 5;
-            if n == 7 {
-                n += *src.get(i)? as usize;
-                i += 1;
-            }
-            let back = ((ctrl & 0x1f) << 8) + *src.get(i)? as usize + 1;
-            i += 1;
-            let start = out.len().checked_sub(back)?;
-            for k in 0..n + 2 {
-                let b = out[start + k];
-                out.push(b);
-            }
-        }
-        if out.len() > len {
-            return None;
-        }
-    }
-    (out.len() == len).then_some(out)
+    engine::rdb::lzf_decompress(src, len as u64)
 }
 
 /// The library codes in a FUNCTION DUMP payload, or Redis's error.

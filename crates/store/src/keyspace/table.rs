@@ -34,6 +34,7 @@
 //! own per-key bookkeeping outside the table, as `Keyspace` keeps its volatile-key count.
 
 use super::hash::KeyHasher;
+use crate::alloc::prefetch_read;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
@@ -656,19 +657,6 @@ impl<E: ChainEntry> Drop for ChainTable<E> {
     fn drop(&mut self) {
         self.clear();
     }
-}
-
-/// Asks the CPU to start loading the cache line at `p` (a hint: never faults, even for an
-/// address that is not mapped).
-#[inline(always)]
-fn prefetch_read(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints the cache; it reads nothing the program can observe.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p.cast(), std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]

@@ -6,6 +6,9 @@
 //! addresses ("hashtable"). Either way no field or value is a separate allocation.
 
 use super::packed::PackedTable;
+
+/// (field, value) pairs gathered for [`Hash::from_records`].
+pub type HashRecords = super::packed::Records<true>;
 use crate::alloc::size_class;
 use crate::Plain;
 use rand::Rng;
@@ -184,6 +187,13 @@ impl Hash {
     /// never more memory than the hash that was saved.
     pub fn from_raw(raw: &[u8], count: usize) -> Result<Hash, super::RawError> {
         Ok(Hash { table: PackedTable::from_raw(raw, count)? })
+    }
+
+    /// A hash of the fields gathered in `fields` (each field once, else an error), in the
+    /// form a fresh hash would take: for a big hash read from an RDB payload, much cheaper
+    /// than setting the fields one by one.
+    pub fn from_records(fields: &HashRecords) -> Result<Hash, super::RawError> {
+        Ok(Hash { table: PackedTable::from_records(fields)? })
     }
 
     /// OBJECT ENCODING's answer: Redis's names, `listpackex` for a small hash with field

@@ -9,6 +9,9 @@
 //!   open-addressing index over packed chunks ("hashtable").
 
 use super::packed::PackedTable;
+
+/// Members gathered for [`Set::from_records`] (records without values).
+pub type SetRecords = super::packed::Records<false>;
 use crate::alloc::size_class;
 use crate::types::string::parse_canonical_i64;
 use crate::Plain;
@@ -211,6 +214,22 @@ impl Set {
     /// never more memory than the set that was saved.
     pub fn from_raw(raw: &[u8], count: usize) -> Result<Set, super::RawError> {
         Ok(Set { repr: Repr::Table(PackedTable::from_raw(raw, count)?) })
+    }
+
+    /// A set of `count` members is in the table form ("hashtable") whatever they are: more
+    /// than an intset or the packed "listpack" form holds.
+    pub fn takes_table_form(count: usize) -> bool {
+        count > intset_max_entries().max(super::packed::small_max_entries(false))
+    }
+
+    /// A set of the members gathered in `members` (each once, else an error), for more
+    /// members than an intset or the packed "listpack" form holds: for a big set read from an
+    /// RDB payload, much cheaper than adding the members one by one.
+    pub fn from_records(members: &SetRecords) -> Result<Set, super::RawError> {
+        if !Self::takes_table_form(members.len()) {
+            return Err(super::RawError("too few members for the table form"));
+        }
+        Ok(Set { repr: Repr::Table(PackedTable::from_records(members)?) })
     }
 
     pub fn encoding(&self) -> &'static str {
