@@ -479,7 +479,8 @@ const OPCODE_EXPIRETIME: u8 = 253;
 
 /// Reads a whole RDB file (versions 1 to [`MAX_RDB_VERSION`]): header fields, function
 /// libraries, and every database's keys, each handed to `put` with its database and deadline
-/// (unix ms); keys whose deadline is at or before `now_ms` are counted and left out.
+/// (unix ms), which answers whether the database held the key already (a key given twice is an
+/// error); keys whose deadline is at or before `now_ms` are counted and left out.
 /// `progress` is called with the bytes read so far every few thousand keys. Checks the
 /// trailing CRC64 (unless the file was written without one: 0). Err names the byte offset and
 /// what is wrong there: a database at or above `databases`, module data, a value type it
@@ -489,7 +490,7 @@ pub fn load_rdb_file(
     file: &[u8],
     now_ms: i64,
     databases: u32,
-    put: &mut dyn FnMut(u32, Vec<u8>, Value, Option<i64>),
+    put: &mut dyn FnMut(u32, &[u8], Value, Option<i64>) -> bool,
     sizes: &mut dyn FnMut(u32, u64),
     progress: &mut dyn FnMut(usize),
 ) -> Result<LoadedRdb, String> {
@@ -507,7 +508,6 @@ pub fn load_rdb_file(
     let mut info = LoadedRdb { version, ..Default::default() };
     let mut r = Reader { buf: file, pos: 9 };
     let mut deadline: Option<i64> = None;
-    let mut seen = std::collections::HashSet::new();
     let mut db = 0u32;
     let bad = |r: &Reader<'_>, _: DecodeError| at(r.pos, "malformed or truncated data");
     loop {
@@ -546,8 +546,6 @@ pub fn load_rdb_file(
                     ));
                 }
                 db = n as u32;
-                // Keys repeat only within a database.
-                seen.clear();
             }
             OPCODE_EXPIRETIME => {
                 let secs = u32::from_le_bytes(r.take(4).map_err(|e| bad(&r, e))?.try_into().unwrap());
@@ -574,27 +572,30 @@ pub fn load_rdb_file(
                 return Err(at(start, "the file holds module data, which goblin-core cannot load"))
             }
             ty => {
-                let key = r.string().map_err(|e| bad(&r, e))?;
-                let name = String::from_utf8_lossy(&key).into_owned();
+                let key = r.string_cow().map_err(|e| bad(&r, e))?;
+                // Only an error names the key.
+                let name = || String::from_utf8_lossy(&key).into_owned();
                 let value = match ty {
-                    6 | 7 => return Err(at(start, &format!("key '{name}' holds a module value"))),
+                    6 | 7 => return Err(at(start, &format!("key '{}' holds a module value", name()))),
                     22 | 23 => {
                         return Err(at(
                             start,
-                            &format!("key '{name}' is a hash with field expiration in Redis 7.4's pre-release format"),
+                            &format!(
+                                "key '{}' is a hash with field expiration in Redis 7.4's pre-release format",
+                                name()
+                            ),
                         ))
                     }
                     _ => r.value(ty).map_err(|_| {
-                        at(start, &format!("key '{name}': its value (RDB type {ty}) is truncated, malformed, or of a type goblin-core does not know"))
+                        at(start, &format!("key '{}': its value (RDB type {ty}) is truncated, malformed, or of a type goblin-core does not know", name()))
                     })?,
                 };
-                if !seen.insert(key.clone()) {
-                    return Err(at(start, &format!("key '{name}' appears twice")));
-                }
                 match deadline.take() {
                     Some(d) if d <= now_ms => info.expired += 1,
                     d => {
-                        put(db, key, value, d);
+                        if put(db, &key, value, d) {
+                            return Err(at(start, &format!("key '{}' appears twice", name())));
+                        }
                         info.keys += 1;
                     }
                 }
@@ -1345,6 +1346,39 @@ mod tests {
             }
         }
         assert!(matches!(restore(&payload(TYPE_HASH, 0, &[])), Err(BAD)), "an empty hash");
+    }
+
+    #[test]
+    fn a_key_twice_in_one_database_is_refused_and_once_in_each_is_not() {
+        let file = |dbs: &[u32]| {
+            let mut f = b"REDIS0010".to_vec();
+            for &db in dbs {
+                f.push(OPCODE_SELECTDB);
+                put_len(&mut f, db as u64);
+                f.push(TYPE_STRING);
+                put_str(&mut f, b"k");
+                put_str(&mut f, b"v");
+            }
+            f.push(OPCODE_EOF);
+            let crc = crc64(0, &f);
+            f.extend_from_slice(&crc.to_le_bytes());
+            f
+        };
+        let load = |f: &[u8]| {
+            let mut dbs: Vec<store::Keyspace> = (0..2).map(|_| store::Keyspace::new()).collect();
+            load_rdb_file(
+                f,
+                0,
+                2,
+                &mut |db, k, v, d| dbs[db as usize].put(k, v, d),
+                &mut |_, _| {},
+                &mut |_| {},
+            )
+            .map(|loaded| loaded.keys)
+        };
+        assert_eq!(load(&file(&[0, 1])), Ok(2));
+        let err = load(&file(&[1, 1])).unwrap_err();
+        assert!(err.contains("key 'k' appears twice"), "{err}");
     }
 
     #[test]

@@ -358,7 +358,7 @@ proptest! {
         let len = rdb::write_rdb_file(&mut buf, &[(0, &e.ks)], &file).unwrap();
         prop_assert_eq!(len as usize, buf.len());
         let mut back = store::Keyspace::new();
-        let loaded = rdb::load_rdb_file(&buf, START, 16, &mut |db, k, v, d| { assert_eq!(db, 0); back.insert(&k, v, d); }, &mut |_, _| {}, &mut |_| {}).unwrap();
+        let loaded = rdb::load_rdb_file(&buf, START, 16, &mut |db, k, v, d| { assert_eq!(db, 0); back.put(k, v, d) }, &mut |_, _| {}, &mut |_| {}).unwrap();
         prop_assert_eq!(&loaded.functions, &vec![code.clone()]);
         let mut want = contents(&e.ks);
         want.retain(|(_, _, d)| d.is_none_or(|d| d > START));
@@ -366,7 +366,7 @@ proptest! {
         prop_assert_eq!(loaded.expired as usize, contents(&e.ks).len() - loaded.keys as usize);
         for cut in cuts {
             let at = (cut * buf.len() as f64) as usize;
-            prop_assert!(rdb::load_rdb_file(&buf[..at], START, 16, &mut |_, _, _, _| {}, &mut |_, _| {}, &mut |_| {}).is_err(), "cut at {}", at);
+            prop_assert!(rdb::load_rdb_file(&buf[..at], START, 16, &mut |_, _, _, _| false, &mut |_, _| {}, &mut |_| {}).is_err(), "cut at {}", at);
         }
     }
 }
