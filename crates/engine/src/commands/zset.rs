@@ -1460,10 +1460,55 @@ fn zintercard(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     }
     let numkeys = numkeys as usize;
     let keys = &args[2..2 + numkeys];
-    let Ok(inputs) = read_inputs(c, out, keys) else { return };
+    // Every key read first (expiry, access, WRONGTYPE), as the other set operations read them.
+    let mut missing = false;
+    for key in keys {
+        match c.read(key) {
+            None => missing = true,
+            Some(ValueRef::ZSet(_) | ValueRef::Set(_)) => {}
+            Some(_) => return reply::error(out, errors::WRONGTYPE),
+        }
+    }
     let Some(limit) = parse_card_limit(out, &args[2 + numkeys..]) else { return };
-    let n = compute(SetOp::Inter, inputs.into_iter().map(|i| (i, 1.0)).collect(), Aggregate::Sum).len();
-    reply::integer(out, if limit > 0 { n.min(limit) } else { n } as i64);
+    if missing {
+        return reply::integer(out, 0);
+    }
+    // Counted in place: the smallest input's members looked up in the others, no copy of any
+    // input, and no more than LIMIT found.
+    let mut inputs: Vec<ValueRef<'_>> = keys.iter().filter_map(|k| c.ks.get(k)).collect();
+    let len = |v: &ValueRef<'_>| match v {
+        ValueRef::ZSet(z) => z.len(),
+        ValueRef::Set(s) => s.len(),
+        _ => 0,
+    };
+    inputs.sort_by_key(len);
+    let (first, rest) = inputs.split_first().expect("at least one key");
+    let in_all = |m: &[u8]| {
+        rest.iter().all(|v| match v {
+            ValueRef::ZSet(z) => z.contains(m),
+            ValueRef::Set(s) => s.contains(m),
+            _ => false,
+        })
+    };
+    let mut n = 0usize;
+    let full = |n: usize| limit > 0 && n >= limit;
+    match first {
+        ValueRef::ZSet(z) => {
+            for (m, _) in z.iter() {
+                if full(n) {
+                    break;
+                }
+                n += usize::from(in_all(m));
+            }
+        }
+        ValueRef::Set(s) => s.for_each(|m| {
+            if !full(n) && in_all(m) {
+                n += 1;
+            }
+        }),
+        _ => {}
+    }
+    reply::integer(out, n as i64);
 }
 
 #[cfg(test)]
