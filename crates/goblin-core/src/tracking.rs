@@ -555,8 +555,8 @@ impl Server {
     /// CLIENT CACHING YES|NO.
     pub(crate) fn client_caching(&mut self, conn: &mut Conn, args: &[&[u8]]) {
         let out = &mut conn.out;
-        // The mode first, then the argument (Redis's order).
-        let Some(t) = conn.tracking.as_mut().filter(|t| t.optin || t.optout) else {
+        // Tracking on first, then the argument, then the mode (Redis's order).
+        let Some(t) = conn.tracking.as_mut() else {
             return reply::error(
                 out,
                 b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",

@@ -150,6 +150,12 @@ fn tracking_errors_match_redis() {
             "-ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.\r\n",
         ),
         ("CLIENT CACHING on", "-ERR syntax error\r\n"),
+        // Tracking in its default mode: each argument's own mode is named.
+        ("CLIENT TRACKING off", "+OK\r\n"),
+        ("CLIENT TRACKING on", "+OK\r\n"),
+        ("CLIENT CACHING yes", "-ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.\r\n"),
+        ("CLIENT CACHING no", "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.\r\n"),
+        ("CLIENT CACHING maybe", "-ERR syntax error\r\n"),
         ("CLIENT PAUSE abc", "-ERR timeout is not an integer or out of range\r\n"),
         ("CLIENT PAUSE -1", "-ERR timeout is negative\r\n"),
         ("CLIENT KILL MAXAGE 0", "-ERR maxage should be greater than 0\r\n"),
