@@ -57,20 +57,26 @@ class SideBySide:
     build and a redis-server 8 beside them, each on a free loopback port with snapshots off; a
     context manager that stops them all. `names` and `ports` are in that order."""
 
-    def __init__(self, goblin_before=None, redis8=None):
+    def __init__(self, goblin_before=None, redis8=None, extra=()):
+        """`extra`: arguments every server is started with (both take the same flag names,
+        e.g. `--enable-debug-command yes`)."""
         import subprocess
-        servers = [("goblin-core", [find_binary("goblin-core")])]
+        servers = [("goblin-core", [find_binary("goblin-core"), *extra])]
         if goblin_before:
-            servers.append(("goblin-core (before)", [goblin_before]))
-        servers.append(("redis-server", ["redis-server", "--appendonly", "no"]))
+            servers.append(("goblin-core (before)", [goblin_before, *extra]))
+        servers.append(("redis-server", ["redis-server", "--appendonly", "no", *extra]))
         if redis8:
-            servers.append(("redis-server 8", [redis8, "--appendonly", "no"]))
+            servers.append(("redis-server 8", [redis8, "--appendonly", "no", *extra]))
         self.names = [n for n, _ in servers]
         self.ports, self.procs = [], []
+        # Started in a directory of their own: a stray dump.rdb where the driver runs (of a
+        # newer RDB version, say) must not be loaded, or stop a redis-server from starting.
+        import tempfile
+        self.dir = tempfile.TemporaryDirectory(prefix="goblin-bench-")
         try:
             for _, argv in servers:
                 port = free_port()
-                self.procs.append(subprocess.Popen([*argv, "--port", str(port), "--save", ""],
+                self.procs.append(subprocess.Popen([*argv, "--port", str(port), "--save", ""], cwd=self.dir.name,
                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 wait_port(port)
                 self.ports.append(port)
@@ -85,3 +91,4 @@ class SideBySide:
         for p in self.procs:
             p.terminate()
             p.wait()
+        self.dir.cleanup()
