@@ -101,7 +101,8 @@ def server_argv(kind, port, goblin):
     if kind == "redis":
         return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--enable-debug-command", "yes", "--daemonize", "no"]
-    return [goblin, "--port", str(port), "--bind", "127.0.0.1", "--enable-debug-command", "yes"]
+    return [goblin, "--port", str(port), "--bind", "127.0.0.1", "--enable-debug-command", "yes",
+            "--enable-protected-configs", "yes"]
 
 
 # ----------------------------------------------------------------------------------------------

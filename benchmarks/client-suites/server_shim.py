@@ -23,7 +23,8 @@ GOBLIN_FLAGS = {"port", "bind", "unixsocket", "unixsocketperm", "maxclients", "t
                 "notify-keyspace-events", "maxmemory", "maxmemory-policy", "maxmemory-samples",
                 "lfu-log-factor", "lfu-decay-time", "enable-debug-command", "requirepass",
                 "tls-port", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients",
-                "proto-max-bulk-len", "busy-reply-threshold"}
+                "proto-max-bulk-len", "busy-reply-threshold", "enable-protected-configs", "dir",
+                "dbfilename"}
 
 
 def real_redis_server():

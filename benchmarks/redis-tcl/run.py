@@ -94,7 +94,8 @@ def default_goblin_bin():
 
 def server_cmd(kind, binary, port, workdir):
     if kind == "goblin-core":
-        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--enable-debug-command", "yes"]
+        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--enable-debug-command", "yes",
+                "--enable-protected-configs", "yes"]
     return [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--dir", workdir, "--enable-debug-command", "yes", "--daemonize", "no",
             "--logfile", ""]

@@ -147,6 +147,32 @@ pub struct Config {
     #[arg(long = "jemalloc-bg-thread", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub jemalloc_bg_thread: bool,
 
+    /// Working directory (Redis's `dir`). goblin-core changes into it before anything else, so
+    /// every relative path (RDB files, `--load`, `--logfile`, `--pidfile`, `--unixsocket`) is
+    /// inside it. CONFIG SET dir changes it at runtime.
+    #[arg(long = "dir", value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+
+    /// The RDB file SAVE and BGSAVE write without `--load` (Redis's `dbfilename`): a name in
+    /// the working directory, not a path.
+    #[arg(long = "dbfilename", value_name = "NAME", default_value = "dump.rdb")]
+    pub dbfilename: String,
+
+    /// Log to this file, appending (Redis's `logfile`); "" logs to standard error.
+    #[arg(long = "logfile", value_name = "PATH", default_value = "")]
+    pub logfile: String,
+
+    /// Write the server's process id to this file once it runs, and remove the file when it
+    /// shuts down (Redis's `pidfile`).
+    #[arg(long = "pidfile", value_name = "PATH")]
+    pub pidfile: Option<PathBuf>,
+
+    /// Run in the background (Redis's `daemonize`): the command returns at once, the server
+    /// goes on in a new session with its standard streams on /dev/null (so log with
+    /// `--logfile`; `--pidfile` says which process it is).
+    #[arg(long = "daemonize", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub daemonize: bool,
+
     /// Redis's `hz` (reported by INFO and CONFIG GET; goblin-core's timers do not depend on it).
     #[arg(long = "hz", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
     pub hz: u32,
@@ -194,6 +220,12 @@ pub struct Config {
     /// enable-debug-command. DEBUG DIGEST and DIGEST-VALUE are always allowed.
     #[arg(long = "enable-debug-command", value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
+
+    /// Whether CONFIG SET may change the protected settings, `dir` and `dbfilename` (no, yes,
+    /// local), as Redis 7's enable-protected-configs: refused by default, since a client that
+    /// can write files where it likes can take over the machine.
+    #[arg(long = "enable-protected-configs", value_enum, default_value_t = DebugCommand::No)]
+    pub enable_protected_configs: DebugCommand,
 
     /// Whether MODULE LOAD, LOADEX and UNLOAD may run (no, yes, local), as Redis's
     /// enable-module-command. goblin-core loads no modules: where allowed, they answer as a
@@ -466,6 +498,15 @@ pub enum DebugCommand {
 }
 
 impl DebugCommand {
+    /// As CONFIG GET shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DebugCommand::No => "no",
+            DebugCommand::Yes => "yes",
+            DebugCommand::Local => "local",
+        }
+    }
+
     /// True unless DEBUG's intrusive subcommands are off everywhere.
     pub fn allowed_anywhere_or_local(self) -> bool {
         self != DebugCommand::No
@@ -484,6 +525,12 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), String> {
+        if self.dbfilename.is_empty() || self.dbfilename.contains('/') {
+            return Err(format!(
+                "--dbfilename {:?}: dbfilename can't be a path, just a filename",
+                self.dbfilename
+            ));
+        }
         if crate::notify::parse_flags(self.notify_keyspace_events.as_bytes()).is_none() {
             return Err(format!(
                 "--notify-keyspace-events {:?}: invalid event class character. Use 'Ag$lshzxeKEtmdn'.",

@@ -62,18 +62,70 @@ pub(crate) fn set_jemalloc_bg_thread(on: bool) {
     }
 }
 
+/// `--daemonize yes`: the parent exits at once; the child leads a new session with its
+/// standard streams on /dev/null and goes on as the server.
+fn daemonize() {
+    // SAFETY: fork while this is the process's only thread (called before any is started).
+    match unsafe { libc::fork() } {
+        -1 => {
+            tracing::error!("can't daemonize: fork: {}", std::io::Error::last_os_error());
+            std::process::exit(1);
+        }
+        0 => {}
+        _ => std::process::exit(0),
+    }
+    // SAFETY: plain system calls on descriptors this process owns.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+}
+
 fn main() {
     let cfg = config::Config::parse();
+    // --dir first: every relative path after it is inside it.
+    if let Some(dir) = &cfg.dir {
+        if let Err(e) = std::env::set_current_dir(dir) {
+            eprintln!("goblin-core: can't chdir to '{}': {e}", dir.display());
+            std::process::exit(1);
+        }
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&cfg.loglevel).unwrap_or_else(|e| {
         eprintln!("goblin-core: invalid --loglevel '{}': {e}", cfg.loglevel);
         std::process::exit(2);
     });
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    let (writer, ansi) = if cfg.logfile.is_empty() {
+        (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal())
+    } else {
+        match std::fs::OpenOptions::new().create(true).append(true).open(&cfg.logfile) {
+            Ok(f) => (BoxMakeWriter::new(std::sync::Mutex::new(f)), false),
+            Err(e) => {
+                eprintln!("goblin-core: can't open the log file '{}': {e}", cfg.logfile);
+                std::process::exit(1);
+            }
+        }
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi).init();
+    // Into the background before any thread exists (a fork keeps only the calling thread).
+    if cfg.daemonize && cfg.tool.is_none() {
+        daemonize();
+    }
+    if let Some(path) = cfg.pidfile.as_ref().filter(|_| cfg.tool.is_none()) {
+        if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+            // As Redis: the server runs on without it.
+            tracing::warn!("can't write the pid file '{}': {e}", path.display());
+        }
+    }
     tracing::info!("goblin-core {} starting (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
     // Startup, in an order that no client can observe: (1) the configuration is parsed and
     // checked; (2) the dataset is recovered (a snapshot, then the Kafka log, once those exist;
@@ -164,8 +216,9 @@ fn main() {
     let Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka } = recover(&cfg);
     let after_recovery = commands::info::allocated_bytes();
     // Changes since the last save count from the snapshot, replayed mutations included.
-    let snapshots =
+    let mut snapshots =
         snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), snapshot_offset, loaded_keys);
+    snapshots.rdb_filename = cfg.dbfilename.clone();
     let fail = |e: std::io::Error| -> ! {
         tracing::error!("{e}");
         std::process::exit(1);

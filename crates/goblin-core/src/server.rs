@@ -1890,6 +1890,9 @@ impl Server {
         if let Some(p) = self.sbe_unix_path.take() {
             let _ = std::fs::remove_file(&p);
         }
+        if let Some(p) = &self.cfg.pidfile {
+            let _ = std::fs::remove_file(p);
+        }
         for slot in 0..self.conns.len() {
             if let Some(conn) = self.conns[slot].take() {
                 self.close(slot, conn);

@@ -303,3 +303,120 @@ fn busy_poll_stops_when_requests_thin_out() {
     );
     drop(conns);
 }
+
+/// CONFIG GET's value of one parameter.
+fn config_get(con: &mut redis::Connection, name: &str) -> String {
+    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
+    assert_eq!(v.len(), 2, "{name}: {v:?}");
+    v[1].clone()
+}
+
+#[test]
+fn dir_and_dbfilename_say_where_rdb_files_go() {
+    let (a, b) = (temp_path("dir-a"), temp_path("dir-b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    // Redis 7 protects dir and dbfilename from CONFIG SET unless told otherwise.
+    let plain = Server::start(&[]);
+    let mut con = plain.conn();
+    assert_eq!(config_get(&mut con, "enable-protected-configs"), "no");
+    for name in ["dir", "dbfilename"] {
+        let err = redis::cmd("CONFIG").arg("SET").arg(name).arg("x").query::<()>(&mut con).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("ResponseError: CONFIG SET failed (possibly related to argument '{name}') - can't set protected config")
+        );
+    }
+    let s = Server::start(&[
+        "--dir",
+        a.to_str().unwrap(),
+        "--dbfilename",
+        "data.rdb",
+        "--enable-protected-configs",
+        "yes",
+    ]);
+    let mut con = s.conn();
+    assert_eq!(config_get(&mut con, "dir"), a.to_str().unwrap());
+    assert_eq!(config_get(&mut con, "dbfilename"), "data.rdb");
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    assert!(a.join("data.rdb").exists(), "SAVE writes the RDB file into --dir");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("dir").arg(b.to_str().unwrap()).query(&mut con).unwrap();
+    assert_eq!(config_get(&mut con, "dir"), b.to_str().unwrap());
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    assert!(b.join("data.rdb").exists(), "and into the directory CONFIG SET dir names");
+    let missing = a.join("no-such-dir");
+    let err = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dir")
+        .arg(missing.to_str().unwrap())
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "ResponseError: CONFIG SET failed (possibly related to argument 'dir') - No such file or directory"
+    );
+    let file = a.join("data.rdb");
+    let err = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dir")
+        .arg(file.to_str().unwrap())
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().ends_with("- Not a directory"), "{err}");
+    assert_eq!(config_get(&mut con, "dir"), b.to_str().unwrap(), "a refused dir changes nothing");
+    // A path as --dbfilename, or a --dir that does not exist, stops the startup.
+    for args in [&["--dbfilename", "sub/data.rdb"][..], &["--dir", missing.to_str().unwrap()]] {
+        let out = bin().args(args).args(["--port", "0"]).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("dbfilename can't be a path") || err.contains("can't chdir"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn daemonize_pidfile_and_logfile() {
+    let dir = temp_path("daemon");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port();
+    // Relative paths are inside --dir.
+    let status = bin()
+        .args([
+            "--daemonize",
+            "yes",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--pidfile",
+            "g.pid",
+            "--logfile",
+            "g.log",
+        ])
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "the launching process exits at once, with 0");
+    let (pidfile, logfile) = (dir.join("g.pid"), dir.join("g.log"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut con = loop {
+        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection() {
+            break c;
+        }
+        assert!(std::time::Instant::now() < deadline, "the daemon never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    assert!(info.contains(&format!("process_id:{pid}\r\n")), "the pid file names the server: {info}");
+    assert_eq!(config_get(&mut con, "daemonize"), "yes");
+    assert_eq!(config_get(&mut con, "pidfile"), "g.pid");
+    assert_eq!(config_get(&mut con, "logfile"), "g.log");
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut con);
+    // SAFETY: kill(pid, 0) only asks whether the process is still there.
+    while unsafe { libc::kill(pid as i32, 0) } == 0 {
+        assert!(std::time::Instant::now() < deadline, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!pidfile.exists(), "the pid file goes with the server");
+    let log = std::fs::read_to_string(&logfile).unwrap();
+    assert!(log.contains("ready to accept connections") && log.contains("bye bye"), "{log}");
+}

@@ -347,7 +347,7 @@ fn a_damaged_snapshot_refuses_to_start_and_names_the_damage() {
 #[test]
 fn save_without_a_path_writes_a_redis_rdb_file() {
     let dir = folder("rdb-save");
-    let s = Server::start_in(Some(&dir), &[]);
+    let s = Server::start_in(Some(&dir), &["--enable-protected-configs", "yes"]);
     let mut con = s.conn();
     fill(&mut con, 500);
     // Array keys have no RDB form: the save is refused, saying why.

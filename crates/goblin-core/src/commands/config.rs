@@ -91,7 +91,12 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("protected-mode", "no".into()),
         ("notify-keyspace-events", crate::notify::flags_string(s.notify.flags)),
         ("lazyfree-lazy-user-del", "no".into()),
-        ("daemonize", "no".into()),
+        ("daemonize", yes_no(c.daemonize)),
+        ("enable-protected-configs", c.enable_protected_configs.name().into()),
+        ("enable-debug-command", c.enable_debug_command.name().into()),
+        ("enable-module-command", c.enable_module_command.name().into()),
+        ("logfile", c.logfile.clone()),
+        ("pidfile", c.pidfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
         ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
         ("dbfilename", s.snapshots.rdb_filename.clone()),
         ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
@@ -111,12 +116,19 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
     ]
 }
 
+/// C's `strerror`: the system's text for an errno (Redis's CONFIG SET errors quote it).
+fn strerror(errno: i32) -> String {
+    // SAFETY: strerror returns a valid C string for any errno; it is copied at once.
+    unsafe { std::ffi::CStr::from_ptr(libc::strerror(errno)) }.to_string_lossy().into_owned()
+}
+
 fn yes_no(on: bool) -> String {
     if on { "yes" } else { "no" }.to_string()
 }
 
 pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let sub = args[1].to_ascii_lowercase();
+    let protected_ok = super::debug::protected_allowed(s.cfg.enable_protected_configs, c);
     let out = &mut c.out;
     match sub.as_slice() {
         b"get" => {
@@ -146,7 +158,7 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !args.len().is_multiple_of(2) {
                 return wrong_sub_arity(out, args[0], args[1]);
             }
-            set(s, out, &args[2..]);
+            set(s, out, &args[2..], protected_ok);
         }
         b"resetstat" => {
             if sub_arity_ok(out, args, 2) {
@@ -243,13 +255,15 @@ fn set_failed(out: &mut Vec<u8>, name: &[u8], why: &str) {
 }
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
-fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
+/// CONFIG SET's pairs; `protected_ok`: the protected settings may change for this client.
+fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]], protected_ok: bool) {
     enum Change {
         MaxClients(u32),
         JemallocBgThread(bool),
         MaxBulk(u64),
         RequirePass(String),
         DbFilename(String),
+        Dir(std::path::PathBuf),
         ReplPing(u64),
         ReplBacklogSize(usize),
         ReplBacklogTtl(u64),
@@ -295,6 +309,10 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             msg.push(b'\'');
             return reply::error(out, &msg);
         };
+        // Settings that write files where they name: only with --enable-protected-configs.
+        if matches!(*canon, "dir" | "dbfilename") && !protected_ok {
+            return set_failed(out, pair[0], "can't set protected config");
+        }
         // Each setting's value, checked as Redis checks it; Err is the reason set_failed gives.
         let int = |lo: i64, hi: i64| int_in(val, lo, hi);
         const MAX: i64 = i64::MAX;
@@ -311,6 +329,16 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
                     Err("dbfilename can't be a path, just a filename".to_string())
                 } else {
                     Ok(Change::DbFilename(name))
+                }
+            }
+            // The working directory, as Redis's chdir: where the next RDB file is written.
+            "dir" => {
+                use std::os::unix::ffi::OsStrExt;
+                let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(val));
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_dir() => Ok(Change::Dir(path)),
+                    Ok(_) => Err(strerror(libc::ENOTDIR)),
+                    Err(e) => Err(e.raw_os_error().map_or_else(|| e.to_string(), strerror)),
                 }
             }
             "busy-reply-threshold" | "lua-time-limit" => int(0, MAX).map(|n| Change::BusyThreshold(n as u64)),
@@ -449,6 +477,11 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]]) {
             // Applies to connections accepted from now on.
             Change::MaxBulk(n) => s.limits.max_bulk_len = n,
             Change::DbFilename(name) => s.snapshots.rdb_filename = name,
+            Change::Dir(path) => {
+                if let Err(e) = std::env::set_current_dir(&path) {
+                    tracing::warn!("CONFIG SET dir {}: {e}", path.display());
+                }
+            }
             Change::ReplPing(n) => s.redis_replicas.ping_period_secs = n,
             Change::ReplBacklogSize(n) => s.redis_replicas.set_backlog_size(n),
             Change::ReplBacklogTtl(n) => s.redis_replicas.backlog_ttl_secs = n,
