@@ -156,25 +156,30 @@ fn monitor_line(db: u32, client: &str, name: &str, args: &[&[u8]]) -> Vec<u8> {
     let t = unix_now();
     let mut line = format!("+{}.{:06} [{db} {}]", t.as_secs(), t.subsec_micros(), client).into_bytes();
     for (i, a) in args.iter().enumerate() {
-        line.extend_from_slice(b" \"");
-        let a: &[u8] = if redacted(name, args, i) { b"(redacted)" } else { a };
-        for &b in a {
-            match b {
-                b'\\' => line.extend_from_slice(b"\\\\"),
-                b'"' => line.extend_from_slice(b"\\\""),
-                b'\n' => line.extend_from_slice(b"\\n"),
-                b'\r' => line.extend_from_slice(b"\\r"),
-                b'\t' => line.extend_from_slice(b"\\t"),
-                0x07 => line.extend_from_slice(b"\\a"),
-                0x08 => line.extend_from_slice(b"\\b"),
-                0x20..=0x7e => line.push(b),
-                _ => line.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
-            }
-        }
-        line.push(b'"');
+        line.push(b' ');
+        quote(&mut line, if redacted(name, args, i) { b"(redacted)" } else { a });
     }
     line.extend_from_slice(b"\r\n");
     line
+}
+
+/// Appends `bytes` in double quotes with C-style escapes for quotes, backslashes and
+/// unprintable bytes, as Redis quotes a value for people to read (MONITOR, the Lua debugger).
+pub(crate) fn quote(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for &b in bytes {
+        match b {
+            b'\\' | b'"' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
 }
 
 /// The client address MONITOR prints: `ip:port`, or `unix:<path>` for a Unix-socket client.

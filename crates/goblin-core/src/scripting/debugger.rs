@@ -29,6 +29,7 @@
 //! returns whether an error value was pushed.
 
 use crate::conn::Conn;
+use crate::introspection::quote;
 use crate::server::Server;
 use crate::snapshots::SocketWriter;
 use mlua::ffi;
@@ -376,24 +377,6 @@ fn atoi(b: &[u8]) -> i64 {
     } else {
         v
     }
-}
-
-/// Appends `bytes` quoted, with escapes for quotes, backslashes and unprintable bytes.
-fn quote(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    for &b in bytes {
-        match b {
-            b'\\' | b'"' => out.extend_from_slice(&[b'\\', b]),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            7 => out.extend_from_slice(b"\\a"),
-            8 => out.extend_from_slice(b"\\b"),
-            0x20..=0x7e => out.push(b),
-            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
-        }
-    }
-    out.push(b'"');
 }
 
 /// A reply frame in the debugger's readable form: `"text"`, `"+OK"`, `[a,b]`, `{k => v}`, ...
@@ -804,27 +787,50 @@ unsafe fn trace(l: *mut ffi::lua_State) {
     }
 }
 
+/// Walks the locals of the frame `level` calls up: `f` gets each one's name while its value is
+/// on top of the stack (popped after it returns), and returns true to stop the walk. None when
+/// there is no such frame, else whether `f` stopped the walk.
+unsafe fn walk_locals(
+    l: *mut ffi::lua_State,
+    level: c_int,
+    mut f: impl FnMut(&[u8]) -> bool,
+) -> Option<bool> {
+    unsafe {
+        let mut ar: ffi::lua_Debug = std::mem::zeroed();
+        if ffi::lua_getstack(l, level, &mut ar) == 0 {
+            return None;
+        }
+        let mut i = 1;
+        loop {
+            let name = ffi::lua_getlocal(l, &ar, i);
+            if name.is_null() {
+                return Some(false);
+            }
+            i += 1;
+            let stop = f(CStr::from_ptr(name).to_bytes());
+            ffi::lua_pop(l, 1);
+            if stop {
+                return Some(true);
+            }
+        }
+    }
+}
+
 /// `print <var>`: the innermost local of that name, else the global KEYS or ARGV.
 unsafe fn print_var(l: *mut ffi::lua_State, var: &[u8]) {
     unsafe {
-        let mut ar: ffi::lua_Debug = std::mem::zeroed();
         let mut level = 0;
-        while ffi::lua_getstack(l, level, &mut ar) != 0 {
-            level += 1;
-            let mut i = 1;
-            loop {
-                let name = ffi::lua_getlocal(l, &ar, i);
-                if name.is_null() {
-                    break;
-                }
-                i += 1;
-                if CStr::from_ptr(name).to_bytes() == var {
-                    log_top(l, b"<value> ");
-                    ffi::lua_pop(l, 1);
-                    return;
-                }
-                ffi::lua_pop(l, 1);
+        while let Some(found) = walk_locals(l, level, |name| {
+            let it = name == var;
+            if it {
+                log_top(l, b"<value> ");
             }
+            it
+        }) {
+            if found {
+                return;
+            }
+            level += 1;
         }
         if var == b"KEYS" || var == b"ARGV" {
             let name = if var == b"KEYS" { c"KEYS" } else { c"ARGV" };
@@ -837,33 +843,23 @@ unsafe fn print_var(l: *mut ffi::lua_State, var: &[u8]) {
     }
 }
 
-/// `print`: every local of the current frame.
+/// `print`: every local of the current frame (Lua's temporaries left out).
 unsafe fn print_locals(l: *mut ffi::lua_State) {
+    let mut shown = 0;
     unsafe {
-        let mut ar: ffi::lua_Debug = std::mem::zeroed();
-        let mut shown = 0;
-        if ffi::lua_getstack(l, 0, &mut ar) != 0 {
-            let mut i = 1;
-            loop {
-                let name = ffi::lua_getlocal(l, &ar, i);
-                if name.is_null() {
-                    break;
-                }
-                i += 1;
-                let name = CStr::from_ptr(name).to_bytes();
-                if !name.windows(12).any(|w| w == b"(*temporary)") {
-                    let mut prefix = b"<value> ".to_vec();
-                    prefix.extend_from_slice(name);
-                    prefix.extend_from_slice(b" = ");
-                    log_top(l, &prefix);
-                    shown += 1;
-                }
-                ffi::lua_pop(l, 1);
+        walk_locals(l, 0, |name| {
+            if !name.windows(12).any(|w| w == b"(*temporary)") {
+                let mut prefix = b"<value> ".to_vec();
+                prefix.extend_from_slice(name);
+                prefix.extend_from_slice(b" = ");
+                log_top(l, &prefix);
+                shown += 1;
             }
-        }
-        if shown == 0 {
-            with(|s| s.log_str("No local variables in the current context."));
-        }
+            false
+        });
+    }
+    if shown == 0 {
+        with(|s| s.log_str("No local variables in the current context."));
     }
 }
 
