@@ -477,6 +477,10 @@ const OPCODE_IDLE: u8 = 248;
 const OPCODE_FREQ: u8 = 249;
 const OPCODE_EXPIRETIME: u8 = 253;
 
+/// Where [`load_rdb_file`] hands each key: its database, name, value and deadline; true when
+/// the database held the key already.
+pub type PutKey<'a> = dyn FnMut(u32, &[u8], Value, Option<i64>) -> bool + 'a;
+
 /// Reads a whole RDB file (versions 1 to [`MAX_RDB_VERSION`]): header fields, function
 /// libraries, and every database's keys, each handed to `put` with its database and deadline
 /// (unix ms), which answers whether the database held the key already (a key given twice is an
@@ -490,7 +494,7 @@ pub fn load_rdb_file(
     file: &[u8],
     now_ms: i64,
     databases: u32,
-    put: &mut dyn FnMut(u32, &[u8], Value, Option<i64>) -> bool,
+    put: &mut PutKey<'_>,
     sizes: &mut dyn FnMut(u32, u64),
     progress: &mut dyn FnMut(usize),
 ) -> Result<LoadedRdb, String> {

@@ -18,6 +18,19 @@ pub fn size_class(n: usize) -> usize {
     }
 }
 
+/// Asks the CPU to start loading the cache line at `p` (a hint: never faults, even for an
+/// address that is not mapped).
+#[inline(always)]
+pub(crate) fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it reads nothing the program can observe.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p.cast(), std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[cfg(test)]
 mod tests {
     use super::size_class;
@@ -30,17 +43,4 @@ mod tests {
             .collect();
         assert_eq!(got, vec![0, 8, 16, 32, 48, 80, 112, 160, 320, 4096, 5120, 10240, 20480]);
     }
-}
-
-/// Asks the CPU to start loading the cache line at `p` (a hint: never faults, even for an
-/// address that is not mapped).
-#[inline(always)]
-pub(crate) fn prefetch_read(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints the cache; it reads nothing the program can observe.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p.cast(), std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
