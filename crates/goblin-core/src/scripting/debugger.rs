@@ -97,29 +97,7 @@ fn with<R>(f: impl FnOnce(&mut Session) -> R) -> Option<R> {
 
 /// Starts a session on client socket `fd` for script `body`.
 pub(crate) fn begin(fd: RawFd, body: &[u8], busy_threshold_ms: u64) {
-    let mut src = body;
-    while let [rest @ .., b'\r' | b'\n'] = src {
-        src = rest;
-    }
-    let lines =
-        if src.is_empty() { Vec::new() } else { src.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect() };
-    let timeout_ms = if busy_threshold_ms > 0 { busy_threshold_ms } else { DEFAULT_TIMEOUT_MS };
-    SESSION.with(|s| {
-        *s.borrow_mut() = Some(Session {
-            fd,
-            step: true,
-            lua_breakpoint: false,
-            breakpoints: Vec::new(),
-            maxlen: DEFAULT_MAXLEN,
-            maxlen_hint_sent: false,
-            logs: Vec::new(),
-            lines,
-            input: Vec::new(),
-            current_line: 0,
-            since: Instant::now(),
-            timeout: Duration::from_millis(timeout_ms),
-        })
-    });
+    SESSION.with(|s| *s.borrow_mut() = Some(Session::new(fd, body, busy_threshold_ms)));
 }
 
 /// Ends the session: sends what is left of its output and the `<endsession>` mark.
@@ -184,6 +162,34 @@ pub(crate) fn log_error(msg: &[u8]) {
 }
 
 impl Session {
+    /// A session stopping at the script's first line, with Redis's defaults.
+    fn new(fd: RawFd, body: &[u8], busy_threshold_ms: u64) -> Session {
+        let mut src = body;
+        while let [rest @ .., b'\r' | b'\n'] = src {
+            src = rest;
+        }
+        let lines = if src.is_empty() {
+            Vec::new()
+        } else {
+            src.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect()
+        };
+        let timeout_ms = if busy_threshold_ms > 0 { busy_threshold_ms } else { DEFAULT_TIMEOUT_MS };
+        Session {
+            fd,
+            step: true,
+            lua_breakpoint: false,
+            breakpoints: Vec::new(),
+            maxlen: DEFAULT_MAXLEN,
+            maxlen_hint_sent: false,
+            logs: Vec::new(),
+            lines,
+            input: Vec::new(),
+            current_line: 0,
+            since: Instant::now(),
+            timeout: Duration::from_millis(timeout_ms),
+        }
+    }
+
     fn log(&mut self, line: Vec<u8>) {
         self.logs.push(line);
     }
@@ -998,20 +1004,9 @@ mod tests {
     use super::*;
 
     fn session() -> Session {
-        Session {
-            fd: -1,
-            step: true,
-            lua_breakpoint: false,
-            breakpoints: Vec::new(),
-            maxlen: DEFAULT_MAXLEN,
-            maxlen_hint_sent: false,
-            logs: Vec::new(),
-            lines: vec![b"local a = 1".to_vec(), b"return a".to_vec()],
-            input: Vec::new(),
-            current_line: 1,
-            since: Instant::now(),
-            timeout: Duration::from_secs(5),
-        }
+        let mut s = Session::new(-1, b"local a = 1\nreturn a\n", 0);
+        s.current_line = 1;
+        s
     }
 
     #[test]
