@@ -326,7 +326,14 @@ impl Server {
                 ip.trim_start_matches('[').trim_end_matches(']').to_string(),
                 port.parse().unwrap_or(self.cfg.port),
             ),
-            _ => (self.cfg.bind.first().cloned().unwrap_or_else(|| "127.0.0.1".into()), self.cfg.port),
+            _ => (
+                self.cfg
+                    .bind
+                    .first()
+                    .map(|b| b.trim_start_matches('-').to_string())
+                    .unwrap_or_else(|| "127.0.0.1".into()),
+                self.cfg.port,
+            ),
         }
     }
 }

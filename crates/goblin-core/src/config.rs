@@ -13,14 +13,23 @@ pub const DEFAULT_CLIENT_OUTPUT_LIMIT: u64 = 256 * 1024 * 1024;
 #[command(
     name = "goblin-core",
     version,
-    about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2 and RESP3)."
+    about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2 and RESP3).",
+    long_about = "A compact, single-threaded, Redis-compatible in-memory server (RESP2 and RESP3).\n\n\
+        Usage as redis-server's: goblin-core [/path/to/redis.conf] [--option value ...]. A configuration \
+        file's directives and Redis options that are not flags below are read as redis-server reads them \
+        (README, \"Operating it\").",
+    // A flag given twice (in the configuration file, then on the command line): the last wins.
+    args_override_self = true
 )]
 pub struct Config {
     /// TCP port to listen on; 0 disables TCP (as in Redis).
     #[arg(long, default_value_t = 6379)]
     pub port: u16,
 
-    /// Addresses to bind the TCP listener to; repeat the flag or give several values.
+    /// Addresses to bind the TCP listener to; repeat the flag or give several values. A
+    /// leading '-' (`-::1`, as in redis.conf) makes an address optional: skipped when this
+    /// host has no such address. One value may hold several addresses separated by spaces
+    /// (`--bind "127.0.0.1 -::1"`: how a redis.conf `bind` line arrives).
     #[arg(long, num_args = 1.., default_values_t = vec![String::from("127.0.0.1")])]
     pub bind: Vec<String>,
 
@@ -238,7 +247,7 @@ pub struct Config {
     /// Users and passwords, in a subset of Redis's ACL file format (docs/ARCHITECTURE.md,
     /// "Authentication"): `user <name> on|off >password #<sha256> nopass ...`. Rules that
     /// would restrict commands, keys or channels are refused at startup.
-    #[arg(long = "auth-file", value_name = "PATH")]
+    #[arg(long = "auth-file", alias = "aclfile", value_name = "PATH")]
     pub auth_file: Option<PathBuf>,
 
     /// Password of the `default` user (Redis's requirepass); clients then AUTH first.

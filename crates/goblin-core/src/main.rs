@@ -25,6 +25,7 @@ mod blocking;
 mod cluster;
 mod commands;
 mod config;
+mod config_file;
 mod conn;
 mod dispatch;
 mod dumpworld;
@@ -43,8 +44,6 @@ mod stats;
 mod tracking;
 mod transport;
 mod watch;
-
-use clap::Parser;
 
 /// jemalloc: compact for many small allocations, and INFO's `used_memory` reads its exact
 /// `stats.allocated` counter.
@@ -90,7 +89,12 @@ fn daemonize() {
 }
 
 fn main() {
-    let cfg = config::Config::parse();
+    // `goblin-core [redis.conf] [--option value ...]`, as redis-server.
+    let loaded = config_file::load(std::env::args_os().collect()).unwrap_or_else(|fatal| {
+        eprintln!("{fatal}");
+        std::process::exit(1);
+    });
+    let cfg = loaded.cfg;
     // --dir first: every relative path after it is inside it.
     if let Some(dir) = &cfg.dir {
         if let Err(e) = std::env::set_current_dir(dir) {
@@ -98,7 +102,15 @@ fn main() {
             std::process::exit(1);
         }
     }
-    let filter = tracing_subscriber::EnvFilter::try_new(&cfg.loglevel).unwrap_or_else(|e| {
+    // Redis's level names, as redis.conf files give them, or a tracing filter.
+    let level = match cfg.loglevel.as_str() {
+        "verbose" => "debug",
+        "notice" => "info",
+        "warning" => "warn",
+        "nothing" => "off",
+        other => other,
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|e| {
         eprintln!("goblin-core: invalid --loglevel '{}': {e}", cfg.loglevel);
         std::process::exit(2);
     });
@@ -127,6 +139,14 @@ fn main() {
         }
     }
     tracing::info!("goblin-core {} starting (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
+    if let Some(path) = &loaded.file {
+        tracing::info!("configuration loaded from {}", path.display());
+    }
+    if !loaded.ignored.is_empty() {
+        tracing::warn!("ignored Redis settings that have no meaning here: {}", loaded.ignored.join(", "));
+    }
+    // The encoding limits hold for the dataset recovery builds.
+    commands::config::apply_limits_early(&loaded.runtime);
     // Startup, in an order that no client can observe: (1) the configuration is parsed and
     // checked; (2) the dataset is recovered (a snapshot, then the Kafka log, once those exist;
     // until then a fresh lineage at offset 0); (3) only then do the listeners open.
@@ -225,6 +245,14 @@ fn main() {
     };
     let has_history = loaded_keys > 0 || engine.repl.offset > 0 || snapshot_offset > 0;
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
+    // The configuration's runtime settings, with CONFIG SET's checks, before anyone connects.
+    if let Err(fatal) = commands::config::apply_directives(&mut server, &loaded.runtime) {
+        tracing::error!("{fatal}");
+        eprintln!("{fatal}");
+        std::process::exit(1);
+    }
+    server.config_file = loaded.file.clone();
+    server.config_changed = loaded.from_command_line.clone();
     server.users = users;
     server.numa = numa;
     server.tls = tls;

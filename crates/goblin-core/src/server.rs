@@ -270,6 +270,11 @@ pub struct Server {
     pub(crate) pause: crate::pause::Pause,
     /// CONFIG SET values of settings that change nothing here (see commands/config.rs).
     pub(crate) inert_config: std::collections::HashMap<&'static str, String>,
+    /// The configuration file the server started with (absolute; CONFIG REWRITE writes it).
+    pub(crate) config_file: Option<std::path::PathBuf>,
+    /// Settings changed since startup (CONFIG SET) or given on the command line, by their
+    /// CONFIG REWRITE names: what CONFIG REWRITE writes back.
+    pub(crate) config_changed: Vec<String>,
     /// DEBUG SET-ACTIVE-EXPIRE: active expiry can be turned off for tests, as in Redis.
     pub(crate) active_expire_enabled: bool,
     /// The Lua VM and script cache, built on first use and rebuilt by SCRIPT FLUSH; taken out
@@ -469,6 +474,8 @@ impl Server {
             tracking: Default::default(),
             pause: Default::default(),
             inert_config: Default::default(),
+            config_file: None,
+            config_changed: Vec::new(),
             active_expire_enabled: true,
             scripting: None,
             functions: None,
@@ -545,8 +552,13 @@ impl Server {
             if port == 0 {
                 continue;
             }
-            for b in &cfg.bind {
-                let ip: IpAddr = match b.as_str() {
+            for b in cfg.bind.iter().flat_map(|b| b.split_whitespace()) {
+                // "-addr" (redis.conf's form): skipped when this host has no such address.
+                let (b, optional) = match b.strip_prefix('-') {
+                    Some(rest) => (rest, true),
+                    None => (b, false),
+                };
+                let ip: IpAddr = match b {
                     "*" => IpAddr::from([0, 0, 0, 0]),
                     "::*" => IpAddr::from([0u16; 8]),
                     s => s.parse().map_err(|_| {
@@ -554,9 +566,22 @@ impl Server {
                     })?,
                 };
                 let addr = SocketAddr::new(ip, port);
-                let l = TcpListener::bind(addr).map_err(|e| {
-                    io::Error::new(e.kind(), format!("could not listen{what} on {addr}: {e}"))
-                })?;
+                let l = match TcpListener::bind(addr) {
+                    Ok(l) => l,
+                    Err(e)
+                        if optional
+                            && matches!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL | libc::EAFNOSUPPORT)) =>
+                    {
+                        warn!("skipping optional bind address {addr}: {e}");
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("could not listen{what} on {addr}: {e}"),
+                        ))
+                    }
+                };
                 info!("listening{what} on {addr}");
                 listeners.push(kind(l));
             }

@@ -158,7 +158,19 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             if !args.len().is_multiple_of(2) {
                 return wrong_sub_arity(out, args[0], args[1]);
             }
-            set(s, out, &args[2..], protected_ok);
+            if let Err(e) = set_pairs(s, &args[2..], protected_ok) {
+                return reply::error(out, &e.reply);
+            }
+            // What CONFIG REWRITE writes back.
+            for pair in args[2..].chunks(2) {
+                let name =
+                    crate::config_file::canonical(&String::from_utf8_lossy(pair[0]).to_ascii_lowercase())
+                        .to_string();
+                if !s.config_changed.contains(&name) {
+                    s.config_changed.push(name);
+                }
+            }
+            reply::ok(out);
         }
         b"resetstat" => {
             if sub_arity_ok(out, args, 2) {
@@ -172,7 +184,10 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"rewrite" => {
             if sub_arity_ok(out, args, 2) {
-                reply::error(out, b"ERR The server is running without a config file");
+                match rewrite(s) {
+                    Ok(()) => reply::ok(out),
+                    Err(e) => reply::error(out, e.as_bytes()),
+                }
             }
         }
         b"help" => help(
@@ -246,17 +261,131 @@ fn output_limit(val: &[u8]) -> Result<Option<u64>, String> {
     Ok(hard_limit)
 }
 
-fn set_failed(out: &mut Vec<u8>, name: &[u8], why: &str) {
+/// Why CONFIG SET refused: the error reply, and the reason alone (a configuration file's
+/// error box shows that).
+pub(crate) struct SetError {
+    pub reply: Vec<u8>,
+    pub reason: String,
+}
+
+fn set_failed(name: &[u8], why: &str) -> Result<(), SetError> {
     let mut msg = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
     msg.extend_from_slice(name);
     msg.extend_from_slice(b"') - ");
     msg.extend_from_slice(why.as_bytes());
-    reply::error(out, &msg);
+    Err(SetError { reply: msg, reason: why.to_string() })
+}
+
+/// CONFIG REWRITE: the configuration file, with what CONFIG SET and the command line changed.
+fn rewrite(s: &Server) -> Result<(), String> {
+    let Some(path) = &s.config_file else {
+        return Err("ERR The server is running without a config file".into());
+    };
+    let fail = |e: std::io::Error| {
+        format!("ERR Rewriting config file: {}", e.raw_os_error().map_or_else(|| e.to_string(), strerror))
+    };
+    // A file that is gone is written anew, as Redis does.
+    let old = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(fail(e)),
+    };
+    let all = settings(s);
+    let changed: Vec<(String, String)> = s
+        .config_changed
+        .iter()
+        .filter_map(|name| all.iter().find(|(n, _)| n == name).map(|(n, v)| (n.to_string(), v.clone())))
+        .collect();
+    crate::config_file::write_atomically(path, &crate::config_file::rewrite(&old, &changed)).map_err(fail)?;
+    tracing::info!("CONFIG REWRITE executed with success");
+    Ok(())
+}
+
+/// A configuration file's settings that are not startup flags (and such command-line
+/// options), applied with CONFIG SET's checks before the server listens.
+pub(crate) fn apply_directives(
+    s: &mut Server,
+    directives: &[crate::config_file::Directive],
+) -> Result<(), crate::config_file::Fatal> {
+    use crate::config_file::Fatal;
+    for d in directives {
+        let fatal =
+            |reason: String| Fatal { file: d.file.clone(), line_no: d.line_no, text: d.text.clone(), reason };
+        if d.name == "client-output-buffer-limit" {
+            let limit = startup_output_limit(&d.words).map_err(fatal)?;
+            if let Some(n) = limit {
+                s.cfg.client_output_limit = n;
+            }
+            continue;
+        }
+        let value = d.words.join(&b' ');
+        match set_pairs(s, &[d.name.as_bytes(), &value], true) {
+            Ok(()) => {}
+            Err(e) if e.reason.is_empty() => {
+                return Err(fatal("Bad directive or wrong number of arguments".into()))
+            }
+            Err(e) => return Err(fatal(e.reason)),
+        }
+    }
+    Ok(())
+}
+
+/// The encoding limits of a configuration file (`hash-max-listpack-entries` ...), set before
+/// the dataset is loaded so that it is built under them (apply_directives sets them again).
+pub(crate) fn apply_limits_early(directives: &[crate::config_file::Directive]) {
+    for d in directives {
+        if let (Some(limit), [word]) = (store::limits::by_name(&d.name), d.words.as_slice()) {
+            if !matches!(
+                d.name.as_str(),
+                "hll-sparse-max-bytes" | "stream-idmp-duration" | "stream-idmp-maxsize"
+            ) {
+                if let Ok(n) = int_in(word, 0, store::limits::INTSET_HARD_MAX as i64) {
+                    store::limits::set(limit, n as usize);
+                }
+            }
+        }
+    }
+}
+
+/// A configuration file's `client-output-buffer-limit` line, leniently: redis.conf files
+/// carry soft limits and a replica class, which this server has no use for (its replicas
+/// have fixed queues). The one hard limit it keeps follows the `normal` class; the rest is
+/// logged and left. Malformed groups are refused with Redis's errors.
+fn startup_output_limit(words: &[Vec<u8>]) -> Result<Option<u64>, String> {
+    let text = words.iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect::<Vec<_>>().join(" ");
+    let groups: Vec<&str> = text.split_whitespace().collect();
+    if groups.is_empty() || !groups.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut normal = None;
+    for g in groups.chunks(4) {
+        let class = g[0].to_ascii_lowercase();
+        if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
+            return Err("Invalid client class specified in buffer limit configuration.".into());
+        }
+        let parsed =
+            (crate::config::parse_bytes(g[1]), crate::config::parse_bytes(g[2]), g[3].parse::<i64>());
+        let (Ok(hard), Ok(_), Ok(secs)) = parsed else {
+            return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
+        };
+        if secs < 0 {
+            return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
+        }
+        if class == "normal" {
+            normal = Some(hard);
+        } else {
+            tracing::warn!(
+                "client-output-buffer-limit {}: normal and pub/sub clients share the normal class's hard limit here, and replicas have fixed queues; this group is not applied",
+                g.join(" ")
+            );
+        }
+    }
+    Ok(normal)
 }
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
-/// CONFIG SET's pairs; `protected_ok`: the protected settings may change for this client.
-fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]], protected_ok: bool) {
+/// `protected_ok`: the protected settings may change for this client.
+pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> Result<(), SetError> {
     enum Change {
         MaxClients(u32),
         JemallocBgThread(bool),
@@ -300,18 +429,18 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]], protected_ok: bool) {
         let name = pair[0].to_ascii_lowercase();
         // The same name twice is refused (an alias and its name are two names, as in Redis).
         if pairs.chunks(2).take(n).any(|p| p[0].eq_ignore_ascii_case(&name)) {
-            return set_failed(out, pair[0], "duplicate parameter");
+            return set_failed(pair[0], "duplicate parameter");
         }
         let val = pair[1];
         let Some((canon, current)) = known.iter().find(|(n, _)| n.as_bytes() == name) else {
             let mut msg = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
             msg.extend_from_slice(pair[0]);
             msg.push(b'\'');
-            return reply::error(out, &msg);
+            return Err(SetError { reply: msg, reason: String::new() });
         };
         // Settings that write files where they name: only with --enable-protected-configs.
         if matches!(*canon, "dir" | "dbfilename") && !protected_ok {
-            return set_failed(out, pair[0], "can't set protected config");
+            return set_failed(pair[0], "can't set protected config");
         }
         // Each setting's value, checked as Redis checks it; Err is the reason set_failed gives.
         let int = |lo: i64, hi: i64| int_in(val, lo, hi);
@@ -467,7 +596,7 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]], protected_ok: bool) {
         };
         let change = match change {
             Ok(change) => change,
-            Err(why) => return set_failed(out, canon.as_bytes(), &why),
+            Err(why) => return set_failed(canon.as_bytes(), &why),
         };
         changes.push(change);
     }
@@ -540,5 +669,5 @@ fn set(s: &mut Server, out: &mut Vec<u8>, pairs: &[&[u8]], protected_ok: bool) {
             Change::Nothing => {}
         }
     }
-    reply::ok(out);
+    Ok(())
 }

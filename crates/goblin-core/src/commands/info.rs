@@ -237,7 +237,8 @@ fn server(s: &Server, t: &mut String) {
     // Redis's 24-bit LRU clock: seconds, wrapping.
     field!(t, "lru_clock", "{}", (now_us / 1_000_000) as u64 & ((1 << 24) - 1));
     field!(t, "executable", "{exe}");
-    field!(t, "config_file", "");
+    let config_file = s.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    field!(t, "config_file", "{config_file}");
     field!(t, "io_threads_active", "0");
     // --numa only: the interface, its node (-1: none), the server thread's CPUs as read back
     // after pinning, and whether its memory is bound to the node.

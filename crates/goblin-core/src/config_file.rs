@@ -1,0 +1,742 @@
+//! redis.conf files and Redis-style `--directive value` options:
+//! `goblin-core [/path/to/redis.conf] [--name value ...]`, as redis-server takes them.
+//!
+//! A file is read line by line with Redis's quoting rules (`split_args`), `include` followed,
+//! and each directive sorted into one of four kinds:
+//!
+//! - a **flag**: a setting this server fixes at startup (`port`, `bind`, `dir`, `save` ...,
+//!   every `--flag` of config.rs). It becomes that flag, placed before the command line's own
+//!   flags so that the command line wins, as it does for redis-server;
+//! - a **runtime** setting (`slowlog-max-len`, `hash-max-listpack-entries`, `masterauth` ...):
+//!   applied with CONFIG SET's own checks once the server exists, before it listens; a value
+//!   CONFIG SET refuses stops startup. The encoding limits are global and apply at once, so a
+//!   snapshot loaded at startup is built under them;
+//! - **ignored**: Redis settings that mean nothing here (AOF tuning, active defrag, process
+//!   titles, diskless sync ...). The log names them once; a stock redis.conf starts unchanged;
+//! - **refused**: what would silently weaken durability or security if ignored
+//!   (`appendonly yes`, `rename-command`, `loadmodule`, ACL users inline, TLS settings this
+//!   server cannot honour) stops startup with the reason.
+//!
+//! A directive Redis does not know either is Redis's "Bad directive" error, in redis-server's
+//! fatal box, naming the file and line. Command-line options that are not flags of this
+//! server but are Redis directives (`--appendonly no`, `--protected-mode no`, common in
+//! container definitions) go through the same sorting.
+//!
+//! CONFIG REWRITE (`rewrite`) writes back what changed since startup (CONFIG SET, and settings
+//! given on the command line) into the file, keeping every other line as it was.
+
+use crate::config::Config;
+use clap::{CommandFactory, Parser};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// How deep `include` may nest (a file including itself is a loop, not a configuration).
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// Redis settings that have no meaning in goblin-core: accepted and ignored (logged once).
+const IGNORED: &[&str] = &[
+    "active-defrag-cycle-max",
+    "active-defrag-cycle-min",
+    "active-defrag-ignore-bytes",
+    "active-defrag-max-scan-fields",
+    "active-defrag-threshold-lower",
+    "active-defrag-threshold-upper",
+    "active-expire-effort",
+    "activedefrag",
+    "activerehashing",
+    "always-show-logo",
+    "aof-load-truncated",
+    "aof-rewrite-cpulist",
+    "aof-rewrite-incremental-fsync",
+    "aof-timestamp-enabled",
+    "aof-use-rdb-preamble",
+    "appenddirname",
+    "appendfilename",
+    "appendfsync",
+    "auto-aof-rewrite-min-size",
+    "auto-aof-rewrite-percentage",
+    "bgsave-cpulist",
+    "bio-cpulist",
+    "crash-log-enabled",
+    "crash-memcheck-enabled",
+    "disable-thp",
+    "dynamic-hz",
+    "hide-user-data-from-log",
+    "ignore-warnings",
+    "io-threads",
+    "io-threads-do-reads",
+    "latency-tracking",
+    "latency-tracking-info-percentiles",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
+    "locale-collate",
+    "max-new-connections-per-cycle",
+    "max-new-tls-connections-per-cycle",
+    "maxmemory-eviction-tenacity",
+    "no-appendfsync-on-rewrite",
+    "oom-score-adj",
+    "oom-score-adj-values",
+    "proc-title-template",
+    "propagation-error-behavior",
+    "protected-mode",
+    "rdb-del-sync-files",
+    "rdb-save-incremental-fsync",
+    "rdbchecksum",
+    "rdbcompression",
+    "repl-disable-tcp-nodelay",
+    "repl-diskless-load",
+    "repl-diskless-sync",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "replica-announced",
+    "replica-full-sync-buffer-limit",
+    "replica-ignore-disk-write-errors",
+    "replica-ignore-maxmemory",
+    "replica-lazy-flush",
+    "replica-priority",
+    "replica-read-only",
+    "sanitize-dump-payload",
+    "server-cpulist",
+    "set-proc-title",
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
+    "slave-announce-ip",
+    "slave-announce-port",
+    "slave-ignore-maxmemory",
+    "slave-lazy-flush",
+    "slave-priority",
+    "slave-read-only",
+    "socket-mark-id",
+    "stop-writes-on-bgsave-error",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
+    "supervised",
+    "syslog-enabled",
+    "syslog-facility",
+    "syslog-ident",
+    "tcp-keepalive",
+    "vset-force-single-threaded-execution",
+];
+
+/// Names that are one setting under two names (the second is what CONFIG REWRITE writes).
+const ALIASES: &[(&str, &str)] = &[
+    ("slaveof", "replicaof"),
+    ("lua-time-limit", "busy-reply-threshold"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
+];
+
+/// A setting's name as CONFIG REWRITE knows it (an alias's setting).
+pub fn canonical(name: &str) -> &str {
+    ALIASES.iter().find(|(a, _)| *a == name).map_or(name, |(_, c)| c)
+}
+
+/// Why a directive stops startup rather than being ignored, if it does.
+fn refusal(name: &str, words: &[Vec<u8>]) -> Option<String> {
+    let first = words.first().map(|w| String::from_utf8_lossy(w).to_ascii_lowercase());
+    Some(match name {
+        "appendonly" if first.as_deref() != Some("no") => {
+            "goblin-core keeps no append-only file: its durable history is a Kafka topic (--kafka)".into()
+        }
+        "rename-command" => {
+            "goblin-core cannot rename commands: deny them with ACL rules (ACL SETUSER) instead".into()
+        }
+        "loadmodule" => "goblin-core loads no modules".into(),
+        "user" => "ACL users belong in a file named by aclfile (or --auth-file), not inline".into(),
+        n if n.starts_with("tls-") => {
+            format!("goblin-core's TLS takes --tls-port, --tls-cert-file, --tls-key-file, --tls-ca-cert-file and --tls-auth-clients; '{n}' is not supported")
+        }
+        _ => return None,
+    })
+}
+
+/// One directive: where it was read, and its words (the name lowercased).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directive {
+    /// The file it came from; None: the command line.
+    pub file: Option<PathBuf>,
+    pub line_no: usize,
+    /// The line as written, for the error box.
+    pub text: String,
+    pub name: String,
+    pub words: Vec<Vec<u8>>,
+}
+
+/// What stops startup: redis-server's fatal box around the line and the reason.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Fatal {
+    pub file: Option<PathBuf>,
+    pub line_no: usize,
+    pub text: String,
+    pub reason: String,
+}
+
+impl Fatal {
+    fn at(d: &Directive, reason: impl Into<String>) -> Fatal {
+        Fatal { file: d.file.clone(), line_no: d.line_no, text: d.text.clone(), reason: reason.into() }
+    }
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "\n*** FATAL CONFIG FILE ERROR (goblin-core {}) ***", env!("CARGO_PKG_VERSION"))?;
+        match &self.file {
+            Some(p) => {
+                writeln!(f, "Reading the configuration file {}, at line {}", p.display(), self.line_no)?
+            }
+            None => writeln!(f, "Reading the command-line options, at option {}", self.line_no)?,
+        }
+        writeln!(f, ">>> '{}'", self.text)?;
+        write!(f, "{}", self.reason)
+    }
+}
+
+/// A line's words by Redis's rules (sdssplitargs): blanks separate words; "double quotes"
+/// take `\n \r \t \b \a \\ \"` and `\xHH`; 'single quotes' take only `\'`; a closing quote
+/// must end the word. None: unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    let blank = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    loop {
+        while i < line.len() && blank(line[i]) {
+            i += 1;
+        }
+        if i >= line.len() {
+            return Some(words);
+        }
+        let mut word = Vec::new();
+        let (mut dq, mut sq) = (false, false);
+        loop {
+            if dq {
+                let &c = line.get(i)?;
+                if c == b'\\' && line.get(i + 1) == Some(&b'x') {
+                    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+                    if let (Some(h), Some(l)) = (hex(line.get(i + 2)), hex(line.get(i + 3))) {
+                        word.push((h * 16 + l) as u8);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && i + 1 < line.len() {
+                    word.push(match line[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    i += 2;
+                } else if c == b'"' {
+                    // The closing quote must be followed by a blank or the end.
+                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    word.push(c);
+                    i += 1;
+                }
+            } else if sq {
+                let &c = line.get(i)?;
+                if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                    word.push(b'\'');
+                    i += 2;
+                } else if c == b'\'' {
+                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    word.push(c);
+                    i += 1;
+                }
+            } else {
+                match line.get(i) {
+                    None => break,
+                    Some(&c) if blank(c) || c == 0 => break,
+                    Some(b'"') => dq = true,
+                    Some(b'\'') => sq = true,
+                    Some(&c) => word.push(c),
+                }
+                i += 1;
+            }
+        }
+        words.push(word);
+    }
+}
+
+/// A word as CONFIG REWRITE writes it: bare when it reads back as itself, else quoted.
+pub fn quote(word: &[u8]) -> String {
+    let plain = !word.is_empty()
+        && word.iter().all(|&b| b.is_ascii_alphanumeric() || b"-_.:/@,+*=%^~<>!?&$#[]{}()".contains(&b));
+    if plain {
+        return String::from_utf8_lossy(word).into_owned();
+    }
+    let mut s = String::from("\"");
+    for &b in word {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x07 => s.push_str("\\a"),
+            0x08 => s.push_str("\\b"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Every directive of `path`, its includes in place.
+pub fn read(path: &Path) -> Result<Vec<Directive>, Fatal> {
+    let mut out = Vec::new();
+    read_into(path, 0, None, &mut out)?;
+    Ok(out)
+}
+
+fn read_into(
+    path: &Path,
+    depth: usize,
+    from: Option<&Directive>,
+    out: &mut Vec<Directive>,
+) -> Result<(), Fatal> {
+    let bytes = std::fs::read(path).map_err(|e| match from {
+        Some(d) => Fatal::at(d, format!("can't open the included file '{}': {e}", path.display())),
+        None => Fatal {
+            file: Some(path.to_path_buf()),
+            line_no: 0,
+            text: String::new(),
+            reason: format!("Fatal error, can't open config file '{}': {e}", path.display()),
+        },
+    })?;
+    for (n, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = raw.trim_ascii();
+        if line.is_empty() || line[0] == b'#' {
+            continue;
+        }
+        let mut d = Directive {
+            file: Some(path.to_path_buf()),
+            line_no: n + 1,
+            text: String::from_utf8_lossy(line).into_owned(),
+            name: String::new(),
+            words: Vec::new(),
+        };
+        let Some(mut words) = split_args(line) else {
+            return Err(Fatal::at(&d, "Unbalanced quotes in configuration line"));
+        };
+        if words.is_empty() {
+            continue;
+        }
+        d.name = String::from_utf8_lossy(&words.remove(0)).to_ascii_lowercase();
+        d.words = words;
+        if d.name == "include" {
+            if d.words.len() != 1 {
+                return Err(Fatal::at(&d, "Bad directive or wrong number of arguments"));
+            }
+            if depth + 1 >= MAX_INCLUDE_DEPTH {
+                return Err(Fatal::at(
+                    &d,
+                    format!("includes nest deeper than {MAX_INCLUDE_DEPTH} files (a loop?)"),
+                ));
+            }
+            use std::os::unix::ffi::OsStrExt;
+            let inc = PathBuf::from(std::ffi::OsStr::from_bytes(&d.words[0]));
+            read_into(&inc, depth + 1, Some(&d), out)?;
+            continue;
+        }
+        out.push(d);
+    }
+    Ok(())
+}
+
+/// The result of reading the command line and its configuration file.
+#[derive(Debug)]
+pub struct Loaded {
+    pub cfg: Config,
+    /// The configuration file, absolute (CONFIG REWRITE writes it; INFO names it).
+    pub file: Option<PathBuf>,
+    /// Settings to apply with CONFIG SET's rules once the server exists, in order.
+    pub runtime: Vec<Directive>,
+    /// Names of ignored directives (each once), for the log.
+    pub ignored: Vec<String>,
+    /// Settings given on the command line: CONFIG REWRITE writes them into the file.
+    pub from_command_line: Vec<String>,
+}
+
+/// The long names (and aliases) of this server's flags, and whether each takes a value.
+fn flags() -> Vec<(String, bool)> {
+    let cmd = Config::command();
+    let mut out = Vec::new();
+    for a in cmd.get_arguments() {
+        let Some(long) = a.get_long() else { continue };
+        let takes_value = a.get_action().takes_values();
+        out.push((long.to_string(), takes_value));
+        for alias in a.get_all_aliases().unwrap_or_default() {
+            out.push((alias.to_string(), takes_value));
+        }
+    }
+    out
+}
+
+/// Where a directive goes.
+enum Kind {
+    /// A flag of config.rs: (its name, whether it takes values).
+    Flag(bool),
+    Ignored,
+    Runtime,
+}
+
+fn kind(flags: &[(String, bool)], d: &Directive) -> Result<Kind, Fatal> {
+    if let Some(why) = refusal(&d.name, &d.words) {
+        return Err(Fatal::at(d, why));
+    }
+    // In a file, masteruser goes with masterauth (a runtime setting): CONFIG SET takes both.
+    if d.name == "masteruser" {
+        return Ok(Kind::Runtime);
+    }
+    if let Some((_, takes)) = flags.iter().find(|(f, _)| *f == d.name) {
+        return Ok(Kind::Flag(*takes));
+    }
+    if IGNORED.contains(&d.name.as_str()) || d.name.starts_with("cluster-") {
+        return Ok(Kind::Ignored);
+    }
+    Ok(Kind::Runtime)
+}
+
+/// Parses the process's arguments: an optional configuration file first (a first argument
+/// that is not an option), then options. `--name value ...` options that are not flags of
+/// this server are directives, as in redis-server (their values run to the next `--`).
+/// Errors: the fatal box (Err(Fatal)), or clap's own error (printed and exited by clap).
+pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
+    let flags = flags();
+    let cmd = Config::command();
+    let subcommands: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    let mut args = argv.into_iter();
+    let prog = args.next().unwrap_or_else(|| "goblin-core".into());
+    let rest: Vec<OsString> = args.collect();
+    // A tool (`goblin-core import-rdb ...`) takes its own arguments: clap alone reads them.
+    if rest.first().is_some_and(|a| subcommands.iter().any(|s| a == s.as_str())) {
+        let cfg = Config::try_parse_from(std::iter::once(prog).chain(rest)).unwrap_or_else(|e| e.exit());
+        return Ok(Loaded {
+            cfg,
+            file: None,
+            runtime: Vec::new(),
+            ignored: Vec::new(),
+            from_command_line: Vec::new(),
+        });
+    }
+    let mut i = 0;
+    let mut file = None;
+    let mut directives = Vec::new();
+    if let Some(first) = rest.first().filter(|a| !a.to_string_lossy().starts_with('-')) {
+        let path = std::path::absolute(first).unwrap_or_else(|_| PathBuf::from(first));
+        directives = read(&path)?;
+        file = Some(path);
+        i = 1;
+    }
+    // The command line: flags stay clap's; other `--name` options become directives.
+    let mut clap_args: Vec<OsString> = Vec::new();
+    let mut from_command_line = Vec::new();
+    let mut option_no = 0;
+    while i < rest.len() {
+        let tok = rest[i].to_string_lossy().into_owned();
+        i += 1;
+        let Some(name) = tok.strip_prefix("--").filter(|n| !n.is_empty()) else {
+            clap_args.push(rest[i - 1].clone());
+            continue;
+        };
+        option_no += 1;
+        let bare = name.split('=').next().unwrap_or(name);
+        let is_flag = flags.iter().any(|(f, _)| f == bare) || matches!(bare, "help" | "version");
+        // The option's values: up to the next `--` option.
+        let start = i;
+        while i < rest.len() && !rest[i].to_string_lossy().starts_with("--") {
+            i += 1;
+        }
+        if is_flag && bare == "bind" && !name.contains('=') {
+            // redis-server's `--bind 127.0.0.1 -::1`: the addresses as one value.
+            from_command_line.push("bind".to_string());
+            let joined = rest[start..i].iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>().join(" ");
+            clap_args.push(format!("--bind={joined}").into());
+            continue;
+        }
+        if is_flag && bare == "save" && start == i {
+            // As redis-server: `--save` alone means no snapshot rules.
+            from_command_line.push("save".to_string());
+            clap_args.push("--save=".into());
+            continue;
+        }
+        if is_flag {
+            from_command_line.push(canonical(bare).to_string());
+            clap_args.push(rest[start - 1].clone());
+            clap_args.extend(rest[start..i].iter().cloned());
+            continue;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let mut words: Vec<Vec<u8>> = rest[start..i].iter().map(|w| w.as_bytes().to_vec()).collect();
+        // As redis-server: `--save` alone means no snapshot rules.
+        if bare == "save" && words.is_empty() {
+            words.push(Vec::new());
+        }
+        let text =
+            std::iter::once(tok.clone()).chain(words.iter().map(|w| quote(w))).collect::<Vec<_>>().join(" ");
+        directives.push(Directive {
+            file: None,
+            line_no: option_no,
+            text,
+            name: bare.to_ascii_lowercase(),
+            words,
+        });
+    }
+    // Sort the directives; the file's flags come before the command line's, so they lose.
+    let mut file_flags: Vec<OsString> = Vec::new();
+    let mut save: Option<Vec<String>> = None;
+    let mut runtime = Vec::new();
+    let mut ignored: Vec<String> = Vec::new();
+    for d in directives {
+        if d.words.is_empty() {
+            return Err(Fatal::at(&d, "Bad directive or wrong number of arguments"));
+        }
+        match kind(&flags, &d)? {
+            Kind::Ignored => {
+                if !ignored.contains(&d.name) {
+                    ignored.push(d.name.clone());
+                }
+            }
+            Kind::Runtime => {
+                if d.file.is_none() {
+                    from_command_line.push(canonical(&d.name).to_string());
+                }
+                runtime.push(d)
+            }
+            // Snapshot rules accumulate over the lines; `save ""` clears those before it.
+            Kind::Flag(_) if d.name == "save" => {
+                let rules = save.get_or_insert_with(Vec::new);
+                if d.words.len() == 1 && d.words[0].is_empty() {
+                    rules.clear();
+                } else {
+                    rules.extend(d.words.iter().map(|w| String::from_utf8_lossy(w).into_owned()));
+                }
+                // Each line's rules are checked on their own, so an error names its line.
+                let joined = d.words.iter().map(|w| String::from_utf8_lossy(w)).collect::<Vec<_>>().join(" ");
+                check_flag(&prog, &d, &[format!("--save={joined}").into()])?;
+            }
+            Kind::Flag(takes) => {
+                let args = flag_args(&d, takes)?;
+                check_flag(&prog, &d, &args)?;
+                if d.file.is_none() {
+                    clap_args.extend(args);
+                } else {
+                    file_flags.extend(args);
+                }
+            }
+        }
+    }
+    if let Some(rules) = save {
+        file_flags.push(format!("--save={}", rules.join(" ")).into());
+    }
+    let all = std::iter::once(prog).chain(file_flags).chain(clap_args);
+    let cfg = Config::try_parse_from(all).unwrap_or_else(|e| e.exit());
+    Ok(Loaded { cfg, file, runtime, ignored, from_command_line })
+}
+
+/// A directive as the flag it names.
+fn flag_args(d: &Directive, takes_values: bool) -> Result<Vec<OsString>, Fatal> {
+    use std::os::unix::ffi::OsStringExt;
+    if !takes_values {
+        // A switch (`--replica-tls`): `name yes` sets it, `name no` leaves it off.
+        return match crate::config::parse_yes_no(&String::from_utf8_lossy(&d.words[0])) {
+            Ok(true) if d.words.len() == 1 => Ok(vec![format!("--{}", d.name).into()]),
+            Ok(false) if d.words.len() == 1 => Ok(Vec::new()),
+            _ => Err(Fatal::at(d, "argument must be 'yes' or 'no'")),
+        };
+    }
+    // An empty password is none, as redis-server reads `requirepass ""`.
+    if d.name == "requirepass" && d.words.len() == 1 && d.words[0].is_empty() {
+        return Ok(Vec::new());
+    }
+    // The addresses as one value (config.rs splits it): `-::1` would read as a flag.
+    if d.name == "bind" {
+        let joined = d.words.iter().map(|w| String::from_utf8_lossy(w)).collect::<Vec<_>>().join(" ");
+        return Ok(vec![format!("--bind={joined}").into()]);
+    }
+    if d.words.len() == 1 {
+        // `--name=value`: a value that starts with '-' stays a value.
+        let mut arg = format!("--{}=", d.name).into_bytes();
+        arg.extend_from_slice(&d.words[0]);
+        return Ok(vec![OsString::from_vec(arg)]);
+    }
+    let mut out = vec![OsString::from(format!("--{}", d.name))];
+    out.extend(d.words.iter().map(|w| OsString::from_vec(w.clone())));
+    Ok(out)
+}
+
+/// The flag alone through clap, so that a bad value is reported at its own line.
+fn check_flag(prog: &OsString, d: &Directive, args: &[OsString]) -> Result<(), Fatal> {
+    match Config::try_parse_from(std::iter::once(prog.clone()).chain(args.iter().cloned())) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid value").trim_start_matches("error: ");
+            Err(Fatal::at(d, first.to_string()))
+        }
+    }
+}
+
+/// The lines CONFIG REWRITE writes for a setting's current value (CONFIG GET's form).
+pub fn setting_lines(name: &str, value: &str) -> Vec<String> {
+    let words = |v: &str| v.split(' ').filter(|w| !w.is_empty()).map(str::to_string).collect::<Vec<_>>();
+    match name {
+        "save" if value.is_empty() => vec!["save \"\"".into()],
+        "save" => words(value).chunks(2).map(|p| format!("save {}", p.join(" "))).collect(),
+        "client-output-buffer-limit" => {
+            words(value).chunks(4).map(|g| format!("client-output-buffer-limit {}", g.join(" "))).collect()
+        }
+        // A primary follows nobody: no line.
+        "replicaof" if value.is_empty() => Vec::new(),
+        "replicaof" | "bind" => vec![format!("{name} {}", words(value).join(" "))],
+        _ => vec![format!("{name} {}", quote(value.as_bytes()))],
+    }
+}
+
+/// CONFIG REWRITE: the file with the lines of each of `settings` (name, current value)
+/// replaced (at its first line; its other lines dropped) or, if the file has none, added at
+/// its end under a marker line. Every other line stays as it was.
+pub fn rewrite(old: &str, settings: &[(String, String)]) -> String {
+    const MARKER: &str = "# Generated by CONFIG REWRITE";
+    let mut lines: Vec<Option<String>> = old.lines().map(|l| Some(l.to_string())).collect();
+    let mut added = Vec::new();
+    for (name, value) in settings {
+        let name = canonical(name);
+        let new = setting_lines(name, value);
+        let mut first = None;
+        for (i, line) in lines.iter_mut().enumerate() {
+            let Some(text) = line.as_deref() else { continue };
+            let words = split_args(text.trim().as_bytes()).unwrap_or_default();
+            let Some(w) = words.first() else { continue };
+            if text.trim_start().starts_with('#') {
+                continue;
+            }
+            let this = String::from_utf8_lossy(w).to_ascii_lowercase();
+            if canonical(&this) == name {
+                if first.is_none() {
+                    first = Some(i);
+                }
+                *line = None;
+            }
+        }
+        match first {
+            Some(i) if !new.is_empty() => lines[i] = Some(new.join("\n")),
+            Some(_) => {}
+            None => added.extend(new),
+        }
+    }
+    let mut out: Vec<String> = lines.into_iter().flatten().collect();
+    if !added.is_empty() {
+        if !out.iter().any(|l| l == MARKER) {
+            out.push(MARKER.to_string());
+        }
+        out.extend(added);
+    }
+    let mut text = out.join("\n");
+    text.push('\n');
+    text
+}
+
+/// Writes `text` over `path` so that a crash leaves the old file or the new one whole: a
+/// temporary file beside it, synced, renamed over it, the directory synced.
+pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.rewrite-{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        // Keep the file's permissions and, where this process may, its owner.
+        if let Ok(meta) = std::fs::metadata(path) {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+            let _ = std::os::unix::fs::chown(&tmp, Some(meta.uid()), Some(meta.gid()));
+        }
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Option<Vec<String>> {
+        split_args(line.as_bytes())
+            .map(|w| w.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect())
+    }
+
+    #[test]
+    fn splits_as_redis() {
+        assert_eq!(words("  port   6380 ").unwrap(), ["port", "6380"]);
+        assert_eq!(words(r#"save """#).unwrap(), ["save", ""]);
+        assert_eq!(words(r#"a "b c" 'd e'"#).unwrap(), ["a", "b c", "d e"]);
+        assert_eq!(words(r#""\x41\n\t\\\"" 'it\'s'"#).unwrap(), ["A\n\t\\\"", "it's"]);
+        assert_eq!(words(r#"x"y z"w"#), None, "a closing quote must end the word");
+        assert_eq!(words(r#"ab"c d""#).unwrap(), ["abc d"], "a quote may open mid-word");
+        assert_eq!(words(r#""open"#), None);
+        assert_eq!(words("'open"), None);
+        assert_eq!(words("").unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn quote_reads_back() {
+        for w in [&b""[..], b"plain", b"two words", b"q\"uo\\te", b"\x00\xff\n", b"{title} {listen-addr}"] {
+            let line = format!("name {}", quote(w));
+            let back = split_args(line.as_bytes()).unwrap();
+            assert_eq!(back, vec![b"name".to_vec(), w.to_vec()], "{line}");
+        }
+    }
+
+    #[test]
+    fn rewrite_replaces_drops_and_appends() {
+        let old = "# a comment\nport 6380\nsave 900 1\n\nsave 300 10\nslaveof h 1\n";
+        let new = rewrite(
+            old,
+            &[
+                ("save".into(), "60 5".into()),
+                ("replicaof".into(), String::new()),
+                ("slowlog-max-len".into(), "7".into()),
+                ("notify-keyspace-events".into(), String::new()),
+            ],
+        );
+        assert_eq!(
+            new,
+            "# a comment\nport 6380\nsave 60 5\n\n# Generated by CONFIG REWRITE\nslowlog-max-len 7\nnotify-keyspace-events \"\"\n"
+        );
+        // A second rewrite keeps one marker.
+        let again = rewrite(&new, &[("hz".into(), "20".into())]);
+        assert_eq!(again.matches("# Generated by CONFIG REWRITE").count(), 1);
+        assert!(again.ends_with("hz 20\n"));
+    }
+}

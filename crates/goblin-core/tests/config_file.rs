@@ -1,0 +1,348 @@
+//! redis.conf files: `goblin-core /path/redis.conf [--option value ...]` as redis-server
+//! takes them (Debian's stock file, quoting, include, the file's flags against the command
+//! line's, runtime settings, Redis options on the command line), the fatal errors, and
+//! CONFIG REWRITE.
+
+mod common;
+
+use common::{free_port, run_to_exit, temp_path, Server};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn config_get(con: &mut redis::Connection, name: &str) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
+    assert_eq!(pair.len(), 2, "CONFIG GET {name}: {pair:?}");
+    pair[1].clone()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = temp_path(tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Debian's own /etc/redis/redis.conf (installed with redis-server), copied: a stock file
+/// starts the server, with its settings where they mean something here.
+#[test]
+fn debians_stock_redis_conf_starts_the_server() {
+    let stock = Path::new("/etc/redis/redis.conf");
+    let text = std::fs::read_to_string(stock)
+        .expect("/etc/redis/redis.conf: install Debian's redis-server (scripts/install-deps.sh)");
+    let dir = fresh_dir("stock-conf");
+    let conf = write(&dir, "redis.conf", &text);
+    let port = free_port();
+    let d = dir.to_str().unwrap();
+    // What the stock file says about daemonizing, its pid and log files and its directory is
+    // for the system's service; the command line wins over the file, as for redis-server.
+    let s = Server::start(&[
+        conf.to_str().unwrap(),
+        "--port",
+        &port.to_string(),
+        "--daemonize",
+        "no",
+        "--logfile",
+        "",
+        "--pidfile",
+        &format!("{d}/redis.pid"),
+        "--dir",
+        d,
+    ]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let v: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(v, "v");
+    // The file's `bind 127.0.0.1 -::1`: the second address optional.
+    assert_eq!(config_get(&mut con, "bind"), "127.0.0.1 -::1");
+    // `client-output-buffer-limit normal 0 0 0`: no limit for normal clients (this server's
+    // own default is 256 MiB).
+    assert_eq!(config_get(&mut con, "client-output-buffer-limit"), "normal 0 0 0 replica 0 0 0 pubsub 0 0 0");
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    assert!(info.contains(&format!("config_file:{}\r\n", conf.display())), "{info}");
+    let log = s.log();
+    assert!(log.contains("ignored Redis settings that have no meaning here: protected-mode"), "{log}");
+    assert!(log.contains("rdbcompression"), "{log}");
+}
+
+/// A redis-server on `conf` (the file first, as redis-server takes it), on a port of its own.
+fn start_redis(conf: &Path, dir: &Path, port: u16) -> Child {
+    let mut child = Command::new("redis-server")
+        .arg(conf)
+        .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server (Debian's) on PATH");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("redis-server exited at startup: {st}");
+        }
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// One file read by goblin-core and by redis-server 7.0: every setting both know comes out
+/// the same (quoting and escapes, `include`, repeated `save` lines, a later line winning).
+#[test]
+fn a_file_reads_as_redis_server_reads_it() {
+    let dir = fresh_dir("conf-differential");
+    let included =
+        write(&dir, "included.conf", "# an included file\nslowlog-max-len 77\nhash-max-listpack-entries 3\n");
+    let conf = write(
+        &dir,
+        "main.conf",
+        &format!(
+            "# comments and blank lines are skipped\n\n\
+             bind 127.0.0.1\n\
+             save 900 1\n\
+             save 300 10\n\
+             timeout 40\n\
+             timeout 45\n\
+             notify-keyspace-events \"KEA\"\n\
+             requirepass 'pa ss\\'word'\n\
+             masterauth \"sec\\x72et\\tpw\"\n\
+             include {}\n\
+             slowlog-log-slower-than -1\n\
+             latency-monitor-threshold 25\n\
+             maxmemory 64mb\n\
+             maxmemory-policy allkeys-lru\n\
+             databases 4\n\
+             hz 20\n\
+             acllog-max-len 33\n\
+             set-max-intset-entries 64\n\
+             zset-max-listpack-entries 9\n\
+             appendonly no\n\
+             protected-mode no\n",
+            included.display()
+        ),
+    );
+    let names = [
+        "save",
+        "timeout",
+        "notify-keyspace-events",
+        "requirepass",
+        "masterauth",
+        "slowlog-max-len",
+        "hash-max-listpack-entries",
+        "slowlog-log-slower-than",
+        "latency-monitor-threshold",
+        "maxmemory",
+        "maxmemory-policy",
+        "databases",
+        "hz",
+        "acllog-max-len",
+        "set-max-intset-entries",
+        "zset-max-listpack-entries",
+        "appendonly",
+    ];
+    let gdir = fresh_dir("conf-goblin");
+    let gport = free_port();
+    let g = Server::start(&[
+        conf.to_str().unwrap(),
+        "--port",
+        &gport.to_string(),
+        "--dir",
+        gdir.to_str().unwrap(),
+    ]);
+    let rdir = fresh_dir("conf-redis");
+    let rport = free_port();
+    let mut r = start_redis(&conf, &rdir, rport);
+    let auth = |port: u16| {
+        let client = redis::Client::open(format!("redis://:pa%20ss%27word@127.0.0.1:{port}/")).unwrap();
+        client.get_connection().expect("the file's password logs in")
+    };
+    let mut gc = auth(gport);
+    let mut rc = auth(rport);
+    for name in names {
+        assert_eq!(config_get(&mut gc, name), config_get(&mut rc, name), "CONFIG GET {name}");
+    }
+    // The included limit builds a hash table at the fourth field, in both.
+    for con in [&mut gc, &mut rc] {
+        let _: () =
+            redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).arg("c").arg(3).query(con).unwrap();
+        let e: String = redis::cmd("OBJECT").arg("ENCODING").arg("h").query(con).unwrap();
+        assert_eq!(e, "listpack");
+        let _: () = redis::cmd("HSET").arg("h").arg("d").arg(4).query(con).unwrap();
+        let e: String = redis::cmd("OBJECT").arg("ENCODING").arg("h").query(con).unwrap();
+        assert_eq!(e, "hashtable");
+    }
+    let _ = r.kill();
+    let _ = r.wait();
+    drop(g);
+}
+
+/// The command line wins over the file; Redis options that are not flags here are taken on
+/// the command line too (`--appendonly no`, `--protected-mode no`, `--slowlog-max-len 9`).
+#[test]
+fn the_command_line_wins_and_takes_redis_options() {
+    let dir = fresh_dir("conf-cli");
+    let conf = write(&dir, "redis.conf", "port 1\nslowlog-max-len 5\nhz 30\nsave 60 1\n");
+    let s = Server::start(&[
+        conf.to_str().unwrap(),
+        "--slowlog-max-len",
+        "9",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--save",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let mut con = s.conn();
+    assert_eq!(config_get(&mut con, "port"), s.port.to_string());
+    assert_eq!(config_get(&mut con, "slowlog-max-len"), "9");
+    assert_eq!(config_get(&mut con, "hz"), "30");
+    // `--save` alone: no snapshot rules, as redis-server reads it.
+    assert_eq!(config_get(&mut con, "save"), "");
+    // Without a file, the same Redis options are taken, and Redis's level names too.
+    let s2 = Server::start(&[
+        "--appendonly",
+        "no",
+        "--latency-monitor-threshold",
+        "7",
+        "--tcp-keepalive",
+        "300",
+        "--loglevel",
+        "warning",
+    ]);
+    let mut con2 = s2.conn();
+    assert_eq!(config_get(&mut con2, "latency-monitor-threshold"), "7");
+    assert_eq!(config_get(&mut con2, "loglevel"), "warning");
+    let log = s2.log();
+    assert!(log.contains("ignored Redis settings that have no meaning here: tcp-keepalive"), "{log}");
+    assert!(!log.contains("ready to accept connections"), "warning hides info lines: {log}");
+}
+
+/// Each way a file (or a command-line option) can be wrong stops startup with exit code 1
+/// and redis-server's fatal box naming the line and the reason; nothing listens.
+#[test]
+fn bad_files_stop_startup_naming_the_line() {
+    let dir = fresh_dir("conf-bad");
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "port 6380\nno-such-directive 1\n",
+            "Bad directive or wrong number of arguments",
+            &["at line 2", ">>> 'no-such-directive 1'"],
+        ),
+        (
+            "port 6380\nrequirepass \"unterminated\n",
+            "Unbalanced quotes in configuration line",
+            &["at line 2"],
+        ),
+        ("\n\nport abc\n", "invalid value 'abc' for '--port", &["at line 3", ">>> 'port abc'"]),
+        ("slowlog-max-len many\n", "argument couldn't be parsed into an integer", &["at line 1"]),
+        ("maxmemory-policy sometimes\n", "'sometimes' is not one of noeviction", &["at line 1"]),
+        ("save 900\n", "invalid value '900'", &["at line 1", ">>> 'save 900'"]),
+        ("appendonly yes\n", "keeps no append-only file", &["at line 1"]),
+        ("rename-command FLUSHALL \"\"\n", "cannot rename commands", &["at line 1"]),
+        ("loadmodule /x/y.so\n", "loads no modules", &["at line 1"]),
+        ("tls-protocols TLSv1.2\n", "'tls-protocols' is not supported", &["at line 1"]),
+        ("user alice on >pw ~* +@all\n", "aclfile", &["at line 1"]),
+        ("timeout\n", "Bad directive or wrong number of arguments", &["at line 1"]),
+        (
+            "client-output-buffer-limit normal 1mb\n",
+            "Wrong number of arguments in buffer limit configuration.",
+            &["at line 1"],
+        ),
+        (
+            "client-output-buffer-limit nobody 0 0 0\n",
+            "Invalid client class specified in buffer limit configuration.",
+            &["at line 1"],
+        ),
+    ];
+    for (i, (text, reason, more)) in cases.iter().enumerate() {
+        let conf = write(&dir, &format!("bad{i}.conf"), text);
+        let port = free_port().to_string();
+        let (code, log) = run_to_exit(&[conf.to_str().unwrap(), "--port", &port]);
+        assert_eq!(code, Some(1), "{text:?}: {log}");
+        assert!(log.contains("*** FATAL CONFIG FILE ERROR"), "{text:?}: {log}");
+        assert!(log.contains(reason), "{text:?} wants {reason:?}: {log}");
+        for m in *more {
+            assert!(log.contains(m), "{text:?} wants {m:?}: {log}");
+        }
+        assert!(!log.contains("ready to accept connections"), "{log}");
+    }
+    // A missing file, an include loop, and a command-line option Redis does not know.
+    let (code, log) = run_to_exit(&[dir.join("missing.conf").to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(log.contains("can't open config file"), "{log}");
+    let looped = dir.join("loop.conf");
+    std::fs::write(&looped, format!("include {}\n", looped.display())).unwrap();
+    let (code, log) = run_to_exit(&[looped.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(log.contains("includes nest deeper than"), "{log}");
+    let (code, log) = run_to_exit(&["--no-such-option", "1"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        log.contains("Bad directive or wrong number of arguments") && log.contains("--no-such-option 1"),
+        "{log}"
+    );
+}
+
+/// CONFIG REWRITE: what CONFIG SET changed goes into the file in place of its lines, new
+/// settings at the end under a marker, every other line (comments included) kept; a
+/// restart on the file has the new values.
+#[test]
+fn config_rewrite_writes_changes_back() {
+    let dir = fresh_dir("conf-rewrite");
+    let original =
+        "# Operator's notes\nslowlog-max-len 5\n# keep me\nsave 900 1\nsave 300 10\nrdbcompression yes\n";
+    let conf = write(&dir, "redis.conf", original);
+    let d = dir.to_str().unwrap();
+    let port = free_port();
+    let s = Server::start(&[conf.to_str().unwrap(), "--port", &port.to_string(), "--dir", d]);
+    let mut con = s.conn();
+    for (name, value) in
+        [("slowlog-max-len", "6"), ("save", "60 5"), ("notify-keyspace-events", "Ex"), ("hz", "25")]
+    {
+        let _: () = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query(&mut con).unwrap();
+    }
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[..5],
+        &["# Operator's notes", "slowlog-max-len 6", "# keep me", "save 60 5", "rdbcompression yes"],
+        "{text}"
+    );
+    assert!(lines.contains(&"# Generated by CONFIG REWRITE"), "{text}");
+    assert!(
+        lines.contains(&"notify-keyspace-events xE") || lines.contains(&"notify-keyspace-events Ex"),
+        "{text}"
+    );
+    assert!(lines.contains(&"hz 25"), "{text}");
+    // The port came from the command line: written too, as redis-server writes it.
+    assert!(lines.contains(&format!("port {port}").as_str()), "{text}");
+    drop(s);
+    // Restarted on the rewritten file alone.
+    let s = Server::start(&[conf.to_str().unwrap(), "--dir", d]);
+    let mut con = s.conn();
+    assert_eq!(config_get(&mut con, "slowlog-max-len"), "6");
+    assert_eq!(config_get(&mut con, "save"), "60 5");
+    assert_eq!(config_get(&mut con, "hz"), "25");
+    let events = config_get(&mut con, "notify-keyspace-events");
+    assert!(events == "xE" || events == "Ex", "{events}");
+    // A file the server cannot write: Redis's error, the file untouched.
+    let ro = fresh_dir("conf-ro");
+    let conf2 = write(&ro, "redis.conf", "hz 12\n");
+    let s2 = Server::start(&[conf2.to_str().unwrap()]);
+    let mut con2 = s2.conn();
+    std::fs::remove_dir_all(&ro).unwrap();
+    std::fs::create_dir_all(ro.join("redis.conf")).unwrap();
+    let err = redis::cmd("CONFIG").arg("REWRITE").query::<()>(&mut con2).unwrap_err();
+    assert!(err.to_string().contains("Rewriting config file"), "{err}");
+    // Without a file: Redis's error.
+    let s3 = Server::start(&[]);
+    let err = redis::cmd("CONFIG").arg("REWRITE").query::<()>(&mut s3.conn()).unwrap_err();
+    assert!(err.to_string().contains("The server is running without a config file"), "{err}");
+}
