@@ -118,6 +118,8 @@ const CASES: &[&[&str]] = &[
     &["COPY", "s", "x", "DB", "4294967296"],
     &["MOVE", "s", "4294967296"],
     &["SELECT", "4294967296"],
+    // Error texts quote at most 128 bytes of a name.
+    &["ACL", "CAT", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghij"],
     // Repeated picks of a missing key: nothing to build.
     &["SRANDMEMBER", "nokey", "-4611686018427387904"],
     &["HRANDFIELD", "nokey", "-4611686018427387904"],

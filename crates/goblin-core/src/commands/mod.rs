@@ -698,8 +698,11 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                         );
                     }
                     if names.is_empty() {
-                        let msg = format!("ERR Unknown category '{}'", String::from_utf8_lossy(cat));
-                        return reply::error(out, msg.as_bytes());
+                        // Redis quotes at most 128 bytes of the name.
+                        let mut msg = b"ERR Unknown category '".to_vec();
+                        msg.extend_from_slice(&cat[..cat.len().min(128)]);
+                        msg.push(b'\'');
+                        return reply::error(out, &msg);
                     }
                     reply::array_len(out, names.len());
                     for n in names {
