@@ -14,8 +14,10 @@
 //! - **ignored**: Redis settings that mean nothing here (AOF tuning, active defrag, process
 //!   titles, diskless sync ...). The log names them once; a stock redis.conf starts unchanged;
 //! - **refused**: what would silently weaken durability or security if ignored
-//!   (`appendonly yes`, `rename-command`, `loadmodule`, ACL users inline, TLS settings this
-//!   server cannot honour) stops startup with the reason.
+//!   (`appendonly yes`, `loadmodule`, ACL users inline, TLS settings this server cannot
+//!   honour) stops startup with the reason.
+//!
+//! `rename-command` lines are collected and installed (rename.rs) once all are read.
 //!
 //! A directive Redis does not know either is Redis's "Bad directive" error, in redis-server's
 //! fatal box, naming the file and line. Command-line options that are not flags of this
@@ -123,6 +125,223 @@ const IGNORED: &[&str] = &[
     "vset-force-single-threaded-execution",
 ];
 
+/// Every setting name redis-server 8.2 answers CONFIG GET * with (aliases included), and the
+/// directives that are not settings: a command-line option under one of these names is a
+/// directive; any other unknown option is clap's usage error.
+const REDIS_NAMES: &[&str] = &[
+    "acl-pubsub-default",
+    "aclfile",
+    "acllog-max-len",
+    "active-defrag-cycle-max",
+    "active-defrag-cycle-min",
+    "active-defrag-ignore-bytes",
+    "active-defrag-max-scan-fields",
+    "active-defrag-threshold-lower",
+    "active-defrag-threshold-upper",
+    "active-expire-effort",
+    "activedefrag",
+    "activerehashing",
+    "always-show-logo",
+    "aof-load-truncated",
+    "aof-rewrite-cpulist",
+    "aof-rewrite-incremental-fsync",
+    "aof-timestamp-enabled",
+    "aof-use-rdb-preamble",
+    "aof_rewrite_cpulist",
+    "appenddirname",
+    "appendfilename",
+    "appendfsync",
+    "appendonly",
+    "auto-aof-rewrite-min-size",
+    "auto-aof-rewrite-percentage",
+    "bgsave-cpulist",
+    "bgsave_cpulist",
+    "bind",
+    "bind-source-addr",
+    "bio-cpulist",
+    "bio_cpulist",
+    "busy-reply-threshold",
+    "client-output-buffer-limit",
+    "client-query-buffer-limit",
+    "cluster-allow-pubsubshard-when-down",
+    "cluster-allow-reads-when-down",
+    "cluster-allow-replica-migration",
+    "cluster-announce-bus-port",
+    "cluster-announce-hostname",
+    "cluster-announce-human-nodename",
+    "cluster-announce-ip",
+    "cluster-announce-port",
+    "cluster-announce-tls-port",
+    "cluster-compatibility-sample-ratio",
+    "cluster-config-file",
+    "cluster-enabled",
+    "cluster-link-sendbuf-limit",
+    "cluster-migration-barrier",
+    "cluster-node-timeout",
+    "cluster-port",
+    "cluster-preferred-endpoint-type",
+    "cluster-replica-no-failover",
+    "cluster-replica-validity-factor",
+    "cluster-require-full-coverage",
+    "cluster-slave-no-failover",
+    "cluster-slave-validity-factor",
+    "cluster-slot-stats-enabled",
+    "crash-log-enabled",
+    "crash-memcheck-enabled",
+    "daemonize",
+    "databases",
+    "dbfilename",
+    "dir",
+    "disable-thp",
+    "dynamic-hz",
+    "enable-debug-command",
+    "enable-module-command",
+    "enable-protected-configs",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-entries",
+    "hash-max-ziplist-value",
+    "hide-user-data-from-log",
+    "hll-sparse-max-bytes",
+    "hz",
+    "ignore-warnings",
+    "io-threads",
+    "jemalloc-bg-thread",
+    "latency-monitor-threshold",
+    "latency-tracking",
+    "latency-tracking-info-percentiles",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
+    "lfu-decay-time",
+    "lfu-log-factor",
+    "list-compress-depth",
+    "list-max-listpack-size",
+    "list-max-ziplist-size",
+    "locale-collate",
+    "logfile",
+    "loglevel",
+    "lua-time-limit",
+    "masterauth",
+    "masteruser",
+    "max-new-connections-per-cycle",
+    "max-new-tls-connections-per-cycle",
+    "maxclients",
+    "maxmemory",
+    "maxmemory-clients",
+    "maxmemory-eviction-tenacity",
+    "maxmemory-policy",
+    "maxmemory-samples",
+    "min-replicas-max-lag",
+    "min-replicas-to-write",
+    "min-slaves-max-lag",
+    "min-slaves-to-write",
+    "no-appendfsync-on-rewrite",
+    "notify-keyspace-events",
+    "oom-score-adj",
+    "oom-score-adj-values",
+    "pidfile",
+    "port",
+    "proc-title-template",
+    "propagation-error-behavior",
+    "protected-mode",
+    "proto-max-bulk-len",
+    "rdb-del-sync-files",
+    "rdb-save-incremental-fsync",
+    "rdbchecksum",
+    "rdbcompression",
+    "repl-backlog-size",
+    "repl-backlog-ttl",
+    "repl-disable-tcp-nodelay",
+    "repl-diskless-load",
+    "repl-diskless-sync",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
+    "repl-ping-replica-period",
+    "repl-ping-slave-period",
+    "repl-timeout",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "replica-announced",
+    "replica-full-sync-buffer-limit",
+    "replica-ignore-disk-write-errors",
+    "replica-ignore-maxmemory",
+    "replica-lazy-flush",
+    "replica-priority",
+    "replica-read-only",
+    "replica-serve-stale-data",
+    "replicaof",
+    "requirepass",
+    "sanitize-dump-payload",
+    "save",
+    "server-cpulist",
+    "server_cpulist",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "set-proc-title",
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
+    "shutdown-timeout",
+    "slave-announce-ip",
+    "slave-announce-port",
+    "slave-ignore-maxmemory",
+    "slave-lazy-flush",
+    "slave-priority",
+    "slave-read-only",
+    "slave-serve-stale-data",
+    "slaveof",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "socket-mark-id",
+    "stop-writes-on-bgsave-error",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
+    "supervised",
+    "syslog-enabled",
+    "syslog-facility",
+    "syslog-ident",
+    "tcp-backlog",
+    "tcp-keepalive",
+    "timeout",
+    "tls-auth-clients",
+    "tls-ca-cert-dir",
+    "tls-ca-cert-file",
+    "tls-cert-file",
+    "tls-ciphers",
+    "tls-ciphersuites",
+    "tls-client-cert-file",
+    "tls-client-key-file",
+    "tls-client-key-file-pass",
+    "tls-cluster",
+    "tls-dh-params-file",
+    "tls-key-file",
+    "tls-key-file-pass",
+    "tls-port",
+    "tls-prefer-server-ciphers",
+    "tls-protocols",
+    "tls-replication",
+    "tls-session-cache-size",
+    "tls-session-cache-timeout",
+    "tls-session-caching",
+    "tracking-table-max-keys",
+    "unixsocket",
+    "unixsocketperm",
+    "vset-force-single-threaded-execution",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-entries",
+    "zset-max-ziplist-value",
+    "include",
+    "rename-command",
+    "user",
+    "loadmodule",
+    "stream-idmp-duration",
+    "stream-idmp-maxsize",
+];
+
 /// Names that are one setting under two names (the second is what CONFIG REWRITE writes).
 const ALIASES: &[(&str, &str)] = &[
     ("slaveof", "replicaof"),
@@ -145,9 +364,6 @@ fn refusal(name: &str, words: &[Vec<u8>]) -> Option<String> {
     Some(match name {
         "appendonly" if first.as_deref() != Some("no") => {
             "goblin-core keeps no append-only file: its durable history is a Kafka topic (--kafka)".into()
-        }
-        "rename-command" => {
-            "goblin-core cannot rename commands: deny them with ACL rules (ACL SETUSER) instead".into()
         }
         "loadmodule" => "goblin-core loads no modules".into(),
         "user" => "ACL users belong in a file named by aclfile (or --auth-file), not inline".into(),
@@ -309,28 +525,66 @@ pub fn read(path: &Path) -> Result<Vec<Directive>, Fatal> {
     Ok(out)
 }
 
+/// The files a name stands for: itself, or, with a wildcard (`*`, `?`, `[`), every file the
+/// pattern matches in glob's order (none is no error: an empty conf.d directory), as Redis.
+fn expand(path: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = path.as_os_str().as_bytes();
+    if !bytes.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+        return vec![path.to_path_buf()];
+    }
+    let Ok(pattern) = std::ffi::CString::new(bytes) else { return Vec::new() };
+    let mut found = Vec::new();
+    // SAFETY: glob fills `g` (zeroed, as glob expects), whose paths are read before globfree.
+    unsafe {
+        let mut g: libc::glob_t = std::mem::zeroed();
+        if libc::glob(pattern.as_ptr(), 0, None, &mut g) == 0 {
+            for i in 0..g.gl_pathc {
+                let p = std::ffi::CStr::from_ptr(*g.gl_pathv.add(i));
+                found.push(PathBuf::from(std::ffi::OsString::from_vec(p.to_bytes().to_vec())));
+            }
+        }
+        libc::globfree(&mut g);
+    }
+    found
+}
+
+/// `path` (or, with a wildcard, each file it matches), read into `out`.
 fn read_into(
     path: &Path,
     depth: usize,
     from: Option<&Directive>,
     out: &mut Vec<Directive>,
 ) -> Result<(), Fatal> {
-    let bytes = std::fs::read(path).map_err(|e| match from {
-        Some(d) => Fatal::at(d, format!("can't open the included file '{}': {e}", path.display())),
-        None => Fatal {
-            file: Some(path.to_path_buf()),
-            line_no: 0,
-            text: String::new(),
-            reason: format!("Fatal error, can't open config file '{}': {e}", path.display()),
-        },
-    })?;
+    for file in expand(path) {
+        let bytes = std::fs::read(&file).map_err(|e| match from {
+            Some(d) => Fatal::at(d, format!("can't open the included file '{}': {e}", file.display())),
+            None => Fatal {
+                file: Some(file.clone()),
+                line_no: 0,
+                text: String::new(),
+                reason: format!("Fatal error, can't open config file '{}': {e}", file.display()),
+            },
+        })?;
+        parse_into(&bytes, Some(&file), depth, out)?;
+    }
+    Ok(())
+}
+
+/// A configuration text's directives (`file`: where it came from; None: standard input).
+fn parse_into(
+    bytes: &[u8],
+    file: Option<&Path>,
+    depth: usize,
+    out: &mut Vec<Directive>,
+) -> Result<(), Fatal> {
     for (n, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = raw.trim_ascii();
         if line.is_empty() || line[0] == b'#' {
             continue;
         }
         let mut d = Directive {
-            file: Some(path.to_path_buf()),
+            file: Some(file.map_or_else(|| PathBuf::from("(standard input)"), Path::to_path_buf)),
             line_no: n + 1,
             text: String::from_utf8_lossy(line).into_owned(),
             name: String::new(),
@@ -449,6 +703,31 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
         file = Some(path);
         i = 1;
     }
+    // "-", first or last (as redis-server): the configuration is read from standard input too,
+    // after the file and before the options.
+    let mut rest = rest;
+    let dash = |a: Option<&OsString>| a.is_some_and(|a| a == "-");
+    let stdin_at = if dash(rest.get(i)) {
+        Some(i)
+    } else if rest.len() > i && dash(rest.last()) {
+        Some(rest.len() - 1)
+    } else {
+        None
+    };
+    if let Some(at) = stdin_at {
+        rest.remove(at);
+        let mut text = Vec::new();
+        use std::io::Read;
+        if let Err(e) = std::io::stdin().read_to_end(&mut text) {
+            return Err(Fatal {
+                file: Some(PathBuf::from("(standard input)")),
+                line_no: 0,
+                text: String::new(),
+                reason: format!("can't read the configuration from standard input: {e}"),
+            });
+        }
+        parse_into(&text, None, 0, &mut directives)?;
+    }
     // The command line: flags stay clap's; other `--name` options become directives.
     let mut clap_args: Vec<OsString> = Vec::new();
     let mut from_command_line = Vec::new();
@@ -463,6 +742,11 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
         option_no += 1;
         let bare = name.split('=').next().unwrap_or(name);
         let is_flag = flags.iter().any(|(f, _)| f == bare) || matches!(bare, "help" | "version");
+        // Neither a flag nor a Redis name: clap's usage error (exit status 2) says so.
+        if !is_flag && !REDIS_NAMES.contains(&bare.to_ascii_lowercase().as_str()) {
+            clap_args.push(rest[i - 1].clone());
+            continue;
+        }
         // The option's values: up to the next `--` option.
         let start = i;
         while i < rest.len() && !rest[i].to_string_lossy().starts_with("--") {
@@ -508,9 +792,17 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
     let mut save: Option<Vec<String>> = None;
     let mut runtime = Vec::new();
     let mut ignored: Vec<String> = Vec::new();
+    let mut renames: Vec<Directive> = Vec::new();
     for d in directives {
         if d.words.is_empty() {
             return Err(Fatal::at(&d, "Bad directive or wrong number of arguments"));
+        }
+        if d.name == "rename-command" {
+            if d.words.len() != 2 {
+                return Err(Fatal::at(&d, "Bad directive or wrong number of arguments"));
+            }
+            renames.push(d);
+            continue;
         }
         match kind(&flags, &d)? {
             Kind::Ignored => {
@@ -550,6 +842,9 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
     if let Some(rules) = save {
         file_flags.push(format!("--save={}", rules.join(" ")).into());
     }
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+        renames.iter().map(|d| (d.words[0].clone(), d.words[1].clone())).collect();
+    crate::rename::install(&pairs).map_err(|(i, why)| Fatal::at(&renames[i], why))?;
     let all = std::iter::once(prog).chain(file_flags).chain(clap_args);
     let cfg = Config::try_parse_from(all).unwrap_or_else(|e| e.exit());
     Ok(Loaded { cfg, file, runtime, ignored, from_command_line })

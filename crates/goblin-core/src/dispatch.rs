@@ -215,13 +215,21 @@ impl Server {
         }
         // Every command runs in its client's database (one comparison when it is selected).
         self.engine.select(conn.db);
-        let Some(spec) = engine::lookup(args[0]) else {
+        let Some(spec) = crate::rename::lookup(args[0]) else {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
             }
             errors::unknown_command(&mut conn.out, args);
             self.stats.cmds.rejected(None); // commandstats: refused before running
             return;
+        };
+        // A command called by a name rename-command gave it runs under its own (rename.rs).
+        let own_name: Vec<&[u8]>;
+        let args = if crate::rename::renamed(spec, args[0]) {
+            own_name = std::iter::once(spec.name.as_bytes()).chain(args[1..].iter().copied()).collect();
+            &own_name[..]
+        } else {
+            args
         };
         if !spec.arity_ok(args.len()) {
             if let Some(m) = &mut conn.multi {

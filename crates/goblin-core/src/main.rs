@@ -36,6 +36,7 @@ mod notify;
 mod numa;
 mod pause;
 mod pubsub;
+mod rename;
 mod replication;
 mod scripting;
 mod server;

@@ -97,6 +97,12 @@ fn a_file_reads_as_redis_server_reads_it() {
     let dir = fresh_dir("conf-differential");
     let included =
         write(&dir, "included.conf", "# an included file\nslowlog-max-len 77\nhash-max-listpack-entries 3\n");
+    // A wildcard include takes every match in order (the later wins); one matching nothing
+    // is no error.
+    std::fs::create_dir_all(dir.join("conf.d")).unwrap();
+    std::fs::create_dir_all(dir.join("empty.d")).unwrap();
+    write(&dir.join("conf.d"), "a.conf", "hz 21\nzset-max-listpack-value 40\n");
+    write(&dir.join("conf.d"), "b.conf", "hz 22\n");
     let conf = write(
         &dir,
         "main.conf",
@@ -111,18 +117,21 @@ fn a_file_reads_as_redis_server_reads_it() {
              requirepass 'pa ss\\'word'\n\
              masterauth \"sec\\x72et\\tpw\"\n\
              include {}\n\
+             include {}/conf.d/*.conf\n\
+             include {}/empty.d/*.conf\n\
              slowlog-log-slower-than -1\n\
              latency-monitor-threshold 25\n\
              maxmemory 64mb\n\
              maxmemory-policy allkeys-lru\n\
              databases 4\n\
-             hz 20\n\
              acllog-max-len 33\n\
              set-max-intset-entries 64\n\
              zset-max-listpack-entries 9\n\
              appendonly no\n\
              protected-mode no\n",
-            included.display()
+            included.display(),
+            dir.display(),
+            dir.display()
         ),
     );
     let names = [
@@ -142,6 +151,7 @@ fn a_file_reads_as_redis_server_reads_it() {
         "acllog-max-len",
         "set-max-intset-entries",
         "zset-max-listpack-entries",
+        "zset-max-listpack-value",
         "appendonly",
     ];
     let gdir = fresh_dir("conf-goblin");
@@ -221,6 +231,36 @@ fn the_command_line_wins_and_takes_redis_options() {
     let log = s2.log();
     assert!(log.contains("ignored Redis settings that have no meaning here: tcp-keepalive"), "{log}");
     assert!(!log.contains("ready to accept connections"), "warning hides info lines: {log}");
+    // "-": the configuration comes from standard input as well (after the file, before the
+    // options).
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goblin-core"))
+        .args([conf.to_str().unwrap(), "-", "--port", &port.to_string(), "--hz", "33"])
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"slowlog-max-len 61\nhz 34\nlatency-monitor-threshold 3\n").unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut con = loop {
+        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection() {
+            break c;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "goblin-core exited");
+        assert!(Instant::now() < deadline, "goblin-core did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(config_get(&mut con, "slowlog-max-len"), "61");
+    assert_eq!(config_get(&mut con, "latency-monitor-threshold"), "3");
+    assert_eq!(config_get(&mut con, "hz"), "33", "the option wins over standard input");
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Each way a file (or a command-line option) can be wrong stops startup with exit code 1
@@ -244,7 +284,9 @@ fn bad_files_stop_startup_naming_the_line() {
         ("maxmemory-policy sometimes\n", "'sometimes' is not one of noeviction", &["at line 1"]),
         ("save 900\n", "invalid value '900'", &["at line 1", ">>> 'save 900'"]),
         ("appendonly yes\n", "keeps no append-only file", &["at line 1"]),
-        ("rename-command FLUSHALL \"\"\n", "cannot rename commands", &["at line 1"]),
+        ("rename-command nosuch other\n", "No such command in rename-command", &["at line 1"]),
+        ("port 6380\nrename-command get set\n", "Target command name already exists", &["at line 2"]),
+        ("rename-command get\n", "Bad directive or wrong number of arguments", &["at line 1"]),
         ("loadmodule /x/y.so\n", "loads no modules", &["at line 1"]),
         ("tls-protocols TLSv1.2\n", "'tls-protocols' is not supported", &["at line 1"]),
         ("user alice on >pw ~* +@all\n", "aclfile", &["at line 1"]),
@@ -281,12 +323,17 @@ fn bad_files_stop_startup_naming_the_line() {
     let (code, log) = run_to_exit(&[looped.to_str().unwrap()]);
     assert_eq!(code, Some(1));
     assert!(log.contains("includes nest deeper than"), "{log}");
-    let (code, log) = run_to_exit(&["--no-such-option", "1"]);
+    // A Redis setting with a bad value on the command line: the box; an option nobody knows:
+    // the usage error.
+    let (code, log) = run_to_exit(&["--slowlog-max-len", "x"]);
     assert_eq!(code, Some(1));
     assert!(
-        log.contains("Bad directive or wrong number of arguments") && log.contains("--no-such-option 1"),
+        log.contains("argument couldn't be parsed into an integer") && log.contains("--slowlog-max-len x"),
         "{log}"
     );
+    let (code, log) = run_to_exit(&["--no-such-option", "1"]);
+    assert_eq!(code, Some(2));
+    assert!(log.contains("unexpected argument '--no-such-option'"), "{log}");
 }
 
 /// CONFIG REWRITE: what CONFIG SET changed goes into the file in place of its lines, new
@@ -345,4 +392,56 @@ fn config_rewrite_writes_changes_back() {
     let s3 = Server::start(&[]);
     let err = redis::cmd("CONFIG").arg("REWRITE").query::<()>(&mut s3.conn()).unwrap_err();
     assert!(err.to_string().contains("The server is running without a config file"), "{err}");
+}
+
+/// `rename-command`: the same file on goblin-core and redis-server 7.0, the same replies to
+/// the old names, the new ones, inside MULTI and from scripts.
+#[test]
+fn rename_command_answers_as_redis_server() {
+    let dir = fresh_dir("conf-rename");
+    let conf = write(
+        &dir,
+        "redis.conf",
+        "bind 127.0.0.1\nrename-command FLUSHALL \"\"\nrename-command CONFIG cfg-admin\nrename-command cfg-admin Cfg-Admin2\n",
+    );
+    let gdir = fresh_dir("rename-goblin");
+    let gport = free_port();
+    let _g = Server::start(&[
+        conf.to_str().unwrap(),
+        "--port",
+        &gport.to_string(),
+        "--dir",
+        gdir.to_str().unwrap(),
+    ]);
+    let rdir = fresh_dir("rename-redis");
+    let rport = free_port();
+    let mut r = start_redis(&conf, &rdir, rport);
+    let steps: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["FLUSHALL"],
+        &["flushall", "ASYNC"],
+        &["CONFIG", "GET", "hz"],
+        &["cfg-admin", "GET", "hz"],
+        &["CFG-ADMIN2", "GET", "hz"],
+        &["cfg-admin2", "GET"],
+        &["GET", "k"],
+        &["MULTI"],
+        &["cfg-admin2", "GET", "databases"],
+        &["INCR", "n"],
+        &["EXEC"],
+        &["MULTI"],
+        &["FLUSHALL"],
+        &["EXEC"],
+        &["EVAL", "return redis.call('cfg-admin2', 'get', 'databases')", "0"],
+        &["EVAL", "return redis.pcall('config', 'get', 'databases')", "0"],
+        &["EVAL", "return redis.pcall('flushall')", "0"],
+        &["DBSIZE"],
+    ];
+    let mut gc = common::RespConn::open(gport, 2);
+    let mut rc = common::RespConn::open(rport, 2);
+    for step in steps {
+        assert_eq!(gc.call(step), rc.call(step), "{step:?}");
+    }
+    let _ = r.kill();
+    let _ = r.wait();
 }

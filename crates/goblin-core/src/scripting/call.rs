@@ -249,8 +249,16 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
     if argv.is_empty() {
         return Err(Early::Plain(b"ERR Please specify at least one argument for this redis lib call"));
     }
-    let Some(spec) = engine::lookup(argv[0]) else {
+    let Some(spec) = crate::rename::lookup(argv[0]) else {
         return Err(Early::Refused(None, b"ERR Unknown Redis command called from script"));
+    };
+    // Under its own name, as a client's renamed command (rename.rs).
+    let own_name: Vec<&[u8]>;
+    let argv = if crate::rename::renamed(spec, argv[0]) {
+        own_name = std::iter::once(spec.name.as_bytes()).chain(argv[1..].iter().copied()).collect();
+        &own_name[..]
+    } else {
+        argv
     };
     if !spec.arity_ok(argv.len()) {
         return Err(Early::Refused(
