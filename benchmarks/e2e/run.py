@@ -418,7 +418,7 @@ def recovery_phases(log, spawned_at, ready_at):
                 lines.append((log_time(m.group(1)), m.group(2), m.group(3)))
     p = {"snapshot_keys": 0, "snapshot_load_s": 0.0, "replay_records": 0, "replay_s": 0.0, "handoff_s": None,
          "warnings": [l[2] for l in lines if l[1] in ("WARN", "ERROR")]}
-    start = next((t for t, _, m in lines if "starting (pid" in m), spawned_at)
+    start = next((t for t, _, m in lines if "starting, PID:" in m), spawned_at)
     handoff_from = live_at = listen_at = None
     for t, _, m in lines:
         if (x := re.match(r"loaded (\d+) keys from .* in ([\d.]+) s", m)):
@@ -431,7 +431,7 @@ def recovery_phases(log, spawned_at, ready_at):
             handoff_from = t
         elif m.startswith("replica: live from") and live_at is None:
             live_at = t
-        elif m.startswith("ready to accept connections") and listen_at is None:
+        elif m.startswith("Ready to accept connections") and listen_at is None:
             listen_at = t
     if handoff_from is not None and live_at is not None:
         # From the hello naming a newer offset to live: the Kafka replay plus applying the

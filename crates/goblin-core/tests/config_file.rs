@@ -230,7 +230,7 @@ fn the_command_line_wins_and_takes_redis_options() {
     assert_eq!(config_get(&mut con2, "loglevel"), "warning");
     let log = s2.log();
     assert!(log.contains("ignored Redis settings that have no meaning here: tcp-keepalive"), "{log}");
-    assert!(!log.contains("ready to accept connections"), "warning hides info lines: {log}");
+    assert!(!log.contains("Ready to accept connections"), "warning hides info lines: {log}");
     // "-": the configuration comes from standard input as well (after the file, before the
     // options).
     let port = free_port();
@@ -312,7 +312,7 @@ fn bad_files_stop_startup_naming_the_line() {
         for m in *more {
             assert!(log.contains(m), "{text:?} wants {m:?}: {log}");
         }
-        assert!(!log.contains("ready to accept connections"), "{log}");
+        assert!(!log.contains("Ready to accept connections"), "{log}");
     }
     // A missing file, an include loop, and a command-line option Redis does not know.
     let (code, log) = run_to_exit(&[dir.join("missing.conf").to_str().unwrap()]);
@@ -444,4 +444,36 @@ fn rename_command_answers_as_redis_server() {
     }
     let _ = r.kill();
     let _ = r.wait();
+}
+
+/// DEBUG CONFIG-REWRITE-FORCE-ALL writes every setting (Redis's "CONFIG REWRITE sanity"): a
+/// server restarted on that file reads it back and reports every setting as before.
+#[test]
+fn a_file_with_every_setting_reads_back_the_same() {
+    let dir = fresh_dir("conf-force-all");
+    let conf = write(&dir, "redis.conf", "hz 17\nrename-command FLUSHDB badger\n");
+    let d = dir.to_str().unwrap();
+    let port = free_port().to_string();
+    let args = [conf.to_str().unwrap(), "--port", &port, "--dir", d, "--enable-debug-command", "yes"];
+    let all = |con: &mut redis::Connection| -> std::collections::BTreeMap<String, String> {
+        let flat: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("*").query(con).unwrap();
+        flat.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect()
+    };
+    let s = Server::start(&args);
+    let mut con = s.conn();
+    for (name, value) in
+        [("slowlog-max-len", "9"), ("notify-keyspace-events", "KEA"), ("maxmemory", "12345678")]
+    {
+        let _: () = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query(&mut con).unwrap();
+    }
+    let before = all(&mut con);
+    let _: () = redis::cmd("DEBUG").arg("CONFIG-REWRITE-FORCE-ALL").query(&mut con).unwrap();
+    drop(s);
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("rename-command FLUSHDB badger"), "{text}");
+    let s = Server::start(&args);
+    let mut con = s.conn();
+    assert_eq!(all(&mut con), before, "{text}");
+    let err = redis::cmd("FLUSHDB").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("unknown command"), "{err}");
 }

@@ -418,5 +418,5 @@ fn daemonize_pidfile_and_logfile() {
     }
     assert!(!pidfile.exists(), "the pid file goes with the server");
     let log = std::fs::read_to_string(&logfile).unwrap();
-    assert!(log.contains("ready to accept connections") && log.contains("bye bye"), "{log}");
+    assert!(log.contains("Ready to accept connections") && log.contains("bye bye"), "{log}");
 }

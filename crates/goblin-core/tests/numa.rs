@@ -73,7 +73,7 @@ fn unknown_and_malformed_interfaces_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--numa gc-nope0: no such network interface (no /sys/class/net/gc-nope0)"), "{err}");
     assert!(err.contains("this host has: ") && err.contains("lo"), "{err}");
-    assert!(!err.contains("ready to accept connections"), "{err}");
+    assert!(!err.contains("Ready to accept connections"), "{err}");
     for bad in ["../lo", "", "a-name-far-too-long"] {
         let (code, err) = run_to_exit(&["--numa", bad]);
         assert_eq!(code, 2, "{err}");
@@ -108,7 +108,7 @@ fn simulated_nic_pins_and_binds_before_recovery() {
         &format!("--numa fake0: node 0; server thread pinned to CPUs {last}, memory bound to node 0"),
     );
     assert!(placed < position(&log, "does not exist"), "{log}");
-    assert!(placed < position(&log, "ready to accept connections"), "{log}");
+    assert!(placed < position(&log, "Ready to accept connections"), "{log}");
     // The data path works under the policy.
     let mut con = s.conn();
     let _: () = redis::cmd("SET").arg("k").arg(vec![7u8; 1 << 20]).query(&mut con).unwrap();

@@ -184,7 +184,7 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"rewrite" => {
             if sub_arity_ok(out, args, 2) {
-                match rewrite(s) {
+                match rewrite(s, false) {
                     Ok(()) => reply::ok(out),
                     Err(e) => reply::error(out, e.as_bytes()),
                 }
@@ -277,7 +277,8 @@ fn set_failed(name: &[u8], why: &str) -> Result<(), SetError> {
 }
 
 /// CONFIG REWRITE: the configuration file, with what CONFIG SET and the command line changed.
-fn rewrite(s: &Server) -> Result<(), String> {
+/// `force_all`: every setting, changed or not (DEBUG CONFIG-REWRITE-FORCE-ALL).
+pub(crate) fn rewrite(s: &Server, force_all: bool) -> Result<(), String> {
     let Some(path) = &s.config_file else {
         return Err("ERR The server is running without a config file".into());
     };
@@ -291,11 +292,14 @@ fn rewrite(s: &Server) -> Result<(), String> {
         Err(e) => return Err(fail(e)),
     };
     let all = settings(s);
-    let changed: Vec<(String, String)> = s
-        .config_changed
-        .iter()
-        .filter_map(|name| all.iter().find(|(n, _)| n == name).map(|(n, v)| (n.to_string(), v.clone())))
-        .collect();
+    let changed: Vec<(String, String)> = if force_all {
+        all.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()
+    } else {
+        s.config_changed
+            .iter()
+            .filter_map(|name| all.iter().find(|(n, _)| n == name).map(|(n, v)| (n.to_string(), v.clone())))
+            .collect()
+    };
     crate::config_file::write_atomically(path, &crate::config_file::rewrite(&old, &changed)).map_err(fail)?;
     tracing::info!("CONFIG REWRITE executed with success");
     Ok(())

@@ -46,6 +46,9 @@ const HELP: &[&str] = &[
     "    as they are. Written as ordinary SETs. Needs --enable-debug-command.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds> (decimals allowed). Needs --enable-debug-command.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE, but writes every setting, default or not. Needs",
+    "    --enable-debug-command.",
     "HELP",
     "    Print this help.",
 ];
@@ -87,6 +90,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"CRASH-READ"
         | b"SLEEP"
         | b"POPULATE"
+        | b"CONFIG-REWRITE-FORCE-ALL"
         | b"RELOAD"
         | b"LOADAOF"
         | b"SET-ACTIVE-EXPIRE"
@@ -169,6 +173,11 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             }
         }
         b"POPULATE" if (3..=5).contains(&args.len()) => populate(s, c, args),
+        // CONFIG REWRITE of every setting, default or not (Redis's test of the rewrite).
+        b"CONFIG-REWRITE-FORCE-ALL" if args.len() == 2 => match super::config::rewrite(s, true) {
+            Ok(()) => reply::ok(&mut c.out),
+            Err(e) => reply::error(&mut c.out, e.as_bytes()),
+        },
         b"CRASH-WRITE" | b"CRASH-READ" if args.len() == 3 => {
             let spec = if sub == b"CRASH-WRITE" {
                 &engine::commands::debug::CRASH_WRITE
