@@ -151,8 +151,65 @@ def kill_group(proc):
         pass
 
 
+def spawn_root(kind, binary, suite_run):
+    """A folder laid out as a Redis source tree for the runner's own servers (--spawned):
+    tests/ (a copy of the suite's) and src/redis-server, which for goblin-core is a shim that
+    runs it with its log (standard error) in the runner's stdout file, where the runner looks
+    for the PID, "Server initialized" and "Ready to accept" lines; src/ also holds Debian's
+    redis-cli and redis-benchmark, which some tests run."""
+    root = tempfile.mkdtemp(prefix=f"redis-tcl-root-{kind}-")
+    shutil.copytree(os.path.join(suite_run, "tests"), os.path.join(root, "tests"),
+                    ignore=shutil.ignore_patterns("tmp"))
+    os.makedirs(os.path.join(root, "tests", "tmp"))
+    src = os.path.join(root, "src")
+    os.makedirs(src)
+    server = os.path.join(src, "redis-server")
+    if kind == "goblin-core":
+        with open(server, "w") as f:
+            f.write(f"#!/bin/sh\nexec {binary} \"$@\" 2>&1\n")
+        os.chmod(server, 0o755)
+    else:
+        os.symlink(binary, server)
+    for tool in ("redis-cli", "redis-benchmark", "redis-check-aof", "redis-check-rdb"):
+        path = shutil.which(tool)
+        if path:
+            os.symlink(path, os.path.join(src, tool))
+    return root
+
+
+def run_spawned(kind, binary, unit, args, outdir):
+    """One unit with the runner starting its own servers from their configuration files (the
+    tests an external server cannot take part in run too)."""
+    sdir = os.path.join(outdir, kind)
+    os.makedirs(sdir, exist_ok=True)
+    log_path = os.path.join(sdir, unit.replace("/", "_") + ".log")
+    root = args.roots[kind]
+    state, note, t0 = "completed", "", time.time()
+    cmd = ["tclsh", "tests/test_helper.tcl", "--durable", "--clients", "1", "--timeout",
+           str(args.test_timeout), "--single", f"unit/{unit}"]
+    if args.tags:
+        cmd += ["--tags", args.tags]
+    cmd += args.runner_arg or []
+    with open(log_path, "wb") as logf:
+        logf.write(("$ " + " ".join(cmd) + "\n").encode())
+        logf.flush()
+        runner = subprocess.Popen(cmd, cwd=root, stdout=logf, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            note = f"runner exit {runner.wait(timeout=args.unit_timeout)}"
+        except subprocess.TimeoutExpired:
+            kill_group(runner)
+            runner.wait()
+            state, note = "timed out", f"killed after {args.unit_timeout} s"
+    with open(log_path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    return finish(kind, unit, state, note, text, t0, None, log_path)
+
+
 def run_unit(kind, binary, unit, args, outdir):
     """One unit against one fresh server. Returns a dict of counts and state."""
+    if args.spawned:
+        return run_spawned(kind, binary, unit, args, outdir)
     sdir = os.path.join(outdir, kind)
     os.makedirs(sdir, exist_ok=True)
     stem = unit.replace("/", "_")
@@ -370,6 +427,11 @@ def main():
     ap.add_argument("--multidb", action="store_true",
                     help="run without --singledb: the suite's clients work in database 9 and "
                     "the tests that need several databases (MOVE, SWAPDB, SELECT) run too")
+    ap.add_argument("--spawned", action="store_true",
+                    help="let the runner start its servers itself, each from the configuration "
+                    "file it writes (tests/assets/default.conf and each block's overrides), as "
+                    "Redis's own CI does: the tests tagged external:skip run too (restarts, "
+                    "CONFIG REWRITE, DEBUG RELOAD ...)")
     ap.add_argument("--out", help="output folder (default benchmarks/out/redis-tcl/<timestamp>)")
     args = ap.parse_args()
 
@@ -422,6 +484,8 @@ def main():
     else:
         args.suite_run = args.suite
 
+    args.roots = {s: spawn_root(s, b, args.suite_run) for s, b in bins.items()} if args.spawned else {}
+
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     outdir = args.out or os.path.join(ROOT, "benchmarks", "out", "redis-tcl", stamp)
     os.makedirs(outdir, exist_ok=True)
@@ -434,6 +498,7 @@ def main():
             return "?"
 
     meta = {"started": stamp, "suite": args.suite, "tags": args.tags,
+            "servers started by the runner from config files (--spawned)": bool(args.spawned),
             "lenient setup (block setup in catch)": bool(args.lenient_setup),
             "runner options": f"--host 127.0.0.1 --port P {'' if args.multidb else '--singledb '}--durable --clients 1 "
                               f"--timeout {args.test_timeout} --tags '{args.tags}' "
@@ -468,6 +533,8 @@ def main():
     hdr, rows = write_summary(outdir, results, servers, meta)
     if patched:
         shutil.rmtree(patched, ignore_errors=True)
+    for root in args.roots.values():
+        shutil.rmtree(root, ignore_errors=True)
     print()
     print_table(hdr, rows)
     print(f"\nsummary: {os.path.join(outdir, 'summary.md')}")

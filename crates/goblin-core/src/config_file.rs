@@ -763,10 +763,21 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
             clap_args.push(format!("--bind={joined}").into());
             continue;
         }
-        if is_flag && bare == "save" && start == i {
-            // As redis-server: `--save` alone means no snapshot rules.
+        if is_flag && bare == "save" && !name.contains('=') {
+            // As redis-server: `--save 100 100` is one more `save` line after the file's (the
+            // first line drops the defaults, later ones add to it), `--save` alone or
+            // `--save ""` none at all.
             from_command_line.push("save".to_string());
-            clap_args.push("--save=".into());
+            use std::os::unix::ffi::OsStrExt;
+            let mut words: Vec<Vec<u8>> = rest[start..i].iter().map(|w| w.as_bytes().to_vec()).collect();
+            if words.is_empty() {
+                words.push(Vec::new());
+            }
+            let text = std::iter::once(tok.clone())
+                .chain(words.iter().map(|w| quote(w)))
+                .collect::<Vec<_>>()
+                .join(" ");
+            directives.push(Directive { file: None, line_no: option_no, text, name: "save".into(), words });
             continue;
         }
         if is_flag {

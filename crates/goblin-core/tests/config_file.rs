@@ -214,6 +214,9 @@ fn the_command_line_wins_and_takes_redis_options() {
     assert_eq!(config_get(&mut con, "hz"), "30");
     // `--save` alone: no snapshot rules, as redis-server reads it.
     assert_eq!(config_get(&mut con, "save"), "");
+    // `--save 100 100`: one more line after the file's, which add up (redis-server's rule).
+    let s3 = Server::start(&[conf.to_str().unwrap(), "--save", "100", "100", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(config_get(&mut s3.conn(), "save"), "60 1 100 100");
     // Without a file, the same Redis options are taken, and Redis's level names too.
     let s2 = Server::start(&[
         "--appendonly",
