@@ -504,6 +504,11 @@ pub fn quote(word: &[u8]) -> String {
     if plain {
         return String::from_utf8_lossy(word).into_owned();
     }
+    quote_always(word)
+}
+
+/// A word in double quotes, escaped as `split_args` reads it back.
+fn quote_always(word: &[u8]) -> String {
     let mut s = String::from("\"");
     for &b in word {
         match b {
@@ -638,17 +643,30 @@ pub struct Loaded {
 
 /// The long names (and aliases) of this server's flags, and whether each takes a value.
 fn flags() -> Vec<(String, bool)> {
-    let cmd = Config::command();
+    flag_table().into_iter().map(|(n, takes, _)| (n, takes)).collect()
+}
+
+/// Each flag's name (and alias), whether it takes values, and how many values it takes.
+fn flag_table() -> Vec<(String, bool, std::ops::RangeInclusive<usize>)> {
+    let mut cmd = Config::command();
+    cmd.build();
     let mut out = Vec::new();
     for a in cmd.get_arguments() {
         let Some(long) = a.get_long() else { continue };
         let takes_value = a.get_action().takes_values();
-        out.push((long.to_string(), takes_value));
+        let range = a.get_num_args().map_or(1..=1, |r| r.min_values()..=r.max_values());
+        out.push((long.to_string(), takes_value, range.clone()));
         for alias in a.get_all_aliases().unwrap_or_default() {
-            out.push((alias.to_string(), takes_value));
+            out.push((alias.to_string(), takes_value, range.clone()));
         }
     }
     out
+}
+
+/// Whether `n` values are too many or too few for flag `name` (redis-server's "wrong number
+/// of arguments"; `bind` takes any number, in one value).
+fn wrong_count(name: &str, n: usize) -> bool {
+    name != "bind" && flag_table().iter().any(|(f, takes, range)| f == name && *takes && !range.contains(&n))
 }
 
 /// Where a directive goes.
@@ -732,75 +750,72 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
         }
         parse_into(&text, None, 0, &mut directives)?;
     }
-    // The command line: flags stay clap's; other `--name` options become directives.
+    // The command line, read as redis-server reads it: `--name` starts an option once the one
+    // before it has a value (a switch of this server needs none); the words after it are its
+    // values, a `--word` too while the option has none yet (`--port --bla` gives port the value
+    // "--bla"); "--name value" in one argument is an option and its value; words before any
+    // option are an option of their own. Each option is then a directive like a file's line.
+    let is_flag = |n: &str| flags.iter().any(|(f, _)| f == n);
+    let is_switch = |n: &str| flags.iter().any(|(f, takes)| f == n && !takes);
     let mut clap_args: Vec<OsString> = Vec::new();
     let mut from_command_line = Vec::new();
-    let mut option_no = 0;
-    while i < rest.len() {
-        let tok = rest[i].to_string_lossy().into_owned();
-        i += 1;
-        let Some(name) = tok.strip_prefix("--").filter(|n| !n.is_empty()) else {
-            clap_args.push(rest[i - 1].clone());
-            continue;
-        };
-        option_no += 1;
-        let bare = name.split('=').next().unwrap_or(name);
-        let is_flag = flags.iter().any(|(f, _)| f == bare) || matches!(bare, "help" | "version");
-        // Neither a flag nor a Redis name: clap's usage error (exit status 2) says so.
-        if !is_flag && !REDIS_NAMES.contains(&bare.to_ascii_lowercase().as_str()) {
-            clap_args.push(rest[i - 1].clone());
-            continue;
-        }
-        // The option's values: up to the next `--` option.
-        let start = i;
-        while i < rest.len() && !rest[i].to_string_lossy().starts_with("--") {
-            i += 1;
-        }
-        if is_flag && bare == "bind" && !name.contains('=') {
-            // redis-server's `--bind 127.0.0.1 -::1`: the addresses as one value.
-            from_command_line.push("bind".to_string());
-            let joined = rest[start..i].iter().map(|w| w.to_string_lossy()).collect::<Vec<_>>().join(" ");
-            clap_args.push(format!("--bind={joined}").into());
-            continue;
-        }
-        if is_flag && bare == "save" && !name.contains('=') {
-            // As redis-server: `--save 100 100` is one more `save` line after the file's (the
-            // first line drops the defaults, later ones add to it), `--save` alone or
-            // `--save ""` none at all.
-            from_command_line.push("save".to_string());
-            use std::os::unix::ffi::OsStrExt;
-            let mut words: Vec<Vec<u8>> = rest[start..i].iter().map(|w| w.as_bytes().to_vec()).collect();
-            if words.is_empty() {
-                words.push(Vec::new());
-            }
-            let text = std::iter::once(tok.clone())
-                .chain(words.iter().map(|w| quote(w)))
-                .collect::<Vec<_>>()
-                .join(" ");
-            directives.push(Directive { file: None, line_no: option_no, text, name: "save".into(), words });
-            continue;
-        }
-        if is_flag {
-            from_command_line.push(canonical(bare).to_string());
-            clap_args.push(rest[start - 1].clone());
-            clap_args.extend(rest[start..i].iter().cloned());
-            continue;
-        }
+    let mut options: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+    let mut has_value = true;
+    for k in i..rest.len() {
         use std::os::unix::ffi::OsStrExt;
-        let mut words: Vec<Vec<u8>> = rest[start..i].iter().map(|w| w.as_bytes().to_vec()).collect();
-        // As redis-server: `--save` alone means no snapshot rules.
-        if bare == "save" && words.is_empty() {
-            words.push(Vec::new());
+        let tok = rest[k].as_bytes();
+        if matches!(tok, b"-h" | b"-V" | b"--help" | b"--version") {
+            clap_args.push(rest[k].clone());
+            continue;
         }
-        let text =
-            std::iter::once(tok.clone()).chain(words.iter().map(|w| quote(w))).collect::<Vec<_>>().join(" ");
-        directives.push(Directive {
-            file: None,
-            line_no: option_no,
-            text,
-            name: bare.to_ascii_lowercase(),
-            words,
-        });
+        let lower = |w: &[u8]| String::from_utf8_lossy(w).to_ascii_lowercase();
+        if has_value && tok.len() > 2 && tok.starts_with(b"--") {
+            let body = &tok[2..];
+            // `--flag=value`, clap's form, for this server's flags.
+            if let Some(eq) = body.iter().position(|&b| b == b'=') {
+                if is_flag(&lower(&body[..eq])) {
+                    options.push((lower(&body[..eq]), vec![body[eq + 1..].to_vec()]));
+                    continue;
+                }
+            }
+            let words = split_args(body).unwrap_or_else(|| vec![body.to_vec()]);
+            if words.len() > 1 {
+                options.push((lower(&words[0]), words[1..].to_vec()));
+                continue;
+            }
+            let name = lower(body);
+            has_value = is_switch(&name);
+            // `--save` followed by another option or by nothing: `save ""`.
+            let next_is_option = rest.get(k + 1).is_none_or(|n| n.as_bytes().starts_with(b"--"));
+            if name == "save" && next_is_option {
+                options.push((name, vec![Vec::new()]));
+                has_value = true;
+                continue;
+            }
+            options.push((name, Vec::new()));
+        } else {
+            match options.last_mut() {
+                Some(o) => o.1.push(tok.to_vec()),
+                None => options.push((lower(tok), Vec::new())),
+            }
+            has_value = true;
+        }
+    }
+    for (n, (name, words)) in options.into_iter().enumerate() {
+        // Neither a flag nor a Redis name: clap's usage error (exit status 2) says so.
+        if !is_flag(&name) && !REDIS_NAMES.contains(&name.as_str()) {
+            use std::os::unix::ffi::OsStringExt;
+            clap_args.push(format!("--{name}").into());
+            clap_args.extend(words.into_iter().map(OsString::from_vec));
+            continue;
+        }
+        // The line as redis-server shows it: each value quoted.
+        let text = std::iter::once(name.clone())
+            .chain(words.iter().map(|w| quote_always(w)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        from_command_line.push(canonical(&name).to_string());
+        directives.push(Directive { file: None, line_no: n + 1, text, name, words });
     }
     // Sort the directives; the file's flags come before the command line's, so they lose.
     let mut file_flags: Vec<OsString> = Vec::new();
@@ -809,8 +824,14 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
     let mut ignored: Vec<String> = Vec::new();
     let mut renames: Vec<Directive> = Vec::new();
     for d in directives {
-        if d.words.is_empty() {
-            return Err(Fatal::at(&d, "Bad directive or wrong number of arguments"));
+        if d.words.is_empty() && !is_switch(&d.name) {
+            let known = is_flag(&d.name) || REDIS_NAMES.contains(&d.name.as_str());
+            let why = if known {
+                "wrong number of arguments"
+            } else {
+                "Bad directive or wrong number of arguments"
+            };
+            return Err(Fatal::at(&d, why));
         }
         if d.name == "rename-command" {
             if d.words.len() != 2 {
@@ -844,6 +865,9 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
                 check_flag(&prog, &d, &[format!("--save={joined}").into()])?;
             }
             Kind::Flag(takes) => {
+                if wrong_count(&d.name, d.words.len()) {
+                    return Err(Fatal::at(&d, "wrong number of arguments"));
+                }
                 let args = flag_args(&d, takes)?;
                 check_flag(&prog, &d, &args)?;
                 if d.file.is_none() {
@@ -869,7 +893,10 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
 fn flag_args(d: &Directive, takes_values: bool) -> Result<Vec<OsString>, Fatal> {
     use std::os::unix::ffi::OsStringExt;
     if !takes_values {
-        // A switch (`--replica-tls`): `name yes` sets it, `name no` leaves it off.
+        // A switch (`--replica-tls`): alone or `name yes` sets it, `name no` leaves it off.
+        if d.words.is_empty() {
+            return Ok(vec![format!("--{}", d.name).into()]);
+        }
         return match crate::config::parse_yes_no(&String::from_utf8_lossy(&d.words[0])) {
             Ok(true) if d.words.len() == 1 => Ok(vec![format!("--{}", d.name).into()]),
             Ok(false) if d.words.len() == 1 => Ok(Vec::new()),
@@ -902,6 +929,9 @@ fn flag_args(d: &Directive, takes_values: bool) -> Result<Vec<OsString>, Fatal> 
 fn check_flag(prog: &OsString, d: &Directive, args: &[OsString]) -> Result<(), Fatal> {
     match Config::try_parse_from(std::iter::once(prog.clone()).chain(args.iter().cloned())) {
         Ok(_) => Ok(()),
+        // A flag that needs another (`--kafka-ack-mode` needs `--kafka`): the whole command
+        // line's parse judges that.
+        Err(e) if e.kind() == clap::error::ErrorKind::MissingRequiredArgument => Ok(()),
         Err(e) => {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid value").trim_start_matches("error: ");

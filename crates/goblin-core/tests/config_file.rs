@@ -217,6 +217,21 @@ fn the_command_line_wins_and_takes_redis_options() {
     // `--save 100 100`: one more line after the file's, which add up (redis-server's rule).
     let s3 = Server::start(&[conf.to_str().unwrap(), "--save", "100", "100", "--dir", dir.to_str().unwrap()]);
     assert_eq!(config_get(&mut s3.conn(), "save"), "60 1 100 100");
+    // An option and its value in one argument, and words before any option (redis-server's
+    // "wrong usage that we support anyway").
+    let s4 = Server::start(&[
+        conf.to_str().unwrap(),
+        "slowlog-max-len",
+        "44",
+        "--maxmemory '700mb'",
+        "--maxmemory-policy volatile-lru",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let mut c4 = s4.conn();
+    assert_eq!(config_get(&mut c4, "slowlog-max-len"), "44");
+    assert_eq!(config_get(&mut c4, "maxmemory"), "734003200");
+    assert_eq!(config_get(&mut c4, "maxmemory-policy"), "volatile-lru");
     // Without a file, the same Redis options are taken, and Redis's level names too.
     let s2 = Server::start(&[
         "--appendonly",
@@ -293,7 +308,7 @@ fn bad_files_stop_startup_naming_the_line() {
         ("loadmodule /x/y.so\n", "loads no modules", &["at line 1"]),
         ("tls-protocols TLSv1.2\n", "'tls-protocols' is not supported", &["at line 1"]),
         ("user alice on >pw ~* +@all\n", "aclfile", &["at line 1"]),
-        ("timeout\n", "Bad directive or wrong number of arguments", &["at line 1"]),
+        ("timeout\n", "wrong number of arguments", &["at line 1"]),
         (
             "client-output-buffer-limit normal 1mb\n",
             "Wrong number of arguments in buffer limit configuration.",
@@ -331,9 +346,25 @@ fn bad_files_stop_startup_naming_the_line() {
     let (code, log) = run_to_exit(&["--slowlog-max-len", "x"]);
     assert_eq!(code, Some(1));
     assert!(
-        log.contains("argument couldn't be parsed into an integer") && log.contains("--slowlog-max-len x"),
+        log.contains("argument couldn't be parsed into an integer")
+            && log.contains("'slowlog-max-len \"x\"'"),
         "{log}"
     );
+    // Options read as redis-server reads them: values run to the next option once there is
+    // one; a `--word` right after a name is its value.
+    for (args, want) in [
+        (&["--port", "6379", "6380"][..], ">>> 'port \"6379\" \"6380\"'\nwrong number of arguments"),
+        (
+            &["--port", "--loglevel", "verbose"],
+            ">>> 'port \"--loglevel\" \"verbose\"'\nwrong number of arguments",
+        ),
+        (&["--port", "6380", "--loglevel"], ">>> 'loglevel'\nwrong number of arguments"),
+        (&["--port", "--bla", "--loglevel", "verbose"], ">>> 'port \"--bla\"'\ninvalid value '--bla'"),
+    ] {
+        let (code, log) = run_to_exit(args);
+        assert_eq!(code, Some(1), "{args:?}: {log}");
+        assert!(log.contains(want), "{args:?} wants {want:?}: {log}");
+    }
     let (code, log) = run_to_exit(&["--no-such-option", "1"]);
     assert_eq!(code, Some(2));
     assert!(log.contains("unexpected argument '--no-such-option'"), "{log}");
