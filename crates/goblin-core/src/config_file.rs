@@ -105,8 +105,6 @@ const IGNORED: &[&str] = &[
     "sanitize-dump-payload",
     "server-cpulist",
     "set-proc-title",
-    "shutdown-on-sigint",
-    "shutdown-on-sigterm",
     "slave-announce-ip",
     "slave-announce-port",
     "slave-ignore-maxmemory",
@@ -705,8 +703,9 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
     let mut args = argv.into_iter();
     let prog = args.next().unwrap_or_else(|| "goblin-core".into());
     let rest: Vec<OsString> = args.collect();
-    // A tool (`goblin-core import-rdb ...`) takes its own arguments: clap alone reads them.
-    if rest.first().is_some_and(|a| subcommands.iter().any(|s| a == s.as_str())) {
+    // A tool (`goblin-core [--flags] import-rdb ...`) takes its own arguments: clap alone reads
+    // the command line.
+    if rest.iter().any(|a| subcommands.iter().any(|s| a == s.as_str())) {
         let cfg = Config::try_parse_from(std::iter::once(prog).chain(rest)).unwrap_or_else(|e| e.exit());
         return Ok(Loaded {
             cfg,
@@ -905,7 +904,7 @@ fn flag_args(d: &Directive, takes_values: bool) -> Result<Vec<OsString>, Fatal> 
     }
     // An empty value of a path or a password is none (`requirepass ""`, `unixsocket ""`, as
     // CONFIG REWRITE writes them), not a file named "".
-    let empty_is_none = !matches!(d.name.as_str(), "logfile" | "notify-keyspace-events" | "loglevel");
+    let empty_is_none = matches!(d.name.as_str(), "requirepass" | "unixsocket" | "pidfile");
     if empty_is_none && d.words.len() == 1 && d.words[0].is_empty() {
         return Ok(Vec::new());
     }

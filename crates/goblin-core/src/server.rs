@@ -302,6 +302,9 @@ pub struct Server {
     expire_backlog: bool,
     /// Set by SIGTERM/SIGINT or SHUTDOWN: the loop exits after this turn.
     pub(crate) shutdown: bool,
+    /// What SIGTERM and SIGINT do (Redis's `shutdown-on-sigterm` and `shutdown-on-sigint`).
+    pub(crate) shutdown_on_sigterm: ShutdownFlags,
+    pub(crate) shutdown_on_sigint: ShutdownFlags,
     /// The shutdown's wait for Kafka's acknowledgements (before the final snapshot) ran out:
     /// `close_all` does not wait a second time.
     pub(crate) journal_given_up: bool,
@@ -491,6 +494,8 @@ impl Server {
             last_expire: now,
             expire_backlog: false,
             shutdown: false,
+            shutdown_on_sigterm: ShutdownFlags::default(),
+            shutdown_on_sigint: ShutdownFlags::default(),
             journal_given_up: false,
             accept_retry: false,
             limits,
@@ -917,9 +922,17 @@ impl Server {
 
     /// Asks the loop to exit after this turn, first saving the final snapshot when save rules
     /// are configured (or `save`), unless `nosave`. A failed save cancels the shutdown, as in
-    /// Redis: exiting would lose the writes since the last snapshot.
-    pub(crate) fn request_shutdown(&mut self, save: bool, nosave: bool) -> Result<(), String> {
-        self.save_on_shutdown(save, nosave).map_err(|e| format!("Error trying to save the DB: {e}"))?;
+    /// Redis (exiting would lose the writes since the last snapshot), unless `force`. `now`:
+    /// no wait for redis-server replicas.
+    pub(crate) fn shutdown_with(&mut self, f: ShutdownFlags) -> Result<(), String> {
+        match self.save_on_shutdown(f.save, f.nosave) {
+            Ok(()) => {}
+            Err(e) if f.force => tracing::warn!("Error trying to save the DB: {e}; exiting anyway (FORCE)"),
+            Err(e) => return Err(format!("Error trying to save the DB: {e}")),
+        }
+        if f.now {
+            self.redis_replicas.shutdown_timeout_secs = 0;
+        }
         self.shutdown = true;
         Ok(())
     }
@@ -1130,11 +1143,17 @@ impl Server {
             match self.signal_rx.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
+                    let mut flags = ShutdownFlags::default();
                     for &sig in &buf[..n] {
                         let name = if sig as i32 == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
                         info!("received {name}, shutting down");
+                        flags = if sig as i32 == libc::SIGINT {
+                            self.shutdown_on_sigint
+                        } else {
+                            self.shutdown_on_sigterm
+                        };
                     }
-                    if let Err(e) = self.request_shutdown(false, false) {
+                    if let Err(e) = self.shutdown_with(flags) {
                         tracing::error!("{e}; not exiting");
                     }
                 }
@@ -1924,5 +1943,51 @@ impl Server {
             }
         }
         info!("goblin-core is now ready to exit, bye bye...");
+    }
+}
+
+/// SHUTDOWN's flags, which `shutdown-on-sigterm` and `shutdown-on-sigint` give a signal (all
+/// off: `default`, a save when save rules are configured).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct ShutdownFlags {
+    pub save: bool,
+    pub nosave: bool,
+    pub now: bool,
+    pub force: bool,
+}
+
+impl ShutdownFlags {
+    /// `default`, or any of `save|nosave`, `now`, `force` separated by spaces.
+    pub(crate) fn parse(value: &[u8]) -> Option<ShutdownFlags> {
+        let text = String::from_utf8_lossy(value).to_ascii_lowercase();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words == ["default"] {
+            return Some(ShutdownFlags::default());
+        }
+        let mut f = ShutdownFlags::default();
+        for w in &words {
+            match *w {
+                "save" => f.save = true,
+                "nosave" => f.nosave = true,
+                "now" => f.now = true,
+                "force" => f.force = true,
+                _ => return None,
+            }
+        }
+        (!words.is_empty() && !(f.save && f.nosave)).then_some(f)
+    }
+
+    /// As CONFIG GET shows it.
+    pub(crate) fn text(self) -> String {
+        let words: Vec<&str> =
+            [(self.save, "save"), (self.nosave, "nosave"), (self.now, "now"), (self.force, "force")]
+                .into_iter()
+                .filter_map(|(on, w)| on.then_some(w))
+                .collect();
+        if words.is_empty() {
+            "default".into()
+        } else {
+            words.join(" ")
+        }
     }
 }

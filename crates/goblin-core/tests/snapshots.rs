@@ -118,6 +118,43 @@ fn shutdown_saves_when_rules_are_set_and_not_with_empty_rules() {
     assert_eq!(digest(&mut con), want);
 }
 
+/// `shutdown-on-sigterm` / `shutdown-on-sigint` give a signal SHUTDOWN's flags: `nosave`
+/// exits without the final save, `save` saves without rules, `default` saves as the rules
+/// say; CONFIG GET shows them as Redis does.
+#[test]
+fn signals_shut_down_as_shutdown_on_sigterm_and_sigint_say() {
+    let dir = folder("shutdown-on-signal");
+    let path = dir.join("dump.gcsn");
+    let p = path.to_str().unwrap();
+    let mut a = Server::start(&["--load", p]);
+    let mut con = a.conn();
+    fill(&mut con, 20);
+    let want = digest(&mut con);
+    assert!(a.stop().success(), "default: SIGTERM saves (rules are set)");
+    // nosave on SIGTERM: the late write is not saved.
+    let mut b = Server::start(&["--load", p, "--shutdown-on-sigterm", "nosave", "now"]);
+    let mut con = b.conn();
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("shutdown-on-sig*").query(&mut con).unwrap();
+    assert_eq!(got, ["shutdown-on-sigterm", "nosave now", "shutdown-on-sigint", "default"]);
+    let _: () = redis::cmd("SET").arg("late").arg("1").query(&mut con).unwrap();
+    assert!(b.stop().success());
+    // save on SIGINT (set at runtime), with no rules at all: saved.
+    let mut c = Server::start(&["--load", p, "--save", ""]);
+    let mut con = c.conn();
+    assert_eq!(digest(&mut con), want, "nosave left the late write out");
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("shutdown-on-sigint").arg("save").query(&mut con).unwrap();
+    let err =
+        redis::cmd("CONFIG").arg("SET").arg("shutdown-on-sigint").arg("save nosave").query::<()>(&mut con);
+    assert!(err.unwrap_err().to_string().contains("argument(s) must be one of the following"));
+    let _: () = redis::cmd("SET").arg("later").arg("1").query(&mut con).unwrap();
+    let want2 = digest(&mut con);
+    c.signal(libc::SIGINT);
+    assert!(c.wait_exit(Duration::from_secs(10)).unwrap().success());
+    let d = Server::start(&["--load", p, "--save", ""]);
+    assert_eq!(digest(&mut d.conn()), want2, "SIGINT with `save` saved without rules");
+}
+
 /// CONFIG SET save changes the rules of a running server: from none, a rule of one second and
 /// one change saves by itself; back to none, a write stays unsaved.
 #[test]

@@ -102,6 +102,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("repl-ping-replica-period", s.redis_replicas.ping_period_secs.to_string()),
         ("repl-backlog-size", s.redis_replicas.backlog_size.to_string()),
         ("shutdown-timeout", s.redis_replicas.shutdown_timeout_secs.to_string()),
+        ("shutdown-on-sigterm", s.shutdown_on_sigterm.text()),
+        ("shutdown-on-sigint", s.shutdown_on_sigint.text()),
         ("min-replicas-to-write", c.min_replicas_to_write.to_string()),
         ("acl-pubsub-default", crate::auth::pubsub_default().to_string()),
         ("min-slaves-to-write", c.min_replicas_to_write.to_string()),
@@ -402,6 +404,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         ReplBacklogTtl(u64),
         MinReplicas(u32),
         ShutdownTimeout(u64),
+        ShutdownOnSignal(bool, crate::server::ShutdownFlags),
         SaveRules(Vec<(u64, u64)>),
         MaxmemoryClients(crate::config::MaxmemoryClients),
         PubsubDefault(bool),
@@ -523,6 +526,12 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             // How long an exit waits for redis-server replicas (Server::drain_redis_replicas).
             "shutdown-timeout" => int(0, I32).map(|n| Change::ShutdownTimeout(n as u64)),
+            // What SIGTERM / SIGINT do: SHUTDOWN's flags.
+            "shutdown-on-sigterm" | "shutdown-on-sigint" => crate::server::ShutdownFlags::parse(val)
+                .map(|f| Change::ShutdownOnSignal(*canon == "shutdown-on-sigterm", f))
+                .ok_or_else(|| {
+                    "argument(s) must be one of the following: default, save, nosave, now, force".to_string()
+                }),
             // Client eviction's limit (Server::evict_clients).
             "maxmemory-clients" => crate::config::parse_maxmemory_clients(&String::from_utf8_lossy(val))
                 .map(Change::MaxmemoryClients),
@@ -624,6 +633,8 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::ServeStale(on) => s.redis_primary_settings.serve_stale = on,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
             Change::ShutdownTimeout(n) => s.redis_replicas.shutdown_timeout_secs = n,
+            Change::ShutdownOnSignal(true, f) => s.shutdown_on_sigterm = f,
+            Change::ShutdownOnSignal(false, f) => s.shutdown_on_sigint = f,
             Change::SaveRules(rules) => s.snapshots.rules = rules,
             Change::MaxmemoryClients(m) => s.cfg.maxmemory_clients = m,
             Change::PubsubDefault(all) => crate::auth::set_pubsub_default(all),

@@ -980,7 +980,7 @@ fn reset(s: &mut Server, c: &mut Conn, _slot: usize) {
 /// owns history), so every form but ABORT stops the server; the client gets no reply, as in
 /// Redis, because the connection closes.
 fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
-    let (mut abort, mut save, mut nosave, mut now) = (false, false, false, false);
+    let (mut abort, mut save, mut nosave, mut now, mut force) = (false, false, false, false, false);
     for a in &args[1..] {
         let a = a.to_ascii_uppercase();
         match a.as_slice() {
@@ -988,7 +988,8 @@ fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             b"SAVE" => save = true,
             // NOW: no wait for the redis-server replicas (Server::drain_redis_replicas).
             b"NOW" => now = true,
-            b"FORCE" => {}
+            // FORCE: exit even if the final save fails.
+            b"FORCE" => force = true,
             b"ABORT" => abort = true,
             _ => return reply::error(&mut c.out, errors::SYNTAX),
         }
@@ -1003,8 +1004,7 @@ fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         return reply::error(&mut c.out, errors::SYNTAX);
     }
     tracing::info!("SHUTDOWN requested by client id={} addr={}", c.id, c.addr);
-    match s.request_shutdown(save, nosave) {
-        Ok(()) if now => s.redis_replicas.shutdown_timeout_secs = 0,
+    match s.shutdown_with(crate::server::ShutdownFlags { save, nosave, now, force }) {
         Ok(()) => {}
         Err(e) => {
             tracing::error!("{e}");
