@@ -177,30 +177,35 @@ def spawn_root(kind, binary, suite_run):
     return root
 
 
-def run_spawned(kind, binary, unit, args, outdir):
-    """One unit with the runner starting its own servers from their configuration files (the
-    tests an external server cannot take part in run too)."""
-    sdir = os.path.join(outdir, kind)
-    os.makedirs(sdir, exist_ok=True)
-    log_path = os.path.join(sdir, unit.replace("/", "_") + ".log")
-    root = args.roots[kind]
-    state, note, t0 = "completed", "", time.time()
-    cmd = ["tclsh", "tests/test_helper.tcl", "--durable", "--clients", "1", "--timeout",
-           str(args.test_timeout), "--single", f"unit/{unit}"]
+def run_runner(unit, args, cwd, log_path, first):
+    """test_helper.tcl on one unit (`first`: the runner's arguments before its common ones),
+    its output into log_path, bounded by --unit-timeout. Returns (state, note)."""
+    cmd = first + ["--durable", "--clients", "1", "--timeout", str(args.test_timeout),
+                   "--single", f"unit/{unit}"]
     if args.tags:
         cmd += ["--tags", args.tags]
     cmd += args.runner_arg or []
     with open(log_path, "wb") as logf:
         logf.write(("$ " + " ".join(cmd) + "\n").encode())
         logf.flush()
-        runner = subprocess.Popen(cmd, cwd=root, stdout=logf, stderr=subprocess.STDOUT,
+        runner = subprocess.Popen(cmd, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            note = f"runner exit {runner.wait(timeout=args.unit_timeout)}"
+            return "completed", f"runner exit {runner.wait(timeout=args.unit_timeout)}"
         except subprocess.TimeoutExpired:
             kill_group(runner)
             runner.wait()
-            state, note = "timed out", f"killed after {args.unit_timeout} s"
+            return "timed out", f"killed after {args.unit_timeout} s"
+
+
+def run_spawned(kind, binary, unit, args, outdir):
+    """One unit with the runner starting its own servers from their configuration files (the
+    tests an external server cannot take part in run too)."""
+    sdir = os.path.join(outdir, kind)
+    os.makedirs(sdir, exist_ok=True)
+    log_path = os.path.join(sdir, unit.replace("/", "_") + ".log")
+    t0 = time.time()
+    state, note = run_runner(unit, args, args.roots[kind], log_path, ["tclsh", "tests/test_helper.tcl"])
     with open(log_path, "rb") as f:
         text = f.read().decode("utf-8", "replace")
     return finish(kind, unit, state, note, text, t0, None, log_path)
@@ -232,27 +237,10 @@ def run_unit(kind, binary, unit, args, outdir):
                 with open(log_path, "w") as f:
                     f.write(note + "\n")
                 return finish(kind, unit, state, note, "", t0, srv, log_path)
-            cmd = ["tclsh", "tests/test_helper.tcl", "--host", "127.0.0.1", "--port", str(port)]
+            first = ["tclsh", "tests/test_helper.tcl", "--host", "127.0.0.1", "--port", str(port)]
             if not args.multidb:
-                cmd += ["--singledb"]
-            cmd += ["--durable", "--clients", "1", "--timeout", str(args.test_timeout),
-                    "--single", f"unit/{unit}"]
-            if args.tags:
-                cmd += ["--tags", args.tags]
-            cmd += args.runner_arg or []
-            with open(log_path, "wb") as logf:
-                logf.write(("$ " + " ".join(cmd) + "\n").encode())
-                logf.flush()
-                runner = subprocess.Popen(cmd, cwd=args.suite_run, stdout=logf, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-                try:
-                    rc = runner.wait(timeout=args.unit_timeout)
-                    note = f"runner exit {rc}"
-                except subprocess.TimeoutExpired:
-                    kill_group(runner)
-                    runner.wait()
-                    state = "timed out"
-                    note = f"killed after {args.unit_timeout} s"
+                first += ["--singledb"]
+            state, note = run_runner(unit, args, args.suite_run, log_path, first)
             if srv.poll() is not None:
                 state = "server crashed" if state == "completed" else state + ", server crashed"
                 note += f"; server exit status {srv.returncode}"

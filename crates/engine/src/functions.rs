@@ -127,7 +127,7 @@ pub fn metadata(code: &[u8]) -> Result<Metadata, Vec<u8>> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err(b"ERR Invalid library metadata".to_vec());
     };
-    let words = match split_words(&code[..end]) {
+    let words = match crate::util::split_args(&code[..end]) {
         Some(w) if !w.is_empty() => w,
         _ => return Err(b"ERR Invalid library metadata".to_vec()),
     };
@@ -160,73 +160,6 @@ pub const NAME_RULE: &[u8] = b"ERR Library names can only contain letters, numbe
 /// Letters, digits and underscores, at least one.
 pub fn valid_name(name: &[u8]) -> bool {
     !name.is_empty() && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// Splits a line into words the way Redis splits a command line (sdssplitargs): blanks
-/// separate words; "double quotes" take backslash escapes, 'single quotes' only \'; a closing
-/// quote must be followed by a blank or the end. None when unbalanced.
-fn split_words(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut words = Vec::new();
-    let mut i = 0;
-    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | 0x0b | 0x0c | 0);
-    loop {
-        while i < line.len() && blank(line[i]) {
-            i += 1;
-        }
-        if i >= line.len() {
-            return Some(words);
-        }
-        let mut w = Vec::new();
-        let (mut dq, mut sq) = (false, false);
-        loop {
-            if dq {
-                let c = *line.get(i)?;
-                if c == b'\\' && i + 1 < line.len() {
-                    i += 1;
-                    w.push(match line[i] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
-                        other => other,
-                    });
-                } else if c == b'"' {
-                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    w.push(c);
-                }
-            } else if sq {
-                let c = *line.get(i)?;
-                if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
-                    i += 1;
-                    w.push(b'\'');
-                } else if c == b'\'' {
-                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    w.push(c);
-                }
-            } else {
-                match line.get(i) {
-                    None => break,
-                    Some(&c) if blank(c) => break,
-                    Some(b'"') => dq = true,
-                    Some(b'\'') => sq = true,
-                    Some(&c) => w.push(c),
-                }
-            }
-            i += 1;
-        }
-        words.push(w);
-    }
 }
 
 #[cfg(test)]

@@ -241,6 +241,84 @@ pub fn format_f64(v: f64) -> String {
     crate::dtoa::double_text(v)
 }
 
+/// A line's words by Redis's rules (sdssplitargs): blanks separate words; "double quotes"
+/// take `\n \r \t \b \a \\ \"` and `\xHH`; 'single quotes' take only `\'`; a closing quote
+/// must end the word. None: unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    let blank = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    loop {
+        while i < line.len() && blank(line[i]) {
+            i += 1;
+        }
+        if i >= line.len() {
+            return Some(words);
+        }
+        let mut word = Vec::new();
+        let (mut dq, mut sq) = (false, false);
+        loop {
+            if dq {
+                let &c = line.get(i)?;
+                if c == b'\\' && line.get(i + 1) == Some(&b'x') {
+                    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+                    if let (Some(h), Some(l)) = (hex(line.get(i + 2)), hex(line.get(i + 3))) {
+                        word.push((h * 16 + l) as u8);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && i + 1 < line.len() {
+                    word.push(match line[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    i += 2;
+                } else if c == b'"' {
+                    // The closing quote must be followed by a blank or the end.
+                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    word.push(c);
+                    i += 1;
+                }
+            } else if sq {
+                let &c = line.get(i)?;
+                if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                    word.push(b'\'');
+                    i += 2;
+                } else if c == b'\'' {
+                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    word.push(c);
+                    i += 1;
+                }
+            } else {
+                match line.get(i) {
+                    None => break,
+                    Some(&c) if blank(c) || c == 0 => break,
+                    Some(b'"') => dq = true,
+                    Some(b'\'') => sq = true,
+                    Some(&c) => word.push(c),
+                }
+                i += 1;
+            }
+        }
+        words.push(word);
+    }
+}
+
 /// ASCII case-insensitive equality, for option names.
 #[inline]
 pub fn eq_ic(a: &[u8], b: &[u8]) -> bool {

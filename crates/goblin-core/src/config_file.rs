@@ -395,11 +395,20 @@ pub struct Fatal {
     pub line_no: usize,
     pub text: String,
     pub reason: String,
+    /// 1, as redis-server exits on a bad configuration; 2 for a bad value of one of this
+    /// server's own flags on the command line (a usage error, as clap's).
+    pub exit_code: i32,
 }
 
 impl Fatal {
-    fn at(d: &Directive, reason: impl Into<String>) -> Fatal {
-        Fatal { file: d.file.clone(), line_no: d.line_no, text: d.text.clone(), reason: reason.into() }
+    pub(crate) fn at(d: &Directive, reason: impl Into<String>) -> Fatal {
+        Fatal {
+            file: d.file.clone(),
+            line_no: d.line_no,
+            text: d.text.clone(),
+            reason: reason.into(),
+            exit_code: 1,
+        }
     }
 }
 
@@ -417,82 +426,9 @@ impl std::fmt::Display for Fatal {
     }
 }
 
-/// A line's words by Redis's rules (sdssplitargs): blanks separate words; "double quotes"
-/// take `\n \r \t \b \a \\ \"` and `\xHH`; 'single quotes' take only `\'`; a closing quote
-/// must end the word. None: unbalanced quotes.
+/// A line's words by Redis's rules (sdssplitargs; see engine::util::split_args).
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut words = Vec::new();
-    let mut i = 0;
-    let blank = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
-    loop {
-        while i < line.len() && blank(line[i]) {
-            i += 1;
-        }
-        if i >= line.len() {
-            return Some(words);
-        }
-        let mut word = Vec::new();
-        let (mut dq, mut sq) = (false, false);
-        loop {
-            if dq {
-                let &c = line.get(i)?;
-                if c == b'\\' && line.get(i + 1) == Some(&b'x') {
-                    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
-                    if let (Some(h), Some(l)) = (hex(line.get(i + 2)), hex(line.get(i + 3))) {
-                        word.push((h * 16 + l) as u8);
-                        i += 4;
-                        continue;
-                    }
-                }
-                if c == b'\\' && i + 1 < line.len() {
-                    word.push(match line[i + 1] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
-                    i += 2;
-                } else if c == b'"' {
-                    // The closing quote must be followed by a blank or the end.
-                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    word.push(c);
-                    i += 1;
-                }
-            } else if sq {
-                let &c = line.get(i)?;
-                if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
-                    word.push(b'\'');
-                    i += 2;
-                } else if c == b'\'' {
-                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    word.push(c);
-                    i += 1;
-                }
-            } else {
-                match line.get(i) {
-                    None => break,
-                    Some(&c) if blank(c) || c == 0 => break,
-                    Some(b'"') => dq = true,
-                    Some(b'\'') => sq = true,
-                    Some(&c) => word.push(c),
-                }
-                i += 1;
-            }
-        }
-        words.push(word);
-    }
+    engine::util::split_args(line)
 }
 
 /// A word as CONFIG REWRITE writes it: bare when it reads back as itself, else quoted.
@@ -571,6 +507,7 @@ fn read_into(
                 line_no: 0,
                 text: String::new(),
                 reason: format!("Fatal error, can't open config file '{}': {e}", file.display()),
+                exit_code: 1,
             },
         })?;
         parse_into(&bytes, Some(&file), depth, out)?;
@@ -677,7 +614,8 @@ enum Kind {
 
 fn kind(flags: &[(String, bool)], d: &Directive) -> Result<Kind, Fatal> {
     // In a file, masteruser goes with masterauth (a runtime setting): CONFIG SET takes both.
-    if d.name == "masteruser" {
+    // (On the command line it is the flag, with --masterauth-file.)
+    if d.name == "masteruser" && d.file.is_some() {
         return Ok(Kind::Runtime);
     }
     if let Some((_, takes)) = flags.iter().find(|(f, _)| *f == d.name) {
@@ -745,6 +683,7 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
                 line_no: 0,
                 text: String::new(),
                 reason: format!("can't read the configuration from standard input: {e}"),
+                exit_code: 1,
             });
         }
         parse_into(&text, None, 0, &mut directives)?;
@@ -830,7 +769,12 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
             } else {
                 "Bad directive or wrong number of arguments"
             };
-            return Err(Fatal::at(&d, why));
+            let mut fatal = Fatal::at(&d, why);
+            // One of this server's flags on the command line: a usage error.
+            if d.file.is_none() && is_flag(&d.name) {
+                fatal.exit_code = 2;
+            }
+            return Err(fatal);
         }
         if d.name == "rename-command" {
             if d.words.len() != 2 {
@@ -864,11 +808,17 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
                 check_flag(&prog, &d, &[format!("--save={joined}").into()])?;
             }
             Kind::Flag(takes) => {
+                let usage = |mut f: Fatal| {
+                    if d.file.is_none() {
+                        f.exit_code = 2;
+                    }
+                    f
+                };
                 if wrong_count(&d.name, d.words.len()) {
-                    return Err(Fatal::at(&d, "wrong number of arguments"));
+                    return Err(usage(Fatal::at(&d, "wrong number of arguments")));
                 }
-                let args = flag_args(&d, takes)?;
-                check_flag(&prog, &d, &args)?;
+                let args = flag_args(&d, takes).map_err(usage)?;
+                check_flag(&prog, &d, &args).map_err(usage)?;
                 if d.file.is_none() {
                     clap_args.extend(args);
                 } else {

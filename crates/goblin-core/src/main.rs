@@ -93,7 +93,7 @@ fn main() {
     // `goblin-core [redis.conf] [--option value ...]`, as redis-server.
     let loaded = config_file::load(std::env::args_os().collect()).unwrap_or_else(|fatal| {
         eprintln!("{fatal}");
-        std::process::exit(1);
+        std::process::exit(fatal.exit_code);
     });
     let cfg = loaded.cfg;
     // --dir first: every relative path after it is inside it.

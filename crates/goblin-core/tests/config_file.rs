@@ -362,7 +362,7 @@ fn bad_files_stop_startup_naming_the_line() {
         (&["--port", "--bla", "--loglevel", "verbose"], ">>> 'port \"--bla\"'\ninvalid value '--bla'"),
     ] {
         let (code, log) = run_to_exit(args);
-        assert_eq!(code, Some(1), "{args:?}: {log}");
+        assert_eq!(code, Some(2), "a bad value of a flag is a usage error: {args:?}: {log}");
         assert!(log.contains(want), "{args:?} wants {want:?}: {log}");
     }
     let (code, log) = run_to_exit(&["--no-such-option", "1"]);

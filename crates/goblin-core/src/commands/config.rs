@@ -315,8 +315,7 @@ pub(crate) fn apply_directives(
 ) -> Result<(), crate::config_file::Fatal> {
     use crate::config_file::Fatal;
     for d in directives {
-        let fatal =
-            |reason: String| Fatal { file: d.file.clone(), line_no: d.line_no, text: d.text.clone(), reason };
+        let fatal = |reason: String| Fatal::at(d, reason);
         if d.name == "client-output-buffer-limit" {
             let limit = startup_output_limit(&d.words).map_err(fatal)?;
             if let Some(n) = limit {
