@@ -20,9 +20,10 @@
 //! `rename-command` lines are collected and installed (rename.rs) once all are read.
 //!
 //! A directive Redis does not know either is Redis's "Bad directive" error, in redis-server's
-//! fatal box, naming the file and line. Command-line options that are not flags of this
-//! server but are Redis directives (`--appendonly no`, `--protected-mode no`, common in
-//! container definitions) go through the same sorting.
+//! fatal box, naming the file and line. The command line is read as redis-server reads it
+//! (`load`) and its options sorted the same way, after the file's: this server's flags, and
+//! Redis directives that are not (`--appendonly no`, `--protected-mode no`, common in
+//! container definitions). An option neither knows is clap's usage error.
 //!
 //! CONFIG REWRITE (`rewrite`) writes back what changed since startup (CONFIG SET, and settings
 //! given on the command line) into the file, keeping every other line as it was.
