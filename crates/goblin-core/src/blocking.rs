@@ -235,7 +235,13 @@ impl Server {
         };
         let Some(mut conn) = self.conns[slot].take() else { return false };
         if error {
-            resp::reply::error(&mut conn.out, b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            const UNBLOCKED: &[u8] = b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n";
+            conn.out.extend_from_slice(UNBLOCKED);
+            // A failed call of the blocked command, as Redis counts it.
+            let spec = conn.parked.as_ref().and_then(|p| p.args.first()).and_then(|a| engine::lookup(a));
+            if let Some(spec) = spec {
+                self.stats.cmds.record_unblocked(spec, UNBLOCKED);
+            }
         } else if conn.parked.as_ref().is_some_and(crate::replication::upstream::is_wait) {
             self.wait_reply(conn.parked.as_ref().expect("parked"), &mut conn.out);
         } else {

@@ -68,8 +68,6 @@ const IGNORED: &[&str] = &[
     "ignore-warnings",
     "io-threads",
     "io-threads-do-reads",
-    "latency-tracking",
-    "latency-tracking-info-percentiles",
     "lazyfree-lazy-eviction",
     "lazyfree-lazy-expire",
     "lazyfree-lazy-server-del",

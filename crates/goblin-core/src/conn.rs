@@ -55,6 +55,18 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Ends the sending side (a FIN after what was written), for a socket; false for the
+    /// transports that have no half-close (TLS, the rings), which are closed outright.
+    pub fn shutdown_write(&self) -> bool {
+        match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write).is_ok(),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write).is_ok(),
+            _ => false,
+        }
+    }
+}
+
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -244,6 +256,11 @@ pub struct Conn {
     /// The socket reported its read side closed (or an error). Edge-triggered polling reports
     /// that once, so from then on reads go on to EOF instead of stopping at a short read.
     pub peer_closed: bool,
+    /// Closed by the server, which has sent its FIN and now reads and drops the client's
+    /// input until the client closes too (or [`LINGER`] passes): closing a socket with input
+    /// unread resets the connection, which can fail the client's writes of the request that
+    /// got it closed before it reads the end of the stream.
+    pub lingering: bool,
 
     /// Flush the output, then close (QUIT, protocol error). No further input is processed.
     pub close_after_reply: bool,
@@ -353,6 +370,7 @@ impl Conn {
             in_write_queue: false,
             in_read_again: false,
             peer_closed: false,
+            lingering: false,
             close_after_reply: false,
             lua_debug: None,
             close_now: false,

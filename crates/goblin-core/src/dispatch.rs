@@ -316,8 +316,9 @@ impl Server {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
             }
-            reply::error(&mut conn.out, b"READONLY You can't write against a read only replica.");
-            self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
+            const READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
+            reply::error(&mut conn.out, READONLY);
+            self.stats.cmds.rejected_reply(spec, READONLY); // commandstats: refused before running
             return;
         }
         // CLIENT PAUSE: the command waits on its connection until the pause ends; inside MULTI
@@ -370,7 +371,7 @@ impl Server {
             }
         }
         let mark = conn.out.len();
-        conn.last_cmd = spec.name;
+        conn.last_cmd = crate::commands::data_call_name(spec, args);
         let now = self.clock_ms;
         // Who is running, for client tracking's NOLOOP and flush (only read when some client
         // tracks: the common server pays one comparison).
@@ -399,8 +400,9 @@ impl Server {
         self.engine.no_touch = false;
         self.cmd_started = None;
         let took = started.elapsed();
+        self.stats.eventloop.cmd_nanos += took.as_nanos() as u64;
         let reply = conn.out.get(mark..).unwrap_or_default();
-        self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+        self.stats.cmds.record(spec, conn.last_cmd, reply, took, self.introspection.latency_tracking);
         conn.commands += 1;
         if self.hotkeys.tracking() {
             self.hotkeys.record(spec, args, took, reply.len());
@@ -488,13 +490,14 @@ impl Server {
             let mut e = b"EXECABORT Transaction discarded because of: ".to_vec();
             e.extend_from_slice(msg);
             reply::error(&mut conn.out, &e);
+            self.stats.cmds.rejected_reply(spec, &e); // commandstats: refused before running
         } else {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
             }
             reply::error(&mut conn.out, msg);
+            self.stats.cmds.rejected_reply(spec, msg);
         }
-        self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
     }
 
     /// Whether a request writes, as Redis's processCommand decides it before running it: a
@@ -767,7 +770,7 @@ impl Server {
                             continue;
                         }
                     }
-                    conn.last_cmd = spec.name;
+                    conn.last_cmd = crate::commands::data_call_name(spec, &argv);
                     // commandstats: each queued command counts on its own, as in Redis.
                     // A queued script shows in MONITOR before the commands it runs, as outside
                     // a transaction (the others show after running, in `after_command`).
@@ -778,7 +781,13 @@ impl Server {
                     self.cmd_started = None;
                     let took = started.elapsed();
                     let reply = conn.out.get(mark..).unwrap_or_default();
-                    self.stats.cmds.record(spec, conn.last_cmd, reply, took);
+                    self.stats.cmds.record(
+                        spec,
+                        conn.last_cmd,
+                        reply,
+                        took,
+                        self.introspection.latency_tracking,
+                    );
                     conn.commands += 1;
                     if self.hotkeys.tracking() {
                         self.hotkeys.record(spec, &argv, took, reply.len());

@@ -61,6 +61,10 @@ pub struct Introspection {
     pub slowlog_max_len: u64,
     /// `latency-monitor-threshold`, milliseconds; 0 turns the monitor off.
     pub latency_threshold_ms: u64,
+    /// `latency-tracking`: each call's duration goes into its command's histogram.
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows.
+    pub latency_percentiles: Vec<f64>,
     slowlog: VecDeque<SlowEntry>,
     next_slow_id: u64,
     events: BTreeMap<&'static str, EventHistory>,
@@ -74,6 +78,8 @@ impl Default for Introspection {
             slowlog_slower_than: 10_000,
             slowlog_max_len: 128,
             latency_threshold_ms: 0,
+            latency_tracking: true,
+            latency_percentiles: vec![50.0, 99.0, 99.9],
             slowlog: VecDeque::new(),
             next_slow_id: 0,
             events: BTreeMap::new(),

@@ -66,7 +66,10 @@ pub const READ_CHUNK: usize = 16 * 1024;
 const READS_PER_TURN: usize = 1;
 /// Redis's `client-query-buffer-limit` default: unprocessed input a client may accumulate
 /// (while parked, or inside one huge request) before it is disconnected.
-const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+pub const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+/// How long a client the server closed may go on sending before its socket is closed
+/// outright (see [`Conn::lingering`]).
+const LINGER: Duration = Duration::from_secs(2);
 
 /// A client's unsent replies past which its input waits (left in the socket, the next request
 /// not run) until they drain to [`REPLY_RESUME_BYTES`]: a client pipelining big replies faster
@@ -130,6 +133,17 @@ fn bind_unix(path: &std::path::Path, perm: Option<u32>, what: &str) -> io::Resul
     Ok(l)
 }
 
+/// INFO's event loop figures (Redis 7.2's `eventloop_*`), in nanoseconds.
+#[derive(Default, Clone, Copy)]
+pub struct EventLoopStats {
+    pub cycles: u64,
+    pub nanos: u64,
+    pub cmd_nanos: u64,
+    pub cron_nanos: u64,
+    pub max_nanos: u64,
+    pub max_cmds: u64,
+}
+
 /// Counters INFO reports that the engine does not keep.
 #[derive(Default)]
 pub struct ServerStats {
@@ -141,6 +155,8 @@ pub struct ServerStats {
     pub net_output_bytes: u64,
     /// Clients closed for passing the output limit.
     pub output_limit_disconnections: u64,
+    /// Clients closed for passing `client-query-buffer-limit`.
+    pub query_buffer_limit_disconnections: u64,
     /// Clients closed by client eviction (`maxmemory-clients`; INFO `evicted_clients`).
     pub evicted_clients: u64,
     /// Waits that polled without blocking first (the busy-poll window was open).
@@ -149,6 +165,13 @@ pub struct ServerStats {
     /// instantaneous_ops_per_sec.
     pub ops_samples: [(u64, u64); 16],
     pub ops_sample_at: usize,
+    /// The event loop (INFO `eventloop_*`): turns, and their time from the end of the wait
+    /// to the end of the turn (nanoseconds), the share of it spent in commands and in the
+    /// cron, the longest turn, and the most commands in one turn.
+    pub eventloop: EventLoopStats,
+    /// (turns, turn nanoseconds) at each cron tick, beside `ops_samples`, for
+    /// `instantaneous_eventloop_*`.
+    pub eventloop_samples: [(u64, u64); 16],
     pub peak_memory: u64,
     /// Allocated bytes when the server was built, before any data (INFO
     /// `used_memory_startup`); kept across CONFIG RESETSTAT.
@@ -324,6 +347,12 @@ pub struct Server {
     /// Monotonic time when this loop turn's poll returned (`last_active`, which only needs
     /// seconds, is stamped from it instead of reading the clock per read).
     pub(crate) turn_start: Instant,
+    /// `client-query-buffer-limit`: a client's unprocessed input past this closes it.
+    pub query_buffer_limit: usize,
+    /// Clients closed with [`Server::close_lingering`], oldest first: (id, when).
+    lingering: Vec<(u64, Instant)>,
+    /// total_commands() at the end of the last loop turn (INFO `eventloop_cmd_per_cycle_max`).
+    turn_commands: u64,
     /// Whether the next wait spins for up to `--busy-poll-us` first; see `wait_for_events`.
     busy_poll: bool,
     /// When the command now running started (the commandstats clock read): a script takes it
@@ -503,6 +532,9 @@ impl Server {
             time_snapshot_us: None,
             used_memory: Default::default(),
             turn_start: now,
+            turn_commands: 0,
+            query_buffer_limit: QUERY_BUFFER_LIMIT,
+            lingering: Vec::new(),
             busy_poll: false,
             cmd_started: None,
         })
@@ -991,6 +1023,16 @@ impl Server {
             self.ring_turn();
             self.after_events();
             self.journal_end_turn();
+            let turn = self.turn_start.elapsed().as_nanos() as u64;
+            let commands = self.total_commands();
+            let el = &mut self.stats.eventloop;
+            el.cycles += 1;
+            el.nanos += turn;
+            el.max_nanos = el.max_nanos.max(turn);
+            // (saturating: CONFIG RESETSTAT may have zeroed the count during the turn)
+            el.max_cmds = el
+                .max_cmds
+                .max(commands.saturating_sub(std::mem::replace(&mut self.turn_commands, commands)));
         }
         self.close_all();
         Ok(())
@@ -1300,6 +1342,12 @@ impl Server {
             self.conns[slot] = Some(conn);
             return;
         }
+        if conn.lingering {
+            self.drain_lingering(&mut conn);
+            self.conns[slot] = Some(conn);
+            self.queue_write(slot);
+            return;
+        }
         if conn.out_throttled {
             // Its replies wait to be read: the input stays in the socket (`flush_conn`
             // resumes it).
@@ -1323,7 +1371,7 @@ impl Server {
             scratch = vec![0; READ_CHUNK];
         }
         loop {
-            if conn.close_now || conn.close_after_reply || conn.out_throttled {
+            if conn.close_now || conn.close_after_reply || conn.out_throttled || conn.lingering {
                 break;
             }
             if reads == READS_PER_TURN {
@@ -1341,6 +1389,14 @@ impl Server {
                 Some(missing) => conn.read_into_pending(missing),
                 None => conn.stream.read(&mut scratch).map(|n| (n, n < scratch.len())),
             };
+            // client-query-buffer-limit, before anything runs (as Redis checks it after each
+            // read): a big argument by what the request will hold once it has arrived.
+            if let Some(missing) = big {
+                if conn.pending.len() + missing > self.query_buffer_limit {
+                    self.query_buffer_overflow(&mut conn);
+                    break;
+                }
+            }
             let (n, short) = match read {
                 Ok((0, _)) => {
                     // Peer closed its side. Flush what it asked for, unless it was waiting parked.
@@ -1364,6 +1420,11 @@ impl Server {
             conn.net_in += n as u64;
             self.stats.reads_processed += 1;
             self.clock_ms = now_ms();
+            let buffered = conn.pending.len() + if big.is_some() { 0 } else { n };
+            if buffered > self.query_buffer_limit {
+                self.query_buffer_overflow(&mut conn);
+                break;
+            }
             if big.is_some() {
                 self.process_pending(&mut conn, slot);
             } else if conn.pending.is_empty() && conn.parked.is_none() {
@@ -1376,9 +1437,9 @@ impl Server {
                 conn.pending.extend_from_slice(&scratch[..n]);
                 self.process_pending(&mut conn, slot);
             }
-            if conn.pending.len() > QUERY_BUFFER_LIMIT {
-                warn!("closing client id={}: query buffer over {} bytes", conn.id, QUERY_BUFFER_LIMIT);
-                conn.close_now = true;
+            // Input that waits (behind a parked command) counts as well.
+            if conn.pending.len() > self.query_buffer_limit {
+                self.query_buffer_overflow(&mut conn);
             }
             if short && !drain {
                 break;
@@ -1387,6 +1448,66 @@ impl Server {
         self.scratch = scratch;
         self.conns[slot] = Some(conn);
         self.queue_write(slot);
+    }
+
+    /// Closes a client whose unprocessed input passed `client-query-buffer-limit` (INFO
+    /// `client_query_buffer_limit_disconnections`).
+    fn query_buffer_overflow(&mut self, conn: &mut Conn) {
+        warn!(
+            "Closing client that reached max query buffer length (client id={} addr={}, limit {} bytes)",
+            conn.id, conn.addr, self.query_buffer_limit
+        );
+        self.stats.query_buffer_limit_disconnections += 1;
+        conn.pending = Vec::new();
+        self.close_lingering(conn);
+    }
+
+    /// Closes a client the server gives up on while it may still be sending (as Redis,
+    /// unsent replies are dropped): a FIN now, its input read and dropped until it closes
+    /// too or [`LINGER`] passes (see [`Conn::lingering`]); at once where there is no
+    /// half-close.
+    fn close_lingering(&mut self, conn: &mut Conn) {
+        conn.out_pos = conn.out.len();
+        if conn.stream.shutdown_write() {
+            conn.lingering = true;
+            self.lingering.push((conn.id, Instant::now()));
+            self.drain_lingering(conn);
+        } else {
+            conn.close_now = true;
+        }
+    }
+
+    /// Reads and drops what a lingering client sent; at its end of stream, closes it.
+    fn drain_lingering(&mut self, conn: &mut Conn) {
+        let mut sink = [0u8; 16 * 1024];
+        loop {
+            match conn.stream.read(&mut sink) {
+                Ok(0) => break conn.close_now = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break conn.close_now = true,
+            }
+        }
+    }
+
+    /// Closes the lingering clients whose time is up (the cron calls it).
+    fn end_lingering(&mut self) {
+        let now = Instant::now();
+        while let Some(&(id, since)) = self.lingering.first() {
+            if now.duration_since(since) < LINGER {
+                break;
+            }
+            self.lingering.remove(0);
+            if let Some(slot) =
+                self.conns.iter().position(|c| matches!(c, Some(c) if c.id == id && c.lingering))
+            {
+                if let Some(c) = self.conns[slot].as_mut() {
+                    c.close_now = true;
+                }
+                self.queue_write(slot);
+            }
+        }
     }
 
     /// Executes the complete requests buffered in `conn.pending` (unless parked).
@@ -1466,6 +1587,7 @@ impl Server {
         self.deliver_invalidations(None);
         if self.last_cron.elapsed() >= CRON_INTERVAL {
             self.cron();
+            self.stats.eventloop.cron_nanos += self.last_cron.elapsed().as_nanos() as u64;
         }
         self.flush_writes();
     }
@@ -1559,6 +1681,9 @@ impl Server {
                 self.accept(li);
             }
         }
+        if !self.lingering.is_empty() {
+            self.end_lingering();
+        }
         self.snapshot_cron();
         self.firehose_ticks();
         self.redis_replicas_cron();
@@ -1571,6 +1696,7 @@ impl Server {
         let t = self.started.elapsed().as_millis() as u64;
         let at = self.stats.ops_sample_at;
         self.stats.ops_samples[at % 16] = (t, total);
+        self.stats.eventloop_samples[at % 16] = (self.stats.eventloop.cycles, self.stats.eventloop.nanos);
         self.stats.ops_sample_at = at + 1;
         let used = crate::commands::info::allocated_bytes();
         self.stats.peak_memory = self.stats.peak_memory.max(used);

@@ -162,7 +162,13 @@ fn latency_monitor_records_spikes_and_histograms() {
     let buckets = arr(&body[3]);
     assert!(buckets.len() >= 2 && buckets.len().is_multiple_of(2));
     assert_eq!(int(&buckets[buckets.len() - 1]), 26, "cumulative counts end at the call count");
-    assert!(int(&buckets[0]) == 1, "the first bucket is 1 us");
+    // Rows at powers of two of nanoseconds from 1024, in whole microseconds, as Redis prints
+    // them (1, 2, 4 ... 32, 65, 131 ...), each where the count grew.
+    let rows: Vec<(i64, i64)> = buckets.chunks(2).map(|p| (int(&p[0]), int(&p[1]))).collect();
+    for w in rows.windows(2) {
+        assert!(w[0].0 < w[1].0 && w[0].1 < w[1].1, "{rows:?}");
+    }
+    assert!(rows.iter().all(|(us, _)| (0..31).any(|k| (1024i64 << k) / 1000 == *us)), "{rows:?}");
 }
 
 /// Reads one `+...` MONITOR line, skipping the CLIENT SETINFO the `redis` crate sends when it

@@ -699,6 +699,11 @@ impl Keyspace {
         self.table.is_rehashing()
     }
 
+    /// Bytes of the old bucket array while the table rehashes (0 otherwise), for INFO.
+    pub fn rehashing_overhead(&self) -> usize {
+        self.table.rehashing_bytes()
+    }
+
     /// Bytes of the bucket arrays (the table's overhead besides the entries), for INFO.
     pub fn table_overhead(&self) -> usize {
         self.table.bucket_bytes()

@@ -61,7 +61,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("timeout", c.idle_timeout_secs.to_string()),
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),
-        ("client-query-buffer-limit", (1u64 << 30).to_string()),
+        ("client-query-buffer-limit", s.query_buffer_limit.to_string()),
         // One hard limit serves normal and pub/sub clients alike; firehose subscribers (the
         // replicas) have fixed queues of their own.
         (
@@ -114,6 +114,16 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
         ("acllog-max-len", s.acl_log.max_len.to_string()),
         ("latency-monitor-threshold", s.introspection.latency_threshold_ms.to_string()),
+        ("latency-tracking", yes_no(s.introspection.latency_tracking)),
+        (
+            "latency-tracking-info-percentiles",
+            s.introspection
+                .latency_percentiles
+                .iter()
+                .map(|p| percentile_name(*p))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
         ("tracking-table-max-keys", s.tracking.max_keys.to_string()),
     ]
 }
@@ -122,6 +132,12 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
 fn strerror(errno: i32) -> String {
     // SAFETY: strerror returns a valid C string for any errno; it is copied at once.
     unsafe { std::ffi::CStr::from_ptr(libc::strerror(errno)) }.to_string_lossy().into_owned()
+}
+
+/// A percentile as Redis prints it (`%f` without its trailing zeros): 50, 99.9, 0.
+pub(crate) fn percentile_name(p: f64) -> String {
+    let text = format!("{p:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn yes_no(on: bool) -> String {
@@ -413,6 +429,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         SlowlogMaxLen(u64),
         AclLogMaxLen(usize),
         LatencyThreshold(u64),
+        LatencyTracking(bool),
+        QueryBufferLimit(usize),
+        LatencyPercentiles(Vec<f64>),
         NotifyFlags(u32),
         TrackingMaxKeys(usize),
         Limit(&'static std::sync::atomic::AtomicUsize, usize),
@@ -541,6 +560,34 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 _ => Err("argument(s) must be one of the following: allchannels, resetchannels".to_string()),
             },
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
+            // Redis's range: 1 MiB and up, a memory value.
+            "client-query-buffer-limit" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
+                Ok(n) if (1 << 20..=i64::MAX as u64).contains(&n) => Ok(Change::QueryBufferLimit(n as usize)),
+                Ok(_) => {
+                    Err("argument must be between 1048576 and 9223372036854775807 inclusive".to_string())
+                }
+                Err(_) => Err("argument must be a memory value".to_string()),
+            },
+            "latency-tracking" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::LatencyTracking)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            // Several values in one, split at each space as Redis splits them ("" is none).
+            "latency-tracking-info-percentiles" => {
+                let words: Vec<&[u8]> =
+                    if val.is_empty() { Vec::new() } else { val.split(|&b| b == b' ').collect() };
+                words
+                    .iter()
+                    .map(|w| match util::parse_f64(w).filter(|p| p.is_finite()) {
+                        None => Err("Invalid latency-tracking-info-percentiles parameters".to_string()),
+                        Some(p) if !(0.0..=100.0).contains(&p) => {
+                            Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                                .to_string())
+                        }
+                        Some(p) => Ok(p),
+                    })
+                    .collect::<Result<Vec<f64>, String>>()
+                    .map(Change::LatencyPercentiles)
+            }
             "stream-idmp-duration" | "stream-idmp-maxsize" => {
                 use store::types::stream_idmp::{MAX_DURATION, MAX_MAXSIZE};
                 let hi = if *canon == "stream-idmp-duration" { MAX_DURATION } else { MAX_MAXSIZE };
@@ -647,6 +694,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
             Change::AclLogMaxLen(n) => s.acl_log.set_max_len(n),
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
+            Change::QueryBufferLimit(n) => s.query_buffer_limit = n,
+            Change::LatencyTracking(on) => s.introspection.latency_tracking = on,
+            Change::LatencyPercentiles(p) => s.introspection.latency_percentiles = p,
             Change::NotifyFlags(flags) => s.set_notify_flags(flags),
             Change::TrackingMaxKeys(n) => {
                 s.tracking.max_keys = n;

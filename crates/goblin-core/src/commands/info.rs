@@ -194,6 +194,13 @@ pub fn render(s: &Server, current: &Conn, sections: &[String]) -> String {
             _ => {}
         }
     }
+    // Shown only when asked for by name (not in `all` or `everything`), last, as in Redis.
+    if sections.iter().any(|w| w == "debug") {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        debug(s, &mut text);
+    }
     text
 }
 
@@ -411,6 +418,9 @@ fn memory(s: &Server, t: &mut String) {
     // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
     // used_memory), prefaulted, so all of it is resident; Redis's name for replica buffers.
     field!(t, "mem_clients_slaves", "{}", m.clients_replicas);
+    // The keyspaces' old bucket arrays while they rehash (incrementally, as Redis's dicts).
+    let rehashing: usize = s.engine.database_refs().iter().map(|(_, ks)| ks.rehashing_overhead()).sum();
+    field!(t, "mem_overhead_db_hashtable_rehashing", "{rehashing}");
     let ev = &s.engine.evict;
     field!(t, "maxmemory", "{}", ev.maxmemory);
     field!(t, "maxmemory_human", "{}", human_bytes(ev.maxmemory));
@@ -451,6 +461,34 @@ fn instantaneous_ops(s: &Server) -> u64 {
     newest.1.saturating_sub(oldest.1) * 1000 / dt
 }
 
+/// Redis's hidden `debug` section: the event loop's extremes and the cron's share.
+fn debug(s: &Server, t: &mut String) {
+    let el = &s.stats.eventloop;
+    t.push_str("# Debug\r\n");
+    // No append-only file here: the Kafka journal's work is in the loop's own time.
+    field!(t, "eventloop_duration_aof_sum", "0");
+    field!(t, "eventloop_duration_cron_sum", "{}", el.cron_nanos / 1000);
+    field!(t, "eventloop_duration_max", "{}", el.max_nanos / 1000);
+    field!(t, "eventloop_cmd_per_cycle_max", "{}", el.max_cmds);
+}
+
+/// Event loop turns per second, and the mean turn in microseconds, over the cron's samples
+/// (about the last 1.6 s; Redis's `instantaneous_eventloop_*`).
+fn instantaneous_eventloop(s: &Server) -> (u64, u64) {
+    let n = s.stats.ops_sample_at;
+    if n < 2 {
+        return (0, 0);
+    }
+    let (newest, oldest) = ((n - 1) % 16, if n > 16 { n % 16 } else { 0 });
+    let dt = s.stats.ops_samples[newest].0.saturating_sub(s.stats.ops_samples[oldest].0);
+    let (c1, d1) = s.stats.eventloop_samples[newest];
+    let (c0, d0) = s.stats.eventloop_samples[oldest];
+    let cycles = c1.saturating_sub(c0);
+    let per_sec = if dt == 0 { 0 } else { cycles * 1000 / dt };
+    let mean = if cycles == 0 { 0 } else { d1.saturating_sub(d0) / cycles / 1000 };
+    (per_sec, mean)
+}
+
 fn stats(s: &Server, t: &mut String) {
     let e = &s.engine.stats;
     t.push_str("# Stats\r\n");
@@ -472,6 +510,7 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "evicted_clients", "{}", s.stats.evicted_clients);
     field!(t, "total_eviction_exceeded_time", "0");
     field!(t, "current_eviction_exceeded_time", "0");
+    field!(t, "client_query_buffer_limit_disconnections", "{}", s.stats.query_buffer_limit_disconnections);
     field!(t, "client_output_buffer_limit_disconnections", "{}", s.stats.output_limit_disconnections);
     field!(t, "keyspace_hits", "{}", e.keyspace_hits);
     field!(t, "keyspace_misses", "{}", e.keyspace_misses);
@@ -512,6 +551,13 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "io_threaded_writes_processed", "0");
     field!(t, "reply_buffer_shrinks", "0");
     field!(t, "reply_buffer_expands", "0");
+    let el = &s.stats.eventloop;
+    field!(t, "eventloop_cycles", "{}", el.cycles);
+    field!(t, "eventloop_duration_sum", "{}", el.nanos / 1000);
+    field!(t, "eventloop_duration_cmd_sum", "{}", el.cmd_nanos / 1000);
+    let (cycles_per_sec, mean_usec) = instantaneous_eventloop(s);
+    field!(t, "instantaneous_eventloop_cycles_per_sec", "{cycles_per_sec}");
+    field!(t, "instantaneous_eventloop_duration_usec", "{mean_usec}");
     field!(t, "busy_poll_spins", "{}", s.stats.busy_poll_spins);
 }
 
@@ -561,33 +607,20 @@ fn commandstats(s: &Server, t: &mut String) {
     }
 }
 
-/// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` per command with calls, from its
-/// power-of-two histogram: each percentile is the upper bound of the bucket it falls in.
+/// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` per command with tracked calls,
+/// at the percentiles of `latency-tracking-info-percentiles`, in microseconds.
 fn latencystats(s: &Server, t: &mut String) {
+    use std::fmt::Write;
     t.push_str("# Latencystats\r\n");
     for (name, c) in s.stats.cmds.commands() {
-        if c.calls == 0 {
-            continue;
+        let Some(h) = c.latency.as_deref() else { continue };
+        let _ = write!(t, "latency_percentiles_usec_{name}:");
+        for (i, p) in s.introspection.latency_percentiles.iter().enumerate() {
+            let sep = if i > 0 { "," } else { "" };
+            let micros = h.at_percentile(*p) as f64 / 1000.0;
+            let _ = write!(t, "{sep}p{}={micros:.3}", super::config::percentile_name(*p));
         }
-        let at = |p: f64| {
-            let target = ((c.calls as f64) * p / 100.0).ceil().max(1.0) as u64;
-            let mut seen = 0;
-            for (b, n) in c.hist.iter().enumerate() {
-                seen += n;
-                if seen >= target {
-                    return (1u64 << b) as f64;
-                }
-            }
-            (1u64 << (c.hist.len() - 1)) as f64
-        };
-        field!(
-            t,
-            format_args!("latency_percentiles_usec_{name}"),
-            "p50={:.3},p99={:.3},p99.9={:.3}",
-            at(50.0),
-            at(99.0),
-            at(99.9)
-        );
+        t.push_str("\r\n");
     }
 }
 

@@ -378,6 +378,48 @@ pub(crate) fn subcommand_name(cmd: &str, sub: &[u8]) -> Option<&'static str> {
     })
 }
 
+/// The subcommands of the data commands that are containers. Redis knows each as a command
+/// of its own (INFO commandstats and latencystats, CLIENT LIST's `cmd=`), as the server
+/// commands' [`SUBCOMMANDS`].
+const DATA_SUBCOMMANDS: &[&str] = &[
+    "object|encoding",
+    "object|refcount",
+    "object|idletime",
+    "object|freq",
+    "object|help",
+    "xgroup|create",
+    "xgroup|setid",
+    "xgroup|destroy",
+    "xgroup|createconsumer",
+    "xgroup|delconsumer",
+    "xgroup|help",
+    "xinfo|stream",
+    "xinfo|groups",
+    "xinfo|consumers",
+    "xinfo|help",
+];
+
+/// The name a call of data command `spec` goes by: `cmd|sub` for a known subcommand of
+/// OBJECT, XGROUP or XINFO, else the command's name. Costs a length test for most commands.
+#[inline]
+pub(crate) fn data_call_name(spec: &'static CommandSpec, args: &[&[u8]]) -> &'static str {
+    let name = spec.name;
+    if !matches!(name, "object" | "xgroup" | "xinfo") || args.len() < 2 {
+        return name;
+    }
+    let sub = args[1];
+    DATA_SUBCOMMANDS
+        .iter()
+        .copied()
+        .find(|full| {
+            full.len() == name.len() + 1 + sub.len()
+                && full.starts_with(name)
+                && full.as_bytes()[name.len()] == b'|'
+                && full.as_bytes()[name.len() + 1..].eq_ignore_ascii_case(sub)
+        })
+        .unwrap_or(name)
+}
+
 /// `ERR wrong number of arguments for '<cmd>|<sub>' command`, as Redis words subcommand arity.
 pub(crate) fn wrong_sub_arity(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
     let mut name = cmd.to_ascii_lowercase();
@@ -453,7 +495,7 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
         reply::bulk(out, k.as_bytes());
         reply::double(out, proto, engine::util::format_f64(v).as_bytes());
     };
-    reply::map_len(out, proto, 27 + dbs.len());
+    reply::map_len(out, proto, 30 + dbs.len());
     int(out, "peak.allocated", m.peak as i64);
     int(out, "total.allocated", m.used as i64);
     int(out, "startup.allocated", m.startup as i64);
@@ -472,7 +514,16 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
         // Deadlines live in the keys' own entries: no second table.
         int(out, "overhead.hashtable.expires", 0);
     }
+    // The keyspaces' bucket arrays, the old ones of those rehashing, and how many rehash
+    // (Redis 7.4's fields, in its order).
+    int(out, "overhead.db.hashtable.lut", dbs.iter().map(|(_, ks)| ks.table_overhead() as i64).sum());
+    int(
+        out,
+        "overhead.db.hashtable.rehashing",
+        dbs.iter().map(|(_, ks)| ks.rehashing_overhead() as i64).sum(),
+    );
     int(out, "overhead.total", m.overhead as i64);
+    int(out, "db.dict.rehashing.count", dbs.iter().filter(|(_, ks)| ks.is_rehashing()).count() as i64);
     int(out, "keys.count", keys as i64);
     int(out, "keys.bytes-per-key", if keys > 0 { (net / keys) as i64 } else { 0 });
     int(out, "dataset.bytes", m.dataset as i64);

@@ -407,9 +407,9 @@ fn execute(run: &Run, spec: &'static CommandSpec, argv: &[&[u8]], out: &mut Vec<
         Handler::Server => {
             argv.get(1).and_then(|sub| crate::commands::subcommand_name(spec.name, sub)).unwrap_or(spec.name)
         }
-        Handler::Data(_) => spec.name,
+        Handler::Data(_) => crate::commands::data_call_name(spec, argv),
     };
-    server.stats.cmds.record(spec, name, out, started.elapsed());
+    server.stats.cmds.record(spec, name, out, started.elapsed(), server.introspection.latency_tracking);
 }
 
 /// A command refused inside a script: counted as Redis counts it (the error in errorstats,

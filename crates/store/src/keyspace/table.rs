@@ -203,6 +203,16 @@ impl<E: ChainEntry> ChainTable<E> {
         self.t[0].len() + self.t[1].len() + self.pending.as_ref().map_or(0, |p| p.buckets.len())
     }
 
+    /// Bytes of the array entries are moving out of while a rehash runs (0 otherwise): what
+    /// the table holds beyond its new array until the rehash ends.
+    pub fn rehashing_bytes(&self) -> usize {
+        if self.is_rehashing() {
+            self.t[0].len() * std::mem::size_of::<*mut u8>()
+        } else {
+            0
+        }
+    }
+
     /// Bytes of the bucket arrays (the table's own overhead besides the entries).
     pub fn bucket_bytes(&self) -> usize {
         self.bucket_count() * std::mem::size_of::<*mut u8>()
