@@ -11,6 +11,9 @@ use tracing::{debug, warn};
 /// Requests with at most this many arguments build their argument slices on the stack; only
 /// longer ones (MSET of many keys ...) allocate a vector.
 const STACK_ARGS: usize = 16;
+/// FLUSHALL's spec, recognised after a command by address (one load and compare).
+static FLUSHALL: std::sync::LazyLock<&'static CommandSpec> =
+    std::sync::LazyLock::new(|| engine::lookup(b"flushall").expect("FLUSHALL is in the table"));
 /// Inside one batch of pipelined requests, the clock ([`Server::clock_ms`]) is read again
 /// after this many commands, so a long batch does not run late commands at a stale time.
 pub(crate) const CLOCK_EVERY: u32 = 64;
@@ -435,6 +438,10 @@ impl Server {
             self.hold_reply(conn, slot, mark, last);
         }
         self.redis_replicas.next_unwrapped = false;
+        // FLUSHALL with save rules writes the emptied dataset at once (snapshots.rs).
+        if std::ptr::eq(spec, *FLUSHALL) {
+            self.save_after_flushall();
+        }
         self.tracking.current = None;
         if let Some(t) = conn.tracking.as_mut() {
             // CLIENT CACHING applies to the one command after it (a whole MULTI/EXEC).

@@ -869,6 +869,29 @@ impl Server {
         }
     }
 
+    /// After FLUSHALL, with save rules in force: the (empty) snapshot is written at once, as
+    /// Redis writes its RDB file, so that a restart does not bring back from the last
+    /// snapshot what was flushed. A BGSAVE child, writing an image from before the flush, is
+    /// stopped first (not counted as a failed save). A failure is logged, as the rules' own
+    /// saves fail: FLUSHALL has done its work either way.
+    pub(crate) fn save_after_flushall(&mut self) {
+        if self.snapshots.path.is_none() || self.snapshots.rules.is_empty() {
+            return;
+        }
+        if let Some(at) =
+            self.snapshots.children.iter().position(|c| matches!(c.kind, ChildKind::Bgsave { .. }))
+        {
+            let c = self.snapshots.children.remove(at);
+            // SAFETY: signalling and reaping our own child.
+            unsafe {
+                libc::kill(c.pid, libc::SIGKILL);
+                libc::waitpid(c.pid, std::ptr::null_mut(), 0);
+            }
+            info!("stopped the background save {} (FLUSHALL)", c.pid);
+        }
+        let _ = self.save_foreground();
+    }
+
     /// At shutdown: saves when save rules are configured (or SHUTDOWN SAVE), unless NOSAVE.
     /// Err: the save failed, and the server must not exit (as Redis).
     pub(crate) fn save_on_shutdown(&mut self, force_save: bool, nosave: bool) -> Result<(), String> {

@@ -109,6 +109,8 @@ fn a_file_reads_as_redis_server_reads_it() {
         &format!(
             "# comments and blank lines are skipped\n\n\
              bind 127.0.0.1\n\
+             save 60 100\n\
+             save \n\
              save 900 1\n\
              save 300 10\n\
              timeout 40\n\
@@ -128,6 +130,9 @@ fn a_file_reads_as_redis_server_reads_it() {
              set-max-intset-entries 64\n\
              zset-max-listpack-entries 9\n\
              appendonly no\n\
+             latency-tracking no\n\
+             latency-tracking-info-percentiles 90 99.5\n\
+             client-query-buffer-limit 2mb\n\
              protected-mode no\n",
             included.display(),
             dir.display(),
@@ -153,6 +158,9 @@ fn a_file_reads_as_redis_server_reads_it() {
         "zset-max-listpack-entries",
         "zset-max-listpack-value",
         "appendonly",
+        "latency-tracking",
+        "latency-tracking-info-percentiles",
+        "client-query-buffer-limit",
     ];
     let gdir = fresh_dir("conf-goblin");
     let gport = free_port();

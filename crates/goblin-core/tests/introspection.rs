@@ -761,3 +761,17 @@ fn no_touch_mode_leaves_access_times_alone() {
     q(&mut c, &["GET", "foo"]).unwrap();
     assert!(lru(&mut c) > touched, "a read records its access again");
 }
+
+/// With `enable-debug-command no` (the default) DEBUG refuses even its help, as redis-server
+/// does; with it on, the help answers.
+#[test]
+fn debug_help_needs_the_command_enabled() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start();
+    let refusal = |c: &mut redis::Connection| q(c, &["DEBUG", "HELP"]).unwrap_err().to_string();
+    let ours = refusal(&mut g.conn());
+    assert_eq!(ours, refusal(&mut r.conn()));
+    assert!(ours.contains("DEBUG command not allowed"), "{ours}");
+    let on = Server::start(&["--enable-debug-command", "yes"]);
+    assert!(!arr(&q(&mut on.conn(), &["DEBUG", "HELP"]).unwrap()).is_empty());
+}

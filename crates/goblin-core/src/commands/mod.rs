@@ -485,7 +485,11 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     let m = info::MemoryFigures::read(s);
     let ratio = info::MemoryFigures::ratio;
     let keys = s.engine.total_keys() as u64;
-    let dbs = s.engine.database_refs();
+    // Every database whose table is allocated, emptied or not (as Redis 7.4 lists them).
+    let dbs: Vec<(u32, &store::Keyspace)> = (0..s.engine.databases())
+        .map(|db| (db, s.engine.keyspace(db)))
+        .filter(|(_, ks)| !ks.is_empty() || ks.table_overhead() > 0)
+        .collect();
     let net = m.used.saturating_sub(m.startup);
     let int = |out: &mut Vec<u8>, k: &str, v: i64| {
         reply::bulk(out, k.as_bytes());
@@ -506,7 +510,7 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     int(out, "aof.buffer", 0);
     int(out, "lua.caches", m.scripts as i64);
     int(out, "functions.caches", s.engine.functions.code_bytes() as i64);
-    // One entry per database that holds keys, as Redis lists them.
+    // One entry per database.
     for (db, ks) in &dbs {
         reply::bulk(out, format!("db.{db}").as_bytes());
         reply::map_len(out, proto, 2);
