@@ -581,24 +581,29 @@ pub struct Loaded {
 
 /// The long names (and aliases) of this server's flags, and whether each takes a value.
 fn flags() -> Vec<(String, bool)> {
-    flag_table().into_iter().map(|(n, takes, _)| (n, takes)).collect()
+    flag_table().iter().map(|(n, takes, _)| (n.clone(), *takes)).collect()
 }
 
-/// Each flag's name (and alias), whether it takes values, and how many values it takes.
-fn flag_table() -> Vec<(String, bool, std::ops::RangeInclusive<usize>)> {
-    let mut cmd = Config::command();
-    cmd.build();
-    let mut out = Vec::new();
-    for a in cmd.get_arguments() {
-        let Some(long) = a.get_long() else { continue };
-        let takes_value = a.get_action().takes_values();
-        let range = a.get_num_args().map_or(1..=1, |r| r.min_values()..=r.max_values());
-        out.push((long.to_string(), takes_value, range.clone()));
-        for alias in a.get_all_aliases().unwrap_or_default() {
-            out.push((alias.to_string(), takes_value, range.clone()));
+/// Each flag's name (and alias), whether it takes values, and how many values it takes:
+/// built from clap's command once (a file's every flag line asks).
+fn flag_table() -> &'static [(String, bool, std::ops::RangeInclusive<usize>)] {
+    static TABLE: std::sync::OnceLock<Vec<(String, bool, std::ops::RangeInclusive<usize>)>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut cmd = Config::command();
+        cmd.build();
+        let mut out = Vec::new();
+        for a in cmd.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            let takes_value = a.get_action().takes_values();
+            let range = a.get_num_args().map_or(1..=1, |r| r.min_values()..=r.max_values());
+            out.push((long.to_string(), takes_value, range.clone()));
+            for alias in a.get_all_aliases().unwrap_or_default() {
+                out.push((alias.to_string(), takes_value, range.clone()));
+            }
         }
-    }
-    out
+        out
+    })
 }
 
 /// Whether `n` values are too many or too few for flag `name` (redis-server's "wrong number

@@ -227,13 +227,8 @@ impl Server {
             return;
         };
         // A command called by a name rename-command gave it runs under its own (rename.rs).
-        let own_name: Vec<&[u8]>;
-        let args = if crate::rename::renamed(spec, args[0]) {
-            own_name = std::iter::once(spec.name.as_bytes()).chain(args[1..].iter().copied()).collect();
-            &own_name[..]
-        } else {
-            args
-        };
+        let own_name = crate::rename::under_own_name(spec, args);
+        let args = own_name.as_deref().unwrap_or(args);
         if !spec.arity_ok(args.len()) {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;

@@ -363,6 +363,8 @@ pub struct Before {
     misses: u64,
     /// For the `new` event: which of the command's keys existed.
     existed: Vec<bool>,
+    /// Someone is subscribed to a channel or a pattern: the events are worth naming.
+    deliverable: bool,
 }
 
 impl Notifier {
@@ -414,6 +416,12 @@ impl Server {
         if !self.notify.enabled() {
             return None;
         }
+        // With no subscriber at all, no event of this command can reach anyone (nobody can
+        // subscribe while a command, an EXEC or a script runs): naming them is skipped, and
+        // only the engine's expiry logs are emptied after it.
+        if self.pubsub.channels_len() == 0 && self.pubsub.patterns_len() == 0 {
+            return Some(Before { pending_len: 0, misses: 0, existed: Vec::new(), deliverable: false });
+        }
         let existed = if self.notify.flags & NEW != 0 {
             key_positions(spec, args.len()).map(|i| self.engine.ks.contains(args[i])).collect()
         } else {
@@ -423,6 +431,7 @@ impl Server {
             pending_len: self.engine.pending().len(),
             misses: self.engine.stats.keyspace_misses,
             existed,
+            deliverable: true,
         })
     }
 
@@ -434,6 +443,11 @@ impl Server {
         before: Before,
         errored: bool,
     ) {
+        if !before.deliverable {
+            self.engine.expired_log.clear();
+            self.engine.field_expiry_log.clear();
+            return;
+        }
         self.notify.db = self.engine.db();
         let expired = std::mem::take(&mut self.engine.expired_log);
         for key in &expired {
@@ -453,7 +467,7 @@ impl Server {
         // HEXPIRE and its kin with a time already past delete the fields: Redis then raises
         // `hdel` in place of `hexpire` (when any field went).
         let mut fields_deleted = false;
-        for m in self.engine.pending().iter().skip(before.pending_len) {
+        for m in self.engine.pending().iter_from(before.pending_len) {
             fields_deleted |= m.name().eq_ignore_ascii_case(b"HDEL");
             if let Some((class, event, key)) = mutation_events(spec.name, &m) {
                 extra.push((class, event, key.to_vec()));

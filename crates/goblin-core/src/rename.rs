@@ -81,6 +81,15 @@ pub fn renamed(spec: &CommandSpec, name: &[u8]) -> bool {
     RENAMES.get().is_some() && !spec.name.as_bytes().eq_ignore_ascii_case(name)
 }
 
+/// A request that called `spec` by a name rename-command gave it, rewritten to the command's
+/// own name (what its handler, MULTI's queue, ACL rules and the journal see); None when it
+/// was called by its own name.
+#[inline]
+pub fn under_own_name<'a>(spec: &'static CommandSpec, args: &[&'a [u8]]) -> Option<Vec<&'a [u8]>> {
+    renamed(spec, args[0])
+        .then(|| std::iter::once(spec.name.as_bytes()).chain(args[1..].iter().copied()).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -253,13 +253,8 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
         return Err(Early::Refused(None, b"ERR Unknown Redis command called from script"));
     };
     // Under its own name, as a client's renamed command (rename.rs).
-    let own_name: Vec<&[u8]>;
-    let argv = if crate::rename::renamed(spec, argv[0]) {
-        own_name = std::iter::once(spec.name.as_bytes()).chain(argv[1..].iter().copied()).collect();
-        &own_name[..]
-    } else {
-        argv
-    };
+    let own_name = crate::rename::under_own_name(spec, argv);
+    let argv = own_name.as_deref().unwrap_or(argv);
     if !spec.arity_ok(argv.len()) {
         return Err(Early::Refused(
             Some(spec),
