@@ -11,6 +11,9 @@ use tracing::{debug, warn};
 /// Requests with at most this many arguments build their argument slices on the stack; only
 /// longer ones (MSET of many keys ...) allocate a vector.
 const STACK_ARGS: usize = 16;
+/// Unsent output that `client-output-buffer-limit` does not count: Redis's per-client reply
+/// buffer (16 KiB), whose bytes its limit leaves out.
+const OUTPUT_LIMIT_EXEMPT: usize = 16 * 1024;
 /// FLUSHALL's spec, recognised after a command by address (one load and compare).
 static FLUSHALL: std::sync::LazyLock<&'static CommandSpec> =
     std::sync::LazyLock::new(|| engine::lookup(b"flushall").expect("FLUSHALL is in the table"));
@@ -822,9 +825,12 @@ impl Server {
 
     /// A client whose unsent output passed the hard limit is closed at the end of the turn,
     /// its output dropped: it is not reading, and it must not grow the server without bound.
+    /// As in Redis, the first [`OUTPUT_LIMIT_EXEMPT`] bytes do not count (Redis's static
+    /// reply buffer, outside its limit): a tiny limit cuts off big replies, not every reply.
     pub(crate) fn check_output_limit(&mut self, conn: &mut Conn) {
         let limit = self.cfg.client_output_limit;
-        if limit > 0 && conn.out_pending() as u64 > limit && !conn.close_now {
+        let counted = conn.out_pending().saturating_sub(OUTPUT_LIMIT_EXEMPT) as u64;
+        if limit > 0 && counted > limit && !conn.close_now {
             warn!(
                 "closing client id={} addr={}: {} bytes of unread output, over the limit of {}",
                 conn.id,

@@ -1385,10 +1385,6 @@ impl Server {
             reads += 1;
             // A big argument arriving: its bytes go straight to the connection's buffer.
             let big = conn.big_arg_missing();
-            let read = match big {
-                Some(missing) => conn.read_into_pending(missing),
-                None => conn.stream.read(&mut scratch).map(|n| (n, n < scratch.len())),
-            };
             // client-query-buffer-limit, before anything runs (as Redis checks it after each
             // read): a big argument by what the request will hold once it has arrived.
             if let Some(missing) = big {
@@ -1397,6 +1393,10 @@ impl Server {
                     break;
                 }
             }
+            let read = match big {
+                Some(missing) => conn.read_into_pending(missing),
+                None => conn.stream.read(&mut scratch).map(|n| (n, n < scratch.len())),
+            };
             let (n, short) = match read {
                 Ok((0, _)) => {
                     // Peer closed its side. Flush what it asked for, unless it was waiting parked.

@@ -69,7 +69,9 @@ fn latency_tracking_session(c: &mut redis::Connection) -> Vec<String> {
     let mut seen = Vec::new();
     let mut note = |what: &str, v: String| seen.push(format!("{what}: {v}"));
     q(c, &["CONFIG", "RESETSTAT"]).unwrap();
-    note("default", show(q(c, &["CONFIG", "GET", "latency-tracking*"])));
+    // One name each: a glob's matches come in the order of Redis's dict.
+    note("default", show(q(c, &["CONFIG", "GET", "latency-tracking"])));
+    note("default percentiles", show(q(c, &["CONFIG", "GET", "latency-tracking-info-percentiles"])));
     q(c, &["CONFIG", "SET", "latency-tracking", "no"]).unwrap();
     q(c, &["SET", "a", "b"]).unwrap();
     note("off", percentiles(c, "set"));
@@ -307,6 +309,21 @@ fn query_buffer_session(c: &mut redis::Connection, port: u16) -> Vec<String> {
     seen.push(show(q(c, &["EXISTS", "key"])));
     seen.push(show(q(c, &["SET", "small", "fits"])));
     q(c, &["CONFIG", "SET", "client-query-buffer-limit", "1gb"]).unwrap();
+    // The output limit leaves a client's first 16 KiB of replies out (Redis's reply buffer):
+    // with 10 bytes, INFO still answers, a 100 KB GET closes the client with none of it sent.
+    let limits = show(q(c, &["CONFIG", "GET", "client-output-buffer-limit"]));
+    q(c, &["CONFIG", "SET", "client-output-buffer-limit", "normal 10 0 0"]).unwrap();
+    q(c, &["SET", "key", &"a".repeat(100_000)]).unwrap();
+    seen.push(format!("info answers: {}", info(c, "everything").len() > 10));
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n").unwrap();
+    let mut got = Vec::new();
+    let end = s.read_to_end(&mut got).map_or_else(|e| format!("{:?}", e.kind()), |_| "end of stream".into());
+    seen.push(format!("{} bytes, {end}", got.len()));
+    seen.push(info(c, "stats")["client_output_buffer_limit_disconnections"].clone());
+    let normal = limits.split(' ').skip(1).take(4).collect::<Vec<_>>().join(" ");
+    q(c, &["CONFIG", "SET", "client-output-buffer-limit", &normal]).unwrap();
     seen
 }
 
