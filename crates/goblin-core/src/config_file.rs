@@ -10,12 +10,13 @@
 //! - a **runtime** setting (`slowlog-max-len`, `hash-max-listpack-entries`, `masterauth` ...):
 //!   applied with CONFIG SET's own checks once the server exists, before it listens; a value
 //!   CONFIG SET refuses stops startup. The encoding limits are global and apply at once, so a
-//!   snapshot loaded at startup is built under them;
+//!   snapshot loaded at startup is built under them. `user NAME RULES...` lines are ACL
+//!   SETUSER's (the default user reset first, as Redis declares it), never beside an ACL file;
 //! - **ignored**: Redis settings that mean nothing here (AOF tuning, active defrag, process
 //!   titles, diskless sync ...). The log names them once; a stock redis.conf starts unchanged;
 //! - **refused**: what would silently weaken durability or security if ignored
-//!   (`appendonly yes`, `loadmodule`, ACL users inline, TLS settings this server cannot
-//!   honour) stops startup with the reason.
+//!   (`appendonly yes`, `loadmodule`, TLS settings this server cannot honour) stops startup
+//!   with the reason.
 //!
 //! `rename-command` lines are collected and installed (rename.rs) once all are read.
 //!
@@ -371,7 +372,6 @@ fn refusal(name: &str, words: &[Vec<u8>]) -> Option<String> {
             "goblin-core keeps no append-only file: its durable history is a Kafka topic (--kafka)".into()
         }
         "loadmodule" => "goblin-core loads no modules".into(),
-        "user" => "ACL users belong in a file named by aclfile (or --auth-file), not inline".into(),
         n if n.starts_with("tls-") => {
             format!("goblin-core's TLS takes --tls-port, --tls-cert-file, --tls-key-file, --tls-ca-cert-file and --tls-auth-clients; '{n}' is not supported")
         }

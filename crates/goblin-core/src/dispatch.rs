@@ -161,6 +161,9 @@ impl Server {
                 break;
             }
             ahead.before_request(&parser, buf, pos, &self.engine.ks);
+            // Until it logs in, a client's requests are bounded as Redis bounds them (an AUTH
+            // earlier in this pipeline lifts it for the next request).
+            parser.set_unauthenticated(!conn.authenticated && !self.users.default_is_open());
             match parser.next(&buf[pos..]) {
                 Ok(None) => break,
                 Ok(Some(n)) => {

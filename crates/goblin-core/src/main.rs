@@ -246,6 +246,8 @@ fn main() {
     };
     let has_history = loaded_keys > 0 || engine.repl.offset > 0 || snapshot_offset > 0;
     let mut server = server::Server::new(cfg, engine, snapshots).unwrap_or_else(|e| fail(e));
+    // The users first: a file's `user` lines add to them.
+    server.users = users;
     // The configuration's runtime settings, with CONFIG SET's checks, before anyone connects.
     if let Err(fatal) = commands::config::apply_directives(&mut server, &loaded.runtime) {
         tracing::error!("{fatal}");
@@ -256,7 +258,6 @@ fn main() {
     // Redis's words: log watchers and Redis's test harness wait for them.
     tracing::info!("Server initialized");
     server.config_changed = loaded.from_command_line.clone();
-    server.users = users;
     server.numa = numa;
     server.tls = tls;
     let flags = notify::parse_flags(server.cfg.notify_keyspace_events.as_bytes()).unwrap_or(0);

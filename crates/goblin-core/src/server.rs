@@ -960,7 +960,8 @@ impl Server {
         match self.save_on_shutdown(f.save, f.nosave) {
             Ok(()) => {}
             Err(e) if f.force => tracing::warn!("Error trying to save the DB: {e}; exiting anyway (FORCE)"),
-            Err(e) => return Err(format!("Error trying to save the DB: {e}")),
+            // Redis's words, which log watchers look for.
+            Err(e) => return Err(format!("Error trying to save the DB, can't exit: {e}")),
         }
         if f.now {
             self.redis_replicas.shutdown_timeout_secs = 0;
@@ -1196,7 +1197,7 @@ impl Server {
                         };
                     }
                     if let Err(e) = self.shutdown_with(flags) {
-                        tracing::error!("{e}; not exiting");
+                        tracing::error!("{e}");
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

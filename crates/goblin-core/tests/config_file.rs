@@ -315,7 +315,7 @@ fn bad_files_stop_startup_naming_the_line() {
         ("rename-command get\n", "Bad directive or wrong number of arguments", &["at line 1"]),
         ("loadmodule /x/y.so\n", "loads no modules", &["at line 1"]),
         ("tls-protocols TLSv1.2\n", "'tls-protocols' is not supported", &["at line 1"]),
-        ("user alice on >pw ~* +@all\n", "aclfile", &["at line 1"]),
+        ("user alice on >pw ~* +@all nosuchrule\n", "Error in user declaration 'alice'", &["at line 1"]),
         ("timeout\n", "wrong number of arguments", &["at line 1"]),
         (
             "client-output-buffer-limit normal 1mb\n",
@@ -518,4 +518,49 @@ fn a_file_with_every_setting_reads_back_the_same() {
     assert_eq!(all(&mut con), before, "{text}");
     let err = redis::cmd("FLUSHDB").query::<()>(&mut con).unwrap_err();
     assert!(err.to_string().contains("unknown command"), "{err}");
+}
+
+/// `user` lines declare ACL users as redis-server takes them from its file (ACL LIST equal on
+/// both); a bad rule names its line; an ACL file beside them is refused.
+#[test]
+fn user_lines_declare_acl_users() {
+    let dir = fresh_dir("conf-users");
+    let conf = write(
+        &dir,
+        "users.conf",
+        "user alice on >p1pp0 ~cached:* +get\nuser default on nopass ~* &* +@all\nuser bob off\n",
+    );
+    let gdir = fresh_dir("conf-users-goblin");
+    let gport = free_port();
+    let g = Server::start(&[
+        conf.to_str().unwrap(),
+        "--port",
+        &gport.to_string(),
+        "--dir",
+        gdir.to_str().unwrap(),
+    ]);
+    let rdir = fresh_dir("conf-users-redis");
+    let rport = free_port();
+    let mut r = start_redis(&conf, &rdir, rport);
+    let acl_list = |port: u16| -> Vec<String> {
+        let mut con =
+            redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        redis::cmd("ACL").arg("LIST").query(&mut con).unwrap()
+    };
+    assert_eq!(acl_list(gport), acl_list(rport));
+    let mut alice = redis::Client::open(format!("redis://alice:p1pp0@127.0.0.1:{gport}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: Option<String> = redis::cmd("GET").arg("cached:1").query(&mut alice).unwrap();
+    let err = redis::cmd("SET").arg("cached:1").arg("x").query::<()>(&mut alice).unwrap_err();
+    assert!(err.to_string().contains("no permissions to run the 'set' command"), "{err}");
+    let _ = r.kill();
+    let _ = r.wait();
+    drop(g);
+    let acl = write(&dir, "users.acl", "user carol on >pw ~* +@all\n");
+    let both = write(&dir, "both.conf", &format!("aclfile {}\nuser alice on >pw\n", acl.display()));
+    let (code, log) = run_to_exit(&[both.to_str().unwrap(), "--port", &free_port().to_string()]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("users defined in redis.conf and at the same setting an ACL file"), "{log}");
 }

@@ -156,7 +156,7 @@ fn errorstats_session(c: &mut redis::Connection, port: u16) -> Vec<String> {
             seen.push(format!("{}: {}", $what, v));
         }};
     }
-    let mut reset = |c: &mut redis::Connection| q(c, &["CONFIG", "RESETSTAT"]).unwrap();
+    let reset = |c: &mut redis::Connection| q(c, &["CONFIG", "RESETSTAT"]).unwrap();
     reset(c);
     q(c, &["CONFIG", "SET", "maxmemory", "1"]).unwrap();
     note!("oom", show(q(c, &["SET", "a", "b"])));

@@ -404,3 +404,40 @@ fn big_arguments_arrive_intact_in_pieces() {
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// Before it logs in, a client may send at most 10 arguments of at most 16 KiB: a longer
+/// header is answered at once with Redis's error and the connection closed (nothing waits for
+/// the body); after AUTH the same requests are fine. Compared with redis-server 7.0.15.
+#[test]
+fn unauthenticated_requests_are_bounded_as_redis_bounds_them() {
+    let g = Server::start(&["--requirepass", "pw"]);
+    let r = RedisServer::start_with(&["--requirepass", "pw"]);
+    let session = |mut raw: std::net::TcpStream, header: &[u8]| {
+        raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        send(&mut raw, header);
+        let reply = String::from_utf8_lossy(&read_reply(&mut raw)).into_owned();
+        let (_, closed) = read_to_close(&mut raw);
+        (reply, closed)
+    };
+    for header in [&b"*100\r\n"[..], b"*1\r\n$100000000\r\n"] {
+        let ours = session(g.raw(), header);
+        assert_eq!(ours, session(r.raw(), header), "{header:?}");
+        assert!(ours.0.starts_with("-ERR Protocol error: unauthenticated") && ours.1, "{ours:?}");
+    }
+    // Logged in (in the same pipeline): eleven arguments and a 20 KB value are fine.
+    let big = "v".repeat(20_000);
+    let mut req = b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n".to_vec();
+    req.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{big}\r\n", big.len()).as_bytes());
+    req.extend_from_slice(b"*11\r\n$3\r\nDEL\r\n");
+    for i in 0..10 {
+        req.extend_from_slice(format!("$2\r\nk{i}\r\n").as_bytes());
+    }
+    for s in [g.raw(), r.raw()] {
+        let mut s = s;
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        send(&mut s, &req);
+        assert_eq!(read_reply(&mut s), b"+OK\r\n");
+        assert_eq!(read_reply(&mut s), b"+OK\r\n");
+        assert_eq!(read_reply(&mut s), b":0\r\n");
+    }
+}

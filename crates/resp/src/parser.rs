@@ -62,6 +62,10 @@ impl ProtocolError {
     }
 }
 
+/// Redis's bounds on a request from a client that has yet to authenticate.
+pub const UNAUTHENTICATED_MAX_ARGS: i64 = 10;
+pub const UNAUTHENTICATED_MAX_BULK: usize = 16 * 1024;
+
 /// Where the parser stands inside the current request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
@@ -115,6 +119,9 @@ pub struct RequestParser {
     /// True when the last completed request was inline.
     inline: bool,
     stage: Stage,
+    /// The client has yet to authenticate: Redis's tighter bounds apply (see
+    /// [`Self::set_unauthenticated`]).
+    unauthenticated: bool,
     /// Offset in the buffer of the next unparsed element of the current request.
     pos: usize,
     /// Bulk arguments still missing from the current multibulk request.
@@ -140,11 +147,21 @@ impl RequestParser {
             scratch: Vec::new(),
             inline: false,
             stage: Stage::Start,
+            unauthenticated: false,
             pos: 0,
             left: 0,
             bulk_len: 0,
             scanned: 0,
         }
+    }
+
+    /// While set, a request may hold at most [`UNAUTHENTICATED_MAX_ARGS`] arguments of at most
+    /// [`UNAUTHENTICATED_MAX_BULK`] bytes each (Redis's bounds for a client that still has to
+    /// log in: it cannot make the server wait for, or buffer, a large request). Beyond them:
+    /// `unauthenticated multibulk length` / `unauthenticated bulk length`.
+    #[inline]
+    pub fn set_unauthenticated(&mut self, on: bool) {
+        self.unauthenticated = on;
     }
 
     /// Parses the next request at the start of `buf`.
@@ -323,7 +340,12 @@ impl RequestParser {
             };
             let count = match value {
                 Some(n) if n <= 0 => None,
-                Some(n) if n as u64 <= self.limits.max_multibulk_len => usize::try_from(n).ok(),
+                Some(n) if n as u64 <= self.limits.max_multibulk_len => {
+                    if self.unauthenticated && n > UNAUTHENTICATED_MAX_ARGS {
+                        return Err(ProtocolError::new("unauthenticated multibulk length"));
+                    }
+                    usize::try_from(n).ok()
+                }
                 _ => return Err(ProtocolError::new("invalid multibulk length")),
             };
             self.pos = cr + 2;
@@ -337,7 +359,9 @@ impl RequestParser {
                 // Fast path for a well-formed `$<len>` line; errors go the general way below.
                 if let Some((cr, len)) = fast_header(buf, self.pos) {
                     if let Ok(len) = usize::try_from(len) {
-                        if len as u64 <= self.limits.max_bulk_len {
+                        if len as u64 <= self.limits.max_bulk_len
+                            && !(self.unauthenticated && len > UNAUTHENTICATED_MAX_BULK)
+                        {
                             self.pos = cr + 2;
                             self.scanned = self.pos;
                             self.bulk_len = len;
@@ -365,6 +389,9 @@ impl RequestParser {
                     _ => None,
                 };
                 let Some(len) = len else { return Err(ProtocolError::new("invalid bulk length")) };
+                if self.unauthenticated && len > UNAUTHENTICATED_MAX_BULK {
+                    return Err(ProtocolError::new("unauthenticated bulk length"));
+                }
                 self.pos = cr + 2;
                 self.scanned = self.pos;
                 self.bulk_len = len;
@@ -782,6 +809,28 @@ mod tests {
             parse_with(small_limits(), b"*4\r\n").unwrap_err().to_string(),
             "invalid multibulk length"
         );
+    }
+
+    /// Before a client logs in: at most 10 arguments of at most 16 KiB, checked on the
+    /// headers (nothing waits for the body); an invalid length stays invalid first.
+    #[test]
+    fn unauthenticated_bounds() {
+        let guarded = |input: &[u8]| {
+            let mut p = RequestParser::new(Limits::default());
+            p.set_unauthenticated(true);
+            p.next(input).map_err(|e| e.to_string())
+        };
+        assert_eq!(guarded(b"*11\r\n").unwrap_err(), "unauthenticated multibulk length");
+        assert_eq!(guarded(b"*10\r\n").unwrap(), None);
+        assert_eq!(guarded(b"*1\r\n$16385\r\n").unwrap_err(), "unauthenticated bulk length");
+        assert_eq!(guarded(b"*1\r\n$100000000\r\n").unwrap_err(), "unauthenticated bulk length");
+        assert_eq!(guarded(b"*1\r\n$16384\r\n").unwrap(), None);
+        assert_eq!(guarded(b"*2147483648\r\n").unwrap_err(), "invalid multibulk length");
+        assert_eq!(guarded(b"*1\r\n$536870913\r\n").unwrap_err(), "invalid bulk length");
+        assert_eq!(guarded(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n").unwrap(), Some(22));
+        // Lifted: the same headers wait for their bodies.
+        assert_eq!(parse(b"*11\r\n").unwrap(), None);
+        assert_eq!(parse(b"*1\r\n$100000000\r\n").unwrap(), None);
     }
 
     #[test]

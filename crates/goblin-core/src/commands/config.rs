@@ -332,6 +332,31 @@ pub(crate) fn apply_directives(
     use crate::config_file::Fatal;
     for d in directives {
         let fatal = |reason: String| Fatal::at(d, reason);
+        // `user <name> <rules>...`: ACL SETUSER at startup, as Redis declares users in its
+        // configuration file; not beside an ACL file (Redis refuses the mix too).
+        if d.name == "user" {
+            if s.cfg.auth_file.is_some() {
+                return Err(fatal(
+                    "Configuring Redis with users defined in redis.conf and at the same setting an ACL file \
+                     path is invalid. Define either an ACL file or the users in redis.conf, not both."
+                        .into(),
+                ));
+            }
+            let words: Vec<String> =
+                d.words.iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+            let Some((name, rules)) = words.split_first() else {
+                return Err(fatal("Bad directive or wrong number of arguments".into()));
+            };
+            // The default user is declared from scratch (Redis resets it first), the others are
+            // new users.
+            let reset = (name == crate::auth::DEFAULT_USER).then_some("reset");
+            let rules: Vec<&str> = reset.into_iter().chain(rules.iter().map(String::as_str)).collect();
+            let user = s.users.staged(name, &rules).map_err(|e| {
+                fatal(format!("Error in user declaration '{name}': {}", e.trim_start_matches("ERR ")))
+            })?;
+            s.users.put(user);
+            continue;
+        }
         if d.name == "client-output-buffer-limit" {
             let limit = startup_output_limit(&d.words).map_err(fatal)?;
             if let Some(n) = limit {
