@@ -112,7 +112,13 @@ impl Engine {
         self.evict = cfg;
         let mode = cfg.access_mode();
         for db in 0..self.databases() {
-            self.keyspace_mut(db).set_access_mode(mode);
+            let ks = self.keyspace_mut(db);
+            ks.set_access_mode(mode);
+            // Without a limit the tables grow freely again (the server sets the room before
+            // each command while there is one).
+            if cfg.maxmemory == 0 {
+                ks.set_growth_room(None);
+            }
         }
     }
 

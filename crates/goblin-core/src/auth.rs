@@ -1092,7 +1092,7 @@ fn parse_file(text: &str) -> Result<Vec<User>, String> {
             return Err(format!("line {lineno}: invalid user name '{name}'"));
         }
         if users.iter().any(|u| &*u.name == name) {
-            return Err(format!("line {lineno}: duplicate user '{name}'"));
+            return Err(format!("line {lineno}: Duplicate user '{name}' found"));
         }
         let mut user = User::new(name);
         let words: Vec<&str> = words.collect();
@@ -1213,7 +1213,7 @@ mod tests {
             ("user a on +nosuch\n", "rule '+nosuch': Unknown command or category name in ACL"),
             ("user a on -@nosuch\n", "rule '-@nosuch'"),
             ("user a on #abc\n", "rule '#abc'"),
-            ("user a on\nuser a off\n", "line 2: duplicate user 'a'"),
+            ("user a on\nuser a off\n", "line 2: Duplicate user 'a' found"),
             ("usr a on\n", "line 1: expected"),
             ("user\n", "line 1: 'user' without a name"),
         ] {

@@ -40,29 +40,47 @@ pub trait BatchSink {
 /// write path). Bounded in batches and in bytes.
 #[derive(Default)]
 pub struct BatchHistory {
-    batches: VecDeque<Batch>,
+    /// Each kept batch with what keeping it cost on the heap.
+    batches: VecDeque<(Batch, usize)>,
     bytes: usize,
+    /// What the kept batches cost on the heap (their copies' allocations, measured).
+    allocated: usize,
 }
 
 impl BatchHistory {
     const MAX_BATCHES: usize = 256;
     const MAX_BYTES: usize = 1 << 20;
 
+    /// Memory the kept batches hold. A debugging aid's, not the dataset's: eviction leaves it
+    /// out (INFO `mem_not_counted_for_evict`), or a small `maxmemory` would evict every key to
+    /// make room for the history of the evictions.
+    pub fn allocated_bytes(&self) -> usize {
+        self.allocated
+    }
+
     /// The kept batches, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Batch> + ExactSizeIterator {
-        self.batches.iter()
+        self.batches.iter().map(|(b, _)| b)
     }
 }
 
 impl BatchSink for BatchHistory {
     fn on_batch(&mut self, batch: &Batch) {
-        self.bytes += batch.byte_len();
-        self.batches.push_back(batch.clone());
+        // The copy's cost, as jemalloc counts this thread's allocations (size classes and
+        // all), and its place in the queue.
+        let thread_allocated = || tikv_jemalloc_ctl::thread::allocatedp::read().map_or(0, |p| p.get());
+        let before = thread_allocated();
+        let kept = batch.clone();
+        let cost = thread_allocated().wrapping_sub(before) as usize + std::mem::size_of::<(Batch, usize)>();
+        self.bytes += kept.byte_len();
+        self.allocated += cost;
+        self.batches.push_back((kept, cost));
         while self.batches.len() > Self::MAX_BATCHES
             || (self.bytes > Self::MAX_BYTES && self.batches.len() > 1)
         {
-            if let Some(old) = self.batches.pop_front() {
+            if let Some((old, cost)) = self.batches.pop_front() {
                 self.bytes -= old.byte_len();
+                self.allocated -= cost;
             }
         }
     }

@@ -339,6 +339,10 @@ impl Server {
         // Nor does a redis-server replica's REPLCONF (its stream would miss the batch).
         if self.engine.evict.maxmemory > 0 && !self.follows_upstream() && conn.redis_replica.is_none() {
             let refuse = self.over_maxmemory(conn, spec, args);
+            // The client's table grows only into the room left under the limit.
+            let counted = self.used_memory.read().saturating_sub(self.not_counted_for_evict());
+            let room = self.engine.evict.maxmemory.saturating_sub(counted);
+            self.engine.ks.set_growth_room(Some(room as usize));
             // Keys evicted now are invalidated before this command's reply, as in Redis.
             self.deliver_invalidations(Some((conn, slot)));
             if refuse {
@@ -562,9 +566,15 @@ impl Server {
     /// grows memory), or an EXEC whose queue holds a deny-oom command.
     /// A script that declared its flags (shebang, function) is deny-oom unless it declared
     /// `no-writes` or `allow-oom`, as Redis derives it: refused before it runs.
+    /// Memory eviction leaves out (Redis leaves out its replicas' and AOF buffers): the
+    /// debugging history of committed batches (`DEBUG BATCHES`, with `enable-debug-command`).
+    pub(crate) fn not_counted_for_evict(&self) -> u64 {
+        self.batch_history.as_ref().map_or(0, |h| h.allocated_bytes() as u64)
+    }
+
     fn over_maxmemory(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {
         let limit = self.engine.evict.maxmemory;
-        let used = self.used_memory.read();
+        let used = self.used_memory.read().saturating_sub(self.not_counted_for_evict());
         if used <= limit {
             return false;
         }

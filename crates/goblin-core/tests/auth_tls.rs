@@ -66,7 +66,7 @@ fn auth_file_problems_stop_startup_naming_file_line_and_rule() {
         ("user alice on >pw &* &news\n", "line 1: rule '&news': Adding a pattern after the * pattern"),
         ("user alice on >pw (+get ~a\n", "line 1: Unmatched parenthesis in acl selector starting at '(+get'"),
         ("user alice on #1234\n", "line 1: rule '#1234'"),
-        ("user alice on >a\nuser alice on >b\n", "line 2: duplicate user 'alice'"),
+        ("user alice on >a\nuser alice on >b\n", "line 2: Duplicate user 'alice' found"),
         ("alice on >pw\n", "line 1: expected 'user <name> <rules...>'"),
         ("user\n", "line 1: 'user' without a name"),
     ] {

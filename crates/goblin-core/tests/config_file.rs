@@ -563,4 +563,12 @@ fn user_lines_declare_acl_users() {
     let (code, log) = run_to_exit(&[both.to_str().unwrap(), "--port", &free_port().to_string()]);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("users defined in redis.conf and at the same setting an ACL file"), "{log}");
+    // One line per user, in a file or on the command line (Redis's test runs the latter).
+    let twice = write(&dir, "twice.conf", "user alice on\nuser alice off\n");
+    let (code, log) = run_to_exit(&[twice.to_str().unwrap(), "--port", &free_port().to_string()]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("Duplicate user 'alice' found") && log.contains("at line 2"), "{log}");
+    let (code, log) = run_to_exit(&["--port", &free_port().to_string(), "--user", "foo", "--user", "foo"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("Duplicate user 'foo' found"), "{log}");
 }

@@ -690,6 +690,11 @@ impl Keyspace {
         self.table.set_avoid_resize(avoid);
     }
 
+    /// Bytes the table may allocate to grow now (None: no bound; see `ChainTable`).
+    pub fn set_growth_room(&mut self, room: Option<usize>) {
+        self.table.set_growth_room(room);
+    }
+
     pub fn rehash_step(&mut self, chains: usize) -> bool {
         self.table.rehash_step(chains)
     }

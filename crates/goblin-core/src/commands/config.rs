@@ -330,6 +330,7 @@ pub(crate) fn apply_directives(
     directives: &[crate::config_file::Directive],
 ) -> Result<(), crate::config_file::Fatal> {
     use crate::config_file::Fatal;
+    let mut declared: Vec<Vec<u8>> = Vec::new();
     for d in directives {
         let fatal = |reason: String| Fatal::at(d, reason);
         // `user <name> <rules>...`: ACL SETUSER at startup, as Redis declares users in its
@@ -347,6 +348,11 @@ pub(crate) fn apply_directives(
             let Some((name, rules)) = words.split_first() else {
                 return Err(fatal("Bad directive or wrong number of arguments".into()));
             };
+            // One line per user, as Redis requires.
+            if declared.contains(&d.words[0]) {
+                return Err(fatal(format!("Duplicate user '{name}' found")));
+            }
+            declared.push(d.words[0].clone());
             // The default user is declared from scratch (Redis resets it first), the others are
             // new users.
             let reset = (name == crate::auth::DEFAULT_USER).then_some("reset");

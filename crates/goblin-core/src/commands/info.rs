@@ -95,11 +95,26 @@ impl UsedMemory {
     }
 }
 
-/// Bytes currently allocated by the process through jemalloc (advances jemalloc's stats epoch
-/// first, so the number is fresh).
+/// Bytes the process has allocated through jemalloc and not freed (advances jemalloc's stats
+/// epoch first, so the number is fresh). jemalloc's `stats.allocated` also counts what the
+/// threads' caches hold after frees (a few hundred KiB, more after a burst of frees), which
+/// the program has given back: that is taken off, so that used_memory is the program's, as
+/// Redis counts it, and eviction sees its frees at once.
 pub fn allocated_bytes() -> u64 {
+    let (allocated, cached) = allocator_allocated_cached();
+    allocated.saturating_sub(cached)
+}
+
+/// jemalloc's `stats.allocated`, and the part of it the threads' caches hold (after advancing
+/// the stats epoch).
+fn allocator_allocated_cached() -> (u64, u64) {
     let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::allocated::read().map(|n| n as u64).unwrap_or(0)
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().map(|n| n as u64).unwrap_or(0);
+    // SAFETY: a read of a size_t statistic by its documented name (4096 is
+    // MALLCTL_ARENAS_ALL: every arena merged), NUL-terminated.
+    let cached: usize =
+        unsafe { tikv_jemalloc_ctl::raw::read(b"stats.arenas.4096.tcache_bytes\0") }.unwrap_or(0);
+    (allocated, cached as u64)
 }
 
 /// Resident set size from /proc/self/statm (pages * page size), 0 if unavailable.
@@ -304,8 +319,11 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
 
 /// The memory figures INFO's `memory` section and MEMORY STATS report, read once.
 pub(crate) struct MemoryFigures {
-    /// Allocated by the allocator (Redis's `used_memory`).
+    /// Allocated by the program and not freed (Redis's `used_memory`).
     pub used: u64,
+    /// jemalloc's own `stats.allocated`: `used` plus what the thread caches hold (INFO
+    /// `allocator_allocated`, the base of the allocator's fragmentation figures).
+    pub allocated: u64,
     pub active: u64,
     pub resident: u64,
     pub rss: u64,
@@ -328,7 +346,8 @@ pub(crate) struct MemoryFigures {
 
 impl MemoryFigures {
     pub(crate) fn read(s: &Server) -> MemoryFigures {
-        let used = allocated_bytes();
+        let (allocated, cached) = allocator_allocated_cached();
+        let used = allocated.saturating_sub(cached);
         let (active, resident) = allocator_active_resident();
         let clients_normal =
             s.conns.iter().flatten().map(|c| (c.pending.capacity() + c.out.capacity()) as u64).sum();
@@ -338,6 +357,7 @@ impl MemoryFigures {
         let overhead = startup + clients_normal + scripts as u64;
         MemoryFigures {
             used,
+            allocated,
             active,
             resident,
             rss: rss_bytes(),
@@ -392,7 +412,7 @@ fn memory(s: &Server, t: &mut String) {
         "{:.2}%",
         if used > startup { dataset as f64 * 100.0 / (used - startup) as f64 } else { 0.0 }
     );
-    field!(t, "allocator_allocated", "{used}");
+    field!(t, "allocator_allocated", "{}", m.allocated);
     field!(t, "allocator_active", "{active}");
     field!(t, "allocator_resident", "{resident}");
     field!(t, "total_system_memory", "{total_mem}");
@@ -426,15 +446,16 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "maxmemory_human", "{}", human_bytes(ev.maxmemory));
     field!(t, "maxmemory_policy", "{}", ev.policy.name());
     let ratio = MemoryFigures::ratio;
-    field!(t, "allocator_frag_ratio", "{:.2}", ratio(active, used));
-    field!(t, "allocator_frag_bytes", "{}", active as i64 - used as i64);
+    field!(t, "allocator_frag_ratio", "{:.2}", ratio(active, m.allocated));
+    field!(t, "allocator_frag_bytes", "{}", active as i64 - m.allocated as i64);
     field!(t, "allocator_rss_ratio", "{:.2}", ratio(resident, active));
     field!(t, "allocator_rss_bytes", "{}", resident as i64 - active as i64);
     field!(t, "rss_overhead_ratio", "{:.2}", ratio(rss, resident));
     field!(t, "rss_overhead_bytes", "{}", rss as i64 - resident as i64);
     field!(t, "mem_fragmentation_ratio", "{:.2}", ratio(rss, used));
     field!(t, "mem_fragmentation_bytes", "{}", rss as i64 - used as i64);
-    field!(t, "mem_not_counted_for_evict", "0");
+    // The DEBUG BATCHES history, which eviction leaves out (dispatch.rs, over_maxmemory).
+    field!(t, "mem_not_counted_for_evict", "{}", s.not_counted_for_evict());
     field!(t, "mem_replication_backlog", "{}", s.redis_replicas.backlog_bytes());
     field!(t, "mem_total_replication_buffers", "{}", m.clients_replicas);
     field!(t, "mem_clients_normal", "{clients_normal}");

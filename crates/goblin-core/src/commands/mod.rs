@@ -533,11 +533,11 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     int(out, "dataset.bytes", m.dataset as i64);
     dbl(out, "dataset.percentage", ratio(m.dataset, net) * 100.0);
     dbl(out, "peak.percentage", ratio(m.used, m.peak) * 100.0);
-    int(out, "allocator.allocated", m.used as i64);
+    int(out, "allocator.allocated", m.allocated as i64);
     int(out, "allocator.active", m.active as i64);
     int(out, "allocator.resident", m.resident as i64);
-    dbl(out, "allocator-fragmentation.ratio", ratio(m.active, m.used));
-    int(out, "allocator-fragmentation.bytes", m.active as i64 - m.used as i64);
+    dbl(out, "allocator-fragmentation.ratio", ratio(m.active, m.allocated));
+    int(out, "allocator-fragmentation.bytes", m.active as i64 - m.allocated as i64);
     dbl(out, "allocator-rss.ratio", ratio(m.resident, m.active));
     int(out, "allocator-rss.bytes", m.resident as i64 - m.active as i64);
     dbl(out, "rss-overhead.ratio", ratio(m.rss, m.resident));

@@ -366,7 +366,8 @@ fn handshake(
             None => r.command(&["AUTH", pass])?,
         };
         if reply.starts_with('-') {
-            return Err(format!("unable to AUTH to the primary: {}", &reply[1..]));
+            // Redis's words (log watchers look for them).
+            return Err(format!("Unable to AUTH to MASTER: {}", &reply[1..]));
         }
     }
     // Older primaries may not know these; the replication goes on without (as in Redis).

@@ -145,6 +145,11 @@ pub struct ChainTable<E: ChainEntry> {
     /// While a forked child shares the table's pages (a snapshot in progress), resizing would
     /// copy them all: no rehash steps, and growth only once chains average four entries.
     avoid_resize: bool,
+    /// Bytes a growth may allocate now (`maxmemory` less what is in use), None for no bound.
+    /// With less room than the next bucket array, the table grows only once its chains average
+    /// four entries: as Redis skips a dict expansion that would pass maxmemory, a new array
+    /// must not push the server over its limit, where eviction cannot take it back.
+    growth_room: Option<usize>,
     /// A bulk load with nobody waiting (the startup replay): a resize completes in the call
     /// that starts it, instead of a chain per call. The incremental rehash exists for the
     /// latency of the commands around it; during a load it only costs, since every lookup
@@ -174,6 +179,7 @@ impl<E: ChainEntry> ChainTable<E> {
             rehash_idx: 0,
             len: 0,
             avoid_resize: false,
+            growth_room: None,
             bulk: false,
             hasher: KeyHasher::global(),
             _entries: PhantomData,
@@ -398,6 +404,11 @@ impl<E: ChainEntry> ChainTable<E> {
         }
     }
 
+    /// See the `growth_room` field.
+    pub fn set_growth_room(&mut self, room: Option<usize>) {
+        self.growth_room = room;
+    }
+
     /// Set while a forked child shares the table's pages: see the `avoid_resize` field.
     pub fn set_avoid_resize(&mut self, avoid: bool) {
         self.avoid_resize = avoid;
@@ -423,7 +434,14 @@ impl<E: ChainEntry> ChainTable<E> {
         }
         if self.len + 1 > self.t[0].len() {
             // Usually a doubling; more when inserts outran a long shrink.
-            self.start_resize((self.len + 1).next_power_of_two().max(self.t[0].len() * 2));
+            let buckets = (self.len + 1).next_power_of_two().max(self.t[0].len() * 2);
+            let cost = buckets * std::mem::size_of::<*mut u8>();
+            if self.growth_room.is_some_and(|room| cost > room)
+                && self.len < self.t[0].len().saturating_mul(4)
+            {
+                return;
+            }
+            self.start_resize(buckets);
             if self.bulk {
                 self.finish_resize();
             }
