@@ -71,6 +71,16 @@ fn debians_stock_redis_conf_starts_the_server() {
 }
 
 /// A redis-server on `conf` (the file first, as redis-server takes it), on a port of its own.
+/// goblin-core and redis-server started from the same file, each in a fresh directory of
+/// its own: (goblin-core, its port, redis-server, its port).
+fn start_both(conf: &Path, tag: &str) -> (Server, u16, Child, u16) {
+    let (gdir, gport) = (fresh_dir(&format!("{tag}-goblin")), free_port());
+    let port = gport.to_string();
+    let g = Server::start(&[conf.to_str().unwrap(), "--port", &port, "--dir", gdir.to_str().unwrap()]);
+    let (rdir, rport) = (fresh_dir(&format!("{tag}-redis")), free_port());
+    (g, gport, start_redis(conf, &rdir, rport), rport)
+}
+
 fn start_redis(conf: &Path, dir: &Path, port: u16) -> Child {
     let mut child = Command::new("redis-server")
         .arg(conf)
@@ -162,18 +172,7 @@ fn a_file_reads_as_redis_server_reads_it() {
         "latency-tracking-info-percentiles",
         "client-query-buffer-limit",
     ];
-    let gdir = fresh_dir("conf-goblin");
-    let gport = free_port();
-    let g = Server::start(&[
-        conf.to_str().unwrap(),
-        "--port",
-        &gport.to_string(),
-        "--dir",
-        gdir.to_str().unwrap(),
-    ]);
-    let rdir = fresh_dir("conf-redis");
-    let rport = free_port();
-    let mut r = start_redis(&conf, &rdir, rport);
+    let (g, gport, mut r, rport) = start_both(&conf, "conf");
     let auth = |port: u16| {
         let client = redis::Client::open(format!("redis://:pa%20ss%27word@127.0.0.1:{port}/")).unwrap();
         client.get_connection().expect("the file's password logs in")
@@ -446,18 +445,7 @@ fn rename_command_answers_as_redis_server() {
         "redis.conf",
         "bind 127.0.0.1\nrename-command FLUSHALL \"\"\nrename-command CONFIG cfg-admin\nrename-command cfg-admin Cfg-Admin2\n",
     );
-    let gdir = fresh_dir("rename-goblin");
-    let gport = free_port();
-    let _g = Server::start(&[
-        conf.to_str().unwrap(),
-        "--port",
-        &gport.to_string(),
-        "--dir",
-        gdir.to_str().unwrap(),
-    ]);
-    let rdir = fresh_dir("rename-redis");
-    let rport = free_port();
-    let mut r = start_redis(&conf, &rdir, rport);
+    let (_g, gport, mut r, rport) = start_both(&conf, "rename");
     let steps: &[&[&str]] = &[
         &["SET", "k", "v"],
         &["FLUSHALL"],
@@ -530,18 +518,7 @@ fn user_lines_declare_acl_users() {
         "users.conf",
         "user alice on >p1pp0 ~cached:* +get\nuser default on nopass ~* &* +@all\nuser bob off\n",
     );
-    let gdir = fresh_dir("conf-users-goblin");
-    let gport = free_port();
-    let g = Server::start(&[
-        conf.to_str().unwrap(),
-        "--port",
-        &gport.to_string(),
-        "--dir",
-        gdir.to_str().unwrap(),
-    ]);
-    let rdir = fresh_dir("conf-users-redis");
-    let rport = free_port();
-    let mut r = start_redis(&conf, &rdir, rport);
+    let (g, gport, mut r, rport) = start_both(&conf, "conf-users");
     let acl_list = |port: u16| -> Vec<String> {
         let mut con =
             redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
