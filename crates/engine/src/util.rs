@@ -261,22 +261,16 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
             if dq {
                 let &c = line.get(i)?;
                 if c == b'\\' && line.get(i + 1) == Some(&b'x') {
-                    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+                    let hex = |b: Option<&u8>| b.and_then(|&b| resp::hex_value(b));
                     if let (Some(h), Some(l)) = (hex(line.get(i + 2)), hex(line.get(i + 3))) {
-                        word.push((h * 16 + l) as u8);
+                        word.push(h * 16 + l);
                         i += 4;
                         continue;
                     }
                 }
                 if c == b'\\' && i + 1 < line.len() {
-                    word.push(match line[i + 1] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
+                    // The escapes of a request's inline form, which the parser reads alike.
+                    word.push(resp::unescape(line[i + 1]));
                     i += 2;
                 } else if c == b'"' {
                     // The closing quote must be followed by a blank or the end.

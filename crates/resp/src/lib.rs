@@ -13,5 +13,5 @@ mod parser;
 pub mod reply;
 
 pub use frame::{decode_frame, encode_frame, Frame};
-pub use parser::{fast_header, Limits, ProtocolError, RequestParser};
+pub use parser::{fast_header, hex_value, unescape, Limits, ProtocolError, RequestParser};
 pub use reply::Proto;

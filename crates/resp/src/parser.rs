@@ -582,7 +582,22 @@ fn is_c_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
-fn hex_value(b: u8) -> Option<u8> {
+/// The byte a backslash escape inside double quotes stands for, as Redis's sdssplitargs reads
+/// it (`\n \r \t \b \a`; any other byte stands for itself). `\xHH` is read apart
+/// ([`hex_value`]).
+pub fn unescape(c: u8) -> u8 {
+    match c {
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        b'b' => 0x08,
+        b'a' => 0x07,
+        other => other,
+    }
+}
+
+/// The value of one hexadecimal digit.
+pub fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
@@ -631,14 +646,7 @@ fn split_inline(line: &[u8], scratch: &mut Vec<u8>, args: &mut Vec<Range<usize>>
                     }
                 }
                 if c == b'\\' && at(p + 1) != 0 {
-                    scratch.push(match at(p + 1) {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
+                    scratch.push(unescape(at(p + 1)));
                     p += 2;
                 } else if c == b'"' {
                     let next = at(p + 1);
