@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
-# redis-benchmark and RQ (pytest), then ioredis, node-redis and BullMQ (node --test), then go-redis (go test),
+# redis-benchmark, RQ and Celery (pytest), then ioredis, node-redis and BullMQ (node --test), then go-redis (go test),
 # then Jedis and Lettuce (mvn test). All suites always run; the script exits non-zero if any
 # fails, and ends with one "N passed, N failed" line.
 #
@@ -15,7 +15,7 @@ export GOBLIN_CORE_BIN="${GOBLIN_CORE_BIN:-$CARGO_TARGET_DIR/debug/goblin-core}"
 log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 
-echo "== client tests: pytest (redis-py, RQ, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
+echo "== client tests: pytest (redis-py, RQ, Celery, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
 (cd "$here" && timeout 600 python3 -m pytest -q -p no:cacheprovider -rfEs) 2>&1 | tee "$log/py"
 py_rc=${PIPESTATUS[0]}
 
