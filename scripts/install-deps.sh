@@ -62,7 +62,7 @@ if command -v go >/dev/null; then
 else
   echo "install-deps: no 'go' on PATH (Go 1.26 or newer, e.g. in /usr/local/go/bin): the go-redis client suite will be reported skipped" >&2
 fi
-# tests/clients/java: Jedis, Lettuce, JUnit and the Maven plugins pinned in its pom.xml, into
+# tests/clients/java: Jedis, Lettuce, Redisson, JUnit and the Maven plugins pinned in its pom.xml, into
 # ~/.m2, so that run.sh's `mvn -o test` never needs the network. Offline first (a few seconds
 # when they are there: it only compiles the tests); online only to fill the cache.
 # -DskipTests still resolves Surefire and its JUnit Platform provider.

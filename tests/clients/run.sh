@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
 # redis-benchmark, RQ and Celery (pytest), then ioredis, node-redis and BullMQ (node --test), then go-redis (go test),
-# then Jedis and Lettuce (mvn test). All suites always run; the script exits non-zero if any
+# then Jedis, Lettuce and Redisson (mvn test). All suites always run; the script exits non-zero if any
 # fails, and ends with one "N passed, N failed" line.
 #
 # Needs what scripts/install-deps.sh installs (requirements.txt, node/node_modules, the Go
@@ -41,7 +41,7 @@ fi
 # -o: offline, from the ~/.m2 that scripts/install-deps.sh filled; a test run never needs the
 # network. Maven 3.8 ends its output with colour resets and no newline, even with -B: sed
 # drops them, so that the closing "clients:" line below stands alone.
-echo "== client tests: mvn test (Jedis, Lettuce)"
+echo "== client tests: mvn test (Jedis, Lettuce, Redisson)"
 (cd "$here/java" && timeout 600 mvn -o -B -ntp test) 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' | tee "$log/java"
 java_rc=${PIPESTATUS[0]}
 
