@@ -127,6 +127,11 @@ impl Introspection {
     }
 
     pub(crate) fn slowlog_push(&mut self, spec: &CommandSpec, args: &[&[u8]], micros: u64, conn: &Conn) {
+        // A log of length 0 is off, as in Redis: nothing is built and no entry id is used up,
+        // so the ids after it are the ones Redis would show.
+        if self.slowlog_max_len == 0 {
+            return;
+        }
         let shown = args.len().min(SLOWLOG_MAX_ARGS);
         let mut kept = Vec::with_capacity(shown);
         for (i, a) in args.iter().take(shown).enumerate() {

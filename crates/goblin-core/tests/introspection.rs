@@ -82,6 +82,31 @@ fn slowlog_entries_match_redis() {
     assert!(!g_log.iter().any(|e| e[0].eq_ignore_ascii_case("exec")), "{g_log:?}");
 }
 
+/// A log of length 0 is off: commands run meanwhile use up no entry ids, so the ids that follow
+/// are redis-server 8's (7.0 still numbered them).
+#[test]
+fn slowlog_ids_skip_nothing_while_the_log_has_no_room() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut ids = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        q(c, &["CONFIG", "SET", "slowlog-max-len", "0"]).unwrap();
+        q(c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]).unwrap();
+        for _ in 0..20 {
+            q(c, &["PING"]).unwrap();
+        }
+        assert_eq!(int(&q(c, &["SLOWLOG", "LEN"]).unwrap()), 0);
+        q(c, &["CONFIG", "SET", "slowlog-max-len", "10"]).unwrap();
+        for _ in 0..5 {
+            q(c, &["PING"]).unwrap();
+        }
+        let newest = q(c, &["SLOWLOG", "GET", "1"]).unwrap();
+        ids.push(int(&arr(&arr(&newest)[0])[0]));
+    }
+    assert_eq!(ids[0], ids[1], "goblin-core's newest slow log id against redis-server's");
+    assert_eq!(ids[0], 5);
+}
+
 #[test]
 fn slowlog_len_reset_max_len_threshold_and_errors() {
     let s = Server::start(&["--enable-debug-command", "yes"]);
