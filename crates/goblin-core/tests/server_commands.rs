@@ -452,6 +452,41 @@ fn memory_usage_and_friends() {
     let _: () = redis::cmd("MEMORY").arg("PURGE").query(&mut con).unwrap();
 }
 
+/// MEMORY PURGE hands what jemalloc keeps of freed memory back to the kernel at once: after
+/// 64 MiB of values are flushed, the allocator's resident figure falls by most of it with the
+/// purge, where jemalloc would otherwise keep the dirty pages for seconds.
+#[test]
+fn memory_purge_returns_freed_pages() {
+    let s = Server::start(&[]);
+    let mut con = s.conn();
+    let value = vec![b'v'; 32 * 1024];
+    for batch in 0..8 {
+        let mut pipe = redis::pipe();
+        for i in 0..256 {
+            pipe.cmd("SET").arg(format!("k{batch}:{i}")).arg(&value).ignore();
+        }
+        let _: () = pipe.query(&mut con).unwrap();
+    }
+    let resident = |con: &mut redis::Connection| -> i64 {
+        let text: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("allocator_resident:"))
+            .expect("allocator_resident in INFO memory")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let full = resident(&mut con);
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
+    let flushed = resident(&mut con);
+    let _: () = redis::cmd("MEMORY").arg("PURGE").query(&mut con).unwrap();
+    let purged = resident(&mut con);
+    assert!(full > 64 << 20, "the values are resident: {full}");
+    assert!(flushed - purged > 48 << 20, "resident: {full} full, {flushed} flushed, {purged} purged");
+    let err = redis::cmd("MEMORY").arg("PURGE").arg("now").query::<()>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("wrong number of arguments for 'memory|purge'"), "{err}");
+}
+
 #[test]
 fn multi_exec_discard() {
     let s = Server::start(&[]);

@@ -1113,7 +1113,11 @@ fn memory(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"purge" => {
             if sub_arity_ok(out, args, 2) {
-                reply::ok(out);
+                match crate::purge_allocator() {
+                    Ok(()) => reply::ok(out),
+                    // Redis answers this when jemalloc refuses.
+                    Err(_) => reply::error(out, b"ERR Error purging dirty pages"),
+                }
             }
         }
         b"malloc-stats" => {
