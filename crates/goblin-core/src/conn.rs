@@ -195,7 +195,19 @@ impl Parked {
 #[derive(Default)]
 pub struct Multi {
     pub queued: Vec<Vec<Vec<u8>>>,
+    /// The queued arguments' heap bytes (kept with `queued`, so that [`Conn::memory`] need not
+    /// walk a long queue on every read).
+    pub queued_bytes: usize,
     pub dirty: bool,
+}
+
+impl Multi {
+    pub fn queue(&mut self, args: &[&[u8]]) {
+        let cmd: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        self.queued_bytes +=
+            cmd.capacity() * std::mem::size_of::<Vec<u8>>() + cmd.iter().map(Vec::capacity).sum::<usize>();
+        self.queued.push(cmd);
+    }
 }
 
 /// A bulk argument of this many bytes or more is read straight into its connection's
@@ -253,6 +265,8 @@ pub struct Conn {
     pub in_write_queue: bool,
     /// Queued to read on next turn (its last read was cut short for fairness).
     pub in_read_again: bool,
+    /// Its [`Conn::memory`] at the last client-eviction pass (`Server::evict_clients`).
+    pub mem_counted: u64,
     /// The socket reported its read side closed (or an error). Edge-triggered polling reports
     /// that once, so from then on reads go on to EOF instead of stopping at a short read.
     pub peer_closed: bool,
@@ -369,6 +383,7 @@ impl Conn {
             want_write: false,
             in_write_queue: false,
             in_read_again: false,
+            mem_counted: 0,
             peer_closed: false,
             lingering: false,
             close_after_reply: false,
@@ -444,11 +459,30 @@ impl Conn {
     }
 
     /// The memory this client holds (CLIENT LIST `tot-mem`, client eviction): its buffers,
-    /// the commands it queued in MULTI, and the connection itself.
+    /// the commands it queued in MULTI, its watched keys, subscriptions and tracking prefixes,
+    /// and the connection itself. Like Redis's figure it is computed without walking anything
+    /// (this runs for every connection on every loop turn with `maxmemory-clients`, and before
+    /// a client's input runs): a watched key, channel or prefix counts as its entry and a
+    /// small name, not by its actual length.
     pub fn memory(&self) -> usize {
-        let queued =
-            self.multi.as_ref().map_or(0, |m| m.queued.iter().flatten().map(|a| a.capacity() + 24).sum());
-        self.pending.capacity() + self.out.capacity() + queued + std::mem::size_of::<Conn>()
+        use std::mem::size_of;
+        // A name's heap block, at jemalloc's smallest size classes.
+        const NAME: usize = 16;
+        let queued = self
+            .multi
+            .as_ref()
+            .map_or(0, |m| m.queued_bytes + m.queued.capacity() * size_of::<Vec<Vec<u8>>>());
+        let watched = self.watching.capacity() * size_of::<(u32, Vec<u8>)>() + self.watching.len() * NAME;
+        // A hash set's bucket is its element and one control byte.
+        let set = |s: &std::collections::HashSet<Vec<u8>>| {
+            s.capacity() * (size_of::<Vec<u8>>() + 1) + s.len() * NAME
+        };
+        let subs = self.pubsub.as_ref().map_or(0, |p| set(&p.channels) + set(&p.patterns) + set(&p.shard));
+        let prefixes = self
+            .tracking
+            .as_ref()
+            .map_or(0, |t| t.prefixes.capacity() * size_of::<Vec<u8>>() + t.prefixes.len() * NAME);
+        self.pending.capacity() + self.out.capacity() + queued + watched + subs + prefixes + size_of::<Conn>()
     }
 
     /// Closes the connection at once, its unsent output dropped (a client over the output

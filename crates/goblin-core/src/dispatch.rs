@@ -292,6 +292,22 @@ impl Server {
             self.call_while_busy(conn, slot, spec, args);
             return;
         }
+        // Cluster mode: a request's keys hash to one slot, in database 0 (cluster.rs).
+        if let Some(msg) = self.cluster_refusal(spec, args) {
+            return self.refuse(conn, spec, msg);
+        }
+        // A replica's data changes only through its upstream: a write, or a script that
+        // declared writes (a script without flags is stopped at its first write instead), is
+        // refused here, before the subscribed context and staleness, in Redis's order.
+        if self.follows_upstream() && self.writes(conn, spec, args) {
+            if let Some(m) = &mut conn.multi {
+                m.dirty = true;
+            }
+            const READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
+            reply::error(&mut conn.out, READONLY);
+            self.stats.cmds.rejected_reply(spec, READONLY); // commandstats: refused before running
+            return;
+        }
         // The RESP2 subscribed context (Redis's CLIENT_PUBSUB test, made after the arity
         // check as in Redis): the connection carries pushes in-band, so only the pub/sub
         // commands, PING, QUIT and RESET run. RESP3 pushes are out of band: anything runs.
@@ -310,20 +326,6 @@ impl Server {
         // A replica of a Redis primary whose link is down, with replica-serve-stale-data no.
         if let Some(msg) = self.stale_refusal(spec, args) {
             return self.refuse(conn, spec, msg);
-        }
-        // Cluster mode: a request's keys hash to one slot, in database 0 (cluster.rs).
-        if let Some(msg) = self.cluster_refusal(spec, args) {
-            return self.refuse(conn, spec, msg);
-        }
-        // A replica's data changes only through its upstream.
-        if self.follows_upstream() && spec.flags.has(engine::Flags::WRITE) {
-            if let Some(m) = &mut conn.multi {
-                m.dirty = true;
-            }
-            const READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
-            reply::error(&mut conn.out, READONLY);
-            self.stats.cmds.rejected_reply(spec, READONLY); // commandstats: refused before running
-            return;
         }
         // CLIENT PAUSE: the command waits on its connection until the pause ends; inside MULTI
         // too, before it is queued (as Redis 7.0). An EXEC waits if a queued command would.
@@ -373,7 +375,7 @@ impl Server {
             }
             // These act at once inside MULTI; everything else is queued for EXEC.
             if !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
-                m.queued.push(args.iter().map(|a| a.to_vec()).collect());
+                m.queue(args);
                 reply::simple(&mut conn.out, b"QUEUED");
                 return;
             }

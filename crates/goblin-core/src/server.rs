@@ -231,6 +231,9 @@ pub struct Server {
     /// When client eviction last warned that it could not get under its limit (at most one
     /// warning a minute).
     client_eviction_warned: Option<Instant>,
+    /// What the clients held at the last client-eviction pass (after it evicted), for the
+    /// check before a client's input runs ([`Server::over_client_limit`]).
+    clients_mem: u64,
     /// The upstream link's read was cut short for fairness: read again next turn.
     pub(crate) upstream_again: bool,
     /// Cluster mode's node identity (`--cluster-enabled yes`; cluster.rs).
@@ -473,6 +476,7 @@ impl Server {
             waits: Vec::new(),
             waits_dirty: false,
             client_eviction_warned: None,
+            clients_mem: 0,
             upstream_again: false,
             cluster: crate::cluster::Cluster::new(),
             redis_primary: None,
@@ -1426,6 +1430,16 @@ impl Server {
                 self.query_buffer_overflow(&mut conn);
                 break;
             }
+            // Client eviction before this input runs, as Redis evicts before each command: a
+            // request that brought the clients over maxmemory-clients in one turn (one big
+            // argument, a long pipeline) does not run first.
+            let unbuffered = if big.is_some() { 0 } else { n };
+            if self.over_client_limit(&conn, unbuffered) {
+                conn = self.evict_clients_around(conn, slot);
+                if conn.close_now {
+                    break;
+                }
+            }
             if big.is_some() {
                 self.process_pending(&mut conn, slot);
             } else if conn.pending.is_empty() && conn.parked.is_none() {
@@ -1449,6 +1463,28 @@ impl Server {
         self.scratch = scratch;
         self.conns[slot] = Some(conn);
         self.queue_write(slot);
+    }
+
+    /// Whether the clients would hold `maxmemory-clients` or more with `conn` as it is now
+    /// plus `unbuffered` bytes of input it has read but not yet buffered: the others as the
+    /// last pass counted them. Arithmetic only, as this runs before every read's input runs.
+    fn over_client_limit(&self, conn: &Conn, unbuffered: usize) -> bool {
+        if conn.no_evict || conn.firehose.is_some() || conn.redis_replica.is_some() {
+            return false;
+        }
+        let Some(limit) = self.cfg.maxmemory_clients.limit(self.engine.evict.maxmemory) else {
+            return false;
+        };
+        let now = (conn.memory() + unbuffered) as u64;
+        self.clients_mem.saturating_sub(conn.mem_counted) + now >= limit
+    }
+
+    /// A client-eviction pass while `conn`, taken out of its slot to read, is back in it (the
+    /// pass ranks every client, this one too); returns it, cut off if it was evicted.
+    fn evict_clients_around(&mut self, conn: Box<Conn>, slot: usize) -> Box<Conn> {
+        self.conns[slot] = Some(conn);
+        self.evict_clients();
+        self.conns[slot].take().expect("the connection being read")
     }
 
     /// Closes a client whose unprocessed input passed `client-query-buffer-limit` (INFO
@@ -1713,31 +1749,39 @@ impl Server {
         let Some(limit) = self.cfg.maxmemory_clients.limit(self.engine.evict.maxmemory) else { return };
         let mut total = 0u64;
         let mut candidates = Vec::new();
-        for (slot, c) in self.conns.iter().enumerate() {
+        for (slot, c) in self.conns.iter_mut().enumerate() {
             let Some(c) = c else { continue };
             if c.firehose.is_some() || c.redis_replica.is_some() || c.dumping || c.close_now {
+                c.mem_counted = 0;
                 continue;
             }
             let mem = c.memory() as u64;
+            c.mem_counted = mem;
             total += mem;
             if !c.no_evict {
                 candidates.push((mem, slot));
             }
         }
+        self.clients_mem = total;
         if total < limit {
             return;
         }
         candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
         for (mem, slot) in candidates {
             if total < limit {
-                return;
+                break;
             }
             let Some(c) = self.conns[slot].as_mut() else { continue };
             info!("evicting client id={} addr={} tot-mem={mem}: clients hold more than maxmemory-clients ({limit} bytes)", c.id, c.addr);
             c.cut_off();
+            c.mem_counted = 0;
             self.stats.evicted_clients += 1;
             total -= mem;
             self.queue_write(slot);
+        }
+        self.clients_mem = total;
+        if total < limit {
+            return;
         }
         if total >= limit
             && self.client_eviction_warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60))

@@ -448,6 +448,88 @@ fn clients_over_maxmemory_clients_are_evicted_largest_first() {
     }
 }
 
+/// What a client holds besides its buffers counts toward `maxmemory-clients`, and a request
+/// that brings the clients over it is not run: the same steps on goblin-core and redis-server
+/// 8.2. A client that WATCHes, SUBSCRIBEs, PSUBSCRIBEs or queues in MULTI one command at a
+/// time is closed once what it holds passes the limit; one that sends a single SET with a
+/// value the size of the limit is closed before the SET runs (the key never appears).
+#[test]
+fn clients_are_evicted_for_what_they_hold_and_before_an_oversized_request_runs() {
+    use std::io::{BufRead, BufReader, Write};
+    let goblin = Server::start(&["--save", ""]);
+    let redis = common::RedisServer::start8();
+    for (name, port) in [("goblin-core", goblin.port), ("redis-server 8.2", redis.port)] {
+        let mut admin =
+            redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("CLIENT").arg("NO-EVICT").arg("on").query(&mut admin).unwrap();
+        let set_limit = |admin: &mut redis::Connection, limit: &str| {
+            let _: () =
+                redis::cmd("CONFIG").arg("SET").arg("maxmemory-clients").arg(limit).query(admin).unwrap();
+        };
+        // Sends `command(i)` for i = 0, 1, ... one at a time, each reply read, until the server
+        // closes the connection; returns how many were answered (panics if none closes it).
+        let until_closed = |what: &str, command: &dyn Fn(usize) -> Vec<u8>| -> usize {
+            let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            for i in 0..200_000 {
+                if w.write_all(&command(i)).is_err() {
+                    return i;
+                }
+                let mut line = String::new();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => return i,
+                    Ok(_) => {}
+                }
+                // A subscription's confirmation is a 3-element array: read its other lines.
+                if line.starts_with('*') || line.starts_with('>') {
+                    for _ in 0..5 {
+                        line.clear();
+                        if matches!(r.read_line(&mut line), Ok(0) | Err(_)) {
+                            return i;
+                        }
+                    }
+                }
+            }
+            panic!("{name}: {what}: 200,000 commands and the client was never evicted");
+        };
+        set_limit(&mut admin, "200000");
+        let before = info_field(&mut admin, "stats", "evicted_clients");
+        let n = until_closed("WATCH", &|i| format!("WATCH key:{i}\r\n").into_bytes());
+        assert!(n > 10, "{name}: evicted after {n} WATCHes");
+        let n = until_closed("SUBSCRIBE", &|i| format!("SUBSCRIBE channel:{i}\r\n").into_bytes());
+        assert!(n > 10, "{name}: evicted after {n} SUBSCRIBEs");
+        let n = until_closed("PSUBSCRIBE", &|i| format!("PSUBSCRIBE pattern:{i}:*\r\n").into_bytes());
+        assert!(n > 10, "{name}: evicted after {n} PSUBSCRIBEs");
+        set_limit(&mut admin, "1000000");
+        let value = "v".repeat(250_000);
+        let n = until_closed("MULTI", &|i| {
+            if i == 0 {
+                b"MULTI\r\n".to_vec()
+            } else {
+                format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{value}\r\n", value.len()).into_bytes()
+            }
+        });
+        assert!((3..=5).contains(&n), "{name}: evicted after {n} of MULTI and 250 KB SETs");
+        assert_eq!(info_field(&mut admin, "stats", "evicted_clients"), before + 4, "{name}");
+        // One request the size of the limit, sent at once: evicted before it runs.
+        set_limit(&mut admin, "440000");
+        let value = "v".repeat(440_000);
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let request = format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${}\r\n{value}\r\n", value.len());
+        let _ = s.write_all(request.as_bytes());
+        let mut reply = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut reply);
+        assert!(reply.is_empty(), "{name}: answered {:?}", String::from_utf8_lossy(&reply));
+        let exists: i64 = redis::cmd("EXISTS").arg("big").query(&mut admin).unwrap();
+        assert_eq!(exists, 0, "{name}: the oversized SET ran");
+        assert_eq!(info_field(&mut admin, "stats", "evicted_clients"), before + 5, "{name}");
+        set_limit(&mut admin, "0");
+    }
+}
+
 /// Many tiny keys under a limit 100 KB above the idle server (Redis's own test of the limit,
 /// per policy): the limit holds and eviction stops there, without evicting everything and then
 /// answering OOM. used_memory is what the server holds, not what the allocator's thread cache

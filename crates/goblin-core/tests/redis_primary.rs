@@ -539,6 +539,72 @@ fn replica_serve_stale_data_no_refuses_reads_while_the_link_is_down() {
     );
 }
 
+/// Scripts on a stale replica (`replica-serve-stale-data no`, the primary unreachable), the same
+/// session on goblin-core and redis-server 8.2: a script or function runs only if it declared
+/// `allow-stale` (one without a shebang never), and then only the commands flagged stale; one
+/// that declares writes gets READONLY first, as plain writes do.
+#[test]
+fn scripts_on_a_stale_replica_answer_as_redis8() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let library = "#!lua name=stale\n\
+        redis.register_function{function_name='plain', callback=function() return 'hello' end, flags={'no-writes'}}\n\
+        redis.register_function{function_name='stale', callback=function() return 'hello' end, flags={'allow-stale', 'no-writes'}}\n\
+        redis.register_function{function_name='get', callback=function() return redis.call('get', 'x') end, flags={'allow-stale', 'no-writes'}}\n\
+        redis.register_function{function_name='info', callback=function() return type(redis.call('info', 'server')) end, flags={'allow-stale', 'no-writes'}}\n\
+        redis.register_function{function_name='writer', callback=function() return redis.call('get', 'x') end}";
+    let session: &[&[&str]] = &[
+        &["FCALL", "plain", "0"],
+        &["FCALL", "stale", "0"],
+        &["FCALL", "get", "1", "x"],
+        &["FCALL", "info", "0"],
+        &["FCALL", "writer", "1", "x"],
+        &["FCALL_RO", "writer", "1", "x"],
+        &["FCALL", "missing", "0"],
+        &["EVAL", "return 1", "0"],
+        &["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"],
+        &["EVALSHA", "1111111111111111111111111111111111111111", "0"],
+        &["EVAL", "#!lua flags=no-writes,allow-stale\nreturn redis.call('ping')", "0"],
+        &["EVAL", "#!lua flags=no-writes,allow-stale\nreturn redis.call('echo', 'e')", "0"],
+        &["EVAL", "#!lua flags=allow-stale\nreturn redis.call('set', 'a', 'b')", "0"],
+        &["EVAL_RO", "#!lua\nreturn 1", "0"],
+        &["SET", "a", "b"],
+        &["GET", "a"],
+        &["FUNCTION", "FLUSH"],
+    ];
+    let show = |r: redis::RedisResult<Value>| -> String {
+        match r {
+            Ok(v) => format!("{v:?}"),
+            // The script's position is in both; the function's name is the same; a script's
+            // sha too.
+            Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
+        }
+    };
+    let g = Server::start(&["--save", ""]);
+    let r = RedisServer::start8();
+    let mut answers = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        q(c, &["FUNCTION", "LOAD", library]);
+        q(c, &["SCRIPT", "LOAD", "return 1"]);
+        q(c, &["CONFIG", "SET", "replica-serve-stale-data", "no"]);
+        q(c, &["REPLICAOF", "127.0.0.1", &nobody.to_string()]);
+        let mut got = Vec::new();
+        for args in session {
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            got.push(format!("{args:?} -> {}", show(cmd.query::<Value>(c))));
+        }
+        q(c, &["REPLICAOF", "NO", "ONE"]);
+        answers.push(got);
+    }
+    for (g, r) in answers[0].iter().zip(&answers[1]) {
+        assert_eq!(g, r, "goblin-core against redis-server 8.2");
+    }
+    assert!(answers[0][1].contains("hello"), "{answers:?}");
+    assert!(answers[0][0].contains("MASTERDOWN"), "{answers:?}");
+}
+
 /// A failover between redis-servers, as Sentinel runs it: the primary's redis-server replica
 /// is promoted (REPLICAOF NO ONE) and goblin-core is pointed at it (REPLICAOF). goblin-core
 /// continues the same replication from the promoted server's backlog (PSYNC2: `+CONTINUE`),

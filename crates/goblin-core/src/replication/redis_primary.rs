@@ -889,20 +889,30 @@ impl Server {
     /// `replica-serve-stale-data no` while the link to the Redis primary is down: the
     /// refusal for a command that is not flagged stale (Redis's MASTERDOWN).
     pub(crate) fn stale_refusal(
-        &self,
+        &mut self,
         spec: &'static engine::CommandSpec,
         args: &[&[u8]],
     ) -> Option<&'static [u8]> {
-        let down = self.redis_primary.as_ref().is_some_and(|p| p.link.is_none());
-        if !down || self.redis_primary_settings.serve_stale {
+        if !self.running_stale() {
             return None;
+        }
+        const MASTERDOWN: &[u8] =
+            b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+        // A script command is stale-safe by what its script declared (scripting/mod.rs).
+        if let Some(allowed) = self.script_allowed_stale(spec, args) {
+            return (!allowed).then_some(MASTERDOWN);
         }
         // By Redis's own records (PING is not stale; CONFIG SET is, a container's subcommand by
         // its own flags).
         let stale = crate::commands::command::redis_flagged(spec, args, engine::Flags::STALE, "stale");
-        (!stale).then_some(
-            &b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."[..],
-        )
+        (!stale).then_some(MASTERDOWN)
+    }
+
+    /// A replica of a Redis primary whose link is down, with `replica-serve-stale-data no`:
+    /// only the commands flagged stale run, from clients and from scripts.
+    pub(crate) fn running_stale(&self) -> bool {
+        let down = self.redis_primary.as_ref().is_some_and(|p| p.link.is_none());
+        down && !self.redis_primary_settings.serve_stale
     }
 
     /// A full synchronization's file is being decoded (the old data is served meanwhile).

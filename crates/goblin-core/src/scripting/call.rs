@@ -264,6 +264,14 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
     if denied_in_scripts(spec, argv) {
         return Err(Early::Refused(Some(spec), b"ERR This Redis command is not allowed from script"));
     }
+    // A script allowed to run on a stale replica (`allow-stale`) still runs only the commands
+    // flagged stale there (INFO yes, GET no), checked before ACL as in Redis.
+    // SAFETY: see `Run`: only a read of the server's replication state.
+    if unsafe { (*run.server).running_stale() }
+        && !crate::commands::command::redis_flagged(spec, argv, Flags::STALE, "stale")
+    {
+        return Err(Early::Refused(Some(spec), b"ERR Can not execute the command on a stale replica"));
+    }
     // ACL: the script runs as its caller's user.
     // SAFETY: see `Run`: reads of the server and the connection, and a refusal added to the
     // server's ACL log, while nothing else uses them (`server` is not used past this check).

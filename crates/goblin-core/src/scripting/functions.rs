@@ -37,6 +37,7 @@ pub const FLAG_NAMES: [(&str, u8); 5] = [
 ];
 pub const NO_WRITES: u8 = 1;
 pub const ALLOW_OOM: u8 = 2;
+pub const ALLOW_STALE: u8 = 4;
 pub const NO_CLUSTER: u8 = 8;
 pub const ALLOW_CROSS_SLOT: u8 = 16;
 

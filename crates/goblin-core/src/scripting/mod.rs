@@ -182,8 +182,12 @@ impl Scripting {
     /// For a cached script (by SHA1 in any case): its shebang's flags; None when it is not
     /// cached or has no shebang (Redis then goes by the command's own flags).
     fn declared_flags(&self, sha: &[u8]) -> Option<u8> {
+        self.script_by_sha(sha).filter(|s| s.shebang).map(|s| s.flags)
+    }
+
+    fn script_by_sha(&self, sha: &[u8]) -> Option<&Script> {
         let sha: [u8; 40] = sha.to_ascii_lowercase().try_into().ok()?;
-        self.scripts.get(&sha).filter(|s| s.shebang).map(|s| s.flags)
+        self.scripts.get(&sha)
     }
 }
 
@@ -193,6 +197,29 @@ impl Server {
     /// the function's. None for any other command, a script without a shebang, an unknown
     /// script or function, or a bad shebang (the command itself then answers the error).
     /// Redis decides CLIENT PAUSE WRITE and the OOM refusal from these before the script runs.
+    /// Whether a script command may run on a stale replica (`replica-serve-stale-data no`,
+    /// link down), as Redis decides it: a script that declared flags, or a function, only with
+    /// `allow-stale`; a script without a shebang never. None when the command is no script or
+    /// names none that exists (it then answers its own error, as Redis's NOSCRIPT or "Function
+    /// not found"). A script that declares writes never gets here on a replica: READONLY.
+    pub(crate) fn script_allowed_stale(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> Option<bool> {
+        let arg = args.get(1).copied()?;
+        let flags = match spec.name {
+            "eval" | "eval_ro" if arg.starts_with(b"#!") => parse_shebang(arg).ok()?.1,
+            "eval" | "eval_ro" => return Some(false),
+            "evalsha" | "evalsha_ro" => {
+                let script = self.scripting.as_ref()?.script_by_sha(arg)?;
+                if !script.shebang {
+                    return Some(false);
+                }
+                script.flags
+            }
+            "fcall" | "fcall_ro" => self.function_flags(arg)?,
+            _ => return None,
+        };
+        Some(flags & functions::ALLOW_STALE != 0)
+    }
+
     pub(crate) fn declared_script_flags(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> Option<u8> {
         let arg = args.get(1).copied()?;
         match spec.name {
