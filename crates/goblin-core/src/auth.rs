@@ -409,8 +409,9 @@ pub struct User {
     pub nopass: bool,
     /// SHA-256 digests of the accepted passwords.
     pub passwords: Vec<[u8; 32]>,
-    /// `sanitize-payload` (Some(true)) or `skip-sanitize-payload` (Some(false)), shown by ACL
-    /// LIST as given. RESTORE checks every payload whole either way.
+    /// `sanitize-payload` (Some(true), every new user's, as in Redis 8) or
+    /// `skip-sanitize-payload` (Some(false)), shown by ACL LIST. RESTORE checks every payload
+    /// whole either way.
     sanitize: Option<bool>,
     /// The rules outside parentheses.
     root: Selector,
@@ -419,15 +420,15 @@ pub struct User {
 }
 
 impl User {
-    /// A user as Redis creates one: off, no password, no nopass, no commands, no keys, no
-    /// channels.
+    /// A user as Redis 8 creates one: off, no password, no nopass, no commands, no keys, no
+    /// channels, `sanitize-payload`.
     fn new(name: &str) -> User {
         User {
             name: name.into(),
             enabled: false,
             nopass: false,
             passwords: Vec::new(),
-            sanitize: None,
+            sanitize: Some(true),
             root: Selector::fresh(),
             selectors: Vec::new(),
         }
@@ -619,7 +620,6 @@ impl User {
             }
             "reset" => {
                 *self = User::new(&self.name);
-                self.sanitize = Some(true);
                 self.root.commands = vec![(false, Target::All)];
             }
             "clearselectors" => self.selectors.clear(),

@@ -79,8 +79,6 @@ const IGNORED: &[&str] = &[
     "max-new-tls-connections-per-cycle",
     "maxmemory-eviction-tenacity",
     "no-appendfsync-on-rewrite",
-    "oom-score-adj",
-    "oom-score-adj-values",
     "proc-title-template",
     "propagation-error-behavior",
     "protected-mode",

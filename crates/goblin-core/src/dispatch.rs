@@ -282,7 +282,7 @@ impl Server {
                     crate::auth::Context::Toplevel
                 };
                 crate::commands::log_refusal(self, conn, spec, args, denied, context);
-                let msg = crate::commands::noperm(denied, spec, args);
+                let msg = crate::commands::noperm(denied, &conn.user, spec, args);
                 return self.refuse(conn, spec, msg.as_bytes());
             }
         }

@@ -34,6 +34,7 @@ mod introspection;
 mod journal;
 mod notify;
 mod numa;
+mod oom_score;
 mod pause;
 mod pubsub;
 mod rename;
@@ -328,6 +329,9 @@ fn main() {
         let port = v[1].parse().expect("validated");
         server.follow_redis_primary(v[0].clone(), port, None);
     }
+    // The OOM score for the role the server starts in (a file's oom-score-adj was applied
+    // before the role was known).
+    server.refresh_oom_score();
     server.stats.startup_memory =
         before_recovery + commands::info::allocated_bytes().saturating_sub(after_recovery);
     tracing::info!("Ready to accept connections");

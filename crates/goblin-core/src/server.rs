@@ -231,6 +231,8 @@ pub struct Server {
     /// When client eviction last warned that it could not get under its limit (at most one
     /// warning a minute).
     client_eviction_warned: Option<Instant>,
+    /// `oom-score-adj` / `oom-score-adj-values` and the score this process started with.
+    pub(crate) oom: crate::oom_score::OomScore,
     /// What the clients held at the last client-eviction pass (after it evicted), for the
     /// check before a client's input runs ([`Server::over_client_limit`]).
     clients_mem: u64,
@@ -476,6 +478,7 @@ impl Server {
             waits: Vec::new(),
             waits_dirty: false,
             client_eviction_warned: None,
+            oom: Default::default(),
             clients_mem: 0,
             upstream_again: false,
             cluster: crate::cluster::Cluster::new(),
@@ -1477,6 +1480,24 @@ impl Server {
         };
         let now = (conn.memory() + unbuffered) as u64;
         self.clients_mem.saturating_sub(conn.mem_counted) + now >= limit
+    }
+
+    /// The OOM score class of this process: a replica's while it follows an upstream.
+    pub(crate) fn oom_class(&self) -> crate::oom_score::Class {
+        if self.follows_upstream() {
+            crate::oom_score::Class::Replica
+        } else {
+            crate::oom_score::Class::Primary
+        }
+    }
+
+    /// Sets the OOM score for the role the server has now (after REPLICAOF changed it); a
+    /// refusal is logged, as Redis logs it.
+    pub(crate) fn refresh_oom_score(&mut self) {
+        let class = self.oom_class();
+        if let Err(e) = self.oom.apply(class) {
+            warn!("Unable to write oom_score_adj: {e}");
+        }
     }
 
     /// A client-eviction pass while `conn`, taken out of its slot to read, is back in it (the

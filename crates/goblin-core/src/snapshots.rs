@@ -609,6 +609,7 @@ impl Server {
             return Err(io::Error::last_os_error());
         }
         let listeners = self.listener_fds();
+        let child_oom_score = self.oom.child_score();
         // SAFETY: fork in a process whose only thread is this one (the server owns no other
         // threads); the child only writes files and sockets, then _exits.
         let pid = unsafe { libc::fork() };
@@ -630,6 +631,11 @@ impl Server {
                 for fd in listeners {
                     libc::close(fd);
                 }
+            }
+            // oom-score-adj: the child is the first the kernel should kill (best effort, as
+            // Redis: a refusal leaves the inherited score).
+            if let Some(score) = child_oom_score {
+                let _ = crate::oom_score::write(score);
             }
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
                 .unwrap_or_else(|_| Err("the child panicked".to_string()));

@@ -19,7 +19,7 @@ fn q(c: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<Value> {
 #[test]
 fn users_managed_at_runtime_match_redis() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let mut replies = Vec::new();
     for c in [&mut g.conn(), &mut r.conn()] {
         let mut got = Vec::new();
@@ -73,19 +73,21 @@ fn new_users_authenticate_and_deleted_users_are_disconnected() {
     assert_eq!(pw.len(), 8);
 }
 
-/// Command, key and channel permissions, every reply compared with redis-server 7.0.15's: a
+/// Command, key and channel permissions, every reply compared with redis-server 8.2's: a
 /// user limited to some commands, one without keys, one without channels, one without a
 /// category and a command; MULTI with a refused command, a script calling one, ACL DRYRUN,
 /// GETUSER and LIST; and a user's rules changed while it is connected.
 #[test]
 fn permissions_are_enforced_as_redis_enforces_them() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let setup: &[&[&str]] = &[
         &["ACL", "SETUSER", "lim", "on", ">pw", "+get", "+acl|whoami", "+multi", "+exec", "+eval", "~*"],
         &["ACL", "SETUSER", "nokeys", "on", ">pw", "+@all"],
         &["ACL", "SETUSER", "cat", "on", ">pw", "~*", "&*", "+@all", "-@dangerous", "-set"],
         &["ACL", "SETUSER", "fresh"],
+        &["ACL", "SETUSER", "shard", "on", ">pw", "+@all", "~*", "resetchannels", "&channel"],
+        &["ACL", "SETUSER", "rw", "on", ">pw", "+@all", "%R~read*", "%W~write*", "%RW~rw*"],
     ];
     let session: &[(&str, &[&str])] = &[
         ("lim", &["GET", "k"]),
@@ -116,6 +118,22 @@ fn permissions_are_enforced_as_redis_enforces_them() {
         ("default", &["ACL", "DRYRUN", "nokeys", "publish", "ch", "m"]),
         ("default", &["ACL", "DRYRUN", "cat", "flushall"]),
         ("default", &["ACL", "DRYRUN", "fresh", "ping"]),
+        // The sharded pub/sub commands' channels are channels, not keys.
+        ("default", &["ACL", "DRYRUN", "shard", "spublish", "channel", "m"]),
+        ("default", &["ACL", "DRYRUN", "shard", "ssubscribe", "channel"]),
+        ("default", &["ACL", "DRYRUN", "shard", "sunsubscribe", "other"]),
+        ("default", &["ACL", "DRYRUN", "shard", "spublish", "other", "m"]),
+        ("default", &["ACL", "DRYRUN", "shard", "ssubscribe", "channel", "other"]),
+        ("default", &["COMMAND", "GETKEYS", "spublish", "channel", "m"]),
+        // MIGRATE's keys are read, written and deleted, wherever they stand.
+        ("default", &["ACL", "DRYRUN", "rw", "MIGRATE", "h", "1", "rw", "0", "500"]),
+        ("default", &["ACL", "DRYRUN", "rw", "MIGRATE", "h", "1", "write", "0", "500"]),
+        ("default", &["ACL", "DRYRUN", "rw", "MIGRATE", "h", "1", "", "0", "500", "KEYS", "rw", "write"]),
+        (
+            "default",
+            &["ACL", "DRYRUN", "rw", "MIGRATE", "h", "1", "", "0", "500", "AUTH", "KEYS", "KEYS", "read"],
+        ),
+        ("default", &["COMMAND", "GETKEYSANDFLAGS", "MIGRATE", "h", "1", "", "0", "500", "KEYS", "a", "b"]),
         ("default", &["ACL", "GETUSER", "cat"]),
         ("default", &["ACL", "GETUSER", "fresh"]),
         ("default", &["ACL", "LIST"]),
@@ -195,7 +213,7 @@ fn assert_same(ours: &[String], theirs: &[String], session: &[(&str, &[&str])]) 
 #[test]
 fn key_and_channel_patterns_and_selectors_as_redis_enforces_them() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let setup: &[&[&str]] = &[
         &["ACL", "SETUSER", "kp", "on", ">pw", "+@all", "~app:*", "%R~ro:*", "%W~wo:*", "&news.*"],
         &["ACL", "SETUSER", "sel", "on", ">pw", "+get", "~a:*", "(+set ~b:*)", "(%R~c:*", "+@read", "-keys)"],
@@ -293,7 +311,7 @@ fn key_and_channel_patterns_and_selectors_as_redis_enforces_them() {
 #[test]
 fn first_argument_rules_and_the_pubsub_default_as_redis_has_them() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let setup: &[&[&str]] = &[
         &[
             "ACL",
@@ -372,7 +390,7 @@ fn first_argument_rules_and_the_pubsub_default_as_redis_has_them() {
 #[test]
 fn acl_log_records_what_redis_records() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     let setup: &[&[&str]] = &[
         &["ACL", "SETUSER", "u", "on", ">pw", "~k*", "&c*", "+get", "+publish", "+multi", "+exec", "+eval"],
         &["ACL", "LOG", "RESET"],
@@ -450,7 +468,7 @@ fn acl_log_records_what_redis_records() {
 #[test]
 fn subscribers_that_lose_their_channels_are_disconnected() {
     let g = Server::start(&[]);
-    let r = RedisServer::start();
+    let r = RedisServer::start8();
     for port in [g.port, r.port] {
         let mut admin = raw(port, "default");
         for u in ["a", "b", "c"] {

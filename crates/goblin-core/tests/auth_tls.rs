@@ -527,7 +527,8 @@ fn acl_save_and_load_use_the_auth_file() {
         assert!(list.contains(line), "{line} not in {list}");
     }
     assert!(
-        saved.contains("user carol on #") && saved.contains("(~w:* resetchannels -@all +set)"),
+        saved.contains("user carol on sanitize-payload #")
+            && saved.contains("(~w:* resetchannels -@all +set)"),
         "{saved}"
     );
     let mut alice = s.raw();

@@ -82,13 +82,13 @@ fn start_both(conf: &Path, tag: &str) -> (Server, u16, Child, u16) {
 }
 
 fn start_redis(conf: &Path, dir: &Path, port: u16) -> Child {
-    let mut child = Command::new("redis-server")
+    let mut child = Command::new(common::redis8_binary())
         .arg(conf)
         .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("redis-server (Debian's) on PATH");
+        .expect("redis-server 8 (scripts/redis8.sh)");
     let deadline = Instant::now() + Duration::from_secs(15);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Some(st) = child.try_wait().unwrap() {

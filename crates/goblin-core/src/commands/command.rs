@@ -630,6 +630,11 @@ const RM_DELETE: KeyFlags = &["RM", "delete"];
 pub(crate) fn keys_with_flags(s: &CommandSpec, cmd: &[&[u8]]) -> Result<Option<Vec<(usize, KeyFlags)>>, ()> {
     let full = cmd.get(1).and_then(|a| full_subcommand_name(s.name, a)).unwrap_or(s.name);
     let specs = if full == s.name { meta_of_spec(s).map(|m| m.key_specs) } else { redis_key_specs(full) };
+    // Only `not_key` specs (the sharded pub/sub commands' channels): no keys, as Redis's ACL
+    // and COMMAND GETKEYS find none; the channels are checked as channels.
+    if specs.is_some_and(|specs| !specs.is_empty() && specs.iter().all(|k| k.has("not_key"))) {
+        return Ok(None);
+    }
     if let Some(specs) = specs.filter(|specs| super::keyspec::reliable(specs)) {
         if let Some(keys) = super::keyspec::find_keys(specs, cmd) {
             return Ok(Some(keys));
@@ -696,6 +701,8 @@ fn uniform_key_flags(name: &str, cmd: &[&[u8]]) -> Option<KeyFlags> {
         "ltrim" | "xdelex" | "xackdel" => RW_DELETE,
         "getdel" | "lpop" | "rpop" | "blpop" | "brpop" | "spop" | "zpopmin" | "zpopmax" | "bzpopmin"
         | "bzpopmax" | "lmpop" | "blmpop" | "zmpop" | "bzmpop" => RW_ACCESS_DELETE,
+        // Redis's spec for both of MIGRATE's key positions (incomplete: its own finder runs).
+        "migrate" => RW_ACCESS_DELETE,
         "exists" | "touch" | "object" | "watch" | "memory" => RO,
         // Redis 7.0's key spec for XREADGROUP's streams (it writes only the group's state).
         "xreadgroup" => RO_ACCESS,

@@ -125,6 +125,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
                 .join(" "),
         ),
         ("tracking-table-max-keys", s.tracking.max_keys.to_string()),
+        ("oom-score-adj", s.oom.mode.name().to_string()),
+        ("oom-score-adj-values", s.oom.values_text()),
     ]
 }
 
@@ -475,10 +477,13 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         MasterAuth(Option<String>),
         ReplTimeout(u64),
         ServeStale(bool),
+        Oom,
         Nothing,
     }
-    // Eviction settings accumulate over the pairs (two of them may be set at once).
+    // Eviction settings accumulate over the pairs (two of them may be set at once); so do the
+    // OOM score's two.
     let mut evict = s.engine.evict;
+    let mut oom = s.oom.clone();
     let known = settings(s);
     let mut changes = Vec::new();
     for (n, pair) in pairs.chunks(2).enumerate() {
@@ -639,6 +644,19 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 int(i32::MIN as i64, I32).map(|n| Change::Inert(canon, n.to_string()))
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
+            "oom-score-adj" => match crate::oom_score::Mode::parse(val) {
+                Some(mode) => {
+                    oom.mode = mode;
+                    Ok(Change::Oom)
+                }
+                None => {
+                    Err("argument(s) must be one of the following: no, yes, relative, absolute".to_string())
+                }
+            },
+            "oom-score-adj-values" => crate::oom_score::parse_values(val).map(|v| {
+                oom.values = v;
+                Change::Oom
+            }),
             // Redis accepts any non-negative value and runs at 1..=500.
             "jemalloc-bg-thread" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
                 .map(Change::JemallocBgThread)
@@ -689,6 +707,16 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Err(why) => return set_failed(canon.as_bytes(), &why),
         };
         changes.push(change);
+    }
+    // The OOM score is written before anything else changes: a write the kernel refuses
+    // (lowering it takes privileges) fails the whole CONFIG SET, as in Redis.
+    if changes.iter().any(|c| matches!(c, Change::Oom)) {
+        if let Err(e) = oom.apply(s.oom_class()) {
+            tracing::warn!("Unable to write oom_score_adj: {e}");
+            let name: &[u8] = if oom.mode != s.oom.mode { b"oom-score-adj" } else { b"oom-score-adj-values" };
+            return set_failed(name, "Failed to set current oom_score_adj. Check server logs.");
+        }
+        s.oom = oom;
     }
     for ch in changes {
         match ch {
@@ -761,7 +789,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 // before the next command.
                 s.evict_now();
             }
-            Change::Nothing => {}
+            Change::Oom | Change::Nothing => {}
         }
     }
     Ok(())

@@ -24,20 +24,17 @@ use engine::{errors, util, CommandSpec};
 use resp::reply;
 
 /// The NOPERM error for what an ACL check refused, in Redis 7.0's words.
-pub(crate) fn noperm(denied: crate::auth::Denied, spec: &CommandSpec, args: &[&[u8]]) -> String {
+pub(crate) fn noperm(denied: crate::auth::Denied, user: &str, spec: &CommandSpec, args: &[&[u8]]) -> String {
     use crate::auth::Denied;
+    // Redis 8's texts (7.x said "this user has no permissions to ...").
     match denied {
         Denied::Command => {
             let name =
                 args.get(1).and_then(|a| command::full_subcommand_name(spec.name, a)).unwrap_or(spec.name);
-            format!("NOPERM this user has no permissions to run the '{name}' command")
+            format!("NOPERM User {user} has no permissions to run the '{name}' command")
         }
-        Denied::Key(_) => {
-            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
-        }
-        Denied::Channel(_) => {
-            "NOPERM this user has no permissions to access one of the channels used as arguments".into()
-        }
+        Denied::Key(_) => "NOPERM No permissions to access a key".into(),
+        Denied::Channel(_) => "NOPERM No permissions to access a channel".into(),
     }
 }
 
@@ -151,7 +148,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "role" => s.role_reply(out),
         "cluster" | "readonly" | "readwrite" | "asking" => s.cluster_command(c, args),
         "migrate" => migrate::migrate(s, c, args, now),
-        "replicaof" | "slaveof" => s.replicaof_command(out, args),
+        "replicaof" | "slaveof" => {
+            s.replicaof_command(out, args);
+            // A replica's OOM score differs from a primary's.
+            s.refresh_oom_score();
+        }
         // There is no append-only file to rewrite: the durable history is the Kafka journal.
         "bgrewriteaof" => reply::error(
             out,
@@ -814,19 +815,21 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                         .get(1)
                         .and_then(|a| command::full_subcommand_name(spec.name, a))
                         .unwrap_or(spec.name);
-                    let msg = format!("This user has no permissions to run the '{name}' command");
+                    let msg = format!("User {} has no permissions to run the '{name}' command", user.name);
                     reply::bulk(out, msg.as_bytes())
                 }
                 Some(Denied::Key(i)) => {
                     let msg = format!(
-                        "This user has no permissions to access the '{}' key",
+                        "User {} has no permissions to access the '{}' key",
+                        user.name,
                         String::from_utf8_lossy(cmd[i])
                     );
                     reply::bulk(out, msg.as_bytes())
                 }
                 Some(Denied::Channel(i)) => {
                     let msg = format!(
-                        "This user has no permissions to access the '{}' channel",
+                        "User {} has no permissions to access the '{}' channel",
+                        user.name,
                         String::from_utf8_lossy(cmd[i])
                     );
                     reply::bulk(out, msg.as_bytes())

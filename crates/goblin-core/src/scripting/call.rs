@@ -135,12 +135,14 @@ unsafe fn call_body(l: *mut ffi::lua_State) -> bool {
 }
 
 /// What became of a `redis.call` before any reply.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Early {
     /// An error no statistic counted (the call never reached a command).
     Plain(&'static [u8]),
     /// A refusal, counted as Redis counts it.
     Refused(Option<&'static CommandSpec>, &'static [u8]),
+    /// An ACL refusal, whose text names the user.
+    NoPerm(&'static CommandSpec, Vec<u8>),
 }
 
 unsafe fn call_inner(l: *mut ffi::lua_State) -> bool {
@@ -214,10 +216,13 @@ unsafe fn call_inner(l: *mut ffi::lua_State) -> bool {
             match result {
                 Ok(()) => super::debugger::log_reply(&out),
                 Err(Early::Plain(msg) | Early::Refused(_, msg)) => super::debugger::log_error(msg),
+                Err(Early::NoPerm(_, ref msg)) => super::debugger::log_error(msg),
             }
         }
-        if let Err(Early::Refused(spec, msg)) = result {
-            refused(spec, argv, msg);
+        match &result {
+            Err(Early::Refused(spec, msg)) => refused(*spec, argv, msg),
+            Err(Early::NoPerm(spec, msg)) => refused(Some(spec), argv, msg),
+            _ => {}
         }
         // The arguments are no longer needed (`argv` must not be read past this point): the
         // stack is emptied so that the reply, however many arguments came, has room.
@@ -225,6 +230,7 @@ unsafe fn call_inner(l: *mut ffi::lua_State) -> bool {
         let is_err = match result {
             Err(Early::Plain(msg)) => push_err(l, msg, false),
             Err(Early::Refused(_, msg)) => push_err(l, msg, true),
+            Err(Early::NoPerm(_, msg)) => push_err(l, &msg, true),
             Ok(()) => push_reply(l, &out),
         };
         // A huge reply's buffer is not kept for the next call.
@@ -277,31 +283,13 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
     // server's ACL log, while nothing else uses them (`server` is not used past this check).
     let (server, conn) = unsafe { (&mut *run.server, &*run.conn) };
     if conn.restricted {
-        use crate::auth::Denied;
         let denied = server.users.check(&conn.user, spec, argv);
         if let Some(d) = denied {
             crate::commands::log_refusal(server, conn, spec, argv, d, crate::auth::Context::Lua);
-        }
-        match denied {
-            None => {}
-            Some(Denied::Command) => {
-                return Err(Early::Refused(
-                    Some(spec),
-                    b"ERR The user executing the script can't run this command or subcommand",
-                ))
-            }
-            Some(Denied::Key(_)) => {
-                return Err(Early::Refused(
-                    Some(spec),
-                    b"ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
-                ))
-            }
-            Some(Denied::Channel(_)) => {
-                return Err(Early::Refused(
-                    Some(spec),
-                    b"ERR The user executing the script can't publish to the channel mentioned in the command",
-                ))
-            }
+            // Redis 8's text: "ACL failure in script: " and the refusal a client would get.
+            let why = crate::commands::noperm(d, &conn.user, spec, argv);
+            let why = why.strip_prefix("NOPERM ").unwrap_or(&why);
+            return Err(Early::NoPerm(spec, format!("ERR ACL failure in script: {why}").into_bytes()));
         }
         // SORT's BY and GET need read access to every key, in a script as outside one: the
         // command's own error reply, as Redis's SORT gives it (dispatch.rs has the same).
