@@ -66,8 +66,8 @@ def measure(port, members, rounds):
         r.execute_command("DEBUG", "POPULATE", 1_000_000)
 
     got["FLUSHALL + DEBUG POPULATE 1000000"] = median_ms(rounds, populate)
-    # One more write first: with --enable-debug-command goblin-core keeps the last batch for
-    # DEBUG BATCHES, and POPULATE's is a million SETs.
+    # One more write first: with --debug-batch-history (not passed here) goblin-core would keep
+    # the last batch for DEBUG BATCHES, and POPULATE's is a million SETs.
     r.set("after", 1)
     got["  used_memory after (MB)"] = r.info("memory")["used_memory"] / 1e6
     return got

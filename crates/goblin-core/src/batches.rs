@@ -9,7 +9,8 @@
 //!          2. the Kafka journal (--kafka): one record per mutation (journal/kafka.rs),
 //!             except for batches of origin External (other producers' records, already in
 //!             the topic), which it only counts as durable
-//!          3. DEBUG BATCHES: a short history, only with --enable-debug-command
+//!          3. DEBUG BATCHES: a short history, only with --debug-batch-history and
+//!             --enable-debug-command
 //!          (next: the firehose downstreams, a snapshot in progress)
 //!        Engine::recycle: the batch's buffers serve the next one
 //! ```

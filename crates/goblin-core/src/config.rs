@@ -230,6 +230,13 @@ pub struct Config {
     #[arg(long = "enable-debug-command", value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
 
+    /// Keep the last committed batches for DEBUG BATCHES (tests of the write path); needs
+    /// --enable-debug-command. Off by default: the history holds copies of up to 1 MiB of
+    /// batches (one batch whatever its size), which a test harness that merely turns DEBUG on
+    /// (Redis's does) should not pay for in used_memory.
+    #[arg(long = "debug-batch-history", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, hide = true)]
+    pub debug_batch_history: bool,
+
     /// Whether CONFIG SET may change the protected settings, `dir` and `dbfilename` (no, yes,
     /// local), as Redis 7's enable-protected-configs: refused by default, since a client that
     /// can write files where it likes can take over the machine.

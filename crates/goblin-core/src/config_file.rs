@@ -746,18 +746,24 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
         }
     }
     for (n, (name, words)) in options.into_iter().enumerate() {
-        // Neither a flag nor a Redis name: clap's usage error (exit status 2) says so.
-        if !is_flag(&name) && !REDIS_NAMES.contains(&name.as_str()) {
-            use std::os::unix::ffi::OsStringExt;
-            clap_args.push(format!("--{name}").into());
-            clap_args.extend(words.into_iter().map(OsString::from_vec));
-            continue;
-        }
         // The line as redis-server shows it: each value quoted.
         let text = std::iter::once(name.clone())
             .chain(words.iter().map(|w| quote_always(w)))
             .collect::<Vec<_>>()
             .join(" ");
+        // Neither a flag nor a Redis name: Redis's fatal box, with clap's suggestion of a
+        // flag of a similar name when it has one (`--prot`: '--port').
+        if !is_flag(&name) && !REDIS_NAMES.contains(&name.as_str()) {
+            let mut why = "Bad directive or wrong number of arguments".to_string();
+            if let Err(e) = Config::try_parse_from([prog.clone(), format!("--{name}").into()]) {
+                let text = e.to_string();
+                if let Some(tip) = text.lines().map(str::trim).find(|l| l.starts_with("tip:")) {
+                    why.push_str(&format!(" ({tip})"));
+                }
+            }
+            let d = Directive { file: None, line_no: n + 1, text, name, words };
+            return Err(Fatal::at(&d, why));
+        }
         from_command_line.push(canonical(&name).to_string());
         directives.push(Directive { file: None, line_no: n + 1, text, name, words });
     }

@@ -460,7 +460,8 @@ impl Server {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let limits = resp::Limits { max_bulk_len: cfg.proto_max_bulk_len, ..resp::Limits::default() };
         let now = Instant::now();
-        let batch_history = cfg.enable_debug_command.allowed_anywhere_or_local().then(Default::default);
+        let batch_history = (cfg.debug_batch_history && cfg.enable_debug_command.allowed_anywhere_or_local())
+            .then(Default::default);
         Ok(Server {
             journal: None,
             held: Vec::new(),

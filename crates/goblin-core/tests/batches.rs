@@ -53,7 +53,7 @@ fn offset(con: &mut redis::Connection) -> i64 {
 
 #[test]
 fn exec_commits_one_batch_of_consecutive_offsets() {
-    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut con = s.conn();
     let _: () = redis::cmd("SET").arg("before").arg("1").query(&mut con).unwrap();
     let start = offset(&mut con);
@@ -88,7 +88,7 @@ fn exec_commits_one_batch_of_consecutive_offsets() {
 
 #[test]
 fn a_blocked_command_served_later_commits_its_own_batch() {
-    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut waiter = s.conn();
     let port = s.port;
     let parked = std::thread::spawn(move || -> String {
@@ -120,7 +120,7 @@ fn a_blocked_command_served_later_commits_its_own_batch() {
 
 #[test]
 fn active_expiry_commits_del_batches() {
-    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut con = s.conn();
     let mut p = redis::pipe();
     for i in 0..40 {
@@ -155,7 +155,7 @@ fn active_expiry_commits_del_batches() {
 
 #[test]
 fn a_crashing_read_answers_an_error_and_keeps_its_expiry() {
-    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut con = s.conn();
     let _: () = redis::cmd("SET").arg("k").arg("v").arg("PX").arg(1).query(&mut con).unwrap();
     std::thread::sleep(Duration::from_millis(5));
@@ -174,7 +174,7 @@ fn a_crashing_read_answers_an_error_and_keeps_its_expiry() {
 
 #[test]
 fn a_crashing_write_stops_the_server() {
-    let mut s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut con = s.conn();
     let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
     let _ = redis::cmd("DEBUG").arg("CRASH-WRITE").arg("k").query::<()>(&mut con);
@@ -248,7 +248,7 @@ fn strings(con: &mut redis::Connection) -> std::collections::BTreeMap<Vec<u8>, V
 #[test]
 fn debug_populate_makes_redis_servers_keys_as_one_batch_of_sets() {
     let redis = common::RedisServer::start_with(&["--enable-debug-command", "yes"]);
-    let goblin = Server::start(&["--enable-debug-command", "yes"]);
+    let goblin = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let calls: &[&[&[u8]]] = &[
         &[b"200"],
         &[b"10", b"p", b"3"],

@@ -372,9 +372,16 @@ fn bad_files_stop_startup_naming_the_line() {
         assert_eq!(code, Some(2), "a bad value of a flag is a usage error: {args:?}: {log}");
         assert!(log.contains(want), "{args:?} wants {want:?}: {log}");
     }
+    // A name that is neither this server's nor Redis's: Redis's words (and exit status).
     let (code, log) = run_to_exit(&["--no-such-option", "1"]);
-    assert_eq!(code, Some(2));
-    assert!(log.contains("unexpected argument '--no-such-option'"), "{log}");
+    assert_eq!(code, Some(1));
+    assert!(log.contains(">>> 'no-such-option \"1\"'\nBad directive or wrong number of arguments"), "{log}");
+    let (code, log) = run_to_exit(&["--invalid"]);
+    assert_eq!(code, Some(1));
+    assert!(log.contains(">>> 'invalid'\nBad directive or wrong number of arguments"), "{log}");
+    // A near miss of one of this server's flags gets clap's suggestion too.
+    let (_, log) = run_to_exit(&["--prot", "6380"]);
+    assert!(log.contains("Bad directive") && log.contains("'--port'"), "{log}");
 }
 
 /// CONFIG REWRITE: what CONFIG SET changed goes into the file in place of its lines, new

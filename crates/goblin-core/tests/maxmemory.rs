@@ -106,6 +106,8 @@ fn allkeys_lru_evicts_the_longest_idle_keys_and_streams_dels() {
         "64",
         "--enable-debug-command",
         "yes",
+        "--debug-batch-history",
+        "yes",
     ]);
     let mut con = s.conn();
     limit_near_current(&mut con, 4 << 20);
@@ -133,7 +135,7 @@ fn allkeys_lru_evicts_the_longest_idle_keys_and_streams_dels() {
             let _: Vec<u8> = redis::cmd("GET").arg(format!("hot{h}")).query(&mut con).unwrap();
         }
     }
-    // Less what eviction leaves out (the DEBUG BATCHES history, on with --enable-debug-command).
+    // Less what eviction leaves out (the DEBUG BATCHES history, on with --debug-batch-history).
     let used = info_field(&mut con, "memory", "used_memory")
         - info_field(&mut con, "memory", "mem_not_counted_for_evict");
     let max = info_field(&mut con, "memory", "maxmemory");

@@ -426,7 +426,7 @@ fn os_has_only_clock() {
 /// an execution unit), and moves on between them.
 #[test]
 fn time_is_frozen_in_a_script_and_a_transaction() {
-    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let g = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut s = g.raw();
     let spin = "local a = redis.call('TIME') local x = 0 for i = 1, 3000000 do x = x + i end \
                 local b = redis.call('TIME') return {a[1], a[2], b[1], b[2]}";
@@ -560,7 +560,7 @@ fn offset(con: &mut redis::Connection) -> i64 {
 
 #[test]
 fn script_writes_commit_one_batch_of_its_canonical_mutations() {
-    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut con = s.conn();
     let _: () = redis::cmd("SET").arg("before").arg("1").query(&mut con).unwrap();
     let start = offset(&mut con);
@@ -632,7 +632,7 @@ fn script_writes_commit_one_batch_of_its_canonical_mutations() {
 /// DEBUG DIGEST.
 #[test]
 fn script_batches_replay_to_the_same_digest() {
-    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let s = Server::start(&["--enable-debug-command", "yes", "--debug-batch-history", "yes"]);
     let mut con = s.conn();
     let scripts = [
         "for i = 1, 20 do redis.call('hset', 'h', 'f' .. i, i) end return 1",
@@ -758,7 +758,14 @@ fn busy_script_answers_busy_and_script_kill_stops_it() {
 /// arrive before the next wait: the request first, then the connection.
 #[test]
 fn a_client_connecting_with_the_scripts_request_is_answered_busy() {
-    let g = Server::start(&["--busy-reply-threshold", "100", "--enable-debug-command", "yes"]);
+    let g = Server::start(&[
+        "--busy-reply-threshold",
+        "100",
+        "--enable-debug-command",
+        "yes",
+        "--debug-batch-history",
+        "yes",
+    ]);
     let mut sleeper = g.raw();
     let mut runner = g.raw();
     runner.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -323,7 +323,12 @@ fn protocol(c: &mut Conn, kind: &[u8]) {
 /// mutation is the array of its arguments.
 fn batches(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     let out = &mut c.out;
-    let Some(history) = &s.batch_history else { return reply::array_len(out, 0) };
+    let Some(history) = &s.batch_history else {
+        return reply::error(
+            out,
+            b"ERR DEBUG BATCHES keeps no history: start the server with --debug-batch-history yes",
+        );
+    };
     let count = match args.get(2) {
         None => history.iter().len(),
         Some(a) => match engine::util::parse_i64(a) {
