@@ -112,8 +112,9 @@ pub struct Config {
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxclients: u32,
 
-    /// Hard limit in bytes on one client's pending output; a client past it is disconnected
-    /// (0 = unlimited). Default 256 MiB.
+    /// Hard limit in bytes on one normal client's pending output; a client past it is
+    /// disconnected (0 = unlimited). Default 256 MiB. The other classes (pub/sub clients,
+    /// redis-server replicas) and the soft limits: `client-output-buffer-limit`.
     #[arg(long = "client-output-limit", default_value_t = DEFAULT_CLIENT_OUTPUT_LIMIT)]
     pub client_output_limit: u64,
 

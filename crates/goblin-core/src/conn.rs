@@ -267,6 +267,8 @@ pub struct Conn {
     pub in_read_again: bool,
     /// Its [`Conn::memory`] at the last client-eviction pass (`Server::evict_clients`).
     pub mem_counted: u64,
+    /// When its unsent output went past its class's soft limit (unix seconds), while it is.
+    pub obuf_soft_since: Option<u64>,
     /// The socket reported its read side closed (or an error). Edge-triggered polling reports
     /// that once, so from then on reads go on to EOF instead of stopping at a short read.
     pub peer_closed: bool,
@@ -384,6 +386,7 @@ impl Conn {
             in_write_queue: false,
             in_read_again: false,
             mem_counted: 0,
+            obuf_soft_since: None,
             peer_closed: false,
             lingering: false,
             close_after_reply: false,

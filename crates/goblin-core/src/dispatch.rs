@@ -838,20 +838,40 @@ impl Server {
         }
     }
 
-    /// A client whose unsent output passed the hard limit is closed at the end of the turn,
-    /// its output dropped: it is not reading, and it must not grow the server without bound.
-    /// As in Redis, the first [`OUTPUT_LIMIT_EXEMPT`] bytes do not count (Redis's static
+    /// A client whose unsent output passed its class's hard limit, or stayed past its soft
+    /// limit too long (`client-output-buffer-limit`, output_limits.rs), is closed at the end of
+    /// the turn, its output dropped: it is not reading, and it must not grow the server without
+    /// bound. As in Redis, the first [`OUTPUT_LIMIT_EXEMPT`] bytes do not count (Redis's static
     /// reply buffer, outside its limit): a tiny limit cuts off big replies, not every reply.
+    /// Checked, as in Redis, when output is added.
     pub(crate) fn check_output_limit(&mut self, conn: &mut Conn) {
-        let limit = self.cfg.client_output_limit;
+        use crate::output_limits::Class;
+        let class = if conn.redis_replica.is_some() {
+            Class::Replica
+        } else if conn.pubsub.is_some() {
+            Class::Pubsub
+        } else {
+            Class::Normal
+        };
+        let limit = *self.output_limits.class(class);
         let counted = conn.out_pending().saturating_sub(OUTPUT_LIMIT_EXEMPT) as u64;
-        if limit > 0 && counted > limit && !conn.close_now {
+        // Under every limit (the usual case): no clock read.
+        let under = |l: u64| l == 0 || counted < l;
+        if under(limit.hard) && under(limit.soft) {
+            conn.obuf_soft_since = None;
+            return;
+        }
+        let now = crate::commands::unix_micros(0) as u64 / 1_000_000;
+        if !conn.close_now && crate::output_limits::over(&limit, counted, &mut conn.obuf_soft_since, now) {
             warn!(
-                "closing client id={} addr={}: {} bytes of unread output, over the limit of {}",
+                "closing client id={} addr={}: {} bytes of unread output, over the {:?} class's limits (hard {}, soft {} for {} s)",
                 conn.id,
                 conn.addr,
                 conn.out_pending(),
-                limit
+                class,
+                limit.hard,
+                limit.soft,
+                limit.soft_secs
             );
             conn.cut_off();
             self.stats.output_limit_disconnections += 1;

@@ -35,6 +35,7 @@ mod journal;
 mod notify;
 mod numa;
 mod oom_score;
+mod output_limits;
 mod pause;
 mod pubsub;
 mod rename;

@@ -231,6 +231,8 @@ pub struct Server {
     /// When client eviction last warned that it could not get under its limit (at most one
     /// warning a minute).
     client_eviction_warned: Option<Instant>,
+    /// `client-output-buffer-limit`, per class (`--client-output-limit` is the normal hard).
+    pub(crate) output_limits: crate::output_limits::OutputLimits,
     /// `oom-score-adj` / `oom-score-adj-values` and the score this process started with.
     pub(crate) oom: crate::oom_score::OomScore,
     /// What the clients held at the last client-eviction pass (after it evicted), for the
@@ -460,6 +462,7 @@ impl Server {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let limits = resp::Limits { max_bulk_len: cfg.proto_max_bulk_len, ..resp::Limits::default() };
         let now = Instant::now();
+        let output_limits = crate::output_limits::OutputLimits::with_normal_hard(cfg.client_output_limit);
         let batch_history = (cfg.debug_batch_history && cfg.enable_debug_command.allowed_anywhere_or_local())
             .then(Default::default);
         Ok(Server {
@@ -480,6 +483,7 @@ impl Server {
             waits_dirty: false,
             client_eviction_warned: None,
             oom: Default::default(),
+            output_limits,
             clients_mem: 0,
             upstream_again: false,
             cluster: crate::cluster::Cluster::new(),

@@ -62,7 +62,10 @@ fn debians_stock_redis_conf_starts_the_server() {
     assert_eq!(config_get(&mut con, "bind"), "127.0.0.1 -::1");
     // `client-output-buffer-limit normal 0 0 0`: no limit for normal clients (this server's
     // own default is 256 MiB).
-    assert_eq!(config_get(&mut con, "client-output-buffer-limit"), "normal 0 0 0 replica 0 0 0 pubsub 0 0 0");
+    assert_eq!(
+        config_get(&mut con, "client-output-buffer-limit"),
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
     let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
     assert!(info.contains(&format!("config_file:{}\r\n", conf.display())), "{info}");
     let log = s.log();

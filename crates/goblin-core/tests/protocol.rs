@@ -222,7 +222,7 @@ fn client_that_never_reads_is_disconnected_at_the_output_limit() {
         .unwrap();
     let got: Vec<String> =
         redis::cmd("CONFIG").arg("GET").arg("client-output-buffer-limit").query(&mut con).unwrap();
-    assert_eq!(got[1], "normal 1048576 0 0 replica 0 0 0 pubsub 1048576 0 0");
+    assert_eq!(got[1], "normal 1048576 0 0 slave 268435456 67108864 60 pubsub 1048576 0 0");
     let val = "v".repeat(64 * 1024);
     let _: () = redis::cmd("SET").arg("big").arg(&val).query(&mut con).unwrap();
     // Ask for ~64 MiB of replies and never read them.

@@ -30,6 +30,14 @@ fn replies(s: &mut TcpStream, n: usize) -> Vec<u8> {
     (0..n).flat_map(|_| read_reply(s)).collect()
 }
 
+/// CONFIG SET of one setting whose value holds spaces.
+fn config_set(s: &mut TcpStream, name: &str, value: &str) -> Vec<u8> {
+    let mut req = Vec::new();
+    resp::reply::bulk_array(&mut req, &[b"CONFIG".as_slice(), b"SET", name.as_bytes(), value.as_bytes()]);
+    send(s, &req);
+    read_reply(s)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -276,12 +284,14 @@ fn reset_and_disconnect_drop_subscriptions() {
     assert_eq!(call(&mut next, "PING"), b"+PONG\r\n", "no stray message reached the new client");
 }
 
-/// A subscriber that never reads is closed once its unsent output passes
-/// --client-output-limit: memory stays bounded, the publisher goes on.
+/// A subscriber that never reads is closed once its unsent output passes the pub/sub class's
+/// hard limit (`client-output-buffer-limit pubsub 1mb 0 0`): memory stays bounded, the
+/// publisher goes on.
 #[test]
 fn a_subscriber_that_does_not_read_is_closed_at_the_output_limit() {
-    let s = Server::start(&["--client-output-limit", "1048576"]);
+    let s = Server::start(&[]);
     let (mut slow, mut p) = (s.raw(), s.raw());
+    assert_eq!(config_set(&mut p, "client-output-buffer-limit", "pubsub 1mb 0 0"), b"+OK\r\n");
     call(&mut slow, "SUBSCRIBE firehose");
     let payload = "x".repeat(64 * 1024);
     let mut sent = 0;
@@ -308,6 +318,42 @@ fn a_subscriber_that_does_not_read_is_closed_at_the_output_limit() {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
             Err(e) => panic!("the slow subscriber was not closed: {e}"),
         }
+    }
+}
+
+/// The soft limit, on goblin-core and redis-server 8.2 alike: a subscriber that stays past
+/// `pubsub 0 256kb 1` (no hard limit) for more than a second is closed, while publishing goes
+/// on; a normal client is not in that class and keeps its connection.
+#[test]
+fn a_subscriber_past_the_soft_limit_is_closed_after_its_seconds() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    for (name, port) in [("goblin-core", g.port), ("redis-server 8.2", r.port)] {
+        let connect = || {
+            let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s
+        };
+        let (mut slow, mut p, mut idle) = (connect(), connect(), connect());
+        assert_eq!(config_set(&mut p, "client-output-buffer-limit", "pubsub 0 256kb 1"), b"+OK\r\n");
+        call(&mut slow, "SUBSCRIBE prices");
+        let payload = "x".repeat(16 * 1024);
+        let started = Instant::now();
+        // Past the socket buffers and the soft limit, then over a second more.
+        loop {
+            let n = call(&mut p, &format!("PUBLISH prices {payload}"));
+            if n == b":0\r\n" {
+                break;
+            }
+            assert_eq!(n, b":1\r\n", "{name}");
+            assert!(started.elapsed() < Duration::from_secs(30), "{name}: the subscriber was never closed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let info = text(&call(&mut p, "INFO stats"));
+        assert!(info.contains("client_output_buffer_limit_disconnections:1\r\n"), "{name}: {info}");
+        assert_eq!(call(&mut idle, "PING"), b"+PONG\r\n", "{name}");
+        let limits = text(&call(&mut p, "CONFIG GET client-output-buffer-limit"));
+        assert!(limits.contains("pubsub 0 262144 1"), "{name}: {limits}");
     }
 }
 

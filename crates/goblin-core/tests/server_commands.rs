@@ -314,16 +314,13 @@ fn config_get_set() {
         redis::cmd("CONFIG").arg("GET").arg("save").arg("appendonly").query(&mut con).unwrap();
     assert_eq!(save["save"], "3600 1 300 100 60 10000", "the --save rules, as Redis prints them");
     assert_eq!(save["appendonly"], "no");
-    // client-output-buffer-limit: Redis's errors for malformed values; what goblin-core cannot
-    // keep (soft limits, two hard limits, a replica limit) is refused, naming why.
+    // client-output-buffer-limit: Redis's errors for malformed values; every class and soft
+    // limits are taken, and the classes not named keep theirs.
     for (val, why) in [
         ("normal 1mb 0", "Wrong number of arguments in buffer limit configuration."),
         ("master 0 0 0", "Invalid client class specified in buffer limit configuration."),
         ("normal x 0 0", "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
         ("normal 0 0 -1", "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
-        ("pubsub 32mb 8mb 60", "no soft output limits"),
-        ("normal 1mb 0 0 pubsub 2mb 0 0", "share one hard limit"),
-        ("replica 256mb 0 0", "fixed queues"),
     ] {
         let err = redis::cmd("CONFIG")
             .arg("SET")
@@ -334,6 +331,24 @@ fn config_get_set() {
             .to_string();
         assert!(err.contains("argument 'client-output-buffer-limit'") && err.contains(why), "{val}: {err}");
     }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("pubsub 32mb 8mb 60 replica 1gb 0 0")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("normal 0 0 0")
+        .query(&mut con)
+        .unwrap();
+    let got: HashMap<String, String> =
+        redis::cmd("CONFIG").arg("GET").arg("client-output-buffer-limit").query(&mut con).unwrap();
+    assert_eq!(
+        got["client-output-buffer-limit"],
+        "normal 0 0 0 slave 1073741824 0 0 pubsub 33554432 8388608 60"
+    );
     let _: () = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("50").query(&mut con).unwrap();
     let got: HashMap<String, String> =
         redis::cmd("CONFIG").arg("GET").arg("maxclients").query(&mut con).unwrap();

@@ -62,12 +62,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),
         ("client-query-buffer-limit", s.query_buffer_limit.to_string()),
-        // One hard limit serves normal and pub/sub clients alike; firehose subscribers (the
-        // replicas) have fixed queues of their own.
-        (
-            "client-output-buffer-limit",
-            format!("normal {0} 0 0 replica 0 0 0 pubsub {0} 0 0", c.client_output_limit),
-        ),
+        ("client-output-buffer-limit", s.output_limits.text()),
         ("loglevel", c.loglevel.clone()),
         ("hz", c.hz.to_string()),
         ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
@@ -239,48 +234,6 @@ fn int_in(val: &[u8], lo: i64, hi: i64) -> Result<i64, String> {
     }
 }
 
-/// `client-output-buffer-limit`'s value, Redis's `<class> <hard> <soft> <soft seconds>` groups
-/// with Redis's errors for malformed ones, as the one hard limit goblin-core keeps for normal
-/// and pub/sub clients (`--client-output-limit`). What it cannot keep is refused rather than
-/// dropped: soft limits, two different hard limits for the two classes, a replica limit.
-fn output_limit(val: &[u8]) -> Result<Option<u64>, String> {
-    let text = String::from_utf8_lossy(val);
-    let words: Vec<&str> = text.split_whitespace().collect();
-    if words.is_empty() || !words.len().is_multiple_of(4) {
-        return Err("Wrong number of arguments in buffer limit configuration.".into());
-    }
-    let mut hard_limit: Option<u64> = None;
-    for g in words.chunks(4) {
-        let class = g[0].to_ascii_lowercase();
-        if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
-            return Err("Invalid client class specified in buffer limit configuration.".into());
-        }
-        let (hard, soft, secs) =
-            match (crate::config::parse_bytes(g[1]), crate::config::parse_bytes(g[2]), g[3].parse::<i64>()) {
-                (Ok(h), Ok(s), Ok(t)) if t >= 0 => (h, s, t),
-                _ => {
-                    return Err(
-                        "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()
-                    )
-                }
-            };
-        if soft != 0 || secs != 0 {
-            return Err("goblin-core has no soft output limits (set soft and soft_seconds to 0)".into());
-        }
-        if class == "replica" || class == "slave" {
-            if hard != 0 {
-                return Err("replicas (firehose subscribers) have fixed queues, not an output limit".into());
-            }
-            continue;
-        }
-        if hard_limit.is_some_and(|h| h != hard) {
-            return Err("normal and pubsub clients share one hard limit here: give both the same".into());
-        }
-        hard_limit = Some(hard);
-    }
-    Ok(hard_limit)
-}
-
 /// Why CONFIG SET refused: the error reply, and the reason alone (a configuration file's
 /// error box shows that).
 pub(crate) struct SetError {
@@ -366,10 +319,9 @@ pub(crate) fn apply_directives(
             continue;
         }
         if d.name == "client-output-buffer-limit" {
-            let limit = startup_output_limit(&d.words).map_err(fatal)?;
-            if let Some(n) = limit {
-                s.cfg.client_output_limit = n;
-            }
+            // A file's lines add up (one class per line, as redis.conf writes them).
+            let text = d.words.iter().map(|w| String::from_utf8_lossy(w)).collect::<Vec<_>>().join(" ");
+            s.output_limits = s.output_limits.parse_over(&text).map_err(fatal)?;
             continue;
         }
         let value = d.words.join(&b' ');
@@ -399,42 +351,6 @@ pub(crate) fn apply_limits_early(directives: &[crate::config_file::Directive]) {
             }
         }
     }
-}
-
-/// A configuration file's `client-output-buffer-limit` line, leniently: redis.conf files
-/// carry soft limits and a replica class, which this server has no use for (its replicas
-/// have fixed queues). The one hard limit it keeps follows the `normal` class; the rest is
-/// logged and left. Malformed groups are refused with Redis's errors.
-fn startup_output_limit(words: &[Vec<u8>]) -> Result<Option<u64>, String> {
-    let text = words.iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect::<Vec<_>>().join(" ");
-    let groups: Vec<&str> = text.split_whitespace().collect();
-    if groups.is_empty() || !groups.len().is_multiple_of(4) {
-        return Err("Wrong number of arguments in buffer limit configuration.".into());
-    }
-    let mut normal = None;
-    for g in groups.chunks(4) {
-        let class = g[0].to_ascii_lowercase();
-        if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
-            return Err("Invalid client class specified in buffer limit configuration.".into());
-        }
-        let parsed =
-            (crate::config::parse_bytes(g[1]), crate::config::parse_bytes(g[2]), g[3].parse::<i64>());
-        let (Ok(hard), Ok(_), Ok(secs)) = parsed else {
-            return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
-        };
-        if secs < 0 {
-            return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
-        }
-        if class == "normal" {
-            normal = Some(hard);
-        } else {
-            tracing::warn!(
-                "client-output-buffer-limit {}: normal and pub/sub clients share the normal class's hard limit here, and replicas have fixed queues; this group is not applied",
-                g.join(" ")
-            );
-        }
-    }
-    Ok(normal)
 }
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
@@ -472,7 +388,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         Timeout(u64),
         Hz(u32),
         Evict(engine::evict::EvictConfig),
-        OutputLimit(u64),
+        OutputLimits(crate::output_limits::OutputLimits),
         MasterUser(Option<String>),
         MasterAuth(Option<String>),
         ReplTimeout(u64),
@@ -667,7 +583,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 .map(Change::NotifyFlags)
                 .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()),
             "client-output-buffer-limit" => {
-                output_limit(val).map(|l| l.map_or(Change::Nothing, Change::OutputLimit))
+                s.output_limits.parse_over(&String::from_utf8_lossy(val)).map(Change::OutputLimits)
             }
             "maxmemory" => crate::config::parse_bytes(&String::from_utf8_lossy(val))
                 .map(|n| {
@@ -782,7 +698,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 crate::set_jemalloc_bg_thread(on);
                 s.cfg.jemalloc_bg_thread = on;
             }
-            Change::OutputLimit(n) => s.cfg.client_output_limit = n,
+            Change::OutputLimits(l) => s.output_limits = l,
             Change::Evict(cfg) => {
                 s.engine.set_evict_config(cfg);
                 // A limit below what is used now evicts at once, as Redis does, not only
