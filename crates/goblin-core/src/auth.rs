@@ -1049,10 +1049,10 @@ impl AclLog {
         self.entries.clear();
     }
 
-    /// `acllog-max-len` changed: the oldest entries past it go.
+    /// `acllog-max-len` changed. As in Redis, the entries past it stay until the next one is
+    /// logged (`add` trims then).
     pub fn set_max_len(&mut self, n: usize) {
         self.max_len = n;
-        self.entries.truncate(n);
     }
 }
 

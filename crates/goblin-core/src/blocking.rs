@@ -185,12 +185,27 @@ impl Server {
             conn.parked = Some(p);
             return false;
         };
+        // Its user's rules may have changed while it waited (ACL SETUSER): checked again, as
+        // Redis checks a command it reprocesses. Refused, it is answered NOPERM and unparked,
+        // and the key's next waiter is tried.
+        if conn.restricted {
+            if let Some(denied) = self.users.check(&conn.user, spec, &args) {
+                crate::commands::log_refusal(self, conn, spec, &args, denied, crate::auth::Context::Toplevel);
+                let msg = crate::commands::noperm(denied, &conn.user, spec, &args);
+                resp::reply::error(&mut conn.out, msg.as_bytes());
+                self.stats.cmds.rejected_reply(spec, msg.as_bytes());
+                conn.parked = Some(p);
+                return true;
+            }
+        }
         let mark = conn.out.len();
         let started = std::time::Instant::now();
         self.engine.select(p.db);
         let outcome = self.run_engine(spec, &args, now_ms(), &mut conn.out, conn.proto, true);
         if matches!(outcome, Outcome::Done) {
-            self.stats.cmds.record_unblocked(spec, &conn.out[mark..]);
+            let name = crate::commands::data_call_name(spec, &args);
+            let track = self.introspection.latency_tracking;
+            self.stats.cmds.record(spec, name, &conn.out[mark..], started.elapsed(), track);
             // A served blocked command enters the slow log as the client sent it (BLPOP, not
             // the LPOP it amounts to), as Redis logs it when it unblocks.
             let micros = started.elapsed().as_micros() as u64;
@@ -225,6 +240,18 @@ impl Server {
         matches!(outcome, Outcome::Done)
     }
 
+    /// A parked command answered without being run again (its deadline passed, CLIENT
+    /// UNBLOCK, WAIT's replicas acknowledged): one call of it, its reply from `mark` on, as Redis counts a blocked command
+    /// when it unblocks.
+    pub(crate) fn count_unblocked(&mut self, conn: &Conn, mark: usize) {
+        let Some(p) = conn.parked.as_ref() else { return };
+        let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
+        let Some(spec) = args.first().and_then(|a| engine::lookup(a)) else { return };
+        let name = crate::commands::data_call_name(spec, &args);
+        let track = self.introspection.latency_tracking;
+        self.stats.cmds.record(spec, name, &conn.out[mark..], std::time::Duration::ZERO, track);
+    }
+
     /// CLIENT UNBLOCK: answers the parked client with client `id` as a timeout would (`*-1`)
     /// or with the UNBLOCKED error, and unparks it. False if no such client is parked.
     pub(crate) fn force_unblock(&mut self, id: u64, error: bool) -> bool {
@@ -234,19 +261,16 @@ impl Server {
             return false;
         };
         let Some(mut conn) = self.conns[slot].take() else { return false };
+        let mark = conn.out.len();
         if error {
-            const UNBLOCKED: &[u8] = b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n";
-            conn.out.extend_from_slice(UNBLOCKED);
             // A failed call of the blocked command, as Redis counts it.
-            let spec = conn.parked.as_ref().and_then(|p| p.args.first()).and_then(|a| engine::lookup(a));
-            if let Some(spec) = spec {
-                self.stats.cmds.record_unblocked(spec, UNBLOCKED);
-            }
+            conn.out.extend_from_slice(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
         } else if conn.parked.as_ref().is_some_and(crate::replication::upstream::is_wait) {
             self.wait_reply(conn.parked.as_ref().expect("parked"), &mut conn.out);
         } else {
             resp::reply::null_array(&mut conn.out, conn.proto);
         }
+        self.count_unblocked(&conn, mark);
         self.unpark(&mut conn, slot);
         self.conns[slot] = Some(conn);
         self.queue_write(slot);
@@ -295,10 +319,12 @@ impl Server {
                 }
                 continue;
             }
+            let mark = conn.out.len();
             match conn.parked.as_ref() {
                 Some(p) if crate::replication::upstream::is_wait(p) => self.wait_reply(p, &mut conn.out),
                 _ => resp::reply::null_array(&mut conn.out, conn.proto),
             }
+            self.count_unblocked(&conn, mark);
             self.unpark(&mut conn, slot);
             self.conns[slot] = Some(conn);
             self.queue_write(slot);

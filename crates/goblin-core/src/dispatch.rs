@@ -263,6 +263,10 @@ impl Server {
         if !conn.authenticated && !spec.flags.has(engine::Flags::NO_AUTH) && !self.users.default_is_open() {
             return self.refuse(conn, spec, crate::commands::NOAUTH);
         }
+        // CLIENT INFO's `cmd=` names this command from here on, refused or queued as well as
+        // run (Redis sets it at lookup): an ACL LOG entry's client-info shows the command
+        // that was refused.
+        conn.last_cmd = crate::commands::data_call_name(spec, args);
         // ACL: a user without full access runs only what its rules allow (inside MULTI a
         // refusal fails the transaction, as in Redis). One flag test for everyone else.
         if conn.restricted && !spec.flags.has(engine::Flags::NO_AUTH) {
@@ -381,7 +385,6 @@ impl Server {
             }
         }
         let mark = conn.out.len();
-        conn.last_cmd = crate::commands::data_call_name(spec, args);
         let now = self.clock_ms;
         // Who is running, for client tracking's NOLOOP and flush (only read when some client
         // tracks: the common server pays one comparison).
@@ -412,7 +415,11 @@ impl Server {
         let took = started.elapsed();
         self.stats.eventloop.cmd_nanos += took.as_nanos() as u64;
         let reply = conn.out.get(mark..).unwrap_or_default();
-        self.stats.cmds.record(spec, conn.last_cmd, reply, took, self.introspection.latency_tracking);
+        // A command that blocked is counted when it is answered (served, timed out or
+        // unblocked: blocking.rs), as Redis counts it on unblocking, not now.
+        if conn.parked.is_none() {
+            self.stats.cmds.record(spec, conn.last_cmd, reply, took, self.introspection.latency_tracking);
+        }
         conn.commands += 1;
         if self.hotkeys.tracking() {
             self.hotkeys.record(spec, args, took, reply.len());

@@ -276,19 +276,6 @@ impl CommandStats {
         }
     }
 
-    /// A parked command (counted as a call when it parked) finally answered `reply`: an error
-    /// counts in errorstats and as a failed call of `spec`, as Redis counts a blocked command
-    /// that its unblocking fails (XGROUP DESTROY under XREADGROUP).
-    pub fn record_unblocked(&mut self, spec: &'static CommandSpec, reply: &[u8]) {
-        if reply.first() != Some(&b'-') {
-            return;
-        }
-        self.error_reply(reply);
-        if let Some(slot) = self.spec_slot(spec) {
-            slot.failed += 1;
-        }
-    }
-
     /// LATENCY HISTOGRAM [command ...]: for each command (or `cmd|sub`) with tracked calls,
     /// their number and, at each power of two from 1024 ns, how many took less (in whole
     /// microseconds, as Redis prints its rows: 1, 2, 4, 8, 16, 32, 65 ...), a row only where

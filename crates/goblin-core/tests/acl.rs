@@ -1,7 +1,7 @@
 //! ACL against the real binary: SETUSER / DELUSER / GETUSER / LIST / CAT / GENPASS / DRYRUN /
 //! LOG, and the permissions they set (commands, key and channel patterns, selectors) enforced
-//! on commands, transactions, scripts and subscribers, replies compared with redis-server
-//! 7.0.15's.
+//! on commands, transactions, scripts, blocked commands and subscribers, replies compared
+//! with redis-server 8.2's.
 
 mod common;
 
@@ -503,4 +503,87 @@ fn subscribers_that_lose_their_channels_are_disconnected() {
         assert!(!alive(&mut sb), "{port}: b lost pat.*");
         assert!(alive(&mut sc), "{port}: c lost nothing");
     }
+}
+
+/// A blocked command is checked again when it is served: a BLPOP whose user lost its keys
+/// while it waited is answered NOPERM (a rejected call, not a call) and the element stays for
+/// others. Also: the ACL LOG entry's client-info names the refused command, DEBUG's first
+/// arguments are first-arg rules (DEBUG has no subcommands), ACL CAT/GENPASS/LOG with too
+/// many arguments and `acllog-max-len 0` (existing entries stay) answer as redis-server 8.2.
+#[test]
+fn blocked_commands_and_acl_details_as_redis8() {
+    use std::io::Write;
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut runs = Vec::new();
+    for (port, c) in [(g.port, &mut g.conn()), (r.port, &mut r.conn())] {
+        let mut got = Vec::new();
+        let show = |v: redis::RedisResult<Value>| match v {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
+        };
+        q(c, &["ACL", "SETUSER", "psuser", "reset", "on", "nopass", "+@all", "allkeys"]).unwrap();
+        q(c, &["CONFIG", "RESETSTAT"]).unwrap();
+        let mut rd = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        rd.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        rd.write_all(b"AUTH psuser x\r\n").unwrap();
+        assert_eq!(common::read_reply(&mut rd), b"+OK\r\n");
+        rd.write_all(b"BLPOP list1 0\r\n").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let info: String = redis::cmd("INFO").arg("clients").query(c).unwrap();
+            if info.contains("blocked_clients:1") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "BLPOP never blocked");
+        }
+        q(c, &["ACL", "SETUSER", "psuser", "resetkeys"]).unwrap();
+        got.push(show(q(c, &["LPUSH", "list1", "foo"])));
+        got.push(String::from_utf8_lossy(&common::read_reply(&mut rd)).into_owned());
+        got.push(show(q(c, &["LLEN", "list1"])));
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+        let blpop = stats.lines().find(|l| l.starts_with("cmdstat_blpop:")).unwrap_or("none").to_string();
+        got.push(blpop.split(",usec=").next().unwrap().to_string());
+        got.push(blpop.split(',').filter(|f| f.contains("_calls=")).collect::<Vec<_>>().join(","));
+        // The refused GET's entry names it in client-info.
+        rd.write_all(b"GET somekey\r\n").unwrap();
+        got.push(String::from_utf8_lossy(&common::read_reply(&mut rd)).into_owned());
+        let Value::Array(log) = q(c, &["ACL", "LOG", "1"]).unwrap() else { panic!() };
+        let entry = format!("{:?}", log[0]);
+        got.push(format!("log names cmd=get: {}", entry.contains("cmd=get ")));
+        got.push(show(q(c, &["ACL", "SETUSER", "dbg", "+debug|object", "+debug|segfault"])));
+        got.push(show(q(c, &["ACL", "SETUSER", "dbg2", "-debug|digest"])));
+        got.push(show(q(c, &["ACL", "CAT", "a", "b"])));
+        got.push(show(q(c, &["ACL", "GENPASS", "1", "2"])));
+        got.push(show(q(c, &["ACL", "LOG", "1", "2"])));
+        q(c, &["CONFIG", "SET", "acllog-max-len", "0"]).unwrap();
+        let Value::Array(log) = q(c, &["ACL", "LOG"]).unwrap() else { panic!() };
+        got.push(format!("entries kept: {}", log.len()));
+        q(c, &["CONFIG", "SET", "acllog-max-len", "128"]).unwrap();
+        // A served BLPOP is one call, counted when it is served, not when it blocked.
+        let mut rd = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        rd.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        rd.write_all(b"BLPOP list2 0\r\n").unwrap();
+        loop {
+            let info: String = redis::cmd("INFO").arg("clients").query(c).unwrap();
+            if info.contains("blocked_clients:1") {
+                break;
+            }
+        }
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+        let row = |stats: &str| {
+            let l = stats.lines().find(|l| l.starts_with("cmdstat_blpop:")).unwrap_or("none").to_string();
+            l.split(",usec=").next().unwrap().to_string()
+        };
+        got.push(format!("while blocked: {}", row(&stats)));
+        q(c, &["RPUSH", "list2", "x"]).unwrap();
+        got.push(String::from_utf8_lossy(&common::read_reply(&mut rd)).into_owned());
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+        got.push(format!("served: {}", row(&stats)));
+        runs.push(got);
+    }
+    for (g, r) in runs[0].iter().zip(&runs[1]) {
+        assert_eq!(g, r, "goblin-core against redis-server 8.2");
+    }
+    assert!(runs[0][1].contains("NOPERM"), "{:?}", runs[0]);
 }

@@ -504,7 +504,9 @@ impl Server {
                     let served = self.wait_satisfied(p);
                     if served {
                         let p = conn.parked.as_ref().expect("parked");
+                        let mark = conn.out.len();
                         self.wait_reply(p, &mut conn.out);
+                        self.count_unblocked(&conn, mark);
                         self.unpark(&mut conn, slot);
                     }
                     served
