@@ -391,10 +391,13 @@ pub fn write_rdb_file(
         put_len(&mut out, with_deadline);
         let mut failed = None;
         let mut key_bytes = Vec::new();
+        let mut n = 0u64;
         ks.for_each(|key, v, deadline| {
             if failed.is_some() {
                 return;
             }
+            n += 1;
+            store::limits::key_saved(n);
             if let Some(d) = deadline {
                 out.push(OPCODE_EXPIRETIME_MS);
                 out.extend_from_slice(&(d as u64).to_le_bytes());

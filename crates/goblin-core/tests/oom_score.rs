@@ -65,8 +65,10 @@ fn the_score_follows_the_settings_and_the_role() {
     assert_eq!(score(pid), base + 20);
     let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut c).unwrap();
     assert_eq!(score(pid), base + 15);
-    // A snapshot child takes the third; a dataset large enough that it lives to be read.
-    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(2_000_000).query(&mut c).unwrap();
+    // A snapshot child takes the third; one slowed down (Redis's hidden rdb-key-save-delay:
+    // 0.1 s a key, 20 keys) so that it lives to be read.
+    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(20).query(&mut c).unwrap();
+    set(&mut c, "rdb-key-save-delay", "100000").unwrap();
     let _: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
     let child = child_of(pid);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -75,6 +77,17 @@ fn the_score_follows_the_settings_and_the_role() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(score(pid), base + 15, "the server's own score is unchanged");
+    set(&mut c, "rdb-key-save-delay", "0").unwrap();
+    // The child (about 2 s) finishes before the folder goes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+        if info.contains("rdb_bgsave_in_progress:0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slowed save never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // Absolute values are written as they are; `no` puts back the score found first.
     set(&mut c, "oom-score-adj", "absolute").unwrap();
     assert_eq!(get(&mut c, "oom-score-adj"), "absolute");
@@ -102,6 +115,12 @@ fn bad_values_are_refused_as_redis8_refuses_them() {
         set(c, "oom-score-adj", "relative").unwrap();
         got.push(get(c, "oom-score-adj"));
         set(c, "oom-score-adj", "no").unwrap();
+        // Redis's hidden rdb-key-save-delay: found by its name, not by a pattern.
+        set(c, "rdb-key-save-delay", "-10").unwrap();
+        got.push(get(c, "rdb-key-save-delay"));
+        let by_pattern: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("rdb-key-*").query(c).unwrap();
+        got.push(format!("{by_pattern:?}"));
+        set(c, "rdb-key-save-delay", "0").unwrap();
         replies.push(got);
     }
     assert_eq!(replies[0], replies[1]);

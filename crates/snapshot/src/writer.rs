@@ -169,6 +169,7 @@ pub fn write_dbs_with<W: Write>(
             match bw.record(key, v, deadline, &mut *progress, keys) {
                 Ok(true) => {
                     keys += 1;
+                    store::limits::key_saved(keys);
                     volatile += deadline.is_some() as u64;
                     types.bump(v.kind());
                 }

@@ -96,3 +96,27 @@ pub const NAMES: &[&str] = &[
     "stream-idmp-maxsize",
     "hll-sparse-max-bytes",
 ];
+
+/// Redis's hidden `rdb-key-save-delay`, for tests that need a save to take time: the pause
+/// after each key a snapshot or RDB writer writes (a forked child inherits the value). n > 0
+/// sleeps n microseconds; n < 0 sleeps one microsecond every -n keys; 0, the default, never.
+static KEY_SAVE_DELAY_US: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+pub fn key_save_delay_us() -> i64 {
+    KEY_SAVE_DELAY_US.load(Relaxed)
+}
+
+pub fn set_key_save_delay_us(us: i64) {
+    KEY_SAVE_DELAY_US.store(us, Relaxed);
+}
+
+/// The writers' pause after their `n`th key (see [`key_save_delay_us`]).
+pub fn key_saved(n: u64) {
+    let pause = match key_save_delay_us() {
+        0 => return,
+        us if us > 0 => us as u64,
+        us if n.is_multiple_of(us.unsigned_abs()) => 1,
+        _ => return,
+    };
+    std::thread::sleep(std::time::Duration::from_micros(pause));
+}

@@ -121,6 +121,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ),
         ("tracking-table-max-keys", s.tracking.max_keys.to_string()),
         ("oom-score-adj", s.oom.mode.name().to_string()),
+        // Hidden (HIDDEN below): found by its exact name only.
+        ("rdb-key-save-delay", store::limits::key_save_delay_us().to_string()),
         ("oom-score-adj-values", s.oom.values_text()),
     ]
 }
@@ -154,7 +156,13 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
             let mut hits: Vec<usize> = Vec::new();
             for pat in &args[2..] {
                 for (i, (name, _)) in all.iter().enumerate() {
-                    if util::glob_match(pat, name.as_bytes(), true) && !hits.contains(&i) {
+                    // Redis's hidden settings answer to their own name, not to a pattern.
+                    let matched = if HIDDEN.contains(name) {
+                        pat.eq_ignore_ascii_case(name.as_bytes())
+                    } else {
+                        util::glob_match(pat, name.as_bytes(), true)
+                    };
+                    if matched && !hits.contains(&i) {
                         hits.push(i);
                     }
                 }
@@ -354,6 +362,9 @@ pub(crate) fn apply_limits_early(directives: &[crate::config_file::Directive]) {
 }
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
+/// Redis's hidden settings (test aids): CONFIG GET returns them by exact name only.
+const HIDDEN: &[&str] = &["rdb-key-save-delay"];
+
 /// `protected_ok`: the protected settings may change for this client.
 pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> Result<(), SetError> {
     enum Change {
@@ -394,6 +405,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         ReplTimeout(u64),
         ServeStale(bool),
         Oom,
+        KeySaveDelay(i64),
         Nothing,
     }
     // Eviction settings accumulate over the pairs (two of them may be set at once); so do the
@@ -560,6 +572,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 int(i32::MIN as i64, I32).map(|n| Change::Inert(canon, n.to_string()))
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
+            "rdb-key-save-delay" => int(i32::MIN as i64, I32).map(Change::KeySaveDelay),
             "oom-score-adj" => match crate::oom_score::Mode::parse(val) {
                 Some(mode) => {
                     oom.mode = mode;
@@ -705,6 +718,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 // before the next command.
                 s.evict_now();
             }
+            Change::KeySaveDelay(us) => store::limits::set_key_save_delay_us(us),
             Change::Oom | Change::Nothing => {}
         }
     }
