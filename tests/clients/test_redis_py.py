@@ -880,7 +880,9 @@ def test_numbered_databases(server, r):
         assert one.get("k") == b"zero" and url.get("k") == b"one"
         assert one.flushdb() is True and one.dbsize() == 0 and url.dbsize() == 1
         info = r.info("keyspace")
-        assert info == {"db2": {"keys": 1, "expires": 0, "avg_ttl": 0}}, info
+        # Redis 8's `subexpiry` (hashes with field TTLs); Debian's 7.0 has none.
+        db2 = {"keys": 1, "expires": 0, "avg_ttl": 0} | ({} if REFERENCE else {"subexpiry": 0})
+        assert info == {"db2": db2}, info
         url.close()
     finally:
         one.close()

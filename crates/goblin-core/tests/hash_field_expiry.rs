@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{temp_path, Server};
+use common::{temp_path, RedisServer, Server};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -260,4 +260,43 @@ fn rdb_files_carry_field_deadlines() {
     let got: Vec<i64> = expiretimes(&mut rc, "h2", &["a", "b"]);
     assert_eq!(got, want);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// INFO keyspace's `subexpiry` (Redis 8: the hashes with field deadlines), step by step on
+/// goblin-core and redis-server 8.2: a field deadline files the hash, deleting the hash, SET
+/// over it or RENAME move or drop it, FLUSHALL empties it.
+#[test]
+fn info_keyspace_counts_hashes_with_field_deadlines_as_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut runs = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        let mut got = Vec::new();
+        let mut step = |c: &mut redis::Connection, args: &[&str]| {
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            let _: redis::Value = cmd.query(c).unwrap();
+            let db0 = info(c, "keyspace").get("db0").cloned().unwrap_or_default();
+            got.push(format!("{args:?} -> {db0}"));
+        };
+        step(c, &["HSET", "h1", "a", "1", "b", "2"]);
+        step(c, &["HEXPIRE", "h1", "100", "FIELDS", "1", "a"]);
+        step(c, &["HSET", "h2", "a", "1"]);
+        step(c, &["HPEXPIRE", "h2", "100000", "FIELDS", "1", "a"]);
+        step(c, &["RENAME", "h2", "h3"]);
+        step(c, &["SET", "h3", "string now"]);
+        step(c, &["HSET", "h4", "a", "1"]);
+        step(c, &["HEXPIRE", "h4", "100", "FIELDS", "1", "a"]);
+        step(c, &["DEL", "h4"]);
+        step(c, &["HSETEX", "h5", "EX", "100", "FIELDS", "1", "a", "1"]);
+        step(c, &["FLUSHALL"]);
+        step(c, &["SET", "plain", "v"]);
+        runs.push(got);
+    }
+    for (g, r) in runs[0].iter().zip(&runs[1]) {
+        assert_eq!(g, r, "goblin-core against redis-server 8.2");
+    }
+    assert!(runs[0][1].ends_with("subexpiry=1"), "{:?}", runs[0]);
 }

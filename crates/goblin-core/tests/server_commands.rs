@@ -110,7 +110,7 @@ fn info_counters_follow_activity() {
     let used_after = num(&after, "used_memory");
     assert!(used_after > used_before + 5000 * 1000, "used_memory {used_before} -> {used_after}");
     assert!(num(&after, "used_memory_peak") >= used_after);
-    assert_eq!(after["db0"], "keys=5001,expires=1,avg_ttl=0");
+    assert_eq!(after["db0"], "keys=5001,expires=1,avg_ttl=0,subexpiry=0");
     assert_eq!(num(&after, "master_repl_offset"), offset_before + 5001);
     assert!(num(&after, "total_commands_processed") >= num(&before, "total_commands_processed") + 5003);
     assert!(num(&after, "keyspace_hits") >= 1);
@@ -635,7 +635,7 @@ fn active_expiry_removes_keys_nobody_reads() {
     }
     let m = info(&mut con, "all");
     assert_eq!(num(&m, "expired_keys"), 3000);
-    assert_eq!(m["db0"], "keys=1,expires=0,avg_ttl=0");
+    assert_eq!(m["db0"], "keys=1,expires=0,avg_ttl=0,subexpiry=0");
     // Each removal is a canonical DEL mutation and advances the offset.
     assert_eq!(num(&m, "master_repl_offset"), offset_before + 3000);
 }

@@ -308,12 +308,32 @@ impl Keyspace {
 
     /// Puts an entry into the table and returns the one it replaced, keeping `volatile` exact.
     fn put_entry(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> Option<Entry> {
-        if let Value::Hash(h) = &value {
-            if let Some(t) = h.field_deadlines().map(|(_, t)| t).min() {
-                self.track_field_deadline(key, t);
-            }
-        }
+        self.refile_for(key, &value);
         self.put_stored(key, Stored::from_value(value), expire_at)
+    }
+
+    /// The field-deadline index for `key` about to hold `value` whole: filed at its hash's
+    /// earliest field deadline, or forgotten.
+    fn refile_for(&mut self, key: &[u8], value: &Value) {
+        let earliest = match value {
+            Value::Hash(h) => h.field_deadlines().map(|(_, t)| t).min(),
+            _ => None,
+        };
+        match earliest {
+            Some(t) => self.track_field_deadline(key, t),
+            None => self.untrack_field_deadline(key),
+        }
+    }
+
+    /// Forgets `key` in the field-deadline index (its value went, or is no hash with field
+    /// deadlines any more): one map lookup while anything is filed, nothing otherwise.
+    fn untrack_field_deadline(&mut self, key: &[u8]) {
+        if self.field_due.at.is_empty() {
+            return;
+        }
+        if let Some(filed) = self.field_due.at.remove(key) {
+            self.field_due.by_time.remove(&(filed, Box::from(key)));
+        }
     }
 
     /// [`Keyspace::put_entry`] of a value already in its stored form (no field deadlines).
@@ -367,12 +387,14 @@ impl Keyspace {
 
     /// [`Keyspace::put`] of a string given as bytes: they are copied once, into the entry.
     pub fn put_bytes(&mut self, key: &[u8], bytes: &[u8], expire_at: Option<Millis>) -> bool {
+        self.untrack_field_deadline(key);
         Self::free_replaced(self.put_stored(key, Stored::from_bytes(bytes), expire_at))
     }
 
     /// Replaces the value of an existing key and keeps its deadline; inserts a persistent key
     /// if it is missing.
     pub fn replace_value(&mut self, key: &[u8], value: Value) {
+        self.refile_for(key, &value);
         let mut value = Some(value);
         // SAFETY: set_value keeps the key and returns the entry's new address, which the table
         // links in place of the old one.
@@ -389,6 +411,7 @@ impl Keyspace {
     /// Stores `bytes` at `key` as a string modified in place (see [`Keyspace::mark_raw`]),
     /// copied once, into the entry; keeps the key's deadline, or creates it persistent.
     pub fn replace_raw_bytes(&mut self, key: &[u8], bytes: &[u8]) {
+        self.untrack_field_deadline(key);
         // SAFETY: as in replace_value.
         let replaced = unsafe {
             self.table.replace_with(key, |old| Entry::at(old).set_value(Stored::RawBytes(bytes.into())))
@@ -468,6 +491,7 @@ impl Keyspace {
         let Some(e) = self.table.remove(key) else {
             return false;
         };
+        self.untrack_field_deadline(key);
         // SAFETY: the table gave the entry back: unlinked and ours.
         let en = unsafe { Entry::at(e) };
         if en.expire_at().is_some() {
@@ -480,6 +504,7 @@ impl Keyspace {
     /// Removes `key` and returns its value and deadline.
     pub fn take(&mut self, key: &[u8]) -> Option<(Value, Option<Millis>)> {
         let e = self.table.remove(key)?;
+        self.untrack_field_deadline(key);
         // SAFETY: the table gave the entry back: unlinked and ours.
         let en = unsafe { Entry::at(e) };
         let at = en.expire_at();
@@ -666,6 +691,13 @@ impl Keyspace {
             out.push(key.into_vec());
         }
         out
+    }
+
+    /// Hashes filed for field expiry (INFO keyspace's `subexpiry`): every hash with a field
+    /// deadline, and, until the active cycle reaches the time they are filed at, the ones
+    /// whose deadlines were persisted or deleted in place (Redis counts those too).
+    pub fn field_deadline_keys(&self) -> usize {
+        self.field_due.at.len()
     }
 
     /// Whether any hash may have field deadlines (every such hash is filed).

@@ -656,7 +656,14 @@ fn errorstats(s: &Server, t: &mut String) {
 fn keyspace(s: &Server, t: &mut String) {
     t.push_str("# Keyspace\r\n");
     for (db, ks) in s.engine.nonempty_dbs() {
-        field!(t, format_args!("db{db}"), "keys={},expires={},avg_ttl=0", ks.len(), ks.volatile_len());
+        field!(
+            t,
+            format_args!("db{db}"),
+            "keys={},expires={},avg_ttl=0,subexpiry={}",
+            ks.len(),
+            ks.volatile_len(),
+            ks.field_deadline_keys()
+        );
     }
 }
 
