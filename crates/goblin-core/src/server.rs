@@ -1764,6 +1764,7 @@ impl Server {
         let used = crate::commands::info::allocated_bytes();
         self.stats.peak_memory = self.stats.peak_memory.max(used);
         self.close_idle_clients();
+        self.enforce_soft_output_limits();
     }
 
     /// Client eviction (`maxmemory-clients`, as Redis 7 has it): while the normal and pub/sub
@@ -1820,6 +1821,24 @@ impl Server {
     /// `timeout` (CONFIG SET timeout): closes clients idle for longer, as Redis does, except
     /// the ones waiting by design (blocked or held commands, subscribers, monitors, firehose
     /// links).
+    /// A client past its class's soft output limit is closed once its seconds pass even if no
+    /// more output comes its way (Redis's clientsCron checks every client's limits): only the
+    /// clients past a soft limit are looked at.
+    fn enforce_soft_output_limits(&mut self) {
+        for slot in 0..self.conns.len() {
+            if !self.conns[slot].as_ref().is_some_and(|c| c.obuf_soft_since.is_some() && !c.close_now) {
+                continue;
+            }
+            let Some(mut conn) = self.conns[slot].take() else { continue };
+            self.check_output_limit(&mut conn);
+            let closing = conn.close_now;
+            self.conns[slot] = Some(conn);
+            if closing {
+                self.queue_write(slot);
+            }
+        }
+    }
+
     fn close_idle_clients(&mut self) {
         let limit = self.cfg.idle_timeout_secs;
         if limit == 0 {

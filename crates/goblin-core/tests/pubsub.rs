@@ -354,6 +354,26 @@ fn a_subscriber_past_the_soft_limit_is_closed_after_its_seconds() {
         assert_eq!(call(&mut idle, "PING"), b"+PONG\r\n", "{name}");
         let limits = text(&call(&mut p, "CONFIG GET client-output-buffer-limit"));
         assert!(limits.contains("pubsub 0 262144 1"), "{name}: {limits}");
+        // Past the soft limit and then no more traffic: closed all the same once the seconds
+        // pass (checked by the server's timer, not only when output is added).
+        let mut quiet = connect();
+        assert_eq!(call(&mut quiet, "CLIENT SETNAME quiet"), b"+OK\r\n");
+        call(&mut quiet, "SUBSCRIBE prices");
+        let omem = |p: &mut TcpStream| -> Option<u64> {
+            let list = text(&call(p, "CLIENT LIST"));
+            let line = list.lines().find(|l| l.contains("name=quiet "))?.to_string();
+            line.split(' ').find_map(|f| f.strip_prefix("omem=")).map(|v| v.parse().unwrap())
+        };
+        let started = Instant::now();
+        while omem(&mut p).is_some_and(|m| m < 300 * 1024) {
+            assert_eq!(call(&mut p, &format!("PUBLISH prices {payload}")), b":1\r\n", "{name}");
+            assert!(started.elapsed() < Duration::from_secs(30), "{name}: the output never grew");
+        }
+        let stopped = Instant::now();
+        while omem(&mut p).is_some() {
+            assert!(stopped.elapsed() < Duration::from_secs(10), "{name}: the quiet subscriber stayed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
