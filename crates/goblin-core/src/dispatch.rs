@@ -575,10 +575,12 @@ impl Server {
     /// grows memory), or an EXEC whose queue holds a deny-oom command.
     /// A script that declared its flags (shebang, function) is deny-oom unless it declared
     /// `no-writes` or `allow-oom`, as Redis derives it: refused before it runs.
-    /// Memory eviction leaves out (Redis leaves out its replicas' and AOF buffers): the
-    /// debugging history of committed batches (`DEBUG BATCHES`, with `enable-debug-command`).
+    /// Memory eviction leaves out, as Redis leaves out its replicas' and AOF buffers: the
+    /// redis-server replicas' output buffers and the debugging history of committed batches
+    /// (`DEBUG BATCHES`, with `--debug-batch-history`).
     pub(crate) fn not_counted_for_evict(&self) -> u64 {
-        self.batch_history.as_ref().map_or(0, |h| h.allocated_bytes() as u64)
+        let history = self.batch_history.as_ref().map_or(0, |h| h.allocated_bytes() as u64);
+        history + self.redis_replica_buffer_bytes()
     }
 
     fn over_maxmemory(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {

@@ -532,6 +532,70 @@ fn clients_are_evicted_for_what_they_hold_and_before_an_oversized_request_runs()
     }
 }
 
+/// A redis-server replica that stops reading (SIGSTOP) while the primary takes writes that do
+/// not grow its dataset: its stream piles up in the primary's output buffer, which INFO shows
+/// as `mem_clients_slaves` and eviction leaves out (`mem_not_counted_for_evict`), as Redis
+/// leaves out its replicas' buffers. With maxmemory 32 KB above what the data holds, no key
+/// is evicted to make room for the replica's backlog.
+#[test]
+fn a_stalled_replicas_buffer_does_not_cause_eviction() {
+    let g = Server::start(&["--save", "", "--repl-timeout", "1200"]);
+    let mut p = g.conn();
+    for j in 0..100 {
+        let _: i64 =
+            redis::cmd("SETRANGE").arg(format!("key:{j}")).arg(100_000).arg("asdf").query(&mut p).unwrap();
+    }
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("allkeys-random").query(&mut p).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("replica 100000000 100000000 300")
+        .query(&mut p)
+        .unwrap();
+    // A small backlog (it is data the primary keeps, counted), as Redis's own test sets it.
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("repl-backlog-size").arg(16384).query(&mut p).unwrap();
+    let dir = common::temp_path("stalled-replica");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = g.port.to_string();
+    let r =
+        common::RedisServer::start_with(&["--dir", dir.to_str().unwrap(), "--replicaof", "127.0.0.1", &port]);
+    let mut rc = r.conn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).unwrap();
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the replica never linked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The first writes grow the backlog to its size and the write path's buffers to what a
+    // 5 KB write needs, once (Redis accepts that evicting once too); then the limit is set.
+    let payload = "A".repeat(5000);
+    for _ in 0..10 {
+        let _: i64 = redis::cmd("SETRANGE").arg("key:0").arg(0).arg(&payload).query(&mut p).unwrap();
+    }
+    let used = info_field(&mut p, "memory", "used_memory")
+        - info_field(&mut p, "memory", "mem_not_counted_for_evict");
+    let limit = used + 64 * 1024;
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(limit).query(&mut p).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(r.pid() as i32, libc::SIGSTOP) };
+    for _ in 0..2000 {
+        let _: i64 = redis::cmd("SETRANGE").arg("key:0").arg(0).arg(&payload).query(&mut p).unwrap();
+    }
+    let replicas = info_field(&mut p, "memory", "mem_clients_slaves");
+    let not_counted = info_field(&mut p, "memory", "mem_not_counted_for_evict");
+    // SAFETY: as above.
+    unsafe { libc::kill(r.pid() as i32, libc::SIGCONT) };
+    assert!(replicas > 2 << 20, "the replica's buffer: {replicas}");
+    assert!(not_counted >= replicas, "left out of eviction: {not_counted} of {replicas}");
+    assert_eq!(info_field(&mut p, "stats", "evicted_keys"), 0);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut p).unwrap();
+    assert_eq!(n, 100);
+}
+
 /// Many tiny keys under a limit 100 KB above the idle server (Redis's own test of the limit,
 /// per policy): the limit holds and eviction stops there, without evicting everything and then
 /// answering OOM. used_memory is what the server holds, not what the allocator's thread cache

@@ -332,7 +332,8 @@ pub(crate) struct MemoryFigures {
     pub startup: u64,
     /// The connections' input and output buffers (their capacity).
     pub clients_normal: u64,
-    /// Firehose subscribers' queues (Redis's replica buffers; outside the allocator).
+    /// Firehose subscribers' queues (outside the allocator) and redis-server replicas' output
+    /// buffers: Redis's replica buffers.
     pub clients_replicas: u64,
     pub lua: u64,
     pub scripts: u64,
@@ -349,12 +350,20 @@ impl MemoryFigures {
         let (allocated, cached) = allocator_allocated_cached();
         let used = allocated.saturating_sub(cached);
         let (active, resident) = allocator_active_resident();
-        let clients_normal =
-            s.conns.iter().flatten().map(|c| (c.pending.capacity() + c.out.capacity()) as u64).sum();
+        // A redis-server replica's connection counts among the replicas' buffers, not here.
+        let clients_normal = s
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.redis_replica.is_none())
+            .map(|c| (c.pending.capacity() + c.out.capacity()) as u64)
+            .sum();
         let (lua, scripts, cached_scripts) =
             s.scripting.as_ref().map(|sc| (sc.vm_bytes(), sc.body_bytes(), sc.cached())).unwrap_or_default();
         let startup = s.stats.startup_memory;
-        let overhead = startup + clients_normal + scripts as u64;
+        // The redis-server replicas' buffers are in the allocator (the firehose queues are not).
+        let redis_replicas = s.redis_replica_buffer_bytes();
+        let overhead = startup + clients_normal + redis_replicas + scripts as u64;
         MemoryFigures {
             used,
             allocated,
@@ -364,7 +373,7 @@ impl MemoryFigures {
             peak: s.stats.peak_memory.max(used),
             startup,
             clients_normal,
-            clients_replicas: s.firehose_queue_bytes() as u64,
+            clients_replicas: s.firehose_queue_bytes() as u64 + redis_replicas,
             lua: lua as u64,
             scripts: scripts as u64,
             cached_scripts,

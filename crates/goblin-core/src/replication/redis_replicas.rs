@@ -525,6 +525,14 @@ impl Server {
         })
     }
 
+    /// What the redis-server replicas' stream buffers hold (their connections' output, as
+    /// allocated): INFO's `mem_clients_slaves` with the firehose queues, and left out of
+    /// eviction's count as Redis leaves out its replicas' buffers, so that a slow replica
+    /// cannot make the server evict the data it is being sent.
+    pub(crate) fn redis_replica_buffer_bytes(&self) -> u64 {
+        self.redis_replica_conns().map(|(c, _)| c.out.capacity() as u64).sum()
+    }
+
     /// The replicas' links, for INFO and ROLE: (ip:port, acked logical offset, seconds since
     /// the last ACK, whether its RDB file is still on the way).
     pub(crate) fn redis_replica_links(&self) -> Vec<(String, u64, u64, bool)> {
