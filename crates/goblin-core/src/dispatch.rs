@@ -546,7 +546,7 @@ impl Server {
         if limit == 0 || self.follows_upstream() || !self.engine.pending().is_empty() {
             return;
         }
-        let used = self.used_memory.read();
+        let used = self.used_for_eviction();
         if used > limit {
             self.engine.evict(self.clock_ms, used - limit);
             if self.notify.enabled() {
@@ -564,7 +564,12 @@ impl Server {
     /// before a write, as Redis refuses deny-oom commands from scripts then).
     pub(crate) fn over_memory_limit(&mut self) -> bool {
         let limit = self.engine.evict.maxmemory;
-        limit > 0 && !self.follows_upstream() && self.used_memory.read() > limit
+        limit > 0 && !self.follows_upstream() && self.used_for_eviction() > limit
+    }
+
+    /// Used memory as maxmemory counts it: INFO's `used_memory` less what eviction leaves out.
+    fn used_for_eviction(&mut self) -> u64 {
+        self.used_memory.read().saturating_sub(self.not_counted_for_evict())
     }
 
     /// Used memory (INFO's `used_memory`) against maxmemory, before a command: evicts keys by
@@ -585,7 +590,7 @@ impl Server {
 
     fn over_maxmemory(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {
         let limit = self.engine.evict.maxmemory;
-        let used = self.used_memory.read().saturating_sub(self.not_counted_for_evict());
+        let used = self.used_for_eviction();
         if used <= limit {
             return false;
         }
