@@ -647,6 +647,10 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
     let flags = flags();
     let cmd = Config::command();
     let subcommands: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    let tool_flags: Vec<String> = cmd
+        .get_subcommands()
+        .flat_map(|s| s.get_arguments().filter_map(|a| a.get_long().map(str::to_string)))
+        .collect();
     let mut args = argv.into_iter();
     let prog = args.next().unwrap_or_else(|| "goblin-core".into());
     let rest: Vec<OsString> = args.collect();
@@ -754,10 +758,18 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
             .chain(words.iter().map(|w| quote_always(w)))
             .collect::<Vec<_>>()
             .join(" ");
+        // A flag of one of this server's tools (`--password-file` without `dumpworld`): clap's
+        // usage error (exit status 2) says where it belongs.
+        let redis_name = REDIS_NAMES.contains(&name.as_str()) || REDIS_HIDDEN.contains(&name.as_str());
+        if tool_flags.contains(&name) && !is_flag(&name) && !redis_name {
+            use std::os::unix::ffi::OsStringExt;
+            clap_args.push(format!("--{name}").into());
+            clap_args.extend(words.into_iter().map(OsString::from_vec));
+            continue;
+        }
         // Neither a flag nor a Redis name: Redis's fatal box, with clap's suggestion of a
         // flag of a similar name when it has one (`--prot`: '--port').
-        if !is_flag(&name) && !REDIS_NAMES.contains(&name.as_str()) && !REDIS_HIDDEN.contains(&name.as_str())
-        {
+        if !is_flag(&name) && !redis_name {
             let mut why = "Bad directive or wrong number of arguments".to_string();
             if let Err(e) = Config::try_parse_from([prog.clone(), format!("--{name}").into()]) {
                 let text = e.to_string();

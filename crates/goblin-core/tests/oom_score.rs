@@ -41,8 +41,7 @@ fn child_of(parent: u32) -> u32 {
 
 #[test]
 fn the_score_follows_the_settings_and_the_role() {
-    let dir = std::env::temp_dir().join(format!("goblin-oom-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::temp_path("oom");
     std::fs::create_dir_all(&dir).unwrap();
     let snapshot = dir.join("dump.gcsn");
     let s = Server::start(&["--load", snapshot.to_str().unwrap(), "--enable-debug-command", "yes"]);
@@ -94,7 +93,6 @@ fn the_score_follows_the_settings_and_the_role() {
     assert_eq!(score(pid), 15);
     set(&mut c, "oom-score-adj", "no").unwrap();
     assert_eq!(score(pid), base);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

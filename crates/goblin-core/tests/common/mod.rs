@@ -54,7 +54,27 @@ pub fn temp_path(tag: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("goblin-test-{}-{n}-{tag}", std::process::id()))
+    test_root().join(format!("{n}-{tag}"))
+}
+
+/// The folder every path of [`temp_path`] is in: one per test process, removed when the
+/// process exits, so that a run leaves nothing behind in the temporary folder (thousands of
+/// runs had filled the disk). A failing test prints its server's log before that.
+static TEST_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn test_root() -> &'static PathBuf {
+    extern "C" fn remove_test_root() {
+        if let Some(root) = TEST_ROOT.get() {
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+    TEST_ROOT.get_or_init(|| {
+        let root = std::env::temp_dir().join(format!("goblin-test-{}", std::process::id()));
+        std::fs::create_dir_all(&root).expect("the test folder");
+        // SAFETY: registers a function that takes no arguments and only removes files.
+        unsafe { libc::atexit(remove_test_root) };
+        root
+    })
 }
 
 /// The `process_id` that the server behind `stream` reports in `INFO server` (0: it requires
