@@ -62,6 +62,18 @@ pub fn unknown_subcommand(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
     reply::error(out, &unknown_subcommand_text(cmd, sub));
 }
 
+/// Redis's `addReplySubcommandSyntaxError`: a subcommand given arguments its own handler (not
+/// the command table) refuses, named as the client wrote it: `unknown subcommand or wrong number
+/// of arguments for '<sub>'. Try <CMD> HELP.`
+pub fn subcommand_syntax_error(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
+    let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
+    msg.extend_from_slice(truncate(sub));
+    msg.extend_from_slice(b"'. Try ");
+    msg.extend(cmd.iter().map(|b| b.to_ascii_uppercase()));
+    msg.extend_from_slice(b" HELP.");
+    reply::error(out, &msg);
+}
+
 /// The text of [`unknown_subcommand`]'s error.
 pub fn unknown_subcommand_text(cmd: &[u8], sub: &[u8]) -> Vec<u8> {
     let mut msg = b"ERR unknown subcommand '".to_vec();

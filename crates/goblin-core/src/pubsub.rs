@@ -406,7 +406,7 @@ impl Server {
         match sub.as_slice() {
             b"channels" | b"shardchannels" => {
                 if args.len() > 3 {
-                    return syntax_error(out, args[1]);
+                    return engine::errors::subcommand_syntax_error(out, b"pubsub", args[1]);
                 }
                 let index = if sub == b"channels" { &self.pubsub.channels } else { &self.pubsub.shard };
                 let glob = args.get(2).map(|p| Glob::new(p, false));
@@ -439,14 +439,6 @@ impl Server {
             _ => engine::errors::unknown_subcommand(out, args[0], args[1]),
         }
     }
-}
-
-/// Redis's `addReplySubcommandSyntaxError` for PUBSUB: the subcommand as the client typed it.
-fn syntax_error(out: &mut Vec<u8>, sub: &[u8]) {
-    let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
-    msg.extend_from_slice(&sub[..sub.len().min(128)]);
-    msg.extend_from_slice(b"'. Try PUBSUB HELP.");
-    reply::error(out, &msg);
 }
 
 const PUBSUB_HELP: &[&str] = &[

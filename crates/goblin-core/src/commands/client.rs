@@ -126,10 +126,7 @@ pub fn client(s: &mut Server, c: &mut Conn, slot: usize, args: &[&[u8]]) {
                 return;
             }
             if args.len() > 4 {
-                let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
-                msg.extend_from_slice(args[1]);
-                msg.extend_from_slice(b"'. Try CLIENT HELP.");
-                return reply::error(out, &msg);
+                return engine::errors::subcommand_syntax_error(out, b"client", args[1]);
             }
             // The reason is judged before the ID, as in Redis.
             let error = match args.get(3) {

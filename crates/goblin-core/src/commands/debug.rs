@@ -193,12 +193,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         // DEBUG has no table of subcommands in Redis: a known one with the wrong arguments
         // gets its syntax error.
-        _ => {
-            let mut e = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
-            e.extend_from_slice(&args[1][..args[1].len().min(128)]);
-            e.extend_from_slice(b"'. Try DEBUG HELP.");
-            reply::error(&mut c.out, &e)
-        }
+        _ => engine::errors::subcommand_syntax_error(&mut c.out, b"debug", args[1]),
     }
 }
 

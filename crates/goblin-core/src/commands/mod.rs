@@ -423,18 +423,6 @@ pub(crate) fn wrong_sub_arity(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
     errors::wrong_arity(out, &name);
 }
 
-/// A subcommand given the wrong number of arguments where Redis's own handler (not its
-/// command table) catches it: `unknown subcommand or wrong number of arguments for 'sub'`,
-/// the subcommand as the client wrote it (ACL CAT, GENPASS and LOG with too many).
-fn sub_syntax_error(out: &mut Vec<u8>, cmd: &[u8], sub: &[u8]) {
-    let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
-    msg.extend_from_slice(&sub[..sub.len().min(128)]);
-    msg.extend_from_slice(b"'. Try ");
-    msg.extend(cmd.iter().map(u8::to_ascii_uppercase));
-    msg.extend_from_slice(b" HELP.");
-    reply::error(out, &msg);
-}
-
 /// Checks a subcommand's arity (Redis convention: n exact, -n at least n, counting the command
 /// and the subcommand), writing Redis's error if wrong.
 pub(crate) fn sub_arity_ok(out: &mut Vec<u8>, args: &[&[u8]], arity: i32) -> bool {
@@ -731,7 +719,7 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"cat" => {
             if args.len() > 3 {
-                return sub_syntax_error(out, args[0], args[1]);
+                return errors::subcommand_syntax_error(out, args[0], args[1]);
             }
             let specs: Vec<&'static CommandSpec> = engine::command::all().collect();
             match args.get(2) {
@@ -775,7 +763,7 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"genpass" => {
             if args.len() > 3 {
-                return sub_syntax_error(out, args[0], args[1]);
+                return errors::subcommand_syntax_error(out, args[0], args[1]);
             }
             let bits = match args.get(2).map(|a| util::parse_i64(a)) {
                 None => 256,
@@ -846,7 +834,7 @@ fn acl(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         // times).
         b"log" => {
             if args.len() > 3 {
-                return sub_syntax_error(out, args[0], args[1]);
+                return errors::subcommand_syntax_error(out, args[0], args[1]);
             }
             let count = match args.get(2) {
                 None => None,

@@ -588,7 +588,7 @@ impl Server {
             }
             b"flush" => {
                 if args.len() > 3 {
-                    return sub_syntax_error(&mut c.out, args[1]);
+                    return engine::errors::subcommand_syntax_error(&mut c.out, b"function", args[1]);
                 }
                 let mut out = std::mem::take(&mut c.out);
                 self.engine.function_command(args, &mut out);
@@ -773,7 +773,7 @@ impl Server {
     /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]
     fn function_restore(&mut self, c: &mut Conn, args: &[&[u8]]) {
         if args.len() > 4 {
-            return sub_syntax_error(&mut c.out, args[1]);
+            return engine::errors::subcommand_syntax_error(&mut c.out, b"function", args[1]);
         }
         #[derive(PartialEq)]
         enum Policy {
@@ -923,14 +923,6 @@ impl Server {
         }
         true
     }
-}
-
-/// Redis's reply to a FUNCTION subcommand given too many arguments by its own check.
-fn sub_syntax_error(out: &mut Vec<u8>, sub: &[u8]) {
-    let mut e = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
-    e.extend_from_slice(sub);
-    e.extend_from_slice(b"'. Try FUNCTION HELP.");
-    reply::error(out, &e);
 }
 
 /// FUNCTION STATS: the running function (or null) and the Lua engine's counts.
