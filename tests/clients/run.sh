@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
-# redis-benchmark, RQ and Celery (pytest), then ioredis, node-redis and BullMQ (node --test), then go-redis (go test),
+# redis-benchmark, RQ and Celery (pytest), then ioredis, node-redis, BullMQ, Bee-Queue,
+# rate-limiter-flexible and express-session with connect-redis (node --test), then go-redis (go test),
 # then Jedis, Lettuce and Redisson (mvn test). All suites always run; the script exits non-zero if any
 # fails, and ends with one "N passed, N failed" line.
 #
@@ -19,7 +20,7 @@ echo "== client tests: pytest (redis-py, RQ, Celery, redis-cli, redis-benchmark)
 (cd "$here" && timeout 600 python3 -m pytest -q -p no:cacheprovider -rfEs) 2>&1 | tee "$log/py"
 py_rc=${PIPESTATUS[0]}
 
-echo "== client tests: node --test (ioredis, node-redis, BullMQ)"
+echo "== client tests: node --test (ioredis, node-redis, BullMQ, Bee-Queue, rate-limiter-flexible, connect-redis)"
 (cd "$here/node" && timeout 600 node --test) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
 
