@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
-# redis-benchmark, RQ and Celery (pytest), then ioredis, node-redis, BullMQ, Bee-Queue,
-# rate-limiter-flexible and express-session with connect-redis (node --test), then go-redis (go test),
-# then Jedis, Lettuce and Redisson (mvn test). All suites always run; the script exits non-zero if any
-# fails, and ends with one "N passed, N failed" line.
+# redis-benchmark, RQ, Celery, Dramatiq and huey (pytest), then ioredis, node-redis, BullMQ,
+# Bee-Queue, rate-limiter-flexible and express-session with connect-redis (node --test), then
+# go-redis (go test), then Jedis, Lettuce and Redisson (mvn test). All suites always run; the
+# script exits non-zero if any fails, and ends with one "N passed, N failed" line.
 #
 # Needs what scripts/install-deps.sh installs (requirements.txt, node/node_modules, the Go
 # modules of go/go.mod, java/pom.xml's artifacts in ~/.m2, tmux, redis-tools). The binary is
@@ -16,7 +16,7 @@ export GOBLIN_CORE_BIN="${GOBLIN_CORE_BIN:-$CARGO_TARGET_DIR/debug/goblin-core}"
 log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 
-echo "== client tests: pytest (redis-py, RQ, Celery, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
+echo "== client tests: pytest (redis-py, RQ, Celery, Dramatiq, huey, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
 (cd "$here" && timeout 600 python3 -m pytest -q -p no:cacheprovider -rfEs) 2>&1 | tee "$log/py"
 py_rc=${PIPESTATUS[0]}
 
