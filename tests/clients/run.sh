@@ -2,8 +2,9 @@
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
 # redis-benchmark, RQ, Celery, Dramatiq and huey (pytest), then ioredis, node-redis, BullMQ,
 # Bee-Queue, rate-limiter-flexible and express-session with connect-redis (node --test), then
-# go-redis (go test), then Jedis, Lettuce and Redisson (mvn test). All suites always run; the
-# script exits non-zero if any fails, and ends with one "N passed, N failed" line.
+# go-redis (go test), then Jedis, Lettuce, Redisson, Spring Data Redis and Spring Session (mvn
+# test). All suites always run; the script exits non-zero if any fails, and ends with one
+# "N passed, N failed" line.
 #
 # Needs what scripts/install-deps.sh installs (requirements.txt, node/node_modules, the Go
 # modules of go/go.mod, java/pom.xml's artifacts in ~/.m2, tmux, redis-tools). The binary is
@@ -42,7 +43,7 @@ fi
 # -o: offline, from the ~/.m2 that scripts/install-deps.sh filled; a test run never needs the
 # network. Maven 3.8 ends its output with colour resets and no newline, even with -B: sed
 # drops them, so that the closing "clients:" line below stands alone.
-echo "== client tests: mvn test (Jedis, Lettuce, Redisson)"
+echo "== client tests: mvn test (Jedis, Lettuce, Redisson, Spring Data Redis, Spring Session)"
 (cd "$here/java" && timeout 600 mvn -o -B -ntp test) 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' | tee "$log/java"
 java_rc=${PIPESTATUS[0]}
 
