@@ -119,13 +119,6 @@ pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxm
 pub(crate) const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
 /// Whether a command queued in this transaction satisfies `test` (its spec and arguments).
-fn queued_any(m: &crate::conn::Multi, test: impl Fn(&CommandSpec, &[&[u8]]) -> bool) -> bool {
-    m.queued.iter().any(|q| {
-        let args: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
-        args.first().and_then(|n| engine::lookup(n)).is_some_and(|s| test(s, &args))
-    })
-}
-
 /// The size of `args` as a RESP2 array of bulk strings (the request, and the mutation a plain
 /// write becomes).
 fn resp2_len(args: &[&[u8]]) -> usize {
@@ -303,14 +296,9 @@ impl Server {
         // A replica's data changes only through its upstream: a write, or a script that
         // declared writes (a script without flags is stopped at its first write instead), is
         // refused here, before the subscribed context and staleness, in Redis's order.
+        // An EXEC whose queue writes ends the transaction (EXECABORT ... READONLY).
         if self.follows_upstream() && self.writes(conn, spec, args) {
-            if let Some(m) = &mut conn.multi {
-                m.dirty = true;
-            }
-            const READONLY: &[u8] = b"READONLY You can't write against a read only replica.";
-            reply::error(&mut conn.out, READONLY);
-            self.stats.cmds.rejected_reply(spec, READONLY); // commandstats: refused before running
-            return;
+            return self.refuse(conn, spec, b"READONLY You can't write against a read only replica.");
         }
         // The RESP2 subscribed context (Redis's CLIENT_PUBSUB test, made after the arity
         // check as in Redis): the connection carries pushes in-band, so only the pub/sub
@@ -523,19 +511,45 @@ impl Server {
 
     /// Whether a request writes, as Redis's processCommand decides it before running it: a
     /// write command (FUNCTION's writing subcommands included), an EXEC with a queued write, a
-    /// script that declared flags without `no-writes`. A script without flags is checked at
-    /// its first write instead (scripting/call.rs).
+    /// script that declared flags without `no-writes` (queued in a transaction too). A script
+    /// without flags is checked at its first write instead (scripting/call.rs).
     fn writes(&mut self, conn: &Conn, spec: &'static CommandSpec, args: &[&[u8]]) -> bool {
-        let write = |s: &CommandSpec, args: &[&[u8]]| {
-            crate::commands::command::request_flagged(s, args, engine::Flags::WRITE, "write")
-        };
         match &conn.multi {
-            Some(m) if spec.name == "exec" => queued_any(m, write),
-            _ => match self.declared_script_flags(spec, args) {
-                Some(flags) => flags & crate::scripting::functions::NO_WRITES == 0,
-                None => write(spec, args),
-            },
+            Some(m) if spec.name == "exec" => self.queued_any(m, Self::request_writes),
+            _ => self.request_writes(spec, args),
         }
+    }
+
+    /// One request's write flag: a declared script's `no-writes`, else the command's flag.
+    fn request_writes(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+        match self.declared_script_flags(spec, args) {
+            Some(flags) => flags & crate::scripting::functions::NO_WRITES == 0,
+            None => crate::commands::command::request_flagged(spec, args, engine::Flags::WRITE, "write"),
+        }
+    }
+
+    /// One request's deny-oom flag, as Redis derives it: a script that declared its flags is
+    /// deny-oom unless it declared `no-writes` or `allow-oom`; a command by its flag, subcommand
+    /// by subcommand (FUNCTION LOAD, XGROUP CREATE).
+    fn request_denyoom(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+        use crate::scripting::functions::{ALLOW_OOM, NO_WRITES};
+        match self.declared_script_flags(spec, args) {
+            Some(flags) => flags & (NO_WRITES | ALLOW_OOM) == 0,
+            None => crate::commands::command::request_flagged(spec, args, engine::Flags::DENYOOM, "denyoom"),
+        }
+    }
+
+    /// Whether any request queued in a transaction passes `test` (Redis ORs the flags of the
+    /// queued commands, a script's declared flags among them, into the transaction's).
+    fn queued_any(
+        &mut self,
+        m: &crate::conn::Multi,
+        test: fn(&mut Self, &CommandSpec, &[&[u8]]) -> bool,
+    ) -> bool {
+        m.queued.iter().any(|q| {
+            let args: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+            args.first().and_then(|n| engine::lookup(n)).is_some_and(|s| test(self, s, &args))
+        })
     }
 
     /// One eviction round now, if a limit is set and exceeded (CONFIG SET maxmemory lowered the
@@ -607,20 +621,10 @@ impl Server {
         if freed_enough {
             return false;
         }
-        // Deny-oom as Redis flags it, subcommand by subcommand (FUNCTION LOAD, XGROUP CREATE).
-        let denyoom = |s: &CommandSpec, args: &[&[u8]]| {
-            crate::commands::command::request_flagged(s, args, engine::Flags::DENYOOM, "denyoom")
-        };
         match &conn.multi {
-            Some(m) if spec.name == "exec" => queued_any(m, denyoom),
+            Some(m) if spec.name == "exec" => self.queued_any(m, Self::request_denyoom),
             Some(_) => !matches!(spec.name, "discard" | "multi" | "watch" | "quit" | "reset"),
-            None => match self.declared_script_flags(spec, args) {
-                Some(flags) => {
-                    use crate::scripting::functions::{ALLOW_OOM, NO_WRITES};
-                    flags & (NO_WRITES | ALLOW_OOM) == 0
-                }
-                None => denyoom(spec, args),
-            },
+            None => self.request_denyoom(spec, args),
         }
     }
 

@@ -115,6 +115,32 @@ fn daemonize() {
     }
 }
 
+/// A server that keeps its dataset only in memory says so at startup when its configuration
+/// reads as if it persisted (redis-server's defaults and a redis.conf's `save` rules, or a
+/// `dbfilename` file left in the working directory): save rules act on the snapshot given with
+/// `--load`, and an RDB file is never loaded at startup. Without the line an operator who
+/// moved a redis.conf over would find an empty server after the first restart.
+fn warn_of_memory_only_persistence(cfg: &config::Config) {
+    if cfg.load.is_some() || cfg.kafka.is_some() {
+        return;
+    }
+    if std::path::Path::new(&cfg.dbfilename).is_file() {
+        tracing::warn!(
+            "{} in the working directory is not loaded: goblin-core starts from a native snapshot \
+             given with --load (`goblin-core import-rdb` turns an RDB file into one)",
+            cfg.dbfilename
+        );
+    }
+    if !cfg.save.0.is_empty() {
+        tracing::warn!(
+            "no --load snapshot path: the dataset is kept in memory only, the save rules and \
+             SHUTDOWN write nothing a restart loads (SAVE and BGSAVE write {} for Redis's tools); \
+             give --load PATH to keep it across restarts, or --save \"\" to silence this",
+            cfg.dbfilename
+        );
+    }
+}
+
 fn main() {
     // `goblin-core [redis.conf] [--option value ...]`, as redis-server.
     let loaded = config_file::load(std::env::args_os().collect()).unwrap_or_else(|fatal| {
@@ -263,6 +289,7 @@ fn main() {
     let Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka } = recover(&cfg);
     let after_recovery = commands::info::allocated_bytes();
     // Changes since the last save count from the snapshot, replayed mutations included.
+    warn_of_memory_only_persistence(&cfg);
     let mut snapshots =
         snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), snapshot_offset, loaded_keys);
     snapshots.rdb_filename = cfg.dbfilename.clone();

@@ -159,6 +159,8 @@ pub struct ServerStats {
     pub query_buffer_limit_disconnections: u64,
     /// Clients closed by client eviction (`maxmemory-clients`; INFO `evicted_clients`).
     pub evicted_clients: u64,
+    /// Scripts EVAL cached and dropped as least recently run (INFO `evicted_scripts`).
+    pub evicted_scripts: u64,
     /// Waits that polled without blocking first (the busy-poll window was open).
     pub busy_poll_spins: u64,
     /// Ring of (time, total commands) samples taken each cron tick, for

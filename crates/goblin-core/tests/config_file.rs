@@ -559,3 +559,74 @@ fn user_lines_declare_acl_users() {
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("Duplicate user 'foo' found"), "{log}");
 }
+
+/// Redis settings whose every value behaves the same here (`activerehashing`, the `lazyfree-*`
+/// family, `sanitize-dump-payload`, `propagation-error-behavior` ...) are taken from a file and
+/// by CONFIG SET with Redis's checks, and read back as set, as redis-server 8.2 does: a client
+/// or tool that sets one gets OK and sees its value, not "Unknown option".
+#[test]
+fn settings_that_behave_the_same_either_way_read_back_as_redis8() {
+    let dir = fresh_dir("inert-choices");
+    let conf = write(
+        &dir,
+        "redis.conf",
+        "sanitize-dump-payload clients\nlazyfree-lazy-user-flush yes\nactiverehashing no\n",
+    );
+    let (g, gport, mut redis, rport) = start_both(&conf, "inert-choices");
+    let names = [
+        "activerehashing",
+        "lazyfree-lazy-eviction",
+        "lazyfree-lazy-expire",
+        "lazyfree-lazy-server-del",
+        "lazyfree-lazy-user-del",
+        "lazyfree-lazy-user-flush",
+        "replica-lazy-flush",
+        "slave-lazy-flush",
+        "propagation-error-behavior",
+        "sanitize-dump-payload",
+        "replica-ignore-disk-write-errors",
+    ];
+    let session: Vec<Vec<&str>> = [
+        names.iter().map(|n| vec!["CONFIG", "GET", n]).collect::<Vec<_>>(),
+        vec![
+            vec!["CONFIG", "SET", "sanitize-dump-payload", "maybe"],
+            vec!["CONFIG", "SET", "propagation-error-behavior", "panic-on-replicas"],
+            vec!["CONFIG", "SET", "propagation-error-behavior", "explode"],
+            vec!["CONFIG", "SET", "lazyfree-lazy-eviction", "YES"],
+            vec!["CONFIG", "SET", "activerehashing", "sometimes"],
+            vec!["CONFIG", "SET", "slave-lazy-flush", "yes"],
+        ],
+        names.iter().map(|n| vec!["CONFIG", "GET", n]).collect::<Vec<_>>(),
+    ]
+    .concat();
+    let mut answers = Vec::new();
+    for port in [gport, rport] {
+        let mut con =
+            redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let got: Vec<String> = session
+            .iter()
+            .map(|args| {
+                let mut cmd = redis::cmd(args[0]);
+                for a in &args[1..] {
+                    cmd.arg(*a);
+                }
+                match cmd.query::<redis::Value>(&mut con) {
+                    Ok(v) => format!("{args:?} -> {v:?}"),
+                    Err(e) => format!("{args:?} -> {:?} {:?}", e.code(), e.detail()),
+                }
+            })
+            .collect();
+        answers.push(got);
+    }
+    redis.kill().unwrap();
+    redis.wait().unwrap();
+    drop(g);
+    for (ours, theirs) in answers[0].iter().zip(&answers[1]) {
+        assert_eq!(ours, theirs, "goblin-core against redis-server 8.2");
+    }
+    let ours = answers[0].join("\n");
+    let first_get =
+        answers[0].iter().find(|l| l.starts_with("[\"CONFIG\", \"GET\", \"sanitize-dump-payload\"]"));
+    assert!(first_get.is_some_and(|l| l.contains("clients")), "{ours}");
+    assert!(ours.contains("argument(s) must be one of the following: no, yes, clients"), "{ours}");
+}

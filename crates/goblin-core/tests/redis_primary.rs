@@ -605,6 +605,64 @@ fn scripts_on_a_stale_replica_answer_as_redis8() {
     assert!(answers[0][0].contains("MASTERDOWN"), "{answers:?}");
 }
 
+/// A transaction queued on a primary and executed after the server became a replica: EXEC
+/// is refused whole (EXECABORT ... READONLY) when the queue holds a write, a script whose
+/// shebang leaves out `no-writes` or a function without it among them, as in Redis, which ORs
+/// the queued commands' flags, a script's declared ones included; a script without a shebang
+/// is not known to write until it does (READONLY inside the transaction's reply). Compared
+/// with redis-server 8.2 answer by answer.
+#[test]
+fn exec_on_a_server_that_became_a_replica_answers_as_redis8() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let library = "#!lua name=txlib\n\
+        redis.register_function{function_name='reader', callback=function() return 'r' end, flags={'no-writes'}}\n\
+        redis.register_function{function_name='writer', callback=function() return 'w' end}";
+    let queues: &[&[&[&str]]] = &[
+        &[&["EVAL", "#!lua\nreturn 1", "0"]],
+        &[&["EVAL", "#!lua flags=no-writes\nreturn 2", "0"]],
+        &[&["EVAL", "redis.call('set', 'x', 1) return 1", "1", "x"]],
+        &[&["EVAL", "return 3", "0"]],
+        &[&["GET", "x"], &["SET", "x", "1"]],
+        &[&["FCALL", "writer", "0"]],
+        &[&["FCALL", "reader", "0"]],
+        &[&["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"]],
+    ];
+    let show = |r: redis::RedisResult<Value>| -> String {
+        match r {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
+        }
+    };
+    let g = Server::start(&["--save", ""]);
+    let r = RedisServer::start8();
+    let mut answers = Vec::new();
+    let (gconn, rconn) = (|| g.conn(), || r.conn());
+    for server in [&gconn as &dyn Fn() -> redis::Connection, &rconn] {
+        let mut admin = server();
+        q(&mut admin, &["FUNCTION", "LOAD", library]);
+        q(&mut admin, &["SCRIPT", "LOAD", "#!lua\nreturn 1"]);
+        let mut clients: Vec<redis::Connection> = queues.iter().map(|_| server()).collect();
+        for (c, queue) in clients.iter_mut().zip(queues) {
+            q(c, &["MULTI"]);
+            for args in *queue {
+                q(c, args);
+            }
+        }
+        q(&mut admin, &["REPLICAOF", "127.0.0.1", &nobody.to_string()]);
+        let mut got = Vec::new();
+        for (c, queue) in clients.iter_mut().zip(queues) {
+            got.push(format!("{queue:?} -> {}", show(redis::cmd("EXEC").query::<Value>(c))));
+        }
+        q(&mut admin, &["REPLICAOF", "NO", "ONE"]);
+        answers.push(got);
+    }
+    for (g, r) in answers[0].iter().zip(&answers[1]) {
+        assert_eq!(g, r, "goblin-core against redis-server 8.2");
+    }
+    assert!(answers[0][0].contains("EXECABORT"), "{answers:?}");
+    assert!(answers[0][1].contains("int(2)") || answers[0][1].contains("Int(2)"), "{answers:?}");
+}
+
 /// A failover between redis-servers, as Sentinel runs it: the primary's redis-server replica
 /// is promoted (REPLICAOF NO ONE) and goblin-core is pointed at it (REPLICAOF). goblin-core
 /// continues the same replication from the promoted server's backlog (PSYNC2: `+CONTINUE`),

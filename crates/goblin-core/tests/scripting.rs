@@ -915,26 +915,27 @@ fn many_scripts_keep_lua_memory_small() {
     assert!(lua < 100 * 1024, "used_memory_lua {lua} after 10000 scripts");
 }
 
-/// Every distinct script stays cached and callable, however many there are: 12,000 EVALs of
-/// different bodies, then each one's EVALSHA, and 12,000 functions in 120 libraries, each
-/// called. (A compiled chunk held as an `mlua::Function` took a slot of mlua's auxiliary
-/// stack, and the 7,997th distinct script aborted the server.)
+/// Every distinct script SCRIPT LOAD cached stays cached and callable, however many there
+/// are: 12,000 loads of different bodies, then each one's EVALSHA, and 12,000 functions in
+/// 120 libraries, each called. (A compiled chunk held as an `mlua::Function` took a slot of
+/// mlua's auxiliary stack, and the 7,997th distinct script aborted the server.)
 #[test]
 fn twelve_thousand_distinct_scripts_and_functions_stay_callable() {
     let s = Server::start(&[]);
     let mut c = s.raw();
     let n = 12_000;
     let mut batch = Vec::new();
+    let sha = |i: usize| sha1_smol::Sha1::from(format!("return {i}")).digest().to_string();
     for i in 0..n {
-        batch.extend(request(&[b"EVAL", format!("return {i}").as_bytes(), b"0"]));
+        batch.extend(request(&[b"SCRIPT", b"LOAD", format!("return {i}").as_bytes()]));
     }
     send(&mut c, &batch);
     for i in 0..n {
-        assert_eq!(read_reply(&mut c), format!(":{i}\r\n").into_bytes(), "EVAL #{i}");
+        assert_eq!(read_reply(&mut c), format!("$40\r\n{}\r\n", sha(i)).into_bytes(), "SCRIPT LOAD #{i}");
     }
     batch.clear();
     for i in 0..n {
-        let sha = sha1_smol::Sha1::from(format!("return {i}")).digest().to_string();
+        let sha = sha(i);
         batch.extend(request(&[b"EVALSHA", sha.as_bytes(), b"0"]));
     }
     send(&mut c, &batch);
@@ -965,4 +966,65 @@ fn twelve_thousand_distinct_scripts_and_functions_stay_callable() {
     for i in 0..n {
         assert_eq!(read_reply(&mut c), format!(":{i}\r\n").into_bytes(), "FCALL #{i}");
     }
+}
+
+/// EVAL's script cache keeps the 500 most recently run scripts EVAL cached, as Redis 7.4 and
+/// later do (an application that builds a new body per call would otherwise grow it without
+/// bound): the least recently run goes first (EVAL and EVALSHA both count as a run), SCRIPT
+/// LOAD's scripts are never dropped and do not count (nor does a later SCRIPT LOAD of a body
+/// EVAL cached make it safe, as in Redis 8.2), `evicted_scripts` counts the dropped ones and
+/// CONFIG RESETSTAT clears it. The same session against redis-server 8.2, answer by answer.
+#[test]
+fn eval_scripts_are_evicted_least_recently_run_first_as_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let sha = |body: &str| sha1_smol::Sha1::from(body).digest().to_string();
+    let field = |c: &mut TcpStream, section: &str, name: &str| -> String {
+        let info = String::from_utf8(call_str(c, &["INFO", section])).unwrap();
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).expect(name).to_string();
+        line[name.len() + 1..].to_string()
+    };
+    let mut sessions = Vec::new();
+    for port in [g.port, r.port] {
+        let mut c = open(port);
+        let mut got = Vec::new();
+        let mut log = |what: &str, reply: Vec<u8>| got.push(format!("{what} -> {}", show(&reply)));
+        call_str(&mut c, &["CONFIG", "RESETSTAT"]);
+        log("load kept", call_str(&mut c, &["SCRIPT", "LOAD", "return 'kept'"]));
+        log("eval kept", call_str(&mut c, &["EVAL", "return 'kept'", "0"]));
+        log("eval promoted", call_str(&mut c, &["EVAL", "return 'promoted'", "0"]));
+        log("load promoted", call_str(&mut c, &["SCRIPT", "LOAD", "return 'promoted'"]));
+        // 'promoted' and 'return 0'..'return 498': 500 scripts EVAL cached.
+        let mut batch = Vec::new();
+        for i in 0..499 {
+            batch.extend(request(&[b"EVAL", format!("return {i}").as_bytes(), b"0"]));
+        }
+        send(&mut c, &batch);
+        for i in 0..499 {
+            assert_eq!(read_reply(&mut c), format!(":{i}\r\n").into_bytes(), "EVAL #{i}");
+        }
+        log("before", field(&mut c, "memory", "number_of_cached_scripts").into_bytes());
+        // 'return 0' becomes the most recently run: 'promoted', then 'return 1' go first.
+        log("evalsha 0", call_str(&mut c, &["EVALSHA", &sha("return 0"), "0"]));
+        log("eval 499", call_str(&mut c, &["EVAL", "return 499", "0"]));
+        log("eval 500", call_str(&mut c, &["EVAL", "return 500", "0"]));
+        let names = ["return 'kept'", "return 'promoted'", "return 0", "return 1", "return 2", "return 500"];
+        let mut exists = vec!["SCRIPT".to_string(), "EXISTS".to_string()];
+        exists.extend(names.iter().map(|b| sha(b)));
+        let exists: Vec<&str> = exists.iter().map(String::as_str).collect();
+        log("exists", call_str(&mut c, &exists));
+        log("evalsha 1", call_str(&mut c, &["EVALSHA", &sha("return 1"), "0"]));
+        log("evicted", field(&mut c, "stats", "evicted_scripts").into_bytes());
+        log("cached", field(&mut c, "memory", "number_of_cached_scripts").into_bytes());
+        call_str(&mut c, &["CONFIG", "RESETSTAT"]);
+        log("evicted after resetstat", field(&mut c, "stats", "evicted_scripts").into_bytes());
+        sessions.push(got);
+    }
+    for (ours, theirs) in sessions[0].iter().zip(&sessions[1]) {
+        assert_eq!(ours, theirs, "goblin-core against redis-server 8.2");
+    }
+    let ours = sessions[0].join("\n");
+    assert!(ours.contains("exists -> *6\\r\\n:1\\r\\n:0\\r\\n:1\\r\\n:0\\r\\n:1\\r\\n:1"), "{ours}");
+    assert!(ours.contains("evicted -> 2\n"), "{ours}");
+    assert!(ours.contains("cached -> 501\n"), "{ours}");
 }

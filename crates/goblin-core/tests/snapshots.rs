@@ -403,6 +403,37 @@ fn a_damaged_snapshot_refuses_to_start_and_names_the_damage() {
     assert!(!err.contains("listening on"), "{err}");
 }
 
+/// A server without `--load` (nor `--kafka`) keeps its dataset in memory only, and says so at
+/// startup when its configuration reads as if it persisted: save rules (redis-server's
+/// defaults among them) and a `dbfilename` file in the working directory that it does not
+/// load. With `--save ""` and no such file, it says nothing; with `--load`, neither.
+#[test]
+fn a_memory_only_server_says_so_when_it_looks_persistent() {
+    let dir = folder("memory-only");
+    let s = Server::start_in(Some(&dir), &[]);
+    let log = s.log();
+    assert!(log.contains("no --load snapshot path: the dataset is kept in memory only"), "{log}");
+    assert!(!log.contains("is not loaded"), "{log}");
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    drop(s);
+    let s = Server::start_in(Some(&dir), &["--save", ""]);
+    let log = s.log();
+    assert!(log.contains("dump.rdb in the working directory is not loaded"), "{log}");
+    assert!(log.contains("import-rdb"), "{log}");
+    assert!(!log.contains("kept in memory only"), "{log}");
+    drop(s);
+    std::fs::remove_file(dir.join("dump.rdb")).unwrap();
+    let s = Server::start_in(Some(&dir), &["--save", ""]);
+    let log = s.log();
+    assert!(!log.contains("kept in memory only") && !log.contains("is not loaded"), "{log}");
+    drop(s);
+    let snap = dir.join("s.gcsn");
+    let s = Server::start_in(Some(&dir), &["--load", snap.to_str().unwrap()]);
+    assert!(!s.log().contains("kept in memory only"), "{}", s.log());
+}
+
 /// Without `--load`, SAVE, BGSAVE (and SCHEDULE) and SHUTDOWN SAVE write a Redis RDB file at
 /// `dbfilename` in the working directory, as redis-server writes dump.rdb: redis-server loads
 /// it with the same contents, and `import-rdb` brings it back into goblin-core. A name that is

@@ -15,14 +15,47 @@ use resp::reply;
 /// encoding whatever their size. (name, current value).
 const INERT: &[&str] = &["list-max-listpack-size", "list-max-ziplist-size", "list-compress-depth"];
 
+/// Redis settings whose every value behaves the same here, taken from Redis's choices and
+/// reported as set (CONFIG GET, CONFIG REWRITE, a configuration file): (name, choices (none:
+/// yes or no), Redis's default). Tables rehash incrementally whatever `activerehashing` says;
+/// values are freed at once, so the `lazyfree-*` choices only move when memory is returned;
+/// RESTORE decodes every payload into this server's own structures, which is the deep check
+/// `sanitize-dump-payload yes` asks for, whatever it says; a replica never answers a
+/// replicated write with an error (the effect is what the primary applied), so
+/// `propagation-error-behavior` has nothing to act on; and no replica writes files on its own.
+const INERT_CHOICES: &[(&str, &[&str], &str)] = &[
+    ("activerehashing", &[], "yes"),
+    ("lazyfree-lazy-eviction", &[], "no"),
+    ("lazyfree-lazy-expire", &[], "no"),
+    ("lazyfree-lazy-server-del", &[], "no"),
+    ("lazyfree-lazy-user-del", &[], "no"),
+    ("lazyfree-lazy-user-flush", &[], "no"),
+    ("replica-lazy-flush", &[], "no"),
+    ("slave-lazy-flush", &[], "no"),
+    ("propagation-error-behavior", &["ignore", "panic", "panic-on-replicas"], "ignore"),
+    ("sanitize-dump-payload", &["no", "yes", "clients"], "no"),
+    ("replica-ignore-disk-write-errors", &[], "no"),
+];
+
+/// The setting an inert name stands for (an alias and its name are one setting).
+fn inert_key(name: &'static str) -> &'static str {
+    match name {
+        "list-max-ziplist-size" => "list-max-listpack-size",
+        "slave-lazy-flush" => "replica-lazy-flush",
+        other => other,
+    }
+}
+
 /// (name, value) of every setting CONFIG GET knows, in a stable order.
 fn settings(s: &Server) -> Vec<(&'static str, String)> {
     let c = &s.cfg;
     let limits = store::limits::NAMES
         .iter()
         .map(|n| (*n, store::limits::get(store::limits::by_name(n).expect("named")).to_string()));
-    let inert =
-        INERT.iter().map(|n| (*n, s.inert_config.get(*n).cloned().unwrap_or_else(|| inert_default(n))));
+    let inert = INERT
+        .iter()
+        .chain(INERT_CHOICES.iter().map(|(n, _, _)| n))
+        .map(|n| (*n, s.inert_config.get(inert_key(n)).cloned().unwrap_or_else(|| inert_default(n))));
     let mut all = settings_base(s, c);
     all.extend(limits);
     all.extend(inert);
@@ -32,7 +65,10 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
 fn inert_default(name: &str) -> String {
     match name {
         "list-compress-depth" => "0".into(),
-        _ => "-2".into(),
+        _ => match INERT_CHOICES.iter().find(|(n, _, _)| *n == name) {
+            Some((_, _, default)) => (*default).into(),
+            None => "-2".into(),
+        },
     }
 }
 
@@ -85,7 +121,6 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("tls-port", c.tls_port.to_string()),
         ("protected-mode", "no".into()),
         ("notify-keyspace-events", crate::notify::flags_string(s.notify.flags)),
-        ("lazyfree-lazy-user-del", "no".into()),
         ("daemonize", yes_no(c.daemonize)),
         ("enable-protected-configs", c.enable_protected_configs.name().into()),
         ("enable-debug-command", c.enable_debug_command.name().into()),
@@ -571,6 +606,19 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             name if INERT.contains(&name) => {
                 int(i32::MIN as i64, I32).map(|n| Change::Inert(canon, n.to_string()))
             }
+            name if INERT_CHOICES.iter().any(|(n, _, _)| *n == name) => {
+                let (_, choices, _) = INERT_CHOICES.iter().find(|(n, _, _)| *n == name).expect("found");
+                let v = String::from_utf8_lossy(val).to_ascii_lowercase();
+                if choices.is_empty() {
+                    crate::config::parse_yes_no(&v)
+                        .map(|on| Change::Inert(canon, yes_no(on)))
+                        .map_err(|_| "argument must be 'yes' or 'no'".to_string())
+                } else if choices.contains(&v.as_str()) {
+                    Ok(Change::Inert(canon, v))
+                } else {
+                    Err(format!("argument(s) must be one of the following: {}", choices.join(", ")))
+                }
+            }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
             "rdb-key-save-delay" => int(i32::MIN as i64, I32).map(Change::KeySaveDelay),
             "oom-score-adj" => match crate::oom_score::Mode::parse(val) {
@@ -695,15 +743,13 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             Change::Limit(limit, n) => store::limits::set(limit, n),
             Change::Inert(name, v) => {
-                // A name and its alias are one setting.
-                let key = if name == "list-max-ziplist-size" { "list-max-listpack-size" } else { name };
-                s.inert_config.insert(key, v.clone());
+                let key = inert_key(name);
                 if key == "list-max-listpack-size" {
                     if let Ok(n) = v.parse::<i64>() {
                         store::limits::set_list_max_listpack_size(n);
                     }
-                    s.inert_config.insert("list-max-ziplist-size", v);
                 }
+                s.inert_config.insert(key, v);
             }
             Change::Timeout(n) => s.cfg.idle_timeout_secs = n,
             Change::Hz(n) => s.cfg.hz = n,

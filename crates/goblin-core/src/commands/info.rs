@@ -538,6 +538,7 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "expired_subkeys", "{}", e.expired_fields);
     field!(t, "evicted_keys", "{}", e.evicted_keys);
     field!(t, "evicted_clients", "{}", s.stats.evicted_clients);
+    field!(t, "evicted_scripts", "{}", s.stats.evicted_scripts);
     field!(t, "total_eviction_exceeded_time", "0");
     field!(t, "current_eviction_exceeded_time", "0");
     field!(t, "client_query_buffer_limit_disconnections", "{}", s.stats.query_buffer_limit_disconnections);

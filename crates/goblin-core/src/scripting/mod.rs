@@ -47,7 +47,18 @@ struct Script {
     no_writes: bool,
     /// The shebang's flags, as [`functions::FLAG_NAMES`] bits (0 without a shebang).
     flags: u8,
+    /// The body's length (INFO's used_memory_scripts counts bodies).
+    body_len: usize,
+    /// For a script EVAL cached: its place in [`Scripting::eval_lru`]. None for one SCRIPT LOAD
+    /// cached, which is never evicted (even if EVAL cached it first, as in Redis).
+    lru: Option<u64>,
 }
+
+/// How many scripts EVAL may keep cached: past it the least recently run one is dropped (Redis
+/// 7.4's limit; an application that builds a new script body per call would otherwise grow
+/// the cache without bound). SCRIPT LOAD's scripts do not count and are never dropped: a
+/// client that loaded one relies on its EVALSHA finding it.
+pub const EVAL_SCRIPTS_KEPT: usize = 500;
 
 /// A `#!lua [flags=f1,f2]` first line, as Redis 7 reads it: (length of the line before its
 /// newline, the flags as [`functions::FLAG_NAMES`] bits), or Redis's error.
@@ -176,6 +187,11 @@ pub struct Scripting {
     scripts: HashMap<[u8; 40], Script, std::hash::BuildHasherDefault<ShaHasher>>,
     /// Script bodies' bytes, for INFO's used_memory_scripts.
     bytes: usize,
+    /// EVAL's cached scripts by last run, oldest first (tick -> sha1). Invariant: exactly the
+    /// scripts whose `lru` is Some, each under its own tick; at most [`EVAL_SCRIPTS_KEPT`].
+    eval_lru: std::collections::BTreeMap<u64, [u8; 40]>,
+    /// The last tick given out.
+    lru_clock: u64,
 }
 
 impl Scripting {
@@ -805,6 +821,8 @@ impl Scripting {
             set_loading,
             scripts: HashMap::default(),
             bytes: 0,
+            eval_lru: Default::default(),
+            lru_clock: 0,
         })
     }
 
@@ -824,7 +842,10 @@ impl Scripting {
     }
 
     /// Compiles `body` (if not cached) and returns its sha1; a compile error is Redis's text.
-    fn load(&mut self, body: &[u8]) -> Result<[u8; 40], Vec<u8>> {
+    /// `by_eval`: EVAL caches it (it may be evicted later, and evicts the least recently run
+    /// of EVAL's scripts when there are [`EVAL_SCRIPTS_KEPT`]; `evicted` counts them); else
+    /// SCRIPT LOAD does.
+    fn load(&mut self, body: &[u8], by_eval: bool, evicted: &mut u64) -> Result<[u8; 40], Vec<u8>> {
         let sha = sha1_hex(body);
         if self.scripts.contains_key(&sha) {
             return Ok(sha);
@@ -850,7 +871,17 @@ impl Scripting {
             .and_then(|f| self.lua.create_registry_value(f))
         {
             Ok(f) => {
-                self.scripts.insert(sha, Script { f, shebang, no_writes, flags });
+                let lru = by_eval.then(|| {
+                    while self.eval_lru.len() >= EVAL_SCRIPTS_KEPT {
+                        let (_, oldest) = self.eval_lru.pop_first().expect("a full list");
+                        self.forget(&oldest);
+                        *evicted += 1;
+                    }
+                    self.lru_clock += 1;
+                    self.eval_lru.insert(self.lru_clock, sha);
+                    self.lru_clock
+                });
+                self.scripts.insert(sha, Script { f, shebang, no_writes, flags, body_len: body.len(), lru });
                 self.bytes += body.len();
                 Ok(sha)
             }
@@ -862,6 +893,28 @@ impl Scripting {
                 Err(format!("ERR Error compiling script (new function): {msg}").into_bytes())
             }
         }
+    }
+}
+
+impl Scripting {
+    /// Drops a cached script (its `eval_lru` entry is the caller's): the compiled chunk leaves
+    /// Lua's registry, for the collector to free.
+    fn forget(&mut self, sha: &[u8; 40]) {
+        if let Some(script) = self.scripts.remove(sha) {
+            self.bytes -= script.body_len;
+            // Fails only for a key of another VM, which a script of this cache never holds.
+            let _ = self.lua.remove_registry_value(script.f);
+        }
+    }
+
+    /// EVAL or EVALSHA ran this script: it becomes EVAL's most recently run (if EVAL cached it).
+    fn touch(&mut self, sha: &[u8; 40]) {
+        let Some(script) = self.scripts.get_mut(sha) else { return };
+        let Some(tick) = script.lru else { return };
+        self.eval_lru.remove(&tick);
+        self.lru_clock += 1;
+        script.lru = Some(self.lru_clock);
+        self.eval_lru.insert(self.lru_clock, *sha);
     }
 }
 
@@ -1124,7 +1177,7 @@ impl Server {
             }
             sha
         } else {
-            match sc.load(args[1]) {
+            match sc.load(args[1], true, &mut self.stats.evicted_scripts) {
                 Ok(sha) => sha,
                 Err(msg) => return reply::error(&mut c.out, &msg),
             }
@@ -1149,6 +1202,10 @@ impl Server {
         // Compatibility mode (no shebang) reaches keys of any slot, as in Redis 7.
         let cross_slot_ok = !shebang || flags & functions::ALLOW_CROSS_SLOT != 0;
         self.run_script(c, slot, &sha, keys, argv, ro || no_writes, allow_oom, cross_slot_ok, now);
+        // After the run, as Redis moves it in its list (whatever the script answered).
+        if let Some(sc) = &mut self.scripting {
+            sc.touch(&sha);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1322,7 +1379,7 @@ impl Server {
         match sub.as_slice() {
             b"load" if args.len() == 3 => {
                 let sc = self.scripting.get_or_insert_with(Box::default);
-                match sc.load(args[2]) {
+                match sc.load(args[2], false, &mut self.stats.evicted_scripts) {
                     Ok(sha) => reply::bulk(out, &sha),
                     Err(msg) => reply::error(out, &msg),
                 }
