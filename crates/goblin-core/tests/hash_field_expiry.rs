@@ -264,7 +264,8 @@ fn rdb_files_carry_field_deadlines() {
 
 /// INFO keyspace's `subexpiry` (Redis 8: the hashes with field deadlines), step by step on
 /// goblin-core and redis-server 8.2: a field deadline files the hash, deleting the hash, SET
-/// over it or RENAME move or drop it, FLUSHALL empties it.
+/// over it or RENAME move or drop it, deleting its last field with a deadline drops it (HDEL,
+/// HGETDEL), persisting it does not yet, FLUSHALL empties it.
 #[test]
 fn info_keyspace_counts_hashes_with_field_deadlines_as_redis8() {
     let g = Server::start(&[]);
@@ -291,6 +292,18 @@ fn info_keyspace_counts_hashes_with_field_deadlines_as_redis8() {
         step(c, &["HEXPIRE", "h4", "100", "FIELDS", "1", "a"]);
         step(c, &["DEL", "h4"]);
         step(c, &["HSETEX", "h5", "EX", "100", "FIELDS", "1", "a", "1"]);
+        // The last field with a deadline deleted: the hash leaves the count at once.
+        step(c, &["HSET", "h6", "a", "1", "b", "2", "c", "3"]);
+        step(c, &["HEXPIRE", "h6", "100", "FIELDS", "2", "b", "c"]);
+        step(c, &["HDEL", "h6", "b"]);
+        step(c, &["HDEL", "h6", "c"]);
+        step(c, &["HSET", "h7", "a", "1", "b", "2"]);
+        step(c, &["HEXPIRE", "h7", "100", "FIELDS", "1", "b"]);
+        step(c, &["HGETDEL", "h7", "FIELDS", "1", "b"]);
+        // Persisted: still counted until the active cycle gets to it.
+        step(c, &["HSET", "h8", "a", "1"]);
+        step(c, &["HEXPIRE", "h8", "100", "FIELDS", "1", "a"]);
+        step(c, &["HPERSIST", "h8", "FIELDS", "1", "a"]);
         step(c, &["FLUSHALL"]);
         step(c, &["SET", "plain", "v"]);
         runs.push(got);

@@ -192,8 +192,11 @@ fn hdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Some(_) => return reply::error(out, errors::WRONGTYPE),
     };
     let removed: Vec<&[u8]> = args[2..].iter().copied().filter(|f| h.remove(f)).collect();
-    if h.is_empty() {
+    let (empty, deadlines_left) = (h.is_empty(), h.has_field_deadlines());
+    if empty {
         c.ks.delete(key);
+    } else if !deadlines_left && !removed.is_empty() {
+        super::hash_ttl::forget_field_deadlines(c, key);
     }
     for f in &removed {
         c.emit(&[b"HDEL", key, f]);
@@ -247,8 +250,11 @@ fn hgetdel(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             None => reply::null_bulk(out, proto),
         }
     }
-    if h.is_empty() {
+    let (empty, deadlines_left) = (h.is_empty(), h.has_field_deadlines());
+    if empty {
         c.ks.delete(key);
+    } else if !deadlines_left && !removed.is_empty() {
+        super::hash_ttl::forget_field_deadlines(c, key);
     }
     for f in removed {
         c.emit(&[b"HDEL", key, f]);

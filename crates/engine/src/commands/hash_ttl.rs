@@ -81,6 +81,17 @@ pub(crate) fn expire_fields(c: &mut Ctx, key: &[u8]) {
     c.ks.refile_field_deadline(key, next);
 }
 
+/// The hash at `key` lost its last field deadline to a deletion (HDEL, HGETDEL): it leaves the
+/// field-deadline index now, so that INFO keyspace's `subexpiry` stops counting it at once,
+/// as Redis removes a hash from its field-expiry buckets when its last such field is deleted
+/// (a persisted or overwritten deadline stays filed until the active cycle reaches it, as in
+/// Redis). One lookup, and only while some hash is filed.
+pub(crate) fn forget_field_deadlines(c: &mut Ctx, key: &[u8]) {
+    if c.ks.has_field_deadline_keys() && c.ks.field_deadline_filed(key).is_some() {
+        c.ks.refile_field_deadline(key, None);
+    }
+}
+
 /// A read-only replica's read of a hash some of whose fields are past their deadlines: puts
 /// the hash as a client is to see it, without them, in `c.replica_view` (None if that leaves
 /// nothing: the key reads as missing) and returns true; false when nothing is hidden and the
