@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 const SIGNAL: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -114,6 +114,51 @@ enum Listener {
     SbeUnix(UnixListener),
     /// `--rdma-port`: the RDMA rings' handshake and liveness sockets (transport/rdma.rs).
     Rdma(TcpListener),
+}
+
+/// A listener kind built from a bound TCP socket.
+type TcpKind = fn(TcpListener) -> Listener;
+
+/// The TCP listeners of `ports` ((port, kind, what the log says it listens for); a port of 0
+/// has none), each on every address of `bind` ("-addr", redis.conf's form, is skipped where
+/// this host has no such address). Errors name the address.
+fn bind_tcp(ports: &[(u16, TcpKind, &str)], bind: &[String]) -> io::Result<Vec<Listener>> {
+    let mut listeners = Vec::new();
+    for &(port, kind, what) in ports {
+        if port == 0 {
+            continue;
+        }
+        for b in bind.iter().flat_map(|b| b.split_whitespace()) {
+            let (b, optional) = match b.strip_prefix('-') {
+                Some(rest) => (rest, true),
+                None => (b, false),
+            };
+            let ip: IpAddr = match b {
+                "*" => IpAddr::from([0, 0, 0, 0]),
+                "::*" => IpAddr::from([0u16; 8]),
+                s => s.parse().map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("invalid bind address '{s}'"))
+                })?,
+            };
+            let addr = SocketAddr::new(ip, port);
+            let l = match TcpListener::bind(addr) {
+                Ok(l) => l,
+                Err(e)
+                    if optional
+                        && matches!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL | libc::EAFNOSUPPORT)) =>
+                {
+                    warn!("skipping optional bind address {addr}: {e}");
+                    continue;
+                }
+                Err(e) => {
+                    return Err(io::Error::new(e.kind(), format!("could not listen{what} on {addr}: {e}")))
+                }
+            };
+            info!("listening{what} on {addr}");
+            listeners.push(kind(l));
+        }
+    }
+    Ok(listeners)
 }
 
 /// Binds a Unix-socket listener at `path` (`what` names it in the error) and sets the file's
@@ -586,57 +631,10 @@ impl Server {
     /// bind address, socket path not writable) are returned for `main` to report.
     pub fn open_listeners(&mut self) -> io::Result<()> {
         let cfg = &self.cfg;
-        let mut listeners = Vec::new();
-        // The TCP ports, each on every --bind address: (port, listener kind, what the log says
-        // it listens for).
         if cfg.rdma_port != 0 {
             crate::transport::rdma::check_fabric(cfg)?;
         }
-        type Kind = fn(TcpListener) -> Listener;
-        let tcp: [(u16, Kind, &str); 4] = [
-            (cfg.port, Listener::Tcp, ""),
-            (cfg.tls_port, Listener::Tls, " for TLS"),
-            (cfg.sbe_port, Listener::Sbe, " for SBE binary writes"),
-            (cfg.rdma_port, Listener::Rdma, " for RDMA ring clients"),
-        ];
-        for (port, kind, what) in tcp {
-            if port == 0 {
-                continue;
-            }
-            for b in cfg.bind.iter().flat_map(|b| b.split_whitespace()) {
-                // "-addr" (redis.conf's form): skipped when this host has no such address.
-                let (b, optional) = match b.strip_prefix('-') {
-                    Some(rest) => (rest, true),
-                    None => (b, false),
-                };
-                let ip: IpAddr = match b {
-                    "*" => IpAddr::from([0, 0, 0, 0]),
-                    "::*" => IpAddr::from([0u16; 8]),
-                    s => s.parse().map_err(|_| {
-                        io::Error::new(io::ErrorKind::InvalidInput, format!("invalid bind address '{s}'"))
-                    })?,
-                };
-                let addr = SocketAddr::new(ip, port);
-                let l = match TcpListener::bind(addr) {
-                    Ok(l) => l,
-                    Err(e)
-                        if optional
-                            && matches!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL | libc::EAFNOSUPPORT)) =>
-                    {
-                        warn!("skipping optional bind address {addr}: {e}");
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(io::Error::new(
-                            e.kind(),
-                            format!("could not listen{what} on {addr}: {e}"),
-                        ))
-                    }
-                };
-                info!("listening{what} on {addr}");
-                listeners.push(kind(l));
-            }
-        }
+        let mut listeners = bind_tcp(&self.tcp_ports(true), &cfg.bind)?;
         let mut unix_path = None;
         if let Some(path) = &cfg.unixsocket {
             listeners.push(Listener::Unix(bind_unix(path, cfg.unixsocketperm, "unix socket")?));
@@ -662,9 +660,33 @@ impl Server {
         // overflowing ones wait a second for their SYN's retransmission. listen() again on a
         // listening socket sets the new backlog.
         if !listeners.is_empty() {
-            check_somaxconn(cfg.tcp_backlog);
+            check_somaxconn(self.cfg.tcp_backlog);
         }
-        for (i, l) in listeners.iter_mut().enumerate() {
+        self.listeners = listeners;
+        self.unix_path = unix_path;
+        self.register_listeners()
+    }
+
+    /// The TCP ports this server listens on, as [`bind_tcp`] takes them: the plain port, and
+    /// with `all` the TLS, SBE and RDMA ports too.
+    fn tcp_ports(&self, all: bool) -> Vec<(u16, TcpKind, &'static str)> {
+        let cfg = &self.cfg;
+        let mut ports: Vec<(u16, TcpKind, &'static str)> = vec![(cfg.port, Listener::Tcp, "")];
+        if all {
+            ports.extend([
+                (cfg.tls_port, Listener::Tls as TcpKind, " for TLS"),
+                (cfg.sbe_port, Listener::Sbe, " for SBE binary writes"),
+                (cfg.rdma_port, Listener::Rdma, " for RDMA ring clients"),
+            ]);
+        }
+        ports
+    }
+
+    /// Registers every listener with the poller under its token (`LISTENER_BASE` + its index)
+    /// and sets its backlog.
+    fn register_listeners(&mut self) -> io::Result<()> {
+        let backlog = self.cfg.tcp_backlog;
+        for (i, l) in self.listeners.iter_mut().enumerate() {
             let t = Token(LISTENER_BASE + i);
             let fd = match l {
                 Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => {
@@ -677,13 +699,67 @@ impl Server {
                 }
             };
             // SAFETY: `fd` is a bound, listening socket this server owns.
-            if unsafe { libc::listen(fd, cfg.tcp_backlog) } != 0 {
+            if unsafe { libc::listen(fd, backlog) } != 0 {
                 let e = io::Error::last_os_error();
                 return Err(io::Error::new(e.kind(), format!("could not set the listen backlog: {e}")));
             }
         }
-        self.listeners = listeners;
-        self.unix_path = unix_path;
+        Ok(())
+    }
+
+    /// CONFIG SET port / bind, as Redis applies them: the plain TCP listener moves to `port`,
+    /// and with a new `bind` every TCP listener (TLS, SBE and RDMA too) to its addresses. The
+    /// old sockets of the kinds that change are closed first, since the new ones may take the
+    /// same address; if the new ones cannot all be bound, the old settings are bound again and
+    /// the error is returned (the setting is unchanged). Accepted connections stay. Listener
+    /// tokens are given out again: they are indexes into `listeners`.
+    pub(crate) fn relisten(&mut self, port: u16, bind: Vec<String>) -> Result<(), String> {
+        let all = bind != self.cfg.bind;
+        let moves = |l: &Listener| match l {
+            Listener::Tcp(_) => true,
+            Listener::Tls(_) | Listener::Sbe(_) | Listener::Rdma(_) => all,
+            Listener::Unix(_) | Listener::Ring(_) | Listener::SbeUnix(_) => false,
+        };
+        let mut old = std::mem::take(&mut self.listeners);
+        for l in old.iter_mut() {
+            let _ = match l {
+                Listener::Tcp(l) | Listener::Tls(l) | Listener::Sbe(l) | Listener::Rdma(l) => {
+                    self.poll.registry().deregister(l)
+                }
+                Listener::Unix(l) | Listener::Ring(l) | Listener::SbeUnix(l) => {
+                    self.poll.registry().deregister(l)
+                }
+            };
+        }
+        let (closed, kept): (Vec<Listener>, Vec<Listener>) = old.into_iter().partition(|l| moves(l));
+        drop(closed);
+        let (old_port, old_bind) = (self.cfg.port, std::mem::replace(&mut self.cfg.bind, bind));
+        self.cfg.port = port;
+        let outcome = match bind_tcp(&self.tcp_ports(all), &self.cfg.bind) {
+            Ok(fresh) => Ok(fresh),
+            Err(e) => {
+                warn!("CONFIG SET: {e}; listening on the previous addresses again");
+                self.cfg.port = old_port;
+                self.cfg.bind = old_bind;
+                Err(bind_tcp(&self.tcp_ports(all), &self.cfg.bind).unwrap_or_else(|e| {
+                    error!("CONFIG SET: could not listen on the previous addresses again: {e}");
+                    Vec::new()
+                }))
+            }
+        };
+        let failed = outcome.is_err();
+        self.listeners = outcome.unwrap_or_else(|back| back).into_iter().chain(kept).collect();
+        if let Err(e) = self.register_listeners() {
+            error!("CONFIG SET: could not register the listeners: {e}");
+        }
+        if failed {
+            return Err(if old_port != port {
+                "Unable to listen on this port. Check server logs."
+            } else {
+                "Failed to bind to specified addresses."
+            }
+            .to_string());
+        }
         Ok(())
     }
 

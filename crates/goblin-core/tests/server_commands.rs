@@ -370,6 +370,65 @@ fn config_get_set() {
 
 /// `--jemalloc-bg-thread` (Redis's `jemalloc-bg-thread`, on by default): jemalloc's own report
 /// shows its background purging thread running or not, and CONFIG SET switches it.
+/// CONFIG SET port and bind move the listener at run time, as in Redis: the new port answers
+/// and the old one is closed; a port another socket holds, or an address that is not one,
+/// fails with Redis's text and leaves the server listening where it was; connections already
+/// open stay. The same steps against redis-server 8.2 give the same replies.
+#[test]
+fn config_set_port_and_bind_move_the_listener_as_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut sessions = Vec::new();
+    for start_port in [g.port, r.port] {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{start_port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut got = Vec::new();
+        let mut step = |c: &mut redis::Connection, args: &[&str], label: &str| {
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            got.push(match cmd.query::<Value>(c) {
+                Ok(v) => format!("{label} -> {v:?}"),
+                Err(e) => format!("{label} -> {:?} {:?}", e.code(), e.detail()),
+            });
+        };
+        let reaches = |port: u16| {
+            redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                .unwrap()
+                .get_connection()
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok()
+        };
+        let moved = common::free_port();
+        step(&mut c, &["CONFIG", "SET", "port", &moved.to_string()], "move");
+        assert!(reaches(moved), "the new port {moved} answers");
+        assert!(!reaches(start_port), "the old port {start_port} is closed");
+        // A port another socket holds: refused, and the server stays where it was.
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let held = holder.local_addr().unwrap().port();
+        step(&mut c, &["CONFIG", "SET", "port", &held.to_string()], "held port");
+        step(&mut c, &["CONFIG", "SET", "bind", "999.999.999.999"], "bad address");
+        assert!(reaches(moved), "still on {moved} after the refusals");
+        step(&mut c, &["CONFIG", "SET", "bind", "127.0.0.1 -::1"], "two addresses");
+        step(&mut c, &["CONFIG", "GET", "bind"], "bind now");
+        assert!(reaches(moved));
+        // No address at all: no new connection, the open one still served.
+        step(&mut c, &["CONFIG", "SET", "bind", ""], "no address");
+        assert!(!reaches(moved), "nothing listens with an empty bind");
+        step(&mut c, &["PING"], "open connection");
+        step(&mut c, &["CONFIG", "SET", "bind", "127.0.0.1"], "back");
+        assert!(reaches(moved));
+        sessions.push(got);
+    }
+    for (ours, theirs) in sessions[0].iter().zip(&sessions[1]) {
+        assert_eq!(ours, theirs, "goblin-core against redis-server 8.2");
+    }
+    assert!(sessions[0][1].contains("Unable to listen on this port"), "{:?}", sessions[0]);
+}
+
 #[test]
 fn jemalloc_background_thread_follows_the_setting() {
     fn running(con: &mut redis::Connection) -> bool {

@@ -441,6 +441,8 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         ServeStale(bool),
         Oom,
         KeySaveDelay(i64),
+        Port(u16),
+        Bind(Vec<String>),
         Nothing,
     }
     // Eviction settings accumulate over the pairs (two of them may be set at once); so do the
@@ -620,6 +622,17 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 }
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
+            // Applied before the rest (the listeners may fail to bind): see `Server::relisten`.
+            "port" => int(0, 65535).map(|n| Change::Port(n as u16)),
+            "bind" => {
+                let text = String::from_utf8_lossy(val);
+                let addrs: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+                if addrs.len() > 16 {
+                    Err("Too many bind addresses specified.".to_string())
+                } else {
+                    Ok(Change::Bind(addrs))
+                }
+            }
             "rdb-key-save-delay" => int(i32::MIN as i64, I32).map(Change::KeySaveDelay),
             "oom-score-adj" => match crate::oom_score::Mode::parse(val) {
                 Some(mode) => {
@@ -687,6 +700,15 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
     }
     // The OOM score is written before anything else changes: a write the kernel refuses
     // (lowering it takes privileges) fails the whole CONFIG SET, as in Redis.
+    let new_port = changes.iter().find_map(|c| if let Change::Port(p) = c { Some(*p) } else { None });
+    let new_bind = changes.iter().find_map(|c| if let Change::Bind(b) = c { Some(b.clone()) } else { None });
+    let (port, bind) = (new_port.unwrap_or(s.cfg.port), new_bind.unwrap_or_else(|| s.cfg.bind.clone()));
+    if port != s.cfg.port || bind != s.cfg.bind {
+        let name: &[u8] = if port != s.cfg.port { b"port" } else { b"bind" };
+        if let Err(why) = s.relisten(port, bind) {
+            return set_failed(name, &why);
+        }
+    }
     if changes.iter().any(|c| matches!(c, Change::Oom)) {
         if let Err(e) = oom.apply(s.oom_class()) {
             tracing::warn!("Unable to write oom_score_adj: {e}");
@@ -765,6 +787,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 s.evict_now();
             }
             Change::KeySaveDelay(us) => store::limits::set_key_save_delay_us(us),
+            Change::Port(_) | Change::Bind(_) => {} // applied first, above
             Change::Oom | Change::Nothing => {}
         }
     }
