@@ -2,9 +2,9 @@
 # Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
 # redis-benchmark, RQ, Celery, Dramatiq and huey (pytest), then ioredis, node-redis, BullMQ,
 # Bee-Queue, rate-limiter-flexible and express-session with connect-redis (node --test), then
-# go-redis (go test), then Jedis, Lettuce, Redisson, Spring Data Redis and Spring Session (mvn
-# test). All suites always run; the script exits non-zero if any fails, and ends with one
-# "N passed, N failed" line.
+# go-redis, rueidis, redsync and redis_rate (go test), then Jedis, Lettuce, Redisson, Spring Data
+# Redis and Spring Session (mvn test). All suites always run; the script exits non-zero if any
+# fails, and ends with one "N passed, N failed" line.
 #
 # Needs what scripts/install-deps.sh installs (requirements.txt, node/node_modules, the Go
 # modules of go/go.mod, java/pom.xml's artifacts in ~/.m2, tmux, redis-tools). The binary is
@@ -26,7 +26,7 @@ echo "== client tests: node --test (ioredis, node-redis, BullMQ, Bee-Queue, rate
 node_rc=${PIPESTATUS[0]}
 
 # -count=1: go test caches a passing run by source and environment, not by the server binary.
-echo "== client tests: go test (go-redis)"
+echo "== client tests: go test (go-redis, rueidis, redsync, redis_rate)"
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"  # as scripts/install-deps.sh
 fi
