@@ -900,14 +900,17 @@ fn corrupt_hll_values_match_redis() {
             }
             if rng.gen_ratio(1, 10) {
                 v.push(rng.gen_range(0x40..0x80)); // a cut-off XZERO
+            } else if rng.gen_ratio(1, 9) {
+                v.push(rng.gen_range(0x80..=0xff)); // a value run past the last register
             }
         }
         let b = |s: &str| s.as_bytes().to_vec();
         compare(&mut redis, &mut e, vec![b("SET"), b("c"), v]);
-        match round % 4 {
+        match round % 5 {
             0 => compare(&mut redis, &mut e, vec![b("PFCOUNT"), b("c")]),
             1 => compare(&mut redis, &mut e, vec![b("PFADD"), b("c"), b("x"), b("y"), b("zz"), b("w")]),
             2 => compare(&mut redis, &mut e, vec![b("PFMERGE"), b("m"), b("c")]),
+            3 => compare(&mut redis, &mut e, vec![b("PFMERGE"), b("c"), b("c")]),
             _ => compare(&mut redis, &mut e, vec![b("PFCOUNT"), b("c"), b("m")]),
         }
         compare(&mut redis, &mut e, vec![b("GET"), b("c")]);

@@ -211,7 +211,7 @@ fn sparse_to_dense(s: &mut Vec<u8>) -> Result<(), ()> {
             Op::Zero(len) | Op::XZero(len) => idx += len,
             Op::Val(v, len) => {
                 if idx + len > REGISTERS {
-                    break;
+                    return Err(());
                 }
                 for _ in 0..len {
                     dense_put(&mut d[HDR..], idx, v);
@@ -434,8 +434,10 @@ fn merge_into(max: &mut [u8], s: &[u8]) -> Result<(), ()> {
         match op {
             Op::Zero(len) | Op::XZero(len) => i += len,
             Op::Val(v, len) => {
+                // A run past the last register is corruption even when the runs before it
+                // covered all of them exactly (Redis 8.2 refuses such a value too).
                 if i + len > REGISTERS {
-                    break;
+                    return Err(());
                 }
                 for m in &mut max[i..i + len] {
                     *m = (*m).max(v);
