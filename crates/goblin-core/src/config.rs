@@ -108,6 +108,14 @@ pub struct Config {
     #[arg(long = "tcp-backlog", default_value_t = 511, value_parser = clap::value_parser!(i32).range(1..=65535))]
     pub tcp_backlog: i32,
 
+    /// TCP keepalive of client connections, in seconds (Redis's `tcp-keepalive`, default 300;
+    /// 0: off): after that long without traffic the kernel probes the client every third of
+    /// it, and a client that answers none of three probes (a crashed host, a cut network) is
+    /// closed, freeing its connection, its blocked commands and its memory. Also CONFIG SET
+    /// (for connections accepted afterwards, as in Redis).
+    #[arg(long = "tcp-keepalive", default_value_t = 300, value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    pub tcp_keepalive: u32,
+
     /// Maximum number of connected clients; further connections get an error and are closed.
     #[arg(long, default_value_t = 10000, value_parser = clap::value_parser!(u32).range(1..))]
     pub maxclients: u32,

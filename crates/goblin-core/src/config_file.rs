@@ -106,7 +106,6 @@ const IGNORED: &[&str] = &[
     "syslog-enabled",
     "syslog-facility",
     "syslog-ident",
-    "tcp-keepalive",
     "vset-force-single-threaded-execution",
     // Redis's hidden settings for its own test suite (slow loads and saves on purpose).
     "key-load-delay",

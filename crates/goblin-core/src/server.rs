@@ -1306,6 +1306,7 @@ impl Server {
                     let _ = s.set_nodelay(true);
                     let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     let fd = s.as_raw_fd();
+                    crate::transport::client_keepalive(fd, self.cfg.tcp_keepalive);
                     (Stream::Tcp(s), peer.to_string(), laddr, fd, false)
                 }),
                 Listener::Unix(l) | Listener::SbeUnix(l) => l.accept().map(|(s, _)| {
@@ -1318,6 +1319,7 @@ impl Server {
                     let _ = s.set_nodelay(true);
                     let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     let fd = s.as_raw_fd();
+                    crate::transport::client_keepalive(fd, self.cfg.tcp_keepalive);
                     let cfg = self.tls.clone().expect("a TLS listener has a TLS configuration");
                     // The handshake runs inside the connection's reads and writes, never
                     // blocking the loop.

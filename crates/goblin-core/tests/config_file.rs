@@ -249,15 +249,18 @@ fn the_command_line_wins_and_takes_redis_options() {
         "--latency-monitor-threshold",
         "7",
         "--tcp-keepalive",
-        "300",
+        "120",
+        "--rdbcompression",
+        "yes",
         "--loglevel",
         "warning",
     ]);
     let mut con2 = s2.conn();
     assert_eq!(config_get(&mut con2, "latency-monitor-threshold"), "7");
     assert_eq!(config_get(&mut con2, "loglevel"), "warning");
+    assert_eq!(config_get(&mut con2, "tcp-keepalive"), "120");
     let log = s2.log();
-    assert!(log.contains("ignored Redis settings that have no meaning here: tcp-keepalive"), "{log}");
+    assert!(log.contains("ignored Redis settings that have no meaning here: rdbcompression"), "{log}");
     assert!(!log.contains("Ready to accept connections"), "warning hides info lines: {log}");
     // "-": the configuration comes from standard input as well (after the file, before the
     // options).

@@ -550,11 +550,13 @@ fn differential(proto: u8) {
     }
     assert!(!fams.is_empty(), "no command family implemented");
     let seeds: u64 = std::env::var("DIFF_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    // DIFF_FIRST_SEED=N starts the run at seed N (a long hunt past the seeds CI runs).
+    let first: u64 = std::env::var("DIFF_FIRST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let per_seed = 300;
     let mut compared = 0;
     let keep_going = std::env::var_os("DIFF_KEEP_GOING").is_some();
     let mut differences = 0;
-    for seed in 0..seeds {
+    for seed in first..first + seeds {
         let mut g = Gen { rng: StdRng::seed_from_u64(seed) };
         let mut rc = Conn::open(redis.port, proto);
         let mut gc = Conn::open(goblin.port, proto);

@@ -429,6 +429,56 @@ fn config_set_port_and_bind_move_the_listener_as_redis8() {
     assert!(sessions[0][1].contains("Unable to listen on this port"), "{:?}", sessions[0]);
 }
 
+/// The server side of the client connection whose local port is `client_port`, as `ss`
+/// shows it with its timers (`timer:(keepalive,...)` when keepalive is on).
+fn server_socket_timers(server_port: u16, client_port: u16) -> String {
+    let out = std::process::Command::new("ss")
+        .args([
+            "-tnoH",
+            "state",
+            "established",
+            &format!("( sport = :{server_port} and dport = :{client_port} )"),
+        ])
+        .output()
+        .expect("ss (iproute2)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!text.trim().is_empty(), "ss found no connection {server_port} -> {client_port}");
+    text
+}
+
+/// `tcp-keepalive` (Redis's default 300 s): client connections get TCP keepalive, so that a
+/// client that vanished without closing (a crashed host, a cut network) is found and closed;
+/// 0 turns it off; CONFIG SET applies to the connections accepted afterwards, as in Redis.
+#[test]
+fn client_connections_get_tcp_keepalive() {
+    let s = Server::start(&["--tcp-keepalive", "7"]);
+    let open = |port: u16| {
+        let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut probe = c.try_clone().unwrap();
+        send(&mut probe, b"PING\r\n");
+        assert_eq!(read_reply(&mut probe), b"+PONG\r\n");
+        c
+    };
+    let first = open(s.port);
+    let timers = server_socket_timers(s.port, first.local_addr().unwrap().port());
+    assert!(timers.contains("keepalive"), "{timers}");
+    let mut con = s.conn();
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("tcp-keepalive").query(&mut con).unwrap();
+    assert_eq!(got, ["tcp-keepalive", "7"]);
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("tcp-keepalive").arg("0").query(&mut con).unwrap();
+    let second = open(s.port);
+    let timers = server_socket_timers(s.port, second.local_addr().unwrap().port());
+    assert!(!timers.contains("keepalive"), "{timers}");
+    // The default is Redis's.
+    let d = Server::start(&[]);
+    let mut con = d.conn();
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("tcp-keepalive").query(&mut con).unwrap();
+    assert_eq!(got, ["tcp-keepalive", "300"]);
+    let third = open(d.port);
+    assert!(server_socket_timers(d.port, third.local_addr().unwrap().port()).contains("keepalive"));
+}
+
 #[test]
 fn jemalloc_background_thread_follows_the_setting() {
     fn running(con: &mut redis::Connection) -> bool {

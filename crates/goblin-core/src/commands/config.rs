@@ -95,7 +95,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("appendonly", if c.kafka.is_some() { "yes" } else { "no" }.into()),
         ("databases", s.engine.databases().to_string()),
         ("timeout", c.idle_timeout_secs.to_string()),
-        ("tcp-keepalive", "0".into()),
+        ("tcp-keepalive", c.tcp_keepalive.to_string()),
         ("proto-max-bulk-len", s.limits.max_bulk_len.to_string()),
         ("client-query-buffer-limit", s.query_buffer_limit.to_string()),
         ("client-output-buffer-limit", s.output_limits.text()),
@@ -442,6 +442,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         Oom,
         KeySaveDelay(i64),
         Port(u16),
+        TcpKeepalive(u32),
         Bind(Vec<String>),
         Nothing,
     }
@@ -622,6 +623,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 }
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
+            "tcp-keepalive" => int(0, I32).map(|n| Change::TcpKeepalive(n as u32)),
             // Applied before the rest (the listeners may fail to bind): see `Server::relisten`.
             "port" => int(0, 65535).map(|n| Change::Port(n as u16)),
             "bind" => {
@@ -788,6 +790,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             Change::KeySaveDelay(us) => store::limits::set_key_save_delay_us(us),
             Change::Port(_) | Change::Bind(_) => {} // applied first, above
+            Change::TcpKeepalive(n) => s.cfg.tcp_keepalive = n,
             Change::Oom | Change::Nothing => {}
         }
     }

@@ -418,29 +418,7 @@ fn read_some(stream: &mut Stream, buf: &mut Vec<u8>, deadline: Instant) -> io::R
 /// partition) is noticed by TCP keepalive: after 10 s of silence, probes every 5 s, the link
 /// fails after 3 unanswered ones (about 25 s), and the replica goes not ready and reconnects.
 fn keepalive(s: &std::net::TcpStream) -> io::Result<()> {
-    let fd = s.as_raw_fd();
-    for (level, name, value) in [
-        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
-        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 10),
-        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 5),
-        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
-    ] {
-        let v: libc::c_int = value;
-        // SAFETY: setting an integer socket option on a socket we own.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                name,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    crate::transport::set_keepalive(s.as_raw_fd(), 10, 5, 3)
 }
 
 fn open(settings: &Settings) -> io::Result<Stream> {

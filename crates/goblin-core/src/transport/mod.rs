@@ -3,7 +3,8 @@
 //! the `--ring` shared-memory listener, and the polling every *polled* stream shares. [`rdma`]:
 //! the `--rdma-port` listener (RDMA-write rings, crates/rdma-ring). [`sbe`]: the `--sbe-port` /
 //! `--sbe-unixsocket` binary write listener (SBE messages in, Acks out, through the same
-//! dispatcher).
+//! dispatcher). [`set_keepalive`]: TCP keepalive, for client connections (`tcp-keepalive`)
+//! and a replica's upstream link.
 
 pub mod rdma;
 pub mod ring;
@@ -79,5 +80,47 @@ impl Polled for goblin_rdma::Endpoint {
     }
     fn wake_fd(&self) -> Option<RawFd> {
         goblin_rdma::Endpoint::wake_fd(self)
+    }
+}
+
+/// Turns on TCP keepalive for the socket `fd`: after `idle_secs` of silence the kernel probes
+/// the peer every `interval_secs`, and after `count` unanswered probes the connection fails,
+/// so that a peer that vanished without a FIN (a crashed host, a partition) is noticed.
+pub fn set_keepalive(
+    fd: std::os::fd::RawFd,
+    idle_secs: u32,
+    interval_secs: u32,
+    count: u32,
+) -> std::io::Result<()> {
+    let clamp = |v: u32| v.clamp(1, i32::MAX as u32) as libc::c_int;
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, clamp(idle_secs)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, clamp(interval_secs)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, clamp(count)),
+    ] {
+        // SAFETY: setting an integer socket option on a socket the caller owns.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A client connection's keepalive as Redis sets it from `tcp-keepalive` N (0: off): probes
+/// after N seconds of silence, every N/3 seconds (at least 1), three of them.
+pub fn client_keepalive(fd: std::os::fd::RawFd, secs: u32) {
+    if secs > 0 {
+        // A socket that refuses the options is served without them.
+        let _ = set_keepalive(fd, secs, (secs / 3).max(1), 3);
     }
 }
