@@ -605,6 +605,63 @@ fn scripts_on_a_stale_replica_answer_as_redis8() {
     assert!(answers[0][0].contains("MASTERDOWN"), "{answers:?}");
 }
 
+/// How a replica presents itself, as redis-server 8.2 does: `replica-announce-ip` and
+/// `replica-announce-port` are the address its primary lists (INFO `slave0`, what Sentinel
+/// connects to), `replica-priority` and `replica-announced` are INFO's `slave_priority` and
+/// `replica_announced` (Sentinel never promotes a replica of priority 0). A goblin-core replica
+/// and a redis-server 8.2 replica of the same primary, configured alike, are listed alike.
+#[test]
+fn a_replica_announces_its_address_and_priority_as_redis8() {
+    let r = RedisServer::start8();
+    let mut rc = r.conn();
+    let config = [
+        ("replica-announce-ip", "10.1.2.3"),
+        ("replica-announce-port", "4321"),
+        ("replica-priority", "0"),
+        ("replica-announced", "no"),
+    ];
+    let (_g, mut gc) = follower(r.port, &[], &config);
+    let peer = RedisServer::start8();
+    let mut pc = peer.conn();
+    for (name, value) in config {
+        q(&mut pc, &["CONFIG", "SET", name, value]);
+    }
+    q(&mut pc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut pc, "master_link_status", "up", "the redis-server replica's sync");
+    let listed = |rc: &mut redis::Connection| -> Vec<String> {
+        let mut l: Vec<String> = (0..2)
+            .filter_map(|i| info_field(rc, "replication", &format!("slave{i}")))
+            .map(|v| v.split(',').take(2).collect::<Vec<_>>().join(","))
+            .collect();
+        l.sort();
+        l
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while listed(&mut rc).len() < 2 {
+        assert!(Instant::now() < deadline, "the primary never listed both replicas: {:?}", listed(&mut rc));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both announce the same address.
+    assert_eq!(listed(&mut rc), ["ip=10.1.2.3,port=4321", "ip=10.1.2.3,port=4321"]);
+    for field in ["slave_priority", "replica_announced"] {
+        assert_eq!(
+            info_field(&mut gc, "replication", field),
+            info_field(&mut pc, "replication", field),
+            "{field}"
+        );
+    }
+    assert_eq!(info_field(&mut gc, "replication", "slave_priority").as_deref(), Some("0"));
+    for name in [
+        "replica-priority",
+        "slave-priority",
+        "replica-announce-ip",
+        "slave-announce-port",
+        "replica-announced",
+    ] {
+        assert_eq!(q(&mut gc, &["CONFIG", "GET", name]), q(&mut pc, &["CONFIG", "GET", name]), "{name}");
+    }
+}
+
 /// A transaction queued on a primary and executed after the server became a replica: EXEC
 /// is refused whole (EXECABORT ... READONLY) when the queue holds a write, a script whose
 /// shebang leaves out `no-writes` or a function without it among them, as in Redis, which ORs

@@ -116,6 +116,14 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("replica-read-only", "yes".into()),
         ("replica-serve-stale-data", yes_no(s.redis_primary_settings.serve_stale)),
         ("slave-serve-stale-data", yes_no(s.redis_primary_settings.serve_stale)),
+        // How this server presents itself as a replica (Sentinel reads the priority).
+        ("replica-priority", s.redis_primary_settings.priority.to_string()),
+        ("slave-priority", s.redis_primary_settings.priority.to_string()),
+        ("replica-announced", yes_no(s.redis_primary_settings.announced)),
+        ("replica-announce-ip", s.redis_primary_settings.announce_ip.clone().unwrap_or_default()),
+        ("slave-announce-ip", s.redis_primary_settings.announce_ip.clone().unwrap_or_default()),
+        ("replica-announce-port", s.redis_primary_settings.announce_port.to_string()),
+        ("slave-announce-port", s.redis_primary_settings.announce_port.to_string()),
         ("slave-read-only", "yes".into()),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
         ("tls-port", c.tls_port.to_string()),
@@ -438,6 +446,10 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         MasterUser(Option<String>),
         MasterAuth(Option<String>),
         ReplTimeout(u64),
+        ReplicaPriority(u32),
+        ReplicaAnnounced(bool),
+        AnnounceIp(Option<String>),
+        AnnouncePort(u16),
         ServeStale(bool),
         Oom,
         KeySaveDelay(i64),
@@ -518,6 +530,16 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 Ok(Change::MasterAuth((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
             }
             "repl-timeout" => int(1, I32).map(|n| Change::ReplTimeout(n as u64)),
+            "replica-priority" | "slave-priority" => int(0, I32).map(|n| Change::ReplicaPriority(n as u32)),
+            "replica-announced" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::ReplicaAnnounced)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "replica-announce-ip" | "slave-announce-ip" => {
+                Ok(Change::AnnounceIp((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
+            }
+            "replica-announce-port" | "slave-announce-port" => {
+                int(0, 65535).map(|n| Change::AnnouncePort(n as u16))
+            }
             "replica-serve-stale-data" | "slave-serve-stale-data" => {
                 crate::config::parse_yes_no(&String::from_utf8_lossy(val))
                     .map(Change::ServeStale)
@@ -736,6 +758,11 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::MasterUser(u) => s.redis_primary_settings.masteruser = u,
             Change::MasterAuth(p) => s.redis_primary_settings.masterauth = p,
             Change::ReplTimeout(n) => s.redis_primary_settings.repl_timeout_secs = n,
+            // Given to the primary at the next handshake, as in Redis.
+            Change::ReplicaPriority(n) => s.redis_primary_settings.priority = n,
+            Change::ReplicaAnnounced(on) => s.redis_primary_settings.announced = on,
+            Change::AnnounceIp(ip) => s.redis_primary_settings.announce_ip = ip,
+            Change::AnnouncePort(p) => s.redis_primary_settings.announce_port = p,
             Change::ServeStale(on) => s.redis_primary_settings.serve_stale = on,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,
             Change::ShutdownTimeout(n) => s.redis_replicas.shutdown_timeout_secs = n,

@@ -67,11 +67,29 @@ pub struct PrimarySettings {
     /// `replica-serve-stale-data`: while the link is down, serve what is held (yes), or
     /// refuse all but the commands flagged stale with MASTERDOWN (no).
     pub serve_stale: bool,
+    /// How this server presents itself as a replica, for Sentinel and the primary's INFO:
+    /// `replica-priority` (INFO `slave_priority`; 0: never to be promoted), `replica-announced`
+    /// (whether Sentinel lists it), and `replica-announce-ip` / `replica-announce-port` (the
+    /// address given to the primary at the handshake, in place of the connection's and
+    /// `--port`: a replica behind NAT or in a container).
+    pub priority: u32,
+    pub announced: bool,
+    pub announce_ip: Option<String>,
+    pub announce_port: u16,
 }
 
 impl Default for PrimarySettings {
     fn default() -> Self {
-        PrimarySettings { masteruser: None, masterauth: None, repl_timeout_secs: 60, serve_stale: true }
+        PrimarySettings {
+            masteruser: None,
+            masterauth: None,
+            repl_timeout_secs: 60,
+            serve_stale: true,
+            priority: 100,
+            announced: true,
+            announce_ip: None,
+            announce_port: 0,
+        }
     }
 }
 
@@ -371,10 +389,19 @@ fn handshake(
         }
     }
     // Older primaries may not know these; the replication goes on without (as in Redis).
-    let port = plan.listening_port.to_string();
-    let reply = r.command(&["REPLCONF", "listening-port", &port])?;
+    let announced_port = match plan.settings.announce_port {
+        0 => plan.listening_port,
+        p => p,
+    };
+    let reply = r.command(&["REPLCONF", "listening-port", &announced_port.to_string()])?;
     if reply.starts_with('-') {
         warn!("replica of {from}: the primary refused REPLCONF listening-port: {reply}");
+    }
+    if let Some(ip) = &plan.settings.announce_ip {
+        let reply = r.command(&["REPLCONF", "ip-address", ip])?;
+        if reply.starts_with('-') {
+            warn!("replica of {from}: the primary refused REPLCONF ip-address: {reply}");
+        }
     }
     let reply = r.command(&["REPLCONF", "capa", "eof", "capa", "psync2"])?;
     if reply.starts_with('-') {
@@ -1015,9 +1042,9 @@ impl Server {
         if !up {
             f("master_link_down_since_seconds", &p.down_since.elapsed().as_secs());
         }
-        f("slave_priority", &100);
+        f("slave_priority", &self.redis_primary_settings.priority);
         f("slave_read_only", &1);
-        f("replica_announced", &1);
+        f("replica_announced", &(self.redis_primary_settings.announced as u8));
         f("redis_primary_replid", &p.replid.as_deref().unwrap_or("?"));
         f("redis_primary_full_syncs", &p.full_syncs);
         f("redis_primary_partial_syncs", &p.partial_syncs);

@@ -1353,9 +1353,9 @@ impl Server {
                 // Mutations applied from frames that Kafka has not confirmed yet (--kafka only):
                 // the next reconnect checks them against the topic.
                 f("replica_unconfirmed_mutations", &r.unconfirmed.len());
-                f("slave_priority", &100);
+                f("slave_priority", &self.redis_primary_settings.priority);
                 f("slave_read_only", &1);
-                f("replica_announced", &1);
+                f("replica_announced", &(self.redis_primary_settings.announced as u8));
                 self.subscribers_info(&mut f);
                 f("kafka_acknowledged_offset", &acked);
             }
