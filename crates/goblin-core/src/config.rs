@@ -191,6 +191,13 @@ pub struct Config {
     #[arg(long = "daemonize", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub daemonize: bool,
 
+    /// Refuse writes (and PING) with Redis's MISCONF while the last snapshot save failed and
+    /// save rules are in force (`--load` and `--save`), as Redis's `stop-writes-on-bgsave-error`
+    /// (default yes): a server that can no longer persist says so to its writers instead of
+    /// taking writes a restart would lose. The next successful save lifts it. Also CONFIG SET.
+    #[arg(long = "stop-writes-on-bgsave-error", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub stop_writes_on_bgsave_error: bool,
+
     /// Redis's `hz` (reported by INFO and CONFIG GET; goblin-core's timers do not depend on it).
     #[arg(long = "hz", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
     pub hz: u32,

@@ -92,7 +92,6 @@ const IGNORED: &[&str] = &[
     "slave-ignore-maxmemory",
     "slave-read-only",
     "socket-mark-id",
-    "stop-writes-on-bgsave-error",
     "stream-node-max-bytes",
     "stream-node-max-entries",
     "supervised",

@@ -119,6 +119,9 @@ pub(crate) const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxm
 pub(crate) const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
 /// Whether a command queued in this transaction satisfies `test` (its spec and arguments).
+/// Redis's refusal of writes after a failed save (`stop-writes-on-bgsave-error`).
+const MISCONF: &[u8] = b"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
 /// The size of `args` as a RESP2 array of bulk strings (the request, and the mutation a plain
 /// write becomes).
 fn resp2_len(args: &[&[u8]]) -> usize {
@@ -296,6 +299,14 @@ impl Server {
         // A replica's data changes only through its upstream: a write, or a script that
         // declared writes (a script without flags is stopped at its first write instead), is
         // refused here, before the subscribed context and staleness, in Redis's order.
+        // The last save failed (stop-writes-on-bgsave-error): writes and PING are refused, as
+        // Redis refuses them, until a save works. A replica applies what its upstream sends.
+        if self.writes_stopped_by_failed_save()
+            && !self.follows_upstream()
+            && (spec.name == "ping" || self.writes(conn, spec, args))
+        {
+            return self.refuse(conn, spec, MISCONF);
+        }
         // An EXEC whose queue writes ends the transaction (EXECABORT ... READONLY).
         if self.follows_upstream() && self.writes(conn, spec, args) {
             return self.refuse(conn, spec, b"READONLY You can't write against a read only replica.");

@@ -491,6 +491,16 @@ impl Server {
     }
 
     /// Mutations since the last successful save.
+    /// Whether writes are refused for a failed save (Redis's `stop-writes-on-bgsave-error`):
+    /// the setting is on, save rules are in force (they act on a `--load` snapshot only) and
+    /// the last save failed.
+    pub(crate) fn writes_stopped_by_failed_save(&self) -> bool {
+        self.cfg.stop_writes_on_bgsave_error
+            && self.snapshots.path.is_some()
+            && !self.snapshots.rules.is_empty()
+            && !self.snapshots.last_bgsave_ok
+    }
+
     pub(crate) fn changes_since_save(&self) -> u64 {
         self.engine.repl.offset.saturating_sub(self.snapshots.last_save_offset)
     }
@@ -547,6 +557,8 @@ impl Server {
                 self.snapshots.last_save_unix = now_ms() / 1000;
                 self.snapshots.last_save_offset = self.engine.repl.offset;
                 self.snapshots.saves += 1;
+                // A save that worked clears a failed one's MISCONF, as Redis's SAVE does.
+                self.snapshots.last_bgsave_ok = true;
                 Ok(())
             }
             Err(e) => {
@@ -586,6 +598,7 @@ impl Server {
                 self.snapshots.last_save_unix = now_ms() / 1000;
                 self.snapshots.last_save_offset = meta.logical_offset;
                 self.snapshots.saves += 1;
+                self.snapshots.last_bgsave_ok = true;
                 Ok(())
             }
             Err(e) => {

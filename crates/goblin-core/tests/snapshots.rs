@@ -403,6 +403,47 @@ fn a_damaged_snapshot_refuses_to_start_and_names_the_damage() {
     assert!(!err.contains("listening on"), "{err}");
 }
 
+/// `stop-writes-on-bgsave-error` (default yes, as Redis): once a save of the `--load` snapshot
+/// fails (here the path became a directory), writes and PING get Redis's MISCONF, reads still
+/// run and the replies name the setting; a save that works lifts it; with the setting off,
+/// writes go on after a failed save.
+#[test]
+fn a_failed_save_stops_writes_until_a_save_works() {
+    let dir = folder("misconf");
+    let path = dir.join("s.gcsn");
+    let s = Server::start(&["--load", path.to_str().unwrap(), "--save", "3600 1"]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    let e = redis::cmd("BGSAVE").query::<String>(&mut con).map(|_| wait_bgsave(&mut con));
+    if let Ok(m) = &e {
+        assert_eq!(m["rdb_last_bgsave_status"], "err", "{m:?}");
+    }
+    let refused = redis::cmd("SET").arg("k").arg("w").query::<()>(&mut con).unwrap_err();
+    assert_eq!(refused.code(), Some("MISCONF"), "{refused}");
+    assert!(refused.to_string().contains("stop-writes-on-bgsave-error"), "{refused}");
+    let ping = redis::cmd("PING").query::<String>(&mut con).unwrap_err();
+    assert_eq!(ping.code(), Some("MISCONF"), "{ping}");
+    let v: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(v, "v", "reads still run");
+    // The setting off: writes go on.
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("stop-writes-on-bgsave-error").arg("no").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("w").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("stop-writes-on-bgsave-error")
+        .arg("yes")
+        .query(&mut con)
+        .unwrap();
+    assert!(redis::cmd("SET").arg("k").arg("x").query::<()>(&mut con).is_err());
+    // The disk fixed, a save that works lifts the refusal.
+    std::fs::remove_dir(&path).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("x").query(&mut con).unwrap();
+    assert_eq!(info(&mut con, "persistence")["rdb_last_bgsave_status"], "ok");
+}
+
 /// A server without `--load` (nor `--kafka`) keeps its dataset in memory only, and says so at
 /// startup when its configuration reads as if it persisted: save rules (redis-server's
 /// defaults among them) and a `dbfilename` file in the working directory that it does not

@@ -130,6 +130,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("protected-mode", "no".into()),
         ("notify-keyspace-events", crate::notify::flags_string(s.notify.flags)),
         ("daemonize", yes_no(c.daemonize)),
+        ("stop-writes-on-bgsave-error", yes_no(c.stop_writes_on_bgsave_error)),
         ("enable-protected-configs", c.enable_protected_configs.name().into()),
         ("enable-debug-command", c.enable_debug_command.name().into()),
         ("enable-module-command", c.enable_module_command.name().into()),
@@ -455,6 +456,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         KeySaveDelay(i64),
         Port(u16),
         TcpKeepalive(u32),
+        StopWritesOnBgsaveError(bool),
         Bind(Vec<String>),
         Nothing,
     }
@@ -646,6 +648,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
             "tcp-keepalive" => int(0, I32).map(|n| Change::TcpKeepalive(n as u32)),
+            "stop-writes-on-bgsave-error" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::StopWritesOnBgsaveError)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
             // Applied before the rest (the listeners may fail to bind): see `Server::relisten`.
             "port" => int(0, 65535).map(|n| Change::Port(n as u16)),
             "bind" => {
@@ -818,6 +823,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::KeySaveDelay(us) => store::limits::set_key_save_delay_us(us),
             Change::Port(_) | Change::Bind(_) => {} // applied first, above
             Change::TcpKeepalive(n) => s.cfg.tcp_keepalive = n,
+            Change::StopWritesOnBgsaveError(on) => s.cfg.stop_writes_on_bgsave_error = on,
             Change::Oom | Change::Nothing => {}
         }
     }
