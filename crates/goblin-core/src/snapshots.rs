@@ -115,6 +115,10 @@ pub struct Snapshots {
     /// minus this.
     pub(crate) last_save_offset: u64,
     last_bgsave_ok: bool,
+    /// The last save failed only because the journal could not settle (Kafka away): INFO
+    /// reports the failure, but it is no disk error, so writes are not stopped for it (they
+    /// wait for Kafka through its own backpressure instead).
+    held_by_journal: bool,
     last_bgsave_try: Option<Instant>,
     last_bgsave_secs: i64,
     last_cow_bytes: u64,
@@ -138,6 +142,7 @@ impl Snapshots {
             last_save_unix: now_ms() / 1000,
             last_save_offset: loaded_offset,
             last_bgsave_ok: true,
+            held_by_journal: false,
             last_bgsave_try: None,
             last_bgsave_secs: -1,
             last_cow_bytes: 0,
@@ -493,12 +498,13 @@ impl Server {
     /// Mutations since the last successful save.
     /// Whether writes are refused for a failed save (Redis's `stop-writes-on-bgsave-error`):
     /// the setting is on, save rules are in force (they act on a `--load` snapshot only) and
-    /// the last save failed.
+    /// the last save failed writing (not for waiting on Kafka: see `held_by_journal`).
     pub(crate) fn writes_stopped_by_failed_save(&self) -> bool {
         self.cfg.stop_writes_on_bgsave_error
             && self.snapshots.path.is_some()
             && !self.snapshots.rules.is_empty()
             && !self.snapshots.last_bgsave_ok
+            && !self.snapshots.held_by_journal
     }
 
     pub(crate) fn changes_since_save(&self) -> u64 {
@@ -559,11 +565,13 @@ impl Server {
                 self.snapshots.saves += 1;
                 // A save that worked clears a failed one's MISCONF, as Redis's SAVE does.
                 self.snapshots.last_bgsave_ok = true;
+                self.snapshots.held_by_journal = false;
                 Ok(())
             }
             Err(e) => {
                 error!("SAVE to {} failed: {e}", path.display());
                 self.snapshots.last_bgsave_ok = false;
+                self.snapshots.held_by_journal = false;
                 Err(format!("ERR RDB save to {} failed: {e}", path.display()))
             }
         }
@@ -578,6 +586,7 @@ impl Server {
         self.settle_journal(SETTLE_BOUND).map_err(|e| {
             error!("SAVE to {} refused: {e}", path.display());
             self.snapshots.last_bgsave_ok = false;
+            self.snapshots.held_by_journal = true;
             format!("ERR {e}")
         })?;
         let meta = self.snapshot_meta();
@@ -599,11 +608,13 @@ impl Server {
                 self.snapshots.last_save_offset = meta.logical_offset;
                 self.snapshots.saves += 1;
                 self.snapshots.last_bgsave_ok = true;
+                self.snapshots.held_by_journal = false;
                 Ok(())
             }
             Err(e) => {
                 error!("SAVE to {} failed: {e}", path.display());
                 self.snapshots.last_bgsave_ok = false;
+                self.snapshots.held_by_journal = false;
                 Err(format!("ERR snapshot save to {} failed: {e}", path.display()))
             }
         }
@@ -697,6 +708,7 @@ impl Server {
         self.snapshots.last_bgsave_try = Some(Instant::now());
         if let Err(e) = self.settle_journal(SETTLE_BOUND) {
             self.snapshots.last_bgsave_ok = false;
+            self.snapshots.held_by_journal = true;
             error!("Can't save in background: {e}");
             return Err(format!("ERR Can't save in background: {e}"));
         }
@@ -728,6 +740,7 @@ impl Server {
             }
             Err(e) => {
                 self.snapshots.last_bgsave_ok = false;
+                self.snapshots.held_by_journal = false;
                 error!("Can't save in background: fork: {e}");
                 Err(format!("ERR Can't save in background: fork: {e}"))
             }
@@ -739,6 +752,7 @@ impl Server {
         self.snapshots.last_bgsave_try = Some(Instant::now());
         if let Err(e) = self.rdb_save_blocker() {
             self.snapshots.last_bgsave_ok = false;
+            self.snapshots.held_by_journal = false;
             return Err(e);
         }
         let parts = self.rdb_parts();
@@ -818,6 +832,7 @@ impl Server {
         match kind {
             ChildKind::Bgsave { offset } => {
                 self.snapshots.last_bgsave_ok = ok;
+                self.snapshots.held_by_journal = false;
                 self.snapshots.last_bgsave_secs = took.as_secs() as i64;
                 self.snapshots.last_cow_bytes = cow;
                 if ok {
