@@ -40,6 +40,15 @@ fn follower(primary: u16, args: &[&str], config: &[(&str, &str)]) -> (Server, re
     (g, gc)
 }
 
+/// A reply as text to compare two servers' answers by: the value, or an error's code and
+/// detail (a script error's position and sha, a function's name, are the same on both).
+fn show(r: redis::RedisResult<Value>) -> String {
+    match r {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
+    }
+}
+
 /// Writes of every kind a Redis primary propagates: transactions, scripts (as their
 /// effects), database moves and swaps, deadlines set and reached (the primary's DEL), random
 /// pops (as what they removed), blocking pops served, stream groups, function libraries.
@@ -571,14 +580,6 @@ fn scripts_on_a_stale_replica_answer_as_redis8() {
         &["GET", "a"],
         &["FUNCTION", "FLUSH"],
     ];
-    let show = |r: redis::RedisResult<Value>| -> String {
-        match r {
-            Ok(v) => format!("{v:?}"),
-            // The script's position is in both; the function's name is the same; a script's
-            // sha too.
-            Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
-        }
-    };
     let g = Server::start(&["--save", ""]);
     let r = RedisServer::start8();
     let mut answers = Vec::new();
@@ -684,12 +685,6 @@ fn exec_on_a_server_that_became_a_replica_answers_as_redis8() {
         &[&["FCALL", "reader", "0"]],
         &[&["EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"]],
     ];
-    let show = |r: redis::RedisResult<Value>| -> String {
-        match r {
-            Ok(v) => format!("{v:?}"),
-            Err(e) => format!("{:?} {:?}", e.code(), e.detail()),
-        }
-    };
     let g = Server::start(&["--save", ""]);
     let r = RedisServer::start8();
     let mut answers = Vec::new();
