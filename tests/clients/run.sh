@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the external-client suite against the goblin-core binary: redis-py, redis-cli and
-# redis-benchmark, RQ, Celery, Dramatiq and huey (pytest), then ioredis, node-redis, BullMQ,
-# Bee-Queue, rate-limiter-flexible and express-session with connect-redis (node --test), then
-# go-redis, rueidis, redsync and redis_rate (go test), then Jedis, Lettuce, Redisson, Spring Data
-# Redis and Spring Session (mvn test). All suites always run; the script exits non-zero if any
-# fails, and ends with one "N passed, N failed" line.
+# Runs the external-client suite against the goblin-core binary: redis-py (and its asyncio
+# client), redis-cli and redis-benchmark, RQ, Celery, Dramatiq, huey, and Django's cache and
+# sessions with django-redis (pytest), then ioredis, node-redis, BullMQ, Bee-Queue,
+# rate-limiter-flexible, express-session with connect-redis, and socket.io with its Redis and
+# Redis Streams adapters (node --test), then go-redis, rueidis, redsync and redis_rate (go test),
+# then Jedis, Lettuce, Redisson, Spring Data Redis and Spring Session (mvn test). All suites
+# always run; the script exits non-zero if any fails, and ends with one "N passed, N failed" line.
 #
 # Needs what scripts/install-deps.sh installs (requirements.txt, node/node_modules, the Go
 # modules of go/go.mod, java/pom.xml's artifacts in ~/.m2, tmux, redis-tools). The binary is
@@ -17,11 +18,11 @@ export GOBLIN_CORE_BIN="${GOBLIN_CORE_BIN:-$CARGO_TARGET_DIR/debug/goblin-core}"
 log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 
-echo "== client tests: pytest (redis-py, RQ, Celery, Dramatiq, huey, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
+echo "== client tests: pytest (redis-py, redis.asyncio, RQ, Celery, Dramatiq, huey, Django with django-redis, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
 (cd "$here" && timeout 600 python3 -m pytest -q -p no:cacheprovider -rfEs) 2>&1 | tee "$log/py"
 py_rc=${PIPESTATUS[0]}
 
-echo "== client tests: node --test (ioredis, node-redis, BullMQ, Bee-Queue, rate-limiter-flexible, connect-redis)"
+echo "== client tests: node --test (ioredis, node-redis, BullMQ, Bee-Queue, rate-limiter-flexible, connect-redis, socket.io adapters)"
 (cd "$here/node" && timeout 600 node --test) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
 
