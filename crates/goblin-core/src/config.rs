@@ -191,6 +191,13 @@ pub struct Config {
     #[arg(long = "daemonize", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub daemonize: bool,
 
+    /// Tell a service manager when the server is ready (Redis's `supervised`): `systemd`
+    /// sends READY=1 to `NOTIFY_SOCKET` once the listeners are open (a `Type=notify` unit,
+    /// as Debian's redis-server.service), `upstart` stops the process for upstart to resume,
+    /// `auto` picks by the environment, `no` (the default) does nothing.
+    #[arg(long = "supervised", value_name = "no|upstart|systemd|auto", default_value = "no", value_parser = crate::supervise::Mode::parse)]
+    pub supervised: crate::supervise::Mode,
+
     /// Refuse writes (and PING) with Redis's MISCONF while the last snapshot save failed and
     /// save rules are in force (`--load` and `--save`), as Redis's `stop-writes-on-bgsave-error`
     /// (default yes): a server that can no longer persist says so to its writers instead of

@@ -94,7 +94,6 @@ const IGNORED: &[&str] = &[
     "socket-mark-id",
     "stream-node-max-bytes",
     "stream-node-max-entries",
-    "supervised",
     "syslog-enabled",
     "syslog-facility",
     "syslog-ident",

@@ -44,6 +44,7 @@ mod scripting;
 mod server;
 mod snapshots;
 mod stats;
+mod supervise;
 mod tracking;
 mod transport;
 mod watch;
@@ -363,6 +364,7 @@ fn main() {
     server.stats.startup_memory =
         before_recovery + commands::info::allocated_bytes().saturating_sub(after_recovery);
     tracing::info!("Ready to accept connections");
+    supervise::ready(server.cfg.supervised);
     if let Err(e) = server.run() {
         tracing::error!("event loop failed: {e}");
         std::process::exit(1);

@@ -2203,6 +2203,7 @@ impl Server {
 
     /// Shutdown: stop listening, remove the Unix socket file, drop every client.
     fn close_all(&mut self) {
+        crate::supervise::stopping(self.cfg.supervised);
         self.kill_children();
         #[cfg(feature = "kafka")]
         if let Some(j) = &mut self.journal {

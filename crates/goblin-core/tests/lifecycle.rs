@@ -420,3 +420,42 @@ fn daemonize_pidfile_and_logfile() {
     let log = std::fs::read_to_string(&logfile).unwrap();
     assert!(log.contains("Ready to accept connections") && log.contains("bye bye"), "{log}");
 }
+
+/// `--supervised systemd`, as Debian's `Type=notify` redis-server unit starts the server:
+/// once it accepts connections it sends READY=1 to the datagram socket `NOTIFY_SOCKET` names
+/// (systemd kills a notify service that never does), and STOPPING=1 when SIGTERM stops it.
+/// Without `--supervised` (or with `no`) nothing is sent.
+#[test]
+fn supervised_systemd_notifies_ready_then_stopping() {
+    let dir = temp_path("notify");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket_path = dir.join("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    listener.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let port = common::free_port();
+    let mut child = bin()
+        .args(["--port", &port.to_string(), "--save", "", "--supervised", "systemd", "--daemonize", "no"])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = listener.recv(&mut buf).expect("READY=1 within 30 s");
+    let first = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(first.lines().any(|l| l == "READY=1"), "{first:?}");
+    // Ready means ready: a client is served at once.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("listening when READY=1 came");
+    send(&mut c, b"PING\r\n");
+    assert_eq!(read_reply(&mut c), b"+PONG\r\n");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let n = listener.recv(&mut buf).expect("STOPPING=1 at SIGTERM");
+    assert_eq!(String::from_utf8_lossy(&buf[..n]), "STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+    // Not supervised: nothing comes.
+    listener.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let s = Server::start(&["--save", ""]);
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    send(&mut c, b"PING\r\n");
+    assert_eq!(read_reply(&mut c), b"+PONG\r\n");
+    assert!(listener.recv(&mut buf).is_err(), "an unsupervised server sent a notification");
+}

@@ -130,6 +130,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("protected-mode", "no".into()),
         ("notify-keyspace-events", crate::notify::flags_string(s.notify.flags)),
         ("daemonize", yes_no(c.daemonize)),
+        ("supervised", c.supervised.name().into()),
         ("stop-writes-on-bgsave-error", yes_no(c.stop_writes_on_bgsave_error)),
         ("enable-protected-configs", c.enable_protected_configs.name().into()),
         ("enable-debug-command", c.enable_debug_command.name().into()),
