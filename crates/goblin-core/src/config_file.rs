@@ -352,6 +352,10 @@ fn refusal(name: &str, words: &[Vec<u8>]) -> Option<String> {
             "goblin-core keeps no append-only file: its durable history is a Kafka topic (--kafka)".into()
         }
         "loadmodule" => "goblin-core loads no modules".into(),
+        // A replica that takes its clients' writes would drift from its primary.
+        "replica-read-only" | "slave-read-only" if first.as_deref() == Some("no") => {
+            "goblin-core's replicas are read-only: their data change only through their primary".into()
+        }
         n if n.starts_with("tls-") => {
             format!("goblin-core's TLS takes --tls-port, --tls-cert-file, --tls-key-file, --tls-ca-cert-file and --tls-auth-clients; '{n}' is not supported")
         }

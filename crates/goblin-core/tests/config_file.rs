@@ -319,6 +319,7 @@ fn bad_files_stop_startup_naming_the_line() {
         ("port 6380\nrename-command get set\n", "Target command name already exists", &["at line 2"]),
         ("rename-command get\n", "Bad directive or wrong number of arguments", &["at line 1"]),
         ("loadmodule /x/y.so\n", "loads no modules", &["at line 1"]),
+        ("port 6380\nreplica-read-only no\n", "replicas are read-only", &["at line 2"]),
         ("tls-protocols TLSv1.2\n", "'tls-protocols' is not supported", &["at line 1"]),
         ("user alice on >pw ~* +@all nosuchrule\n", "Error in user declaration 'alice'", &["at line 1"]),
         ("timeout\n", "wrong number of arguments", &["at line 1"]),
