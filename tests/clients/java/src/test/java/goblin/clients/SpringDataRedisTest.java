@@ -103,9 +103,9 @@ import tools.jackson.databind.jsontype.BasicPolymorphicTypeValidator;
  * Jedis 8; built on 7.4), each with RESP3 and with RESP2, except as {@link Driver} says.
  */
 // Runs after the other libraries' classes (before ServerShutdownTest). With it first, on the
-// shared server, Redisson's lease-expiry test failed often on the session's newest debug build
-// and never on the previous one, cause not found yet (see the session note; reproduce with
-// `mvn -o test -Dtest='SpringDataRedisTest,RedissonTest'` without this order).
+// shared server, Redisson's lease-expiry test often fails (on builds from before this class was
+// added too; not on redis-server); the cause is not found yet. Reproduce with
+// `mvn -o test -Dtest='SpringDataRedisTest,RedissonTest'` without this order.
 @Order(Integer.MAX_VALUE - 1)
 class SpringDataRedisTest {
   /**
