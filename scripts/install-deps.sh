@@ -13,7 +13,7 @@ dpkg -s zlib1g-dev >/dev/null 2>&1 || missing+=(zlib1g-dev)
 # rdma-core's libibverbs: `cargo build --features rdma` (the RDMA ring's verbs fabric) links it.
 dpkg -s libibverbs-dev >/dev/null 2>&1 || missing+=(libibverbs-dev)
 command -v openssl >/dev/null || missing+=(openssl)  # test certificates (crates/goblin-core/tests/auth_tls.rs)
-command -v ip >/dev/null || missing+=(iproute2)  # network namespaces (crates/goblin-core/tests/replication.rs)
+command -v ip >/dev/null || missing+=(iproute2)  # network namespaces (crates/goblin-core/tests/replication.rs) and ss (tests/server_commands.rs, keepalive)
 command -v tmux >/dev/null || missing+=(tmux)  # redis-cli interactive test (tests/clients)
 command -v npm >/dev/null || missing+=(nodejs npm)  # tests/clients/node (the machine ships Node 20)
 # Apache Kafka 4 for the journal tests (scripts/kafka4.sh): Java 17 or newer, and Maven to fetch
