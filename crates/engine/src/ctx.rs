@@ -83,6 +83,13 @@ impl<'a> Ctx<'a> {
 
     /// Lazy expiry: if `key` is past its deadline, removes it, emits `DEL key` and returns true.
     ///
+    /// Invariant: a key is live through its deadline's millisecond and expired only once `now`
+    /// is past it (Redis's rule). Every liveness check (here, [`Ctx::read`], `Keyspace::
+    /// is_expired`, active expiry) uses that same comparison: were one of them to drop the key at
+    /// `now == deadline` while another keeps it, a script (whose `now` is frozen) would see
+    /// EXISTS 1 and then PTTL -2 for the same key, which is how Redisson's lock waiters came to
+    /// sleep out their whole wait instead of retrying at the lease's end.
+    ///
     /// While replaying, every key the stream touches is live: the origin applied this mutation
     /// when the key was live by its clock, and it records each expiry as its own `DEL`. Judging
     /// deadlines by the replayer's clock instead would make replay depend on when it runs.
@@ -118,7 +125,7 @@ impl<'a> Ctx<'a> {
             unsafe { &mut *ks }.get_with_expire_touch(key)
         };
         match found {
-            Some((v, deadline)) if replaying || deadline.is_none_or(|t| t > now) => {
+            Some((v, deadline)) if replaying || deadline.is_none_or(|t| t >= now) => {
                 self.stats.keyspace_hits += 1;
                 return Some(v);
             }

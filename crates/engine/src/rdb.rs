@@ -487,7 +487,7 @@ pub type PutKey<'a> = dyn FnMut(u32, &[u8], Value, Option<i64>) -> bool + 'a;
 /// Reads a whole RDB file (versions 1 to [`MAX_RDB_VERSION`]): header fields, function
 /// libraries, and every database's keys, each handed to `put` with its database and deadline
 /// (unix ms), which answers whether the database held the key already (a key given twice is an
-/// error); keys whose deadline is at or before `now_ms` are counted and left out.
+/// error); keys whose deadline is before `now_ms` are counted and left out.
 /// `progress` is called with the bytes read so far every few thousand keys. Checks the
 /// trailing CRC64 (unless the file was written without one: 0). Err names the byte offset and
 /// what is wrong there: a database at or above `databases`, module data, a value type it
@@ -598,7 +598,7 @@ pub fn load_rdb_file(
                     })?,
                 };
                 match deadline.take() {
-                    Some(d) if d <= now_ms => info.expired += 1,
+                    Some(d) if d < now_ms => info.expired += 1,
                     d => {
                         if put(db, &key, value, d) {
                             return Err(at(start, &format!("key '{}' appears twice", name())));

@@ -550,6 +550,32 @@ mod tests {
         e.ks.insert(k.as_bytes(), store::Value::Str(v.as_bytes().to_vec()), None);
     }
 
+    /// Redis keeps a key through its deadline's millisecond (expired once now > deadline), and
+    /// every lookup must agree on it: scripts freeze `now`, so a lock script's EXISTS and PTTL
+    /// at the deadline's millisecond must both see the key (PTTL 0), not 1 and then -2.
+    #[test]
+    fn a_key_is_live_through_its_deadline_millisecond() {
+        let mut e = Engine::default();
+        assert_eq!(run(&mut e, 500, &["HSET", "lock", "owner", "1"]), ":1\r\n");
+        assert_eq!(run(&mut e, 500, &["PEXPIRE", "lock", "500"]), ":1\r\n");
+        assert_eq!(run(&mut e, 500, &["SET", "s", "v", "PXAT", "1000"]), "+OK\r\n");
+        // At the deadline: every read and write still sees both keys.
+        assert_eq!(run(&mut e, 1000, &["EXISTS", "lock", "s"]), ":2\r\n");
+        assert_eq!(run(&mut e, 1000, &["HEXISTS", "lock", "owner"]), ":1\r\n");
+        assert_eq!(run(&mut e, 1000, &["HEXISTS", "lock", "other"]), ":0\r\n");
+        assert_eq!(run(&mut e, 1000, &["PTTL", "lock"]), ":0\r\n");
+        assert_eq!(run(&mut e, 1000, &["TYPE", "lock"]), "+hash\r\n");
+        assert_eq!(run(&mut e, 1000, &["GET", "s"]), "$1\r\nv\r\n");
+        assert_eq!(run(&mut e, 1000, &["PTTL", "s"]), ":0\r\n");
+        assert_eq!(run(&mut e, 1000, &["APPEND", "s", "w"]), ":2\r\n");
+        assert_eq!(run(&mut e, 1000, &["DBSIZE"]), ":2\r\n");
+        // One millisecond later both are gone, to every kind of lookup.
+        assert_eq!(run(&mut e, 1001, &["HEXISTS", "lock", "owner"]), ":0\r\n");
+        assert_eq!(run(&mut e, 1001, &["PTTL", "lock"]), ":-2\r\n");
+        assert_eq!(run(&mut e, 1001, &["EXISTS", "s"]), ":0\r\n");
+        assert_eq!(run(&mut e, 1001, &["GET", "s"]), "$-1\r\n");
+    }
+
     #[test]
     fn del_exists_type() {
         let mut e = Engine::default();

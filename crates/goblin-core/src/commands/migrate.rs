@@ -128,10 +128,12 @@ pub(crate) fn migrate(s: &mut Server, c: &mut Conn, args: &[&[u8]], now: i64) {
     for &key in &r.keys {
         let ks = &s.engine.ks;
         let Some((v, deadline)) = ks.get_with_expire(key) else { continue };
-        if deadline.is_some_and(|d| d <= now) {
+        // Live through its deadline's millisecond (the keyspace's rule); one with 0 ms left
+        // travels with 1 ms, since a RESTORE TTL of 0 would make it persistent there.
+        if deadline.is_some_and(|d| d < now) {
             continue;
         }
-        let ttl = deadline.map_or(0, |d| d - now);
+        let ttl = deadline.map_or(0, |d| (d - now).max(1));
         found.push((key, ttl, engine::rdb::dump(v)));
     }
     if found.is_empty() {

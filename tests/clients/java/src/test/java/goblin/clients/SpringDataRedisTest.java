@@ -30,7 +30,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Order;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.springframework.cache.annotation.CacheEvict;
@@ -102,11 +101,6 @@ import tools.jackson.databind.jsontype.BasicPolymorphicTypeValidator;
  * (the module's Lettuce 7.7; Spring Data Redis 4.1.2 was built on 7.5) and Jedis (the module's
  * Jedis 8; built on 7.4), each with RESP3 and with RESP2, except as {@link Driver} says.
  */
-// Runs after the other libraries' classes (before ServerShutdownTest). With it first, on the
-// shared server, Redisson's lease-expiry test often fails (on builds from before this class was
-// added too; not on redis-server); the cause is not found yet. Reproduce with
-// `mvn -o test -Dtest='SpringDataRedisTest,RedissonTest'` without this order.
-@Order(Integer.MAX_VALUE - 1)
 class SpringDataRedisTest {
   /**
    * The connection factory under test: the client library and the protocol it speaks. The two
