@@ -773,6 +773,12 @@ impl Users {
 
     /// Whether a connection on the default user starts authenticated: Redis's test, the
     /// default user is nopass and enabled.
+    /// Whether the default user has no password (`nopass`), enabled or not: what Redis's
+    /// protected mode looks at.
+    pub fn default_has_no_password(&self) -> bool {
+        self.users[self.default].nopass
+    }
+
     pub fn default_is_open(&self) -> bool {
         let d = &self.users[self.default];
         d.nopass && d.enabled

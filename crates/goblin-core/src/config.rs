@@ -205,6 +205,14 @@ pub struct Config {
     #[arg(long = "stop-writes-on-bgsave-error", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub stop_writes_on_bgsave_error: bool,
 
+    /// Redis's `protected-mode` (default yes): while the default user has no password, TCP and
+    /// TLS clients from anywhere but the loopback interface get a DENIED error and are
+    /// disconnected; loopback, Unix sockets and the local transports are served. An operator who
+    /// binds a public address without setting a password does not get an open server by
+    /// accident, as with redis-server 7 and later. Also CONFIG SET.
+    #[arg(long = "protected-mode", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub protected_mode: bool,
+
     /// Redis's `hz` (reported by INFO and CONFIG GET; goblin-core's timers do not depend on it).
     #[arg(long = "hz", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
     pub hz: u32,

@@ -74,7 +74,6 @@ const IGNORED: &[&str] = &[
     "maxmemory-eviction-tenacity",
     "no-appendfsync-on-rewrite",
     "proc-title-template",
-    "protected-mode",
     "rdb-del-sync-files",
     "rdb-save-incremental-fsync",
     "rdbchecksum",

@@ -363,6 +363,7 @@ fn main() {
     server.refresh_oom_score();
     server.stats.startup_memory =
         before_recovery + commands::info::allocated_bytes().saturating_sub(after_recovery);
+    server.warn_of_protected_mode();
     tracing::info!("Ready to accept connections");
     supervise::ready(server.cfg.supervised);
     if let Err(e) = server.run() {

@@ -53,6 +53,15 @@ const LISTENER_BASE: usize = 16;
 /// Connection slot `s` has token `CONN_BASE + s`.
 const CONN_BASE: usize = 1024;
 
+/// What protected mode answers a client from off this host before closing it. Clients and
+/// tools look for the DENIED code; the rest says why and what to change.
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. \
+Only clients on the loopback interface or a Unix socket are served until one of these is done: \
+set a password for the default user (requirepass, or ACL SETUSER default), \
+run CONFIG SET protected-mode no from a loopback connection (CONFIG REWRITE keeps it), \
+or restart with --protected-mode no (protected-mode no in the configuration file). \
+Turn protected mode off only where the server cannot be reached from the internet.\r\n";
+
 /// Bytes read from a socket per `read` call, into the shared read buffer. This is also the
 /// fairness quantum (see [`READS_PER_TURN`]); Redis reads the same amount per client per turn.
 /// Measured with one client pipelining SETs next to 20 clients at `-P 1`: 16 KiB instead of
@@ -1296,6 +1305,48 @@ impl Server {
         }
     }
 
+    /// At startup: says so when the server listens on an address other hosts can reach while
+    /// protected mode will turn them away (no password for the default user), since an
+    /// operator who bound a public address most likely expects those clients.
+    pub(crate) fn warn_of_protected_mode(&self) {
+        if !self.cfg.protected_mode || !self.users.default_has_no_password() {
+            return;
+        }
+        let public: Vec<&str> = self
+            .cfg
+            .bind
+            .iter()
+            .flat_map(|b| b.split_whitespace())
+            .map(|b| b.trim_start_matches('-'))
+            .filter(|b| match *b {
+                "*" | "::*" => true,
+                b => b.parse::<IpAddr>().is_ok_and(|ip| !ip.is_loopback()),
+            })
+            .collect();
+        if !public.is_empty() {
+            warn!(
+                "protected mode is on and the default user has no password: clients reaching {} \
+                 from other hosts will be refused (set a password, or --protected-mode no)",
+                public.join(" ")
+            );
+        }
+    }
+
+    /// Whether protected mode turns away a TCP client whose address is `peer` ("ip:port"):
+    /// protected mode is on, the default user has no password, and the peer is not on the
+    /// loopback interface (127.0.0.0/8 or ::1, an IPv4-mapped loopback included).
+    fn protected_refuses(&self, peer: &str) -> bool {
+        if !self.cfg.protected_mode || !self.users.default_has_no_password() {
+            return false;
+        }
+        let local = match peer.parse::<SocketAddr>().map(|a| a.ip()) {
+            Ok(IpAddr::V4(ip)) => ip.is_loopback(),
+            Ok(IpAddr::V6(ip)) => ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+            Err(_) => false,
+        };
+        !local
+    }
+
     fn accept(&mut self, li: usize) {
         let ring = matches!(self.listeners[li], Listener::Ring(_));
         let sbe = matches!(self.listeners[li], Listener::Sbe(_) | Listener::SbeUnix(_));
@@ -1409,11 +1460,24 @@ impl Server {
                 conn.authenticated = true;
                 conn.sbe = Some(Box::default());
             }
+            // Protected mode: a client from off this host, while the default user has no
+            // password, gets the reason and is closed once it is written (through TLS too, so
+            // the connection goes the whole way in and out as any other's reply does).
+            let denied = !sbe && !unix && !ring && !rdma && self.protected_refuses(&conn.addr);
+            if denied {
+                conn.out.extend_from_slice(PROTECTED_MODE_DENIED);
+                conn.close_after_reply = true;
+                self.stats.rejected_connections += 1;
+                debug!("refused {}: protected mode", conn.addr);
+            }
             self.conns[slot] = Some(conn);
             if ring || rdma {
                 self.rings.slots.push(slot);
             }
             self.nclients += 1;
+            if denied {
+                self.queue_write(slot);
+            }
             debug!("accepted client id={id}");
         }
     }

@@ -8,6 +8,7 @@ mod common;
 use common::repl::{offset, repl, sock, wait_for};
 
 use common::brokers::{info, produce_commands, random_command, Broker, Kaka};
+use common::netns::Netns;
 use common::unwaited::Unwaited;
 use common::{run_to_exit, temp_path, Server};
 use std::io::{Read, Write};
@@ -504,59 +505,6 @@ fn another_version_a_bad_frame_or_a_gap_from_the_upstream_is_refused() {
     h.join().unwrap();
 }
 
-/// A network namespace joined to the host by a veth pair: `host` is the host side's address,
-/// `inner` the namespace's. Removed on drop.
-struct Netns {
-    name: String,
-    host: String,
-    inner: String,
-}
-
-impl Netns {
-    fn create() -> Netns {
-        let id = std::process::id() % 200 + 20;
-        let name = format!("goblin-test-{}", std::process::id());
-        let (a, b) = (format!("gbh{id}"), format!("gbn{id}"));
-        let (host, inner) = (format!("10.213.{id}.1"), format!("10.213.{id}.2"));
-        let ip = |args: &[&str]| {
-            let out =
-                std::process::Command::new("ip").args(args).output().expect("iproute2 (`ip`) is required");
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {} (network namespaces need root)",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let _ = std::process::Command::new("ip").args(["netns", "del", &name]).output();
-        let _ = std::process::Command::new("ip").args(["link", "del", &a]).output();
-        ip(&["netns", "add", &name]);
-        let ns = Netns { name: name.clone(), host: host.clone(), inner: inner.clone() };
-        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
-        ip(&["link", "set", &b, "netns", &name]);
-        ip(&["addr", "add", &format!("{host}/24"), "dev", &a]);
-        ip(&["link", "set", &a, "up"]);
-        ip(&["netns", "exec", &name, "ip", "addr", "add", &format!("{inner}/24"), "dev", &b]);
-        ip(&["netns", "exec", &name, "ip", "link", "set", &b, "up"]);
-        ip(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
-        ns
-    }
-
-    /// Starts goblin-core inside the namespace, listening on its veth address; returns once
-    /// the host can connect to it.
-    fn goblin(&self, args: &[&str]) -> Unwaited {
-        let s = Unwaited::start_in(&["ip", "netns", "exec", &self.name], &self.inner, args);
-        drop(s.conn_by(Instant::now() + Duration::from_secs(20)));
-        s
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Deleting the namespace deletes its veth end, and with it the pair.
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
-
 /// Across a real network boundary (a replica in its own network namespace, joined by a veth
 /// pair), a replica uses TLS without being asked: the upstream's TLS port only speaks TLS, so
 /// being live on it proves it; the certificate must name the source IP, and a wrong CA or a
@@ -581,6 +529,9 @@ fn a_non_loopback_upstream_is_followed_over_verified_tls() {
         &p("server.key"),
         "--enable-debug-command",
         "yes",
+        // The replica connects from another host's address, without a password.
+        "--protected-mode",
+        "no",
     ]);
     let follow = |extra: &[&str]| {
         let mut args =

@@ -1089,3 +1089,53 @@ fn timeouts_past_the_clock_are_out_of_range_as_redis8() {
     ];
     same_replies(&g, &r, requests);
 }
+
+/// Protected mode, side by side with Redis 8.2, each listening on loopback and on a veth
+/// address: while the default user has no password, a client from another host gets DENIED
+/// and is disconnected (counted as a rejected connection) while loopback clients are served;
+/// CONFIG SET protected-mode no, or a password, lets it in.
+#[test]
+fn protected_mode_turns_away_other_hosts_until_a_password_or_no() {
+    let ns = common::netns::Netns::create();
+    let goblin_port = common::free_port();
+    let goblin = Server::start(&["--port", &goblin_port.to_string(), "--bind", "127.0.0.1", &ns.host]);
+    let redis = RedisServer::start8_with(&["--bind", "127.0.0.1", &ns.host]);
+    let rejected = |con: &mut redis::Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+        info.lines().find_map(|l| l.strip_prefix("rejected_connections:")).unwrap().trim().parse().unwrap()
+    };
+    let mut seen = Vec::new();
+    for (name, port, mut con) in
+        [("goblin-core", goblin.port, goblin.conn()), ("redis", redis.port, redis.conn())]
+    {
+        let before = rejected(&mut con);
+        let denied = ns.exchange(&ns.host, port, "");
+        assert!(denied.starts_with("-DENIED "), "{name}: {denied}");
+        assert!(denied.ends_with("\r\n<EOF>"), "{name}: the connection stays open: {denied}");
+        let first_sentence = denied.split(". ").next().unwrap().to_string();
+        let after = rejected(&mut con);
+        // Loopback is served all along.
+        let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+        assert_eq!(pong, "PONG", "{name}");
+        let on: HashMap<String, String> =
+            redis::cmd("CONFIG").arg("GET").arg("protected-mode").query(&mut con).unwrap();
+        assert_eq!(on["protected-mode"], "yes", "{name}");
+        let _: () = redis::cmd("CONFIG").arg("SET").arg("protected-mode").arg("no").query(&mut con).unwrap();
+        let served = ns.exchange(&ns.host, port, "PING\r\n");
+        assert_eq!(served, "+PONG\r\n", "{name} with protected-mode no");
+        // On again, with a password: the client is let in, and then asked to authenticate.
+        let _: () = redis::cmd("CONFIG").arg("SET").arg("protected-mode").arg("yes").query(&mut con).unwrap();
+        assert!(ns.exchange(&ns.host, port, "").starts_with("-DENIED "), "{name}");
+        let _: () = redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("pw").query(&mut con).unwrap();
+        let noauth = ns.exchange(&ns.host, port, "PING\r\n");
+        assert!(noauth.starts_with("-NOAUTH "), "{name} with a password: {noauth}");
+        let authed = ns.exchange(&ns.host, port, "AUTH pw\r\nPING\r\n");
+        assert_eq!(authed, "+OK\r\n+PONG\r\n", "{name}");
+        seen.push((first_sentence, after - before));
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "goblin-core, then redis-server 8.2: DENIED's first sentence and rejected_connections"
+    );
+    assert_eq!(seen[0].1, 1);
+}

@@ -127,7 +127,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("slave-read-only", "yes".into()),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
         ("tls-port", c.tls_port.to_string()),
-        ("protected-mode", "no".into()),
+        ("protected-mode", yes_no(c.protected_mode)),
         ("notify-keyspace-events", crate::notify::flags_string(s.notify.flags)),
         ("daemonize", yes_no(c.daemonize)),
         ("supervised", c.supervised.name().into()),
@@ -458,6 +458,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         Port(u16),
         TcpKeepalive(u32),
         StopWritesOnBgsaveError(bool),
+        ProtectedMode(bool),
         Bind(Vec<String>),
         Nothing,
     }
@@ -649,6 +650,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
             "tcp-keepalive" => int(0, I32).map(|n| Change::TcpKeepalive(n as u32)),
+            "protected-mode" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::ProtectedMode)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
             "stop-writes-on-bgsave-error" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
                 .map(Change::StopWritesOnBgsaveError)
                 .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
@@ -825,6 +829,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::Port(_) | Change::Bind(_) => {} // applied first, above
             Change::TcpKeepalive(n) => s.cfg.tcp_keepalive = n,
             Change::StopWritesOnBgsaveError(on) => s.cfg.stop_writes_on_bgsave_error = on,
+            Change::ProtectedMode(on) => s.cfg.protected_mode = on,
             Change::Oom | Change::Nothing => {}
         }
     }

@@ -33,6 +33,7 @@
 
 pub mod brokers;
 pub mod certs;
+pub mod netns;
 pub mod redis_repl;
 pub mod repl;
 pub mod unwaited;
