@@ -330,6 +330,11 @@ fn main() {
             -1 => replication::frame::Cursor::UNKNOWN,
             broker => replication::frame::Cursor { logical: snapshot_offset as i64, broker },
         };
+        // A configuration file's bind-source-addr was applied above, with the runtime settings.
+        let settings = replication::replica::Settings {
+            source_addr: server.redis_primary_settings.bind_source_addr.clone(),
+            ..settings
+        };
         #[allow(unused_mut)]
         let mut r = replication::replica::Replica::new(settings, cursor, has_history);
         #[cfg(feature = "kafka")]
@@ -419,7 +424,7 @@ fn replica_settings(cfg: &config::Config) -> Result<Option<replication::replica:
         }
         Source::Unix(_) | Source::Ring(_) | Source::Rdma { .. } => None,
     };
-    Ok(Some(Settings { source, auth, tls }))
+    Ok(Some(Settings { source, auth, tls, source_addr: String::new() }))
 }
 
 /// A replica's Kafka: the topic, where its first catch-up seeks, the snapshot's broker

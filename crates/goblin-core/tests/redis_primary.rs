@@ -663,6 +663,55 @@ fn a_replica_announces_its_address_and_priority_as_redis8() {
     }
 }
 
+/// `bind-source-addr`: a replica's connections to its primary come from that address, for
+/// goblin-core as for redis-server 8.2 (the primary lists both replicas at 127.0.0.2); one
+/// that is not an address leaves the link down, with the reason, on goblin-core.
+#[test]
+fn a_replica_connects_from_bind_source_addr_as_redis8() {
+    let r = RedisServer::start8();
+    let mut rc = r.conn();
+    let config = [("bind-source-addr", "127.0.0.2")];
+    let (_g, mut gc) = follower(r.port, &[], &config);
+    let peer = RedisServer::start8();
+    let mut pc = peer.conn();
+    q(&mut pc, &["CONFIG", "SET", "bind-source-addr", "127.0.0.2"]);
+    q(&mut pc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut pc, "master_link_status", "up", "the redis-server replica's sync");
+    let ips = |rc: &mut redis::Connection| -> Vec<String> {
+        (0..2)
+            .filter_map(|i| info_field(rc, "replication", &format!("slave{i}")))
+            .map(|v| v.split(',').next().unwrap().to_string())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ips(&mut rc).len() < 2 {
+        assert!(Instant::now() < deadline, "the primary never listed both replicas: {:?}", ips(&mut rc));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ips(&mut rc), ["ip=127.0.0.2", "ip=127.0.0.2"]);
+    assert_eq!(
+        q(&mut gc, &["CONFIG", "GET", "bind-source-addr"]),
+        q(&mut pc, &["CONFIG", "GET", "bind-source-addr"])
+    );
+    // Not an address: accepted (as Redis accepts it), and every attempt fails with the reason.
+    q(&mut gc, &["CONFIG", "SET", "bind-source-addr", "nowhere"]);
+    q(&mut gc, &["REPLICAOF", "NO", "ONE"]);
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let error = info_field(&mut gc, "replication", "redis_primary_last_error").unwrap_or_default();
+        if error.contains("bind-source-addr 'nowhere' is not an IP address") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no error for the bad bind-source-addr: {error:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("down"));
+    // Back to the kernel's choice: the link comes up from 127.0.0.1.
+    q(&mut gc, &["CONFIG", "SET", "bind-source-addr", ""]);
+    wait_info(&mut gc, "master_link_status", "up", "after clearing bind-source-addr");
+}
+
 /// A transaction queued on a primary and executed after the server became a replica: EXEC
 /// is refused whole (EXECABORT ... READONLY) when the queue holds a write, a script whose
 /// shebang leaves out `no-writes` or a function without it among them, as in Redis, which ORs

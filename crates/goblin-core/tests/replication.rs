@@ -557,6 +557,43 @@ fn a_non_loopback_upstream_is_followed_over_verified_tls() {
     assert_eq!(m["goblin_ready"], "0");
 }
 
+/// `--bind-source-addr` (a Redis directive on the command line): a replica's firehose
+/// connection to its upstream comes from that address, as the primary's CLIENT LIST shows;
+/// CONFIG SET changes it for the next connection.
+#[test]
+fn a_replica_connects_to_its_upstream_from_bind_source_addr() {
+    let primary = Server::start(&["--enable-debug-command", "yes"]);
+    let port = primary.port.to_string();
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &port, "--bind-source-addr", "127.0.0.2"]);
+    let subscriber_addrs = || -> Vec<String> {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut primary.conn()).unwrap();
+        list.lines()
+            .filter(|l| l.split(' ').any(|f| f.starts_with("flags=") && f.contains('S')))
+            .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("addr=")).map(str::to_string))
+            .collect()
+    };
+    let addrs = subscriber_addrs();
+    assert_eq!(addrs.len(), 1, "{addrs:?}");
+    assert!(addrs[0].starts_with("127.0.0.2:"), "{addrs:?}");
+    let mut rc = replica.conn();
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("bind-source-addr").query(&mut rc).unwrap();
+    assert_eq!(got, ["bind-source-addr", "127.0.0.2"]);
+    // Another address, then the link cut: the replica comes back from the new one.
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("bind-source-addr").arg("127.0.0.3").query(&mut rc).unwrap();
+    let _: i64 =
+        redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query(&mut primary.conn()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let addrs = subscriber_addrs();
+        if addrs.len() == 1 && addrs[0].starts_with("127.0.0.3:") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never came back from 127.0.0.3: {addrs:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The id of the primary's connection to a firehose subscriber (CLIENT LIST flag `S`).
 fn subscriber_ids(primary: &Server) -> Vec<String> {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut primary.conn()).unwrap();

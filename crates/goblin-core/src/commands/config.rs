@@ -121,6 +121,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("slave-priority", s.redis_primary_settings.priority.to_string()),
         ("replica-announced", yes_no(s.redis_primary_settings.announced)),
         ("replica-announce-ip", s.redis_primary_settings.announce_ip.clone().unwrap_or_default()),
+        ("bind-source-addr", s.redis_primary_settings.bind_source_addr.clone()),
         ("slave-announce-ip", s.redis_primary_settings.announce_ip.clone().unwrap_or_default()),
         ("replica-announce-port", s.redis_primary_settings.announce_port.to_string()),
         ("slave-announce-port", s.redis_primary_settings.announce_port.to_string()),
@@ -451,6 +452,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         ReplicaPriority(u32),
         ReplicaAnnounced(bool),
         AnnounceIp(Option<String>),
+        BindSourceAddr(String),
         AnnouncePort(u16),
         ServeStale(bool),
         Oom,
@@ -541,6 +543,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             "replica-announce-ip" | "slave-announce-ip" => {
                 Ok(Change::AnnounceIp((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
             }
+            // Any text, as Redis takes it: one that is not an address fails each connection
+            // attempt with the reason (INFO's replica_last_error, the log).
+            "bind-source-addr" => Ok(Change::BindSourceAddr(String::from_utf8_lossy(val).into_owned())),
             "replica-announce-port" | "slave-announce-port" => {
                 int(0, 65535).map(|n| Change::AnnouncePort(n as u16))
             }
@@ -772,6 +777,15 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::ReplicaPriority(n) => s.redis_primary_settings.priority = n,
             Change::ReplicaAnnounced(on) => s.redis_primary_settings.announced = on,
             Change::AnnounceIp(ip) => s.redis_primary_settings.announce_ip = ip,
+            Change::BindSourceAddr(a) => {
+                // The next connection attempt uses it, to a redis-server primary or upstream.
+                if let Some(r) = s.replica.as_mut() {
+                    let mut settings = (*r.settings).clone();
+                    settings.source_addr = a.clone();
+                    r.settings = std::sync::Arc::new(settings);
+                }
+                s.redis_primary_settings.bind_source_addr = a;
+            }
             Change::AnnouncePort(p) => s.redis_primary_settings.announce_port = p,
             Change::ServeStale(on) => s.redis_primary_settings.serve_stale = on,
             Change::MinReplicas(n) => s.cfg.min_replicas_to_write = n,

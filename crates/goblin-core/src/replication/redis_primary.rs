@@ -76,6 +76,9 @@ pub struct PrimarySettings {
     pub announced: bool,
     pub announce_ip: Option<String>,
     pub announce_port: u16,
+    /// `bind-source-addr`: the local address connections to the primary (or, for a goblin-core
+    /// replica, to its upstream) come from; empty for the kernel's choice.
+    pub bind_source_addr: String,
 }
 
 impl Default for PrimarySettings {
@@ -89,6 +92,7 @@ impl Default for PrimarySettings {
             announced: true,
             announce_ip: None,
             announce_port: 0,
+            bind_source_addr: String::new(),
         }
     }
 }
@@ -354,7 +358,7 @@ fn handshake(
     let mut last = format!("cannot resolve {}", plan.host);
     let mut stream = None;
     for a in &addrs {
-        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+        match crate::transport::connect_tcp(a, &plan.settings.bind_source_addr, CONNECT_TIMEOUT) {
             Ok(s) => {
                 stream = Some(s);
                 break;

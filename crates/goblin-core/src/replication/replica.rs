@@ -131,6 +131,8 @@ pub struct Settings {
     pub auth: Option<(String, String)>,
     /// TLS for a TCP source: the verifier and the identity the certificate must prove.
     pub tls: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
+    /// `bind-source-addr` for TCP and RDMA sources (empty: the kernel's choice).
+    pub source_addr: String,
 }
 
 impl std::fmt::Debug for Settings {
@@ -428,7 +430,7 @@ fn open(settings: &Settings) -> io::Result<Stream> {
             let addrs: Vec<_> = (host.as_str(), *port).to_socket_addrs()?.collect();
             let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address"));
             for a in addrs {
-                match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                match crate::transport::connect_tcp(&a, &settings.source_addr, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         s.set_nodelay(true)?;
                         keepalive(&s)?;
@@ -464,7 +466,7 @@ fn open(settings: &Settings) -> io::Result<Stream> {
             let addrs: Vec<_> = (host.as_str(), *port).to_socket_addrs()?.collect();
             let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} resolves to no address"));
             for a in addrs {
-                match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+                match crate::transport::connect_tcp(&a, &settings.source_addr, CONNECT_TIMEOUT) {
                     Ok(s) => {
                         keepalive(&s)?;
                         // The upstream's hello comes at once from a live server; bound the wait.

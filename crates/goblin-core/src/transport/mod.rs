@@ -83,6 +83,43 @@ impl Polled for goblin_rdma::Endpoint {
     }
 }
 
+/// Opens a TCP connection to `addr` within `timeout`, from the local address `source` when it
+/// is not empty (Redis's `bind-source-addr`: on a host with several addresses, the one a
+/// replica's connections to its primary come from, which the primary's firewall or ACLs may
+/// expect). The source's port is left to the kernel. A `source` that is not an IP address, or
+/// not of `addr`'s family, or not this host's, fails the connection with the reason.
+pub fn connect_tcp(
+    addr: &std::net::SocketAddr,
+    source: &str,
+    timeout: std::time::Duration,
+) -> io::Result<std::net::TcpStream> {
+    if source.is_empty() {
+        return std::net::TcpStream::connect_timeout(addr, timeout);
+    }
+    let ip: std::net::IpAddr = source.parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bind-source-addr '{source}' is not an IP address"),
+        )
+    })?;
+    if ip.is_ipv4() != addr.is_ipv4() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bind-source-addr {ip} is not of the same family as {addr}"),
+        ));
+    }
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(*addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket
+        .bind(&std::net::SocketAddr::new(ip, 0).into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind bind-source-addr {ip}: {e}")))?;
+    socket.connect_timeout(&(*addr).into(), timeout)?;
+    Ok(socket.into())
+}
+
 /// Turns on TCP keepalive for the socket `fd`: after `idle_secs` of silence the kernel probes
 /// the peer every `interval_secs`, and after `count` unanswered probes the connection fails,
 /// so that a peer that vanished without a FIN (a crashed host, a partition) is noticed.
