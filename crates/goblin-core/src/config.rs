@@ -251,8 +251,10 @@ pub struct Config {
     #[arg(long = "lfu-decay-time", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     pub lfu_decay_time: u32,
 
-    /// Log level or tracing filter (error, warn, info, debug, trace, or a directive list).
-    #[arg(long, default_value = "info")]
+    /// Log level: Redis's (debug, verbose, notice, warning, nothing), tracing's (trace, debug,
+    /// info, warn, error, off), or a directive list of them (`notice,goblin_core::journal=debug`).
+    /// Also CONFIG SET.
+    #[arg(long, default_value = "info", value_parser = crate::logging::parse_level)]
     pub loglevel: String,
 
     /// Whether DEBUG's intrusive subcommands (BATCHES, CRASH-WRITE, CRASH-READ) may run:

@@ -32,6 +32,7 @@ mod dumpworld;
 mod hotkeys;
 mod introspection;
 mod journal;
+mod logging;
 mod notify;
 mod numa;
 mod oom_score;
@@ -156,15 +157,8 @@ fn main() {
             std::process::exit(1);
         }
     }
-    // Redis's level names, as redis.conf files give them, or a tracing filter.
-    let level = match cfg.loglevel.as_str() {
-        "verbose" => "debug",
-        "notice" => "info",
-        "warning" => "warn",
-        "nothing" => "off",
-        other => other,
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|e| {
+    // Redis's level names, as redis.conf files give them, or a tracing filter (checked by clap).
+    let filter = logging::filter_for(&cfg.loglevel).unwrap_or_else(|e| {
         eprintln!("goblin-core: invalid --loglevel '{}': {e}", cfg.loglevel);
         std::process::exit(2);
     });
@@ -181,7 +175,7 @@ fn main() {
             }
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi).init();
+    logging::init(&filter, writer, ansi);
     // Into the background before any thread exists (a fork keeps only the calling thread).
     if cfg.daemonize && cfg.tool.is_none() {
         daemonize();

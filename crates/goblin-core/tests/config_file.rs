@@ -376,6 +376,12 @@ fn bad_files_stop_startup_naming_the_line() {
         ),
         (&["--port", "6380", "--loglevel"], ">>> 'loglevel'\nwrong number of arguments"),
         (&["--port", "--bla", "--loglevel", "verbose"], ">>> 'port \"--bla\"'\ninvalid value '--bla'"),
+        // A level nobody knows (tracing would have read it as a target, and logged nothing).
+        (
+            &["--logfile", "--my--log--file", "--loglevel", "--bla"],
+            ">>> 'loglevel \"--bla\"'\ninvalid value '--bla' for '--loglevel <LOGLEVEL>': argument(s) must be one of the following: debug, verbose, notice, warning, nothing",
+        ),
+        (&["--loglevel", "loud"], "argument(s) must be one of the following: debug, verbose, notice, warning, nothing"),
     ] {
         let (code, log) = run_to_exit(args);
         assert_eq!(code, Some(2), "a bad value of a flag is a usage error: {args:?}: {log}");

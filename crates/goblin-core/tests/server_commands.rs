@@ -1139,3 +1139,43 @@ fn protected_mode_turns_away_other_hosts_until_a_password_or_no() {
     );
     assert_eq!(seen[0].1, 1);
 }
+
+/// CONFIG SET loglevel at run time, as Redis: a level it does not know is refused with Redis
+/// 8.2's text; `verbose` turns debug lines on (a connection's accept is one), `warning` off
+/// again, and CONFIG GET reads back what was set.
+#[test]
+fn config_set_loglevel_changes_what_is_logged() {
+    let s = Server::start(&["--loglevel", "warning"]);
+    let r = RedisServer::start8();
+    let mut con = s.conn();
+    let mut rc = r.conn();
+    let set = |c: &mut redis::Connection, v: &str| -> Result<(), String> {
+        redis::cmd("CONFIG").arg("SET").arg("loglevel").arg(v).query::<()>(c).map_err(|e| e.to_string())
+    };
+    for bad in ["bla", "--bla", ""] {
+        assert_eq!(set(&mut con, bad), set(&mut rc, bad), "{bad:?}");
+        assert!(set(&mut con, bad).unwrap_err().contains("argument(s) must be one of the following"));
+    }
+    let accepted =
+        |log: &str| log.lines().filter(|l| l.contains("DEBUG") && l.contains("accepted client")).count();
+    drop(s.conn());
+    assert_eq!(accepted(&s.log()), 0, "{}", s.log());
+    set(&mut con, "verbose").unwrap();
+    drop(s.conn());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while accepted(&s.log()) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no debug line after CONFIG SET loglevel verbose: {}",
+            s.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("loglevel").query(&mut con).unwrap();
+    assert_eq!(got, ["loglevel", "verbose"]);
+    set(&mut con, "warning").unwrap();
+    let before = accepted(&s.log());
+    drop(s.conn());
+    let _: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(accepted(&s.log()), before, "debug lines after CONFIG SET loglevel warning");
+}

@@ -452,6 +452,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         ReplicaPriority(u32),
         ReplicaAnnounced(bool),
         AnnounceIp(Option<String>),
+        LogLevel(String),
         BindSourceAddr(String),
         AnnouncePort(u16),
         ServeStale(bool),
@@ -545,6 +546,10 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             // Any text, as Redis takes it: one that is not an address fails each connection
             // attempt with the reason (INFO's replica_last_error, the log).
+            "loglevel" => {
+                let level = String::from_utf8_lossy(val).into_owned();
+                crate::logging::filter_for(&level).map(|_| Change::LogLevel(level))
+            }
             "bind-source-addr" => Ok(Change::BindSourceAddr(String::from_utf8_lossy(val).into_owned())),
             "replica-announce-port" | "slave-announce-port" => {
                 int(0, 65535).map(|n| Change::AnnouncePort(n as u16))
@@ -777,6 +782,12 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::ReplicaPriority(n) => s.redis_primary_settings.priority = n,
             Change::ReplicaAnnounced(on) => s.redis_primary_settings.announced = on,
             Change::AnnounceIp(ip) => s.redis_primary_settings.announce_ip = ip,
+            Change::LogLevel(level) => {
+                if let Err(e) = crate::logging::set_level(&level) {
+                    tracing::warn!("CONFIG SET loglevel {level}: {e}");
+                }
+                s.cfg.loglevel = level;
+            }
             Change::BindSourceAddr(a) => {
                 // The next connection attempt uses it, to a redis-server primary or upstream.
                 if let Some(r) = s.replica.as_mut() {
