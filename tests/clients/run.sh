@@ -3,7 +3,8 @@
 # client), redis-cli and redis-benchmark, RQ, Celery, Dramatiq, huey, and Django's cache and
 # sessions with django-redis (pytest), then ioredis, node-redis, BullMQ, Bee-Queue,
 # rate-limiter-flexible, express-session with connect-redis, and socket.io with its Redis and
-# Redis Streams adapters (node --test), then go-redis, rueidis, redsync and redis_rate (go test),
+# Redis Streams adapters, Keyv with @keyv/redis and cache-manager (node --test), then go-redis,
+# rueidis, redsync, redis_rate and redigo (go test),
 # then Jedis, Lettuce, Redisson, Spring Data Redis and Spring Session (mvn test). All suites
 # always run; the script exits non-zero if any fails, and ends with one "N passed, N failed" line.
 #
@@ -22,12 +23,12 @@ echo "== client tests: pytest (redis-py, redis.asyncio, RQ, Celery, Dramatiq, hu
 (cd "$here" && timeout 600 python3 -m pytest -q -p no:cacheprovider -rfEs) 2>&1 | tee "$log/py"
 py_rc=${PIPESTATUS[0]}
 
-echo "== client tests: node --test (ioredis, node-redis, BullMQ, Bee-Queue, rate-limiter-flexible, connect-redis, socket.io adapters)"
+echo "== client tests: node --test (ioredis, node-redis, BullMQ, Bee-Queue, rate-limiter-flexible, connect-redis, socket.io adapters, Keyv with @keyv/redis, cache-manager)"
 (cd "$here/node" && timeout 600 node --test) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
 
 # -count=1: go test caches a passing run by source and environment, not by the server binary.
-echo "== client tests: go test (go-redis, rueidis, redsync, redis_rate)"
+echo "== client tests: go test (go-redis, rueidis, redsync, redis_rate, redigo)"
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"  # as scripts/install-deps.sh
 fi
