@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the external-client suite against the goblin-core binary: redis-py (and its asyncio
-# client), redis-cli and redis-benchmark, RQ, Celery, Dramatiq, huey, and Django's cache and
-# sessions with django-redis (pytest), then ioredis, node-redis, BullMQ, Bee-Queue,
+# client), redis-cli and redis-benchmark, RQ, Celery, Dramatiq, huey, Django's cache and
+# sessions with django-redis, and limits (Flask-Limiter's and SlowAPI's core) on redis-py and
+# coredis (pytest), then ioredis, node-redis, BullMQ, Bee-Queue,
 # rate-limiter-flexible, express-session with connect-redis, and socket.io with its Redis and
 # Redis Streams adapters, Keyv with @keyv/redis and cache-manager (node --test), then go-redis,
 # rueidis, redsync, redis_rate and redigo (go test),
@@ -19,7 +20,7 @@ export GOBLIN_CORE_BIN="${GOBLIN_CORE_BIN:-$CARGO_TARGET_DIR/debug/goblin-core}"
 log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 
-echo "== client tests: pytest (redis-py, redis.asyncio, RQ, Celery, Dramatiq, huey, Django with django-redis, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
+echo "== client tests: pytest (redis-py, redis.asyncio, RQ, Celery, Dramatiq, huey, Django with django-redis, limits with coredis, redis-cli, redis-benchmark) against $GOBLIN_CORE_BIN"
 (cd "$here" && timeout 600 python3 -m pytest -q -p no:cacheprovider -rfEs) 2>&1 | tee "$log/py"
 py_rc=${PIPESTATUS[0]}
 

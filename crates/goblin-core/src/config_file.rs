@@ -97,9 +97,6 @@ const IGNORED: &[&str] = &[
     "syslog-facility",
     "syslog-ident",
     "vset-force-single-threaded-execution",
-    // Redis's hidden settings for its own test suite (slow loads and saves on purpose).
-    "key-load-delay",
-    "loading-process-events-interval-bytes",
 ];
 
 /// Redis's hidden settings (test aids CONFIG GET * leaves out), directives too.

@@ -717,8 +717,20 @@ fn server_command_errors_match_redis() {
         b"READWRITE\r\n",
         b"ASKING\r\n",
         b"READONLY x\r\n",
+        // DEBUG disabled (both servers' default): refused whatever the subcommand.
+        b"DEBUG JMAP\r\n",
+        b"DEBUG HELP\r\n",
     ];
     same_replies(&g, &r, requests);
+}
+
+/// DEBUG enabled: a subcommand the server does not know gets Redis 8.2's own refusal (DEBUG
+/// is no container command: `unknown subcommand or wrong number of arguments for 'jmap'`).
+#[test]
+fn debug_refusals_match_redis8() {
+    let g = Server::start(&["--enable-debug-command", "yes"]);
+    let r = RedisServer::start8_with(&["--enable-debug-command", "yes"]);
+    same_replies(&g, &r, &[b"DEBUG jmap\r\n", b"DEBUG NO-SUCH-THING a b\r\n", b"DEBUG ERROR\r\n"]);
 }
 
 #[test]
@@ -1178,4 +1190,38 @@ fn config_set_loglevel_changes_what_is_logged() {
     drop(s.conn());
     let _: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(accepted(&s.log()), before, "debug lines after CONFIG SET loglevel warning");
+}
+
+/// Redis's hidden test settings for slow loads (`key-load-delay`,
+/// `loading-process-events-interval-bytes`): accepted and read back as Redis 8.2 does, by their
+/// own name only (CONFIG GET * leaves them out), with its range checks.
+#[test]
+fn hidden_loading_settings_answer_by_name_as_redis8() {
+    let g = Server::start(&[]);
+    let r = RedisServer::start8();
+    let mut replies = Vec::new();
+    for c in [&mut g.conn(), &mut r.conn()] {
+        let mut got = Vec::new();
+        let mut show = |c: &mut redis::Connection, args: &[&str]| {
+            let v: redis::RedisResult<redis::Value> = redis::cmd(args[0]).arg(&args[1..]).query(c);
+            got.push(format!("{args:?} {v:?}"));
+        };
+        for name in ["key-load-delay", "loading-process-events-interval-bytes"] {
+            show(c, &["CONFIG", "GET", name]);
+        }
+        show(c, &["CONFIG", "SET", "key-load-delay", "-5"]);
+        show(c, &["CONFIG", "GET", "key-load-delay"]);
+        show(c, &["CONFIG", "SET", "loading-process-events-interval-bytes", "100"]);
+        show(c, &["CONFIG", "SET", "loading-process-events-interval-bytes", "4096"]);
+        show(c, &["CONFIG", "GET", "loading-process-events-interval-bytes"]);
+        show(c, &["CONFIG", "SET", "key-load-delay", "0"]);
+        let all: HashMap<String, String> = redis::cmd("CONFIG").arg("GET").arg("*").query(c).unwrap();
+        got.push(format!(
+            "{:?}",
+            ["key-load-delay", "loading-process-events-interval-bytes"].map(|n| all.contains_key(n))
+        ));
+        replies.push(got);
+    }
+    assert_eq!(replies[0], replies[1]);
+    assert!(replies[0].last().unwrap().contains("false, false"), "{:?}", replies[0]);
 }

@@ -11,9 +11,16 @@ use crate::server::Server;
 use engine::{errors, util};
 use resp::reply;
 
-/// Settings Redis has that are accepted and reported but mean nothing here: lists have one
-/// encoding whatever their size. (name, current value).
-const INERT: &[&str] = &["list-max-listpack-size", "list-max-ziplist-size", "list-compress-depth"];
+/// Integer settings Redis has that are accepted and reported but mean nothing here: lists have
+/// one encoding whatever their size; and two of Redis's hidden test aids for slow loads
+/// (goblin-core opens its listeners only once loaded, so nobody could watch a slowed load).
+const INERT: &[&str] = &[
+    "list-max-listpack-size",
+    "list-max-ziplist-size",
+    "list-compress-depth",
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+];
 
 /// Redis settings whose every value behaves the same here, taken from Redis's choices and
 /// reported as set (CONFIG GET, CONFIG REWRITE, a configuration file): (name, choices (none:
@@ -64,7 +71,8 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
 
 fn inert_default(name: &str) -> String {
     match name {
-        "list-compress-depth" => "0".into(),
+        "list-compress-depth" | "key-load-delay" => "0".into(),
+        "loading-process-events-interval-bytes" => "524288".into(),
         _ => match INERT_CHOICES.iter().find(|(n, _, _)| *n == name) {
             Some((_, _, default)) => (*default).into(),
             None => "-2".into(),
@@ -409,7 +417,7 @@ pub(crate) fn apply_limits_early(directives: &[crate::config_file::Directive]) {
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
 /// Redis's hidden settings (test aids): CONFIG GET returns them by exact name only.
-const HIDDEN: &[&str] = &["rdb-key-save-delay"];
+const HIDDEN: &[&str] = &["rdb-key-save-delay", "key-load-delay", "loading-process-events-interval-bytes"];
 
 /// `protected_ok`: the protected settings may change for this client.
 pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> Result<(), SetError> {
@@ -642,6 +650,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             },
             name if store::limits::by_name(name).is_some() => int(0, store::limits::INTSET_HARD_MAX as i64)
                 .map(|n| Change::Limit(store::limits::by_name(name).expect("checked"), n as usize)),
+            "loading-process-events-interval-bytes" => {
+                int(1024, I32).map(|n| Change::Inert(canon, n.to_string()))
+            }
             name if INERT.contains(&name) => {
                 int(i32::MIN as i64, I32).map(|n| Change::Inert(canon, n.to_string()))
             }

@@ -104,7 +104,10 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"QUICKLIST-PACKED-THRESHOLD"
         | b"PAUSE-CRON"
         | b"SET-DISABLE-DENY-SCRIPTS" => {}
-        _ => return engine::errors::unknown_subcommand(out, args[0], args[1]),
+        // DEBUG is no container command in Redis: its own handler refuses a subcommand it does
+        // not know, after the check that the command is enabled at all.
+        _ if !allowed => return reply::error(out, NOT_ALLOWED),
+        _ => return engine::errors::subcommand_syntax_error(out, args[0], args[1]),
     }
     if !protected_allowed(s.cfg.enable_debug_command, c) {
         return reply::error(&mut c.out, NOT_ALLOWED);
