@@ -897,9 +897,34 @@ fn check_flag(prog: &OsString, d: &Directive, args: &[OsString]) -> Result<(), F
         Err(e) => {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid value").trim_start_matches("error: ");
-            Err(Fatal::at(d, first.to_string()))
+            Err(Fatal::at(d, in_redis_words(first)))
         }
     }
+}
+
+/// A clap value error with its reason in redis-server's words where Redis has them (scripts
+/// and operators match on those): `invalid value 'abc' for '--port <PORT>': argument couldn't
+/// be parsed into an integer`, `... argument must be between 0 and 65535 inclusive`,
+/// `... argument must be a memory value`. Other reasons stay clap's.
+fn in_redis_words(message: &str) -> String {
+    let Some((head, reason)) = message.rsplit_once(": ") else { return message.to_string() };
+    let redis =
+        if let Some((lo, hi)) = reason.split_once(" is not in ").and_then(|(_, r)| r.split_once("..=")) {
+            format!("argument must be between {lo} and {hi} inclusive")
+        } else if matches!(
+            reason,
+            "invalid digit found in string"
+                | "cannot parse integer from empty string"
+                | "number too large to fit in target type"
+                | "number too small to fit in target type"
+        ) {
+            "argument couldn't be parsed into an integer".to_string()
+        } else if reason.ends_with("is not a size (e.g. 16mb)") {
+            "argument must be a memory value".to_string()
+        } else {
+            return message.to_string();
+        };
+    format!("{head}: {redis}")
 }
 
 /// The lines CONFIG REWRITE writes for a setting's current value (CONFIG GET's form).

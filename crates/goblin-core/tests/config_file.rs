@@ -375,7 +375,13 @@ fn bad_files_stop_startup_naming_the_line() {
             ">>> 'port \"--loglevel\" \"verbose\"'\nwrong number of arguments",
         ),
         (&["--port", "6380", "--loglevel"], ">>> 'loglevel'\nwrong number of arguments"),
-        (&["--port", "--bla", "--loglevel", "verbose"], ">>> 'port \"--bla\"'\ninvalid value '--bla'"),
+        (
+            &["--port", "--bla", "--loglevel", "verbose"],
+            ">>> 'port \"--bla\"'\ninvalid value '--bla' for '--port <PORT>': argument couldn't be parsed into an integer",
+        ),
+        // Redis's reasons for a bad number (as redis-server 8.2 words them).
+        (&["--port", "70000"], ">>> 'port \"70000\"'\ninvalid value '70000' for '--port <PORT>': argument must be between 0 and 65535 inclusive"),
+        (&["--maxmemory", "abc"], ">>> 'maxmemory \"abc\"'\ninvalid value 'abc' for '--maxmemory <MAXMEMORY>': argument must be a memory value"),
         // A level nobody knows (tracing would have read it as a target, and logged nothing).
         (
             &["--logfile", "--my--log--file", "--loglevel", "--bla"],
