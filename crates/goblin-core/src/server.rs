@@ -1462,7 +1462,8 @@ impl Server {
             }
             // Protected mode: a client from off this host, while the default user has no
             // password, gets the reason and is closed once it is written (through TLS too, so
-            // the connection goes the whole way in and out as any other's reply does).
+            // the connection goes the whole way in and out as any other's reply does). Redis's
+            // listeners only: the RDMA and SBE ports are opt-ins with their own rules.
             let denied = !sbe && !unix && !ring && !rdma && self.protected_refuses(&conn.addr);
             if denied {
                 conn.out.extend_from_slice(PROTECTED_MODE_DENIED);

@@ -989,6 +989,19 @@ mod tests {
     const NOTINT: &str = "-ERR value is not an integer or out of range\r\n";
     const SYNTAX: &str = "-ERR syntax error\r\n";
 
+    /// Indexes far outside the list are out of range, the extremes included (Redis 8.2's LSET
+    /// overflows there and sets an element: the differential test leaves them out).
+    #[test]
+    fn lset_and_lindex_at_extreme_indexes() {
+        let mut e = Engine::default();
+        r(&mut e, &["RPUSH", "l", "a", "b", "c"]);
+        for i in ["-9223372036854775808", "-9223372036854775807", "9223372036854775807", "-4", "3"] {
+            assert_eq!(r(&mut e, &["LSET", "l", i, "x"]), "-ERR index out of range\r\n", "{i}");
+            assert_eq!(r(&mut e, &["LINDEX", "l", i]), "$-1\r\n", "{i}");
+        }
+        assert_eq!(r(&mut e, &["LRANGE", "l", "0", "-1"]), "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n");
+    }
+
     #[test]
     fn push_pop_and_mutations() {
         let mut e = Engine::default();
