@@ -772,7 +772,14 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, Fatal> {
         // Redis's settings of several values take none as well (its test harness writes
         // `save ` for `save ""`): no percentiles; for `save`, no rules, though as any save
         // line it drops the defaults.
-        if d.words.is_empty() && d.name == "latency-tracking-info-percentiles" {
+        // The shutdown signals' flag lists go the same way, to be refused by their own check
+        // (Redis's "must be one of the following"), not for their count.
+        if d.words.is_empty()
+            && matches!(
+                d.name.as_str(),
+                "latency-tracking-info-percentiles" | "shutdown-on-sigint" | "shutdown-on-sigterm"
+            )
+        {
             d.words.push(Vec::new());
         }
         if d.words.is_empty() && !is_switch(&d.name) && d.name != "save" {

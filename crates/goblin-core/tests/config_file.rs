@@ -366,6 +366,13 @@ fn bad_files_stop_startup_naming_the_line() {
             && log.contains("'slowlog-max-len \"x\"'"),
         "{log}"
     );
+    // A shutdown signal's flag list given empty: refused by its own check, as Redis 8.2 does.
+    let (code, log) = run_to_exit(&["--shutdown-on-sigint", "now force", "--shutdown-on-sigterm"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        log.contains(">>> 'shutdown-on-sigterm'\nargument(s) must be one of the following: default, save, nosave, now, force"),
+        "{log}"
+    );
     // Options read as redis-server reads them: values run to the next option once there is
     // one; a `--word` right after a name is its value.
     for (args, want) in [
