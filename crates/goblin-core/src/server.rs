@@ -228,7 +228,11 @@ pub struct ServerStats {
     /// (turns, turn nanoseconds) at each cron tick, beside `ops_samples`, for
     /// `instantaneous_eventloop_*`.
     pub eventloop_samples: [(u64, u64); 16],
-    pub peak_memory: u64,
+    /// The most allocated bytes seen (INFO `used_memory_peak`) and when (unix seconds,
+    /// `used_memory_peak_time`). Cells, so that every reading of the figures (INFO, MEMORY
+    /// STATS, through `&Server`) records a new peak it sees: a peak once reported never goes
+    /// down afterwards, as in Redis, whose INFO records it too.
+    pub peak_memory: std::cell::Cell<(u64, u64)>,
     /// Allocated bytes when the server was built, before any data (INFO
     /// `used_memory_startup`); kept across CONFIG RESETSTAT.
     pub startup_memory: u64,
@@ -237,6 +241,19 @@ pub struct ServerStats {
     pub writes_processed: u64,
     /// INFO commandstats / errorstats (see stats.rs).
     pub cmds: crate::stats::CommandStats,
+}
+
+impl ServerStats {
+    /// Records `used` allocated bytes: a new peak, with its time.
+    pub fn note_memory(&self, used: u64) -> (u64, u64) {
+        let (peak, at) = self.peak_memory.get();
+        if used > peak {
+            let now = (used, (now_ms() / 1000) as u64);
+            self.peak_memory.set(now);
+            return now;
+        }
+        (peak, at)
+    }
 }
 
 /// The Kafka journal and what its startup replay did (see journal/).
@@ -1907,7 +1924,7 @@ impl Server {
         self.stats.eventloop_samples[at % 16] = (self.stats.eventloop.cycles, self.stats.eventloop.nanos);
         self.stats.ops_sample_at = at + 1;
         let used = crate::commands::info::allocated_bytes();
-        self.stats.peak_memory = self.stats.peak_memory.max(used);
+        self.stats.note_memory(used);
         self.close_idle_clients();
         self.enforce_soft_output_limits();
     }

@@ -1225,3 +1225,33 @@ fn hidden_loading_settings_answer_by_name_as_redis8() {
     assert_eq!(replies[0], replies[1]);
     assert!(replies[0].last().unwrap().contains("false, false"), "{:?}", replies[0]);
 }
+
+/// INFO memory's `used_memory_peak_time` (Redis 8): when the peak was reached, in unix
+/// seconds; a new peak moves it, CONFIG RESETSTAT keeps it with the peak.
+#[test]
+fn used_memory_peak_time_follows_the_peak() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let field = |c: &mut redis::Connection, name: &str| -> u64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+        let prefix = format!("{name}:");
+        info.lines().find_map(|l| l.strip_prefix(prefix.as_str())).unwrap().trim().parse().unwrap()
+    };
+    let (t0, p0) = (field(&mut c, "used_memory_peak_time"), field(&mut c, "used_memory_peak"));
+    assert!(t0 > 0 && t0 <= now() + 1, "{t0}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // 16 MB more than the peak so far: a new peak, reached after t0.
+    let _: () = redis::cmd("SET").arg("big").arg(vec![b'x'; 16 << 20]).query(&mut c).unwrap();
+    let (t1, p1) = (field(&mut c, "used_memory_peak_time"), field(&mut c, "used_memory_peak"));
+    assert!(p1 >= p0 + (16 << 20), "{p0} -> {p1}");
+    assert!(t1 > t0, "{t0} -> {t1}");
+    // Below the peak from here on: RESETSTAT keeps both figures as they are.
+    let _: () = redis::cmd("DEL").arg("big").query(&mut c).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (tb, pb) = (field(&mut c, "used_memory_peak_time"), field(&mut c, "used_memory_peak"));
+    assert!(tb >= t1 && pb >= p1, "{t1} {p1} -> {tb} {pb}");
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    assert_eq!(field(&mut c, "used_memory_peak_time"), tb);
+    assert_eq!(field(&mut c, "used_memory_peak"), pb);
+}

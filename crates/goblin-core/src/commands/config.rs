@@ -251,9 +251,9 @@ pub fn config(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         }
         b"resetstat" => {
             if sub_arity_ok(out, args, 2) {
-                let (peak, startup) = (s.stats.peak_memory, s.stats.startup_memory);
+                let (peak, startup) = (s.stats.peak_memory.get(), s.stats.startup_memory);
                 s.stats = Default::default();
-                s.stats.peak_memory = peak;
+                s.stats.peak_memory.set(peak);
                 s.stats.startup_memory = startup;
                 s.engine.stats = Default::default();
                 reply::ok(out);

@@ -319,6 +319,8 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
 
 /// The memory figures INFO's `memory` section and MEMORY STATS report, read once.
 pub(crate) struct MemoryFigures {
+    /// When `peak` was reached (unix seconds).
+    pub peak_time: u64,
     /// Allocated by the program and not freed (Redis's `used_memory`).
     pub used: u64,
     /// jemalloc's own `stats.allocated`: `used` plus what the thread caches hold (INFO
@@ -349,6 +351,8 @@ impl MemoryFigures {
     pub(crate) fn read(s: &Server) -> MemoryFigures {
         let (allocated, cached) = allocator_allocated_cached();
         let used = allocated.saturating_sub(cached);
+        // A peak reached since the cron's last sample is recorded now.
+        let (peak, peak_time) = s.stats.note_memory(used);
         let (active, resident) = allocator_active_resident();
         // A redis-server replica's connection counts among the replicas' buffers, not here.
         let clients_normal = s
@@ -370,7 +374,8 @@ impl MemoryFigures {
             active,
             resident,
             rss: rss_bytes(),
-            peak: s.stats.peak_memory.max(used),
+            peak,
+            peak_time,
             startup,
             clients_normal,
             clients_replicas: s.firehose_queue_bytes() as u64 + redis_replicas,
@@ -406,6 +411,7 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_rss_human", "{}", human_bytes(rss));
     field!(t, "used_memory_peak", "{peak}");
     field!(t, "used_memory_peak_human", "{}", human_bytes(peak));
+    field!(t, "used_memory_peak_time", "{}", m.peak_time);
     field!(
         t,
         "used_memory_peak_perc",
