@@ -212,8 +212,13 @@ fn debug_digest_compares_contents() {
     // The intrusive subcommands need the flag; DIGEST does not.
     let err = redis::cmd("DEBUG").arg("BATCHES").query::<()>(&mut ca).unwrap_err();
     assert!(err.to_string().contains("DEBUG command not allowed"), "{err}");
+    // Any other subcommand too, known or not, as Redis refuses a disabled DEBUG; enabled, an
+    // unknown one gets DEBUG's own syntax error.
     let err = redis::cmd("DEBUG").arg("NOPE").query::<()>(&mut ca).unwrap_err();
-    assert!(err.to_string().contains("unknown subcommand 'NOPE'"), "{err}");
+    assert!(err.to_string().contains("DEBUG command not allowed"), "{err}");
+    let enabled = Server::start(&["--enable-debug-command", "yes"]);
+    let err = redis::cmd("DEBUG").arg("NOPE").query::<()>(&mut enabled.conn()).unwrap_err();
+    assert!(err.to_string().contains("unknown subcommand or wrong number of arguments for 'NOPE'"), "{err}");
 }
 
 #[test]
