@@ -1326,7 +1326,7 @@ impl Server {
     /// protected mode will turn them away (no password for the default user), since an
     /// operator who bound a public address most likely expects those clients.
     pub(crate) fn warn_of_protected_mode(&self) {
-        if !self.cfg.protected_mode || !self.users.default_has_no_password() {
+        if !self.protected_mode_active() {
             return;
         }
         let public: Vec<&str> = self
@@ -1349,19 +1349,20 @@ impl Server {
         }
     }
 
-    /// Whether protected mode turns away a TCP client whose address is `peer` ("ip:port"):
+    /// Whether protected mode turns away a TCP or TLS client from `peer`:
     /// protected mode is on, the default user has no password, and the peer is not on the
     /// loopback interface (127.0.0.0/8 or ::1, an IPv4-mapped loopback included).
-    fn protected_refuses(&self, peer: &str) -> bool {
-        if !self.cfg.protected_mode || !self.users.default_has_no_password() {
-            return false;
-        }
-        let local = match peer.parse::<SocketAddr>().map(|a| a.ip()) {
-            Ok(IpAddr::V4(ip)) => ip.is_loopback(),
-            Ok(IpAddr::V6(ip)) => ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
-            Err(_) => false,
+    fn protected_refuses(&self, peer: IpAddr) -> bool {
+        let local = match peer {
+            IpAddr::V4(ip) => ip.is_loopback(),
+            IpAddr::V6(ip) => ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
         };
-        !local
+        self.protected_mode_active() && !local
+    }
+
+    /// Protected mode is on and the default user has no password.
+    fn protected_mode_active(&self) -> bool {
+        self.cfg.protected_mode && self.users.default_has_no_password()
     }
 
     fn accept(&mut self, li: usize) {
@@ -1369,8 +1370,12 @@ impl Server {
         let sbe = matches!(self.listeners[li], Listener::Sbe(_) | Listener::SbeUnix(_));
         let rdma = matches!(self.listeners[li], Listener::Rdma(_));
         loop {
+            // A TCP or TLS client's address, for protected mode (the other listeners are local
+            // or have their own rules).
+            let mut remote: Option<IpAddr> = None;
             let accepted = match &self.listeners[li] {
                 Listener::Tcp(l) | Listener::Sbe(l) => l.accept().map(|(s, peer)| {
+                    remote = Some(peer.ip());
                     let _ = s.set_nodelay(true);
                     let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     let fd = s.as_raw_fd();
@@ -1384,6 +1389,7 @@ impl Server {
                     (Stream::Unix(s), format!("{path}:0"), format!("{path}:0"), fd, true)
                 }),
                 Listener::Tls(l) => l.accept().and_then(|(s, peer)| {
+                    remote = Some(peer.ip());
                     let _ = s.set_nodelay(true);
                     let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     let fd = s.as_raw_fd();
@@ -1481,7 +1487,7 @@ impl Server {
             // password, gets the reason and is closed once it is written (through TLS too, so
             // the connection goes the whole way in and out as any other's reply does). Redis's
             // listeners only: the RDMA and SBE ports are opt-ins with their own rules.
-            let denied = !sbe && !unix && !ring && !rdma && self.protected_refuses(&conn.addr);
+            let denied = !sbe && remote.is_some_and(|ip| self.protected_refuses(ip));
             if denied {
                 conn.out.extend_from_slice(PROTECTED_MODE_DENIED);
                 conn.close_after_reply = true;

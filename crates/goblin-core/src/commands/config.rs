@@ -552,12 +552,12 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             "replica-announce-ip" | "slave-announce-ip" => {
                 Ok(Change::AnnounceIp((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
             }
-            // Any text, as Redis takes it: one that is not an address fails each connection
-            // attempt with the reason (INFO's replica_last_error, the log).
             "loglevel" => {
                 let level = String::from_utf8_lossy(val).into_owned();
                 crate::logging::filter_for(&level).map(|_| Change::LogLevel(level))
             }
+            // Any text, as Redis takes it: one that is not an address fails each connection
+            // attempt with the reason (INFO's replica_last_error, the log).
             "bind-source-addr" => Ok(Change::BindSourceAddr(String::from_utf8_lossy(val).into_owned())),
             "replica-announce-port" | "slave-announce-port" => {
                 int(0, 65535).map(|n| Change::AnnouncePort(n as u16))
