@@ -8,7 +8,8 @@ and which the ACL key checks and COMMAND GETKEYSANDFLAGS interpret).
     python3 scripts/gen-redis-command-meta.py --port 7999 --label "redis-server 8.2.3" \
         > crates/goblin-core/src/commands/redis_meta.rs
 
-Commands a module adds (redis-server 8's vector sets) are left out.
+Commands a module adds (redis-server 8's vector sets, flagged `module`) are kept: goblin-core
+implements them natively and reports them as Redis does.
 """
 import argparse
 import socket
@@ -74,8 +75,6 @@ def main():
     rows = []
 
     def walk(c):
-        if "module" in c[2]:
-            return
         name = c[0].lower()
         cats = c[6]
         tips = c[7]

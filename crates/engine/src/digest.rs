@@ -103,6 +103,25 @@ fn hash_value(h: &mut Hasher, v: &Plain) {
             }
             h.int(*cursor);
         }
+        Plain::VectorSet(v) => {
+            h.field(b"vectorset");
+            h.int(v.dim as u64);
+            h.field(v.quant.as_bytes());
+            h.int(v.m as u64);
+            h.int(v.projection_input_dim as u64);
+            h.int(v.elements.len() as u64);
+            for (name, vector, attr) in &v.elements {
+                h.field(name);
+                h.field(vector);
+                match attr {
+                    Some(a) => {
+                        h.int(1);
+                        h.field(a);
+                    }
+                    None => h.int(0),
+                }
+            }
+        }
         Plain::Stream(st) => {
             // Entries in ID order, the stream's IDs and counters, then each group with its
             // pending entries and consumers (consumer seen/active times are not data: they

@@ -397,7 +397,7 @@ impl Engine {
             return Outcome::Done;
         };
         if !spec.arity_ok(args.len()) {
-            errors::wrong_arity(out, args[0]);
+            errors::wrong_arity_of(out, spec, args[0]);
             return Outcome::Done;
         }
         if spec.name == "function" {

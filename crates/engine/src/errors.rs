@@ -43,6 +43,16 @@ pub fn wrong_arity(out: &mut Vec<u8>, name: &[u8]) {
     reply::error(out, &msg);
 }
 
+/// The wrong-arity error for `spec`, called as `name`: Redis's vector-set commands (a module
+/// in Redis, group `module`) name themselves in capitals there, the others in lowercase.
+pub fn wrong_arity_of(out: &mut Vec<u8>, spec: &crate::command::CommandSpec, name: &[u8]) {
+    if spec.group == "module" {
+        let msg = format!("ERR wrong number of arguments for '{}' command", spec.name.to_ascii_uppercase());
+        return reply::error(out, msg.as_bytes());
+    }
+    wrong_arity(out, name)
+}
+
 /// `ERR unknown command '<name>', with args beginning with: '<a1>' '<a2>' ...` (Redis shows the
 /// first args, each cut to 128 bytes, the whole preview to 128 args).
 pub fn unknown_command(out: &mut Vec<u8>, args: &[&[u8]]) {

@@ -60,6 +60,10 @@ pub const RDB_VERSION_FIELD_DEADLINES: u16 = 12;
 /// strictly ascending. Outside every type number Redis has used (they stop below 30) and below
 /// its file opcodes (245 and up), so a Redis RESTORE answers `Bad data format`.
 pub const TYPE_GOBLIN_ARRAY: u8 = 200;
+/// A vector set in goblin's own form (`VectorSet::encode`: the graph as it is, names and
+/// attributes). Redis keeps its vector sets as a module type whose layout is its HNSW's own;
+/// goblin does not write that, so these values, like arrays, travel only between goblins.
+pub const TYPE_GOBLIN_VSET: u8 = 201;
 
 /// Quicklist 2 node containers.
 const QUICKLIST_PLAIN: u64 = 1;
@@ -286,6 +290,12 @@ fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>, after_type: &[u8]) {
             tag(out, stream::TYPE_STREAM_LISTPACKS_2);
             stream::put_stream(out, s);
         }
+        ValueRef::VectorSet(v) => {
+            tag(out, TYPE_GOBLIN_VSET);
+            let mut raw = Vec::new();
+            v.encode(&mut raw);
+            put_str(out, &raw);
+        }
     }
 }
 
@@ -316,17 +326,25 @@ pub struct RdbFile<'a> {
 /// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
 /// encoding Redis loads (`TYPE_GOBLIN_ARRAY` is goblin's own). None when it can.
 pub fn rdb_file_blocker(ks: &store::Keyspace) -> Option<String> {
-    let mut arrays = 0u64;
+    let (mut arrays, mut vsets) = (0u64, 0u64);
     let mut first = None;
     ks.for_each(|key, v, _| {
-        if matches!(v, ValueRef::Array(_)) {
-            arrays += 1;
-            first.get_or_insert_with(|| String::from_utf8_lossy(key).into_owned());
-        }
+        let counter = match v {
+            ValueRef::Array(_) => &mut arrays,
+            ValueRef::VectorSet(_) => &mut vsets,
+            _ => return,
+        };
+        *counter += 1;
+        first.get_or_insert_with(|| String::from_utf8_lossy(key).into_owned());
     });
+    let what = match (arrays, vsets) {
+        (a, 0) => format!("{a} array key(s)"),
+        (0, v) => format!("{v} vector set key(s)"),
+        (a, v) => format!("{a} array key(s) and {v} vector set key(s)"),
+    };
     first.map(|k| {
         format!(
-            "the dataset holds {arrays} array key(s) ('{k}' among them), which an RDB file cannot carry: \
+            "the dataset holds {what} ('{k}' among them), which an RDB file cannot carry: \
              GOBLIN.DUMPWORLD takes a complete snapshot"
         )
     })
@@ -934,6 +952,11 @@ impl<'a> Reader<'a> {
                 }
                 a.set_cursor(cursor);
                 nonempty(a.count(), Value::Array(Box::new(a)))
+            }
+            TYPE_GOBLIN_VSET => {
+                let raw = self.string()?;
+                let v = store::types::vset::VectorSet::decode(&raw).map_err(|_| BAD)?;
+                Ok(Value::VectorSet(Box::new(v)))
             }
             // A stream may be empty (no entries, perhaps groups): Redis dumps and restores it.
             stream::TYPE_STREAM_LISTPACKS

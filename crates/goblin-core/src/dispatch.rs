@@ -235,7 +235,7 @@ impl Server {
             if let Some(m) = &mut conn.multi {
                 m.dirty = true;
             }
-            errors::wrong_arity(&mut conn.out, args[0]);
+            errors::wrong_arity_of(&mut conn.out, spec, args[0]);
             self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running
             return;
         }

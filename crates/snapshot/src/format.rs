@@ -62,7 +62,11 @@ pub const CODE_STREAM: u8 = 8;
 /// a deadline and, for each, the field (length-prefixed) and its deadline (i64 LE, unix ms).
 /// Older readers refuse code 9 as an unknown record tag.
 pub const CODE_HASH_DEADLINES: u8 = 9;
-pub const MAX_CODE: u8 = CODE_HASH_DEADLINES;
+/// A vector set: `varint(length)`, then `length` bytes of `VectorSet::encode` (the graph as it
+/// is, then each element's node, name and attributes). Older readers refuse code 10 as an
+/// unknown record tag.
+pub const CODE_VSET: u8 = 10;
+pub const MAX_CODE: u8 = CODE_VSET;
 
 /// Appends `v` as LEB128 (7 bits a byte, low group first, high bit = more follow).
 #[inline]

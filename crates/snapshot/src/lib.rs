@@ -66,7 +66,7 @@ pub struct Meta {
 }
 
 /// Keys per value type, in the order of [`store::Kind`]: string, hash, set, zset, list, array,
-/// stream.
+/// stream, vector set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TypeCounts {
     pub strings: u64,
@@ -76,6 +76,7 @@ pub struct TypeCounts {
     pub lists: u64,
     pub arrays: u64,
     pub streams: u64,
+    pub vsets: u64,
 }
 
 impl TypeCounts {
@@ -93,6 +94,7 @@ impl TypeCounts {
             store::Kind::List => self.lists += 1,
             store::Kind::Array => self.arrays += 1,
             store::Kind::Stream => self.streams += 1,
+            store::Kind::VectorSet => self.vsets += 1,
         }
     }
 }

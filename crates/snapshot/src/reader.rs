@@ -128,6 +128,7 @@ fn read_impl<R: Read>(
         ("list keys", t.types[4], types.lists),
         ("array keys", t.types[5], types.arrays),
         ("stream keys", t.streams, types.streams),
+        ("vector set keys", t.vsets, types.vsets),
         ("data blocks", t.data_blocks, br.data_blocks),
         ("data bytes", t.data_bytes, br.raw_data_bytes),
     ];
@@ -187,6 +188,8 @@ struct Trailer {
     types: [u64; 6],
     /// 0 when the trailer has no stream count (a file without streams).
     streams: u64,
+    /// 0 when the trailer has no vector set count.
+    vsets: u64,
     data_blocks: u64,
     data_bytes: u64,
 }
@@ -709,6 +712,12 @@ impl<R: Read> BlockReader<R> {
                 }
                 Value::Hash(Box::new(h))
             }
+            CODE_VSET => {
+                let n = self.len("value length")?;
+                let raw = self.take(n)?;
+                let v = store::types::vset::VectorSet::decode(raw).map_err(|e| bad(self, e))?;
+                Value::VectorSet(Box::new(v))
+            }
             CODE_STREAM => {
                 let n = self.len("value length")?;
                 let raw = self.take(n)?;
@@ -737,17 +746,24 @@ impl<R: Read> BlockReader<R> {
         let data_blocks = self.local_varint("block count")?;
         let data_bytes = self.local_varint("data byte count")?;
         // The stream count follows only when the file holds streams (and is then not 0).
-        let mut streams = 0;
+        // The vector set count after it, only when the file holds vector sets (the stream
+        // count is then present even when 0).
+        let (mut streams, mut vsets) = (0, 0);
         if self.at != self.buf.len() {
             streams = self.local_varint("stream count")?;
-            if streams == 0 {
+            if self.at != self.buf.len() {
+                vsets = self.local_varint("vector set count")?;
+                if vsets == 0 {
+                    return Err(self.malformed("a vector set count of 0 in the trailer"));
+                }
+            } else if streams == 0 {
                 return Err(self.malformed("a stream count of 0 in the trailer"));
             }
         }
         if self.at != self.buf.len() {
             return Err(self.malformed("unexpected bytes in the trailer"));
         }
-        Ok(Trailer { keys, volatile, types, streams, data_blocks, data_bytes })
+        Ok(Trailer { keys, volatile, types, streams, vsets, data_blocks, data_bytes })
     }
 
     /// Checks that the file ends here.

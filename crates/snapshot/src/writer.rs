@@ -196,8 +196,12 @@ pub fn write_dbs_with<W: Write>(
     put_varint(&mut t, bw.raw_data_bytes);
     // The stream count last and only when there are streams: a file without them keeps the
     // trailer older writers produced, byte for byte.
-    if types.streams > 0 {
+    if types.streams > 0 || types.vsets > 0 {
         put_varint(&mut t, types.streams);
+    }
+    // The vector set count after it, likewise only when there are vector sets.
+    if types.vsets > 0 {
+        put_varint(&mut t, types.vsets);
     }
     bw.emit_block(KIND_TRAILER, &t, false)?;
     bw.w.flush()?;
@@ -228,6 +232,7 @@ fn code_and_count(v: ValueRef<'_>) -> (u8, u64) {
         // An empty stream is a key like any other (XADD .. MAXLEN 0, XDEL of the last entry
         // and XGROUP CREATE .. MKSTREAM leave one): saved whatever its length.
         ValueRef::Stream(_) => (CODE_STREAM, 1),
+        ValueRef::VectorSet(v) => (CODE_VSET, v.len() as u64),
     }
 }
 
@@ -476,6 +481,13 @@ impl<W: Write> BlockWriter<W> {
                 // The cursor plus one, so that "unset" (u64::MAX) takes one byte (0).
                 self.put_varint(a.cursor().wrapping_add(1), progress, keys)?;
                 self.put_raw(a.raw_len(), |f| a.for_each_raw_run(f), progress, keys)?;
+            }
+            ValueRef::VectorSet(v) => {
+                // One encoded copy: the graph's links have no chunked raw form to stream.
+                let mut raw = Vec::new();
+                v.encode(&mut raw);
+                self.put_varint(raw.len() as u64, progress, keys)?;
+                self.put(&raw, progress, keys)?;
             }
             ValueRef::Stream(st) => {
                 // Measured first, then streamed out: no copy of the value is held.

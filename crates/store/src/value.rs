@@ -1,6 +1,7 @@
 //! Values as the keyspace hands them out.
 
 use crate::types::stream::PlainStream;
+use crate::types::vset::{PlainVset, VectorSet};
 use crate::types::{Hash, List, Set, SparseArray, Stream, ZSet};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,7 @@ pub enum Kind {
     List,
     Array,
     Stream,
+    VectorSet,
 }
 
 impl Kind {
@@ -27,6 +29,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Array => "array",
             Kind::Stream => "stream",
+            Kind::VectorSet => "vectorset",
         }
     }
 }
@@ -45,6 +48,7 @@ pub enum Value {
     List(Box<List>),
     Array(Box<SparseArray>),
     Stream(Box<Stream>),
+    VectorSet(Box<VectorSet>),
 }
 
 impl Value {
@@ -57,6 +61,7 @@ impl Value {
             Value::List(_) => Kind::List,
             Value::Array(_) => Kind::Array,
             Value::Stream(_) => Kind::Stream,
+            Value::VectorSet(_) => Kind::VectorSet,
         }
     }
 
@@ -70,6 +75,7 @@ impl Value {
             Value::List(l) => ValueRef::List(l),
             Value::Array(a) => ValueRef::Array(a),
             Value::Stream(s) => ValueRef::Stream(s),
+            Value::VectorSet(v) => ValueRef::VectorSet(v),
         }
     }
 }
@@ -118,6 +124,7 @@ pub enum ValueRef<'a> {
     List(&'a List),
     Array(&'a SparseArray),
     Stream(&'a Stream),
+    VectorSet(&'a VectorSet),
 }
 
 impl ValueRef<'_> {
@@ -130,6 +137,7 @@ impl ValueRef<'_> {
             ValueRef::List(_) => Kind::List,
             ValueRef::Array(_) => Kind::Array,
             ValueRef::Stream(_) => Kind::Stream,
+            ValueRef::VectorSet(_) => Kind::VectorSet,
         }
     }
 
@@ -143,6 +151,7 @@ impl ValueRef<'_> {
             ValueRef::List(l) => l.to_plain(),
             ValueRef::Array(a) => a.to_plain(),
             ValueRef::Stream(s) => s.to_plain(),
+            ValueRef::VectorSet(v) => v.to_plain(),
         }
     }
 
@@ -157,6 +166,7 @@ impl ValueRef<'_> {
             ValueRef::List(l) => Value::List(Box::new((*l).clone())),
             ValueRef::Array(a) => Value::Array(Box::new((*a).clone())),
             ValueRef::Stream(s) => Value::Stream(Box::new((*s).clone())),
+            ValueRef::VectorSet(v) => Value::VectorSet(Box::new((*v).clone())),
         }
     }
 
@@ -172,6 +182,7 @@ impl ValueRef<'_> {
             ValueRef::List(l) => l.encoding(),
             ValueRef::Array(a) => a.encoding(),
             ValueRef::Stream(s) => s.encoding(),
+            ValueRef::VectorSet(v) => v.encoding(),
         }
     }
 }
@@ -187,6 +198,7 @@ pub enum ValueMut<'a> {
     List(&'a mut List),
     Array(&'a mut SparseArray),
     Stream(&'a mut Stream),
+    VectorSet(&'a mut VectorSet),
 }
 
 /// A canonical dump of a value: two stores hold the same data exactly when their dumps are
@@ -204,4 +216,6 @@ pub enum Plain {
     /// (index, value) sorted by index, and the ARINSERT cursor (see `SparseArray::cursor`).
     Array(Vec<(u64, Vec<u8>)>, u64),
     Stream(Box<PlainStream>),
+    /// Parameters and (name, stored vector, attributes) by name; not the graph's shape.
+    VectorSet(Box<PlainVset>),
 }

@@ -156,7 +156,7 @@ fn emit_value(c: &mut Ctx, key: &[u8], deadline: Option<store::Millis>) {
     // One mutation per element, each its name, the key and the element's parts (an argument's
     // header is at most a dozen bytes): reserved at once.
     let (n, args_each) = match &v {
-        ValueRef::Str(_) | ValueRef::Stream(_) => (0, 0),
+        ValueRef::Str(_) | ValueRef::Stream(_) | ValueRef::VectorSet(_) => (0, 0),
         ValueRef::List(l) => (l.len(), 3),
         ValueRef::Set(s) => (s.len(), 3),
         ValueRef::Hash(h) => (h.len(), 4),
@@ -201,6 +201,12 @@ fn emit_value(c: &mut Ctx, key: &[u8], deadline: Option<store::Millis>) {
             }
         }
         ValueRef::Stream(s) => emit_stream(muts, key, s),
+        // The graph is part of the value (VSIM's answers depend on it) and cannot be rebuilt
+        // element by element: the whole value travels as one RESTORE of its own payload.
+        ValueRef::VectorSet(_) => {
+            let payload = crate::rdb::dump(v);
+            muts.push(&[b"RESTORE", key, b"0", &payload, b"REPLACE"]);
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub mod stream_group;
 pub mod stream_idmp;
 pub mod stream_refs;
 pub mod string;
+pub mod vset;
+pub mod vset_filter;
 pub mod zset;
 
 use crate::command::CommandSpec;
@@ -50,4 +52,5 @@ pub static TABLES: &[&[CommandSpec]] = &[
     stream_group::COMMANDS,
     stream_refs::COMMANDS,
     stream_idmp::COMMANDS,
+    vset::COMMANDS,
 ];

@@ -277,11 +277,12 @@ pub(crate) fn acl_categories(s: &CommandSpec) -> Vec<&'static str> {
 fn write_info(out: &mut Vec<u8>, proto: Proto, s: &CommandSpec) {
     reply::array_len(out, 10);
     reply::bulk(out, s.name.as_bytes());
-    reply::integer(out, s.arity as i64);
     // Redis's own record where it has one (its flags name what the table's bits do not:
     // allow_busy, no_multi, skip_monitor ...; a container has none and no key range); the
-    // table's bits otherwise.
+    // table's bits otherwise. The arity too: Redis reports -1 for its vector-set commands
+    // (module commands check their own arguments), where the table holds the real one.
     let meta = meta_of_spec(s);
+    reply::integer(out, meta.map_or(s.arity as i64, |m| m.arity));
     let mut flags = match meta {
         Some(m) => m.flags.to_vec(),
         None => s.flags.names(),

@@ -31,6 +31,7 @@
 
 pub use crate::alloc::size_class;
 use crate::types::string::parse_canonical_i64;
+use crate::types::vset::VectorSet;
 use crate::types::{Hash, List, Set, SparseArray, Stream, ZSet};
 use crate::value::{StrRef, Value, ValueMut, ValueRef};
 use crate::Millis;
@@ -68,16 +69,23 @@ pub enum Form {
     /// `Array` form bits and its pointer's low bit set (boxes are 8-aligned, so an array's
     /// pointer never has it): [`Entry::form`] tells them apart.
     Stream = 8,
+    /// A vector set: the `Array` form bits with [`VSET_PTR_BIT`] set in its pointer, as
+    /// streams do with theirs.
+    VectorSet = 9,
 }
 
 /// The low bit of a stored collection pointer that marks a stream (see [`Form::Stream`]).
 const STREAM_PTR_BIT: usize = 1;
+/// The second spare bit of a stored collection pointer: marks a vector set.
+const VSET_PTR_BIT: usize = 2;
+/// Both marks: cleared to get the pointer back.
+const PTR_MARKS: usize = STREAM_PTR_BIT | VSET_PTR_BIT;
 
 impl Form {
     /// The form's bits in the tag byte.
     fn tag_bits(self) -> u8 {
         match self {
-            Form::Stream => Form::Array as u8,
+            Form::Stream | Form::VectorSet => Form::Array as u8,
             f => f as u8,
         }
     }
@@ -124,6 +132,7 @@ impl Stored<'_> {
             Value::List(b) => Stored::Coll(Form::List, Box::into_raw(b) as *mut u8),
             Value::Array(b) => Stored::Coll(Form::Array, Box::into_raw(b) as *mut u8),
             Value::Stream(b) => Stored::Coll(Form::Stream, Box::into_raw(b) as *mut u8),
+            Value::VectorSet(b) => Stored::Coll(Form::VectorSet, Box::into_raw(b) as *mut u8),
         }
     }
 
@@ -165,6 +174,7 @@ unsafe fn value_from_raw(form: Form, p: *mut u8) -> Value {
         Form::List => Value::List(Box::from_raw(p as *mut List)),
         Form::Array => Value::Array(Box::from_raw(p as *mut SparseArray)),
         Form::Stream => Value::Stream(Box::from_raw(p as *mut Stream)),
+        Form::VectorSet => Value::VectorSet(Box::from_raw(p as *mut VectorSet)),
         Form::Bytes | Form::RawBytes | Form::Int => unreachable!("not a collection"),
     }
 }
@@ -276,7 +286,11 @@ impl Entry {
     pub fn form(&self) -> Form {
         match Form::from_tag(self.tag) {
             // SAFETY: an Array-form entry holds a collection pointer at value_at.
-            Form::Array if unsafe { self.raw_coll_ptr() } as usize & STREAM_PTR_BIT != 0 => Form::Stream,
+            Form::Array => match unsafe { self.raw_coll_ptr() } as usize & PTR_MARKS {
+                STREAM_PTR_BIT => Form::Stream,
+                VSET_PTR_BIT => Form::VectorSet,
+                _ => Form::Array,
+            },
             f => f,
         }
     }
@@ -346,7 +360,7 @@ impl Entry {
 
     /// The collection pointer of a collection entry.
     unsafe fn coll_ptr(&self) -> *mut u8 {
-        (self.raw_coll_ptr() as usize & !STREAM_PTR_BIT) as *mut u8
+        (self.raw_coll_ptr() as usize & !PTR_MARKS) as *mut u8
     }
 
     /// A shared view of the value, for as long as the caller keeps the entry alive and unchanged.
@@ -366,6 +380,7 @@ impl Entry {
             Form::List => ValueRef::List(&*(self.coll_ptr() as *const List)),
             Form::Array => ValueRef::Array(&*(self.coll_ptr() as *const SparseArray)),
             Form::Stream => ValueRef::Stream(&*(self.coll_ptr() as *const Stream)),
+            Form::VectorSet => ValueRef::VectorSet(&*(self.coll_ptr() as *const VectorSet)),
         }
     }
 
@@ -383,6 +398,7 @@ impl Entry {
             Form::List => ValueMut::List(&mut *(self.coll_ptr() as *mut List)),
             Form::Array => ValueMut::Array(&mut *(self.coll_ptr() as *mut SparseArray)),
             Form::Stream => ValueMut::Stream(&mut *(self.coll_ptr() as *mut Stream)),
+            Form::VectorSet => ValueMut::VectorSet(&mut *(self.coll_ptr() as *mut VectorSet)),
         }
     }
 
@@ -400,6 +416,7 @@ impl Entry {
             ValueRef::List(l) => l.mem_usage(),
             ValueRef::Array(a) => a.mem_usage(),
             ValueRef::Stream(s) => s.mem_usage(),
+            ValueRef::VectorSet(v) => v.mem_usage(),
         };
         own + coll
     }
@@ -562,6 +579,10 @@ unsafe fn write_value(v: *mut u8, value: Stored<'_>) {
         Stored::Coll(Form::Stream, p) => {
             debug_assert!(p as usize & STREAM_PTR_BIT == 0);
             ptr::write_unaligned(v as *mut *mut u8, (p as usize | STREAM_PTR_BIT) as *mut u8)
+        }
+        Stored::Coll(Form::VectorSet, p) => {
+            debug_assert!(p as usize & PTR_MARKS == 0);
+            ptr::write_unaligned(v as *mut *mut u8, (p as usize | VSET_PTR_BIT) as *mut u8)
         }
         Stored::Coll(_, p) => ptr::write_unaligned(v as *mut *mut u8, p),
     }

@@ -9,6 +9,7 @@ pub mod set;
 pub mod stream;
 pub mod stream_idmp;
 pub mod string;
+pub mod vset;
 pub mod zset;
 
 pub use array::SparseArray;
