@@ -461,6 +461,31 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("arring", "8.8.0", "key size value [value ...]"),
     ("arlastitems", "8.8.0", "key count [REV]"),
     ("arinfo", "8.8.0", "key [FULL]"),
+    // vector sets (Redis 8; a module in Redis, whose COMMAND DOCS lists no arguments)
+    (
+        "vadd",
+        "8.0.0",
+        "key [REDUCE dim:integer] <format: FP32 | VALUES> vector element [CAS] [quant_type: NOQUANT | BIN | Q8] \
+         [EF build-exploration-factor:integer] [SETATTR attributes] [M numlinks:integer]",
+    ),
+    ("vrem", "8.0.0", "key element"),
+    (
+        "vsim",
+        "8.0.0",
+        "key <format: ELE | FP32 | VALUES> vector_or_element [WITHSCORES] [WITHATTRIBS] [COUNT num:integer] \
+         [EPSILON delta:double] [EF search-exploration-factor:integer] [FILTER expression] \
+         [FILTER-EF max-filtering-effort:integer] [TRUTH] [NOTHREAD]",
+    ),
+    ("vdim", "8.0.0", "key"),
+    ("vcard", "8.0.0", "key"),
+    ("vemb", "8.0.0", "key element [RAW]"),
+    ("vlinks", "8.0.0", "key element [WITHSCORES]"),
+    ("vinfo", "8.0.0", "key"),
+    ("vsetattr", "8.0.0", "key element json"),
+    ("vgetattr", "8.0.0", "key element"),
+    ("vrandmember", "8.0.0", "key [count]"),
+    ("vismember", "8.2.0", "key element"),
+    ("vrange", "8.4.0", "key start end [count]"),
 ];
 
 /// `(parent|sub, since, summary, syntax)` for the subcommands of container commands.

@@ -103,6 +103,8 @@ fn graph_answers(e: &mut Engine) -> Vec<Vec<u8>> {
             sets.push((String::from_utf8_lossy(k).into_owned(), names));
         }
     });
+    // In key order: the table's iteration order depends on its per-engine hash secrets.
+    sets.sort();
     let mut out = Vec::new();
     for (k, names) in sets {
         out.push(run(e, &["VINFO", &k]));

@@ -33,17 +33,28 @@
 //! # Evaluation
 //!
 //! Values are numbers (f64), strings, tuples and null. A selector reads the top-level field of
-//! the element's JSON object (the first one of that name, keys compared unescaped-raw); if the
-//! field is missing, the JSON is malformed before it, or its value is an object or malformed,
-//! the whole expression is false. JSON `true`/`false` are 1/0, `null` is null, arrays (nested
-//! ones included) are tuples, strings are unescaped (`\n \r \t \\ \"`, any other `\x` gives
-//! `x`). Arithmetic and ordering convert both sides to numbers: a number is itself, a string
+//! the element's JSON object (the first key of that name; keys are compared as raw bytes,
+//! escapes not decoded). If the field is missing, the JSON is malformed before it, or its value
+//! is an object or malformed, the whole expression is false, wherever the selector sits (`1 or
+//! .missing` is false); what follows the value is not checked (`{"a": 1x` gives 1). JSON
+//! `true`/`false` are 1/0, `null` is null, arrays (nested ones included) are tuples, strings
+//! are unescaped (`\n \r \t \\ \"`, any other `\x` gives `x`, so `\u00e9` is `u00e9`). Arithmetic and ordering convert both sides to numbers: a number is itself, a string
 //! shorter than 256 bytes that `strtod` reads entirely is its value (leading spaces, `inf`,
 //! `nan`, hex floats included), anything else is 0. Truth: non-zero numbers (NaN too),
 //! non-empty strings and tuples. `==`: two strings compare bytes, two numbers compare values,
 //! null equals only null, anything else compares as numbers (`"1" == 1`, `"abc" == 0` and
 //! `[1] == [2]` are true). `a in b`: membership (by `==`) if `b` is a tuple, substring if both
 //! are strings, else false. Division by zero gives inf or NaN, `%` is C's `fmod`.
+//!
+//! # Errors
+//!
+//! Every rejected expression gets `ERR syntax error in FILTER expression near: <tail>`. A
+//! tokenising error quotes the expression from where the scanner stopped (past a word that no
+//! operator prefixes, at an unexpected character, past a malformed number), or all of it when
+//! that is the end (an unterminated string); every structural error (operands missing,
+//! unbalanced parentheses, two values in a row, empty expression) quotes all of it. The quote
+//! stops at a NUL; as in every Redis error reply, trailing CR/LF are dropped and inner ones
+//! become spaces.
 
 use std::borrow::Cow;
 
@@ -53,8 +64,10 @@ const ERR_PREFIX: &[u8] = b"ERR syntax error in FILTER expression near: ";
 const NUM_BUF: usize = 255;
 /// Strings of this many bytes or more convert to the number 0.
 const STR_NUM_MAX: usize = 256;
-/// Value stacks and field tables up to this size live on the Rust stack during `matches`.
-const INLINE: usize = 24;
+/// Field tables up to this size live on the Rust stack during `matches` (larger ones on the heap).
+const FIELDS_INLINE: usize = 8;
+/// Likewise for the value stack.
+const STACK_INLINE: usize = 16;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum OpCode {
@@ -252,6 +265,11 @@ fn strtod(s: &[u8]) -> (f64, usize) {
             }
             j = k;
         }
+    }
+    // Plain integers of up to 15 digits are exact in an f64: the common case, done directly.
+    if j - i == digits && digits <= 15 {
+        let v = s[i..j].iter().fold(0u64, |acc, &c| acc * 10 + u64::from(c - b'0')) as f64;
+        return (if neg { -v } else { v }, j);
     }
     // The text is ASCII and has the shape Rust's parser accepts ([sign] digits [. digits] [exp]).
     let text = std::str::from_utf8(&s[sign_at..j]).unwrap_or("0");
@@ -486,25 +504,33 @@ impl Lexer<'_> {
         }
     }
 
+    /// The word (run of letters and operator characters) at `p`: exactly `null`, or else its
+    /// longest operator prefix, after which scanning resumes. Only the word's first 5 bytes
+    /// decide, so only those are read (a run like `((((...` stays linear); the whole word is
+    /// walked only to report an error past its end.
     fn operator_or_null(&mut self) -> Result<Token, usize> {
         let start = self.p;
-        while self.at(self.p) != 0 && is_op_char(self.at(self.p)) {
-            self.p += 1;
-        }
-        let word = &self.s[start..self.p];
-        if word == b"null" {
+        let run = |from: usize, limit: usize| {
+            let mut q = from;
+            while q < limit && self.at(q) != 0 && is_op_char(self.at(q)) {
+                q += 1;
+            }
+            q
+        };
+        let head_end = run(start, start + 5);
+        let head = &self.s[start..head_end];
+        if head == b"null" {
+            self.p = head_end;
             return Ok(Token::Null);
         }
-        let best = OPERATORS
-            .iter()
-            .filter(|(name, _)| word.starts_with(name))
-            .max_by_key(|(name, _)| name.len());
+        let best =
+            OPERATORS.iter().filter(|(name, _)| head.starts_with(name)).max_by_key(|(name, _)| name.len());
         match best {
             Some((name, op)) => {
                 self.p = start + name.len();
                 Ok(Token::Op(*op))
             }
-            None => Err(self.p),
+            None => Err(run(head_end, usize::MAX)),
         }
     }
 
@@ -522,7 +548,9 @@ impl Lexer<'_> {
                 Some(_) => false,
             };
             let c = self.at(self.p);
-            let tok = if c.is_ascii_digit() || (minus_is_number && c == b'-' && self.at(self.p + 1).is_ascii_digit()) {
+            let tok = if c.is_ascii_digit()
+                || (minus_is_number && c == b'-' && self.at(self.p + 1).is_ascii_digit())
+            {
                 Token::Num(self.number()?)
             } else if c == b'"' || c == b'\'' {
                 let (a, b) = self.string()?;
@@ -693,8 +721,10 @@ impl Filter {
             return false;
         }
         let nf = self.fields.len();
-        if nf <= INLINE {
-            let mut fields = [Val::Null; INLINE];
+        if nf == 0 {
+            self.run_with(&[])
+        } else if nf <= FIELDS_INLINE {
+            let mut fields = [Val::Null; FIELDS_INLINE];
             self.resolve(json, &mut fields[..nf]) && self.run_with(&fields[..nf])
         } else {
             let mut fields = vec![Val::Null; nf];
@@ -708,9 +738,9 @@ impl Filter {
             return true;
         }
         let n = out.len();
-        let mut pos_inline = [usize::MAX; INLINE];
+        let mut pos_inline = [usize::MAX; FIELDS_INLINE];
         let mut pos_heap;
-        let pos: &mut [usize] = if n <= INLINE {
+        let pos: &mut [usize] = if n <= FIELDS_INLINE {
             &mut pos_inline[..n]
         } else {
             pos_heap = vec![usize::MAX; n];
@@ -772,8 +802,8 @@ impl Filter {
     }
 
     fn run_with(&self, fields: &[Val<'_>]) -> bool {
-        if self.depth <= INLINE {
-            let mut stack = [Val::Null; INLINE];
+        if self.depth <= STACK_INLINE {
+            let mut stack = [Val::Null; STACK_INLINE];
             self.run(fields, &mut stack)
         } else {
             let mut stack = vec![Val::Null; self.depth];
@@ -851,7 +881,9 @@ impl Filter {
             Tup::Lit(elems) => elems.iter().any(|e| {
                 f(match *e {
                     LitElem::Num(n) => Val::Num(n),
-                    LitElem::Str(a, b) => Val::Str(Txt { raw: &self.src[a as usize..b as usize], esc: false }),
+                    LitElem::Str(a, b) => {
+                        Val::Str(Txt { raw: &self.src[a as usize..b as usize], esc: false })
+                    }
                 })
             }),
             Tup::Json(raw) => {
@@ -1005,16 +1037,43 @@ fn skip_ws(j: &[u8], mut p: usize) -> usize {
 }
 
 /// Past a string starting at `p` (a quote); a backslash skips the next byte.
-fn skip_string(j: &[u8], mut p: usize) -> Option<usize> {
-    p += 1;
-    while p < j.len() {
-        match j[p] {
-            b'\\' => p += 2,
-            b'"' => return Some(p + 1),
+fn skip_string(j: &[u8], p: usize) -> Option<usize> {
+    string_end(j, p + 1).map(|(q, _)| q + 1)
+}
+
+/// From `p` (inside a string), the offset of the closing quote, and whether a backslash came
+/// before it. A backslash makes the next byte literal. Runs of plain bytes are skipped eight at
+/// a time.
+fn string_end(j: &[u8], mut p: usize) -> Option<(usize, bool)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Non-zero iff some byte of `w` is `b`; the lowest flagged byte is the first such byte.
+    let has = |w: u64, b: u8| {
+        let x = w ^ (ONES * u64::from(b));
+        x.wrapping_sub(ONES) & !x & HIGHS
+    };
+    let mut esc = false;
+    loop {
+        while let Some(block) = j.get(p..p + 8) {
+            let w = u64::from_le_bytes([
+                block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7],
+            ]);
+            let m = has(w, b'"') | has(w, b'\\');
+            if m != 0 {
+                p += (m.trailing_zeros() / 8) as usize;
+                break;
+            }
+            p += 8;
+        }
+        match *j.get(p)? {
+            b'"' => return Some((p, esc)),
+            b'\\' => {
+                esc = true;
+                p += 2;
+            }
             _ => p += 1,
         }
     }
-    None
 }
 
 /// Past an array or object starting at `p`, counting only its own kind of bracket.
@@ -1060,20 +1119,8 @@ fn skip_value(j: &[u8], p: usize) -> Option<usize> {
 /// A string value at `p` (a quote): its raw content and whether it has escapes, and the
 /// offset past the closing quote.
 fn parse_string(j: &[u8], p: usize) -> Option<(Txt<'_>, usize)> {
-    let start = p + 1;
-    let mut q = start;
-    let mut esc = false;
-    while q < j.len() {
-        match j[q] {
-            b'\\' => {
-                esc = true;
-                q += 2;
-            }
-            b'"' => return Some((Txt { raw: &j[start..q], esc }, q + 1)),
-            _ => q += 1,
-        }
-    }
-    None
+    let (q, esc) = string_end(j, p + 1)?;
+    Some((Txt { raw: &j[p + 1..q], esc }, q + 1))
 }
 
 /// A number at `p`: up to 255 number characters, which strtod must read entirely.
@@ -1109,7 +1156,9 @@ fn parse_scalar(j: &[u8], p: usize) -> Option<(Val<'_>, usize)> {
         b't' => parse_literal(j, p, b"true").map(|e| (Val::Num(1.0), e)),
         b'f' => parse_literal(j, p, b"false").map(|e| (Val::Num(0.0), e)),
         b'n' => parse_literal(j, p, b"null").map(|e| (Val::Null, e)),
-        c if c.is_ascii_digit() || c == b'-' || c == b'+' => parse_number(j, p).map(|(v, e)| (Val::Num(v), e)),
+        c if c.is_ascii_digit() || c == b'-' || c == b'+' => {
+            parse_number(j, p).map(|(v, e)| (Val::Num(v), e))
+        }
         _ => None,
     }
 }

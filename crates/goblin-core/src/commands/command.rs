@@ -425,8 +425,13 @@ fn write_doc(out: &mut Vec<u8>, proto: Proto, name: &str, s: &CommandSpec) {
         if name.contains('|') { Vec::new() } else { syntax::subcommands(name).collect() };
     let args = doc.map_or(&[][..], |d| &d.args[..]);
     let summary = doc.and_then(|d| d.summary).unwrap_or(s.summary);
-    let fields =
-        2 + usize::from(doc.is_some()) + usize::from(!args.is_empty()) + usize::from(!subs.is_empty());
+    // Redis's vector-set commands come from a module and say which one.
+    let module = (s.group == "module").then_some("vectorset");
+    let fields = 2
+        + usize::from(doc.is_some())
+        + usize::from(module.is_some())
+        + usize::from(!args.is_empty())
+        + usize::from(!subs.is_empty());
     reply::map_len(out, proto, fields);
     reply::bulk(out, b"summary");
     reply::bulk(out, summary.as_bytes());
@@ -436,6 +441,10 @@ fn write_doc(out: &mut Vec<u8>, proto: Proto, name: &str, s: &CommandSpec) {
     }
     reply::bulk(out, b"group");
     reply::bulk(out, s.group.as_bytes());
+    if let Some(m) = module {
+        reply::bulk(out, b"module");
+        reply::bulk(out, m.as_bytes());
+    }
     if !args.is_empty() {
         reply::bulk(out, b"arguments");
         write_args(out, proto, args);
@@ -532,6 +541,10 @@ fn list(out: &mut Vec<u8>, args: &[&[u8]]) {
         5 if args[2].eq_ignore_ascii_case(b"FILTERBY") => {
             let val = args[4];
             match args[3].to_ascii_lowercase().as_slice() {
+                // Redis's vector sets are its one built-in module here.
+                b"module" if val.eq_ignore_ascii_case(b"vectorset") => {
+                    all().filter(|s| s.group == "module").map(|s| s.name).collect()
+                }
                 b"module" => Vec::new(),
                 b"aclcat" => {
                     let mut cat = b"@".to_vec();

@@ -984,6 +984,24 @@ pub fn replay(
     r
 }
 
+/// The partition's (low, high) watermarks. A topic created a moment ago (startup creates a
+/// missing one) may not have a known leader yet: Apache Kafka answers "unknown partition" until
+/// its controller's metadata reaches the broker. That answer is retried for up to
+/// `CONNECT_TIMEOUT`; any other error, or that one past the bound, is returned.
+fn watermarks(consumer: &BaseConsumer, topic: &str) -> rdkafka::error::KafkaResult<(i64, i64)> {
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    loop {
+        match consumer.fetch_watermarks(topic, 0, CONNECT_TIMEOUT) {
+            Err(rdkafka::error::KafkaError::MetadataFetch(
+                RDKafkaErrorCode::UnknownPartition
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::LeaderNotAvailable,
+            )) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            other => return other,
+        }
+    }
+}
+
 fn replay_topic(
     target: &KafkaTarget,
     engine: &mut Engine,
@@ -1018,8 +1036,7 @@ fn replay_topic(
         .set("fetch.queue.backoff.ms", "1");
     let consumer: BaseConsumer =
         c.create().map_err(|e| kafka(format!("--kafka: cannot create the replay consumer: {e}")))?;
-    let (low, high) = consumer
-        .fetch_watermarks(&target.topic, 0, CONNECT_TIMEOUT)
+    let (low, high) = watermarks(&consumer, &target.topic)
         .map_err(|e| kafka(format!("--kafka: cannot read the watermarks of topic {}: {e}", target.topic)))?;
     let from = match start {
         Start::Earliest => -1,

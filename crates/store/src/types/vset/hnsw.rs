@@ -213,10 +213,30 @@ fn distance_q8(x: &[i8], rx: f32, y: &[i8], ry: f32) -> f32 {
         return 1.0;
     }
     let scale = (rx / 127.0) * (ry / 127.0);
-    // At most 65536 * 128 * 128 = 2^30 in magnitude: no overflow.
-    let dot: i32 = x.iter().zip(y).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
+    let dot = dot_i8(x, y);
     // A NaN (from a NaN range) stays NaN, like the C comparisons.
     (1.0 - dot as f32 * scale).clamp(0.0, 2.0)
+}
+
+/// Exact integer dot product (any summation order gives the same i32). Sixteen independent
+/// lanes let the baseline x86-64 target vectorize it about twice as well as a plain fold.
+/// At most 65536 * 128 * 128 = 2^30 in magnitude: no overflow.
+fn dot_i8(x: &[i8], y: &[i8]) -> i32 {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let mut lanes = [0i32; 16];
+    let mut xc = x.chunks_exact(16);
+    let mut yc = y.chunks_exact(16);
+    for (a, b) in (&mut xc).zip(&mut yc) {
+        for i in 0..16 {
+            lanes[i] += i32::from(a[i]) * i32::from(b[i]);
+        }
+    }
+    let mut dot: i32 = lanes.iter().sum();
+    for (a, b) in xc.remainder().iter().zip(yc.remainder()) {
+        dot += i32::from(*a) * i32::from(*b);
+    }
+    dot
 }
 
 fn distance_bin(x: &[u64], y: &[u64], dim: usize) -> f32 {
@@ -236,6 +256,27 @@ enum Vector {
 }
 
 impl Vector {
+    /// Hints the CPU to start loading the first cache lines of the vector.
+    #[inline]
+    fn prefetch(&self) {
+        let (ptr, bytes) = match self {
+            Vector::None => return,
+            Vector::F32(v) => (v.as_ptr() as *const i8, v.len() * 4),
+            Vector::Q8(v, _) => (v.as_ptr(), v.len()),
+            Vector::Bin(v) => (v.as_ptr() as *const i8, v.len() * 8),
+        };
+        #[cfg(target_arch = "x86_64")]
+        for off in (0..bytes.min(256)).step_by(64) {
+            // SAFETY: a prefetch is only a hint; it never faults and `ptr + off` stays inside
+            // the vector's allocation.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.add(off));
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (ptr, bytes);
+    }
+
     fn heap_bytes(&self) -> usize {
         match self {
             Vector::None => 0,
@@ -430,6 +471,8 @@ impl Ord for Cand {
 struct Scratch {
     visited: Vec<u32>,
     epoch: u32,
+    /// Unvisited neighbours of the node being expanded.
+    batch: Vec<NodeId>,
 }
 
 /// Holds the reusable scratch. A Mutex rather than a RefCell keeps `Hnsw` Sync (the keyspace
@@ -651,7 +694,9 @@ impl Hnsw {
     /// With `accept`, refused nodes are still expanded (they are how the graph is crossed) but not
     /// returned; while fewer than `ef` accepted nodes are known every reached node is expanded, so
     /// a rare filter explores everything reachable unless `max_cand` (nodes expanded, the entry
-    /// counting as one; 0 = no bound) stops it.
+    /// counting as one; 0 = no bound) stops it. (Redis admits a filtered neighbour only while its
+    /// candidate queue, capped at 256, is shorter than ef; that can end a search with fewer than
+    /// ef matches although more are reachable, which is why this rule differs.)
     fn search_layer(
         &self,
         q: &Vector,
@@ -697,34 +742,29 @@ impl Hnsw {
                 break;
             }
             let Some(l) = self.nodes[cur.id as usize].layers.get(layer) else { continue };
-            for &nb in &l.links {
-                if !scratch.visit(nb) {
+            // Gather the unvisited neighbours and prefetch their vectors before measuring any:
+            // the misses then overlap instead of stalling one distance at a time.
+            let mut batch = std::mem::take(&mut scratch.batch);
+            batch.clear();
+            batch.extend(l.links.iter().copied().filter(|&nb| scratch.visit(nb)));
+            for &nb in &batch {
+                self.nodes[nb as usize].vec.prefetch();
+            }
+            for &nb in &batch {
+                let c = Cand { d: distance(q, &self.nodes[nb as usize].vec, self.dim), id: nb };
+                let furthest = res.peek().map_or(f32::INFINITY, |c| c.d);
+                if !(c.d < furthest || res.len() < ef) {
                     continue;
                 }
-                let d = distance(q, &self.nodes[nb as usize].vec, self.dim);
-                let c = Cand { d, id: nb };
-                let furthest = res.peek().map_or(f32::INFINITY, |c| c.d);
-                let room = d < furthest || res.len() < ef;
-                match accept.as_mut() {
-                    None => {
-                        if room {
-                            cands.push(Reverse(c));
-                            res.push(c);
-                        }
+                cands.push(Reverse(c));
+                if accept.as_mut().is_none_or(|f| f(c.id)) {
+                    res.push(c);
+                    if res.len() > ef {
+                        res.pop();
                     }
-                    Some(f) => {
-                        if room {
-                            cands.push(Reverse(c));
-                            if f(nb) {
-                                res.push(c);
-                            }
-                        }
-                    }
-                }
-                if res.len() > ef {
-                    res.pop();
                 }
             }
+            scratch.batch = batch;
         }
         res.into_sorted_vec()
     }
@@ -1202,7 +1242,7 @@ impl Hnsw {
         // BTreeSet nodes hold up to 11 keys; count a node per 6 keys plus overhead.
         total += self.free.len().div_ceil(6) * 96;
         if let Ok(s) = self.scratch.0.try_lock() {
-            total += s.visited.capacity() * 4;
+            total += s.visited.capacity() * 4 + s.batch.capacity() * 4;
         }
         total
     }
@@ -1326,13 +1366,8 @@ impl Hnsw {
                 let bytes = r.take(n * 4)?;
                 let links: Vec<NodeId> =
                     bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                for (i, &x) in links.iter().enumerate() {
-                    if x as usize >= slots || x as usize == id {
-                        return Err("invalid link target");
-                    }
-                    if links[..i].contains(&x) {
-                        return Err("duplicate link");
-                    }
+                if links.iter().any(|&x| x as usize >= slots || x as usize == id) {
+                    return Err("invalid link target");
                 }
                 layers.push(Layer { links, max_links, worst_dist, worst_idx });
             }
@@ -1344,19 +1379,25 @@ impl Hnsw {
         if nodes.last().is_some_and(|n| n.layers.is_empty()) {
             return Err("trailing dead slot");
         }
-        // Links: targets live, high enough, and reciprocated.
+        // Links: targets live and high enough; each directed link (a, b, layer) listed once and
+        // matched by (b, a, layer). Checked by sorting, so crafted inputs stay O(E log E).
+        let mut edges: Vec<(NodeId, NodeId, u8)> = Vec::new();
         for (id, n) in nodes.iter().enumerate() {
             for (l, layer) in n.layers.iter().enumerate() {
                 for &x in &layer.links {
-                    let t = &nodes[x as usize];
-                    if t.layers.len() <= l {
+                    if nodes[x as usize].layers.len() <= l {
                         return Err("link to a dead or lower node");
                     }
-                    if !t.layers[l].links.contains(&(id as NodeId)) {
-                        return Err("link not reciprocated");
-                    }
+                    edges.push((id as NodeId, x, l as u8));
                 }
             }
+        }
+        edges.sort_unstable();
+        if edges.windows(2).any(|w| w[0] == w[1]) {
+            return Err("duplicate link");
+        }
+        if edges.iter().any(|&(a, b, l)| edges.binary_search(&(b, a, l)).is_err()) {
+            return Err("link not reciprocated");
         }
         let len = nodes.iter().filter(|n| !n.layers.is_empty()).count();
         match entry {
