@@ -77,7 +77,9 @@ fn q8_embedding_matches_redis() {
 #[test]
 fn scores_match_redis_for_each_quant() {
     // VADD a=(1,2,3) b=(-1,0.5,2) c=(4,-2,0.25); VSIM VALUES 3 0.3 -1 2 WITHSCORES.
-    let cases: [(Quant, [f64; 3], [f32; 3], [f64; 3]); 3] = [
+    // (quant, VSIM scores of a b c, VEMB b, VLINKS a scores of b c)
+    type Case = (Quant, [f64; 3], [f64; 3], [f64; 3]);
+    let cases: [Case; 3] = [
         (
             Quant::F32,
             [0.7546921372413635, 0.8095148205757141, 0.6830713152885437],
@@ -102,7 +104,8 @@ fn scores_match_redis_for_each_quant() {
         let score = |id| res.iter().find(|r| r.0 == id).unwrap().1;
         assert_eq!([score(a), score(b), score(c)], vsim, "{quant:?}");
         assert_eq!(h.search_exact(&q, 10, None), res, "{quant:?}");
-        assert_eq!(h.embedding(b), emb_b.to_vec(), "{quant:?}");
+        let emb: Vec<f64> = h.embedding(b).into_iter().map(f64::from).collect();
+        assert_eq!(emb, emb_b.to_vec(), "{quant:?}");
         assert_eq!(f64::from(h.raw(b).l2), 2.291287899017334);
         if quant != Quant::Bin {
             // VLINKS a WITHSCORES: b then c (scores rounded to f32 as Redis does).
@@ -110,6 +113,55 @@ fn scores_match_redis_for_each_quant() {
             assert_eq!([ls(b), ls(c)], [links_a[0], links_a[1]], "{quant:?}");
         }
     }
+}
+
+#[test]
+fn scores_match_redis_beyond_one_summation_block() {
+    // Twenty components: two blocks of eight and a tail, so Redis's f32 summation order shows.
+    let a = [
+        0.0, 2.975, -0.767, -2.777, 1.482, 2.395, -2.1, -1.854, 2.577, 1.19, -2.884, -0.447, 2.999, -0.326, -2.915,
+        1.077, 2.638, -1.757, -2.185, 2.32,
+    ];
+    let b = [
+        0.8, 0.422, -0.427, -1.104, -1.097, -0.411, 0.435, 0.8, 0.408, -0.444, -1.111, -1.089, -0.394, 0.448, 0.799,
+        0.395, -0.46, -1.118, -1.081, -0.378,
+    ];
+    let q = [
+        0.841, 0.98, 0.986, 0.858, 0.614, 0.287, -0.078, -0.434, -0.73, -0.928, -1.0, -0.937, -0.747, -0.456, -0.103,
+        0.264, 0.595, 0.845, 0.981, 0.985,
+    ];
+    for (quant, vsim, link, l2, range) in [
+        (Quant::F32, [0.5219593346118927, 0.42152607440948486], 0.5455843210220337, 3.335859775543213, None),
+        (Quant::Q8, [0.5218886733055115, 0.4214478135108948], 0.5453282594680786, 3.335859775543213, Some(0.3351459801197052)),
+    ] {
+        let mut h = Hnsw::new(20, quant, 16, 1);
+        let ia = h.insert(&a, 200);
+        let ib = h.insert(&b, 200);
+        let res = h.search(&h.query(&q), 10, 0, None, 0);
+        assert_eq!(res, vec![(ia, vsim[0]), (ib, vsim[1])], "{quant:?}");
+        assert_eq!(h.links(ia), vec![vec![(ib, link)]]);
+        let raw = h.raw(ib);
+        assert_eq!(f64::from(raw.l2), l2);
+        assert_eq!(raw.range.map(f64::from), range);
+    }
+}
+
+#[test]
+fn f32_score_follows_redis_summation_order() {
+    // A pair whose dot product differs in the last bit between Redis's blocked order
+    // (0.5489024817943573, printed by Redis) and a left-to-right fold (0.5489025115966797).
+    let parse = |s: &str| s.split_whitespace().map(|x| x.parse::<f64>().unwrap() as f32).collect::<Vec<f32>>();
+    let a = parse(
+        "0.791 -0.25199997 0.245 0.34500003 -0.668 0.25100005 0.617 0.75600004 -0.259 -0.845 -0.559 0.35800004 \
+         -0.686 0.337 0.96099997 -0.06800002 -0.60800004 0.06700003 0.47800004 -0.24000001",
+    );
+    let q = parse(
+        "-0.042999983 -0.735 -0.9 0.57500005 0.026000023 -0.79 0.923 0.16199994 -0.92 -0.120000005 -0.29299998 \
+         0.91400003 0.45799994 0.011000037 -0.65 -0.035000026 -0.292 -0.375 -0.16900003 0.036000013",
+    );
+    let mut h = Hnsw::new(20, Quant::F32, 16, 1);
+    let ia = h.insert(&a, 200);
+    assert_eq!(h.search(&h.query(&q), 1, 0, None, 0), vec![(ia, 0.5489024817943573)]);
 }
 
 fn hnsw_link_score(h: &Hnsw, a: NodeId, b: NodeId) -> f64 {
@@ -169,6 +221,31 @@ fn underflowing_q8_vector_quantizes_to_zero_like_redis() {
     assert_eq!(raw.l2, 1.0);
     assert_eq!(raw.range.map(f64::from), Some(2.600000111378358e-37));
     assert_eq!(h.embedding(a), vec![0.0]);
+}
+
+#[test]
+fn pathological_vectors_never_panic() {
+    let specials = [0.0f32, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-45, 3e38, -3e38, 1e20];
+    for quant in QUANTS {
+        for dim in [1usize, 3, 63, 64, 65, 130] {
+            let mut h = Hnsw::new(dim, quant, 4, 1);
+            let mut rng = SmallRng::seed_from_u64(dim as u64);
+            for i in 0..60 {
+                let v: Vec<f32> = (0..dim)
+                    .map(|_| if rng.gen_bool(0.5) { specials[rng.gen_range(0..specials.len())] } else { rng.gen_range(-1.0..1.0) })
+                    .collect();
+                h.insert(&v, 50);
+                let q = h.query(&v);
+                let _ = h.search(&q, 5, 10, None, 0);
+                if i % 3 == 0 {
+                    let live: Vec<NodeId> = h.nodes().collect();
+                    h.remove(live[rng.gen_range(0..live.len())]);
+                }
+            }
+            assert_graph_consistent(&h);
+            exercise(&mut h);
+        }
+    }
 }
 
 #[test]
@@ -241,12 +318,57 @@ fn recall_per_quant() {
     }
 }
 
+fn mean_layer0_degree(h: &Hnsw) -> f64 {
+    h.nodes().map(|id| h.links(id).last().unwrap().len()).sum::<usize>() as f64 / h.len() as f64
+}
+
+/// Points in 40 tight clusters: without the diversity rule the clusters end up poorly connected
+/// to each other and recall plateaus (about 0.96 whatever the ef).
+#[test]
+fn recall_on_clustered_data() {
+    let clustered = |n: usize, seed: u64| {
+        let centers = random_vectors(40, 32, 99);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let c = &centers[rng.gen_range(0..40)];
+                c.iter().map(|x| x + rng.gen_range(-0.08f32..0.08)).collect::<Vec<f32>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    let (h, _) = build(Quant::F32, &clustered(3000, 1), 9);
+    let r = recall(&h, &clustered(300, 2), 10, 50);
+    println!("clustered recall@10 (ef 50) = {r:.4}");
+    assert!(r >= 0.99, "{r}");
+}
+
+/// A point beside a tight cluster: the diversity rule accepts only one cluster member, so the
+/// relaxed passes must supply the rest of its layer-0 links.
+#[test]
+fn outlier_next_to_a_tight_cluster_still_gets_links() {
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut h = Hnsw::new(8, Quant::F32, 16, 5);
+    for _ in 0..300 {
+        let mut v = vec![0f32; 8];
+        v[0] = 1.0;
+        for x in v.iter_mut().skip(1) {
+            *x = rng.gen_range(-0.01..0.01);
+        }
+        h.insert(&v, 200);
+    }
+    let outlier = h.insert(&[0.5, 0.866, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 200);
+    let degree = h.links(outlier).last().unwrap().len();
+    assert!(degree >= h.m() / 2, "outlier has {degree} layer-0 links");
+    assert_graph_consistent(&h);
+}
+
 #[test]
 fn removal_keeps_the_graph_consistent_and_navigable() {
     let vectors = random_vectors(2000, 32, 1);
     let queries = random_vectors(200, 32, 2);
     for quant in [Quant::F32, Quant::Q8] {
         let (mut h, ids) = build(quant, &vectors, 9);
+        let degree_before = mean_layer0_degree(&h);
         let mut rng = SmallRng::seed_from_u64(4);
         let mut removed = Vec::new();
         for &id in &ids {
@@ -260,6 +382,11 @@ fn removal_keeps_the_graph_consistent_and_navigable() {
             assert!(!h.contains(id));
         }
         assert_graph_consistent(&h);
+        // The orphans were re-linked: without repair the mean degree would halve.
+        let degree_after = mean_layer0_degree(&h);
+        assert!(degree_after >= degree_before * 0.9, "{degree_before} -> {degree_after}");
+        let weak = h.nodes().filter(|&id| h.links(id).last().unwrap().len() < h.m() / 2).count();
+        assert!(weak * 100 <= h.len(), "{weak} nodes left with fewer than M/2 links");
         let r = recall(&h, &queries, 10, 200);
         println!("{quant:?}: recall@10 after removing half = {r:.4}");
         assert!(r >= 0.95, "{quant:?} recall after removal {r}");
@@ -321,7 +448,7 @@ fn max_level_is_the_entry_points_level() {
     let (mut h, ids) = build(Quant::Q8, &vectors, 1);
     let top = ids.iter().map(|&id| h.level(id)).max().unwrap();
     assert_eq!(h.max_level(), top);
-    assert!(top >= 1 && top <= 16);
+    assert!((1..=16).contains(&top));
     // Level distribution: P(level >= 1) = 1/4.
     let above = ids.iter().filter(|&&id| h.level(id) >= 1).count();
     assert!((80..=170).contains(&above), "{above}");
@@ -362,12 +489,12 @@ fn filter_returns_only_accepted_best_first() {
     let vectors = random_vectors(1000, 16, 8);
     let (h, _) = build(Quant::Q8, &vectors, 2);
     let q = h.query(&vectors[17]);
-    let mut f = |id: NodeId| id % 3 == 0;
+    let mut f = |id: NodeId| id.is_multiple_of(3);
     let res = h.search(&q, 10, 100, Some(&mut f), 0);
     assert_eq!(res.len(), 10);
     assert!(res.iter().all(|r| r.0 % 3 == 0));
     assert!(res.windows(2).all(|w| w[0].1 >= w[1].1));
-    let mut f = |id: NodeId| id % 3 == 0;
+    let mut f = |id: NodeId| id.is_multiple_of(3);
     let exact = h.search_exact(&q, 10, Some(&mut f));
     let hits = res.iter().filter(|r| exact.contains(r)).count();
     assert!(hits >= 9, "{hits}");
@@ -496,7 +623,7 @@ fn exercise(h: &mut Hnsw) {
     let dim = h.dim();
     let q = h.query(&vec![0.5; dim]);
     let _ = h.search(&q, 5, 10, None, 0);
-    let mut f = |id: NodeId| id % 2 == 0;
+    let mut f = |id: NodeId| id.is_multiple_of(2);
     let _ = h.search(&q, 5, 10, Some(&mut f), 3);
     let _ = h.search_exact(&q, 5, None);
     let ids: Vec<NodeId> = h.nodes().collect();
