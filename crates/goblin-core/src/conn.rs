@@ -311,6 +311,9 @@ pub struct Conn {
     /// `slaveN`, ROLE; the address defaults to the connection's peer).
     pub replconf_port: u16,
     pub replconf_ip: Option<Box<str>>,
+    /// REPLCONF capa goblin: the replica is a goblin-core, which loads goblin's own RDB types
+    /// (arrays, vector sets); SYNC then sends a dataset holding them.
+    pub replconf_goblin: bool,
     /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
@@ -405,6 +408,7 @@ impl Conn {
             dumping: false,
             redis_replica: None,
             replconf_port: 0,
+            replconf_goblin: false,
             replconf_ip: None,
             rdb_only: false,
             rdb_functions_only: false,

@@ -1040,9 +1040,10 @@ impl Server {
     /// REPLCONF: what a redis-server replica and a tool fetching an RDB file (`redis-cli
     /// --rdb` and `--functions-rdb`) send. `rdb-only` and `rdb-filter-only` shape this
     /// connection's SYNC or PSYNC; `listening-port` and `ip-address` are where INFO and ROLE
-    /// say a replica serves; `capa` is accepted and ignored. `ACK <offset>` is a replica's
-    /// position in the stream (`replication::redis_replicas`), answered with nothing, as Redis
-    /// answers it.
+    /// say a replica serves; `capa goblin` (a goblin-core replica) lets SYNC send arrays and
+    /// vector sets in goblin's own RDB types, other capabilities are accepted and ignored.
+    /// `ACK <offset>` is a replica's position in the stream (`replication::redis_replicas`),
+    /// answered with nothing, as Redis answers it.
     pub(crate) fn replconf(&mut self, c: &mut Conn, args: &[&[u8]]) {
         if args.len() >= 2 && args[1].eq_ignore_ascii_case(b"ack") {
             if args.len() >= 3 {
@@ -1066,7 +1067,7 @@ impl Server {
                     None => return reply::error(&mut c.out, engine::errors::NOT_INTEGER),
                 },
                 b"ip-address" => c.replconf_ip = Some(String::from_utf8_lossy(value).into()),
-                b"capa" => {}
+                b"capa" => c.replconf_goblin |= value.eq_ignore_ascii_case(b"goblin"),
                 b"rdb-only" => match value {
                     b"0" | b"1" => rdb_only = value == b"1",
                     _ if engine::util::parse_i64(value).is_none() => {
@@ -1148,7 +1149,7 @@ impl Server {
             }
         }
         let functions_only = c.rdb_functions_only;
-        if !functions_only {
+        if !functions_only && !c.replconf_goblin {
             if let Some(why) = self.rdb_blocker() {
                 return reply::error(&mut c.out, format!("ERR SYNC: {why}").as_bytes());
             }

@@ -442,3 +442,39 @@ fn a_replica_builds_the_primary_graph() {
     };
     assert!(e.starts_with(b"READONLY"), "{}", String::from_utf8_lossy(&e));
 }
+
+/// A goblin-core replica by REPLICAOF (Redis's protocol) of a goblin-core primary that already
+/// holds vector sets and arrays: its `REPLCONF capa goblin` lets the primary send them in
+/// goblin's own RDB types, and the replica then answers every search as the primary. A
+/// redis-server replica, which cannot load them, is still refused.
+#[test]
+fn a_goblin_replica_by_replicaof_loads_vector_sets_and_arrays() {
+    let p = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let mut pc = RespConn::open(p.port, 2);
+    fill(&mut pc, "v", 200, 9);
+    call(&mut pc, &["ARSET", "arr", "5", "x", "y"]);
+    let want = digest(&mut pc);
+    let r = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let mut rc = RespConn::open(r.port, 2);
+    assert_eq!(call(&mut rc, &["REPLICAOF", "127.0.0.1", &p.port.to_string()]), Frame::Simple(b"OK".to_vec()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while digest(&mut rc) != want {
+        assert!(Instant::now() < deadline, "the replica did not load the primary's dataset");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(answers(&mut rc, "v", 200), answers(&mut pc, "v", 200));
+    // Later writes follow as the stream.
+    call(&mut pc, &["VREM", "v", "e3"]);
+    let want = digest(&mut pc);
+    while digest(&mut rc) != want {
+        assert!(Instant::now() < deadline, "the replica did not follow the stream");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(answers(&mut rc, "v", 200), answers(&mut pc, "v", 200));
+
+    // A replica that did not say `capa goblin` (redis-server's SYNC) is refused, naming why.
+    let mut plain = RespConn::open(p.port, 2);
+    let Frame::Error(e) = call(&mut plain, &["SYNC"]) else { panic!("SYNC was not refused") };
+    let e = String::from_utf8_lossy(&e);
+    assert!(e.starts_with("ERR SYNC: the dataset holds 1 array key(s) and 1 vector set key(s)"), "{e}");
+}

@@ -336,8 +336,10 @@ fn vsim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             }
             j += 1;
         } else if eq_ic(opt, b"EF") && has_value {
+            // Any positive EF (redis-server 8.2 sets no upper bound here; the search caps it
+            // at the set's size).
             match parse_i64(args[j + 1]) {
-                Some(v) if (1..=1_000_000).contains(&v) => ef = v,
+                Some(v) if v > 0 => ef = v,
                 _ => return reply::error(out, b"ERR invalid EF"),
             }
             j += 1;

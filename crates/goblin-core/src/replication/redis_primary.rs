@@ -407,7 +407,10 @@ fn handshake(
             warn!("replica of {from}: the primary refused REPLCONF ip-address: {reply}");
         }
     }
-    let reply = r.command(&["REPLCONF", "capa", "eof", "capa", "psync2"])?;
+    // `capa goblin`: this replica loads goblin's own RDB types (arrays, vector sets), so a
+    // goblin-core primary may send a dataset holding them. redis-server ignores a capability
+    // it does not know.
+    let reply = r.command(&["REPLCONF", "capa", "eof", "capa", "psync2", "capa", "goblin"])?;
     if reply.starts_with('-') {
         warn!("replica of {from}: the primary refused REPLCONF capa: {reply}");
     }
