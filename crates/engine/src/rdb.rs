@@ -64,6 +64,16 @@ pub const TYPE_GOBLIN_ARRAY: u8 = 200;
 /// attributes). Redis keeps its vector sets as a module type whose layout is its HNSW's own;
 /// goblin does not write that, so these values, like arrays, travel only between goblins.
 pub const TYPE_GOBLIN_VSET: u8 = 201;
+/// A module value (RDB 8+: the module's 64-bit id, then opcode-tagged fields, then EOF).
+const TYPE_MODULE_2: u8 = 7;
+/// Redis's vector sets' module id: the name `vectorset` in Redis's 6-bit module-name alphabet,
+/// shifted over a 10-bit encoding version of 0 (as redis-server 8.2 writes it in RDB files and
+/// DUMP payloads).
+const VECTORSET_MODULE_ID: u64 = 0xbde7_2da2_bb1e_b400;
+/// Module field opcodes.
+const MODULE_OPCODE_EOF: u8 = 0;
+const MODULE_OPCODE_UINT: u8 = 2;
+const MODULE_OPCODE_STRING: u8 = 5;
 
 /// Quicklist 2 node containers.
 const QUICKLIST_PLAIN: u64 = 1;
@@ -601,7 +611,8 @@ pub fn load_rdb_file(
                 // Only an error names the key.
                 let name = || String::from_utf8_lossy(&key).into_owned();
                 let value = match ty {
-                    6 | 7 => return Err(at(start, &format!("key '{}' holds a module value", name()))),
+                    // 7 is read by `value` when it is a vector set (Redis's only built-in module).
+                    6 => return Err(at(start, &format!("key '{}' holds a module value", name()))),
                     22 | 23 => {
                         return Err(at(
                             start,
@@ -743,6 +754,105 @@ impl<'a> Reader<'a> {
             return Err(BAD);
         }
         Ok(v)
+    }
+
+    /// A module field of type `op`: its opcode byte, checked.
+    fn module_field(&mut self, op: u8) -> R<()> {
+        (self.len()? == op as u64).then_some(()).ok_or(BAD)
+    }
+
+    fn module_uint(&mut self) -> R<u64> {
+        self.module_field(MODULE_OPCODE_UINT)?;
+        self.len()
+    }
+
+    fn module_string(&mut self) -> R<Cow<'a, [u8]>> {
+        self.module_field(MODULE_OPCODE_STRING)?;
+        self.string_cow()
+    }
+
+    /// A redis-server vector set (its module's RDB form): the parameters, the projection, then
+    /// per element its name, attributes, stored vector and the graph node's serialized fields,
+    /// the last of which packs the vector's norm and quantization range. Each element's stored
+    /// vector, norm and range are kept bit for bit (VEMB and every score are Redis's) and
+    /// linked into goblin's own graph in the file's order: Redis's node ids and links are read
+    /// past, not kept.
+    fn redis_vector_set(&mut self) -> R<Value> {
+        use store::types::vset::hnsw::Quant;
+        use store::types::vset::{VectorSet, MAX_DIM};
+        if self.len()? != VECTORSET_MODULE_ID {
+            return Err(BAD);
+        }
+        let dim = usize::try_from(self.module_uint()?).map_err(|_| BAD)?;
+        let count = self.module_uint()?;
+        let config = self.module_uint()?;
+        let quant = match config & 0xff {
+            0 => Quant::F32,
+            1 => Quant::Q8,
+            2 => Quant::Bin,
+            _ => return Err(BAD),
+        };
+        let m = match (config >> 8) & 0xffff {
+            0 => 16,
+            m => m as usize,
+        };
+        let flags = self.module_uint()?;
+        if !(1..=MAX_DIM).contains(&dim) || !(4..=4096).contains(&m) || count == 0 || flags > 3 {
+            return Err(BAD);
+        }
+        let projection_from = if flags & 1 != 0 {
+            let input = usize::try_from(self.module_uint()?).map_err(|_| BAD)?;
+            if !(dim..=MAX_DIM).contains(&input) {
+                return Err(BAD);
+            }
+            let matrix = self.module_string()?;
+            // Checked before the set builds its own matrix of that size.
+            if matrix.len() as u64 != input as u64 * dim as u64 * 4 {
+                return Err(BAD);
+            }
+            Some((input, matrix))
+        } else {
+            None
+        };
+        let mut set = VectorSet::new(dim, quant, m, projection_from.as_ref().map(|(i, _)| *i));
+        if let Some((_, matrix)) = &projection_from {
+            // Redis's matrix is a fixed pattern; a different one would project queries
+            // differently from the vectors already stored.
+            let ours: Vec<u8> = set
+                .projection()
+                .map_or(Vec::new(), |p| p.matrix().iter().flat_map(|x| x.to_le_bytes()).collect());
+            if ours != matrix.as_ref() {
+                return Err(BAD);
+            }
+        }
+        for _ in 0..count {
+            let name = self.module_string()?;
+            let attr = if flags & 2 != 0 { Some(self.module_string()?) } else { None };
+            let stored = self.module_string()?;
+            let params = self.module_uint()?;
+            if !(3..=1 << 20).contains(&params) {
+                return Err(BAD);
+            }
+            let mut last = 0;
+            for _ in 0..params {
+                last = self.module_uint()?;
+            }
+            // The last field packs the norm (low 32 bits) and the Q8 range (high), as floats.
+            let (l2, range) = (f32::from_bits(last as u32), f32::from_bits((last >> 32) as u32));
+            // An empty attribute string is Redis's "none" in this form.
+            let attr = attr.filter(|a| !a.is_empty());
+            set.add_stored(
+                &name,
+                &stored,
+                l2,
+                range,
+                store::types::vset::hnsw::DEFAULT_BUILD_EF,
+                attr.as_deref(),
+            )
+            .map_err(|_| BAD)?;
+        }
+        self.module_field(MODULE_OPCODE_EOF)?;
+        Ok(Value::VectorSet(Box::new(set)))
     }
 
     fn value(&mut self, ty: u8) -> R<Value> {
@@ -953,6 +1063,7 @@ impl<'a> Reader<'a> {
                 a.set_cursor(cursor);
                 nonempty(a.count(), Value::Array(Box::new(a)))
             }
+            TYPE_MODULE_2 => self.redis_vector_set(),
             TYPE_GOBLIN_VSET => {
                 let raw = self.string()?;
                 let v = store::types::vset::VectorSet::decode(&raw).map_err(|_| BAD)?;

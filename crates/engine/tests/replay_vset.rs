@@ -32,7 +32,8 @@ fn element() -> impl Strategy<Value = String> {
 }
 
 fn vector(dim: usize) -> impl Strategy<Value = Vec<String>> {
-    proptest::collection::vec(-100i32..100, dim).prop_map(|v| v.into_iter().map(|x| (x as f64 / 10.0).to_string()).collect())
+    proptest::collection::vec(-100i32..100, dim)
+        .prop_map(|v| v.into_iter().map(|x| (x as f64 / 10.0).to_string()).collect())
 }
 
 fn attr() -> impl Strategy<Value = String> {

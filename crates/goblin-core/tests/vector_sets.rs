@@ -45,9 +45,9 @@ fn mask_vinfo(f: Frame) -> Frame {
             }
             Frame::Array(Some(out))
         }
-        Frame::Map(pairs) => {
-            Frame::Map(pairs.into_iter().map(|(k, v)| if blank(&k) { (k, Frame::Integer(0)) } else { (k, v) }).collect())
-        }
+        Frame::Map(pairs) => Frame::Map(
+            pairs.into_iter().map(|(k, v)| if blank(&k) { (k, Frame::Integer(0)) } else { (k, v) }).collect(),
+        ),
         other => other,
     }
 }
@@ -82,7 +82,15 @@ fn script(p: &str) -> Vec<Vec<Vec<u8>>> {
                 c.push(q.into());
             }
             if i % 3 == 0 {
-                c.extend(s(&["SETATTR", &format!("{{\"year\": {}, \"genre\": \"g{}\", \"rating\": {}.5}}", 1980 + i, i % 4, i % 10)]));
+                c.extend(s(&[
+                    "SETATTR",
+                    &format!(
+                        "{{\"year\": {}, \"genre\": \"g{}\", \"rating\": {}.5}}",
+                        1980 + i,
+                        i % 4,
+                        i % 10
+                    ),
+                ]));
             }
             cmds.push(bytes(c));
         }
@@ -119,8 +127,19 @@ fn script(p: &str) -> Vec<Vec<Vec<u8>>> {
         q.extend(s(&["WITHSCORES", "COUNT", "12", "EF", "300"]));
         cmds.push(bytes(q));
         let blob: Vec<u8> = (0..dim).flat_map(|_| (rng.next() as f32).to_le_bytes()).collect();
-        cmds.push(vec![b"VSIM".to_vec(), key(k).into_bytes(), b"FP32".to_vec(), blob, b"WITHSCORES".to_vec()]);
-        for f in [".year > 1990", ".genre == \"g1\" and .rating >= 3", ".year in [1983, 1986, 2001]", "!(.year < 2000)"] {
+        cmds.push(vec![
+            b"VSIM".to_vec(),
+            key(k).into_bytes(),
+            b"FP32".to_vec(),
+            blob,
+            b"WITHSCORES".to_vec(),
+        ]);
+        for f in [
+            ".year > 1990",
+            ".genre == \"g1\" and .rating >= 3",
+            ".year in [1983, 1986, 2001]",
+            "!(.year < 2000)",
+        ] {
             cmds.push(bytes(s(&["VSIM", &key(k), "ELE", "e0", "FILTER", f, "COUNT", "40", "WITHSCORES"])));
         }
         // Refusals, in Redis's order of checks.
@@ -226,7 +245,8 @@ fn script(p: &str) -> Vec<Vec<Vec<u8>>> {
         vec!["VREM", "one", "x"],
         vec!["EXISTS", "one"],
     ] {
-        let c: Vec<String> = c.iter().map(|a| if ["k", "str", "one"].contains(a) { key(a) } else { a.to_string() }).collect();
+        let c: Vec<String> =
+            c.iter().map(|a| if ["k", "str", "one"].contains(a) { key(a) } else { a.to_string() }).collect();
         cmds.push(bytes(c));
     }
     cmds
@@ -313,7 +333,10 @@ fn filter_expressions_select_what_redis8_selects() {
         let cmd = ["VADD", "f", "VALUES", "2", "1", &x, &format!("el{i}"), "SETATTR", a];
         assert_eq!(gc.call(&cmd), rc.call(&cmd));
     }
-    assert_eq!(gc.call(&["VADD", "f", "VALUES", "2", "1", "9", "bare"]), rc.call(&["VADD", "f", "VALUES", "2", "1", "9", "bare"]));
+    assert_eq!(
+        gc.call(&["VADD", "f", "VALUES", "2", "1", "9", "bare"]),
+        rc.call(&["VADD", "f", "VALUES", "2", "1", "9", "bare"])
+    );
     let mut matched = 0;
     for e in exprs {
         let cmd = ["VSIM", "f", "VALUES", "2", "1", "0", "COUNT", "100", "FILTER", e, "TRUTH"];
@@ -326,7 +349,7 @@ fn filter_expressions_select_what_redis8_selects() {
     assert!(matched > 20, "the expressions selected only {matched} elements in all");
 }
 
-fn call(c: &mut RespConn, args: &[&str]) -> Frame {
+fn call<A: AsRef<[u8]>>(c: &mut RespConn, args: &[A]) -> Frame {
     c.call(args)
 }
 
@@ -437,7 +460,13 @@ fn a_replica_builds_the_primary_graph() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(answers(&mut rc, "v", 300), answers(&mut pc, "v", 300));
-    let Frame::Error(e) = call(&mut rc, &["VADD", "v", "VALUES", "16", "1", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "x"]) else {
+    let Frame::Error(e) = call(
+        &mut rc,
+        &[
+            "VADD", "v", "VALUES", "16", "1", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0",
+            "0", "0", "0", "x",
+        ],
+    ) else {
         panic!("a replica takes no writes")
     };
     assert!(e.starts_with(b"READONLY"), "{}", String::from_utf8_lossy(&e));
@@ -456,7 +485,10 @@ fn a_goblin_replica_by_replicaof_loads_vector_sets_and_arrays() {
     let want = digest(&mut pc);
     let r = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
     let mut rc = RespConn::open(r.port, 2);
-    assert_eq!(call(&mut rc, &["REPLICAOF", "127.0.0.1", &p.port.to_string()]), Frame::Simple(b"OK".to_vec()));
+    assert_eq!(
+        call(&mut rc, &["REPLICAOF", "127.0.0.1", &p.port.to_string()]),
+        Frame::Simple(b"OK".to_vec())
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while digest(&mut rc) != want {
         assert!(Instant::now() < deadline, "the replica did not load the primary's dataset");
@@ -477,4 +509,122 @@ fn a_goblin_replica_by_replicaof_loads_vector_sets_and_arrays() {
     let Frame::Error(e) = call(&mut plain, &["SYNC"]) else { panic!("SYNC was not refused") };
     let e = String::from_utf8_lossy(&e);
     assert!(e.starts_with("ERR SYNC: the dataset holds 1 array key(s) and 1 vector set key(s)"), "{e}");
+}
+
+/// redis-server 8.2's own forms of a vector set load into goblin-core: its DUMP payloads
+/// (RESTORE, so MIGRATE from Redis too) and its RDB files (here through REPLICAOF's full sync;
+/// `import-rdb` reads the same way). Every element comes back with Redis's VEMB, VEMB RAW and
+/// attributes, and an exact search answers as Redis's.
+#[test]
+fn redis8_dump_payloads_and_rdb_files_load_as_vector_sets() {
+    let r = RedisServer::start8();
+    let mut rc = RespConn::open(r.port, 2);
+    let mut rng = Lcg(21);
+    let sets: [(&str, &[&str], usize); 4] =
+        [("q8", &[], 12), ("f32", &["NOQUANT"], 7), ("bin", &["BIN"], 70), ("red", &[], 10)];
+    for (k, opts, dim) in sets {
+        for i in 0..60 {
+            let mut c = s(&["VADD", k]);
+            if k == "red" {
+                c.extend(s(&["REDUCE", "4"]));
+            }
+            c.extend(s(&["VALUES", &dim.to_string()]));
+            c.extend(rng.vector(dim));
+            c.push(format!("e{i}"));
+            c.extend(opts.iter().map(|o| o.to_string()));
+            if i % 4 == 1 {
+                c.extend(s(&["SETATTR", &format!("{{\"i\": {i}}}")]));
+            }
+            assert_eq!(rc.call(&c), Frame::Integer(1), "{c:?}");
+        }
+        call(&mut rc, &["VREM", k, "e10"]);
+    }
+    let g = Server::start(&["--save", ""]);
+    let mut gc = RespConn::open(g.port, 2);
+    let compare = |gc: &mut RespConn, rc: &mut RespConn, gk: &str, rk: &str| {
+        for i in 0..60 {
+            let e = format!("e{i}");
+            for cmd in [vec!["VEMB", "K", &e], vec!["VEMB", "K", &e, "RAW"], vec!["VGETATTR", "K", &e]] {
+                let on = |k: &str| {
+                    cmd.iter()
+                        .map(|a| if *a == "K" { k.to_string() } else { a.to_string() })
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(call(gc, &on(gk)), call(rc, &on(rk)), "{:?}", on(rk));
+            }
+        }
+        for cmd in [
+            vec!["VCARD", "K"],
+            vec!["VDIM", "K"],
+            vec!["VSIM", "K", "ELE", "e3", "WITHSCORES", "TRUTH", "COUNT", "100"],
+        ] {
+            let on = |k: &str| {
+                cmd.iter().map(|a| if *a == "K" { k.to_string() } else { a.to_string() }).collect::<Vec<_>>()
+            };
+            let (a, b) = (call(gc, &on(gk)), call(rc, &on(rk)));
+            // Binary scores tie: compare which elements come at which score.
+            let (a, b) = if rk == "bin" { (sorted(a), sorted(b)) } else { (a, b) };
+            assert_eq!(a, b, "{:?}", on(rk));
+        }
+        let info = |c: &mut RespConn, k: &str| {
+            let Frame::Array(Some(v)) = call(c, &["VINFO", k]) else { panic!("VINFO") };
+            // Not data: the graph's height, the set's number, the nodes ever created.
+            v.chunks(2).filter(|p| !matches!(&p[0], Frame::Simple(n) if n == b"max-level" || n == b"vset-uid" || n == b"hnsw-max-node-uid")).flat_map(|p| p.to_vec()).collect::<Vec<_>>()
+        };
+        assert_eq!(info(gc, gk), info(rc, rk));
+    };
+    for (k, ..) in sets {
+        let Frame::Bulk(Some(payload)) = call(&mut rc, &["DUMP", k]) else { panic!("DUMP {k}") };
+        let target = format!("restored-{k}");
+        gc.send(&[b"RESTORE".as_slice(), target.as_bytes(), b"0", &payload]);
+        assert_eq!(gc.read(), Frame::Simple(b"OK".to_vec()), "RESTORE of Redis's {k}");
+        compare(&mut gc, &mut rc, &target, k);
+    }
+    // The whole dataset as Redis's RDB file, by a full sync.
+    let replica = Server::start(&["--save", ""]);
+    let mut pc = RespConn::open(replica.port, 2);
+    call(&mut pc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while call(&mut pc, &["VCARD", "red"]) != Frame::Integer(59) {
+        assert!(Instant::now() < deadline, "the replica did not load Redis's vector sets");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (k, ..) in sets {
+        compare(&mut pc, &mut rc, k, k);
+    }
+}
+
+/// Inputs that would crash or exhaust a server get errors, and the server keeps serving:
+/// a dimension past i64 (redis-server 8.2 crashes on it), a REDUCE matrix of 2^26+ floats,
+/// non-finite components, VRANDMEMBER's count at -2^63 (redis-server 8.2 crashes on it).
+#[test]
+fn hostile_inputs_get_errors() {
+    let g = Server::start(&[]);
+    let mut c = RespConn::open(g.port, 2);
+    let invalid = Frame::Error(b"ERR invalid vector specification".to_vec());
+    assert_eq!(call(&mut c, &["VADD", "k", "VALUES", "9223372036854775807", "0", "x"]), invalid);
+    let mut big = s(&["VADD", "k", "REDUCE", "8193", "VALUES", "8193"]);
+    big.extend((0..8193).map(|i| (i % 7).to_string()));
+    big.push("x".into());
+    assert_eq!(call(&mut c, &big), invalid, "a 8193 x 8193 projection");
+    big[3] = "8000".into();
+    assert_eq!(call(&mut c, &big), Frame::Integer(1), "8000 x 8193 is within the bound");
+    assert_eq!(call(&mut c, &["VDIM", "k"]), Frame::Integer(8000));
+    for bad in
+        [&["VADD", "n", "VALUES", "2", "inf", "0", "x"][..], &["VADD", "n", "VALUES", "2", "1e39", "0", "x"]]
+    {
+        assert_eq!(call(&mut c, bad), invalid, "{bad:?}");
+    }
+    let nan = f32::NAN.to_le_bytes();
+    c.send(&[&b"VADD"[..], b"n", b"FP32", &[nan, nan].concat(), b"x"]);
+    assert_eq!(c.read(), invalid, "a NaN in an FP32 blob");
+    assert_eq!(
+        call(&mut c, &["VRANDMEMBER", "k", "-9223372036854775808"]),
+        Frame::Error(b"ERR value is out of range".to_vec())
+    );
+    assert_eq!(
+        call(&mut c, &["VRANDMEMBER", "k", "-3"]),
+        Frame::Array(Some(vec![Frame::Bulk(Some(b"x".to_vec())); 3]))
+    );
+    assert_eq!(call(&mut c, &["PING"]), Frame::Simple(b"PONG".to_vec()));
 }

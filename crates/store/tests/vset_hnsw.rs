@@ -119,20 +119,26 @@ fn scores_match_redis_for_each_quant() {
 fn scores_match_redis_beyond_one_summation_block() {
     // Twenty components: two blocks of eight and a tail, so Redis's f32 summation order shows.
     let a = [
-        0.0, 2.975, -0.767, -2.777, 1.482, 2.395, -2.1, -1.854, 2.577, 1.19, -2.884, -0.447, 2.999, -0.326, -2.915,
-        1.077, 2.638, -1.757, -2.185, 2.32,
+        0.0, 2.975, -0.767, -2.777, 1.482, 2.395, -2.1, -1.854, 2.577, 1.19, -2.884, -0.447, 2.999, -0.326,
+        -2.915, 1.077, 2.638, -1.757, -2.185, 2.32,
     ];
     let b = [
-        0.8, 0.422, -0.427, -1.104, -1.097, -0.411, 0.435, 0.8, 0.408, -0.444, -1.111, -1.089, -0.394, 0.448, 0.799,
-        0.395, -0.46, -1.118, -1.081, -0.378,
+        0.8, 0.422, -0.427, -1.104, -1.097, -0.411, 0.435, 0.8, 0.408, -0.444, -1.111, -1.089, -0.394, 0.448,
+        0.799, 0.395, -0.46, -1.118, -1.081, -0.378,
     ];
     let q = [
-        0.841, 0.98, 0.986, 0.858, 0.614, 0.287, -0.078, -0.434, -0.73, -0.928, -1.0, -0.937, -0.747, -0.456, -0.103,
-        0.264, 0.595, 0.845, 0.981, 0.985,
+        0.841, 0.98, 0.986, 0.858, 0.614, 0.287, -0.078, -0.434, -0.73, -0.928, -1.0, -0.937, -0.747, -0.456,
+        -0.103, 0.264, 0.595, 0.845, 0.981, 0.985,
     ];
     for (quant, vsim, link, l2, range) in [
         (Quant::F32, [0.5219593346118927, 0.42152607440948486], 0.5455843210220337, 3.335859775543213, None),
-        (Quant::Q8, [0.5218886733055115, 0.4214478135108948], 0.5453282594680786, 3.335859775543213, Some(0.3351459801197052)),
+        (
+            Quant::Q8,
+            [0.5218886733055115, 0.4214478135108948],
+            0.5453282594680786,
+            3.335859775543213,
+            Some(0.3351459801197052),
+        ),
     ] {
         let mut h = Hnsw::new(20, quant, 16, 1);
         let ia = h.insert(&a, 200);
@@ -150,7 +156,8 @@ fn scores_match_redis_beyond_one_summation_block() {
 fn f32_score_follows_redis_summation_order() {
     // A pair whose dot product differs in the last bit between Redis's blocked order
     // (0.5489024817943573, printed by Redis) and a left-to-right fold (0.5489025115966797).
-    let parse = |s: &str| s.split_whitespace().map(|x| x.parse::<f64>().unwrap() as f32).collect::<Vec<f32>>();
+    let parse =
+        |s: &str| s.split_whitespace().map(|x| x.parse::<f64>().unwrap() as f32).collect::<Vec<f32>>();
     let a = parse(
         "0.791 -0.25199997 0.245 0.34500003 -0.668 0.25100005 0.617 0.75600004 -0.259 -0.845 -0.559 0.35800004 \
          -0.686 0.337 0.96099997 -0.06800002 -0.60800004 0.06700003 0.47800004 -0.24000001",
@@ -232,7 +239,13 @@ fn pathological_vectors_never_panic() {
             let mut rng = SmallRng::seed_from_u64(dim as u64);
             for i in 0..60 {
                 let v: Vec<f32> = (0..dim)
-                    .map(|_| if rng.gen_bool(0.5) { specials[rng.gen_range(0..specials.len())] } else { rng.gen_range(-1.0..1.0) })
+                    .map(|_| {
+                        if rng.gen_bool(0.5) {
+                            specials[rng.gen_range(0..specials.len())]
+                        } else {
+                            rng.gen_range(-1.0..1.0)
+                        }
+                    })
                     .collect();
                 h.insert(&v, 50);
                 let q = h.query(&v);

@@ -35,19 +35,59 @@ const G: &str = "module";
 const K: (i32, i32, i32) = (1, 1, 1);
 
 pub static COMMANDS: &[CommandSpec] = &[
-    spec("vadd", -5, WD, K, G, "Adds an element with its vector to a vector set, or updates it.", Handler::Data(vadd)),
+    spec(
+        "vadd",
+        -5,
+        WD,
+        K,
+        G,
+        "Adds an element with its vector to a vector set, or updates it.",
+        Handler::Data(vadd),
+    ),
     spec("vrem", 3, W, K, G, "Removes an element from a vector set.", Handler::Data(vrem)),
-    spec("vsim", -4, R, K, G, "Returns the elements most similar to a vector or an element.", Handler::Data(vsim)),
+    spec(
+        "vsim",
+        -4,
+        R,
+        K,
+        G,
+        "Returns the elements most similar to a vector or an element.",
+        Handler::Data(vsim),
+    ),
     spec("vdim", 2, RF, K, G, "Returns the dimension of a vector set's vectors.", Handler::Data(vdim)),
     spec("vcard", 2, RF, K, G, "Returns the number of elements in a vector set.", Handler::Data(vcard)),
     spec("vemb", -3, RF, K, G, "Returns the vector of an element of a vector set.", Handler::Data(vemb)),
-    spec("vlinks", -3, RF, K, G, "Returns an element's neighbours in each layer of the graph.", Handler::Data(vlinks)),
+    spec(
+        "vlinks",
+        -3,
+        RF,
+        K,
+        G,
+        "Returns an element's neighbours in each layer of the graph.",
+        Handler::Data(vlinks),
+    ),
     spec("vinfo", 2, RF, K, G, "Returns information about a vector set.", Handler::Data(vinfo)),
-    spec("vsetattr", 4, WF, K, G, "Sets or removes the JSON attributes of an element.", Handler::Data(vsetattr)),
+    spec(
+        "vsetattr",
+        4,
+        WF,
+        K,
+        G,
+        "Sets or removes the JSON attributes of an element.",
+        Handler::Data(vsetattr),
+    ),
     spec("vgetattr", 3, RF, K, G, "Returns the JSON attributes of an element.", Handler::Data(vgetattr)),
     spec("vrandmember", -2, R, K, G, "Returns random elements of a vector set.", Handler::Data(vrandmember)),
     spec("vismember", 3, R, K, G, "Tells whether an element is in a vector set.", Handler::Data(vismember)),
-    spec("vrange", -4, R, K, G, "Returns a vector set's elements in a lexicographic range.", Handler::Data(vrange)),
+    spec(
+        "vrange",
+        -4,
+        R,
+        K,
+        G,
+        "Returns a vector set's elements in a lexicographic range.",
+        Handler::Data(vrange),
+    ),
 ];
 
 /// HNSW's M bounds (Redis's `HNSW_MIN_M` / `HNSW_MAX_M`).
@@ -59,10 +99,15 @@ const DEFAULT_SEARCH_EF: usize = 100;
 const DEFAULT_COUNT: i64 = 10;
 
 const INVALID_VECTOR: &[u8] = b"ERR invalid vector specification";
+/// The largest REDUCE projection matrix, in floats.
+const MAX_PROJECTION: usize = 1 << 26;
 
 /// Redis's wrong-arity error as these commands give it: their name in capitals.
 fn module_arity(out: &mut Vec<u8>, name: &[u8]) {
-    let msg = format!("ERR wrong number of arguments for '{}' command", String::from_utf8_lossy(name).to_ascii_uppercase());
+    let msg = format!(
+        "ERR wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(name).to_ascii_uppercase()
+    );
     reply::error(out, msg.as_bytes());
 }
 
@@ -145,6 +190,11 @@ fn parse_vector(args: &[&[u8]], at: usize, allow_reduce: bool) -> Option<VectorA
         return None;
     };
     if v.iter().any(|x| !x.is_finite()) || reduce > v.len() {
+        return None;
+    }
+    // The projection matrix is reduce x dim floats: past 2^26 of them (256 MiB) a request
+    // would make the server allocate gigabytes (65536 x 65536 is 16 GiB), so it is refused.
+    if reduce > 0 && reduce * v.len() > MAX_PROJECTION {
         return None;
     }
     Some(VectorArg { v, consumed, reduce })
@@ -239,7 +289,9 @@ fn vadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     // The request as it came, less CAS (a threading hint in Redis, meaningless here).
     let mut m: Vec<&[u8]> = Vec::with_capacity(args.len());
     m.push(b"VADD");
-    m.extend(args[1..].iter().enumerate().filter(|(i, a)| *i < elem_at || !eq_ic(a, b"CAS")).map(|(_, a)| *a));
+    m.extend(
+        args[1..].iter().enumerate().filter(|(i, a)| *i < elem_at || !eq_ic(a, b"CAS")).map(|(_, a)| *a),
+    );
     c.emit(&m);
     reply::boolean(out, c.proto, added);
 }
@@ -373,8 +425,7 @@ fn vsim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let hits = set.search(&query, ef, ef, accept_dyn, filter_ef as usize, truth);
     // Redis compares half the float distance with EPSILON as a float.
     let eps = epsilon as f32;
-    let shown: Vec<_> =
-        hits.iter().take(count).take_while(|h| (1.0 - h.score) as f32 <= eps).collect();
+    let shown: Vec<_> = hits.iter().take(count).take_while(|h| (1.0 - h.score) as f32 <= eps).collect();
     let proto = c.proto;
     let map = proto.is_resp3() && (withscores || withattribs);
     if map {

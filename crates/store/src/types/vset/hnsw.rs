@@ -338,6 +338,12 @@ pub struct Projection {
 }
 
 impl Projection {
+    /// The matrix, row-major: `output_dim` rows of `input_dim` (an RDB file from Redis carries
+    /// its own, checked against this one on import).
+    pub fn matrix(&self) -> &[f32] {
+        &self.matrix
+    }
+
     pub fn new(input_dim: usize, output_dim: usize, seed: u64) -> Projection {
         let _ = seed;
         // 1/sqrt in double, stored as float: Redis's `1.0f / sqrt(n)`.
@@ -623,9 +629,50 @@ impl Hnsw {
     /// Returns the id: the lowest free id, or a new one.
     pub fn insert(&mut self, v: &[f32], ef: usize) -> NodeId {
         assert_eq!(v.len(), self.dim, "vector dimension");
+        let (vec, l2) = encode_vector(self.quant, v);
+        self.insert_vector(vec, l2, ef)
+    }
+
+    /// Inserts a vector given in its stored form (VEMB RAW's bytes, norm and Q8 range: what
+    /// redis-server's RDB form of a vector set keeps per element), kept bit for bit, so that
+    /// VEMB and every score equal the origin's. Err when the bytes do not fit this index's
+    /// quantization and dimension, or a number is not finite.
+    pub fn insert_stored(
+        &mut self,
+        stored: &[u8],
+        l2: f32,
+        range: f32,
+        ef: usize,
+    ) -> Result<NodeId, &'static str> {
+        if !l2.is_finite() {
+            return Err("a stored vector's norm is not finite");
+        }
+        let vec = match self.quant {
+            Quant::F32 if stored.len() == self.dim * 4 => {
+                let x: Box<[f32]> =
+                    stored.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+                if x.iter().any(|c| !c.is_finite()) {
+                    return Err("a stored component is not finite");
+                }
+                Vector::F32(x)
+            }
+            Quant::Q8 if stored.len() == self.dim => {
+                if !range.is_finite() {
+                    return Err("a stored vector's range is not finite");
+                }
+                Vector::Q8(stored.iter().map(|&b| b as i8).collect(), range)
+            }
+            Quant::Bin if stored.len() == self.dim.div_ceil(64) * 8 => Vector::Bin(
+                stored.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect(),
+            ),
+            _ => return Err("a stored vector's size does not fit the set"),
+        };
+        Ok(self.insert_vector(vec, Some(l2), ef))
+    }
+
+    fn insert_vector(&mut self, vec: Vector, l2: Option<f32>, ef: usize) -> NodeId {
         let ef = if ef == 0 { DEFAULT_BUILD_EF } else { ef };
         let level = self.random_level();
-        let (vec, l2) = encode_vector(self.quant, v);
         let m = self.m;
         let node = Node {
             layers: (0..=level).map(|l| Layer::new(if l == 0 { 2 * m } else { m })).collect(),
@@ -827,7 +874,14 @@ impl Hnsw {
     /// node keeps more than M/2 links. 1: no diversity rule, the dropped node may keep down to
     /// M/4+1. 2: additionally drop another, better connected link of the candidate, or as a last
     /// resort grow the candidate's capacity (up to 3M at layer 0, 2M above).
-    fn select_neighbors(&mut self, cands: &[Cand], new: NodeId, layer: usize, required: usize, aggressive: u8) {
+    fn select_neighbors(
+        &mut self,
+        cands: &[Cand],
+        new: NodeId,
+        layer: usize,
+        required: usize,
+        aggressive: u8,
+    ) {
         let m = self.m;
         for c in cands {
             let (nb, dist) = (c.id, c.d);
@@ -1158,9 +1212,9 @@ impl Hnsw {
         match &n.vec {
             Vector::F32(v) => v.iter().map(|&x| x * n.l2).collect(),
             Vector::Q8(q, range) => q.iter().map(|&x| f32::from(x) * range / 127.0 * n.l2).collect(),
-            Vector::Bin(w) => (0..self.dim)
-                .map(|j| if w[j / 64] >> (j % 64) & 1 == 1 { 1.0 } else { -1.0 })
-                .collect(),
+            Vector::Bin(w) => {
+                (0..self.dim).map(|j| if w[j / 64] >> (j % 64) & 1 == 1 { 1.0 } else { -1.0 }).collect()
+            }
             Vector::None => unreachable!("live nodes have a vector"),
         }
     }
@@ -1330,7 +1384,9 @@ impl Hnsw {
             let vec = match quant {
                 Quant::F32 => {
                     let bytes = r.take(dim * 4)?;
-                    Vector::F32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+                    Vector::F32(
+                        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                    )
                 }
                 Quant::Q8 => {
                     let q: Box<[i8]> = r.take(dim)?.iter().map(|&x| x as i8).collect();
@@ -1339,7 +1395,8 @@ impl Hnsw {
                 Quant::Bin => {
                     let words = bin_words(dim);
                     let bytes = r.take(words * 8)?;
-                    let w: Box<[u64]> = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                    let w: Box<[u64]> =
+                        bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
                     if !dim.is_multiple_of(64) && w[words - 1] >> (dim % 64) != 0 {
                         return Err("bits set beyond the vector dimension");
                     }
@@ -1412,7 +1469,8 @@ impl Hnsw {
         if uid < len as u64 {
             return Err("node uid counter below node count");
         }
-        let free = nodes.iter().enumerate().filter(|(_, n)| n.layers.is_empty()).map(|(i, _)| i as NodeId).collect();
+        let free =
+            nodes.iter().enumerate().filter(|(_, n)| n.layers.is_empty()).map(|(i, _)| i as NodeId).collect();
         Ok(Hnsw {
             dim,
             quant,

@@ -117,6 +117,9 @@ impl VectorSet {
     pub fn has_projection(&self) -> bool {
         self.projection.is_some()
     }
+    pub fn projection(&self) -> Option<&Projection> {
+        self.projection.as_ref()
+    }
     pub fn quant(&self) -> Quant {
         self.index.quant()
     }
@@ -198,6 +201,28 @@ impl VectorSet {
         self.put_node(id, node);
         self.by_name.insert(name.into(), id);
         added
+    }
+
+    /// Adds a new element whose vector is given in its stored form (see
+    /// `Hnsw::insert_stored`): an import of redis-server's RDB form. Err when the name is
+    /// already there or the vector does not fit.
+    pub fn add_stored(
+        &mut self,
+        name: &[u8],
+        stored: &[u8],
+        l2: f32,
+        range: f32,
+        ef: usize,
+        attr: Option<&[u8]>,
+    ) -> Result<(), RawError> {
+        if self.by_name.contains_key(name) {
+            return Err(RawError("duplicate element name"));
+        }
+        let id = self.index.insert_stored(stored, l2, range, ef).map_err(RawError)?;
+        self.attributes += attr.is_some() as usize;
+        self.put_node(id, Node { name: name.into(), attr: attr.map(Into::into) });
+        self.by_name.insert(name.into(), id);
+        Ok(())
     }
 
     /// VREM: true when `name` was there.
@@ -370,7 +395,11 @@ impl VectorSet {
                 .by_name
                 .iter()
                 .map(|(name, &id)| {
-                    (name.to_vec(), self.index.vector_bytes(id), self.node(id).attr.as_ref().map(|a| a.to_vec()))
+                    (
+                        name.to_vec(),
+                        self.index.vector_bytes(id),
+                        self.node(id).attr.as_ref().map(|a| a.to_vec()),
+                    )
                 })
                 .collect(),
         }))
