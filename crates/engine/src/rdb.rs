@@ -219,8 +219,19 @@ fn put_strref(out: &mut Vec<u8>, s: StrRef<'_>) {
 
 /// DUMP's payload for `v`: the value, RDB version 10, and the CRC64 of both.
 pub fn dump(v: ValueRef<'_>) -> Vec<u8> {
+    dump_with(v, false)
+}
+
+/// A DUMP payload for goblin-core alone: a vector set in goblin's own form, its graph and its
+/// level generator's state as they are (what a canonical `RESTORE` mutation must carry, so
+/// that a replica's copy evolves exactly as the primary's).
+pub fn dump_exact(v: ValueRef<'_>) -> Vec<u8> {
+    dump_with(v, true)
+}
+
+fn dump_with(v: ValueRef<'_>, goblin_vsets: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    put_value(&mut out, v, &[]);
+    put_value(&mut out, v, &[], goblin_vsets);
     let version = if has_field_deadlines(v) { RDB_VERSION_FIELD_DEADLINES } else { RDB_VERSION };
     out.extend_from_slice(&version.to_le_bytes());
     let crc = crc64(0, &out);
@@ -235,7 +246,7 @@ fn has_field_deadlines(v: ValueRef<'_>) -> bool {
 
 /// A value as an RDB file and a DUMP payload hold it: its type byte, `after_type` (an RDB
 /// file's key goes there), then its encoding.
-fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>, after_type: &[u8]) {
+fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>, after_type: &[u8], goblin_vsets: bool) {
     let tag = |out: &mut Vec<u8>, t: u8| {
         out.push(t);
         out.extend_from_slice(after_type);
@@ -300,13 +311,75 @@ fn put_value(out: &mut Vec<u8>, v: ValueRef<'_>, after_type: &[u8]) {
             tag(out, stream::TYPE_STREAM_LISTPACKS_2);
             stream::put_stream(out, s);
         }
-        ValueRef::VectorSet(v) => {
+        ValueRef::VectorSet(v) if goblin_vsets => {
             tag(out, TYPE_GOBLIN_VSET);
             let mut raw = Vec::new();
             v.encode(&mut raw);
             put_str(out, &raw);
         }
+        ValueRef::VectorSet(v) => {
+            tag(out, TYPE_MODULE_2);
+            put_redis_vector_set(out, v);
+        }
     }
+}
+
+/// Redis's quantization codes in its vector sets' RDB form.
+fn redis_quant_code(q: store::types::vset::hnsw::Quant) -> u64 {
+    use store::types::vset::hnsw::Quant;
+    match q {
+        Quant::F32 => 0,
+        Quant::Q8 => 1,
+        Quant::Bin => 2,
+    }
+}
+
+/// A vector set in redis-server's module form (what its `VectorSetRdbSave` writes): module id,
+/// dimension, count, quantization and M, flags, the projection, then per element its name,
+/// attributes (when any element has some), stored vector and node fields (id, level with the
+/// format version 1, per layer the link count, capacity, links and farthest link, then the
+/// norm and Q8 range), then the module EOF. Node ids are goblin's plus one.
+fn put_redis_vector_set(out: &mut Vec<u8>, v: &store::types::vset::VectorSet) {
+    let uint = |out: &mut Vec<u8>, x: u64| {
+        put_len(out, MODULE_OPCODE_UINT as u64);
+        put_len(out, x);
+    };
+    let string = |out: &mut Vec<u8>, b: &[u8]| {
+        put_len(out, MODULE_OPCODE_STRING as u64);
+        put_str(out, b);
+    };
+    put_len(out, VECTORSET_MODULE_ID);
+    uint(out, v.dim() as u64);
+    uint(out, v.len() as u64);
+    uint(out, redis_quant_code(v.quant()) | (v.m() as u64) << 8);
+    let with_attrs = v.attributes_count() > 0;
+    uint(out, v.has_projection() as u64 | (with_attrs as u64) << 1);
+    if let Some(p) = v.projection() {
+        uint(out, p.input_dim() as u64);
+        let m: Vec<u8> = p.matrix().iter().flat_map(|x| x.to_le_bytes()).collect();
+        string(out, &m);
+    }
+    for (id, name, attr, node) in v.export() {
+        string(out, name);
+        if with_attrs {
+            string(out, attr.unwrap_or(b""));
+        }
+        string(out, &node.stored);
+        let params = 3 + node.layers.iter().map(|l| 3 + l.links.len()).sum::<usize>();
+        uint(out, params as u64);
+        uint(out, id as u64 + 1);
+        uint(out, node.level as u64 | 1 << 24);
+        for l in &node.layers {
+            uint(out, l.links.len() as u64);
+            uint(out, l.max_links as u64);
+            for &x in &l.links {
+                uint(out, x as u64 + 1);
+            }
+            uint(out, (l.worst_dist.to_bits() as u64) << 32 | l.worst_idx as u64);
+        }
+        uint(out, (node.range.to_bits() as u64) << 32 | node.l2.to_bits() as u64);
+    }
+    put_len(out, MODULE_OPCODE_EOF as u64);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,30 +404,25 @@ pub struct RdbFile<'a> {
     pub functions: &'a [Vec<u8>],
     /// Only the functions (`REPLCONF rdb-filter-only functions`): no keys.
     pub functions_only: bool,
+    /// For a goblin-core replica (`REPLCONF capa goblin`): vector sets in goblin's own form,
+    /// exact to the graph's generator state; otherwise in redis-server's module form.
+    pub goblin_types: bool,
 }
 
 /// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
 /// encoding Redis loads (`TYPE_GOBLIN_ARRAY` is goblin's own). None when it can.
 pub fn rdb_file_blocker(ks: &store::Keyspace) -> Option<String> {
-    let (mut arrays, mut vsets) = (0u64, 0u64);
+    let mut arrays = 0u64;
     let mut first = None;
     ks.for_each(|key, v, _| {
-        let counter = match v {
-            ValueRef::Array(_) => &mut arrays,
-            ValueRef::VectorSet(_) => &mut vsets,
-            _ => return,
-        };
-        *counter += 1;
-        first.get_or_insert_with(|| String::from_utf8_lossy(key).into_owned());
+        if matches!(v, ValueRef::Array(_)) {
+            arrays += 1;
+            first.get_or_insert_with(|| String::from_utf8_lossy(key).into_owned());
+        }
     });
-    let what = match (arrays, vsets) {
-        (a, 0) => format!("{a} array key(s)"),
-        (0, v) => format!("{v} vector set key(s)"),
-        (a, v) => format!("{a} array key(s) and {v} vector set key(s)"),
-    };
     first.map(|k| {
         format!(
-            "the dataset holds {what} ('{k}' among them), which an RDB file cannot carry: \
+            "the dataset holds {arrays} array key(s) ('{k}' among them), which an RDB file cannot carry: \
              GOBLIN.DUMPWORLD takes a complete snapshot"
         )
     })
@@ -432,7 +500,7 @@ pub fn write_rdb_file(
             }
             key_bytes.clear();
             put_str(&mut key_bytes, key);
-            put_value(&mut out, v, &key_bytes);
+            put_value(&mut out, v, &key_bytes, f.goblin_types);
             if out.len() >= 1 << 16 {
                 if let Err(e) = flush(&mut out, w) {
                     failed = Some(e);
@@ -773,12 +841,13 @@ impl<'a> Reader<'a> {
 
     /// A redis-server vector set (its module's RDB form): the parameters, the projection, then
     /// per element its name, attributes, stored vector and the graph node's serialized fields,
-    /// the last of which packs the vector's norm and quantization range. Each element's stored
-    /// vector, norm and range are kept bit for bit (VEMB and every score are Redis's) and
-    /// linked into goblin's own graph in the file's order: Redis's node ids and links are read
-    /// past, not kept.
+    /// the last of which packs the vector's norm and quantization range. The graph is taken as
+    /// Redis saved it (VLINKS answers as Redis did) when it keeps every rule of goblin's index
+    /// (`Hnsw::import`); otherwise each stored vector is linked anew in the file's order.
+    /// Either way each element's stored vector, norm and range are kept bit for bit, so VEMB
+    /// and every score are Redis's.
     fn redis_vector_set(&mut self) -> R<Value> {
-        use store::types::vset::hnsw::Quant;
+        use store::types::vset::hnsw::{ExportedLayer, ExportedNode, Quant, DEFAULT_BUILD_EF};
         use store::types::vset::{VectorSet, MAX_DIM};
         if self.len()? != VECTORSET_MODULE_ID {
             return Err(BAD);
@@ -825,33 +894,99 @@ impl<'a> Reader<'a> {
                 return Err(BAD);
             }
         }
+        // Every element first, with Redis's node fields; then the graph as Redis saved it, or,
+        // when it breaks a rule of goblin's index, the same vectors linked anew.
+        struct Element {
+            name: Vec<u8>,
+            attr: Option<Vec<u8>>,
+            id: u64,
+            node: ExportedNode,
+            /// Links by Redis's node ids, per layer.
+            links: Vec<Vec<u64>>,
+        }
+        let mut elements = Vec::new();
         for _ in 0..count {
-            let name = self.module_string()?;
-            let attr = if flags & 2 != 0 { Some(self.module_string()?) } else { None };
-            let stored = self.module_string()?;
+            let name = self.module_string()?.into_owned();
+            let attr = if flags & 2 != 0 { Some(self.module_string()?.into_owned()) } else { None };
+            // An empty attribute string is Redis's "none" in this form.
+            let attr = attr.filter(|a| !a.is_empty());
+            let stored = self.module_string()?.into_owned();
             let params = self.module_uint()?;
             if !(3..=1 << 20).contains(&params) {
                 return Err(BAD);
             }
-            let mut last = 0;
+            let mut p = Vec::with_capacity(params as usize);
             for _ in 0..params {
-                last = self.module_uint()?;
+                p.push(self.module_uint()?);
             }
-            // The last field packs the norm (low 32 bits) and the Q8 range (high), as floats.
+            // id; level | version << 24; per layer: count, capacity, links, farthest link
+            // (version 1); the norm (low 32 bits) and the Q8 range (high) as floats.
+            let (id, level, version) = (p[0], (p[1] & 0xff) as usize, p[1] >> 24);
+            if version > 1 {
+                return Err(BAD);
+            }
+            let mut at = 2;
+            let mut layers = Vec::new();
+            let mut links = Vec::new();
+            for _ in 0..=level {
+                let (n, max) = (*p.get(at).ok_or(BAD)?, *p.get(at + 1).ok_or(BAD)?);
+                at += 2;
+                let ids = p.get(at..at + n as usize).ok_or(BAD)?.to_vec();
+                at += n as usize;
+                let (worst_dist, worst_idx) = if version == 1 {
+                    let w = *p.get(at).ok_or(BAD)?;
+                    at += 1;
+                    (f32::from_bits((w >> 32) as u32), w as u32)
+                } else {
+                    (0.0, u32::MAX)
+                };
+                layers.push(ExportedLayer {
+                    links: Vec::new(),
+                    max_links: max as u32,
+                    worst_dist,
+                    worst_idx,
+                });
+                links.push(ids);
+            }
+            if at + 1 != p.len() {
+                return Err(BAD);
+            }
+            let last = p[at];
             let (l2, range) = (f32::from_bits(last as u32), f32::from_bits((last >> 32) as u32));
-            // An empty attribute string is Redis's "none" in this form.
-            let attr = attr.filter(|a| !a.is_empty());
-            set.add_stored(
-                &name,
-                &stored,
-                l2,
-                range,
-                store::types::vset::hnsw::DEFAULT_BUILD_EF,
-                attr.as_deref(),
-            )
-            .map_err(|_| BAD)?;
+            elements.push(Element {
+                name,
+                attr,
+                id,
+                node: ExportedNode { level, layers, stored, l2, range },
+                links,
+            });
         }
         self.module_field(MODULE_OPCODE_EOF)?;
+        let position: std::collections::HashMap<u64, u32> =
+            elements.iter().enumerate().map(|(i, e)| (e.id, i as u32)).collect();
+        let mut exact = position.len() == elements.len();
+        for e in &mut elements {
+            for (layer, ids) in e.node.layers.iter_mut().zip(&e.links) {
+                match ids.iter().map(|x| position.get(x).copied()).collect::<Option<Vec<u32>>>() {
+                    Some(l) => layer.links = l,
+                    None => exact = false,
+                }
+            }
+        }
+        let projection = projection_from.as_ref().map(|(i, _)| *i);
+        if exact {
+            let parts = elements.iter().map(|e| (e.name.clone(), e.attr.clone(), e.node.clone())).collect();
+            let uid = elements.iter().map(|e| e.id).max().unwrap_or(0);
+            if let Ok(v) = VectorSet::import(dim, quant, m, projection, uid, parts) {
+                return Ok(Value::VectorSet(Box::new(v)));
+            }
+        }
+        for e in &elements {
+            let n = &e.node;
+            set.add_stored(&e.name, &n.stored, n.l2, n.range, DEFAULT_BUILD_EF, e.attr.as_deref())
+                .map_err(|_| BAD)?;
+        }
+
         Ok(Value::VectorSet(Box::new(set)))
     }
 

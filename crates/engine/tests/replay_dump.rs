@@ -353,6 +353,7 @@ proptest! {
             used_memory: 1,
             functions: std::slice::from_ref(&code),
             functions_only: false,
+            goblin_types: false,
         };
         let mut buf = Vec::new();
         let len = rdb::write_rdb_file(&mut buf, &[(0, &e.ks)], &file).unwrap();

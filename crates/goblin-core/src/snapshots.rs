@@ -80,13 +80,16 @@ struct RdbParts {
 }
 
 impl RdbParts {
-    fn file(&self, functions_only: bool) -> engine::rdb::RdbFile<'_> {
+    /// `goblin_types`: the file goes to a goblin-core replica (vector sets in goblin's exact
+    /// form); otherwise to Redis's tools and servers (Redis's module form).
+    fn file(&self, functions_only: bool, goblin_types: bool) -> engine::rdb::RdbFile<'_> {
         engine::rdb::RdbFile {
             redis_version: crate::commands::info::REDIS_VERSION,
             created_unix_secs: self.created_unix_secs,
             used_memory: self.used_memory,
             functions: &self.functions,
             functions_only,
+            goblin_types,
         }
     }
 }
@@ -552,7 +555,8 @@ impl Server {
         let parts = self.rdb_parts();
         let started = Instant::now();
         let dbs = self.engine.database_refs();
-        match snapshot::save_atomic(path, |w| engine::rdb::write_rdb_file(w, &dbs, &parts.file(false))) {
+        match snapshot::save_atomic(path, |w| engine::rdb::write_rdb_file(w, &dbs, &parts.file(false, false)))
+        {
             Ok(bytes) => {
                 let keys = self.engine.total_keys();
                 info!(
@@ -763,7 +767,7 @@ impl Server {
             // and nothing else touches it.
             let dbs = unsafe { &*engine }.database_refs();
             let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
-            snapshot::save_atomic(&path, |w| engine::rdb::write_rdb_file(w, &dbs, &parts.file(false)))
+            snapshot::save_atomic(&path, |w| engine::rdb::write_rdb_file(w, &dbs, &parts.file(false, false)))
                 .map(|bytes| format!("{keys} keys, {bytes} bytes, RDB"))
                 .map_err(|e| format!("writing {}: {e}", path.display()))
         };
@@ -1165,11 +1169,12 @@ impl Server {
         let engine: *const Engine = &self.engine;
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
+        let goblin_replica = c.replconf_goblin;
         let job = move || {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
             let (engine, owed) = unsafe { (&*engine, &*owed) };
             let dbs = engine.database_refs();
-            let file = parts.file(functions_only);
+            let file = parts.file(functions_only, goblin_replica);
             let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
             let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {
@@ -1338,7 +1343,7 @@ impl Server {
             if failed.is_some() {
                 return;
             }
-            let payload = engine::rdb::dump(v);
+            let payload = engine::rdb::dump_exact(v);
             let ttl = deadline.map_or(0, |t| t.max(1)).to_string();
             let args: [&[u8]; 5] = [b"RESTORE", key, ttl.as_bytes(), &payload, b"ABSTTL"];
             let mut out = Vec::new();

@@ -67,6 +67,27 @@ fn sorted(f: Frame) -> Frame {
     }
 }
 
+/// A VLINKS WITHSCORES reply (RESP2: per level a flat name, score list) with each level's
+/// (name, score) pairs sorted.
+fn links_sorted(f: Frame) -> Frame {
+    match f {
+        Frame::Array(Some(levels)) => Frame::Array(Some(
+            levels
+                .into_iter()
+                .map(|l| match l {
+                    Frame::Array(Some(flat)) => {
+                        let mut pairs: Vec<Vec<Frame>> = flat.chunks(2).map(|c| c.to_vec()).collect();
+                        pairs.sort_by_key(|p| format!("{p:?}"));
+                        Frame::Array(Some(pairs.concat()))
+                    }
+                    other => other,
+                })
+                .collect(),
+        )),
+        other => other,
+    }
+}
+
 /// The command script both servers run: sets of every quantization and a REDUCE set, with
 /// attributes, updates and removals, then every read and every refusal.
 fn script(p: &str) -> Vec<Vec<Vec<u8>>> {
@@ -364,9 +385,12 @@ fn answers(c: &mut RespConn, k: &str, n: usize) -> Vec<Frame> {
     }
     let mut info = call(c, &["VINFO", k]);
     if let Frame::Array(Some(v)) = &mut info {
-        // vset-uid numbers sets in creation order, per process.
-        let at = v.iter().position(|f| matches!(f, Frame::Simple(n) if n == b"vset-uid")).unwrap();
-        v[at + 1] = Frame::Integer(0);
+        // vset-uid numbers sets in creation order, per process; hnsw-max-node-uid counts the
+        // nodes ever created, which a DUMP/RESTORE restarts from the highest one it holds.
+        for field in [&b"vset-uid"[..], b"hnsw-max-node-uid"] {
+            let at = v.iter().position(|f| matches!(f, Frame::Simple(n) if n == field)).unwrap();
+            v[at + 1] = Frame::Integer(0);
+        }
     }
     out.push(info);
     out
@@ -474,8 +498,9 @@ fn a_replica_builds_the_primary_graph() {
 
 /// A goblin-core replica by REPLICAOF (Redis's protocol) of a goblin-core primary that already
 /// holds vector sets and arrays: its `REPLCONF capa goblin` lets the primary send them in
-/// goblin's own RDB types, and the replica then answers every search as the primary. A
-/// redis-server replica, which cannot load them, is still refused.
+/// goblin's own RDB types (exact to the graph's generator, so later writes build the same
+/// graph on both), and the replica then answers every search as the primary. A replica that
+/// does not say it (redis-server) is refused the array, which has no form Redis loads.
 #[test]
 fn a_goblin_replica_by_replicaof_loads_vector_sets_and_arrays() {
     let p = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
@@ -504,11 +529,12 @@ fn a_goblin_replica_by_replicaof_loads_vector_sets_and_arrays() {
     }
     assert_eq!(answers(&mut rc, "v", 200), answers(&mut pc, "v", 200));
 
-    // A replica that did not say `capa goblin` (redis-server's SYNC) is refused, naming why.
+    // A replica that did not say `capa goblin` (redis-server's SYNC) is refused, naming why:
+    // the array (a vector set alone would go in Redis's own form).
     let mut plain = RespConn::open(p.port, 2);
     let Frame::Error(e) = call(&mut plain, &["SYNC"]) else { panic!("SYNC was not refused") };
     let e = String::from_utf8_lossy(&e);
-    assert!(e.starts_with("ERR SYNC: the dataset holds 1 array key(s) and 1 vector set key(s)"), "{e}");
+    assert!(e.starts_with("ERR SYNC: the dataset holds 1 array key(s) ('arr' among them)"), "{e}");
 }
 
 /// redis-server 8.2's own forms of a vector set load into goblin-core: its DUMP payloads
@@ -557,6 +583,10 @@ fn redis8_dump_payloads_and_rdb_files_load_as_vector_sets() {
             vec!["VCARD", "K"],
             vec!["VDIM", "K"],
             vec!["VSIM", "K", "ELE", "e3", "WITHSCORES", "TRUTH", "COUNT", "100"],
+            // Redis's graph is kept as it was saved: links, and so HNSW searches, are Redis's.
+            vec!["VLINKS", "K", "e5", "WITHSCORES"],
+            vec!["VLINKS", "K", "e17"],
+            vec!["VSIM", "K", "ELE", "e8", "WITHSCORES", "COUNT", "5", "EF", "5"],
         ] {
             let on = |k: &str| {
                 cmd.iter().map(|a| if *a == "K" { k.to_string() } else { a.to_string() }).collect::<Vec<_>>()
@@ -627,4 +657,77 @@ fn hostile_inputs_get_errors() {
         Frame::Array(Some(vec![Frame::Bulk(Some(b"x".to_vec())); 3]))
     );
     assert_eq!(call(&mut c, &["PING"]), Frame::Simple(b"PONG".to_vec()));
+}
+
+/// The other way: goblin-core's DUMP payloads and RDB files carry vector sets in redis-server's
+/// own form, so RESTORE (and MIGRATE) into Redis, `redis-cli --rdb` and a redis-server replica
+/// of goblin-core get them, the graph included: redis-server then answers VEMB, VLINKS and
+/// searches as goblin-core does.
+#[test]
+fn redis8_loads_goblin_vector_sets() {
+    let g = Server::start(&["--save", ""]);
+    let mut gc = RespConn::open(g.port, 2);
+    let mut rng = Lcg(33);
+    for (k, opts, dim) in [("q8", &[][..], 9), ("f32", &["NOQUANT"][..], 6), ("bin", &["BIN"][..], 65)] {
+        for i in 0..80 {
+            let mut c = s(&["VADD", k, "VALUES", &dim.to_string()]);
+            c.extend(rng.vector(dim));
+            c.push(format!("e{i}"));
+            c.extend(opts.iter().map(|o| o.to_string()));
+            if i % 3 == 0 {
+                c.extend(s(&["SETATTR", &format!("{{\"i\": {i}}}")]));
+            }
+            assert_eq!(gc.call(&c), Frame::Integer(1));
+        }
+        for i in (0..80).step_by(9) {
+            call(&mut gc, &["VREM", k, &format!("e{i}")]);
+        }
+    }
+    let r = RedisServer::start8();
+    let mut rc = RespConn::open(r.port, 2);
+    let compare = |gc: &mut RespConn, rc: &mut RespConn, k: &str| {
+        for i in (1..80).filter(|i| i % 9 != 0) {
+            let e = format!("e{i}");
+            for cmd in [
+                vec!["VEMB", k, &e, "RAW"],
+                vec!["VGETATTR", k, &e],
+                vec!["VLINKS", k, &e, "WITHSCORES"],
+                vec!["VSIM", k, "ELE", &e, "WITHSCORES", "COUNT", "6", "EF", "8"],
+            ] {
+                let mut cmd = cmd;
+                // Binary scores tie: the whole set, compared as a set.
+                if k == "bin" && cmd[0] == "VSIM" {
+                    cmd.extend(["COUNT", "100"]);
+                }
+                let (mut a, mut b) = (call(gc, &cmd), call(rc, &cmd));
+                if k == "bin" && cmd[0] == "VSIM" {
+                    (a, b) = (sorted(a), sorted(b));
+                }
+                // redis-server sorts each node's links by memory address when it loads a graph:
+                // the same links, in another order.
+                if cmd[0] == "VLINKS" {
+                    (a, b) = (links_sorted(a), links_sorted(b));
+                }
+                assert_eq!(a, b, "{cmd:?}: goblin-core, then redis-server");
+            }
+        }
+    };
+    for k in ["q8", "f32", "bin"] {
+        let Frame::Bulk(Some(payload)) = call(&mut gc, &["DUMP", k]) else { panic!("DUMP {k}") };
+        rc.send(&[b"RESTORE".as_slice(), k.as_bytes(), b"0", &payload]);
+        assert_eq!(rc.read(), Frame::Simple(b"OK".to_vec()), "redis-server's RESTORE of goblin's {k}");
+        compare(&mut gc, &mut rc, k);
+    }
+    // A redis-server replica of goblin-core: the RDB file of its full sync.
+    let replica = RedisServer::start8();
+    let mut pc = RespConn::open(replica.port, 2);
+    call(&mut pc, &["REPLICAOF", "127.0.0.1", &g.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while call(&mut pc, &["VCARD", "bin"]) != Frame::Integer(71) {
+        assert!(Instant::now() < deadline, "the redis-server replica did not load goblin's vector sets");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for k in ["q8", "f32", "bin"] {
+        compare(&mut gc, &mut pc, k);
+    }
 }

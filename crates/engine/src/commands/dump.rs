@@ -204,7 +204,7 @@ fn emit_value(c: &mut Ctx, key: &[u8], deadline: Option<store::Millis>) {
         // The graph is part of the value (VSIM's answers depend on it) and cannot be rebuilt
         // element by element: the whole value travels as one RESTORE of its own payload.
         ValueRef::VectorSet(_) => {
-            let payload = crate::rdb::dump(v);
+            let payload = crate::rdb::dump_exact(v);
             muts.push(&[b"RESTORE", key, b"0", &payload, b"REPLACE"]);
         }
     }

@@ -421,7 +421,7 @@ fn vsim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut ef = if ef == 0 { DEFAULT_SEARCH_EF } else { ef as usize };
     ef = ef.max(count).min(set.len());
     let accept = filter.as_ref().map(|f| move |attr: Option<&[u8]>| attr.is_some() && f.matches(attr));
-    let accept_dyn: Option<&dyn Fn(Option<&[u8]>) -> bool> = accept.as_ref().map(|f| f as _);
+    let accept_dyn: Option<store::types::vset::AttrFilter<'_>> = accept.as_ref().map(|f| f as _);
     let hits = set.search(&query, ef, ef, accept_dyn, filter_ef as usize, truth);
     // Redis compares half the float distance with EPSILON as a float.
     let eps = epsilon as f32;

@@ -416,6 +416,27 @@ impl Projection {
     }
 }
 
+/// One layer of an [`ExportedNode`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportedLayer {
+    pub links: Vec<NodeId>,
+    pub max_links: u32,
+    pub worst_dist: f32,
+    pub worst_idx: u32,
+}
+
+/// A node in the terms of redis-server's RDB form (see [`Hnsw::export_node`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportedNode {
+    pub level: usize,
+    pub layers: Vec<ExportedLayer>,
+    /// The stored vector's bytes (as VEMB RAW gives them).
+    pub stored: Vec<u8>,
+    pub l2: f32,
+    /// The Q8 range; 0 for the other quantizations.
+    pub range: f32,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Graph
 
@@ -1299,6 +1320,95 @@ impl Hnsw {
             total += s.visited.capacity() * 4 + s.batch.capacity() * 4;
         }
         total
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // redis-server's RDB form
+
+    /// A node as redis-server's RDB form of a vector set lists it: level, links per layer
+    /// (with capacity and the farthest link), the stored vector, its norm and Q8 range.
+    pub fn export_node(&self, id: NodeId) -> ExportedNode {
+        let n = self.node(id);
+        ExportedNode {
+            level: n.layers.len() - 1,
+            layers: n
+                .layers
+                .iter()
+                .map(|l| ExportedLayer {
+                    links: l.links.clone(),
+                    max_links: l.max_links,
+                    worst_dist: l.worst_dist,
+                    worst_idx: l.worst_idx,
+                })
+                .collect(),
+            stored: n.vec.raw_bytes(),
+            l2: n.l2,
+            range: match n.vec {
+                Vector::Q8(_, r) => r,
+                _ => 0.0,
+            },
+        }
+    }
+
+    /// An index holding exactly `nodes` (ids 0.. in order, links by those ids), as redis-server
+    /// saved its graph: the entry point is the first node of the highest level, as Redis picks
+    /// it on load. Built through [`Hnsw::decode`], so every invariant is checked; an Err means
+    /// the graph breaks one of them (the caller may link the vectors anew instead).
+    /// `uid`: VINFO's hnsw-max-node-uid to continue from (Redis takes the highest node id).
+    pub fn import(
+        dim: usize,
+        quant: Quant,
+        m: usize,
+        seed: u64,
+        uid: u64,
+        nodes: &[ExportedNode],
+    ) -> Result<Hnsw, &'static str> {
+        if nodes.is_empty() || nodes.len() > u32::MAX as usize - 1 {
+            return Err("no nodes");
+        }
+        let mut entry = 0;
+        for (i, n) in nodes.iter().enumerate() {
+            if n.level > nodes[entry].level {
+                entry = i;
+            }
+        }
+        let mut out = Vec::new();
+        out.push(1);
+        out.extend_from_slice(&(dim as u32).to_le_bytes());
+        out.push(quant.code());
+        out.extend_from_slice(&(m as u32).to_le_bytes());
+        out.extend_from_slice(&seed.to_le_bytes());
+        out.extend_from_slice(&uid.to_le_bytes());
+        out.extend_from_slice(&(nodes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(entry as u32).to_le_bytes());
+        out.extend_from_slice(&(nodes[entry].level as u32).to_le_bytes());
+        for n in nodes {
+            if n.level > MAX_LEVEL || n.layers.len() != n.level + 1 {
+                return Err("node level out of range");
+            }
+            out.push(n.layers.len() as u8);
+            out.extend_from_slice(&n.l2.to_le_bytes());
+            out.extend_from_slice(&n.stored);
+            if quant == Quant::Q8 {
+                out.extend_from_slice(&n.range.to_le_bytes());
+            }
+            for l in &n.layers {
+                out.extend_from_slice(&l.max_links.to_le_bytes());
+                out.extend_from_slice(&l.worst_dist.to_le_bytes());
+                out.extend_from_slice(&l.worst_idx.to_le_bytes());
+                out.extend_from_slice(&(l.links.len() as u32).to_le_bytes());
+                for &x in &l.links {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+        let h = Hnsw::decode(&out)?;
+        // decode reads the stored bytes by length: a vector of the wrong size shifts everything
+        // after it and fails there, or leaves trailing bytes; either way it is refused above.
+        if h.nodes.iter().any(|n| !n.l2.is_finite()) {
+            return Err("a stored vector's norm is not finite");
+        }
+        Ok(h)
     }
 
     // -----------------------------------------------------------------------------------------

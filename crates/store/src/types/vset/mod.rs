@@ -19,7 +19,7 @@ pub mod hnsw;
 use crate::alloc::size_class;
 use crate::types::RawError;
 use crate::Plain;
-use hnsw::{Hnsw, NodeId, Projection, Quant, Query, RawEmbedding};
+use hnsw::{ExportedNode, Hnsw, NodeId, Projection, Quant, Query, RawEmbedding};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +75,13 @@ pub enum RangeEnd<'a> {
     Exclusive(&'a [u8]),
 }
 
+/// (name, stored vector bytes, attributes).
+pub type PlainElement = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+/// VSIM's FILTER as the set sees it: a test of an element's attributes.
+pub type AttrFilter<'a> = &'a dyn Fn(Option<&[u8]>) -> bool;
+/// VLINKS: per level, the neighbours' names and similarities.
+pub type Links<'a> = Vec<Vec<(&'a [u8], f64)>>;
+
 /// The canonical, comparable content of a set (DEBUG DIGEST, tests): its parameters and its
 /// elements with their stored vectors and attributes, by name. The graph's shape is left out:
 /// it follows from the history of writes, which replication and replay reproduce anyway.
@@ -85,7 +92,7 @@ pub struct PlainVset {
     pub m: usize,
     pub projection_input_dim: usize,
     /// (name, stored vector bytes, attributes), sorted by name.
-    pub elements: Vec<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)>,
+    pub elements: Vec<PlainElement>,
 }
 
 impl VectorSet {
@@ -225,6 +232,41 @@ impl VectorSet {
         Ok(())
     }
 
+    /// Every element in the terms of redis-server's RDB form: node id, name, attributes, and
+    /// the node (links by node id), in node id order.
+    pub fn export(&self) -> impl Iterator<Item = (NodeId, &[u8], Option<&[u8]>, ExportedNode)> + '_ {
+        self.nodes.iter().enumerate().filter_map(|(id, n)| {
+            let n = n.as_ref()?;
+            let id = id as NodeId;
+            Some((id, &*n.name, n.attr.as_deref(), self.index.export_node(id)))
+        })
+    }
+
+    /// A set holding exactly the graph redis-server saved: `elements` are (name, attributes,
+    /// node) with links by position in `elements`. Err when a name repeats or the graph breaks
+    /// an invariant of the index (see `Hnsw::import`).
+    pub fn import(
+        dim: usize,
+        quant: Quant,
+        m: usize,
+        projection_from: Option<usize>,
+        uid: u64,
+        elements: Vec<(Vec<u8>, Option<Vec<u8>>, ExportedNode)>,
+    ) -> Result<VectorSet, RawError> {
+        let mut set = VectorSet::new(dim, quant, m, projection_from);
+        let nodes: Vec<ExportedNode> = elements.iter().map(|(_, _, n)| n.clone()).collect();
+        set.index = Hnsw::import(dim, quant, m, GRAPH_SEED, uid, &nodes).map_err(RawError)?;
+        for (id, (name, attr, _)) in elements.into_iter().enumerate() {
+            if set.by_name.contains_key(&name[..]) {
+                return Err(RawError("duplicate element name"));
+            }
+            set.attributes += attr.is_some() as usize;
+            set.by_name.insert(name.clone().into(), id as NodeId);
+            set.put_node(id as NodeId, Node { name: name.into(), attr: attr.map(Into::into) });
+        }
+        Ok(set)
+    }
+
     /// VREM: true when `name` was there.
     pub fn remove(&mut self, name: &[u8]) -> bool {
         let Some(id) = self.by_name.remove(name) else {
@@ -289,7 +331,7 @@ impl VectorSet {
         q: &Query,
         k: usize,
         ef: usize,
-        filter: Option<&dyn Fn(Option<&[u8]>) -> bool>,
+        filter: Option<AttrFilter<'_>>,
         filter_ef: usize,
         truth: bool,
     ) -> Vec<Hit<'_>> {
@@ -315,7 +357,7 @@ impl VectorSet {
     }
 
     /// VLINKS: per level, highest first, the neighbours and their similarity.
-    pub fn links(&self, name: &[u8]) -> Option<Vec<Vec<(&[u8], f64)>>> {
+    pub fn links(&self, name: &[u8]) -> Option<Links<'_>> {
         let id = *self.by_name.get(name)?;
         Some(
             self.index
