@@ -8,6 +8,7 @@ Every test that uses the `server` fixture runs twice: with redis-py's default se
 the default of redis-py 8: `HELLO 3` on connect) and with `protocol=2`, the RESP2 run.
 """
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,3 +139,23 @@ def r(server):
     client.flushall()
     yield client
     client.close()
+
+
+# Helpers the asyncio tests share (test_redis_py_asyncio.py, test_vector_sets.py).
+
+
+def run(coro, timeout=60):
+    """Runs `coro` in a fresh event loop; a test that does not finish in `timeout` s fails."""
+
+    async def bounded():
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def aclient(server, **kw) -> redis.asyncio.Redis:
+    """An asyncio client speaking this run's protocol (RESP3 by default, or protocol=2)."""
+    for k, v in server.protocol_kw().items():
+        kw.setdefault(k, v)
+    kw.setdefault("socket_timeout", 10)
+    return redis.asyncio.Redis(host=server.host, port=server.port, **kw)

@@ -17,24 +17,7 @@ import redis.asyncio
 from redis.asyncio.lock import Lock
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError, WatchError
 
-from conftest import REFERENCE
-
-
-def run(coro, timeout=30):
-    """Runs `coro` in a fresh event loop; a test that does not finish in `timeout` s fails."""
-
-    async def bounded():
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-def aclient(server, **kw) -> redis.asyncio.Redis:
-    """An asyncio client speaking this run's protocol (RESP3 by default, or protocol=2)."""
-    for k, v in server.protocol_kw().items():
-        kw.setdefault(k, v)
-    kw.setdefault("socket_timeout", 10)
-    return redis.asyncio.Redis(host=server.host, port=server.port, **kw)
+from conftest import REFERENCE, aclient, run
 
 
 async def wait_until(predicate, what, timeout=5.0):

@@ -32,7 +32,7 @@ import redis.asyncio
 from redis.commands.vectorset.commands import QuantizationOptions
 from redis.exceptions import ResponseError
 
-from conftest import REFERENCE
+from conftest import REFERENCE, aclient, run
 
 NOQUANT = QuantizationOptions.NOQUANT
 BIN = QuantizationOptions.BIN
@@ -107,23 +107,6 @@ def fill(r, key, vectors, **kw):
     for n, vec in vectors.items():
         p.vset().vadd(key, vec, n, **kw)
     assert p.execute() == [1] * len(vectors)
-
-
-def run(coro, timeout=60):
-    """Runs `coro` in a fresh event loop; a test that does not finish in `timeout` s fails."""
-
-    async def bounded():
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-def aclient(server, **kw) -> redis.asyncio.Redis:
-    """An asyncio client speaking this run's protocol (RESP3 by default, or protocol=2)."""
-    for k, v in server.protocol_kw().items():
-        kw.setdefault(k, v)
-    kw.setdefault("socket_timeout", 10)
-    return redis.asyncio.Redis(host=server.host, port=server.port, **kw)
 
 
 # --- basics -----------------------------------------------------------------------------------
