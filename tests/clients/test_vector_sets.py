@@ -28,7 +28,6 @@ import struct
 
 import pytest
 import redis
-import redis.asyncio
 from redis.commands.vectorset.commands import QuantizationOptions
 from redis.exceptions import ResponseError
 
