@@ -47,10 +47,18 @@ pub fn wrong_arity(out: &mut Vec<u8>, name: &[u8]) {
 /// in Redis, group `module`) name themselves in capitals there, the others in lowercase.
 pub fn wrong_arity_of(out: &mut Vec<u8>, spec: &crate::command::CommandSpec, name: &[u8]) {
     if spec.group == "module" {
-        let msg = format!("ERR wrong number of arguments for '{}' command", spec.name.to_ascii_uppercase());
-        return reply::error(out, msg.as_bytes());
+        return wrong_arity_upper(out, spec.name.as_bytes());
     }
     wrong_arity(out, name)
+}
+
+/// The wrong-arity error with the name in capitals, as a Redis module's commands give it (the
+/// vector-set handlers' own argument checks, and [`wrong_arity_of`]).
+pub fn wrong_arity_upper(out: &mut Vec<u8>, name: &[u8]) {
+    let mut msg = b"ERR wrong number of arguments for '".to_vec();
+    msg.extend(name.iter().map(|b| b.to_ascii_uppercase()));
+    msg.extend_from_slice(b"' command");
+    reply::error(out, &msg);
 }
 
 /// `ERR unknown command '<name>', with args beginning with: '<a1>' '<a2>' ...` (Redis shows the

@@ -102,13 +102,16 @@ const INVALID_VECTOR: &[u8] = b"ERR invalid vector specification";
 /// The largest REDUCE projection matrix, in floats.
 const MAX_PROJECTION: usize = 1 << 26;
 
-/// Redis's wrong-arity error as these commands give it: their name in capitals.
-fn module_arity(out: &mut Vec<u8>, name: &[u8]) {
-    let msg = format!(
-        "ERR wrong number of arguments for '{}' command",
-        String::from_utf8_lossy(name).to_ascii_uppercase()
-    );
-    reply::error(out, msg.as_bytes());
+/// `got` components where the set stores `has`.
+fn dimension_mismatch(out: &mut Vec<u8>, got: usize, has: usize) {
+    reply::error(out, format!("ERR Vector dimension mismatch - got {got} but set has {has}").as_bytes());
+}
+
+/// `got` components where the set's REDUCE projection takes `expects`.
+fn projection_mismatch(out: &mut Vec<u8>, got: usize, expects: usize) {
+    let e =
+        format!("ERR Input dimension mismatch for projection - got {got} but projection expects {expects}");
+    reply::error(out, e.as_bytes());
 }
 
 /// What a key holds, for vector set commands.
@@ -208,7 +211,7 @@ fn vadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         return reply::error(out, INVALID_VECTOR);
     };
     if args.len() - 2 - vec.consumed < 1 {
-        return module_arity(out, args[0]);
+        return errors::wrong_arity_upper(out, args[0]);
     }
     let elem_at = 2 + vec.consumed;
     let elem = args[elem_at];
@@ -268,19 +271,13 @@ fn vadd(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
             }
             let wanted = if set.has_projection() { vec.reduce } else { dim };
             if wanted != set.dim() {
-                let e = format!("ERR Vector dimension mismatch - got {} but set has {}", dim, set.dim());
-                return reply::error(out, e.as_bytes());
+                return dimension_mismatch(out, dim, set.dim());
             }
             if vec.reduce > 0 && !set.has_projection() {
                 return reply::error(out, b"ERR cannot add projection to existing set without projection");
             }
             if set.has_projection() && dim != set.input_dim() {
-                let e = format!(
-                    "ERR Input dimension mismatch for projection - got {} but projection expects {}",
-                    dim,
-                    set.input_dim()
-                );
-                return reply::error(out, e.as_bytes());
+                return projection_mismatch(out, dim, set.input_dim());
             }
             set.project(vec.v)
         }
@@ -343,18 +340,12 @@ fn vsim(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         let mut v = vec.v;
         if set.has_projection() && v.len() != set.dim() {
             if v.len() != set.input_dim() {
-                let e = format!(
-                    "ERR Input dimension mismatch for projection - got {} but projection expects {}",
-                    v.len(),
-                    set.input_dim()
-                );
-                return reply::error(out, e.as_bytes());
+                return projection_mismatch(out, v.len(), set.input_dim());
             }
             v = set.project(v);
         }
         if v.len() != set.dim() {
-            let e = format!("ERR Vector dimension mismatch - got {} but set has {}", v.len(), set.dim());
-            return reply::error(out, e.as_bytes());
+            return dimension_mismatch(out, v.len(), set.dim());
         }
         (set.query(&v), vec.consumed)
     };
@@ -510,7 +501,7 @@ fn vemb(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// VLINKS key element [WITHSCORES]
 fn vlinks(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], b"WITHSCORES")) {
-        return module_arity(out, args[0]);
+        return errors::wrong_arity_upper(out, args[0]);
     }
     let withscores = args.len() == 4;
     match look(c, args[1], false) {
@@ -597,7 +588,7 @@ fn vgetattr(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
 /// VRANDMEMBER key [count]
 fn vrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if args.len() > 3 {
-        return module_arity(out, args[0]);
+        return errors::wrong_arity_upper(out, args[0]);
     }
     let count = match args.get(2) {
         None => None,
@@ -685,7 +676,7 @@ fn parse_range_end(a: &[u8]) -> Option<(RangeEnd<'_>, bool, bool)> {
 /// VRANGE key start end [count]
 fn vrange(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
     if args.len() > 5 {
-        return module_arity(out, args[0]);
+        return errors::wrong_arity_upper(out, args[0]);
     }
     let mut limit = usize::MAX;
     if let Some(a) = args.get(4) {
