@@ -46,6 +46,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("role", "2.8.12", ""),
     ("bgrewriteaof", "1.0.0", ""),
     ("replicaof", "5.0.0", "<args: host port:integer | NO ONE>"),
+    ("failover", "6.2.0", "[target: TO host port:integer [FORCE]] [ABORT] [TIMEOUT milliseconds:integer]"),
     ("slaveof", "1.0.0", "<args: host port:integer | NO ONE>"),
     ("shutdown", "1.0.0", "[save-selector: NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"),
     ("multi", "1.2.0", ""),

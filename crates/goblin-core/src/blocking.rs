@@ -277,6 +277,25 @@ impl Server {
         true
     }
 
+    /// The server starts following a primary (REPLICAOF, FAILOVER): every parked client gets
+    /// Redis's UNBLOCKED error and is disconnected after it. Left parked, a BLPOP would be
+    /// served by the primary's pushes, popping on a replica what the primary keeps. Commands
+    /// held by a pause are not parked: they run later and meet the new role.
+    pub(crate) fn disconnect_blocked_clients(&mut self) {
+        for slot in 0..self.conns.len() {
+            let Some(mut conn) = self.conns[slot].take_if(|c| c.parked.is_some()) else { continue };
+            let mark = conn.out.len();
+            conn.out.extend_from_slice(
+                b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n",
+            );
+            self.count_unblocked(&conn, mark);
+            self.unpark(&mut conn, slot);
+            conn.close_after_reply = true;
+            self.conns[slot] = Some(conn);
+            self.queue_write(slot);
+        }
+    }
+
     /// Answers a null array (`*-1`, `_` in RESP3, as Redis does for every blocking type) to
     /// clients whose deadline has passed, and retries those whose recheck came first.
     pub(crate) fn expire_blocked(&mut self, now: Millis) {

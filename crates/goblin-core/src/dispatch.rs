@@ -307,6 +307,11 @@ impl Server {
         {
             return self.refuse(conn, spec, MISCONF);
         }
+        // FAILOVER: writes wait while a replica catches up and takes over, and while this
+        // server asks it to (then run, and are refused if this server became its replica).
+        if self.failover.is_some() && self.holds_with_queue(conn, spec, args, Server::write_pause_holds) {
+            return self.hold_command(conn, slot, args, false);
+        }
         // An EXEC whose queue writes ends the transaction (EXECABORT ... READONLY).
         if self.follows_upstream() && self.writes(conn, spec, args) {
             return self.refuse(conn, spec, b"READONLY You can't write against a read only replica.");

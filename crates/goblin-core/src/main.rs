@@ -355,7 +355,7 @@ fn main() {
         }
         server.redis_primary_settings.masteruser = server.cfg.masteruser.clone();
         let port = v[1].parse().expect("validated");
-        server.follow_redis_primary(v[0].clone(), port, None);
+        server.follow_redis_primary(v[0].clone(), port, None, false);
     }
     // The OOM score for the role the server starts in (a file's oom-score-adj was applied
     // before the role was known).

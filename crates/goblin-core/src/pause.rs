@@ -173,7 +173,13 @@ impl Server {
         if self.pause.until.take().is_none() {
             return;
         }
-        self.engine.replica = self.follows_upstream();
+        self.engine.replica = self.follows_upstream() || self.failover.is_some();
+        self.run_all_held();
+    }
+
+    /// Runs every held command, in order (one that must still wait, under a FAILOVER's hold,
+    /// is held again).
+    pub(crate) fn run_all_held(&mut self) {
         for (slot, id) in std::mem::take(&mut self.pause.held) {
             self.run_held(slot, id);
         }

@@ -319,6 +319,8 @@ pub struct Server {
     pub(crate) redis_primary: Option<crate::replication::redis_primary::RedisPrimary>,
     /// `masteruser`, `masterauth`, `repl-timeout`.
     pub(crate) redis_primary_settings: crate::replication::redis_primary::PrimarySettings,
+    /// A FAILOVER under way (replication/failover.rs).
+    pub(crate) failover: Option<crate::replication::failover::Failover>,
     /// The link to the Redis primary had more to read than one turn's share.
     pub(crate) redis_primary_again: bool,
     /// EXEC is running its queued commands (WAIT answers at once there, as in Redis).
@@ -561,6 +563,7 @@ impl Server {
             upstream_again: false,
             cluster: crate::cluster::Cluster::new(),
             redis_primary: None,
+            failover: None,
             redis_primary_settings: Default::default(),
             redis_primary_again: false,
             in_exec: false,
@@ -1803,7 +1806,11 @@ impl Server {
         self.check_pause();
         // A replica's data changes only through its upstream: no expiry of its own; none
         // either while clients are paused.
-        if !self.follows_upstream() && self.pause.until.is_none() && self.active_expire_enabled {
+        if !self.follows_upstream()
+            && self.pause.until.is_none()
+            && self.failover.is_none()
+            && self.active_expire_enabled
+        {
             // LATENCY's `expire-cycle` event: a cycle that took the threshold or longer (its
             // budget is 1 ms, but freeing one large key is not divided). Timed only when on.
             let started = (self.introspection.latency_threshold_ms > 0).then(Instant::now);
@@ -1920,6 +1927,7 @@ impl Server {
         self.redis_replicas_cron();
         self.replica_cron();
         self.redis_primary_cron();
+        self.failover_cron();
         // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();
         self.consume_journal();

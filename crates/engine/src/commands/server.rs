@@ -32,6 +32,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("time", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the server time.", Handler::Server),
     spec("role", 1, CONN_FAST, NO_KEYS, "server", "Returns the replication role.", Handler::Server),
     spec("replicaof", 3, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Configures a server as replica of another, or promotes it to a master.", Handler::Server),
+    spec("failover", -1, Flags::ADMIN | Flags::NOSCRIPT | Flags::STALE, NO_KEYS, "server", "Starts a coordinated failover from a server to one of its replicas.", Handler::Server),
     spec("slaveof", 3, Flags::ADMIN | Flags::NOSCRIPT | LOADING_STALE, NO_KEYS, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", Handler::Server),
     spec("memory", -2, 0, NO_KEYS, "server", "A container for memory diagnostics commands.", Handler::Server),
     // Moves keys to another server over the network (goblin-core/src/commands/migrate.rs).

@@ -148,6 +148,7 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "role" => s.role_reply(out),
         "cluster" | "readonly" | "readwrite" | "asking" => s.cluster_command(c, args),
         "migrate" => migrate::migrate(s, c, args, now),
+        "failover" => s.failover_command(out, args),
         "replicaof" | "slaveof" => {
             s.replicaof_command(out, args);
             // A replica's OOM score differs from a primary's.
@@ -212,6 +213,16 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
             if !matches!(c.stream, crate::conn::Stream::Tcp(_) | crate::conn::Stream::Unix(_)) =>
         {
             reply::error(out, b"ERR SYNC is available on TCP and Unix socket connections only")
+        }
+        // One change of role at a time (FAILOVER's order, as in Redis).
+        "sync" | "psync" if s.failover.is_some() => {
+            reply::error(out, b"NOMASTERLINK Can't SYNC while failing over")
+        }
+        // FAILOVER's last step, sent by this server's primary: take over, then serve the PSYNC.
+        "psync" if args.len() > 3 && args[3].eq_ignore_ascii_case(b"failover") => {
+            if s.psync_failover(c, args[1]) {
+                s.rdb_sync(c, slot, Some((args[1], args[2])));
+            }
         }
         "sync" | "psync" => s.rdb_sync(c, slot, (spec.name == "psync").then(|| (args[1], args[2]))),
         "replconf" => s.replconf(c, args),

@@ -9,8 +9,10 @@
 //! - [`unconfirmed`]: what a replica applied before Kafka held it, checked on its next catch-up;
 //! - [`redis_replicas`]: Redis's own protocol (SYNC / PSYNC), for redis-server replicas;
 //! - [`redis_primary`]: the same protocol from the other side: this server a replica of a
-//!   redis-server (REPLICAOF), to move a Redis deployment onto goblin-core live.
+//!   redis-server (REPLICAOF), to move a Redis deployment onto goblin-core live;
+//! - [`failover`]: FAILOVER, the primary role handed to a replica on Redis's protocol.
 
+pub mod failover;
 pub mod frame;
 pub mod queue;
 pub mod redis_primary;

@@ -147,7 +147,7 @@ pub struct RedisPrimary {
     attempt: Option<Attempt>,
     /// The primary's replication ID and the stream offset applied through: what the next
     /// PSYNC continues (None before the first full synchronization).
-    replid: Option<String>,
+    pub(crate) replid: Option<String>,
     offset: i64,
     /// The database the stream's commands run in (its last SELECT); [`NO_DB`] after a
     /// SELECT of a database this server lacks (`--databases`).
@@ -165,6 +165,8 @@ pub struct RedisPrimary {
     partial_syncs: u64,
     /// Commands of the stream this server could not apply (each logged).
     rejected: u64,
+    /// This server was the primary and hands over to this one (FAILOVER): the PSYNC says so.
+    pub(crate) failover: bool,
 }
 
 impl RedisPrimary {
@@ -187,6 +189,7 @@ impl RedisPrimary {
             full_syncs: 0,
             partial_syncs: 0,
             rejected: 0,
+            failover: false,
         }
     }
 
@@ -340,6 +343,8 @@ struct Plan {
     psync: (String, i64),
     /// `--databases`: a file with keys in a database past it is refused.
     databases: u32,
+    /// FAILOVER: the PSYNC asks the primary-to-be to take over.
+    failover: bool,
 }
 
 /// The helper thread's handshake (see the module documentation).
@@ -415,7 +420,15 @@ fn handshake(
         warn!("replica of {from}: the primary refused REPLCONF capa: {reply}");
     }
     let offset = plan.psync.1.to_string();
-    let reply = r.command(&["PSYNC", &plan.psync.0, &offset])?;
+    let reply = if plan.failover {
+        let reply = r.command(&["PSYNC", &plan.psync.0, &offset, "FAILOVER"])?;
+        if reply.starts_with('-') {
+            return Err(format!("{}: '{reply}'", super::failover::REJECTED));
+        }
+        reply
+    } else {
+        r.command(&["PSYNC", &plan.psync.0, &offset])?
+    };
     let synced = if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut it = rest.split(' ');
         let (Some(replid), Some(off)) = (it.next(), it.next().and_then(|o| o.parse::<i64>().ok())) else {
@@ -518,6 +531,9 @@ impl Server {
     /// cannot take a Redis primary's file in the middle of it).
     pub(crate) fn replicaof_command(&mut self, out: &mut Vec<u8>, args: &[&[u8]]) {
         use resp::reply;
+        if self.failover.is_some() {
+            return reply::error(out, b"ERR REPLICAOF not allowed while failing over.");
+        }
         let no_one = args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one");
         if self.replica.is_some() {
             let msg: &[u8] = if no_one {
@@ -528,14 +544,7 @@ impl Server {
             return reply::error(out, msg);
         }
         if no_one {
-            if let Some(p) = self.redis_primary.take() {
-                self.redis_primary_drop(p);
-                self.engine.replica = self.pause.until.is_some();
-                info!(
-                    "REPLICAOF NO ONE: this server is a primary now, at offset {}",
-                    self.engine.repl.offset
-                );
-            }
+            self.stop_following_redis_primary();
             return reply::ok(out);
         }
         // Redis's one error for a port that is not a number and for one out of range.
@@ -563,27 +572,43 @@ impl Server {
             self.redis_primary_drop(p);
             cached
         });
-        self.follow_redis_primary(host, port, cached.flatten());
+        self.follow_redis_primary(host, port, cached.flatten(), false);
         reply::ok(out);
+    }
+
+    /// REPLICAOF NO ONE (and a FAILOVER's end on either side): this server is a primary from
+    /// now on, with what it holds, its lineage continued.
+    pub(crate) fn stop_following_redis_primary(&mut self) {
+        if let Some(p) = self.redis_primary.take() {
+            self.redis_primary_drop(p);
+            self.engine.replica = self.pause.until.is_some() || self.failover.is_some();
+            info!("REPLICAOF NO ONE: this server is a primary now, at offset {}", self.engine.repl.offset);
+        }
     }
 
     /// Starts following the Redis primary at `host`:`port` (REPLICAOF, or `--replicaof` at
     /// startup): client writes are refused from now on, and the first attempt starts.
     /// `cached`: the replication ID, offset and database followed until now, from another
-    /// primary of the same replication.
+    /// primary of the same replication. `failover`: this primary hands over to that one (its
+    /// PSYNC says FAILOVER).
     pub(crate) fn follow_redis_primary(
         &mut self,
         host: String,
         port: u16,
         cached: Option<(String, i64, u32)>,
+        failover: bool,
     ) {
         info!("REPLICAOF {host} {port}: following a Redis primary; client writes are refused");
         let mut p = RedisPrimary::new(host, port);
         if let Some((replid, offset, db)) = cached {
             (p.replid, p.offset, p.db) = (Some(replid), offset, db);
         }
+        p.failover = failover;
         self.redis_primary = Some(p);
         self.engine.replica = true;
+        // Clients blocked as on a primary would be served by the primary's writes, here, as
+        // writes of their own: they are answered with an error and disconnected, as Redis does.
+        self.disconnect_blocked_clients();
         self.redis_primary_attempt();
     }
 
@@ -608,7 +633,8 @@ impl Server {
             Some(id) => (id.clone(), p.offset + 1),
             None => ("?".to_string(), -1),
         };
-        let plan = Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync, databases };
+        let failover = p.failover;
+        let plan = Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync, databases, failover };
         let (tx, rx) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -648,6 +674,10 @@ impl Server {
         let from = format!("{}:{}", p.host, p.port);
         let hs = match result {
             Ok(hs) => hs,
+            Err(e) if p.failover && e.starts_with(super::failover::REJECTED) => {
+                warn!("replica of {from}: {e}");
+                return self.failover_abort("Failover target rejected psync request");
+            }
             Err(e) => {
                 warn!("replica of {from}: {e}; retrying");
                 p.last_error = e;
@@ -655,6 +685,10 @@ impl Server {
                 return;
             }
         };
+        // The target took over (+CONTINUE or +FULLRESYNC: either is a success, as in Redis).
+        if p.failover {
+            self.failover_done();
+        }
         match hs.synced {
             Synced::Full { replid, offset, bytes, dbs, found } => {
                 if let Err(e) = self.redis_primary_load(&from, bytes, dbs, found) {

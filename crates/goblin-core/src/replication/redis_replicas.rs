@@ -206,6 +206,17 @@ impl RedisReplicas {
         }
     }
 
+    /// The stream's offset (the bytes it ever carried), if there is a stream.
+    pub fn stream_offset(&self) -> Option<u64> {
+        self.stream.as_ref().map(|s| s.offset)
+    }
+
+    /// The stream's replication ID and offset: what a replica that follows it asks to
+    /// continue (FAILOVER's PSYNC to the new primary).
+    pub fn stream_id_offset(&self) -> Option<(String, u64)> {
+        self.stream.as_ref().map(|s| (s.replid.to_string(), s.offset))
+    }
+
     /// INFO replication's backlog fields: (active, first byte offset, bytes held), and the
     /// stream's ID and offset.
     pub fn backlog_info(&self) -> (bool, u64, u64, String, u64) {
@@ -575,7 +586,8 @@ impl Server {
             return;
         }
         let period = Duration::from_secs(rr.ping_period_secs.max(1));
-        if rr.last_ping.is_some_and(|t| t.elapsed() < period) {
+        // A FAILOVER waits for a replica to reach the stream's offset: it must stand still.
+        if self.failover.is_some() || rr.last_ping.is_some_and(|t| t.elapsed() < period) {
             return;
         }
         rr.last_ping = Some(Instant::now());

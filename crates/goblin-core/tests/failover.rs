@@ -1,0 +1,351 @@
+//! FAILOVER (replication/failover.rs): the primary role handed over on Redis's protocol, in
+//! every pairing with redis-server (Debian's 7.0) and between goblin-core servers: the replica
+//! takes over holding every write, the old primary follows it, writes wait while it happens
+//! and run (or are refused) after; TIMEOUT, FORCE and ABORT; every error as redis-server gives
+//! it; and clients blocked on a server that starts following a primary are let go, as Redis
+//! lets them go.
+
+mod common;
+
+use common::redis_repl::{info_field, info_int, q, wait_same};
+use common::{temp_path, RedisServer, Server};
+use redis::Value;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// An OK reply, as [`reply`] shows it.
+const OK: &str = "ok";
+
+fn wait_info(c: &mut redis::Connection, field: &str, want: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = info_field(c, "replication", field);
+        if got.as_deref() == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {field} is {got:?}, never {want}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A reply as text: the value, or the error's code and text.
+fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(c) {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+    }
+}
+
+/// A fresh working directory for a redis-server (its RDB files stay its own).
+fn new_dir(tag: &str) -> String {
+    let dir = temp_path(tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.to_str().unwrap().to_string()
+}
+
+/// A redis-server replica of the server on `port`, once its link is up and the primary
+/// counts it online (its file delivered).
+fn redis_replica(primary: &mut redis::Connection, port: u16) -> (RedisServer, redis::Connection) {
+    let dir = new_dir("failover-redis");
+    let port = port.to_string();
+    let r = RedisServer::start_with(&["--dir", &dir, "--replicaof", "127.0.0.1", &port, "--repl-timeout", "5"]);
+    let mut c = r.conn();
+    wait_info(&mut c, "master_link_status", "up", "the redis-server replica");
+    wait_online(primary);
+    (r, c)
+}
+
+/// A goblin-core replica of the server on `port` (REPLICAOF), once its link is up and the
+/// primary counts it online.
+fn goblin_replica(primary: &mut redis::Connection, port: u16) -> (Server, redis::Connection) {
+    let g = Server::start(&["--save", ""]);
+    let mut c = g.conn();
+    q(&mut c, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    wait_info(&mut c, "master_link_status", "up", "the goblin-core replica");
+    wait_online(primary);
+    (g, c)
+}
+
+/// Until the primary counts its replica online (its file delivered).
+fn wait_online(primary: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !info_field(primary, "replication", "slave0").is_some_and(|s| s.contains("state=online")) {
+        assert!(Instant::now() < deadline, "the primary never counted its replica online");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn fill(c: &mut redis::Connection, tag: &str) {
+    for i in 0..100 {
+        q(c, &["SET", &format!("{tag}:s:{i}"), &i.to_string()]);
+        q(c, &["RPUSH", &format!("{tag}:list"), &i.to_string()]);
+        q(c, &["HSET", &format!("{tag}:h"), &format!("f{i}"), &i.to_string()]);
+    }
+    q(c, &["INCRBY", &format!("{tag}:counter"), "7"]);
+    q(c, &["ZADD", &format!("{tag}:z"), "1.5", "m"]);
+    q(c, &["XADD", &format!("{tag}:x"), "*", "f", "v"]);
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// After FAILOVER, the old primary is a replica of the new one, linked up.
+fn wait_switched(old: &mut redis::Connection, new: &mut redis::Connection, new_port: u16) {
+    wait_info(new, "role", "master", "the new primary");
+    wait_info(old, "role", "slave", "the old primary");
+    wait_info(old, "master_port", &new_port.to_string(), "the old primary");
+    wait_info(old, "master_link_status", "up", "the old primary");
+    wait_info(old, "master_failover_state", "no-failover", "the old primary");
+}
+
+#[test]
+fn goblin_core_hands_the_primary_role_to_its_redis_server_replica() {
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    fill(&mut gc, "before");
+    let (r, mut rc) = redis_replica(&mut gc, g.port);
+    fill(&mut gc, "attached");
+    assert_eq!(reply(&mut gc, &["FAILOVER"]), OK);
+    wait_switched(&mut gc, &mut rc, r.port);
+    // Everything goblin-core acknowledged is on the new primary, and the old one continued
+    // the same stream from it (no second full synchronization).
+    wait_same(&mut rc, &mut gc, "after the failover");
+    assert_eq!(info_int(&mut rc, "stats", "sync_full"), 0, "the new primary sent a whole file");
+    assert_eq!(info_int(&mut rc, "stats", "sync_partial_ok"), 1);
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
+    assert_eq!(q(&mut rc, &["GET", "attached:counter"]), Value::BulkString(b"7".to_vec()));
+    // The roles hold: writes go to redis-server and reach goblin-core.
+    assert!(reply(&mut gc, &["SET", "k", "v"]).starts_with("READONLY"), "a write on the old primary");
+    fill(&mut rc, "after");
+    wait_same(&mut rc, &mut gc, "writes on the new primary");
+    assert!(g.log().contains("Failover target 127.0.0.1:"), "{}", g.log());
+}
+
+#[test]
+fn a_redis_server_primary_hands_over_to_its_goblin_core_replica() {
+    let r = RedisServer::start_with(&["--dir", &new_dir("failover-rp")]);
+    let mut rc = r.conn();
+    fill(&mut rc, "before");
+    let (g, mut gc) = goblin_replica(&mut rc, r.port);
+    fill(&mut rc, "attached");
+    // A replica refuses FAILOVER, as Redis's replica does.
+    assert_eq!(reply(&mut gc, &["FAILOVER"]), "ERR FAILOVER is not valid when server is a replica.");
+    assert_eq!(reply(&mut rc, &["FAILOVER", "TO", "127.0.0.1", &g.port.to_string()]), OK);
+    wait_switched(&mut rc, &mut gc, g.port);
+    assert!(g.log().contains("MASTER MODE enabled (failover request from"), "{}", g.log());
+    wait_same(&mut gc, &mut rc, "after the failover");
+    assert_eq!(q(&mut gc, &["GET", "attached:counter"]), Value::BulkString(b"7".to_vec()));
+    fill(&mut gc, "after");
+    wait_same(&mut gc, &mut rc, "writes on the new primary");
+    // The new primary serves the old one as any replica (a full synchronization: goblin-core's
+    // stream is its own, not the one the old primary served).
+    assert_eq!(info_int(&mut gc, "replication", "connected_redis_replicas"), 1);
+}
+
+#[test]
+fn goblin_core_hands_over_to_a_goblin_core_replica() {
+    let g1 = Server::start(&["--save", ""]);
+    let mut c1 = g1.conn();
+    fill(&mut c1, "before");
+    let (g2, mut c2) = goblin_replica(&mut c1, g1.port);
+    fill(&mut c1, "attached");
+    let digest = |c: &mut redis::Connection| q(c, &["DEBUG", "DIGEST"]);
+    assert_eq!(reply(&mut c1, &["FAILOVER", "TO", "127.0.0.1", &g2.port.to_string(), "TIMEOUT", "30000"]), OK);
+    wait_switched(&mut c1, &mut c2, g2.port);
+    wait_same(&mut c2, &mut c1, "after the failover");
+    assert_eq!(digest(&mut c1), digest(&mut c2));
+    fill(&mut c2, "after");
+    wait_same(&mut c2, &mut c1, "writes on the new primary");
+    assert_eq!(digest(&mut c1), digest(&mut c2));
+}
+
+/// Reads a reply from a raw connection if one is there within `wait`.
+fn try_read(s: &mut std::net::TcpStream, wait: Duration) -> Option<String> {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 512];
+    match s.read(&mut buf) {
+        Ok(0) => Some(String::new()),
+        Ok(n) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn writes_wait_while_a_failover_waits_and_run_when_it_ends() {
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    fill(&mut gc, "before");
+    let (r, _rc) = redis_replica(&mut gc, g.port);
+    // A replica that is alive but silent never acknowledges the stream past this write.
+    signal(r.pid(), "-STOP");
+    q(&mut gc, &["SET", "unacknowledged", "1"]);
+    assert_eq!(reply(&mut gc, &["FAILOVER", "TIMEOUT", "4000"]), OK);
+    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    let mut w = g.raw();
+    w.write_all(b"*3\r\n$3\r\nSET\r\n$4\r\nheld\r\n$1\r\n1\r\n").unwrap();
+    let early = try_read(&mut w, Duration::from_millis(300));
+    // Still waiting (the timeout has not passed), reads answered, the write not run.
+    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    assert_eq!(early, None, "a write ran while the failover waited");
+    assert_eq!(q(&mut gc, &["GET", "held"]), Value::Nil);
+    assert_eq!(q(&mut gc, &["GET", "before:counter"]), Value::BulkString(b"7".to_vec()));
+    assert_eq!(reply(&mut gc, &["FAILOVER"]), "ERR FAILOVER already in progress.");
+    // TIMEOUT without FORCE: aborted, still a primary, the held write runs.
+    wait_info(&mut gc, "master_failover_state", "no-failover", "the timed-out failover");
+    assert_eq!(try_read(&mut w, Duration::from_secs(10)).as_deref(), Some("+OK\r\n"));
+    assert_eq!(q(&mut gc, &["GET", "held"]), Value::BulkString(b"1".to_vec()));
+    assert_eq!(info_field(&mut gc, "replication", "role").as_deref(), Some("master"));
+    assert!(g.log().contains("aborted: Replica never caught up before timeout"), "{}", g.log());
+    // FAILOVER ABORT while waiting: the same.
+    assert_eq!(reply(&mut gc, &["FAILOVER"]), OK);
+    w.write_all(b"*2\r\n$4\r\nINCR\r\n$4\r\nheld\r\n").unwrap();
+    assert_eq!(try_read(&mut w, Duration::from_millis(300)), None, "a write ran while the failover waited");
+    assert_eq!(reply(&mut gc, &["FAILOVER", "ABORT"]), OK);
+    assert_eq!(try_read(&mut w, Duration::from_secs(10)).as_deref(), Some(":2\r\n"));
+    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("no-failover"));
+    signal(r.pid(), "-CONT");
+}
+
+#[test]
+fn force_hands_over_to_a_replica_that_had_not_caught_up() {
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    fill(&mut gc, "before");
+    let (r, mut rc) = redis_replica(&mut gc, g.port);
+    signal(r.pid(), "-STOP");
+    q(&mut gc, &["SET", "late", "1"]);
+    let target = ["FAILOVER", "TO", "127.0.0.1", &r.port.to_string(), "TIMEOUT", "500", "FORCE"];
+    assert_eq!(reply(&mut gc, &target), OK);
+    wait_info(&mut gc, "master_failover_state", "failover-in-progress", "the forced failover");
+    // Writes are still held while this server asks the target to take over.
+    let mut w = g.raw();
+    w.write_all(b"*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$1\r\n1\r\n").unwrap();
+    assert_eq!(try_read(&mut w, Duration::from_millis(300)), None, "a write ran during the failover");
+    signal(r.pid(), "-CONT");
+    wait_switched(&mut gc, &mut rc, r.port);
+    // The held write meets the new role.
+    let held = try_read(&mut w, Duration::from_secs(10)).unwrap();
+    assert!(held.starts_with("-READONLY"), "{held:?}");
+    wait_same(&mut rc, &mut gc, "after the forced failover");
+}
+
+/// Every FAILOVER error, and PSYNC FAILOVER's, against redis-server's in the same situation.
+#[test]
+fn errors_are_redis_servers() {
+    let g = Server::start(&["--save", ""]);
+    let r = RedisServer::start_with(&["--dir", &new_dir("failover-errors")]);
+    let (mut gc, mut rc) = (g.conn(), r.conn());
+    let both = |gc: &mut redis::Connection, rc: &mut redis::Connection, args: &[&str]| {
+        let (got, want) = (reply(gc, args), reply(rc, args));
+        assert_eq!(got, want, "{args:?}");
+        got
+    };
+    // Without replicas.
+    for args in [
+        &["FAILOVER"][..],
+        &["FAILOVER", "ABORT"],
+        &["FAILOVER", "ABORT", "x"],
+        &["FAILOVER", "bogus"],
+        &["FAILOVER", "TO"],
+        &["FAILOVER", "TO", "127.0.0.1"],
+        &["FAILOVER", "TO", "127.0.0.1", "abc"],
+        &["FAILOVER", "TIMEOUT"],
+        &["FAILOVER", "TIMEOUT", "x"],
+        &["FAILOVER", "TIMEOUT", "0"],
+        &["FAILOVER", "TIMEOUT", "-5"],
+        &["FAILOVER", "TIMEOUT", "5", "TIMEOUT", "6"],
+        &["FAILOVER", "FORCE", "FORCE"],
+        &["FAILOVER", "TO", "a", "1", "TO", "b", "2"],
+        &["FAILOVER", "FORCE"],
+        &["PSYNC", "0123456789012345678901234567890123456789", "1", "FAILOVER"],
+    ] {
+        both(&mut gc, &mut rc, args);
+    }
+    // With a redis-server replica each (stopped, so that a failover keeps waiting).
+    let (gr, mut grc) = redis_replica(&mut gc, g.port);
+    let (rr, mut rrc) = redis_replica(&mut rc, r.port);
+    let port_of = |c: &mut redis::Connection| info_field(c, "server", "tcp_port").unwrap();
+    let (gr_port, rr_port) = (port_of(&mut grc), port_of(&mut rrc));
+    for args in [
+        &["FAILOVER", "FORCE"][..],
+        &["FAILOVER", "TIMEOUT", "100", "FORCE"],
+        &["FAILOVER", "TO", "127.0.0.1", "1", "FORCE"],
+        &["FAILOVER", "TO", "127.0.0.1", "1"],
+        &["FAILOVER", "TO", "10.9.9.9", "1", "TIMEOUT", "10"],
+        &["FAILOVER", "ABORT"],
+    ] {
+        both(&mut gc, &mut rc, args);
+    }
+    // PSYNC FAILOVER to a replica with another replication ID.
+    both(&mut grc, &mut rrc, &["PSYNC", "0123456789012345678901234567890123456789", "1", "FAILOVER"]);
+    // A replica refuses FAILOVER.
+    both(&mut grc, &mut rrc, &["FAILOVER"]);
+    signal(gr.pid(), "-STOP");
+    signal(rr.pid(), "-STOP");
+    // A write the stopped replicas cannot acknowledge: the failovers wait.
+    q(&mut gc, &["SET", "unacknowledged", "1"]);
+    q(&mut rc, &["SET", "unacknowledged", "1"]);
+    let ok_g = reply(&mut gc, &["FAILOVER", "TO", "127.0.0.1", &gr_port, "TIMEOUT", "60000"]);
+    let ok_r = reply(&mut rc, &["FAILOVER", "TO", "127.0.0.1", &rr_port, "TIMEOUT", "60000"]);
+    assert_eq!((ok_g.as_str(), ok_r.as_str()), (OK, OK));
+    for args in [
+        &["FAILOVER"][..],
+        &["FAILOVER", "TO", "127.0.0.1", "1"],
+        &["REPLICAOF", "NO", "ONE"],
+        &["REPLICAOF", "127.0.0.1", "1"],
+        &["PSYNC", "?", "-1"],
+        &["INFO", "nonexistent-section"],
+    ] {
+        both(&mut gc, &mut rc, args);
+    }
+    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    assert_eq!(info_field(&mut rc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    both(&mut gc, &mut rc, &["FAILOVER", "ABORT"]);
+    both(&mut gc, &mut rc, &["FAILOVER", "ABORT"]);
+    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("no-failover"));
+    signal(gr.pid(), "-CONT");
+    signal(rr.pid(), "-CONT");
+}
+
+/// A server that starts following a primary lets its blocked clients go with Redis's error
+/// and closes them; left parked, the primary's pushes would serve them on the replica.
+#[test]
+fn replicaof_lets_blocked_clients_go() {
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    let r = RedisServer::start_with(&["--dir", &new_dir("failover-blocked")]);
+    let mut rc = r.conn();
+    q(&mut gc, &["XADD", "s", "1-1", "f", "v"]);
+    let mut blpop = g.raw();
+    blpop.write_all(b"*3\r\n$5\r\nBLPOP\r\n$4\r\nlist\r\n$1\r\n0\r\n").unwrap();
+    let mut xread = g.raw();
+    xread.write_all(b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$1\r\n0\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_int(&mut gc, "clients", "blocked_clients") < 2 {
+        assert!(Instant::now() < deadline, "the clients never blocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    let want = "-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n";
+    for (what, s) in [("BLPOP", &mut blpop), ("XREAD", &mut xread)] {
+        let mut got = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.read_to_end(&mut got).unwrap_or_else(|e| panic!("{what}: the connection stayed open: {e}"));
+        assert_eq!(String::from_utf8_lossy(&got), want, "{what}");
+    }
+    wait_info(&mut gc, "master_link_status", "up", "the replica");
+    q(&mut rc, &["RPUSH", "list", "a", "b"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while q(&mut gc, &["LLEN", "list"]) != Value::Int(2) {
+        assert!(Instant::now() < deadline, "the primary's push never arrived whole");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_int(&mut gc, "clients", "blocked_clients"), 0);
+    assert_eq!(q(&mut gc, &["PING"]), Value::SimpleString("PONG".into()));
+}
