@@ -46,7 +46,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("role", "2.8.12", ""),
     ("bgrewriteaof", "1.0.0", ""),
     ("replicaof", "5.0.0", "<args: host port:integer | NO ONE>"),
-    ("failover", "6.2.0", "[target: TO host port:integer [FORCE]] [ABORT] [TIMEOUT milliseconds:integer]"),
+    ("failover", "6.2.0", "[TO host port:integer [FORCE]] [ABORT] [TIMEOUT milliseconds:integer]"),
     ("slaveof", "1.0.0", "<args: host port:integer | NO ONE>"),
     ("shutdown", "1.0.0", "[save-selector: NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"),
     ("multi", "1.2.0", ""),
@@ -878,7 +878,7 @@ pub fn parse(line: &str) -> Result<Vec<Arg>, String> {
     if alts.len() != 1 {
         return Err("'|' outside a group".into());
     }
-    build_seq(&alts[0])
+    build_seq(&alts[0], false)
 }
 
 /// A sequence item after repeats are folded.
@@ -910,7 +910,10 @@ impl Item<'_, '_> {
     }
 }
 
-fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
+/// `in_group`: the nodes are one alternative of a group, where a leading token with several
+/// values takes the optional items after them into its block too (`[TO host port [FORCE]]`
+/// is Redis's block TO of host, port and an optional FORCE).
+fn build_seq(nodes: &[Node], in_group: bool) -> Result<Vec<Arg>, String> {
     // Fold repeats: `[x ...]` either repeats the identical nodes right before it or stands alone.
     let mut items: Vec<Item> = Vec::new();
     let mut plain_since = 0; // index in `items` from which entries are still unfolded nodes
@@ -949,6 +952,9 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
             let mut j = i + 1;
             while j < items.len() && items[j].is_value() {
                 j += 1;
+            }
+            if in_group && i == 0 && j - i > 2 {
+                j = items.len();
             }
             let values = &items[i + 1..j];
             let mut arg = match values.len() {
@@ -991,7 +997,7 @@ fn build_seq(nodes: &[Node]) -> Result<Vec<Arg>, String> {
 
 /// Builds one alternative: a single argument, or a block of several.
 fn build_alt(nodes: &[Node], label: Option<&str>) -> Result<Arg, String> {
-    let mut args = build_seq(nodes)?;
+    let mut args = build_seq(nodes, true)?;
     let mut arg = if args.len() == 1 {
         args.pop().expect("one element")
     } else {
