@@ -184,11 +184,17 @@ def spawn_root(kind, binary, suite_run, without_aof=False):
     return root
 
 
+def unit_path(unit):
+    """A unit's path under tests/: `integration/...` as given (replication, failover: they
+    start their own servers, so only with --spawned), anything else under unit/."""
+    return unit if unit.startswith("integration/") else f"unit/{unit}"
+
+
 def run_runner(unit, args, cwd, log_path, first):
     """test_helper.tcl on one unit (`first`: the runner's arguments before its common ones),
     its output into log_path, bounded by --unit-timeout. Returns (state, note)."""
     cmd = first + ["--durable", "--clients", "1", "--timeout", str(args.test_timeout),
-                   "--single", f"unit/{unit}"]
+                   "--single", unit_path(unit)]
     if args.tags:
         cmd += ["--tags", args.tags]
     cmd += args.runner_arg or []
@@ -397,7 +403,8 @@ def main():
     ap.add_argument("--suite", default=DEFAULT_SUITE,
                     help=f"root of the Redis {REDIS_TAG} suite tree, the folder holding "
                     f"tests/test_helper.tcl (default {DEFAULT_SUITE})")
-    ap.add_argument("--units", help="comma-separated units under tests/unit/ (default: all of "
+    ap.add_argument("--units", help="comma-separated units under tests/unit/, or integration/NAME for one under "
+                    "tests/integration/ (with --spawned; default: all of "
                     + ", ".join(DEFAULT_UNITS) + ")")
     ap.add_argument("--servers", default="goblin-core,redis-server",
                     help="which servers to run, comma-separated (default both)")
@@ -457,8 +464,8 @@ def main():
     units = [u.strip().removeprefix("unit/") for u in args.units.split(",")] if args.units \
         else list(DEFAULT_UNITS)
     for u in units:
-        if not os.path.isfile(os.path.join(args.suite, "tests", "unit", u + ".tcl")):
-            sys.exit(f"no unit {u}: tests/unit/{u}.tcl is not in {args.suite}")
+        if not os.path.isfile(os.path.join(args.suite, "tests", unit_path(u) + ".tcl")):
+            sys.exit(f"no unit {u}: tests/{unit_path(u)}.tcl is not in {args.suite}")
 
     patched = None
     if args.lenient_setup:

@@ -349,3 +349,35 @@ fn replicaof_lets_blocked_clients_go() {
     assert_eq!(info_int(&mut gc, "clients", "blocked_clients"), 0);
     assert_eq!(q(&mut gc, &["PING"]), Value::SimpleString("PONG".into()));
 }
+
+/// A primary cut off while its redis-server replica was promoted (Sentinel's failover), then
+/// pointed at it: with nothing written since, it continues its own stream from the promoted
+/// server's backlog instead of loading a whole file; with writes of its own since, those are
+/// not in the promoted server's history, and it loads the file (losing them, as Redis does).
+#[test]
+fn a_demoted_primary_continues_its_stream_from_the_promoted_replica() {
+    for write_after in [false, true] {
+        let g = Server::start(&["--save", ""]);
+        let mut gc = g.conn();
+        fill(&mut gc, "before");
+        let (r, mut rc) = redis_replica(&mut gc, g.port);
+        fill(&mut gc, "attached");
+        wait_same(&mut gc, &mut rc, "before the promotion");
+        q(&mut rc, &["REPLICAOF", "NO", "ONE"]);
+        if write_after {
+            q(&mut gc, &["SET", "lost", "1"]);
+        }
+        q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+        wait_info(&mut gc, "master_link_status", "up", "the demoted primary");
+        fill(&mut rc, "after");
+        wait_same(&mut rc, &mut gc, "after the demotion");
+        let (full, partial) = (info_int(&mut rc, "stats", "sync_full"), info_int(&mut rc, "stats", "sync_partial_ok"));
+        if write_after {
+            assert_eq!((full, partial), (1, 0), "a primary that wrote more continued a stream it diverged from");
+            assert_eq!(q(&mut gc, &["GET", "lost"]), Value::Nil);
+        } else {
+            assert_eq!((full, partial), (0, 1), "the demoted primary loaded a whole file");
+            assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
+        }
+    }
+}

@@ -566,13 +566,21 @@ impl Server {
         // Another primary of the same replication (a Sentinel failover): the stream it serves
         // continues the one followed so far (PSYNC2: the promoted replica still answers to
         // the old ID), so the next PSYNC asks to continue it, as Redis's cached master does.
-        let cached = self.redis_primary.take().map(|p| {
-            let offset = p.multi.as_ref().map_or(p.offset, |(_, before)| *before);
-            let cached = p.replid.clone().map(|id| (id, offset, p.db));
-            self.redis_primary_drop(p);
-            cached
-        });
-        self.follow_redis_primary(host, port, cached.flatten(), false);
+        // A primary that becomes a replica offers its own stream instead (Redis's cached master
+        // made of itself): a replica of it that was promoted meanwhile (a Sentinel failover,
+        // this server cut off) continues it from its backlog if this server wrote nothing
+        // more, rather than sending a whole file. The stream holds every write committed since
+        // it began, so the dataset is exactly its bytes so far.
+        let cached = match self.redis_primary.take() {
+            Some(p) => {
+                let offset = p.multi.as_ref().map_or(p.offset, |(_, before)| *before);
+                let cached = p.replid.clone().map(|id| (id, offset, p.db));
+                self.redis_primary_drop(p);
+                cached
+            }
+            None => self.redis_replicas.stream_id_offset().map(|(id, offset)| (id, offset as i64, 0)),
+        };
+        self.follow_redis_primary(host, port, cached, false);
         reply::ok(out);
     }
 
