@@ -407,6 +407,9 @@ pub struct RdbFile<'a> {
     /// For a goblin-core replica (`REPLCONF capa goblin`): vector sets in goblin's own form,
     /// exact to the graph's generator state; otherwise in redis-server's module form.
     pub goblin_types: bool,
+    /// `repl-stream-db`: for a replica's full synchronization, the database the replication
+    /// stream that follows the file is in (it SELECTs again only when that changes).
+    pub repl_stream_db: Option<u32>,
 }
 
 /// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
@@ -470,6 +473,9 @@ pub fn write_rdb_file(
     aux(&mut out, "ctime", &f.created_unix_secs.to_string());
     aux(&mut out, "used-mem", &f.used_memory.to_string());
     aux(&mut out, "aof-base", "0");
+    if let Some(db) = f.repl_stream_db {
+        aux(&mut out, "repl-stream-db", &db.to_string());
+    }
     for code in f.functions {
         out.push(OPCODE_FUNCTION2);
         put_str(&mut out, code);
@@ -567,6 +573,9 @@ pub struct LoadedRdb {
     pub expired: u64,
     /// The function libraries' code.
     pub functions: Vec<Vec<u8>>,
+    /// `repl-stream-db`, if the file has it: the database the replication stream after the
+    /// file is in.
+    pub repl_stream_db: Option<u32>,
 }
 
 const OPCODE_SLOT_INFO: u8 = 244;
@@ -623,6 +632,8 @@ pub fn load_rdb_file(
                 let value = r.string().map_err(|e| bad(&r, e))?;
                 if name == b"redis-ver" {
                     info.redis_version = Some(String::from_utf8_lossy(&value).into_owned());
+                } else if name == b"repl-stream-db" {
+                    info.repl_stream_db = std::str::from_utf8(&value).ok().and_then(|v| v.parse().ok());
                 }
             }
             OPCODE_RESIZEDB => {

@@ -354,6 +354,7 @@ proptest! {
             functions: std::slice::from_ref(&code),
             functions_only: false,
             goblin_types: false,
+            repl_stream_db: Some(3),
         };
         let mut buf = Vec::new();
         let len = rdb::write_rdb_file(&mut buf, &[(0, &e.ks)], &file).unwrap();
@@ -361,6 +362,7 @@ proptest! {
         let mut back = store::Keyspace::new();
         let loaded = rdb::load_rdb_file(&buf, START, 16, &mut |db, k, v, d| { assert_eq!(db, 0); back.put(k, v, d) }, &mut |_, _| {}, &mut |_| {}).unwrap();
         prop_assert_eq!(&loaded.functions, &vec![code.clone()]);
+        prop_assert_eq!(loaded.repl_stream_db, Some(3));
         let mut want = contents(&e.ks);
         want.retain(|(_, _, d)| d.is_none_or(|d| d > START));
         prop_assert_eq!(contents(&back), want);

@@ -90,6 +90,7 @@ impl RdbParts {
             functions: &self.functions,
             functions_only,
             goblin_types,
+            repl_stream_db: None,
         }
     }
 }
@@ -1170,11 +1171,14 @@ impl Server {
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
         let goblin_replica = c.replconf_goblin;
+        // Following a primary, the stream after the file is that primary's, passed on.
+        let stream_db = if stream { self.redis_primary_stream_db() } else { None };
         let job = move || {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
             let (engine, owed) = unsafe { (&*engine, &*owed) };
             let dbs = engine.database_refs();
-            let file = parts.file(functions_only, goblin_replica);
+            let mut file = parts.file(functions_only, goblin_replica);
+            file.repl_stream_db = stream_db;
             let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
             let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {

@@ -143,26 +143,50 @@ fn a_redis_server_primary_hands_over_to_its_goblin_core_replica() {
     assert_eq!(q(&mut gc, &["GET", "attached:counter"]), Value::BulkString(b"7".to_vec()));
     fill(&mut gc, "after");
     wait_same(&mut gc, &mut rc, "writes on the new primary");
-    // The new primary serves the old one as any replica (a full synchronization: goblin-core's
-    // stream is its own, not the one the old primary served).
+    // The new primary continued the old one's stream from where it stood (PSYNC2: a replica
+    // passes on its primary's stream unchanged, and keeps its ID as the second one).
     assert_eq!(info_int(&mut gc, "replication", "connected_redis_replicas"), 1);
+    assert_eq!(info_int(&mut gc, "stats", "sync_full"), 0, "the old primary loaded a whole file");
+    assert_eq!(info_int(&mut gc, "stats", "sync_partial_ok"), 1);
 }
 
+/// Three goblin-core servers, as Redis's own failover test runs three redis-servers: the
+/// primary hands over to one replica, the other replica is pointed at the new primary, and
+/// both continue the stream there (PSYNC2), with no file sent; writes then reach both.
 #[test]
 fn goblin_core_hands_over_to_a_goblin_core_replica() {
     let g1 = Server::start(&["--save", ""]);
     let mut c1 = g1.conn();
     fill(&mut c1, "before");
     let (g2, mut c2) = goblin_replica(&mut c1, g1.port);
+    let (_g3, mut c3) = goblin_replica(&mut c1, g1.port);
     fill(&mut c1, "attached");
+    q(&mut c1, &["SELECT", "4"]);
+    q(&mut c1, &["SET", "in-four", "4"]);
+    q(&mut c1, &["MULTI"]);
+    q(&mut c1, &["INCR", "tx"]);
+    q(&mut c1, &["INCR", "tx"]);
+    q(&mut c1, &["EXEC"]);
+    q(&mut c1, &["SELECT", "0"]);
     let digest = |c: &mut redis::Connection| q(c, &["DEBUG", "DIGEST"]);
-    assert_eq!(reply(&mut c1, &["FAILOVER", "TO", "127.0.0.1", &g2.port.to_string(), "TIMEOUT", "30000"]), OK);
+    let target = ["FAILOVER", "TO", "127.0.0.1", &g2.port.to_string(), "TIMEOUT", "30000"];
+    assert_eq!(reply(&mut c1, &target), OK);
     wait_switched(&mut c1, &mut c2, g2.port);
-    wait_same(&mut c2, &mut c1, "after the failover");
+    q(&mut c3, &["REPLICAOF", "127.0.0.1", &g2.port.to_string()]);
+    wait_info(&mut c3, "master_link_status", "up", "the other replica");
+    for c in [&mut c1, &mut c3] {
+        wait_same(&mut c2, c, "after the failover");
+    }
     assert_eq!(digest(&mut c1), digest(&mut c2));
+    assert_eq!(info_int(&mut c2, "stats", "sync_full"), 0, "a whole file was sent");
+    assert_eq!(info_int(&mut c2, "stats", "sync_partial_ok"), 2);
     fill(&mut c2, "after");
-    wait_same(&mut c2, &mut c1, "writes on the new primary");
-    assert_eq!(digest(&mut c1), digest(&mut c2));
+    q(&mut c2, &["SELECT", "4"]);
+    q(&mut c2, &["INCR", "tx"]);
+    for c in [&mut c1, &mut c3] {
+        wait_same(&mut c2, c, "writes on the new primary");
+        assert_eq!(digest(c), digest(&mut c2));
+    }
 }
 
 /// Reads a reply from a raw connection if one is there within `wait`.

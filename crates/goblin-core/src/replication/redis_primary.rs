@@ -139,6 +139,15 @@ struct Link {
     out: Vec<u8>,
 }
 
+/// A transaction of the stream between its MULTI and its EXEC.
+struct OpenMulti {
+    /// The MULTI's own bytes, and each queued command's (passed on with the EXEC).
+    head: Vec<u8>,
+    queued: Vec<Vec<u8>>,
+    /// The stream offset before the MULTI (where a lost link continues from).
+    before: i64,
+}
+
 /// The Redis primary this server follows, and the state of the link to it.
 pub struct RedisPrimary {
     pub host: String,
@@ -152,8 +161,8 @@ pub struct RedisPrimary {
     /// The database the stream's commands run in (its last SELECT); [`NO_DB`] after a
     /// SELECT of a database this server lacks (`--databases`).
     db: u32,
-    /// An open transaction's commands, applied at its EXEC; the offset before its MULTI.
-    multi: Option<(Vec<Vec<u8>>, i64)>,
+    /// An open transaction, applied at its EXEC.
+    multi: Option<OpenMulti>,
     next_attempt: Instant,
     last_io: Instant,
     last_ack: Instant,
@@ -573,7 +582,7 @@ impl Server {
         // it began, so the dataset is exactly its bytes so far.
         let cached = match self.redis_primary.take() {
             Some(p) => {
-                let offset = p.multi.as_ref().map_or(p.offset, |(_, before)| *before);
+                let offset = p.multi.as_ref().map_or(p.offset, |m| m.before);
                 let cached = p.replid.clone().map(|id| (id, offset, p.db));
                 self.redis_primary_drop(p);
                 cached
@@ -587,8 +596,10 @@ impl Server {
     /// REPLICAOF NO ONE (and a FAILOVER's end on either side): this server is a primary from
     /// now on, with what it holds, its lineage continued.
     pub(crate) fn stop_following_redis_primary(&mut self) {
+        let followed = self.redis_primary_identity();
         if let Some(p) = self.redis_primary.take() {
             self.redis_primary_drop(p);
+            self.redis_replicas_promoted(followed);
             self.engine.replica = self.pause.until.is_some() || self.failover.is_some();
             info!("REPLICAOF NO ONE: this server is a primary now, at offset {}", self.engine.repl.offset);
         }
@@ -699,6 +710,7 @@ impl Server {
         }
         match hs.synced {
             Synced::Full { replid, offset, bytes, dbs, found } => {
+                let (found_db, databases) = (found.repl_stream_db, self.engine.databases());
                 if let Err(e) = self.redis_primary_load(&from, bytes, dbs, found) {
                     let p = self.redis_primary.as_mut().expect("following");
                     warn!("replica of {from}: the primary's RDB file: {e}; retrying");
@@ -709,16 +721,21 @@ impl Server {
                 let p = self.redis_primary.as_mut().expect("following");
                 p.replid = Some(replid);
                 p.offset = offset;
-                p.db = 0;
+                // The database the primary's stream is in (a replica's file names it; a
+                // primary SELECTs before its next command anyway).
+                p.db = found_db.filter(|&d| d < databases).unwrap_or(if found_db.is_some() { NO_DB } else { 0 });
                 p.full_syncs += 1;
             }
             Synced::Continue { replid } => {
                 let p = self.redis_primary.as_mut().expect("following");
                 info!("replica of {from}: partial synchronization accepted at offset {}", p.offset + 1);
-                if replid.is_some() {
-                    p.replid = replid;
-                }
                 p.partial_syncs += 1;
+                if let Some(id) = replid {
+                    p.replid = Some(id.clone());
+                    // A promoted primary continues under its new ID: so does this server's
+                    // stream, the old one still good up to here.
+                    self.redis_replicas_new_id(&id);
+                }
             }
         }
         let p = self.redis_primary.as_mut().expect("following");
@@ -849,6 +866,9 @@ impl Server {
         let mut at = 0;
         let mut failed = None;
         let now = crate::server::now_ms();
+        // What this server's own replicas get: the stream's bytes as applied (a transaction
+        // with its EXEC), so they hold the primary's stream at its offsets (PSYNC2).
+        let mut passed_on = Vec::new();
         while at < buf.len() {
             let len = match command_len(&buf[at..]) {
                 Ok(Some(n)) => n,
@@ -874,19 +894,27 @@ impl Server {
             let before = p.offset;
             p.offset += len as i64;
             if getack {
+                passed_on.extend_from_slice(cmd);
                 continue;
             }
-            if is(b"multi") {
-                p.multi.get_or_insert_with(|| (Vec::new(), before));
-            } else if is(b"exec") {
-                for queued in p.multi.take().map(|(cmds, _)| cmds).unwrap_or_default() {
-                    self.redis_primary_run(&queued, &command_args(&queued), &mut db, now);
+            if is(b"multi") && p.multi.is_none() {
+                p.multi = Some(OpenMulti { head: cmd.to_vec(), queued: Vec::new(), before });
+            } else if is(b"exec") || is(b"discard") {
+                let m = p.multi.take();
+                if let Some(m) = &m {
+                    passed_on.extend_from_slice(&m.head);
+                    m.queued.iter().for_each(|q| passed_on.extend_from_slice(q));
                 }
-            } else if is(b"discard") {
-                p.multi = None;
-            } else if let Some((queued, _)) = &mut p.multi {
-                queued.push(cmd.to_vec());
+                passed_on.extend_from_slice(cmd);
+                if is(b"exec") {
+                    for queued in m.map(|m| m.queued).unwrap_or_default() {
+                        self.redis_primary_run(&queued, &command_args(&queued), &mut db, now);
+                    }
+                }
+            } else if let Some(m) = &mut p.multi {
+                m.queued.push(cmd.to_vec());
             } else {
+                passed_on.extend_from_slice(cmd);
                 self.redis_primary_run(cmd, &args, &mut db, now);
             }
         }
@@ -899,6 +927,7 @@ impl Server {
             link.buf = buf;
         }
         self.commit_batch(engine::Origin::Replay);
+        self.redis_replicas_proxy(&passed_on, self.engine.repl.offset);
         if let Some(why) = failed {
             self.redis_primary_link_lost(why);
         }
@@ -997,6 +1026,21 @@ impl Server {
         attempt.is_some_and(|a| a.decoding.load(Ordering::Relaxed))
     }
 
+    /// The primary's stream as applied here: its ID and the offset of the last byte of a whole
+    /// command (an open transaction's bytes not counted). None before the first sync.
+    pub(crate) fn redis_primary_identity(&self) -> Option<(ReplId, u64)> {
+        let p = self.redis_primary.as_ref()?;
+        let id = ReplId::parse(p.replid.as_deref()?)?;
+        let offset = p.multi.as_ref().map_or(p.offset, |m| m.before);
+        Some((id, offset.max(0) as u64))
+    }
+
+    /// The stream database a file for this server's own replica must name (the primary's
+    /// stream is passed on unchanged, and selects again only when it changes database).
+    pub(crate) fn redis_primary_stream_db(&self) -> Option<u32> {
+        self.redis_primary.as_ref().filter(|p| p.replid.is_some()).map(|p| p.db)
+    }
+
     fn redis_primary_offset(&self) -> i64 {
         self.redis_primary.as_ref().map_or(-1, |p| p.offset)
     }
@@ -1054,8 +1098,8 @@ impl Server {
         if let Some(mut link) = p.link.take() {
             let _ = self.poll.registry().deregister(&mut link.stream);
         }
-        if let Some((_, before)) = p.multi.take() {
-            p.offset = before;
+        if let Some(m) = p.multi.take() {
+            p.offset = m.before;
         }
         warn!("replica of {}:{}: {why}; reconnecting", p.host, p.port);
         p.last_error = why;

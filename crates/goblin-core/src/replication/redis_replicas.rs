@@ -121,6 +121,10 @@ impl Backlog {
 /// The stream while it lives (from the first replica's attach to the backlog's expiry).
 struct Stream {
     replid: ReplId,
+    /// The ID this stream had before this server was promoted (or followed a promoted
+    /// primary), and the first offset past that ID's history: a replica of the old ID may
+    /// continue up to it (Redis's `replid2` and `second_repl_offset`, PSYNC2).
+    replid2: Option<(ReplId, u64)>,
     /// Bytes ever appended (Redis's `master_repl_offset` for this stream).
     offset: u64,
     /// The database the stream is in (None: the next command gets a SELECT).
@@ -284,12 +288,14 @@ pub fn encode_for_replica<'a>(
 /// stream is the one the replica followed and still holds that offset.
 fn continuation(stream: Option<&Stream>, replid: &[u8], offset: &[u8]) -> Result<Vec<u8>, &'static str> {
     let Some(s) = stream else { return Err("no backlog") };
-    if !replid.eq_ignore_ascii_case(s.replid.to_string().as_bytes()) {
-        return Err("replication ID mismatch");
-    }
     let Some(offset) = std::str::from_utf8(offset).ok().and_then(|o| o.parse::<i64>().ok()) else {
         return Err("offset is not an integer");
     };
+    let same = |id: &ReplId| replid.eq_ignore_ascii_case(id.to_string().as_bytes());
+    let previous = s.replid2.as_ref().is_some_and(|(id, second)| same(id) && offset <= *second as i64);
+    if !same(&s.replid) && !previous {
+        return Err("replication ID mismatch");
+    }
     let first = (s.offset + 1 - s.backlog.len as u64) as i64;
     if offset < first || offset > s.offset as i64 + 1 {
         return Err("lack of backlog");
@@ -305,9 +311,13 @@ impl Server {
     /// next command. Returns the (ID, offset) its `+FULLRESYNC` names.
     pub(crate) fn redis_replicas_stream_start(&mut self) -> (String, u64) {
         let size = self.redis_replicas.backlog_size;
+        // A replica of a primary serves that primary's stream, under its ID and offsets (PSYNC2:
+        // its replicas can then continue with whichever server is promoted).
+        let followed = self.redis_primary_identity();
         let s = self.redis_replicas.stream.get_or_insert_with(|| Stream {
-            replid: ReplId::random(),
-            offset: 0,
+            replid: followed.as_ref().map_or_else(ReplId::random, |(id, _)| *id),
+            replid2: None,
+            offset: followed.map_or(0, |(_, offset)| offset),
             seldb: None,
             backlog: Backlog::new(size),
             marks: VecDeque::new(),
@@ -396,8 +406,10 @@ impl Server {
     }
 
     /// A committed batch: into the stream now, or, behind Kafka, when it is acknowledged.
+    /// A replica of a Redis-protocol primary passes on that primary's bytes instead
+    /// ([`Server::redis_replicas_proxy`]).
     pub(crate) fn redis_replicas_on_batch(&mut self, batch: &Batch) {
-        if self.redis_replicas.stream.is_none() {
+        if self.redis_replicas.stream.is_none() || self.redis_primary.is_some() {
             return;
         }
         let held = self.acks_held() && !matches!(batch.origin, Origin::Replay | Origin::External);
@@ -446,6 +458,53 @@ impl Server {
         encode_for_replica(&mut bytes, mutations, &mut s.seldb, transaction);
         self.redis_replicas_feed(&bytes, Some(last_logical));
         self.redis_replicas.scratch = bytes;
+    }
+
+    /// Following a primary: the bytes of its stream just applied (whole commands, a
+    /// transaction only with its EXEC), passed on unchanged, so that this server's replicas
+    /// hold the primary's stream at the primary's offsets; `logical`: this server's logical
+    /// offset once they are applied.
+    pub(crate) fn redis_replicas_proxy(&mut self, bytes: &[u8], logical: u64) {
+        if !bytes.is_empty() {
+            self.redis_replicas_feed(bytes, Some(logical));
+        }
+    }
+
+    /// This server follows a primary from here on, which continued the stream under `replid`
+    /// (`+CONTINUE <id>`): the stream takes the new ID, the old one still good up to here.
+    pub(crate) fn redis_replicas_new_id(&mut self, replid: &str) {
+        let Some(s) = &mut self.redis_replicas.stream else { return };
+        let Some(id) = ReplId::parse(replid) else { return };
+        if id != s.replid {
+            s.replid2 = Some((s.replid, s.offset + 1));
+            s.replid = id;
+        }
+    }
+
+    /// This server stops following its primary (REPLICAOF NO ONE, PSYNC FAILOVER): its stream
+    /// goes on under a new ID, the primary's still good up to here, so that the old primary
+    /// and the other replicas continue it ([`continuation`]). The next batch SELECTs.
+    pub(crate) fn redis_replicas_promoted(&mut self, followed: Option<(ReplId, u64)>) {
+        if self.redis_replicas.stream.is_none() {
+            if let Some((id, offset)) = followed {
+                let size = self.redis_replicas.backlog_size;
+                self.redis_replicas.stream = Some(Stream {
+                    replid: id,
+                    replid2: None,
+                    offset,
+                    seldb: None,
+                    backlog: Backlog::new(size),
+                    marks: VecDeque::new(),
+                    last_logical: self.engine.repl.offset,
+                    floor: (offset, self.engine.repl.offset),
+                });
+                self.redis_replicas.idle_since = Some(Instant::now());
+            }
+        }
+        let Some(s) = &mut self.redis_replicas.stream else { return };
+        s.replid2 = Some((s.replid, s.offset + 1));
+        s.replid = ReplId::random();
+        s.seldb = None;
     }
 
     /// A command of the stream's own (PING, GETACK): behind held batches, or now.
@@ -587,7 +646,11 @@ impl Server {
         }
         let period = Duration::from_secs(rr.ping_period_secs.max(1));
         // A FAILOVER waits for a replica to reach the stream's offset: it must stand still.
-        if self.failover.is_some() || rr.last_ping.is_some_and(|t| t.elapsed() < period) {
+        // A replica passes on its primary's PINGs and sends none of its own.
+        if self.failover.is_some()
+            || self.redis_primary.is_some()
+            || rr.last_ping.is_some_and(|t| t.elapsed() < period)
+        {
             return;
         }
         rr.last_ping = Some(Instant::now());
@@ -597,7 +660,9 @@ impl Server {
     /// At exit: a GETACK to the replicas that have their RDB file, and the stream offset
     /// they must acknowledge (None: no replica to wait for, or no wait asked).
     pub(crate) fn redis_replicas_ask_final_acks(&mut self) -> Option<u64> {
+        // A replica's stream is its primary's: nothing of its own goes into it.
         if self.redis_replicas.shutdown_timeout_secs == 0
+            || self.redis_primary.is_some()
             || self.redis_replica_conns().all(|(c, _)| c.dumping || c.close_now)
         {
             return None;
@@ -615,7 +680,11 @@ impl Server {
 
     /// End of a loop turn: a parked WAIT asked for the replicas' offsets.
     pub(crate) fn redis_replicas_getack(&mut self) {
-        if std::mem::take(&mut self.redis_replicas.want_acks) && !self.redis_replicas.slots.is_empty() {
+        // A replica's stream is its primary's (and WAIT is refused there).
+        if std::mem::take(&mut self.redis_replicas.want_acks)
+            && !self.redis_replicas.slots.is_empty()
+            && self.redis_primary.is_none()
+        {
             self.redis_replicas_command(GETACK);
         }
     }
