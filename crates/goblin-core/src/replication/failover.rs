@@ -12,8 +12,7 @@
 //!   -> failover-in-progress: this server follows that replica, its handshake's PSYNC
 //!      continuing this server's own stream and carrying FAILOVER
 //!   target: the replication ID is the one it follows -> it becomes a primary, then answers
-//!      the PSYNC (+CONTINUE from Redis; a full resynchronization from goblin-core, whose
-//!      stream is not its old primary's)
+//!      the PSYNC: +CONTINUE (its stream is the one it followed, under a new ID: PSYNC2)
 //!   +CONTINUE / +FULLRESYNC -> no-failover: the held writes run, and are refused (READONLY)
 //! TIMEOUT without FORCE, a refused PSYNC, or FAILOVER ABORT -> no-failover, still (or again)
 //!   a primary: the held writes run

@@ -18,6 +18,11 @@
 //! a new ID, and its replicas resynchronize in full), and after `repl-backlog-ttl` seconds
 //! without a replica.
 //!
+//! A server that follows a primary by REPLICAOF passes that primary's stream on instead (its ID,
+//! offsets and bytes, as a Redis replica does: PSYNC2), and when promoted goes on under a new ID
+//! with the primary's kept as the second one, so that its old primary and siblings continue
+//! with it (`replid2`, [`continuation`]).
+//!
 //! A new replica gets `+FULLRESYNC <replid> <offset>` (PSYNC only), the dataset as an RDB file
 //! written by a forked child (`Server::rdb_sync`), then the stream from that offset. Its
 //! `REPLCONF ACK <offset>` is mapped back to the last whole batch it covers, so INFO, ROLE
@@ -27,7 +32,11 @@
 //! - The stream starts exactly at the fork: batches committed before `rdb_sync` forks are in
 //!   the file, the ones after it wait in the connection's output (which the parent does not
 //!   send while the child owns the socket) and follow the file. The first command after a
-//!   fork carries a `SELECT`, for the new replica.
+//!   fork carries a `SELECT`, for the new replica (passing a primary's stream on, which does
+//!   not, the file names the stream's database instead: `repl-stream-db`).
+//! - Following a primary, the stream's offset is the primary's offset of the last whole
+//!   command applied here (an open transaction's bytes go with its EXEC), and the dataset is
+//!   exactly what the stream carried up to it: a file and the stream after it never overlap.
 //! - Every replica's output, from its starting offset on, is exactly the stream's bytes: the
 //!   backlog can then continue any of them at any offset it still holds.
 //! - In `broker` ack mode a batch enters the stream only once Kafka acknowledged it, in commit
