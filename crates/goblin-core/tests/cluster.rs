@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::redis_repl::{info_field, q};
+use common::redis_repl::{info_field, q, reply};
 use common::{RedisServer, Server};
 use redis::Value;
 use std::time::{Duration, Instant};
@@ -27,17 +27,6 @@ fn redis_cluster() -> RedisServer {
     }
 }
 
-/// A reply or its error text, for comparing two servers.
-fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    match cmd.query::<Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => format!("error {:?} {:?}", e.code(), e.detail()),
-    }
-}
 
 #[test]
 fn cluster_mode_answers_as_a_redis_cluster_of_one_node() {

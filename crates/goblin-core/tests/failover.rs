@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::redis_repl::{info_field, info_int, q, wait_same};
+use common::redis_repl::{info_field, info_int, q, reply, wait_info, wait_same};
 use common::{temp_path, RedisServer, Server};
 use redis::Value;
 use std::io::{Read, Write};
@@ -15,30 +15,6 @@ use std::time::{Duration, Instant};
 
 /// An OK reply, as [`reply`] shows it.
 const OK: &str = "ok";
-
-fn wait_info(c: &mut redis::Connection, field: &str, want: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got = info_field(c, "replication", field);
-        if got.as_deref() == Some(want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: {field} is {got:?}, never {want}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A reply as text: the value, or the error's code and text.
-fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    match cmd.query::<Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
-    }
-}
 
 /// A fresh working directory for a redis-server (its RDB files stay its own).
 fn new_dir(tag: &str) -> String {
@@ -404,4 +380,38 @@ fn a_demoted_primary_continues_its_stream_from_the_promoted_replica() {
             assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
         }
     }
+}
+
+/// A chain redis-server -> goblin-core -> redis-server: the middle server passes the stream
+/// on unchanged (the last replica holds the first one's ID and offset), and when it is
+/// promoted its replica continues under the new ID without a file.
+#[test]
+fn a_chain_through_goblin_core_keeps_the_primarys_stream() {
+    let r = RedisServer::start_with(&["--dir", &new_dir("failover-chain")]);
+    let mut rc = r.conn();
+    fill(&mut rc, "before");
+    let (g, mut gc) = goblin_replica(&mut rc, r.port);
+    q(&mut rc, &["SELECT", "3"]);
+    q(&mut rc, &["SET", "in-three", "3"]);
+    let (_s, mut sc) = redis_replica(&mut gc, g.port);
+    fill(&mut rc, "chained");
+    q(&mut rc, &["SELECT", "3"]);
+    q(&mut rc, &["INCR", "in-three"]);
+    wait_same(&mut rc, &mut sc, "through the chain");
+    let id = |c: &mut redis::Connection| info_field(c, "replication", "master_replid").unwrap();
+    let offset = |c: &mut redis::Connection| info_int(c, "replication", "master_repl_offset");
+    assert_eq!(id(&mut sc), id(&mut rc), "the last replica's stream is the primary's");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while offset(&mut sc) != offset(&mut rc) {
+        assert!(Instant::now() < deadline, "the offsets never met");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let full = info_int(&mut gc, "stats", "sync_full");
+    q(&mut gc, &["REPLICAOF", "NO", "ONE"]);
+    wait_info(&mut sc, "master_link_status", "up", "the last replica after the promotion");
+    fill(&mut gc, "promoted");
+    wait_same(&mut gc, &mut sc, "after the promotion");
+    assert_eq!(info_int(&mut gc, "stats", "sync_full"), full, "the promoted server sent a file");
+    assert_eq!(info_int(&mut gc, "stats", "sync_partial_ok"), 1);
+    assert_eq!(info_field(&mut sc, "replication", "master_replid2").as_deref(), Some(id(&mut rc).as_str()));
 }

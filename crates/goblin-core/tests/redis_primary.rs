@@ -9,23 +9,10 @@
 mod common;
 
 use common::brokers::Broker;
-use common::redis_repl::{contents, info_field, info_int, q, sentinel_fields, start_sentinel, wait_same};
+use common::redis_repl::{contents, info_field, info_int, q, sentinel_fields, start_sentinel, wait_info, wait_same};
 use common::{RedisServer, Server};
 use redis::Value;
 use std::time::{Duration, Instant};
-
-/// Waits (up to 30 s) until `field` of INFO replication reads `want`.
-fn wait_info(c: &mut redis::Connection, field: &str, want: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got = info_field(c, "replication", field);
-        if got.as_deref() == Some(want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: {field} is {got:?}, never {want}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// A goblin-core server (`--save ""` and `args`, then CONFIG SET of each of `config`) made a
 /// replica of the redis-server on `primary` by REPLICAOF, once its link is up.

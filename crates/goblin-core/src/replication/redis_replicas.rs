@@ -487,7 +487,19 @@ impl Server {
         if id != s.replid {
             s.replid2 = Some((s.replid, s.offset + 1));
             s.replid = id;
+            self.redis_replicas_learn_new_id();
         }
+    }
+
+    /// The stream's ID changed: the replicas are disconnected, as Redis disconnects them, so
+    /// that each continues at once under the new ID (PSYNC with the old one, answered
+    /// `+CONTINUE <new>`) rather than keep an ID a later reconnection could not continue.
+    fn redis_replicas_learn_new_id(&mut self) {
+        let slots = std::mem::take(&mut self.redis_replicas.slots);
+        if !slots.is_empty() {
+            info!("the replication ID changed: {} replica(s) disconnected to continue under it", slots.len());
+        }
+        self.close_links(slots);
     }
 
     /// This server stops following its primary (REPLICAOF NO ONE, PSYNC FAILOVER): its stream
@@ -514,6 +526,7 @@ impl Server {
         s.replid2 = Some((s.replid, s.offset + 1));
         s.replid = ReplId::random();
         s.seldb = None;
+        self.redis_replicas_learn_new_id();
     }
 
     /// A command of the stream's own (PING, GETACK): behind held batches, or now.

@@ -19,6 +19,32 @@ pub fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> Opti
     text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
 }
 
+/// Waits (up to 30 s) until INFO replication's `field` is `want`.
+pub fn wait_info(c: &mut redis::Connection, field: &str, want: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = info_field(c, "replication", field);
+        if got.as_deref() == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {field} is {got:?}, never {want}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A reply as text, for comparing two servers' answers: the value, or the error's code and
+/// text.
+pub fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(c) {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+    }
+}
+
 pub fn info_int(c: &mut redis::Connection, section: &str, field: &str) -> i64 {
     info_field(c, section, field).unwrap_or_else(|| panic!("no {field}")).parse().unwrap()
 }
