@@ -27,7 +27,6 @@ fn redis_cluster() -> RedisServer {
     }
 }
 
-
 #[test]
 fn cluster_mode_answers_as_a_redis_cluster_of_one_node() {
     let r = redis_cluster();

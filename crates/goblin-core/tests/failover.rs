@@ -28,7 +28,8 @@ fn new_dir(tag: &str) -> String {
 fn redis_replica(primary: &mut redis::Connection, port: u16) -> (RedisServer, redis::Connection) {
     let dir = new_dir("failover-redis");
     let port = port.to_string();
-    let r = RedisServer::start_with(&["--dir", &dir, "--replicaof", "127.0.0.1", &port, "--repl-timeout", "5"]);
+    let r =
+        RedisServer::start_with(&["--dir", &dir, "--replicaof", "127.0.0.1", &port, "--repl-timeout", "5"]);
     let mut c = r.conn();
     wait_info(&mut c, "master_link_status", "up", "the redis-server replica");
     wait_online(primary);
@@ -186,12 +187,18 @@ fn writes_wait_while_a_failover_waits_and_run_when_it_ends() {
     signal(r.pid(), "-STOP");
     q(&mut gc, &["SET", "unacknowledged", "1"]);
     assert_eq!(reply(&mut gc, &["FAILOVER", "TIMEOUT", "4000"]), OK);
-    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    assert_eq!(
+        info_field(&mut gc, "replication", "master_failover_state").as_deref(),
+        Some("waiting-for-sync")
+    );
     let mut w = g.raw();
     w.write_all(b"*3\r\n$3\r\nSET\r\n$4\r\nheld\r\n$1\r\n1\r\n").unwrap();
     let early = try_read(&mut w, Duration::from_millis(300));
     // Still waiting (the timeout has not passed), reads answered, the write not run.
-    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    assert_eq!(
+        info_field(&mut gc, "replication", "master_failover_state").as_deref(),
+        Some("waiting-for-sync")
+    );
     assert_eq!(early, None, "a write ran while the failover waited");
     assert_eq!(q(&mut gc, &["GET", "held"]), Value::Nil);
     assert_eq!(q(&mut gc, &["GET", "before:counter"]), Value::BulkString(b"7".to_vec()));
@@ -304,8 +311,14 @@ fn errors_are_redis_servers() {
     ] {
         both(&mut gc, &mut rc, args);
     }
-    assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
-    assert_eq!(info_field(&mut rc, "replication", "master_failover_state").as_deref(), Some("waiting-for-sync"));
+    assert_eq!(
+        info_field(&mut gc, "replication", "master_failover_state").as_deref(),
+        Some("waiting-for-sync")
+    );
+    assert_eq!(
+        info_field(&mut rc, "replication", "master_failover_state").as_deref(),
+        Some("waiting-for-sync")
+    );
     both(&mut gc, &mut rc, &["FAILOVER", "ABORT"]);
     both(&mut gc, &mut rc, &["FAILOVER", "ABORT"]);
     assert_eq!(info_field(&mut gc, "replication", "master_failover_state").as_deref(), Some("no-failover"));
@@ -325,14 +338,17 @@ fn replicaof_lets_blocked_clients_go() {
     let mut blpop = g.raw();
     blpop.write_all(b"*3\r\n$5\r\nBLPOP\r\n$4\r\nlist\r\n$1\r\n0\r\n").unwrap();
     let mut xread = g.raw();
-    xread.write_all(b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$1\r\n0\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n").unwrap();
+    xread
+        .write_all(b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$1\r\n0\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n")
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while info_int(&mut gc, "clients", "blocked_clients") < 2 {
         assert!(Instant::now() < deadline, "the clients never blocked");
         std::thread::sleep(Duration::from_millis(20));
     }
     q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
-    let want = "-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n";
+    let want =
+        "-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n";
     for (what, s) in [("BLPOP", &mut blpop), ("XREAD", &mut xread)] {
         let mut got = Vec::new();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -371,9 +387,14 @@ fn a_demoted_primary_continues_its_stream_from_the_promoted_replica() {
         wait_info(&mut gc, "master_link_status", "up", "the demoted primary");
         fill(&mut rc, "after");
         wait_same(&mut rc, &mut gc, "after the demotion");
-        let (full, partial) = (info_int(&mut rc, "stats", "sync_full"), info_int(&mut rc, "stats", "sync_partial_ok"));
+        let (full, partial) =
+            (info_int(&mut rc, "stats", "sync_full"), info_int(&mut rc, "stats", "sync_partial_ok"));
         if write_after {
-            assert_eq!((full, partial), (1, 0), "a primary that wrote more continued a stream it diverged from");
+            assert_eq!(
+                (full, partial),
+                (1, 0),
+                "a primary that wrote more continued a stream it diverged from"
+            );
             assert_eq!(q(&mut gc, &["GET", "lost"]), Value::Nil);
         } else {
             assert_eq!((full, partial), (0, 1), "the demoted primary loaded a whole file");
@@ -414,4 +435,26 @@ fn a_chain_through_goblin_core_keeps_the_primarys_stream() {
     assert_eq!(info_int(&mut gc, "stats", "sync_full"), full, "the promoted server sent a file");
     assert_eq!(info_int(&mut gc, "stats", "sync_partial_ok"), 1);
     assert_eq!(info_field(&mut sc, "replication", "master_replid2").as_deref(), Some(id(&mut rc).as_str()));
+}
+
+/// CLIENT KILL reaches the link to the primary, as it reaches Redis's master client (by its
+/// address in the old form, by TYPE master in the new): the link drops and is continued from
+/// the primary's backlog.
+#[test]
+fn client_kill_drops_the_link_to_the_primary() {
+    let r = RedisServer::start_with(&["--dir", &new_dir("failover-kill")]);
+    let mut rc = r.conn();
+    fill(&mut rc, "before");
+    let (_g, mut gc) = goblin_replica(&mut rc, r.port);
+    let primary = format!("127.0.0.1:{}", r.port);
+    assert_eq!(reply(&mut gc, &["CLIENT", "KILL", "127.0.0.1:1"]), "ERR No such client");
+    assert_eq!(reply(&mut gc, &["CLIENT", "KILL", &primary]), OK);
+    fill(&mut rc, "after-one");
+    wait_same(&mut rc, &mut gc, "after the first kill");
+    assert_eq!(reply(&mut gc, &["CLIENT", "KILL", "TYPE", "master"]), "int(1)");
+    fill(&mut rc, "after-two");
+    wait_same(&mut rc, &mut gc, "after the second kill");
+    assert_eq!(info_int(&mut rc, "stats", "sync_partial_ok"), 2, "each kill continued the stream");
+    assert_eq!(info_int(&mut rc, "stats", "sync_full"), 1);
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 2);
 }

@@ -9,7 +9,9 @@
 mod common;
 
 use common::brokers::Broker;
-use common::redis_repl::{contents, info_field, info_int, q, sentinel_fields, start_sentinel, wait_info, wait_same};
+use common::redis_repl::{
+    contents, info_field, info_int, q, sentinel_fields, start_sentinel, wait_info, wait_same,
+};
 use common::{RedisServer, Server};
 use redis::Value;
 use std::time::{Duration, Instant};

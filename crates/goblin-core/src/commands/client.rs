@@ -357,6 +357,8 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
                 kill_slot(s, slot);
                 reply::ok(&mut c.out);
             }
+            // The link to the primary is a client too, in Redis (type master).
+            None if s.redis_primary_kill(Some(addr)) => reply::ok(&mut c.out),
             None => reply::error(&mut c.out, b"ERR No such client"),
         }
         return;
@@ -425,6 +427,18 @@ fn kill(s: &mut Server, c: &mut Conn, _slot: usize, args: &[&[u8]]) {
     let mut killed = targets.len() as i64;
     for slot in targets {
         kill_slot(s, slot);
+    }
+    // The link to the primary, as Redis's master client: by TYPE master or its address alone.
+    let master_only = types.iter().all(|&t| t == ClientType::Never);
+    if master_only
+        && id.is_none()
+        && laddr.is_none()
+        && max_age.is_none()
+        && user.is_none()
+        && (addr.is_some() || !types.is_empty())
+        && s.redis_primary_kill(addr)
+    {
+        killed += 1;
     }
     if !skipme && matches(c) {
         c.close_after_reply = true;

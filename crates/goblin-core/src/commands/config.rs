@@ -12,14 +12,18 @@ use engine::{errors, util};
 use resp::reply;
 
 /// Integer settings Redis has that are accepted and reported but mean nothing here: lists have
-/// one encoding whatever their size; and two of Redis's hidden test aids for slow loads
-/// (goblin-core opens its listeners only once loaded, so nobody could watch a slowed load).
+/// one encoding whatever their size; two of Redis's hidden test aids for slow loads
+/// (goblin-core opens its listeners only once loaded, so nobody could watch a slowed load);
+/// and the wait before a diskless full synchronization, for more replicas to share its child:
+/// each replica here gets a child of its own at once, so there is nothing to wait for.
 const INERT: &[&str] = &[
     "list-max-listpack-size",
     "list-max-ziplist-size",
     "list-compress-depth",
     "key-load-delay",
     "loading-process-events-interval-bytes",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
 ];
 
 /// Redis settings whose every value behaves the same here, taken from Redis's choices and
@@ -29,7 +33,11 @@ const INERT: &[&str] = &[
 /// RESTORE decodes every payload into this server's own structures, which is the deep check
 /// `sanitize-dump-payload yes` asks for, whatever it says; a replica never answers a
 /// replicated write with an error (the effect is what the primary applied), so
-/// `propagation-error-behavior` has nothing to act on; and no replica writes files on its own.
+/// `propagation-error-behavior` has nothing to act on; no replica writes files on its own;
+/// and every full synchronization is diskless whatever `repl-diskless-sync` says (a forked
+/// child writes the file straight to the replica's socket, its length first, so a replica of
+/// either kind reads it alike), while a replica always loads the file into memory next to the
+/// data it serves until the file is whole (what `repl-diskless-load swapdb` asks for).
 const INERT_CHOICES: &[(&str, &[&str], &str)] = &[
     ("activerehashing", &[], "yes"),
     ("lazyfree-lazy-eviction", &[], "no"),
@@ -42,6 +50,8 @@ const INERT_CHOICES: &[(&str, &[&str], &str)] = &[
     ("propagation-error-behavior", &["ignore", "panic", "panic-on-replicas"], "ignore"),
     ("sanitize-dump-payload", &["no", "yes", "clients"], "no"),
     ("replica-ignore-disk-write-errors", &[], "no"),
+    ("repl-diskless-sync", &[], "yes"),
+    ("repl-diskless-load", &["disabled", "on-empty-db", "swapdb"], "disabled"),
 ];
 
 /// The setting an inert name stands for (an alias and its name are one setting).
@@ -71,7 +81,8 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
 
 fn inert_default(name: &str) -> String {
     match name {
-        "list-compress-depth" | "key-load-delay" => "0".into(),
+        "list-compress-depth" | "key-load-delay" | "repl-diskless-sync-max-replicas" => "0".into(),
+        "repl-diskless-sync-delay" => "5".into(),
         "loading-process-events-interval-bytes" => "524288".into(),
         _ => match INERT_CHOICES.iter().find(|(n, _, _)| *n == name) {
             Some((_, _, default)) => (*default).into(),

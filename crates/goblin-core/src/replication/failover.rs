@@ -86,14 +86,18 @@ impl Server {
         while j < args.len() {
             let a = args[j];
             if a.eq_ignore_ascii_case(b"timeout") && j + 1 < args.len() && timeout_ms == 0 {
-                let Some(ms) = long(args[j + 1]) else { return reply::error(out, engine::errors::NOT_INTEGER) };
+                let Some(ms) = long(args[j + 1]) else {
+                    return reply::error(out, engine::errors::NOT_INTEGER);
+                };
                 if ms <= 0 {
                     return reply::error(out, b"ERR FAILOVER timeout must be greater than 0");
                 }
                 timeout_ms = ms;
                 j += 2;
             } else if a.eq_ignore_ascii_case(b"to") && j + 2 < args.len() && to.is_none() {
-                let Some(port) = long(args[j + 2]) else { return reply::error(out, engine::errors::NOT_INTEGER) };
+                let Some(port) = long(args[j + 2]) else {
+                    return reply::error(out, engine::errors::NOT_INTEGER);
+                };
                 to = Some((String::from_utf8_lossy(args[j + 1]).into_owned(), port));
                 j += 3;
             } else if a.eq_ignore_ascii_case(b"force") && !force {
@@ -120,7 +124,10 @@ impl Server {
             return reply::error(out, b"ERR FAILOVER requires connected replicas.");
         }
         if force && (timeout_ms == 0 || to.is_none()) {
-            return reply::error(out, b"ERR FAILOVER with force option requires both a timeout and target HOST and IP.");
+            return reply::error(
+                out,
+                b"ERR FAILOVER with force option requires both a timeout and target HOST and IP.",
+            );
         }
         let target = match to {
             Some((host, port)) => {
@@ -155,7 +162,8 @@ impl Server {
                 (None, Some((ip, _))) => ip.trim_start_matches('[').trim_end_matches(']'),
                 (None, None) => c.addr.as_str(),
             };
-            (ip.eq_ignore_ascii_case(host) && i64::from(c.replconf_port) == port).then_some((link.ack, !c.dumping))
+            (ip.eq_ignore_ascii_case(host) && i64::from(c.replconf_port) == port)
+                .then_some((link.ack, !c.dumping))
         })
     }
 

@@ -653,7 +653,8 @@ impl Server {
             None => ("?".to_string(), -1),
         };
         let failover = p.failover;
-        let plan = Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync, databases, failover };
+        let plan =
+            Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync, databases, failover };
         let (tx, rx) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -723,7 +724,8 @@ impl Server {
                 p.offset = offset;
                 // The database the primary's stream is in (a replica's file names it; a
                 // primary SELECTs before its next command anyway).
-                p.db = found_db.filter(|&d| d < databases).unwrap_or(if found_db.is_some() { NO_DB } else { 0 });
+                p.db =
+                    found_db.filter(|&d| d < databases).unwrap_or(if found_db.is_some() { NO_DB } else { 0 });
                 p.full_syncs += 1;
             }
             Synced::Continue { replid } => {
@@ -1088,6 +1090,19 @@ impl Server {
         if p.last_ack.elapsed() >= ACK_EVERY {
             self.redis_primary_ack();
         }
+    }
+
+    /// CLIENT KILL of the link to the primary (Redis's master client: TYPE master, or its
+    /// address, `addr`): the link is dropped and continued a second later (PSYNC). True if
+    /// there was such a link.
+    pub(crate) fn redis_primary_kill(&mut self, addr: Option<&[u8]>) -> bool {
+        let Some(link) = self.redis_primary.as_ref().and_then(|p| p.link.as_ref()) else { return false };
+        let peer = link.stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        if addr.is_some_and(|a| a != peer.as_bytes()) {
+            return false;
+        }
+        self.redis_primary_link_lost("the link was closed by CLIENT KILL".into());
+        true
     }
 
     /// The link is gone: reads go on from the data held (as `replica-serve-stale-data yes`),

@@ -1379,7 +1379,10 @@ impl Server {
         // Of those, the redis-server replicas on Redis's own protocol
         // (`replication::redis_replicas`): their offsets too are logical offsets.
         f("connected_redis_replicas", &self.redis_replica_conns().count());
-        f("master_failover_state", &crate::replication::failover::Failover::state_name(self.failover.as_ref()));
+        f(
+            "master_failover_state",
+            &crate::replication::failover::Failover::state_name(self.failover.as_ref()),
+        );
         f("master_replid", &self.engine.repl.replid);
         f("master_replid2", &"0000000000000000000000000000000000000000");
         f("master_repl_offset", &self.engine.repl.offset);
