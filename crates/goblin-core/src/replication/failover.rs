@@ -24,6 +24,7 @@
 //!   as Redis's does);
 //! - REPLICAOF and SYNC/PSYNC are refused until it ends: one change of role at a time.
 
+use super::redis_replicas::replica_ip;
 use crate::conn::Conn;
 use crate::server::Server;
 use resp::reply;
@@ -157,13 +158,8 @@ impl Server {
     /// whether it is online (its RDB file delivered).
     fn failover_find_replica(&self, host: &str, port: i64) -> Option<(u64, bool)> {
         self.redis_replica_conns().find_map(|(c, link)| {
-            let ip = match (&c.replconf_ip, c.addr.rsplit_once(':')) {
-                (Some(announced), _) => &**announced,
-                (None, Some((ip, _))) => ip.trim_start_matches('[').trim_end_matches(']'),
-                (None, None) => c.addr.as_str(),
-            };
-            (ip.eq_ignore_ascii_case(host) && i64::from(c.replconf_port) == port)
-                .then_some((link.ack, !c.dumping))
+            let matches = replica_ip(c).eq_ignore_ascii_case(host) && i64::from(c.replconf_port) == port;
+            matches.then_some((link.ack, !c.dumping))
         })
     }
 
@@ -193,12 +189,7 @@ impl Server {
                 if c.dumping || link.ack != offset {
                     return None;
                 }
-                let ip = match (&c.replconf_ip, c.addr.rsplit_once(':')) {
-                    (Some(announced), _) => announced.to_string(),
-                    (None, Some((ip, _))) => ip.trim_start_matches('[').trim_end_matches(']').to_string(),
-                    (None, None) => c.addr.clone(),
-                };
-                Some((ip, c.replconf_port))
+                Some((replica_ip(c).to_string(), c.replconf_port))
             }),
         };
         if let Some((host, port)) = caught_up {

@@ -76,6 +76,16 @@ pub struct ReplicaLink {
     pub acked_logical: u64,
 }
 
+/// A redis-server replica's address as Redis shows and matches it: the one it announced
+/// (`replica-announce-ip`), else its connection's.
+pub fn replica_ip(c: &Conn) -> &str {
+    match (&c.replconf_ip, c.addr.rsplit_once(':')) {
+        (Some(announced), _) => announced,
+        (None, Some((ip, _))) => ip.trim_start_matches('[').trim_end_matches(']'),
+        (None, None) => c.addr.as_str(),
+    }
+}
+
 /// The last `size` bytes of the stream, in a ring.
 struct Backlog {
     buf: Vec<u8>,
@@ -630,13 +640,8 @@ impl Server {
     pub(crate) fn redis_replica_links(&self) -> Vec<(String, u64, u64, bool)> {
         self.redis_replica_conns()
             .map(|(c, link)| {
-                let ip = match (&c.replconf_ip, c.addr.rsplit_once(':')) {
-                    (Some(announced), _) => announced,
-                    (None, Some((ip, _))) => ip.trim_start_matches('[').trim_end_matches(']'),
-                    (None, None) => c.addr.as_str(),
-                };
                 (
-                    format!("{ip}:{}", c.replconf_port),
+                    format!("{}:{}", replica_ip(c), c.replconf_port),
                     link.acked_logical,
                     link.ack_at.elapsed().as_secs(),
                     c.dumping,
