@@ -784,3 +784,35 @@ fn after_a_failover_the_promoted_server_continues_the_stream() {
     assert_eq!(info_int(&mut gc, "replication", "redis_primary_full_syncs"), 0);
     assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1);
 }
+
+/// The commands a replica applies from its primary count in its INFO commandstats, as on a
+/// redis-server replica of the same primary (calls per command, side by side).
+#[test]
+fn a_replica_counts_its_primarys_commands_in_commandstats() {
+    let a = RedisServer::start();
+    let mut ac = a.conn();
+    let b = RedisServer::start_with(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let mut bc = b.conn();
+    wait_info(&mut bc, "master_link_status", "up", "the redis-server replica");
+    let (_g, mut gc) = follower(a.port, &[], &[]);
+    for c in [&mut bc, &mut gc] {
+        q(c, &["CONFIG", "RESETSTAT"]);
+    }
+    for i in 0..3 {
+        q(&mut ac, &["SET", "k", &i.to_string()]);
+    }
+    q(&mut ac, &["RPUSH", "src", "a", "b"]);
+    q(&mut ac, &["BRPOPLPUSH", "src", "dst", "0"]);
+    q(&mut ac, &["INCRBYFLOAT", "f", "1.5"]);
+    wait_same(&mut ac, &mut bc, "the redis-server replica");
+    wait_same(&mut ac, &mut gc, "the goblin-core replica");
+    let calls = |c: &mut redis::Connection, cmd: &str| {
+        info_field(c, "commandstats", &format!("cmdstat_{cmd}"))
+            .and_then(|l| l.split(',').next().map(str::to_string))
+    };
+    for cmd in ["set", "rpush", "rpoplpush", "incrbyfloat"] {
+        assert_eq!(calls(&mut gc, cmd), calls(&mut bc, cmd), "{cmd}");
+    }
+    // Three SETs, and INCRBYFLOAT's, which the primary sends as a SET.
+    assert_eq!(calls(&mut gc, "set").as_deref(), Some("calls=4"));
+}

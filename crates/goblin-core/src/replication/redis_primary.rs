@@ -971,12 +971,21 @@ impl Server {
         // (the command is looked up for them only when they are on).
         let notify = self.notify.enabled().then(|| engine::lookup(name)).flatten();
         let before = notify.and_then(|spec| self.notify_before(spec, args));
+        let started = Instant::now();
         let result = self.engine.apply_primary_command(cmd, now);
         if let (Some(spec), Some(before)) = (notify, before) {
             self.notify_after(spec, args, before, result.is_err());
         }
         match result {
-            Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {}
+            Ok(Applied::Applied | Applied::Duplicate | Applied::IgnoredRead) => {
+                // Counted in INFO commandstats (and the totals), as a Redis replica counts
+                // what its primary's client runs.
+                if let Some(spec) = engine::lookup(name) {
+                    let call = crate::commands::data_call_name(spec, args);
+                    let track = self.introspection.latency_tracking;
+                    self.stats.cmds.record(spec, call, b"+", started.elapsed(), track);
+                }
+            }
             Err(engine::RecordError::Panicked { command }) => self.fail_stop(&command),
             Err(e) => self.redis_primary_rejected(cmd, e.to_string()),
         }
