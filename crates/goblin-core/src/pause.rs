@@ -173,8 +173,14 @@ impl Server {
         if self.pause.until.take().is_none() {
             return;
         }
-        self.engine.replica = self.follows_upstream() || self.failover.is_some();
+        self.engine.replica = self.data_frozen();
         self.run_all_held();
+    }
+
+    /// Whether nothing may change the data by itself now (the engine's replica rule: no
+    /// expiry deletes): on a replica, under a pause, or while a FAILOVER holds writes.
+    pub(crate) fn data_frozen(&self) -> bool {
+        self.follows_upstream() || self.pause.until.is_some() || self.failover.is_some()
     }
 
     /// Runs every held command, in order (one that must still wait, under a FAILOVER's hold,

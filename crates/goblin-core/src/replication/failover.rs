@@ -66,11 +66,6 @@ impl Failover {
     }
 }
 
-/// Parses a whole integer as Redis's getLongFromObject does, or None.
-fn long(arg: &[u8]) -> Option<i64> {
-    engine::util::parse_i64(arg)
-}
-
 impl Server {
     /// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: Redis's argument rules, checks
     /// and error texts, in its order.
@@ -87,7 +82,7 @@ impl Server {
         while j < args.len() {
             let a = args[j];
             if a.eq_ignore_ascii_case(b"timeout") && j + 1 < args.len() && timeout_ms == 0 {
-                let Some(ms) = long(args[j + 1]) else {
+                let Some(ms) = engine::util::parse_i64(args[j + 1]) else {
                     return reply::error(out, engine::errors::NOT_INTEGER);
                 };
                 if ms <= 0 {
@@ -96,7 +91,7 @@ impl Server {
                 timeout_ms = ms;
                 j += 2;
             } else if a.eq_ignore_ascii_case(b"to") && j + 2 < args.len() && to.is_none() {
-                let Some(port) = long(args[j + 2]) else {
+                let Some(port) = engine::util::parse_i64(args[j + 2]) else {
                     return reply::error(out, engine::errors::NOT_INTEGER);
                 };
                 to = Some((String::from_utf8_lossy(args[j + 1]).into_owned(), port));
@@ -238,7 +233,7 @@ impl Server {
     /// No failover any more: the writes it held run (and now meet the server's new role).
     fn failover_clear(&mut self) {
         self.failover = None;
-        self.engine.replica = self.follows_upstream() || self.pause.until.is_some();
+        self.engine.replica = self.data_frozen();
         if self.pause.until.is_none() {
             self.run_all_held();
         }

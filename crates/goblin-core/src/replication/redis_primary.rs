@@ -600,7 +600,7 @@ impl Server {
         if let Some(p) = self.redis_primary.take() {
             self.redis_primary_drop(p);
             self.redis_replicas_promoted(followed);
-            self.engine.replica = self.pause.until.is_some() || self.failover.is_some();
+            self.engine.replica = self.data_frozen();
             info!("REPLICAOF NO ONE: this server is a primary now, at offset {}", self.engine.repl.offset);
         }
     }
