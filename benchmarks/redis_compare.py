@@ -271,7 +271,7 @@ def main():
 
     gport, rport = free_port(), free_port()
     tmp = tempfile.mkdtemp()
-    goblin = Server("goblin", [args.goblin, "--port", str(gport)], gport)
+    goblin = Server("goblin", [args.goblin, "--port", str(gport), "--save", "", "--dir", tmp], gport)
     redis = Server("redis", ["redis-server", "--port", str(rport), "--save", "", "--appendonly", "no",
                              "--dir", tmp], rport)
     servers = [goblin, redis]

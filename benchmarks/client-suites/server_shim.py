@@ -80,6 +80,10 @@ def goblin_argv(opts):
             dropped.append(name)
     if dropped:
         sys.stderr.write(f"[shim] goblin-core: ignoring redis-server options {dropped}\n")
+    # As for redis-server below: no dump.rdb saved at exit into the suite's folder, which
+    # the next server started there would load.
+    if "--save" not in argv:
+        argv += ["--save", ""]
     return argv
 
 
@@ -87,7 +91,7 @@ def redis_argv(opts):
     argv = [real_redis_server()]
     for name, vals in opts:
         argv += [f"--{name}"] + (vals or [""])
-    if not any(n == "save" for n, _ in opts):
+    if "--save" not in argv:
         argv += ["--save", ""]
     return argv
 

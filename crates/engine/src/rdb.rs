@@ -24,6 +24,7 @@
 mod stream;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use store::types::hash::HashRecords;
 use store::types::set::SetRecords;
 use store::types::{Hash, List, Set, SparseArray, ZSet};
@@ -173,9 +174,28 @@ fn put_len(out: &mut Vec<u8>, len: u64) {
     }
 }
 
+/// Redis's `rdbcompression`: whether strings in RDB files and DUMP payloads may be
+/// LZF-compressed. A process-wide switch, as in Redis: CONFIG SET changes it for every writer
+/// at once, and a forked child writing a file keeps the value it had at the fork.
+static COMPRESSION: AtomicBool = AtomicBool::new(true);
+/// Redis's `rdbchecksum`: whether an RDB file ends with its CRC64 (off: eight zero bytes,
+/// which every reader, this one included, takes as "not checked"). DUMP payloads always carry
+/// theirs, as Redis's do.
+static CHECKSUM: AtomicBool = AtomicBool::new(true);
+
+/// Sets `rdbcompression` (see [`COMPRESSION`]).
+pub fn set_compression(on: bool) {
+    COMPRESSION.store(on, Ordering::Relaxed);
+}
+
+/// Sets `rdbchecksum` (see [`CHECKSUM`]).
+pub fn set_checksum(on: bool) {
+    CHECKSUM.store(on, Ordering::Relaxed);
+}
+
 /// A string, int-encoded when it is the canonical form of a 32-bit integer, LZF-compressed
-/// when it is longer than 20 bytes and compresses by more than 4, raw otherwise: the choices
-/// Redis makes with `rdbcompression yes`, its default.
+/// when it is longer than 20 bytes, compresses by more than 4 and `rdbcompression` is on, raw
+/// otherwise: the choices Redis makes.
 fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     if s.len() <= 11 {
         if let Some(v) = store::types::string::parse_canonical_i64(s) {
@@ -183,7 +203,7 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
             return;
         }
     }
-    if s.len() > 20 {
+    if s.len() > 20 && COMPRESSION.load(Ordering::Relaxed) {
         let c = lzf_compress(s);
         if c.len() + 4 < s.len() {
             out.push(0xC3);
@@ -434,8 +454,9 @@ pub fn rdb_file_blocker(ks: &store::Keyspace) -> Option<String> {
 /// Writes the databases `dbs` (number, keyspace; increasing numbers) as an RDB file (version
 /// 10, Redis 7.0's, so that redis-server 7.0 and later load it): header fields, the function
 /// libraries, each non-empty database with every key and its deadline (keys already past it
-/// too: a loading primary drops them), then EOF and the CRC64 of every byte before it. No
-/// keyspace may hold an array ([`rdb_file_blocker`]). Returns the bytes written.
+/// too: a loading primary drops them), then EOF and the CRC64 of every byte before it. Array
+/// keys go in goblin's own type, which Redis refuses: [`rdb_file_blocker`] says whether a
+/// dataset has any. Returns the bytes written.
 pub fn write_rdb_file(
     w: &mut impl std::io::Write,
     dbs: &[(u32, &store::Keyspace)],
@@ -519,6 +540,7 @@ pub fn write_rdb_file(
     }
     out.push(OPCODE_EOF);
     flush(&mut out, w)?;
+    let crc = if CHECKSUM.load(Ordering::Relaxed) { crc } else { 0 };
     w.write_all(&crc.to_le_bytes())?;
     Ok(written + 8)
 }
@@ -725,7 +747,10 @@ pub fn load_rdb_file(
         let crc = r.take(8).map_err(|_| at(body, "the file ends inside its checksum"))?;
         let crc = u64::from_le_bytes(crc.try_into().unwrap());
         if crc != 0 && crc != crc64(0, &file[..body]) {
-            return Err(at(body, "the checksum does not match the file (corrupted or truncated)"));
+            return Err(at(
+                body,
+                "RDB CRC error: the checksum does not match the file (corrupted or truncated)",
+            ));
         }
     }
     progress(r.pos);

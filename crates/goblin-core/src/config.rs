@@ -165,6 +165,18 @@ pub struct Config {
     #[arg(long = "jemalloc-bg-thread", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub jemalloc_bg_thread: bool,
 
+    /// Redis's `rdbcompression` (default yes): strings longer than 20 bytes in the RDB files
+    /// this server writes (SAVE and BGSAVE without `--load`, SYNC, `redis-cli --rdb`) and in DUMP
+    /// payloads are LZF-compressed where that saves more than 4 bytes. Also CONFIG SET.
+    #[arg(long = "rdbcompression", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub rdbcompression: bool,
+
+    /// Redis's `rdbchecksum` (default yes): RDB files end with their CRC64; with no, eight zero
+    /// bytes, which readers take as unchecked. Native snapshots check every block whatever
+    /// this says. Also CONFIG SET.
+    #[arg(long = "rdbchecksum", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub rdbchecksum: bool,
+
     /// Working directory (Redis's `dir`). goblin-core changes into it before anything else, so
     /// every relative path (RDB files, `--load`, `--logfile`, `--pidfile`, `--unixsocket`) is
     /// inside it. CONFIG SET dir changes it at runtime.
@@ -566,6 +578,14 @@ impl Config {
     /// Checks what the parser cannot: combinations and features this build does not have
     /// yet. The message names the flag; `main` exits with status 2 (a usage error, as clap).
     /// One of `--replica-tcp`, `--replica-uds`, `--replica-ring` is given.
+    /// Whether the RDB file at `dbfilename` is this server's restart point, as redis-server's
+    /// dump.rdb: loaded at startup, kept by the save rules and the save at shutdown. Not with
+    /// `--load` (the native snapshot is), `--kafka` (the topic's replay is) or a firehose
+    /// upstream (the upstream's lineage is).
+    pub fn rdb_restart_point(&self) -> bool {
+        self.load.is_none() && self.kafka.is_none() && !self.is_replica()
+    }
+
     pub fn is_replica(&self) -> bool {
         self.replica_tcp.is_some()
             || self.replica_uds.is_some()

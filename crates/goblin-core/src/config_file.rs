@@ -76,8 +76,6 @@ const IGNORED: &[&str] = &[
     "proc-title-template",
     "rdb-del-sync-files",
     "rdb-save-incremental-fsync",
-    "rdbchecksum",
-    "rdbcompression",
     "repl-disable-tcp-nodelay",
     "replica-full-sync-buffer-limit",
     "replica-ignore-maxmemory",

@@ -120,7 +120,7 @@ pub(crate) const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to wr
 
 /// Whether a command queued in this transaction satisfies `test` (its spec and arguments).
 /// Redis's refusal of writes after a failed save (`stop-writes-on-bgsave-error`).
-const MISCONF: &[u8] = b"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+pub(crate) const MISCONF: &[u8] = b"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 /// The size of `args` as a RESP2 array of bulk strings (the request, and the mutation a plain
 /// write becomes).
@@ -456,7 +456,8 @@ impl Server {
             self.hold_reply(conn, slot, mark, last);
         }
         self.redis_replicas.next_unwrapped = false;
-        // FLUSHALL with save rules writes the emptied dataset at once (snapshots.rs).
+        // FLUSHALL stops a background save and, with save rules, writes the emptied dataset
+        // at once (snapshots.rs).
         if std::ptr::eq(spec, *FLUSHALL) {
             self.save_after_flushall();
         }

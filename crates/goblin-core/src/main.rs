@@ -117,27 +117,16 @@ fn daemonize() {
     }
 }
 
-/// A server that keeps its dataset only in memory says so at startup when its configuration
-/// reads as if it persisted (redis-server's defaults and a redis.conf's `save` rules, or a
-/// `dbfilename` file left in the working directory): save rules act on the snapshot given with
-/// `--load`, and an RDB file is never loaded at startup. Without the line an operator who
-/// moved a redis.conf over would find an empty server after the first restart.
+/// A server whose dataset lives in memory only (no `--load`, no `--kafka`, and a firehose
+/// upstream's copy otherwise) says so when its configuration reads as if it persisted.
 fn warn_of_memory_only_persistence(cfg: &config::Config) {
-    if cfg.load.is_some() || cfg.kafka.is_some() {
+    if cfg.load.is_some() || cfg.kafka.is_some() || !cfg.is_replica() {
         return;
     }
     if std::path::Path::new(&cfg.dbfilename).is_file() {
         tracing::warn!(
-            "{} in the working directory is not loaded: goblin-core starts from a native snapshot \
-             given with --load (`goblin-core import-rdb` turns an RDB file into one)",
-            cfg.dbfilename
-        );
-    }
-    if !cfg.save.0.is_empty() {
-        tracing::warn!(
-            "no --load snapshot path: the dataset is kept in memory only, the save rules and \
-             SHUTDOWN write nothing a restart loads (SAVE and BGSAVE write {} for Redis's tools); \
-             give --load PATH to keep it across restarts, or --save \"\" to silence this",
+            "{} in the working directory is not loaded: a replica starts from its upstream \
+             (`goblin-core import-rdb` turns an RDB file into a snapshot for --load)",
             cfg.dbfilename
         );
     }
@@ -207,6 +196,8 @@ fn main() {
     if cfg.jemalloc_bg_thread {
         set_jemalloc_bg_thread(true);
     }
+    engine::rdb::set_compression(cfg.rdbcompression);
+    engine::rdb::set_checksum(cfg.rdbchecksum);
     if let Some(config::Tool::Dumpworld { host, port, output, user, password_file }) = &cfg.tool {
         std::process::exit(
             match dumpworld::fetch(host, *port, output, user.as_deref(), password_file.as_deref()) {
@@ -280,14 +271,20 @@ fn main() {
     });
     // INFO used_memory_startup: what the process holds without its data: before recovery,
     // plus what building the server adds after it.
+    // Redis's words, before the data load as there: log watchers and Redis's test harness wait
+    // for them (and then for "Ready to accept connections", or a load's fatal error).
+    tracing::info!("Server initialized");
     let before_recovery = commands::info::allocated_bytes();
-    let Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka } = recover(&cfg);
+    let Recovered { engine, loaded_keys, loaded_expired, snapshot_offset, journal, replica_kafka } =
+        recover(&cfg);
     let after_recovery = commands::info::allocated_bytes();
     // Changes since the last save count from the snapshot, replayed mutations included.
     warn_of_memory_only_persistence(&cfg);
     let mut snapshots =
         snapshots::Snapshots::new(cfg.load.clone(), cfg.save.0.clone(), snapshot_offset, loaded_keys);
     snapshots.rdb_filename = cfg.dbfilename.clone();
+    snapshots.rdb_restart_point = cfg.rdb_restart_point();
+    snapshots.loaded_expired = loaded_expired;
     let fail = |e: std::io::Error| -> ! {
         tracing::error!("{e}");
         std::process::exit(1);
@@ -303,8 +300,6 @@ fn main() {
         std::process::exit(1);
     }
     server.config_file = loaded.file.clone();
-    // Redis's words: log watchers and Redis's test harness wait for them.
-    tracing::info!("Server initialized");
     server.config_changed = loaded.from_command_line.clone();
     server.numa = numa;
     server.tls = tls;
@@ -437,13 +432,16 @@ struct Recovered {
     replica_kafka: Option<ReplicaKafka>,
     engine: engine::Engine,
     loaded_keys: u64,
+    /// Keys the startup load left out, past their deadline.
+    loaded_expired: u64,
     /// The logical offset the loaded snapshot holds (0 without one).
     snapshot_offset: u64,
     journal: Option<server::JournalHandle>,
 }
 
 /// Startup step 2: the dataset and its lineage before any client connects. First the
-/// `--load` snapshot (its lineage and offset), else a new lineage at offset 0; then, with
+/// `--load` snapshot (its lineage and offset), else, where it is the restart point, the RDB
+/// file at `dbfilename` (a new lineage), else a new lineage at offset 0; then, with
 /// `--kafka`, the topic replayed from the snapshot's acknowledged broker offset (inclusively)
 /// or from the earliest record, through the high watermark captured first. Any failure stops
 /// the server before it listens: serving without what it could not recover would lose data.
@@ -453,8 +451,20 @@ fn recover(cfg: &config::Config) -> Recovered {
         std::process::exit(1);
     };
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
+    let mut loaded_expired = 0;
     let (mut engine, loaded_keys, mut meta) = match &cfg.load {
         Some(path) => snapshots::load_at_startup(path, cfg.databases).unwrap_or_else(|e| die(e)),
+        None if cfg.rdb_restart_point() => {
+            match snapshots::load_rdb_at_startup(std::path::Path::new(&cfg.dbfilename), cfg.databases)
+                .unwrap_or_else(|e| die(e))
+            {
+                Some(f) => {
+                    loaded_expired = f.expired;
+                    (f.engine, f.keys, None)
+                }
+                None => (engine::Engine::new(engine::Replication::new_lineage()), 0, None),
+            }
+        }
         None => (engine::Engine::new(engine::Replication::new_lineage()), 0, None),
     };
     if engine.databases() != cfg.databases {
@@ -507,6 +517,7 @@ fn recover(cfg: &config::Config) -> Recovered {
                 return Recovered {
                     engine,
                     loaded_keys,
+                    loaded_expired,
                     snapshot_offset,
                     journal: None,
                     replica_kafka: Some((target, from, broker, position, unconfirmed)),
@@ -560,5 +571,5 @@ fn recover(cfg: &config::Config) -> Recovered {
     if engine.repl.offset == 0 && loaded_keys == 0 {
         tracing::info!("lineage {} at offset 0", engine.repl.replid);
     }
-    Recovered { engine, loaded_keys, snapshot_offset, journal, replica_kafka: None }
+    Recovered { engine, loaded_keys, loaded_expired, snapshot_offset, journal, replica_kafka: None }
 }

@@ -128,6 +128,12 @@ pub struct Snapshots {
     last_cow_bytes: u64,
     saves: u64,
     pub loaded_keys: u64,
+    /// Keys the startup load left out, past their deadline (INFO `rdb_last_load_keys_expired`).
+    pub loaded_expired: u64,
+    /// Without `--load`: the RDB file at `rdb_filename` is the restart point (no Kafka journal,
+    /// no firehose upstream; `Config::rdb_restart_point`), so the save rules, the save at
+    /// shutdown and FLUSHALL's save write it, as redis-server writes dump.rdb.
+    pub rdb_restart_point: bool,
 }
 
 impl Snapshots {
@@ -152,7 +158,16 @@ impl Snapshots {
             last_cow_bytes: 0,
             saves: 0,
             loaded_keys,
+            loaded_expired: 0,
+            rdb_restart_point: false,
         }
+    }
+
+    /// Whether saves keep what a restart loads: the `--load` snapshot, or the RDB file of a
+    /// server whose restart point it is. Only then do the save rules, the save at shutdown and
+    /// FLUSHALL's save run, and a failed save stop writes.
+    pub fn restart_point(&self) -> bool {
+        self.path.is_some() || self.rdb_restart_point
     }
 
     fn bgsave_child(&self) -> Option<&Child> {
@@ -304,11 +319,13 @@ impl Write for Counter {
 /// Reads a whole RDB file (Redis's format, any version this server knows) into one keyspace
 /// per database that holds keys, in number order, logging progress every second as `what`:
 /// `import-rdb`, and a replica's full synchronization from a redis-server
-/// (`replication::redis_primary`). Keys past their deadline are left out.
+/// (`replication::redis_primary`). Keys whose deadline is before `expired_before` (unix ms; now,
+/// except for DEBUG RELOAD, which keeps them all) are left out.
 pub(crate) fn rdb_keyspaces(
     bytes: &[u8],
     databases: u32,
     what: &str,
+    expired_before: i64,
 ) -> Result<(Vec<(u32, store::Keyspace)>, engine::rdb::LoadedRdb), String> {
     let len = bytes.len();
     let started = Instant::now();
@@ -320,7 +337,7 @@ pub(crate) fn rdb_keyspaces(
     let hint = std::cell::Cell::new(None::<(u32, usize)>);
     let found = engine::rdb::load_rdb_file(
         bytes,
-        now_ms(),
+        expired_before,
         databases,
         &mut |db, key, value, deadline| {
             if dbs.last().is_none_or(|(d, _)| *d != db) {
@@ -369,32 +386,123 @@ pub(crate) fn lineage_start(dbs: &[(u32, store::Keyspace)], functions: &engine::
     u64::from(!empty)
 }
 
+/// A whole file mapped read-only (private), unmapped on drop: an RDB file is read from its
+/// mapping rather than copied into memory next to the dataset built from it.
+struct MappedFile {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl MappedFile {
+    fn open(path: &Path) -> Result<MappedFile, String> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len() as usize;
+        if len == 0 {
+            return Ok(MappedFile { ptr: std::ptr::null_mut(), len: 0 });
+        }
+        // SAFETY: a private read-only mapping of a file we opened, unmapped on drop. The file
+        // must not be truncated meanwhile (as for any reader).
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!("cannot map {}: {}", path.display(), io::Error::last_os_error()));
+        }
+        Ok(MappedFile { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the mapping covers `len` bytes and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: unmapping what `open` mapped; no slice of it outlives `self`.
+            unsafe { libc::munmap(self.ptr, self.len) };
+        }
+    }
+}
+
+/// What startup read from the RDB file at `dbfilename` (see [`load_rdb_at_startup`]).
+pub struct LoadedRdbFile {
+    pub engine: Engine,
+    pub keys: u64,
+    pub expired: u64,
+}
+
+/// Startup without `--load`, a Kafka journal or a firehose upstream: the RDB file at
+/// `dbfilename` in the working directory is the server's restart point, as redis-server's
+/// dump.rdb. None when there is no such file (the server starts empty); Err when it cannot be
+/// read or is not a whole RDB file (empty, truncated, a bad checksum, an unknown type): the
+/// server must not start without the data it was asked to keep, nor overwrite the file with
+/// less at its next save. The dataset starts a new lineage ([`lineage_start`]); keys past their
+/// deadline are left out and counted.
+pub fn load_rdb_at_startup(path: &Path, databases: u32) -> Result<Option<LoadedRdbFile>, String> {
+    remove_stale_temp_files(path);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let map = MappedFile::open(path)?;
+    let len = map.bytes().len();
+    if len == 0 {
+        return Err(format!(
+            "{} is empty, not an RDB file: move it away to start with an empty dataset",
+            path.display()
+        ));
+    }
+    let started = Instant::now();
+    info!("loading RDB file {} ({len} bytes)", path.display());
+    let (dbs, found) =
+        rdb_keyspaces(map.bytes(), databases, &format!("loading {}", path.display()), now_ms())
+            .map_err(|e| format!("RDB file {} is unusable: {e}", path.display()))?;
+    drop(map);
+    let mut functions = engine::functions::Functions::default();
+    functions
+        .replace_all(found.functions)
+        .map_err(|e| format!("RDB file {}: a function library: {e}", path.display()))?;
+    let mut engine =
+        Engine::new(Replication { replid: ReplId::random(), offset: lineage_start(&dbs, &functions) });
+    engine.resize_databases(databases)?;
+    engine.replace_databases(dbs).map_err(|e| format!("RDB file {} is not loadable: {e}", path.display()))?;
+    engine.functions = functions;
+    // Loaded keys count as accessed now (Redis's rule for keys an RDB gives no idle time).
+    engine.stamp_access(now_ms());
+    let secs = started.elapsed().as_secs_f64();
+    info!(
+        "DB loaded from disk: {} keys from {} (RDB version {}, written by Redis {}) in {secs:.3} s ({:.0} keys/s), \
+         {} past their deadline left out; lineage {} at offset {}",
+        found.keys,
+        path.display(),
+        found.version,
+        found.redis_version.as_deref().unwrap_or("?"),
+        found.keys as f64 / secs.max(1e-9),
+        found.expired,
+        engine.repl.replid,
+        engine.repl.offset
+    );
+    Ok(Some(LoadedRdbFile { engine, keys: found.keys, expired: found.expired }))
+}
+
 /// `goblin-core import-rdb RDB -o OUTPUT`: reads a Redis RDB file (mapped, not copied) into a
 /// keyspace, logging progress every second, and installs it as a native snapshot of a new
 /// lineage at offset 1 (0 when the file is empty: see [`lineage_start`]). A server started with `--load OUTPUT` then holds what redis-server
 /// held; with `--kafka` its recovery replays the topic from the snapshot's creation time (the
 /// file has no cursors), so a fresh topic is the place to start journaling it.
 pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::File::open(input).map_err(|e| format!("cannot open {}: {e}", input.display()))?;
-    let len = file.metadata().map_err(|e| format!("{}: {e}", input.display()))?.len() as usize;
-    if len == 0 {
+    let started = Instant::now();
+    let map = MappedFile::open(input)?;
+    if map.bytes().is_empty() {
         return Err(format!("{} is empty", input.display()));
     }
-    // SAFETY: a private read-only mapping of a file we opened; it is unmapped below, after
-    // the last use of the slice. The file must not be truncated meanwhile (as for any reader).
-    let map = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0)
-    };
-    if map == libc::MAP_FAILED {
-        return Err(format!("cannot map {}: {}", input.display(), io::Error::last_os_error()));
-    }
-    // SAFETY: the mapping covers `len` bytes and lives until munmap below.
-    let bytes = unsafe { std::slice::from_raw_parts(map as *const u8, len) };
-    let started = Instant::now();
-    let result = rdb_keyspaces(bytes, databases, "import-rdb");
-    // SAFETY: unmapping what was mapped above; `bytes` is not used after this.
-    unsafe { libc::munmap(map, len) };
+    let result = rdb_keyspaces(map.bytes(), databases, "import-rdb", now_ms());
+    drop(map);
     let (dbs, found) = result?;
     let refs: Vec<(u32, &store::Keyspace)> = dbs.iter().map(|(db, ks)| (*db, ks)).collect();
     let mut functions = engine::functions::Functions::default();
@@ -499,18 +607,18 @@ impl Server {
         r.unconfirmed.entries().skip(n.saturating_sub(room)).collect()
     }
 
-    /// Mutations since the last successful save.
     /// Whether writes are refused for a failed save (Redis's `stop-writes-on-bgsave-error`):
-    /// the setting is on, save rules are in force (they act on a `--load` snapshot only) and
+    /// the setting is on, save rules are in force (they act on a restart point only: `Snapshots::restart_point`) and
     /// the last save failed writing (not for waiting on Kafka: see `held_by_journal`).
     pub(crate) fn writes_stopped_by_failed_save(&self) -> bool {
         self.cfg.stop_writes_on_bgsave_error
-            && self.snapshots.path.is_some()
+            && self.snapshots.restart_point()
             && !self.snapshots.rules.is_empty()
             && !self.snapshots.last_bgsave_ok
             && !self.snapshots.held_by_journal
     }
 
+    /// Mutations since the last successful save.
     pub(crate) fn changes_since_save(&self) -> u64 {
         self.engine.repl.offset.saturating_sub(self.snapshots.last_save_offset)
     }
@@ -540,9 +648,21 @@ impl Server {
         }
     }
 
-    /// SAVE and BGSAVE's refusal of a dataset that cannot be an RDB file.
+    /// SAVE and BGSAVE of a dataset that cannot be an RDB file Redis loads (array keys). Where
+    /// the file is this server's restart point it is written anyway, the arrays in goblin-core's
+    /// own type (which redis-server refuses to load), and the log says so: a restart must not
+    /// lose them. Where it is an export only (a Kafka journal or an upstream is the restart
+    /// point), the save is refused, saying why.
     fn rdb_save_blocker(&self) -> Result<(), String> {
         match self.rdb_blocker() {
+            Some(_) if self.snapshots.rdb_restart_point => {
+                warn!(
+                    "{}: the dataset holds array keys, written in goblin-core's own type: this server \
+                     loads the file at restart, redis-server cannot",
+                    self.snapshots.rdb_filename
+                );
+                Ok(())
+            }
             Some(why) => Err(format!(
                 "ERR {why} (a server started with --load PATH saves native snapshots, which carry every type)"
             )),
@@ -788,8 +908,8 @@ impl Server {
             let _ = self.start_bgsave();
             return;
         }
-        if self.snapshots.path.is_none() {
-            // Save rules need a snapshot path: without one only explicit saves write RDB files.
+        if !self.snapshots.restart_point() {
+            // Save rules keep a restart point: without one only explicit saves write files.
             return;
         }
         let changes = self.changes_since_save();
@@ -908,15 +1028,13 @@ impl Server {
         }
     }
 
-    /// After FLUSHALL, with save rules in force: the (empty) snapshot is written at once, as
-    /// Redis writes its RDB file, so that a restart does not bring back from the last
-    /// snapshot what was flushed. A BGSAVE child, writing an image from before the flush, is
-    /// stopped first (not counted as a failed save). A failure is logged, as the rules' own
-    /// saves fail: FLUSHALL has done its work either way.
+    /// After FLUSHALL: a BGSAVE child, writing an image from before the flush, is stopped (not
+    /// counted as a failed save; its temporary file removed), as Redis stops its RDB child.
+    /// Then, with save rules in force on a restart point, the (empty) dataset is written at
+    /// once, as Redis writes its RDB file, so that a restart does not bring back what was
+    /// flushed. A failure is logged, as the rules' own saves fail: FLUSHALL has done its work
+    /// either way.
     pub(crate) fn save_after_flushall(&mut self) {
-        if self.snapshots.path.is_none() || self.snapshots.rules.is_empty() {
-            return;
-        }
         if let Some(at) =
             self.snapshots.children.iter().position(|c| matches!(c.kind, ChildKind::Bgsave { .. }))
         {
@@ -927,6 +1045,16 @@ impl Server {
                 libc::waitpid(c.pid, std::ptr::null_mut(), 0);
             }
             info!("stopped the background save {} (FLUSHALL)", c.pid);
+            let target = match self.save_target() {
+                SaveTarget::Snapshot(p) | SaveTarget::Rdb(p) => p,
+            };
+            remove_stale_temp_files(&target);
+            if !self.snapshots.image_read() {
+                self.engine.set_avoid_resize(false);
+            }
+        }
+        if !self.snapshots.restart_point() || self.snapshots.rules.is_empty() {
+            return;
         }
         let _ = self.save_foreground();
     }
@@ -934,7 +1062,7 @@ impl Server {
     /// At shutdown: saves when save rules are configured (or SHUTDOWN SAVE), unless NOSAVE.
     /// Err: the save failed, and the server must not exit (as Redis).
     pub(crate) fn save_on_shutdown(&mut self, force_save: bool, nosave: bool) -> Result<(), String> {
-        if nosave || (self.snapshots.path.is_none() || self.snapshots.rules.is_empty()) && !force_save {
+        if nosave || (!self.snapshots.restart_point() || self.snapshots.rules.is_empty()) && !force_save {
             return Ok(());
         }
         if self.snapshots.path.is_none() {
@@ -1303,10 +1431,57 @@ impl Server {
         }
     }
 
-    /// DEBUG RELOAD: writes the dataset to a snapshot in the temp folder and loads it back in
-    /// place of the live one, as Redis's save-and-reload does: a check that everything
-    /// survives the snapshot format. The lineage and offset stay (the content is the same).
-    pub(crate) fn debug_reload(&mut self) -> Result<(), String> {
+    /// DEBUG RELOAD [NOSAVE] on a server whose restart point is its RDB file, as Redis's: the
+    /// dataset saved to the file (not with NOSAVE), then the file loaded in place of the live
+    /// dataset, every key kept whatever its deadline (they expire as usual after), INFO's
+    /// load counters updated. After a save the content is the same and the lineage goes on;
+    /// NOSAVE loads whatever the file holds, so the dataset starts a new lineage, and it is
+    /// refused while replicas are attached (they would hold what the load replaced).
+    fn debug_reload_rdb(&mut self, nosave: bool) -> Result<(), String> {
+        let path = PathBuf::from(&self.snapshots.rdb_filename);
+        if nosave {
+            let replicas = self.firehose.subs.len() + self.redis_replicas.slots.len();
+            if replicas > 0 {
+                return Err(format!(
+                    "ERR DEBUG RELOAD NOSAVE is refused while {replicas} replica(s) are attached: they would diverge"
+                ));
+            }
+        } else {
+            self.save_rdb_foreground(&path)?;
+        }
+        let map = MappedFile::open(&path).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let (dbs, found) = rdb_keyspaces(map.bytes(), self.engine.databases(), "DEBUG RELOAD", i64::MIN)
+            .map_err(|e| format!("ERR DEBUG RELOAD: {}: {e}", path.display()))?;
+        drop(map);
+        let mut functions = engine::functions::Functions::default();
+        functions.replace_all(found.functions).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let fresh = lineage_start(&dbs, &functions);
+        let old = self.engine.replace_databases(dbs).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        self.engine.functions = functions;
+        let cfg = self.engine.evict;
+        self.engine.set_evict_config(cfg);
+        self.engine.stamp_access(now_ms());
+        if nosave {
+            let repl = Replication { replid: ReplId::random(), offset: fresh };
+            self.engine.set_replication(repl);
+            self.snapshots.last_save_offset = repl.offset;
+        }
+        self.watches.touch_all();
+        self.snapshots.loaded_keys = found.keys;
+        self.snapshots.loaded_expired = found.expired;
+        info!("DEBUG RELOAD: {} keys loaded from {}", found.keys, path.display());
+        drop(old);
+        Ok(())
+    }
+
+    /// DEBUG RELOAD: where the RDB file is the restart point, Redis's save and load of it
+    /// (`debug_reload_rdb`). Otherwise the dataset goes to a snapshot in the temp folder and
+    /// back in place of the live one: a check that everything survives the snapshot format.
+    /// The lineage and offset stay (the content is the same); NOSAVE means nothing here.
+    pub(crate) fn debug_reload(&mut self, nosave: bool) -> Result<(), String> {
+        if self.snapshots.rdb_restart_point {
+            return self.debug_reload_rdb(nosave);
+        }
         let path = std::env::temp_dir().join(format!("goblin-debug-reload-{}.gcsn", std::process::id()));
         let meta = self.snapshot_meta();
         let dbs = self.engine.database_refs();
@@ -1408,7 +1583,7 @@ impl Server {
         f("rdb_current_bgsave_time_sec", bg.map_or(-1, |c| c.started.elapsed().as_secs() as i64).to_string());
         f("rdb_saves", s.saves.to_string());
         f("rdb_last_cow_size", s.last_cow_bytes.to_string());
-        f("rdb_last_load_keys_expired", "0".into());
+        f("rdb_last_load_keys_expired", s.loaded_expired.to_string());
         f("rdb_last_load_keys_loaded", s.loaded_keys.to_string());
         f("aof_enabled", "0".into());
         f("aof_rewrite_in_progress", "0".into());

@@ -444,35 +444,98 @@ fn a_failed_save_stops_writes_until_a_save_works() {
     assert_eq!(info(&mut con, "persistence")["rdb_last_bgsave_status"], "ok");
 }
 
-/// A server without `--load` (nor `--kafka`) keeps its dataset in memory only, and says so at
-/// startup when its configuration reads as if it persisted: save rules (redis-server's
-/// defaults among them) and a `dbfilename` file in the working directory that it does not
-/// load. With `--save ""` and no such file, it says nothing; with `--load`, neither.
+/// Without `--load` (nor `--kafka`, nor a firehose upstream) the RDB file at `dbfilename` in the
+/// working directory is the restart point, as redis-server's dump.rdb: the save at shutdown
+/// (redis-server's default save rules) writes it, and the next start loads it whole: every
+/// type, array keys included (in goblin-core's own type, which the log mentions), deadlines,
+/// function libraries; INFO counts the keys loaded and those left out past their deadline.
+/// With `--save ""` nothing is saved at shutdown; the save rules write the file when due.
 #[test]
-fn a_memory_only_server_says_so_when_it_looks_persistent() {
-    let dir = folder("memory-only");
-    let s = Server::start_in(Some(&dir), &[]);
-    let log = s.log();
-    assert!(log.contains("no --load snapshot path: the dataset is kept in memory only"), "{log}");
-    assert!(!log.contains("is not loaded"), "{log}");
+fn without_load_the_rdb_file_is_the_restart_point() {
+    let dir = folder("rdb-restart");
+    let mut s = Server::start_in(Some(&dir), &[]);
     let mut con = s.conn();
-    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    fill(&mut con, 300);
+    let _: () = redis::cmd("SET").arg("soon").arg("gone").arg("PX").arg(400).query(&mut con).unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=lib\nredis.register_function('f', function() return 7 end)")
+        .query(&mut con)
+        .unwrap();
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert!(s.stop().success());
+    assert!(s.log().contains("holds array keys"), "{}", s.log());
+    assert!(dir.join("dump.rdb").exists(), "the shutdown saved the file");
+    std::thread::sleep(Duration::from_millis(500));
+
+    let mut s = Server::start_in(Some(&dir), &["--save", ""]);
+    assert!(s.log().contains("DB loaded from disk"), "{}", s.log());
+    let mut con = s.conn();
+    let m = info(&mut con, "persistence");
+    assert_eq!(m["rdb_last_load_keys_loaded"], (keys - 1).to_string());
+    assert_eq!(m["rdb_last_load_keys_expired"], "1");
+    assert_eq!(m["rdb_changes_since_last_save"], "0");
+    let v: String = redis::cmd("ARGET").arg("a:3").arg(3 * 7).query(&mut con).unwrap();
+    assert_eq!(v, "v3");
+    let ttl: i64 = redis::cmd("PTTL").arg("ttl").query(&mut con).unwrap();
+    assert!(ttl > 3_000_000, "{ttl}");
+    let f: i64 = redis::cmd("FCALL").arg("f").arg(0).query(&mut con).unwrap();
+    assert_eq!(f, 7);
+    let want = digest(&mut con);
+    // With `--save ""`, the shutdown leaves the file as it was.
+    let _: () = redis::cmd("SET").arg("later").arg("1").query(&mut con).unwrap();
+    let before = std::fs::read(dir.join("dump.rdb")).unwrap();
+    assert!(s.stop().success());
+    assert_eq!(std::fs::read(dir.join("dump.rdb")).unwrap(), before);
+
+    // The same file loaded again: the same dataset (without "later").
+    let s = Server::start_in(Some(&dir), &["--save", "1 1"]);
+    let mut con = s.conn();
+    assert_eq!(digest(&mut con), want);
+    // A save rule writes the file when it is due.
+    let _: () = redis::cmd("SET").arg("by-rule").arg("1").query(&mut con).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut con, "persistence")["rdb_changes_since_last_save"] != "0" {
+        assert!(Instant::now() < deadline, "the rule never saved");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_bgsave(&mut con);
+    drop(s);
+    let s = Server::start_in(Some(&dir), &["--save", ""]);
+    let mut con = s.conn();
+    let v: Option<String> = redis::cmd("GET").arg("by-rule").query(&mut con).unwrap();
+    assert_eq!(v.as_deref(), Some("1"));
+}
+
+/// An RDB file that is there but cannot be loaded whole stops the startup before the server
+/// listens, with the reason, as redis-server refuses a corrupt dump.rdb: starting empty would
+/// overwrite it at the next save. An empty file is no RDB file either.
+#[test]
+fn an_unreadable_rdb_file_stops_the_startup() {
+    let dir = folder("rdb-bad");
+    let s = Server::start_in(Some(&dir), &["--save", ""]);
+    let mut con = s.conn();
+    fill(&mut con, 50);
     let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
     drop(s);
-    let s = Server::start_in(Some(&dir), &["--save", ""]);
-    let log = s.log();
-    assert!(log.contains("dump.rdb in the working directory is not loaded"), "{log}");
-    assert!(log.contains("import-rdb"), "{log}");
-    assert!(!log.contains("kept in memory only"), "{log}");
-    drop(s);
-    std::fs::remove_file(dir.join("dump.rdb")).unwrap();
-    let s = Server::start_in(Some(&dir), &["--save", ""]);
-    let log = s.log();
-    assert!(!log.contains("kept in memory only") && !log.contains("is not loaded"), "{log}");
-    drop(s);
-    let snap = dir.join("s.gcsn");
-    let s = Server::start_in(Some(&dir), &["--load", snap.to_str().unwrap()]);
-    assert!(!s.log().contains("kept in memory only"), "{}", s.log());
+    let file = dir.join("dump.rdb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&file, &bytes).unwrap();
+    let d = dir.to_str().unwrap();
+    let (code, log) = common::run_to_exit(&["--dir", d, "--port", "0"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("RDB file dump.rdb is unusable"), "{log}");
+    // Cut short.
+    std::fs::write(&file, &bytes[..mid]).unwrap();
+    let (code, log) = common::run_to_exit(&["--dir", d, "--port", "0"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("is unusable"), "{log}");
+    std::fs::write(&file, b"").unwrap();
+    let (code, log) = common::run_to_exit(&["--dir", d, "--port", "0"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("dump.rdb is empty"), "{log}");
 }
 
 /// Without `--load`, SAVE, BGSAVE (and SCHEDULE) and SHUTDOWN SAVE write a Redis RDB file at
@@ -485,11 +548,7 @@ fn save_without_a_path_writes_a_redis_rdb_file() {
     let s = Server::start_in(Some(&dir), &["--enable-protected-configs", "yes"]);
     let mut con = s.conn();
     fill(&mut con, 500);
-    // Array keys have no RDB form: the save is refused, saying why.
-    let e = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err().to_string();
-    assert!(e.contains("array key") && e.contains("--load"), "{e}");
-    let e = redis::cmd("BGSAVE").query::<()>(&mut con).unwrap_err().to_string();
-    assert!(e.contains("array key"), "{e}");
+    // Array keys have no RDB form redis-server loads: these files are for it.
     let arrays: Vec<String> = (0..10).map(|i| format!("a:{i}")).chain(["a:cursor".to_string()]).collect();
     let _: () = redis::cmd("DEL").arg(&arrays).query(&mut con).unwrap();
     let want = digest(&mut con);
@@ -644,4 +703,171 @@ fn goblin_load_keeps_replicas_from_diverging() {
     let b = Server::start(&["--save", ""]);
     let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut b.conn()).unwrap();
     assert_eq!((digest(&mut b.conn()), lineage(&mut b.conn())), saved);
+}
+
+/// A failed save of the RDB restart point stops writes as a snapshot's does (MISCONF), and
+/// also every write a script makes, a script without declared flags included (its first
+/// write fails), while its reads still run: here the BGSAVE child is killed mid-save.
+#[test]
+fn a_failed_rdb_save_stops_writes_in_scripts_too() {
+    let dir = folder("rdb-misconf");
+    let s = Server::start_in(Some(&dir), &["--save", "900 1"]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("x").arg("x").query(&mut con).unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("rdb-key-save-delay").arg("10000000").query(&mut con).unwrap();
+    let _: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    let child = wait_child(s.pid());
+    // SAFETY: kill(2) on the server's own BGSAVE child.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    assert_eq!(wait_bgsave(&mut con)["rdb_last_bgsave_status"], "err");
+    let e = redis::cmd("SET").arg("x").arg("y").query::<()>(&mut con).unwrap_err();
+    assert_eq!(e.code(), Some("MISCONF"), "{e}");
+    let script = "return redis.call('set', KEYS[1], 1)";
+    let e = redis::cmd("EVAL").arg(script).arg(1).arg("x").query::<()>(&mut con).unwrap_err();
+    assert_eq!(e.code(), Some("MISCONF"), "{e}");
+    let e =
+        redis::cmd("EVAL").arg(format!("#!lua\n{script}")).arg(1).arg("x").query::<()>(&mut con).unwrap_err();
+    assert_eq!(e.code(), Some("MISCONF"), "{e}");
+    let v: String =
+        redis::cmd("EVAL").arg("return redis.call('get', KEYS[1])").arg(1).arg("x").query(&mut con).unwrap();
+    assert_eq!(v, "x");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("rdb-key-save-delay").arg("0").query(&mut con).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let _: () = redis::cmd("EVAL").arg(script).arg(1).arg("x").query(&mut con).unwrap();
+}
+
+/// The pid of `parent`'s child process (a BGSAVE's), waiting for it to appear.
+fn wait_child(parent: u32) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let path = format!("/proc/{parent}/task/{parent}/children");
+        if let Some(pid) =
+            std::fs::read_to_string(path).ok().and_then(|t| t.split_whitespace().next()?.parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no child of {parent}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// FLUSHALL stops a BGSAVE in progress (its image is from before the flush), as Redis stops its
+/// RDB child: the save neither finishes nor counts as failed, its temporary file is gone, and
+/// the next BGSAVE starts at once.
+#[test]
+fn flushall_stops_a_background_save() {
+    let dir = folder("flushall-bgsave");
+    let s = Server::start_in(Some(&dir), &["--save", ""]);
+    let mut con = s.conn();
+    fill(&mut con, 100);
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("rdb-key-save-delay").arg("1000").query(&mut con).unwrap();
+    let _: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(info(&mut con, "persistence")["rdb_bgsave_in_progress"], "1");
+    let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+    let m = info(&mut con, "persistence");
+    assert_eq!(m["rdb_bgsave_in_progress"], "0");
+    assert_eq!(m["rdb_last_bgsave_status"], "ok");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("rdb-key-save-delay").arg("0").query(&mut con).unwrap();
+    let _: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(wait_bgsave(&mut con)["rdb_changes_since_last_save"], "0");
+    assert!(dir.join("dump.rdb").exists());
+}
+
+/// DEBUG RELOAD on a server whose restart point is its RDB file is Redis's: save the file,
+/// load it back (the same digest, the load counted in INFO, keys past their deadline kept, to
+/// expire as usual); NOSAVE loads the file as it is, dropping what was written since, under a
+/// new lineage, and is refused while a replica is attached.
+#[test]
+fn debug_reload_saves_and_loads_the_rdb_file() {
+    let dir = folder("debug-reload-rdb");
+    let s = Server::start_in(Some(&dir), &["--save", "", "--enable-debug-command", "yes"]);
+    let mut con = s.conn();
+    fill(&mut con, 100);
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg("0").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("brief").arg("1").arg("PX").arg(1).query(&mut con).unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    let want = digest(&mut con);
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    let (replid, _) = lineage(&mut con);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    assert!(dir.join("dump.rdb").exists());
+    assert_eq!(digest(&mut con), want);
+    assert_eq!(info(&mut con, "persistence")["rdb_last_load_keys_loaded"], keys.to_string());
+    assert_eq!(lineage(&mut con).0, replid);
+    // Written after the save: NOSAVE brings back the file's dataset, under a new lineage.
+    let _: () = redis::cmd("SET").arg("later").arg("1").query(&mut con).unwrap();
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").query(&mut con).unwrap();
+    assert_eq!(digest(&mut con), want);
+    assert_ne!(lineage(&mut con).0, replid);
+    // A redis-server replica attached (arrays have no RDB form it loads): NOSAVE would leave
+    // it holding other data.
+    let arrays: Vec<String> = (0..10).map(|i| format!("a:{i}")).chain(["a:cursor".to_string()]).collect();
+    let _: () = redis::cmd("DEL").arg(&arrays).query(&mut con).unwrap();
+    let r = common::RedisServer::start_with(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let mut rc = r.conn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text: String = redis::cmd("INFO").arg("replication").query(&mut rc).unwrap();
+        if text.contains("master_link_status:up") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let e = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("replica(s) are attached"), "{e}");
+}
+
+/// `rdbcompression` and `rdbchecksum`, as Redis's: off, strings go uncompressed into RDB
+/// files and DUMP payloads, and the file ends with eight zero bytes in place of its CRC64;
+/// redis-server and goblin-core load both kinds; CONFIG GET reads the settings back.
+#[test]
+fn rdbcompression_and_rdbchecksum_shape_the_files() {
+    let dir = folder("rdb-settings");
+    let s = Server::start_in(Some(&dir), &["--save", "", "--enable-protected-configs", "yes"]);
+    let mut con = s.conn();
+    let long = "a".repeat(1000);
+    let _: () = redis::cmd("SET").arg("long").arg(&long).query(&mut con).unwrap();
+    let packed: Vec<u8> = redis::cmd("DUMP").arg("long").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("dbfilename").arg("packed.rdb").query(&mut con).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rdbcompression")
+        .arg("no")
+        .arg("rdbchecksum")
+        .arg("no")
+        .arg("dbfilename")
+        .arg("plain.rdb")
+        .query(&mut con)
+        .unwrap();
+    let got: HashMap<String, String> = redis::cmd("CONFIG").arg("GET").arg("rdbc*").query(&mut con).unwrap();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got["rdbchecksum"].as_str(), got["rdbcompression"].as_str()), ("no", "no"));
+    let e =
+        redis::cmd("CONFIG").arg("SET").arg("rdbchecksum").arg("maybe").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("argument must be 'yes' or 'no'"), "{e}");
+    let plain: Vec<u8> = redis::cmd("DUMP").arg("long").query(&mut con).unwrap();
+    assert!(packed.len() < 100 && plain.len() > 1000, "{} {}", packed.len(), plain.len());
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let packed_file = std::fs::read(dir.join("packed.rdb")).unwrap();
+    let plain_file = std::fs::read(dir.join("plain.rdb")).unwrap();
+    assert!(plain_file.len() > packed_file.len() + 900);
+    assert_eq!(plain_file[plain_file.len() - 8..], [0u8; 8]);
+    assert_ne!(packed_file[packed_file.len() - 8..], [0u8; 8]);
+    for file in ["packed.rdb", "plain.rdb"] {
+        let r = common::RedisServer::start_with(&["--dir", dir.to_str().unwrap(), "--dbfilename", file]);
+        let mut rc = r.conn();
+        let v: String = redis::cmd("GET").arg("long").query(&mut rc).unwrap();
+        assert_eq!(v, long, "{file}");
+    }
+    drop(s);
+    let s = Server::start_in(Some(&dir), &["--save", "", "--dbfilename", "plain.rdb"]);
+    let mut con = s.conn();
+    let v: String = redis::cmd("GET").arg("long").query(&mut con).unwrap();
+    assert_eq!(v, long);
 }

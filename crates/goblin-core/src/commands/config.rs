@@ -124,6 +124,8 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("lua-time-limit", c.busy_reply_threshold.to_string()),
         ("cluster-enabled", yes_no(c.cluster_enabled)),
         ("jemalloc-bg-thread", yes_no(c.jemalloc_bg_thread)),
+        ("rdbcompression", yes_no(c.rdbcompression)),
+        ("rdbchecksum", yes_no(c.rdbchecksum)),
         // "host port" of the Redis primary this server follows (REPLICAOF); on a primary,
         // the name with an empty value, as Redis answers.
         ("replicaof", s.redis_primary_config()),
@@ -435,6 +437,8 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
     enum Change {
         MaxClients(u32),
         JemallocBgThread(bool),
+        RdbCompression(bool),
+        RdbChecksum(bool),
         MaxBulk(u64),
         RequirePass(String),
         DbFilename(String),
@@ -717,6 +721,12 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             "jemalloc-bg-thread" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
                 .map(Change::JemallocBgThread)
                 .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "rdbcompression" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::RdbCompression)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "rdbchecksum" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map(Change::RdbChecksum)
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
             "hz" => int(0, I32).map(|n| Change::Hz(n.clamp(1, 500) as u32)),
             "tracking-table-max-keys" => int(0, MAX).map(|n| Change::TrackingMaxKeys(n as usize)),
             "notify-keyspace-events" => crate::notify::parse_flags(val)
@@ -864,6 +874,14 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::JemallocBgThread(on) => {
                 crate::set_jemalloc_bg_thread(on);
                 s.cfg.jemalloc_bg_thread = on;
+            }
+            Change::RdbCompression(on) => {
+                engine::rdb::set_compression(on);
+                s.cfg.rdbcompression = on;
+            }
+            Change::RdbChecksum(on) => {
+                engine::rdb::set_checksum(on);
+                s.cfg.rdbchecksum = on;
             }
             Change::OutputLimits(l) => s.output_limits = l,
             Change::Evict(cfg) => {

@@ -120,7 +120,7 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 args[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
             reply::error(&mut c.out, &msg);
         }
-        b"RELOAD" => match s.debug_reload() {
+        b"RELOAD" => match s.debug_reload(args[2..].iter().any(|a| a.eq_ignore_ascii_case(b"NOSAVE"))) {
             Ok(()) => reply::ok(&mut c.out),
             Err(e) => reply::error(&mut c.out, e.as_bytes()),
         },

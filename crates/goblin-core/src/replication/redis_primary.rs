@@ -450,8 +450,9 @@ fn handshake(
         // (as `replica-serve-stale-data yes`); it only installs the result.
         let what = format!("replica of {from}: loading the RDB file");
         decoding.store(true, Ordering::Relaxed);
-        let (dbs, found) = crate::snapshots::rdb_keyspaces(&rdb, plan.databases, &what)
-            .map_err(|e| format!("the primary's RDB file: {e}"))?;
+        let (dbs, found) =
+            crate::snapshots::rdb_keyspaces(&rdb, plan.databases, &what, crate::server::now_ms())
+                .map_err(|e| format!("the primary's RDB file: {e}"))?;
         let synced = Synced::Full { replid, offset: off, bytes: rdb.len(), dbs, found };
         return Ok(Handshake { stream: r.s, synced, leftover });
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {

@@ -321,6 +321,12 @@ fn run_command(argv: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Early> {
             // A replica's data changes only through its upstream (as Redis's read-only replica).
             return Err(Early::Refused(Some(spec), b"READONLY You can't write against a read only replica."));
         }
+        // stop-writes-on-bgsave-error: every write of a script is refused while the last save
+        // failed, as a client's is (dispatch.rs), as in Redis.
+        // SAFETY: see `Run`: only reads of the server's state while nothing else uses it.
+        if unsafe { (*run.server).writes_stopped_by_failed_save() } {
+            return Err(Early::Refused(Some(spec), crate::dispatch::MISCONF));
+        }
         // The Kafka journal's record size limit, as for a client's command (dispatch.rs).
         // SAFETY: see `Run`: only reads of the server's state while nothing else uses it.
         if unsafe { (*run.server).journal_oversized(spec, argv) }.is_some() {

@@ -16,7 +16,8 @@
 //!   `--loglevel debug` unless `args` has `--loglevel`; it waits until the server accepts (TCP,
 //!   or the Unix socket when started with `--port 0 --unixsocket PATH`) and kills it on drop.
 //!   The server's stderr goes to a log file ([`Server::log`] reads it) so a failing test can
-//!   print it.
+//!   print it. It runs in a fresh folder of its own (or the one [`Server::start_in`] names):
+//!   without `--load` its dump.rdb is loaded and saved there.
 //! - [`Server::stop`] sends SIGTERM and returns the exit status (clean-shutdown tests).
 //! - [`RedisServer::start`] spawns `redis-server --port P --save '' --appendonly no` on
 //!   127.0.0.1; it panics with a clear message if `redis-server` is not installed (the CI
@@ -184,9 +185,19 @@ impl Server {
         let log_path = temp_path("server.log");
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
         let mut command = Command::new(env!("CARGO_BIN_EXE_goblin-core"));
-        if let Some(dir) = cwd {
-            command.current_dir(dir);
-        }
+        // A folder of its own unless the test names one: without --load the server loads and
+        // saves dump.rdb in its working directory, as redis-server does, and a file one test
+        // left must not become another's dataset.
+        let own;
+        let dir = match cwd {
+            Some(dir) => dir,
+            None => {
+                own = temp_path("cwd");
+                std::fs::create_dir_all(&own).map_err(|e| e.to_string())?;
+                &own
+            }
+        };
+        command.current_dir(dir);
         let mut child = command
             .args(&full)
             .stdin(Stdio::null())

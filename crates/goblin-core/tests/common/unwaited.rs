@@ -35,7 +35,10 @@ impl Unwaited {
             Some((p, rest)) => (*p, [rest, &[bin]].concat()),
             None => (bin, Vec::new()),
         };
+        let cwd = temp_path("cwd");
+        std::fs::create_dir_all(&cwd).unwrap();
         let child = std::process::Command::new(program)
+            .current_dir(&cwd)
             .args(rest)
             .args(["--port", &port.to_string(), "--bind", host, "--loglevel", "debug"])
             .args(if args.contains(&"--enable-debug-command") {
