@@ -67,8 +67,68 @@ struct Child {
     pid: libc::pid_t,
     kind: ChildKind,
     started: Instant,
-    /// Read end of the status pipe.
+    /// Read end of the status pipe (non-blocking): progress lines while the child runs
+    /// (`report_progress`), then its verdict.
     status: std::fs::File,
+    /// What has been read from `status` and not yet taken as a whole line.
+    unread: Vec<u8>,
+    /// Keys in the dataset at the fork (INFO `current_save_keys_total`).
+    total_keys: u64,
+    /// The child's latest report: keys written, its copy-on-write bytes, when it came.
+    progress: Option<(u64, u64, Instant)>,
+    /// The largest copy-on-write size it reported.
+    cow_peak: u64,
+}
+
+impl Child {
+    /// Takes what the child has written so far: every whole progress line updates
+    /// `progress`; the rest (a partial line, the verdict) stays in `unread`.
+    fn read_progress(&mut self) {
+        let mut buf = [0u8; 512];
+        loop {
+            match self.status.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.unread.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        while let Some(end) = self.unread.iter().position(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(&self.unread[..end]).into_owned();
+            let mut words = line.split(' ');
+            if words.next() != Some("progress") {
+                break;
+            }
+            let mut num = || words.next().and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
+            let (keys, cow) = (num(), num());
+            self.progress = Some((keys, cow, Instant::now()));
+            self.cow_peak = self.cow_peak.max(cow);
+            self.unread.drain(..=end);
+        }
+    }
+}
+
+/// In a forked child: its status pipe's write end, for [`report_progress`].
+static CHILD_STATUS_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// In a forked child: when it last reported its progress (unix ms).
+static CHILD_LAST_REPORT_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// A forked child's progress, called by the writers every 1024 keys
+/// (`store::limits::set_save_progress_hook`): at most once a second, `progress <keys written>
+/// <copy-on-write bytes>` on the status pipe, which the parent reads into INFO's
+/// `current_save_keys_processed`, `current_cow_size` and `current_fork_perc`, as Redis's
+/// child reports its progress to its parent.
+fn report_progress(keys: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let now = now_ms();
+    if now - CHILD_LAST_REPORT_MS.load(Relaxed) < 1000 {
+        return;
+    }
+    CHILD_LAST_REPORT_MS.store(now, Relaxed);
+    let line = format!("progress {keys} {}\n", private_dirty_bytes());
+    // SAFETY: the descriptor is this child's status pipe, open until it exits; a line this
+    // short is written whole (PIPE_BUF).
+    unsafe { libc::write(CHILD_STATUS_FD.load(Relaxed), line.as_ptr().cast(), line.len()) };
 }
 
 /// What an RDB file holds besides the keys (`Server::rdb_parts`), owned so that a forked child
@@ -786,6 +846,8 @@ impl Server {
             if let Some(score) = child_oom_score {
                 let _ = crate::oom_score::write(score);
             }
+            CHILD_STATUS_FD.store(fds[1], std::sync::atomic::Ordering::Relaxed);
+            store::limits::set_save_progress_hook(report_progress);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
                 .unwrap_or_else(|_| Err("the child panicked".to_string()));
             let cow = private_dirty_bytes();
@@ -803,8 +865,23 @@ impl Server {
         unsafe { libc::close(fds[1]) };
         // SAFETY: fds[0] is a valid descriptor we own from here on.
         let status = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+        // The parent reads progress lines as they come, from the cron, without waiting.
+        // SAFETY: fcntl on the descriptor just wrapped.
+        unsafe {
+            let flags = libc::fcntl(fds[0], libc::F_GETFL);
+            libc::fcntl(fds[0], libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
         let reads_image = kind.reads_image();
-        self.snapshots.children.push(Child { pid, kind, started: Instant::now(), status });
+        self.snapshots.children.push(Child {
+            pid,
+            kind,
+            started: Instant::now(),
+            status,
+            unread: Vec::new(),
+            total_keys: self.engine.total_keys() as u64,
+            progress: None,
+            cow_peak: 0,
+        });
         if reads_image {
             self.engine.set_avoid_resize(true);
         }
@@ -933,12 +1010,15 @@ impl Server {
             // SAFETY: waitpid on our own child, without blocking.
             let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
             if r == 0 {
+                self.snapshots.children[i].read_progress();
                 i += 1;
                 continue;
             }
             let mut child = self.snapshots.children.swap_remove(i);
-            let mut line = String::new();
-            let _ = child.status.read_to_string(&mut line);
+            // The child has exited: everything it wrote is in the pipe; the verdict is what
+            // follows its progress lines.
+            child.read_progress();
+            let line = String::from_utf8_lossy(&child.unread).into_owned();
             let exited_ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
             let mut words = line.trim_end().splitn(3, ' ');
             let (verdict, cow, detail) =
@@ -1568,13 +1648,21 @@ impl Server {
         f("loading", "0".into());
         // A replica of a Redis primary decoding its file while it serves the old data.
         f("async_loading", u8::from(self.redis_primary_decoding()).to_string());
-        f("current_cow_peak", "0".into());
-        f("current_cow_size", "0".into());
-        f("current_cow_size_age", "0".into());
-        f("current_fork_perc", "0.00".into());
-        // A save streams the keyspace without counting keys as it goes.
-        f("current_save_keys_processed", "0".into());
-        f("current_save_keys_total", "0".into());
+        // The running child's latest progress report (a save, or a replica's or DUMPWORLD's
+        // file), as Redis's child info; zeros while none runs.
+        let child = bg.or_else(|| s.children.iter().find(|c| c.kind.reads_image()));
+        let (keys, cow, age) = match child.and_then(|c| c.progress) {
+            Some((keys, cow, at)) => (keys, cow, at.elapsed().as_secs()),
+            None => (0, 0, 0),
+        };
+        let total = child.map_or(0, |c| c.total_keys);
+        f("current_cow_peak", child.map_or(0, |c| c.cow_peak).to_string());
+        f("current_cow_size", cow.to_string());
+        f("current_cow_size_age", age.to_string());
+        let perc = if total == 0 { 0.0 } else { keys as f64 * 100.0 / total as f64 };
+        f("current_fork_perc", format!("{perc:.2}"));
+        f("current_save_keys_processed", keys.to_string());
+        f("current_save_keys_total", total.to_string());
         f("rdb_changes_since_last_save", self.changes_since_save().to_string());
         f("rdb_bgsave_in_progress", (bg.is_some() as u8).to_string());
         f("rdb_last_save_time", s.last_save_unix.to_string());

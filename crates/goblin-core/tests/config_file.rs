@@ -72,7 +72,9 @@ fn debians_stock_redis_conf_starts_the_server() {
     assert!(log.contains("ignored Redis settings that have no meaning here: "), "{log}");
     // The file's `protected-mode yes` is a setting here (it used to be ignored).
     assert_eq!(config_get(&mut con, "protected-mode"), "yes");
-    assert!(log.contains("rdbcompression"), "{log}");
+    // `rdbcompression yes` and `rdbchecksum yes` are settings here (they used to be ignored).
+    assert_eq!(config_get(&mut con, "rdbcompression"), "yes");
+    assert!(log.contains("rdb-save-incremental-fsync"), "{log}");
 }
 
 /// A redis-server on `conf` (the file first, as redis-server takes it), on a port of its own.
@@ -253,6 +255,8 @@ fn the_command_line_wins_and_takes_redis_options() {
         "--tcp-keepalive",
         "120",
         "--rdbcompression",
+        "no",
+        "--disable-thp",
         "yes",
         "--loglevel",
         "warning",
@@ -262,7 +266,8 @@ fn the_command_line_wins_and_takes_redis_options() {
     assert_eq!(config_get(&mut con2, "loglevel"), "warning");
     assert_eq!(config_get(&mut con2, "tcp-keepalive"), "120");
     let log = s2.log();
-    assert!(log.contains("ignored Redis settings that have no meaning here: rdbcompression"), "{log}");
+    assert_eq!(config_get(&mut con2, "rdbcompression"), "no");
+    assert!(log.contains("ignored Redis settings that have no meaning here: disable-thp"), "{log}");
     assert!(!log.contains("Ready to accept connections"), "warning hides info lines: {log}");
     // "-": the configuration comes from standard input as well (after the file, before the
     // options).

@@ -871,3 +871,53 @@ fn rdbcompression_and_rdbchecksum_shape_the_files() {
     let v: String = redis::cmd("GET").arg("long").query(&mut con).unwrap();
     assert_eq!(v, long);
 }
+
+/// A background save reports its progress while it runs, as Redis's child does: INFO's
+/// `current_save_keys_processed` grows towards `current_save_keys_total` (the keys at the
+/// fork), `current_fork_perc` with it, and `current_cow_size` shows the pages the parent's
+/// writes made the child copy; all back to zero once it is done.
+#[test]
+fn a_background_save_reports_its_progress() {
+    let dir = folder("bgsave-progress");
+    let s = Server::start_in(Some(&dir), &["--save", "", "--enable-debug-command", "yes"]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(20000).arg("key").arg(500).query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("rdb-key-save-delay").arg("200").query(&mut con).unwrap();
+    let _: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    let num = |m: &HashMap<String, String>, k: &str| m[k].parse::<f64>().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let mut i = 0;
+    loop {
+        // Overwrite some values: pages the child still reads get copied.
+        for _ in 0..50 {
+            let _: () = redis::cmd("SETRANGE")
+                .arg(format!("key:{i}"))
+                .arg(0)
+                .arg("B".repeat(500))
+                .query(&mut con)
+                .unwrap();
+            i += 1;
+        }
+        let m = info(&mut con, "persistence");
+        if m["rdb_bgsave_in_progress"] == "0" {
+            break;
+        }
+        assert_eq!(m["current_save_keys_total"], "20000");
+        seen.push((
+            num(&m, "current_save_keys_processed"),
+            num(&m, "current_fork_perc"),
+            num(&m, "current_cow_size"),
+        ));
+        assert!(Instant::now() < deadline, "the save did not end");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let last = seen.iter().rev().find(|s| s.0 > 0.0).copied();
+    let (keys, perc, _) = last.unwrap_or_else(|| panic!("no progress reported: {seen:?}"));
+    assert!(keys <= 20000.0 && (perc - keys / 200.0).abs() < 0.01, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[1].0 >= w[0].0), "{seen:?}");
+    assert!(seen.iter().any(|s| s.2 > 0.0), "no copy-on-write reported: {seen:?}");
+    let m = info(&mut con, "persistence");
+    assert_eq!((m["current_save_keys_processed"].as_str(), m["current_cow_size"].as_str()), ("0", "0"));
+    assert_eq!(m["rdb_last_bgsave_status"], "ok");
+}

@@ -110,8 +110,33 @@ pub fn set_key_save_delay_us(us: i64) {
     KEY_SAVE_DELAY_US.store(us, Relaxed);
 }
 
-/// The writers' pause after their `n`th key (see [`key_save_delay_us`]).
+/// Keys written by this process's writers since [`set_save_progress_hook`] (a forked child
+/// counts its own save: the parent's count is copied at the fork and reset there).
+static KEYS_SAVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The function [`key_saved`] calls with the count every 1024 keys (0: none), as a `fn(u64)`
+/// pointer. Set once, in a forked child before it writes.
+static SAVE_PROGRESS_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes [`key_saved`] call `hook` with the keys written so far every 1024 keys, counting
+/// from zero now. For a forked child that reports its progress to its parent.
+pub fn set_save_progress_hook(hook: fn(u64)) {
+    KEYS_SAVED.store(0, Relaxed);
+    SAVE_PROGRESS_HOOK.store(hook as usize, Relaxed);
+}
+
+/// Called by the snapshot and RDB writers after each key: the progress hook, if any, every
+/// 1024 keys; then the pause of [`key_save_delay_us`] after their `n`th key.
 pub fn key_saved(n: u64) {
+    let hook = SAVE_PROGRESS_HOOK.load(Relaxed);
+    if hook != 0 {
+        let saved = KEYS_SAVED.fetch_add(1, Relaxed) + 1;
+        if saved.is_multiple_of(1024) {
+            // SAFETY: a non-zero value is only ever stored by `set_save_progress_hook`, from
+            // a `fn(u64)`.
+            let f: fn(u64) = unsafe { std::mem::transmute::<usize, fn(u64)>(hook) };
+            f(saved);
+        }
+    }
     let pause = match key_save_delay_us() {
         0 => return,
         us if us > 0 => us as u64,
