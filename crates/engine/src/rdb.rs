@@ -42,6 +42,8 @@ const TYPE_SET: u8 = 2;
 const TYPE_ZSET: u8 = 3;
 const TYPE_HASH: u8 = 4;
 const TYPE_ZSET_2: u8 = 5;
+/// Redis 2.0-2.4's small hashes (`zipmap`), loaded as any hash.
+const TYPE_HASH_ZIPMAP: u8 = 9;
 const TYPE_LIST_ZIPLIST: u8 = 10;
 const TYPE_SET_INTSET: u8 = 11;
 const TYPE_ZSET_ZIPLIST: u8 = 12;
@@ -1158,6 +1160,12 @@ impl<'a> Reader<'a> {
                 }
                 nonempty(h.len(), Value::Hash(Box::new(h)))
             }
+            TYPE_HASH_ZIPMAP => {
+                let blob = self.string()?;
+                let mut h = Hash::new();
+                for_each_zipmap(&blob, |f, v| h.set(f, v).then_some(()).ok_or(BAD))?;
+                nonempty(h.len(), Value::Hash(Box::new(h)))
+            }
             TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
                 let blob = self.string()?;
                 let mut h = Hash::new();
@@ -1488,6 +1496,54 @@ fn for_each_listpack<'a>(lp: &'a [u8], mut f: impl FnMut(Entry<'a>) -> R<()>) ->
 
 /// Walks a ziplist: `total bytes: u32 LE`, `tail offset: u32 LE`, `count: u16 LE` (65535:
 /// unknown), entries (previous length: 1 byte, or 0xFE and 4 bytes; encoding; data), 0xFF last.
+/// A zipmap (RDB type 9) over untrusted input: a count byte (254 and up: count unknown), then
+/// entries `<len>field<len><free>value` and `free` unused bytes, each length one byte below
+/// 254, or 254 and four little-endian bytes; 255 ends it, at the blob's last byte. A known
+/// count must match the entries, as Redis's integrity check requires.
+fn for_each_zipmap(zm: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> R<()>) -> R<()> {
+    let count = *zm.first().ok_or(BAD)?;
+    let mut pos = 1usize;
+    // The next length, or None at the end mark.
+    let length = |pos: &mut usize| -> R<Option<usize>> {
+        match *zm.get(*pos).ok_or(BAD)? {
+            255 => {
+                *pos += 1;
+                Ok(None)
+            }
+            254 => {
+                let b = zm.get(*pos + 1..*pos + 5).ok_or(BAD)?;
+                *pos += 5;
+                Ok(Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize))
+            }
+            n => {
+                *pos += 1;
+                Ok(Some(n as usize))
+            }
+        }
+    };
+    let take = |pos: &mut usize, n: usize| -> R<std::ops::Range<usize>> {
+        let end = pos.checked_add(n).filter(|&e| e <= zm.len()).ok_or(BAD)?;
+        let r = *pos..end;
+        *pos = end;
+        Ok(r)
+    };
+    let mut entries = 0usize;
+    while let Some(flen) = length(&mut pos)? {
+        let field = take(&mut pos, flen)?;
+        let vlen = length(&mut pos)?.ok_or(BAD)?;
+        let free = *zm.get(pos).ok_or(BAD)? as usize;
+        pos += 1;
+        let value = take(&mut pos, vlen)?;
+        take(&mut pos, free)?;
+        f(&zm[field], &zm[value])?;
+        entries += 1;
+    }
+    if pos != zm.len() || (count < 254 && entries != count as usize) {
+        return Err(BAD);
+    }
+    Ok(())
+}
+
 fn for_each_ziplist<'a>(zl: &'a [u8], mut f: impl FnMut(Entry<'a>) -> R<()>) -> R<()> {
     if zl.len() < 11 || le(&zl[0..4]) != zl.len() as u64 {
         return Err(BAD);
@@ -1715,6 +1771,78 @@ mod tests {
             proptest::prop_assert_eq!(crc64(0, &data), slow);
             proptest::prop_assert_eq!(crc64(crc64(0, &data[..cut]), &data[cut..]), slow);
         }
+    }
+
+    /// A zipmap as Redis 2.x wrote one (the test's own encoder).
+    fn zipmap(pairs: &[(Vec<u8>, Vec<u8>)], free: u8) -> Vec<u8> {
+        let len = |out: &mut Vec<u8>, n: usize| {
+            if n < 254 {
+                out.push(n as u8);
+            } else {
+                out.push(254);
+                out.extend_from_slice(&(n as u32).to_le_bytes());
+            }
+        };
+        let mut out = vec![pairs.len().min(254) as u8];
+        for (f, v) in pairs {
+            len(&mut out, f.len());
+            out.extend_from_slice(f);
+            len(&mut out, v.len());
+            out.push(free);
+            out.extend_from_slice(v);
+            out.extend(std::iter::repeat_n(0, free as usize));
+        }
+        out.push(255);
+        out
+    }
+
+    proptest::proptest! {
+        /// Every zipmap reads back as its pairs, however long its strings; any other bytes
+        /// are refused or read, never a panic.
+        #[test]
+        fn zipmaps_read_back(
+            pairs in proptest::collection::btree_map(
+                proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+                proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+                0..20,
+            ),
+            free in 0u8..4,
+            noise in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let pairs: Vec<_> = pairs.into_iter().collect();
+            let zm = zipmap(&pairs, free);
+            let mut got = Vec::new();
+            for_each_zipmap(&zm, |f, v| {
+                got.push((f.to_vec(), v.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            proptest::prop_assert_eq!(got, pairs);
+            // Cut short, or noise: an error or some pairs, never a panic.
+            let _ = for_each_zipmap(&zm[..zm.len() / 2], |_, _| Ok(()));
+            let _ = for_each_zipmap(&noise, |_, _| Ok(()));
+        }
+    }
+
+    #[test]
+    fn zipmap_checks() {
+        // Redis's tests/assets/hash-zipmap.rdb value: f1 -> v1, f2 -> v2.
+        let zm = zipmap(&[(b"f1".to_vec(), b"v1".to_vec()), (b"f2".to_vec(), b"v2".to_vec())], 0);
+        let mut n = 0;
+        for_each_zipmap(&zm, |_, _| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 2);
+        // A wrong count, bytes after the end mark, no end mark.
+        let mut bad = zm.clone();
+        bad[0] = 3;
+        assert!(for_each_zipmap(&bad, |_, _| Ok(())).is_err());
+        let mut bad = zm.clone();
+        bad.push(0);
+        assert!(for_each_zipmap(&bad, |_, _| Ok(())).is_err());
+        assert!(for_each_zipmap(&zm[..zm.len() - 1], |_, _| Ok(())).is_err());
     }
 
     #[test]
