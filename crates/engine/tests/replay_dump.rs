@@ -270,18 +270,28 @@ fn compact_encodings_load() {
     // Old ziplist list [ "ab", 5, -2 ]: zlbytes, zltail, zllen, entries, end.
     let entries: Vec<u8> = vec![0, 2, b'a', b'b', 4, 0xF6, 2, 0xFE, 0xFE];
     let total = 10 + entries.len() + 1;
-    let mut zl = (total as u32).to_le_bytes().to_vec();
-    zl.extend_from_slice(&0u32.to_le_bytes());
-    zl.extend_from_slice(&3u16.to_le_bytes());
-    zl.extend_from_slice(&entries);
-    zl.push(0xff);
-    let mut body = vec![10u8, zl.len() as u8];
-    body.extend_from_slice(&zl);
-    let v = rdb::restore(&sign(body)).unwrap();
+    // The tail offset is where the last entry starts (10 + 4 + 2).
+    let ziplist = |tail: u32, entries: &[u8]| {
+        let mut zl = (total as u32).to_le_bytes().to_vec();
+        zl.extend_from_slice(&tail.to_le_bytes());
+        zl.extend_from_slice(&3u16.to_le_bytes());
+        zl.extend_from_slice(entries);
+        zl.push(0xff);
+        let mut body = vec![10u8, zl.len() as u8];
+        body.extend_from_slice(&zl);
+        rdb::restore(&sign(body))
+    };
+    let v = ziplist(16, &entries).unwrap();
     assert_eq!(
         v.as_ref().to_plain(),
         store::Plain::List(vec![b"ab".to_vec(), b"5".to_vec(), b"-2".to_vec()])
     );
+    // A wrong tail offset, or an entry's previous length that is not the previous entry's
+    // size, is refused as Redis's integrity check refuses it.
+    assert_eq!(ziplist(0, &entries).unwrap_err(), rdb::DecodeError::BadFormat);
+    let mut wrong_prev = entries.clone();
+    wrong_prev[4] = 3;
+    assert_eq!(ziplist(16, &wrong_prev).unwrap_err(), rdb::DecodeError::BadFormat);
     // Intset of 8-byte values, and an unsorted one (refused).
     let mut is = 8u32.to_le_bytes().to_vec();
     is.extend_from_slice(&2u32.to_le_bytes());

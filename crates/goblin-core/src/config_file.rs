@@ -86,6 +86,8 @@ const IGNORED: &[&str] = &[
     "slave-read-only",
     "socket-mark-id",
     "stream-node-max-bytes",
+    // How a panic ends the process (exit rather than abort, for valgrind): a test aid.
+    "use-exit-on-panic",
     "stream-node-max-entries",
     "syslog-enabled",
     "syslog-facility",
@@ -95,7 +97,7 @@ const IGNORED: &[&str] = &[
 
 /// Redis's hidden settings (test aids CONFIG GET * leaves out), directives too.
 const REDIS_HIDDEN: &[&str] =
-    &["key-load-delay", "loading-process-events-interval-bytes", "rdb-key-save-delay"];
+    &["key-load-delay", "loading-process-events-interval-bytes", "rdb-key-save-delay", "use-exit-on-panic"];
 
 /// Every setting name redis-server 8.2 answers CONFIG GET * with (aliases included), and the
 /// directives that are not settings: a command-line option under one of these names is a

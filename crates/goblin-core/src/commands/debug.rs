@@ -34,6 +34,9 @@ const HELP: &[&str] = &[
     "    map, attrib, push, verbatim, true, false. Needs --enable-debug-command.",
     "OBJECT <key>",
     "    Low level details of a key's value. Needs --enable-debug-command.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Take DUMP payloads and RDB files whatever their CRC64 says (every value is still",
+    "    checked whole). Needs --enable-debug-command.",
     "SET-DISABLE-DENY-SCRIPTS <0|1>",
     "    Let scripts run the commands normally refused to them (test suites use it).",
     "QUICKLIST-PACKED-THRESHOLD <size>, PAUSE-CRON <0|1>",
@@ -103,7 +106,8 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"OBJECT"
         | b"QUICKLIST-PACKED-THRESHOLD"
         | b"PAUSE-CRON"
-        | b"SET-DISABLE-DENY-SCRIPTS" => {}
+        | b"SET-DISABLE-DENY-SCRIPTS"
+        | b"SET-SKIP-CHECKSUM-VALIDATION" => {}
         // DEBUG is no container command in Redis: its own handler refuses a subcommand it does
         // not know, after the check that the command is enabled at all.
         _ if !allowed => return reply::error(out, NOT_ALLOWED),
@@ -131,6 +135,10 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         b"SET-ACTIVE-EXPIRE" if args.len() == 3 => {
             s.active_expire_enabled = args[2] != b"0";
             reply::ok(&mut c.out);
+        }
+        b"SET-SKIP-CHECKSUM-VALIDATION" if args.len() == 3 => {
+            engine::rdb::set_skip_checksum_validation(args[2] != b"0");
+            reply::ok(&mut c.out)
         }
         b"SET-DISABLE-DENY-SCRIPTS" if args.len() == 3 => {
             crate::scripting::DENY_SCRIPTS_DISABLED.with(|d| d.set(args[2] != b"0"));
