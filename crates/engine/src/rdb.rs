@@ -89,13 +89,16 @@ pub enum DecodeError {
     VersionOrChecksum,
     /// The checksum holds but the value is not one goblin can load.
     BadFormat,
+    /// A collection with no element (old Redis versions could save one): an RDB file's load
+    /// skips the key, as Redis's does; [`restore`] answers `BadFormat` for it.
+    EmptyKey,
 }
 
 impl DecodeError {
     pub fn message(self) -> &'static [u8] {
         match self {
             DecodeError::VersionOrChecksum => b"ERR DUMP payload version or checksum are wrong",
-            DecodeError::BadFormat => b"ERR Bad data format",
+            DecodeError::BadFormat | DecodeError::EmptyKey => b"ERR Bad data format",
         }
     }
 }
@@ -590,7 +593,8 @@ pub fn restore(payload: &[u8]) -> R<Value> {
     let body = verify(payload)?;
     let mut r = Reader { buf: body, pos: 0 };
     let ty = r.byte()?;
-    let v = r.value(ty)?;
+    // An empty collection is as malformed as any other bad value here.
+    let v = r.value(ty).map_err(|e| if e == DecodeError::EmptyKey { BAD } else { e })?;
     if r.pos != body.len() {
         return Err(BAD);
     }
@@ -608,6 +612,9 @@ pub struct LoadedRdb {
     pub keys: u64,
     /// Keys left out because their deadline had passed (as a loading Redis primary does).
     pub expired: u64,
+    /// Keys left out because their collection held nothing (files of old Redis versions), as
+    /// Redis skips them.
+    pub empty_skipped: u64,
     /// The function libraries' code.
     pub functions: Vec<Vec<u8>>,
     /// `repl-stream-db`, if the file has it: the database the replication stream after the
@@ -738,9 +745,15 @@ pub fn load_rdb_file(
                             ),
                         ))
                     }
-                    _ => r.value(ty).map_err(|_| {
-                        at(start, &format!("key '{}': its value (RDB type {ty}) is truncated, malformed, or of a type goblin-core does not know", name()))
-                    })?,
+                    _ => match r.value(ty) {
+                        Ok(v) => v,
+                        Err(DecodeError::EmptyKey) => {
+                            info.empty_skipped += 1;
+                            deadline = None;
+                            continue;
+                        }
+                        Err(_) => return Err(at(start, &format!("key '{}': its value (RDB type {ty}) is truncated, malformed, or of a type goblin-core does not know", name()))),
+                    },
                 };
                 match deadline.take() {
                     Some(d) if d < now_ms => info.expired += 1,
@@ -1068,6 +1081,9 @@ impl<'a> Reader<'a> {
                     let container = if ty == TYPE_LIST_QUICKLIST_2 { self.len()? } else { QUICKLIST_PACKED };
                     let blob = self.string()?;
                     match container {
+                        // A plain node holds one element too big to pack: never an empty
+                        // one (Redis refuses it too).
+                        QUICKLIST_PLAIN if blob.is_empty() => return Err(BAD),
                         QUICKLIST_PLAIN => l.push_back(&blob),
                         QUICKLIST_PACKED if ty == TYPE_LIST_QUICKLIST => for_each_ziplist(&blob, |e| {
                             l.push_back(&e.bytes());
@@ -1311,7 +1327,7 @@ fn zset_of(mut items: Vec<(Vec<u8>, f64)>) -> R<ZSet> {
 
 fn nonempty(len: usize, v: Value) -> R<Value> {
     if len == 0 {
-        Err(BAD)
+        Err(DecodeError::EmptyKey)
     } else {
         Ok(v)
     }

@@ -263,6 +263,28 @@ fn compact_encodings_load() {
     let mut body = vec![0u8, 0xC3, c.len() as u8, 0x40 | (text.len() >> 8) as u8, text.len() as u8 + 1];
     body.extend_from_slice(&c);
     assert_eq!(rdb::restore(&sign(body)).unwrap_err(), rdb::DecodeError::BadFormat);
+    // A plain quicklist node is one element too big to pack, never an empty one.
+    assert_eq!(rdb::restore(&sign(vec![18u8, 1, 1, 0])).unwrap_err().message(), b"ERR Bad data format");
+    // An empty collection: RESTORE refuses it; an RDB file's load skips the key, as Redis's
+    // does for files of old versions that saved such keys.
+    assert_eq!(rdb::restore(&sign(vec![2u8, 0])).unwrap_err().message(), b"ERR Bad data format");
+    let mut file = b"REDIS0009".to_vec();
+    file.extend_from_slice(&[0xFE, 0, 2, 1, b'e', 0, 0, 1, b'k', 1, b'v', 0xFF]);
+    file.extend_from_slice(&[0; 8]);
+    let mut keys = Vec::new();
+    let found = rdb::load_rdb_file(
+        &file,
+        0,
+        16,
+        &mut |_, k, _, _| {
+            keys.push(k.to_vec());
+            false
+        },
+        &mut |_, _| {},
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!((keys, found.keys, found.empty_skipped), (vec![b"k".to_vec()], 1, 1));
     // Quicklist 2: one plain node "big", one empty listpack node (skipped).
     let body = vec![18u8, 2, 1, 3, b'b', b'i', b'g', 2, 7, 7, 0, 0, 0, 0, 0, 0xff];
     let v = rdb::restore(&sign(body)).unwrap();

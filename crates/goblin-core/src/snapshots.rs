@@ -426,6 +426,12 @@ pub(crate) fn rdb_keyspaces(
             }
         },
     )?;
+    if found.empty_skipped > 0 {
+        warn!(
+            "{what}: {} empty keys skipped (collections with no element, which old Redis versions saved)",
+            found.empty_skipped
+        );
+    }
     // Redis writes each database once, in number order; a file that repeats one is refused.
     dbs.sort_by_key(|(db, _)| *db);
     if let Some(w) = dbs.windows(2).find(|w| w[0].0 == w[1].0) {
