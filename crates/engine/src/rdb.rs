@@ -615,6 +615,8 @@ pub struct LoadedRdb {
     /// Keys left out because their collection held nothing (files of old Redis versions), as
     /// Redis skips them.
     pub empty_skipped: u64,
+    /// The first ten of them, for the log.
+    pub empty_skipped_names: Vec<Vec<u8>>,
     /// The function libraries' code.
     pub functions: Vec<Vec<u8>>,
     /// `repl-stream-db`, if the file has it: the database the replication stream after the
@@ -749,6 +751,9 @@ pub fn load_rdb_file(
                         Ok(v) => v,
                         Err(DecodeError::EmptyKey) => {
                             info.empty_skipped += 1;
+                            if info.empty_skipped_names.len() < 10 {
+                                info.empty_skipped_names.push(key.to_vec());
+                            }
                             deadline = None;
                             continue;
                         }
@@ -1136,7 +1141,7 @@ impl<'a> Reader<'a> {
                 // twice is refused.
                 let n = self.len()?;
                 if n == 0 {
-                    return Err(BAD);
+                    return Err(DecodeError::EmptyKey);
                 }
                 let mut fields = HashRecords::with_capacity(self.records_capacity(n));
                 for _ in 0..n {

@@ -427,8 +427,11 @@ pub(crate) fn rdb_keyspaces(
         },
     )?;
     if found.empty_skipped > 0 {
+        for name in &found.empty_skipped_names {
+            warn!("{what}: skipping empty key: {}", String::from_utf8_lossy(name));
+        }
         warn!(
-            "{what}: {} empty keys skipped (collections with no element, which old Redis versions saved)",
+            "{what}: empty keys skipped: {} (collections with no element, which old Redis versions saved)",
             found.empty_skipped
         );
     }
