@@ -309,7 +309,10 @@ impl Server {
         }
         // FAILOVER: writes wait while a replica catches up and takes over, and while this
         // server asks it to (then run, and are refused if this server became its replica).
-        if self.failover.is_some() && self.holds_with_queue(conn, spec, args, Server::write_pause_holds) {
+        // A shutdown waiting for its replicas holds writes too (shutdown.rs).
+        if (self.failover.is_some() || self.shutdown_wait.is_some())
+            && self.holds_with_queue(conn, spec, args, Server::write_pause_holds)
+        {
             return self.hold_command(conn, slot, args, false);
         }
         // An EXEC whose queue writes ends the transaction (EXECABORT ... READONLY).

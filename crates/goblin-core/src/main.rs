@@ -43,6 +43,7 @@ mod rename;
 mod replication;
 mod scripting;
 mod server;
+mod shutdown;
 mod snapshots;
 mod stats;
 mod supervise;

@@ -178,9 +178,13 @@ impl Server {
     }
 
     /// Whether nothing may change the data by itself now (the engine's replica rule: no
-    /// expiry deletes): on a replica, under a pause, or while a FAILOVER holds writes.
+    /// expiry deletes): on a replica, under a pause, while a FAILOVER holds writes, or while a
+    /// shutdown waits for its replicas.
     pub(crate) fn data_frozen(&self) -> bool {
-        self.follows_upstream() || self.pause.until.is_some() || self.failover.is_some()
+        self.follows_upstream()
+            || self.pause.until.is_some()
+            || self.failover.is_some()
+            || self.shutdown_wait.is_some()
     }
 
     /// Runs every held command, in order (one that must still wait, under a FAILOVER's hold,

@@ -321,6 +321,8 @@ pub struct Server {
     pub(crate) redis_primary_settings: crate::replication::redis_primary::PrimarySettings,
     /// A FAILOVER under way (replication/failover.rs).
     pub(crate) failover: Option<crate::replication::failover::Failover>,
+    /// A shutdown waiting for its redis-server replicas (shutdown.rs).
+    pub(crate) shutdown_wait: Option<crate::shutdown::ShutdownWait>,
     /// The link to the Redis primary had more to read than one turn's share.
     pub(crate) redis_primary_again: bool,
     /// EXEC is running its queued commands (WAIT answers at once there, as in Redis).
@@ -564,6 +566,7 @@ impl Server {
             cluster: crate::cluster::Cluster::new(),
             redis_primary: None,
             failover: None,
+            shutdown_wait: None,
             redis_primary_settings: Default::default(),
             redis_primary_again: false,
             in_exec: false,
@@ -1076,6 +1079,13 @@ impl Server {
     /// Redis (exiting would lose the writes since the last snapshot), unless `force`. `now`:
     /// no wait for redis-server replicas.
     pub(crate) fn shutdown_with(&mut self, f: ShutdownFlags) -> Result<(), String> {
+        // Already saved and waiting for the replicas: this request joins the wait, or ends it.
+        if self.shutdown_wait.is_some() {
+            if f.now {
+                self.shutdown_wait_finish();
+            }
+            return Ok(());
+        }
         match self.save_on_shutdown(f.save, f.nosave) {
             Ok(()) => {}
             Err(e) if f.force => tracing::warn!("Error trying to save the DB: {e}; exiting anyway (FORCE)"),
@@ -1084,6 +1094,9 @@ impl Server {
         }
         if f.now {
             self.redis_replicas.shutdown_timeout_secs = 0;
+        } else if self.shutdown_wait_begin() {
+            // The loop goes on until the replicas caught up (shutdown.rs).
+            return Ok(());
         }
         self.shutdown = true;
         Ok(())
@@ -1928,6 +1941,7 @@ impl Server {
         self.replica_cron();
         self.redis_primary_cron();
         self.failover_cron();
+        self.shutdown_wait_cron();
         // Backstop only: delivery reports and records wake the loop through their pipes.
         self.poll_journal();
         self.consume_journal();
@@ -2257,7 +2271,9 @@ impl Server {
     /// redis-server replicas get everything in their stream and are asked to acknowledge it
     /// (`REPLCONF GETACK *`), for up to the timeout. A replica promoted after this shutdown
     /// (Sentinel) then holds every write, which it would not recover otherwise: it keeps no
-    /// journal. Only the replicas' connections are served meanwhile; clients get nothing more.
+    /// journal. The shutdown has already waited for them while serving clients (shutdown.rs);
+    /// this last wait covers what the journal's final flush released, and serves only the
+    /// replicas' connections.
     fn drain_redis_replicas(&mut self) {
         let bound = Duration::from_secs(self.redis_replicas.shutdown_timeout_secs);
         let Some(target) = self.redis_replicas_ask_final_acks() else { return };

@@ -1011,7 +1011,7 @@ impl Server {
     }
 
     /// Collects every child that has exited and applies its outcome.
-    fn reap_children(&mut self) {
+    pub(crate) fn reap_children(&mut self) {
         let mut i = 0;
         while i < self.snapshots.children.len() {
             let pid = self.snapshots.children[i].pid;

@@ -665,3 +665,63 @@ fn an_exit_waits_for_the_replicas_to_acknowledge_the_stream() {
         assert_eq!(q(&mut rc, &["DBSIZE"]), Value::Int(201));
     }
 }
+
+/// While the exit waits for a stopped replica, the server goes on serving, as Redis 7 does:
+/// reads and INFO answer (`shutdown_in_milliseconds` counts down; the replica is no client in
+/// `connected_clients`, and the client waiting in SHUTDOWN is a blocked one), writes are held;
+/// SHUTDOWN ABORT cancels the wait: the held write runs, the waiting SHUTDOWN gets Redis's
+/// error. A second SIGTERM then waits again, the replica is resumed, and the server exits
+/// with the replica holding every write.
+#[test]
+fn a_shutdown_waiting_for_replicas_serves_reads_and_can_be_aborted() {
+    let mut g = Server::start(&["--save", ""]);
+    let mut p = g.conn();
+    q(&mut p, &["SET", "k", "1"]);
+    let (r, mut rc) = start_replica(g.port);
+    wait_same(&mut p, &mut rc, "before the stop");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !info_field(&mut p, "replication", "slave0").is_some_and(|s| s.contains("state=online")) {
+        assert!(Instant::now() < deadline, "the replica never came online");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = r.pid() as i32;
+    // SAFETY: signalling the replica we started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    q(&mut p, &["INCR", "k"]);
+    let mut waiting = g.raw();
+    common::send(&mut waiting, b"SHUTDOWN\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ms = loop {
+        if let Some(ms) = info_field(&mut p, "server", "shutdown_in_milliseconds") {
+            break ms.parse::<u64>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no shutdown under way");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(ms > 0 && ms <= 10_000, "{ms}");
+    assert_eq!(info_field(&mut p, "clients", "connected_clients").as_deref(), Some("2"));
+    assert_eq!(info_field(&mut p, "clients", "blocked_clients").as_deref(), Some("1"));
+    assert_eq!(q(&mut p, &["GET", "k"]), Value::BulkString(b"2".to_vec()));
+    // A write waits.
+    let mut writer = g.raw();
+    writer.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    common::send(&mut writer, b"SET k 3\r\n");
+    let mut buf = [0u8; 64];
+    assert!(std::io::Read::read(&mut writer, &mut buf).is_err(), "the write was answered during the wait");
+    assert_eq!(q(&mut p, &["SHUTDOWN", "ABORT"]), Value::Okay);
+    writer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(common::read_reply(&mut writer), b"+OK\r\n");
+    assert_eq!(common::read_reply(&mut waiting), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    let e = redis::cmd("SHUTDOWN").arg("ABORT").query::<()>(&mut p).unwrap_err();
+    assert!(e.to_string().contains("No shutdown in progress."), "{e}");
+    // Again, and this time the replica comes back: every write reaches it before the exit.
+    g.signal(libc::SIGTERM);
+    assert!(g.wait_exit(Duration::from_millis(1000)).is_none(), "it exited without waiting");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let status = g.wait_exit(Duration::from_secs(20)).expect("it never exited");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(q(&mut rc, &["GET", "k"]), Value::BulkString(b"3".to_vec()));
+    assert!(g.log().contains("1 of 1 replicas are in sync when shutting down."), "{}", g.log());
+    assert!(g.log().contains("Shutdown manually aborted."), "{}", g.log());
+}

@@ -262,6 +262,10 @@ fn server(s: &Server, t: &mut String) {
     let config_file = s.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     field!(t, "config_file", "{config_file}");
     field!(t, "io_threads_active", "0");
+    // Only while a shutdown waits for its replicas, as in Redis (shutdown.rs).
+    if s.shutdown_wait.is_some() {
+        field!(t, "shutdown_in_milliseconds", "{}", s.shutdown_in_ms());
+    }
     // --numa only: the interface, its node (-1: none), the server thread's CPUs as read back
     // after pinning, and whether its memory is bound to the node.
     if let Some(n) = &s.numa {
@@ -276,8 +280,9 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
     let all = s.conns.iter().flatten().map(|c| &**c).chain(std::iter::once(current));
     let (mut blocked, mut max_in, mut max_out, mut pubsub, mut watching) = (0, 0, 0, 0, 0);
     for c in all {
-        // Held by CLIENT PAUSE counts as blocked, as in Redis.
-        blocked += (c.parked.is_some() || c.paused.is_some()) as usize;
+        // Held by CLIENT PAUSE, or waiting in SHUTDOWN for the replicas, counts as blocked, as
+        // in Redis.
+        blocked += (c.parked.is_some() || c.paused.is_some() || s.shutdown_waits_for(c.id)) as usize;
         max_in = max_in.max(c.pending.len());
         max_out = max_out.max(c.out_pending());
         pubsub += c
@@ -302,7 +307,9 @@ fn clients(s: &Server, current: &Conn, t: &mut String) {
         on_nokey += s.blocked.waiting(db, key).any(|(slot, id)| xreadgroup(slot, id)) as usize;
     }
     t.push_str("# Clients\r\n");
-    field!(t, "connected_clients", "{}", s.nclients);
+    // Replicas are not clients here, as in Redis (INFO replication counts them).
+    let replicas = s.redis_replicas.slots.len() + s.firehose.subs.len();
+    field!(t, "connected_clients", "{}", s.nclients.saturating_sub(replicas));
     field!(t, "cluster_connections", "0");
     field!(t, "maxclients", "{}", s.cfg.maxclients);
     field!(t, "client_recent_max_input_buffer", "{max_in}");

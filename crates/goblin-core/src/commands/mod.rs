@@ -1061,6 +1061,9 @@ fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         if args.len() > 2 {
             return reply::error(&mut c.out, errors::SYNTAX);
         }
+        if s.shutdown_wait_abort() {
+            return reply::ok(&mut c.out);
+        }
         return reply::error(&mut c.out, b"ERR No shutdown in progress.");
     }
     if save && nosave {
@@ -1068,7 +1071,8 @@ fn shutdown(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
     tracing::info!("SHUTDOWN requested by client id={} addr={}", c.id, c.addr);
     match s.shutdown_with(crate::server::ShutdownFlags { save, nosave, now, force }) {
-        Ok(()) => {}
+        // While the server waits for its replicas, this client waits with it (shutdown.rs).
+        Ok(()) => s.shutdown_wait_join(c.id),
         Err(e) => {
             tracing::error!("{e}");
             reply::error(&mut c.out, b"ERR Errors trying to SHUTDOWN. Check logs.");

@@ -699,6 +699,15 @@ impl Server {
         self.redis_replicas.stream.as_ref().map(|s| s.offset)
     }
 
+    /// Each replica with its RDB file, still connected: its address and the stream offset it
+    /// acknowledged.
+    pub(crate) fn redis_replica_acks(&self) -> Vec<(String, u64)> {
+        self.redis_replica_conns()
+            .filter(|(c, _)| !c.dumping && !c.close_now)
+            .map(|(c, link)| (format!("{}:{}", replica_ip(c), c.replconf_port), link.ack))
+            .collect()
+    }
+
     /// How many replicas (with their RDB file, still connected) acknowledged less than
     /// `target`.
     pub(crate) fn redis_replicas_behind(&self, target: u64) -> usize {
