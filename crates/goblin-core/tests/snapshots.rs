@@ -808,16 +808,7 @@ fn debug_reload_saves_and_loads_the_rdb_file() {
     let arrays: Vec<String> = (0..10).map(|i| format!("a:{i}")).chain(["a:cursor".to_string()]).collect();
     let _: () = redis::cmd("DEL").arg(&arrays).query(&mut con).unwrap();
     let r = common::RedisServer::start_with(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
-    let mut rc = r.conn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let text: String = redis::cmd("INFO").arg("replication").query(&mut rc).unwrap();
-        if text.contains("master_link_status:up") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{text}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::redis_repl::wait_info(&mut r.conn(), "master_link_status", "up", "the replica's link");
     let e = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").query::<()>(&mut con).unwrap_err();
     assert!(e.to_string().contains("replica(s) are attached"), "{e}");
 }
