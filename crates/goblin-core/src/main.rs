@@ -131,6 +131,13 @@ fn warn_of_memory_only_persistence(cfg: &config::Config) {
             cfg.dbfilename
         );
     }
+    if !cfg.save.0.is_empty() {
+        tracing::warn!(
+            "no --load snapshot path: this replica keeps its copy in memory only, the save rules \
+             and the save at shutdown write nothing a restart loads; give --load PATH to restart \
+             from a snapshot, or --save \"\" to silence this"
+        );
+    }
 }
 
 fn main() {
