@@ -155,6 +155,14 @@ impl RdbParts {
     }
 }
 
+/// DEBUG RELOAD's options (see `Server::debug_reload_rdb`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ReloadOptions {
+    pub nosave: bool,
+    pub noflush: bool,
+    pub merge: bool,
+}
+
 /// Where a save goes (see `Server::save_target`).
 enum SaveTarget {
     Snapshot(PathBuf),
@@ -1520,37 +1528,103 @@ impl Server {
         }
     }
 
-    /// DEBUG RELOAD [NOSAVE] on a server whose restart point is its RDB file, as Redis's: the
-    /// dataset saved to the file (not with NOSAVE), then the file loaded in place of the live
-    /// dataset, every key kept whatever its deadline (they expire as usual after), INFO's
-    /// load counters updated. After a save the content is the same and the lineage goes on;
-    /// NOSAVE loads whatever the file holds, so the dataset starts a new lineage, and it is
-    /// refused while replicas are attached (they would hold what the load replaced).
-    fn debug_reload_rdb(&mut self, nosave: bool) -> Result<(), String> {
+    /// DEBUG RELOAD [NOSAVE] [NOFLUSH] [MERGE] on a server whose restart point is its RDB
+    /// file, as Redis's: the dataset saved to the file (not with NOSAVE), then the file loaded
+    /// in place of the live dataset, or, with NOFLUSH, into it (a key or function library
+    /// already there is an error, and nothing changes, unless MERGE, where the file's wins);
+    /// every key kept whatever its deadline (they expire as usual after); INFO's load counters
+    /// updated. A plain save-and-load leaves the content as it was, and the lineage goes on;
+    /// the other forms may change it without a mutation, so the dataset starts a new lineage,
+    /// and they are refused while replicas are attached (they would hold what the load
+    /// replaced).
+    fn debug_reload_rdb(&mut self, o: ReloadOptions) -> Result<(), String> {
+        const LOAD_ERROR: &str = "ERR Error trying to load the RDB dump, check server logs.";
         let path = PathBuf::from(&self.snapshots.rdb_filename);
-        if nosave {
+        let changes = o.nosave || o.noflush;
+        if changes {
             let replicas = self.firehose.subs.len() + self.redis_replicas.slots.len();
             if replicas > 0 {
                 return Err(format!(
-                    "ERR DEBUG RELOAD NOSAVE is refused while {replicas} replica(s) are attached: they would diverge"
+                    "ERR DEBUG RELOAD NOSAVE or NOFLUSH is refused while {replicas} replica(s) are attached: they would diverge"
                 ));
             }
-        } else {
+        }
+        if !o.nosave {
             self.save_rdb_foreground(&path)?;
         }
         let map = MappedFile::open(&path).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
-        let (dbs, found) = rdb_keyspaces(map.bytes(), self.engine.databases(), "DEBUG RELOAD", i64::MIN)
+        let (mut dbs, found) = rdb_keyspaces(map.bytes(), self.engine.databases(), "DEBUG RELOAD", i64::MIN)
             .map_err(|e| format!("ERR DEBUG RELOAD: {}: {e}", path.display()))?;
         drop(map);
-        let mut functions = engine::functions::Functions::default();
-        functions.replace_all(found.functions).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let mut file_functions = engine::functions::Functions::default();
+        file_functions.replace_all(found.functions).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+        let functions = if o.noflush {
+            // The live libraries, then the file's: a name on both sides is an error unless MERGE.
+            let mut codes: Vec<(Vec<u8>, Vec<u8>)> =
+                self.engine.functions.iter().map(|(n, c)| (n.to_vec(), c.to_vec())).collect();
+            for (name, code) in file_functions.iter() {
+                match codes.iter_mut().find(|(n, _)| n == name) {
+                    Some(_) if !o.merge => {
+                        error!("DEBUG RELOAD: library '{}' already exists", String::from_utf8_lossy(name));
+                        return Err(LOAD_ERROR.to_string());
+                    }
+                    Some(slot) => slot.1 = code.to_vec(),
+                    None => codes.push((name.to_vec(), code.to_vec())),
+                }
+            }
+            let mut f = engine::functions::Functions::default();
+            f.replace_all(codes.into_iter().map(|(_, c)| c).collect())
+                .map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
+            f
+        } else {
+            file_functions
+        };
+        if o.noflush {
+            // Into the live dataset: every clash is found before anything changes.
+            let live = self.engine.database_refs();
+            for (db, ks) in &dbs {
+                let Some((_, current)) = live.iter().find(|(d, _)| d == db) else { continue };
+                let mut clash = None;
+                ks.for_each(|key, _, _| {
+                    if clash.is_none() && current.contains(key) {
+                        clash = Some(key.to_vec());
+                    }
+                });
+                if let (Some(key), false) = (clash, o.merge) {
+                    error!(
+                        "DEBUG RELOAD: key '{}' (database {db}) already exists",
+                        String::from_utf8_lossy(&key)
+                    );
+                    return Err(LOAD_ERROR.to_string());
+                }
+            }
+            let mut current = self.engine.take_databases();
+            for (db, mut ks) in std::mem::take(&mut dbs) {
+                let mut keys = Vec::with_capacity(ks.len());
+                ks.for_each(|key, _, _| keys.push(key.to_vec()));
+                let at = match current.iter().position(|(d, _)| *d == db) {
+                    Some(at) => at,
+                    None => {
+                        current.push((db, store::Keyspace::new()));
+                        current.len() - 1
+                    }
+                };
+                let into = &mut current[at].1;
+                for key in keys {
+                    if let Some((value, deadline)) = ks.take(&key) {
+                        into.put(&key, value, deadline);
+                    }
+                }
+            }
+            dbs = current;
+        }
         let fresh = lineage_start(&dbs, &functions);
         let old = self.engine.replace_databases(dbs).map_err(|e| format!("ERR DEBUG RELOAD: {e}"))?;
         self.engine.functions = functions;
         let cfg = self.engine.evict;
         self.engine.set_evict_config(cfg);
         self.engine.stamp_access(now_ms());
-        if nosave {
+        if changes {
             let repl = Replication { replid: ReplId::random(), offset: fresh };
             self.engine.set_replication(repl);
             self.snapshots.last_save_offset = repl.offset;
@@ -1566,10 +1640,10 @@ impl Server {
     /// DEBUG RELOAD: where the RDB file is the restart point, Redis's save and load of it
     /// (`debug_reload_rdb`). Otherwise the dataset goes to a snapshot in the temp folder and
     /// back in place of the live one: a check that everything survives the snapshot format.
-    /// The lineage and offset stay (the content is the same); NOSAVE means nothing here.
-    pub(crate) fn debug_reload(&mut self, nosave: bool) -> Result<(), String> {
+    /// The lineage and offset stay (the content is the same); the options mean nothing here.
+    pub(crate) fn debug_reload(&mut self, o: ReloadOptions) -> Result<(), String> {
         if self.snapshots.rdb_restart_point {
-            return self.debug_reload_rdb(nosave);
+            return self.debug_reload_rdb(o);
         }
         let path = std::env::temp_dir().join(format!("goblin-debug-reload-{}.gcsn", std::process::id()));
         let meta = self.snapshot_meta();

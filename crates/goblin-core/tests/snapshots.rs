@@ -803,6 +803,27 @@ fn debug_reload_saves_and_loads_the_rdb_file() {
     let _: () = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").query(&mut con).unwrap();
     assert_eq!(digest(&mut con), want);
     assert_ne!(lineage(&mut con).0, replid);
+    // NOFLUSH loads the file into the dataset: a key on both sides is an error and nothing
+    // changes; with MERGE the file's wins, and what only the dataset has stays.
+    let _: () = redis::cmd("SET").arg("only-live").arg("1").query(&mut con).unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=live\nredis.register_function('g', function() return 1 end)")
+        .query(&mut con)
+        .unwrap();
+    let e = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").arg("NOFLUSH").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("Error trying to load the RDB dump"), "{e}");
+    let _: () = redis::cmd("SET").arg("s:1").arg("changed").query(&mut con).unwrap();
+    let _: () =
+        redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").arg("NOFLUSH").arg("MERGE").query(&mut con).unwrap();
+    let v: String = redis::cmd("GET").arg("s:1").query(&mut con).unwrap();
+    assert_eq!(v, "value-1");
+    let v: String = redis::cmd("GET").arg("only-live").query(&mut con).unwrap();
+    assert_eq!(v, "1");
+    let g: i64 = redis::cmd("FCALL").arg("g").arg(0).query(&mut con).unwrap();
+    assert_eq!(g, 1);
+    let e = redis::cmd("DEBUG").arg("RELOAD").arg("SOON").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("only supports the MERGE, NOFLUSH and NOSAVE options"), "{e}");
     // A redis-server replica attached (arrays have no RDB form it loads): NOSAVE would leave
     // it holding other data.
     let arrays: Vec<String> = (0..10).map(|i| format!("a:{i}")).chain(["a:cursor".to_string()]).collect();

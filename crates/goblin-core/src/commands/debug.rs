@@ -22,8 +22,10 @@ const HELP: &[&str] = &[
     "    Crash inside a write: the server stops (fail-stop). Needs --enable-debug-command.",
     "CRASH-READ <key>",
     "    Crash inside a read: the client gets an error. Needs --enable-debug-command.",
-    "RELOAD",
-    "    Save the dataset to a snapshot and load it back. Needs --enable-debug-command.",
+    "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
+    "    Save the dataset and load it back (without --load: the RDB file, as Redis; NOSAVE loads",
+    "    the file as it is, NOFLUSH into the dataset, MERGE lets the file's keys replace).",
+    "    Needs --enable-debug-command.",
     "LOADAOF",
     "    Rebuild the dataset from the canonical commands that recreate it, replayed as a",
     "    journal would be (there is no AOF). Needs --enable-debug-command.",
@@ -124,10 +126,26 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
                 args[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
             reply::error(&mut c.out, &msg);
         }
-        b"RELOAD" => match s.debug_reload(args[2..].iter().any(|a| a.eq_ignore_ascii_case(b"NOSAVE"))) {
-            Ok(()) => reply::ok(&mut c.out),
-            Err(e) => reply::error(&mut c.out, e.as_bytes()),
-        },
+        b"RELOAD" => {
+            let mut o = crate::snapshots::ReloadOptions::default();
+            for a in &args[2..] {
+                match a.to_ascii_uppercase().as_slice() {
+                    b"NOSAVE" => o.nosave = true,
+                    b"NOFLUSH" => o.noflush = true,
+                    b"MERGE" => o.merge = true,
+                    _ => {
+                        return reply::error(
+                            &mut c.out,
+                            b"ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+                        )
+                    }
+                }
+            }
+            match s.debug_reload(o) {
+                Ok(()) => reply::ok(&mut c.out),
+                Err(e) => reply::error(&mut c.out, e.as_bytes()),
+            }
+        }
         b"LOADAOF" => match s.debug_loadaof() {
             Ok(()) => reply::ok(&mut c.out),
             Err(e) => reply::error(&mut c.out, e.as_bytes()),
