@@ -83,7 +83,10 @@ def start_server(tmpdir: str, extra_args=()) -> Server:
     sock = os.path.join(tmpdir, "goblin.sock")
     log_path = os.path.join(tmpdir, "goblin-core.log")
     log = open(log_path, "wb")
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock, "--loglevel", "warn"]
+    # Its files in the test's own folder, nothing saved at exit: without it the server would
+    # load and write dump.rdb in the suite's folder, from one test to the next.
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock, "--loglevel", "warn",
+            "--save", "", "--dir", tmpdir]
     if REFERENCE:
         args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock,
                 "--save", "", "--appendonly", "no", "--loglevel", "warning", "--dir", tmpdir]

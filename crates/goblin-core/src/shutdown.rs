@@ -1,5 +1,6 @@
 //! A shutdown that waits for its redis-server replicas (Redis 7's `shutdown-timeout`, default
-//! 10 s; skipped by SHUTDOWN NOW and FORCE's signal forms that say so).
+//! 10 s; skipped by SHUTDOWN NOW, and by a signal whose `shutdown-on-sigterm` or
+//! `shutdown-on-sigint` flags say `now`).
 //!
 //! A replica promoted after this server stops (Sentinel) must hold every write: it keeps no
 //! journal of its own. So, once the final save (if any) is written, the replicas get the rest
@@ -37,6 +38,8 @@ impl Server {
         info!("Waiting for replicas before shutting down.");
         self.shutdown_wait =
             Some(ShutdownWait { target, deadline: Instant::now() + bound, requesters: Vec::new() });
+        // Nothing expires meanwhile: the saved file stays what the server holds.
+        self.engine.replica = self.data_frozen();
         true
     }
 
@@ -110,6 +113,7 @@ impl Server {
                 self.queue_write(slot);
             }
         }
+        self.engine.replica = self.data_frozen();
         if !self.data_frozen() {
             self.run_all_held();
         }

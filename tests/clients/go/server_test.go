@@ -97,7 +97,9 @@ func startServer(extra ...string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--loglevel", "warn", "--save", ""}
+	// Its files in the test's own folder: without --dir the server would load and write
+	// dump.rdb in the suite's folder, from one test to the next.
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--loglevel", "warn", "--save", "", "--dir", dir}
 	if reference {
 		args = []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--loglevel", "warning",
 			"--save", "", "--appendonly", "no", "--dir", dir}

@@ -54,9 +54,12 @@ export async function startServer(extraArgs = []) {
   // redis-server in cluster mode needs its port + 10000 (the cluster bus) to be a port too.
   while (extraArgs.includes('--cluster-enabled') && port > 55535) port = await freePort();
   const unixsocket = path.join(dir, 'goblin.sock');
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--unixsocket', unixsocket, '--loglevel', 'warning'];
-  if (reference) args.push('--save', '', '--appendonly', 'no', '--dir', dir);
-  else args[args.length - 1] = 'warn';
+  const level = reference ? 'warning' : 'warn';
+  // Both keep their files in the test's own folder and save nothing at exit: without it the
+  // server would load and write dump.rdb in the suite's folder, from one test file to the next.
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--unixsocket', unixsocket, '--loglevel', level,
+    '--save', '', '--dir', dir];
+  if (reference) args.push('--appendonly', 'no');
   args.push(...extraArgs);
   const proc = spawn(bin, args, { stdio: ['ignore', 'inherit', 'inherit'] });
   let exited = null;
