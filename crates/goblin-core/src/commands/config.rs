@@ -513,6 +513,10 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         }
         // Each setting's value, checked as Redis checks it; Err is the reason set_failed gives.
         let int = |lo: i64, hi: i64| int_in(val, lo, hi);
+        let bool_arg = || {
+            crate::config::parse_yes_no(&String::from_utf8_lossy(val))
+                .map_err(|_| "argument must be 'yes' or 'no'".to_string())
+        };
         const MAX: i64 = i64::MAX;
         const I32: i64 = i32::MAX as i64;
         let change: Result<Change, String> = match *canon {
@@ -561,9 +565,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             "repl-timeout" => int(1, I32).map(|n| Change::ReplTimeout(n as u64)),
             "replica-priority" | "slave-priority" => int(0, I32).map(|n| Change::ReplicaPriority(n as u32)),
-            "replica-announced" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::ReplicaAnnounced)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "replica-announced" => bool_arg().map(Change::ReplicaAnnounced),
             "replica-announce-ip" | "slave-announce-ip" => {
                 Ok(Change::AnnounceIp((!val.is_empty()).then(|| String::from_utf8_lossy(val).into_owned())))
             }
@@ -577,11 +579,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             "replica-announce-port" | "slave-announce-port" => {
                 int(0, 65535).map(|n| Change::AnnouncePort(n as u16))
             }
-            "replica-serve-stale-data" | "slave-serve-stale-data" => {
-                crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                    .map(Change::ServeStale)
-                    .map_err(|_| "argument must be 'yes' or 'no'".to_string())
-            }
+            "replica-serve-stale-data" | "slave-serve-stale-data" => bool_arg().map(Change::ServeStale),
             // Writes need this many replicas acknowledging within the lag (dispatch.rs).
             "min-replicas-to-write" | "min-slaves-to-write" => {
                 int(0, I32).map(|n| Change::MinReplicas(n as u32))
@@ -629,9 +627,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 }
                 Err(_) => Err("argument must be a memory value".to_string()),
             },
-            "latency-tracking" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::LatencyTracking)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "latency-tracking" => bool_arg().map(Change::LatencyTracking),
             // Several values in one, split at each space as Redis splits them ("" is none).
             "latency-tracking-info-percentiles" => {
                 let words: Vec<&[u8]> =
@@ -686,12 +682,8 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             }
             "timeout" => int(0, I32).map(|n| Change::Timeout(n as u64)),
             "tcp-keepalive" => int(0, I32).map(|n| Change::TcpKeepalive(n as u32)),
-            "protected-mode" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::ProtectedMode)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
-            "stop-writes-on-bgsave-error" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::StopWritesOnBgsaveError)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "protected-mode" => bool_arg().map(Change::ProtectedMode),
+            "stop-writes-on-bgsave-error" => bool_arg().map(Change::StopWritesOnBgsaveError),
             // Applied before the rest (the listeners may fail to bind): see `Server::relisten`.
             "port" => int(0, 65535).map(|n| Change::Port(n as u16)),
             "bind" => {
@@ -718,15 +710,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 Change::Oom
             }),
             // Redis accepts any non-negative value and runs at 1..=500.
-            "jemalloc-bg-thread" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::JemallocBgThread)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
-            "rdbcompression" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::RdbCompression)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
-            "rdbchecksum" => crate::config::parse_yes_no(&String::from_utf8_lossy(val))
-                .map(Change::RdbChecksum)
-                .map_err(|_| "argument must be 'yes' or 'no'".to_string()),
+            "jemalloc-bg-thread" => bool_arg().map(Change::JemallocBgThread),
+            "rdbcompression" => bool_arg().map(Change::RdbCompression),
+            "rdbchecksum" => bool_arg().map(Change::RdbChecksum),
             "hz" => int(0, I32).map(|n| Change::Hz(n.clamp(1, 500) as u32)),
             "tracking-table-max-keys" => int(0, MAX).map(|n| Change::TrackingMaxKeys(n as usize)),
             "notify-keyspace-events" => crate::notify::parse_flags(val)
