@@ -165,15 +165,18 @@ pub fn redis8_binary() -> std::path::PathBuf {
     .clone()
 }
 
-/// A real `redis-server` (Debian's package) on a free 127.0.0.1 port, for differential tests:
-/// `redis-server --port P --bind 127.0.0.1 --save '' --appendonly no --hz 100`, killed on drop.
-/// `--hz 100` resolves blocking-command timeouts within ~10 ms instead of Redis's default
-/// 100 ms, which keeps sequences with many timed-out BLPOPs short. Panics if redis-server is
-/// not installed (the tests must not pass without having compared anything).
+/// A real `redis-server` (Debian's package) for differential tests, reachable only through a
+/// unix socket in a temporary folder of its own: `redis-server --port 0 --unixsocket S --save ''
+/// --appendonly no --hz 100`, killed on drop. No TCP port means no race for a free port and no
+/// other test's client (one probing "a port nobody listens on") can reach it. `--hz 100`
+/// resolves blocking-command timeouts within ~10 ms instead of Redis's default 100 ms, which
+/// keeps sequences with many timed-out BLPOPs short. Panics if redis-server is not installed
+/// (the tests must not pass without having compared anything).
 pub struct RedisServer {
     child: std::process::Child,
-    sock: std::net::TcpStream,
+    sock: std::os::unix::net::UnixStream,
     buf: Vec<u8>,
+    dir: std::path::PathBuf,
 }
 
 impl RedisServer {
@@ -189,64 +192,51 @@ impl RedisServer {
 
     fn start_binary(binary: &std::path::Path) -> RedisServer {
         use std::process::{Command, Stdio};
+        use std::sync::atomic::{AtomicUsize, Ordering};
         use std::time::{Duration, Instant};
-        let mut last_err = String::new();
-        // A port that was free a moment ago can be taken before redis binds it: retry.
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let mut child = match Command::new(binary)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .args(["--hz", "100"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-            {
-                Ok(c) => c,
-                Err(e) => panic!(
-                    "{} is required for this differential test (apt-get install redis-server, \
-                     or scripts/install-deps.sh): {e}",
-                    binary.display()
-                ),
-            };
-            let deadline = Instant::now() + Duration::from_secs(15);
-            loop {
-                if let Ok(Some(status)) = child.try_wait() {
-                    last_err = format!("redis-server exited early with {status}");
-                    break;
-                }
-                if let Ok(sock) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-                    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                    let mut r = RedisServer { child, sock, buf: Vec::new() };
-                    // Only our own child counts (another process may hold the port).
-                    let info = r.ask(&[b"INFO".to_vec(), b"server".to_vec()]);
-                    let text = String::from_utf8_lossy(&info);
-                    if text.contains(&format!("process_id:{}\r\n", r.child.id())) {
-                        return r;
-                    }
-                    // Dropping `r` kills our child.
-                    last_err = format!("port {port} is served by another process");
-                    break;
-                }
-                if Instant::now() > deadline {
-                    last_err = "redis-server did not accept connections within 15 s".into();
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "goblin-engine-redis-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the redis-server folder");
+        let path = dir.join("redis.sock");
+        let mut child = match Command::new(binary)
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&path)
+            .args(["--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--hz", "100"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => panic!(
+                "{} is required for this differential test (apt-get install redis-server, \
+                 or scripts/install-deps.sh): {e}",
+                binary.display()
+            ),
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{} exited at startup with {status}", binary.display());
             }
+            if let Ok(sock) = std::os::unix::net::UnixStream::connect(&path) {
+                sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return RedisServer { child, sock, buf: Vec::new(), dir };
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{} did not accept connections within 15 s", binary.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("could not start redis-server: {last_err}");
     }
 
     /// Sends one command and returns redis's reply, as raw RESP2 bytes.
@@ -271,5 +261,6 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
