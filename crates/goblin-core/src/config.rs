@@ -177,6 +177,21 @@ pub struct Config {
     #[arg(long = "rdbchecksum", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub rdbchecksum: bool,
 
+    /// Redis's `crash-log-enabled` (default yes): a fatal signal or a panic leaves a crash
+    /// report in the log (stack trace, the command running). Also CONFIG SET.
+    #[arg(long = "crash-log-enabled", value_name = "yes|no", default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub crash_log_enabled: bool,
+
+    /// Redis's `hide-user-data-from-log` (default no): a crash report names the command that
+    /// was running but not its arguments. Also CONFIG SET.
+    #[arg(long = "hide-user-data-from-log", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    pub hide_user_data_from_log: bool,
+
+    /// Redis's hidden `use-exit-on-panic` (default no): DEBUG ASSERT and DEBUG PANIC end the
+    /// process with exit(1) after their report instead of abort(). Also CONFIG SET.
+    #[arg(long = "use-exit-on-panic", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set, hide = true)]
+    pub use_exit_on_panic: bool,
+
     /// Working directory (Redis's `dir`). goblin-core changes into it before anything else, so
     /// every relative path (RDB files, `--load`, `--logfile`, `--pidfile`, `--unixsocket`) is
     /// inside it. CONFIG SET dir changes it at runtime.

@@ -205,6 +205,8 @@ impl Server {
 
     /// Runs one request: the single entry point for every command a client sends.
     pub(crate) fn call(&mut self, conn: &mut Conn, slot: usize, args: &[&[u8]]) {
+        // Named in a crash report while it runs (crash.rs).
+        let _running = crate::crash::CurrentCommand::enter(conn.id, args);
         if conn.firehose.is_some() {
             return self.downstream_input(conn, args);
         }

@@ -27,6 +27,7 @@ mod commands;
 mod config;
 mod config_file;
 mod conn;
+mod crash;
 mod dispatch;
 mod dumpworld;
 mod hotkeys;
@@ -173,10 +174,16 @@ fn main() {
         }
     };
     logging::init(&filter, writer, ansi);
+    // A crash from here on leaves its report in the log (crash.rs).
+    crash::set_crash_log_enabled(cfg.crash_log_enabled);
+    crash::set_hide_user_data(cfg.hide_user_data_from_log);
+    crash::set_use_exit_on_panic(cfg.use_exit_on_panic);
     // Into the background before any thread exists (a fork keeps only the calling thread).
     if cfg.daemonize && cfg.tool.is_none() {
         daemonize();
     }
+    // After the fork: the server thread is this one, and its log descriptor the final one.
+    crash::install(&cfg.logfile);
     if let Some(path) = cfg.pidfile.as_ref().filter(|_| cfg.tool.is_none()) {
         if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
             // As Redis: the server runs on without it.

@@ -702,8 +702,9 @@ impl Server {
 
     /// Where SAVE, BGSAVE and SHUTDOWN SAVE write: the native snapshot at `--load PATH`, or,
     /// on a server started without one, a Redis RDB file at `dbfilename` in the working
-    /// directory, as redis-server writes it (for Redis's tools and redis-server; goblin-core
-    /// reads one with `import-rdb`, not at startup, and it does not bound a journal replay).
+    /// directory, as redis-server writes it. It is the restart point only where
+    /// `Snapshots::restart_point` says so (no `--kafka`, no firehose upstream); beside a
+    /// journal it is an export and never bounds a replay.
     fn save_target(&self) -> SaveTarget {
         match &self.snapshots.path {
             Some(p) => SaveTarget::Snapshot(p.clone()),

@@ -126,6 +126,9 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("jemalloc-bg-thread", yes_no(c.jemalloc_bg_thread)),
         ("rdbcompression", yes_no(c.rdbcompression)),
         ("rdbchecksum", yes_no(c.rdbchecksum)),
+        ("crash-log-enabled", yes_no(c.crash_log_enabled)),
+        ("hide-user-data-from-log", yes_no(c.hide_user_data_from_log)),
+        ("use-exit-on-panic", yes_no(c.use_exit_on_panic)),
         // "host port" of the Redis primary this server follows (REPLICAOF); on a primary,
         // the name with an empty value, as Redis answers.
         ("replicaof", s.redis_primary_config()),
@@ -430,7 +433,8 @@ pub(crate) fn apply_limits_early(directives: &[crate::config_file::Directive]) {
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
 /// Redis's hidden settings (test aids): CONFIG GET returns them by exact name only.
-const HIDDEN: &[&str] = &["rdb-key-save-delay", "key-load-delay", "loading-process-events-interval-bytes"];
+const HIDDEN: &[&str] =
+    &["rdb-key-save-delay", "key-load-delay", "loading-process-events-interval-bytes", "use-exit-on-panic"];
 
 /// `protected_ok`: the protected settings may change for this client.
 pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> Result<(), SetError> {
@@ -438,6 +442,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         MaxClients(u32),
         JemallocBgThread(bool),
         RdbCompression(bool),
+        CrashLogEnabled(bool),
+        HideUserData(bool),
+        UseExitOnPanic(bool),
         RdbChecksum(bool),
         MaxBulk(u64),
         RequirePass(String),
@@ -713,6 +720,9 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             "jemalloc-bg-thread" => bool_arg().map(Change::JemallocBgThread),
             "rdbcompression" => bool_arg().map(Change::RdbCompression),
             "rdbchecksum" => bool_arg().map(Change::RdbChecksum),
+            "crash-log-enabled" => bool_arg().map(Change::CrashLogEnabled),
+            "hide-user-data-from-log" => bool_arg().map(Change::HideUserData),
+            "use-exit-on-panic" => bool_arg().map(Change::UseExitOnPanic),
             "hz" => int(0, I32).map(|n| Change::Hz(n.clamp(1, 500) as u32)),
             "tracking-table-max-keys" => int(0, MAX).map(|n| Change::TrackingMaxKeys(n as usize)),
             "notify-keyspace-events" => crate::notify::parse_flags(val)
@@ -868,6 +878,18 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::RdbChecksum(on) => {
                 engine::rdb::set_checksum(on);
                 s.cfg.rdbchecksum = on;
+            }
+            Change::CrashLogEnabled(on) => {
+                crate::crash::set_crash_log_enabled(on);
+                s.cfg.crash_log_enabled = on;
+            }
+            Change::HideUserData(on) => {
+                crate::crash::set_hide_user_data(on);
+                s.cfg.hide_user_data_from_log = on;
+            }
+            Change::UseExitOnPanic(on) => {
+                crate::crash::set_use_exit_on_panic(on);
+                s.cfg.use_exit_on_panic = on;
             }
             Change::OutputLimits(l) => s.output_limits = l,
             Change::Evict(cfg) => {

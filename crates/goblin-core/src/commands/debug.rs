@@ -1,7 +1,8 @@
 //! DEBUG: DIGEST and DIGEST-VALUE (always allowed: recovery and replication tests, and
 //! operators, compare servers with them), and the intrusive subcommands that need
-//! `--enable-debug-command`: BATCHES (the last committed batches, from the history sink) and
-//! the deliberate crashes CRASH-WRITE / CRASH-READ.
+//! `--enable-debug-command`: BATCHES (the last committed batches, from the history sink), the
+//! deliberate crashes CRASH-WRITE / CRASH-READ (a panic inside a command) and SEGFAULT /
+//! PANIC / ASSERT (the process dies, leaving a crash report: crash.rs), and Redis's test aids.
 
 use crate::config::DebugCommand;
 use crate::conn::Conn;
@@ -54,6 +55,11 @@ const HELP: &[&str] = &[
     "CONFIG-REWRITE-FORCE-ALL",
     "    Like CONFIG REWRITE, but writes every setting, default or not. Needs",
     "    --enable-debug-command.",
+    "SEGFAULT",
+    "    Crash with a memory fault (a crash report is logged). Needs --enable-debug-command.",
+    "PANIC, ASSERT",
+    "    Fail an internal check: a crash report is logged and the process aborts (exits with",
+    "    use-exit-on-panic). Needs --enable-debug-command.",
     "HELP",
     "    Print this help.",
 ];
@@ -109,7 +115,10 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
         | b"QUICKLIST-PACKED-THRESHOLD"
         | b"PAUSE-CRON"
         | b"SET-DISABLE-DENY-SCRIPTS"
-        | b"SET-SKIP-CHECKSUM-VALIDATION" => {}
+        | b"SET-SKIP-CHECKSUM-VALIDATION"
+        | b"SEGFAULT"
+        | b"PANIC"
+        | b"ASSERT" => {}
         // DEBUG is no container command in Redis: its own handler refuses a subcommand it does
         // not know, after the check that the command is enabled at all.
         _ if !allowed => return reply::error(out, NOT_ALLOWED),
@@ -120,6 +129,16 @@ pub fn debug(s: &mut Server, c: &mut Conn, args: &[&[u8]]) {
     }
     match sub.as_slice() {
         b"BATCHES" => batches(s, c, args),
+        // Deliberate crashes, for the crash report (crash.rs): a real memory fault, and a
+        // failed internal check.
+        b"SEGFAULT" if args.len() == 2 => crate::crash::segfault(),
+        b"PANIC" if args.len() == 2 => crate::crash::assertion_failed(
+            &format!("DEBUG PANIC called at Unix time {}", s.clock_ms / 1000),
+            std::panic::Location::caller(),
+        ),
+        b"ASSERT" if args.len() == 2 => {
+            crate::crash::assertion_failed("1 == 2", std::panic::Location::caller())
+        }
         // The given text as an error reply (clients' tests fake LOADING, READONLY, OOM with it).
         b"ERROR" if args.len() == 3 => {
             let msg: Vec<u8> =
