@@ -445,6 +445,9 @@ pub struct RdbFile<'a> {
     /// `repl-stream-db`: for a replica's full synchronization, the database the replication
     /// stream that follows the file is in (it SELECTs again only when that changes).
     pub repl_stream_db: Option<u32>,
+    /// `repl-id` and `repl-offset`: the replication stream's ID and byte offset the dataset
+    /// stands at, so that a restarted primary lets its replicas continue (PSYNC) from there.
+    pub repl_position: Option<(String, u64)>,
 }
 
 /// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
@@ -511,6 +514,10 @@ pub fn write_rdb_file(
     aux(&mut out, "aof-base", "0");
     if let Some(db) = f.repl_stream_db {
         aux(&mut out, "repl-stream-db", &db.to_string());
+    }
+    if let Some((id, offset)) = &f.repl_position {
+        aux(&mut out, "repl-id", id);
+        aux(&mut out, "repl-offset", &offset.to_string());
     }
     for code in f.functions {
         out.push(OPCODE_FUNCTION2);
@@ -610,8 +617,10 @@ pub struct LoadedRdb {
     pub redis_version: Option<String>,
     /// Keys handed to the caller.
     pub keys: u64,
-    /// Keys left out because their deadline had passed (as a loading Redis primary does).
+    /// Keys left out because their deadline had passed (as a loading Redis primary does), and
+    /// their (database, name), which a primary's replicas that continue must be told to delete.
     pub expired: u64,
+    pub expired_keys: Vec<(u32, Vec<u8>)>,
     /// Keys left out because their collection held nothing (files of old Redis versions), as
     /// Redis skips them.
     pub empty_skipped: u64,
@@ -622,6 +631,9 @@ pub struct LoadedRdb {
     /// `repl-stream-db`, if the file has it: the database the replication stream after the
     /// file is in.
     pub repl_stream_db: Option<u32>,
+    /// `repl-id` and `repl-offset`, if the file has both (and they read as an ID and an
+    /// offset): where the writer's replication stream stood.
+    pub repl_position: Option<(String, u64)>,
 }
 
 const OPCODE_SLOT_INFO: u8 = 244;
@@ -664,6 +676,7 @@ pub fn load_rdb_file(
         return Err(format!("RDB version {version} is not supported (1 to {MAX_RDB_VERSION} are)"));
     }
     let mut info = LoadedRdb { version, ..Default::default() };
+    let (mut repl_id, mut repl_offset) = (None::<String>, None::<u64>);
     let mut r = Reader { buf: file, pos: 9 };
     let mut deadline: Option<i64> = None;
     let mut db = 0u32;
@@ -680,6 +693,10 @@ pub fn load_rdb_file(
                     info.redis_version = Some(String::from_utf8_lossy(&value).into_owned());
                 } else if name == b"repl-stream-db" {
                     info.repl_stream_db = std::str::from_utf8(&value).ok().and_then(|v| v.parse().ok());
+                } else if name == b"repl-id" {
+                    repl_id = Some(String::from_utf8_lossy(&value).into_owned());
+                } else if name == b"repl-offset" {
+                    repl_offset = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<u64>().ok());
                 }
             }
             OPCODE_RESIZEDB => {
@@ -761,7 +778,10 @@ pub fn load_rdb_file(
                     },
                 };
                 match deadline.take() {
-                    Some(d) if d < now_ms => info.expired += 1,
+                    Some(d) if d < now_ms => {
+                        info.expired += 1;
+                        info.expired_keys.push((db, key.to_vec()));
+                    }
                     d => {
                         if put(db, &key, value, d) {
                             return Err(at(start, &format!("key '{}' appears twice", name())));
@@ -787,6 +807,7 @@ pub fn load_rdb_file(
         }
     }
     progress(r.pos);
+    info.repl_position = repl_id.zip(repl_offset);
     Ok(info)
 }
 

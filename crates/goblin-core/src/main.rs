@@ -290,8 +290,15 @@ fn main() {
     // for them (and then for "Ready to accept connections", or a load's fatal error).
     tracing::info!("Server initialized");
     let before_recovery = commands::info::allocated_bytes();
-    let Recovered { engine, loaded_keys, loaded_expired, snapshot_offset, journal, replica_kafka } =
-        recover(&cfg);
+    let Recovered {
+        engine,
+        loaded_keys,
+        loaded_expired,
+        snapshot_offset,
+        journal,
+        replica_kafka,
+        stream_resume,
+    } = recover(&cfg);
     let after_recovery = commands::info::allocated_bytes();
     // Changes since the last save count from the snapshot, replayed mutations included.
     warn_of_memory_only_persistence(&cfg);
@@ -313,6 +320,12 @@ fn main() {
         tracing::error!("{fatal}");
         eprintln!("{fatal}");
         std::process::exit(1);
+    }
+    // The RDB file named where the redis-server replicas' stream stood: a primary goes on from
+    // there (after the configuration set the backlog's size). One that starts as a replica
+    // of a Redis primary resynchronizes with it instead.
+    if let Some(resume) = stream_resume.filter(|_| server.cfg.replicaof.is_none()) {
+        server.redis_replicas_resume(&resume);
     }
     server.config_file = loaded.file.clone();
     server.config_changed = loaded.from_command_line.clone();
@@ -449,6 +462,8 @@ struct Recovered {
     loaded_keys: u64,
     /// Keys the startup load left out, past their deadline.
     loaded_expired: u64,
+    /// The RDB restart point's replication position (see `Server::redis_replicas_resume`).
+    stream_resume: Option<snapshots::StreamResume>,
     /// The logical offset the loaded snapshot holds (0 without one).
     snapshot_offset: u64,
     journal: Option<server::JournalHandle>,
@@ -467,6 +482,7 @@ fn recover(cfg: &config::Config) -> Recovered {
     };
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut loaded_expired = 0;
+    let mut stream_resume = None;
     let (mut engine, loaded_keys, mut meta) = match &cfg.load {
         Some(path) => snapshots::load_at_startup(path, cfg.databases).unwrap_or_else(|e| die(e)),
         None if cfg.rdb_restart_point() => {
@@ -475,6 +491,7 @@ fn recover(cfg: &config::Config) -> Recovered {
             {
                 Some(f) => {
                     loaded_expired = f.expired;
+                    stream_resume = f.stream;
                     (f.engine, f.keys, None)
                 }
                 None => (engine::Engine::new(engine::Replication::new_lineage()), 0, None),
@@ -536,6 +553,7 @@ fn recover(cfg: &config::Config) -> Recovered {
                     snapshot_offset,
                     journal: None,
                     replica_kafka: Some((target, from, broker, position, unconfirmed)),
+                    stream_resume: None,
                 };
             }
             let j =
@@ -586,5 +604,13 @@ fn recover(cfg: &config::Config) -> Recovered {
     if engine.repl.offset == 0 && loaded_keys == 0 {
         tracing::info!("lineage {} at offset 0", engine.repl.replid);
     }
-    Recovered { engine, loaded_keys, loaded_expired, snapshot_offset, journal, replica_kafka: None }
+    Recovered {
+        engine,
+        loaded_keys,
+        loaded_expired,
+        snapshot_offset,
+        journal,
+        replica_kafka: None,
+        stream_resume,
+    }
 }

@@ -1086,6 +1086,8 @@ impl Server {
             }
             return Ok(());
         }
+        // The GETACK before the save, which then records the stream's end (shutdown.rs).
+        let wait_for = if f.now { None } else { self.shutdown_final_acks() };
         match self.save_on_shutdown(f.save, f.nosave) {
             Ok(()) => {}
             Err(e) if f.force => tracing::warn!("Error trying to save the DB: {e}; exiting anyway (FORCE)"),
@@ -1094,7 +1096,9 @@ impl Server {
         }
         if f.now {
             self.redis_replicas.shutdown_timeout_secs = 0;
-        } else if self.shutdown_wait_begin() {
+        }
+        if let Some(target) = wait_for {
+            self.shutdown_wait_begin(target);
             // The loop goes on until the replicas caught up (shutdown.rs).
             return Ok(());
         }

@@ -3,9 +3,10 @@
 //! `shutdown-on-sigint` flags say `now`).
 //!
 //! A replica promoted after this server stops (Sentinel) must hold every write: it keeps no
-//! journal of its own. So, once the final save (if any) is written, the replicas get the rest
-//! of the stream and `REPLCONF GETACK *`, and the server waits until every one has
-//! acknowledged the stream's end, or the timeout passes. Meanwhile the loop goes on as usual:
+//! journal of its own. So the replicas get the rest of the stream and `REPLCONF GETACK *`,
+//! the final save (if any) is written (recording the stream's end, so that the replicas
+//! continue after a restart), and the server waits until every one has acknowledged that
+//! end, or the timeout passes; no PING goes out meanwhile. Meanwhile the loop goes on as usual:
 //! reads, INFO (`shutdown_in_milliseconds`), the replicas' acknowledgements are served; writes
 //! are held on their connections (the pause machinery), and nothing changes the data by itself
 //! (`Server::data_frozen`), so the saved file stays exactly what the server holds. SHUTDOWN
@@ -26,21 +27,27 @@ pub(crate) struct ShutdownWait {
 }
 
 impl Server {
-    /// After the final save: starts waiting for the redis-server replicas when there are
-    /// some to wait for. False when there are none (the server may exit at once).
-    pub(crate) fn shutdown_wait_begin(&mut self) -> bool {
+    /// Before the final save: asks the redis-server replicas to acknowledge the stream's end
+    /// (`REPLCONF GETACK *`), and returns the offset to wait for (None: no replica to wait
+    /// for). The GETACK goes first so that the saved file records the stream's very end,
+    /// which is where the replicas stand once they caught up: after a restart from that file
+    /// they continue with PSYNC (`Server::redis_replicas_resume`).
+    pub(crate) fn shutdown_final_acks(&mut self) -> Option<u64> {
         // A replica whose file has just gone out whole is one to wait for.
         if self.snapshots.child_running() {
             self.reap_children();
         }
-        let Some(target) = self.redis_replicas_ask_final_acks() else { return false };
+        self.redis_replicas_ask_final_acks()
+    }
+
+    /// After the final save: starts waiting for the replicas to reach `target`.
+    pub(crate) fn shutdown_wait_begin(&mut self, target: u64) {
         let bound = Duration::from_secs(self.redis_replicas.shutdown_timeout_secs);
         info!("Waiting for replicas before shutting down.");
         self.shutdown_wait =
             Some(ShutdownWait { target, deadline: Instant::now() + bound, requesters: Vec::new() });
         // Nothing expires meanwhile: the saved file stays what the server holds.
         self.engine.replica = self.data_frozen();
-        true
     }
 
     /// A SHUTDOWN client now waits for the shutdown to finish (no reply: the connection

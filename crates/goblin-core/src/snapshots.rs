@@ -137,6 +137,9 @@ struct RdbParts {
     functions: Vec<Vec<u8>>,
     created_unix_secs: i64,
     used_memory: u64,
+    /// Where the stream redis-server replicas follow stands (ID, byte offset), for a file a
+    /// restart loads: its replicas then continue from there.
+    repl_position: Option<(String, u64)>,
 }
 
 impl RdbParts {
@@ -151,6 +154,7 @@ impl RdbParts {
             functions_only,
             goblin_types,
             repl_stream_db: None,
+            repl_position: self.repl_position.clone(),
         }
     }
 }
@@ -512,6 +516,17 @@ pub struct LoadedRdbFile {
     pub engine: Engine,
     pub keys: u64,
     pub expired: u64,
+    /// The file's `repl-id` / `repl-offset` and the keys left out as expired: what
+    /// `Server::redis_replicas_resume` needs for the replicas to continue.
+    pub stream: Option<StreamResume>,
+}
+
+/// Where the stream redis-server replicas follow stood when the loaded file was written, and
+/// the (database, key) of each key the load left out as expired (those replicas hold them).
+pub struct StreamResume {
+    pub replid: String,
+    pub offset: u64,
+    pub expired: Vec<(u32, Vec<u8>)>,
 }
 
 /// Startup without `--load`, a Kafka journal or a firehose upstream: the RDB file at
@@ -564,7 +579,12 @@ pub fn load_rdb_at_startup(path: &Path, databases: u32) -> Result<Option<LoadedR
         engine.repl.replid,
         engine.repl.offset
     );
-    Ok(Some(LoadedRdbFile { engine, keys: found.keys, expired: found.expired }))
+    let stream = found.repl_position.map(|(replid, offset)| StreamResume {
+        replid,
+        offset,
+        expired: found.expired_keys,
+    });
+    Ok(Some(LoadedRdbFile { engine, keys: found.keys, expired: found.expired, stream }))
 }
 
 /// `goblin-core import-rdb RDB -o OUTPUT`: reads a Redis RDB file (mapped, not copied) into a
@@ -723,6 +743,7 @@ impl Server {
             functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
             created_unix_secs: now_ms() / 1000,
             used_memory: crate::commands::info::allocated_bytes(),
+            repl_position: self.redis_replicas.position(),
         }
     }
 
@@ -1405,6 +1426,8 @@ impl Server {
             let dbs = engine.database_refs();
             let mut file = parts.file(functions_only, goblin_replica);
             file.repl_stream_db = stream_db;
+            // A replica takes the stream's position from +FULLRESYNC, not from the file.
+            file.repl_position = None;
             let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
             let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
             let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {

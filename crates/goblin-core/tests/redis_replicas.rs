@@ -725,3 +725,86 @@ fn a_shutdown_waiting_for_replicas_serves_reads_and_can_be_aborted() {
     assert!(g.log().contains("1 of 1 replicas are in sync when shutting down."), "{}", g.log());
     assert!(g.log().contains("Shutdown manually aborted."), "{}", g.log());
 }
+
+/// Waits until the redis-server replica's link to its primary is up again.
+fn wait_link_up(rc: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(rc, "replication", "master_link_status").as_deref() != Some("up") {
+        assert!(Instant::now() < deadline, "the replica never linked up again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A primary restarted from the dump.rdb its shutdown saved goes on with the replication
+/// stream where the file says it stood (`repl-id`, `repl-offset`), under a new ID with the old
+/// one kept as the second, as a restarted redis-server does: its redis-server replica
+/// continues with a partial resynchronization instead of loading the whole dataset again.
+/// A key whose deadline passed while the primary was down is left out of the load and goes
+/// to the replica as a DEL, so both hold the same keys.
+#[test]
+fn a_primary_restarted_from_its_rdb_file_lets_its_replica_continue() {
+    let dir = temp_path("rdb-restart-psync");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut g = Server::start_in(Some(&dir), &["--save", "3600 1"]);
+    let port = g.port.to_string();
+    let mut p = g.conn();
+    let (_r, mut rc) = start_replica(g.port);
+    for i in 0..100 {
+        q(&mut p, &["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    q(&mut p, &["INCRBY", "counter", "7"]);
+    q(&mut p, &["HSET", "h", "f", "1", "g", "2"]);
+    q(&mut p, &["SET", "soon", "x", "PX", "400"]);
+    q(&mut p, &["SELECT", "3"]);
+    q(&mut p, &["RPUSH", "l", "a", "b"]);
+    q(&mut p, &["SELECT", "0"]);
+    wait_same(&mut p, &mut rc, "before the restart");
+    let before = info_field(&mut p, "replication", "redis_stream_replid").unwrap();
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut p);
+    assert!(g.wait_exit(Duration::from_secs(20)).expect("SHUTDOWN must exit").success());
+    std::thread::sleep(Duration::from_millis(500)); // "soon" is past its deadline now
+
+    let g2 = Server::start_in(Some(&dir), &["--save", "3600 1", "--port", &port, "--bind", "127.0.0.1"]);
+    let mut p = g2.conn();
+    wait_link_up(&mut rc);
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 1, "{}", g2.log());
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 0, "the replica loaded a file again: {}", g2.log());
+    let after = info_field(&mut p, "replication", "redis_stream_replid").unwrap();
+    assert_ne!(after, before, "a restarted primary's stream has a new ID");
+    assert!(g2.log().contains("1 expired key(s) sent as DEL"), "{}", g2.log());
+    q(&mut p, &["SET", "after", "1"]);
+    q(&mut p, &["INCR", "counter"]);
+    wait_same(&mut p, &mut rc, "after the restart");
+    // The replica deleted the expired key (not only hides it): its key count is the primary's.
+    assert_eq!(q(&mut rc, &["DBSIZE"]), q(&mut p, &["DBSIZE"]));
+    assert_eq!(q(&mut rc, &["GET", "counter"]), Value::BulkString(b"8".to_vec()));
+}
+
+/// A file older than the stream's end (a SAVE, then writes, then an exit that saves nothing)
+/// restarts the primary behind its replica: the replica must not continue from an offset the
+/// primary's data does not reach. It gets a full resynchronization and holds what the primary
+/// holds.
+#[test]
+fn a_replica_ahead_of_the_restarted_primarys_file_resynchronizes_in_full() {
+    let dir = temp_path("rdb-restart-behind");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut g = Server::start_in(Some(&dir), &["--save", ""]);
+    let port = g.port.to_string();
+    let mut p = g.conn();
+    let (_r, mut rc) = start_replica(g.port);
+    q(&mut p, &["SET", "saved", "1"]);
+    q(&mut p, &["SAVE"]);
+    q(&mut p, &["SET", "lost", "1"]);
+    wait_same(&mut p, &mut rc, "before the restart");
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut p);
+    assert!(g.wait_exit(Duration::from_secs(20)).expect("SHUTDOWN must exit").success());
+
+    let g2 = Server::start_in(Some(&dir), &["--save", "", "--port", &port, "--bind", "127.0.0.1"]);
+    let mut p = g2.conn();
+    wait_link_up(&mut rc);
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 1, "{}", g2.log());
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 0);
+    wait_same(&mut p, &mut rc, "after the restart");
+    assert_eq!(q(&mut rc, &["EXISTS", "lost"]), Value::Int(0));
+    assert_eq!(q(&mut rc, &["GET", "saved"]), Value::BulkString(b"1".to_vec()));
+}

@@ -14,9 +14,12 @@
 //! server's lineage and logical offsets (a byte offset cannot name a mutation). The last
 //! `repl-backlog-size` bytes stay in a backlog, so that a replica that lost its link can
 //! continue where it stopped (`PSYNC <replid> <offset>` answered `+CONTINUE`) instead of
-//! loading a whole RDB file again. The stream ends with the process (a restarted server draws
-//! a new ID, and its replicas resynchronize in full), and after `repl-backlog-ttl` seconds
-//! without a replica.
+//! loading a whole RDB file again. The stream ends after `repl-backlog-ttl` seconds without a
+//! replica, and with the process, except where the RDB file is the restart point: a save
+//! records the stream's ID and offset in it (`repl-id`, `repl-offset`), and a server restarted
+//! from that file goes on from there under a new ID, the old one kept as the second (as a
+//! restarted redis-server does), so that its replicas continue ([`Server::redis_replicas_resume`]);
+//! anywhere else a restarted server draws a new ID and its replicas resynchronize in full.
 //!
 //! A server that follows a primary by REPLICAOF passes that primary's stream on instead (its ID,
 //! offsets and bytes, as a Redis replica does: PSYNC2), and when promoted goes on under a new ID
@@ -198,6 +201,9 @@ pub struct RedisReplicas {
     pub partial_err: u64,
     /// A WAIT is parked: ask the replicas for their offsets (once per loop turn).
     pub want_acks: bool,
+    /// The stream offset the shutdown's GETACK asked the replicas to reach: the exit asks
+    /// again only if the stream grew past it.
+    final_asked: Option<u64>,
     /// `shutdown-timeout`: how long an exit waits for the replicas to acknowledge the stream;
     /// 0 (or SHUTDOWN NOW) does not wait.
     pub shutdown_timeout_secs: u64,
@@ -223,6 +229,7 @@ impl RedisReplicas {
             partial_ok: 0,
             partial_err: 0,
             want_acks: false,
+            final_asked: None,
             shutdown_timeout_secs: 10,
             next_unwrapped: false,
             scratch: Vec::new(),
@@ -250,6 +257,14 @@ impl RedisReplicas {
             }
             None => (false, 0, 0, "0".repeat(40), 0),
         }
+    }
+
+    /// Where the stream stands (ID, byte offset) with nothing held back for Kafka: what a
+    /// save records (`repl-id`, `repl-offset`) so that a restart can continue it. None without
+    /// a stream.
+    pub fn position(&self) -> Option<(String, u64)> {
+        let s = self.stream.as_ref().filter(|_| self.retained.is_empty())?;
+        Some((s.replid.to_string(), s.offset))
     }
 
     /// CONFIG SET repl-backlog-size: the ring keeps its newest bytes that fit.
@@ -539,6 +554,50 @@ impl Server {
         self.redis_replicas_learn_new_id();
     }
 
+    /// Startup from an RDB file that recorded where the stream stood (`repl-id`,
+    /// `repl-offset`: this server's last save): the stream goes on from that offset under a
+    /// new ID, the file's kept as the second one, as a restarted Redis primary does, so that a
+    /// replica at exactly that position continues with PSYNC instead of loading a file again
+    /// (one ahead of it, from writes the file missed, gets a full resynchronization: the
+    /// offset is past what this stream holds). The backlog starts empty; the keys the load
+    /// left out as expired go into it first as DELs, since those replicas still hold them.
+    pub(crate) fn redis_replicas_resume(&mut self, resume: &crate::snapshots::StreamResume) {
+        let Some(id) = ReplId::parse(&resume.replid) else {
+            info!("the RDB file's repl-id is not a replication ID: its replicas will resynchronize in full");
+            return;
+        };
+        let size = self.redis_replicas.backlog_size;
+        let logical = self.engine.repl.offset;
+        let mut s = Stream {
+            replid: ReplId::random(),
+            replid2: Some((id, resume.offset + 1)),
+            offset: resume.offset,
+            seldb: None,
+            backlog: Backlog::new(size),
+            marks: VecDeque::new(),
+            last_logical: logical,
+            floor: (resume.offset, logical),
+        };
+        let mut bytes = Vec::new();
+        for (db, key) in &resume.expired {
+            let mut del = Vec::new();
+            resp::reply::bulk_array(&mut del, &[b"DEL".as_slice(), key]);
+            encode_for_replica(&mut bytes, std::iter::once((*db, del.as_slice())), &mut s.seldb, false);
+        }
+        s.backlog.push(&bytes);
+        s.offset += bytes.len() as u64;
+        info!(
+            "replication stream continued from the RDB file: {} at offset {} (new ID {}), {} expired key(s) \
+             sent as DEL",
+            id,
+            resume.offset,
+            s.replid,
+            resume.expired.len()
+        );
+        self.redis_replicas.stream = Some(s);
+        self.redis_replicas.idle_since = Some(Instant::now());
+    }
+
     /// A command of the stream's own (PING, GETACK): behind held batches, or now.
     fn redis_replicas_command(&mut self, bytes: &'static [u8]) {
         if self.redis_replicas.retained.is_empty() {
@@ -672,9 +731,12 @@ impl Server {
             return;
         }
         let period = Duration::from_secs(rr.ping_period_secs.max(1));
-        // A FAILOVER waits for a replica to reach the stream's offset: it must stand still.
-        // A replica passes on its primary's PINGs and sends none of its own.
+        // A FAILOVER waits for a replica to reach the stream's offset: it must stand still;
+        // so does a shutdown's wait (the saved file records the stream's end, where a
+        // restart lets the replicas continue). A replica passes on its primary's PINGs and
+        // sends none of its own.
         if self.failover.is_some()
+            || self.shutdown_wait.is_some()
             || self.redis_primary.is_some()
             || rr.last_ping.is_some_and(|t| t.elapsed() < period)
         {
@@ -694,9 +756,17 @@ impl Server {
         {
             return None;
         }
+        let offset = self.redis_replicas.stream.as_ref().map(|s| s.offset)?;
+        // Asked already at this very offset (the shutdown's wait, and nothing entered the
+        // stream since): another GETACK would move the replicas past the saved file's offset.
+        if self.redis_replicas.final_asked == Some(offset) {
+            return Some(offset);
+        }
         // Held batches Kafka never acknowledged stay held: the journal does not have them.
         self.redis_replicas_feed(GETACK, None);
-        self.redis_replicas.stream.as_ref().map(|s| s.offset)
+        let target = self.redis_replicas.stream.as_ref().map(|s| s.offset);
+        self.redis_replicas.final_asked = target;
+        target
     }
 
     /// Each replica with its RDB file, still connected: its address and the stream offset it
