@@ -387,6 +387,7 @@ proptest! {
             functions_only: false,
             goblin_types: false,
             repl_stream_db: Some(3),
+            repl_position: Some(("8e738c08193d878d06f34a69733bb095bb5433d5".to_string(), 1615)),
         };
         let mut buf = Vec::new();
         let len = rdb::write_rdb_file(&mut buf, &[(0, &e.ks)], &file).unwrap();
@@ -395,10 +396,24 @@ proptest! {
         let loaded = rdb::load_rdb_file(&buf, START, 16, &mut |db, k, v, d| { assert_eq!(db, 0); back.put(k, v, d) }, &mut |_, _| {}, &mut |_| {}).unwrap();
         prop_assert_eq!(&loaded.functions, &vec![code.clone()]);
         prop_assert_eq!(loaded.repl_stream_db, Some(3));
+        prop_assert_eq!(
+            loaded.repl_position.clone(),
+            Some(("8e738c08193d878d06f34a69733bb095bb5433d5".to_string(), 1615))
+        );
         let mut want = contents(&e.ks);
         want.retain(|(_, _, d)| d.is_none_or(|d| d > START));
         prop_assert_eq!(contents(&back), want);
         prop_assert_eq!(loaded.expired as usize, contents(&e.ks).len() - loaded.keys as usize);
+        // The keys left out are named, for the replicas of a primary that loads the file.
+        let mut gone: Vec<Vec<u8>> = contents(&e.ks)
+            .into_iter()
+            .filter(|(_, _, d)| d.is_some_and(|d| d <= START))
+            .map(|(k, _, _)| k)
+            .collect();
+        gone.sort();
+        let mut named: Vec<Vec<u8>> = loaded.expired_keys.iter().map(|(db, k)| { assert_eq!(*db, 0); k.clone() }).collect();
+        named.sort();
+        prop_assert_eq!(named, gone);
         for cut in cuts {
             let at = (cut * buf.len() as f64) as usize;
             prop_assert!(rdb::load_rdb_file(&buf[..at], START, 16, &mut |_, _, _, _| false, &mut |_, _| {}, &mut |_| {}).is_err(), "cut at {}", at);
