@@ -324,8 +324,15 @@ fn main() {
     // The RDB file named where the redis-server replicas' stream stood: a primary goes on from
     // there (after the configuration set the backlog's size). One that starts as a replica
     // of a Redis primary resynchronizes with it instead.
-    if let Some(resume) = stream_resume.filter(|_| server.cfg.replicaof.is_none()) {
-        server.redis_replicas_resume(&resume);
+    let mut cached_primary = None;
+    if let Some(resume) = stream_resume {
+        if server.cfg.replicaof.is_none() {
+            server.redis_replicas_resume(&resume);
+        } else {
+            // A replica restarted from its own file asks its primary to continue from where
+            // the file stands (PSYNC), as a redis-server replica does with its cached master.
+            cached_primary = Some((resume.replid, resume.offset as i64, resume.db));
+        }
     }
     server.config_file = loaded.file.clone();
     server.config_changed = loaded.from_command_line.clone();
@@ -378,7 +385,7 @@ fn main() {
         }
         server.redis_primary_settings.masteruser = server.cfg.masteruser.clone();
         let port = v[1].parse().expect("validated");
-        server.follow_redis_primary(v[0].clone(), port, None, false);
+        server.follow_redis_primary(v[0].clone(), port, cached_primary.take(), false);
     }
     // The OOM score for the role the server starts in (a file's oom-score-adj was applied
     // before the role was known).
@@ -486,8 +493,13 @@ fn recover(cfg: &config::Config) -> Recovered {
     let (mut engine, loaded_keys, mut meta) = match &cfg.load {
         Some(path) => snapshots::load_at_startup(path, cfg.databases).unwrap_or_else(|e| die(e)),
         None if cfg.rdb_restart_point() => {
-            match snapshots::load_rdb_at_startup(std::path::Path::new(&cfg.dbfilename), cfg.databases)
-                .unwrap_or_else(|e| die(e))
+            let replica = cfg.replicaof.is_some();
+            match snapshots::load_rdb_at_startup(
+                std::path::Path::new(&cfg.dbfilename),
+                cfg.databases,
+                replica,
+            )
+            .unwrap_or_else(|e| die(e))
             {
                 Some(f) => {
                     loaded_expired = f.expired;

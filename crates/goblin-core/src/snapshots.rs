@@ -138,8 +138,11 @@ struct RdbParts {
     created_unix_secs: i64,
     used_memory: u64,
     /// Where the stream redis-server replicas follow stands (ID, byte offset), for a file a
-    /// restart loads: its replicas then continue from there.
+    /// restart loads: its replicas then continue from there; on a replica of a Redis primary,
+    /// where that primary's stream stands as applied here, and its database, so that the
+    /// restarted replica continues from its primary.
     repl_position: Option<(String, u64)>,
+    repl_stream_db: Option<u32>,
 }
 
 impl RdbParts {
@@ -153,7 +156,7 @@ impl RdbParts {
             functions: &self.functions,
             functions_only,
             goblin_types,
-            repl_stream_db: None,
+            repl_stream_db: self.repl_stream_db,
             repl_position: self.repl_position.clone(),
         }
     }
@@ -527,6 +530,9 @@ pub struct StreamResume {
     pub replid: String,
     pub offset: u64,
     pub expired: Vec<(u32, Vec<u8>)>,
+    /// `repl-stream-db`: the database the stream was in (a replica continuing its primary's
+    /// stream needs it; the stream selects again only when it changes database).
+    pub db: u32,
 }
 
 /// Startup without `--load`, a Kafka journal or a firehose upstream: the RDB file at
@@ -535,8 +541,14 @@ pub struct StreamResume {
 /// read or is not a whole RDB file (empty, truncated, a bad checksum, an unknown type): the
 /// server must not start without the data it was asked to keep, nor overwrite the file with
 /// less at its next save. The dataset starts a new lineage ([`lineage_start`]); keys past their
-/// deadline are left out and counted.
-pub fn load_rdb_at_startup(path: &Path, databases: u32) -> Result<Option<LoadedRdbFile>, String> {
+/// deadline are left out and counted, except on a replica (`keep_expired`), which keeps them
+/// until its primary deletes them, as a redis-server replica does: the primary's stream may
+/// still write to a key it has not expired yet.
+pub fn load_rdb_at_startup(
+    path: &Path,
+    databases: u32,
+    keep_expired: bool,
+) -> Result<Option<LoadedRdbFile>, String> {
     remove_stale_temp_files(path);
     if !path.exists() {
         return Ok(None);
@@ -551,8 +563,9 @@ pub fn load_rdb_at_startup(path: &Path, databases: u32) -> Result<Option<LoadedR
     }
     let started = Instant::now();
     info!("loading RDB file {} ({len} bytes)", path.display());
+    let expired_before = if keep_expired { i64::MIN } else { now_ms() };
     let (dbs, found) =
-        rdb_keyspaces(map.bytes(), databases, &format!("loading {}", path.display()), now_ms())
+        rdb_keyspaces(map.bytes(), databases, &format!("loading {}", path.display()), expired_before)
             .map_err(|e| format!("RDB file {} is unusable: {e}", path.display()))?;
     drop(map);
     let mut functions = engine::functions::Functions::default();
@@ -579,10 +592,12 @@ pub fn load_rdb_at_startup(path: &Path, databases: u32) -> Result<Option<LoadedR
         engine.repl.replid,
         engine.repl.offset
     );
+    let db = found.repl_stream_db.unwrap_or(0);
     let stream = found.repl_position.map(|(replid, offset)| StreamResume {
         replid,
         offset,
         expired: found.expired_keys,
+        db,
     });
     Ok(Some(LoadedRdbFile { engine, keys: found.keys, expired: found.expired, stream }))
 }
@@ -743,7 +758,23 @@ impl Server {
             functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
             created_unix_secs: now_ms() / 1000,
             used_memory: crate::commands::info::allocated_bytes(),
-            repl_position: self.redis_replicas.position(),
+            repl_position: self.rdb_repl_position().map(|(id, offset, _)| (id, offset)),
+            repl_stream_db: self.rdb_repl_position().and_then(|(_, _, db)| db),
+        }
+    }
+
+    /// What a saved file records of the replication stream (`repl-id`, `repl-offset`,
+    /// `repl-stream-db`): following a Redis primary, that primary's stream as applied here
+    /// (none inside one of its transactions: the data holds part of it); otherwise the stream
+    /// this server's own redis-server replicas follow, if there is one.
+    fn rdb_repl_position(&self) -> Option<(String, u64, Option<u32>)> {
+        match &self.redis_primary {
+            Some(p) if p.in_transaction() => None,
+            Some(_) => {
+                let (id, offset) = self.redis_primary_identity()?;
+                Some((id.to_string(), offset, self.redis_primary_stream_db()))
+            }
+            None => self.redis_replicas.position().map(|(id, offset)| (id, offset, None)),
         }
     }
 

@@ -816,3 +816,51 @@ fn a_replica_counts_its_primarys_commands_in_commandstats() {
     // Three SETs, and INCRBYFLOAT's, which the primary sends as a SET.
     assert_eq!(calls(&mut gc, "set").as_deref(), Some("calls=4"));
 }
+
+/// A goblin-core replica of a redis-server, restarted from the dump.rdb its shutdown saved
+/// (`--replicaof` at startup), asks its primary to continue from where the file stands
+/// (`repl-id`, `repl-offset`, `repl-stream-db`), as a redis-server replica does with its cached
+/// master: a partial resynchronization, then the writes made while it was down, in the
+/// database the stream was in (a key written while it was down and past its deadline since
+/// ends up deleted on both).
+#[test]
+fn a_replica_restarted_from_its_rdb_file_continues_from_its_primary() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync", "no"]);
+    let mut p = r.conn();
+    q(&mut p, &["SELECT", "2"]);
+    for i in 0..50 {
+        q(&mut p, &["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    let dir = common::temp_path("replica-rdb-restart");
+    std::fs::create_dir_all(&dir).unwrap();
+    let primary = r.port.to_string();
+    let args = ["--save", "3600 1", "--replicaof", "127.0.0.1", &primary];
+    let mut g = Server::start_in(Some(&dir), &args);
+    let port = g.port.to_string();
+    let mut gc = g.conn();
+    wait_info(&mut gc, "master_link_status", "up", "the first sync");
+    // The stream is in database 2 now: what follows the restart must land there too.
+    q(&mut p, &["RPUSH", "list", "a"]);
+    q(&mut p, &["SET", "short", "x", "PX", "800"]);
+    wait_same(&mut p, &mut gc, "before the restart");
+    q(&mut p, &["SELECT", "2"]); // wait_same left the connection in database 0
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut gc);
+    assert!(g.wait_exit(Duration::from_secs(20)).expect("SHUTDOWN must exit").success());
+    q(&mut p, &["RPUSH", "list", "b"]);
+    q(&mut p, &["SET", "while-down", "1"]);
+    q(&mut p, &["APPEND", "short", "y"]);
+    std::thread::sleep(Duration::from_millis(900)); // "short" is past its deadline now
+
+    let g2 = Server::start_in(Some(&dir), &[&args[..], &["--port", &port, "--bind", "127.0.0.1"]].concat());
+    let mut gc = g2.conn();
+    wait_info(&mut gc, "master_link_status", "up", "the continuation");
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 1, "{}", g2.log());
+    assert_eq!(info_int(&mut gc, "replication", "redis_primary_full_syncs"), 0, "{}", g2.log());
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 1);
+    q(&mut p, &["RPUSH", "list", "c"]);
+    wait_same(&mut p, &mut gc, "after the restart");
+    let held = contents(&mut gc);
+    assert!(held.iter().all(|l| l.starts_with("db2 ")), "{held:?}");
+    assert!(held.contains(&"db2 list list array([bulk-string('\"a\"'), bulk-string('\"b\"'), bulk-string('\"c\"')]) ttl=false".to_string()), "{held:?}");
+    assert!(held.iter().any(|l| l.starts_with("db2 while-down ")), "{held:?}");
+}

@@ -179,6 +179,11 @@ pub struct RedisPrimary {
 }
 
 impl RedisPrimary {
+    /// Inside one of the primary's transactions (MULTI applied, its EXEC not yet).
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.multi.is_some()
+    }
+
     fn new(host: String, port: u16) -> RedisPrimary {
         let now = Instant::now();
         RedisPrimary {
