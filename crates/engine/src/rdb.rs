@@ -94,6 +94,45 @@ pub enum DecodeError {
     EmptyKey,
 }
 
+/// Where a refused RESTORE payload is reported (`set_refused_payload_hook`): the engine does
+/// not log, the server does.
+static REFUSED_PAYLOAD_HOOK: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Has every RESTORE payload refused as malformed reported to `hook`, with the check it
+/// failed in Redis's words (`Hash ziplist integrity check failed`), which operators and
+/// Redis's tests look for in the log. Set once, at startup.
+pub fn set_refused_payload_hook(hook: fn(&str)) {
+    let _ = REFUSED_PAYLOAD_HOOK.set(hook);
+}
+
+/// The name Redis's integrity checks give the encoding of RDB type `ty`.
+pub fn encoding_name(ty: u8) -> &'static str {
+    match ty {
+        TYPE_STRING => "String",
+        TYPE_LIST => "List",
+        TYPE_SET => "Set",
+        TYPE_ZSET | TYPE_ZSET_2 => "Zset",
+        TYPE_HASH | TYPE_HASH_METADATA => "Hash",
+        TYPE_HASH_ZIPMAP => "Zipmap",
+        TYPE_LIST_ZIPLIST => "List ziplist",
+        TYPE_SET_INTSET => "Intset",
+        TYPE_ZSET_ZIPLIST => "Zset ziplist",
+        TYPE_HASH_ZIPLIST => "Hash ziplist",
+        TYPE_LIST_QUICKLIST => "Quicklist ziplist",
+        TYPE_HASH_LISTPACK | TYPE_HASH_LISTPACK_EX => "Hash listpack",
+        TYPE_ZSET_LISTPACK => "Zset listpack",
+        TYPE_LIST_QUICKLIST_2 => "Quicklist listpack",
+        TYPE_SET_LISTPACK => "Set listpack",
+        stream::TYPE_STREAM_LISTPACKS | stream::TYPE_STREAM_LISTPACKS_2 | stream::TYPE_STREAM_LISTPACKS_3 => {
+            "Stream listpack"
+        }
+        TYPE_MODULE_2 => "Module value",
+        TYPE_GOBLIN_ARRAY => "Array",
+        TYPE_GOBLIN_VSET => "Vector set",
+        _ => "Value of an unknown type",
+    }
+}
+
 impl DecodeError {
     pub fn message(self) -> &'static [u8] {
         match self {
@@ -600,10 +639,20 @@ pub fn restore(payload: &[u8]) -> R<Value> {
     let body = verify(payload)?;
     let mut r = Reader { buf: body, pos: 0 };
     let ty = r.byte()?;
+    let refused = |why: &str| {
+        if let Some(hook) = REFUSED_PAYLOAD_HOOK.get() {
+            hook(&format!("{} integrity check failed: {why}", encoding_name(ty)));
+        }
+        BAD
+    };
     // An empty collection is as malformed as any other bad value here.
-    let v = r.value(ty).map_err(|e| if e == DecodeError::EmptyKey { BAD } else { e })?;
+    let v = r.value(ty).map_err(|e| match e {
+        DecodeError::EmptyKey => refused("an empty collection"),
+        DecodeError::BadFormat => refused("malformed or truncated"),
+        e => e,
+    })?;
     if r.pos != body.len() {
-        return Err(BAD);
+        return Err(refused("bytes left after the value"));
     }
     Ok(v)
 }
@@ -774,7 +823,7 @@ pub fn load_rdb_file(
                             deadline = None;
                             continue;
                         }
-                        Err(_) => return Err(at(start, &format!("key '{}': its value (RDB type {ty}) is truncated, malformed, or of a type goblin-core does not know", name()))),
+                        Err(_) => return Err(at(start, &format!("key '{}': {} integrity check failed (RDB type {ty}: truncated, malformed, or of a type goblin-core does not know)", name(), encoding_name(ty)))),
                     },
                 };
                 match deadline.take() {
@@ -1939,6 +1988,25 @@ mod tests {
         bad.push(0);
         assert!(for_each_zipmap(&bad, |_, _| Ok(())).is_err());
         assert!(for_each_zipmap(&zm[..zm.len() - 1], |_, _| Ok(())).is_err());
+    }
+
+    /// A refused RESTORE payload is reported to the hook with the check it failed, named
+    /// as Redis names it; a payload that loads reports nothing.
+    #[test]
+    fn refused_payloads_name_their_failed_check() {
+        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        set_refused_payload_hook(|why| SEEN.lock().unwrap().push(why.to_string()));
+        // Redis's hash ziplist with an entry length that runs past the ziplist (its
+        // corrupt-dump test "hash with valid zip list header, invalid entry len").
+        let bad = b"\x0D\x1B\x1B\x00\x00\x00\x16\x00\x00\x00\x04\x00\x00\x02\x61\x00\x04\x02\x62\x00\x04\x14\x63\x00\x04\x02\x64\x00\xFF\x09\x00\xD9\x10\x54\x92\x15\xF5\x5F\x52";
+        assert!(matches!(restore(bad), Err(DecodeError::BadFormat)));
+        let good = dump(Value::Str(b"fine".to_vec()).as_ref());
+        assert!(restore(&good).is_ok());
+        let seen = SEEN.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert!(seen[0].starts_with("Hash ziplist integrity check failed"), "{seen:?}");
+        assert_eq!(encoding_name(19), "Stream listpack");
+        assert_eq!(encoding_name(12), "Zset ziplist");
     }
 
     #[test]

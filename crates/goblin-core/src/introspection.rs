@@ -14,7 +14,8 @@
 //!   bytes with a note of the bytes left out. EXEC is not logged itself: its commands are.
 //!   Passwords (AUTH, HELLO .. AUTH) are logged as `(redacted)`.
 //! - LATENCY: with `latency-monitor-threshold` > 0 ms, commands at or over it record a sample
-//!   under `command` (or `fast-command` for commands flagged fast); each event keeps its
+//!   under `command` (or `fast-command` for commands flagged fast), and an active expiry
+//!   cycle that ran as long under `expire-cycle` (many keys due at once); each event keeps its
 //!   all-time maximum and its last 160 samples, one per second (the largest of that second).
 //! - MONITOR: a line per executed command, `+<unix s>.<us> [0 <client addr>] "arg" ...`, to every
 //!   monitoring client; admin commands (CONFIG, DEBUG, SHUTDOWN ...) and MONITOR itself are not

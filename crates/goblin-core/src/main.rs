@@ -178,6 +178,10 @@ fn main() {
     crash::set_crash_log_enabled(cfg.crash_log_enabled);
     crash::set_hide_user_data(cfg.hide_user_data_from_log);
     crash::set_use_exit_on_panic(cfg.use_exit_on_panic);
+    // RESTORE payloads refused as malformed: the check that failed goes to the log.
+    engine::rdb::set_refused_payload_hook(|why| {
+        tracing::warn!("RESTORE refused its payload (Bad data format): {why}")
+    });
     // Into the background before any thread exists (a fork keeps only the calling thread).
     if cfg.daemonize && cfg.tool.is_none() {
         daemonize();
@@ -490,6 +494,7 @@ fn recover(cfg: &config::Config) -> Recovered {
     #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut loaded_expired = 0;
     let mut stream_resume = None;
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let (mut engine, loaded_keys, mut meta) = match &cfg.load {
         Some(path) => snapshots::load_at_startup(path, cfg.databases).unwrap_or_else(|e| die(e)),
         None if cfg.rdb_restart_point() => {

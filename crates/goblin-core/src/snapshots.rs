@@ -1597,7 +1597,7 @@ impl Server {
         let path = PathBuf::from(&self.snapshots.rdb_filename);
         let changes = o.nosave || o.noflush;
         if changes {
-            let replicas = self.firehose.subs.len() + self.redis_replicas.slots.len();
+            let replicas = self.firehose.subs.len() + self.redis_replica_conns().count();
             if replicas > 0 {
                 return Err(format!(
                     "ERR DEBUG RELOAD NOSAVE or NOFLUSH is refused while {replicas} replica(s) are attached: they would diverge"
@@ -1683,6 +1683,9 @@ impl Server {
             let repl = Replication { replid: ReplId::random(), offset: fresh };
             self.engine.set_replication(repl);
             self.snapshots.last_save_offset = repl.offset;
+            // Nor may a redis-server replica that left continue the stream it followed: the
+            // data under it changed without a write.
+            self.redis_replicas.drop_stream();
         }
         self.watches.touch_all();
         self.snapshots.loaded_keys = found.keys;

@@ -147,6 +147,28 @@ fn slowlog_len_reset_max_len_threshold_and_errors() {
     assert_eq!(bytes(&arr(&got)[1]), b"3");
 }
 
+/// An active expiry cycle that runs its whole time budget (many keys due at once) is an
+/// `expire-cycle` latency event, as in Redis: with a 1 ms threshold, every cycle that stops
+/// at its 1 ms budget is one.
+#[test]
+fn an_expiry_cycle_at_its_budget_is_a_latency_event() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    q(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "1"]).unwrap();
+    let fill = "for i = 1, tonumber(ARGV[1]) do redis.call('set', 'k:' .. i, 'v', 'px', 200) end";
+    q(&mut c, &["EVAL", fill, "0", "200000"]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while int(&q(&mut c, &["DBSIZE"]).unwrap()) != 0 {
+        assert!(std::time::Instant::now() < deadline, "the keys never expired");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let latest = q(&mut c, &["LATENCY", "LATEST"]).unwrap();
+    let events: Vec<Vec<u8>> = arr(&latest).iter().map(|r| bytes(&arr(r)[0])).collect();
+    assert!(events.contains(&b"expire-cycle".to_vec()), "{latest:?}");
+    let graph = String::from_utf8(bytes(&q(&mut c, &["LATENCY", "GRAPH", "expire-cycle"]).unwrap())).unwrap();
+    assert!(graph.starts_with("expire-cycle - high "), "{graph}");
+}
+
 #[test]
 fn latency_monitor_records_spikes_and_histograms() {
     let s = Server::start(&["--enable-debug-command", "yes"]);

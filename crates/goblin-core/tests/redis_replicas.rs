@@ -808,3 +808,44 @@ fn a_replica_ahead_of_the_restarted_primarys_file_resynchronizes_in_full() {
     assert_eq!(q(&mut rc, &["EXISTS", "lost"]), Value::Int(0));
     assert_eq!(q(&mut rc, &["GET", "saved"]), Value::BulkString(b"1".to_vec()));
 }
+
+/// DEBUG RELOAD NOSAVE replaces the data without a write: a redis-server replica that was
+/// away meanwhile (restarted from its own file, which names the stream it followed) must not
+/// continue that stream, and gets a full resynchronization holding what the primary holds.
+#[test]
+fn a_replica_away_during_a_reload_nosave_resynchronizes_in_full() {
+    let dir = temp_path("reload-nosave-primary");
+    std::fs::create_dir_all(&dir).unwrap();
+    let g = Server::start_in(Some(&dir), &["--save", "", "--enable-debug-command", "yes"]);
+    let mut p = g.conn();
+    q(&mut p, &["SET", "in-file", "1"]);
+    q(&mut p, &["SAVE"]);
+    q(&mut p, &["SET", "after-file", "1"]);
+    let rdir = temp_path("reload-nosave-replica");
+    std::fs::create_dir_all(&rdir).unwrap();
+    let port = g.port.to_string();
+    let rargs = ["--dir", rdir.to_str().unwrap(), "--replicaof", "127.0.0.1", &port, "--repl-timeout", "5"];
+    let r = RedisServer::start_with(&rargs);
+    let mut rc = r.conn();
+    wait_link_up(&mut rc);
+    wait_same(&mut p, &mut rc, "before the reload");
+    // The replica leaves with its file (which names the stream and its offset)...
+    let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut rc);
+    drop(r);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_int(&mut p, "replication", "connected_redis_replicas") != 0 {
+        assert!(Instant::now() < deadline, "the primary never saw its replica leave");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // ... the primary's data goes back to its file without a write ...
+    q(&mut p, &["DEBUG", "RELOAD", "NOSAVE"]);
+    assert_eq!(q(&mut p, &["EXISTS", "after-file"]), Value::Int(0));
+    // ... and the replica, back, asks to continue: it is given the whole dataset instead.
+    let r = RedisServer::start_with(&rargs);
+    let mut rc = r.conn();
+    wait_link_up(&mut rc);
+    assert_eq!(info_int(&mut p, "stats", "sync_partial_ok"), 0, "{}", g.log());
+    assert_eq!(info_int(&mut p, "stats", "sync_full"), 2, "{}", g.log());
+    wait_same(&mut p, &mut rc, "after the reload");
+    assert_eq!(q(&mut rc, &["EXISTS", "after-file"]), Value::Int(0));
+}

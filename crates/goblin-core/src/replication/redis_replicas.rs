@@ -267,6 +267,16 @@ impl RedisReplicas {
         Some((s.replid.to_string(), s.offset))
     }
 
+    /// Ends the stream (no replica attached; `slots` may still name closed connections): the
+    /// next replica gets a full resynchronization under a new ID, for data that changed
+    /// without a write (DEBUG RELOAD NOSAVE/NOFLUSH).
+    pub fn drop_stream(&mut self) {
+        self.slots.clear();
+        self.stream = None;
+        self.retained.clear();
+        self.idle_since = None;
+    }
+
     /// CONFIG SET repl-backlog-size: the ring keeps its newest bytes that fit.
     pub fn set_backlog_size(&mut self, size: usize) {
         self.backlog_size = size.max(MIN_BACKLOG);
