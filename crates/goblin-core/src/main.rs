@@ -504,8 +504,11 @@ fn recover(cfg: &config::Config) -> Recovered {
                 cfg.databases,
                 replica,
             )
-            .unwrap_or_else(|e| die(e))
-            {
+            // Redis's words for this end, which log watchers look for.
+            .unwrap_or_else(|e| {
+                tracing::error!("{e}");
+                die("Terminating server after rdb file reading failure.".into())
+            }) {
                 Some(f) => {
                     loaded_expired = f.expired;
                     stream_resume = f.stream;

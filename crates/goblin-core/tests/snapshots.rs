@@ -527,6 +527,7 @@ fn an_unreadable_rdb_file_stops_the_startup() {
     let (code, log) = common::run_to_exit(&["--dir", d, "--port", "0"]);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("RDB file dump.rdb is unusable"), "{log}");
+    assert!(log.contains("Terminating server after rdb file reading failure."), "{log}");
     // Cut short.
     std::fs::write(&file, &bytes[..mid]).unwrap();
     let (code, log) = common::run_to_exit(&["--dir", d, "--port", "0"]);
