@@ -105,6 +105,23 @@ pub fn set_refused_payload_hook(hook: fn(&str)) {
     let _ = REFUSED_PAYLOAD_HOOK.set(hook);
 }
 
+/// `hide-user-data-from-log`: messages name keys as `*redacted*` (see [`shown_key`]).
+static HIDE_KEY_NAMES: AtomicBool = AtomicBool::new(false);
+
+pub fn set_hide_key_names(on: bool) {
+    HIDE_KEY_NAMES.store(on, Ordering::Relaxed);
+}
+
+/// A key as messages for the log name it: its bytes as text, or `*redacted*` while
+/// `hide-user-data-from-log` is on (key names are user data).
+pub fn shown_key(key: &[u8]) -> String {
+    if HIDE_KEY_NAMES.load(Ordering::Relaxed) {
+        "*redacted*".to_string()
+    } else {
+        String::from_utf8_lossy(key).into_owned()
+    }
+}
+
 /// The name Redis's integrity checks give the encoding of RDB type `ty`.
 pub fn encoding_name(ty: u8) -> &'static str {
     match ty {
@@ -800,7 +817,7 @@ pub fn load_rdb_file(
             ty => {
                 let key = r.string_cow().map_err(|e| bad(&r, e))?;
                 // Only an error names the key.
-                let name = || String::from_utf8_lossy(&key).into_owned();
+                let name = || shown_key(&key);
                 let value = match ty {
                     // 7 is read by `value` when it is a vector set (Redis's only built-in module).
                     6 => return Err(at(start, &format!("key '{}' holds a module value", name()))),

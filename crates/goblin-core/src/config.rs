@@ -183,7 +183,8 @@ pub struct Config {
     pub crash_log_enabled: bool,
 
     /// Redis's `hide-user-data-from-log` (default no): a crash report names the command that
-    /// was running but not its arguments. Also CONFIG SET.
+    /// was running but not its arguments, and log lines name keys as `*redacted*`. Also
+    /// CONFIG SET.
     #[arg(long = "hide-user-data-from-log", value_name = "yes|no", default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
     pub hide_user_data_from_log: bool,
 

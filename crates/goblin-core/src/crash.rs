@@ -58,8 +58,10 @@ pub fn set_crash_log_enabled(on: bool) {
     CRASH_LOG_ENABLED.store(on, Ordering::Relaxed);
 }
 
+/// Also for the key names other log lines give (an RDB file's refused or skipped keys).
 pub fn set_hide_user_data(on: bool) {
     HIDE_USER_DATA.store(on, Ordering::Relaxed);
+    engine::rdb::set_hide_key_names(on);
 }
 
 pub fn set_use_exit_on_panic(on: bool) {

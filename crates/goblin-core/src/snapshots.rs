@@ -443,7 +443,7 @@ pub(crate) fn rdb_keyspaces(
     )?;
     if found.empty_skipped > 0 {
         for name in &found.empty_skipped_names {
-            warn!("{what}: skipping empty key: {}", String::from_utf8_lossy(name));
+            warn!("{what}: skipping empty key: {}", engine::rdb::shown_key(name));
         }
         warn!(
             "{what}: empty keys skipped: {} (collections with no element, which old Redis versions saved)",
@@ -1648,7 +1648,7 @@ impl Server {
                 if let (Some(key), false) = (clash, o.merge) {
                     error!(
                         "DEBUG RELOAD: key '{}' (database {db}) already exists",
-                        String::from_utf8_lossy(&key)
+                        engine::rdb::shown_key(&key)
                     );
                     return Err(LOAD_ERROR.to_string());
                 }

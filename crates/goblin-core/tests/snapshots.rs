@@ -812,8 +812,19 @@ fn debug_reload_saves_and_loads_the_rdb_file() {
         .arg("#!lua name=live\nredis.register_function('g', function() return 1 end)")
         .query(&mut con)
         .unwrap();
+    // The log names the clashing key, unless hide-user-data-from-log says key names are not
+    // for the log.
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("hide-user-data-from-log").arg("yes").query(&mut con).unwrap();
     let e = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").arg("NOFLUSH").query::<()>(&mut con).unwrap_err();
     assert!(e.to_string().contains("Error trying to load the RDB dump"), "{e}");
+    assert!(s.log().contains("DEBUG RELOAD: key '*redacted*'"), "{}", s.log());
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("hide-user-data-from-log").arg("no").query(&mut con).unwrap();
+    let e = redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").arg("NOFLUSH").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("Error trying to load the RDB dump"), "{e}");
+    assert_eq!(s.log().matches("DEBUG RELOAD: key '").count(), 2, "{}", s.log());
+    assert_eq!(s.log().matches("DEBUG RELOAD: key '*redacted*'").count(), 1, "{}", s.log());
     let _: () = redis::cmd("SET").arg("s:1").arg("changed").query(&mut con).unwrap();
     let _: () =
         redis::cmd("DEBUG").arg("RELOAD").arg("NOSAVE").arg("NOFLUSH").arg("MERGE").query(&mut con).unwrap();
