@@ -683,8 +683,9 @@ pub struct LoadedRdb {
     pub redis_version: Option<String>,
     /// Keys handed to the caller.
     pub keys: u64,
-    /// Keys left out because their deadline had passed (as a loading Redis primary does), and
-    /// their (database, name), which a primary's replicas that continue must be told to delete.
+    /// Keys left out because their deadline had passed (as a loading Redis primary does), and,
+    /// in a file with `repl-id`, their (database, name), which a primary's replicas that
+    /// continue must be told to delete.
     pub expired: u64,
     pub expired_keys: Vec<(u32, Vec<u8>)>,
     /// Keys left out because their collection held nothing (files of old Redis versions), as
@@ -846,7 +847,11 @@ pub fn load_rdb_file(
                 match deadline.take() {
                     Some(d) if d < now_ms => {
                         info.expired += 1;
-                        info.expired_keys.push((db, key.to_vec()));
+                        // Named only where a restarted primary's replicas may continue (the
+                        // header fields, `repl-id` among them, precede the keys).
+                        if repl_id.is_some() {
+                            info.expired_keys.push((db, key.to_vec()));
+                        }
                     }
                     d => {
                         if put(db, &key, value, d) {

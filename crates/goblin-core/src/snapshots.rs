@@ -754,12 +754,13 @@ impl Server {
 
     /// What an RDB file of the dataset needs besides the keys, taken now (before a fork).
     fn rdb_parts(&self) -> RdbParts {
+        let position = self.rdb_repl_position();
         RdbParts {
             functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
             created_unix_secs: now_ms() / 1000,
             used_memory: crate::commands::info::allocated_bytes(),
-            repl_position: self.rdb_repl_position().map(|(id, offset, _)| (id, offset)),
-            repl_stream_db: self.rdb_repl_position().and_then(|(_, _, db)| db),
+            repl_stream_db: position.as_ref().and_then(|(_, _, db)| *db),
+            repl_position: position.map(|(id, offset, _)| (id, offset)),
         }
     }
 
