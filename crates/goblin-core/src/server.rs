@@ -2264,6 +2264,11 @@ impl Server {
             self.introspection.monitors.retain(|&(s, i)| !(s == slot && i == id));
         }
         self.tracking_off(&mut conn, slot);
+        if conn.redis_replica.is_some() {
+            // INFO's connected_clients leaves the replicas out by this list's length.
+            let id = conn.id;
+            self.redis_replicas.slots.retain(|&(s, i)| !(s == slot && i == id));
+        }
         if conn.firehose.is_some() {
             let id = conn.id;
             self.firehose.subs.retain(|&(s, i)| !(s == slot && i == id));
