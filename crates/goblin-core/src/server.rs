@@ -205,8 +205,29 @@ pub struct ServerStats {
     pub rejected_connections: u64,
     /// Commands the server ran itself (the engine counts data commands).
     pub server_commands: u64,
+    /// Bytes read from clients and written to them (INFO `total_net_input_bytes` /
+    /// `_output_`); a replica's link is counted apart, below, as Redis counts it.
     pub net_input_bytes: u64,
     pub net_output_bytes: u64,
+    /// Bytes read from this server's primary over its live link (the firehose, or Redis's
+    /// protocol) and written to its replicas (redis-server replicas and firehose
+    /// subscribers): INFO `total_net_repl_input_bytes` / `_output_`. The RDB file a forked
+    /// child writes to a replica's socket is not in it (the child's writes are its own).
+    pub net_repl_input_bytes: u64,
+    pub net_repl_output_bytes: u64,
+    /// The four byte totals above (input, output, replication input, replication output) at
+    /// each cron tick, beside `ops_samples`, for INFO's `instantaneous_*_kbps`.
+    pub net_samples: [[u64; 4]; 16],
+    /// Forks for a snapshot, an RDB file or a replica's sync (INFO `total_forks`), and how
+    /// long the last `fork()` held the server thread (`latest_fork_usec`: the page tables are
+    /// copied in that call, so it grows with the dataset).
+    pub total_forks: u64,
+    pub latest_fork_usec: u64,
+    /// Time spent in active expiry cycles, in microseconds (INFO
+    /// `expire_cycle_cpu_milliseconds`), and the cycles that ended at their time budget with
+    /// keys still due (`expired_time_cap_reached_count`).
+    pub expire_cycle_usec: u64,
+    pub expire_time_cap_reached: u64,
     /// Clients closed for passing the output limit.
     pub output_limit_disconnections: u64,
     /// Clients closed for passing `client-query-buffer-limit`.
@@ -1876,6 +1897,11 @@ impl Server {
         let start = Instant::now();
         self.last_expire = start;
         self.expire_databases(start);
+        self.stats.expire_cycle_usec += start.elapsed().as_micros() as u64;
+        if self.expire_backlog {
+            // Only the time budget leaves keys due behind.
+            self.stats.expire_time_cap_reached += 1;
+        }
         // A cycle that ran long (many keys due at once) is a latency event of its own, as in
         // Redis.
         self.introspection.latency_sample("expire-cycle", start.elapsed().as_millis() as u64);
@@ -1963,6 +1989,9 @@ impl Server {
         let at = self.stats.ops_sample_at;
         self.stats.ops_samples[at % 16] = (t, total);
         self.stats.eventloop_samples[at % 16] = (self.stats.eventloop.cycles, self.stats.eventloop.nanos);
+        let st = &self.stats;
+        self.stats.net_samples[at % 16] =
+            [st.net_input_bytes, st.net_output_bytes, st.net_repl_input_bytes, st.net_repl_output_bytes];
         self.stats.ops_sample_at = at + 1;
         let used = crate::commands::info::allocated_bytes();
         self.stats.note_memory(used);
@@ -2130,7 +2159,11 @@ impl Server {
                 Ok(n) => {
                     conn.out_pos += n;
                     conn.net_out += n as u64;
-                    self.stats.net_output_bytes += n as u64;
+                    if conn.redis_replica.is_some() || conn.firehose.is_some() {
+                        self.stats.net_repl_output_bytes += n as u64;
+                    } else {
+                        self.stats.net_output_bytes += n as u64;
+                    }
                     self.stats.writes_processed += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -2154,7 +2187,7 @@ impl Server {
                         Ok(n) => {
                             d.queue.consume(n);
                             conn.net_out += n as u64;
-                            self.stats.net_output_bytes += n as u64;
+                            self.stats.net_repl_output_bytes += n as u64;
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

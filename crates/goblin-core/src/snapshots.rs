@@ -892,6 +892,7 @@ impl Server {
         let child_oom_score = self.oom.child_score();
         // SAFETY: fork in a process whose only thread is this one (the server owns no other
         // threads); the child only writes files and sockets, then _exits.
+        let forked_at = Instant::now();
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             let e = io::Error::last_os_error();
@@ -932,6 +933,11 @@ impl Server {
                 libc::_exit(code);
             }
         }
+        // The parent: the fork's own cost to the server thread (copying the page tables).
+        let fork_usec = forked_at.elapsed().as_micros() as u64;
+        self.stats.total_forks += 1;
+        self.stats.latest_fork_usec = fork_usec;
+        self.introspection.latency_sample("fork", fork_usec / 1000);
         // SAFETY: the parent keeps the read end only.
         unsafe { libc::close(fds[1]) };
         // SAFETY: fds[0] is a valid descriptor we own from here on.

@@ -37,7 +37,7 @@ impl Mode {
 
     /// What `auto` means here: systemd when `NOTIFY_SOCKET` is set, upstart when `UPSTART_JOB`
     /// is, else nothing.
-    fn resolved(self) -> Mode {
+    pub fn resolved(self) -> Mode {
         match self {
             Mode::Auto if std::env::var_os("NOTIFY_SOCKET").is_some() => Mode::Systemd,
             Mode::Auto if std::env::var_os("UPSTART_JOB").is_some() => Mode::Upstart,

@@ -333,3 +333,130 @@ fn query_buffer_limit_matches_redis8() {
     assert_eq!(ours[3], "written, end of stream");
     assert!(g.log().contains("Closing client that reached max query buffer length"));
 }
+
+fn num(m: &BTreeMap<String, String>, f: &str) -> f64 {
+    m.get(f).unwrap_or_else(|| panic!("no {f} in {m:?}")).parse().unwrap()
+}
+
+/// Bytes to and from clients and bytes of the replication link are counted apart, as Redis
+/// counts them (`total_net_*_bytes` and `total_net_repl_*_bytes`), and their rates over the
+/// cron's last samples (`instantaneous_*_kbps`) follow the traffic; the fork of the
+/// replica's first sync is counted (`total_forks`, `latest_fork_usec`) until CONFIG RESETSTAT.
+#[test]
+fn network_and_fork_figures_keep_replication_apart() {
+    let g = Server::start(&["--save", ""]);
+    let mut p = g.conn();
+    let before_fork = info(&mut p, "stats");
+    assert_eq!(num(&before_fork, "total_forks"), 0.0);
+    assert_eq!(num(&before_fork, "latest_fork_usec"), 0.0);
+    // A goblin-core replica over Redis's protocol: what its primary sends it is replication.
+    let r = Server::start(&["--save", "", "--replicaof", "127.0.0.1", &g.port.to_string()]);
+    let mut rc = r.conn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while info(&mut rc, "replication").get("master_link_status").map(String::as_str) != Some("up") {
+        assert!(std::time::Instant::now() < deadline, "the replica never linked up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let forked = info(&mut p, "stats");
+    assert_eq!(num(&forked, "total_forks"), 1.0, "the replica's sync forks once");
+    assert!(num(&forked, "latest_fork_usec") > 0.0, "{forked:?}");
+
+    // The rates compare the cron's samples: let both servers take one before the write.
+    std::thread::sleep(Duration::from_millis(250));
+    let (p0, r0) = (info(&mut p, "stats"), info(&mut rc, "stats"));
+    const BIG: usize = 1 << 20;
+    q(&mut p, &["SET", "big", &"x".repeat(BIG)]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while q(&mut rc, &["STRLEN", "big"]).unwrap() != Value::Int(BIG as i64) {
+        assert!(std::time::Instant::now() < deadline, "the write never reached the replica");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Two cron samples later the rates include the write.
+    std::thread::sleep(Duration::from_millis(300));
+    let (p1, r1) = (info(&mut p, "stats"), info(&mut rc, "stats"));
+    let grew = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, f: &str| num(b, f) - num(a, f);
+    let big = BIG as f64;
+    // The primary: the value came in from a client and went out to the replica; what went
+    // out to clients is replies (+OK, INFO), a few kilobytes.
+    assert!(grew(&p0, &p1, "total_net_input_bytes") >= big, "{p0:?} -> {p1:?}");
+    assert!(grew(&p0, &p1, "total_net_repl_output_bytes") >= big, "{p0:?} -> {p1:?}");
+    assert!(grew(&p0, &p1, "total_net_output_bytes") < 64.0 * 1024.0, "{p0:?} -> {p1:?}");
+    assert_eq!(grew(&p0, &p1, "total_net_repl_input_bytes"), 0.0);
+    // The replica: the value came in over the replication link, not from a client.
+    assert!(grew(&r0, &r1, "total_net_repl_input_bytes") >= big, "{r0:?} -> {r1:?}");
+    assert!(grew(&r0, &r1, "total_net_input_bytes") < 64.0 * 1024.0, "{r0:?} -> {r1:?}");
+    assert!(num(&p1, "instantaneous_input_kbps") > 0.0, "{p1:?}");
+    assert!(num(&p1, "instantaneous_output_repl_kbps") > 0.0, "{p1:?}");
+    assert!(num(&r1, "instantaneous_input_repl_kbps") > 0.0, "{r0:?} -> {r1:?}");
+    assert_eq!(num(&r1, "instantaneous_output_repl_kbps"), 0.0, "{r1:?}");
+
+    q(&mut p, &["CONFIG", "RESETSTAT"]).unwrap();
+    let reset = info(&mut p, "stats");
+    for f in ["total_forks", "latest_fork_usec", "total_net_repl_output_bytes"] {
+        assert_eq!(num(&reset, f), 0.0, "{f} after RESETSTAT");
+    }
+}
+
+/// The active expiry's time is counted (`expire_cycle_cpu_milliseconds`), and so are its
+/// cycles that stopped at their 1 ms budget with keys still due
+/// (`expired_time_cap_reached_count`): a burst of 200,000 keys due at once cannot be removed
+/// in one cycle's millisecond.
+#[test]
+fn active_expiry_time_and_budget_stops_are_counted() {
+    let g = Server::start(&["--save", ""]);
+    let mut c = g.conn();
+    let before = info(&mut c, "stats");
+    assert_eq!(num(&before, "expire_cycle_cpu_milliseconds"), 0.0);
+    assert_eq!(num(&before, "expired_time_cap_reached_count"), 0.0);
+    let time: Vec<String> = redis::cmd("TIME").query(&mut c).unwrap();
+    let now_ms: u64 = time[0].parse::<u64>().unwrap() * 1000 + time[1].parse::<u64>().unwrap() / 1000;
+    let due = (now_ms + 4000).to_string();
+    const KEYS: usize = 200_000;
+    for chunk in 0..KEYS / 10_000 {
+        let mut pipe = redis::pipe();
+        for i in chunk * 10_000..(chunk + 1) * 10_000 {
+            pipe.cmd("SET").arg(format!("k{i}")).arg("v").arg("PXAT").arg(&due).ignore();
+        }
+        pipe.query::<()>(&mut c).unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = info(&mut c, "stats");
+        if num(&stats, "expired_keys") as usize == KEYS {
+            assert!(num(&stats, "expire_cycle_cpu_milliseconds") >= 1.0, "{stats:?}");
+            assert!(num(&stats, "expired_time_cap_reached_count") >= 1.0, "{stats:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the keys never expired: {stats:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The firehose counts as replication too: a subscriber's frames are the primary's
+/// `total_net_repl_output_bytes`, and the replica's `total_net_repl_input_bytes`.
+#[test]
+fn firehose_bytes_are_replication_bytes() {
+    let g = Server::start(&["--save", ""]);
+    let mut p = g.conn();
+    let r = Server::start(&["--save", "", "--replica-tcp", "127.0.0.1", &g.port.to_string()]);
+    let mut rc = r.conn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while info(&mut rc, "replication").get("replica_state").map(String::as_str) != Some("live") {
+        assert!(std::time::Instant::now() < deadline, "the replica never went live");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (p0, r0) = (info(&mut p, "stats"), info(&mut rc, "stats"));
+    const BIG: usize = 1 << 20;
+    q(&mut p, &["SET", "big", &"x".repeat(BIG)]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while q(&mut rc, &["STRLEN", "big"]).unwrap() != Value::Int(BIG as i64) {
+        assert!(std::time::Instant::now() < deadline, "the write never reached the replica");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (p1, r1) = (info(&mut p, "stats"), info(&mut rc, "stats"));
+    let grew = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, f: &str| num(b, f) - num(a, f);
+    assert!(grew(&p0, &p1, "total_net_repl_output_bytes") >= BIG as f64, "{p0:?} -> {p1:?}");
+    assert!(grew(&p0, &p1, "total_net_output_bytes") < 64.0 * 1024.0, "{p0:?} -> {p1:?}");
+    assert!(grew(&r0, &r1, "total_net_repl_input_bytes") >= BIG as f64, "{r0:?} -> {r1:?}");
+    assert!(grew(&r0, &r1, "total_net_input_bytes") < 64.0 * 1024.0, "{r0:?} -> {r1:?}");
+}

@@ -447,6 +447,9 @@ fn supervised_systemd_notifies_ready_then_stopping() {
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("listening when READY=1 came");
     send(&mut c, b"PING\r\n");
     assert_eq!(read_reply(&mut c), b"+PONG\r\n");
+    let mut rc = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection().unwrap();
+    let server: String = redis::cmd("INFO").arg("server").query(&mut rc).unwrap();
+    assert!(server.contains("process_supervised:systemd\r\n"), "{server}");
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let n = listener.recv(&mut buf).expect("STOPPING=1 at SIGTERM");
     assert_eq!(String::from_utf8_lossy(&buf[..n]), "STOPPING=1\n");
@@ -458,4 +461,6 @@ fn supervised_systemd_notifies_ready_then_stopping() {
     send(&mut c, b"PING\r\n");
     assert_eq!(read_reply(&mut c), b"+PONG\r\n");
     assert!(listener.recv(&mut buf).is_err(), "an unsupervised server sent a notification");
+    let server: String = redis::cmd("INFO").arg("server").query(&mut s.conn()).unwrap();
+    assert!(server.contains("process_supervised:no\r\n"), "{server}");
 }

@@ -248,7 +248,8 @@ fn server(s: &Server, t: &mut String) {
     field!(t, "atomicvar_api", "c11-builtin");
     field!(t, "gcc_version", "0.0.0");
     field!(t, "process_id", "{}", std::process::id());
-    field!(t, "process_supervised", "no");
+    // As Redis reports it: `auto` resolved by the environment.
+    field!(t, "process_supervised", "{}", s.cfg.supervised.resolved().name());
     field!(t, "run_id", "{}", s.run_id);
     field!(t, "tcp_port", "{}", s.cfg.port);
     field!(t, "server_time_usec", "{now_us}");
@@ -504,6 +505,26 @@ fn instantaneous_ops(s: &Server) -> u64 {
     newest.1.saturating_sub(oldest.1) * 1000 / dt
 }
 
+/// KB/s read and written (clients, then the replication link's input and the replicas'
+/// output) over the cron's sample ring, the span `instantaneous_ops` uses.
+fn instantaneous_kbps(s: &Server) -> [f64; 4] {
+    let n = s.stats.ops_sample_at;
+    let mut kbps = [0.0; 4];
+    if n < 2 {
+        return kbps;
+    }
+    let (newest_at, oldest_at) = ((n - 1) % 16, if n > 16 { n % 16 } else { 0 });
+    let dt = s.stats.ops_samples[newest_at].0.saturating_sub(s.stats.ops_samples[oldest_at].0);
+    if dt == 0 {
+        return kbps;
+    }
+    let (newest, oldest) = (s.stats.net_samples[newest_at], s.stats.net_samples[oldest_at]);
+    for i in 0..4 {
+        kbps[i] = newest[i].saturating_sub(oldest[i]) as f64 * 1000.0 / dt as f64 / 1024.0;
+    }
+    kbps
+}
+
 /// Redis's hidden `debug` section: the event loop's extremes and the cron's share.
 fn debug(s: &Server, t: &mut String) {
     let el = &s.stats.eventloop;
@@ -540,12 +561,13 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "instantaneous_ops_per_sec", "{}", instantaneous_ops(s));
     field!(t, "total_net_input_bytes", "{}", s.stats.net_input_bytes);
     field!(t, "total_net_output_bytes", "{}", s.stats.net_output_bytes);
-    field!(t, "total_net_repl_input_bytes", "0");
-    field!(t, "total_net_repl_output_bytes", "0");
-    field!(t, "instantaneous_input_kbps", "0.00");
-    field!(t, "instantaneous_output_kbps", "0.00");
-    field!(t, "instantaneous_input_repl_kbps", "0.00");
-    field!(t, "instantaneous_output_repl_kbps", "0.00");
+    field!(t, "total_net_repl_input_bytes", "{}", s.stats.net_repl_input_bytes);
+    field!(t, "total_net_repl_output_bytes", "{}", s.stats.net_repl_output_bytes);
+    let kbps = instantaneous_kbps(s);
+    field!(t, "instantaneous_input_kbps", "{:.2}", kbps[0]);
+    field!(t, "instantaneous_output_kbps", "{:.2}", kbps[1]);
+    field!(t, "instantaneous_input_repl_kbps", "{:.2}", kbps[2]);
+    field!(t, "instantaneous_output_repl_kbps", "{:.2}", kbps[3]);
     field!(t, "rejected_connections", "{}", s.stats.rejected_connections);
     field!(t, "expired_keys", "{}", e.expired_keys);
     field!(t, "expired_subkeys", "{}", e.expired_fields);
@@ -562,13 +584,13 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "sync_partial_ok", "{}", s.redis_replicas.partial_ok);
     field!(t, "sync_partial_err", "{}", s.redis_replicas.partial_err);
     field!(t, "expired_stale_perc", "0.00");
-    field!(t, "expired_time_cap_reached_count", "0");
-    field!(t, "expire_cycle_cpu_milliseconds", "0");
+    field!(t, "expired_time_cap_reached_count", "{}", s.stats.expire_time_cap_reached);
+    field!(t, "expire_cycle_cpu_milliseconds", "{}", s.stats.expire_cycle_usec / 1000);
     field!(t, "pubsub_channels", "{}", s.pubsub.channels_len());
     field!(t, "pubsub_patterns", "{}", s.pubsub.patterns_len());
     field!(t, "pubsubshard_channels", "{}", s.pubsub.shard_len());
-    field!(t, "latest_fork_usec", "0");
-    field!(t, "total_forks", "0");
+    field!(t, "latest_fork_usec", "{}", s.stats.latest_fork_usec);
+    field!(t, "total_forks", "{}", s.stats.total_forks);
     field!(t, "migrate_cached_sockets", "0");
     field!(t, "slave_expires_tracked_keys", "0");
     field!(t, "active_defrag_hits", "0");

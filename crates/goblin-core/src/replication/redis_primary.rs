@@ -816,6 +816,7 @@ impl Server {
         let mut closed = None;
         let mut again = false;
         let mut got = false;
+        let mut read = 0u64;
         for i in 0..READS_PER_TURN {
             let len = link.buf.len();
             link.buf.resize(len + READ_CHUNK, 0);
@@ -827,6 +828,7 @@ impl Server {
                 }
                 Ok(n) => {
                     got = true;
+                    read += n as u64;
                     link.buf.truncate(len + n);
                     if n < READ_CHUNK {
                         break;
@@ -848,6 +850,7 @@ impl Server {
         }
         // Only bytes from the primary count as its sign of life: an event that brought none
         // (the socket turning writable) says nothing about a primary that may be hung.
+        self.stats.net_repl_input_bytes += read;
         if got {
             self.redis_primary.as_mut().expect("following").last_io = Instant::now();
         }

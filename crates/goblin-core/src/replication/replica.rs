@@ -1094,6 +1094,7 @@ impl Server {
                 }
             }
         }
+        self.stats.net_repl_input_bytes += (buf.len() - len_before) as u64;
         // Liveness counts bytes, not wake-ups (a writable edge reads nothing).
         if buf.len() > len_before {
             if let Some(r) = &mut self.replica {
