@@ -2178,14 +2178,14 @@ impl Server {
         // A firehose subscriber: its frames follow whatever replies came before them.
         if !failed && conn.out_pos == conn.out.len() {
             if let Some(d) = conn.firehose.as_mut() {
-                while !d.queue.is_empty() {
-                    match conn.stream.write(d.queue.readable()) {
+                while d.has_pending() {
+                    match conn.stream.write(d.next_piece()) {
                         Ok(0) => {
                             failed = true;
                             break;
                         }
                         Ok(n) => {
-                            d.queue.consume(n);
+                            d.wrote(n);
                             conn.net_out += n as u64;
                             self.stats.net_repl_output_bytes += n as u64;
                         }
@@ -2215,7 +2215,7 @@ impl Server {
             return;
         }
         let token = Token(CONN_BASE + slot);
-        let queued = conn.firehose.as_ref().is_some_and(|d| !d.queue.is_empty());
+        let queued = conn.firehose.as_ref().is_some_and(|d| d.has_pending());
         if buffered {
             if !conn.want_write {
                 conn.want_write = true;

@@ -1136,3 +1136,76 @@ fn a_blocked_xread_on_a_replica_is_woken_by_the_upstreams_xadd() {
     let got = format!("{:?}", reader.join().unwrap());
     assert!(got.contains("2-0") && !got.contains("1-0"), "{got}");
 }
+
+/// A batch larger than a subscriber's whole queue (one big value, a big MSET) can never be
+/// queued: it goes out from a copy the subscribers share, at its place among the frames
+/// before and after it, so a replica that keeps up is not cut off by one big write (without
+/// Kafka it could never come back). Several in one pipeline, between small writes, in one
+/// transaction, and with the queue holding frames before them.
+#[test]
+fn a_batch_larger_than_the_queue_reaches_the_replicas_in_order() {
+    let primary = Server::start(&["--replication-buffer-bytes", "64kb", "--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let args = ["--replica-tcp", "127.0.0.1", pport.as_str(), "--enable-debug-command", "yes"];
+    let r1 = live_replica(&args);
+    let r2 = live_replica(&args);
+    let mut c = primary.conn();
+    let big = |n: usize, fill: u8| String::from_utf8(vec![fill; n]).unwrap();
+    let mut p = redis::pipe();
+    for round in 0..4u8 {
+        p.cmd("SET").arg("small").arg(round.to_string()).ignore();
+        p.cmd("RPUSH").arg("order").arg(format!("before-{round}")).ignore();
+        p.cmd("SET").arg(format!("big{round}")).arg(big(300_000 + round as usize, b'a' + round)).ignore();
+        p.cmd("RPUSH").arg("order").arg(format!("after-{round}")).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    let pairs: Vec<(String, String)> =
+        (0..40).map(|i| (format!("m{i}"), big(10_000, b'0' + (i % 10) as u8))).collect();
+    let _: () = redis::cmd("MSET").arg(&pairs).query(&mut c).unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("tx-big")
+        .arg(big(200_000, b'z'))
+        .cmd("INCR")
+        .arg("tx")
+        .query(&mut c)
+        .unwrap();
+    converge(&primary, &[&r1, &r2]);
+    let m = info(&mut c, "replication");
+    assert_eq!(m["connected_slaves"], "2", "{m:?}\n{}", primary.log());
+    assert_eq!(m["firehose_full_disconnections"], "0");
+    for r in [&r1, &r2] {
+        let order: Vec<String> =
+            redis::cmd("LRANGE").arg("order").arg(0).arg(-1).query(&mut r.conn()).unwrap();
+        assert_eq!(order.len(), 8);
+        assert_eq!(m_state(r), "live");
+    }
+}
+
+/// Spilled frames waiting for one subscriber are bounded by `client-output-buffer-limit
+/// replica`'s hard limit: a frame that alone exceeds it cuts the subscriber off, as a full
+/// queue does.
+#[test]
+fn a_spilled_batch_past_the_replica_output_limit_cuts_the_subscriber_off() {
+    let primary = Server::start(&["--replication-buffer-bytes", "64kb", "--enable-debug-command", "yes"]);
+    let pport = primary.port.to_string();
+    let r = live_replica(&["--replica-tcp", "127.0.0.1", pport.as_str()]);
+    let mut c = primary.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("replica 1mb 0 0")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("fits").arg("x".repeat(500_000)).query(&mut c).unwrap();
+    converge(&primary, &[&r]);
+    let _: () = redis::cmd("SET").arg("too-big").arg("x".repeat(2_000_000)).query(&mut c).unwrap();
+    let m = wait_for(&primary, "the subscriber cut off", |m| m["connected_slaves"] == "0");
+    assert_eq!(m["firehose_full_disconnections"], "1");
+    assert!(primary.log().contains("larger than its 65536-byte queue"), "{}", primary.log());
+}
+
+fn m_state(r: &Server) -> String {
+    info(&mut r.conn(), "replication")["replica_state"].clone()
+}

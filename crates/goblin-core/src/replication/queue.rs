@@ -16,6 +16,10 @@ pub struct MmapQueue {
     cap: usize,
     head: usize,
     len: usize,
+    /// Bytes ever pushed and ever consumed: positions in the stream of bytes through the queue,
+    /// for a caller that must put something else at an exact point of it.
+    pushed: u64,
+    consumed: u64,
 }
 
 // SAFETY: the queue owns its mapping exclusively; moving it to another thread (the replica's
@@ -69,7 +73,7 @@ impl MmapQueue {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(MmapQueue { ptr: ptr.cast(), cap, head: 0, len: 0 })
+        Ok(MmapQueue { ptr: ptr.cast(), cap, head: 0, len: 0, pushed: 0, consumed: 0 })
     }
 
     pub fn capacity(&self) -> usize {
@@ -98,7 +102,18 @@ impl MmapQueue {
             std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), self.ptr, bytes.len() - first);
         }
         self.len += bytes.len();
+        self.pushed += bytes.len() as u64;
         true
+    }
+
+    /// Bytes pushed since the queue was made.
+    pub fn pushed_total(&self) -> u64 {
+        self.pushed
+    }
+
+    /// Bytes consumed since the queue was made.
+    pub fn consumed_total(&self) -> u64 {
+        self.consumed
     }
 
     /// The first contiguous piece of unread bytes (empty when the queue is).
@@ -112,6 +127,7 @@ impl MmapQueue {
     pub fn consume(&mut self, n: usize) {
         assert!(n <= self.len.min(self.cap - self.head), "consume past the readable piece");
         self.len -= n;
+        self.consumed += n as u64;
         self.head = if self.len == 0 { 0 } else { (self.head + n) % self.cap };
     }
 

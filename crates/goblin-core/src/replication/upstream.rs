@@ -16,6 +16,11 @@
 //!   it is either already in its queue or still retained;
 //! - a subscriber whose queue cannot take a frame is disconnected at once (never a partial
 //!   frame, never a gap followed by later frames, never more memory);
+//! - a frame larger than a whole queue (one big value, a big MSET, a script's many writes),
+//!   which no queue could ever take, is a `Spill`: written from one copy the subscribers
+//!   share, at its exact place in the subscriber's byte stream (after the queue bytes pushed
+//!   before it), up to `client-output-buffer-limit replica`'s hard limit of such bytes waiting
+//!   per subscriber; past it the subscriber is disconnected as for a full queue.
 //! - in broker mode no frame leaves before Kafka acknowledged all of its records.
 
 use super::frame::{self, Cursor};
@@ -25,6 +30,7 @@ use crate::server::Server;
 use engine::{Batch, Origin};
 use resp::reply;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::{info, warn};
 
@@ -41,6 +47,58 @@ pub struct Downstream {
     pub acked_at: Instant,
     /// A frame was queued since the last heartbeat round: no tick needed.
     pub sent_since_tick: bool,
+    /// Frames too large for the queue, in order, each after the queue bytes pushed before it.
+    pub spills: VecDeque<Spill>,
+}
+
+/// A frame larger than the subscriber's whole queue, written from a copy shared by every
+/// subscriber that got it.
+pub struct Spill {
+    pub frame: Arc<[u8]>,
+    /// Bytes of it already written.
+    pub written: usize,
+    /// The queue's `pushed_total()` when it came: it goes out once exactly that many queue
+    /// bytes have been written, and the queue's later bytes after it.
+    pub at: u64,
+}
+
+impl Downstream {
+    /// Bytes of spilled frames not yet written.
+    fn spilled_pending(&self) -> usize {
+        self.spills.iter().map(|s| s.frame.len() - s.written).sum()
+    }
+
+    /// Whether anything waits to be written (queue or spills).
+    pub fn has_pending(&self) -> bool {
+        !self.queue.is_empty() || !self.spills.is_empty()
+    }
+
+    /// The next bytes to write: the queue's up to the next spill's place, or that spill's
+    /// rest; empty when nothing waits.
+    pub fn next_piece(&self) -> &[u8] {
+        match self.spills.front() {
+            Some(s) if s.at == self.queue.consumed_total() => &s.frame[s.written..],
+            Some(s) => {
+                let r = self.queue.readable();
+                let before = usize::try_from(s.at - self.queue.consumed_total()).unwrap_or(usize::MAX);
+                &r[..r.len().min(before)]
+            }
+            None => self.queue.readable(),
+        }
+    }
+
+    /// Records that the first `n` bytes of `next_piece()` were written.
+    pub fn wrote(&mut self, n: usize) {
+        match self.spills.front_mut() {
+            Some(s) if s.at == self.queue.consumed_total() => {
+                s.written += n;
+                if s.written == s.frame.len() {
+                    self.spills.pop_front();
+                }
+            }
+            _ => self.queue.consume(n),
+        }
+    }
 }
 
 /// The subscribers and the frames held for Kafka.
@@ -133,6 +191,7 @@ impl Server {
             acked: offset,
             acked_at: Instant::now(),
             sent_since_tick: true,
+            spills: VecDeque::new(),
         }));
         self.firehose.subs.push((slot, c.id));
         info!(
@@ -177,7 +236,10 @@ impl Server {
     }
 
     /// Copies one frame into every subscriber's queue; a full queue disconnects its subscriber.
+    /// A frame larger than a whole queue spills (see the module's invariants).
     fn firehose_send(&mut self, f: &[u8]) {
+        let spill_limit = usize::try_from(self.output_limits.replica.hard).unwrap_or(usize::MAX);
+        let mut shared: Option<Arc<[u8]>> = None;
         let mut i = 0;
         while i < self.firehose.subs.len() {
             let (slot, id) = self.firehose.subs[i];
@@ -193,13 +255,23 @@ impl Server {
             }
             let d = c.firehose.as_mut().expect("listed subscribers have a queue");
             d.sent_since_tick = true;
-            if !c.close_now && !d.queue.push(f) {
-                warn!(
-                    "disconnecting firehose subscriber id={} addr={}: its {}-byte queue is full",
-                    c.id,
-                    c.addr,
+            let refused = if c.close_now {
+                None
+            } else if f.len() <= d.queue.capacity() {
+                (!d.queue.push(f)).then(|| format!("its {}-byte queue is full", d.queue.capacity()))
+            } else if spill_limit == 0 || d.spilled_pending() + f.len() <= spill_limit {
+                let frame = shared.get_or_insert_with(|| Arc::from(f)).clone();
+                d.spills.push_back(Spill { frame, written: 0, at: d.queue.pushed_total() });
+                None
+            } else {
+                Some(format!(
+                    "a {}-byte frame, larger than its {}-byte queue, would leave more than client-output-buffer-limit replica's {spill_limit} bytes of such frames waiting",
+                    f.len(),
                     d.queue.capacity()
-                );
+                ))
+            };
+            if let Some(why) = refused {
+                warn!("disconnecting firehose subscriber id={} addr={}: {why}", c.id, c.addr);
                 c.close_now = true;
                 self.firehose.full_disconnections += 1;
             }
@@ -301,9 +373,18 @@ impl Server {
         firehose.chain(redis).collect()
     }
 
-    /// Bytes mapped for the subscribers' queues (INFO `mem_clients_slaves`).
+    /// Bytes mapped for the subscribers' queues, and the spilled frames they still hold (each
+    /// shared copy once): INFO `mem_clients_slaves`.
     pub(crate) fn firehose_queue_bytes(&self) -> usize {
-        self.subscribers().map(|(_, d)| d.queue.capacity()).sum()
+        let mut spilled: Vec<(*const u8, usize)> = Vec::new();
+        let mut mapped = 0;
+        for (_, d) in self.subscribers() {
+            mapped += d.queue.capacity();
+            spilled.extend(d.spills.iter().map(|s| (s.frame.as_ptr(), s.frame.len())));
+        }
+        spilled.sort_unstable();
+        spilled.dedup();
+        mapped + spilled.iter().map(|&(_, len)| len).sum::<usize>()
     }
 
     /// How many replicas (firehose subscribers and redis-server replicas) have applied
