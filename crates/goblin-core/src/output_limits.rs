@@ -4,7 +4,8 @@
 //! closed); 0 turns a limit off. The classes: `normal` clients, `pubsub` clients (subscribed
 //! to anything: a subscriber that stops reading is the usual way a server's memory runs away),
 //! and `replica`, the redis-server replicas fed through SYNC/PSYNC (firehose subscribers have
-//! bounded queues of their own and are not counted here).
+//! fixed queues of their own; the replica class's hard limit bounds only the frames too large
+//! for such a queue that wait for one subscriber, `replication::upstream::Spill`).
 //!
 //! Defaults are Redis's but for `normal`, whose hard limit is `--client-output-limit`
 //! (256 MiB): Redis leaves normal clients unlimited; one client that never reads should not
