@@ -92,8 +92,13 @@ const IGNORED: &[&str] = &[
 ];
 
 /// Redis's hidden settings (test aids CONFIG GET * leaves out), directives too.
-const REDIS_HIDDEN: &[&str] =
-    &["key-load-delay", "loading-process-events-interval-bytes", "rdb-key-save-delay", "use-exit-on-panic"];
+const REDIS_HIDDEN: &[&str] = &[
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+    "rdb-key-save-delay",
+    "use-exit-on-panic",
+    "watchdog-period",
+];
 
 /// Every setting name redis-server 8.2 answers CONFIG GET * with (aliases included), and the
 /// directives that are not settings: a command-line option under one of these names is a

@@ -25,6 +25,15 @@
 //! Invariant: the current command ([`CurrentCommand`]) is read only on the server thread (a
 //! panic there, or a signal delivered to it), where the arguments it points to are still
 //! alive: the guard that published them is in a frame below the one that crashed.
+//!
+//! One more way in, not fatal: **SIGALRM**, from the watchdog (`watchdog-period`: an event
+//! loop that has not come round for that long) or from `kill -ALRM`, logs where the server
+//! thread is (its stack and its command) and the server goes on, as Redis does. There the
+//! interrupted thread may hold the allocator's locks and must get them back, so the handler
+//! allocates nothing: it takes the raw return addresses (`backtrace(3)`, called once at install
+//! so that its first call's loading of the unwinder happens there, not in a handler) and a copy
+//! of the command into static buffers, and wakes the `stack-reporter` thread through a pipe;
+//! that thread resolves the addresses to functions and lines and writes the report.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -45,6 +54,57 @@ static CURRENT_ARGC: AtomicUsize = AtomicUsize::new(0);
 static CURRENT_CLIENT: AtomicU64 = AtomicU64::new(0);
 /// Set by the first report: a crash while reporting does not start a second one.
 static REPORTING: AtomicBool = AtomicBool::new(false);
+
+/// The SIGALRM report's hand-off from the handler to the `stack-reporter` thread: the write end
+/// of its pipe (-1 until installed), and set while a report is taken or written (another
+/// SIGALRM meanwhile is skipped, and the buffers below are the handler's alone until the
+/// reporter clears it).
+static ALARM_PIPE: AtomicI32 = AtomicI32::new(-1);
+static ALARM_BUSY: AtomicBool = AtomicBool::new(false);
+/// A watchdog SIGALRM that reached another thread and was passed on to the server thread.
+static ALARM_FORWARDED_WATCHDOG: AtomicBool = AtomicBool::new(false);
+/// What the handler saw, for the reporter (see `AlarmCapture`).
+static ALARM: AlarmCell = AlarmCell(std::cell::UnsafeCell::new(AlarmCapture::EMPTY));
+
+/// The most return addresses, and bytes of the command, a SIGALRM report shows.
+const ALARM_FRAMES: usize = 64;
+const ALARM_ARGS_BYTES: usize = 2048;
+
+/// The server thread's state at a SIGALRM.
+struct AlarmCapture {
+    watchdog: bool,
+    frames: [usize; ALARM_FRAMES],
+    depth: usize,
+    client: u64,
+    argc: usize,
+    /// The first arguments, each as (length shown, whole length) then its bytes, in `args`.
+    args: [u8; ALARM_ARGS_BYTES],
+    args_len: usize,
+}
+
+impl AlarmCapture {
+    const EMPTY: AlarmCapture = AlarmCapture {
+        watchdog: false,
+        frames: [0; ALARM_FRAMES],
+        depth: 0,
+        client: 0,
+        argc: 0,
+        args: [0; ALARM_ARGS_BYTES],
+        args_len: 0,
+    };
+}
+
+/// Written only by the handler while it holds `ALARM_BUSY`, read only by the reporter after
+/// the handler's pipe write and before it clears `ALARM_BUSY`: never both at once.
+struct AlarmCell(std::cell::UnsafeCell<AlarmCapture>);
+
+// SAFETY: see the type's access rule, which `ALARM_BUSY` and the pipe enforce.
+unsafe impl Sync for AlarmCell {}
+
+unsafe extern "C" {
+    /// glibc's `backtrace(3)` (execinfo.h): the calling thread's return addresses.
+    fn backtrace(buffer: *mut *mut libc::c_void, size: libc::c_int) -> libc::c_int;
+}
 
 /// A report that takes longer than this is cut short by SIGALRM.
 const REPORT_DEADLINE_SECS: u32 = 15;
@@ -103,6 +163,183 @@ pub fn install(logfile: &str) {
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND | libc::SA_NODEFER;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    install_alarm_report();
+}
+
+/// SIGALRM's report (see the module's documentation): the reporter thread and its pipe, the
+/// unwinder warmed up, then the handler. Without the thread, SIGALRM keeps its default.
+fn install_alarm_report() {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let read_end = fds[0];
+    let spawned = std::thread::Builder::new().name("stack-reporter".into()).spawn(move || loop {
+        let mut byte = 0u8;
+        // SAFETY: reading one byte from our pipe into a live byte.
+        let n = unsafe { libc::read(read_end, (&raw mut byte).cast(), 1) };
+        if n == 1 {
+            write_alarm_report();
+            ALARM_BUSY.store(false, Ordering::Release);
+        } else if n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    });
+    if spawned.is_err() {
+        return;
+    }
+    let mut warm = [std::ptr::null_mut(); 4];
+    // SAFETY: backtrace writes at most 4 addresses into the array we pass; a first call here
+    // loads the unwinder (it allocates), so that the handler's calls do not.
+    unsafe { backtrace(warm.as_mut_ptr(), 4) };
+    ALARM_PIPE.store(fds[1], Ordering::Relaxed);
+    // SAFETY: sigaction with a handler of the right signature. SA_RESTART: the system call
+    // the server thread was in goes on; SA_ONSTACK: the alternate stack, as for the others.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_alarm as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut());
+    }
+}
+
+/// `watchdog-period`: (re)arms the one-shot timer whose SIGALRM reports a server thread that
+/// has not come back to its event loop within `ms` (0 disarms it). The cron calls this each
+/// time it runs, so the alarm goes off only when the cron could not run for that long.
+pub fn watchdog_arm(ms: u64) {
+    let t = libc::timeval {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_usec: ((ms % 1000) * 1000) as libc::suseconds_t,
+    };
+    let it = libc::itimerval { it_interval: libc::timeval { tv_sec: 0, tv_usec: 0 }, it_value: t };
+    // SAFETY: setitimer with a valid itimerval; ITIMER_REAL sends SIGALRM to the process,
+    // whose main thread (the server thread) takes it first.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut()) };
+}
+
+extern "C" fn on_alarm(_sig: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let (code, pid) = unsafe { ((*info).si_code, (*info).si_pid()) };
+    // The timer's own expiry comes from the kernel; kill and tgkill from a process.
+    let from_timer = code == libc::SI_KERNEL;
+    // SAFETY: gettid and getpid have no preconditions.
+    let (tid, me) = unsafe { (libc::gettid(), libc::getpid()) };
+    let server = SERVER_TID.load(Ordering::Relaxed);
+    if server != 0 && tid != server {
+        // Another thread took it: the report is about the server thread, so pass it on.
+        if from_timer {
+            ALARM_FORWARDED_WATCHDOG.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: tgkill to a thread of this process.
+        unsafe { libc::syscall(libc::SYS_tgkill, me, server, libc::SIGALRM) };
+        return;
+    }
+    let forwarded =
+        code == libc::SI_TKILL && pid == me && ALARM_FORWARDED_WATCHDOG.swap(false, Ordering::Relaxed);
+    let pipe = ALARM_PIPE.load(Ordering::Relaxed);
+    if pipe < 0 || !CRASH_LOG_ENABLED.load(Ordering::Relaxed) || ALARM_BUSY.swap(true, Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: ALARM_BUSY is ours (swapped from false): the reporter does not read the capture
+    // until the pipe says so.
+    let cap = unsafe { &mut *ALARM.0.get() };
+    cap.watchdog = from_timer || forwarded;
+    let mut frames = [std::ptr::null_mut(); ALARM_FRAMES];
+    // SAFETY: backtrace writes at most ALARM_FRAMES addresses (warmed up at install).
+    let depth = unsafe { backtrace(frames.as_mut_ptr(), ALARM_FRAMES as libc::c_int) }.max(0) as usize;
+    for (slot, f) in cap.frames.iter_mut().zip(&frames[..depth]) {
+        *slot = *f as usize;
+    }
+    cap.depth = depth;
+    // The running command, copied while its arguments are alive (this is the server thread).
+    let ptr = CURRENT_ARGS.load(Ordering::Relaxed);
+    let argc = CURRENT_ARGC.load(Ordering::Relaxed);
+    cap.argc = if ptr.is_null() { 0 } else { argc };
+    cap.client = CURRENT_CLIENT.load(Ordering::Relaxed);
+    cap.args_len = 0;
+    if cap.argc > 0 {
+        // SAFETY: the module's invariant: on the server thread a published argument list
+        // lives in a frame below this one.
+        let args = unsafe { std::slice::from_raw_parts(ptr as *const &[u8], argc) };
+        for a in args {
+            let shown = a.len().min(128);
+            if cap.args_len + 16 + shown > ALARM_ARGS_BYTES {
+                break;
+            }
+            let at = cap.args_len;
+            cap.args[at..at + 8].copy_from_slice(&(shown as u64).to_le_bytes());
+            cap.args[at + 8..at + 16].copy_from_slice(&(a.len() as u64).to_le_bytes());
+            cap.args[at + 16..at + 16 + shown].copy_from_slice(&a[..shown]);
+            cap.args_len = at + 16 + shown;
+        }
+    }
+    let byte = 1u8;
+    // SAFETY: one byte to our pipe (async-signal-safe); the reporter reads the capture after.
+    if unsafe { libc::write(pipe, (&raw const byte).cast(), 1) } != 1 {
+        ALARM_BUSY.store(false, Ordering::Release);
+    }
+}
+
+/// On the `stack-reporter` thread: the SIGALRM report from the capture.
+fn write_alarm_report() {
+    // SAFETY: ALARM_BUSY is set and the handler has written the capture (see `AlarmCell`).
+    let cap = unsafe { &*ALARM.0.get() };
+    let mut w = LogWriter::new();
+    // Redis's words for the two causes (log watchers look for them).
+    let _ = write!(w, "{}", if cap.watchdog { "--- WATCHDOG TIMER EXPIRED ---" } else { "Received SIGALRM" });
+    w.line();
+    let _ = write!(w, "------ STACK TRACE ------");
+    w.line();
+    let _ = write!(w, "thread id: {} (the server thread)", SERVER_TID.load(Ordering::Relaxed));
+    w.line();
+    for (i, &ip) in cap.frames[..cap.depth].iter().enumerate() {
+        let mut any = false;
+        // A return address points past its call: look up the byte before it.
+        backtrace::resolve(ip.saturating_sub(1) as *mut std::ffi::c_void, |sym| {
+            any = true;
+            let name = sym.name().map(|n| format!("{n:#}")).unwrap_or_else(|| "?".into());
+            let _ = write!(w, "{i:>3}: {ip:#x} {name}");
+            if let (Some(file), Some(line)) = (sym.filename(), sym.lineno()) {
+                let _ = write!(w, " at {}:{line}", file.display());
+            }
+            w.line();
+        });
+        if !any {
+            let _ = write!(w, "{i:>3}: {ip:#x}");
+            w.line();
+        }
+    }
+    let _ = write!(w, "------ STACK TRACE DONE ------");
+    w.line();
+    let _ = write!(w, "------ CURRENT CLIENT INFO ------");
+    w.line();
+    if cap.argc == 0 {
+        let _ = write!(w, "(no command running on the server thread)");
+        w.line();
+    } else {
+        let _ = write!(w, "id={} argc={}", cap.client, cap.argc);
+        w.line();
+        let hide = HIDE_USER_DATA.load(Ordering::Relaxed);
+        let (mut at, mut i) = (0, 0);
+        while at < cap.args_len {
+            let shown = u64::from_le_bytes(cap.args[at..at + 8].try_into().expect("8 bytes")) as usize;
+            let whole = u64::from_le_bytes(cap.args[at + 8..at + 16].try_into().expect("8 bytes")) as usize;
+            let bytes = &cap.args[at + 16..at + 16 + shown];
+            if hide && i > 0 {
+                let _ = write!(w, "argv[{i}]: *redacted*");
+            } else {
+                let _ = write!(w, "argv[{i}]: '{}'", Shown(bytes));
+                if whole > shown {
+                    let _ = write!(w, "... ({whole} bytes)");
+                }
+            }
+            w.line();
+            at += 16 + shown;
+            i += 1;
         }
     }
 }

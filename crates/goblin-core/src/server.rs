@@ -73,6 +73,8 @@ pub const READ_CHUNK: usize = 16 * 1024;
 /// after the others' requests of that turn, and only then are the replies written: so one
 /// turn's work for a connection is bounded by this many `READ_CHUNK`s of requests.
 const READS_PER_TURN: usize = 1;
+/// The shortest `watchdog-period`: two cron periods (the cron runs every 100 ms).
+const WATCHDOG_MIN_MS: u64 = 200;
 /// Redis's `client-query-buffer-limit` default: unprocessed input a client may accumulate
 /// (while parked, or inside one huge request) before it is disconnected.
 pub const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
@@ -228,6 +230,8 @@ pub struct ServerStats {
     /// keys still due (`expired_time_cap_reached_count`).
     pub expire_cycle_usec: u64,
     pub expire_time_cap_reached: u64,
+    /// Commands of a Redis primary's stream that failed here (INFO `unexpected_error_replies`).
+    pub unexpected_error_replies: u64,
     /// Clients closed for passing the output limit.
     pub output_limit_disconnections: u64,
     /// Clients closed for passing `client-query-buffer-limit`.
@@ -398,6 +402,8 @@ pub struct Server {
     pub(crate) pause: crate::pause::Pause,
     /// CONFIG SET values of settings that change nothing here (see commands/config.rs).
     pub(crate) inert_config: std::collections::HashMap<&'static str, String>,
+    /// `watchdog-period` in milliseconds (0: off): see `set_watchdog_period`.
+    pub(crate) watchdog_period_ms: u64,
     /// The configuration file the server started with (absolute; CONFIG REWRITE writes it).
     pub(crate) config_file: Option<std::path::PathBuf>,
     /// Settings changed since startup (CONFIG SET) or given on the command line, by their
@@ -618,6 +624,7 @@ impl Server {
             tracking: Default::default(),
             pause: Default::default(),
             inert_config: Default::default(),
+            watchdog_period_ms: 0,
             config_file: None,
             config_changed: Vec::new(),
             active_expire_enabled: true,
@@ -1963,9 +1970,29 @@ impl Server {
         }
     }
 
+    /// `watchdog-period` (Redis's hidden setting, for finding what blocks the server): while
+    /// it is on, a server thread that has not run its cron for that long gets SIGALRM, whose
+    /// report logs its stack and command (`crash::on_alarm`), and goes on. At least two cron
+    /// periods, as Redis rounds it up, so that a cron on time never sets it off.
+    pub(crate) fn set_watchdog_period(&mut self, ms: u64) {
+        self.watchdog_period_ms = ms;
+        crate::crash::watchdog_arm(self.watchdog_timer_ms());
+    }
+
+    /// The watchdog's timer: the period, at least `WATCHDOG_MIN_MS` (0: off).
+    fn watchdog_timer_ms(&self) -> u64 {
+        match self.watchdog_period_ms {
+            0 => 0,
+            ms => ms.max(WATCHDOG_MIN_MS),
+        }
+    }
+
     /// Every 100 ms: ops/sec sampling and the memory peak.
     fn cron(&mut self) {
         self.last_cron = Instant::now();
+        if self.watchdog_period_ms > 0 {
+            crate::crash::watchdog_arm(self.watchdog_timer_ms());
+        }
         if std::mem::take(&mut self.accept_retry) {
             for li in 0..self.listeners.len() {
                 self.accept(li);

@@ -353,6 +353,16 @@ fn load_file(
 
 /// A crashed save leaves its temporary file behind (never the target): remove such leftovers
 /// next to `path` at startup.
+/// Where a replica of a Redis primary writes the RDB file of a full synchronization as it
+/// arrives (`repl-diskless-load disabled`), beside `target` (the RDB file's path) and named as
+/// a save's temporary file, so that one an interrupted sync leaves behind is removed at the
+/// next startup as those are.
+pub(crate) fn sync_spool_path(target: &Path) -> PathBuf {
+    let name = target.file_name().map_or_else(|| "dump.rdb".into(), |n| n.to_string_lossy().into_owned());
+    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    dir.join(format!(".{name}.tmp-{}-sync", std::process::id()))
+}
+
 fn remove_stale_temp_files(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
@@ -472,13 +482,13 @@ pub(crate) fn lineage_start(dbs: &[(u32, store::Keyspace)], functions: &engine::
 
 /// A whole file mapped read-only (private), unmapped on drop: an RDB file is read from its
 /// mapping rather than copied into memory next to the dataset built from it.
-struct MappedFile {
+pub(crate) struct MappedFile {
     ptr: *mut libc::c_void,
     len: usize,
 }
 
 impl MappedFile {
-    fn open(path: &Path) -> Result<MappedFile, String> {
+    pub(crate) fn open(path: &Path) -> Result<MappedFile, String> {
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let len = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len() as usize;
@@ -496,7 +506,7 @@ impl MappedFile {
         Ok(MappedFile { ptr, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         if self.len == 0 {
             return &[];
         }

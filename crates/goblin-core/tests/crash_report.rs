@@ -181,3 +181,87 @@ fn crash_commands_need_the_debug_command_enabled() {
         .unwrap_err();
     assert!(err.to_string().contains("argument must be 'yes' or 'no'"), "{err}");
 }
+
+/// Waits until the server thread sleeps inside DEBUG SLEEP (its state shows a sleep).
+fn wait_sleeping(s: &Server) {
+    let pid = s.pid();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+        if wchan.contains("nanosleep") || wchan.contains("hrtimer") {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "DEBUG SLEEP never started (wchan {wchan:?})");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for `what` in the log (the SIGALRM report is written by another thread, after the
+/// handler returned).
+fn wait_log(s: &Server, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = s.log();
+        if log.contains(what) {
+            return log;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {what:?} in the log:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGALRM from outside is not fatal: the server thread's stack (the sleeping DEBUG under the
+/// dispatch) and its command are logged, the command finishes, and the server goes on, as
+/// Redis does.
+#[test]
+fn sigalrm_logs_the_server_threads_stack_and_the_server_goes_on() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let port = s.port;
+    let sleeper = std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        redis::cmd("DEBUG").arg("SLEEP").arg("1").query::<redis::Value>(&mut con)
+    });
+    wait_sleeping(&s);
+    s.signal(libc::SIGALRM);
+    let log = wait_log(&s, "------ STACK TRACE DONE ------");
+    assert_eq!(sleeper.join().unwrap().unwrap(), redis::Value::Okay, "the command finishes");
+    assert!(log.contains("Received SIGALRM"), "{log}");
+    assert!(!log.contains("BUG REPORT"), "not a crash: {log}");
+    let trace = section(&log, "------ STACK TRACE ------", "------ STACK TRACE DONE ------");
+    assert!(trace.contains("(the server thread)"), "{trace}");
+    assert!(trace.contains("goblin_core::commands::debug::debug"), "{trace}");
+    assert!(trace.contains("goblin_core::dispatch"), "{trace}");
+    let log = wait_log(&s, "argv[2]: '1'");
+    let client = &log[log.find("CURRENT CLIENT INFO").expect("the client section")..];
+    assert!(client.contains("argv[0]: 'DEBUG'") && client.contains("argv[1]: 'SLEEP'"), "{client}");
+    assert_eq!(redis::cmd("PING").query::<String>(&mut s.conn()).unwrap(), "PONG");
+}
+
+/// `watchdog-period` (Redis's hidden setting): a server thread that stays away from its event
+/// loop longer than the period is reported, as the SIGALRM above, under Redis's "WATCHDOG
+/// TIMER EXPIRED"; 0 turns it off again.
+#[test]
+fn the_watchdog_reports_a_server_thread_that_does_not_come_back() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("watchdog-period").arg("200").query(&mut con).unwrap();
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("watchdog-period").query(&mut con).unwrap();
+    assert_eq!(got, ["watchdog-period", "200"]);
+    // Hidden, as in Redis: not in CONFIG GET *.
+    let all: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("*").query(&mut con).unwrap();
+    assert!(!all.iter().any(|n| n == "watchdog-period"));
+    // Idle, the cron keeps the timer from going off.
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!s.log().contains("WATCHDOG"), "{}", s.log());
+    let _: () = redis::cmd("DEBUG").arg("SLEEP").arg("1").query(&mut con).unwrap();
+    let log = wait_log(&s, "------ STACK TRACE DONE ------");
+    assert_eq!(log.matches("--- WATCHDOG TIMER EXPIRED ---").count(), 1, "{log}");
+    let trace = section(&log, "------ STACK TRACE ------", "------ STACK TRACE DONE ------");
+    assert!(trace.contains("goblin_core::commands::debug::debug"), "{trace}");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("watchdog-period").arg("0").query(&mut con).unwrap();
+    let _: () = redis::cmd("DEBUG").arg("SLEEP").arg("0.6").query(&mut con).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(s.log().matches("WATCHDOG TIMER EXPIRED").count(), 1, "off again: {}", s.log());
+    assert_eq!(redis::cmd("PING").query::<String>(&mut con).unwrap(), "PONG");
+}

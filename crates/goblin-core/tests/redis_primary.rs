@@ -413,6 +413,8 @@ fn notifications_and_a_database_this_server_lacks() {
         assert_eq!(q(&mut gc, &["EXISTS", "in-nine"]), Value::Int(0));
     }
     assert_eq!(info_int(&mut gc, "replication", "redis_primary_rejected_commands"), 3);
+    // Redis counts the errors its primary's commands meet in INFO stats as well.
+    assert_eq!(info_int(&mut gc, "stats", "unexpected_error_replies"), 3);
     assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("up"));
 }
 
@@ -863,4 +865,41 @@ fn a_replica_restarted_from_its_rdb_file_continues_from_its_primary() {
     assert!(held.iter().all(|l| l.starts_with("db2 ")), "{held:?}");
     assert!(held.contains(&"db2 list list array([bulk-string('\"a\"'), bulk-string('\"b\"'), bulk-string('\"c\"')]) ttl=false".to_string()), "{held:?}");
     assert!(held.iter().any(|l| l.starts_with("db2 while-down ")), "{held:?}");
+}
+
+/// A full synchronization's RDB file goes to a file beside dump.rdb as it arrives and is
+/// mapped from there (`repl-diskless-load disabled`, Redis's default: the file's bytes are
+/// page cache, not heap beside the two datasets), and is gone once loaded; `swapdb` and
+/// `on-empty-db` read it into memory. Both transfer forms: `$<len>` from a primary that saves
+/// to disk first, and the EOF-marked stream of a diskless one.
+#[test]
+fn a_full_sync_spools_the_rdb_file_to_disk_unless_told_otherwise() {
+    for (diskless, load) in
+        [("no", "disabled"), ("yes", "disabled"), ("yes", "swapdb"), ("no", "on-empty-db")]
+    {
+        let r =
+            RedisServer::start_with(&["--repl-diskless-sync", diskless, "--repl-diskless-sync-delay", "0"]);
+        let mut p = r.conn();
+        fill(&mut p);
+        let dir = common::temp_path("spool");
+        std::fs::create_dir_all(&dir).unwrap();
+        let g = Server::start_in(Some(&dir), &["--save", ""]);
+        let mut gc = g.conn();
+        q(&mut gc, &["CONFIG", "SET", "repl-diskless-load", load]);
+        q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+        wait_info(&mut gc, "master_link_status", "up", "the first sync");
+        wait_same(&mut p, &mut gc, &format!("diskless {diskless}, load {load}"));
+        let log = g.log();
+        if load == "disabled" {
+            assert!(log.contains("receiving the RDB file into ./.dump.rdb.tmp-"), "{log}");
+        } else {
+            assert!(log.contains("receiving the RDB file into memory"), "{log}");
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
 }

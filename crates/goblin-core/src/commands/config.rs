@@ -36,8 +36,10 @@ const INERT: &[&str] = &[
 /// `propagation-error-behavior` has nothing to act on; no replica writes files on its own;
 /// and every full synchronization is diskless whatever `repl-diskless-sync` says (a forked
 /// child writes the file straight to the replica's socket, its length first, so a replica of
-/// either kind reads it alike), while a replica always loads the file into memory next to the
-/// data it serves until the file is whole (what `repl-diskless-load swapdb` asks for).
+/// either kind reads it alike). One of them is read elsewhere: `repl-diskless-load`, by a
+/// replica of a Redis primary (`replication::redis_primary`), which writes the file to disk
+/// as it arrives and maps it with `disabled` and reads it into memory otherwise; either way it
+/// serves the data it holds until the new file is decoded whole (as `swapdb` asks).
 const INERT_CHOICES: &[(&str, &[&str], &str)] = &[
     ("activerehashing", &[], "yes"),
     ("lazyfree-lazy-eviction", &[], "no"),
@@ -179,6 +181,7 @@ fn settings_base(s: &Server, c: &crate::config::Config) -> Vec<(&'static str, St
         ("slowlog-max-len", s.introspection.slowlog_max_len.to_string()),
         ("acllog-max-len", s.acl_log.max_len.to_string()),
         ("latency-monitor-threshold", s.introspection.latency_threshold_ms.to_string()),
+        ("watchdog-period", s.watchdog_period_ms.to_string()),
         ("latency-tracking", yes_no(s.introspection.latency_tracking)),
         (
             "latency-tracking-info-percentiles",
@@ -433,8 +436,13 @@ pub(crate) fn apply_limits_early(directives: &[crate::config_file::Directive]) {
 
 /// CONFIG SET name value [name value ...]: all pairs are validated before any is applied.
 /// Redis's hidden settings (test aids): CONFIG GET returns them by exact name only.
-const HIDDEN: &[&str] =
-    &["rdb-key-save-delay", "key-load-delay", "loading-process-events-interval-bytes", "use-exit-on-panic"];
+const HIDDEN: &[&str] = &[
+    "rdb-key-save-delay",
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+    "use-exit-on-panic",
+    "watchdog-period",
+];
 
 /// `protected_ok`: the protected settings may change for this client.
 pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> Result<(), SetError> {
@@ -465,6 +473,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
         SlowlogMaxLen(u64),
         AclLogMaxLen(usize),
         LatencyThreshold(u64),
+        WatchdogPeriod(u64),
         LatencyTracking(bool),
         QueryBufferLimit(usize),
         LatencyPercentiles(Vec<f64>),
@@ -626,6 +635,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
                 _ => Err("argument(s) must be one of the following: allchannels, resetchannels".to_string()),
             },
             "latency-monitor-threshold" => int(0, MAX).map(|n| Change::LatencyThreshold(n as u64)),
+            "watchdog-period" => int(0, i32::MAX as i64).map(|n| Change::WatchdogPeriod(n as u64)),
             // Redis's range: 1 MiB and up, a memory value.
             "client-query-buffer-limit" => match crate::config::parse_bytes(&String::from_utf8_lossy(val)) {
                 Ok(n) if (1 << 20..=i64::MAX as u64).contains(&n) => Ok(Change::QueryBufferLimit(n as usize)),
@@ -844,6 +854,7 @@ pub(crate) fn set_pairs(s: &mut Server, pairs: &[&[u8]], protected_ok: bool) -> 
             Change::SlowlogMaxLen(n) => s.introspection.slowlog_max_len = n,
             Change::AclLogMaxLen(n) => s.acl_log.set_max_len(n),
             Change::LatencyThreshold(n) => s.introspection.latency_threshold_ms = n,
+            Change::WatchdogPeriod(ms) => s.set_watchdog_period(ms),
             Change::QueryBufferLimit(n) => s.query_buffer_limit = n,
             Change::LatencyTracking(on) => s.introspection.latency_tracking = on,
             Change::LatencyPercentiles(p) => s.introspection.latency_percentiles = p,

@@ -602,8 +602,8 @@ fn stats(s: &Server, t: &mut String) {
     field!(t, "tracking_total_keys", "{}", s.tracking.total_keys());
     field!(t, "tracking_total_items", "{}", s.tracking.total_items());
     field!(t, "tracking_total_prefixes", "{}", s.tracking.total_prefixes());
-    // Errors from replica/master links or scripts that should never happen; we have neither.
-    field!(t, "unexpected_error_replies", "0");
+    // Commands of a Redis primary's stream that failed here (there is no AOF to load).
+    field!(t, "unexpected_error_replies", "{}", s.stats.unexpected_error_replies);
     field!(t, "total_error_replies", "{}", s.stats.cmds.total_error_replies);
     field!(t, "dump_payload_sanitizations", "0");
     let [auth, cmd, key, channel] = s.acl_log.denied;

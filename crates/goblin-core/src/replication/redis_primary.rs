@@ -6,7 +6,10 @@
 //! ```text
 //! REPLICAOF host port -> a helper thread connects: PING, [AUTH], REPLCONF listening-port,
 //!     REPLCONF capa eof capa psync2, PSYNC <replid> <offset+1> (or PSYNC ? -1 the first time)
-//!   +FULLRESYNC id off: the RDB file ($len or $EOF:<mark>) is read into memory
+//!   +FULLRESYNC id off: the RDB file ($len or $EOF:<mark>) is written to a file beside
+//!     dump.rdb as it arrives and mapped (`repl-diskless-load disabled`, the default: the
+//!     file's bytes are page cache the kernel can drop, not heap next to the two datasets),
+//!     or read into memory (`on-empty-db`, `swapdb`)
 //!   +CONTINUE [id]:     nothing to read
 //!   -> the socket, the file and the bytes read past it go to the server thread (waker)
 //!   [full] the helper thread decodes the file into keyspaces (the server thread serves what
@@ -292,9 +295,16 @@ impl Reader {
     }
 
     /// The RDB file after `+FULLRESYNC`: `$<len>` and that many bytes, or `$EOF:<40-byte
-    /// mark>`, the file, and the mark again (a diskless transfer). Returns the file and what
+    /// mark>`, the file, and the mark again (a diskless transfer), handed to `sink` as it
+    /// arrives (only a read's worth is held here). Returns the file's length and what
     /// followed it.
-    fn rdb(&mut self, total: &AtomicU64, read: &AtomicU64, from: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+    fn rdb(
+        &mut self,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+        total: &AtomicU64,
+        read: &AtomicU64,
+        from: &str,
+    ) -> Result<(u64, Vec<u8>), String> {
         let head = self.line()?;
         let Some(spec) = head.strip_prefix('$') else {
             return Err(format!(
@@ -312,24 +322,28 @@ impl Reader {
                 }
             }
         };
+        let mut written = 0usize;
         if let Some(mark) = spec.strip_prefix("EOF:") {
             let mark = mark.as_bytes().to_vec();
             if mark.len() != 40 {
                 return Err(format!("bad protocol from the primary: an EOF mark of {} bytes", mark.len()));
             }
-            let start = self.pos;
-            let mut searched = start;
             loop {
-                let from_at = searched.saturating_sub(mark.len()).max(start);
-                if let Some(i) = self.buf[from_at..].windows(mark.len()).position(|w| w == mark.as_slice()) {
-                    let end = from_at + i;
-                    let leftover = self.buf.split_off(end + mark.len());
-                    self.buf.truncate(end);
-                    self.buf.drain(..start);
-                    return Ok((std::mem::take(&mut self.buf), leftover));
+                let held = &self.buf[self.pos..];
+                if let Some(i) = held.windows(mark.len()).position(|w| w == mark.as_slice()) {
+                    sink(&held[..i])?;
+                    written += i;
+                    let leftover = self.buf.split_off(self.pos + i + mark.len());
+                    progress(written, None);
+                    return Ok((written as u64, leftover));
                 }
-                searched = self.buf.len();
-                progress(self.buf.len() - start, None);
+                // All but the last bytes, which may be the start of the mark.
+                let safe = held.len().saturating_sub(mark.len() - 1);
+                sink(&held[..safe])?;
+                written += safe;
+                self.buf.drain(..self.pos + safe);
+                self.pos = 0;
+                progress(written, None);
                 self.fill()?;
             }
         }
@@ -337,14 +351,19 @@ impl Reader {
             .parse()
             .map_err(|_| format!("bad protocol from the primary, the RDB transfer's length: '{spec}'"))?;
         total.store(len as u64, Ordering::Relaxed);
-        self.buf.reserve(len.saturating_sub(self.buf.len() - self.pos));
-        while self.buf.len() - self.pos < len {
-            progress(self.buf.len() - self.pos, Some(len));
+        loop {
+            let n = (len - written).min(self.buf.len() - self.pos);
+            sink(&self.buf[self.pos..self.pos + n])?;
+            self.pos += n;
+            written += n;
+            if written == len {
+                break;
+            }
+            progress(written, Some(len));
             self.fill()?;
         }
-        let leftover = self.buf.split_off(self.pos + len);
-        self.buf.drain(..self.pos);
-        Ok((std::mem::take(&mut self.buf), leftover))
+        progress(written, Some(len));
+        Ok((len as u64, self.buf.split_off(self.pos)))
     }
 }
 
@@ -359,6 +378,71 @@ struct Plan {
     databases: u32,
     /// FAILOVER: the PSYNC asks the primary-to-be to take over.
     failover: bool,
+    /// Where a full synchronization's RDB file is written as it arrives (then mapped and
+    /// decoded); None: into memory (`repl-diskless-load on-empty-db` or `swapdb`).
+    spool: Option<std::path::PathBuf>,
+}
+
+/// A full synchronization's RDB file, as received: in memory, or written to a file and mapped.
+enum Received {
+    Memory(Vec<u8>),
+    Mapped(crate::snapshots::MappedFile),
+}
+
+impl Received {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Received::Memory(v) => v,
+            Received::Mapped(m) => m.bytes(),
+        }
+    }
+}
+
+/// Removes the spool file when dropped, whatever happened to the attempt.
+struct SpoolGuard<'a>(&'a std::path::Path);
+
+impl Drop for SpoolGuard<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+    }
+}
+
+/// Receives the RDB file into `spool` (a file, mapped once whole, removed at once: the
+/// mapping keeps its pages) or into memory.
+fn receive_rdb(
+    r: &mut Reader,
+    spool: Option<&std::path::Path>,
+    total: &AtomicU64,
+    read: &AtomicU64,
+    from: &str,
+) -> Result<(Received, Vec<u8>), String> {
+    let Some(path) = spool else {
+        info!("replica of {from}: receiving the RDB file into memory (repl-diskless-load)");
+        let mut bytes = Vec::new();
+        let (_, leftover) = r.rdb(
+            &mut |b| {
+                if bytes.is_empty() {
+                    bytes.reserve(total.load(Ordering::Relaxed) as usize);
+                }
+                bytes.extend_from_slice(b);
+                Ok(())
+            },
+            total,
+            read,
+            from,
+        )?;
+        return Ok((Received::Memory(bytes), leftover));
+    };
+    info!("replica of {from}: receiving the RDB file into {}", path.display());
+    let _guard = SpoolGuard(path);
+    let what = |e: io::Error| format!("writing the primary's RDB file to {}: {e}", path.display());
+    let file = std::fs::File::create(path).map_err(what)?;
+    let mut w = io::BufWriter::with_capacity(1 << 20, file);
+    let (_, leftover) = r.rdb(&mut |b| w.write_all(b).map_err(what), total, read, from)?;
+    w.flush().map_err(what)?;
+    drop(w);
+    let mapped = crate::snapshots::MappedFile::open(path)?;
+    Ok((Received::Mapped(mapped), leftover))
 }
 
 /// The helper thread's handshake (see the module documentation).
@@ -450,15 +534,17 @@ fn handshake(
         };
         let replid = replid.to_string();
         info!("replica of {from}: full synchronization from {replid} at offset {off}");
-        let (rdb, leftover) = r.rdb(total, read, &from)?;
+        let (rdb, leftover) = receive_rdb(&mut r, plan.spool.as_deref(), total, read, &from)?;
         // Decoded here, off the server thread, which goes on serving what it holds meanwhile
         // (as `replica-serve-stale-data yes`); it only installs the result.
         let what = format!("replica of {from}: loading the RDB file");
         decoding.store(true, Ordering::Relaxed);
         let (dbs, found) =
-            crate::snapshots::rdb_keyspaces(&rdb, plan.databases, &what, crate::server::now_ms())
+            crate::snapshots::rdb_keyspaces(rdb.bytes(), plan.databases, &what, crate::server::now_ms())
                 .map_err(|e| format!("the primary's RDB file: {e}"))?;
-        let synced = Synced::Full { replid, offset: off, bytes: rdb.len(), dbs, found };
+        let bytes = rdb.bytes().len();
+        drop(rdb);
+        let synced = Synced::Full { replid, offset: off, bytes, dbs, found };
         return Ok(Handshake { stream: r.s, synced, leftover });
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let id = rest.trim();
@@ -653,14 +739,27 @@ impl Server {
         let databases = self.engine.databases();
         let settings = self.redis_primary_settings.clone();
         let waker = self.waker();
+        // Redis's default (`disabled`) goes through a file; the two others load from memory.
+        let spool = match self.inert_config.get("repl-diskless-load").map(String::as_str) {
+            Some("on-empty-db" | "swapdb") => None,
+            _ => Some(crate::snapshots::sync_spool_path(std::path::Path::new(&self.snapshots.rdb_filename))),
+        };
         let Some(p) = self.redis_primary.as_mut() else { return };
         let psync = match &p.replid {
             Some(id) => (id.clone(), p.offset + 1),
             None => ("?".to_string(), -1),
         };
         let failover = p.failover;
-        let plan =
-            Plan { host: p.host.clone(), port: p.port, settings, listening_port, psync, databases, failover };
+        let plan = Plan {
+            host: p.host.clone(),
+            port: p.port,
+            settings,
+            listening_port,
+            psync,
+            databases,
+            failover,
+            spool,
+        };
         let (tx, rx) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -1002,9 +1101,11 @@ impl Server {
     }
 
     /// A command of the stream that could not run: logged and counted (INFO
-    /// `redis_primary_rejected_commands`), as a Redis replica logs an error it would have
+    /// `redis_primary_rejected_commands`, and `unexpected_error_replies` as Redis counts the
+    /// errors its primary's commands meet), as a Redis replica logs an error it would have
     /// answered its primary; the stream goes on.
     fn redis_primary_rejected(&mut self, cmd: &[u8], why: String) {
+        self.stats.unexpected_error_replies += 1;
         let p = self.redis_primary.as_mut().expect("following");
         p.rejected += 1;
         let shown: String = String::from_utf8_lossy(&cmd[..cmd.len().min(120)]).escape_debug().collect();
@@ -1236,6 +1337,77 @@ mod tests {
                 found += 1;
             }
             prop_assert_eq!(found, ends.iter().filter(|&&e| e <= cut).count());
+        }
+    }
+
+    /// A primary on a loopback socket that writes `parts` with a pause between them (so that
+    /// each arrives in a read of its own), and a reader of it.
+    fn reader_of(parts: Vec<Vec<u8>>) -> (Reader, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            for part in parts {
+                s.write_all(&part).unwrap();
+                s.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        });
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        (Reader { s, buf: Vec::new(), pos: 0, cancel: Arc::new(AtomicBool::new(false)) }, writer)
+    }
+
+    /// Both transfer forms hand the sink the file exactly and return what followed it: a
+    /// `$<len>` file, and an EOF-marked one whose mark arrives split across two reads at
+    /// every point (the part before a split must not be taken for file bytes and written).
+    #[test]
+    fn the_rdb_transfer_reaches_the_sink_exactly_in_both_forms() {
+        let payload: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let mark = b"0123456789abcdefghij0123456789ABCDEFGHIJ".to_vec();
+        let after = b"*1\r\n$4\r\nPING\r\n".to_vec();
+        let mut cases = Vec::new();
+        let mut head = format!("${}\r\n", payload.len()).into_bytes();
+        head.extend_from_slice(&payload[..70_000]);
+        let mut tail = payload[70_000..].to_vec();
+        tail.extend_from_slice(&after);
+        cases.push(vec![head, tail]);
+        for split in [0, 1, 20, 39, 40] {
+            let mut first = b"$EOF:".to_vec();
+            first.extend_from_slice(&mark);
+            first.extend_from_slice(b"\r\n");
+            first.extend_from_slice(&payload);
+            first.extend_from_slice(&mark[..split]);
+            let mut second = mark[split..].to_vec();
+            second.extend_from_slice(&after);
+            cases.push(vec![first, second]);
+        }
+        for parts in cases {
+            let (mut r, writer) = reader_of(parts);
+            let mut got = Vec::new();
+            let (len, leftover) = r
+                .rdb(
+                    &mut |b| {
+                        got.extend_from_slice(b);
+                        Ok(())
+                    },
+                    &AtomicU64::new(0),
+                    &AtomicU64::new(0),
+                    "test",
+                )
+                .unwrap();
+            writer.join().unwrap();
+            assert_eq!(len as usize, payload.len());
+            assert!(got == payload, "the file bytes differ");
+            // What followed the file: all of it, here or still in the socket.
+            let mut rest = leftover;
+            while rest.len() < after.len() {
+                let mut chunk = [0u8; 64];
+                let n = r.s.read(&mut chunk).unwrap();
+                assert!(n > 0, "the primary's bytes after the file are missing");
+                rest.extend_from_slice(&chunk[..n]);
+            }
+            assert_eq!(rest, after);
         }
     }
 
