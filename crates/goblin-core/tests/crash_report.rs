@@ -79,17 +79,7 @@ fn sigabrt_from_outside_names_the_sender_and_the_running_command() {
         let mut con = client.get_connection().unwrap();
         redis::cmd("DEBUG").arg("SLEEP").arg("10").query::<()>(&mut con)
     });
-    // DEBUG SLEEP shows in the server thread's state as a sleep: wait for it.
-    let pid = s.pid();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
-        if wchan.contains("nanosleep") || wchan.contains("hrtimer") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "DEBUG SLEEP never started (wchan {wchan:?})");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_sleeping(&s);
     s.signal(libc::SIGABRT);
     let (status, log) = report(&mut s);
     assert!(sleeper.join().unwrap().is_err());
@@ -182,7 +172,8 @@ fn crash_commands_need_the_debug_command_enabled() {
     assert!(err.to_string().contains("argument must be 'yes' or 'no'"), "{err}");
 }
 
-/// Waits until the server thread sleeps inside DEBUG SLEEP (its state shows a sleep).
+/// Waits until the server thread sleeps inside DEBUG SLEEP (its state, /proc's wchan, shows
+/// a sleep).
 fn wait_sleeping(s: &Server) {
     let pid = s.pid();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

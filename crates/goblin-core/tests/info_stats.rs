@@ -338,6 +338,33 @@ fn num(m: &BTreeMap<String, String>, f: &str) -> f64 {
     m.get(f).unwrap_or_else(|| panic!("no {f} in {m:?}")).parse().unwrap()
 }
 
+/// How much field `f` grew from INFO `a` to INFO `b`.
+fn grew(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, f: &str) -> f64 {
+    num(b, f) - num(a, f)
+}
+
+/// The value this many bytes long that `write_big` writes.
+const BIG: usize = 1 << 20;
+
+/// Waits until INFO replication's `field` reads `want` on `c`.
+fn wait_replication(c: &mut redis::Connection, field: &str, want: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while info(c, "replication").get(field).map(String::as_str) != Some(want) {
+        assert!(std::time::Instant::now() < deadline, "{field} never became {want}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SETs a `BIG`-byte value on the primary `p` and waits until the replica `rc` holds it.
+fn write_big(p: &mut redis::Connection, rc: &mut redis::Connection) {
+    q(p, &["SET", "big", &"x".repeat(BIG)]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while q(rc, &["STRLEN", "big"]).unwrap() != Value::Int(BIG as i64) {
+        assert!(std::time::Instant::now() < deadline, "the write never reached the replica");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Bytes to and from clients and bytes of the replication link are counted apart, as Redis
 /// counts them (`total_net_*_bytes` and `total_net_repl_*_bytes`), and their rates over the
 /// cron's last samples (`instantaneous_*_kbps`) follow the traffic; the fork of the
@@ -352,11 +379,7 @@ fn network_and_fork_figures_keep_replication_apart() {
     // A goblin-core replica over Redis's protocol: what its primary sends it is replication.
     let r = Server::start(&["--save", "", "--replicaof", "127.0.0.1", &g.port.to_string()]);
     let mut rc = r.conn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while info(&mut rc, "replication").get("master_link_status").map(String::as_str) != Some("up") {
-        assert!(std::time::Instant::now() < deadline, "the replica never linked up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_replication(&mut rc, "master_link_status", "up");
     let forked = info(&mut p, "stats");
     assert_eq!(num(&forked, "total_forks"), 1.0, "the replica's sync forks once");
     assert!(num(&forked, "latest_fork_usec") > 0.0, "{forked:?}");
@@ -364,17 +387,10 @@ fn network_and_fork_figures_keep_replication_apart() {
     // The rates compare the cron's samples: let both servers take one before the write.
     std::thread::sleep(Duration::from_millis(250));
     let (p0, r0) = (info(&mut p, "stats"), info(&mut rc, "stats"));
-    const BIG: usize = 1 << 20;
-    q(&mut p, &["SET", "big", &"x".repeat(BIG)]).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while q(&mut rc, &["STRLEN", "big"]).unwrap() != Value::Int(BIG as i64) {
-        assert!(std::time::Instant::now() < deadline, "the write never reached the replica");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    write_big(&mut p, &mut rc);
     // Two cron samples later the rates include the write.
     std::thread::sleep(Duration::from_millis(300));
     let (p1, r1) = (info(&mut p, "stats"), info(&mut rc, "stats"));
-    let grew = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, f: &str| num(b, f) - num(a, f);
     let big = BIG as f64;
     // The primary: the value came in from a client and went out to the replica; what went
     // out to clients is replies (+OK, INFO), a few kilobytes.
@@ -440,21 +456,10 @@ fn firehose_bytes_are_replication_bytes() {
     let mut p = g.conn();
     let r = Server::start(&["--save", "", "--replica-tcp", "127.0.0.1", &g.port.to_string()]);
     let mut rc = r.conn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while info(&mut rc, "replication").get("replica_state").map(String::as_str) != Some("live") {
-        assert!(std::time::Instant::now() < deadline, "the replica never went live");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_replication(&mut rc, "replica_state", "live");
     let (p0, r0) = (info(&mut p, "stats"), info(&mut rc, "stats"));
-    const BIG: usize = 1 << 20;
-    q(&mut p, &["SET", "big", &"x".repeat(BIG)]).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while q(&mut rc, &["STRLEN", "big"]).unwrap() != Value::Int(BIG as i64) {
-        assert!(std::time::Instant::now() < deadline, "the write never reached the replica");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    write_big(&mut p, &mut rc);
     let (p1, r1) = (info(&mut p, "stats"), info(&mut rc, "stats"));
-    let grew = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>, f: &str| num(b, f) - num(a, f);
     assert!(grew(&p0, &p1, "total_net_repl_output_bytes") >= BIG as f64, "{p0:?} -> {p1:?}");
     assert!(grew(&p0, &p1, "total_net_output_bytes") < 64.0 * 1024.0, "{p0:?} -> {p1:?}");
     assert!(grew(&r0, &r1, "total_net_repl_input_bytes") >= BIG as f64, "{r0:?} -> {r1:?}");
