@@ -22,6 +22,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 
 import redis
@@ -199,7 +200,10 @@ class Generator:
 
 
 def start(binary, port, log, extra):
-    p = subprocess.Popen([binary, "--port", str(port)] + extra, stdout=log, stderr=log)
+    # Each server in a folder of its own: a dump.rdb it finds or saves (SAVE, the save rules)
+    # must be neither another run's nor left in the caller's folder.
+    cwd = tempfile.mkdtemp(prefix="argfuzz-")
+    p = subprocess.Popen([binary, "--port", str(port)] + extra, stdout=log, stderr=log, cwd=cwd)
     for _ in range(200):
         try:
             r = client(port)

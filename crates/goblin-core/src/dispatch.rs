@@ -584,7 +584,9 @@ impl Server {
         }
         let used = self.used_for_eviction();
         if used > limit {
+            let started = std::time::Instant::now();
             self.engine.evict(self.clock_ms, used - limit);
+            self.introspection.latency_sample("eviction-cycle", started.elapsed().as_millis() as u64);
             if self.notify.enabled() {
                 let keys: Vec<(u32, Vec<u8>)> =
                     self.engine.pending().iter().map(|m| (m.db, m.arg(1).to_vec())).collect();
@@ -630,7 +632,10 @@ impl Server {
         if used <= limit {
             return false;
         }
+        let started = std::time::Instant::now();
         let freed_enough = self.engine.evict(self.clock_ms, used - limit);
+        // A long round is a latency event of its own, as in Redis.
+        self.introspection.latency_sample("eviction-cycle", started.elapsed().as_millis() as u64);
         if self.notify.enabled() {
             // Keyspace notifications: `evicted` for each key the round removed.
             let keys: Vec<(u32, Vec<u8>)> =

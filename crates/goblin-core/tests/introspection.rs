@@ -169,6 +169,24 @@ fn an_expiry_cycle_at_its_budget_is_a_latency_event() {
     assert!(graph.starts_with("expire-cycle - high "), "{graph}");
 }
 
+/// An eviction round long enough to pass the threshold is an `eviction-cycle` latency event,
+/// as in Redis: here the round CONFIG SET maxmemory starts, evicting 200,000 keys at once
+/// (each a DEL into the round's batch), with a 1 ms threshold.
+#[test]
+fn a_long_eviction_round_is_a_latency_event() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    q(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "1"]).unwrap();
+    q(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]).unwrap();
+    let fill = "for i = 1, tonumber(ARGV[1]) do redis.call('set', 'k:' .. i, string.rep('v', 100)) end";
+    q(&mut c, &["EVAL", fill, "0", "200000"]).unwrap();
+    q(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]).unwrap();
+    assert!(int(&q(&mut c, &["DBSIZE"]).unwrap()) < 100_000, "the round evicted");
+    let latest = q(&mut c, &["LATENCY", "LATEST"]).unwrap();
+    let events: Vec<Vec<u8>> = arr(&latest).iter().map(|r| bytes(&arr(r)[0])).collect();
+    assert!(events.contains(&b"eviction-cycle".to_vec()), "{latest:?}");
+}
+
 #[test]
 fn latency_monitor_records_spikes_and_histograms() {
     let s = Server::start(&["--enable-debug-command", "yes"]);
