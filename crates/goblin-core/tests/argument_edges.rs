@@ -36,6 +36,9 @@ const CASES: &[&[&str]] = &[
     &["FCALL_RO", "nosuch", "-1"],
     &["EVALSHA", "abc", "5", "a"],
     &["EVALSHA", "0123456789012345678901234567890123456789", "5", "a"],
+    // VRANDMEMBER: the key's type before a count too large to answer.
+    &["VRANDMEMBER", "s", "-9223372036854775807"],
+    &["VRANDMEMBER", "nokey", "-9223372036854775807"],
     // XDEL: the key first (missing: 0, whatever the IDs; another type: WRONGTYPE).
     &["XDEL", "nokey", "abc"],
     &["XDEL", "s", "abc"],

@@ -594,8 +594,6 @@ fn vrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         None => None,
         Some(a) => match parse_i64(a) {
             Some(0) => return reply::array_len(out, 0),
-            // More than a reply could ever hold: refused, where Redis would try to build it.
-            Some(n) if n < -(i64::MAX / 2) => return reply::error(out, b"ERR value is out of range"),
             Some(n) => Some(n),
             None => return reply::error(out, b"ERR COUNT value is not an integer"),
         },
@@ -606,6 +604,11 @@ fn vrandmember(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
         Look::Missing => return reply::array_len(out, 0),
         Look::Wrong => return reply::error(out, errors::WRONGTYPE),
         Look::Vset => {}
+    }
+    // More than a reply could ever hold: refused, where Redis would try to build it (after
+    // the key's type, as Redis judges that first).
+    if count.is_some_and(|n| n < -(i64::MAX / 2)) {
+        return reply::error(out, b"ERR value is out of range");
     }
     let set = match c.ks.get(args[1]) {
         Some(ValueRef::VectorSet(v)) => v,
