@@ -900,8 +900,10 @@ impl Server {
         }
         let listeners = self.listener_fds();
         let child_oom_score = self.oom.child_score();
-        // SAFETY: fork in a process whose only thread is this one (the server owns no other
-        // threads); the child only writes files and sockets, then _exits.
+        // SAFETY: the child has only this thread; it writes files and sockets, then _exits.
+        // The other threads (the journal's, librdkafka's, crash.rs's stack reporter, a
+        // replication helper) leave nothing it needs behind a lock they held at the fork:
+        // jemalloc, the only shared state the child uses, takes its locks around fork().
         let forked_at = Instant::now();
         let pid = unsafe { libc::fork() };
         if pid < 0 {
