@@ -903,3 +903,36 @@ fn a_full_sync_spools_the_rdb_file_to_disk_unless_told_otherwise() {
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
+
+/// A replica whose folder takes no file (here: removed under it) receives the RDB file into
+/// memory instead; one whose disk fails on the way (here: the spool file is /dev/full, every
+/// write ENOSPC) fails that attempt and receives it into memory from the next one on. Either
+/// way the synchronization completes.
+#[test]
+fn a_spool_the_disk_refuses_gives_way_to_memory() {
+    let r = RedisServer::start_with(&["--repl-diskless-sync", "no", "--repl-diskless-sync-delay", "0"]);
+    let mut p = r.conn();
+    fill(&mut p);
+
+    let gone = common::temp_path("spool-gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    let g = Server::start_in(Some(&gone), &["--save", ""]);
+    let mut gc = g.conn();
+    std::fs::remove_dir_all(&gone).unwrap();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "a sync without a folder");
+    wait_same(&mut p, &mut gc, "received into memory");
+    assert!(g.log().contains("receiving the RDB file into memory"), "{}", g.log());
+
+    let full = common::temp_path("spool-full");
+    std::fs::create_dir_all(&full).unwrap();
+    let g = Server::start_in(Some(&full), &["--save", ""]);
+    let mut gc = g.conn();
+    std::os::unix::fs::symlink("/dev/full", full.join(format!(".dump.rdb.tmp-{}-sync", g.pid()))).unwrap();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &r.port.to_string()]);
+    wait_info(&mut gc, "master_link_status", "up", "a sync after a full disk");
+    wait_same(&mut p, &mut gc, "received into memory after the disk failed");
+    let log = g.log();
+    assert!(log.contains("No space left on device"), "{log}");
+    assert!(log.contains("the next synchronizations receive it into memory"), "{log}");
+}

@@ -132,6 +132,8 @@ struct Attempt {
     read: Arc<AtomicU64>,
     /// The file is whole and being decoded (INFO persistence `async_loading`).
     decoding: Arc<AtomicBool>,
+    /// Writing the file to disk failed (a full disk): later attempts receive it in memory.
+    spool_failed: Arc<AtomicBool>,
 }
 
 struct Link {
@@ -177,6 +179,9 @@ pub struct RedisPrimary {
     partial_syncs: u64,
     /// Commands of the stream this server could not apply (each logged).
     rejected: u64,
+    /// An attempt could not write the primary's RDB file to disk: the next ones receive it
+    /// into memory, whatever `repl-diskless-load` says.
+    spool_in_memory: bool,
     /// This server was the primary and hands over to this one (FAILOVER): the PSYNC says so.
     pub(crate) failover: bool,
 }
@@ -206,6 +211,7 @@ impl RedisPrimary {
             full_syncs: 0,
             partial_syncs: 0,
             rejected: 0,
+            spool_in_memory: false,
             failover: false,
         }
     }
@@ -408,15 +414,28 @@ impl Drop for SpoolGuard<'_> {
 }
 
 /// Receives the RDB file into `spool` (a file, mapped once whole, removed at once: the
-/// mapping keeps its pages) or into memory.
+/// mapping keeps its pages) or into memory. A spool that cannot be created (a read-only or
+/// missing folder) gives way to memory at once; one that fails on the way (a full disk) fails
+/// the attempt and sets `spool_failed`, so that the next attempt uses memory.
 fn receive_rdb(
     r: &mut Reader,
     spool: Option<&std::path::Path>,
     total: &AtomicU64,
     read: &AtomicU64,
     from: &str,
+    spool_failed: &AtomicBool,
 ) -> Result<(Received, Vec<u8>), String> {
-    let Some(path) = spool else {
+    let file = spool.and_then(|path| match std::fs::File::create(path) {
+        Ok(f) => Some((path, f)),
+        Err(e) => {
+            warn!(
+                "replica of {from}: cannot create {} ({e}): receiving the RDB file into memory",
+                path.display()
+            );
+            None
+        }
+    });
+    let Some((path, file)) = file else {
         info!("replica of {from}: receiving the RDB file into memory (repl-diskless-load)");
         let mut bytes = Vec::new();
         let (_, leftover) = r.rdb(
@@ -435,8 +454,10 @@ fn receive_rdb(
     };
     info!("replica of {from}: receiving the RDB file into {}", path.display());
     let _guard = SpoolGuard(path);
-    let what = |e: io::Error| format!("writing the primary's RDB file to {}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(what)?;
+    let what = |e: io::Error| {
+        spool_failed.store(true, Ordering::Relaxed);
+        format!("writing the primary's RDB file to {}: {e}", path.display())
+    };
     let mut w = io::BufWriter::with_capacity(1 << 20, file);
     let (_, leftover) = r.rdb(&mut |b| w.write_all(b).map_err(what), total, read, from)?;
     w.flush().map_err(what)?;
@@ -452,6 +473,7 @@ fn handshake(
     total: &AtomicU64,
     read: &AtomicU64,
     decoding: &AtomicBool,
+    spool_failed: &AtomicBool,
 ) -> Result<Handshake, String> {
     let from = format!("{}:{}", plan.host, plan.port);
     let addrs: Vec<_> = (plan.host.as_str(), plan.port)
@@ -534,7 +556,7 @@ fn handshake(
         };
         let replid = replid.to_string();
         info!("replica of {from}: full synchronization from {replid} at offset {off}");
-        let (rdb, leftover) = receive_rdb(&mut r, plan.spool.as_deref(), total, read, &from)?;
+        let (rdb, leftover) = receive_rdb(&mut r, plan.spool.as_deref(), total, read, &from, spool_failed)?;
         // Decoded here, off the server thread, which goes on serving what it holds meanwhile
         // (as `replica-serve-stale-data yes`); it only installs the result.
         let what = format!("replica of {from}: loading the RDB file");
@@ -740,11 +762,14 @@ impl Server {
         let settings = self.redis_primary_settings.clone();
         let waker = self.waker();
         // Redis's default (`disabled`) goes through a file; the two others load from memory.
-        let spool = match self.inert_config.get("repl-diskless-load").map(String::as_str) {
+        let mut spool = match self.inert_config.get("repl-diskless-load").map(String::as_str) {
             Some("on-empty-db" | "swapdb") => None,
             _ => Some(crate::snapshots::sync_spool_path(std::path::Path::new(&self.snapshots.rdb_filename))),
         };
         let Some(p) = self.redis_primary.as_mut() else { return };
+        if p.spool_in_memory {
+            spool = None;
+        }
         let psync = match &p.replid {
             Some(id) => (id.clone(), p.offset + 1),
             None => ("?".to_string(), -1),
@@ -764,15 +789,17 @@ impl Server {
         let cancel = Arc::new(AtomicBool::new(false));
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let decoding = Arc::new(AtomicBool::new(false));
+        let spool_failed = Arc::new(AtomicBool::new(false));
         let attempt = Attempt {
             rx,
             cancel: cancel.clone(),
             total: total.clone(),
             read: read.clone(),
             decoding: decoding.clone(),
+            spool_failed: spool_failed.clone(),
         };
         let spawned = std::thread::Builder::new().name("redis-primary".into()).spawn(move || {
-            let result = handshake(plan, cancel, &total, &read, &decoding);
+            let result = handshake(plan, cancel, &total, &read, &decoding, &spool_failed);
             if tx.send(result).is_ok() {
                 let _ = waker.wake();
             }
@@ -795,6 +822,13 @@ impl Server {
             Err(mpsc::TryRecvError::Empty) => return,
             Err(mpsc::TryRecvError::Disconnected) => Err("the connecting thread ended".into()),
         };
+        if a.spool_failed.load(Ordering::Relaxed) && !p.spool_in_memory {
+            warn!(
+                "replica of {}:{}: the RDB file could not be written to disk; the next synchronizations receive it into memory",
+                p.host, p.port
+            );
+            p.spool_in_memory = true;
+        }
         p.attempt = None;
         let from = format!("{}:{}", p.host, p.port);
         let hs = match result {
