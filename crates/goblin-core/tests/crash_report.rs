@@ -245,11 +245,15 @@ fn the_watchdog_reports_a_server_thread_that_does_not_come_back() {
     // Idle, the cron keeps the timer from going off.
     std::thread::sleep(Duration::from_millis(700));
     assert!(!s.log().contains("WATCHDOG"), "{}", s.log());
+    // The command's arguments are user data: hidden as in the crash report.
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("hide-user-data-from-log").arg("yes").query(&mut con).unwrap();
     let _: () = redis::cmd("DEBUG").arg("SLEEP").arg("1").query(&mut con).unwrap();
-    let log = wait_log(&s, "------ STACK TRACE DONE ------");
+    let log = wait_log(&s, "argv[2]: *redacted*");
     assert_eq!(log.matches("--- WATCHDOG TIMER EXPIRED ---").count(), 1, "{log}");
     let trace = section(&log, "------ STACK TRACE ------", "------ STACK TRACE DONE ------");
     assert!(trace.contains("goblin_core::commands::debug::debug"), "{trace}");
+    assert!(log.contains("argv[0]: 'DEBUG'") && log.contains("argv[1]: *redacted*"), "{log}");
     let _: () = redis::cmd("CONFIG").arg("SET").arg("watchdog-period").arg("0").query(&mut con).unwrap();
     let _: () = redis::cmd("DEBUG").arg("SLEEP").arg("0.6").query(&mut con).unwrap();
     std::thread::sleep(Duration::from_millis(300));
