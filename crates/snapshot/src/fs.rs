@@ -9,16 +9,61 @@ use std::time::SystemTime;
 /// Buffer of the writer [`save_atomic`] hands out: big writes, few syscalls.
 const WRITE_BUFFER: usize = 1 << 20;
 
+/// The file-system operations [`save_atomic`] makes, each one a point where a power loss can
+/// cut it short: the server's saves run on [`RealFs`]; the power-loss test (tests/power_loss.rs)
+/// runs the same sequence on a simulated file system that loses what was not synced.
+pub trait SaveFs {
+    type File: io::Write;
+    /// Creates `path`, which must not exist.
+    fn create_new(&self, path: &Path) -> io::Result<Self::File>;
+    /// Makes the file's data durable (fsync).
+    fn sync_file(&self, file: &mut Self::File) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the folder's entries durable (fsync of the folder).
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+}
+
+/// The real file system.
+pub struct RealFs;
+
+impl SaveFs for RealFs {
+    type File = File;
+
+    fn create_new(&self, path: &Path) -> io::Result<File> {
+        OpenOptions::new().write(true).create_new(true).open(path)
+    }
+
+    fn sync_file(&self, file: &mut File) -> io::Result<()> {
+        file.sync_all()
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        // Opening a directory for reading and fsyncing it is how POSIX systems persist an
+        // entry.
+        File::open(dir)?.sync_all()
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+}
+
 /// Removes the temporary file unless disarmed: covers an error return and a panic in the
 /// caller's closure alike.
-struct TempGuard {
+struct TempGuard<'a, S: SaveFs> {
+    fs: &'a S,
     path: Option<PathBuf>,
 }
 
-impl Drop for TempGuard {
+impl<S: SaveFs> Drop for TempGuard<'_, S> {
     fn drop(&mut self) {
         if let Some(p) = self.path.take() {
-            let _ = fs::remove_file(p);
+            let _ = self.fs.remove(&p);
         }
     }
 }
@@ -34,6 +79,19 @@ impl Drop for TempGuard {
 /// the final folder sync means the new file is in place but its rename may not survive a
 /// crash.
 pub fn save_atomic<T>(path: &Path, f: impl FnOnce(&mut BufWriter<File>) -> io::Result<T>) -> io::Result<T> {
+    save_atomic_on(&RealFs, path, f)
+}
+
+/// [`save_atomic`] on the file system `fs`.
+///
+/// Invariant (what a power loss at any step leaves at `path`: the old file or the complete
+/// new one): the new file's data is synced before the rename names it, and the rename is
+/// synced before the call returns Ok.
+pub fn save_atomic_on<S: SaveFs, T>(
+    fs: &S,
+    path: &Path,
+    f: impl FnOnce(&mut BufWriter<S::File>) -> io::Result<T>,
+) -> io::Result<T> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
@@ -46,18 +104,17 @@ pub fn save_atomic<T>(path: &Path, f: impl FnOnce(&mut BufWriter<File>) -> io::R
     tmp_name.push(name);
     tmp_name.push(format!(".tmp-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
     let tmp = dir.join(tmp_name);
-    let file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-    let mut guard = TempGuard { path: Some(tmp.clone()) };
+    let file = fs.create_new(&tmp)?;
+    let mut guard = TempGuard { fs, path: Some(tmp.clone()) };
     let mut w = BufWriter::with_capacity(WRITE_BUFFER, file);
     let value = f(&mut w)?;
-    let file = w.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
+    let mut file = w.into_inner().map_err(|e| e.into_error())?;
+    fs.sync_file(&mut file)?;
     drop(file);
-    fs::rename(&tmp, path)?;
+    fs.rename(&tmp, path)?;
     guard.path = None;
-    // The rename is in the folder's metadata: sync it too. (Opening a directory for reading
-    // and fsyncing it is how POSIX systems persist an entry.)
-    File::open(&dir)?.sync_all()?;
+    // The rename is in the folder's metadata: sync it too.
+    fs.sync_dir(&dir)?;
     Ok(value)
 }
 

@@ -30,7 +30,7 @@ mod stream;
 mod writer;
 
 pub use format::{DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAGIC, MAX_BLOCK, MAX_DATABASE};
-pub use fs::{birth_time, is_temp_file_of, save_atomic};
+pub use fs::{birth_time, is_temp_file_of, save_atomic, save_atomic_on, RealFs, SaveFs};
 pub use reader::{blocks, read, read_dbs, read_meta, BlockInfo};
 pub use writer::{write, write_dbs, write_dbs_with, write_with};
 
