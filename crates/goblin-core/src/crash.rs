@@ -241,7 +241,8 @@ extern "C" fn on_alarm(_sig: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c
     let forwarded =
         code == libc::SI_TKILL && pid == me && ALARM_FORWARDED_WATCHDOG.swap(false, Ordering::Relaxed);
     let pipe = ALARM_PIPE.load(Ordering::Relaxed);
-    if pipe < 0 || !CRASH_LOG_ENABLED.load(Ordering::Relaxed) || ALARM_BUSY.swap(true, Ordering::Acquire) {
+    // Not a crash: reported whatever `crash-log-enabled` says, as Redis reports it.
+    if pipe < 0 || ALARM_BUSY.swap(true, Ordering::Acquire) {
         return;
     }
     // SAFETY: ALARM_BUSY is ours (swapped from false): the reporter does not read the capture
