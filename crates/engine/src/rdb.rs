@@ -2016,15 +2016,22 @@ mod tests {
     /// as Redis names it; a payload that loads reports nothing.
     #[test]
     fn refused_payloads_name_their_failed_check() {
-        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-        set_refused_payload_hook(|why| SEEN.lock().unwrap().push(why.to_string()));
+        // The hook is the process's: other tests running beside this one report their own
+        // refusals, so each report is kept with the thread that made it.
+        type Seen = Vec<(std::thread::ThreadId, String)>;
+        static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
+        set_refused_payload_hook(|why| {
+            SEEN.lock().unwrap().push((std::thread::current().id(), why.to_string()))
+        });
         // Redis's hash ziplist with an entry length that runs past the ziplist (its
         // corrupt-dump test "hash with valid zip list header, invalid entry len").
         let bad = b"\x0D\x1B\x1B\x00\x00\x00\x16\x00\x00\x00\x04\x00\x00\x02\x61\x00\x04\x02\x62\x00\x04\x14\x63\x00\x04\x02\x64\x00\xFF\x09\x00\xD9\x10\x54\x92\x15\xF5\x5F\x52";
         assert!(matches!(restore(bad), Err(DecodeError::BadFormat)));
         let good = dump(Value::Str(b"fine".to_vec()).as_ref());
         assert!(restore(&good).is_ok());
-        let seen = SEEN.lock().unwrap().clone();
+        let me = std::thread::current().id();
+        let seen: Vec<String> =
+            SEEN.lock().unwrap().iter().filter(|(t, _)| *t == me).map(|(_, why)| why.clone()).collect();
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert!(seen[0].starts_with("Hash ziplist integrity check failed"), "{seen:?}");
         assert_eq!(encoding_name(19), "Stream listpack");
