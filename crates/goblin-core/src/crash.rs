@@ -267,7 +267,7 @@ extern "C" fn on_alarm(_sig: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c
         // lives in a frame below this one.
         let args = unsafe { std::slice::from_raw_parts(ptr as *const &[u8], argc) };
         for a in args {
-            let shown = a.len().min(128);
+            let shown = a.len().min(SHOWN_ARG_BYTES);
             if cap.args_len + 16 + shown > ALARM_ARGS_BYTES {
                 break;
             }
@@ -324,21 +324,11 @@ fn write_alarm_report() {
     } else {
         let _ = write!(w, "id={} argc={}", cap.client, cap.argc);
         w.line();
-        let hide = HIDE_USER_DATA.load(Ordering::Relaxed);
         let (mut at, mut i) = (0, 0);
         while at < cap.args_len {
             let shown = u64::from_le_bytes(cap.args[at..at + 8].try_into().expect("8 bytes")) as usize;
             let whole = u64::from_le_bytes(cap.args[at + 8..at + 16].try_into().expect("8 bytes")) as usize;
-            let bytes = &cap.args[at + 16..at + 16 + shown];
-            if hide && i > 0 {
-                let _ = write!(w, "argv[{i}]: *redacted*");
-            } else {
-                let _ = write!(w, "argv[{i}]: '{}'", Shown(bytes));
-                if whole > shown {
-                    let _ = write!(w, "... ({whole} bytes)");
-                }
-            }
-            w.line();
+            write_arg(&mut w, i, &cap.args[at + 16..at + 16 + shown], whole);
             at += 16 + shown;
             i += 1;
         }
@@ -547,20 +537,28 @@ fn report_body(w: &mut LogWriter, on_server_thread: bool) {
         let args = unsafe { std::slice::from_raw_parts(ptr as *const &[u8], argc) };
         let _ = write!(w, "id={} argc={argc}", CURRENT_CLIENT.load(Ordering::Relaxed));
         w.line();
-        let hide = HIDE_USER_DATA.load(Ordering::Relaxed);
         for (i, a) in args.iter().enumerate() {
-            if hide && i > 0 {
-                let _ = write!(w, "argv[{i}]: *redacted*");
-            } else {
-                let _ = write!(w, "argv[{i}]: '{}'", Shown(&a[..a.len().min(128)]));
-                if a.len() > 128 {
-                    let _ = write!(w, "... ({} bytes)", a.len());
-                }
-            }
-            w.line();
+            write_arg(w, i, &a[..a.len().min(SHOWN_ARG_BYTES)], a.len());
         }
     }
     let _ = write!(w, "=== GOBLIN-CORE BUG REPORT END. Include everything from the START line ===");
+    w.line();
+}
+
+/// How much of each argument a report shows.
+const SHOWN_ARG_BYTES: usize = 128;
+
+/// One `argv[i]` line of a report: `shown` (the argument's first bytes; `whole` its length),
+/// or `*redacted*` past the command's name with `hide-user-data-from-log`.
+fn write_arg(w: &mut LogWriter, i: usize, shown: &[u8], whole: usize) {
+    if HIDE_USER_DATA.load(Ordering::Relaxed) && i > 0 {
+        let _ = write!(w, "argv[{i}]: *redacted*");
+    } else {
+        let _ = write!(w, "argv[{i}]: '{}'", Shown(shown));
+        if whole > shown.len() {
+            let _ = write!(w, "... ({whole} bytes)");
+        }
+    }
     w.line();
 }
 

@@ -490,37 +490,36 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "lazyfreed_objects", "0");
 }
 
-/// Ops/sec over the cron's sample ring (about the last 1.6 s), as Redis averages its samples.
-fn instantaneous_ops(s: &Server) -> u64 {
+/// The cron's sample ring (about the last 1.6 s), as Redis averages its samples: the newest
+/// and the oldest sample's indexes and the milliseconds between them; None before two.
+fn sample_span(s: &Server) -> Option<(usize, usize, u64)> {
     let n = s.stats.ops_sample_at;
     if n < 2 {
-        return 0;
+        return None;
     }
-    let newest = s.stats.ops_samples[(n - 1) % 16];
-    let oldest = s.stats.ops_samples[if n > 16 { n % 16 } else { 0 }];
-    let dt = newest.0.saturating_sub(oldest.0);
-    if dt == 0 {
-        return 0;
+    let (newest, oldest) = ((n - 1) % 16, if n > 16 { n % 16 } else { 0 });
+    Some((newest, oldest, s.stats.ops_samples[newest].0.saturating_sub(s.stats.ops_samples[oldest].0)))
+}
+
+/// Ops/sec over the cron's sample ring.
+fn instantaneous_ops(s: &Server) -> u64 {
+    match sample_span(s) {
+        Some((newest, oldest, dt)) if dt > 0 => {
+            s.stats.ops_samples[newest].1.saturating_sub(s.stats.ops_samples[oldest].1) * 1000 / dt
+        }
+        _ => 0,
     }
-    newest.1.saturating_sub(oldest.1) * 1000 / dt
 }
 
 /// KB/s read and written (clients, then the replication link's input and the replicas'
-/// output) over the cron's sample ring, the span `instantaneous_ops` uses.
+/// output) over the cron's sample ring.
 fn instantaneous_kbps(s: &Server) -> [f64; 4] {
-    let n = s.stats.ops_sample_at;
     let mut kbps = [0.0; 4];
-    if n < 2 {
-        return kbps;
-    }
-    let (newest_at, oldest_at) = ((n - 1) % 16, if n > 16 { n % 16 } else { 0 });
-    let dt = s.stats.ops_samples[newest_at].0.saturating_sub(s.stats.ops_samples[oldest_at].0);
-    if dt == 0 {
-        return kbps;
-    }
-    let (newest, oldest) = (s.stats.net_samples[newest_at], s.stats.net_samples[oldest_at]);
-    for i in 0..4 {
-        kbps[i] = newest[i].saturating_sub(oldest[i]) as f64 * 1000.0 / dt as f64 / 1024.0;
+    if let Some((newest, oldest, dt)) = sample_span(s).filter(|&(_, _, dt)| dt > 0) {
+        let (newest, oldest) = (s.stats.net_samples[newest], s.stats.net_samples[oldest]);
+        for i in 0..4 {
+            kbps[i] = newest[i].saturating_sub(oldest[i]) as f64 * 1000.0 / dt as f64 / 1024.0;
+        }
     }
     kbps
 }
@@ -539,12 +538,7 @@ fn debug(s: &Server, t: &mut String) {
 /// Event loop turns per second, and the mean turn in microseconds, over the cron's samples
 /// (about the last 1.6 s; Redis's `instantaneous_eventloop_*`).
 fn instantaneous_eventloop(s: &Server) -> (u64, u64) {
-    let n = s.stats.ops_sample_at;
-    if n < 2 {
-        return (0, 0);
-    }
-    let (newest, oldest) = ((n - 1) % 16, if n > 16 { n % 16 } else { 0 });
-    let dt = s.stats.ops_samples[newest].0.saturating_sub(s.stats.ops_samples[oldest].0);
+    let Some((newest, oldest, dt)) = sample_span(s) else { return (0, 0) };
     let (c1, d1) = s.stats.eventloop_samples[newest];
     let (c0, d0) = s.stats.eventloop_samples[oldest];
     let cycles = c1.saturating_sub(c0);

@@ -302,15 +302,14 @@ impl Reader {
 
     /// The RDB file after `+FULLRESYNC`: `$<len>` and that many bytes, or `$EOF:<40-byte
     /// mark>`, the file, and the mark again (a diskless transfer), handed to `sink` as it
-    /// arrives (only a read's worth is held here). Returns the file's length and what
-    /// followed it.
+    /// arrives (only a read's worth is held here). Returns what followed it.
     fn rdb(
         &mut self,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
         total: &AtomicU64,
         read: &AtomicU64,
         from: &str,
-    ) -> Result<(u64, Vec<u8>), String> {
+    ) -> Result<Vec<u8>, String> {
         let head = self.line()?;
         let Some(spec) = head.strip_prefix('$') else {
             return Err(format!(
@@ -341,7 +340,7 @@ impl Reader {
                     written += i;
                     let leftover = self.buf.split_off(self.pos + i + mark.len());
                     progress(written, None);
-                    return Ok((written as u64, leftover));
+                    return Ok(leftover);
                 }
                 // All but the last bytes, which may be the start of the mark.
                 let safe = held.len().saturating_sub(mark.len() - 1);
@@ -369,7 +368,7 @@ impl Reader {
             self.fill()?;
         }
         progress(written, Some(len));
-        Ok((len as u64, self.buf.split_off(self.pos)))
+        Ok(self.buf.split_off(self.pos))
     }
 }
 
@@ -438,7 +437,7 @@ fn receive_rdb(
     let Some((path, file)) = file else {
         info!("replica of {from}: receiving the RDB file into memory (repl-diskless-load)");
         let mut bytes = Vec::new();
-        let (_, leftover) = r.rdb(
+        let leftover = r.rdb(
             &mut |b| {
                 if bytes.is_empty() {
                     bytes.reserve(total.load(Ordering::Relaxed) as usize);
@@ -459,7 +458,7 @@ fn receive_rdb(
         format!("writing the primary's RDB file to {}: {e}", path.display())
     };
     let mut w = io::BufWriter::with_capacity(1 << 20, file);
-    let (_, leftover) = r.rdb(&mut |b| w.write_all(b).map_err(what), total, read, from)?;
+    let leftover = r.rdb(&mut |b| w.write_all(b).map_err(what), total, read, from)?;
     w.flush().map_err(what)?;
     drop(w);
     let mapped = crate::snapshots::MappedFile::open(path)?;
@@ -1419,7 +1418,7 @@ mod tests {
         for parts in cases {
             let (mut r, writer) = reader_of(parts);
             let mut got = Vec::new();
-            let (len, leftover) = r
+            let leftover = r
                 .rdb(
                     &mut |b| {
                         got.extend_from_slice(b);
@@ -1431,7 +1430,7 @@ mod tests {
                 )
                 .unwrap();
             writer.join().unwrap();
-            assert_eq!(len as usize, payload.len());
+            assert_eq!(got.len(), payload.len());
             assert!(got == payload, "the file bytes differ");
             // What followed the file: all of it, here or still in the socket.
             let mut rest = leftover;
