@@ -448,9 +448,9 @@ pub struct Config {
     #[arg(long = "replica-auth-password-file", value_name = "PATH")]
     pub replica_auth_password_file: Option<PathBuf>,
 
-    /// Size of each downstream's fixed output queue and of a replica's startup handoff buffer
-    /// (anonymous mappings, rounded up to a page and prefaulted). Startup maps one to check
-    /// that the size can be mapped at all.
+    /// Size of each downstream's fixed output queue (an anonymous mapping, rounded up to a page
+    /// and prefaulted; a frame larger than it goes out from a shared copy instead). Startup
+    /// maps one to check that the size can be mapped at all.
     #[arg(long = "replication-buffer-bytes", default_value = "1mb", value_parser = parse_replication_buffer)]
     pub replication_buffer_bytes: u64,
 
@@ -496,14 +496,11 @@ fn parse_save(s: &str) -> Result<SaveRules, String> {
 
 /// `--replication-buffer-bytes`: a size (as `parse_bytes`) that the kernel maps, checked by
 /// mapping and unmapping one queue of it, so that a size it refuses stops startup (exit 2, as
-/// any bad flag) rather than failing every later GOBLIN.FIREHOSE and handoff.
+/// any bad flag) rather than failing every later GOBLIN.FIREHOSE.
 fn parse_replication_buffer(s: &str) -> Result<u64, String> {
     let n = parse_bytes(s)?;
-    crate::replication::queue::MmapQueue::check_size(n).map_err(|e| {
-        format!(
-            "cannot map a {n}-byte queue (each firehose subscriber and a replica's handoff need one): {e}"
-        )
-    })?;
+    crate::replication::queue::MmapQueue::check_size(n)
+        .map_err(|e| format!("cannot map a {n}-byte queue (each firehose subscriber needs one): {e}"))?;
     Ok(n)
 }
 

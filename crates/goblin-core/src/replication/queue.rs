@@ -1,5 +1,5 @@
 //! A fixed byte queue in an anonymous, prefaulted mapping: the output queue of one downstream
-//! firehose subscriber, and a replica's startup handoff buffer (`--replication-buffer-bytes`).
+//! firehose subscriber (`--replication-buffer-bytes`).
 //!
 //! Fixed on purpose: a downstream that stops reading must cost the primary a bounded, already
 //! paid-for amount of memory (no allocation, no page fault on the write path) and then be
@@ -22,8 +22,8 @@ pub struct MmapQueue {
     consumed: u64,
 }
 
-// SAFETY: the queue owns its mapping exclusively; moving it to another thread (the replica's
-// handoff reader) moves that ownership along.
+// SAFETY: the queue owns its mapping exclusively; moving it to another thread moves that
+// ownership along.
 unsafe impl Send for MmapQueue {}
 
 fn page_size() -> usize {
@@ -45,7 +45,7 @@ impl MmapQueue {
     /// Whether queues of `bytes` can be mapped at all (`--replication-buffer-bytes`, checked
     /// at startup): maps one as `new` does, except that it is not prefaulted (the check must
     /// not touch that much memory), and unmaps it. Without it, a size the kernel refuses would
-    /// start fine and then fail every GOBLIN.FIREHOSE and every handoff.
+    /// start fine and then fail every GOBLIN.FIREHOSE.
     pub fn check_size(bytes: u64) -> io::Result<()> {
         Self::map(bytes, 0).map(drop)
     }
@@ -80,6 +80,7 @@ impl MmapQueue {
         self.cap
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -132,6 +133,7 @@ impl MmapQueue {
     }
 
     /// Copies every unread byte out, in order, and empties the queue.
+    #[cfg(test)]
     pub fn drain_to_vec(&mut self, out: &mut Vec<u8>) {
         while !self.is_empty() {
             let n = {

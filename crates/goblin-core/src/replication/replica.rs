@@ -43,7 +43,6 @@
 //! copies bytes into the fixed buffer.
 
 use super::frame::{self, BatchFrame, Cursor, Frame};
-use super::queue::MmapQueue;
 use crate::conn::Stream;
 use crate::server::Server;
 use engine::{Applied, RecordError, ReplId, Replication};
@@ -567,19 +566,28 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
     }
 }
 
-/// The handoff reader: copies the firehose into the fixed buffer until told to stop.
-fn buffer_until_stopped(stream: &mut Stream, queue: &mut MmapQueue, stop: &AtomicBool) -> Result<(), String> {
+/// The handoff reader: copies the firehose into `buf` until told to stop. The bytes wait in
+/// memory, up to `limit` (0: no limit): a catch-up takes as long as Kafka needs, and a busy
+/// upstream writes on meanwhile, so a fixed buffer would abandon every attempt under a steady
+/// write load (and any attempt that met one batch larger than it).
+fn buffer_until_stopped(
+    stream: &mut Stream,
+    buf: &mut Vec<u8>,
+    limit: usize,
+    stop: &AtomicBool,
+) -> Result<(), String> {
     let mut chunk = vec![0u8; READ_CHUNK];
     while !stop.load(Ordering::Acquire) {
         match stream.read(&mut chunk) {
             Ok(0) => return Err("the upstream closed the connection during the handoff".into()),
             Ok(n) => {
-                if !queue.push(&chunk[..n]) {
+                if limit != 0 && buf.len() + n > limit {
                     return Err(format!(
-                        "the {}-byte handoff buffer (--replication-buffer-bytes) is exhausted",
-                        queue.capacity()
+                        "the firehose sent more than client-output-buffer-limit replica's {limit}-byte hard limit \
+                         during the Kafka catch-up"
                     ));
                 }
+                buf.extend_from_slice(&chunk[..n]);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 wait_stream(stream, false, Duration::from_millis(20)).map_err(|e| e.to_string())?;
@@ -845,14 +853,15 @@ impl Server {
                     r.unconfirmed.len()
                 );
             }
-            let mut queue = MmapQueue::new(self.cfg.replication_buffer_bytes)
-                .map_err(|e| Refusal::Abandon(format!("cannot map the handoff buffer: {e}")))?;
-            if !queue.push(&leftover) {
-                return Err(Refusal::Abandon("the handoff buffer is exhausted".into()));
-            }
+            // The firehose's frames past the hello wait here while Kafka is replayed. Bounded
+            // as a primary bounds what a replica has yet to read (a replica of redis-server
+            // or of goblin-core alike), never below the queue a subscriber gets.
+            let hard = usize::try_from(self.output_limits.replica.hard).unwrap_or(usize::MAX);
+            let limit = if hard == 0 { 0 } else { hard.max(self.cfg.replication_buffer_bytes as usize) };
+            let mut bytes = leftover;
             let stop = AtomicBool::new(false);
             let (caught, read) = std::thread::scope(|s| {
-                let reader = s.spawn(|| buffer_until_stopped(&mut stream, &mut queue, &stop));
+                let reader = s.spawn(|| buffer_until_stopped(&mut stream, &mut bytes, limit, &stop));
                 let caught = self.kafka_catch_up(Some(target));
                 stop.store(true, Ordering::Release);
                 let read = reader.join().unwrap_or_else(|_| Err("the handoff reader panicked".into()));
@@ -860,8 +869,6 @@ impl Server {
             });
             caught?;
             read.map_err(Refusal::Abandon)?;
-            let mut bytes = Vec::with_capacity(queue.len());
-            queue.drain_to_vec(&mut bytes);
             return Ok((stream, bytes));
         }
         Err(Refusal::Degraded(format!(
