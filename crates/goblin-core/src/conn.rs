@@ -314,6 +314,9 @@ pub struct Conn {
     /// REPLCONF capa goblin: the replica is a goblin-core, which loads goblin's own RDB types
     /// (arrays, vector sets); SYNC then sends a dataset holding them.
     pub replconf_goblin: bool,
+    /// REPLCONF capa eof: the reader takes an RDB file sent as `$EOF:<mark>`, the file, the
+    /// mark (so the file is written in one pass, its length unknown beforehand).
+    pub replconf_eof: bool,
     /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
@@ -409,6 +412,7 @@ impl Conn {
             redis_replica: None,
             replconf_port: 0,
             replconf_goblin: false,
+            replconf_eof: false,
             replconf_ip: None,
             rdb_only: false,
             rdb_functions_only: false,

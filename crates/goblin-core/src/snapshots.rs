@@ -78,6 +78,9 @@ struct Child {
     progress: Option<(u64, u64, Instant)>,
     /// The largest copy-on-write size it reported.
     cow_peak: u64,
+    /// Bytes it reported sent to a socket, and how many of them the parent has counted.
+    sent: u64,
+    sent_counted: u64,
 }
 
 impl Child {
@@ -100,7 +103,8 @@ impl Child {
                 break;
             }
             let mut num = || words.next().and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
-            let (keys, cow) = (num(), num());
+            let (keys, cow, sent) = (num(), num(), num());
+            self.sent = self.sent.max(sent);
             self.progress = Some((keys, cow, Instant::now()));
             self.cow_peak = self.cow_peak.max(cow);
             self.unread.drain(..=end);
@@ -112,12 +116,16 @@ impl Child {
 static CHILD_STATUS_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 /// In a forked child: when it last reported its progress (unix ms).
 static CHILD_LAST_REPORT_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+/// In a forked child: bytes it has written to a replica's or a tool's socket (`ReplSocket`),
+/// reported with its progress and its verdict: the parent counts them as replication output
+/// (INFO `total_net_repl_output_bytes`), as Redis counts a full synchronization's file.
+static CHILD_SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A forked child's progress, called by the writers every 1024 keys
 /// (`store::limits::set_save_progress_hook`): at most once a second, `progress <keys written>
-/// <copy-on-write bytes>` on the status pipe, which the parent reads into INFO's
-/// `current_save_keys_processed`, `current_cow_size` and `current_fork_perc`, as Redis's
-/// child reports its progress to its parent.
+/// <copy-on-write bytes> <bytes sent>` on the status pipe, which the parent reads into INFO's
+/// `current_save_keys_processed`, `current_cow_size` and `current_fork_perc` (and
+/// `total_net_repl_output_bytes`), as Redis's child reports its progress to its parent.
 fn report_progress(keys: u64) {
     use std::sync::atomic::Ordering::Relaxed;
     let now = now_ms();
@@ -125,7 +133,8 @@ fn report_progress(keys: u64) {
         return;
     }
     CHILD_LAST_REPORT_MS.store(now, Relaxed);
-    let line = format!("progress {keys} {}\n", private_dirty_bytes());
+    let sent = CHILD_SENT.load(Relaxed);
+    let line = format!("progress {keys} {} {sent}\n", private_dirty_bytes());
     // SAFETY: the descriptor is this child's status pipe, open until it exits; a line this
     // short is written whole (PIPE_BUF).
     unsafe { libc::write(CHILD_STATUS_FD.load(Relaxed), line.as_ptr().cast(), line.len()) };
@@ -691,6 +700,21 @@ impl Write for SocketWriter {
     }
 }
 
+/// A forked child's writer to a replica or a tool fetching a file: a [`SocketWriter`] that
+/// counts what it sent in `CHILD_SENT`.
+struct ReplSocket(SocketWriter);
+
+impl Write for ReplSocket {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = self.0.write(b)?;
+        CHILD_SENT.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Server {
     /// The replication metadata a snapshot of the current dataset carries.
     fn snapshot_meta(&self) -> snapshot::Meta {
@@ -935,9 +959,10 @@ impl Server {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
                 .unwrap_or_else(|_| Err("the child panicked".to_string()));
             let cow = private_dirty_bytes();
+            let sent = CHILD_SENT.load(std::sync::atomic::Ordering::Relaxed);
             let (code, line) = match result {
-                Ok(detail) => (0, format!("ok {cow} {detail}\n")),
-                Err(e) => (1, format!("err {cow} {e}\n")),
+                Ok(detail) => (0, format!("ok {cow} {sent} {detail}\n")),
+                Err(e) => (1, format!("err {cow} {sent} {e}\n")),
             };
             // SAFETY: fds[1] is our status pipe; _exit skips every destructor and handler.
             unsafe {
@@ -970,6 +995,8 @@ impl Server {
             total_keys: self.engine.total_keys() as u64,
             progress: None,
             cow_peak: 0,
+            sent: 0,
+            sent_counted: 0,
         });
         if reads_image {
             self.engine.set_avoid_resize(true);
@@ -1099,7 +1126,10 @@ impl Server {
             // SAFETY: waitpid on our own child, without blocking.
             let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
             if r == 0 {
-                self.snapshots.children[i].read_progress();
+                let child = &mut self.snapshots.children[i];
+                child.read_progress();
+                self.stats.net_repl_output_bytes += child.sent - child.sent_counted;
+                child.sent_counted = child.sent;
                 i += 1;
                 continue;
             }
@@ -1109,10 +1139,12 @@ impl Server {
             child.read_progress();
             let line = String::from_utf8_lossy(&child.unread).into_owned();
             let exited_ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-            let mut words = line.trim_end().splitn(3, ' ');
-            let (verdict, cow, detail) =
-                (words.next().unwrap_or(""), words.next(), words.next().unwrap_or(""));
+            let mut words = line.trim_end().splitn(4, ' ');
+            let (verdict, cow, sent, detail) =
+                (words.next().unwrap_or(""), words.next(), words.next(), words.next().unwrap_or(""));
             let cow: u64 = cow.and_then(|c| c.parse().ok()).unwrap_or(0);
+            let sent = sent.and_then(|c| c.parse().ok()).unwrap_or(0).max(child.sent);
+            self.stats.net_repl_output_bytes += sent - child.sent_counted;
             let ok = exited_ok && verdict == "ok";
             let why = if line.is_empty() { describe_status(status) } else { detail.to_string() };
             self.child_finished(child.kind, ok, cow, child.started.elapsed(), &why);
@@ -1313,8 +1345,8 @@ impl Server {
             let dbs = engine.database_refs();
             let mut counter = Counter(0);
             snapshot::write_dbs(&mut counter, &dbs, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
-            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
-            let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<snapshot::Summary> {
+            let mut w = io::BufWriter::with_capacity(1 << 20, ReplSocket(SocketWriter(fd, DUMPWORLD_STALL)));
+            let send = |w: &mut io::BufWriter<ReplSocket>| -> io::Result<snapshot::Summary> {
                 w.write_all(owed)?;
                 write!(w, "${}\r\n", counter.0)?;
                 let summary = snapshot::write_dbs(&mut *w, &dbs, &meta, &mut |_| {})?;
@@ -1369,7 +1401,10 @@ impl Server {
                     None => return reply::error(&mut c.out, engine::errors::NOT_INTEGER),
                 },
                 b"ip-address" => c.replconf_ip = Some(String::from_utf8_lossy(value).into()),
-                b"capa" => c.replconf_goblin |= value.eq_ignore_ascii_case(b"goblin"),
+                b"capa" => {
+                    c.replconf_goblin |= value.eq_ignore_ascii_case(b"goblin");
+                    c.replconf_eof |= value.eq_ignore_ascii_case(b"eof");
+                }
                 b"rdb-only" => match value {
                     b"0" | b"1" => rdb_only = value == b"1",
                     _ if engine::util::parse_i64(value).is_none() => {
@@ -1410,8 +1445,8 @@ impl Server {
     }
 
     /// SYNC and PSYNC: a forked child sends the dataset as it is now, as an RDB file (one bulk
-    /// string without a trailing CRLF, as Redis sends it; PSYNC first answers `+FULLRESYNC
-    /// <replid> <offset>`). After `REPLCONF rdb-only 1` (what `redis-cli --rdb` and
+    /// string without a trailing CRLF, or `$EOF:<mark>`, the file and the mark, as Redis sends
+    /// them; PSYNC first answers `+FULLRESYNC <replid> <offset>`). After `REPLCONF rdb-only 1` (what `redis-cli --rdb` and
     /// `--functions-rdb` send) the connection ends with the file; otherwise the client is a
     /// replica, and every batch committed after the fork follows the file as Redis's
     /// replication stream (`replication::redis_replicas`). A dataset with array keys is
@@ -1468,6 +1503,12 @@ impl Server {
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
         let goblin_replica = c.replconf_goblin;
+        // A reader that takes the EOF-marked form (`REPLCONF capa eof`: every redis-server
+        // replica since 2.8.18, redis-cli, a goblin-core replica) gets the file in one pass,
+        // unless `repl-diskless-sync no` asks for Redis's disk-based form (its length first).
+        let eof_mark = (c.replconf_eof
+            && self.inert_config.get("repl-diskless-sync").is_none_or(|v| v == "yes"))
+        .then(|| ReplId::random().to_string());
         // Following a primary, the stream after the file is that primary's, passed on.
         let stream_db = if stream { self.redis_primary_stream_db() } else { None };
         let job = move || {
@@ -1478,20 +1519,35 @@ impl Server {
             file.repl_stream_db = stream_db;
             // A replica takes the stream's position from +FULLRESYNC, not from the file.
             file.repl_position = None;
-            let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?;
-            let mut w = io::BufWriter::with_capacity(1 << 20, SocketWriter(fd, DUMPWORLD_STALL));
-            let send = |w: &mut io::BufWriter<SocketWriter>| -> io::Result<()> {
+            // The length first needs a counting pass over the whole image (as long as the
+            // sending one); the EOF mark does not.
+            let len = match eof_mark {
+                Some(_) => None,
+                None => Some(
+                    engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?,
+                ),
+            };
+            let mut w = io::BufWriter::with_capacity(1 << 20, ReplSocket(SocketWriter(fd, DUMPWORLD_STALL)));
+            let send = |w: &mut io::BufWriter<ReplSocket>| -> io::Result<u64> {
                 w.write_all(owed)?;
                 if let Some(line) = &fullresync {
                     w.write_all(line.as_bytes())?;
                 }
-                write!(w, "${len}\r\n")?;
-                engine::rdb::write_rdb_file(&mut *w, &dbs, &file)?;
-                w.flush()
+                match (&eof_mark, len) {
+                    (Some(mark), _) => write!(w, "$EOF:{mark}\r\n")?,
+                    (None, len) => write!(w, "${}\r\n", len.unwrap_or(0))?,
+                }
+                let written = engine::rdb::write_rdb_file(&mut *w, &dbs, &file)?;
+                if let Some(mark) = &eof_mark {
+                    w.write_all(mark.as_bytes())?;
+                }
+                w.flush()?;
+                Ok(written)
             };
-            send(&mut w).map_err(|e| format!("sending: {e}"))?;
+            let written = send(&mut w).map_err(|e| format!("sending: {e}"))?;
             let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
-            Ok(format!("{} keys, {len} bytes", if functions_only { 0 } else { keys }))
+            let form = if eof_mark.is_some() { "EOF-marked" } else { "length first" };
+            Ok(format!("{} keys, {written} bytes, {form}", if functions_only { 0 } else { keys }))
         };
         match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: !stream }, job) {
             Ok(pid) => {

@@ -879,3 +879,81 @@ fn a_replica_that_leaves_leaves_connected_clients_right() {
         assert!(Instant::now() < deadline, "the replica never left");
     }
 }
+
+/// One SYNC on a raw connection after `REPLCONF rdb-only 1` (and `capa eof` when `eof`):
+/// the line that announces the file, and every byte after it to the end of the connection.
+fn fetch_raw_rdb(port: u16, eof: bool) -> (String, Vec<u8>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    let mut ask = |w: &mut std::net::TcpStream, r: &mut BufReader<std::net::TcpStream>, cmd: &str| {
+        w.write_all(cmd.as_bytes()).unwrap();
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        line.clone()
+    };
+    if eof {
+        assert_eq!(ask(&mut w, &mut r, "REPLCONF capa eof\r\n"), "+OK\r\n");
+    }
+    assert_eq!(ask(&mut w, &mut r, "REPLCONF rdb-only 1\r\n"), "+OK\r\n");
+    let head = ask(&mut w, &mut r, "SYNC\r\n");
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).unwrap();
+    (head.trim_end().to_string(), rest)
+}
+
+/// SYNC writes the file in one pass, EOF-marked (`$EOF:<40 characters>`, the file, the same
+/// 40 characters), to a reader that announced `REPLCONF capa eof` (every redis-server replica,
+/// redis-cli): its length first would need a counting pass over the whole dataset. A reader
+/// without the capability, or `repl-diskless-sync no` (Redis's disk-based form), gets the
+/// length first. Either way the bytes the forked child sent are the primary's replication
+/// output (`total_net_repl_output_bytes`).
+#[test]
+fn sync_sends_the_file_eof_marked_to_readers_that_take_it() {
+    let g = Server::start(&["--save", ""]);
+    let mut c = g.conn();
+    for i in 0..2000 {
+        q(&mut c, &["SET", &format!("key:{i}"), &"v".repeat(100)]);
+    }
+    for (capa, diskless, eof_marked) in [(true, "yes", true), (false, "yes", false), (true, "no", false)] {
+        q(&mut c, &["CONFIG", "SET", "repl-diskless-sync", diskless]);
+        let sent_before = info_int(&mut c, "stats", "total_net_repl_output_bytes");
+        let (head, body) = fetch_raw_rdb(g.port, capa);
+        let file = if eof_marked {
+            let mark =
+                head.strip_prefix("$EOF:").unwrap_or_else(|| panic!("{head} (capa {capa}, {diskless})"));
+            assert_eq!(mark.len(), 40, "{head}");
+            assert!(
+                body.len() > 40 && body.ends_with(mark.as_bytes()),
+                "the file does not end with its mark"
+            );
+            body[..body.len() - 40].to_vec()
+        } else {
+            let len: usize = head.strip_prefix('$').and_then(|n| n.parse().ok()).unwrap_or_else(|| {
+                panic!("{head} (capa {capa}, {diskless})");
+            });
+            assert_eq!(body.len(), len, "exactly the announced length, nothing after it");
+            body.clone()
+        };
+        // An RDB file: magic and version, every key, the EOF opcode and an 8-byte checksum.
+        assert!(file.starts_with(b"REDIS0"), "{:?}", &file[..16.min(file.len())]);
+        assert_eq!(file[file.len() - 9], 0xFF);
+        assert!(file.len() > 2000 * 8, "every key name is in it: {} bytes", file.len());
+        // Everything the child sent (the line, the file and its mark) is counted, once it is
+        // reaped (by the cron, within 100 ms).
+        let want = (head.len() + 2 + body.len()) as i64;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let sent = info_int(&mut c, "stats", "total_net_repl_output_bytes") - sent_before;
+            if sent >= want {
+                assert_eq!(sent, want);
+                break;
+            }
+            assert!(Instant::now() < deadline, "{sent} bytes counted of the {want} sent");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

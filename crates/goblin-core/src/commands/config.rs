@@ -35,11 +35,13 @@ const INERT: &[&str] = &[
 /// replicated write with an error (the effect is what the primary applied), so
 /// `propagation-error-behavior` has nothing to act on; no replica writes files on its own;
 /// and every full synchronization is diskless whatever `repl-diskless-sync` says (a forked
-/// child writes the file straight to the replica's socket, its length first, so a replica of
-/// either kind reads it alike). One of them is read elsewhere: `repl-diskless-load`, by a
-/// replica of a Redis primary (`replication::redis_primary`), which writes the file to disk
-/// as it arrives and maps it with `disabled` and reads it into memory otherwise; either way it
-/// serves the data it holds until the new file is decoded whole (as `swapdb` asks).
+/// child writes the file straight to the replica's socket). Two of them are read elsewhere:
+/// `repl-diskless-sync`, by SYNC (`snapshots::rdb_sync`): `yes` sends the file EOF-marked, in
+/// one pass, to a reader that takes that form, `no` sends its length first, as Redis's
+/// disk-based synchronization does; and `repl-diskless-load`, by a replica of a Redis primary
+/// (`replication::redis_primary`), which writes the file to disk as it arrives and maps it
+/// with `disabled` and reads it into memory otherwise; either way it serves the data it holds
+/// until the new file is decoded whole (as `swapdb` asks).
 const INERT_CHOICES: &[(&str, &[&str], &str)] = &[
     ("activerehashing", &[], "yes"),
     ("lazyfree-lazy-eviction", &[], "no"),
