@@ -317,6 +317,9 @@ pub struct Conn {
     /// REPLCONF capa eof: the reader takes an RDB file sent as `$EOF:<mark>`, the file, the
     /// mark (so the file is written in one pass, its length unknown beforehand).
     pub replconf_eof: bool,
+    /// SYNC or PSYNC waiting for its full synchronization to start
+    /// (`repl-diskless-sync-delay`, `snapshots::Server::sync_waiting_cron`); its input waits.
+    pub sync_wait: Option<crate::snapshots::SyncWait>,
     /// REPLCONF rdb-only 1: a PSYNC on this connection fetches an RDB file (`redis-cli --rdb`).
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only functions: that file holds only the function libraries.
@@ -351,6 +354,7 @@ impl Conn {
         self.parked.is_some()
             || self.paused.is_some()
             || self.dumping
+            || self.sync_wait.is_some()
             || self.close_after_reply
             || self.close_now
     }
@@ -413,6 +417,7 @@ impl Conn {
             replconf_port: 0,
             replconf_goblin: false,
             replconf_eof: false,
+            sync_wait: None,
             replconf_ip: None,
             rdb_only: false,
             rdb_functions_only: false,

@@ -2002,6 +2002,7 @@ impl Server {
             self.end_lingering();
         }
         self.snapshot_cron();
+        self.sync_waiting_cron();
         self.firehose_ticks();
         self.redis_replicas_cron();
         self.replica_cron();

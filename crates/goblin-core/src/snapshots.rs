@@ -50,6 +50,9 @@ enum ChildKind {
     /// A reply a child writes to a client's socket: GOBLIN.DUMPWORLD's, or SYNC's RDB file
     /// (`close`: the connection ends with it, as for `redis-cli --rdb`).
     DumpWorld { slot: usize, id: u64, close: bool },
+    /// A full synchronization's RDB file, written once to every reader of group `group`
+    /// (`Snapshots::sync_groups`: replicas and tools whose SYNC or PSYNC came together).
+    Sync { group: u64 },
     /// A Lua debugging session (`SCRIPT DEBUG YES`) with client `id`, on the child's own
     /// copy of the dataset, which nothing reads: it does not keep tables from resizing.
     LuaDebug { id: u64 },
@@ -81,6 +84,9 @@ struct Child {
     /// Bytes it reported sent to a socket, and how many of them the parent has counted.
     sent: u64,
     sent_counted: u64,
+    /// Readers of a `Sync` child's file that it gave up on (client IDs): they stopped
+    /// reading or left, and the others went on.
+    dropped: Vec<u64>,
 }
 
 impl Child {
@@ -99,8 +105,16 @@ impl Child {
         while let Some(end) = self.unread.iter().position(|&b| b == b'\n') {
             let line = String::from_utf8_lossy(&self.unread[..end]).into_owned();
             let mut words = line.split(' ');
-            if words.next() != Some("progress") {
-                break;
+            match words.next() {
+                Some("progress") => {}
+                Some("drop") => {
+                    if let Some(id) = words.next().and_then(|w| w.parse().ok()) {
+                        self.dropped.push(id);
+                    }
+                    self.unread.drain(..=end);
+                    continue;
+                }
+                _ => break,
             }
             let mut num = || words.next().and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
             let (keys, cow, sent) = (num(), num(), num());
@@ -218,6 +232,28 @@ pub struct Snapshots {
     /// no firehose upstream; `Config::rdb_restart_point`), so the save rules, the save at
     /// shutdown and FLUSHALL's save write it, as redis-server writes dump.rdb.
     pub rdb_restart_point: bool,
+    /// Connections whose SYNC or PSYNC waits for `repl-diskless-sync-delay` (slot, client ID),
+    /// oldest first, and when the cron last sent them a newline to keep their link alive.
+    sync_waiting: Vec<(usize, u64)>,
+    sync_keepalive: Option<Instant>,
+    /// The readers of each running `ChildKind::Sync` (slot, client ID, whether the
+    /// connection ends with the file), and the next group's number.
+    sync_groups: std::collections::HashMap<u64, Vec<(usize, u64, bool)>>,
+    next_sync_group: u64,
+}
+
+/// A full synchronization that will not happen: the waiting connection gets `why` instead.
+fn fail_sync(c: &mut Conn, why: String) {
+    c.sync_wait = None;
+    reply::error(&mut c.out, why.as_bytes());
+}
+
+/// A SYNC or PSYNC waiting for its full synchronization (`Conn::sync_wait`).
+#[derive(Debug, Clone, Copy)]
+pub struct SyncWait {
+    /// PSYNC: the file follows a `+FULLRESYNC` line.
+    pub psync: bool,
+    pub since: Instant,
 }
 
 impl Snapshots {
@@ -244,6 +280,10 @@ impl Snapshots {
             loaded_keys,
             loaded_expired: 0,
             rdb_restart_point: false,
+            sync_waiting: Vec::new(),
+            sync_keepalive: None,
+            sync_groups: Default::default(),
+            next_sync_group: 0,
         }
     }
 
@@ -715,6 +755,53 @@ impl Write for ReplSocket {
     }
 }
 
+/// A forked child's writer to every reader of one file (`ChildKind::Sync`): each write goes
+/// whole to each reader still served, in turn. A reader that fails (it stopped reading for
+/// DUMPWORLD_STALL, or left) is reported on the status pipe (`drop <client id> <why>`) and
+/// skipped from then on; the write fails only when no reader is left.
+struct FanOut {
+    /// (socket, client ID, still served)
+    readers: Vec<(RawFd, u64, bool)>,
+}
+
+impl FanOut {
+    fn send_to(&mut self, i: usize, b: &[u8]) {
+        let (fd, id, alive) = &mut self.readers[i];
+        if !*alive {
+            return;
+        }
+        if let Err(e) = ReplSocket(SocketWriter(*fd, DUMPWORLD_STALL)).write_all(b) {
+            *alive = false;
+            let line = format!("drop {id} {e}\n");
+            // SAFETY: the descriptor is this child's status pipe, open until it exits; a line
+            // this short is written whole (PIPE_BUF).
+            unsafe {
+                libc::write(
+                    CHILD_STATUS_FD.load(std::sync::atomic::Ordering::Relaxed),
+                    line.as_ptr().cast(),
+                    line.len(),
+                )
+            };
+        }
+    }
+}
+
+impl Write for FanOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        for i in 0..self.readers.len() {
+            self.send_to(i, b);
+        }
+        if self.readers.iter().any(|r| r.2) {
+            Ok(b.len())
+        } else {
+            Err(io::Error::other("every reader stopped reading or left"))
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Server {
     /// The replication metadata a snapshot of the current dataset carries.
     fn snapshot_meta(&self) -> snapshot::Meta {
@@ -997,6 +1084,7 @@ impl Server {
             cow_peak: 0,
             sent: 0,
             sent_counted: 0,
+            dropped: Vec::new(),
         });
         if reads_image {
             self.engine.set_avoid_resize(true);
@@ -1147,14 +1235,22 @@ impl Server {
             self.stats.net_repl_output_bytes += sent - child.sent_counted;
             let ok = exited_ok && verdict == "ok";
             let why = if line.is_empty() { describe_status(status) } else { detail.to_string() };
-            self.child_finished(child.kind, ok, cow, child.started.elapsed(), &why);
+            self.child_finished(child.kind, ok, cow, child.started.elapsed(), &why, &child.dropped);
         }
         if !self.snapshots.image_read() {
             self.engine.set_avoid_resize(false);
         }
     }
 
-    fn child_finished(&mut self, kind: ChildKind, ok: bool, cow: u64, took: Duration, detail: &str) {
+    fn child_finished(
+        &mut self,
+        kind: ChildKind,
+        ok: bool,
+        cow: u64,
+        took: Duration,
+        detail: &str,
+        dropped: &[u64],
+    ) {
         match kind {
             ChildKind::Bgsave { offset } => {
                 self.snapshots.last_bgsave_ok = ok;
@@ -1180,34 +1276,47 @@ impl Server {
                     warn!("Lua debugging session with client id={id} failed: {detail}");
                 }
             }
-            ChildKind::DumpWorld { slot, id, close } => {
-                let replica = self.redis_replicas.slots.contains(&(slot, id));
-                let what = match (close, replica) {
-                    (true, _) => "SYNC",
-                    (false, true) => "replica SYNC (the RDB file)",
-                    (false, false) => "GOBLIN.DUMPWORLD",
-                };
-                if ok {
-                    info!("{what} to client id={id} done ({detail})");
-                } else {
-                    warn!("{what} to client id={id} failed: {detail}");
-                }
-                let Some(Some(conn)) = self.conns.get_mut(slot) else { return };
-                if conn.id != id {
-                    return;
-                }
-                conn.dumping = false;
-                if !ok || close {
-                    // The reply was cut short: the stream can no longer be framed.
-                    conn.close_now = true;
-                    self.queue_write(slot);
-                } else {
-                    // Input that arrived meanwhile is still in the socket; a replica's stream
-                    // collected meanwhile goes out now.
-                    self.read_later(slot);
-                    self.queue_write(slot);
+            ChildKind::DumpWorld { slot, id, close } => self.transfer_finished(slot, id, close, ok, detail),
+            ChildKind::Sync { group } => {
+                for (slot, id, close) in self.snapshots.sync_groups.remove(&group).unwrap_or_default() {
+                    if dropped.contains(&id) {
+                        self.transfer_finished(slot, id, close, false, "it stopped reading or left");
+                    } else {
+                        self.transfer_finished(slot, id, close, ok, detail);
+                    }
                 }
             }
+        }
+    }
+
+    /// A child has finished sending client `id` in `slot` its file (`close`: the connection
+    /// ends with it), whole (`ok`) or not.
+    fn transfer_finished(&mut self, slot: usize, id: u64, close: bool, ok: bool, detail: &str) {
+        let replica = self.redis_replicas.slots.contains(&(slot, id));
+        let what = match (close, replica) {
+            (true, _) => "SYNC",
+            (false, true) => "replica SYNC (the RDB file)",
+            (false, false) => "GOBLIN.DUMPWORLD",
+        };
+        if ok {
+            info!("{what} to client id={id} done ({detail})");
+        } else {
+            warn!("{what} to client id={id} failed: {detail}");
+        }
+        let Some(Some(conn)) = self.conns.get_mut(slot) else { return };
+        if conn.id != id {
+            return;
+        }
+        conn.dumping = false;
+        if !ok || close {
+            // The reply was cut short: the stream can no longer be framed.
+            conn.close_now = true;
+            self.queue_write(slot);
+        } else {
+            // Input that arrived meanwhile is still in the socket; a replica's stream
+            // collected meanwhile goes out now.
+            self.read_later(slot);
+            self.queue_write(slot);
         }
     }
 
@@ -1479,64 +1588,204 @@ impl Server {
                 return;
             }
         }
+        if let Some(why) = self.sync_refusal(c) {
+            return reply::error(&mut c.out, format!("ERR SYNC: {why}").as_bytes());
+        }
+        c.sync_wait = Some(SyncWait { psync: psync.is_some(), since: Instant::now() });
+        let delay = self.sync_setting("repl-diskless-sync-delay");
+        if delay > 0 && self.diskless_sync() {
+            // Redis's wait for more replicas to share one child: the cron starts the
+            // synchronization when the delay has passed or enough replicas wait.
+            info!(
+                "client id={} addr={}: full synchronization in up to {delay} s (repl-diskless-sync-delay), \
+                 shared with the replicas that arrive meanwhile",
+                c.id, c.addr
+            );
+            self.snapshots.sync_waiting.push((slot, c.id));
+            return;
+        }
+        self.start_full_syncs(&mut [(slot, c)]);
+    }
+
+    /// Why this connection's full synchronization cannot happen now (an RDB file cannot carry
+    /// array keys, unless a goblin-core replica reads it or it holds only the functions).
+    fn sync_refusal(&self, c: &Conn) -> Option<String> {
+        if c.rdb_functions_only || c.replconf_goblin {
+            return None;
+        }
+        self.rdb_blocker()
+    }
+
+    /// An integer `repl-diskless-sync-*` setting (CONFIG SET keeps them with the inert ones).
+    fn sync_setting(&self, name: &str) -> u64 {
+        self.inert_config.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// `repl-diskless-sync`: yes (the default) sends the file EOF-marked to readers that take
+    /// that form, and lets SYNCs wait `repl-diskless-sync-delay` to share a child.
+    fn diskless_sync(&self) -> bool {
+        self.inert_config.get("repl-diskless-sync").is_none_or(|v| v == "yes")
+    }
+
+    /// From the cron: the waiting SYNCs start together once the oldest has waited
+    /// `repl-diskless-sync-delay` seconds, or once `repl-diskless-sync-max-replicas` (when
+    /// not 0) wait; until then each gets a newline a second, as Redis sends them, so that
+    /// its `repl-timeout` does not end the link.
+    pub(crate) fn sync_waiting_cron(&mut self) {
+        if self.snapshots.sync_waiting.is_empty() {
+            return;
+        }
+        let conns = &self.conns;
+        self.snapshots.sync_waiting.retain(|&(slot, id)| {
+            matches!(conns.get(slot), Some(Some(c)) if c.id == id && c.sync_wait.is_some() && !c.close_now)
+        });
+        let oldest = self.snapshots.sync_waiting.iter().find_map(|&(slot, _)| match self.conns.get(slot) {
+            Some(Some(c)) => c.sync_wait.map(|w| w.since),
+            _ => None,
+        });
+        let Some(oldest) = oldest else { return };
+        let delay = Duration::from_secs(self.sync_setting("repl-diskless-sync-delay"));
+        let enough = self.sync_setting("repl-diskless-sync-max-replicas");
+        let waiting = self.snapshots.sync_waiting.len() as u64;
+        if oldest.elapsed() < delay && !(enough > 0 && waiting >= enough) && self.diskless_sync() {
+            if self.snapshots.sync_keepalive.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                self.snapshots.sync_keepalive = Some(Instant::now());
+                for (slot, _) in self.snapshots.sync_waiting.clone() {
+                    if let Some(Some(c)) = self.conns.get_mut(slot) {
+                        c.out.push(b'\n');
+                    }
+                    self.queue_write(slot);
+                }
+            }
+            return;
+        }
+        let due = std::mem::take(&mut self.snapshots.sync_waiting);
+        let mut taken: Vec<(usize, Box<Conn>)> =
+            due.iter().filter_map(|&(slot, _)| Some((slot, self.conns.get_mut(slot)?.take()?))).collect();
+        let mut members: Vec<(usize, &mut Conn)> =
+            taken.iter_mut().map(|(slot, c)| (*slot, &mut **c)).collect();
+        self.start_full_syncs(&mut members);
+        for (slot, c) in taken {
+            self.conns[slot] = Some(c);
+            self.queue_write(slot);
+        }
+    }
+
+    /// The addresses of the connections whose SYNC or PSYNC waits (INFO's `slaveN` lines,
+    /// `state=wait_bgsave`, as Redis shows a replica waiting for its child).
+    pub(crate) fn sync_waiting_addrs(&self) -> Vec<String> {
+        self.snapshots
+            .sync_waiting
+            .iter()
+            .filter_map(|&(slot, id)| match self.conns.get(slot) {
+                Some(Some(c)) if c.id == id && c.sync_wait.is_some() => {
+                    Some(format!("{}:{}", crate::replication::redis_replicas::replica_ip(c), c.replconf_port))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Starts the full synchronizations of `members` (connections with `sync_wait` set): one
+    /// forked child per kind of file (goblin's own types or Redis's, the whole dataset or
+    /// only its functions) writes it to all of its readers. A member that cannot be served
+    /// gets its error instead.
+    fn start_full_syncs(&mut self, members: &mut [(usize, &mut Conn)]) {
         // A replica's image must not hold writes the topic may never get (as GOBLIN.DUMPWORLD).
-        if stream {
+        if members.iter().any(|(_, c)| !c.rdb_only) {
             if let Err(e) = self.settle_journal(SETTLE_BOUND) {
-                return reply::error(&mut c.out, format!("ERR SYNC: {e}").as_bytes());
+                for (_, c) in members.iter_mut() {
+                    fail_sync(c, format!("ERR SYNC: {e}"));
+                }
+                return;
             }
         }
-        let functions_only = c.rdb_functions_only;
-        if !functions_only && !c.replconf_goblin {
-            if let Some(why) = self.rdb_blocker() {
-                return reply::error(&mut c.out, format!("ERR SYNC: {why}").as_bytes());
+        let mut groups: Vec<((bool, bool), Vec<usize>)> = Vec::new();
+        for (i, (_, c)) in members.iter_mut().enumerate() {
+            // Arrays may have been written while it waited.
+            if let Some(why) = self.sync_refusal(c) {
+                fail_sync(c, format!("ERR SYNC: {why}"));
+                continue;
+            }
+            let key = (c.replconf_goblin, c.rdb_functions_only);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((key, vec![i])),
             }
         }
+        for ((goblin_types, functions_only), idx) in groups {
+            self.fork_sync_group(goblin_types, functions_only, members, &idx);
+        }
+    }
+
+    /// One child for the members at `idx`: each reader gets what it was still owed (earlier
+    /// pipelined replies), its `+FULLRESYNC` line (PSYNC), then the one file, written once
+    /// to them all: EOF-marked when every reader takes that form (and `repl-diskless-sync`
+    /// is yes), else its length first, found by a counting pass. A reader that stops
+    /// reading for DUMPWORLD_STALL, or leaves, is dropped and the others go on.
+    fn fork_sync_group(
+        &mut self,
+        goblin_types: bool,
+        functions_only: bool,
+        members: &mut [(usize, &mut Conn)],
+        idx: &[usize],
+    ) {
         let parts = self.rdb_parts();
+        let stream = idx.iter().any(|&i| !members[i].1.rdb_only);
         // A replica's stream starts at this fork; a file alone names this server's lineage.
-        let (replid, at) = if stream {
-            self.redis_replicas_stream_start()
-        } else {
-            (self.engine.repl.replid.to_string(), self.engine.repl.offset)
-        };
-        let fullresync = psync.is_some().then(|| format!("+FULLRESYNC {replid} {at}\r\n"));
-        let engine: *const Engine = &self.engine;
-        let fd = c.fd;
-        let owed: *const [u8] = &c.out[c.out_pos..];
-        let goblin_replica = c.replconf_goblin;
+        let stream_at = stream.then(|| self.redis_replicas_stream_start());
+        let lineage = (self.engine.repl.replid.to_string(), self.engine.repl.offset);
         // A reader that takes the EOF-marked form (`REPLCONF capa eof`: every redis-server
         // replica since 2.8.18, redis-cli, a goblin-core replica) gets the file in one pass,
         // unless `repl-diskless-sync no` asks for Redis's disk-based form (its length first).
-        let eof_mark = (c.replconf_eof
-            && self.inert_config.get("repl-diskless-sync").is_none_or(|v| v == "yes"))
-        .then(|| ReplId::random().to_string());
+        let eof_mark = (self.diskless_sync() && idx.iter().all(|&i| members[i].1.replconf_eof))
+            .then(|| ReplId::random().to_string());
+        let readers: Vec<(RawFd, u64, Vec<u8>)> = idx
+            .iter()
+            .map(|&i| {
+                let c = &*members[i].1;
+                let mut prologue = c.out[c.out_pos..].to_vec();
+                if c.sync_wait.is_some_and(|w| w.psync) {
+                    let (replid, at) = match (&stream_at, c.rdb_only) {
+                        (Some((replid, at)), false) => (replid.as_str(), *at),
+                        _ => (lineage.0.as_str(), lineage.1),
+                    };
+                    prologue.extend_from_slice(format!("+FULLRESYNC {replid} {at}\r\n").as_bytes());
+                }
+                (c.fd, c.id, prologue)
+            })
+            .collect();
+        let engine: *const Engine = &self.engine;
         // Following a primary, the stream after the file is that primary's, passed on.
         let stream_db = if stream { self.redis_primary_stream_db() } else { None };
+        let form = if eof_mark.is_some() { "EOF-marked" } else { "length first" };
+        let n = readers.len();
         let job = move || {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
-            let (engine, owed) = unsafe { (&*engine, &*owed) };
+            let engine = unsafe { &*engine };
             let dbs = engine.database_refs();
-            let mut file = parts.file(functions_only, goblin_replica);
+            let mut file = parts.file(functions_only, goblin_types);
             file.repl_stream_db = stream_db;
             // A replica takes the stream's position from +FULLRESYNC, not from the file.
             file.repl_position = None;
             // The length first needs a counting pass over the whole image (as long as the
             // sending one); the EOF mark does not.
-            let len = match eof_mark {
-                Some(_) => None,
-                None => Some(
-                    engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file).map_err(|e| e.to_string())?,
-                ),
+            let header = match &eof_mark {
+                Some(mark) => format!("$EOF:{mark}\r\n"),
+                None => {
+                    let len = engine::rdb::write_rdb_file(&mut Counter(0), &dbs, &file)
+                        .map_err(|e| e.to_string())?;
+                    format!("${len}\r\n")
+                }
             };
-            let mut w = io::BufWriter::with_capacity(1 << 20, ReplSocket(SocketWriter(fd, DUMPWORLD_STALL)));
-            let send = |w: &mut io::BufWriter<ReplSocket>| -> io::Result<u64> {
-                w.write_all(owed)?;
-                if let Some(line) = &fullresync {
-                    w.write_all(line.as_bytes())?;
-                }
-                match (&eof_mark, len) {
-                    (Some(mark), _) => write!(w, "$EOF:{mark}\r\n")?,
-                    (None, len) => write!(w, "${}\r\n", len.unwrap_or(0))?,
-                }
+            let mut out = FanOut { readers: Vec::with_capacity(readers.len()) };
+            for (fd, id, mut prologue) in readers {
+                prologue.extend_from_slice(header.as_bytes());
+                out.readers.push((fd, id, true));
+                out.send_to(out.readers.len() - 1, &prologue);
+            }
+            let mut w = io::BufWriter::with_capacity(1 << 20, out);
+            let send = |w: &mut io::BufWriter<FanOut>| -> io::Result<u64> {
                 let written = engine::rdb::write_rdb_file(&mut *w, &dbs, &file)?;
                 if let Some(mark) = &eof_mark {
                     w.write_all(mark.as_bytes())?;
@@ -1546,28 +1795,44 @@ impl Server {
             };
             let written = send(&mut w).map_err(|e| format!("sending: {e}"))?;
             let keys: usize = dbs.iter().map(|(_, ks)| ks.len()).sum();
-            let form = if eof_mark.is_some() { "EOF-marked" } else { "length first" };
             Ok(format!("{} keys, {written} bytes, {form}", if functions_only { 0 } else { keys }))
         };
-        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: !stream }, job) {
+        let group = self.snapshots.next_sync_group;
+        self.snapshots.next_sync_group += 1;
+        match self.fork_child(ChildKind::Sync { group }, job) {
             Ok(pid) => {
-                c.out.clear();
-                c.out_pos = 0;
-                c.dumping = true;
-                if stream {
-                    info!(
-                        "replica id={} addr={}: full resynchronization, RDB file by pid {pid}",
-                        c.id, c.addr
-                    );
-                    // From here the batches committed after the fork collect in its output
-                    // (sent once the child is done), and its own commands get no replies.
-                    self.redis_replicas.full_syncs += 1;
-                    self.redis_replicas_attach(c, slot, at, 0);
-                } else {
-                    info!("SYNC (an RDB file) to client id={} by pid {pid}", c.id);
+                let mut list = Vec::with_capacity(idx.len());
+                for &i in idx {
+                    let (slot, c) = &mut members[i];
+                    c.out.clear();
+                    c.out_pos = 0;
+                    c.dumping = true;
+                    c.sync_wait = None;
+                    list.push((*slot, c.id, c.rdb_only));
+                    if c.rdb_only {
+                        info!(
+                            "SYNC (an RDB file) to client id={} by pid {pid} ({form}, {n} reader(s))",
+                            c.id
+                        );
+                    } else {
+                        let at = stream_at.as_ref().map_or(0, |(_, at)| *at);
+                        info!(
+                            "replica id={} addr={}: full resynchronization, RDB file by pid {pid} ({form}, {n} reader(s))",
+                            c.id, c.addr
+                        );
+                        // From here the batches committed after the fork collect in its output
+                        // (sent once the child is done), and its own commands get no replies.
+                        self.redis_replicas.full_syncs += 1;
+                        self.redis_replicas_attach(c, *slot, at, 0);
+                    }
+                }
+                self.snapshots.sync_groups.insert(group, list);
+            }
+            Err(e) => {
+                for &i in idx {
+                    fail_sync(members[i].1, format!("ERR Can't fork for SYNC: {e}"));
                 }
             }
-            Err(e) => reply::error(&mut c.out, format!("ERR Can't fork for SYNC: {e}").as_bytes()),
         }
     }
 

@@ -957,3 +957,100 @@ fn sync_sends_the_file_eof_marked_to_readers_that_take_it() {
         }
     }
 }
+
+/// A raw connection that sent `REPLCONF capa eof`, `REPLCONF rdb-only 1` and SYNC, its `+OK`s
+/// read: what follows is the file (or newlines while it waits).
+fn raw_sync(port: u16) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"REPLCONF capa eof\r\nREPLCONF rdb-only 1\r\nSYNC\r\n").unwrap();
+    let mut r = std::io::BufReader::new(s);
+    for _ in 0..2 {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert_eq!(line, "+OK\r\n");
+    }
+    r
+}
+
+/// `repl-diskless-sync-delay`: full synchronizations that start within the delay share one
+/// forked child, as in Redis; meanwhile INFO lists the replicas as `state=wait_bgsave` and
+/// each gets a newline a second (its link stays alive). `repl-diskless-sync-max-replicas`
+/// starts it as soon as that many wait: the readers then get the very same bytes, mark
+/// included, from the one child.
+#[test]
+fn synchronizations_within_the_delay_share_one_child() {
+    use std::io::{BufRead, Read};
+    let g = Server::start(&["--save", ""]);
+    let mut c = g.conn();
+    for i in 0..1000 {
+        q(&mut c, &["SET", &format!("key:{i}"), &i.to_string()]);
+    }
+    q(&mut c, &["CONFIG", "SET", "repl-diskless-sync-delay", "3"]);
+    let forks = info_int(&mut c, "stats", "total_forks");
+    let port = g.port.to_string();
+    let replicas: Vec<RedisServer> = (0..2)
+        .map(|_| {
+            let dir = temp_path("redis-replica");
+            std::fs::create_dir_all(&dir).unwrap();
+            RedisServer::start_with(&["--dir", dir.to_str().unwrap(), "--replicaof", "127.0.0.1", &port])
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+        if text.matches("state=wait_bgsave").count() == 2 {
+            assert!(text.contains("connected_slaves:2"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replicas were never listed as waiting: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for r in &replicas {
+        let mut rc = r.conn();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while info_field(&mut rc, "replication", "master_link_status").as_deref() != Some("up") {
+            assert!(Instant::now() < deadline, "a replica never linked up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(q(&mut rc, &["DBSIZE"]), Value::Int(1000));
+    }
+    assert_eq!(info_int(&mut c, "stats", "total_forks"), forks + 1, "one child for both replicas");
+    q(&mut c, &["SET", "after", "sync"]);
+    for r in &replicas {
+        let mut rc = r.conn();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while q(&mut rc, &["GET", "after"]) != Value::BulkString(b"sync".to_vec()) {
+            assert!(Instant::now() < deadline, "a replica did not follow the stream");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    drop(replicas);
+
+    // A delay nobody waits out: two waiting readers start the synchronization.
+    q(&mut c, &["CONFIG", "SET", "repl-diskless-sync-delay", "1000", "repl-diskless-sync-max-replicas", "2"]);
+    let forks = info_int(&mut c, "stats", "total_forks");
+    let mut first = raw_sync(g.port);
+    let mut byte = [0u8; 1];
+    first.read_exact(&mut byte).unwrap();
+    assert_eq!(&byte, b"\n", "a waiting reader gets newlines");
+    assert_eq!(info_int(&mut c, "stats", "total_forks"), forks, "one reader waits");
+    let mut second = raw_sync(g.port);
+    let files: Vec<(String, Vec<u8>)> = [&mut first, &mut second]
+        .into_iter()
+        .map(|r| {
+            let mut head = String::new();
+            while head.trim().is_empty() {
+                head.clear();
+                r.read_line(&mut head).unwrap();
+            }
+            let mut body = Vec::new();
+            r.read_to_end(&mut body).unwrap();
+            (head, body)
+        })
+        .collect();
+    assert!(files[0].0.starts_with("$EOF:"), "{}", files[0].0);
+    assert_eq!(files[0], files[1], "the same bytes from the same child");
+    assert_eq!(info_int(&mut c, "stats", "total_forks"), forks + 1);
+}

@@ -13,9 +13,11 @@ use resp::reply;
 
 /// Integer settings Redis has that are accepted and reported but mean nothing here: lists have
 /// one encoding whatever their size; two of Redis's hidden test aids for slow loads
-/// (goblin-core opens its listeners only once loaded, so nobody could watch a slowed load);
-/// and the wait before a diskless full synchronization, for more replicas to share its child:
-/// each replica here gets a child of its own at once, so there is nothing to wait for.
+/// (goblin-core opens its listeners only once loaded, so nobody could watch a slowed load).
+/// Kept with them, and read by SYNC (`snapshots::Server::sync_waiting_cron`): the wait before
+/// a diskless full synchronization, for more replicas to share its child, and how many
+/// waiting replicas start it at once. The wait's default here is 0 (Redis's is 5 s): a lone
+/// replica starts at once, and one that sets it gets Redis's behaviour.
 const INERT: &[&str] = &[
     "list-max-listpack-size",
     "list-max-ziplist-size",
@@ -85,8 +87,10 @@ fn settings(s: &Server) -> Vec<(&'static str, String)> {
 
 fn inert_default(name: &str) -> String {
     match name {
-        "list-compress-depth" | "key-load-delay" | "repl-diskless-sync-max-replicas" => "0".into(),
-        "repl-diskless-sync-delay" => "5".into(),
+        "list-compress-depth"
+        | "key-load-delay"
+        | "repl-diskless-sync-max-replicas"
+        | "repl-diskless-sync-delay" => "0".into(),
         "loading-process-events-interval-bytes" => "524288".into(),
         _ => match INERT_CHOICES.iter().find(|(n, _, _)| *n == name) {
             Some((_, _, default)) => (*default).into(),

@@ -370,7 +370,8 @@ impl Server {
         let redis = self.redis_replica_links().into_iter().map(|(addr, acked, lag, loading)| {
             (addr, acked, lag, if loading { "send_bulk" } else { "online" })
         });
-        firehose.chain(redis).collect()
+        let waiting = self.sync_waiting_addrs().into_iter().map(|addr| (addr, 0, 0, "wait_bgsave"));
+        firehose.chain(redis).chain(waiting).collect()
     }
 
     /// Bytes mapped for the subscribers' queues, and the spilled frames they still hold (each
