@@ -936,3 +936,35 @@ fn a_spool_the_disk_refuses_gives_way_to_memory() {
     assert!(log.contains("No space left on device"), "{log}");
     assert!(log.contains("the next synchronizations receive it into memory"), "{log}");
 }
+
+/// The link's state as ROLE names it, as a Redis replica does: `handshake` while the PSYNC
+/// waits for its answer (a primary holding it for `repl-diskless-sync-delay` answers only when
+/// the file's child starts), then `connected`; the primary lists it as `wait_bgsave` meanwhile.
+#[test]
+fn role_shows_the_handshake_while_the_primary_holds_the_sync() {
+    let p = Server::start(&["--save", ""]);
+    let mut pc = p.conn();
+    q(&mut pc, &["SET", "k", "v"]);
+    q(&mut pc, &["CONFIG", "SET", "repl-diskless-sync-delay", "2"]);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &p.port.to_string()]);
+    let state = |gc: &mut redis::Connection| match q(gc, &["ROLE"]) {
+        Value::Array(a) => match &a[3] {
+            Value::BulkString(s) => String::from_utf8_lossy(s).into_owned(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while state(&mut gc) != "handshake" {
+        assert!(Instant::now() < deadline, "never in handshake: {}", state(&mut gc));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("down"));
+    let text: String = redis::cmd("INFO").arg("replication").query(&mut pc).unwrap();
+    assert!(text.contains("state=wait_bgsave"), "{text}");
+    wait_info(&mut gc, "master_link_status", "up", "the sync after the delay");
+    assert_eq!(state(&mut gc), "connected");
+    assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"v".to_vec()));
+}

@@ -42,7 +42,7 @@ use crate::server::Server;
 use engine::{Applied, ReplId, Replication};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
@@ -134,7 +134,15 @@ struct Attempt {
     decoding: Arc<AtomicBool>,
     /// Writing the file to disk failed (a full disk): later attempts receive it in memory.
     spool_failed: Arc<AtomicBool>,
+    /// How far the helper thread got: [`STAGE_CONNECTING`], [`STAGE_HANDSHAKE`] (connected,
+    /// asking PSYNC and waiting for its answer, which a primary holding SYNCs back for
+    /// `repl-diskless-sync-delay` sends late) or [`STAGE_TRANSFER`] (`+FULLRESYNC` came).
+    stage: Arc<AtomicU8>,
 }
+
+const STAGE_CONNECTING: u8 = 0;
+const STAGE_HANDSHAKE: u8 = 1;
+const STAGE_TRANSFER: u8 = 2;
 
 struct Link {
     stream: mio::net::TcpStream,
@@ -220,10 +228,11 @@ impl RedisPrimary {
     fn state(&self) -> &'static str {
         match (&self.link, &self.attempt) {
             (Some(_), _) => "connected",
-            (None, Some(a)) if a.total.load(Ordering::Relaxed) > 0 || a.read.load(Ordering::Relaxed) > 0 => {
-                "sync"
-            }
-            (None, Some(_)) => "connecting",
+            (None, Some(a)) => match a.stage.load(Ordering::Relaxed) {
+                STAGE_TRANSFER => "sync",
+                STAGE_HANDSHAKE => "handshake",
+                _ => "connecting",
+            },
             (None, None) => "connect",
         }
     }
@@ -473,6 +482,7 @@ fn handshake(
     read: &AtomicU64,
     decoding: &AtomicBool,
     spool_failed: &AtomicBool,
+    stage: &AtomicU8,
 ) -> Result<Handshake, String> {
     let from = format!("{}:{}", plan.host, plan.port);
     let addrs: Vec<_> = (plan.host.as_str(), plan.port)
@@ -491,6 +501,7 @@ fn handshake(
         }
     }
     let s = stream.ok_or(last)?;
+    stage.store(STAGE_HANDSHAKE, Ordering::Relaxed);
     let timeout = Duration::from_secs(plan.settings.repl_timeout_secs.max(1));
     s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
@@ -554,6 +565,7 @@ fn handshake(
             return Err(format!("bad +FULLRESYNC reply from the primary: '{reply}'"));
         };
         let replid = replid.to_string();
+        stage.store(STAGE_TRANSFER, Ordering::Relaxed);
         info!("replica of {from}: full synchronization from {replid} at offset {off}");
         let (rdb, leftover) = receive_rdb(&mut r, plan.spool.as_deref(), total, read, &from, spool_failed)?;
         // Decoded here, off the server thread, which goes on serving what it holds meanwhile
@@ -789,6 +801,7 @@ impl Server {
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let decoding = Arc::new(AtomicBool::new(false));
         let spool_failed = Arc::new(AtomicBool::new(false));
+        let stage = Arc::new(AtomicU8::new(STAGE_CONNECTING));
         let attempt = Attempt {
             rx,
             cancel: cancel.clone(),
@@ -796,9 +809,10 @@ impl Server {
             read: read.clone(),
             decoding: decoding.clone(),
             spool_failed: spool_failed.clone(),
+            stage: stage.clone(),
         };
         let spawned = std::thread::Builder::new().name("redis-primary".into()).spawn(move || {
-            let result = handshake(plan, cancel, &total, &read, &decoding, &spool_failed);
+            let result = handshake(plan, cancel, &total, &read, &decoding, &spool_failed, &stage);
             if tx.send(result).is_ok() {
                 let _ = waker.wake();
             }
