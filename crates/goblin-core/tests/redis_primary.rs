@@ -962,9 +962,62 @@ fn role_shows_the_handshake_while_the_primary_holds_the_sync() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(info_field(&mut gc, "replication", "master_link_status").as_deref(), Some("down"));
-    let text: String = redis::cmd("INFO").arg("replication").query(&mut pc).unwrap();
-    assert!(text.contains("state=wait_bgsave"), "{text}");
+    // Connected, the replica is in its handshake before its PSYNC reaches the primary.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text: String = redis::cmd("INFO").arg("replication").query(&mut pc).unwrap();
+        if text.contains("state=wait_bgsave") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(state(&mut gc), "handshake");
     wait_info(&mut gc, "master_link_status", "up", "the sync after the delay");
     assert_eq!(state(&mut gc), "connected");
+    assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"v".to_vec()));
+}
+
+/// `repl-timeout` lowered while the PSYNC waits for its answer applies to that attempt, as in
+/// Redis: a primary that stops sending its newline keepalives (DEBUG SLEEP) is given up with
+/// Redis's log line, and the next attempt goes on once it is back.
+#[test]
+fn a_lowered_repl_timeout_ends_a_silent_handshake() {
+    let p = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let mut pc = p.conn();
+    q(&mut pc, &["SET", "k", "v"]);
+    q(&mut pc, &["CONFIG", "SET", "repl-diskless-sync-delay", "1000"]);
+    let g = Server::start(&["--save", ""]);
+    let mut gc = g.conn();
+    q(&mut gc, &["REPLICAOF", "127.0.0.1", &p.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !redis::cmd("INFO")
+        .arg("replication")
+        .query::<String>(&mut pc)
+        .unwrap()
+        .contains("state=wait_bgsave")
+    {
+        assert!(Instant::now() < deadline, "the replica never waited for its sync");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    q(&mut gc, &["CONFIG", "SET", "repl-timeout", "1"]);
+    // The newlines keep the link alive past the timeout ...
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!g.log().contains("Timeout connecting to the MASTER"), "{}", g.log());
+    // ... and without them, it ends.
+    let port = p.port;
+    let sleeper = std::thread::spawn(move || {
+        let mut c =
+            redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("DEBUG").arg("SLEEP").arg(4).query(&mut c).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !g.log().contains("Timeout connecting to the MASTER...") {
+        assert!(Instant::now() < deadline, "the handshake never timed out:\n{}", g.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sleeper.join().unwrap();
+    q(&mut pc, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+    wait_info(&mut gc, "master_link_status", "up", "the next attempt");
     assert_eq!(q(&mut gc, &["GET", "k"]), Value::BulkString(b"v".to_vec()));
 }

@@ -42,7 +42,7 @@ use crate::server::Server;
 use engine::{Applied, ReplId, Replication};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
@@ -138,6 +138,23 @@ struct Attempt {
     /// asking PSYNC and waiting for its answer, which a primary holding SYNCs back for
     /// `repl-diskless-sync-delay` sends late) or [`STAGE_TRANSFER`] (`+FULLRESYNC` came).
     stage: Arc<AtomicU8>,
+    /// When the helper thread last read a byte from the primary (unix ms, 0 before it
+    /// connected), and a clone of its socket: the cron ends an attempt silent for longer than
+    /// `repl-timeout` as it stands now, by shutting the socket down under the blocked read, so
+    /// that a lower value set meanwhile applies to the attempt in flight, as in Redis (the
+    /// socket's own read timeout, the value at the attempt's start, stays a bound too).
+    last_read_ms: Arc<AtomicI64>,
+    socket: Arc<std::sync::Mutex<Option<TcpStream>>>,
+}
+
+impl Attempt {
+    /// Stops the helper thread: at its next read, or at once when it is blocked in one.
+    fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        if let Some(s) = &*self.socket.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
 
 const STAGE_CONNECTING: u8 = 0;
@@ -245,6 +262,7 @@ struct Reader {
     buf: Vec<u8>,
     pos: usize,
     cancel: Arc<AtomicBool>,
+    last_read_ms: Arc<AtomicI64>,
 }
 
 impl Reader {
@@ -266,6 +284,7 @@ impl Reader {
                 }
                 Ok(n) => {
                     self.buf.truncate(len + n);
+                    self.last_read_ms.store(crate::server::now_ms(), Ordering::Relaxed);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -483,6 +502,8 @@ fn handshake(
     decoding: &AtomicBool,
     spool_failed: &AtomicBool,
     stage: &AtomicU8,
+    last_read_ms: Arc<AtomicI64>,
+    socket: &std::sync::Mutex<Option<TcpStream>>,
 ) -> Result<Handshake, String> {
     let from = format!("{}:{}", plan.host, plan.port);
     let addrs: Vec<_> = (plan.host.as_str(), plan.port)
@@ -501,12 +522,14 @@ fn handshake(
         }
     }
     let s = stream.ok_or(last)?;
+    *socket.lock().unwrap_or_else(|e| e.into_inner()) = s.try_clone().ok();
+    last_read_ms.store(crate::server::now_ms(), Ordering::Relaxed);
     stage.store(STAGE_HANDSHAKE, Ordering::Relaxed);
     let timeout = Duration::from_secs(plan.settings.repl_timeout_secs.max(1));
     s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
-    let mut r = Reader { s, buf: Vec::new(), pos: 0, cancel };
+    let mut r = Reader { s, buf: Vec::new(), pos: 0, cancel, last_read_ms };
     // A primary that wants a password answers PING with NOAUTH (or NOPERM): that still shows
     // it is there, as Redis's replica takes it.
     let pong = r.command(&["PING"])?;
@@ -762,7 +785,7 @@ impl Server {
             let _ = self.poll.registry().deregister(&mut link.stream);
         }
         if let Some(a) = p.attempt.take() {
-            a.cancel.store(true, Ordering::Relaxed);
+            a.cancel();
         }
     }
 
@@ -802,6 +825,8 @@ impl Server {
         let decoding = Arc::new(AtomicBool::new(false));
         let spool_failed = Arc::new(AtomicBool::new(false));
         let stage = Arc::new(AtomicU8::new(STAGE_CONNECTING));
+        let last_read_ms = Arc::new(AtomicI64::new(0));
+        let socket = Arc::new(std::sync::Mutex::new(None));
         let attempt = Attempt {
             rx,
             cancel: cancel.clone(),
@@ -810,9 +835,21 @@ impl Server {
             decoding: decoding.clone(),
             spool_failed: spool_failed.clone(),
             stage: stage.clone(),
+            last_read_ms: last_read_ms.clone(),
+            socket: socket.clone(),
         };
         let spawned = std::thread::Builder::new().name("redis-primary".into()).spawn(move || {
-            let result = handshake(plan, cancel, &total, &read, &decoding, &spool_failed, &stage);
+            let result = handshake(
+                plan,
+                cancel,
+                &total,
+                &read,
+                &decoding,
+                &spool_failed,
+                &stage,
+                last_read_ms,
+                &socket,
+            );
             if tx.send(result).is_ok() {
                 let _ = waker.wake();
             }
@@ -1240,13 +1277,31 @@ impl Server {
     /// Once per cron: retries, acknowledgements, and the link's timeout.
     pub(crate) fn redis_primary_cron(&mut self) {
         let Some(p) = self.redis_primary.as_mut() else { return };
+        let timeout = Duration::from_secs(self.redis_primary_settings.repl_timeout_secs.max(1));
         if p.link.is_none() {
-            if p.attempt.is_none() && p.next_attempt <= Instant::now() {
+            if let Some(a) = &p.attempt {
+                // Connected, and nothing read for repl-timeout while a reply or the file was
+                // expected (not while the file is decoded): Redis's words for the two cases.
+                let last = a.last_read_ms.load(Ordering::Relaxed);
+                let silent = crate::server::now_ms() - last > timeout.as_millis() as i64;
+                if last > 0 && silent && !a.decoding.load(Ordering::Relaxed) {
+                    let why = if a.stage.load(Ordering::Relaxed) == STAGE_TRANSFER {
+                        "Timeout receiving bulk data from MASTER... If the problem persists try to set the \
+                         'repl-timeout' parameter in redis.conf to a larger value."
+                    } else {
+                        "Timeout connecting to the MASTER..."
+                    };
+                    a.cancel();
+                    warn!("replica of {}:{}: {why}", p.host, p.port);
+                    p.attempt = None;
+                    p.last_error = why.to_string();
+                    p.next_attempt = Instant::now() + RETRY_EVERY;
+                }
+            } else if p.next_attempt <= Instant::now() {
                 self.redis_primary_attempt();
             }
             return;
         }
-        let timeout = Duration::from_secs(self.redis_primary_settings.repl_timeout_secs.max(1));
         if p.last_io.elapsed() > timeout {
             return self.redis_primary_link_lost(format!(
                 "nothing from the primary for {} s (repl-timeout)",
@@ -1402,7 +1457,16 @@ mod tests {
         });
         let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        (Reader { s, buf: Vec::new(), pos: 0, cancel: Arc::new(AtomicBool::new(false)) }, writer)
+        (
+            Reader {
+                s,
+                buf: Vec::new(),
+                pos: 0,
+                cancel: Arc::new(AtomicBool::new(false)),
+                last_read_ms: Arc::new(AtomicI64::new(0)),
+            },
+            writer,
+        )
     }
 
     /// Both transfer forms hand the sink the file exactly and return what followed it: a
