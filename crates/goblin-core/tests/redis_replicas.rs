@@ -1054,3 +1054,42 @@ fn synchronizations_within_the_delay_share_one_child() {
     assert_eq!(files[0], files[1], "the same bytes from the same child");
     assert_eq!(info_int(&mut c, "stats", "total_forks"), forks + 1);
 }
+
+/// One reader of a shared full synchronization leaves in the middle of the file: the child
+/// drops it and goes on, and the other reader gets the whole file.
+#[test]
+fn a_reader_that_leaves_a_shared_synchronization_does_not_stop_the_others() {
+    use std::io::{BufRead, Read};
+    let g = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let mut c = g.conn();
+    // Enough for the file to outlast the sockets' buffers: the child is still writing when
+    // the first reader's connection goes.
+    q(&mut c, &["CONFIG", "SET", "rdbcompression", "no"]);
+    q(&mut c, &["DEBUG", "POPULATE", "200000", "key", "100"]);
+    q(&mut c, &["CONFIG", "SET", "repl-diskless-sync-delay", "1000", "repl-diskless-sync-max-replicas", "2"]);
+    let mut leaving = raw_sync(g.port);
+    let mut staying = raw_sync(g.port);
+    let mut head = String::new();
+    while !head.starts_with('$') {
+        head.clear();
+        leaving.read_line(&mut head).unwrap();
+    }
+    let mut some = vec![0u8; 4096];
+    leaving.read_exact(&mut some).unwrap();
+    drop(leaving);
+    let mut head = String::new();
+    while !head.starts_with('$') {
+        head.clear();
+        staying.read_line(&mut head).unwrap();
+    }
+    let mark = head.trim_end().strip_prefix("$EOF:").expect("EOF-marked").to_string();
+    let mut body = Vec::new();
+    staying.read_to_end(&mut body).unwrap();
+    assert!(body.ends_with(mark.as_bytes()), "the whole file and its mark");
+    assert!(body.len() > 200_000 * 100, "{} bytes", body.len());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !g.log().contains("it stopped reading or left") {
+        assert!(Instant::now() < deadline, "the dropped reader was not reported:\n{}", g.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
