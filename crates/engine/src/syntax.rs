@@ -89,7 +89,7 @@ pub static SYNTAX: &[(&str, &str, &str)] = &[
     ("save", "1.0.0", ""),
     ("bgsave", "1.0.0", "[SCHEDULE]"),
     ("lastsave", "1.0.0", ""),
-    ("goblin.dumpworld", "0.1.0", ""),
+    ("goblin.dumpworld", "0.1.0", "[EOF]"),
     ("goblin.load", "0.1.0", "path"),
     ("goblin.firehose", "0.1.0", ""),
     ("wait", "3.0.0", "numreplicas:integer timeout:integer"),

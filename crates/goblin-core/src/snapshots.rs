@@ -1431,8 +1431,11 @@ impl Server {
     /// parent still owed this client (earlier pipelined replies, in its copy of the output
     /// buffer), then the reply; the parent neither reads nor writes this connection until the
     /// child exits. The reply's length is found by a first, counting pass over the frozen image,
-    /// so nothing is buffered whole, in memory or on disk.
-    pub(crate) fn dumpworld(&mut self, c: &mut Conn, slot: usize) {
+    /// so nothing is buffered whole, in memory or on disk; with `eof` (GOBLIN.DUMPWORLD EOF,
+    /// what `goblin-core dumpworld` asks for) the snapshot goes out in one pass instead, as
+    /// `$EOF:<40 characters>`, the snapshot, and the same 40 characters, the form of Redis's
+    /// diskless synchronization (the snapshot's own trailer says where it ends).
+    pub(crate) fn dumpworld(&mut self, c: &mut Conn, slot: usize, eof: bool) {
         if c.held_from.is_some() {
             // The child would send replies Kafka has not acknowledged yet (broker ack mode).
             return reply::error(
@@ -1448,23 +1451,34 @@ impl Server {
         let engine: *const Engine = &self.engine;
         let fd = c.fd;
         let owed: *const [u8] = &c.out[c.out_pos..];
+        let mark = eof.then(|| ReplId::random().to_string());
         let job = move || {
             // SAFETY: in the child, the parent's frozen image: nothing else touches it.
             let (engine, owed) = unsafe { (&*engine, &*owed) };
             let dbs = engine.database_refs();
-            let mut counter = Counter(0);
-            snapshot::write_dbs(&mut counter, &dbs, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
+            let header = match &mark {
+                Some(mark) => format!("$EOF:{mark}\r\n"),
+                None => {
+                    let mut counter = Counter(0);
+                    snapshot::write_dbs(&mut counter, &dbs, &meta, &mut |_| {}).map_err(|e| e.to_string())?;
+                    format!("${}\r\n", counter.0)
+                }
+            };
             let mut w = io::BufWriter::with_capacity(1 << 20, ReplSocket(SocketWriter(fd, DUMPWORLD_STALL)));
             let send = |w: &mut io::BufWriter<ReplSocket>| -> io::Result<snapshot::Summary> {
                 w.write_all(owed)?;
-                write!(w, "${}\r\n", counter.0)?;
+                w.write_all(header.as_bytes())?;
                 let summary = snapshot::write_dbs(&mut *w, &dbs, &meta, &mut |_| {})?;
-                w.write_all(b"\r\n")?;
+                match &mark {
+                    Some(mark) => w.write_all(mark.as_bytes())?,
+                    None => w.write_all(b"\r\n")?,
+                }
                 w.flush()?;
                 Ok(summary)
             };
             let summary = send(&mut w).map_err(|e| format!("sending: {e}"))?;
-            Ok(format!("{} keys, {} bytes", summary.keys, counter.0))
+            let form = if mark.is_some() { "EOF-marked" } else { "length first" };
+            Ok(format!("{} keys, {} bytes, {form}", summary.keys, summary.bytes))
         };
         match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: false }, job) {
             Ok(pid) => {

@@ -607,8 +607,33 @@ fn dumpworld_bootstraps_a_second_server() {
     let bulk = read_reply(&mut raw);
     assert!(bulk.starts_with(b"$") && bulk.len() > 1000);
     assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
-    // The tool installs it; a server started on it has the same data and lineage.
+    // EOF-marked (what the tool asks for): `$EOF:<mark>`, a snapshot a server loads, the mark,
+    // and the next reply after it.
+    send(&mut raw, b"PING\r\n*2\r\n$16\r\nGOBLIN.DUMPWORLD\r\n$3\r\neof\r\nPING\r\n");
+    assert_eq!(read_reply(&mut raw), b"+PONG\r\n");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while !got.ends_with(b"+PONG\r\n") {
+        let n = std::io::Read::read(&mut raw, &mut chunk).unwrap();
+        assert!(n > 0, "the connection closed");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let header_end = got.windows(2).position(|w| w == b"\r\n").unwrap();
+    let header = String::from_utf8(got[..header_end].to_vec()).unwrap();
+    let mark = header.strip_prefix("$EOF:").unwrap_or_else(|| panic!("{header}"));
+    assert_eq!(mark.len(), 40);
+    let body = &got[header_end + 2..got.len() - b"+PONG\r\n".len()];
+    assert!(body.ends_with(mark.as_bytes()), "the snapshot is followed by its mark");
     let dir = folder("dumpworld");
+    let raw_snap = dir.join("raw.gcsn");
+    std::fs::write(&raw_snap, &body[..body.len() - 40]).unwrap();
+    let r = Server::start(&["--load", raw_snap.to_str().unwrap(), "--save", ""]);
+    assert_eq!((digest(&mut r.conn()), lineage(&mut r.conn())), want);
+    for bad in [&["GOBLIN.DUMPWORLD", "LATER"][..], &["GOBLIN.DUMPWORLD", "EOF", "EOF"]] {
+        let e = redis::cmd(bad[0]).arg(&bad[1..]).query::<()>(&mut con).unwrap_err();
+        assert_eq!((e.code(), e.detail()), (Some("ERR"), Some("syntax error")), "{bad:?}");
+    }
+    // The tool installs it; a server started on it has the same data and lineage.
     let out = dir.join("replica.gcsn");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
         .args([

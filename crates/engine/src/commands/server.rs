@@ -48,7 +48,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("bgsave", -1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously saves the database(s) to disk.", Handler::Server),
     spec("bgrewriteaof", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Asynchronously rewrites the append-only file to disk.", Handler::Server),
     spec("lastsave", 1, LOADING_STALE | Flags::FAST, NO_KEYS, "server", "Returns the Unix timestamp of the last successful save to disk.", Handler::Server),
-    spec("goblin.dumpworld", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Streams a fork-time native snapshot as one bulk reply.", Handler::Server),
+    spec("goblin.dumpworld", -1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Streams a fork-time native snapshot as one bulk reply, or EOF-marked (EOF).", Handler::Server),
     spec("goblin.firehose", 1, Flags::ADMIN | Flags::NOSCRIPT, NO_KEYS, "server", "Turns the connection into a firehose replication subscriber (goblin-core replicas only).", Handler::Server),
     spec("wait", 3, Flags::BLOCKING, NO_KEYS, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Handler::Server),
     spec("waitaof", 4, Flags::BLOCKING, NO_KEYS, "generic", "Blocks until the connection's earlier writes are in the durable log (the Kafka journal), and on replicas that can recover them.", Handler::Server),

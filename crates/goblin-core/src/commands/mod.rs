@@ -207,7 +207,11 @@ pub fn run(s: &mut Server, c: &mut Conn, slot: usize, spec: &'static CommandSpec
         "goblin.dumpworld" if matches!(c.stream, crate::conn::Stream::Rdma(_)) => {
             reply::error(out, b"ERR GOBLIN.DUMPWORLD is not available on an RDMA connection")
         }
-        "goblin.dumpworld" => s.dumpworld(c, slot),
+        "goblin.dumpworld" => match args {
+            [_] => s.dumpworld(c, slot, false),
+            [_, eof] if eof.eq_ignore_ascii_case(b"eof") => s.dumpworld(c, slot, true),
+            _ => reply::error(out, engine::errors::SYNTAX),
+        },
         // SYNC's child writes the socket too: the same three transports are refused.
         "sync" | "psync"
             if !matches!(c.stream, crate::conn::Stream::Tcp(_) | crate::conn::Stream::Unix(_)) =>
