@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! startup:   --load  ->  connect (250 ms bound), AUTH, GOBLIN.FIREHOSE, hello (replid, H)
-//!            -> [H > local offset, --kafka] the firehose is read into a fixed buffer by a
+//!            -> [H > local offset, --kafka] the firehose is read into memory (bounded by
+//!               client-output-buffer-limit replica) by a
 //!               helper thread while this thread replays Kafka inclusively from its cursor
 //!               until the local offset reaches H
 //!            -> buffered frames applied (overlap skipped by logical offset) -> live
@@ -40,7 +41,7 @@
 //! held back), so that nothing is applied twice.
 //! The helper threads never touch the engine: the connector hands its connected socket and
 //! hello to the server thread through a channel and the waker; the handoff reader only
-//! copies bytes into the fixed buffer.
+//! copies bytes into its buffer.
 
 use super::frame::{self, BatchFrame, Cursor, Frame};
 use crate::conn::Stream;
