@@ -542,21 +542,88 @@ fn replica_texts_name_every_transport() {
     assert!(role.contains("tcp|uds|ring|rdma"), "{role}");
 }
 
-/// Writes `value_len`-byte values to `port` until `stop`, returning how many it wrote.
-fn write_until(port: u16, value_len: usize, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
-    use std::sync::atomic::Ordering;
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
-    let value = vec![b'v'; value_len];
-    let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let _: () = redis::cmd("SET").arg(format!("big:{}", n % 16)).arg(&value).query(&mut c).unwrap();
-        n += 1;
-        if n % 16 == 0 {
-            // A steady load, not a flood that no replica on this machine could follow.
-            std::thread::sleep(Duration::from_millis(1));
-        }
+/// A primary journaling to `k`'s topic `topic`, with some history, and a client writing
+/// `value_len`-byte values to it steadily until told to stop (its count of writes).
+struct BusyPrimary {
+    primary: Server,
+    uri: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    writer: std::thread::JoinHandle<u64>,
+}
+
+impl BusyPrimary {
+    fn start(k: &Kaka, topic: &str, value_len: usize) -> BusyPrimary {
+        let uri = k.uri(topic);
+        // The primary's queue for its subscriber is large: what is under test is the replica's
+        // buffer, not how long a primary waits for a slow subscriber.
+        let primary = Server::start(&[
+            "--kafka",
+            &uri,
+            "--enable-debug-command",
+            "yes",
+            "--replication-buffer-bytes",
+            "32mb",
+        ]);
+        write_some(&primary, 300);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let port = primary.port;
+        let writer = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                use std::sync::atomic::Ordering;
+                let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let value = vec![b'v'; value_len];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let _: () =
+                        redis::cmd("SET").arg(format!("big:{}", n % 16)).arg(&value).query(&mut c).unwrap();
+                    n += 1;
+                    if n % 16 == 0 {
+                        // A steady load, not a flood that no replica on this machine could follow.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                n
+            }
+        });
+        // The writes are going on before any replica starts.
+        std::thread::sleep(Duration::from_millis(300));
+        BusyPrimary { primary, uri, stop, writer }
     }
-    n
+
+    /// A replica of it with a 64 KiB --replication-buffer-bytes, and `extra` flags.
+    fn replica(&self, extra: &[&str]) -> Unwaited {
+        let port = self.primary.port.to_string();
+        let args = [
+            extra,
+            &[
+                "--kafka",
+                &self.uri,
+                "--replication-buffer-bytes",
+                "64kb",
+                "--replica-tcp",
+                "127.0.0.1",
+                &port,
+            ],
+        ]
+        .concat();
+        Unwaited::start(&args)
+    }
+
+    /// Stops the writes (their count), then checks that `replica` is live at the primary's
+    /// offset with its data.
+    fn stop_and_compare(self, replica: &Unwaited) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written = self.writer.join().unwrap();
+        replica.wait_for("live once the writes stop", 60, |m| m["replica_state"] == "live");
+        let want = (offset(&self.primary), digest_of(&mut self.primary.conn()));
+        replica.wait_for("the primary's offset", 30, |m| m["slave_repl_offset"] == want.0.to_string());
+        assert_eq!(replica.digest(), want.1);
+        written
+    }
 }
 
 /// A replica that starts behind a primary writing steadily buffers the firehose in memory while
@@ -566,95 +633,27 @@ fn write_until(port: u16, value_len: usize, stop: std::sync::Arc<std::sync::atom
 /// Now it goes live while the writes go on, and holds exactly what the primary holds.
 #[test]
 fn a_steady_write_load_during_the_kafka_catch_up_does_not_stop_the_handoff() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     let k = Kaka::start();
-    let uri = k.uri("rr-load");
-    // The primary's queue for its subscriber is large: what is under test is the replica's
-    // buffer, not how long a primary waits for a slow subscriber.
-    let primary = Server::start(&[
-        "--kafka",
-        &uri,
-        "--enable-debug-command",
-        "yes",
-        "--replication-buffer-bytes",
-        "32mb",
-    ]);
-    write_some(&primary, 300);
-    let stop = Arc::new(AtomicBool::new(false));
-    let port = primary.port;
-    let writer = std::thread::spawn({
-        let stop = stop.clone();
-        move || write_until(port, 8 * 1024, stop)
-    });
-    // The writes are going on before the replica starts.
-    std::thread::sleep(Duration::from_millis(300));
-    let replica = Unwaited::start(&[
-        "--kafka",
-        &uri,
-        "--replication-buffer-bytes",
-        "64kb",
-        "--replica-tcp",
-        "127.0.0.1",
-        &port.to_string(),
-    ]);
+    let busy = BusyPrimary::start(&k, "rr-load", 8 * 1024);
+    let replica = busy.replica(&[]);
     let m = replica.wait_for("live under load", 60, |m| m["replica_state"] == "live");
     assert_eq!(m["goblin_ready"], "1", "{m:?}");
     // Still writing after the replica went live: the live link's frames follow the buffered ones.
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    let written = writer.join().unwrap();
-    assert!(written * 8 * 1024 > 4 * 64 * 1024, "the load was too light to test anything: {written} writes");
     let log = replica.log();
     assert!(log.contains("catching up through Kafka"), "no Kafka catch-up happened:\n{log}");
     assert!(!log.contains("retrying"), "an attempt was abandoned:\n{log}");
-    let want = (offset(&primary), digest_of(&mut primary.conn()));
-    replica.wait_for("the primary's offset", 30, |m| m["slave_repl_offset"] == want.0.to_string());
-    assert_eq!(replica.digest(), want.1);
+    let written = busy.stop_and_compare(&replica);
+    assert!(written * 8 * 1024 > 4 * 64 * 1024, "the load was too light to test anything: {written} writes");
 }
 
 /// The handoff's buffer is bounded by `client-output-buffer-limit replica`'s hard limit: past it
 /// the attempt is abandoned, saying so, and retried; once the writes stop, the replica goes live.
 #[test]
 fn the_handoff_buffer_stops_at_the_replica_output_limit() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     let k = Kaka::start();
-    let uri = k.uri("rr-limit");
-    // The primary's queue for its subscriber is large: what is under test is the replica's
-    // buffer, not how long a primary waits for a slow subscriber.
-    let primary = Server::start(&[
-        "--kafka",
-        &uri,
-        "--enable-debug-command",
-        "yes",
-        "--replication-buffer-bytes",
-        "32mb",
-    ]);
-    write_some(&primary, 300);
-    let stop = Arc::new(AtomicBool::new(false));
-    let port = primary.port;
-    let writer = std::thread::spawn({
-        let stop = stop.clone();
-        move || write_until(port, 256 * 1024, stop)
-    });
-    std::thread::sleep(Duration::from_millis(300));
-    let replica = Unwaited::start(&[
-        "--client-output-buffer-limit",
-        "replica 128kb 0 0",
-        "--kafka",
-        &uri,
-        "--replication-buffer-bytes",
-        "64kb",
-        "--replica-tcp",
-        "127.0.0.1",
-        &port.to_string(),
-    ]);
+    let busy = BusyPrimary::start(&k, "rr-limit", 256 * 1024);
+    let replica = busy.replica(&["--client-output-buffer-limit", "replica 128kb 0 0"]);
     replica.wait_log("hard limit during the Kafka catch-up", Instant::now() + Duration::from_secs(60));
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
-    replica.wait_for("live once the writes stop", 60, |m| m["replica_state"] == "live");
-    let want = (offset(&primary), digest_of(&mut primary.conn()));
-    replica.wait_for("the primary's offset", 30, |m| m["slave_repl_offset"] == want.0.to_string());
-    assert_eq!(replica.digest(), want.1);
+    busy.stop_and_compare(&replica);
 }

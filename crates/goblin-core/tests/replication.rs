@@ -253,9 +253,9 @@ fn a_replica_from_an_older_snapshot_hands_off_through_kafka_and_the_buffered_fir
         "yes",
     ]);
     wait_for(&replica, "live", |m| m["replica_state"] == "live" && m["goblin_ready"] == "1");
-    // Listeners open only once the replica is live, unless the first attempt was abandoned (a
-    // handoff buffer outgrown on a loaded machine: then they open not ready, and a retry
-    // hands off in the background).
+    // Listeners open only once the replica is live, unless the first attempt was abandoned (on
+    // a loaded machine, a catch-up stalled: then they open not ready, and a retry hands off in
+    // the background).
     let log = replica.log();
     let (live, listening) = (log.find("replica: live from"), log.find("listening on"));
     assert!(live < listening || log.contains("retrying"), "{log}");
@@ -658,8 +658,9 @@ fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
     assert_eq!(m["replica_state"], "degraded");
 }
 
-/// A handoff whose live suffix outgrows --replication-buffer-bytes is abandoned, not applied,
-/// and retried; once the flood stops the replica goes live with the primary's digest.
+/// A handoff whose live suffix outgrows the bound on its buffer (`client-output-buffer-limit
+/// replica`'s hard limit) is abandoned, not applied, and retried; once the flood stops the
+/// replica goes live with the primary's digest.
 #[test]
 fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
     let (_k, uri, snap, primary) = journaling_primary("repl-exhaust");
@@ -697,13 +698,12 @@ fn an_exhausted_handoff_buffer_abandons_the_attempt_and_retries() {
         &old,
         "--replication-buffer-bytes",
         "4kb",
+        "--client-output-buffer-limit",
+        "replica 4kb 0 0",
         "--enable-debug-command",
         "yes",
     ]);
-    replica.wait_log(
-        "handoff buffer (--replication-buffer-bytes) is exhausted",
-        Instant::now() + Duration::from_secs(60),
-    );
+    replica.wait_log("hard limit during the Kafka catch-up", Instant::now() + Duration::from_secs(60));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     flood.join().unwrap();
     let want = (offset(&primary).to_string(), digest(&primary));
