@@ -581,7 +581,7 @@ impl BusyPrimary {
                     let _: () =
                         redis::cmd("SET").arg(format!("big:{}", n % 16)).arg(&value).query(&mut c).unwrap();
                     n += 1;
-                    if n % 16 == 0 {
+                    if n.is_multiple_of(16) {
                         // A steady load, not a flood that no replica on this machine could follow.
                         std::thread::sleep(Duration::from_millis(1));
                     }

@@ -134,30 +134,36 @@ struct Attempt {
     decoding: Arc<AtomicBool>,
     /// Writing the file to disk failed (a full disk): later attempts receive it in memory.
     spool_failed: Arc<AtomicBool>,
-    /// How far the helper thread got: [`STAGE_CONNECTING`], [`STAGE_HANDSHAKE`] (connected,
+    /// Where the helper thread is, for ROLE and for the cron's `repl-timeout` check.
+    live: Arc<Liveness>,
+}
+
+/// What the server thread sees of an attempt in flight.
+#[derive(Default)]
+struct Liveness {
+    /// How far the helper thread got: 0 (connecting, the default), [`STAGE_HANDSHAKE`] (connected,
     /// asking PSYNC and waiting for its answer, which a primary holding SYNCs back for
     /// `repl-diskless-sync-delay` sends late) or [`STAGE_TRANSFER`] (`+FULLRESYNC` came).
-    stage: Arc<AtomicU8>,
+    stage: AtomicU8,
     /// When the helper thread last read a byte from the primary (unix ms, 0 before it
     /// connected), and a clone of its socket: the cron ends an attempt silent for longer than
     /// `repl-timeout` as it stands now, by shutting the socket down under the blocked read, so
     /// that a lower value set meanwhile applies to the attempt in flight, as in Redis (the
     /// socket's own read timeout, the value at the attempt's start, stays a bound too).
-    last_read_ms: Arc<AtomicI64>,
-    socket: Arc<std::sync::Mutex<Option<TcpStream>>>,
+    last_read_ms: AtomicI64,
+    socket: std::sync::Mutex<Option<TcpStream>>,
 }
 
 impl Attempt {
     /// Stops the helper thread: at its next read, or at once when it is blocked in one.
     fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
-        if let Some(s) = &*self.socket.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(s) = &*self.live.socket.lock().unwrap_or_else(|e| e.into_inner()) {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
 }
 
-const STAGE_CONNECTING: u8 = 0;
 const STAGE_HANDSHAKE: u8 = 1;
 const STAGE_TRANSFER: u8 = 2;
 
@@ -245,7 +251,7 @@ impl RedisPrimary {
     fn state(&self) -> &'static str {
         match (&self.link, &self.attempt) {
             (Some(_), _) => "connected",
-            (None, Some(a)) => match a.stage.load(Ordering::Relaxed) {
+            (None, Some(a)) => match a.live.stage.load(Ordering::Relaxed) {
                 STAGE_TRANSFER => "sync",
                 STAGE_HANDSHAKE => "handshake",
                 _ => "connecting",
@@ -262,7 +268,7 @@ struct Reader {
     buf: Vec<u8>,
     pos: usize,
     cancel: Arc<AtomicBool>,
-    last_read_ms: Arc<AtomicI64>,
+    live: Arc<Liveness>,
 }
 
 impl Reader {
@@ -284,7 +290,7 @@ impl Reader {
                 }
                 Ok(n) => {
                     self.buf.truncate(len + n);
-                    self.last_read_ms.store(crate::server::now_ms(), Ordering::Relaxed);
+                    self.live.last_read_ms.store(crate::server::now_ms(), Ordering::Relaxed);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -501,9 +507,7 @@ fn handshake(
     read: &AtomicU64,
     decoding: &AtomicBool,
     spool_failed: &AtomicBool,
-    stage: &AtomicU8,
-    last_read_ms: Arc<AtomicI64>,
-    socket: &std::sync::Mutex<Option<TcpStream>>,
+    live: Arc<Liveness>,
 ) -> Result<Handshake, String> {
     let from = format!("{}:{}", plan.host, plan.port);
     let addrs: Vec<_> = (plan.host.as_str(), plan.port)
@@ -522,14 +526,14 @@ fn handshake(
         }
     }
     let s = stream.ok_or(last)?;
-    *socket.lock().unwrap_or_else(|e| e.into_inner()) = s.try_clone().ok();
-    last_read_ms.store(crate::server::now_ms(), Ordering::Relaxed);
-    stage.store(STAGE_HANDSHAKE, Ordering::Relaxed);
+    *live.socket.lock().unwrap_or_else(|e| e.into_inner()) = s.try_clone().ok();
+    live.last_read_ms.store(crate::server::now_ms(), Ordering::Relaxed);
+    live.stage.store(STAGE_HANDSHAKE, Ordering::Relaxed);
     let timeout = Duration::from_secs(plan.settings.repl_timeout_secs.max(1));
     s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
-    let mut r = Reader { s, buf: Vec::new(), pos: 0, cancel, last_read_ms };
+    let mut r = Reader { s, buf: Vec::new(), pos: 0, cancel, live: live.clone() };
     // A primary that wants a password answers PING with NOAUTH (or NOPERM): that still shows
     // it is there, as Redis's replica takes it.
     let pong = r.command(&["PING"])?;
@@ -588,7 +592,7 @@ fn handshake(
             return Err(format!("bad +FULLRESYNC reply from the primary: '{reply}'"));
         };
         let replid = replid.to_string();
-        stage.store(STAGE_TRANSFER, Ordering::Relaxed);
+        live.stage.store(STAGE_TRANSFER, Ordering::Relaxed);
         info!("replica of {from}: full synchronization from {replid} at offset {off}");
         let (rdb, leftover) = receive_rdb(&mut r, plan.spool.as_deref(), total, read, &from, spool_failed)?;
         // Decoded here, off the server thread, which goes on serving what it holds meanwhile
@@ -824,9 +828,7 @@ impl Server {
         let (total, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let decoding = Arc::new(AtomicBool::new(false));
         let spool_failed = Arc::new(AtomicBool::new(false));
-        let stage = Arc::new(AtomicU8::new(STAGE_CONNECTING));
-        let last_read_ms = Arc::new(AtomicI64::new(0));
-        let socket = Arc::new(std::sync::Mutex::new(None));
+        let live = Arc::new(Liveness::default());
         let attempt = Attempt {
             rx,
             cancel: cancel.clone(),
@@ -834,22 +836,10 @@ impl Server {
             read: read.clone(),
             decoding: decoding.clone(),
             spool_failed: spool_failed.clone(),
-            stage: stage.clone(),
-            last_read_ms: last_read_ms.clone(),
-            socket: socket.clone(),
+            live: live.clone(),
         };
         let spawned = std::thread::Builder::new().name("redis-primary".into()).spawn(move || {
-            let result = handshake(
-                plan,
-                cancel,
-                &total,
-                &read,
-                &decoding,
-                &spool_failed,
-                &stage,
-                last_read_ms,
-                &socket,
-            );
+            let result = handshake(plan, cancel, &total, &read, &decoding, &spool_failed, live);
             if tx.send(result).is_ok() {
                 let _ = waker.wake();
             }
@@ -1282,10 +1272,10 @@ impl Server {
             if let Some(a) = &p.attempt {
                 // Connected, and nothing read for repl-timeout while a reply or the file was
                 // expected (not while the file is decoded): Redis's words for the two cases.
-                let last = a.last_read_ms.load(Ordering::Relaxed);
+                let last = a.live.last_read_ms.load(Ordering::Relaxed);
                 let silent = crate::server::now_ms() - last > timeout.as_millis() as i64;
                 if last > 0 && silent && !a.decoding.load(Ordering::Relaxed) {
-                    let why = if a.stage.load(Ordering::Relaxed) == STAGE_TRANSFER {
+                    let why = if a.live.stage.load(Ordering::Relaxed) == STAGE_TRANSFER {
                         "Timeout receiving bulk data from MASTER... If the problem persists try to set the \
                          'repl-timeout' parameter in redis.conf to a larger value."
                     } else {
@@ -1463,7 +1453,7 @@ mod tests {
                 buf: Vec::new(),
                 pos: 0,
                 cancel: Arc::new(AtomicBool::new(false)),
-                last_read_ms: Arc::new(AtomicI64::new(0)),
+                live: Arc::new(Liveness::default()),
             },
             writer,
         )
