@@ -18,14 +18,13 @@ Writes benchmarks/out/dumpworld-forms.md.
 import argparse
 import os
 import socket
-import statistics
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from full_sync import children_cpu, wait_children_reaped  # noqa: E402
-from replication_compare import ROOT, Proc, Resp, target  # noqa: E402
+from full_sync import children_cpu, medians, ratio, wait_children_reaped, write_report  # noqa: E402
+from replication_compare import Proc, Resp, target  # noqa: E402
 from netutil import free_port  # noqa: E402
 
 
@@ -85,7 +84,7 @@ def main():
                       f"{size} bytes", flush=True)
     finally:
         server.stop()
-    med = {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in results.items()}
+    med = medians(results)
     base = med[forms[0][0]]
     lines = [
         "# GOBLIN.DUMPWORLD: EOF-marked against length first",
@@ -99,14 +98,10 @@ def main():
     for label, _ in forms:
         m = med[label]
         lines.append(
-            f"| {label} | {m['size'] / 1e6:.1f} | {m['first']:.3f} | {m['first'] / max(base['first'], 1e-9):.1f} | "
-            f"{m['last']:.2f} | {m['last'] / base['last']:.2f} | {m['cpu']:.2f} | {m['cpu'] / base['cpu']:.2f} |"
+            f"| {label} | {m['size'] / 1e6:.1f} | {m['first']:.3f} | {ratio(m['first'], base['first'])} | "
+            f"{m['last']:.2f} | {ratio(m['last'], base['last'])} | {m['cpu']:.2f} | {ratio(m['cpu'], base['cpu'])} |"
         )
-    text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    with open(os.path.join(ROOT, "benchmarks", "out", "dumpworld-forms.md"), "w") as f:
-        f.write(text)
-    print(text)
+    write_report("dumpworld-forms.md", lines)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,25 @@ def wait_children_reaped(primary, before, timeout=30):
     return last - before
 
 
+def medians(results):
+    """{label: [{figure: value}]} -> {label: {figure: median}}"""
+    return {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in results.items()}
+
+
+def ratio(a, b):
+    """a / b for a table, or n/a when b is 0 (a figure too small to measure)."""
+    return f"{a / b:.2f}" if b else "n/a"
+
+
+def write_report(name, lines):
+    """Writes the report's lines to benchmarks/out/NAME and prints them."""
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
+    with open(os.path.join(ROOT, "benchmarks", "out", name), "w") as f:
+        f.write(text)
+    print(text)
+
+
 def run(work, label, kind, diskless, rnd, keys, value):
     tag = f"{kind}-{diskless}-{rnd}"
     pdir = os.path.join(work, tag)
@@ -149,7 +168,7 @@ def main():
                 print(f"round {rnd} {label}: {r}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    med = {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in results.items()}
+    med = medians(results)
     base = med[CONFIGS[0][0]]
     lines = [
         "# A full synchronization's file: EOF-marked against length first",
@@ -163,15 +182,11 @@ def main():
     for label, _, _ in CONFIGS:
         m = med[label]
         lines.append(
-            f"| {label} | {m['size'] / 1e6:.1f} | {m['fetch']:.2f} | {m['fetch'] / base['fetch']:.2f} | "
-            f"{m['sync']:.2f} | {m['sync'] / base['sync']:.2f} | {m['child_cpu']:.2f} | "
-            f"{m['child_cpu'] / base['child_cpu']:.2f} |"
+            f"| {label} | {m['size'] / 1e6:.1f} | {m['fetch']:.2f} | {ratio(m['fetch'], base['fetch'])} | "
+            f"{m['sync']:.2f} | {ratio(m['sync'], base['sync'])} | {m['child_cpu']:.2f} | "
+            f"{ratio(m['child_cpu'], base['child_cpu'])} |"
         )
-    text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    with open(os.path.join(ROOT, "benchmarks", "out", "full-sync.md"), "w") as f:
-        f.write(text)
-    print(text)
+    write_report("full-sync.md", lines)
 
 
 if __name__ == "__main__":
