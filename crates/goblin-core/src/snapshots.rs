@@ -46,10 +46,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 enum ChildKind {
     /// BGSAVE (or a periodic save) of the dataset at `offset`.
     Bgsave { offset: u64 },
-    /// GOBLIN.DUMPWORLD streaming to client `id` in `slot`.
-    /// A reply a child writes to a client's socket: GOBLIN.DUMPWORLD's, or SYNC's RDB file
-    /// (`close`: the connection ends with it, as for `redis-cli --rdb`).
-    DumpWorld { slot: usize, id: u64, close: bool },
+    /// GOBLIN.DUMPWORLD's reply, written to client `id` in `slot` by the child.
+    DumpWorld { slot: usize, id: u64 },
     /// A full synchronization's RDB file, written once to every reader of group `group`
     /// (`Snapshots::sync_groups`: replicas and tools whose SYNC or PSYNC came together).
     Sync { group: u64 },
@@ -1276,7 +1274,7 @@ impl Server {
                     warn!("Lua debugging session with client id={id} failed: {detail}");
                 }
             }
-            ChildKind::DumpWorld { slot, id, close } => self.transfer_finished(slot, id, close, ok, detail),
+            ChildKind::DumpWorld { slot, id } => self.transfer_finished(slot, id, false, ok, detail),
             ChildKind::Sync { group } => {
                 for (slot, id, close) in self.snapshots.sync_groups.remove(&group).unwrap_or_default() {
                     if dropped.contains(&id) {
@@ -1480,7 +1478,7 @@ impl Server {
             let form = if mark.is_some() { "EOF-marked" } else { "length first" };
             Ok(format!("{} keys, {} bytes, {form}", summary.keys, summary.bytes))
         };
-        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id, close: false }, job) {
+        match self.fork_child(ChildKind::DumpWorld { slot, id: c.id }, job) {
             Ok(pid) => {
                 info!("GOBLIN.DUMPWORLD to client id={} by pid {pid}", c.id);
                 // The child sends what was owed: the parent's copy is spent.
