@@ -10,6 +10,7 @@
 mod common;
 
 use common::brokers::{info, other_producer, random_command, Broker, Kafka4, Kaka};
+use common::flood::{assert_flood_lists, flood, flood_fenced, flood_list, state, wait_acked, Until};
 use common::{run_to_exit, temp_path, Server};
 use std::net::TcpStream;
 
@@ -17,34 +18,6 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// (replid, offset, digest)
-fn state(con: &mut redis::Connection) -> (String, i64, String) {
-    let m = info(con, "replication");
-    let d: String = redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap();
-    (m["master_replid"].clone(), m["master_repl_offset"].parse().unwrap(), d)
-}
-
-/// Waits until Kafka acknowledged every mutation so far, and the primary's consumer has read
-/// the topic past its last acknowledged record (so that a snapshot taken now saves a consumer
-/// position past it, and recovery rereads no more than the boundary record).
-fn wait_acked(con: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let k = info(con, "kafka");
-        let r = info(con, "replication");
-        let position: i64 = k["kafka_consumer_position"].parse().unwrap();
-        let acked_broker: i64 = k["kafka_acknowledged_broker_offset"].parse().unwrap();
-        if k["kafka_acknowledged_offset"] == r["master_repl_offset"]
-            && k["kafka_pending_records"] == "0"
-            && position > acked_broker
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not acknowledged: {k:?} {r:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// A workload over every type, TTLs, a transaction and a blocked command served later.
 fn workload(s: &Server, round: usize) {
@@ -294,138 +267,6 @@ fn batches_are_lz4_compressed_unless_the_user_names_a_codec() {
     }
 }
 
-/// What one flooding client saw.
-struct Flood {
-    /// The highest list length the server acknowledged.
-    acked: u64,
-    /// Appends sent (acknowledged or not).
-    sent: u64,
-    /// The connection broke (the server died) before the flood ended.
-    cut: bool,
-}
-
-/// Pipelined writers: each client appends its own sequence numbers (continuing after
-/// `start[c]`) to its own list, 32 in flight, until `until` passes or the connection breaks.
-/// `progress` counts acknowledged appends across clients.
-fn flood(port: u16, start: &[u64], progress: Arc<AtomicU64>, until: Option<Instant>) -> Vec<Flood> {
-    flood_fenced(port, start, progress, until, false)
-}
-
-/// `flood`, and with `fence` each pipeline of 32 appends is followed by `WAITAOF 1 0 0`: an
-/// append counts as acknowledged only once that WAITAOF answered [1, 0] (Kafka holds it).
-fn flood_fenced(
-    port: u16,
-    start: &[u64],
-    progress: Arc<AtomicU64>,
-    until: Option<Instant>,
-    fence: bool,
-) -> Vec<Flood> {
-    let handles: Vec<_> = start
-        .iter()
-        .enumerate()
-        .map(|(c, &first)| {
-            let progress = progress.clone();
-            std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let mut f = Flood { acked: first, sent: first, cut: true };
-                let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return f };
-                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-                // Client c writes in database c: the journal carries each record's database,
-                // and recovery must put every write back where it was made.
-                let select = format!("*2\r\n$6\r\nSELECT\r\n${}\r\n{c}\r\n", c.to_string().len());
-                let mut ok = [0u8; 5];
-                if s.write_all(select.as_bytes()).is_err() || s.read_exact(&mut ok).is_err() {
-                    return f;
-                }
-                assert_eq!(&ok, b"+OK\r\n");
-                let key = format!("l{c}");
-                let mut buf = Vec::new();
-                while until.is_none_or(|u| Instant::now() < u) {
-                    let mut req = Vec::new();
-                    for _ in 0..32 {
-                        f.sent += 1;
-                        let seq = f.sent.to_string();
-                        req.extend_from_slice(
-                            format!(
-                                "*3\r\n$5\r\nRPUSH\r\n${}\r\n{key}\r\n${}\r\n{seq}\r\n",
-                                key.len(),
-                                seq.len()
-                            )
-                            .as_bytes(),
-                        );
-                    }
-                    if fence {
-                        req.extend_from_slice(b"*4\r\n$7\r\nWAITAOF\r\n$1\r\n1\r\n$1\r\n0\r\n$1\r\n0\r\n");
-                    }
-                    if s.write_all(&req).is_err() {
-                        return f;
-                    }
-                    // Their replies, ":<length>" each, then the fence's "*2 :1 :0".
-                    let lines = if fence { 35 } else { 32 };
-                    let mut got = 0;
-                    let mut longest = 0;
-                    while got < lines {
-                        if let Some(at) = buf.windows(2).position(|w| w == b"\r\n") {
-                            let line: Vec<u8> = buf.drain(..at + 2).collect();
-                            let text = String::from_utf8_lossy(&line[..line.len() - 2]).into_owned();
-                            got += 1;
-                            if got <= 32 {
-                                assert_eq!(line[0], b':', "{text}");
-                                longest = longest.max(text[1..].parse::<u64>().unwrap());
-                                if !fence {
-                                    f.acked = f.acked.max(longest);
-                                    progress.fetch_add(1, Ordering::Relaxed);
-                                }
-                            } else {
-                                let want = ["*2", ":1", ":0"][got - 33];
-                                assert_eq!(text, want, "the WAITAOF fence's reply");
-                                if got == 35 {
-                                    f.acked = f.acked.max(longest);
-                                    progress.fetch_add(32, Ordering::Relaxed);
-                                }
-                            }
-                            continue;
-                        }
-                        let mut chunk = [0u8; 4096];
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return f,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                }
-                f.cut = false;
-                f
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
-}
-
-/// Client `c`'s flood list `l<c>`, in its database `c`.
-fn flood_list(con: &mut redis::Connection, c: usize) -> Vec<u64> {
-    let _: () = redis::cmd("SELECT").arg(c).query(con).unwrap();
-    let items = redis::cmd("LRANGE").arg(format!("l{c}")).arg(0).arg(-1).query(con).unwrap();
-    let _: () = redis::cmd("SELECT").arg(0).query(con).unwrap();
-    items
-}
-
-/// The flood's lists on a recovered server: each client's list is exactly 1..n (nothing lost
-/// inside it, nothing applied twice), with n at least what the client saw acknowledged.
-/// Returns the lengths.
-fn assert_flood_lists(con: &mut redis::Connection, acked: &[u64], what: &str) -> Vec<u64> {
-    acked
-        .iter()
-        .enumerate()
-        .map(|(c, &acked)| {
-            let items = flood_list(con, c);
-            let n = items.len() as u64;
-            assert_eq!(items, (1..=n).collect::<Vec<_>>(), "{what}, client {c}: a write lost or duplicated");
-            assert!(n >= acked, "{what}, client {c}: {n} < acknowledged {acked}");
-            n
-        })
-        .collect()
-}
-
 /// The seed's durability promise in broker ack mode: SIGKILL during a pipelined write flood,
 /// restart from the same command line, and every acknowledged write is there exactly once
 /// (each client's list is exactly 1..n, with n at least what it saw acknowledged).
@@ -472,7 +313,7 @@ fn writes_survive_sigkill(k: &dyn Broker, mode: &str) {
             let start = start.clone();
             let progress = progress.clone();
             let fence = mode == "queued";
-            move || flood_fenced(port, &start, progress, None, fence)
+            move || flood_fenced(port, &start, progress, Until::Never, fence)
         });
         // Kill in the middle of the flood: once a few hundred appends were acknowledged (a
         // fresh topic takes a moment to produce to), a little later each round.
@@ -519,7 +360,7 @@ fn sigterm_flushes(k: &dyn Broker) {
         let progress = Arc::new(AtomicU64::new(0));
         let writers = std::thread::spawn({
             let progress = progress.clone();
-            move || flood(port, &[0, 0, 0, 0], progress, None)
+            move || flood(port, &[0, 0, 0, 0], progress, Until::Never)
         });
         let deadline = Instant::now() + Duration::from_secs(60);
         while progress.load(Ordering::Relaxed) < 2000 {
@@ -703,7 +544,7 @@ fn broker_down(uri: &str, broker: &mut dyn Outage) {
     let writers = std::thread::spawn({
         let progress = progress.clone();
         let port = s.port;
-        move || flood(port, &[0, 0], progress, Some(Instant::now() + Duration::from_secs(6)))
+        move || flood(port, &[0, 0], progress, Until::At(Instant::now() + Duration::from_secs(6)))
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     while progress.load(Ordering::Relaxed) < 200 {

@@ -199,30 +199,161 @@ impl Kafka4 {
     /// An outage: SIGKILL to the broker (no shutdown), and waits until it is gone. Its data
     /// and ports stay for [`Kafka4::restart`].
     pub fn kill(&mut self) {
-        let pid: i32 = std::fs::read_to_string(self.dir.join("kafka.pid"))
-            .expect("the broker's pid file")
-            .trim()
-            .parse()
-            .expect("a pid");
-        // SAFETY: kill(2) on the broker this harness started (its pid file names it).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        // The script's `setsid` child is reparented and reaped by init once it dies.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
-            assert!(std::time::Instant::now() < deadline, "Apache Kafka (pid {pid}) survived SIGKILL");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        kill_node(&self.dir);
     }
 
     /// Starts the killed broker again from its data, on the same ports.
     pub fn restart(&mut self) {
-        let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&self.dir).output().unwrap();
-        assert!(
-            out.status.success(),
-            "Apache Kafka did not restart: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(started_on(&out), self.addr, "Apache Kafka restarted on another address");
+        assert_eq!(restart_node(&self.dir), self.addr, "Apache Kafka restarted on another address");
+    }
+}
+
+/// SIGKILL to the broker `scripts/kafka4.sh` started in `dir` (its pid file names it), and waits
+/// until it is gone.
+fn kill_node(dir: &std::path::Path) {
+    let pid: i32 = std::fs::read_to_string(dir.join("kafka.pid"))
+        .expect("the broker's pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: kill(2) on the broker this harness started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    // The script's `setsid` child is reparented and reaped by init once it dies.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+        assert!(Instant::now() < deadline, "Apache Kafka (pid {pid}) survived SIGKILL");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The pid is free for reuse now: nothing may signal it again.
+    let _ = std::fs::remove_file(dir.join("kafka.pid"));
+}
+
+/// Starts the broker formatted in `dir` again from its data, on its ports (a cluster node
+/// rejoins its cluster: the script waits until it lists every node); returns its address.
+fn restart_node(dir: &std::path::Path) -> String {
+    let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(dir).output().unwrap();
+    assert!(out.status.success(), "Apache Kafka did not restart: {}", String::from_utf8_lossy(&out.stderr));
+    started_on(&out)
+}
+
+/// An Apache Kafka 4 cluster of three nodes through `scripts/kafka4.sh start-cluster`: each node
+/// a broker and a voter of the KRaft quorum, topics created with three replicas and
+/// `min.insync.replicas=2` unless they say otherwise. Stopped on drop.
+pub struct Kafka4Cluster {
+    dir: PathBuf,
+    /// The bootstrap list, `127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
+    pub bootstrap: String,
+}
+
+/// What the cluster's metadata says of partition 0 of a topic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionState {
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+impl Kafka4Cluster {
+    /// Three nodes; `props` are more `server.properties` lines for every node (faster failure
+    /// detection, for instance).
+    pub fn start(props: &[&str]) -> Kafka4Cluster {
+        let fetch =
+            Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
+        assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
+        let mut last = String::new();
+        for _ in 0..3 {
+            let dir = temp_path("kafka4-cluster");
+            let out = Command::new("bash")
+                .arg(kafka4_script())
+                .arg("start-cluster")
+                .arg(&dir)
+                .env("KAFKA4_EXTRA_PROPS", props.join("\n"))
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return Kafka4Cluster { dir, bootstrap: started_on(&out) };
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+            let _ = Command::new("bash").arg(kafka4_script()).arg("stop-cluster").arg(&dir).output();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        panic!("the Apache Kafka cluster did not start: {last}");
+    }
+
+    fn node(&self, id: i32) -> PathBuf {
+        self.dir.join(format!("node{id}"))
+    }
+
+    /// SIGKILL to node `id` (1, 2 or 3).
+    pub fn kill(&self, id: i32) {
+        kill_node(&self.node(id));
+    }
+
+    /// Starts node `id` again from its data; returns once it has rejoined (the cluster lists
+    /// it). It is back in a partition's in-sync set only once it has caught up: see
+    /// [`Kafka4Cluster::wait_partition`].
+    pub fn restart(&self, id: i32) {
+        restart_node(&self.node(id));
+    }
+
+    /// Partition 0 of `topic` as the cluster's metadata describes it now, if it has a leader.
+    pub fn partition(&self, topic: &str) -> Option<PartitionState> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let c: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("log_level", "0")
+            .create()
+            .unwrap();
+        let md = c.fetch_metadata(Some(topic), Duration::from_secs(5)).ok()?;
+        let t = md.topics().iter().find(|t| t.name() == topic)?;
+        let p = t.partitions().iter().find(|p| p.id() == 0)?;
+        (p.error().is_none() && p.leader() >= 0).then(|| PartitionState {
+            leader: p.leader(),
+            replicas: p.replicas().to_vec(),
+            isr: p.isr().to_vec(),
+        })
+    }
+
+    /// Waits (up to 60 s) until partition 0 of `topic` satisfies `ok`; returns its state.
+    pub fn wait_partition(
+        &self,
+        topic: &str,
+        what: &str,
+        ok: impl Fn(&PartitionState) -> bool,
+    ) -> PartitionState {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let p = self.partition(topic);
+            if let Some(p) = p.as_ref().filter(|p| ok(p)) {
+                return p.clone();
+            }
+            assert!(Instant::now() < deadline, "{topic}: never {what}: {p:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The high watermark of partition 0 of `topic` (the offset its next record gets).
+    pub fn high_watermark(&self, topic: &str) -> i64 {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let c: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("log_level", "0")
+            .create()
+            .unwrap();
+        c.fetch_watermarks(topic, 0, Duration::from_secs(10)).expect("the watermarks").1
+    }
+}
+
+impl Drop for Kafka4Cluster {
+    /// SIGKILL to every node: a clean shutdown of the last nodes waits for a quorum that is
+    /// gone, and the data goes with the folder anyway.
+    fn drop(&mut self) {
+        for id in 1..=3 {
+            if self.node(id).join("kafka.pid").exists() {
+                kill_node(&self.node(id));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -265,21 +396,35 @@ impl Broker for Kafka4 {
     fn addr(&self) -> &str {
         &self.addr
     }
-    /// Through the Admin API (CreateTopics), as an operator's tool would.
     fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
-        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        use rdkafka::client::DefaultClientContext;
-        let admin: AdminClient<DefaultClientContext> =
-            rdkafka::ClientConfig::new().set("bootstrap.servers", &self.addr).create().unwrap();
-        let mut topic = NewTopic::new(name, partitions as i32, TopicReplication::Fixed(1));
-        for c in configs {
-            let (k, v) = c.split_once('=').expect("name=value");
-            topic = topic.set(k, v);
-        }
-        let res = block_on(admin.create_topics([&topic], &AdminOptions::new())).expect("CreateTopics");
-        for r in res {
-            r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
-        }
+        create_topic(&self.addr, name, partitions, 1, configs)
+    }
+}
+
+impl Broker for Kafka4Cluster {
+    fn addr(&self) -> &str {
+        &self.bootstrap
+    }
+    /// With a replica on each node.
+    fn create_topic(&self, name: &str, partitions: u32, configs: &[&str]) {
+        create_topic(&self.bootstrap, name, partitions, 3, configs)
+    }
+}
+
+/// Through the Admin API (CreateTopics), as an operator's tool would.
+fn create_topic(addr: &str, name: &str, partitions: u32, replicas: i32, configs: &[&str]) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", addr).create().unwrap();
+    let mut topic = NewTopic::new(name, partitions as i32, TopicReplication::Fixed(replicas));
+    for c in configs {
+        let (k, v) = c.split_once('=').expect("name=value");
+        topic = topic.set(k, v);
+    }
+    let res = block_on(admin.create_topics([&topic], &AdminOptions::new())).expect("CreateTopics");
+    for r in res {
+        r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
     }
 }
 

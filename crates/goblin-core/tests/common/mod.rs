@@ -34,6 +34,7 @@
 
 pub mod brokers;
 pub mod certs;
+pub mod flood;
 pub mod netns;
 pub mod redis_repl;
 pub mod repl;
