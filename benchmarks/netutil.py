@@ -1,4 +1,4 @@
-"""Loopback port helpers and binary lookup shared by the benchmark drivers."""
+"""Loopback port helpers, binary lookup and RESP request encoding shared by the benchmark drivers."""
 
 import os
 import socket
@@ -22,6 +22,16 @@ def wait_port(port, timeout=20.0):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on port {port} after {timeout:.0f} s")
+
+
+def command(*args):
+    """One RESP2 request (an array of bulk strings) for `args`: bytes as they are, anything else
+    as its str()."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

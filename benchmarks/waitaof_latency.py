@@ -19,15 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netutil import find_binary, free_port, wait_port  # noqa: E402
-
-
-def command(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+from netutil import command, find_binary, free_port, wait_port  # noqa: E402
 
 
 def main():

@@ -303,6 +303,9 @@ pub struct Server {
     /// Writes are held: unacknowledged journal bytes passed --kafka-pending-bytes (see
     /// `pause`). A connection with a held write is read no further until then.
     pub(crate) input_paused: bool,
+    /// What the log has said of those pauses (rate-limited: a client that outruns Kafka
+    /// crosses the watermark many times a second).
+    pause_log: PauseLog,
     /// Connections whose reads were skipped while their write was held.
     paused_reads: Vec<usize>,
     /// The journal consumer's last run stopped at its bound with records left: run it again
@@ -573,6 +576,7 @@ impl Server {
             journal: None,
             held: Vec::new(),
             input_paused: false,
+            pause_log: PauseLog::default(),
             paused_reads: Vec::new(),
             consume_again: false,
             journal_hurry: 0,
@@ -1023,9 +1027,9 @@ impl Server {
             if over != self.input_paused {
                 self.input_paused = over;
                 if over {
-                    warn!("Kafka journal: over --kafka-pending-bytes unacknowledged; holding writes");
+                    self.pause_log.paused();
                 } else {
-                    info!("Kafka journal: caught up; running the held writes");
+                    self.pause_log.resumed();
                     self.release_journal_held();
                     for slot in std::mem::take(&mut self.paused_reads) {
                         if let Some(Some(c)) = self.conns.get_mut(slot) {
@@ -1039,7 +1043,57 @@ impl Server {
             }
         }
     }
+}
 
+/// The log lines of `--kafka-pending-bytes` pauses. Under a client that writes faster than
+/// Kafka acknowledges, the pending bytes cross the watermark back and forth many times a
+/// second: the first pause of a run is logged with the resume that ends it; later ones within
+/// `PauseLog::QUIET` are counted, and the next logged pause says how many there were.
+#[derive(Default)]
+struct PauseLog {
+    /// When the last logged pause began.
+    logged_at: Option<Instant>,
+    /// The pause now in progress is logged (its resume will be too).
+    logging: bool,
+    /// When the pause now in progress began.
+    since: Option<Instant>,
+    /// Pauses since the last logged one.
+    unlogged: u64,
+    /// Pauses since the server started (INFO `kafka_input_pauses`).
+    total: u64,
+}
+
+impl PauseLog {
+    const QUIET: Duration = Duration::from_secs(10);
+
+    fn paused(&mut self) {
+        let now = Instant::now();
+        self.since = Some(now);
+        self.total += 1;
+        self.logging = self.logged_at.is_none_or(|t| now.duration_since(t) >= Self::QUIET);
+        if !self.logging {
+            self.unlogged += 1;
+            return;
+        }
+        match std::mem::take(&mut self.unlogged) {
+            0 => warn!("Kafka journal: over --kafka-pending-bytes unacknowledged; holding writes"),
+            n => warn!(
+                "Kafka journal: over --kafka-pending-bytes unacknowledged; holding writes ({n} more pauses since the \
+                 last one logged)"
+            ),
+        }
+        self.logged_at = Some(now);
+    }
+
+    fn resumed(&mut self) {
+        let held = self.since.take().map_or(0, |t| t.elapsed().as_millis());
+        if std::mem::take(&mut self.logging) {
+            info!("Kafka journal: caught up after {held} ms; running the held writes");
+        }
+    }
+}
+
+impl Server {
     /// Fail-stop for the journal: a write that cannot reach the durable log must not go on
     /// being served as if it had.
     #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
@@ -1081,6 +1135,7 @@ impl Server {
             f("kafka_retained_batch_bytes", self.firehose.retained_bytes().to_string());
             f("kafka_held_clients", self.held.len().to_string());
             f("kafka_input_paused", (self.input_paused as u8).to_string());
+            f("kafka_input_pauses", self.pause_log.total.to_string());
             f("kafka_records_produced", j.journal.produced.to_string());
             f("kafka_replay_records_consumed", j.replay.consumed.to_string());
             f("kafka_replay_records_applied", j.replay.applied.to_string());

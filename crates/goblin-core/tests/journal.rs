@@ -598,6 +598,29 @@ fn broker_down(uri: &str, broker: &mut dyn Outage) {
     assert_eq!(state(&mut r.conn()), want);
 }
 
+/// A client that writes faster than Kafka acknowledges crosses `--kafka-pending-bytes` back and
+/// forth: INFO counts every pause, and the log says it once per quiet period (with the resume
+/// that ended it), not once per crossing. Nothing is lost on the way.
+#[test]
+fn input_pauses_are_counted_and_logged_once_per_quiet_period() {
+    let k = Kaka::start();
+    let uri = k.uri("journal-pauses");
+    let s = Server::start(&["--kafka", &uri, "--kafka-pending-bytes", "256", "--save", ""]);
+    let progress = Arc::new(AtomicU64::new(0));
+    let results = flood(s.port, &[0, 0], progress, Until::At(Instant::now() + Duration::from_secs(2)));
+    let mut con = s.conn();
+    wait_acked(&mut con);
+    let pauses: u64 = info(&mut con, "kafka")["kafka_input_pauses"].parse().unwrap();
+    assert!(pauses >= 3, "the flood paused only {pauses} times");
+    let log = s.log();
+    let logged = log.matches("over --kafka-pending-bytes unacknowledged; holding writes").count();
+    let resumed = log.matches("Kafka journal: caught up after").count();
+    assert_eq!((logged, resumed), (1, 1), "{pauses} pauses within 10 s:\n{log}");
+    for (c, f) in results.iter().enumerate() {
+        assert_eq!(flood_list(&mut con, c), (1..=f.acked).collect::<Vec<_>>(), "client {c}");
+    }
+}
+
 /// WAITAOF on the journal. In `queued` ack mode a write is answered before Kafka has it;
 /// WAITAOF 1 is how the client learns it is durable: with the broker away it waits (and
 /// answers [0, 0] at its timeout), and a WAITAOF parked meanwhile is answered [1, 0] once the

@@ -20,6 +20,7 @@ use common::flood::{assert_flood_lists, flood, flood_list, state, wait_acked, Fl
 use common::Server;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// One cluster at a time.
@@ -27,6 +28,18 @@ static TURN: Mutex<()> = Mutex::new(());
 
 const FAST_FAILOVER: &[&str] =
     &["broker.heartbeat.interval.ms=500", "broker.session.timeout.ms=3000", "replica.lag.time.max.ms=5000"];
+
+/// `clients` flooding writers on `port` until the flag is raised: the count of acknowledged
+/// writes, the flag, and what each client saw once they stopped.
+fn start_flood(port: u16, clients: usize) -> (Arc<AtomicU64>, Arc<AtomicBool>, JoinHandle<Vec<Flood>>) {
+    let progress = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers = std::thread::spawn({
+        let (progress, until) = (progress.clone(), Until::Flag(stop.clone()));
+        move || flood(port, &vec![0; clients], progress, until)
+    });
+    (progress, stop, writers)
+}
 
 /// Waits until `progress` has grown by `more` past `from` (up to 90 s: a failover takes the
 /// cluster a few seconds, a loaded machine longer); returns the new count.
@@ -75,12 +88,7 @@ fn a_dead_partition_leader_loses_no_acknowledged_write() {
     let p = cluster.wait_partition(topic, "fully replicated", |p| p.isr.len() == 3);
     assert_eq!(p.replicas.len(), 3, "{p:?}");
 
-    let progress = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers = std::thread::spawn({
-        let (progress, until, port) = (progress.clone(), Until::Flag(stop.clone()), s.port);
-        move || flood(port, &[0, 0, 0, 0], progress, until)
-    });
+    let (progress, stop, writers) = start_flood(s.port, 4);
     let mut seen = wait_progress(&progress, 0, 500, "before the first failover");
     let mut leader = p.leader;
     for failover in 1..=2 {
@@ -121,6 +129,44 @@ fn a_dead_partition_leader_loses_no_acknowledged_write() {
     assert_flood_lists(&mut con, &acked, "recovered from the cluster");
 }
 
+/// A rolling restart, as an upgrade of the cluster does it: each node in turn stopped cleanly
+/// (a controlled shutdown moves its leaderships to another node first), started again and
+/// waited for until back in sync, while clients write in broker ack mode. The writes go on
+/// after each step, every one is acknowledged once, and the topic holds each record once.
+#[test]
+fn a_rolling_restart_of_the_cluster_loses_nothing() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = Kafka4Cluster::start(FAST_FAILOVER);
+    let topic = "journal-rolling";
+    let uri = cluster.uri(topic);
+    let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""];
+    let s = Server::start(&args);
+    cluster.wait_partition(topic, "fully replicated", |p| p.isr.len() == 3);
+    let (progress, stop, writers) = start_flood(s.port, 3);
+    let mut seen = wait_progress(&progress, 0, 300, "before the restarts");
+    let mut leaders = Vec::new();
+    for id in 1..=3 {
+        leaders.push(cluster.partition(topic).map(|p| p.leader));
+        cluster.stop(id);
+        seen = wait_progress(&progress, seen, 300, &format!("with node {id} stopped"));
+        cluster.restart(id);
+        cluster.wait_partition(topic, "back in sync", |p| p.isr.len() == 3);
+        seen = wait_progress(&progress, seen, 300, &format!("after node {id} restarted"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let results = writers.join().unwrap();
+    let mut con = s.conn();
+    wait_acked(&mut con);
+    assert_every_write_once(&mut con, &results, "after a rolling restart");
+    let produced: i64 = info(&mut con, "kafka")["kafka_records_produced"].parse().unwrap();
+    assert_eq!(cluster.high_watermark(topic), produced, "the topic holds each record once");
+    // The scenario moved the leadership at least once (a node stopped while it led).
+    assert!(
+        leaders.iter().enumerate().any(|(i, l)| *l == Some(i as i32 + 1)),
+        "no step stopped the partition's leader: {leaders:?}"
+    );
+}
+
 /// A topic that requires all three replicas in sync (`min.insync.replicas=3`) loses a follower:
 /// once the leader drops it from the in-sync set, it refuses writes (NOT_ENOUGH_REPLICAS), which
 /// librdkafka retries. In broker ack mode the clients' replies wait, INFO shows the records
@@ -137,12 +183,7 @@ fn too_few_in_sync_replicas_hold_writes_until_a_replica_returns() {
     let args = ["--kafka", uri.as_str(), "--kafka-ack-mode", "broker", "--save", ""];
     let s = Server::start(&args);
 
-    let progress = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers = std::thread::spawn({
-        let (progress, until, port) = (progress.clone(), Until::Flag(stop.clone()), s.port);
-        move || flood(port, &[0, 0], progress, until)
-    });
+    let (progress, stop, writers) = start_flood(s.port, 2);
     wait_progress(&progress, 0, 300, "before the follower's death");
     let follower = *p.replicas.iter().find(|&&id| id != p.leader).unwrap();
     cluster.kill(follower);

@@ -44,7 +44,7 @@ use crate::replication::unconfirmed::Unconfirmed;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
@@ -85,6 +85,20 @@ fn base_config(t: &KafkaTarget) -> ClientConfig {
     for (k, v) in &t.props {
         c.set(k, v);
     }
+    c
+}
+
+/// What every consumer of the journal starts from: `base_config`, quiet. goblin-core reads a
+/// consumer's queue itself (`rd_kafka_consume_batch_queue`), and librdkafka serves the log
+/// lines it finds there through its default printer: raw lines on stderr, in a format of their
+/// own, during every broker outage or leader change. What they say (a broker unreachable) the
+/// producer's error events already report in the server's log (`producer.rs`), and what fails a
+/// consumer arrives as an error on what it reads. A `debug` property in `--kafka` keeps them:
+/// whoever names it wants librdkafka's own lines.
+pub(crate) fn consumer_config(t: &KafkaTarget) -> ClientConfig {
+    let mut c = base_config(t);
+    let debug = t.props.iter().any(|(k, _)| k == "debug");
+    c.set_log_level(if debug { RDKafkaLogLevel::Debug } else { RDKafkaLogLevel::Critical });
     c
 }
 
@@ -1016,7 +1030,7 @@ fn replay_topic(
     let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: nothing };
     // A history this state cannot continue from: an operator must act.
     let refuse = |m: String| ReplayFailure { error: ReplayError::Record(m), resume: nothing };
-    let mut c = base_config(target);
+    let mut c = consumer_config(target);
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -1599,7 +1613,7 @@ pub struct Consumer {
 impl Consumer {
     /// Starts consuming at broker offset `position`.
     pub fn start(target: &KafkaTarget, position: i64, lineage: ReplId) -> Result<Consumer, String> {
-        let mut c = base_config(target);
+        let mut c = consumer_config(target);
         // assign() needs a group id; the consumer never joins the group nor commits.
         c.set("group.id", "goblin-core")
             .set("enable.auto.commit", "false")

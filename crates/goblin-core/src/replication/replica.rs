@@ -241,13 +241,9 @@ fn attempt(job: &Job) -> Attempt {
 #[cfg(feature = "kafka")]
 pub fn probe_kafka(t: &crate::journal::target::KafkaTarget) -> Result<(), String> {
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
-    // As the journal's clients are configured (journal/kafka.rs, `base_config`); no group (so
-    // that closing it waits for no coordinator), no topic creation.
-    let mut c = rdkafka::ClientConfig::new();
-    c.set("bootstrap.servers", &t.brokers);
-    for (k, v) in &t.props {
-        c.set(k, v);
-    }
+    // As the journal's consumers are configured; no group (so that closing it waits for no
+    // coordinator), no topic creation.
+    let mut c = crate::journal::kafka::consumer_config(t);
     c.set("allow.auto.create.topics", "false");
     let consumer: BaseConsumer =
         c.create().map_err(|e| format!("--kafka: cannot create the replay consumer: {e}"))?;

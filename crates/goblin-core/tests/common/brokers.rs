@@ -177,23 +177,8 @@ pub fn kafka4_script() -> PathBuf {
 
 impl Kafka4 {
     pub fn start() -> Kafka4 {
-        let fetch =
-            Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
-        assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
-        // The ports the script picks stay free until the broker binds them seconds later; a
-        // test that takes one meanwhile makes the broker exit: start again, on new ports.
-        let mut last = String::new();
-        for _ in 0..3 {
-            let dir = temp_path("kafka4");
-            let out = Command::new("bash").arg(kafka4_script()).arg("start").arg(&dir).output().unwrap();
-            if out.status.success() {
-                return Kafka4 { dir, addr: started_on(&out) };
-            }
-            last = String::from_utf8_lossy(&out.stderr).into_owned();
-            let _ = Command::new("bash").arg(kafka4_script()).arg("stop").arg(&dir).output();
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        panic!("Apache Kafka did not start: {last}");
+        let (dir, addr) = start_with_script("start", "stop", "kafka4", &[]);
+        Kafka4 { dir, addr }
     }
 
     /// An outage: SIGKILL to the broker (no shutdown), and waits until it is gone. Its data
@@ -206,6 +191,34 @@ impl Kafka4 {
     pub fn restart(&mut self) {
         assert_eq!(restart_node(&self.dir), self.addr, "Apache Kafka restarted on another address");
     }
+}
+
+/// `scripts/kafka4.sh <start> DIR` in a fresh folder, `props` as more server properties: the
+/// folder and the address the script printed last. The ports the script picks stay free until
+/// the broker binds them seconds later; a test that takes one meanwhile makes the broker exit:
+/// `<stop>`, then start again, on new ports.
+fn start_with_script(start: &str, stop: &str, tag: &str, props: &[&str]) -> (PathBuf, String) {
+    let fetch =
+        Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
+    assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
+    let mut last = String::new();
+    for _ in 0..3 {
+        let dir = temp_path(tag);
+        let out = Command::new("bash")
+            .arg(kafka4_script())
+            .arg(start)
+            .arg(&dir)
+            .env("KAFKA4_EXTRA_PROPS", props.join("\n"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return (dir, started_on(&out));
+        }
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
+        let _ = Command::new("bash").arg(kafka4_script()).arg(stop).arg(&dir).output();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    panic!("Apache Kafka ({start}) did not start: {last}");
 }
 
 /// SIGKILL to the broker `scripts/kafka4.sh` started in `dir` (its pid file names it), and waits
@@ -257,27 +270,8 @@ impl Kafka4Cluster {
     /// Three nodes; `props` are more `server.properties` lines for every node (faster failure
     /// detection, for instance).
     pub fn start(props: &[&str]) -> Kafka4Cluster {
-        let fetch =
-            Command::new("bash").arg(kafka4_script()).arg("fetch").status().expect("run scripts/kafka4.sh");
-        assert!(fetch.success(), "scripts/kafka4.sh fetch failed (Java 17 and Maven are needed)");
-        let mut last = String::new();
-        for _ in 0..3 {
-            let dir = temp_path("kafka4-cluster");
-            let out = Command::new("bash")
-                .arg(kafka4_script())
-                .arg("start-cluster")
-                .arg(&dir)
-                .env("KAFKA4_EXTRA_PROPS", props.join("\n"))
-                .output()
-                .unwrap();
-            if out.status.success() {
-                return Kafka4Cluster { dir, bootstrap: started_on(&out) };
-            }
-            last = String::from_utf8_lossy(&out.stderr).into_owned();
-            let _ = Command::new("bash").arg(kafka4_script()).arg("stop-cluster").arg(&dir).output();
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        panic!("the Apache Kafka cluster did not start: {last}");
+        let (dir, bootstrap) = start_with_script("start-cluster", "stop-cluster", "kafka4-cluster", props);
+        Kafka4Cluster { dir, bootstrap }
     }
 
     fn node(&self, id: i32) -> PathBuf {
@@ -287,6 +281,13 @@ impl Kafka4Cluster {
     /// SIGKILL to node `id` (1, 2 or 3).
     pub fn kill(&self, id: i32) {
         kill_node(&self.node(id));
+    }
+
+    /// Stops node `id` cleanly (`kafka4.sh stop`: SIGTERM, a controlled shutdown that hands its
+    /// leaderships over first).
+    pub fn stop(&self, id: i32) {
+        let out = Command::new("bash").arg(kafka4_script()).arg("stop").arg(self.node(id)).output().unwrap();
+        assert!(out.status.success(), "node {id} did not stop: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     /// Starts node `id` again from its data; returns once it has rejoined (the cluster lists
