@@ -335,6 +335,17 @@ def bench(goblin, bootstrap, mode, pipeline, requests, topic):
         proc.wait(30)
 
 
+def rate(times_counts, width):
+    """(bucket start, events per second) over buckets of `width` s, from (time, count) pairs."""
+    if not times_counts:
+        return [], []
+    nb = int(max(t for t, _ in times_counts) / width) + 1
+    buckets = [0] * nb
+    for t, n in times_counts:
+        buckets[int(t / width)] += n
+    return [i * width for i in range(nb)], [b / width for b in buckets]
+
+
 def plot(results, path):
     try:
         import matplotlib
@@ -343,29 +354,25 @@ def plot(results, path):
     except ImportError:
         print("matplotlib not installed: no plot (pip install matplotlib)", file=sys.stderr)
         return False
-    fig, axes = plt.subplots(len(results), 1, figsize=(11, 3.2 * len(results)), sharex=False)
+    fig, axes = plt.subplots(len(results), 1, figsize=(11, 2.8 * len(results)))
     if len(results) == 1:
         axes = [axes]
+    width = 0.25
     for ax, r in zip(axes, results):
-        end = max(r["replies"]) if r["replies"] else 1
-        width = 0.25
-        nb = int(end / width) + 1
-        buckets = [0] * nb
-        for t in r["replies"]:
-            buckets[int(t / width)] += r["pipeline"]
-        xs = [i * width for i in range(nb)]
-        ax.plot(xs, [b / width for b in buckets], label="writes answered / s", lw=1)
+        xs, ys = rate([(t, r["pipeline"]) for t in r["replies"]], width)
+        ax.plot(xs, ys, label="writes answered / s", lw=1)
+        # Kafka's acknowledgements: the sampled offset's growth, spread over each 50 ms sample.
         s = r["samples"]
-        ack_rate = []
-        for (t1, a1, *_), (t2, a2, *_) in zip(s, s[1:]):
-            ack_rate.append((t2, (a2 - a1) / max(t2 - t1, 1e-3)))
-        if ack_rate:
-            ax.plot([t for t, _ in ack_rate], [v for _, v in ack_rate], label="Kafka acknowledgements / s",
-                    lw=0.8, alpha=0.7)
+        xs, ys = rate([(t2, a2 - a1) for (t1, a1, *_), (t2, a2, *_) in zip(s, s[1:])], width)
+        ax.plot(xs, ys, label="records Kafka acknowledged / s", lw=1, alpha=0.7)
+        top = max(ys + [1]) * 1.05
+        ax.set_ylim(0, top)
         for t, what in r["events"]:
-            ax.axvline(t, color="red" if "killed" in what else "green", ls="--", lw=0.8)
-            ax.text(t, ax.get_ylim()[1] * 0.92, " " + what, fontsize=7, rotation=90, va="top")
-        ax.set_title(f"{r['mode']} ack mode, {r['label']} failure detection", fontsize=9)
+            if what == "in sync" or "killed" in what:
+                ax.axvline(t, color="red" if "killed" in what else "green", ls="--", lw=0.8)
+                ax.text(t, top * 0.97, " " + ("back in sync" if what == "in sync" else what), fontsize=7,
+                        rotation=90, va="top")
+        ax.set_title(f"{r['mode']} ack mode, {r['label']} failure detection (0.25 s buckets)", fontsize=9)
         ax.set_ylabel("per second")
         ax.legend(fontsize=7, loc="lower right")
     axes[-1].set_xlabel("seconds")
