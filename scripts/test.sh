@@ -43,10 +43,12 @@ GOBLIN_CORE_BIN="$CARGO_TARGET_DIR/debug/goblin-core" bash tests/clients/run.sh
 
 # The durable system end to end (benchmarks/e2e/run.py): seed 002's staggered SIGKILLs of a
 # primary and its replica journaling to a broker, every value checked on each survivor, at 10,000
-# values per type, against kaka and against Apache Kafka 4 (scripts/kafka4.sh): about 10 s together.
+# values per type, against kaka, against Apache Kafka 4 (scripts/kafka4.sh) and against three
+# Kafka 4 nodes with the topic on each (kafka4.sh start-cluster): about 45 s together.
 # It exits non-zero when any checkpoint fails; its evidence goes to benchmarks/out/e2e/<timestamp>/.
 python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug"
 python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug" --broker kafka4
+python3 benchmarks/e2e/run.py --count 10000 --delta 1000 --bin-dir "$CARGO_TARGET_DIR/debug" --broker kafka4-cluster
 
 # The RDMA ring's verbs fabric (cargo feature `rdma`): it compiles and links against libibverbs,
 # and with no verbs device on the host reports the missing device clearly. No test can post a

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The durable system end to end: seed 002's staggered primary/replica SIGKILL scenario.
 
-A primary journals to a broker (kaka by default, Apache Kafka 4 with `--broker kafka4`); the
+A primary journals to a broker (kaka by default, Apache Kafka 4 with `--broker kafka4`, a
+three-node Apache Kafka 4 cluster, the topic on every node, with `--broker kafka4-cluster`); the
 six-type dataset (benchmarks/six-types) is written through it with a snapshot midway and one at
 the end; the snapshot is copied to the replica's own path and the replica starts from it with the
 same `--kafka` and `--replica-tcp` to the primary. Then, one process at a time:
@@ -301,6 +302,30 @@ class Kafka4:
                        stderr=subprocess.DEVNULL)
 
 
+class Kafka4Cluster:
+    """Three Apache Kafka 4 nodes (scripts/kafka4.sh start-cluster): the journal's topic gets
+    three replicas and min.insync.replicas 2, the cluster's defaults."""
+    name = "kafka4-cluster"
+
+    def __init__(self, data, out):
+        self.dir = data
+        self.script = os.path.join(ROOT, "scripts", "kafka4.sh")
+        with open(os.path.join(out, "kafka4-cluster.log"), "wb") as log:
+            r = subprocess.run(["bash", self.script, "start-cluster", data], stdout=subprocess.PIPE, stderr=log)
+        if r.returncode != 0:
+            raise Failure(f"scripts/kafka4.sh start-cluster failed; see {out}/kafka4-cluster.log")
+        self.addr = r.stdout.decode().strip().splitlines()[-1]
+
+    def alive(self):
+        return all(listening(int(a.rsplit(":", 1)[1])) for a in self.addr.split(","))
+
+    def stop(self):
+        # The evidence is taken by now and the data goes with the work folder: the last nodes,
+        # which cannot reach a quorum for a controlled shutdown, get 3 s, not 10.
+        subprocess.run(["bash", self.script, "stop-cluster", self.dir], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=dict(os.environ, KAFKA4_STOP_GRACE="3"))
+
+
 def topic_state(addr, topic):
     """Partition metadata and watermarks of the journal's topic (confluent-kafka, else kcat)."""
     try:
@@ -547,8 +572,10 @@ class Run:
 
         if a.broker == "kaka":
             self.broker = Kaka(bins["kaka"], os.path.join(self.work, "kaka"), self.out)
-        else:
+        elif a.broker == "kafka4":
             self.broker = Kafka4(os.path.join(self.work, "kafka4"), self.out)
+        else:
+            self.broker = Kafka4Cluster(os.path.join(self.work, "kafka4-cluster"), self.out)
         kafka = f"kafka://{self.broker.addr}/{TOPIC}"
         self.log(f"{a.broker} at {self.broker.addr}")
 
@@ -769,8 +796,9 @@ def main():
     ap.add_argument("--snapshot-at", type=int, default=None,
                     help="values per type written before the midway snapshot (default: half of --count)")
     ap.add_argument("--elements", type=int, default=1000, help="elements per collection (default 1000)")
-    ap.add_argument("--broker", choices=["kaka", "kafka4"], default="kaka",
-                    help="kaka (default) or Apache Kafka 4 through scripts/kafka4.sh")
+    ap.add_argument("--broker", choices=["kaka", "kafka4", "kafka4-cluster"], default="kaka",
+                    help="kaka (default), Apache Kafka 4 through scripts/kafka4.sh, or three Kafka 4 nodes "
+                         "(kafka4.sh start-cluster)")
     ap.add_argument("--ack-mode", default="broker", choices=["broker", "queued"], help="primary's --kafka-ack-mode")
     ap.add_argument("--no-final-save", action="store_true",
                     help="keep the midway snapshot as the last one (the replica gets a copy of it): every"

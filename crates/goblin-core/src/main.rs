@@ -591,8 +591,16 @@ fn recover(cfg: &config::Config) -> Recovered {
                 meta.as_mut().map(|m| std::mem::take(&mut m.unconfirmed)).unwrap_or_default(),
             );
             let verify = (!window.is_empty()).then_some(&mut window);
-            let stats = journal::kafka::replay(&j.target, &mut engine, from, position, adopt, verify)
-                .unwrap_or_else(|e| die(e.to_string()));
+            let stats = journal::kafka::replay(
+                &j.target,
+                &mut engine,
+                from,
+                position,
+                adopt,
+                verify,
+                journal::kafka::STARTUP_STALL,
+            )
+            .unwrap_or_else(|e| die(e.to_string()));
             if let (Some(first), Some(last)) = (window.first(), window.last()) {
                 tracing::warn!(
                     "the snapshot holds {} mutations (logical offsets {first}..={last}) that no record of its \

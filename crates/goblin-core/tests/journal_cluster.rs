@@ -6,7 +6,9 @@
 //! acknowledged write and doubles none, the topic holds each record once, and a primary
 //! SIGKILLed afterwards recovers exactly that history from the cluster; with fewer in-sync
 //! replicas than the topic requires, writes wait (the server stays up, the broker's refusal is
-//! transient) and go on, in order, once a replica is back.
+//! transient) and go on, in order, once a replica is back; a primary that restarts while its
+//! partition's leader is dead waits for the new one; a rolling restart of the cluster loses
+//! nothing.
 //!
 //! The nodes detect a dead peer in 3 s instead of Kafka's 9 s default
 //! (`broker.session.timeout.ms`) and drop a silent follower from the in-sync set after 5 s
@@ -75,7 +77,8 @@ fn assert_every_write_once(con: &mut redis::Connection, results: &[Flood], what:
 /// dies too (the first one back in sync by then). Every acknowledged write is there once, the
 /// topic holds every record once (its high watermark is the number of records produced: the
 /// idempotent producer's retries across leaders wrote nothing twice), and after a SIGKILL of
-/// the primary the cluster's copy recovers the same state.
+/// the primary the cluster's copy recovers the same state, also when the primary restarts
+/// while the leader is dead and not yet replaced.
 #[test]
 fn a_dead_partition_leader_loses_no_acknowledged_write() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
@@ -127,6 +130,26 @@ fn a_dead_partition_leader_loses_no_acknowledged_write() {
     assert_eq!(state(&mut con), want, "recovered from the cluster");
     let acked: Vec<u64> = results.iter().map(|f| f.acked).collect();
     assert_flood_lists(&mut con, &acked, "recovered from the cluster");
+    drop(con);
+
+    // Once more the leader dies, and the primary with it, and the primary starts again before
+    // the cluster has replaced the leader: its startup (the topic's check, the watermarks,
+    // the replay) waits for the new leader instead of failing, and then writes go on.
+    let leader = cluster.wait_partition(topic, "fully replicated", |p| p.isr.len() == 3).leader;
+    let mut r = r;
+    cluster.kill(leader);
+    r.signal(9);
+    r.wait_exit(Duration::from_secs(10)).unwrap();
+    let started = Instant::now();
+    let r = Server::start(&args);
+    eprintln!("restarted beside a dead leader in {:?}", started.elapsed());
+    let mut con = r.conn();
+    assert_eq!(state(&mut con), want, "recovered while the leader was dead");
+    let n: i64 = redis::cmd("RPUSH").arg("after-the-leader").arg("x").query(&mut con).unwrap();
+    assert_eq!(n, 1);
+    let p = cluster.partition(topic).expect("a leader");
+    assert_ne!(p.leader, leader, "{p:?}");
+    wait_acked(&mut con);
 }
 
 /// A rolling restart, as an upgrade of the cluster does it: each node in turn stopped cleanly

@@ -58,6 +58,20 @@ use tracing::{info, warn};
 /// How long startup waits for the brokers before it gives up with an error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long startup waits for the journal's partition to have a leader that answers, and a
+/// replay for its next records: longer than Kafka takes to declare a dead leader dead and
+/// elect another (`broker.session.timeout.ms`, 9 s by default, plus the election), so that a
+/// primary restarted while its partition's leader is dead waits out the failover.
+const LEADER_WAIT: Duration = Duration::from_secs(60);
+
+/// A primary's startup replay waits this long for its next records (a leader failing over)
+/// before it fails; a replica's catch-up gives up after `CATCH_UP_STALL` and retries.
+pub const STARTUP_STALL: Duration = LEADER_WAIT;
+pub const CATCH_UP_STALL: Duration = CONNECT_TIMEOUT;
+
+/// One attempt of a query that goes to the partition's leader (see `watermarks`).
+const LEADER_ATTEMPT: Duration = Duration::from_secs(2);
+
 /// Runs a future to completion on this thread (the admin calls at startup; librdkafka's own
 /// thread completes them).
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -88,14 +102,15 @@ fn base_config(t: &KafkaTarget) -> ClientConfig {
     c
 }
 
-/// What every consumer of the journal starts from: `base_config`, quiet. goblin-core reads a
-/// consumer's queue itself (`rd_kafka_consume_batch_queue`), and librdkafka serves the log
-/// lines it finds there through its default printer: raw lines on stderr, in a format of their
-/// own, during every broker outage or leader change. What they say (a broker unreachable) the
-/// producer's error events already report in the server's log (`producer.rs`), and what fails a
-/// consumer arrives as an error on what it reads. A `debug` property in `--kafka` keeps them:
+/// What the journal's consumers and its startup admin client start from: `base_config`,
+/// quiet. goblin-core reads a consumer's queue itself (`rd_kafka_consume_batch_queue`), and
+/// librdkafka serves the log lines it finds there, as it does the admin client's, through its
+/// default printer: raw lines on stderr, in a format of their own, during every broker outage
+/// or leader change. What they say (a broker unreachable) the producer's error events already
+/// report in the server's log (`producer.rs`), and what fails a consumer or an admin request
+/// arrives as an error on what it reads or asks. A `debug` property in `--kafka` keeps them:
 /// whoever names it wants librdkafka's own lines.
-pub(crate) fn consumer_config(t: &KafkaTarget) -> ClientConfig {
+pub(crate) fn quiet_config(t: &KafkaTarget) -> ClientConfig {
     let mut c = base_config(t);
     let debug = t.props.iter().any(|(k, _)| k == "debug");
     c.set_log_level(if debug { RDKafkaLogLevel::Debug } else { RDKafkaLogLevel::Critical });
@@ -836,7 +851,7 @@ impl Timer {
 /// policy), has exactly one partition, and is not compacted. Returns its `max.message.bytes`
 /// when the broker reports it.
 fn check_topic(t: &KafkaTarget) -> Result<Option<usize>, String> {
-    let mut c = base_config(t);
+    let mut c = quiet_config(t);
     c.set("allow.auto.create.topics", "false");
     let admin: AdminClient<DefaultClientContext> =
         c.create().map_err(|e| format!("--kafka: cannot create the Kafka client: {e}"))?;
@@ -982,6 +997,10 @@ pub enum Start {
 /// `verify` (a replica's catch-up): own records skipped as duplicates are checked against the
 /// mutations the replica applied from frames before Kafka confirmed them; a different one is
 /// an error (`replication::unconfirmed`).
+///
+/// `stall`: how long the replay waits for its next records before it fails. A primary's
+/// startup waits out a leader failover (`STARTUP_STALL`); a replica's catch-up, which blocks
+/// its server thread and is retried when abandoned, gives up sooner (`CATCH_UP_STALL`).
 pub fn replay(
     target: &KafkaTarget,
     engine: &mut Engine,
@@ -989,31 +1008,76 @@ pub fn replay(
     consumer_position: i64,
     adopt_lineage: bool,
     verify: Option<&mut Unconfirmed>,
+    stall: Duration,
 ) -> Result<ReplayStats, ReplayFailure> {
     // Nothing else runs on the server thread until the replay returns: the keyspace may
     // resize in one go.
     engine.set_bulk_load(true);
-    let r = replay_topic(target, engine, start, consumer_position, adopt_lineage, verify);
+    let r = replay_topic(target, engine, start, consumer_position, adopt_lineage, verify, stall);
     engine.set_bulk_load(false);
     r
 }
 
-/// The partition's (low, high) watermarks. A topic created a moment ago (startup creates a
-/// missing one) may not have a known leader yet: Apache Kafka answers "unknown partition" until
-/// its controller's metadata reaches the broker. That answer is retried for up to
-/// `CONNECT_TIMEOUT`; any other error, or that one past the bound, is returned.
-fn watermarks(consumer: &BaseConsumer, topic: &str) -> rdkafka::error::KafkaResult<(i64, i64)> {
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
+/// The partition's (low, high) watermarks, once the partition has a leader that answers.
+/// A topic created a moment ago (startup creates a missing one) may not have a known leader
+/// yet: Apache Kafka answers "unknown partition" until its controller's metadata reaches the
+/// broker. A leader that died has to be declared dead and replaced first (Kafka's
+/// `broker.session.timeout.ms`, 9 s by default, then an election), and meanwhile librdkafka
+/// keeps sending the query to the dead one until the attempt times out, even after another
+/// was elected: so each attempt is short (`LEADER_ATTEMPT`), the topic's metadata is asked for
+/// again after each, and the answers that mean "no leader now" are retried for up to `wait`. Any other error, or those past the bound, is
+/// returned.
+fn watermarks(
+    consumer: &BaseConsumer,
+    topic: &str,
+    wait: Duration,
+) -> rdkafka::error::KafkaResult<(i64, i64)> {
+    let deadline = Instant::now() + wait;
+    let mut warned = false;
     loop {
-        match consumer.fetch_watermarks(topic, 0, CONNECT_TIMEOUT) {
-            Err(rdkafka::error::KafkaError::MetadataFetch(
-                RDKafkaErrorCode::UnknownPartition
-                | RDKafkaErrorCode::UnknownTopicOrPartition
-                | RDKafkaErrorCode::LeaderNotAvailable,
-            )) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+        match consumer.fetch_watermarks(topic, 0, LEADER_ATTEMPT) {
+            Err(rdkafka::error::KafkaError::MetadataFetch(code))
+                if no_leader_now(code) && Instant::now() < deadline =>
+            {
+                if !warned
+                    && !matches!(
+                        code,
+                        RDKafkaErrorCode::UnknownPartition | RDKafkaErrorCode::UnknownTopicOrPartition
+                    )
+                {
+                    warn!("topic {topic}: partition 0 has no leader that answers ({code}); waiting for one");
+                    warned = true;
+                }
+                // librdkafka keeps the leader it last learned until its metadata is refreshed
+                // (every 5 minutes, or after an error on a fetch or a produce, which this
+                // client has not made): ask for the topic's metadata, which updates it.
+                let _ = consumer.fetch_metadata(Some(topic), LEADER_ATTEMPT);
+                std::thread::sleep(Duration::from_millis(50))
+            }
             other => return other,
         }
     }
+}
+
+/// The errors of a query to a partition that mean it has no reachable leader at the moment
+/// (being created, or its leader dead or deposed and not yet replaced everywhere).
+fn no_leader_now(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode::*;
+    matches!(
+        code,
+        UnknownPartition
+            | UnknownTopicOrPartition
+            | LeaderNotAvailable
+            | NotLeaderForPartition
+            | FencedLeaderEpoch
+            | UnknownLeaderEpoch
+            | OperationTimedOut
+            | RequestTimedOut
+            | BrokerTransportFailure
+            | AllBrokersDown
+            // A broker handle replaced while the query waited on it (a node coming back).
+            | DestroyBroker
+    )
 }
 
 fn replay_topic(
@@ -1023,6 +1087,7 @@ fn replay_topic(
     consumer_position: i64,
     mut adopt_lineage: bool,
     mut verify: Option<&mut Unconfirmed>,
+    stall: Duration,
 ) -> Result<ReplayStats, ReplayFailure> {
     // Failures before any record is read: nothing was applied, so the caller has nothing to
     // resume (it starts again as this replay did).
@@ -1030,7 +1095,7 @@ fn replay_topic(
     let kafka = |m: String| ReplayFailure { error: ReplayError::Kafka(m), resume: nothing };
     // A history this state cannot continue from: an operator must act.
     let refuse = |m: String| ReplayFailure { error: ReplayError::Record(m), resume: nothing };
-    let mut c = consumer_config(target);
+    let mut c = quiet_config(target);
     c.set("group.id", "goblin-core-replay")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -1050,7 +1115,7 @@ fn replay_topic(
         .set("fetch.queue.backoff.ms", "1");
     let consumer: BaseConsumer =
         c.create().map_err(|e| kafka(format!("--kafka: cannot create the replay consumer: {e}")))?;
-    let (low, high) = watermarks(&consumer, &target.topic)
+    let (low, high) = watermarks(&consumer, &target.topic, stall)
         .map_err(|e| kafka(format!("--kafka: cannot read the watermarks of topic {}: {e}", target.topic)))?;
     let from = match start {
         Start::Earliest => -1,
@@ -1167,7 +1232,9 @@ fn replay_topic(
                 let batch = match records.recv_timeout(Duration::from_millis(200)) {
                     Ok(b) => b,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        if idle_since.get_or_insert_with(Instant::now).elapsed() > CONNECT_TIMEOUT {
+                        // Nothing for a while: the leader may be failing over (librdkafka's
+                        // fetcher follows the new one by itself).
+                        if idle_since.get_or_insert_with(Instant::now).elapsed() > stall {
                             return Err(kafka(format!(
                                 "--kafka: replay of topic {} stalled at broker offset {} (target {})",
                                 target.topic,
@@ -1613,7 +1680,7 @@ pub struct Consumer {
 impl Consumer {
     /// Starts consuming at broker offset `position`.
     pub fn start(target: &KafkaTarget, position: i64, lineage: ReplId) -> Result<Consumer, String> {
-        let mut c = consumer_config(target);
+        let mut c = quiet_config(target);
         // assign() needs a group id; the consumer never joins the group nor commits.
         c.set("group.id", "goblin-core")
             .set("enable.auto.commit", "false")

@@ -243,7 +243,7 @@ pub fn probe_kafka(t: &crate::journal::target::KafkaTarget) -> Result<(), String
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     // As the journal's consumers are configured; no group (so that closing it waits for no
     // coordinator), no topic creation.
-    let mut c = crate::journal::kafka::consumer_config(t);
+    let mut c = crate::journal::kafka::quiet_config(t);
     c.set("allow.auto.create.topics", "false");
     let consumer: BaseConsumer =
         c.create().map_err(|e| format!("--kafka: cannot create the replay consumer: {e}"))?;
@@ -879,7 +879,7 @@ impl Server {
     /// applied is Degraded (it stays in the topic: only an operator can act on it).
     #[cfg(feature = "kafka")]
     fn kafka_catch_up(&mut self, until: Option<u64>) -> Result<(), Refusal> {
-        use crate::journal::kafka::{replay, Start};
+        use crate::journal::kafka::{replay, Start, CATCH_UP_STALL};
         let (target, mut from) =
             self.replica.as_ref().and_then(|r| r.kafka.clone()).expect("--kafka on a replica");
         let mut last_progress = Instant::now();
@@ -890,7 +890,8 @@ impl Server {
             let position = r.consumer_position;
             let mut window = std::mem::take(&mut r.unconfirmed);
             let unconfirmed_before = window.len();
-            let replayed = replay(&target, &mut self.engine, from, position, adopt, Some(&mut window));
+            let replayed =
+                replay(&target, &mut self.engine, from, position, adopt, Some(&mut window), CATCH_UP_STALL);
             let r = self.replica.as_mut().expect("a replica");
             r.unconfirmed = window;
             let checked = r.unconfirmed.len() < unconfirmed_before;

@@ -15,7 +15,8 @@
 //! - [`Server::start`] adds `--port <free> --bind 127.0.0.1` unless `args` has `--port`, and
 //!   `--loglevel debug` unless `args` has `--loglevel`; it waits until the server accepts (TCP,
 //!   or the Unix socket when started with `--port 0 --unixsocket PATH`) and kills it on drop.
-//!   The server's stderr goes to a log file ([`Server::log`] reads it) so a failing test can
+//!   It starts again on another port only when its port was taken; any other failure to
+//!   start fails the test. The server's stderr goes to a log file ([`Server::log`] reads it) so a failing test can
 //!   print it. It runs in a fresh folder of its own (or the one [`Server::start_in`] names):
 //!   without `--load` its dump.rdb is loaded and saved there.
 //! - [`Server::stop`] sends SIGTERM and returns the exit status (clean-shutdown tests).
@@ -159,11 +160,17 @@ impl Server {
     pub fn start_in(cwd: Option<&std::path::Path>, args: &[&str]) -> Server {
         let mut last_err = String::new();
         // A port picked by free_port can be taken by someone else before the server binds it:
-        // retry with another one.
+        // retry with another one. Only that: a server that failed to start for any other reason
+        // is the test's finding, and a retry that happens to succeed would hide it.
         for _ in 0..5 {
             match Self::try_start(cwd, args) {
                 Ok(s) => return s,
-                Err(e) => last_err = e,
+                Err(e)
+                    if e.contains("Address already in use") || e.contains("is served by another process") =>
+                {
+                    last_err = e
+                }
+                Err(e) => panic!("could not start goblin-core: {e}"),
             }
         }
         panic!("could not start goblin-core: {last_err}");
