@@ -29,7 +29,6 @@ import argparse
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

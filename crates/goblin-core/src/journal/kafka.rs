@@ -58,15 +58,15 @@ use tracing::{info, warn};
 /// How long startup waits for the brokers before it gives up with an error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How long startup waits for the journal's partition to have a leader that answers, and a
-/// replay for its next records: longer than Kafka takes to declare a dead leader dead and
-/// elect another (`broker.session.timeout.ms`, 9 s by default, plus the election), so that a
-/// primary restarted while its partition's leader is dead waits out the failover.
-const LEADER_WAIT: Duration = Duration::from_secs(60);
+/// How long a primary's startup replay waits for its partition to have a leader that answers,
+/// and then for its next records, before it fails: longer than Kafka takes to declare a dead
+/// leader dead and elect another (`broker.session.timeout.ms`, 9 s by default, plus the
+/// election), so that a primary restarted while its partition's leader is dead waits out the
+/// failover.
+pub const STARTUP_STALL: Duration = Duration::from_secs(60);
 
-/// A primary's startup replay waits this long for its next records (a leader failing over)
-/// before it fails; a replica's catch-up gives up after `CATCH_UP_STALL` and retries.
-pub const STARTUP_STALL: Duration = LEADER_WAIT;
+/// The same bound for a replica's catch-up, which blocks its server thread and is retried
+/// when abandoned.
 pub const CATCH_UP_STALL: Duration = CONNECT_TIMEOUT;
 
 /// One attempt of a query that goes to the partition's leader (see `watermarks`).
@@ -1025,8 +1025,8 @@ pub fn replay(
 /// `broker.session.timeout.ms`, 9 s by default, then an election), and meanwhile librdkafka
 /// keeps sending the query to the dead one until the attempt times out, even after another
 /// was elected: so each attempt is short (`LEADER_ATTEMPT`), the topic's metadata is asked for
-/// again after each, and the answers that mean "no leader now" are retried for up to `wait`. Any other error, or those past the bound, is
-/// returned.
+/// again after each, and the answers that mean "no leader now" are retried for up to `wait`.
+/// Any other error, or those past the bound, is returned.
 fn watermarks(
     consumer: &BaseConsumer,
     topic: &str,
