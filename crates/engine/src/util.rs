@@ -465,6 +465,18 @@ impl Glob {
     }
 }
 
+/// The destination database of a COPY (`COPY src dst [DB n] [REPLACE]`: the argument after the
+/// DB token), as written; None without one or when it is not an integer.
+pub fn copy_destination_db<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Option<i64> {
+    let mut it = args.into_iter().skip(3);
+    while let Some(a) = it.next() {
+        if a.eq_ignore_ascii_case(b"db") {
+            return it.next().and_then(parse_i64);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -596,16 +608,4 @@ mod tests {
         assert_eq!(parse_long_double(b"0x.8"), Some(0.5));
         assert_eq!(parse_long_double(b"0x1p"), None);
     }
-}
-
-/// The destination database of a COPY (`COPY src dst [DB n] [REPLACE]`: the argument after the
-/// DB token), as written; None without one or when it is not an integer.
-pub fn copy_destination_db<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Option<i64> {
-    let mut it = args.into_iter().skip(3);
-    while let Some(a) = it.next() {
-        if a.eq_ignore_ascii_case(b"db") {
-            return it.next().and_then(parse_i64);
-        }
-    }
-    None
 }

@@ -393,7 +393,7 @@ pub fn segfault() -> ! {
             -1,
             0,
         );
-        let target = if page == libc::MAP_FAILED { 1usize as *mut u8 } else { page as *mut u8 };
+        let target = if page == libc::MAP_FAILED { std::ptr::dangling_mut::<u8>() } else { page as *mut u8 };
         std::ptr::write_volatile(target, b'x');
     }
     // Only if the store did not fault (it always does): die the same way.
@@ -593,7 +593,7 @@ impl LogWriter {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes the timespec we pass (async-signal-safe).
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-        let secs = ts.tv_sec as i64;
+        let secs = ts.tv_sec;
         let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
         let (y, m, d) = civil_from_days(days);
         let mut cur = std::io::Cursor::new(&mut w.prefix[..]);

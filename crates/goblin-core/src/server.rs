@@ -2108,7 +2108,7 @@ impl Server {
         if total < limit {
             return;
         }
-        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
         for (mem, slot) in candidates {
             if total < limit {
                 break;
@@ -2517,7 +2517,7 @@ impl ShutdownFlags {
                 _ => return None,
             }
         }
-        (!words.is_empty() && !(f.save && f.nosave)).then_some(f)
+        (!words.is_empty() && (!f.save || !f.nosave)).then_some(f)
     }
 
     /// As CONFIG GET shows it.

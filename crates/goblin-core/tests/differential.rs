@@ -743,10 +743,8 @@ fn stream_group_counters_match_redis8() {
                     a
                 }
                 35..=59 => {
-                    let mut a = vec!["XGROUP", "CREATE", "s", group]
-                        .iter()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>();
+                    let mut a =
+                        ["XGROUP", "CREATE", "s", group].iter().map(|x| x.to_string()).collect::<Vec<_>>();
                     a.push(some_id(&mut rng, &ids));
                     a.push("MKSTREAM".into());
                     if rng.gen_bool(0.3) {
@@ -774,7 +772,7 @@ fn stream_group_counters_match_redis8() {
                 }
                 83..=88 => {
                     let mut a =
-                        vec!["XGROUP", "SETID", "s", group].iter().map(|x| x.to_string()).collect::<Vec<_>>();
+                        ["XGROUP", "SETID", "s", group].iter().map(|x| x.to_string()).collect::<Vec<_>>();
                     a.push(some_id(&mut rng, &ids));
                     if rng.gen_bool(0.3) {
                         a.extend(["ENTRIESREAD".to_string(), rng.gen_range(0..7).to_string()]);

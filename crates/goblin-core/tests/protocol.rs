@@ -374,7 +374,7 @@ fn big_arguments_arrive_intact_in_pieces() {
             stream.write_all(&req[at..end]).unwrap();
             at = end;
             step = (step * 7 + 13) % 300_000 + 1;
-            if step % 5 == 0 {
+            if step.is_multiple_of(5) {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }

@@ -537,7 +537,7 @@ fn hsetex(c: &mut Ctx, out: &mut Vec<u8>, args: &[&[u8]]) {
                     return reply::error(out, b"ERR invalid number of fields");
                 };
                 let rest = args.len() - i - 2;
-                if rest % 2 != 0 || n as usize != rest / 2 {
+                if !rest.is_multiple_of(2) || n as usize != rest / 2 {
                     return errors::wrong_arity(out, args[0]);
                 }
                 break &args[i + 2..];

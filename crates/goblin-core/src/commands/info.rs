@@ -444,7 +444,7 @@ fn memory(s: &Server, t: &mut String) {
     // is out of the server while a script runs).
     field!(t, "used_memory_lua", "{lua}");
     field!(t, "used_memory_vm_eval", "{lua}");
-    field!(t, "used_memory_lua_human", "{}", human_bytes(lua as u64));
+    field!(t, "used_memory_lua_human", "{}", human_bytes(lua));
     field!(t, "used_memory_scripts_eval", "{scripts}");
     field!(t, "number_of_cached_scripts", "{cached}");
     // The functions' VM (its own, as in Redis) and the libraries' code.
@@ -452,10 +452,10 @@ fn memory(s: &Server, t: &mut String) {
     field!(t, "used_memory_functions", "{}", s.engine.functions.code_bytes());
     field!(t, "number_of_functions", "{}", s.functions.as_ref().map_or(0, |f| f.function_count()));
     field!(t, "number_of_libraries", "{}", s.engine.functions.len());
-    let vm_total = lua as u64 + s.functions.as_ref().map_or(0, |f| f.vm_bytes()) as u64;
+    let vm_total = lua + s.functions.as_ref().map_or(0, |f| f.vm_bytes()) as u64;
     field!(t, "used_memory_vm_total", "{vm_total}");
     field!(t, "used_memory_vm_total_human", "{}", human_bytes(vm_total));
-    let scripts_total = scripts as u64 + s.engine.functions.code_bytes() as u64;
+    let scripts_total = scripts + s.engine.functions.code_bytes() as u64;
     field!(t, "used_memory_scripts", "{scripts_total}");
     field!(t, "used_memory_scripts_human", "{}", human_bytes(scripts_total));
     // Firehose subscribers' fixed queues: anonymous mappings outside the allocator (so not in
@@ -542,8 +542,8 @@ fn instantaneous_eventloop(s: &Server) -> (u64, u64) {
     let (c1, d1) = s.stats.eventloop_samples[newest];
     let (c0, d0) = s.stats.eventloop_samples[oldest];
     let cycles = c1.saturating_sub(c0);
-    let per_sec = if dt == 0 { 0 } else { cycles * 1000 / dt };
-    let mean = if cycles == 0 { 0 } else { d1.saturating_sub(d0) / cycles / 1000 };
+    let per_sec = (cycles * 1000).checked_div(dt).unwrap_or(0);
+    let mean = d1.saturating_sub(d0).checked_div(cycles).unwrap_or(0) / 1000;
     (per_sec, mean)
 }
 

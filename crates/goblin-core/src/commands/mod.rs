@@ -539,7 +539,7 @@ fn memory_stats(s: &Server, proto: resp::Proto, out: &mut Vec<u8>) {
     int(out, "overhead.total", m.overhead as i64);
     int(out, "db.dict.rehashing.count", dbs.iter().filter(|(_, ks)| ks.is_rehashing()).count() as i64);
     int(out, "keys.count", keys as i64);
-    int(out, "keys.bytes-per-key", if keys > 0 { (net / keys) as i64 } else { 0 });
+    int(out, "keys.bytes-per-key", net.checked_div(keys).unwrap_or(0) as i64);
     int(out, "dataset.bytes", m.dataset as i64);
     dbl(out, "dataset.percentage", ratio(m.dataset, net) * 100.0);
     dbl(out, "peak.percentage", ratio(m.used, m.peak) * 100.0);

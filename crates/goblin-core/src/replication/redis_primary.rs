@@ -100,7 +100,8 @@ impl Default for PrimarySettings {
     }
 }
 
-/// What a successful handshake brought.
+/// What a successful handshake brought (one per connection: the size of `Full` costs nothing).
+#[allow(clippy::large_enum_variant)]
 enum Synced {
     /// `+FULLRESYNC id offset` and the RDB file, decoded (by the helper thread) into one
     /// keyspace per database that holds keys; `bytes` is the file's size.
@@ -549,9 +550,9 @@ fn handshake(
             Some(user) => r.command(&["AUTH", user, pass])?,
             None => r.command(&["AUTH", pass])?,
         };
-        if reply.starts_with('-') {
+        if let Some(error) = reply.strip_prefix('-') {
             // Redis's words (log watchers look for them).
-            return Err(format!("Unable to AUTH to MASTER: {}", &reply[1..]));
+            return Err(format!("Unable to AUTH to MASTER: {error}"));
         }
     }
     // Older primaries may not know these; the replication goes on without (as in Redis).

@@ -270,7 +270,7 @@ mod tests {
         assert_eq!((s.pids_tracked(), s.iids_tracked(), s.added), (2, 6, 20));
         assert_eq!(s.lookup(b"p", b"r6", 5010), None);
         assert_eq!(s.lookup(b"p", b"r7", 5010), Some(id(5007, 0)));
-        assert!(s.configure(100, 3) == false && s.iids_tracked() == 6);
+        assert!(!s.configure(100, 3) && s.iids_tracked() == 6);
         assert!(s.configure(50, 3));
         assert_eq!((s.pids_tracked(), s.iids_tracked(), s.added), (0, 0, 20));
     }
