@@ -76,12 +76,37 @@ pub struct Replication {
     /// Logical offset: 0 before the first mutation, +1 per canonical mutation. Advanced only
     /// by [`crate::Engine::commit`].
     pub offset: u64,
+    /// `(id, p)`: this lineage began at offset `p` as the continuation of lineage `id` through
+    /// `p` (Redis's `replid2`): a server holding `id` at exactly `p` has this lineage's
+    /// history through `p` and may follow it. None for a lineage begun any other way.
+    pub previous: Option<(ReplId, u64)>,
 }
 
 impl Replication {
     /// A fresh lineage with a random id, at offset 0.
     pub fn new_lineage() -> Self {
-        Replication { replid: ReplId::random(), offset: 0 }
+        Replication::at(ReplId::random(), 0)
+    }
+
+    /// Lineage `replid` at `offset`, with no predecessor.
+    pub fn at(replid: ReplId, offset: u64) -> Self {
+        Replication { replid, offset, previous: None }
+    }
+
+    /// A new lineage (random id) that continues this one's history from its current offset.
+    /// What a server whose later history is unknown starts from its restart point: the
+    /// mutations it numbered past that offset before may be lost, and new ones must not
+    /// reuse their numbers under the same id (a replica that saw the lost ones would take
+    /// the new ones for the same history). Only a server at exactly this offset of this
+    /// lineage may follow the new one without a new snapshot.
+    pub fn successor(self) -> Self {
+        self.successor_named(ReplId::random())
+    }
+
+    /// [`Replication::successor`] under a given id: a replica following its upstream's
+    /// successor lineage.
+    pub fn successor_named(self, replid: ReplId) -> Self {
+        Replication { replid, offset: self.offset, previous: Some((self.replid, self.offset)) }
     }
 }
 

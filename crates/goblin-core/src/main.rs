@@ -524,6 +524,25 @@ fn recover(cfg: &config::Config) -> Recovered {
             die(format!("--databases {}: {e}", cfg.databases));
         }
     }
+    // A primary without a journal that restarts from its snapshot cannot know what it
+    // numbered past the snapshot's offset before (a crash loses it; only a clean shutdown's
+    // final save is the end). Numbering new writes from there under the same id would let a
+    // replica that saw the lost ones take the new ones for the same history and go live with
+    // other data. So the history goes on under a new id that names the old one through this
+    // offset (Redis does the same with replid2): a replica at exactly this offset follows,
+    // one past it is refused. With --kafka the topic is the history and the lineage goes on
+    // (a replica ahead is caught by its own checks); a replica's lineage is its upstream's.
+    if meta.is_some() && cfg.kafka.is_none() && !cfg.is_replica() && cfg.replicaof.is_none() {
+        let from = engine.repl;
+        engine.set_replication(from.successor());
+        tracing::info!(
+            "lineage {} continues lineage {} from its offset {} (restarted from a snapshot without a journal: \
+             replicas at exactly that offset follow, any past it are refused)",
+            engine.repl.replid,
+            from.replid,
+            from.offset
+        );
+    }
     let snapshot_offset = engine.repl.offset;
     #[cfg(feature = "kafka")]
     let journal = match &cfg.kafka {

@@ -387,7 +387,7 @@ fn load_file(
     let replid = ReplId::parse(&meta.replid).ok_or_else(|| {
         format!("snapshot {} names lineage '{}', which is not 40 hex digits", path.display(), meta.replid)
     })?;
-    let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset });
+    let mut engine = Engine::new(Replication::at(replid, meta.logical_offset));
     engine.resize_databases(databases)?;
     engine.replace_databases(dbs).map_err(|e| format!("snapshot {} is not loadable: {e}", path.display()))?;
     engine.functions.replace_all(meta.functions.clone()).map_err(|e| {
@@ -629,8 +629,7 @@ pub fn load_rdb_at_startup(
     functions
         .replace_all(found.functions)
         .map_err(|e| format!("RDB file {}: a function library: {e}", path.display()))?;
-    let mut engine =
-        Engine::new(Replication { replid: ReplId::random(), offset: lineage_start(&dbs, &functions) });
+    let mut engine = Engine::new(Replication::at(ReplId::random(), lineage_start(&dbs, &functions)));
     engine.resize_databases(databases)?;
     engine.replace_databases(dbs).map_err(|e| format!("RDB file {} is not loadable: {e}", path.display()))?;
     engine.functions = functions;
@@ -2032,7 +2031,7 @@ impl Server {
         self.engine.set_evict_config(cfg);
         self.engine.stamp_access(now_ms());
         if changes {
-            let repl = Replication { replid: ReplId::random(), offset: fresh };
+            let repl = Replication::at(ReplId::random(), fresh);
             self.engine.set_replication(repl);
             self.snapshots.last_save_offset = repl.offset;
             // Nor may a redis-server replica that left continue the stream it followed: the

@@ -438,12 +438,14 @@ fn fake_upstream(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
 }
 
 /// The firehose protocol version these hand-written frames speak (`frame::PROTOCOL_VERSION`).
-const PROTO: u32 = 5;
+const PROTO: u32 = 6;
 
+/// A hello of a lineage with no predecessor (40 zeros, -1).
 fn hello(version: &str, replid: &str, offset: u64) -> Vec<u8> {
     format!(
-        "*5\r\n$5\r\nHELLO\r\n:{PROTO}\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n",
-        version.len()
+        "*7\r\n$5\r\nHELLO\r\n:{PROTO}\r\n${}\r\n{version}\r\n$40\r\n{replid}\r\n:{offset}\r\n$40\r\n{}\r\n:-1\r\n",
+        version.len(),
+        "0".repeat(40)
     )
     .into_bytes()
 }
@@ -638,13 +640,18 @@ fn reconnect_rules_kafka_catch_up_behind_and_another_lineage() {
     assert!(replica.log().contains("catching up through Kafka"), "{}", replica.log());
     let m = repl(&replica);
     assert_eq!((m["replica_state"].as_str(), m["replica_lag"].as_str()), ("live", "0"), "{m:?}");
-    // The primary comes back from an older snapshot without its journal: behind the replica.
+    // The primary comes back from an older snapshot without its journal: restarted at an
+    // offset of the replica's lineage that the replica has passed.
     let mut primary = primary;
     primary.signal(9);
     primary.wait_exit(Duration::from_secs(10)).unwrap();
     let behind = Server::start(&["--port", &pport, "--load", &older, "--save", ""]);
     let m = wait_for(&replica, "degraded", |m| m["replica_state"] == "degraded");
-    assert!(m["replica_last_error"].contains("behind"), "{m:?}");
+    assert!(
+        m["replica_last_error"].contains("restarted at offset 100")
+            && m["replica_last_error"].contains("past it"),
+        "{m:?}"
+    );
     assert_eq!(m["goblin_ready"], "0");
     // Reads still served from the last good state.
     let n: i64 = redis::cmd("LLEN").arg("after").query(&mut replica.conn()).unwrap();
@@ -1208,4 +1215,91 @@ fn a_spilled_batch_past_the_replica_output_limit_cuts_the_subscriber_off() {
 
 fn m_state(r: &Server) -> String {
     info(&mut r.conn(), "replication")["replica_state"].clone()
+}
+
+/// A primary without a journal restarts from its snapshot under a new lineage that names the
+/// old one through the snapshot's offset (INFO master_replid2, second_repl_offset). A replica
+/// at exactly that offset, and the replica chained behind it, follow the new lineage; a
+/// replica past it (it applied writes the crash took from the primary) is refused, also once
+/// the primary's new writes reach its offset: with one lineage id across the restart it went
+/// live there, holding the lost writes where the primary holds others.
+#[test]
+fn a_primary_restarted_from_its_snapshot_without_kafka_is_followed_only_from_that_offset() {
+    use rand::SeedableRng;
+    let snap = sock("primary-nokafka.gcsn");
+    let pport = common::free_port().to_string();
+    let pargs = ["--port", pport.as_str(), "--load", &snap, "--enable-debug-command", "yes"];
+    let mut primary = Server::start(&pargs);
+    let a = live_replica(&["--replica-tcp", "127.0.0.1", &pport]);
+    let aport = a.port.to_string();
+    let chained = live_replica(&["--replica-tcp", "127.0.0.1", &aport]);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    random_workload(&primary, &mut rng, 4);
+    let _: () = redis::cmd("SAVE").query(&mut primary.conn()).unwrap();
+    converge(&primary, &[&a, &chained]);
+    let (old, x) = (repl(&primary)["master_replid"].clone(), offset(&primary));
+
+    // Killed right after its save: the replicas stand at the snapshot's offset and follow.
+    primary.signal(9);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    wait_for(&a, "the link lost", |m| m["goblin_ready"] == "0");
+    let mut primary = Server::start(&pargs);
+    let m = repl(&primary);
+    let new = m["master_replid"].clone();
+    assert_ne!(new, old);
+    assert_eq!((m["master_replid2"].as_str(), offset(&primary)), (old.as_str(), x));
+    assert_eq!(m["second_repl_offset"], (x + 1).to_string());
+    assert!(
+        primary.log().contains(&format!("continues lineage {old} from its offset {x}")),
+        "{}",
+        primary.log()
+    );
+    for r in [&a, &chained] {
+        let m = wait_for(r, "live on the new lineage", |m| m["replica_state"] == "live");
+        assert_eq!((m["master_replid"].as_str(), m["master_replid2"].as_str()), (new.as_str(), old.as_str()));
+        assert_eq!(m["slave_repl_offset"], x.to_string());
+    }
+    let mut pc = primary.conn();
+    for i in 0..20 {
+        let _: i64 = redis::cmd("INCR").arg("after").query(&mut pc).unwrap();
+        let _: i64 = redis::cmd("RPUSH").arg("after-list").arg(i).query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&a, &chained]);
+
+    // Saved at z, written past it to y, killed: the replicas hold y - z writes the restarted
+    // primary lost. They are refused, before and after its new writes reach offset y.
+    let _: () = redis::cmd("SAVE").query(&mut primary.conn()).unwrap();
+    let z = offset(&primary);
+    let mut pc = primary.conn();
+    for i in 0..5 {
+        let _: () = redis::cmd("SET").arg(format!("lost{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    converge(&primary, &[&a, &chained]);
+    let (y, held) = (offset(&primary), digest(&a));
+    primary.signal(9);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    let primary = Server::start(&pargs);
+    assert_eq!(offset(&primary), z);
+    let m = wait_for(&a, "refused", |m| m["replica_state"] == "degraded");
+    assert!(
+        m["replica_last_error"].contains(&format!("restarted at offset {z} of this server's lineage {new}"))
+            && m["replica_last_error"].contains("past it"),
+        "{m:?}"
+    );
+    let mut pc = primary.conn();
+    for i in 0..(y - z) {
+        let _: () = redis::cmd("SET").arg(format!("other{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    assert_eq!(offset(&primary), y);
+    // Two more attempts (degraded retries every 5 s) with the primary at the replica's offset.
+    let tried = repl(&a)["replica_reconnect_attempts"].parse::<u64>().unwrap();
+    let m = wait_for(&a, "two more attempts", |m| {
+        m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= tried + 2
+    });
+    assert_eq!((m["replica_state"].as_str(), m["goblin_ready"].as_str()), ("degraded", "0"), "{m:?}");
+    assert_eq!((offset(&a), digest(&a)), (y, held));
+    let n: i64 = redis::cmd("EXISTS").arg("lost0").arg("other0").query(&mut a.conn()).unwrap();
+    assert_eq!(n, 1, "the replica keeps what it had, and takes none of the new writes");
+    // The chained replica lost its upstream's link and stays down with it.
+    assert_eq!(repl(&chained)["goblin_ready"], "0");
 }

@@ -28,7 +28,7 @@ pub fn dump(e: &Engine) -> BTreeMap<(u32, Vec<u8>), (Plain, Option<Millis>)> {
 
 /// A fresh engine with a fixed lineage.
 pub fn engine() -> Engine {
-    Engine::new(Replication { replid: ReplId([0xa5; 20]), offset: 0 })
+    Engine::new(Replication::at(ReplId([0xa5; 20]), 0))
 }
 
 /// Runs `cmds` on a fresh engine A (command i at time `start + i * step_ms`, each command one

@@ -624,7 +624,6 @@ fn stats(s: &Server, t: &mut String) {
 fn replication(s: &Server, t: &mut String) {
     t.push_str("# Replication\r\n");
     s.replication_info(t);
-    field!(t, "second_repl_offset", "-1");
     // The backlog of the stream redis-server replicas follow (`replication::redis_replicas`),
     // in that stream's byte offsets, with its own ID; firehose subscribers have fixed queues.
     let (active, first, histlen, replid, offset) = s.redis_replicas.backlog_info();

@@ -1474,7 +1474,7 @@ fn replay_record(
     if id != engine.repl.replid {
         if *adopt_lineage && engine.repl.offset == 0 && engine.pending().is_empty() {
             // No snapshot: the topic's first lineage is the one this primary continues.
-            engine.set_replication(Replication { replid: id, offset: 0 });
+            engine.set_replication(Replication::at(id, 0));
             *adopt_lineage = false;
         } else if !*lineage_seen {
             stats.older_lineage += 1;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! subscriber -> upstream   GOBLIN.FIREHOSE                        (after AUTH, if required)
-//! upstream -> subscriber   *5  HELLO  :proto  $version  $replid  :offset
+//! upstream -> subscriber   *7  HELLO  :proto  $version  $replid  :offset  $prev_replid  :prev_offset
 //!                          *N  BATCH  :proto  $replid  :first  :acked_logical  :acked_broker
 //!                              :consumer_position  [:db] $m1 [:db] $m2 ...
 //!                                                  (N = 7 + mutations + database markers)
@@ -13,7 +13,9 @@
 //! ```
 //!
 //! `HELLO`'s offset is the upstream's released logical offset: every later mutation arrives in
-//! a `BATCH`. A batch frame is one committed batch (an atomic unit: one command, one EXEC, one
+//! a `BATCH`. `prev_replid`/`prev_offset` name the lineage the upstream's began from and the
+//! offset where it did ([`engine::Replication::previous`]; 40 zeros and -1: none): a
+//! subscriber at exactly that offset of that lineage holds the same history and may follow. A batch frame is one committed batch (an atomic unit: one command, one EXEC, one
 //! script); its i-th mutation (a complete canonical RESP2 command, carried as a bulk string)
 //! has logical offset `first + i`. A mutation belongs to database 0 unless an integer element
 //! `:db` precedes it: that marker says the mutations after it belong to database `db`, up to
@@ -30,7 +32,7 @@
 use engine::ReplId;
 
 /// Bumped whenever the frames change shape or meaning.
-pub const PROTOCOL_VERSION: i64 = 5;
+pub const PROTOCOL_VERSION: i64 = 6;
 
 /// The build's version: both ends of a firehose must run exactly the same one.
 pub const BUILD_VERSION: &str = concat!("goblin-core ", env!("CARGO_PKG_VERSION"));
@@ -54,6 +56,8 @@ pub enum Frame<'a> {
         version: &'a [u8],
         replid: ReplId,
         offset: u64,
+        /// The lineage the upstream's began from, and the offset where it did.
+        previous: Option<(ReplId, u64)>,
     },
     Batch(BatchFrame<'a>),
     /// The upstream is alive and has released through `offset` (sent when it has sent nothing
@@ -119,12 +123,15 @@ fn push_bulk(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64) {
-    out.extend_from_slice(b"*5\r\n$5\r\nHELLO\r\n");
+pub fn encode_hello(out: &mut Vec<u8>, replid: ReplId, offset: u64, previous: Option<(ReplId, u64)>) {
+    out.extend_from_slice(b"*7\r\n$5\r\nHELLO\r\n");
     push_int(out, PROTOCOL_VERSION);
     push_bulk(out, BUILD_VERSION.as_bytes());
     push_replid(out, replid);
     push_int(out, offset as i64);
+    let (id, at) = previous.map_or((ReplId([0; 20]), -1), |(id, at)| (id, at as i64));
+    push_replid(out, id);
+    push_int(out, at);
 }
 
 /// A heartbeat naming the released offset and the Kafka cursor.
@@ -301,7 +308,9 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
     let kind = need!(r.bulk(16));
     let replid = |s: &[u8]| ReplId::parse_bytes(s).ok_or_else(|| "a malformed replication id".to_string());
     match kind {
-        b"HELLO" if n == 5 => {
+        // Five elements: an older build's hello, read this far so that its version can be
+        // named in the refusal.
+        b"HELLO" if n == 5 || n == 7 => {
             let proto = need!(r.int());
             let version = need!(r.bulk(256));
             let id = replid(need!(r.bulk(64)))?;
@@ -309,7 +318,16 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, DecodeError> {
             if offset < 0 {
                 return Err("a negative offset in the hello".into());
             }
-            Ok(Some((Frame::Hello { proto, version, replid: id, offset: offset as u64 }, r.at)))
+            let mut previous = None;
+            if n == 7 {
+                let prev = replid(need!(r.bulk(64)))?;
+                let at = need!(r.int());
+                if at > offset {
+                    return Err("a hello whose lineage began past its offset".into());
+                }
+                previous = u64::try_from(at).ok().map(|at| (prev, at));
+            }
+            Ok(Some((Frame::Hello { proto, version, replid: id, offset: offset as u64, previous }, r.at)))
         }
         b"TICK" if n == 4 => {
             let offset = need!(r.int());
@@ -377,7 +395,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn batch_of(replid: ReplId, first: u64, cmds: &[Vec<Vec<u8>>]) -> engine::Batch {
-        let mut e = engine::Engine::new(engine::Replication { replid, offset: first - 1 });
+        let mut e = engine::Engine::new(engine::Replication::at(replid, first - 1));
         for c in cmds {
             let mut rec = Vec::new();
             resp::reply::bulk_array(&mut rec, c);
@@ -416,32 +434,51 @@ mod tests {
         encode_batch(&mut out, &plain, Cursor::UNKNOWN, -1);
         assert!(out.starts_with(b"*8\r\n"));
         // A marker must be followed by a mutation, and one marker at a time.
-        let trailing = b"*9\r\n$5\r\nBATCH\r\n:5\r\n$40\r\n0123456789012345678901234567890123456789\r\n:1\r\n:-1\r\n:-1\r\n:-1\r\n$3\r\nabc\r\n:2\r\n";
-        assert!(decode(trailing).unwrap_err().contains("marker"));
-        let twice = b"*10\r\n$5\r\nBATCH\r\n:5\r\n$40\r\n0123456789012345678901234567890123456789\r\n:1\r\n:-1\r\n:-1\r\n:-1\r\n:2\r\n:3\r\n$3\r\nabc\r\n";
-        assert!(decode(twice).unwrap_err().contains("two database markers"));
+        let head = |n: usize| {
+            format!(
+                "*{n}\r\n$5\r\nBATCH\r\n:{PROTOCOL_VERSION}\r\n$40\r\n0123456789012345678901234567890123456789\r\n:1\r\n:-1\r\n:-1\r\n:-1\r\n"
+            )
+        };
+        let trailing = head(9) + "$3\r\nabc\r\n:2\r\n";
+        assert!(decode(trailing.as_bytes()).unwrap_err().contains("marker"));
+        let twice = head(10) + ":2\r\n:3\r\n$3\r\nabc\r\n";
+        assert!(decode(twice.as_bytes()).unwrap_err().contains("two database markers"));
     }
 
     #[test]
     fn hello_round_trip() {
         let id = ReplId::random();
-        let mut out = Vec::new();
-        encode_hello(&mut out, id, 42);
-        let (f, used) = decode(&out).unwrap().unwrap();
-        assert_eq!(used, out.len());
-        assert_eq!(
-            f,
-            Frame::Hello {
-                proto: PROTOCOL_VERSION,
-                version: BUILD_VERSION.as_bytes(),
-                replid: id,
-                offset: 42
+        for previous in [None, Some((ReplId::random(), 0)), Some((ReplId::random(), 42))] {
+            let mut out = Vec::new();
+            encode_hello(&mut out, id, 42, previous);
+            let (f, used) = decode(&out).unwrap().unwrap();
+            assert_eq!(used, out.len());
+            assert_eq!(
+                f,
+                Frame::Hello {
+                    proto: PROTOCOL_VERSION,
+                    version: BUILD_VERSION.as_bytes(),
+                    replid: id,
+                    offset: 42,
+                    previous
+                }
+            );
+            // Every strict prefix is incomplete, never an error.
+            for cut in 0..out.len() {
+                assert_eq!(decode(&out[..cut]), Ok(None), "prefix {cut}");
             }
-        );
-        // Every strict prefix is incomplete, never an error.
-        for cut in 0..out.len() {
-            assert_eq!(decode(&out[..cut]), Ok(None), "prefix {cut}");
         }
+        // A lineage cannot have begun past the offset the hello names.
+        let mut out = Vec::new();
+        encode_hello(&mut out, id, 42, Some((ReplId::random(), 43)));
+        assert!(decode(&out).unwrap_err().contains("began past"));
+        // An older build's five-element hello still decodes (its version is then refused).
+        let mut old = b"*5\r\n$5\r\nHELLO\r\n:5\r\n$4\r\nold!\r\n".to_vec();
+        old.extend_from_slice(format!("$40\r\n{id}\r\n:3\r\n").as_bytes());
+        assert!(matches!(
+            decode(&old),
+            Ok(Some((Frame::Hello { proto: 5, offset: 3, previous: None, .. }, _)))
+        ));
         let mut tick = Vec::new();
         let cursor = Cursor { logical: 97, broker: 1234 };
         encode_tick(&mut tick, 99, cursor);
@@ -532,7 +569,7 @@ mod tests {
             let (cursor, position) = (Cursor { logical: cursor.0, broker: cursor.1 }, cursor.2);
             let mut out = Vec::new();
             encode_batch(&mut out, &batch, cursor, position);
-            encode_hello(&mut out, id, 7);
+            encode_hello(&mut out, id, 7, None);
             let (f, used) = decode(&out).unwrap().unwrap();
             let Frame::Batch(b) = f else { panic!("not a batch") };
             prop_assert_eq!(b.replid, id);

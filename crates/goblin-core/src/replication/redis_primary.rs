@@ -967,7 +967,7 @@ impl Server {
         self.watches.touch_all();
         self.firehose_disconnect_all();
         self.redis_replicas_reset();
-        let repl = Replication { replid: ReplId::random(), offset: start };
+        let repl = Replication::at(ReplId::random(), start);
         self.engine.set_replication(repl);
         self.snapshots.last_save_offset = start;
         drop(old);

@@ -177,6 +177,8 @@ pub struct Handshake {
     pub stream: Stream,
     pub replid: ReplId,
     pub offset: u64,
+    /// The lineage the upstream's began from, and the offset where it did (the hello's).
+    pub previous: Option<(ReplId, u64)>,
     /// Bytes read after the hello (the first frames).
     pub leftover: Vec<u8>,
     /// Whether Kafka answered the connector (`probe_kafka`) when the hello was ahead of the
@@ -537,7 +539,7 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
     }
     loop {
         match frame::decode(&buf[at..]) {
-            Ok(Some((Frame::Hello { proto, version, replid, offset }, n))) => {
+            Ok(Some((Frame::Hello { proto, version, replid, offset, previous }, n))) => {
                 if proto != frame::PROTOCOL_VERSION || version != frame::BUILD_VERSION.as_bytes() {
                     return Err(format!(
                         "{VERSION_MISMATCH}: the upstream ({what}) runs {} (firehose protocol {proto}), this server runs {} \
@@ -548,7 +550,7 @@ pub fn connect(settings: &Settings) -> Result<Handshake, String> {
                     ));
                 }
                 let leftover = buf[at + n..].to_vec();
-                return Ok(Handshake { stream, replid, offset, leftover, kafka: None });
+                return Ok(Handshake { stream, replid, offset, previous, leftover, kafka: None });
             }
             Ok(Some((Frame::Batch(_) | Frame::Tick { .. }, _))) => {
                 return Err(format!("the upstream ({what}) sent a frame before its hello"))
@@ -780,14 +782,40 @@ impl Server {
     }
 
     fn try_follow(&mut self, hs: Handshake) -> Result<(), Refusal> {
-        let Handshake { stream, replid, offset, leftover, kafka } = hs;
+        let Handshake { stream, replid, offset, previous, leftover, kafka } = hs;
         let r = self.replica.as_mut().expect("a replica");
         r.last_io = Some(Instant::now());
         let local = self.engine.repl;
         if replid != local.replid {
             if local.offset == 0 && !r.has_history && self.engine.total_keys() == 0 {
                 info!("replica: adopting the upstream's lineage {replid}");
-                self.engine.set_replication(Replication { replid, offset: 0 });
+                self.engine.set_replication(Replication::at(replid, 0));
+            } else if previous == Some((local.replid, local.offset)) {
+                // The upstream restarted from a restart point of ours at exactly our offset
+                // and numbers what it writes since under a new id: the same history through
+                // here. Our own subscribers (none while the link is down) would follow the
+                // same way: the predecessor is passed on.
+                info!(
+                    "replica: the upstream continues lineage {} from offset {} as lineage {replid}; following it",
+                    local.replid, local.offset
+                );
+                self.engine.set_replication(local.successor_named(replid));
+            } else if let Some((id, at)) = previous.filter(|(id, _)| *id == local.replid) {
+                r.upstream_offset = None;
+                let o = local.offset;
+                let why = if o > at {
+                    format!(
+                        "this server is past it, at offset {o}: its mutations after {at} may be ones the upstream \
+                         lost, and the upstream has numbered others since"
+                    )
+                } else {
+                    format!("this server is behind it, at offset {o}: a gap no firehose frame fills")
+                };
+                return Err(Refusal::Degraded(format!(
+                    "the upstream restarted at offset {at} of this server's lineage {id} and continues it as lineage \
+                     {replid} (now at offset {offset}); {why} (install a snapshot of the upstream's lineage and \
+                     restart with --load)"
+                )));
             } else {
                 // Its offset counts another history: not comparable with ours (INFO shows -1).
                 r.upstream_offset = None;
@@ -1389,9 +1417,16 @@ impl Server {
             "master_failover_state",
             &crate::replication::failover::Failover::state_name(self.failover.as_ref()),
         );
-        f("master_replid", &self.engine.repl.replid);
-        f("master_replid2", &"0000000000000000000000000000000000000000");
-        f("master_repl_offset", &self.engine.repl.offset);
+        // The lineage this one continues (Redis's replid2 and second_repl_offset: the first
+        // offset past the part of the history the two share).
+        let repl = self.engine.repl;
+        f("master_replid", &repl.replid);
+        match repl.previous {
+            Some((id, _)) => f("master_replid2", &id),
+            None => f("master_replid2", &"0000000000000000000000000000000000000000"),
+        }
+        f("master_repl_offset", &repl.offset);
+        f("second_repl_offset", &repl.previous.map_or(-1, |(_, at)| at as i64 + 1));
     }
 
     /// ROLE: `master offset [[addr port offset] ...]`, or

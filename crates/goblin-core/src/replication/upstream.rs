@@ -183,7 +183,7 @@ impl Server {
         };
         let offset = self.firehose_released();
         let mut hello = Vec::with_capacity(128);
-        frame::encode_hello(&mut hello, self.engine.repl.replid, offset);
+        frame::encode_hello(&mut hello, self.engine.repl.replid, offset, self.engine.repl.previous);
         // A fresh queue of at least a page always holds a hello.
         assert!(queue.push(&hello), "a hello fits an empty queue");
         c.firehose = Some(Box::new(Downstream {
