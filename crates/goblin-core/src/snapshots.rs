@@ -1848,8 +1848,7 @@ impl Server {
     }
 
     /// GOBLIN.LOAD path: replaces the dataset with a snapshot, at once (clients see the old
-    /// state or the new one), adopting its lineage and offset, unless that would rewind this
-    /// server's own lineage (below).
+    /// state or the new one), going on from its offset as a successor of its lineage (below).
     ///
     /// Refused on a replicated server: with a journal or an upstream (the durable boundary is
     /// validated only by a restart with --load), and while firehose subscribers are attached
@@ -1900,24 +1899,21 @@ impl Server {
                 let cfg = self.engine.evict;
                 self.engine.set_evict_config(cfg);
                 self.engine.stamp_access(now_ms());
-                // A snapshot of this server's own lineage from before its current offset: this
-                // server has already numbered other mutations past it, which a replica
-                // detached now may hold. Continuing the lineage would give new mutations those
-                // same numbers, and such a replica would reattach as if in step. A fresh
-                // lineage makes it start over instead (its reconnect sees another lineage).
-                let current = self.engine.repl;
-                let mut repl = loaded.repl;
-                if repl.replid == current.replid && repl.offset < current.offset {
-                    repl.replid = ReplId::random();
-                    info!(
-                        "GOBLIN.LOAD {}: the snapshot is at offset {} of this server's own lineage {},                          which is already at {}: starting lineage {} from it",
-                        path.display(),
-                        loaded.repl.offset,
-                        current.replid,
-                        current.offset,
-                        repl.replid
-                    );
-                }
+                // The history goes on from the snapshot as a successor of its lineage (new id,
+                // the file's lineage through its offset as predecessor), as at a restart from
+                // one without a journal (main.rs `recover`): this server, or the one that
+                // wrote the file, may have numbered other mutations past that offset, which a
+                // replica detached now may hold; under the same id such a replica would
+                // reattach as if in step once this server's new writes reached its offset.
+                // A replica at exactly the file's offset holds the same history and follows.
+                let repl = loaded.repl.successor();
+                info!(
+                    "GOBLIN.LOAD {}: lineage {} continues the snapshot's lineage {} from its offset {}",
+                    path.display(),
+                    repl.replid,
+                    loaded.repl.replid,
+                    loaded.repl.offset
+                );
                 self.engine.set_replication(repl);
                 self.watches.touch_all();
                 self.snapshots.last_save_offset = repl.offset;

@@ -34,6 +34,17 @@ fn lineage(con: &mut redis::Connection) -> (String, u64) {
     (m["master_replid"].clone(), m["master_repl_offset"].parse().unwrap())
 }
 
+/// A primary started from a snapshot without a journal goes on under a successor lineage:
+/// the lineage it continues and the offset it began at (master_replid2 and one before
+/// second_repl_offset), when it stands at that offset (nothing written since) with a new id.
+fn continued(con: &mut redis::Connection) -> (String, u64) {
+    let m = info(con, "replication");
+    let at: u64 = m["second_repl_offset"].parse::<u64>().unwrap() - 1;
+    assert_eq!(m["master_repl_offset"], at.to_string(), "{m:?}");
+    assert_ne!(m["master_replid"], m["master_replid2"]);
+    (m["master_replid2"].clone(), at)
+}
+
 /// Every type, TTLs, an array with a moved insert cursor, binary and empty strings.
 fn fill(con: &mut redis::Connection, n: usize) {
     let mut p = redis::pipe();
@@ -87,7 +98,7 @@ fn save_then_load_restores_data_and_lineage() {
     let b = Server::start(&["--load", p]);
     let mut con = b.conn();
     assert_eq!(digest(&mut con), want_digest);
-    assert_eq!(lineage(&mut con), want_lineage, "the lineage and offset continue");
+    assert_eq!(continued(&mut con), want_lineage, "the lineage goes on from the snapshot's offset");
     let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
     assert_eq!(info(&mut con, "persistence")["rdb_last_load_keys_loaded"], keys.to_string());
     let ttl: i64 = redis::cmd("PTTL").arg("ttl").query(&mut con).unwrap();
@@ -628,7 +639,7 @@ fn dumpworld_bootstraps_a_second_server() {
     let raw_snap = dir.join("raw.gcsn");
     std::fs::write(&raw_snap, &body[..body.len() - 40]).unwrap();
     let r = Server::start(&["--load", raw_snap.to_str().unwrap(), "--save", ""]);
-    assert_eq!((digest(&mut r.conn()), lineage(&mut r.conn())), want);
+    assert_eq!((digest(&mut r.conn()), continued(&mut r.conn())), want);
     for bad in [&["GOBLIN.DUMPWORLD", "LATER"][..], &["GOBLIN.DUMPWORLD", "EOF", "EOF"]] {
         let e = redis::cmd(bad[0]).arg(&bad[1..]).query::<()>(&mut con).unwrap_err();
         assert_eq!((e.code(), e.detail()), (Some("ERR"), Some("syntax error")), "{bad:?}");
@@ -650,7 +661,7 @@ fn dumpworld_bootstraps_a_second_server() {
     assert!(status.success());
     let b = Server::start(&["--load", out.to_str().unwrap(), "--save", ""]);
     let mut bc = b.conn();
-    assert_eq!((digest(&mut bc), lineage(&mut bc)), want);
+    assert_eq!((digest(&mut bc), continued(&mut bc)), want);
     // Against a server that does not answer a snapshot, the tool fails and installs nothing.
     let bad = dir.join("bad.gcsn");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_goblin-core"))
@@ -681,13 +692,15 @@ fn goblin_load_replaces_the_dataset() {
     assert!(err.to_string().contains("cannot open"), "{err}");
     assert_eq!(digest(&mut bc), before, "a failed load changes nothing");
     let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut bc).unwrap();
-    assert_eq!((digest(&mut bc), lineage(&mut bc)), want);
+    // The file's data and offset, under a successor of its lineage (see below).
+    assert_eq!((digest(&mut bc), continued(&mut bc)), want);
 }
 
 /// GOBLIN.LOAD may not take history away from replicas: it is refused while a firehose
-/// subscriber is attached (the dataset stays as it was), and a snapshot that would rewind the
-/// server's own lineage starts a fresh lineage instead, so that a replica that saw the later
-/// offsets cannot reattach as if in step. A snapshot of another lineage is adopted as it is.
+/// subscriber is attached (the dataset stays as it was), and a loaded snapshot goes on as a
+/// successor of its lineage (a new id, the file's lineage and offset as master_replid2 and
+/// second_repl_offset - 1), so that a replica that saw later offsets of the file's lineage
+/// cannot reattach as if in step; one at exactly the file's offset follows.
 #[test]
 fn goblin_load_keeps_replicas_from_diverging() {
     let dir = folder("goblinload-repl");
@@ -724,11 +737,13 @@ fn goblin_load_keeps_replicas_from_diverging() {
     let (d, (id, offset)) = (digest(&mut ac), lineage(&mut ac));
     assert_eq!((d.as_str(), offset), (saved.0.as_str(), saved.1 .1));
     assert_ne!(id, saved.1 .0, "a rewound lineage must not be continued");
+    assert_eq!(continued(&mut ac), saved.1);
 
-    // Another server's snapshot: its lineage and offset are adopted as they are.
+    // Another server's snapshot: the same, its data and offset under a successor lineage.
     let b = Server::start(&["--save", ""]);
-    let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut b.conn()).unwrap();
-    assert_eq!((digest(&mut b.conn()), lineage(&mut b.conn())), saved);
+    let mut bc = b.conn();
+    let _: () = redis::cmd("GOBLIN.LOAD").arg(path.to_str().unwrap()).query(&mut bc).unwrap();
+    assert_eq!((digest(&mut bc), continued(&mut bc)), saved);
 }
 
 /// A failed save of the RDB restart point stops writes as a snapshot's does (MISCONF), and
