@@ -380,7 +380,12 @@ impl Server {
         }
         if let Some(m) = &mut conn.multi {
             // Commands Redis marks no-multi are refused, and the transaction fails at EXEC.
-            if matches!(spec.name, "shutdown" | "save" | "goblin.firehose") {
+            // GOBLIN.DUMPWORLD's child writes to the socket in the middle of EXEC's reply, and
+            // GOBLIN.LOAD replaces the dataset under the transaction's own batch.
+            if matches!(
+                spec.name,
+                "shutdown" | "save" | "goblin.firehose" | "goblin.dumpworld" | "goblin.load"
+            ) {
                 m.dirty = true;
                 reply::error(&mut conn.out, b"ERR Command not allowed inside a transaction");
                 self.stats.cmds.rejected(Some(spec)); // commandstats: refused before running

@@ -1416,6 +1416,14 @@ impl Server {
                     self.snapshots.scheduled = true;
                     return reply::simple(out, b"Background saving scheduled");
                 }
+                // Inside EXEC after a write: the dataset holds mutations the batch has not
+                // committed yet, so an image forked now would name an offset before them (a
+                // restart would replay them a second time). It starts at the next cron
+                // tick, after the batch is committed.
+                if !self.engine.pending().is_empty() {
+                    self.snapshots.scheduled = true;
+                    return reply::simple(out, b"Background saving scheduled");
+                }
                 match self.start_bgsave() {
                     Ok(()) => reply::simple(out, b"Background saving started"),
                     Err(e) => reply::error(out, e.as_bytes()),
@@ -2047,6 +2055,12 @@ impl Server {
     /// back in place of the live one: a check that everything survives the snapshot format.
     /// The lineage and offset stay (the content is the same); the options mean nothing here.
     pub(crate) fn debug_reload(&mut self, o: ReloadOptions) -> Result<(), String> {
+        // Inside EXEC after a write the dataset holds mutations not committed yet: a file
+        // written now would name an offset before them, and a reload would swap the dataset
+        // under the transaction's own batch.
+        if !self.engine.pending().is_empty() {
+            return Err("ERR DEBUG RELOAD is not allowed after a write in the same transaction".into());
+        }
         if self.snapshots.rdb_restart_point {
             return self.debug_reload_rdb(o);
         }

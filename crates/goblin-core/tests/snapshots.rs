@@ -985,3 +985,69 @@ fn a_background_save_reports_its_progress() {
     assert_eq!((m["current_save_keys_processed"].as_str(), m["current_cow_size"].as_str()), ("0", "0"));
     assert_eq!(m["rdb_last_bgsave_status"], "ok");
 }
+
+/// Inside EXEC, after a write, the dataset holds mutations the transaction's batch has not
+/// committed: BGSAVE there is scheduled (it starts once the batch is committed), so the image
+/// and the offset in its header agree (a fork at that point wrote `l = [x]` under the offset
+/// before the RPUSH, and a replay would have pushed `x` again). GOBLIN.DUMPWORLD and GOBLIN.LOAD
+/// are refused inside MULTI, and DEBUG RELOAD after a write in one (it crashed the server).
+#[test]
+fn saves_and_loads_inside_a_transaction_keep_the_image_and_its_offset_together() {
+    let dir = folder("multi-saves");
+    let path = dir.join("s.gcsn");
+    let s = Server::start(&["--load", path.to_str().unwrap(), "--save", "", "--enable-debug-command", "yes"]);
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    let (n1, bg, n2): (i64, String, i64) = redis::pipe()
+        .atomic()
+        .cmd("RPUSH")
+        .arg("l")
+        .arg("x")
+        .cmd("BGSAVE")
+        .cmd("RPUSH")
+        .arg("l")
+        .arg("y")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((n1, bg.as_str(), n2), (1, "Background saving scheduled", 2));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() || info(&mut con, "persistence")["rdb_bgsave_in_progress"] != "0" {
+        assert!(Instant::now() < deadline, "the scheduled save did not run: {}", s.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&mut con, "persistence")["rdb_last_bgsave_status"], "ok");
+    let copy = dir.join("copy.gcsn");
+    std::fs::copy(&path, &copy).unwrap();
+    let t = Server::start(&["--load", copy.to_str().unwrap(), "--save", ""]);
+    let mut tc = t.conn();
+    let list: Vec<String> = redis::cmd("LRANGE").arg("l").arg(0).arg(-1).query(&mut tc).unwrap();
+    assert_eq!(list, ["x", "y"]);
+    assert_eq!(continued(&mut tc).1, 3, "SET and both RPUSHes are in the image and its offset");
+
+    // Refused when queued; EXEC then aborts and nothing of the transaction runs.
+    for cmd in [&["GOBLIN.DUMPWORLD"][..], &["GOBLIN.LOAD", copy.to_str().unwrap()]] {
+        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+        let _: String = redis::cmd("SET").arg("b").arg("1").query(&mut con).unwrap();
+        let e = redis::cmd(cmd[0]).arg(&cmd[1..]).query::<()>(&mut con).unwrap_err();
+        assert!(e.to_string().contains("not allowed inside a transaction"), "{cmd:?}: {e}");
+        let e = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+        assert_eq!(e.code(), Some("EXECABORT"), "{e}");
+        let n: i64 = redis::cmd("EXISTS").arg("b").query(&mut con).unwrap();
+        assert_eq!(n, 0);
+    }
+    // DEBUG RELOAD after a write in the transaction: an error in EXEC's reply; the write stays.
+    let before = lineage(&mut con).1;
+    let mut raw = s.raw();
+    send(&mut raw, b"MULTI\r\nSET c 1\r\nDEBUG RELOAD\r\nEXEC\r\n");
+    for want in [&b"+OK\r\n"[..], b"+QUEUED\r\n", b"+QUEUED\r\n"] {
+        assert_eq!(read_reply(&mut raw), want);
+    }
+    let exec = String::from_utf8(read_reply(&mut raw)).unwrap();
+    assert_eq!(
+        exec,
+        "*2\r\n+OK\r\n-ERR DEBUG RELOAD is not allowed after a write in the same transaction\r\n"
+    );
+    assert_eq!(lineage(&mut con).1, before + 1);
+    let v: String = redis::cmd("GET").arg("c").query(&mut con).unwrap();
+    assert_eq!(v, "1");
+}
