@@ -255,8 +255,12 @@ def crash_mode(a):
             # Through a script: the reply is converted to Lua values and back.
             kind, _ = call(r, ["EVAL", "return redis.pcall(unpack(ARGV))", "0"] + argv)
         elif how < 0.4 and name.split("|")[0] not in NO_SCRIPT:
-            # Queued in a transaction: checked when queued, run by EXEC.
+            # Queued in a transaction: checked when queued, run by EXEC; half the time behind
+            # a write, so that the command runs with the transaction's mutations not yet
+            # committed (what a save, a reload or a fork must not confuse with committed ones).
             call(r, ["MULTI"])
+            if gen.rng.random() < 0.5:
+                call(r, ["INCR", "argfuzz:tx"])
             call(r, argv)
             kind, _ = call(r, ["EXEC"])
         else:

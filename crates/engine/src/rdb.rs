@@ -504,6 +504,11 @@ pub struct RdbFile<'a> {
     /// `repl-id` and `repl-offset`: the replication stream's ID and byte offset the dataset
     /// stands at, so that a restarted primary lets its replicas continue (PSYNC) from there.
     pub repl_position: Option<(String, u64)>,
+    /// `goblin-replid` and `goblin-offset`: the goblin-core lineage and logical offset the
+    /// dataset stands at, so that a server restarted from the file can go on from there as a
+    /// successor lineage its firehose replicas at that offset follow (redis-server skips
+    /// auxiliary fields it does not know).
+    pub lineage: Option<(String, u64)>,
 }
 
 /// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
@@ -574,6 +579,10 @@ pub fn write_rdb_file(
     if let Some((id, offset)) = &f.repl_position {
         aux(&mut out, "repl-id", id);
         aux(&mut out, "repl-offset", &offset.to_string());
+    }
+    if let Some((id, offset)) = &f.lineage {
+        aux(&mut out, "goblin-replid", id);
+        aux(&mut out, "goblin-offset", &offset.to_string());
     }
     for code in f.functions {
         out.push(OPCODE_FUNCTION2);
@@ -701,6 +710,9 @@ pub struct LoadedRdb {
     /// `repl-id` and `repl-offset`, if the file has both (and they read as an ID and an
     /// offset): where the writer's replication stream stood.
     pub repl_position: Option<(String, u64)>,
+    /// `goblin-replid` and `goblin-offset`, if the file has both: the goblin-core lineage and
+    /// logical offset of the writer's dataset.
+    pub lineage: Option<(String, u64)>,
 }
 
 const OPCODE_SLOT_INFO: u8 = 244;
@@ -744,6 +756,7 @@ pub fn load_rdb_file(
     }
     let mut info = LoadedRdb { version, ..Default::default() };
     let (mut repl_id, mut repl_offset) = (None::<String>, None::<u64>);
+    let (mut lineage_id, mut lineage_offset) = (None::<String>, None::<u64>);
     let mut r = Reader { buf: file, pos: 9 };
     let mut deadline: Option<i64> = None;
     let mut db = 0u32;
@@ -764,6 +777,10 @@ pub fn load_rdb_file(
                     repl_id = Some(String::from_utf8_lossy(&value).into_owned());
                 } else if name == b"repl-offset" {
                     repl_offset = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<u64>().ok());
+                } else if name == b"goblin-replid" {
+                    lineage_id = Some(String::from_utf8_lossy(&value).into_owned());
+                } else if name == b"goblin-offset" {
+                    lineage_offset = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<u64>().ok());
                 }
             }
             OPCODE_RESIZEDB => {
@@ -879,6 +896,7 @@ pub fn load_rdb_file(
     }
     progress(r.pos);
     info.repl_position = repl_id.zip(repl_offset);
+    info.lineage = lineage_id.zip(lineage_offset);
     Ok(info)
 }
 

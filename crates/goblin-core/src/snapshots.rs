@@ -164,6 +164,9 @@ struct RdbParts {
     /// restarted replica continues from its primary.
     repl_position: Option<(String, u64)>,
     repl_stream_db: Option<u32>,
+    /// This server's lineage and logical offset (`goblin-replid`, `goblin-offset`); None
+    /// inside a batch, whose mutations the dataset holds before the offset counts them.
+    lineage: Option<(String, u64)>,
 }
 
 impl RdbParts {
@@ -179,6 +182,7 @@ impl RdbParts {
             goblin_types,
             repl_stream_db: self.repl_stream_db,
             repl_position: self.repl_position.clone(),
+            lineage: self.lineage.clone(),
         }
     }
 }
@@ -597,7 +601,8 @@ pub struct StreamResume {
 /// dump.rdb. None when there is no such file (the server starts empty); Err when it cannot be
 /// read or is not a whole RDB file (empty, truncated, a bad checksum, an unknown type): the
 /// server must not start without the data it was asked to keep, nor overwrite the file with
-/// less at its next save. The dataset starts a new lineage ([`lineage_start`]); keys past their
+/// less at its next save. The dataset goes on from the file's goblin lineage as a successor, or
+/// starts a new lineage ([`lineage_start`]) when it has none or keys were left out; keys past their
 /// deadline are left out and counted, except on a replica (`keep_expired`), which keeps them
 /// until its primary deletes them, as a redis-server replica does: the primary's stream may
 /// still write to a key it has not expired yet.
@@ -629,7 +634,30 @@ pub fn load_rdb_at_startup(
     functions
         .replace_all(found.functions)
         .map_err(|e| format!("RDB file {}: a function library: {e}", path.display()))?;
-    let mut engine = Engine::new(Replication::at(ReplId::random(), lineage_start(&dbs, &functions)));
+    // The file's goblin lineage goes on as a successor (main.rs `recover` says why), so that
+    // firehose replicas at exactly its offset follow; not when keys were left out as expired
+    // (the dataset is no longer the lineage's state at that offset), nor on a replica of a
+    // Redis primary (its history comes with that primary's stream).
+    let continued = match &found.lineage {
+        Some((id, offset)) if !keep_expired && found.expired == 0 => {
+            ReplId::parse(id).map(|id| Replication::at(id, *offset).successor())
+        }
+        Some((id, offset)) if !keep_expired => {
+            info!(
+                "{} keys past their deadline were left out: the dataset is not lineage {id} at offset {offset} \
+                 any more, so a new lineage starts (firehose replicas need a new snapshot)",
+                found.expired
+            );
+            None
+        }
+        _ => None,
+    };
+    let repl =
+        continued.unwrap_or_else(|| Replication::at(ReplId::random(), lineage_start(&dbs, &functions)));
+    if let Some((id, at)) = repl.previous {
+        info!("lineage {} continues the file's lineage {id} from its offset {at}", repl.replid);
+    }
+    let mut engine = Engine::new(repl);
     engine.resize_databases(databases)?;
     engine.replace_databases(dbs).map_err(|e| format!("RDB file {} is not loadable: {e}", path.display()))?;
     engine.functions = functions;
@@ -879,6 +907,11 @@ impl Server {
             used_memory: crate::commands::info::allocated_bytes(),
             repl_stream_db: position.as_ref().and_then(|(_, _, db)| *db),
             repl_position: position.map(|(id, offset, _)| (id, offset)),
+            lineage: self
+                .engine
+                .pending()
+                .is_empty()
+                .then(|| (self.engine.repl.replid.to_string(), self.engine.repl.offset)),
         }
     }
 

@@ -1303,3 +1303,49 @@ fn a_primary_restarted_from_its_snapshot_without_kafka_is_followed_only_from_tha
     // The chained replica lost its upstream's link and stays down with it.
     assert_eq!(repl(&chained)["goblin_ready"], "0");
 }
+
+/// The same through dump.rdb, a primary's restart point without --load: the file carries the
+/// lineage and offset (`goblin-replid`, `goblin-offset`), and the restart goes on from them as
+/// a successor lineage that the replica standing at that offset follows. A file whose load
+/// left keys out as expired is no longer the lineage's state at its offset: a new lineage.
+#[test]
+fn a_primary_restarted_from_dump_rdb_is_followed_from_its_offset() {
+    let dir = temp_path("rdb-restart");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pport = common::free_port().to_string();
+    let pargs = ["--port", pport.as_str(), "--save", "", "--enable-debug-command", "yes"];
+    let mut primary = Server::start_in(Some(&dir), &pargs);
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport]);
+    let mut pc = primary.conn();
+    for i in 0..50 {
+        let _: i64 = redis::cmd("RPUSH").arg("list").arg(i).query(&mut pc).unwrap();
+    }
+    let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
+    converge(&primary, &[&replica]);
+    let (old, x) = (repl(&primary)["master_replid"].clone(), offset(&primary));
+    primary.signal(9);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    wait_for(&replica, "the link lost", |m| m["goblin_ready"] == "0");
+    let mut primary = Server::start_in(Some(&dir), &pargs);
+    let m = repl(&primary);
+    assert_eq!((m["master_replid2"].as_str(), offset(&primary)), (old.as_str(), x), "{}", primary.log());
+    assert_ne!(m["master_replid"], old);
+    let m = wait_for(&replica, "live on the new lineage", |m| m["replica_state"] == "live");
+    assert_eq!(m["master_replid2"], old);
+    let mut pc = primary.conn();
+    let _: i64 = redis::cmd("RPUSH").arg("list").arg("after").query(&mut pc).unwrap();
+    converge(&primary, &[&replica]);
+
+    // A key that expires while the primary is down: left out of the load, a new lineage.
+    let _: () = redis::cmd("SET").arg("short").arg("1").arg("PX").arg(300).query(&mut pc).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut pc).unwrap();
+    converge(&primary, &[&replica]);
+    primary.signal(9);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let primary = Server::start_in(Some(&dir), &pargs);
+    assert!(primary.log().contains("1 keys past their deadline were left out"), "{}", primary.log());
+    assert_eq!(repl(&primary)["master_replid2"], "0".repeat(40));
+    let m = wait_for(&replica, "another lineage", |m| m["replica_last_error"].contains("different history"));
+    assert_eq!(m["replica_state"], "degraded");
+}

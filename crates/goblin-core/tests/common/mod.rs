@@ -47,10 +47,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// A port that was free a moment ago (bound on 127.0.0.1:0, then released).
+/// A port free now, from 20000-31999: below the kernel's ephemeral range (32768 and up by
+/// default), where `bind(0)` picks ports and every outgoing connection takes its local port. A
+/// port from there could be taken by another test's server or by a client socket while a test
+/// restarts a server on it (seen in CI: "served by another process"). Each process walks the
+/// range from its own starting point, so its tests never get the same port twice (until the
+/// 12,000 are used up) and concurrent test processes start far apart.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    loop {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A unique path in the temp dir (for Unix sockets and logs).
