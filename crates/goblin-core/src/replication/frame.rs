@@ -15,7 +15,9 @@
 //! `HELLO`'s offset is the upstream's released logical offset: every later mutation arrives in
 //! a `BATCH`. `prev_replid`/`prev_offset` name the lineage the upstream's began from and the
 //! offset where it did ([`engine::Replication::previous`]; 40 zeros and -1: none): a
-//! subscriber at exactly that offset of that lineage holds the same history and may follow. A batch frame is one committed batch (an atomic unit: one command, one EXEC, one
+//! subscriber at exactly that offset of that lineage holds the same history and may follow.
+//!
+//! A batch frame is one committed batch (an atomic unit: one command, one EXEC, one
 //! script); its i-th mutation (a complete canonical RESP2 command, carried as a bulk string)
 //! has logical offset `first + i`. A mutation belongs to database 0 unless an integer element
 //! `:db` precedes it: that marker says the mutations after it belong to database `db`, up to
