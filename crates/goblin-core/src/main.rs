@@ -637,6 +637,33 @@ fn recover(cfg: &config::Config) -> Recovered {
                 (Some(m), -1) => m.kafka_acked_offset,
                 (_, b) => b,
             };
+            // The history goes on under a successor lineage, as at a restart from a snapshot
+            // without a journal (above), for the same reason: the process before this one may
+            // have sent its replicas mutations past what the topic holds (queued mode releases
+            // the firehose before Kafka acknowledges; and a process in broker mode cannot tell
+            // which mode its predecessor ran in). A replica at exactly this offset follows; one
+            // past it is refused; one behind it catches up through Kafka, whose replay crosses
+            // to the new id at the first record, which names its predecessor.
+            if engine.repl.offset > 0 {
+                let from = engine.repl;
+                engine.set_replication(from.successor());
+                // The predecessor the topic knows: a lineage with no record in it (a snapshot
+                // saved by a restarted primary before its first write) is skipped over for
+                // the one it continues from the same offset, which a replay from before the
+                // snapshot reaches.
+                let known = match from.previous {
+                    Some((id, at)) if !stats.read_own_lineage() && at == from.offset => (id, at),
+                    _ => (from.replid, from.offset),
+                };
+                j.announce_successor(engine.repl.replid, known);
+                tracing::info!(
+                    "lineage {} continues lineage {} from its offset {} (what the topic holds: replicas at exactly \
+                     that offset follow, any past it are refused)",
+                    engine.repl.replid,
+                    from.replid,
+                    from.offset
+                );
+            }
             j.set_recovered(engine.repl.offset, broker, stats.position);
             // The primary goes on consuming its topic where the replay stopped.
             let consumer = journal::kafka::Consumer::start(&j.target, stats.position, engine.repl.replid)

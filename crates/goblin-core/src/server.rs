@@ -1141,6 +1141,7 @@ impl Server {
             f("kafka_replay_records_applied", j.replay.applied.to_string());
             f("kafka_replay_records_duplicate", j.replay.duplicates.to_string());
             f("kafka_replay_records_older_lineage", j.replay.older_lineage.to_string());
+            f("kafka_replay_successor_lineages", j.replay.successors.to_string());
             f("kafka_replay_records_ignored_reads", j.replay.ignored_reads.to_string());
             f("kafka_replay_external_records_applied", j.replay.external_applied.to_string());
             f("kafka_replay_external_records_duplicate", j.replay.external_duplicates.to_string());

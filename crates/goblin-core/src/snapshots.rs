@@ -391,7 +391,22 @@ fn load_file(
     let replid = ReplId::parse(&meta.replid).ok_or_else(|| {
         format!("snapshot {} names lineage '{}', which is not 40 hex digits", path.display(), meta.replid)
     })?;
-    let mut engine = Engine::new(Replication::at(replid, meta.logical_offset));
+    // The lineage this one continues, if the file names one (a header addition).
+    let previous = match &meta.previous {
+        None => None,
+        Some((id, at)) => match ReplId::parse(id) {
+            Some(id) if *at <= meta.logical_offset => Some((id, *at)),
+            _ => {
+                return Err(format!(
+                    "snapshot {} names predecessor lineage '{id}' at offset {at}: not 40 hex digits, or past the \
+                     snapshot's own offset {}",
+                    path.display(),
+                    meta.logical_offset
+                ))
+            }
+        },
+    };
+    let mut engine = Engine::new(Replication { replid, offset: meta.logical_offset, previous });
     engine.resize_databases(databases)?;
     engine.replace_databases(dbs).map_err(|e| format!("snapshot {} is not loadable: {e}", path.display()))?;
     engine.functions.replace_all(meta.functions.clone()).map_err(|e| {
@@ -712,6 +727,7 @@ pub fn import_rdb(input: &Path, output: &Path, databases: u32) -> Result<(), Str
         kafka_consumer_position: -1,
         functions: functions.iter().map(|(_, code)| code.to_vec()).collect(),
         unconfirmed: Vec::new(),
+        previous: None,
     };
     let summary = snapshot::save_atomic(output, |w| snapshot::write_dbs(w, &refs, &meta, &mut |_| {}))
         .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
@@ -842,6 +858,7 @@ impl Server {
             // Function libraries are state: a restart from this file has them.
             functions: self.engine.functions.iter().map(|(_, code)| code.to_vec()).collect(),
             unconfirmed: self.unconfirmed_for_snapshot(),
+            previous: self.engine.repl.previous.map(|(id, at)| (id.to_string(), at)),
         }
     }
 

@@ -1613,13 +1613,16 @@ fn transactions_of_other_writers(k: &dyn Broker) {
     assert_eq!(get(&mut con, "aborted"), None);
 }
 
-/// Two servers started from copies of one snapshot write the same lineage to one topic. Each
-/// one's consumer meets a record of its own lineage that it did not write, at an offset no
-/// delivery report can still claim, and stops (before, both kept running and skipped the
-/// other's writes as their own, and a replay then dropped one side's acknowledged writes as
-/// duplicates). A replay that meets a logical offset it has already applied stops too.
+/// Two servers started from copies of one snapshot continue its history on one topic, each
+/// under a successor lineage of its own. The first to journal a write goes on; the other's
+/// consumer meets that record, of a lineage it does not write, and stops before it writes
+/// (long ago both kept running and skipped the other's writes as their own, and a replay then
+/// dropped one side's acknowledged writes as duplicates). A topic that holds two
+/// continuations of one offset anyway (two such servers that both wrote before either read
+/// the other's record; forged here) is refused by a replay: it follows the first and stops at
+/// the second, naming both.
 #[test]
-fn two_servers_writing_one_lineage_are_stopped() {
+fn two_servers_continuing_one_lineage_are_stopped() {
     let k = Kaka::start();
     let topic = "journal-one-lineage";
     let uri = k.uri(topic);
@@ -1632,29 +1635,45 @@ fn two_servers_writing_one_lineage_are_stopped() {
     }
     wait_acked(&mut con);
     let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let lineage = info(&mut con, "replication")["master_replid"].clone();
     a.signal(15);
     a.wait_exit(Duration::from_secs(30)).unwrap();
     let copy = temp_path("one-lineage-copy.gcsn");
     std::fs::copy(&snap, &copy).unwrap();
     let cp = copy.to_str().unwrap().to_string();
-    let mut a = Server::start(&["--kafka", &uri, "--load", &sp, "--save", ""]);
+    let a = Server::start(&["--kafka", &uri, "--load", &sp, "--save", ""]);
     let mut b = Server::start(&["--kafka", &uri, "--load", &cp, "--save", ""]);
-    let _: () = redis::cmd("RPUSH").arg("l").arg("from-a").query(&mut a.conn()).unwrap();
-    let _: () = redis::cmd("RPUSH").arg("l").arg("from-b").query(&mut b.conn()).unwrap();
-    for s in [&mut a, &mut b] {
-        let status = s.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
-            panic!("a server writing a shared lineage kept running: {}", s.log());
-        });
-        let log = s.log();
-        assert_eq!(status.code(), Some(70), "{log}");
-        assert!(log.contains("that it did not write: another server writes this lineage"), "{log}");
-        assert!(log.contains(&format!("topic {topic}, partition 0, offset ")), "{log}");
-    }
-    // The topic now holds logical offset 21 twice: a replay from the snapshot refuses it.
+    let mut con = a.conn();
+    let _: () = redis::cmd("RPUSH").arg("l").arg("from-a").query(&mut con).unwrap();
+    let status = b.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
+        panic!("a second server continuing the lineage kept running: {}", b.log());
+    });
+    let log = b.log();
+    assert_eq!(status.code(), Some(70), "{log}");
+    assert!(log.contains("two primaries share the topic"), "{log}");
+    assert!(log.contains(&format!("topic {topic}, partition 0, offset 20")), "{log}");
+    // The first goes on, alone on the topic.
+    wait_acked(&mut con);
+    let _: () = redis::cmd("RPUSH").arg("l").arg("more").query(&mut con).unwrap();
+    wait_acked(&mut con);
+    let n: i64 = redis::cmd("LLEN").arg("l").query(&mut con).unwrap();
+    assert_eq!(n, 22);
+    drop(a);
+    // Another continuation of offset 20 after the first one's records.
+    let mut rogue = forged(&["RPUSH", "l", "rogue"], 21);
+    rogue.headers.push(("goblin-previous-replication-id", lineage.clone()));
+    rogue.headers.push(("goblin-previous-replication-offset", "20".into()));
+    produce(&k.addr, topic, &[rogue]);
     let (code, err) = run_to_exit(&["--port", "0", "--kafka", &uri, "--load", &cp, "--save", ""]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("logical offset 21 of lineage"), "{err}");
-    assert!(err.contains("appears twice"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "lineage {FORGED_LINEAGE} continues lineage {lineage} from logical offset 20, but the replay holds"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("through offset 22"), "{err}");
+    assert!(err.contains("two servers continued the history from there"), "{err}");
     assert!(!err.contains("listening on"), "{err}");
 }
 

@@ -4,7 +4,8 @@
 //! past the end of the topic it is started on; each once ended in a server that listened with
 //! part of its history missing, and now stops it before it listens, with an error that says
 //! why. It discards an older lineage's records ahead of its
-//! own, and it reports its progress while it runs.
+//! own, follows a restarted primary's successor lineage from the record that names its
+//! predecessor, and it reports its progress while it runs.
 
 mod common;
 
@@ -175,7 +176,9 @@ fn records_of_an_older_lineage_are_discarded() {
     let m = info(&mut con, "kafka");
     assert_eq!(m["kafka_replay_records_older_lineage"], "5", "{m:?}");
     assert_eq!(keys(&mut con), ["b"]);
-    assert_eq!(info(&mut con, "replication")["master_replid"], lineage_b);
+    // It goes on under a successor of B from B's offset.
+    let m = info(&mut con, "replication");
+    assert_eq!((m["master_replid2"].as_str(), m["second_repl_offset"].as_str()), (lineage_b.as_str(), "2"));
     let _: () = redis::cmd("SET").arg("c").arg("1").query(&mut con).unwrap();
     wait_kafka(&mut con, "kafka_acknowledged_offset", "2");
     drop(b);
@@ -185,6 +188,151 @@ fn records_of_an_older_lineage_are_discarded() {
     let m = info(&mut con, "kafka");
     assert_eq!(m["kafka_replay_records_older_lineage"], "5", "{m:?}");
     assert_eq!(keys(&mut con), ["b", "c"]);
+}
+
+/// The state's replication position: (id, offset, master_replid2, second_repl_offset).
+fn position(con: &mut redis::Connection) -> (String, u64, String, i64) {
+    let m = info(con, "replication");
+    (
+        m["master_replid"].clone(),
+        m["master_repl_offset"].parse().unwrap(),
+        m["master_replid2"].clone(),
+        m["second_repl_offset"].parse().unwrap(),
+    )
+}
+
+fn list(con: &mut redis::Connection) -> Vec<String> {
+    redis::cmd("LRANGE").arg("l").arg(0).arg(-1).query(con).unwrap()
+}
+
+/// A primary restarted from its topic goes on under a successor lineage from the offset it
+/// recovered (the process before it may have sent replicas writes the topic never got), and
+/// its first record names that predecessor. A replay from the first record crosses there,
+/// other producers' records included, each where the primaries applied it: one written while
+/// no primary ran (the restarted primary applied it while it recovered, under the
+/// predecessor), one written before the restarted primary's first own write (applied under
+/// its own id). Without the crossing, the replay would take the second lineage for a second
+/// primary writing the topic and stop.
+#[test]
+fn a_replay_follows_restarted_primaries_through_their_successor_lineages() {
+    let k = Kaka::start();
+    let topic = "history-successors";
+    let uri = k.uri(topic);
+    let args = ["--kafka", uri.as_str(), "--save", "", "--enable-debug-command", "yes"];
+    let mut a = Server::start(&args);
+    let mut con = a.conn();
+    for i in 0..20 {
+        let _: i64 = redis::cmd("RPUSH").arg("l").arg(format!("a{i}")).query(&mut con).unwrap();
+    }
+    wait_kafka(&mut con, "kafka_acknowledged_offset", "20");
+    let (first, x, _, none) = position(&mut con);
+    assert_eq!((x, none), (20, -1));
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    produce_commands(&k.addr, topic, &[&["RPUSH", "l", "ext-down"]]);
+
+    let mut b = Server::start(&args);
+    let mut con = b.conn();
+    let (second, at, previous, second_offset) = position(&mut con);
+    assert_ne!(second, first);
+    assert_eq!((at, previous.as_str(), second_offset), (21, first.as_str(), 22));
+    assert!(b.log().contains(&format!("continues lineage {first} from its offset 21")), "{}", b.log());
+    produce_commands(&k.addr, topic, &[&["RPUSH", "l", "ext-up"]]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info(&mut con, "kafka")["kafka_external_records_applied"] != "1" {
+        assert!(Instant::now() < deadline, "the other producer's record was not applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for i in 0..10 {
+        let _: i64 = redis::cmd("RPUSH").arg("l").arg(format!("b{i}")).query(&mut con).unwrap();
+    }
+    wait_kafka(&mut con, "kafka_acknowledged_offset", "32");
+    let digest: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut con).unwrap();
+    b.signal(9);
+    b.wait_exit(Duration::from_secs(10)).unwrap();
+
+    // The replay from the first record: lineage `first` through 21 (its 20 records, then the
+    // held ext-down), `second` from there (ext-up, then its own 10).
+    let c = Server::start(&args);
+    let mut con = c.conn();
+    let (third, at, previous, _) = position(&mut con);
+    assert_eq!((at, previous.as_str()), (32, second.as_str()));
+    assert!(third != first && third != second);
+    let got: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut con).unwrap();
+    assert_eq!(got, digest);
+    let mut want: Vec<String> = (0..20).map(|i| format!("a{i}")).collect();
+    want.extend(["ext-down".to_string(), "ext-up".to_string()]);
+    want.extend((0..10).map(|i| format!("b{i}")));
+    assert_eq!(list(&mut con), want);
+    let m = info(&mut con, "kafka");
+    assert_eq!(m["kafka_replay_successor_lineages"], "1", "{m:?}");
+    assert_eq!(m["kafka_replay_external_records_applied"], "2", "{m:?}");
+    assert_eq!(m["kafka_replay_records_older_lineage"], "0", "{m:?}");
+}
+
+/// A restarted primary that saved a snapshot and stopped before it journaled anything leaves
+/// no record of its lineage in the topic. The primary restarted from that snapshot names, on
+/// its first record, the lineage the topic knows (the one the snapshot's lineage continues,
+/// from the same offset), so a replay from the first record still crosses to it, and a replay
+/// from that snapshot takes it as a continuation of its own predecessor at its offset.
+#[test]
+fn a_restart_that_journaled_nothing_is_passed_over_by_the_next() {
+    let k = Kaka::start();
+    let topic = "history-silent-restart";
+    let uri = k.uri(topic);
+    let snap = temp_path("silent.gcsn");
+    let sp = snap.to_str().unwrap().to_string();
+    let args =
+        ["--kafka", uri.as_str(), "--load", sp.as_str(), "--save", "", "--enable-debug-command", "yes"];
+    let mut a = Server::start(&args);
+    let mut con = a.conn();
+    for i in 0..10 {
+        let _: i64 = redis::cmd("RPUSH").arg("l").arg(format!("a{i}")).query(&mut con).unwrap();
+    }
+    wait_kafka(&mut con, "kafka_acknowledged_offset", "10");
+    let (first, ..) = position(&mut con);
+    a.signal(9);
+    a.wait_exit(Duration::from_secs(10)).unwrap();
+    // B: recovered, saved, gone, without a write.
+    let mut b = Server::start(&args);
+    let mut con = b.conn();
+    let (second, at, previous, _) = position(&mut con);
+    assert_eq!((at, previous.as_str()), (10, first.as_str()));
+    let _: () = redis::cmd("SAVE").query(&mut con).unwrap();
+    let silent = temp_path("silent-copy.gcsn");
+    std::fs::copy(&snap, &silent).unwrap();
+    b.signal(9);
+    b.wait_exit(Duration::from_secs(10)).unwrap();
+    // C: from B's snapshot, and it writes.
+    let mut c = Server::start(&args);
+    let mut con = c.conn();
+    let (third, _, previous, _) = position(&mut con);
+    assert_eq!(previous, second);
+    for i in 0..5 {
+        let _: i64 = redis::cmd("RPUSH").arg("l").arg(format!("c{i}")).query(&mut con).unwrap();
+    }
+    wait_kafka(&mut con, "kafka_acknowledged_offset", "15");
+    let digest: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut con).unwrap();
+    c.signal(9);
+    c.wait_exit(Duration::from_secs(10)).unwrap();
+    let mut want: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
+    want.extend((0..5).map(|i| format!("c{i}")));
+    // From the first record (A's ten, then C's five), and from B's snapshot (C's five).
+    let silent = silent.to_str().unwrap();
+    for load in [None, Some(silent)] {
+        let mut args = vec!["--kafka", uri.as_str(), "--save", "", "--enable-debug-command", "yes"];
+        if let Some(p) = load {
+            args.extend(["--load", p]);
+        }
+        let d = Server::start(&args);
+        let mut con = d.conn();
+        let (_, at, previous, _) = position(&mut con);
+        assert_eq!((at, previous.as_str()), (15, third.as_str()), "{load:?}");
+        let got: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut con).unwrap();
+        assert_eq!(got, digest, "{load:?}");
+        assert_eq!(list(&mut con), want, "{load:?}");
+        assert_eq!(info(&mut con, "kafka")["kafka_replay_successor_lineages"], "1", "{load:?}");
+    }
 }
 
 /// A long replay reports its progress (broker offset, target, records/s, logical offset) at

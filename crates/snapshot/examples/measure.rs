@@ -113,6 +113,7 @@ fn main() {
         kafka_consumer_position: -1,
         functions: Vec::new(),
         unconfirmed: Vec::new(),
+        previous: None,
     };
 
     let base = allocated();

@@ -19,6 +19,7 @@ pub const MAX_DATABASE: u32 = 1_000_000;
 /// Header additions (after the version's own fields; see FORMAT.md): a tag byte, the
 /// payload's length as a varint, the payload. Readers skip tags they do not know.
 pub const ADDITION_UNCONFIRMED: u8 = 1;
+pub const ADDITION_PREVIOUS: u8 = 2;
 /// Magic + version.
 pub const PRELUDE_LEN: usize = 12;
 

@@ -63,6 +63,9 @@ pub struct Meta {
     /// kept running (see goblin-core's `replication::unconfirmed`). A header addition (see
     /// FORMAT.md): readers that predate it skip it.
     pub unconfirmed: Vec<(u64, u64)>,
+    /// The lineage this one continues and the offset it continues it from (goblin-core's
+    /// `Replication::previous`, INFO `master_replid2`), if any. A header addition.
+    pub previous: Option<(String, u64)>,
 }
 
 /// Keys per value type, in the order of [`store::Kind`]: string, hash, set, zset, list, array,

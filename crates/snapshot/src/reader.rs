@@ -421,6 +421,7 @@ impl<R: Read> BlockReader<R> {
         // Then the additions (FORMAT.md, "Header additions"): only a writer that recorded the
         // secrets writes any, after them (version 1) or after the libraries (version 2).
         let mut unconfirmed = Vec::new();
+        let mut previous = None;
         if has_secrets {
             if self.version < 2 {
                 self.at += 24;
@@ -436,6 +437,15 @@ impl<R: Read> BlockReader<R> {
                     .ok_or_else(|| self.malformed("header addition overruns the block"))?;
                 if tag == ADDITION_UNCONFIRMED {
                     unconfirmed = self.unconfirmed(end)?;
+                } else if tag == ADDITION_PREVIOUS {
+                    let id = self.local_string("predecessor lineage")?;
+                    let at = self.local_u64("predecessor offset")?;
+                    if self.at != end {
+                        return Err(
+                            self.malformed("the predecessor addition's length does not match its fields")
+                        );
+                    }
+                    previous = Some((id, at));
                 }
                 // Unknown tags: a later writer's additions, skipped.
                 self.at = end;
@@ -451,6 +461,7 @@ impl<R: Read> BlockReader<R> {
             kafka_consumer_position,
             functions,
             unconfirmed,
+            previous,
         };
         Ok((meta, keys))
     }

@@ -140,6 +140,15 @@ pub fn write_dbs_with<W: Write>(
         put_varint(&mut h, a.len() as u64);
         h.extend_from_slice(&a);
     }
+    if let Some((id, at)) = &meta.previous {
+        let mut a = Vec::with_capacity(id.len() + 10);
+        put_varint(&mut a, id.len() as u64);
+        a.extend_from_slice(id.as_bytes());
+        a.extend_from_slice(&at.to_le_bytes());
+        h.push(ADDITION_PREVIOUS);
+        put_varint(&mut h, a.len() as u64);
+        h.extend_from_slice(&a);
+    }
     // The header is one block: the function libraries must fit in it with the rest (the
     // server keeps their total below this; see FUNCTION LOAD).
     if h.len() > MAX_BLOCK {

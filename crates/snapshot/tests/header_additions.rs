@@ -1,5 +1,6 @@
-//! Header additions: the replica's unconfirmed mutations ride after the version's own header
-//! fields, in both format versions, and a reader skips an addition it does not know.
+//! Header additions: the replica's unconfirmed mutations and the lineage's predecessor ride
+//! after the version's own header fields, in both format versions, and a reader skips an
+//! addition it does not know.
 
 mod common;
 
@@ -38,9 +39,14 @@ fn entries() -> impl Strategy<Value = Vec<(u64, u64)>> {
 
 proptest! {
     #[test]
-    fn unconfirmed_mutations_round_trip(unconfirmed in entries(), libraries in any::<bool>()) {
+    fn unconfirmed_mutations_round_trip(
+        unconfirmed in entries(),
+        libraries in any::<bool>(),
+        previous in prop::option::of(("[0-9a-f]{40}", any::<u64>())),
+    ) {
         let mut meta = common::meta();
         meta.unconfirmed = unconfirmed;
+        meta.previous = previous;
         if libraries {
             meta.functions = vec![b"#!lua name=a\nx".to_vec()];
         }
@@ -94,4 +100,24 @@ fn an_unknown_addition_is_skipped_and_a_damaged_one_refused() {
         let e = snapshot::read(bad.as_slice(), &mut |_| {}).map(|_| ()).unwrap_err().to_string();
         assert!(e.contains(what), "{what}: {e}");
     }
+}
+
+#[test]
+fn a_predecessor_whose_length_does_not_match_is_refused() {
+    let mut meta = common::meta();
+    meta.previous = Some(("ab".repeat(20), 42));
+    let file = write(&meta);
+    let blk = snapshot::blocks(file.as_slice()).unwrap()[0];
+    // The addition ends the header payload: tag 2, length 49, id length 40, the id, 8 bytes.
+    let end = (blk.offset + 24) as usize + blk.stored_len as usize;
+    let tag_at = end - 51;
+    assert_eq!(&file[tag_at..tag_at + 3], &[2, 49, 40]);
+    let (_, read, _) = snapshot::read(file.as_slice(), &mut |_| {}).unwrap();
+    assert_eq!(read.previous, Some(("ab".repeat(20), 42)));
+    // An id one byte shorter leaves a byte over in the addition.
+    let mut bad = file.clone();
+    bad[tag_at + 2] = 39;
+    common::reseal(&mut bad, &blk);
+    let e = snapshot::read(bad.as_slice(), &mut |_| {}).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("does not match its fields"), "{e}");
 }

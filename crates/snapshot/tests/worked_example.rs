@@ -21,6 +21,7 @@ fn one_key_snapshot_bytes() {
         kafka_consumer_position: 5,
         functions: Vec::new(),
         unconfirmed: Vec::new(),
+        previous: None,
     };
     let mut file = Vec::new();
     snapshot::write(&mut file, &ks, &m, &mut |_| {}).unwrap();

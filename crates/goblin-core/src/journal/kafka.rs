@@ -7,7 +7,10 @@
 //! `goblin-replication-id` (the lineage, 40 hex digits), `goblin-replication-offset` (the
 //! logical offset the mutation carries) and `goblin-applied-through` (DESIGN.md decision 3: a
 //! broker offset b such that every record of another producer at or below b had been applied
-//! before this mutation, and none above it; -1 if none). The topic has one partition and a
+//! before this mutation, and none above it; -1 if none). The first record a restarted primary
+//! journals under its successor lineage (main.rs `recover`) also carries
+//! `goblin-previous-replication-id` and `-offset`: the lineage it continues and from which
+//! offset, where a replay crosses from the one to the other. The topic has one partition and a
 //! delete (never compact) cleanup policy: compaction could remove a record that a later
 //! cross-key mutation needs.
 //!
@@ -38,7 +41,10 @@ use super::producer::Producer;
 use super::reader;
 use super::reports::Reported;
 use super::sender::{Staged, Stamp};
-pub use super::sender::{HEADER_APPLIED_THROUGH, HEADER_DB, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
+pub use super::sender::{
+    HEADER_APPLIED_THROUGH, HEADER_DB, HEADER_ID, HEADER_OFFSET, HEADER_PREVIOUS_ID, HEADER_PREVIOUS_OFFSET,
+    HEADER_VERSION,
+};
 use super::target::KafkaTarget;
 use crate::replication::unconfirmed::Unconfirmed;
 use engine::{Applied, Batch, Engine, ReplId, Replication};
@@ -341,6 +347,10 @@ pub struct Journal {
     external_after: VecDeque<(u64, u64)>,
     /// The lineage whose `goblin-replication-id` text is cached, and the text.
     replid_text: (Option<ReplId>, String),
+    /// A successor lineage this process journals under, not yet announced: its id and its
+    /// predecessor. Its first record carries the predecessor (`HEADER_PREVIOUS_ID`), which
+    /// lets a replay cross from the predecessor's records to its own.
+    announce: Option<(ReplId, (ReplId, u64))>,
     /// Broker ack mode: goblin-core forms the produce groups (see `sender`). Records
     /// committed while a group is with the broker stay staged and go to the sender as the
     /// next group once every record of the last one is reported.
@@ -438,6 +448,8 @@ pub struct ReplayStats {
     pub applied: u64,
     pub duplicates: u64,
     pub older_lineage: u64,
+    /// Successor lineages the replay followed (`HEADER_PREVIOUS_ID`).
+    pub successors: u64,
     pub ignored_reads: u64,
     /// Other producers' records applied (also counted in `applied`).
     pub external_applied: u64,
@@ -455,6 +467,14 @@ pub struct ReplayStats {
     /// the last other producer's record applied: how far a stopped replay got (`Resume`).
     own_broker: i64,
     external_broker: i64,
+}
+
+impl ReplayStats {
+    /// Whether the replay read a record of the lineage it ended in (records of another
+    /// lineage it passed over as older history do not count).
+    pub fn read_own_lineage(&self) -> bool {
+        self.own_broker >= 0
+    }
 }
 
 impl Journal {
@@ -529,6 +549,7 @@ impl Journal {
             last_produced: 0,
             external_after: VecDeque::new(),
             replid_text: (None, String::new()),
+            announce: None,
             groups: replies_wait_for_acks,
             staged: Staged::default(),
             handed: 0,
@@ -589,6 +610,11 @@ impl Journal {
                     self.record_limit + RECORD_OVERHEAD
                 ));
             }
+            if let Some((successor, (id, at))) = self.announce.take() {
+                if successor == batch.replid {
+                    self.staged.name_predecessor(&id.to_string(), at);
+                }
+            }
             self.acks.pending.set(self.acks.pending.get() + 1);
             self.acks.pending_bytes.set(self.acks.pending_bytes.get() + m.bytes.len() as u64);
             self.produced += 1;
@@ -596,6 +622,12 @@ impl Journal {
         }
         self.unacked_since.push_back((batch.last_offset(), now));
         Ok(())
+    }
+
+    /// This process journals under lineage `successor`, which continues lineage `previous.0`
+    /// from offset `previous.1`: its first record names that predecessor.
+    pub fn announce_successor(&mut self, successor: ReplId, previous: (ReplId, u64)) {
+        self.announce = Some((successor, previous));
     }
 
     /// Takes the delivery reports (see the free function `take_reports`).
@@ -1347,7 +1379,8 @@ fn replay_topic(
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     info!(
         "replayed {} records of topic {} in {secs:.2} s ({:.0}/s): {} applied ({} of other producers), {} \
-         duplicates, {} of older lineages, {} reads ignored; lineage {} at offset {}",
+         duplicates, {} of older lineages, {} reads ignored, {} successor lineages followed; lineage {} at \
+         offset {}",
         stats.consumed,
         target.topic,
         stats.consumed as f64 / secs,
@@ -1356,6 +1389,7 @@ fn replay_topic(
         stats.duplicates,
         stats.older_lineage,
         stats.ignored_reads,
+        stats.successors,
         engine.repl.replid,
         engine.repl.offset
     );
@@ -1471,12 +1505,69 @@ fn replay_record(
         return Ok(());
     };
     let id = id.ok_or_else(|| bad("malformed goblin-replication-id header".into()))?;
+    // Records written before the header existed count as stamped -1.
+    let through = match rec.applied_through {
+        None => -1,
+        Some(v) => v.ok_or_else(|| bad("malformed goblin-applied-through header".into()))?,
+    };
+    if id != engine.repl.replid {
+        if let Some(previous) = rec.previous {
+            let (from, at) = previous
+                .ok_or_else(|| bad("malformed goblin-previous-replication-id or -offset header".into()))?;
+            // The first record of a successor of the lineage replayed so far: a primary
+            // restarted from offset `at` of it journals under a new id from there (see main.rs
+            // `recover`). Or of a sibling: the state is itself a successor of (`from`, `at`)
+            // that journaled nothing (a snapshot saved by a restarted primary before its first
+            // write), so it holds `from`'s history through `at` and nothing after.
+            if from == engine.repl.replid || engine.repl.previous == Some((from, at)) {
+                // Other producers' records the primary applied before this one are held;
+                // those it applied under the predecessor (while it recovered) come first, up
+                // to `at`, then the history goes on under the new id.
+                held.apply_through_until(through, at, engine, &target.topic, stats)?;
+                let here = engine.next_offset() - 1;
+                if here != at {
+                    let why = if here > at {
+                        "the state holds mutations past the offset the record's lineage continues from, which \
+                         that lineage's history does not have (two servers continued the history from there, a \
+                         replica's snapshot holds writes its primary lost before Kafka had them, or an earlier \
+                         process's records reached the broker after its successor started)"
+                    } else {
+                        "records of that lineage are missing before it"
+                    };
+                    return Err(bad(format!(
+                        "lineage {id} continues lineage {from} from logical offset {at}, but the replay holds \
+                         lineage {} through offset {here}: {why}",
+                        engine.repl.replid
+                    )));
+                }
+                if let Some(b) = engine.commit(engine::Origin::Replay) {
+                    engine.recycle(b);
+                }
+                engine.set_replication(Replication { replid: id, offset: at, previous: Some((from, at)) });
+                *adopt_lineage = false;
+                stats.successors += 1;
+            }
+        }
+    }
     if id != engine.repl.replid {
         if *adopt_lineage && engine.repl.offset == 0 && engine.pending().is_empty() {
             // No snapshot: the topic's first lineage is the one this primary continues.
             engine.set_replication(Replication::at(id, 0));
             *adopt_lineage = false;
         } else if !*lineage_seen {
+            // The predecessor this lineage continues (the inclusive seek rereads its last
+            // records) ends where the successor began: a record of it past that offset was
+            // written after the successor started, by the process it replaced.
+            if let (Some((from, at)), Some(o)) = (engine.repl.previous, rec.offset) {
+                if from == id && o > at {
+                    return Err(bad(format!(
+                        "a record of lineage {id} at logical offset {o}, past offset {at} where lineage {} \
+                         continues it: two servers wrote lineage {id} \
+                         (an earlier process whose last request reached the broker after its successor started)",
+                        engine.repl.replid
+                    )));
+                }
+            }
             stats.older_lineage += 1;
             return Ok(());
         } else {
@@ -1490,11 +1581,6 @@ fn replay_record(
     check_version(rec.version).map_err(bad)?;
     let logical =
         rec.offset.ok_or_else(|| bad("missing or malformed goblin-replication-offset header".into()))?;
-    // Records written before the header existed count as stamped -1.
-    let through = match rec.applied_through {
-        None => -1,
-        Some(v) => v.ok_or_else(|| bad("malformed goblin-applied-through header".into()))?,
-    };
     let value = rec.value().unwrap_or_default();
     // Records with an offset replay without judging time; the clock matters only for a record
     // without one, so it is read every 256 records rather than per record.
@@ -1570,7 +1656,20 @@ impl Held {
         topic: &str,
         stats: &mut ReplayStats,
     ) -> Result<(), ReplayError> {
-        while self.records.front().is_some_and(|r| r.0 <= through) {
+        self.apply_through_until(through, u64::MAX, engine, topic, stats)
+    }
+
+    /// [`Held::apply_through`], stopping early once the replayed state reaches logical
+    /// offset `until`.
+    fn apply_through_until(
+        &mut self,
+        through: i64,
+        until: u64,
+        engine: &mut Engine,
+        topic: &str,
+        stats: &mut ReplayStats,
+    ) -> Result<(), ReplayError> {
+        while self.records.front().is_some_and(|r| r.0 <= through) && engine.next_offset() - 1 < until {
             // A record that cannot be applied stays held: where a later replay goes on
             // (`Resume`) is at or before it, never past it.
             let (broker, time, db, value) = self.records.front().expect("front exists");

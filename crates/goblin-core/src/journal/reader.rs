@@ -16,7 +16,10 @@
 //! order, what a missing or malformed header means (an older lineage's record is discarded
 //! before its other headers are judged).
 
-use super::kafka::{HEADER_APPLIED_THROUGH, HEADER_DB, HEADER_ID, HEADER_OFFSET, HEADER_VERSION};
+use super::kafka::{
+    HEADER_APPLIED_THROUGH, HEADER_DB, HEADER_ID, HEADER_OFFSET, HEADER_PREVIOUS_ID, HEADER_PREVIOUS_OFFSET,
+    HEADER_VERSION,
+};
 use engine::ReplId;
 use rdkafka::bindings as rd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +56,9 @@ pub struct Record {
     pub timestamp: Option<i64>,
     /// `goblin-db`: None if absent (database 0); Some(None) if not a decimal number.
     pub db: Option<Option<u64>>,
+    /// `goblin-previous-replication-id` and `-offset` (the first record of a successor
+    /// lineage): None if both are absent; Some(None) if one is missing or malformed.
+    pub previous: Option<Option<(ReplId, u64)>>,
 }
 
 impl Record {
@@ -225,6 +231,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         applied_through: None,
         timestamp: None,
         db: None,
+        previous: None,
     };
     // SAFETY: `msg` is a live message from librdkafka, owned by `r` from here on.
     unsafe {
@@ -285,6 +292,7 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         }
         let detached = Detached(hdrs);
         let (mut id, mut offset, mut through, mut version, mut db) = (None, None, None, None, None);
+        let (mut previous_id, mut previous_offset) = (None, None);
         let mut idx = 0;
         loop {
             let mut name: *const std::os::raw::c_char = std::ptr::null();
@@ -302,6 +310,8 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
                 n if n == HEADER_APPLIED_THROUGH.to_bytes() => &mut through,
                 n if n == HEADER_VERSION.to_bytes() => &mut version,
                 n if n == HEADER_DB.to_bytes() => &mut db,
+                n if n == HEADER_PREVIOUS_ID.to_bytes() => &mut previous_id,
+                n if n == HEADER_PREVIOUS_OFFSET.to_bytes() => &mut previous_offset,
                 _ => continue,
             };
             // The first occurrence with a value wins (a null value counts as absent).
@@ -314,6 +324,11 @@ pub fn decode(msg: *mut rd::rd_kafka_message_t, lineages: &mut Lineages) -> Reco
         r.applied_through = through.map(super::kafka::decimal_i64);
         r.version = version.map(super::kafka::decimal_u64);
         r.db = db.map(super::kafka::decimal_u64);
+        if previous_id.is_some() || previous_offset.is_some() {
+            let id = previous_id.and_then(ReplId::parse_bytes);
+            let at = previous_offset.and_then(super::kafka::decimal_u64);
+            r.previous = Some(id.zip(at));
+        }
         // The slices above point into the headers: they are all parsed by now.
         drop(detached);
     }

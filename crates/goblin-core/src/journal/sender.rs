@@ -53,6 +53,12 @@ pub const HEADER_APPLIED_THROUGH: &CStr = c"goblin-applied-through";
 /// The database (SELECT) a record's command applies to, in decimal; only on records of a
 /// database other than 0 (a record without it applies to database 0, whoever wrote it).
 pub const HEADER_DB: &CStr = c"goblin-db";
+/// The lineage this record's lineage continues, and the logical offset it continues it from
+/// (`Replication::previous`): only on the first record a restarted primary journals under its
+/// successor lineage, so that a replay that reaches it from the predecessor's records follows
+/// the history across the change of id.
+pub const HEADER_PREVIOUS_ID: &CStr = c"goblin-previous-replication-id";
+pub const HEADER_PREVIOUS_OFFSET: &CStr = c"goblin-previous-replication-offset";
 /// The record contract's version, in `goblin-replication-version`.
 pub const RECORD_VERSION: &str = "1";
 
@@ -106,6 +112,9 @@ pub struct Staged {
     /// The `goblin-replication-id` text of the records from index `.0` on (a lineage changes
     /// rarely: one entry per run of records).
     lineages: Vec<(usize, String)>,
+    /// The record (an index) that names its lineage's predecessor, and the predecessor's id
+    /// and offset as header text (`HEADER_PREVIOUS_ID`, `HEADER_PREVIOUS_OFFSET`).
+    predecessor: Option<(usize, String, String)>,
 }
 
 struct StagedRecord {
@@ -136,9 +145,19 @@ impl Staged {
         self.bytes.len() - start
     }
 
+    /// Marks the last record pushed as the one that names its lineage's predecessor.
+    pub fn name_predecessor(&mut self, id: &str, offset: u64) {
+        if let Some(last) = self.records.len().checked_sub(1) {
+            self.predecessor = Some((last, id.to_string(), offset.to_string()));
+        }
+    }
+
     /// Takes back the last record pushed (one too large to journal: the server stops).
     pub fn pop(&mut self) {
         if let Some(r) = self.records.pop() {
+            if self.predecessor.as_ref().is_some_and(|(i, _, _)| *i == self.records.len()) {
+                self.predecessor = None;
+            }
             self.bytes.truncate(r.start);
             if self.lineages.last().is_some_and(|(from, _)| *from == self.records.len()) {
                 self.lineages.pop();
@@ -158,6 +177,7 @@ impl Staged {
         self.bytes.clear();
         self.records.clear();
         self.lineages.clear();
+        self.predecessor = None;
     }
 
     /// Produces every record, in order. A record that finds librdkafka's queue full is retried
@@ -182,14 +202,22 @@ impl Staged {
             let through = decimal_text(&mut through_buf, applied_through);
             let mut db_buf = [0u8; 20];
             let db_text = signed_decimal_text(&mut db_buf, false, db as u64);
-            let headers = [
+            let mut headers = [
                 (HEADER_VERSION, RECORD_VERSION.as_bytes()),
                 (HEADER_ID, self.lineages[lineage].1.as_bytes()),
                 (HEADER_OFFSET, offset),
                 (HEADER_APPLIED_THROUGH, through),
                 (HEADER_DB, db_text),
+                (HEADER_PREVIOUS_ID, b"".as_slice()),
+                (HEADER_PREVIOUS_OFFSET, b"".as_slice()),
             ];
-            let headers = if db == 0 { &headers[..4] } else { &headers[..] };
+            let mut n = if db == 0 { 4 } else { 5 };
+            if let Some((_, id, at)) = self.predecessor.as_ref().filter(|(at, _, _)| *at == i) {
+                headers[n] = (HEADER_PREVIOUS_ID, id.as_bytes());
+                headers[n + 1] = (HEADER_PREVIOUS_OFFSET, at.as_bytes());
+                n += 2;
+            }
+            let headers = &headers[..n];
             loop {
                 match client.produce(value, key, logical, headers, timestamp_ms) {
                     Ok(()) => break,

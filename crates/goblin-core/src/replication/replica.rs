@@ -783,6 +783,7 @@ impl Server {
 
     fn try_follow(&mut self, hs: Handshake) -> Result<(), Refusal> {
         let Handshake { stream, replid, offset, previous, leftover, kafka } = hs;
+        let kafka_configured = self.kafka_configured();
         let r = self.replica.as_mut().expect("a replica");
         r.last_io = Some(Instant::now());
         let local = self.engine.repl;
@@ -800,6 +801,20 @@ impl Server {
                     local.replid, local.offset
                 );
                 self.engine.set_replication(local.successor_named(replid));
+            } else if previous.is_some_and(|(id, at)| id == local.replid && local.offset < at)
+                && kafka_configured
+            {
+                // Behind the offset the upstream's lineage continues ours from: Kafka holds the
+                // rest of ours and then the new lineage's records, the first of which names
+                // ours as its predecessor; the catch-up crosses there (`journal::kafka::replay`)
+                // and is checked below.
+                info!(
+                    "replica: the upstream continues lineage {} from offset {} as lineage {replid}, ahead of this \
+                     server at offset {}: Kafka holds the rest of the one and the records of the other",
+                    local.replid,
+                    previous.map_or(0, |(_, at)| at),
+                    local.offset
+                );
             } else if let Some((id, at)) = previous.filter(|(id, _)| *id == local.replid) {
                 r.upstream_offset = None;
                 let o = local.offset;
@@ -843,6 +858,24 @@ impl Server {
         } else {
             (stream, leftover)
         };
+        let now = self.engine.repl;
+        if now.replid != replid {
+            // A catch-up toward a successor of our lineage that ended short of the change of
+            // id (the upstream had written nothing under it yet), or went past its start.
+            if previous == Some((now.replid, now.offset)) {
+                self.engine.set_replication(now.successor_named(replid));
+            } else {
+                return Err(Refusal::Degraded(format!(
+                    "the upstream serves lineage {replid}, which continues lineage {} from offset {}; Kafka took \
+                     this server to lineage {} at offset {} instead (install a snapshot of the upstream's \
+                     lineage and restart with --load)",
+                    previous.map_or_else(|| "-".to_string(), |(id, _)| id.to_string()),
+                    previous.map_or(0, |(_, at)| at),
+                    now.replid,
+                    now.offset
+                )));
+            }
+        }
         self.go_live(stream, buffered)
     }
 

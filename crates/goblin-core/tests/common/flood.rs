@@ -27,11 +27,17 @@ impl Until {
     }
 }
 
-/// (replid, offset, digest)
+/// (lineage, offset, digest). The lineage is the one whose history the state is: a primary
+/// restarted from its journal goes on under a successor id from the offset it recovered
+/// (`master_replid2`, `second_repl_offset` one past it), and until it writes, its state is its
+/// predecessor's at that offset, so that id is the one named.
 pub fn state(con: &mut redis::Connection) -> (String, i64, String) {
     let m = info(con, "replication");
     let d: String = redis::cmd("DEBUG").arg("DIGEST").query(con).unwrap();
-    (m["master_replid"].clone(), m["master_repl_offset"].parse().unwrap(), d)
+    let offset: i64 = m["master_repl_offset"].parse().unwrap();
+    let second: i64 = m["second_repl_offset"].parse().unwrap();
+    let id = if second == offset + 1 { &m["master_replid2"] } else { &m["master_replid"] };
+    (id.clone(), offset, d)
 }
 
 /// Waits until Kafka acknowledged every mutation so far, and the primary's consumer has read

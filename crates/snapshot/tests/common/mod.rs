@@ -33,6 +33,7 @@ pub fn meta() -> Meta {
         kafka_consumer_position: -1,
         functions: Vec::new(),
         unconfirmed: Vec::new(),
+        previous: None,
     }
 }
 
