@@ -1152,8 +1152,9 @@ fn a_queued_primary_restarted_from_kafka_is_followed_only_from_what_kafka_held()
 /// A replica with Kafka that fell behind while its primary was restarted catches up through
 /// Kafka into the successor lineage: the rest of the old lineage, then the new one from its
 /// first record, which names the old one; or, when the primary has written nothing since,
-/// up to the offset the successor continues from, where the replica takes the new id. A
-/// server that replays the topic from the start follows both changes of id.
+/// up to the offset the successor continues from, where the replica takes the new id; or,
+/// away across two restarts, through both. A server that replays the topic from the start
+/// follows every change of id.
 #[test]
 fn a_replica_behind_a_restarted_primary_catches_up_through_kafka_into_its_successor() {
     use rand::SeedableRng;
@@ -1190,11 +1191,29 @@ fn a_replica_behind_a_restarted_primary_catches_up_through_kafka_into_its_succes
         converge(&primary, &[&replica]);
         let log = replica.log();
         assert_eq!(log.matches("catching up through Kafka").count(), round + 1, "{log}");
-        assert!(
-            log.contains(&format!("the upstream continues lineage {old} from offset {x} as lineage {new}")),
-            "{log}"
-        );
+        let crossing =
+            format!("the upstream serves lineage {new}, which continues lineage {old} from offset {x}");
+        assert!(log.contains(&crossing), "{log}");
     }
+    // Away across two restarts, each with writes: the replica's lineage is the predecessor of
+    // the predecessor of the primary's.
+    replica.signal(libc::SIGSTOP);
+    cut_links(&primary, &[]);
+    let first = repl(&primary)["master_replid"].clone();
+    for _ in 0..2 {
+        random_workload(&primary, &mut rng, 2);
+        wait_journaled(&primary);
+        primary.signal(libc::SIGKILL);
+        primary.wait_exit(Duration::from_secs(10)).unwrap();
+        primary = Server::start(&pargs);
+    }
+    random_workload(&primary, &mut rng, 2);
+    wait_journaled(&primary);
+    let new = repl(&primary)["master_replid"].clone();
+    replica.signal(libc::SIGCONT);
+    wait_for(&replica, "live two lineages on", |m| m["replica_state"] == "live" && m["master_replid"] == new);
+    converge(&primary, &[&replica]);
+    assert!(replica.log().contains(&format!("this server holds lineage {first}")), "{}", replica.log());
     random_workload(&primary, &mut rng, 2);
     converge(&primary, &[&replica]);
     wait_journaled(&primary);
@@ -1203,7 +1222,7 @@ fn a_replica_behind_a_restarted_primary_catches_up_through_kafka_into_its_succes
     let fresh = Server::start(&["--kafka", &uri, "--save", "", "--enable-debug-command", "yes"]);
     let m = repl(&fresh);
     assert_eq!((offset(&fresh), m["master_replid2"].as_str(), digest(&fresh)), (at, id.as_str(), want));
-    assert_eq!(info(&mut fresh.conn(), "kafka")["kafka_replay_successor_lineages"], "2");
+    assert_eq!(info(&mut fresh.conn(), "kafka")["kafka_replay_successor_lineages"], "4");
 }
 
 /// An idle upstream ticks once a second, so its replica stays live however long nothing is

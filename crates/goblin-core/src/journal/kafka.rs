@@ -1555,19 +1555,6 @@ fn replay_record(
             engine.set_replication(Replication::at(id, 0));
             *adopt_lineage = false;
         } else if !*lineage_seen {
-            // The predecessor this lineage continues (the inclusive seek rereads its last
-            // records) ends where the successor began: a record of it past that offset was
-            // written after the successor started, by the process it replaced.
-            if let (Some((from, at)), Some(o)) = (engine.repl.previous, rec.offset) {
-                if from == id && o > at {
-                    return Err(bad(format!(
-                        "a record of lineage {id} at logical offset {o}, past offset {at} where lineage {} \
-                         continues it: two servers wrote lineage {id} \
-                         (an earlier process whose last request reached the broker after its successor started)",
-                        engine.repl.replid
-                    )));
-                }
-            }
             stats.older_lineage += 1;
             return Ok(());
         } else {

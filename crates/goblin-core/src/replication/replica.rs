@@ -801,19 +801,18 @@ impl Server {
                     local.replid, local.offset
                 );
                 self.engine.set_replication(local.successor_named(replid));
-            } else if previous.is_some_and(|(id, at)| id == local.replid && local.offset < at)
-                && kafka_configured
-            {
-                // Behind the offset the upstream's lineage continues ours from: Kafka holds the
-                // rest of ours and then the new lineage's records, the first of which names
-                // ours as its predecessor; the catch-up crosses there (`journal::kafka::replay`)
-                // and is checked below.
+            } else if let Some((from, at)) = previous.filter(|&(id, at)| {
+                kafka_configured && local.offset < offset && !(id == local.replid && local.offset > at)
+            }) {
+                // The upstream's lineage continues another (ours, past our offset, or one that
+                // continues ours: a primary restarted more than once while we were away). Kafka
+                // holds the way: the rest of ours, then each successor's records from its first,
+                // which names its predecessor; the catch-up crosses at each
+                // (`journal::kafka::replay`), and where it ends is checked below.
                 info!(
-                    "replica: the upstream continues lineage {} from offset {} as lineage {replid}, ahead of this \
-                     server at offset {}: Kafka holds the rest of the one and the records of the other",
-                    local.replid,
-                    previous.map_or(0, |(_, at)| at),
-                    local.offset
+                    "replica: the upstream serves lineage {replid}, which continues lineage {from} from offset {at}; \
+                     this server holds lineage {} at offset {}: Kafka holds the way from here to there",
+                    local.replid, local.offset
                 );
             } else if let Some((id, at)) = previous.filter(|(id, _)| *id == local.replid) {
                 r.upstream_offset = None;

@@ -129,8 +129,16 @@ fn served_by(mut stream: TcpStream) -> Option<u32> {
     }
 }
 
-fn wait_until_accepting(child: &mut Child, port: Option<u16>, unix: Option<&Path>) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
+/// How long a server may take to start listening (its startup replay included).
+const START_LIMIT: Duration = Duration::from_secs(15);
+
+fn wait_until_accepting(
+    child: &mut Child,
+    port: Option<u16>,
+    unix: Option<&Path>,
+    limit: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!("server exited early with {status}"));
@@ -153,7 +161,7 @@ fn wait_until_accepting(child: &mut Child, port: Option<u16>, unix: Option<&Path
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err("server did not start accepting within 15 s".into());
+            return Err(format!("server did not start accepting within {} s", limit.as_secs()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -177,12 +185,18 @@ impl Server {
 
     /// Starts the binary with `args`, in working directory `cwd` (the test's own without one).
     pub fn start_in(cwd: Option<&std::path::Path>, args: &[&str]) -> Server {
+        Self::start_within(cwd, args, START_LIMIT)
+    }
+
+    /// [`Server::start_in`] for a startup that may wait on purpose, up to `limit` (a journal
+    /// whose partition has no leader yet).
+    pub fn start_within(cwd: Option<&std::path::Path>, args: &[&str], limit: Duration) -> Server {
         let mut last_err = String::new();
         // A port picked by free_port can be taken by someone else before the server binds it:
         // retry with another one. Only that: a server that failed to start for any other reason
         // is the test's finding, and a retry that happens to succeed would hide it.
         for _ in 0..5 {
-            match Self::try_start(cwd, args) {
+            match Self::try_start(cwd, args, limit) {
                 Ok(s) => return s,
                 Err(e)
                     if e.contains("Address already in use") || e.contains("is served by another process") =>
@@ -195,7 +209,7 @@ impl Server {
         panic!("could not start goblin-core: {last_err}");
     }
 
-    fn try_start(cwd: Option<&std::path::Path>, args: &[&str]) -> Result<Server, String> {
+    fn try_start(cwd: Option<&std::path::Path>, args: &[&str], limit: Duration) -> Result<Server, String> {
         let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let port = match args.iter().position(|a| *a == "--port") {
             Some(i) => args[i + 1].parse::<u16>().expect("--port value"),
@@ -233,7 +247,7 @@ impl Server {
             .spawn()
             .map_err(|e| format!("spawn goblin-core: {e}"))?;
         let tcp = if port == 0 { None } else { Some(port) };
-        if let Err(e) = wait_until_accepting(&mut child, tcp, unixsocket.as_deref()) {
+        if let Err(e) = wait_until_accepting(&mut child, tcp, unixsocket.as_deref(), limit) {
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -399,7 +413,7 @@ impl RedisServer {
                     panic!("{} is required for this test (apt-get install redis-server; scripts/redis8.sh for Redis 8): {e}", binary.display())
                 }
             };
-            match wait_until_accepting(&mut child, Some(port), None) {
+            match wait_until_accepting(&mut child, Some(port), None, START_LIMIT) {
                 Ok(()) => return RedisServer { port, child },
                 Err(e) => {
                     let _ = child.kill();
