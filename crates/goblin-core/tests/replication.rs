@@ -1149,6 +1149,43 @@ fn a_queued_primary_restarted_from_kafka_is_followed_only_from_what_kafka_held()
     assert_eq!(b0, "lost");
 }
 
+/// A replica with Kafka at exactly the offset its restarted primary recovered, holding
+/// mutations from frames that Kafka had not confirmed when the primary died (no idle tick
+/// came between the last writes and the kill), checks them against the old lineage's records
+/// before it takes the successor's id, instead of passing over them as another lineage's and
+/// going on unchecked.
+#[test]
+fn unconfirmed_mutations_are_checked_before_a_replica_follows_a_successor() {
+    let k = Kaka::start();
+    let uri = k.uri("repl-successor-unconfirmed");
+    let pport = common::free_port().to_string();
+    let pargs = ["--port", pport.as_str(), "--kafka", &uri, "--save", "", "--enable-debug-command", "yes"];
+    let mut primary = Server::start(&pargs);
+    let replica = live_replica(&["--replica-tcp", "127.0.0.1", &pport, "--kafka", &uri, "--save", ""]);
+    let mut pc = primary.conn();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("a{i}")).arg(i).query(&mut pc).unwrap();
+    }
+    wait_journaled(&primary);
+    converge(&primary, &[&replica]);
+    let (old, x) = (repl(&primary)["master_replid"].clone(), offset(&primary));
+    let unconfirmed: u64 = repl(&replica)["replica_unconfirmed_mutations"].parse().unwrap();
+    primary.signal(libc::SIGKILL);
+    primary.wait_exit(Duration::from_secs(10)).unwrap();
+    assert!(unconfirmed > 0, "a tick confirmed everything before the kill: the case is not set up");
+    let primary = Server::start(&pargs);
+    let new = repl(&primary)["master_replid"].clone();
+    let m = wait_for(&replica, "live on the successor", |m| {
+        m["replica_state"] == "live" && m["master_replid"] == new
+    });
+    assert_eq!((m["master_replid2"].as_str(), offset(&replica)), (old.as_str(), x));
+    assert_eq!(m["replica_unconfirmed_mutations"], "0", "{m:?}");
+    let log = replica.log();
+    assert!(log.contains("checking the"), "{log}");
+    assert!(!log.contains("cannot be checked"), "{log}");
+    converge(&primary, &[&replica]);
+}
+
 /// A replica with Kafka that fell behind while its primary was restarted catches up through
 /// Kafka into the successor lineage: the rest of the old lineage, then the new one from its
 /// first record, which names the old one; or, when the primary has written nothing since,

@@ -800,7 +800,11 @@ impl Server {
                     "replica: the upstream continues lineage {} from offset {} as lineage {replid}; following it",
                     local.replid, local.offset
                 );
-                self.engine.set_replication(local.successor_named(replid));
+                // Mutations Kafka has not confirmed are checked first, against the records of
+                // the lineage they were applied under; the new id is taken after (below).
+                if !(kafka_configured && !r.unconfirmed.is_empty()) {
+                    self.engine.set_replication(local.successor_named(replid));
+                }
             } else if let Some((from, at)) = previous.filter(|&(id, at)| {
                 kafka_configured && local.offset < offset && !(id == local.replid && local.offset > at)
             }) {
