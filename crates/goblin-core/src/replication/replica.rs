@@ -802,7 +802,7 @@ impl Server {
                 );
                 // Mutations Kafka has not confirmed are checked first, against the records of
                 // the lineage they were applied under; the new id is taken after (below).
-                if !(kafka_configured && !r.unconfirmed.is_empty()) {
+                if !kafka_configured || r.unconfirmed.is_empty() {
                     self.engine.set_replication(local.successor_named(replid));
                 }
             } else if let Some((from, at)) = previous.filter(|&(id, at)| {
