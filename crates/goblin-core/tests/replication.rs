@@ -1040,6 +1040,18 @@ fn a_replica_restarted_from_its_snapshot_still_checks_what_kafka_had_not_confirm
     assert!(log.contains("a replica's snapshot holds writes its primary lost"), "{log}");
 }
 
+/// Two more attempts of a refused replica (degraded retries every 5 s), with its primary at
+/// the replica's offset `y` by now: still degraded and not ready, its data (`held`, a
+/// digest) as it was.
+fn still_refused(replica: &Server, y: u64, held: &str) {
+    let tried = repl(replica)["replica_reconnect_attempts"].parse::<u64>().unwrap();
+    let m = wait_for(replica, "two more attempts", |m| {
+        m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= tried + 2
+    });
+    assert_eq!((m["replica_state"].as_str(), m["goblin_ready"].as_str()), ("degraded", "0"), "{m:?}");
+    assert_eq!((offset(replica), digest(replica)), (y, held.to_string()));
+}
+
 /// Waits until Kafka has acknowledged everything the primary has written.
 fn wait_journaled(primary: &Server) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1138,13 +1150,7 @@ fn a_queued_primary_restarted_from_kafka_is_followed_only_from_what_kafka_held()
     }
     assert_eq!(offset(&primary), y);
     converge(&primary, &[&at]);
-    // Two more attempts (degraded retries every 5 s) with the primary at `ahead`'s offset.
-    let tried = repl(&ahead)["replica_reconnect_attempts"].parse::<u64>().unwrap();
-    let m = wait_for(&ahead, "two more attempts", |m| {
-        m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= tried + 2
-    });
-    assert_eq!((m["replica_state"].as_str(), m["goblin_ready"].as_str()), ("degraded", "0"), "{m:?}");
-    assert_eq!((offset(&ahead), digest(&ahead)), (y, held));
+    still_refused(&ahead, y, &held);
     let b0: String = redis::cmd("GET").arg("b0").query(&mut ahead.conn()).unwrap();
     assert_eq!(b0, "lost");
 }
@@ -1519,13 +1525,7 @@ fn a_primary_restarted_from_its_snapshot_without_kafka_is_followed_only_from_tha
         let _: () = redis::cmd("SET").arg(format!("other{i}")).arg(i).query(&mut pc).unwrap();
     }
     assert_eq!(offset(&primary), y);
-    // Two more attempts (degraded retries every 5 s) with the primary at the replica's offset.
-    let tried = repl(&a)["replica_reconnect_attempts"].parse::<u64>().unwrap();
-    let m = wait_for(&a, "two more attempts", |m| {
-        m["replica_reconnect_attempts"].parse::<u64>().unwrap() >= tried + 2
-    });
-    assert_eq!((m["replica_state"].as_str(), m["goblin_ready"].as_str()), ("degraded", "0"), "{m:?}");
-    assert_eq!((offset(&a), digest(&a)), (y, held));
+    still_refused(&a, y, &held);
     let n: i64 = redis::cmd("EXISTS").arg("lost0").arg("other0").query(&mut a.conn()).unwrap();
     assert_eq!(n, 1, "the replica keeps what it had, and takes none of the new writes");
     // The chained replica lost its upstream's link and stays down with it.

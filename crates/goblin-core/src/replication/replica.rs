@@ -855,7 +855,7 @@ impl Server {
         // At the upstream's offset, mutations Kafka has not confirmed may still be another
         // history's (an upstream that lost them in a crash and wrote others there): a
         // catch-up checks them first.
-        let unconfirmed = !r.unconfirmed.is_empty() && self.kafka_configured();
+        let unconfirmed = !r.unconfirmed.is_empty() && kafka_configured;
         let (stream, buffered) = if offset > local || unconfirmed {
             self.handoff(stream, offset, leftover, kafka)?
         } else {
