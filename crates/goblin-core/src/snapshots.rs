@@ -1827,6 +1827,7 @@ impl Server {
         let engine: *const Engine = &self.engine;
         // Following a primary, the stream after the file is that primary's, passed on.
         let stream_db = if stream { self.redis_primary_stream_db() } else { None };
+        let numbered_stream = self.redis_primary_in_step();
         let form = if eof_mark.is_some() { "EOF-marked" } else { "length first" };
         let n = readers.len();
         let job = move || {
@@ -1835,6 +1836,13 @@ impl Server {
             let dbs = engine.database_refs();
             let mut file = parts.file(functions_only, goblin_types);
             file.repl_stream_db = stream_db;
+            // A goblin-core replica takes the lineage the file names as its own, numbering
+            // each command of the stream after it as one mutation: named only where this
+            // server's offsets count the stream so (not while it passes on the stream of a
+            // primary it is not in step with, a redis-server's among them).
+            if !numbered_stream {
+                file.lineage = None;
+            }
             // A replica takes the stream's position from +FULLRESYNC, not from the file.
             file.repl_position = None;
             // The length first needs a counting pass over the whole image (as long as the

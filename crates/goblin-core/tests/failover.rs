@@ -163,6 +163,15 @@ fn goblin_core_hands_over_to_a_goblin_core_replica() {
     for c in [&mut c1, &mut c3] {
         wait_same(&mut c2, c, "writes on the new primary");
         assert_eq!(digest(c), digest(&mut c2));
+        wait_same_offset(&mut c2, c, "writes on the new primary");
+    }
+    // No server numbers the new primary's writes under the old primary's lineage: each went
+    // on under a successor of it, from the offset where the old primary handed over.
+    let old_id = info_field(&mut c2, "replication", "master_replid2").unwrap();
+    let ids: Vec<_> = [&mut c1, &mut c2, &mut c3].into_iter().map(lineage).collect();
+    for (id, _, second, second_at) in &ids {
+        assert_ne!(id, &old_id);
+        assert_eq!((second, *second_at), (&old_id, ids[1].3), "{ids:?}");
     }
 }
 
@@ -457,4 +466,102 @@ fn client_kill_drops_the_link_to_the_primary() {
     assert_eq!(info_int(&mut rc, "stats", "sync_partial_ok"), 2, "each kill continued the stream");
     assert_eq!(info_int(&mut rc, "stats", "sync_full"), 1);
     assert_eq!(info_int(&mut gc, "replication", "redis_primary_partial_syncs"), 2);
+}
+
+/// The (replication ID, offset) pair a server's INFO names as its own, and its second one.
+fn lineage(c: &mut redis::Connection) -> (String, i64, String, i64) {
+    (
+        info_field(c, "replication", "master_replid").unwrap(),
+        info_int(c, "replication", "master_repl_offset"),
+        info_field(c, "replication", "master_replid2").unwrap(),
+        info_int(c, "replication", "second_repl_offset"),
+    )
+}
+
+/// Until the two servers name the same offset (their INFO `master_repl_offset`), as Redis's
+/// own tests wait for a replica (`wait_for_ofs_sync`).
+fn wait_same_offset(primary: &mut redis::Connection, replica: &mut redis::Connection, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (p, r) = (lineage(primary), lineage(replica));
+        if p.1 == r.1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: the offsets never met: primary {p:?}, replica {r:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A goblin-core replica of a goblin-core primary (REPLICAOF) takes the primary's lineage from
+/// the file of its full synchronization and numbers every mutation of the stream as the
+/// primary does, so both name the same replication ID and offset, as a Redis replica and its
+/// primary do (Redis's `wait_for_ofs_sync` works on them). A key past its deadline in the file
+/// is kept until the primary's DEL, which then counts as there. Promoted, the replica goes on
+/// under a successor (the primary's ID kept as the second); a replica that cannot apply a
+/// command as the primary did (a database it lacks) leaves the primary's lineage for one of its
+/// own instead of numbering another history under it.
+#[test]
+fn a_goblin_core_replica_numbers_its_goblin_core_primarys_writes_as_its_primary_does() {
+    let g1 = Server::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let mut c1 = g1.conn();
+    fill(&mut c1, "before");
+    // A key past its deadline goes into the file: the replica keeps it until the DEL.
+    q(&mut c1, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    q(&mut c1, &["SET", "short", "v", "PX", "1"]);
+    std::thread::sleep(Duration::from_millis(20));
+    let (g2, mut c2) = goblin_replica(&mut c1, g1.port);
+    assert!(g2.log().contains("(the primary's)"), "{}", g2.log());
+    let (id1, ..) = lineage(&mut c1);
+    assert_eq!(lineage(&mut c2).0, id1, "the replica's lineage is its primary's");
+    q(&mut c1, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    fill(&mut c1, "attached");
+    q(&mut c1, &["SELECT", "4"]);
+    q(&mut c1, &["SET", "in-four", "4"]);
+    q(&mut c1, &["MULTI"]);
+    q(&mut c1, &["INCR", "tx"]);
+    q(&mut c1, &["RPUSH", "l", "a", "b"]);
+    q(&mut c1, &["EXEC"]);
+    q(&mut c1, &["SELECT", "0"]);
+    q(&mut c1, &["FLUSHDB"]);
+    fill(&mut c1, "flushed");
+    wait_same(&mut c1, &mut c2, "after the writes");
+    wait_same_offset(&mut c1, &mut c2, "after the writes");
+    assert_eq!(lineage(&mut c2), lineage(&mut c1));
+    assert_eq!(q(&mut c2, &["EXISTS", "short"]), Value::Int(0));
+    assert!(!g2.log().contains("are not its primary's"), "{}", g2.log());
+
+    // A replica without database 9: the primary's write there is refused, and from it on
+    // this replica's offsets are not its primary's.
+    let g3 = Server::start(&["--save", "", "--databases", "8"]);
+    let mut c3 = g3.conn();
+    q(&mut c3, &["REPLICAOF", "127.0.0.1", &g1.port.to_string()]);
+    wait_info(&mut c3, "master_link_status", "up", "the replica with 8 databases");
+    assert_eq!(lineage(&mut c3).0, id1);
+    q(&mut c1, &["SELECT", "9"]);
+    q(&mut c1, &["SET", "in-nine", "9"]);
+    q(&mut c1, &["SELECT", "0"]);
+    q(&mut c1, &["SET", "after-nine", "1"]);
+    // (The SELECT and the SET.)
+    wait_info(&mut c3, "redis_primary_rejected_commands", "2", "the replica with 8 databases");
+    wait_same(&mut c1, &mut c2, "the replica with every database");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while q(&mut c3, &["EXISTS", "after-nine"]) != Value::Int(1) {
+        assert!(Instant::now() < deadline, "the replica with 8 databases stopped following");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (id3, offset3, ..) = lineage(&mut c3);
+    assert_ne!(id3, id1, "a replica that skipped a write kept numbering under its primary's lineage");
+    assert_eq!(offset3 + 1, lineage(&mut c1).1, "the refused write is the one mutation fewer");
+    assert!(g3.log().contains("are not its primary's any more"), "{}", g3.log());
+    assert_eq!(lineage(&mut c2).0, id1, "the replica with every database left the lineage");
+
+    // Promoted, the replica numbers its own writes under a successor of the lineage.
+    wait_same_offset(&mut c1, &mut c2, "before the promotion");
+    let (_, at, ..) = lineage(&mut c2);
+    q(&mut c2, &["REPLICAOF", "NO", "ONE"]);
+    let (id2, offset2, second, second_at) = lineage(&mut c2);
+    assert_ne!(id2, id1);
+    assert_eq!((offset2, second.as_str(), second_at), (at, id1.as_str(), at + 1));
+    q(&mut c2, &["SET", "own", "1"]);
+    assert_eq!(lineage(&mut c2).1, at + 1);
 }

@@ -216,6 +216,14 @@ pub struct RedisPrimary {
     spool_in_memory: bool,
     /// This server was the primary and hands over to this one (FAILOVER): the PSYNC says so.
     pub(crate) failover: bool,
+    /// This server's lineage is the primary's: its full synchronization's file named the
+    /// primary's goblin-core lineage and logical offset (`goblin-replid`, `goblin-offset`),
+    /// this server took both, and every command of the stream since committed exactly one
+    /// mutation here, as it did there (a goblin-core primary's stream is its canonical
+    /// mutations, one command each). Its INFO offsets are then the primary's, as a Redis
+    /// replica's are its primary's. False for a redis-server primary, and from the first
+    /// command that did not commit one mutation (see `redis_primary_apply`).
+    in_step: bool,
 }
 
 impl RedisPrimary {
@@ -245,6 +253,7 @@ impl RedisPrimary {
             rejected: 0,
             spool_in_memory: false,
             failover: false,
+            in_step: false,
         }
     }
 
@@ -598,11 +607,13 @@ fn handshake(
         let (rdb, leftover) = receive_rdb(&mut r, plan.spool.as_deref(), total, read, &from, spool_failed)?;
         // Decoded here, off the server thread, which goes on serving what it holds meanwhile
         // (as `replica-serve-stale-data yes`); it only installs the result.
+        // Keys past their deadline are kept, as a Redis replica keeps them: the primary
+        // removes each with a DEL in its stream, and a replica without the key would apply
+        // that DEL as nothing (reads judge deadlines meanwhile).
         let what = format!("replica of {from}: loading the RDB file");
         decoding.store(true, Ordering::Relaxed);
-        let (dbs, found) =
-            crate::snapshots::rdb_keyspaces(rdb.bytes(), plan.databases, &what, crate::server::now_ms())
-                .map_err(|e| format!("the primary's RDB file: {e}"))?;
+        let (dbs, found) = crate::snapshots::rdb_keyspaces(rdb.bytes(), plan.databases, &what, i64::MIN)
+            .map_err(|e| format!("the primary's RDB file: {e}"))?;
         let bytes = rdb.bytes().len();
         drop(rdb);
         let synced = Synced::Full { replid, offset: off, bytes, dbs, found };
@@ -747,12 +758,16 @@ impl Server {
     }
 
     /// REPLICAOF NO ONE (and a FAILOVER's end on either side): this server is a primary from
-    /// now on, with what it holds, its lineage continued.
+    /// now on, with what it holds, under a successor of the lineage it had (Redis's new
+    /// replication ID with the old one kept as the second).
     pub(crate) fn stop_following_redis_primary(&mut self) {
         let followed = self.redis_primary_identity();
         if let Some(p) = self.redis_primary.take() {
             self.redis_primary_drop(p);
             self.redis_replicas_promoted(followed);
+            // A primary numbers its own writes under a lineage of its own: the one followed
+            // (the old primary's, when this server was in step with it) may go on there.
+            self.redis_primary_lineage_successor("it is a primary now");
             self.engine.replica = self.data_frozen();
             info!("REPLICAOF NO ONE: this server is a primary now, at offset {}", self.engine.repl.offset);
         }
@@ -892,14 +907,18 @@ impl Server {
         match hs.synced {
             Synced::Full { replid, offset, bytes, dbs, found } => {
                 let (found_db, databases) = (found.repl_stream_db, self.engine.databases());
-                if let Err(e) = self.redis_primary_load(&from, bytes, dbs, found) {
-                    let p = self.redis_primary.as_mut().expect("following");
-                    warn!("replica of {from}: the primary's RDB file: {e}; retrying");
-                    p.last_error = e;
-                    p.next_attempt = Instant::now() + RETRY_EVERY;
-                    return;
-                }
+                let adopted = match self.redis_primary_load(&from, bytes, dbs, found) {
+                    Ok(adopted) => adopted,
+                    Err(e) => {
+                        let p = self.redis_primary.as_mut().expect("following");
+                        warn!("replica of {from}: the primary's RDB file: {e}; retrying");
+                        p.last_error = e;
+                        p.next_attempt = Instant::now() + RETRY_EVERY;
+                        return;
+                    }
+                };
                 let p = self.redis_primary.as_mut().expect("following");
+                p.in_step = adopted;
                 p.replid = Some(replid);
                 p.offset = offset;
                 // The database the primary's stream is in (a replica's file names it; a
@@ -913,10 +932,19 @@ impl Server {
                 info!("replica of {from}: partial synchronization accepted at offset {}", p.offset + 1);
                 p.partial_syncs += 1;
                 if let Some(id) = replid {
+                    let changed = p.replid.as_deref() != Some(id.as_str());
                     p.replid = Some(id.clone());
                     // A promoted primary continues under its new ID: so does this server's
                     // stream, the old one still good up to here.
                     self.redis_replicas_new_id(&id);
+                    if changed {
+                        // ... and this server's lineage goes on as a successor: the promoted
+                        // server numbers its writes under a lineage of its own, and the old
+                        // primary may go on numbering other writes under the old one.
+                        self.redis_primary_lineage_successor(
+                            "its primary continues under a new replication ID",
+                        );
+                    }
                 }
             }
         }
@@ -946,19 +974,25 @@ impl Server {
     }
 
     /// A full synchronization: the primary's RDB file replaces every database and the
-    /// function libraries. This server starts a new lineage (the file is not a continuation
-    /// of what it numbered before), so its own replicas are disconnected: they must start over.
+    /// function libraries. This server's lineage becomes the primary's when the file names
+    /// one (a goblin-core primary), else a new one of its own; either way the file is not a
+    /// continuation of what it numbered before, so its own replicas are disconnected: they
+    /// must start over. True when the primary's lineage was taken.
     fn redis_primary_load(
         &mut self,
         from: &str,
         bytes: usize,
         dbs: Vec<(u32, store::Keyspace)>,
         found: engine::rdb::LoadedRdb,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let started = Instant::now();
         let mut functions = engine::functions::Functions::default();
         functions.replace_all(found.functions.clone()).map_err(|e| format!("a function library: {e}"))?;
         let start = crate::snapshots::lineage_start(&dbs, &functions);
+        // A goblin-core primary's file names its lineage and the logical offset the file
+        // holds: this server takes both, so that each of the stream's mutations gets the
+        // number it has there. Any other file starts a lineage of this server's own.
+        let adopted = found.lineage.as_ref().and_then(|(id, offset)| Some((ReplId::parse(id)?, *offset)));
         let old = self.engine.replace_databases(dbs)?;
         self.engine.functions.replace_all(found.functions).map_err(|e| format!("a function library: {e}"))?;
         let cfg = self.engine.evict;
@@ -967,20 +1001,25 @@ impl Server {
         self.watches.touch_all();
         self.firehose_disconnect_all();
         self.redis_replicas_reset();
-        let repl = Replication::at(ReplId::random(), start);
+        let repl = match adopted {
+            Some((id, offset)) => Replication::at(id, offset),
+            None => Replication::at(ReplId::random(), start),
+        };
         self.engine.set_replication(repl);
-        self.snapshots.last_save_offset = start;
+        self.snapshots.last_save_offset = repl.offset;
         drop(old);
         info!(
-            "replica of {from}: {} keys from a {}-byte RDB file (version {}, Redis {}) installed in {:.2} s; lineage {}",
+            "replica of {from}: {} keys from a {}-byte RDB file (version {}, Redis {}) installed in {:.2} s; lineage {} at offset {}{}",
             found.keys,
             bytes,
             found.version,
             found.redis_version.as_deref().unwrap_or("?"),
             started.elapsed().as_secs_f64(),
-            repl.replid
+            repl.replid,
+            repl.offset,
+            if adopted.is_some() { " (the primary's)" } else { "" }
         );
-        Ok(())
+        Ok(adopted.is_some())
     }
 
     /// Token REDIS_PRIMARY: writes what waits for the primary, reads and applies commands.
@@ -1051,6 +1090,10 @@ impl Server {
         let mut at = 0;
         let mut failed = None;
         let now = crate::server::now_ms();
+        // In step with the primary's lineage: the commands that are mutations there (every
+        // one but the stream's own PING, SELECT, MULTI/EXEC and GETACK, and PUBLISH), each of
+        // which must commit exactly one mutation here.
+        let (offset_before, mut numbered) = (self.engine.repl.offset, 0u64);
         // What this server's own replicas get: the stream's bytes as applied (a transaction
         // with its EXEC), so they hold the primary's stream at its offsets (PSYNC2).
         let mut passed_on = Vec::new();
@@ -1093,14 +1136,15 @@ impl Server {
                 passed_on.extend_from_slice(cmd);
                 if is(b"exec") {
                     for queued in m.map(|m| m.queued).unwrap_or_default() {
-                        self.redis_primary_run(&queued, &command_args(&queued), &mut db, now);
+                        numbered +=
+                            self.redis_primary_run(&queued, &command_args(&queued), &mut db, now) as u64;
                     }
                 }
             } else if let Some(m) = &mut p.multi {
                 m.queued.push(cmd.to_vec());
             } else {
                 passed_on.extend_from_slice(cmd);
-                self.redis_primary_run(cmd, &args, &mut db, now);
+                numbered += self.redis_primary_run(cmd, &args, &mut db, now) as u64;
             }
         }
         self.deliver_notifications(None);
@@ -1112,6 +1156,24 @@ impl Server {
             link.buf = buf;
         }
         self.commit_batch(engine::Origin::Replay);
+        let in_step = self.redis_primary.as_ref().is_some_and(|p| p.in_step);
+        if in_step && self.engine.repl.offset != offset_before + numbered {
+            // A command committed no mutation here, or more than one (one the engine refused,
+            // a database this server lacks): from here on this server's numbers are not the
+            // primary's. What it numbered so far under the primary's lineage went out under
+            // that lineage; the rest goes on under a lineage of its own, with no predecessor
+            // (its offset is not the primary's), so no replica takes one history for the other.
+            let (from, at) = (self.engine.repl.replid, self.engine.repl.offset);
+            warn!(
+                "replica of {}: {numbered} mutation(s) of the primary's stream committed {} here: this server's \
+                 offsets are not its primary's any more; lineage {from} ends at offset {at} and a new one starts",
+                self.redis_primary.as_ref().map_or(String::new(), |p| format!("{}:{}", p.host, p.port)),
+                self.engine.repl.offset - offset_before,
+            );
+            self.redis_primary.as_mut().expect("following").in_step = false;
+            self.engine.set_replication(Replication::at(ReplId::random(), at));
+            self.firehose_disconnect_all();
+        }
         self.redis_replicas_proxy(&passed_on, self.engine.repl.offset);
         if let Some(why) = failed {
             self.redis_primary_link_lost(why);
@@ -1120,11 +1182,13 @@ impl Server {
 
     /// Runs one command of the stream (`args`: its arguments) in database `db`, which a
     /// SELECT changes.
-    fn redis_primary_run(&mut self, cmd: &[u8], args: &[&[u8]], db: &mut u32, now: i64) {
+    /// True when the command is one the primary numbered (a mutation there): every command
+    /// but PING, SELECT and PUBLISH.
+    fn redis_primary_run(&mut self, cmd: &[u8], args: &[&[u8]], db: &mut u32, now: i64) -> bool {
         let name = args[0];
         let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
         if is(b"ping") {
-            return;
+            return false;
         }
         if is(b"select") {
             match args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse::<u32>().ok()) {
@@ -1137,10 +1201,11 @@ impl Server {
                     self.redis_primary_rejected(cmd, "ERR DB index is out of range (--databases)".into());
                 }
             }
-            return;
+            return false;
         }
         if *db == NO_DB {
-            return self.redis_primary_rejected(cmd, "a command for a database this server lacks".into());
+            self.redis_primary_rejected(cmd, "a command for a database this server lacks".into());
+            return true;
         }
         if (is(b"publish") || is(b"spublish")) && args.len() == 3 {
             if is(b"publish") {
@@ -1148,7 +1213,7 @@ impl Server {
             } else {
                 self.spublish_detached(args[1], args[2]);
             }
-            return;
+            return false;
         }
         // Keyspace notifications, as a Redis replica raises them for its primary's commands
         // (the command is looked up for them only when they are on).
@@ -1173,6 +1238,25 @@ impl Server {
             Err(e) => self.redis_primary_rejected(cmd, e.to_string()),
         }
         self.engine.select(*db);
+        true
+    }
+
+    /// This server's lineage goes on as a successor from where it stands (a new ID, the old
+    /// one and this offset as its predecessor): it stops numbering writes as the server it
+    /// followed does. Its firehose replicas reconnect and follow the successor from there.
+    fn redis_primary_lineage_successor(&mut self, why: &str) {
+        if let Some(p) = self.redis_primary.as_mut() {
+            p.in_step = false;
+        }
+        let repl = self.engine.repl.successor();
+        self.engine.set_replication(repl);
+        info!(
+            "lineage {} continues lineage {} from its offset {} ({why})",
+            repl.replid,
+            self.engine.repl.previous.map_or(String::new(), |(id, _)| id.to_string()),
+            repl.offset
+        );
+        self.firehose_disconnect_all();
     }
 
     /// A command of the stream that could not run: logged and counted (INFO
@@ -1235,6 +1319,12 @@ impl Server {
     /// stream is passed on unchanged, and selects again only when it changes database).
     pub(crate) fn redis_primary_stream_db(&self) -> Option<u32> {
         self.redis_primary.as_ref().filter(|p| p.replid.is_some()).map(|p| p.db)
+    }
+
+    /// Whether this server's logical offsets count its Redis stream one mutation per command:
+    /// always as a primary; following a primary, only in step with its lineage.
+    pub(crate) fn redis_primary_in_step(&self) -> bool {
+        self.redis_primary.as_ref().is_none_or(|p| p.in_step)
     }
 
     fn redis_primary_offset(&self) -> i64 {
