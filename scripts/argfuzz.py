@@ -238,8 +238,9 @@ def crash_mode(a):
     extra = ["--enable-debug-command", "no"] + a.server_args.split()
     p, r = start(a.goblin_bin, port, log, extra)
     if a.replica:
-        replica, _ = start(a.goblin_bin, port + 1, open(a.log + ".replica", "w"),
-                           ["--replica-tcp", "127.0.0.1", str(port)])
+        # A firehose replica, or with --replicaof one that follows on Redis's protocol.
+        follow = ["--replicaof", "127.0.0.1", str(port)] if a.replicaof else ["--replica-tcp", "127.0.0.1", str(port)]
+        replica, _ = start(a.goblin_bin, port + 1, open(a.log + ".replica", "w"), follow)
     docs = commands(r)
     names = sorted(docs)
     gen = Generator(a.seed)
@@ -291,6 +292,20 @@ def crash_mode(a):
         else:
             found += 1
             print(f"REPLICA differs: primary {text(mine)} replica {text(theirs)}", flush=True)
+        # Both name one lineage and offset: the replica numbered every mutation as the
+        # primary did (a REPLICAOF replica in step; a firehose replica always).
+        def position(c):
+            text = c.execute_command("INFO", "replication")
+            text = text.decode() if isinstance(text, bytes) else text
+            fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+            return fields.get("master_replid"), fields.get("master_repl_offset")
+        for _ in range(100):
+            if position(r) == position(rr):
+                break
+            time.sleep(0.1)
+        else:
+            found += 1
+            print(f"REPLICA numbers differently: primary {position(r)} replica {position(rr)}", flush=True)
         if replica.poll() is not None:
             found += 1
             print(f"REPLICA DIED (exit {replica.returncode}; see {a.log}.replica)", flush=True)
@@ -363,6 +378,8 @@ def main():
                     help="diff mode: after each write whose replies agree, compare the two datasets")
     ap.add_argument("--wrap", action="store_true",
                     help="crash mode: run some commands through EVAL and some inside MULTI/EXEC")
+    ap.add_argument("--replicaof", action="store_true",
+                    help="with --replica: the replica follows by REPLICAOF (Redis's protocol) instead of the firehose")
     ap.add_argument("--replica", action="store_true",
                     help="crash mode: a goblin-core replica follows; at the end both datasets must agree")
     ap.add_argument("--server-args", default="",
