@@ -312,6 +312,15 @@ impl Engine {
         self.pending.replid = repl.replid;
     }
 
+    /// Goes on under a new lineage `replid` from the current offset, with no predecessor,
+    /// taking the pending mutations along: they commit under it. For a server that finds,
+    /// while applying another server's writes, that it can no longer number them as that
+    /// server did (a replica leaving its primary's lineage).
+    pub fn leave_lineage(&mut self, replid: crate::ReplId) {
+        self.repl = Replication::at(replid, self.repl.offset);
+        self.pending.replid = replid;
+    }
+
     /// Commits the pending mutations as one batch from `origin`: numbers them with the next
     /// consecutive logical offsets and advances the lineage's offset past them. This is the one
     /// place the offset advances. Returns None when nothing is pending (a read, a no-op write).
@@ -578,5 +587,26 @@ impl Engine {
     /// Appends a mutation parsed from `encoded` (see [`Batch::push_parsed`]).
     pub(crate) fn push_pending_parsed(&mut self, encoded: &[u8], args: &[&[u8]]) {
         self.pending.push_parsed(encoded, args);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Mutations made while one lineage was served commit under the lineage the engine left it
+    /// for, at the next offsets, and the new lineage names no predecessor.
+    #[test]
+    fn the_pending_mutations_commit_under_the_lineage_left_for() {
+        let (old, new) = (crate::ReplId([1; 20]), crate::ReplId([2; 20]));
+        let mut e =
+            Engine::new(Replication { replid: old, offset: 7, previous: Some((crate::ReplId([3; 20]), 5)) });
+        let mut out = Vec::new();
+        e.run(&[b"SET", b"k", b"v"], 0, &mut out);
+        e.run(&[b"SET", b"j", b"w"], 0, &mut out);
+        e.leave_lineage(new);
+        let batch = e.commit(Origin::Replay).expect("two mutations");
+        assert_eq!((batch.replid, batch.last_offset(), batch.len()), (new, 9, 2));
+        assert_eq!(e.repl, Replication { replid: new, offset: 9, previous: None });
     }
 }

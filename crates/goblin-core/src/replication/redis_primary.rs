@@ -1093,7 +1093,7 @@ impl Server {
         // In step with the primary's lineage: the commands that are mutations there (every
         // one but the stream's own PING, SELECT, MULTI/EXEC and GETACK, and PUBLISH), each of
         // which must commit exactly one mutation here.
-        let (offset_before, mut numbered) = (self.engine.repl.offset, 0u64);
+        let (pending_before, mut numbered) = (self.engine.pending().len(), 0usize);
         // What this server's own replicas get: the stream's bytes as applied (a transaction
         // with its EXEC), so they hold the primary's stream at its offsets (PSYNC2).
         let mut passed_on = Vec::new();
@@ -1137,14 +1137,14 @@ impl Server {
                 if is(b"exec") {
                     for queued in m.map(|m| m.queued).unwrap_or_default() {
                         numbered +=
-                            self.redis_primary_run(&queued, &command_args(&queued), &mut db, now) as u64;
+                            self.redis_primary_run(&queued, &command_args(&queued), &mut db, now) as usize;
                     }
                 }
             } else if let Some(m) = &mut p.multi {
                 m.queued.push(cmd.to_vec());
             } else {
                 passed_on.extend_from_slice(cmd);
-                numbered += self.redis_primary_run(cmd, &args, &mut db, now) as u64;
+                numbered += self.redis_primary_run(cmd, &args, &mut db, now) as usize;
             }
         }
         self.deliver_notifications(None);
@@ -1155,25 +1155,26 @@ impl Server {
             buf.drain(..at);
             link.buf = buf;
         }
-        self.commit_batch(engine::Origin::Replay);
-        let in_step = self.redis_primary.as_ref().is_some_and(|p| p.in_step);
-        if in_step && self.engine.repl.offset != offset_before + numbered {
-            // A command committed no mutation here, or more than one (one the engine refused,
-            // a database this server lacks): from here on this server's numbers are not the
-            // primary's. What it numbered so far under the primary's lineage went out under
-            // that lineage; the rest goes on under a lineage of its own, with no predecessor
-            // (its offset is not the primary's), so no replica takes one history for the other.
+        let made = self.engine.pending().len() - pending_before;
+        if self.redis_primary.as_ref().is_some_and(|p| p.in_step) && made != numbered {
+            // A command made no mutation here, or more than one (one the engine refused, a
+            // database this server lacks): from here on this server's numbers are not the
+            // primary's. Before these mutations are numbered, the server leaves the primary's
+            // lineage for one of its own from the same offset, without predecessor (its later
+            // offsets are not the primary's), so that no replica of either takes one history
+            // for the other; its firehose subscribers reconnect to learn it.
             let (from, at) = (self.engine.repl.replid, self.engine.repl.offset);
+            let p = self.redis_primary.as_mut().expect("following");
+            p.in_step = false;
             warn!(
-                "replica of {}: {numbered} mutation(s) of the primary's stream committed {} here: this server's \
-                 offsets are not its primary's any more; lineage {from} ends at offset {at} and a new one starts",
-                self.redis_primary.as_ref().map_or(String::new(), |p| format!("{}:{}", p.host, p.port)),
-                self.engine.repl.offset - offset_before,
+                "replica of {}:{}: {numbered} mutation(s) of the primary's stream made {made} here: this server \
+                 does not number writes as its primary any more; it leaves lineage {from} at offset {at} for a new one",
+                p.host, p.port
             );
-            self.redis_primary.as_mut().expect("following").in_step = false;
-            self.engine.set_replication(Replication::at(ReplId::random(), at));
+            self.engine.leave_lineage(ReplId::random());
             self.firehose_disconnect_all();
         }
+        self.commit_batch(engine::Origin::Replay);
         self.redis_replicas_proxy(&passed_on, self.engine.repl.offset);
         if let Some(why) = failed {
             self.redis_primary_link_lost(why);
@@ -1182,6 +1183,7 @@ impl Server {
 
     /// Runs one command of the stream (`args`: its arguments) in database `db`, which a
     /// SELECT changes.
+    ///
     /// True when the command is one the primary numbered (a mutation there): every command
     /// but PING, SELECT and PUBLISH.
     fn redis_primary_run(&mut self, cmd: &[u8], args: &[&[u8]], db: &mut u32, now: i64) -> bool {
@@ -1250,12 +1252,8 @@ impl Server {
         }
         let repl = self.engine.repl.successor();
         self.engine.set_replication(repl);
-        info!(
-            "lineage {} continues lineage {} from its offset {} ({why})",
-            repl.replid,
-            self.engine.repl.previous.map_or(String::new(), |(id, _)| id.to_string()),
-            repl.offset
-        );
+        let from = repl.previous.map_or(String::new(), |(id, _)| id.to_string());
+        info!("lineage {} continues lineage {from} from its offset {} ({why})", repl.replid, repl.offset);
         self.firehose_disconnect_all();
     }
 
