@@ -565,3 +565,24 @@ fn a_goblin_core_replica_numbers_its_goblin_core_primarys_writes_as_its_primary_
     q(&mut c2, &["SET", "own", "1"]);
     assert_eq!(lineage(&mut c2).1, at + 1);
 }
+
+/// A chain redis-server -> goblin-core -> goblin-core: the middle server applies Redis's
+/// commands, not canonical mutations, so it does not number them one mutation per command (an
+/// MSET of two keys is two mutations here), and the file it sends its own replica names no
+/// lineage: the last server starts one of its own rather than take a numbering its stream does
+/// not follow.
+#[test]
+fn a_replica_below_a_replica_of_redis_starts_its_own_lineage() {
+    let r = RedisServer::start_with(&["--dir", &new_dir("failover-chain-goblin")]);
+    let mut rc = r.conn();
+    fill(&mut rc, "before");
+    let (g, mut gc) = goblin_replica(&mut rc, r.port);
+    let (last, mut lc) = goblin_replica(&mut gc, g.port);
+    q(&mut rc, &["MSET", "m1", "1", "m2", "2"]);
+    fill(&mut rc, "chained");
+    wait_same(&mut rc, &mut lc, "through the chain");
+    assert!(!last.log().contains("(the primary's)"), "{}", last.log());
+    assert!(!last.log().contains("does not number writes"), "{}", last.log());
+    let id = |c: &mut redis::Connection| info_field(c, "replication", "master_replid").unwrap();
+    assert_ne!(id(&mut lc), id(&mut gc));
+}
