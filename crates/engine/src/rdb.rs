@@ -509,6 +509,10 @@ pub struct RdbFile<'a> {
     /// successor lineage its firehose replicas at that offset follow (redis-server skips
     /// auxiliary fields it does not know).
     pub lineage: Option<(String, u64)>,
+    /// `goblin-in-step`: the writer follows a goblin-core primary by REPLICAOF and its lineage
+    /// is that primary's, each mutation numbered as there, so that a replica restarted from the
+    /// file and continuing the primary's stream goes on numbering them so.
+    pub lineage_in_step: bool,
 }
 
 /// Why a keyspace cannot be written as an RDB file: it holds array keys, which have no RDB
@@ -583,6 +587,9 @@ pub fn write_rdb_file(
     if let Some((id, offset)) = &f.lineage {
         aux(&mut out, "goblin-replid", id);
         aux(&mut out, "goblin-offset", &offset.to_string());
+        if f.lineage_in_step {
+            aux(&mut out, "goblin-in-step", "1");
+        }
     }
     for code in f.functions {
         out.push(OPCODE_FUNCTION2);
@@ -713,6 +720,8 @@ pub struct LoadedRdb {
     /// `goblin-replid` and `goblin-offset`, if the file has both: the goblin-core lineage and
     /// logical offset of the writer's dataset.
     pub lineage: Option<(String, u64)>,
+    /// `goblin-in-step` (see [`RdbFile::lineage_in_step`]).
+    pub lineage_in_step: bool,
 }
 
 const OPCODE_SLOT_INFO: u8 = 244;
@@ -781,6 +790,8 @@ pub fn load_rdb_file(
                     lineage_id = Some(String::from_utf8_lossy(&value).into_owned());
                 } else if name == b"goblin-offset" {
                     lineage_offset = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<u64>().ok());
+                } else if name == b"goblin-in-step" {
+                    info.lineage_in_step = value == b"1";
                 }
             }
             OPCODE_RESIZEDB => {

@@ -389,6 +389,7 @@ proptest! {
             repl_stream_db: Some(3),
             repl_position: Some(("8e738c08193d878d06f34a69733bb095bb5433d5".to_string(), 1615)),
             lineage: Some(("0c6f1e2a9b8d7c6e5f4a3b2c1d0e9f8a7b6c5d4e".to_string(), 77)),
+            lineage_in_step: true,
         };
         let mut buf = Vec::new();
         let len = rdb::write_rdb_file(&mut buf, &[(0, &e.ks)], &file).unwrap();
@@ -405,6 +406,7 @@ proptest! {
             loaded.lineage.clone(),
             Some(("0c6f1e2a9b8d7c6e5f4a3b2c1d0e9f8a7b6c5d4e".to_string(), 77))
         );
+        prop_assert!(loaded.lineage_in_step);
         let mut want = contents(&e.ks);
         want.retain(|(_, _, d)| d.is_none_or(|d| d > START));
         prop_assert_eq!(contents(&back), want);

@@ -329,6 +329,7 @@ fn main() {
     // there (after the configuration set the backlog's size). One that starts as a replica
     // of a Redis primary resynchronizes with it instead.
     let mut cached_primary = None;
+    let mut resumed_in_step = false;
     if let Some(resume) = stream_resume {
         if server.cfg.replicaof.is_none() {
             server.redis_replicas_resume(&resume);
@@ -336,6 +337,7 @@ fn main() {
             // A replica restarted from its own file asks its primary to continue from where
             // the file stands (PSYNC), as a redis-server replica does with its cached master.
             cached_primary = Some((resume.replid, resume.offset as i64, resume.db));
+            resumed_in_step = resume.in_step;
         }
     }
     server.config_file = loaded.file.clone();
@@ -390,6 +392,9 @@ fn main() {
         server.redis_primary_settings.masteruser = server.cfg.masteruser.clone();
         let port = v[1].parse().expect("validated");
         server.follow_redis_primary(v[0].clone(), port, cached_primary.take(), false);
+        if resumed_in_step {
+            server.redis_primary_resume_in_step();
+        }
     }
     // The OOM score for the role the server starts in (a file's oom-score-adj was applied
     // before the role was known).

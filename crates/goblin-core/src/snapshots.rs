@@ -167,6 +167,8 @@ struct RdbParts {
     /// This server's lineage and logical offset (`goblin-replid`, `goblin-offset`); None
     /// inside a batch, whose mutations the dataset holds before the offset counts them.
     lineage: Option<(String, u64)>,
+    /// This server follows a goblin-core primary in step (`goblin-in-step`).
+    lineage_in_step: bool,
 }
 
 impl RdbParts {
@@ -183,6 +185,7 @@ impl RdbParts {
             repl_stream_db: self.repl_stream_db,
             repl_position: self.repl_position.clone(),
             lineage: self.lineage.clone(),
+            lineage_in_step: self.lineage_in_step,
         }
     }
 }
@@ -609,6 +612,10 @@ pub struct StreamResume {
     /// `repl-stream-db`: the database the stream was in (a replica continuing its primary's
     /// stream needs it; the stream selects again only when it changes database).
     pub db: u32,
+    /// A replica's file written while it numbered its goblin-core primary's writes as the
+    /// primary does (`goblin-in-step`): the load resumed the file's lineage (the primary's),
+    /// and continuing the stream keeps numbering them so.
+    pub in_step: bool,
 }
 
 /// Startup without `--load`, a Kafka journal or a firehose upstream: the RDB file at
@@ -653,7 +660,13 @@ pub fn load_rdb_at_startup(
     // firehose replicas at exactly its offset follow; not when keys were left out as expired
     // (the dataset is no longer the lineage's state at that offset), nor on a replica of a
     // Redis primary (its history comes with that primary's stream).
+    // A replica's own file written in step with its goblin-core primary resumes that
+    // primary's lineage itself: continuing the primary's stream from the file's position
+    // replays the same commands, numbered as before and as on the primary (a full
+    // synchronization or a new stream ID replaces or succeeds it: `redis_primary.rs`).
+    let resumes_in_step = keep_expired && found.lineage_in_step && found.repl_position.is_some();
     let continued = match &found.lineage {
+        Some((id, offset)) if resumes_in_step => ReplId::parse(id).map(|id| Replication::at(id, *offset)),
         Some((id, offset)) if !keep_expired && found.expired == 0 => {
             ReplId::parse(id).map(|id| Replication::at(id, *offset).successor())
         }
@@ -667,6 +680,7 @@ pub fn load_rdb_at_startup(
         }
         _ => None,
     };
+    let in_step = resumes_in_step && continued.is_some();
     let repl =
         continued.unwrap_or_else(|| Replication::at(ReplId::random(), lineage_start(&dbs, &functions)));
     if let Some((id, at)) = repl.previous {
@@ -697,6 +711,7 @@ pub fn load_rdb_at_startup(
         offset,
         expired: found.expired_keys,
         db,
+        in_step,
     });
     Ok(Some(LoadedRdbFile { engine, keys: found.keys, expired: found.expired, stream }))
 }
@@ -929,6 +944,7 @@ impl Server {
                 .pending()
                 .is_empty()
                 .then(|| (self.engine.repl.replid.to_string(), self.engine.repl.offset)),
+            lineage_in_step: self.redis_primary.is_some() && self.redis_primary_in_step(),
         }
     }
 

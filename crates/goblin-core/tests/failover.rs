@@ -586,3 +586,36 @@ fn a_replica_below_a_replica_of_redis_starts_its_own_lineage() {
     let id = |c: &mut redis::Connection| info_field(c, "replication", "master_replid").unwrap();
     assert_ne!(id(&mut lc), id(&mut gc));
 }
+
+/// A goblin-core replica of a goblin-core primary restarted from its own dump.rdb continues the
+/// primary's stream (PSYNC) and goes on numbering its writes as the primary does: its file said
+/// it was in step (`goblin-in-step`), and the load resumed the primary's lineage.
+#[test]
+fn a_replica_restarted_from_its_file_stays_in_step_with_its_goblin_core_primary() {
+    let g1 = Server::start(&["--save", ""]);
+    let mut c1 = g1.conn();
+    fill(&mut c1, "before");
+    let dir = temp_path("in-step-restart");
+    std::fs::create_dir_all(&dir).unwrap();
+    let primary = g1.port.to_string();
+    let args = ["--save", "3600 1", "--replicaof", "127.0.0.1", &primary];
+    let mut g2 = Server::start_in(Some(&dir), &args);
+    let port = g2.port.to_string();
+    let mut c2 = g2.conn();
+    wait_info(&mut c2, "master_link_status", "up", "the first sync");
+    fill(&mut c1, "attached");
+    wait_same(&mut c1, &mut c2, "before the restart");
+    wait_same_offset(&mut c1, &mut c2, "before the restart");
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut c2);
+    assert!(g2.wait_exit(Duration::from_secs(20)).expect("SHUTDOWN must exit").success());
+    fill(&mut c1, "while-down");
+    let g2 = Server::start_in(Some(&dir), &[&args[..], &["--port", &port, "--bind", "127.0.0.1"]].concat());
+    let mut c2 = g2.conn();
+    wait_info(&mut c2, "master_link_status", "up", "the continuation");
+    assert_eq!(info_int(&mut c2, "replication", "redis_primary_partial_syncs"), 1, "{}", g2.log());
+    fill(&mut c1, "after");
+    wait_same(&mut c1, &mut c2, "after the restart");
+    wait_same_offset(&mut c1, &mut c2, "after the restart");
+    assert_eq!(lineage(&mut c2), lineage(&mut c1), "{}", g2.log());
+    assert!(!g2.log().contains("does not number writes"), "{}", g2.log());
+}

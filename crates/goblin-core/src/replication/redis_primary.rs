@@ -1325,6 +1325,15 @@ impl Server {
         self.redis_primary.as_ref().is_none_or(|p| p.in_step)
     }
 
+    /// Startup from this server's own file, written in step with its primary: the file's
+    /// lineage was resumed, and continuing the primary's stream from the file's position keeps
+    /// it in step (a full synchronization or a new stream ID decides anew).
+    pub(crate) fn redis_primary_resume_in_step(&mut self) {
+        if let Some(p) = self.redis_primary.as_mut() {
+            p.in_step = true;
+        }
+    }
+
     fn redis_primary_offset(&self) -> i64 {
         self.redis_primary.as_ref().map_or(-1, |p| p.offset)
     }
