@@ -624,7 +624,8 @@ pub struct StreamResume {
 /// read or is not a whole RDB file (empty, truncated, a bad checksum, an unknown type): the
 /// server must not start without the data it was asked to keep, nor overwrite the file with
 /// less at its next save. The dataset goes on from the file's goblin lineage as a successor, or
-/// starts a new lineage ([`lineage_start`]) when it has none or keys were left out; keys past their
+/// starts a new lineage ([`lineage_start`]) when it has none or keys were left out; a replica's
+/// file written in step with its goblin-core primary resumes that lineage itself. Keys past their
 /// deadline are left out and counted, except on a replica (`keep_expired`), which keeps them
 /// until its primary deletes them, as a redis-server replica does: the primary's stream may
 /// still write to a key it has not expired yet.
@@ -658,12 +659,12 @@ pub fn load_rdb_at_startup(
         .map_err(|e| format!("RDB file {}: a function library: {e}", path.display()))?;
     // The file's goblin lineage goes on as a successor (main.rs `recover` says why), so that
     // firehose replicas at exactly its offset follow; not when keys were left out as expired
-    // (the dataset is no longer the lineage's state at that offset), nor on a replica of a
-    // Redis primary (its history comes with that primary's stream).
-    // A replica's own file written in step with its goblin-core primary resumes that
-    // primary's lineage itself: continuing the primary's stream from the file's position
-    // replays the same commands, numbered as before and as on the primary (a full
-    // synchronization or a new stream ID replaces or succeeds it: `redis_primary.rs`).
+    // (the dataset is no longer the lineage's state at that offset), nor on a replica (its
+    // history comes with its primary's stream). A replica's own file written in step with its
+    // goblin-core primary resumes that primary's lineage itself: continuing the primary's
+    // stream from the file's position replays the same commands, numbered as before and as on
+    // the primary (a full synchronization or a new stream ID replaces or succeeds it:
+    // `redis_primary.rs`).
     let resumes_in_step = keep_expired && found.lineage_in_step && found.repl_position.is_some();
     let continued = match &found.lineage {
         Some((id, offset)) if resumes_in_step => ReplId::parse(id).map(|id| Replication::at(id, *offset)),
