@@ -429,13 +429,8 @@ fn a_chain_through_goblin_core_keeps_the_primarys_stream() {
     q(&mut rc, &["INCR", "in-three"]);
     wait_same(&mut rc, &mut sc, "through the chain");
     let id = |c: &mut redis::Connection| info_field(c, "replication", "master_replid").unwrap();
-    let offset = |c: &mut redis::Connection| info_int(c, "replication", "master_repl_offset");
     assert_eq!(id(&mut sc), id(&mut rc), "the last replica's stream is the primary's");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while offset(&mut sc) != offset(&mut rc) {
-        assert!(Instant::now() < deadline, "the offsets never met");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_same_offset(&mut rc, &mut sc, "through the chain");
     let full = info_int(&mut gc, "stats", "sync_full");
     q(&mut gc, &["REPLICAOF", "NO", "ONE"]);
     wait_info(&mut sc, "master_link_status", "up", "the last replica after the promotion");
